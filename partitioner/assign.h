@@ -1,0 +1,49 @@
+// Assignment of a queue's parts to the live sessions of its group, and the
+// plan that moves the group from its current ownership to that assignment.
+// Pure functions: the same inputs give the same output on every member, which
+// is what lets each session compute its own share without talking to others.
+#ifndef PARTQ_PARTITIONER_ASSIGN_H_
+#define PARTQ_PARTITIONER_ASSIGN_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace partq {
+
+// owner[p] is the index (into the member list the assignment was computed for)
+// of the member that owns part p, or -1 when the part is free.
+using Assignment = std::vector<int>;
+
+// Lexical assignment: members sorted by id; member i of S owns parts
+// [floor(i*P/S), floor((i+1)*P/S)). `members` must be sorted and unique.
+// With no members, every part is free.
+Assignment LexicalAssign(const std::vector<std::string>& members, int parts);
+
+// Sticky assignment: balanced within +-1 and moving only the minimum from
+// `current` (current[p] = id of the part's owner, or nullopt when free; owners
+// that are not in `members` count as gone). Deterministic in its inputs.
+// Quotas: P/S each, and the P%S members holding the most parts (ties by id)
+// get one more. Each member keeps up to its quota of the parts it holds (lowest
+// part numbers first); the rest and the free parts go, in part order, to
+// members below quota, in member order.
+Assignment StickyAssign(const std::vector<std::string>& members,
+                        const std::vector<std::optional<std::string>>& current, int parts);
+
+// What one member must do to go from `current` to `target`.
+struct MemberPlan {
+  std::vector<int> release;  // parts it owns now and must give up (ascending)
+  std::vector<int> acquire;  // parts it must take once free (ascending)
+};
+
+// The plan for every member of `members` (by id) to reach `target`.
+// Parts owned by ids that are not members appear in no plan (they free up when
+// those sessions expire).
+std::map<std::string, MemberPlan> PlanMoves(const std::vector<std::string>& members,
+                                            const std::vector<std::optional<std::string>>& current,
+                                            const Assignment& target);
+
+}  // namespace partq
+
+#endif  // PARTQ_PARTITIONER_ASSIGN_H_
