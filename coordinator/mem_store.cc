@@ -1,0 +1,499 @@
+#include "coordinator/mem_store.h"
+
+#include <algorithm>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "partitioner/part.h"
+
+namespace partq {
+
+class MemStore : public Store {
+ public:
+  explicit MemStore(MemDatabase* db) : db_(db) {}
+
+  absl::Status Migrate() override {
+    absl::MutexLock l(&db_->mu_);
+    return db_->Enter("Migrate");
+  }
+  absl::Status CheckSchema() override {
+    absl::MutexLock l(&db_->mu_);
+    return db_->Enter("CheckSchema");
+  }
+
+  absl::Status CreateQueue(const QueueConfig& config) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("CreateQueue"); !st.ok()) return st;
+    if (config.parts < 1 || config.parts > 4096) {
+      return absl::InvalidArgumentError("parts must be between 1 and 4096");
+    }
+    if (!db_->queues_.emplace(config.name, config).second) {
+      return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("GetQueue"); !st.ok()) return st;
+    auto it = db_->queues_.find(std::string(name));
+    if (it == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
+    return it->second;
+  }
+  absl::StatusOr<std::vector<QueueConfig>> ListQueues() override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("ListQueues"); !st.ok()) return st;
+    std::vector<QueueConfig> out;
+    for (const auto& [name, q] : db_->queues_) out.push_back(q);
+    return out;
+  }
+  absl::Status DeleteQueue(absl::string_view name) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("DeleteQueue"); !st.ok()) return st;
+    const std::string q(name);
+    if (db_->queues_.erase(q) == 0) return absl::NotFoundError(absl::StrCat("unknown queue \"", q, "\""));
+    for (auto it = db_->sessions_.begin(); it != db_->sessions_.end();) {
+      it = it->second.queue == q ? db_->sessions_.erase(it) : std::next(it);
+    }
+    for (auto it = db_->owners_.begin(); it != db_->owners_.end();) {
+      it = it->first.first == q ? db_->owners_.erase(it) : std::next(it);
+    }
+    for (auto it = db_->items_.begin(); it != db_->items_.end();) {
+      it = it->second.queue == q ? db_->items_.erase(it) : std::next(it);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<JoinResult> Join(const JoinRequest& req) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Join"); !st.ok()) return st;
+    auto q = db_->queues_.find(req.queue);
+    if (q == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", req.queue, "\""));
+    const absl::Time now = db_->clock_->Now();
+    JoinResult out;
+    std::string id;
+    if (req.instance_id.empty()) {
+      id = absl::StrFormat("%08x-0000-4000-8000-%012x", absl::Uniform<uint32_t>(gen_),
+                           db_->next_session_++);
+    } else {
+      id = absl::StrCat("static-", req.queue, "/", req.instance_id);
+    }
+    auto [it, inserted] = db_->sessions_.try_emplace(id);
+    MemDatabase::Session& s = it->second;
+    if (!inserted) {
+      ++s.incarnation;
+      for (auto& [key, owner] : db_->owners_) {
+        if (owner.session == id) {
+          owner.epoch = db_->next_epoch_++;
+          out.kept.push_back({key.second, Epoch{owner.epoch}});
+        }
+      }
+    }
+    s.queue = req.queue;
+    s.instance_id = req.instance_id;
+    s.host = req.host;
+    s.pid = req.pid;
+    s.heartbeat_at = now;
+    s.expires_at = now + q->second.session_ttl;
+    out.id = SessionId{id};
+    out.incarnation = s.incarnation;
+    return out;
+  }
+
+  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
+                                      int64_t incarnation) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Heartbeat"); !st.ok()) return st;
+    const std::string q(queue);
+    auto qit = db_->queues_.find(q);
+    if (qit == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", q, "\""));
+    const absl::Time now = db_->clock_->Now();
+    bool alive = false;
+    auto it = db_->sessions_.find(session.value);
+    if (it != db_->sessions_.end() && it->second.incarnation == incarnation) {
+      it->second.heartbeat_at = now;
+      it->second.expires_at = now + qit->second.session_ttl;
+      alive = true;
+    }
+    int64_t expired = 0;
+    db_->ExpireLocked(q, session.value, &expired);
+    GroupView view = db_->ViewLocked(q);
+    view.alive = alive;
+    view.expired = expired;
+    return view;
+  }
+
+  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("ReadGroup"); !st.ok()) return st;
+    return db_->ViewLocked(std::string(queue));
+  }
+
+  absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
+                                                      const SessionId& session,
+                                                      const std::vector<int>& parts) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("AcquireParts"); !st.ok()) return st;
+    if (db_->sessions_.count(session.value) == 0) {
+      return absl::FailedPreconditionError("session gone");
+    }
+    std::vector<OwnedPart> got;
+    for (int p : parts) {
+      auto [it, inserted] =
+          db_->owners_.try_emplace({std::string(queue), p}, MemDatabase::Owner{session.value, 0});
+      if (!inserted) continue;
+      it->second.epoch = db_->next_epoch_++;
+      got.push_back({p, Epoch{it->second.epoch}});
+    }
+    return got;
+  }
+
+  absl::Status ReleaseParts(absl::string_view queue, const SessionId& session,
+                            const std::vector<OwnedPart>& parts) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("ReleaseParts"); !st.ok()) return st;
+    for (const auto& p : parts) {
+      auto it = db_->owners_.find({std::string(queue), p.part});
+      if (it == db_->owners_.end() || it->second.session != session.value ||
+          it->second.epoch != p.epoch.value) {
+        continue;
+      }
+      db_->RefundLocked(std::string(queue), p.part, p.epoch.value);
+      db_->owners_.erase(it);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Leave(absl::string_view queue, const SessionId& session,
+                     int64_t incarnation) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Leave"); !st.ok()) return st;
+    auto it = db_->sessions_.find(session.value);
+    if (it == db_->sessions_.end() || it->second.incarnation != incarnation) {
+      return absl::OkStatus();
+    }
+    for (auto o = db_->owners_.begin(); o != db_->owners_.end();) {
+      if (o->second.session == session.value) {
+        db_->RefundLocked(o->first.first, o->first.second, o->second.epoch);
+        o = db_->owners_.erase(o);
+      } else {
+        ++o;
+      }
+    }
+    db_->sessions_.erase(it);
+    return absl::OkStatus();
+  }
+
+  absl::Status NotifyGroup(absl::string_view) override {
+    absl::MutexLock l(&db_->mu_);
+    return db_->Enter("NotifyGroup");
+  }
+
+  absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Enqueue"); !st.ok()) return st;
+    return EnqueueLocked(std::string(queue), item);
+  }
+
+  absl::StatusOr<int64_t> EnqueueBatch(absl::string_view queue,
+                                       const std::vector<NewItem>& items) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("EnqueueBatch"); !st.ok()) return st;
+    for (const auto& item : items) {
+      auto r = EnqueueLocked(std::string(queue), item);
+      if (!r.ok()) return r.status();
+    }
+    return static_cast<int64_t>(items.size());
+  }
+
+  absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& req) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Claim"); !st.ok()) return st;
+    const absl::Time now = db_->clock_->Now();
+    std::map<int, int64_t> epochs;
+    for (const auto& p : req.parts) epochs[p.part] = p.epoch.value;
+    std::vector<MemDatabase::StoredItem*> cands;
+    MemDatabase::StoredItem* suspect = nullptr;
+    std::set<std::pair<int, std::string>> heads;  // ordered: keys whose head was seen
+    for (auto& [id, s] : db_->items_) {
+      if (s.queue != req.queue) continue;
+      auto e = epochs.find(s.item.part);
+      if (e == epochs.end()) continue;
+      if (req.ordered && s.item.key) {
+        if (!heads.insert({s.item.part, *s.item.key}).second) continue;  // not the head
+      }
+      if (s.item.run_at > now) continue;
+      if (s.claim_epoch == 0) {
+        cands.push_back(&s);
+      } else if (s.claim_epoch != e->second && req.include_suspect && suspect == nullptr) {
+        suspect = &s;
+      }
+    }
+    std::stable_sort(cands.begin(), cands.end(), [](auto* a, auto* b) {
+      return std::make_pair(a->item.priority, a->item.id) <
+             std::make_pair(b->item.priority, b->item.id);
+    });
+    if (static_cast<int>(cands.size()) > req.limit) cands.resize(req.limit);
+    std::vector<Item> out;
+    auto take = [&](MemDatabase::StoredItem* s, bool is_suspect) {
+      s->claim_epoch = epochs[s->item.part];
+      s->item.attempts++;
+      s->item.claim_epoch = Epoch{s->claim_epoch};
+      Item it = s->item;
+      it.suspect = is_suspect;
+      out.push_back(it);
+    };
+    for (auto* s : cands) take(s, false);
+    if (suspect != nullptr) take(suspect, true);
+    return out;
+  }
+
+  absl::StatusOr<FinishResult> Finish(const FinishRequest& req, const FinishBody& body) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Finish"); !st.ok()) return st;
+    FinishResult result;
+    std::vector<Item> owned;
+    for (const auto& item : req.items) {
+      auto o = db_->owners_.find({req.queue, item.part});
+      bool ok = o != db_->owners_.end() && o->second.session == req.session.value &&
+                o->second.epoch == item.claim_epoch.value;
+      auto s = db_->items_.find(item.id);
+      ok = ok && s != db_->items_.end() && s->second.claim_epoch == item.claim_epoch.value;
+      if (ok) {
+        owned.push_back(item);
+      } else {
+        result.fenced.push_back(item.id);
+      }
+    }
+    NoSqlTx tx;
+    auto outcomes = body(tx, owned);
+    if (!outcomes.ok()) return outcomes.status();
+    if (outcomes->size() != owned.size()) return absl::InternalError("one outcome per item");
+    const absl::Time now = db_->clock_->Now();
+    for (const auto& oc : *outcomes) {
+      auto s = db_->items_.find(oc.id);
+      if (s == db_->items_.end()) return absl::InternalError("outcome for an unknown item");
+      auto& st = s->second;
+      bool dead = oc.kind == Outcome::Kind::kDead ||
+                  (oc.kind == Outcome::Kind::kRetry && !oc.refund_attempt &&
+                   st.item.attempts >= req.max_attempts);
+      if (oc.kind == Outcome::Kind::kAck) {
+        if (oc.result || st.item.dedup_key) db_->results_[oc.id] = oc.result;
+        db_->items_.erase(s);
+        result.acked.push_back(oc.id);
+      } else if (dead) {
+        st.last_error = oc.error;
+        db_->dead_[oc.id] = st;
+        db_->items_.erase(s);
+        result.dead.push_back(oc.id);
+      } else {
+        if (oc.refund_attempt) st.item.attempts = std::max(0, st.item.attempts - 1);
+        st.item.run_at = now + oc.retry_delay;
+        st.claim_epoch = 0;
+        st.last_error = oc.error;
+        result.retried.push_back(oc.id);
+      }
+    }
+    return result;
+  }
+
+  absl::StatusOr<ItemState> GetItemState(absl::string_view, int64_t id) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("GetItemState"); !st.ok()) return st;
+    ItemState out;
+    out.id = id;
+    if (auto it = db_->items_.find(id); it != db_->items_.end()) {
+      out.kind = ItemState::Kind::kPending;
+      out.attempts = it->second.item.attempts;
+      out.error = it->second.last_error;
+    } else if (auto d = db_->dead_.find(id); d != db_->dead_.end()) {
+      out.kind = ItemState::Kind::kDead;
+      out.error = d->second.last_error;
+      out.attempts = d->second.item.attempts;
+    } else if (auto r = db_->results_.find(id); r != db_->results_.end()) {
+      out.kind = ItemState::Kind::kDone;
+      out.result = r->second;
+    } else {
+      out.kind = id < db_->next_item_ ? ItemState::Kind::kDone : ItemState::Kind::kUnknown;
+    }
+    return out;
+  }
+
+  absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
+                                                   absl::string_view key) override {
+    int64_t id = 0;
+    {
+      absl::MutexLock l(&db_->mu_);
+      for (const auto& [i, s] : db_->items_) {
+        if (s.queue == queue && s.item.dedup_key == std::string(key)) id = i;
+      }
+      for (const auto& [i, s] : db_->dead_) {
+        if (id == 0 && s.queue == queue && s.item.dedup_key == std::string(key)) id = i;
+      }
+    }
+    if (id == 0) return ItemState{};
+    return GetItemState(queue, id);
+  }
+
+  absl::StatusOr<QueueStatus> Status(absl::string_view queue) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Status"); !st.ok()) return st;
+    auto q = db_->queues_.find(std::string(queue));
+    if (q == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
+    QueueStatus out;
+    out.config = q->second;
+    out.db_now = db_->clock_->Now();
+    out.parts.resize(q->second.parts);
+    for (int p = 0; p < q->second.parts; ++p) {
+      out.parts[p].part = p;
+      auto o = db_->owners_.find({q->first, p});
+      if (o != db_->owners_.end()) {
+        out.parts[p].owner = SessionId{o->second.session};
+        out.parts[p].epoch = Epoch{o->second.epoch};
+      }
+    }
+    for (const auto& [id, s] : db_->sessions_) {
+      if (s.queue != q->first) continue;
+      SessionInfo info;
+      info.id = SessionId{id};
+      info.instance_id = s.instance_id;
+      info.host = s.host;
+      info.pid = s.pid;
+      info.since_heartbeat = out.db_now - s.heartbeat_at;
+      info.expires_in = s.expires_at - out.db_now;
+      for (const auto& p : out.parts) info.parts_owned += p.owner && p.owner->value == id;
+      out.sessions.push_back(info);
+    }
+    for (const auto& [id, s] : db_->items_) {
+      if (s.queue != q->first) continue;
+      auto& ps = out.parts[s.item.part];
+      if (s.claim_epoch != 0) {
+        ++ps.in_flight;
+      } else if (s.item.run_at > out.db_now) {
+        ++ps.delayed;
+      } else {
+        ++ps.ready;
+        ps.oldest_ready_age = std::max(ps.oldest_ready_age, out.db_now - s.item.enqueued_at);
+      }
+    }
+    for (const auto& [id, s] : db_->dead_) {
+      if (s.queue == q->first) ++out.parts[s.item.part].dead;
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view) override {
+    return absl::UnimplementedError("MemStore has no LISTEN");
+  }
+
+ private:
+  class NoSqlTx : public Tx {
+   public:
+    absl::StatusOr<std::vector<Row>> Exec(absl::string_view,
+                                          const std::vector<std::optional<std::string>>&) override {
+      return absl::UnimplementedError("MemStore runs no SQL");
+    }
+    pqxx::transaction_base* pqxx() override { return nullptr; }
+    const std::string& schema() const override { return schema_; }
+
+   private:
+    std::string schema_ = "mem";
+  };
+
+  absl::StatusOr<EnqueueResult> EnqueueLocked(const std::string& queue, const NewItem& item)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->mu_) {
+    auto q = db_->queues_.find(queue);
+    if (q == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
+    if (item.dedup_key) {
+      for (const auto& [id, s] : db_->items_) {
+        if (s.queue == queue && s.item.dedup_key == item.dedup_key) {
+          return EnqueueResult{id, s.item.part, true};
+        }
+      }
+    }
+    const absl::Time now = db_->clock_->Now();
+    MemDatabase::StoredItem s;
+    s.queue = queue;
+    s.item.id = db_->next_item_++;
+    s.item.part = item.key ? PartForKey(*item.key, q->second.parts)
+                           : PartForId(s.item.id, q->second.parts);
+    s.item.key = item.key;
+    s.item.dedup_key = item.dedup_key;
+    s.item.priority = item.priority;
+    s.item.payload = item.payload;
+    s.item.enqueued_at = now;
+    s.item.run_at = now + item.delay;
+    const EnqueueResult r{s.item.id, s.item.part, false};
+    db_->items_.emplace(s.item.id, std::move(s));
+    return r;
+  }
+
+  MemDatabase* const db_;
+  absl::BitGen gen_;
+};
+
+std::unique_ptr<Store> MemDatabase::Connect() { return std::make_unique<MemStore>(this); }
+
+StoreFactory MemDatabase::Factory() {
+  return [this]() -> absl::StatusOr<std::unique_ptr<Store>> { return Connect(); };
+}
+
+void MemDatabase::FailNext(int n, absl::Status status) {
+  absl::MutexLock l(&mu_);
+  fail_next_ = n;
+  fail_status_ = std::move(status);
+}
+
+int64_t MemDatabase::Calls(const std::string& method) const {
+  absl::MutexLock l(&mu_);
+  auto it = calls_.find(method);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+absl::Status MemDatabase::Enter(const char* method) {
+  ++calls_[method];
+  if (fail_next_ > 0) {
+    --fail_next_;
+    return fail_status_;
+  }
+  return absl::OkStatus();
+}
+
+void MemDatabase::ExpireLocked(const std::string& queue, const std::string& except,
+                               int64_t* expired) {
+  const absl::Time now = clock_->Now();
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second.queue == queue && it->first != except && it->second.expires_at < now) {
+      for (auto o = owners_.begin(); o != owners_.end();) {
+        o = o->second.session == it->first ? owners_.erase(o) : std::next(o);
+      }
+      it = sessions_.erase(it);
+      ++*expired;
+    } else {
+      ++it;
+    }
+  }
+}
+
+GroupView MemDatabase::ViewLocked(const std::string& queue) {
+  GroupView view;
+  const absl::Time now = clock_->Now();
+  for (const auto& [id, s] : sessions_) {
+    if (s.queue == queue && s.expires_at >= now) view.members.push_back(SessionId{id});
+  }
+  for (const auto& [key, o] : owners_) {
+    if (key.first == queue) view.owners.push_back({key.second, SessionId{o.session}, Epoch{o.epoch}});
+  }
+  return view;
+}
+
+void MemDatabase::RefundLocked(const std::string& queue, int part, int64_t epoch) {
+  for (auto& [id, s] : items_) {
+    if (s.queue == queue && s.item.part == part && s.claim_epoch == epoch) {
+      s.claim_epoch = 0;
+      s.item.attempts = std::max(0, s.item.attempts - 1);
+    }
+  }
+}
+
+}  // namespace partq

@@ -1,0 +1,80 @@
+// An in-memory Store for unit tests of pure logic (sessions, rebalancing, the
+// consumer's dispatch). It follows the same contracts as PgStore, with a Clock
+// as its database clock, but has no SQL: Tx::Exec is Unimplemented and
+// Listen is Unimplemented (sessions then poll). Fault injection: FailNext()
+// makes the next calls return an error, like a dropped connection.
+//
+// Thread-safe: all handles share one MemDatabase guarded by a mutex.
+#ifndef PARTQ_COORDINATOR_MEM_STORE_H_
+#define PARTQ_COORDINATOR_MEM_STORE_H_
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/clock.h"
+#include "coordinator/store.h"
+
+namespace partq {
+
+class MemDatabase {
+ public:
+  explicit MemDatabase(Clock* clock = Clock::Real()) : clock_(clock) {}
+  // A new handle ("connection") on this database.
+  std::unique_ptr<Store> Connect();
+  StoreFactory Factory();
+  // The next `n` store calls (on any handle) fail with `status`.
+  void FailNext(int n, absl::Status status = absl::UnavailableError("injected failure"));
+  // Every store call so far, by method name (for cost assertions).
+  int64_t Calls(const std::string& method) const;
+
+ private:
+  friend class MemStore;
+  struct Session {
+    std::string queue;
+    int64_t incarnation = 1;
+    std::string instance_id, host;
+    int pid = 0;
+    absl::Time heartbeat_at, expires_at;
+  };
+  struct Owner {
+    std::string session;
+    int64_t epoch;
+  };
+  struct StoredItem {
+    Item item;
+    std::string queue;
+    int64_t claim_epoch = 0;  // 0: not claimed
+    std::string last_error;
+  };
+
+  absl::Status Enter(const char* method) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireLocked(const std::string& queue, const std::string& except, int64_t* expired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  GroupView ViewLocked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RefundLocked(const std::string& queue, int part, int64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Clock* const clock_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, QueueConfig> queues_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);            // by id
+  std::map<std::pair<std::string, int>, Owner> owners_ ABSL_GUARDED_BY(mu_);  // (queue, part)
+  std::map<int64_t, StoredItem> items_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, StoredItem> dead_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::optional<std::string>> results_ ABSL_GUARDED_BY(mu_);
+  int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t next_item_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  int fail_next_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace partq
+
+#endif  // PARTQ_COORDINATOR_MEM_STORE_H_

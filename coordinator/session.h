@@ -1,0 +1,143 @@
+// One member of a queue's consumer group: joins, heartbeats, expires dead
+// members, rebalances its parts and leaves (DESIGN.md protocols 1-4 and 8).
+//
+// A Session runs one background thread with its own Store connection, and
+// (when the store supports LISTEN) a second one that waits for the queue's
+// notices: group notices wake the rebalancer at once, item notices are passed
+// to the ItemsCallback. Part changes are reported to a PartListener, like a
+// Kafka ConsumerRebalanceListener:
+//   OnRevoke(parts)  before the session gives parts up: stop claiming in them
+//                    and finish in-flight items. The parts are released (and
+//                    unfinished claims refunded) only after it returns, so a
+//                    part is never owned by two sessions.
+//   OnAssign(parts)  after parts were acquired, with their epochs.
+//   OnLost(parts)    the session lost parts without revoking them (it expired,
+//                    was fenced by a static re-join, or the database says it no
+//                    longer owns them). Acks under those epochs will fail.
+// Listener callbacks run on the session thread, one at a time.
+//
+// Lifecycle (STYLE.md 10): Start() joins and returns once the first join
+// succeeded; Stop() revokes every part, leaves and joins the threads. Stop is
+// safe before Start and twice. Thread-safe: owned(), state() and the waiting
+// helpers may be called from any thread.
+#ifndef PARTQ_COORDINATOR_SESSION_H_
+#define PARTQ_COORDINATOR_SESSION_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/store.h"
+#include "coordinator/types.h"
+
+namespace partq {
+
+class PartListener {
+ public:
+  virtual ~PartListener() = default;
+  virtual void OnRevoke(const std::vector<OwnedPart>& parts) = 0;
+  virtual void OnAssign(const std::vector<OwnedPart>& parts) = 0;
+  virtual void OnLost(const std::vector<OwnedPart>& parts) = 0;
+};
+
+struct SessionOptions {
+  std::string queue;
+  std::string instance_id;  // non-empty: static membership
+  std::string host;         // reported in `partq status`; default: hostname
+  // Heartbeat period; zero: a quarter of the queue's session TTL.
+  absl::Duration heartbeat_interval = absl::ZeroDuration();
+  // While waiting for a part another member must release first, re-read the
+  // group this often (a group notice usually comes sooner).
+  absl::Duration handoff_poll = absl::Milliseconds(250);
+  // Without LISTEN (or with poll_only), re-read the group this often.
+  absl::Duration group_poll = absl::Seconds(1);
+  bool poll_only = false;  // no LISTEN connection (PgBouncer transaction pooling)
+  // Backoff between reconnect attempts when the database is unreachable.
+  absl::Duration retry_backoff = absl::Milliseconds(200);
+};
+
+class Session {
+ public:
+  enum class State { kIdle, kJoining, kActive, kLost, kLeaving, kStopped };
+  static const char* StateName(State s);
+
+  using ItemsCallback = std::function<void(int part)>;
+
+  // `listener` must outlive the session.
+  Session(StoreFactory factory, SessionOptions options, PartListener* listener);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Joins (retrying while the database is unavailable, up to `timeout`) and
+  // starts the background threads. Errors: NotFound for an unknown queue,
+  // FailedPrecondition for a missing schema, the last error on timeout.
+  absl::Status Start(absl::Duration timeout = absl::Seconds(30));
+  // Graceful leave: revoke all parts (the listener drains), delete the session
+  // so the others take the parts at once, stop the threads.
+  void Stop();
+  // Leaves without revoking or deleting anything: the session simply stops
+  // heartbeating, as if the process died (tests and crash simulation).
+  void Abandon();
+
+  // Called for every item notice (from the listener thread).
+  void SetItemsCallback(ItemsCallback cb);
+  // Wakes the rebalancer now (e.g. after a group notice from elsewhere).
+  void Poke();
+
+  State state() const;
+  SessionId id() const;
+  const QueueConfig& queue_config() const { return config_; }
+  std::vector<OwnedPart> owned() const;
+  // The epoch at which this session owns `part` now, if it does.
+  std::optional<Epoch> EpochOf(int part) const;
+  // Rebalance rounds completed so far (for tests waiting on progress).
+  int64_t rounds() const;
+  // Waits until the session's parts equal its target in the last view it read
+  // and no hand-off is pending; false on timeout.
+  bool WaitStable(absl::Duration timeout) const;
+
+ private:
+  void Run();
+  void ListenLoop();
+  absl::Status EnsureStore();
+  absl::Status Join();
+  // One heartbeat (or group read) and the rebalance that follows.
+  absl::Status Tick(bool heartbeat);
+  absl::Status Rebalance(const GroupView& view);
+  void LoseAll(const char* why);
+  void SetState(State next);
+
+  const StoreFactory factory_;
+  const SessionOptions options_;
+  PartListener* const listener_;
+  QueueConfig config_;
+  std::unique_ptr<Store> store_;  // session thread only (and Start/Stop before/after it)
+
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
+  SessionId id_ ABSL_GUARDED_BY(mu_);
+  int64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<OwnedPart> owned_ ABSL_GUARDED_BY(mu_);  // sorted by part
+  bool stable_ ABSL_GUARDED_BY(mu_) = false;
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool abandon_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
+  ItemsCallback items_cb_ ABSL_GUARDED_BY(mu_);
+
+  absl::Time last_heartbeat_ok_;  // session thread only
+  std::thread thread_;
+  std::thread listen_thread_;
+};
+
+}  // namespace partq
+
+#endif  // PARTQ_COORDINATOR_SESSION_H_

@@ -1,0 +1,122 @@
+#include "tests/testing/pg_env.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <pqxx/pqxx>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "coordinator/migrations.h"
+#include "gtest/gtest.h"
+
+namespace partq::testing {
+namespace {
+
+std::mutex g_mu;
+EmbeddedPostgres* g_server = nullptr;  // leaked on purpose; stopped at exit
+std::string* g_dsn = nullptr;
+
+void StopServer() {
+  delete g_server;
+  g_server = nullptr;
+}
+
+}  // namespace
+
+const std::string& TestDsn() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_dsn != nullptr) return *g_dsn;
+  if (const char* env = std::getenv("PARTQ_TEST_DSN"); env != nullptr && *env) {
+    g_dsn = new std::string(env);
+    return *g_dsn;
+  }
+  EmbeddedPostgres::Options opts;
+  // Tests run many sessions at once; the default of 100 is close.
+  opts.settings = {"max_connections=300", "fsync=off"};
+  auto server = EmbeddedPostgres::Start(opts);
+  if (!server.ok()) {
+    fprintf(stderr, "cannot start embedded PostgreSQL: %s\n", server.status().ToString().c_str());
+    abort();
+  }
+  g_server = server->release();
+  std::atexit(StopServer);
+  g_dsn = new std::string(g_server->dsn());
+  return *g_dsn;
+}
+
+EmbeddedPostgres* TestServer() {
+  TestDsn();
+  return g_server;
+}
+
+std::vector<std::vector<std::optional<std::string>>> Query(const std::string& dsn,
+                                                           const std::string& sql) {
+  std::vector<std::vector<std::optional<std::string>>> out;
+  try {
+    pqxx::connection c(dsn);
+    pqxx::nontransaction tx(c);
+    pqxx::result r = tx.exec(sql);
+    for (const auto& row : r) {
+      std::vector<std::optional<std::string>> cells;
+      for (const auto& f : row) {
+        cells.push_back(f.is_null() ? std::nullopt : std::optional<std::string>(f.c_str()));
+      }
+      out.push_back(std::move(cells));
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "query failed: " << sql << ": " << e.what();
+  }
+  return out;
+}
+
+int64_t QueryInt(const std::string& dsn, const std::string& sql) {
+  auto rows = Query(dsn, sql);
+  if (rows.empty() || rows[0].empty() || !rows[0][0]) {
+    ADD_FAILURE() << "no value from " << sql;
+    return -1;
+  }
+  return std::stoll(*rows[0][0]);
+}
+
+TestSchema::TestSchema() : dsn_(TestDsn()) {
+  absl::BitGen gen;
+  name_ = absl::StrCat("t_", absl::Uniform<uint64_t>(gen));
+  auto store = NewStore();
+  if (store != nullptr) {
+    absl::Status st = store->Migrate();
+    if (!st.ok()) ADD_FAILURE() << "migrate " << name_ << ": " << st;
+  }
+}
+
+TestSchema::~TestSchema() {
+  Query(dsn_, absl::StrCat("DROP SCHEMA IF EXISTS \"", name_, "\" CASCADE"));
+}
+
+PgOptions TestSchema::options() const {
+  PgOptions o;
+  o.dsn = dsn_;
+  o.schema = name_;
+  return o;
+}
+
+std::unique_ptr<Store> TestSchema::NewStore() const {
+  auto store = ConnectPg(options());
+  if (!store.ok()) {
+    ADD_FAILURE() << "connect: " << store.status();
+    return nullptr;
+  }
+  return std::move(*store);
+}
+
+StoreFactory TestSchema::Factory() const { return PgStoreFactory(options()); }
+
+std::vector<std::vector<std::optional<std::string>>> TestSchema::Q(const std::string& sql) const {
+  return Query(dsn_, WithSchema(sql, name_));
+}
+
+int64_t TestSchema::QInt(const std::string& sql) const {
+  return QueryInt(dsn_, WithSchema(sql, name_));
+}
+
+}  // namespace partq::testing
