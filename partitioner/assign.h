@@ -24,10 +24,16 @@ Assignment LexicalAssign(const std::vector<std::string>& members, int parts);
 // Sticky assignment: balanced within +-1 and moving only the minimum from
 // `current` (current[p] = id of the part's owner, or nullopt when free; owners
 // that are not in `members` count as gone). Deterministic in its inputs.
+// `current` has `parts` entries. `members` must be unique; their order does not
+// matter: "member order" and ties below are by id, and only the indices in the
+// result refer to positions in `members`.
 // Quotas: P/S each, and the P%S members holding the most parts (ties by id)
 // get one more. Each member keeps up to its quota of the parts it holds (lowest
 // part numbers first); the rest and the free parts go, in part order, to
 // members below quota, in member order.
+// Consequences: from a balanced state, a joining member takes floor(P/(S+1))
+// parts and nobody else gains any; a leaving member's parts are the only ones
+// that move. Applying the result and recomputing gives the same result.
 Assignment StickyAssign(const std::vector<std::string>& members,
                         const std::vector<std::optional<std::string>>& current, int parts);
 
@@ -37,9 +43,14 @@ struct MemberPlan {
   std::vector<int> acquire;  // parts it must take once free (ascending)
 };
 
-// The plan for every member of `members` (by id) to reach `target`.
-// Parts owned by ids that are not members appear in no plan (they free up when
-// those sessions expire).
+// The plan for every member of `members` (by id) to reach `target`, which
+// indexes into the same `members` (as returned by LexicalAssign or
+// StickyAssign) and has one entry per entry of `current`. Every member gets an
+// entry, empty when it has nothing to do. A part appears in at most one release
+// and at most one acquire; an acquired part is either free, held by a gone
+// owner, or released by another member.
+// Parts owned by ids that are not members appear in no release (they free up
+// when those sessions expire); their new owner lists them under acquire.
 std::map<std::string, MemberPlan> PlanMoves(const std::vector<std::string>& members,
                                             const std::vector<std::optional<std::string>>& current,
                                             const Assignment& target);
