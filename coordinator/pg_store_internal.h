@@ -1,0 +1,174 @@
+// Private to coordinator/pg_store*.cc: the PgStore class and the helpers its
+// two source files share. Nothing outside those files includes this header,
+// which is why it may include libpqxx (public headers only forward-declare).
+#ifndef PARTQ_COORDINATOR_PG_STORE_INTERNAL_H_
+#define PARTQ_COORDINATOR_PG_STORE_INTERNAL_H_
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "coordinator/pg_store.h"
+#include "coordinator/store.h"
+
+namespace partq {
+namespace pg_internal {
+
+// --- errors -------------------------------------------------------------------
+
+// What an exception thrown by libpqxx (or anything else) means for the caller.
+struct PgError {
+  absl::Status status;
+  bool drop_connection = false;  // the connection is unusable: reconnect next time
+};
+// Maps the exception in flight to a Status (see store.h for the codes).
+// `what` prefixes the message ("enqueue into \"q\""); `schema`, when not
+// empty, turns "relation ... does not exist" for that schema into the
+// FailedPrecondition that tells the user to run `partq migrate`.
+PgError ClassifyException(std::exception_ptr error, absl::string_view what,
+                          absl::string_view schema);
+// Maps a failure to connect (libpq's message) to a Status.
+absl::Status ClassifyConnectError(absl::string_view message);
+// The server's message without libpq's "ERROR:  " prefix and trailing newlines.
+std::string CleanMessage(absl::string_view message);
+
+// --- encoding -----------------------------------------------------------------
+
+std::string HexEncode(absl::string_view bytes);
+// Decodes bytea's text output ("\x0a0b..."). Returns false on malformed input.
+bool DecodeBytea(absl::string_view text, std::string* out);
+// A PostgreSQL array literal for a text[] parameter: {"a","b\"c",NULL}.
+std::string TextArray(const std::vector<std::optional<std::string>>& values);
+std::string IntArray(const std::vector<int>& values);
+std::string IntArray(const std::vector<int64_t>& values);
+std::string BoolArray(const std::vector<bool>& values);
+// Microseconds of `d`, rounded toward zero; infinite durations saturate.
+int64_t Micros(absl::Duration d);
+
+// The positive murmur2 of a key, as Kafka's partitioner uses it: the SQL
+// computes `hash % parts`, which equals PartForKey(key, parts).
+int64_t KeyHash(absl::string_view key);
+
+// --- SQL ----------------------------------------------------------------------
+
+// "SELECT ..." text for one prepared statement; `{schema}` already replaced.
+struct Statement {
+  const char* name;
+  std::string sql;
+};
+// Every prepared statement PgStore uses, for this schema.
+std::vector<Statement> PreparedStatements(absl::string_view schema);
+// The single-item enqueue statement (also run unprepared by EnqueueInTx).
+std::string EnqueueSql(absl::string_view schema);
+
+// The parameters of one enqueue, checked and encoded.
+struct EnqueueArgs {
+  std::optional<int64_t> key_hash;
+  std::optional<std::string> key;
+  std::optional<std::string> dedup_key;
+  int priority = 0;
+  int64_t delay_us = 0;
+};
+// Checks an item against the limits (payload size, priority range, delay).
+absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payload_bytes);
+// The shared body of Enqueue and EnqueueInTx: runs the enqueue statement in
+// `tx` (prepared when `prepared`, else as a parameterized statement) and looks
+// up the live duplicate when the dedup key matched. Throws what libpqxx throws.
+absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepared,
+                                        const std::string& schema, absl::string_view queue,
+                                        const NewItem& item, const EnqueueArgs& args);
+
+// --- the store ----------------------------------------------------------------
+
+class PgStore final : public Store {
+ public:
+  explicit PgStore(PgOptions options);
+  ~PgStore() override;
+
+  // Opens the connection (and defines the prepared statements) if it is not
+  // open. Returns the connect error otherwise.
+  absl::Status EnsureConnected();
+
+  absl::Status Migrate() override;
+  absl::Status CheckSchema() override;
+
+  absl::Status CreateQueue(const QueueConfig& config) override;
+  absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) override;
+  absl::StatusOr<std::vector<QueueConfig>> ListQueues() override;
+  absl::Status DeleteQueue(absl::string_view name) override;
+
+  absl::StatusOr<JoinResult> Join(const JoinRequest& request) override;
+  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
+                                      int64_t incarnation) override;
+  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override;
+  absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
+                                                      const SessionId& session,
+                                                      const std::vector<int>& parts) override;
+  absl::Status ReleaseParts(absl::string_view queue, const SessionId& session,
+                            const std::vector<OwnedPart>& parts) override;
+  absl::Status Leave(absl::string_view queue, const SessionId& session,
+                     int64_t incarnation) override;
+  absl::Status NotifyGroup(absl::string_view queue) override;
+
+  absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) override;
+  absl::StatusOr<int64_t> EnqueueBatch(absl::string_view queue,
+                                       const std::vector<NewItem>& items) override;
+  absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) override;
+  absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
+                                      const FinishBody& body) override;
+  absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override;
+  absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
+                                                   absl::string_view dedup_key) override;
+  absl::StatusOr<QueueStatus> Status(absl::string_view queue) override;
+
+  absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override;
+
+ private:
+  // Runs `f` (which uses conn_) after connecting; turns exceptions into
+  // Status values and drops a broken connection so the next call reconnects.
+  template <typename F>
+  auto Run(absl::string_view what, F&& f) -> decltype(f()) {
+    if (absl::Status st = EnsureConnected(); !st.ok()) return st;
+    try {
+      return f();
+    } catch (...) {
+      return Fail(what, std::current_exception());
+    }
+  }
+  absl::Status Fail(absl::string_view what, std::exception_ptr error);
+
+  absl::StatusOr<int64_t> EnqueueBatchCopy(absl::string_view queue,
+                                           const std::vector<NewItem>& items,
+                                           const std::vector<EnqueueArgs>& args);
+  absl::StatusOr<int64_t> EnqueueBatchInsert(absl::string_view queue,
+                                             const std::vector<NewItem>& items,
+                                             const std::vector<EnqueueArgs>& args);
+
+  PgOptions options_;
+  std::string qschema_;  // the schema as a quoted identifier
+  std::unique_ptr<pqxx::connection> conn_;
+};
+
+// Opens a connection with application_name set. Unavailable/InvalidArgument/
+// Unauthenticated/... as ClassifyConnectError says.
+absl::StatusOr<std::unique_ptr<pqxx::connection>> OpenConnection(const PgOptions& options);
+
+// Reads a column as text (NULL as nullopt).
+inline std::optional<std::string> Text(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return std::string(f.c_str(), f.size());
+}
+
+}  // namespace pg_internal
+}  // namespace partq
+
+#endif  // PARTQ_COORDINATOR_PG_STORE_INTERNAL_H_

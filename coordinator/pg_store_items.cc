@@ -1,0 +1,638 @@
+// PgStore: items — enqueue (single, COPY batch, in the caller's transaction),
+// claim, finish, item state and queue status.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "coordinator/migrations.h"
+#include "coordinator/pg_store.h"
+#include "coordinator/pg_store_internal.h"
+#include "partitioner/part.h"
+
+namespace partq {
+namespace pg_internal {
+namespace {
+
+// Keys and dedup keys live in btree indexes, whose entries must fit in a
+// third of a page; well below that, a clear error beats the server's.
+constexpr size_t kMaxKeyBytes = 1024;
+// A claim larger than this is a caller bug; it would also make one statement
+// hold many row locks.
+constexpr int kMaxClaim = 10000;
+// Rows per statement on the batched-INSERT path (items with dedup keys).
+constexpr size_t kInsertChunk = 2000;
+// A batch touching more parts than this sends one "any part" notice instead
+// of one per part.
+constexpr size_t kMaxPartNotices = 32;
+
+absl::Status UnknownQueue(absl::string_view name) {
+  return absl::NotFoundError(absl::StrCat(
+      "unknown queue \"", name, "\" (create it with: partq queue create ", name, " --parts N)"));
+}
+
+std::string ByteaLiteral(absl::string_view bytes) { return absl::StrCat("\\x", HexEncode(bytes)); }
+
+std::string TimestampText(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E6S+00", t, absl::UTCTimeZone());
+}
+
+// The Tx a FinishBody sees: the Finish transaction itself. The first failed
+// statement is remembered, because PostgreSQL aborts the whole transaction
+// then, whatever the body does next.
+class PgTx final : public Tx {
+ public:
+  PgTx(pqxx::transaction_base& tx, const std::string& schema) : tx_(tx), schema_(schema) {}
+
+  absl::StatusOr<std::vector<Row>> Exec(
+      absl::string_view sql, const std::vector<std::optional<std::string>>& params) override {
+    if (!error_.status.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "an earlier statement of this transaction failed: ", error_.status.message()));
+    }
+    try {
+      pqxx::result r =
+          tx_.exec_params(std::string(sql), pqxx::prepare::make_dynamic_params(params));
+      std::vector<Row> rows;
+      rows.reserve(r.size());
+      for (const pqxx::row& row : r) {
+        Row out;
+        out.reserve(row.size());
+        for (const pqxx::field& f : row) out.push_back(Text(f));
+        rows.push_back(std::move(out));
+      }
+      return rows;
+    } catch (...) {
+      error_ = ClassifyException(std::current_exception(), "handler statement", "");
+      return error_.status;
+    }
+  }
+  pqxx::transaction_base* pqxx() override { return &tx_; }
+  const std::string& schema() const override { return schema_; }
+
+  const PgError& error() const { return error_; }
+
+ private:
+  pqxx::transaction_base& tx_;
+  const std::string& schema_;
+  PgError error_;
+};
+
+}  // namespace
+
+// --- enqueue ------------------------------------------------------------------------
+
+absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payload_bytes) {
+  if (static_cast<int64_t>(item.payload.size()) > max_payload_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("payload is ", item.payload.size(),
+                                                   " bytes; the limit is ", max_payload_bytes,
+                                                   " (--max-payload)"));
+  }
+  if (item.priority < -32768 || item.priority > 32767) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority ", item.priority, " is out of range -32768..32767"));
+  }
+  if (item.key && item.key->size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key is ", item.key->size(), " bytes; the limit is ", kMaxKeyBytes));
+  }
+  if (item.dedup_key && item.dedup_key->size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("dedup key is ", item.dedup_key->size(),
+                                                   " bytes; the limit is ", kMaxKeyBytes));
+  }
+  if (item.delay > absl::Hours(24 * 3650)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("delay ", absl::FormatDuration(item.delay), " is longer than 10 years"));
+  }
+  EnqueueArgs args;
+  if (item.key) {
+    args.key = item.key;
+    args.key_hash = KeyHash(*item.key);
+  }
+  args.dedup_key = item.dedup_key;
+  args.priority = item.priority;
+  // A negative delay means "now"; the database clock decides what now is.
+  args.delay_us = std::max<int64_t>(0, Micros(item.delay));
+  return args;
+}
+
+absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepared,
+                                        const std::string& schema, absl::string_view queue,
+                                        const NewItem& item, const EnqueueArgs& args) {
+  const std::string q(queue);
+  const std::string channel = ChannelFor(schema, queue);
+  const pqxx::binarystring payload(item.payload.data(), item.payload.size());
+  // A dedup hit whose live item is acked before we look it up: insert again
+  // (once; a second miss is a real race worth reporting).
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    pqxx::result r =
+        prepared ? tx.exec_prepared("enqueue", q, args.key_hash, args.key, args.dedup_key,
+                                    args.priority, args.delay_us, payload, channel)
+                 : tx.exec_params(EnqueueSql(schema), q, args.key_hash, args.key, args.dedup_key,
+                                  args.priority, args.delay_us, payload, channel);
+    if (r.empty()) return UnknownQueue(queue);
+    if (!r[0][1].is_null()) {
+      return EnqueueResult{r[0][1].as<int64_t>(), r[0][2].as<int>(), false};
+    }
+    pqxx::result dup = prepared ? tx.exec_prepared("dedup_lookup", q, args.dedup_key)
+                                : tx.exec_params(WithSchema("SELECT id, part FROM {schema}.items "
+                                                            "WHERE queue = $1 AND dedup_key = $2",
+                                                            schema),
+                                                 q, args.dedup_key);
+    if (!dup.empty()) return EnqueueResult{dup[0][0].as<int64_t>(), dup[0][1].as<int>(), true};
+  }
+  return absl::AbortedError(absl::StrCat("enqueue into \"", queue, "\": dedup key \"",
+                                         *args.dedup_key,
+                                         "\" is being finished concurrently; retry"));
+}
+
+absl::StatusOr<EnqueueResult> PgStore::Enqueue(absl::string_view queue, const NewItem& item) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  absl::StatusOr<EnqueueArgs> args = CheckNewItem(item, options_.max_payload_bytes);
+  if (!args.ok()) return args.status();
+  return Run(absl::StrCat("enqueue into \"", queue, "\""), [&]() {
+    // Autocommit: the statement is its own transaction (one round trip).
+    pqxx::nontransaction tx(*conn_);
+    return EnqueueIn(tx, true, options_.schema, queue, item, *args);
+  });
+}
+
+absl::StatusOr<int64_t> PgStore::EnqueueBatch(absl::string_view queue,
+                                              const std::vector<NewItem>& items) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (items.empty()) return 0;
+  if (items.size() > static_cast<size_t>(INT32_MAX)) {
+    return absl::InvalidArgumentError("batch is too large");
+  }
+  std::vector<EnqueueArgs> args;
+  args.reserve(items.size());
+  bool dedup = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    absl::StatusOr<EnqueueArgs> a = CheckNewItem(items[i], options_.max_payload_bytes);
+    if (!a.ok()) {
+      return absl::Status(a.status().code(),
+                          absl::StrCat("item ", i, " of the batch: ", a.status().message()));
+    }
+    dedup = dedup || a->dedup_key.has_value();
+    args.push_back(*std::move(a));
+  }
+  // COPY cannot skip dedup conflicts, so batches with dedup keys insert.
+  return dedup ? EnqueueBatchInsert(queue, items, args) : EnqueueBatchCopy(queue, items, args);
+}
+
+namespace {
+
+// Reserves `n` item ids in `tx`; returns the queue's part count (0 when the
+// queue is unknown), the ids and the transaction's now().
+struct Reservation {
+  int parts = 0;
+  std::vector<int64_t> ids;
+  absl::Time now;
+};
+Reservation ReserveIds(pqxx::transaction_base& tx, const std::string& queue, size_t n) {
+  Reservation out;
+  pqxx::result r = tx.exec_prepared("reserve_ids", queue, static_cast<int64_t>(n));
+  if (r[0][0].is_null()) return out;
+  out.parts = r[0][0].as<int>();
+  out.now = absl::FromUnixMicros(r[0][4].as<int64_t>());
+  const int64_t lo = r[0][1].as<int64_t>();
+  const int64_t hi = r[0][2].as<int64_t>();
+  const int64_t count = r[0][3].as<int64_t>();
+  out.ids.reserve(n);
+  if (count == static_cast<int64_t>(n) && hi - lo + 1 == count) {
+    for (int64_t id = lo; id <= hi; ++id) out.ids.push_back(id);
+  } else {
+    // Someone else's nextval interleaved with ours: ask for an explicit list
+    // (the first n values become a gap, which sequences have anyway).
+    for (const pqxx::row& row : tx.exec_prepared("reserve_id_list", static_cast<int64_t>(n))) {
+      out.ids.push_back(row[0].as<int64_t>());
+    }
+  }
+  return out;
+}
+
+void NotifyParts(pqxx::transaction_base& tx, const std::string& channel,
+                 const absl::flat_hash_set<int>& parts) {
+  if (parts.size() > kMaxPartNotices) {
+    tx.exec_prepared("notify", channel, std::string("i:-1"));
+    return;
+  }
+  std::vector<int> list(parts.begin(), parts.end());
+  std::sort(list.begin(), list.end());
+  tx.exec_prepared("notify_parts", channel, IntArray(list));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> PgStore::EnqueueBatchCopy(absl::string_view queue,
+                                                  const std::vector<NewItem>& items,
+                                                  const std::vector<EnqueueArgs>& args) {
+  return Run(absl::StrCat("enqueue batch into \"", queue, "\""), [&]() -> absl::StatusOr<int64_t> {
+    const std::string q(queue);
+    pqxx::work tx(*conn_);
+    Reservation res = ReserveIds(tx, q, items.size());
+    if (res.parts == 0) return UnknownQueue(queue);
+    bool delayed = false;
+    for (const EnqueueArgs& a : args) delayed = delayed || a.delay_us > 0;
+    // Rows go in part order: each part's entries in items_ready
+    // and its heap rows are then written together, which makes
+    // the COPY faster and later claims of a part touch fewer pages.
+    std::vector<std::pair<int, size_t>> order;
+    order.reserve(items.size());
+    absl::flat_hash_set<int> parts;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const int part =
+          args[i].key ? PartForKey(*args[i].key, res.parts) : PartForId(res.ids[i], res.parts);
+      order.emplace_back(part, i);
+      parts.insert(part);
+    }
+    std::sort(order.begin(), order.end());
+    std::vector<std::string> cols = {"id", "queue", "part", "key", "priority", "payload"};
+    if (delayed) cols.push_back("run_at");
+    {
+      pqxx::stream_to copy(tx, qschema_ + ".items", cols);
+      for (const auto& [part, i] : order) {
+        const int64_t id = res.ids[i];
+        if (delayed) {
+          // The database clock: the transaction's now() plus the delay.
+          copy << std::make_tuple(id, q, part, args[i].key, args[i].priority,
+                                  ByteaLiteral(items[i].payload),
+                                  TimestampText(res.now + absl::Microseconds(args[i].delay_us)));
+        } else {
+          copy << std::make_tuple(id, q, part, args[i].key, args[i].priority,
+                                  ByteaLiteral(items[i].payload));
+        }
+      }
+      copy.complete();
+    }
+    NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
+    tx.commit();
+    return static_cast<int64_t>(items.size());
+  });
+}
+
+absl::StatusOr<int64_t> PgStore::EnqueueBatchInsert(absl::string_view queue,
+                                                    const std::vector<NewItem>& items,
+                                                    const std::vector<EnqueueArgs>& args) {
+  return Run(absl::StrCat("enqueue batch into \"", queue, "\""), [&]() -> absl::StatusOr<int64_t> {
+    const std::string q(queue);
+    pqxx::work tx(*conn_);
+    Reservation res = ReserveIds(tx, q, items.size());
+    if (res.parts == 0) return UnknownQueue(queue);
+    absl::flat_hash_set<int> parts;
+    int64_t written = 0;
+    for (size_t begin = 0; begin < items.size(); begin += kInsertChunk) {
+      const size_t end = std::min(items.size(), begin + kInsertChunk);
+      std::vector<int64_t> ids, delays;
+      std::vector<int> ps, prios;
+      std::vector<std::optional<std::string>> keys, dedups, payloads;
+      for (size_t i = begin; i < end; ++i) {
+        const int part =
+            args[i].key ? PartForKey(*args[i].key, res.parts) : PartForId(res.ids[i], res.parts);
+        parts.insert(part);
+        ids.push_back(res.ids[i]);
+        ps.push_back(part);
+        keys.push_back(args[i].key);
+        dedups.push_back(args[i].dedup_key);
+        prios.push_back(args[i].priority);
+        delays.push_back(args[i].delay_us);
+        payloads.push_back(HexEncode(items[i].payload));
+      }
+      pqxx::result r = tx.exec_prepared("insert_batch", q, IntArray(ids), IntArray(ps),
+                                        TextArray(keys), TextArray(dedups), IntArray(prios),
+                                        IntArray(delays), TextArray(payloads));
+      written += r[0][0].as<int64_t>();
+    }
+    NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
+    tx.commit();
+    return written;
+  });
+}
+
+// --- claim --------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
+  if (absl::Status st = ValidateQueueName(request.queue); !st.ok()) return st;
+  if (request.parts.empty() || request.limit <= 0) return std::vector<Item>{};
+  const int limit = std::min(request.limit, kMaxClaim);
+  std::vector<int> parts;
+  std::vector<int64_t> epochs;
+  for (const OwnedPart& p : request.parts) {
+    parts.push_back(p.part);
+    epochs.push_back(p.epoch.value);
+  }
+  return Run("claim", [&]() -> absl::StatusOr<std::vector<Item>> {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r = tx.exec_prepared("claim", request.queue, IntArray(parts), IntArray(epochs),
+                                      limit, request.ordered, request.include_suspect);
+    std::vector<Item> out;
+    out.reserve(r.size());
+    for (const pqxx::row& row : r) {
+      Item it;
+      it.id = row[0].as<int64_t>();
+      it.part = row[1].as<int>();
+      it.key = Text(row[2]);
+      it.dedup_key = Text(row[3]);
+      it.priority = row[4].as<int>();
+      it.attempts = row[5].as<int>();
+      if (!DecodeBytea(absl::string_view(row[6].c_str(), row[6].size()), &it.payload)) {
+        return absl::InternalError(absl::StrCat("claim: item ", it.id, " has a malformed payload"));
+      }
+      it.enqueued_at = absl::FromUnixMicros(row[7].as<int64_t>());
+      it.run_at = absl::FromUnixMicros(row[8].as<int64_t>());
+      it.claim_epoch.value = row[9].as<int64_t>();
+      it.suspect = row[10].as<bool>();
+      out.push_back(std::move(it));
+    }
+    return out;
+  });
+}
+
+// --- finish -------------------------------------------------------------------------
+
+absl::StatusOr<FinishResult> PgStore::Finish(const FinishRequest& request, const FinishBody& body) {
+  if (absl::Status st = ValidateQueueName(request.queue); !st.ok()) return st;
+  FinishResult out;
+  if (request.items.empty()) return out;
+  absl::flat_hash_map<int, int64_t> wanted;  // part -> epoch claimed under
+  std::vector<int> parts;
+  for (const OwnedPart& p : request.parts) {
+    if (wanted.emplace(p.part, p.epoch.value).second) parts.push_back(p.part);
+  }
+  bool drop = false;  // a handler statement broke the connection
+  absl::Status st = Run("finish", [&]() -> absl::Status {
+    pqxx::work tx(*conn_);
+    std::vector<int64_t> ids;
+    ids.reserve(request.items.size());
+    for (const Item& item : request.items) ids.push_back(item.id);
+    absl::flat_hash_map<int, int64_t> held;        // parts still ours at the wanted epoch
+    absl::flat_hash_map<int64_t, int64_t> claims;  // item -> its claim epoch now
+    for (const pqxx::row& row : tx.exec_prepared("fence", request.queue, request.session.value,
+                                                 IntArray(parts), IntArray(ids))) {
+      if (row[2].is_null()) continue;  // an unclaimed item
+      if (row[0].c_str()[0] == 'p') {
+        const int part = row[1].as<int>();
+        auto it = wanted.find(part);
+        if (it != wanted.end() && it->second == row[2].as<int64_t>())
+          held.emplace(part, it->second);
+      } else {
+        claims.emplace(row[1].as<int64_t>(), row[2].as<int64_t>());
+      }
+    }
+    // An item is ours when its part is held at the epoch it was claimed
+    // under and the row is still claimed at that epoch (not finished yet).
+    std::vector<Item> owned;
+    absl::flat_hash_map<int64_t, const Item*> by_id;
+    for (const Item& item : request.items) {
+      auto part = held.find(item.part);
+      auto claim = claims.find(item.id);
+      if (part != held.end() && part->second == item.claim_epoch.value && claim != claims.end() &&
+          claim->second == item.claim_epoch.value && by_id.emplace(item.id, &item).second) {
+        owned.push_back(item);
+      } else {
+        out.fenced.push_back(item.id);
+      }
+    }
+    if (owned.empty()) return absl::OkStatus();  // nothing to write; roll back
+
+    PgTx handler_tx(tx, options_.schema);
+    absl::StatusOr<std::vector<Outcome>> outcomes = body(handler_tx, owned);
+    if (!outcomes.ok()) {
+      drop = handler_tx.error().drop_connection;
+      return outcomes.status();
+    }
+    if (!handler_tx.error().status.ok()) {
+      // The body carried on after a failed statement; the transaction is
+      // aborted in the server and cannot commit.
+      drop = handler_tx.error().drop_connection;
+      return handler_tx.error().status;
+    }
+    if (outcomes->size() != owned.size()) {
+      return absl::InternalError(absl::StrCat("finish: the handler returned ", outcomes->size(),
+                                              " outcomes for ", owned.size(), " items"));
+    }
+    std::vector<int64_t> ack_ids, ack_epochs, o_ids, o_epochs, o_delays;
+    std::vector<std::optional<std::string>> ack_results, o_errors;
+    std::vector<bool> o_dead, o_refund;
+    absl::flat_hash_set<int64_t> seen;
+    for (const Outcome& o : *outcomes) {
+      auto it = by_id.find(o.id);
+      if (it == by_id.end() || !seen.insert(o.id).second) {
+        return absl::InternalError(
+            absl::StrCat("finish: the handler returned an outcome for item ", o.id,
+                         it == by_id.end() ? ", which it was not given" : " twice"));
+      }
+      const int64_t epoch = it->second->claim_epoch.value;
+      if (o.kind == Outcome::Kind::kAck) {
+        ack_ids.push_back(o.id);
+        ack_epochs.push_back(epoch);
+        ack_results.push_back(o.result ? std::optional<std::string>(HexEncode(*o.result))
+                                       : std::nullopt);
+      } else {
+        o_ids.push_back(o.id);
+        o_epochs.push_back(epoch);
+        o_dead.push_back(o.kind == Outcome::Kind::kDead);
+        o_delays.push_back(std::max<int64_t>(0, Micros(o.retry_delay)));
+        o_refund.push_back(o.kind == Outcome::Kind::kRetry && o.refund_attempt);
+        o_errors.push_back(o.error);
+      }
+    }
+    pqxx::result r = tx.exec_prepared(
+        "finish", request.queue, IntArray(ack_ids), IntArray(ack_epochs), TextArray(ack_results),
+        IntArray(o_ids), IntArray(o_epochs), BoolArray(o_dead), IntArray(o_delays),
+        BoolArray(o_refund), TextArray(o_errors), std::max(1, request.max_attempts));
+    FinishResult done;
+    for (const pqxx::row& row : r) {
+      const char kind = row[0].c_str()[0];
+      const int64_t id = row[1].as<int64_t>();
+      (kind == 'a' ? done.acked : kind == 'r' ? done.retried : done.dead).push_back(id);
+    }
+    if (done.acked.size() != ack_ids.size() ||
+        done.retried.size() + done.dead.size() != o_ids.size()) {
+      // The fence read these rows at their claim epoch and only this session
+      // touches them while it holds the parts, so a row that changed since
+      // means two Finish calls raced for one claim. Write nothing.
+      return absl::AbortedError(absl::StrCat(
+          "finish: ",
+          ack_ids.size() + o_ids.size() - done.acked.size() - done.retried.size() -
+              done.dead.size(),
+          " of ", ack_ids.size() + o_ids.size(),
+          " items were no longer claimed at their epoch (finished twice?); nothing was "
+          "written"));
+    }
+    tx.commit();
+    out.acked = std::move(done.acked);
+    out.retried = std::move(done.retried);
+    out.dead = std::move(done.dead);
+    return absl::OkStatus();
+  });
+  if (drop) conn_.reset();
+  if (!st.ok()) return st;
+  return out;
+}
+
+// --- item state -----------------------------------------------------------------------
+
+absl::StatusOr<ItemState> PgStore::GetItemState(absl::string_view queue, int64_t id) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("item state", [&]() -> absl::StatusOr<ItemState> {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r = tx.exec_prepared("item_state", std::string(queue), id);
+    ItemState state;
+    state.id = id;
+    bool elsewhere = false;
+    int64_t high_water = 0;
+    for (const pqxx::row& row : r) {
+      const char k = row[0].c_str()[0];
+      if (k == 's') {
+        if (row[2].as<int>() == 0) return UnknownQueue(queue);
+        high_water = row[3].as<int64_t>();
+        continue;
+      }
+      if (row[1].as<std::string>() != queue) {
+        elsewhere = true;
+        continue;
+      }
+      switch (k) {
+        case 'p':
+          state.kind = ItemState::Kind::kPending;
+          state.attempts = row[2].as<int>();
+          state.error = Text(row[3]).value_or("");
+          break;
+        case 'd':
+          state.kind = ItemState::Kind::kDead;
+          state.attempts = row[2].as<int>();
+          state.error = Text(row[3]).value_or("");
+          break;
+        case 'r': {
+          state.kind = ItemState::Kind::kDone;
+          if (!row[4].is_null()) {
+            std::string result;
+            if (DecodeBytea(absl::string_view(row[4].c_str(), row[4].size()), &result)) {
+              state.result = std::move(result);
+            }
+          }
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    if (state.kind == ItemState::Kind::kUnknown && !elsewhere && id >= 1 && id <= high_water) {
+      // Allocated and in no table: acked without a result row. (Ids are
+      // shared by all queues of the schema and a vanished id does not say
+      // which queue it had, nor whether its insert committed; see README.)
+      state.kind = ItemState::Kind::kDone;
+    }
+    return state;
+  });
+}
+
+absl::StatusOr<ItemState> PgStore::GetItemStateByDedupKey(absl::string_view queue,
+                                                          absl::string_view dedup_key) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("item state", [&]() -> absl::StatusOr<ItemState> {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r =
+        tx.exec_prepared("item_state_dedup", std::string(queue), std::string(dedup_key));
+    ItemState pending, finished;
+    for (const pqxx::row& row : r) {
+      const char k = row[0].c_str()[0];
+      if (k == 'q') {
+        if (row[2].as<int>() == 0) return UnknownQueue(queue);
+        continue;
+      }
+      ItemState& s = k == 'p' ? pending : finished;
+      s.id = row[1].as<int64_t>();
+      s.attempts = row[2].as<int>();
+      s.error = Text(row[3]).value_or("");
+      if (k == 'p') {
+        s.kind = ItemState::Kind::kPending;
+      } else if (k == 'd') {
+        s.kind = ItemState::Kind::kDead;
+      } else {
+        s.kind = ItemState::Kind::kDone;
+        std::string result;
+        if (!row[4].is_null() &&
+            DecodeBytea(absl::string_view(row[4].c_str(), row[4].size()), &result)) {
+          s.result = std::move(result);
+        }
+      }
+    }
+    return pending.kind != ItemState::Kind::kUnknown ? pending : finished;
+  });
+}
+
+// --- status ---------------------------------------------------------------------------
+
+absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
+  absl::StatusOr<QueueConfig> config = GetQueue(queue);
+  if (!config.ok()) return config.status();
+  return Run("status", [&]() -> absl::StatusOr<QueueStatus> {
+    // One snapshot for sessions and parts, so the numbers agree.
+    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(*conn_);
+    QueueStatus status;
+    status.config = *config;
+    status.db_now = absl::FromUnixMicros(
+        tx.exec("SELECT (extract(epoch FROM now()) * 1000000)::bigint")[0][0].as<int64_t>());
+    for (const pqxx::row& row : tx.exec_prepared("status_sessions", std::string(queue))) {
+      SessionInfo s;
+      s.id.value = row[0].as<std::string>();
+      s.instance_id = row[1].as<std::string>();
+      s.host = row[2].as<std::string>();
+      s.pid = row[3].as<int>();
+      s.since_heartbeat = absl::Microseconds(row[4].as<int64_t>());
+      s.expires_in = absl::Microseconds(row[5].as<int64_t>());
+      s.parts_owned = row[6].as<int>();
+      status.sessions.push_back(std::move(s));
+    }
+    status.parts.reserve(config->parts);
+    for (const pqxx::row& row :
+         tx.exec_prepared("status_parts", std::string(queue), config->parts)) {
+      PartStatus p;
+      p.part = row[0].as<int>();
+      if (!row[1].is_null()) p.owner = SessionId{row[1].as<std::string>()};
+      p.epoch.value = row[2].as<int64_t>();
+      p.ready = row[3].as<int64_t>();
+      p.delayed = row[4].as<int64_t>();
+      p.in_flight = row[5].as<int64_t>();
+      p.dead = row[6].as<int64_t>();
+      p.oldest_ready_age = absl::Microseconds(row[7].as<int64_t>());
+      status.parts.push_back(std::move(p));
+    }
+    tx.commit();
+    return status;
+  });
+}
+
+// --- in the caller's transaction ---------------------------------------------------------
+
+}  // namespace pg_internal
+
+absl::StatusOr<EnqueueResult> EnqueueInTx(pqxx::transaction_base& tx, const PgOptions& options,
+                                          absl::string_view queue, const NewItem& item) {
+  if (absl::Status st = ValidateSchemaName(options.schema); !st.ok()) return st;
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  absl::StatusOr<pg_internal::EnqueueArgs> args =
+      pg_internal::CheckNewItem(item, options.max_payload_bytes);
+  if (!args.ok()) return args.status();
+  try {
+    // Unprepared: the connection is the caller's, and so are its statement names.
+    return pg_internal::EnqueueIn(tx, false, options.schema, queue, item, *args);
+  } catch (...) {
+    return pg_internal::ClassifyException(std::current_exception(),
+                                          absl::StrCat("enqueue into \"", queue, "\""),
+                                          options.schema)
+        .status;
+  }
+}
+
+}  // namespace partq

@@ -1,0 +1,1273 @@
+// PgStore against a real PostgreSQL: the Store contracts (store.h), the
+// invariants of DESIGN.md that the database enforces, and the error mapping.
+// Each test gets a fresh schema (TestSchema). Timings printed here are
+// informational; no test fails because the machine is slow.
+#include "coordinator/pg_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <pqxx/pqxx>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "coordinator/pg_store_internal.h"
+#include "coordinator/store.h"
+#include "gtest/gtest.h"
+#include "partitioner/part.h"
+#include "tests/testing/pg_env.h"
+
+namespace partq {
+namespace {
+
+using ::partq::testing::TestSchema;
+
+inline absl::Status ToStatus(const absl::Status& s) { return s; }
+template <typename T>
+absl::Status ToStatus(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+#define ASSERT_OK(expr)                               \
+  do {                                                \
+    const absl::Status assert_ok_ = ToStatus((expr)); \
+    ASSERT_TRUE(assert_ok_.ok()) << assert_ok_;       \
+  } while (0)
+#define EXPECT_OK(expr)                               \
+  do {                                                \
+    const absl::Status expect_ok_ = ToStatus((expr)); \
+    EXPECT_TRUE(expect_ok_.ok()) << expect_ok_;       \
+  } while (0)
+#define PQ_CONCAT_INNER_(a, b) a##b
+#define PQ_CONCAT_(a, b) PQ_CONCAT_INNER_(a, b)
+#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
+  ASSERT_OK_AND_ASSIGN_IMPL_(PQ_CONCAT_(status_or_, __LINE__), lhs, expr)
+#define ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                               \
+  ASSERT_TRUE(tmp.ok()) << tmp.status();           \
+  lhs = std::move(*tmp)
+
+// Polls `cond` every 10ms until it holds or `timeout` passes.
+bool WaitUntil(const std::function<bool()>& cond, absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (cond()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return cond();
+}
+
+NewItem Payload(std::string payload) {
+  NewItem item;
+  item.payload = std::move(payload);
+  return item;
+}
+
+NewItem Keyed(std::string key, std::string payload = "x") {
+  NewItem item;
+  item.key = std::move(key);
+  item.payload = std::move(payload);
+  return item;
+}
+
+std::vector<int64_t> Ids(const std::vector<Item>& items) {
+  std::vector<int64_t> ids;
+  for (const Item& i : items) ids.push_back(i.id);
+  return ids;
+}
+
+// Acks every item it is given.
+FinishBody AckAll() {
+  return [](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (const Item& i : items) out.push_back(Outcome{i.id, i.part});
+    return out;
+  };
+}
+
+class PgStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = schema_.NewStore();
+    ASSERT_NE(store_, nullptr);
+  }
+
+  void MakeQueue(const std::string& name, int parts, absl::Duration ttl = absl::Seconds(10),
+                 bool ordered = false, int max_attempts = 25) {
+    QueueConfig c;
+    c.name = name;
+    c.parts = parts;
+    c.session_ttl = ttl;
+    c.ordered = ordered;
+    c.max_attempts = max_attempts;
+    ASSERT_OK(store_->CreateQueue(c));
+  }
+
+  // Joins `queue` and acquires `parts` (kAll: every part of the queue).
+  static inline const std::vector<int> kAll = {-1};
+  struct Member {
+    JoinResult join;
+    std::vector<OwnedPart> parts;
+  };
+  Member JoinWith(Store& store, const std::string& queue, std::vector<int> parts,
+                  const std::string& instance = "") {
+    Member m;
+    JoinRequest req;
+    req.queue = queue;
+    req.instance_id = instance;
+    req.host = "test";
+    req.pid = 1;
+    absl::StatusOr<JoinResult> j = store.Join(req);
+    EXPECT_TRUE(j.ok()) << j.status();
+    if (!j.ok()) return m;
+    m.join = *j;
+    if (parts == kAll) {
+      absl::StatusOr<QueueConfig> q = store.GetQueue(queue);
+      EXPECT_TRUE(q.ok()) << q.status();
+      parts.clear();
+      for (int p = 0; q.ok() && p < q->parts; ++p) parts.push_back(p);
+    }
+    absl::StatusOr<std::vector<OwnedPart>> got = store.AcquireParts(queue, j->id, parts);
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (got.ok()) m.parts = *got;
+    return m;
+  }
+
+  ClaimRequest ClaimAll(const std::string& queue, const Member& m, int limit = 100) {
+    ClaimRequest req;
+    req.queue = queue;
+    req.parts = m.parts;
+    req.limit = limit;
+    return req;
+  }
+
+  FinishRequest FinishOf(const std::string& queue, const Member& m,
+                         const std::vector<Item>& items) {
+    FinishRequest req;
+    req.queue = queue;
+    req.session = m.join.id;
+    req.parts = m.parts;
+    req.items = items;
+    return req;
+  }
+
+  int64_t Count(const std::string& table, const std::string& where = "true") {
+    return schema_.QInt(absl::StrCat("SELECT count(*) FROM {schema}.", table, " WHERE ", where));
+  }
+
+  TestSchema schema_;
+  std::unique_ptr<Store> store_;
+};
+
+// --- schema -------------------------------------------------------------------------
+
+TEST_F(PgStoreTest, MigrateIsIdempotent) {
+  ASSERT_OK(store_->Migrate());
+  ASSERT_OK(store_->Migrate());
+  EXPECT_OK(store_->CheckSchema());
+  EXPECT_EQ(Count("schema_migrations"), 1);
+  EXPECT_EQ(schema_.QInt("SELECT max(version) FROM {schema}.schema_migrations"), kSchemaVersion);
+}
+
+TEST(PgStoreMigrate, ConcurrentMigrationsFromEightConnectionsApplyOnce) {
+  PgOptions options;
+  options.dsn = testing::TestDsn();
+  options.schema = absl::StrCat("m_", absl::Uniform<uint64_t>(absl::BitGen()));
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(8);
+  std::atomic<int> ready{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      absl::StatusOr<std::unique_ptr<Store>> store = ConnectPg(options);
+      if (!store.ok()) {
+        results[i] = store.status();
+        return;
+      }
+      ++ready;
+      while (ready.load() < 8) std::this_thread::yield();
+      results[i] = (*store)->Migrate();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
+  EXPECT_EQ(testing::QueryInt(options.dsn, absl::StrCat("SELECT count(*) FROM ", options.schema,
+                                                        ".schema_migrations")),
+            1);
+  testing::Query(options.dsn, absl::StrCat("DROP SCHEMA ", options.schema, " CASCADE"));
+}
+
+TEST(PgStoreMigrate, MissingSchemaTellsTheUserToMigrate) {
+  PgOptions options;
+  options.dsn = testing::TestDsn();
+  options.schema = "never_migrated_here";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectPg(options));
+  absl::Status st = store->CheckSchema();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "partq migrate")) << st;
+  absl::StatusOr<QueueConfig> q = store->GetQueue("jobs");
+  EXPECT_EQ(q.status().code(), absl::StatusCode::kFailedPrecondition) << q.status();
+  EXPECT_TRUE(absl::StrContains(q.status().message(), "run `partq migrate`")) << q.status();
+  absl::StatusOr<EnqueueResult> e = store->Enqueue("jobs", Payload("x"));
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kFailedPrecondition) << e.status();
+}
+
+TEST_F(PgStoreTest, NewerSchemaIsRefused) {
+  schema_.Q("INSERT INTO {schema}.schema_migrations (version, description) VALUES (2, 'future')");
+  absl::Status st = store_->CheckSchema();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "upgrade partq")) << st;
+  st = store_->Migrate();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "newer than this partq")) << st;
+}
+
+TEST_F(PgStoreTest, PartForIdInSqlMatchesPartitioner) {
+  auto rows = schema_.Q(
+      "SELECT i, {schema}.part_for_id(i, 4096), {schema}.part_for_id(i, 7) FROM "
+      "(SELECT generate_series(1, 2000)::bigint AS i UNION ALL VALUES (0), (-1), (-12345), "
+      "(9223372036854775807), (-9223372036854775808)) s");
+  ASSERT_EQ(rows.size(), 2005u);
+  for (const auto& r : rows) {
+    const int64_t id = std::stoll(*r[0]);
+    EXPECT_EQ(std::stoi(*r[1]), PartForId(id, 4096)) << id;
+    EXPECT_EQ(std::stoi(*r[2]), PartForId(id, 7)) << id;
+  }
+}
+
+// --- queues -------------------------------------------------------------------------
+
+TEST_F(PgStoreTest, QueueCreateGetListDelete) {
+  QueueConfig c;
+  c.name = "emails.v2";
+  c.parts = 12;
+  c.assignment = AssignmentKind::kSticky;
+  c.session_ttl = absl::Milliseconds(2500);
+  c.max_attempts = 7;
+  c.ordered = true;
+  ASSERT_OK(store_->CreateQueue(c));
+  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kAlreadyExists);
+  MakeQueue("a-first", 1);
+
+  ASSERT_OK_AND_ASSIGN(QueueConfig got, store_->GetQueue("emails.v2"));
+  EXPECT_EQ(got.name, "emails.v2");
+  EXPECT_EQ(got.parts, 12);
+  EXPECT_EQ(got.assignment, AssignmentKind::kSticky);
+  EXPECT_EQ(got.session_ttl, absl::Milliseconds(2500));
+  EXPECT_EQ(got.max_attempts, 7);
+  EXPECT_TRUE(got.ordered);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].name, "a-first");
+  EXPECT_EQ(all[1].name, "emails.v2");
+
+  // Deleting takes the queue's sessions, parts, items, dead items and results.
+  Member m = JoinWith(*store_, "emails.v2", {0, 1});
+  ASSERT_OK(store_->Enqueue("emails.v2", Payload("one")));
+  ASSERT_OK(store_->Enqueue("a-first", Payload("other queue")));
+  ASSERT_OK(store_->DeleteQueue("emails.v2"));
+  EXPECT_EQ(Count("sessions"), 0);
+  EXPECT_EQ(Count("session_parts"), 0);
+  EXPECT_EQ(Count("items", "queue = 'emails.v2'"), 0);
+  EXPECT_EQ(Count("items", "queue = 'a-first'"), 1);
+
+  absl::Status st = store_->GetQueue("emails.v2").status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(st.message(),
+            "unknown queue \"emails.v2\" (create it with: partq queue create emails.v2 --parts N)");
+  EXPECT_EQ(store_->DeleteQueue("emails.v2").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Enqueue("emails.v2", Payload("x")).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(PgStoreTest, QueueValidationRejectsBadInput) {
+  for (const std::string& name :
+       {std::string("a'; drop table x;--"), std::string("\"quoted\""), std::string("it's"),
+        std::string(""), std::string(64, 'a'), std::string("-leading"), std::string("sp ace"),
+        std::string("semi;colon"), std::string("new\nline")}) {
+    QueueConfig c;
+    c.name = name;
+    absl::Status st = store_->CreateQueue(c);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_TRUE(absl::StrContains(st.message(), "invalid queue name")) << st;
+    EXPECT_EQ(store_->Enqueue(name, Payload("x")).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  QueueConfig c;
+  c.name = std::string(63, 'q');
+  EXPECT_OK(store_->CreateQueue(c));
+  for (int parts : {0, 4097, -1}) {
+    c.name = "p";
+    c.parts = parts;
+    absl::Status st = store_->CreateQueue(c);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(st.message(), "1..4096")) << st;
+  }
+  c.parts = 4096;
+  c.max_attempts = 0;
+  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
+  c.max_attempts = 1001;
+  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
+  c.max_attempts = 1;
+  c.session_ttl = absl::Milliseconds(99);
+  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
+  c.session_ttl = absl::Hours(25);
+  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
+  c.session_ttl = absl::Milliseconds(100);
+  EXPECT_OK(store_->CreateQueue(c));
+  EXPECT_EQ(Count("queues"), 2);
+
+  for (const char* schema : {"Partq", "1abc", "a-b", "x\"; drop schema public;--", "pg_mine"}) {
+    PgOptions o = schema_.options();
+    o.schema = schema;
+    EXPECT_EQ(ConnectPg(o).status().code(), absl::StatusCode::kInvalidArgument) << schema;
+  }
+  EXPECT_OK(ValidateSchemaName("_partq_2"));
+}
+
+// --- sessions -------------------------------------------------------------------------
+
+TEST_F(PgStoreTest, JoinDynamicAndStaticMembers) {
+  MakeQueue("q", 4);
+  JoinRequest req;
+  req.queue = "q";
+  req.host = "h";
+  req.pid = 7;
+  ASSERT_OK_AND_ASSIGN(JoinResult a, store_->Join(req));
+  ASSERT_OK_AND_ASSIGN(JoinResult b, store_->Join(req));
+  EXPECT_NE(a.id, b.id);
+  EXPECT_EQ(a.incarnation, 1);
+  req.instance_id = "worker-0";
+  ASSERT_OK_AND_ASSIGN(JoinResult s, store_->Join(req));
+  EXPECT_EQ(s.incarnation, 1);
+  EXPECT_TRUE(s.kept.empty());
+  // The static id is md5(queue/instance) as a uuid: stable across processes.
+  EXPECT_EQ(s.id.value, schema_.Q("SELECT md5('q/worker-0')::uuid::text")[0][0].value());
+
+  ASSERT_OK_AND_ASSIGN(GroupView g, store_->ReadGroup("q"));
+  ASSERT_EQ(g.members.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(g.members.begin(), g.members.end()));
+
+  req.queue = "nope";
+  EXPECT_EQ(store_->Join(req).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->ReadGroup("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(PgStoreTest, StaticRejoinKeepsPartsAtNewEpochsAndFencesTheOldIncarnation) {
+  MakeQueue("q", 4);
+  Member first = JoinWith(*store_, "q", {0, 1, 2}, "worker-0");
+  ASSERT_EQ(first.parts.size(), 3u);
+  auto other = schema_.NewStore();
+  Member second = JoinWith(*other, "q", {}, "worker-0");  // same instance: a restart
+  EXPECT_EQ(second.join.id, first.join.id);
+  EXPECT_EQ(second.join.incarnation, 2);
+  ASSERT_EQ(second.join.kept.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(second.join.kept[i].part, first.parts[i].part);
+    EXPECT_GT(second.join.kept[i].epoch.value, first.parts[i].epoch.value);
+  }
+  ASSERT_OK_AND_ASSIGN(GroupView old_view,
+                       store_->Heartbeat("q", first.join.id, first.join.incarnation));
+  EXPECT_FALSE(old_view.alive);
+  ASSERT_OK_AND_ASSIGN(GroupView new_view,
+                       other->Heartbeat("q", second.join.id, second.join.incarnation));
+  EXPECT_TRUE(new_view.alive);
+  ASSERT_EQ(new_view.owners.size(), 3u);
+  EXPECT_EQ(new_view.owners[0].epoch, second.join.kept[0].epoch);
+  // The old incarnation's Leave does nothing; the new one's Leave frees all.
+  ASSERT_OK(store_->Leave("q", first.join.id, first.join.incarnation));
+  EXPECT_EQ(Count("session_parts"), 3);
+  ASSERT_OK(other->Leave("q", second.join.id, second.join.incarnation));
+  EXPECT_EQ(Count("session_parts"), 0);
+  EXPECT_EQ(Count("sessions"), 0);
+}
+
+TEST_F(PgStoreTest, HeartbeatExpiresSilentSessionsByDatabaseTime) {
+  MakeQueue("q", 4, absl::Milliseconds(200));
+  Member a = JoinWith(*store_, "q", {0, 1});
+  auto other = schema_.NewStore();
+  Member b = JoinWith(*other, "q", {2, 3});  // b never heartbeats again
+  const std::string b_expiry =
+      schema_
+          .Q(absl::StrCat("SELECT expires_at::text FROM {schema}.sessions WHERE id = '",
+                          b.join.id.value, "'"))[0][0]
+          .value();
+  bool saw_alive_b = false;
+  bool expired = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!expired && absl::Now() < deadline) {
+    ASSERT_OK_AND_ASSIGN(GroupView v, store_->Heartbeat("q", a.join.id, a.join.incarnation));
+    ASSERT_TRUE(v.alive);
+    // Database time after the heartbeat: if b's expiry is still ahead, the
+    // heartbeat (which ran earlier) must not have deleted b.
+    const bool b_due = schema_.QInt(absl::StrCat("SELECT (clock_timestamp() >= '", b_expiry,
+                                                 "'::timestamptz)::int")) == 1;
+    const bool b_member =
+        std::find(v.members.begin(), v.members.end(), b.join.id) != v.members.end();
+    if (!b_due) {
+      EXPECT_TRUE(b_member);
+      EXPECT_EQ(v.expired, 0);
+      saw_alive_b = saw_alive_b || b_member;
+    }
+    if (v.expired > 0) {
+      EXPECT_EQ(v.expired, 1);
+      EXPECT_FALSE(b_member);
+      for (const PartOwner& o : v.owners) EXPECT_EQ(o.session, a.join.id);
+      expired = true;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(expired);
+  EXPECT_TRUE(saw_alive_b);
+  EXPECT_EQ(Count("session_parts"), 2);  // b's parts cascaded away
+  ASSERT_OK_AND_ASSIGN(GroupView dead_b, other->Heartbeat("q", b.join.id, b.join.incarnation));
+  EXPECT_FALSE(dead_b.alive);
+}
+
+TEST_F(PgStoreTest, HeartbeatIsAHotUpdate) {
+  MakeQueue("q", 1);
+  Member a = JoinWith(*store_, "q", {0});
+  const std::string stats =
+      absl::StrCat("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE schemaname = '",
+                   schema_.name(), "' AND relname = 'sessions'");
+  constexpr int kBeats = 200;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < kBeats; ++i) {
+    ASSERT_OK_AND_ASSIGN(GroupView v, store_->Heartbeat("q", a.join.id, a.join.incarnation));
+    ASSERT_TRUE(v.alive);
+  }
+  std::printf("[ perf ] heartbeat round trip: %.3f ms\n",
+              absl::ToDoubleMilliseconds(absl::Now() - start) / kBeats);
+  // Backends flush table statistics when idle, at most once a second.
+  int64_t upd = 0, hot = 0;
+  EXPECT_TRUE(WaitUntil([&] {
+    auto rows = testing::Query(schema_.dsn(), stats);
+    if (rows.empty()) return false;
+    upd = std::stoll(*rows[0][0]);
+    hot = std::stoll(*rows[0][1]);
+    return upd >= kBeats;
+  }));
+  EXPECT_GE(upd, kBeats);
+  EXPECT_GE(hot, upd - 2) << "heartbeats should be HOT updates";
+}
+
+// --- parts ----------------------------------------------------------------------------
+
+TEST_F(PgStoreTest, AcquireNeverGivesAPartTwoOwners) {
+  MakeQueue("q", 16);
+  auto other = schema_.NewStore();
+  Member a = JoinWith(*store_, "q", {});
+  Member b = JoinWith(*other, "q", {});
+  ASSERT_TRUE(a.parts.empty() || b.parts.empty());
+  for (int round = 0; round < 40; ++round) {
+    std::vector<int> all(16);
+    for (int p = 0; p < 16; ++p) all[p] = p;
+    std::vector<int> reversed(all.rbegin(), all.rend());
+    std::vector<OwnedPart> got_a, got_b;
+    std::thread ta([&] {
+      auto r = store_->AcquireParts("q", a.join.id, all);
+      ASSERT_TRUE(r.ok()) << r.status();
+      got_a = *r;
+    });
+    std::thread tb([&] {
+      auto r = other->AcquireParts("q", b.join.id, reversed);
+      ASSERT_TRUE(r.ok()) << r.status();
+      got_b = *r;
+    });
+    ta.join();
+    tb.join();
+    std::set<int> seen;
+    for (const auto& p : got_a) EXPECT_TRUE(seen.insert(p.part).second) << p.part;
+    for (const auto& p : got_b) EXPECT_TRUE(seen.insert(p.part).second) << "two owners: " << p.part;
+    EXPECT_EQ(seen.size(), 16u);
+    EXPECT_EQ(Count("session_parts"), 16);
+    ASSERT_OK(store_->ReleaseParts("q", a.join.id, got_a));
+    ASSERT_OK(other->ReleaseParts("q", b.join.id, got_b));
+    ASSERT_EQ(Count("session_parts"), 0);
+  }
+}
+
+TEST_F(PgStoreTest, ReleaseAndLeaveFreePartsAndReturnClaims) {
+  MakeQueue("q", 2);
+  Member a = JoinWith(*store_, "q", {0, 1, 5, -0});
+  ASSERT_EQ(a.parts.size(), 2u);  // part 5 does not exist
+  for (int i = 0; i < 6; ++i) ASSERT_OK(store_->Enqueue("q", Payload("x")));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("q", a)));
+  ASSERT_EQ(claimed.size(), 6u);
+  // Releasing part 0 returns its claims with the attempt refunded.
+  const OwnedPart p0 = a.parts[0];
+  ASSERT_OK(store_->ReleaseParts("q", a.join.id, {p0}));
+  EXPECT_EQ(Count("session_parts"), 1);
+  EXPECT_EQ(Count("items", "part = 0 AND (claim_epoch IS NOT NULL OR attempts <> 0)"), 0);
+  EXPECT_EQ(Count("items", "part = 1 AND claim_epoch IS NOT NULL AND attempts = 1"),
+            Count("items", "part = 1"));
+  // A release at a stale epoch does nothing.
+  OwnedPart stale = a.parts[1];
+  stale.epoch.value -= 1;
+  ASSERT_OK(store_->ReleaseParts("q", a.join.id, {stale}));
+  EXPECT_EQ(Count("session_parts"), 1);
+  // Leave deletes the session, its parts, and returns the rest of the claims.
+  ASSERT_OK(store_->Leave("q", a.join.id, a.join.incarnation));
+  EXPECT_EQ(Count("sessions"), 0);
+  EXPECT_EQ(Count("session_parts"), 0);
+  EXPECT_EQ(Count("items", "claim_epoch IS NOT NULL OR attempts <> 0"), 0);
+  // The session is gone: acquiring fails cleanly.
+  absl::StatusOr<std::vector<OwnedPart>> r = store_->AcquireParts("q", a.join.id, {0});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "gone")) << r.status();
+}
+
+// --- enqueue --------------------------------------------------------------------------
+
+TEST_F(PgStoreTest, EnqueuePlacesItemsByKeyOrId) {
+  MakeQueue("q", 16);
+  for (const std::string key : {"user-42", "", "ключ", "a\tb"}) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed(key)));
+    EXPECT_EQ(r.part, PartForKey(key, 16)) << key;
+    EXPECT_FALSE(r.duplicate);
+    EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT part FROM {schema}.items WHERE id = ", r.id)),
+              r.part);
+  }
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload("p")));
+    EXPECT_EQ(r.part, PartForId(r.id, 16)) << r.id;
+  }
+  // Binary payloads round-trip.
+  const std::string binary("\0\x01\xff\\x\"'", 7);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(binary)));
+  EXPECT_EQ(schema_
+                .Q(absl::StrCat("SELECT encode(payload, 'hex') FROM {schema}.items WHERE id = ",
+                                r.id))[0][0]
+                .value(),
+            "0001ff5c782227");
+  // Priority and delay.
+  NewItem later = Payload("later");
+  later.priority = -5;
+  later.delay = absl::Seconds(30);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult l, store_->Enqueue("q", later));
+  EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT (run_at > now() + interval '25 seconds')::int + "
+                                      "(priority = -5)::int FROM {schema}.items WHERE id = ",
+                                      l.id)),
+            2);
+  NewItem bad = Payload("x");
+  bad.priority = 40000;
+  EXPECT_EQ(store_->Enqueue("q", bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PgStoreTest, DedupReturnsTheLiveItemAndFreesTheKeyAfterAck) {
+  MakeQueue("q", 4);
+  NewItem item = Payload("once");
+  item.dedup_key = "order-17";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult first, store_->Enqueue("q", item));
+  EXPECT_FALSE(first.duplicate);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult again, store_->Enqueue("q", item));
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_EQ(again.id, first.id);
+  EXPECT_EQ(again.part, first.part);
+  EXPECT_EQ(Count("items"), 1);
+
+  Member m = JoinWith(*store_, "q", kAll);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("q", m)));
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].dedup_key, "order-17");
+  ASSERT_OK_AND_ASSIGN(FinishResult done, store_->Finish(FinishOf("q", m, claimed), AckAll()));
+  EXPECT_EQ(done.acked, std::vector<int64_t>{first.id});
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemStateByDedupKey("q", "order-17"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDone);
+  EXPECT_EQ(st.id, first.id);
+
+  ASSERT_OK_AND_ASSIGN(EnqueueResult fresh, store_->Enqueue("q", item));
+  EXPECT_FALSE(fresh.duplicate);
+  EXPECT_GT(fresh.id, first.id);
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("q", "order-17"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+  EXPECT_EQ(st.id, fresh.id);
+
+  // The batch path skips duplicates (of live items and within the batch).
+  std::vector<NewItem> batch;
+  for (int i = 0; i < 10; ++i) {
+    NewItem b = Payload("b");
+    b.dedup_key = absl::StrCat("k", i % 5);
+    batch.push_back(b);
+  }
+  batch.push_back(item);  // live
+  ASSERT_OK_AND_ASSIGN(int64_t written, store_->EnqueueBatch("q", batch));
+  EXPECT_EQ(written, 5);
+  EXPECT_EQ(Count("items"), 6);
+}
+
+TEST_F(PgStoreTest, OversizePayloadIsRejectedAndNothingIsWritten) {
+  PgOptions o = schema_.options();
+  o.max_payload_bytes = 100;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> small, ConnectPg(o));
+  MakeQueue("q", 2);
+  ASSERT_OK(small->Enqueue("q", Payload(std::string(100, 'a'))));
+  absl::Status st = small->Enqueue("q", Payload(std::string(101, 'a'))).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "payload is 101 bytes; the limit is 100 (--max-payload)");
+  std::vector<NewItem> batch(10, Payload("ok"));
+  batch.push_back(Payload(std::string(500, 'b')));
+  st = small->EnqueueBatch("q", batch).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_EQ(Count("items"), 1);
+}
+
+TEST_F(PgStoreTest, EnqueueBatchCopiesAHundredThousandItems) {
+  MakeQueue("q", 16);
+  constexpr int kItems = 100000;
+  std::vector<NewItem> items;
+  items.reserve(kItems);
+  absl::BitGen gen;
+  for (int i = 0; i < kItems; ++i) {
+    std::string payload(100, '\0');
+    for (char& c : payload) c = static_cast<char>(absl::Uniform<int>(gen, 0, 256));
+    NewItem item;
+    item.payload = std::move(payload);
+    if (i % 10 == 0) item.key = absl::StrCat("key-", i % 97);
+    items.push_back(std::move(item));
+  }
+  const absl::Time start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(int64_t written, store_->EnqueueBatch("q", items));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(written, kItems);
+  std::printf("[ perf ] EnqueueBatch (COPY): %d items of 100 bytes in %.0f ms = %.0f items/s\n",
+              kItems, absl::ToDoubleMilliseconds(took), kItems / absl::ToDoubleSeconds(took));
+  EXPECT_EQ(Count("items"), kItems);
+  // Every item is in the part its key or id says.
+  auto rows = schema_.Q("SELECT id, part, key FROM {schema}.items ORDER BY id LIMIT 2000");
+  for (const auto& r : rows) {
+    const int64_t id = std::stoll(*r[0]);
+    const int part = std::stoi(*r[1]);
+    EXPECT_EQ(part, r[2] ? PartForKey(*r[2], 16) : PartForId(id, 16)) << id;
+  }
+  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT part) FROM {schema}.items"), 16);
+
+  // Single enqueues, for comparison.
+  constexpr int kSingles = 2000;
+  const absl::Time s2 = absl::Now();
+  for (int i = 0; i < kSingles; ++i) ASSERT_OK(store_->Enqueue("q", items[i]));
+  const absl::Duration t2 = absl::Now() - s2;
+  std::printf("[ perf ] Enqueue (single, autocommit): %.0f items/s (%.3f ms each)\n",
+              kSingles / absl::ToDoubleSeconds(t2), absl::ToDoubleMilliseconds(t2) / kSingles);
+
+  // Delayed items in a batch get run_at from the database clock.
+  std::vector<NewItem> delayed(3, Payload("d"));
+  delayed[1].delay = absl::Hours(1);
+  ASSERT_OK(store_->EnqueueBatch("q", delayed));
+  EXPECT_EQ(Count("items", "run_at > now() + interval '59 minutes'"), 1);
+  EXPECT_EQ(store_->EnqueueBatch("nope", delayed).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(PgStoreTest, EnqueueInTxCommitsWithTheCallersTransaction) {
+  MakeQueue("q", 4);
+  pqxx::connection conn(schema_.dsn());
+  {
+    pqxx::work tx(conn);
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, EnqueueInTx(tx, schema_.options(), "q", Keyed("k")));
+    EXPECT_EQ(r.part, PartForKey("k", 4));
+    EXPECT_EQ(Count("items"), 0);  // not committed yet
+    tx.commit();
+  }
+  EXPECT_EQ(Count("items"), 1);
+  {
+    pqxx::work tx(conn);
+    ASSERT_OK(EnqueueInTx(tx, schema_.options(), "q", Payload("rolled back")));
+    tx.abort();
+  }
+  EXPECT_EQ(Count("items"), 1);
+  pqxx::work tx(conn);
+  EXPECT_EQ(EnqueueInTx(tx, schema_.options(), "nope", Payload("x")).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// --- claim ----------------------------------------------------------------------------
+
+TEST_F(PgStoreTest, ClaimTakesOwnedPartsInPriorityThenIdOrder) {
+  MakeQueue("q", 4);
+  // Keys that land in each part.
+  std::map<int, std::string> key_of;
+  for (int i = 0; key_of.size() < 4; ++i) {
+    const std::string k = absl::StrCat("k", i);
+    key_of.emplace(PartForKey(k, 4), k);
+  }
+  std::vector<int64_t> expected;
+  for (int round = 0; round < 3; ++round) {
+    for (int part = 0; part < 4; ++part) {
+      NewItem item = Keyed(key_of[part], absl::StrCat(part, "/", round));
+      item.priority = round == 1 ? -1 : 0;
+      ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", item));
+      if (part < 2) expected.push_back(r.id);
+    }
+  }
+  NewItem delayed = Keyed(key_of[0]);
+  delayed.delay = absl::Hours(1);
+  ASSERT_OK(store_->Enqueue("q", delayed));
+  Member m = JoinWith(*store_, "q", {0, 1});
+  ASSERT_EQ(m.parts.size(), 2u);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("q", m, 4)));
+  ASSERT_EQ(got.size(), 4u);
+  // Priority -1 (round 1) first, then round 0, by id.
+  EXPECT_EQ(got[0].id, expected[2]);
+  EXPECT_EQ(got[1].id, expected[3]);
+  EXPECT_EQ(got[2].id, expected[0]);
+  EXPECT_EQ(got[3].id, expected[1]);
+  for (const Item& i : got) {
+    EXPECT_LT(i.part, 2);
+    EXPECT_EQ(i.attempts, 1);
+    EXPECT_FALSE(i.suspect);
+    EXPECT_EQ(i.key, key_of[i.part]);
+    EXPECT_EQ(i.claim_epoch, m.parts[i.part].epoch);
+    EXPECT_LE(i.enqueued_at, absl::Now() + absl::Seconds(5));
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> rest, store_->Claim(ClaimAll("q", m, 100)));
+  ASSERT_EQ(rest.size(), 2u);  // the delayed one and parts 2, 3 stay
+  EXPECT_EQ(rest[0].payload, "0/2");
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(ClaimAll("q", m, 100)));
+  EXPECT_TRUE(none.empty());
+  // A part we do not hold at that epoch yields nothing.
+  ClaimRequest stale = ClaimAll("q", m);
+  stale.parts = {OwnedPart{2, Epoch{m.parts[0].epoch}}};
+  ASSERT_OK_AND_ASSIGN(none, store_->Claim(stale));
+  EXPECT_TRUE(none.empty());
+}
+
+TEST_F(PgStoreTest, ClaimReturnsAbandonedItemsAsSuspectsOneAtATime) {
+  MakeQueue("q", 1);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
+    ids.push_back(r.id);
+  }
+  Member a = JoinWith(*store_, "q", {0});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> a_items, store_->Claim(ClaimAll("q", a, 2)));
+  ASSERT_EQ(Ids(a_items), (std::vector<int64_t>{ids[0], ids[1]}));
+  // a dies mid-item: its row goes (as expiry would delete it), its parts cascade.
+  schema_.Q(absl::StrCat("DELETE FROM {schema}.sessions WHERE id = '", a.join.id.value, "'"));
+  auto other = schema_.NewStore();
+  Member b = JoinWith(*other, "q", {0});
+  ASSERT_EQ(b.parts.size(), 1u);
+
+  ClaimRequest no_suspects = ClaimAll("q", b, 10);
+  no_suspects.include_suspect = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> plain, other->Claim(no_suspects));
+  ASSERT_EQ(Ids(plain), (std::vector<int64_t>{ids[2], ids[3], ids[4]}));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, other->Claim(ClaimAll("q", b, 10)));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].id, ids[0]);
+  EXPECT_TRUE(first[0].suspect);
+  EXPECT_EQ(first[0].attempts, 2);
+  EXPECT_EQ(first[0].claim_epoch, b.parts[0].epoch);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> second, other->Claim(ClaimAll("q", b, 10)));
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].id, ids[1]);
+  EXPECT_TRUE(second[0].suspect);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, other->Claim(ClaimAll("q", b, 10)));
+  EXPECT_TRUE(none.empty());
+  // a's late ack is fenced: nothing of it commits.
+  ASSERT_OK_AND_ASSIGN(FinishResult late, store_->Finish(FinishOf("q", a, a_items), AckAll()));
+  EXPECT_TRUE(late.acked.empty());
+  EXPECT_EQ(late.fenced.size(), 2u);
+  EXPECT_EQ(Count("items"), 5);
+}
+
+TEST_F(PgStoreTest, OrderedClaimTakesOnlyTheHeadOfEachKey) {
+  MakeQueue("q", 1, absl::Seconds(10), /*ordered=*/true);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a1, store_->Enqueue("q", Keyed("a", "a1")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a2, store_->Enqueue("q", Keyed("a", "a2")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult b1, store_->Enqueue("q", Keyed("b", "b1")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult c1, store_->Enqueue("q", Payload("c1")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult c2, store_->Enqueue("q", Payload("c2")));
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest req = ClaimAll("q", m, 10);
+  req.ordered = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
+  EXPECT_EQ(Ids(got), (std::vector<int64_t>{a1.id, b1.id, c1.id, c2.id}));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
+  EXPECT_TRUE(none.empty());  // a2 waits for a1
+  ASSERT_OK(store_->Finish(FinishOf("q", m, {got[0]}), AckAll()));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> next, store_->Claim(req));
+  EXPECT_EQ(Ids(next), (std::vector<int64_t>{a2.id}));
+}
+
+// --- finish ---------------------------------------------------------------------------
+
+class FinishTest : public PgStoreTest {
+ protected:
+  void SetUp() override {
+    PgStoreTest::SetUp();
+    MakeQueue("q", 2, absl::Seconds(10), false, /*max_attempts=*/3);
+    schema_.Q("CREATE TABLE {schema}.effects (item_id bigint, note text)");
+    for (int i = 0; i < 6; ++i) {
+      ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
+      ids_.push_back(r.id);
+    }
+    member_ = JoinWith(*store_, "q", {0, 1});
+    ASSERT_EQ(member_.parts.size(), 2u);
+  }
+
+  // Records each item in `effects` through the handler's transaction, then
+  // returns `kind` for all of them.
+  FinishBody Record(Outcome::Kind kind, std::vector<int64_t>* seen = nullptr) {
+    return [this, kind, seen](
+               Tx& tx, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+      EXPECT_NE(tx.pqxx(), nullptr);
+      EXPECT_EQ(tx.schema(), schema_.name());
+      std::vector<Outcome> out;
+      for (const Item& i : items) {
+        auto r = tx.Exec(absl::StrCat("INSERT INTO \"", tx.schema(),
+                                      "\".effects VALUES ($1, $2) RETURNING item_id"),
+                         {std::to_string(i.id), std::nullopt});
+        if (!r.ok()) return r.status();
+        EXPECT_EQ(r->size(), 1u);
+        if (seen != nullptr) seen->push_back(i.id);
+        Outcome o{i.id, i.part, kind};
+        o.retry_delay = absl::Minutes(5);
+        o.error = "boom";
+        out.push_back(o);
+      }
+      return out;
+    };
+  }
+
+  std::vector<int64_t> ids_;
+  Member member_;
+};
+
+TEST_F(FinishTest, AckDeletesItemsAndCommitsTheHandlersWrites) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_EQ(items.size(), 6u);
+  ASSERT_OK_AND_ASSIGN(FinishResult r,
+                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
+  std::vector<int64_t> acked = r.acked;
+  std::sort(acked.begin(), acked.end());
+  EXPECT_EQ(acked, ids_);
+  EXPECT_TRUE(r.fenced.empty());
+  EXPECT_EQ(Count("items"), 0);
+  EXPECT_EQ(Count("effects"), 6);
+  EXPECT_EQ(Count("results"), 0);  // no result, no dedup key: nothing to keep
+  // Finishing the same claim again writes nothing: every item is fenced.
+  ASSERT_OK_AND_ASSIGN(FinishResult again,
+                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
+  EXPECT_TRUE(again.acked.empty());
+  EXPECT_EQ(again.fenced.size(), 6u);
+  EXPECT_EQ(Count("effects"), 6);
+}
+
+TEST_F(FinishTest, ItemsOfAReleasedPartAreFencedAndTheirWritesNeverCommit) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_EQ(items.size(), 6u);
+  // Part 0 changes hands between claim and finish.
+  ASSERT_OK(store_->ReleaseParts("q", member_.join.id, {member_.parts[0]}));
+  auto other = schema_.NewStore();
+  Member b = JoinWith(*other, "q", {0});
+  ASSERT_EQ(b.parts.size(), 1u);
+  std::vector<int64_t> handled;
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items),
+                                                      Record(Outcome::Kind::kAck, &handled)));
+  std::vector<int64_t> in_part0, in_part1;
+  for (const Item& i : items) (i.part == 0 ? in_part0 : in_part1).push_back(i.id);
+  std::sort(r.fenced.begin(), r.fenced.end());
+  std::sort(r.acked.begin(), r.acked.end());
+  EXPECT_EQ(r.fenced, in_part0);
+  EXPECT_EQ(r.acked, in_part1);
+  std::sort(handled.begin(), handled.end());
+  EXPECT_EQ(handled, in_part1);  // the handler never saw fenced items
+  EXPECT_EQ(Count("effects", "item_id IN (SELECT id FROM {schema}.items)"), 0);
+  EXPECT_EQ(Count("items"), static_cast<int64_t>(in_part0.size()));
+
+  // Everything fenced: the body is not run and nothing is written.
+  ASSERT_OK(other->ReleaseParts("q", b.join.id, b.parts));
+  ASSERT_OK_AND_ASSIGN(FinishResult none,
+                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
+  EXPECT_TRUE(none.acked.empty());
+  EXPECT_EQ(none.fenced.size(), items.size());
+}
+
+TEST_F(FinishTest, AStaticRejoinFencesTheOldIncarnationsAcks) {
+  MakeQueue("s", 1);
+  ASSERT_OK(store_->Enqueue("s", Payload("x")));
+  Member old = JoinWith(*store_, "s", {0}, "w1");
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("s", old)));
+  ASSERT_EQ(items.size(), 1u);
+  auto other = schema_.NewStore();
+  Member fresh = JoinWith(*other, "s", {}, "w1");
+  ASSERT_EQ(fresh.join.kept.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(FinishResult r,
+                       store_->Finish(FinishOf("s", old, items), Record(Outcome::Kind::kAck)));
+  EXPECT_TRUE(r.acked.empty());
+  EXPECT_EQ(r.fenced, Ids(items));
+  EXPECT_EQ(Count("effects"), 0);
+  EXPECT_EQ(Count("items", "queue = 's'"), 1);
+}
+
+TEST_F(FinishTest, BodyErrorRollsBackEverything) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  FinishBody failing = [](Tx& tx,
+                          absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    auto r = tx.Exec(absl::StrCat("INSERT INTO \"", tx.schema(), "\".effects VALUES (1, 'x')"));
+    if (!r.ok()) return r.status();
+    return absl::DataLossError("handler failed");
+  };
+  absl::StatusOr<FinishResult> r = store_->Finish(FinishOf("q", member_, items), failing);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(Count("effects"), 0);
+  EXPECT_EQ(Count("items"), 6);
+  // A failed handler statement aborts the transaction even if the body goes on.
+  FinishBody sloppy = [](Tx& tx,
+                         absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    EXPECT_FALSE(tx.Exec("SELECT * FROM no_such_table").ok());
+    std::vector<Outcome> out;
+    for (const Item& i : owned) out.push_back(Outcome{i.id, i.part});
+    return out;
+  };
+  r = store_->Finish(FinishOf("q", member_, items), sloppy);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(Count("items"), 6);
+  // Outcomes that do not match the items are a bug in the caller.
+  FinishBody short_body = [](Tx&, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
+    return std::vector<Outcome>{};
+  };
+  r = store_->Finish(FinishOf("q", member_, items), short_body);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Count("items"), 6);
+  // And the store works on.
+  ASSERT_OK_AND_ASSIGN(FinishResult ok, store_->Finish(FinishOf("q", member_, items), AckAll()));
+  EXPECT_EQ(ok.acked.size(), 6u);
+}
+
+TEST_F(FinishTest, RetryReschedulesAndFreesTheClaim) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_OK_AND_ASSIGN(
+      FinishResult r, store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kRetry)));
+  EXPECT_EQ(r.retried.size(), 6u);
+  EXPECT_EQ(Count("items",
+                  "claim_epoch IS NULL AND claimed_at IS NULL AND attempts = 1 AND "
+                  "last_error = 'boom' AND run_at > now() + interval '4 minutes'"),
+            6);
+  EXPECT_EQ(Count("effects"), 6);  // the handler's writes commit with the retry
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(ClaimAll("q", member_)));
+  EXPECT_TRUE(none.empty());
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", ids_[0]));
+  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+  EXPECT_EQ(st.attempts, 1);
+  EXPECT_EQ(st.error, "boom");
+}
+
+TEST_F(FinishTest, RefundedRetryGivesTheAttemptBack) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 1)));
+  FinishBody refund = [](Tx&, absl::Span<const Item> owned) {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) {
+      Outcome o{i.id, i.part, Outcome::Kind::kRetry};
+      o.refund_attempt = true;
+      out.push_back(o);
+    }
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  };
+  ASSERT_OK(store_->Finish(FinishOf("q", member_, items), refund));
+  EXPECT_EQ(Count("items", "attempts = 0 AND claim_epoch IS NULL AND run_at <= now()"), 6);
+}
+
+TEST_F(FinishTest, DeadMovesToDeadItemsAndMaxAttemptsIsEnforced) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 1)));
+  ASSERT_OK_AND_ASSIGN(FinishResult r,
+                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kDead)));
+  EXPECT_EQ(r.dead, Ids(items));
+  EXPECT_EQ(Count("items"), 5);
+  EXPECT_EQ(Count("dead_items", "last_error = 'boom' AND attempts = 1 AND queue = 'q'"), 1);
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", items[0].id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDead);
+  EXPECT_EQ(st.error, "boom");
+
+  // max_attempts = 3: the third failed attempt dead-letters even as a retry.
+  const int64_t id = ids_[1];
+  FinishBody retry_now = [](Tx&, absl::Span<const Item> owned) {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) {
+      Outcome o{i.id, i.part, Outcome::Kind::kRetry};
+      o.error = absl::StrCat("attempt ", i.attempts);
+      out.push_back(o);
+    }
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  };
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("q", member_, 1)));
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].id, id);
+    ASSERT_EQ(got[0].attempts, attempt);
+    FinishRequest req = FinishOf("q", member_, got);
+    req.max_attempts = 3;
+    ASSERT_OK_AND_ASSIGN(FinishResult fr, store_->Finish(req, retry_now));
+    if (attempt < 3) {
+      EXPECT_EQ(fr.retried, std::vector<int64_t>{id});
+    } else {
+      EXPECT_EQ(fr.dead, std::vector<int64_t>{id});
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDead);
+  EXPECT_EQ(st.attempts, 3);
+  EXPECT_EQ(st.error, "attempt 3");
+}
+
+TEST_F(PgStoreTest, ClaimAndFinishBatchesOfAHundred) {
+  MakeQueue("q", 8);
+  std::vector<NewItem> items(10000, Payload(std::string(100, 'p')));
+  ASSERT_OK(store_->EnqueueBatch("q", items));
+  Member m = JoinWith(*store_, "q", kAll);
+  absl::Duration claim_time, finish_time;
+  int batches = 0;
+  for (; batches < 50; ++batches) {
+    const absl::Time t0 = absl::Now();
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("q", m, 100)));
+    const absl::Time t1 = absl::Now();
+    ASSERT_EQ(got.size(), 100u);
+    ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", m, got), AckAll()));
+    finish_time += absl::Now() - t1;
+    claim_time += t1 - t0;
+    ASSERT_EQ(r.acked.size(), 100u);
+  }
+  std::printf("[ perf ] batch of 100: claim %.2f ms, finish (ack) %.2f ms, %.0f items/s\n",
+              absl::ToDoubleMilliseconds(claim_time) / batches,
+              absl::ToDoubleMilliseconds(finish_time) / batches,
+              batches * 100 / absl::ToDoubleSeconds(claim_time + finish_time));
+  EXPECT_EQ(Count("items"), 10000 - 5000);
+}
+
+// --- item state and status -----------------------------------------------------------
+
+TEST_F(PgStoreTest, ItemStateFollowsAnItemToItsEnd) {
+  MakeQueue("q", 1);
+  MakeQueue("other", 1);
+  NewItem with_key = Payload("x");
+  with_key.dedup_key = "d1";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a, store_->Enqueue("q", with_key));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult b, store_->Enqueue("q", Payload("y")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult o, store_->Enqueue("other", Payload("z")));
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", a.id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+  EXPECT_EQ(st.attempts, 0);
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", o.id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kUnknown);  // it is another queue's
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", o.id + 1000));
+  EXPECT_EQ(st.kind, ItemState::Kind::kUnknown);  // never allocated
+  EXPECT_EQ(store_->GetItemState("nope", a.id).status().code(), absl::StatusCode::kNotFound);
+
+  Member m = JoinWith(*store_, "q", {0});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("q", m)));
+  ASSERT_EQ(got.size(), 2u);
+  FinishBody with_result = [](Tx&, absl::Span<const Item> owned) {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) {
+      Outcome oc{i.id, i.part};
+      if (i.dedup_key) oc.result = std::string("r\0sult", 6);
+      out.push_back(oc);
+    }
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  };
+  ASSERT_OK(store_->Finish(FinishOf("q", m, got), with_result));
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", a.id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDone);
+  EXPECT_EQ(st.result, std::string("r\0sult", 6));
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("q", "d1"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDone);
+  EXPECT_EQ(st.id, a.id);
+  EXPECT_EQ(st.result, std::string("r\0sult", 6));
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", b.id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDone);  // acked without a result row
+  EXPECT_FALSE(st.result.has_value());
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("q", "never"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kUnknown);
+}
+
+TEST_F(PgStoreTest, StatusZeroFillsPartsAndCounts) {
+  MakeQueue("q", 8);
+  std::map<int, std::string> key_of;
+  for (int i = 0; key_of.size() < 8; ++i) {
+    const std::string k = absl::StrCat("k", i);
+    key_of.emplace(PartForKey(k, 8), k);
+  }
+  for (int i = 0; i < 3; ++i) ASSERT_OK(store_->Enqueue("q", Keyed(key_of[2])));
+  NewItem later = Keyed(key_of[2]);
+  later.delay = absl::Hours(1);
+  ASSERT_OK(store_->Enqueue("q", later));
+  for (int i = 0; i < 2; ++i) ASSERT_OK(store_->Enqueue("q", Keyed(key_of[5])));
+  Member m = JoinWith(*store_, "q", {5, 6});
+  ClaimRequest one = ClaimAll("q", m, 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(one));
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got2, store_->Claim(one));
+  FinishBody dead = [](Tx&, absl::Span<const Item> owned) {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) out.push_back(Outcome{i.id, i.part, Outcome::Kind::kDead});
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  };
+  ASSERT_OK(store_->Finish(FinishOf("q", m, got2), dead));
+
+  ASSERT_OK_AND_ASSIGN(QueueStatus s, store_->Status("q"));
+  EXPECT_EQ(s.config.parts, 8);
+  EXPECT_LT(absl::AbsDuration(s.db_now - absl::Now()), absl::Seconds(60));
+  ASSERT_EQ(s.sessions.size(), 1u);
+  EXPECT_EQ(s.sessions[0].id, m.join.id);
+  EXPECT_EQ(s.sessions[0].parts_owned, 2);
+  EXPECT_EQ(s.sessions[0].host, "test");
+  EXPECT_GT(s.sessions[0].expires_in, absl::Seconds(5));
+  EXPECT_GE(s.sessions[0].since_heartbeat, absl::ZeroDuration());
+  ASSERT_EQ(s.parts.size(), 8u);
+  for (int p = 0; p < 8; ++p) {
+    const PartStatus& ps = s.parts[p];
+    EXPECT_EQ(ps.part, p);
+    EXPECT_EQ(ps.owner.has_value(), p == 5 || p == 6) << p;
+    if (p == 2) {
+      EXPECT_EQ(ps.ready, 3);
+      EXPECT_EQ(ps.delayed, 1);
+      EXPECT_GE(ps.oldest_ready_age, absl::ZeroDuration());
+    } else if (p == 5) {
+      EXPECT_EQ(ps.owner, m.join.id);
+      EXPECT_EQ(ps.epoch, m.parts[0].epoch);
+      EXPECT_EQ(ps.ready, 0);
+      EXPECT_EQ(ps.in_flight, 1);
+      EXPECT_EQ(ps.dead, 1);
+    } else {
+      EXPECT_EQ(ps.ready + ps.delayed + ps.in_flight + ps.dead, 0) << p;
+      EXPECT_EQ(ps.oldest_ready_age, absl::ZeroDuration());
+    }
+  }
+  EXPECT_EQ(store_->Status("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+// --- listen ---------------------------------------------------------------------------
+
+TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
+  MakeQueue("q", 64);
+  MakeQueue("other", 16);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Listener> listener, store_->Listen("q"));
+  ASSERT_OK_AND_ASSIGN(std::vector<Notice> none, listener->Wait(absl::Milliseconds(20)));
+  EXPECT_TRUE(none.empty());
+
+  ASSERT_OK(store_->Enqueue("other", Keyed("k")));  // another queue: not heard
+  ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed("k")));
+  const absl::Time sent = absl::Now();
+  ASSERT_OK_AND_ASSIGN(std::vector<Notice> got, listener->Wait(absl::Milliseconds(100)));
+  const absl::Duration latency = absl::Now() - sent;
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].kind, Notice::Kind::kItems);
+  EXPECT_EQ(got[0].part, r.part);
+  EXPECT_LT(latency, absl::Milliseconds(100));
+  std::printf("[ perf ] enqueue -> listener wake-up: %.2f ms\n",
+              absl::ToDoubleMilliseconds(latency));
+
+  ASSERT_OK(store_->NotifyGroup("q"));
+  ASSERT_OK_AND_ASSIGN(got, listener->Wait(absl::Milliseconds(100)));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].kind, Notice::Kind::kGroup);
+
+  // A join is a group change too; a big batch says "some part" (-1).
+  Member m = JoinWith(*store_, "q", {});
+  std::vector<NewItem> batch(200, Payload("b"));
+  ASSERT_OK(store_->EnqueueBatch("q", batch));
+  std::vector<Notice> all;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto more = listener->Wait(absl::Milliseconds(50));
+        if (more.ok()) all.insert(all.end(), more->begin(), more->end());
+        return all.size() >= 2;
+      },
+      absl::Seconds(5)));
+  EXPECT_EQ(all[0].kind, Notice::Kind::kGroup);
+  EXPECT_EQ(all[1].kind, Notice::Kind::kItems);
+  EXPECT_EQ(all[1].part, -1);
+}
+
+// --- connection -------------------------------------------------------------------------
+
+TEST_F(PgStoreTest, ABrokenConnectionFailsOneCallThenReconnects) {
+  MakeQueue("q", 4);
+  PgOptions o = schema_.options();
+  o.application_name = absl::StrCat("pgtest_", schema_.name());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectPg(o));
+  ASSERT_OK(store->Enqueue("q", Payload("before")));
+  Member m = JoinWith(*store, "q", {0, 1, 2, 3});
+  const std::string pid_sql = absl::StrCat(
+      "SELECT pid FROM pg_stat_activity WHERE application_name = '", o.application_name, "'");
+  auto pids = testing::Query(schema_.dsn(), pid_sql);
+  ASSERT_EQ(pids.size(), 1u);
+  testing::Query(schema_.dsn(), absl::StrCat("SELECT pg_terminate_backend(", *pids[0][0], ")"));
+  ASSERT_TRUE(WaitUntil([&] { return testing::Query(schema_.dsn(), pid_sql).empty(); }));
+
+  absl::StatusOr<std::vector<Item>> failed = store->Claim(ClaimAll("q", m));
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable) << failed.status();
+  // The next call reconnects (and re-prepares its statements).
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store->Claim(ClaimAll("q", m)));
+  EXPECT_EQ(got.size(), 1u);
+  ASSERT_OK(store->Finish(FinishOf("q", m, got), AckAll()));
+  ASSERT_OK(store->Enqueue("q", Payload("after")));
+  EXPECT_EQ(testing::Query(schema_.dsn(), pid_sql).size(), 1u);
+
+  // A listener whose connection breaks reports Unavailable.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Listener> listener, store->Listen("q"));
+  const std::string listen_pid =
+      absl::StrCat("SELECT pid FROM pg_stat_activity WHERE application_name = '",
+                   o.application_name, "/listen'");
+  pids = testing::Query(schema_.dsn(), listen_pid);
+  ASSERT_EQ(pids.size(), 1u);
+  testing::Query(schema_.dsn(), absl::StrCat("SELECT pg_terminate_backend(", *pids[0][0], ")"));
+  absl::Status st;
+  ASSERT_TRUE(WaitUntil([&] {
+    st = ToStatus(listener->Wait(absl::Milliseconds(50)));
+    return !st.ok();
+  }));
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+}
+
+TEST(PgStoreConnect, ErrorsSayWhatWentWrong) {
+  PgOptions o;
+  o.dsn = "host=127.0.0.1 port=1 connect_timeout=2";
+  EXPECT_EQ(ConnectPg(o).status().code(), absl::StatusCode::kUnavailable);
+  o.dsn = "this is not a dsn";
+  absl::Status st = ConnectPg(o).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  o.dsn = "postgresql://[::1";
+  st = ConnectPg(o).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  o.dsn = "host=127.0.0.1 bogus_option=1";
+  st = ConnectPg(o).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  o.dsn = absl::StrCat(testing::TestDsn(), " dbname=no_such_db");
+  st = ConnectPg(o).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+
+  // What libpq says for rejected credentials (the test server trusts everyone).
+  using pg_internal::ClassifyConnectError;
+  EXPECT_EQ(ClassifyConnectError("connection to server at \"db\" (10.0.0.1), port 5432 failed: "
+                                 "FATAL:  password authentication failed for user \"app\"")
+                .code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(ClassifyConnectError("connection to server on socket \"/tmp/.s.PGSQL.5432\" failed: "
+                                 "fe_sendauth: no password supplied")
+                .code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(ClassifyConnectError("connection to server at \"db\", port 5432 failed: FATAL:  no "
+                                 "pg_hba.conf entry for host \"10.0.0.2\"")
+                .code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+}  // namespace
+}  // namespace partq
