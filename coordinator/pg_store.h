@@ -50,6 +50,15 @@ StoreFactory PgStoreFactory(PgOptions options);
 absl::StatusOr<EnqueueResult> EnqueueInTx(pqxx::transaction_base& tx, const PgOptions& options,
                                           absl::string_view queue, const NewItem& item);
 
+// What a `record:TABLE` handler wrote: rows, and distinct item ids among them.
+// TABLE is in options.schema unless qualified; validated like the handler's.
+struct RecordProof {
+  int64_t rows = 0;
+  int64_t distinct_items = 0;
+};
+absl::StatusOr<RecordProof> ReadRecordProof(const PgOptions& options, absl::string_view table);
+absl::Status DropRecordTable(const PgOptions& options, absl::string_view table);
+
 // The LISTEN/NOTIFY channel of a queue (an identifier of at most 63 bytes).
 std::string ChannelFor(absl::string_view schema, absl::string_view queue);
 

@@ -1,0 +1,322 @@
+// migrate, queue, enqueue, wait, status.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "cli/common.h"
+#include "coordinator/pg_store.h"
+#include "producer/producer.h"
+
+namespace partq::cli {
+namespace {
+
+std::string Seconds(absl::Duration d) { return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(d)); }
+
+const char* AssignmentName(AssignmentKind k) {
+  return k == AssignmentKind::kSticky ? "sticky" : "lexical";
+}
+
+}  // namespace
+
+int CmdMigrate(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, ConnectionFlags(), {});
+  if (!args.ok()) return Fail(args.status());
+  if (!args->positional().empty()) return Usage("migrate takes no arguments");
+  auto store = Connect(*args);
+  if (!store.ok()) return Fail(store.status());
+  if (absl::Status st = (*store)->Migrate(); !st.ok()) return Fail(st);
+  auto o = ConnectionOptions(*args);
+  printf("schema \"%s\" is at version %d\n", o->schema.c_str(), kSchemaVersion);
+  return 0;
+}
+
+int CmdQueue(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv,
+                          With(ConnectionFlags(), {"parts", "assignment", "max-attempts",
+                                                   "session-ttl"}),
+                          {"ordered", "json"});
+  if (!args.ok()) return Fail(args.status());
+  const auto& pos = args->positional();
+  if (pos.empty()) return Usage("queue needs a subcommand: create, list or delete");
+  const std::string& sub = pos[0];
+  if (sub == "create") {
+    if (pos.size() != 2) return Usage("usage: partq queue create NAME --parts N [...]");
+    if (!args->Has("parts")) return Usage("queue create needs --parts N (1..4096)");
+    QueueConfig q;
+    q.name = pos[1];
+    auto parts = args->Int("parts", 0, 1, 4096);
+    if (!parts.ok()) return Fail(parts.status());
+    q.parts = static_cast<int>(*parts);
+    const std::string assignment = args->GetOr("assignment", "lexical");
+    if (assignment == "lexical") {
+      q.assignment = AssignmentKind::kLexical;
+    } else if (assignment == "sticky") {
+      q.assignment = AssignmentKind::kSticky;
+    } else {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--assignment must be lexical or sticky (got \"", assignment, "\")")));
+    }
+    auto attempts = args->Int("max-attempts", q.max_attempts, 1, 1000);
+    if (!attempts.ok()) return Fail(attempts.status());
+    q.max_attempts = static_cast<int>(*attempts);
+    auto ttl = args->Duration("session-ttl", q.session_ttl, absl::Milliseconds(100),
+                              absl::Hours(24));
+    if (!ttl.ok()) return Fail(ttl.status());
+    q.session_ttl = *ttl;
+    q.ordered = args->Has("ordered");
+    if (absl::Status st = ValidateQueueConfig(q); !st.ok()) return Fail(st);
+    auto store = Connect(*args);
+    if (!store.ok()) return Fail(store.status());
+    if (absl::Status st = (*store)->CreateQueue(q); !st.ok()) return Fail(st);
+    printf("created queue \"%s\": %d parts, %s assignment, session TTL %s, max attempts %d%s\n",
+           q.name.c_str(), q.parts, AssignmentName(q.assignment),
+           absl::FormatDuration(q.session_ttl).c_str(), q.max_attempts,
+           q.ordered ? ", ordered" : "");
+    return 0;
+  }
+  if (sub == "list") {
+    if (pos.size() != 1) return Usage("usage: partq queue list");
+    auto store = Connect(*args);
+    if (!store.ok()) return Fail(store.status());
+    auto queues = (*store)->ListQueues();
+    if (!queues.ok()) return Fail(queues.status());
+    if (args->Has("json")) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& q : *queues) {
+        out.push_back({{"name", q.name},
+                       {"parts", q.parts},
+                       {"assignment", AssignmentName(q.assignment)},
+                       {"session_ttl_seconds", absl::ToDoubleSeconds(q.session_ttl)},
+                       {"max_attempts", q.max_attempts},
+                       {"ordered", q.ordered}});
+      }
+      printf("%s\n", out.dump(2).c_str());
+      return 0;
+    }
+    printf("%-32s %6s %-10s %10s %12s %s\n", "NAME", "PARTS", "ASSIGNMENT", "TTL",
+           "MAX_ATTEMPTS", "ORDERED");
+    for (const auto& q : *queues) {
+      printf("%-32s %6d %-10s %10s %12d %s\n", q.name.c_str(), q.parts,
+             AssignmentName(q.assignment), absl::FormatDuration(q.session_ttl).c_str(),
+             q.max_attempts, q.ordered ? "yes" : "no");
+    }
+    return 0;
+  }
+  if (sub == "delete") {
+    if (pos.size() != 2) return Usage("usage: partq queue delete NAME");
+    auto store = Connect(*args);
+    if (!store.ok()) return Fail(store.status());
+    if (absl::Status st = (*store)->DeleteQueue(pos[1]); !st.ok()) return Fail(st);
+    printf("deleted queue \"%s\"\n", pos[1].c_str());
+    return 0;
+  }
+  return Usage("unknown queue subcommand \"" + sub + "\" (create, list, delete)");
+}
+
+int CmdEnqueue(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(
+      argv, With(ConnectionFlags(), {"key", "priority", "delay", "dedup-key", "chunk"}),
+      {"stdin"});
+  if (!args.ok()) return Fail(args.status());
+  const auto& pos = args->positional();
+  const bool from_stdin = args->Has("stdin");
+  if (pos.empty() || pos.size() > (from_stdin ? 1u : 2u)) {
+    return Usage(from_stdin ? "usage: partq enqueue QUEUE --stdin"
+                            : "usage: partq enqueue QUEUE [--key K] [...] [PAYLOAD]");
+  }
+  const std::string& queue = pos[0];
+  NewItem item;
+  if (auto k = args->Get("key")) item.key = *k;
+  if (auto k = args->Get("dedup-key")) item.dedup_key = *k;
+  auto prio = args->Int("priority", 0, -32768, 32767);
+  if (!prio.ok()) return Fail(prio.status());
+  item.priority = static_cast<int>(*prio);
+  auto delay = args->Duration("delay", absl::ZeroDuration(), absl::ZeroDuration(),
+                              absl::Hours(24 * 365));
+  if (!delay.ok()) return Fail(delay.status());
+  item.delay = *delay;
+  auto chunk = args->Int("chunk", 50000, 1, 1000000);
+  if (!chunk.ok()) return Fail(chunk.status());
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return Fail(st);
+  auto opts = ConnectionOptions(*args);
+  if (!opts.ok()) return Fail(opts.status());
+
+  auto store = ConnectPg(*opts);
+  if (!store.ok()) return Fail(store.status());
+  Producer producer(std::move(*store));
+
+  if (!from_stdin) {
+    if (pos.size() == 2) item.payload = pos[1];
+    auto r = producer.Enqueue(queue, item);
+    if (!r.ok()) return Fail(r.status());
+    if (r->duplicate) {
+      fprintf(stderr, "partq: dedup key \"%s\" matches live item %lld; nothing enqueued\n",
+              item.dedup_key->c_str(), static_cast<long long>(r->id));
+    }
+    printf("%lld\n", static_cast<long long>(r->id));
+    return 0;
+  }
+  if (item.dedup_key) {
+    return Fail(absl::InvalidArgumentError("--dedup-key cannot be used with --stdin"));
+  }
+  // Each chunk is one COPY transaction; a failure stops before the next chunk
+  // and says how many lines were committed.
+  const absl::Time start = absl::Now();
+  int64_t total = 0, line_no = 0;
+  std::vector<NewItem> batch;
+  batch.reserve(*chunk);
+  std::string line;
+  auto flush = [&]() -> absl::Status {
+    if (batch.empty()) return absl::OkStatus();
+    auto n = producer.EnqueueBatch(queue, batch);
+    if (!n.ok()) {
+      return absl::Status(n.status().code(),
+                          absl::StrCat(n.status().message(), " (lines ", total + 1, "-",
+                                       total + batch.size(), " not enqueued; ", total,
+                                       " lines before them were)"));
+    }
+    total += *n;
+    batch.clear();
+    return absl::OkStatus();
+  };
+  while (std::getline(std::cin, line)) {
+    ++line_no;
+    if (static_cast<int64_t>(line.size()) > opts->max_payload_bytes) {
+      if (absl::Status st = flush(); !st.ok()) return Fail(st);
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "line ", line_no, " is ", line.size(), " bytes; the limit is ", opts->max_payload_bytes,
+          " (--max-payload). ", total, " lines before it were enqueued")));
+    }
+    NewItem it = item;
+    it.payload = std::move(line);
+    batch.push_back(std::move(it));
+    if (static_cast<int64_t>(batch.size()) >= *chunk) {
+      if (absl::Status st = flush(); !st.ok()) return Fail(st);
+    }
+  }
+  if (absl::Status st = flush(); !st.ok()) return Fail(st);
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  fprintf(stderr, "enqueued %lld items in %.2fs (%.0f items/s)\n", static_cast<long long>(total),
+          secs, secs > 0 ? total / secs : 0.0);
+  printf("%lld\n", static_cast<long long>(total));
+  return 0;
+}
+
+int CmdWait(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, With(ConnectionFlags(), {"dedup-key", "timeout"}), {});
+  if (!args.ok()) return Fail(args.status());
+  const auto& pos = args->positional();
+  const bool by_key = args->Has("dedup-key");
+  if (pos.size() != (by_key ? 1u : 2u)) {
+    return Usage("usage: partq wait QUEUE ITEM | partq wait QUEUE --dedup-key K");
+  }
+  auto timeout = args->Duration("timeout", absl::Seconds(30), absl::ZeroDuration(),
+                                absl::Hours(24 * 7));
+  if (!timeout.ok()) return Fail(timeout.status());
+  int64_t id = 0;
+  if (!by_key && (!absl::SimpleAtoi(pos[1], &id) || id <= 0)) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("item id must be a positive whole number (got \"", pos[1], "\")")));
+  }
+  auto store = Connect(*args);
+  if (!store.ok()) return Fail(store.status());
+  if (absl::Status st = (*store)->GetQueue(pos[0]).status(); !st.ok()) return Fail(st);
+  Producer producer(std::move(*store));
+  auto state = by_key ? producer.WaitByDedupKey(pos[0], *args->Get("dedup-key"), *timeout)
+                      : producer.Wait(pos[0], id, *timeout);
+  if (!state.ok()) return Fail(state.status());
+  if (state->kind == ItemState::Kind::kDead) {
+    fprintf(stderr, "partq: item %lld was dead-lettered after %d attempts: %s\n",
+            static_cast<long long>(state->id), state->attempts, state->error.c_str());
+    return 1;
+  }
+  if (state->result) fwrite(state->result->data(), 1, state->result->size(), stdout);
+  return 0;
+}
+
+int CmdStatus(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, ConnectionFlags(), {"json"});
+  if (!args.ok()) return Fail(args.status());
+  if (args->positional().size() != 1) return Usage("usage: partq status QUEUE [--json]");
+  auto store = Connect(*args);
+  if (!store.ok()) return Fail(store.status());
+  auto st = (*store)->Status(args->positional()[0]);
+  if (!st.ok()) return Fail(st.status());
+  int64_t ready = 0, delayed = 0, in_flight = 0, dead = 0, unowned = 0;
+  absl::Duration oldest;
+  for (const auto& p : st->parts) {
+    ready += p.ready;
+    delayed += p.delayed;
+    in_flight += p.in_flight;
+    dead += p.dead;
+    unowned += !p.owner.has_value();
+    oldest = std::max(oldest, p.oldest_ready_age);
+  }
+  if (args->Has("json")) {
+    nlohmann::json out;
+    out["queue"] = {{"name", st->config.name},
+                    {"parts", st->config.parts},
+                    {"assignment", AssignmentName(st->config.assignment)},
+                    {"session_ttl_seconds", absl::ToDoubleSeconds(st->config.session_ttl)},
+                    {"max_attempts", st->config.max_attempts},
+                    {"ordered", st->config.ordered}};
+    out["totals"] = {{"ready", ready},         {"delayed", delayed},
+                     {"in_flight", in_flight}, {"dead", dead},
+                     {"unowned_parts", unowned}, {"oldest_ready_age_seconds", absl::ToDoubleSeconds(oldest)}};
+    out["sessions"] = nlohmann::json::array();
+    for (const auto& s : st->sessions) {
+      out["sessions"].push_back({{"id", s.id.value},
+                                 {"instance_id", s.instance_id},
+                                 {"host", s.host},
+                                 {"pid", s.pid},
+                                 {"since_heartbeat_seconds", absl::ToDoubleSeconds(s.since_heartbeat)},
+                                 {"expires_in_seconds", absl::ToDoubleSeconds(s.expires_in)},
+                                 {"parts_owned", s.parts_owned}});
+    }
+    out["parts"] = nlohmann::json::array();
+    for (const auto& p : st->parts) {
+      out["parts"].push_back({{"part", p.part},
+                              {"owner", p.owner ? nlohmann::json(p.owner->value) : nlohmann::json()},
+                              {"epoch", p.epoch.value},
+                              {"ready", p.ready},
+                              {"delayed", p.delayed},
+                              {"in_flight", p.in_flight},
+                              {"dead", p.dead},
+                              {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
+    }
+    printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  const auto& c = st->config;
+  printf("queue %s: %d parts, %s, TTL %s, max attempts %d%s\n", c.name.c_str(), c.parts,
+         AssignmentName(c.assignment), absl::FormatDuration(c.session_ttl).c_str(),
+         c.max_attempts, c.ordered ? ", ordered" : "");
+  printf("items: %lld ready, %lld delayed, %lld in flight, %lld dead; oldest ready %s\n",
+         static_cast<long long>(ready), static_cast<long long>(delayed),
+         static_cast<long long>(in_flight), static_cast<long long>(dead), Seconds(oldest).c_str());
+  printf("\n%zu session(s):\n%-36s %-16s %-20s %7s %6s %10s %10s\n", st->sessions.size(), "ID",
+         "INSTANCE", "HOST", "PID", "PARTS", "HEARTBEAT", "EXPIRES_IN");
+  for (const auto& s : st->sessions) {
+    printf("%-36s %-16s %-20s %7d %6d %10s %10s\n", s.id.value.c_str(),
+           s.instance_id.empty() ? "-" : s.instance_id.c_str(), s.host.c_str(), s.pid,
+           s.parts_owned, Seconds(s.since_heartbeat).c_str(), Seconds(s.expires_in).c_str());
+  }
+  printf("\n%5s %-36s %8s %8s %8s %9s %6s %10s\n", "PART", "OWNER", "EPOCH", "READY", "DELAYED",
+         "IN_FLIGHT", "DEAD", "OLDEST");
+  for (const auto& p : st->parts) {
+    printf("%5d %-36s %8lld %8lld %8lld %9lld %6lld %10s\n", p.part,
+           p.owner ? p.owner->value.c_str() : "(none)", static_cast<long long>(p.epoch.value),
+           static_cast<long long>(p.ready), static_cast<long long>(p.delayed),
+           static_cast<long long>(p.in_flight), static_cast<long long>(p.dead),
+           Seconds(p.oldest_ready_age).c_str());
+  }
+  return 0;
+}
+
+}  // namespace partq::cli

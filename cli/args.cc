@@ -1,0 +1,121 @@
+#include "cli/args.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace partq::cli {
+
+absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
+                                 const std::set<std::string>& value_flags,
+                                 const std::set<std::string>& bool_flags) {
+  Args args;
+  bool only_positional = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (only_positional || a.size() < 3 || !absl::StartsWith(a, "--")) {
+      if (a == "--") {
+        only_positional = true;
+        continue;
+      }
+      if (!only_positional && absl::StartsWith(a, "-") && a != "-") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown option \"", a, "\" (options are spelled --name)"));
+      }
+      args.positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2);
+    std::optional<std::string> value;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (bool_flags.count(name)) {
+      if (value && *value != "true" && *value != "false") {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
+      }
+      if (!value || *value == "true") args.values_[name] = "true";
+      continue;
+    }
+    if (!value_flags.count(name)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown option --", name));
+    }
+    if (!value) {
+      if (i + 1 >= argv.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+      value = argv[++i];
+    }
+    args.values_[name] = *value;
+  }
+  return args;
+}
+
+std::optional<std::string> Args::Get(const std::string& flag) const {
+  auto it = values_.find(flag);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Args::GetOr(const std::string& flag, const std::string& def) const {
+  return Get(flag).value_or(def);
+}
+
+absl::StatusOr<int64_t> Args::Int(const std::string& flag, int64_t def, int64_t min,
+                                  int64_t max) const {
+  auto v = Get(flag);
+  if (!v) return def;
+  int64_t out;
+  if (!absl::SimpleAtoi(*v, &out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": \"", *v, "\" is not a whole number"));
+  }
+  if (out < min || out > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be between ", min, " and ", max, " (got ", out, ")"));
+  }
+  return out;
+}
+
+absl::StatusOr<double> Args::Double(const std::string& flag, double def, double min,
+                                    double max) const {
+  auto v = Get(flag);
+  if (!v) return def;
+  double out;
+  if (!absl::SimpleAtod(*v, &out) || !(out >= min && out <= max)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be a number between ", min, " and ", max));
+  }
+  return out;
+}
+
+absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& text) {
+  absl::Duration d;
+  double seconds;
+  if (absl::SimpleAtod(text, &seconds) && std::isfinite(seconds)) {
+    return absl::Seconds(seconds);
+  }
+  if (text.empty() || !absl::ParseDuration(text, &d) || d == absl::InfiniteDuration() ||
+      d == -absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not a duration (examples: 250ms, 5s, 1m30s, 2h)"));
+  }
+  return d;
+}
+
+absl::StatusOr<absl::Duration> Args::Duration(const std::string& flag, absl::Duration def,
+                                              absl::Duration min, absl::Duration max) const {
+  auto v = Get(flag);
+  if (!v) return def;
+  auto d = ParseDurationFlag(*v);
+  if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", d.status().message()));
+  if (*d < min || *d > max) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be between ",
+                                                   absl::FormatDuration(min), " and ",
+                                                   absl::FormatDuration(max)));
+  }
+  return *d;
+}
+
+}  // namespace partq::cli

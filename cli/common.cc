@@ -1,0 +1,50 @@
+#include "cli/common.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace partq::cli {
+
+std::set<std::string> With(std::set<std::string> a, const std::set<std::string>& b) {
+  a.insert(b.begin(), b.end());
+  return a;
+}
+
+absl::StatusOr<PgOptions> ConnectionOptions(const Args& args) {
+  PgOptions o;
+  if (auto dsn = args.Get("dsn")) {
+    o.dsn = *dsn;
+  } else if (const char* env = std::getenv("PARTQ_DSN"); env != nullptr) {
+    o.dsn = env;
+  }
+  if (auto schema = args.Get("schema")) {
+    o.schema = *schema;
+  } else if (const char* env = std::getenv("PARTQ_SCHEMA"); env != nullptr && *env) {
+    o.schema = env;
+  }
+  if (absl::Status st = ValidateSchemaName(o.schema); !st.ok()) return st;
+  auto max = args.Int("max-payload", o.max_payload_bytes, 1, int64_t{1} << 30);
+  if (!max.ok()) return max.status();
+  o.max_payload_bytes = *max;
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<Store>> Connect(const Args& args) {
+  auto o = ConnectionOptions(args);
+  if (!o.ok()) return o.status();
+  return ConnectPg(*o);
+}
+
+int Fail(const absl::Status& st) {
+  fprintf(stderr, "partq: error: %s\n", std::string(st.message()).c_str());
+  return absl::IsInvalidArgument(st) ? 2 : 1;
+}
+
+int Usage(const std::string& message) {
+  fprintf(stderr, "partq: %s\nRun `partq help` for the commands.\n", message.c_str());
+  return 2;
+}
+
+}  // namespace partq::cli

@@ -1,0 +1,46 @@
+// Shared pieces of the `partq` commands: connection flags, error reporting.
+#ifndef PARTQ_CLI_COMMON_H_
+#define PARTQ_CLI_COMMON_H_
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cli/args.h"
+#include "coordinator/pg_store.h"
+#include "coordinator/store.h"
+
+namespace partq::cli {
+
+// Flags every command that talks to the database accepts.
+inline const std::set<std::string>& ConnectionFlags() {
+  static const std::set<std::string> flags = {"dsn", "schema", "max-payload"};
+  return flags;
+}
+std::set<std::string> With(std::set<std::string> a, const std::set<std::string>& b);
+
+// --dsn, else $PARTQ_DSN, else libpq's PG* variables; --schema, else
+// $PARTQ_SCHEMA, else "partq".
+absl::StatusOr<PgOptions> ConnectionOptions(const Args& args);
+absl::StatusOr<std::unique_ptr<Store>> Connect(const Args& args);
+
+// Prints "partq: error: ..." and returns the exit code for `st` (2 for usage
+// errors, 1 otherwise).
+int Fail(const absl::Status& st);
+int Usage(const std::string& message);
+
+int CmdMigrate(const std::vector<std::string>& argv);
+int CmdQueue(const std::vector<std::string>& argv);
+int CmdEnqueue(const std::vector<std::string>& argv);
+int CmdWait(const std::vector<std::string>& argv);
+int CmdWorker(const std::vector<std::string>& argv);
+int CmdStatus(const std::vector<std::string>& argv);
+int CmdDemo(const std::vector<std::string>& argv);
+int CmdBench(const std::vector<std::string>& argv);
+
+}  // namespace partq::cli
+
+#endif  // PARTQ_CLI_COMMON_H_

@@ -1,0 +1,137 @@
+// partq worker: one consumer session in this process, until SIGTERM/SIGINT.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cli/common.h"
+#include "cli/http_server.h"
+#include "consumer/builtin_handlers.h"
+#include "consumer/consumer.h"
+#include "consumer/metrics.h"
+#include "coordinator/log.h"
+
+namespace partq::cli {
+namespace {
+
+std::atomic<int> g_signals{0};
+
+// First signal: drain and leave. Second: exit at once.
+void OnSignal(int) {
+  if (g_signals.fetch_add(1) >= 1) {
+    static const char msg[] = "partq: second signal, exiting without draining\n";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    _exit(130);
+  }
+}
+
+}  // namespace
+
+int CmdWorker(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(
+      argv,
+      With(ConnectionFlags(), {"concurrency", "batch", "handler", "instance-id", "metrics-addr",
+                               "drain-timeout", "handler-timeout", "poll-interval",
+                               "retry-base", "retry-max", "log-level"}),
+      {"poll-only", "quiet"});
+  if (!args.ok()) return Fail(args.status());
+  if (args->positional().size() != 1) return Usage("usage: partq worker QUEUE [options]");
+  ConsumerOptions o;
+  o.queue = args->positional()[0];
+  if (absl::Status st = ValidateQueueName(o.queue); !st.ok()) return Fail(st);
+  auto concurrency = args->Int("concurrency", 4, 1, 1024);
+  auto batch = args->Int("batch", 100, 1, 10000);
+  auto drain = args->Duration("drain-timeout", absl::Seconds(10), absl::ZeroDuration(),
+                              absl::Hours(1));
+  auto htimeout = args->Duration("handler-timeout", absl::Minutes(5), absl::Milliseconds(1),
+                                 absl::Hours(24));
+  auto poll = args->Duration("poll-interval", absl::Seconds(1), absl::Milliseconds(10),
+                             absl::Minutes(10));
+  auto rbase = args->Duration("retry-base", absl::Seconds(1), absl::ZeroDuration(),
+                              absl::Hours(1));
+  auto rmax = args->Duration("retry-max", absl::Minutes(10), absl::ZeroDuration(),
+                             absl::Hours(24 * 7));
+  for (const absl::Status& st : {concurrency.status(), batch.status(), drain.status(),
+                                 htimeout.status(), poll.status(), rbase.status(),
+                                 rmax.status()}) {
+    if (!st.ok()) return Fail(st);
+  }
+  o.concurrency = static_cast<int>(*concurrency);
+  o.batch = static_cast<int>(*batch);
+  o.drain_timeout = *drain;
+  o.handler_timeout = *htimeout;
+  o.poll_interval = *poll;
+  o.backoff.base = *rbase;
+  o.backoff.max = *rmax;
+  o.instance_id = args->GetOr("instance-id", "");
+  o.poll_only = args->Has("poll-only");
+  if (o.instance_id.size() > 200) {
+    return Fail(absl::InvalidArgumentError("--instance-id is longer than 200 characters"));
+  }
+  if (auto level = args->Get("log-level")) {
+    static const std::map<std::string, LogLevel> kLevels = {
+        {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo}, {"warning", LogLevel::kWarning},
+        {"error", LogLevel::kError}, {"off", LogLevel::kOff}};
+    auto it = kLevels.find(*level);
+    if (it == kLevels.end()) {
+      return Fail(absl::InvalidArgumentError("--log-level: debug, info, warning, error or off"));
+    }
+    SetLogLevel(it->second);
+  }
+  auto handler = ParseHandlerSpec(args->GetOr("handler", "noop"));
+  if (!handler.ok()) return Fail(handler.status());
+  auto pg = ConnectionOptions(*args);
+  if (!pg.ok()) return Fail(pg.status());
+  pg->application_name = "partq worker";
+  // Fail fast on a bad DSN, a missing schema or an unknown queue.
+  {
+    auto store = ConnectPg(*pg);
+    if (!store.ok()) return Fail(store.status());
+    if (absl::Status st = (*store)->CheckSchema(); !st.ok()) return Fail(st);
+    if (absl::Status st = (*store)->GetQueue(o.queue).status(); !st.ok()) return Fail(st);
+  }
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  ConsumerMetrics metrics(*registry, o.queue);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
+  Consumer consumer(PgStoreFactory(*pg), o, handler->get(), &metrics);
+  std::unique_ptr<HttpServer> http;
+  if (auto addr = args->Get("metrics-addr")) {
+    auto server = HttpServer::Start(*addr, registry, [&consumer](std::string* why) {
+      const auto state = consumer.session().state();
+      if (state == Session::State::kActive) return true;
+      *why = absl::StrCat("session ", Session::StateName(state));
+      return false;
+    });
+    if (!server.ok()) return Fail(server.status());
+    http = std::move(*server);
+  }
+  if (absl::Status st = consumer.Start(); !st.ok()) return Fail(st);
+  const bool quiet = args->Has("quiet");
+  if (!quiet) {
+    fprintf(stderr, "partq: worker session %s joined queue \"%s\" (%d threads, batch %d)\n",
+            consumer.session().id().value.c_str(), o.queue.c_str(), o.concurrency, o.batch);
+  }
+  while (g_signals.load() == 0) absl::SleepFor(absl::Milliseconds(20));
+  if (!quiet) fprintf(stderr, "partq: draining and leaving...\n");
+  consumer.Stop();
+  const ConsumerStats s = consumer.stats();
+  if (!quiet) {
+    fprintf(stderr,
+            "partq: worker stopped: %lld acked, %lld retried, %lld dead-lettered, %lld fenced\n",
+            static_cast<long long>(s.acked), static_cast<long long>(s.retried),
+            static_cast<long long>(s.dead), static_cast<long long>(s.fenced));
+  }
+  return 0;
+}
+
+}  // namespace partq::cli

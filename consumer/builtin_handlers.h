@@ -1,0 +1,29 @@
+// Built-in handlers for `partq worker --handler SPEC`, chainable with commas:
+//   noop           acknowledge
+//   sleep:MS       sleep MS milliseconds (0..3600000), then go on
+//   fail:RATE      fail that fraction of calls (0..1), for retry tests
+//   record:TABLE   insert (item_id, session_id, acked_at) into TABLE inside the
+//                  ack transaction — the visible proof of exactly-once side
+//                  effects. TABLE is [a-z_][a-z0-9_]* in partq's schema, or
+//                  schema.table; created if missing.
+//   crash:PAYLOAD  kill the process (SIGKILL) when an item's payload equals
+//                  PAYLOAD — a poison item, for crash-loop tests
+// A chain runs stage by stage; an item that fails a stage skips the rest.
+// Example: "fail:0.01,sleep:2,record:effects".
+#ifndef PARTQ_CONSUMER_BUILTIN_HANDLERS_H_
+#define PARTQ_CONSUMER_BUILTIN_HANDLERS_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "consumer/handler.h"
+
+namespace partq {
+
+// InvalidArgument with a message naming the bad part of `spec`.
+absl::StatusOr<std::unique_ptr<Handler>> ParseHandlerSpec(absl::string_view spec);
+
+}  // namespace partq
+
+#endif  // PARTQ_CONSUMER_BUILTIN_HANDLERS_H_

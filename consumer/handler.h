@@ -1,0 +1,71 @@
+// What a consumer runs for each item.
+//
+// A handler's writes go into the transaction that acknowledges the item
+// (call.tx), so they commit exactly when the ack does — the exactly-once
+// recipe: if the ack is fenced (this session lost the part) or fails, the
+// writes roll back with it and the part's new owner processes the item.
+// Side effects outside that transaction (HTTP calls, files) may happen more
+// than once: a handler can run again after a crash or a fenced ack.
+//
+// Failure: return a non-OK status or throw. The item is retried with
+// exponential backoff and dead-lettered after the queue's max_attempts, with
+// the status message (or exception text) kept as its last error. Whatever the
+// failed handler wrote is rolled back.
+//
+// Threading: a consumer calls one handler object from all its worker threads
+// at once, each with its own transaction; handlers must be thread-safe.
+#ifndef PARTQ_CONSUMER_HANDLER_H_
+#define PARTQ_CONSUMER_HANDLER_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "coordinator/store.h"
+#include "coordinator/types.h"
+
+namespace partq {
+
+struct HandlerCall {
+  const Item* item = nullptr;
+  Tx* tx = nullptr;             // the ack transaction
+  const SessionId* session = nullptr;
+  absl::Time deadline = absl::InfiniteFuture();  // handler timeout; honour it if you can
+  // Optional result, returned by `partq wait` / Producer::Wait.
+  std::optional<std::string> result;
+};
+
+class Handler {
+ public:
+  virtual ~Handler() = default;
+
+  // Once per consumer before the first item, in its own transaction (create
+  // tables, prepare statements). Default: nothing.
+  virtual absl::Status Setup(Tx& tx) { return absl::OkStatus(); }
+
+  // Processes one item.
+  virtual absl::Status Handle(HandlerCall& call) = 0;
+
+  // Processes several items in one transaction; (*statuses)[i] is the result
+  // for calls[i]. The default calls Handle for each in turn. Override to
+  // batch writes (one INSERT for many items). If any status is not OK, the
+  // consumer rolls the whole transaction back and runs the items again one by
+  // one, each under a savepoint, so one failure never drops another's writes.
+  virtual void HandleBatch(absl::Span<HandlerCall* const> calls,
+                           std::vector<absl::Status>* statuses);
+};
+
+// A handler from a function (for tests and small programs).
+std::unique_ptr<Handler> MakeHandler(std::function<absl::Status(HandlerCall&)> fn);
+
+// Runs Handle, turning exceptions into a status.
+absl::Status CallHandle(Handler& handler, HandlerCall& call);
+
+}  // namespace partq
+
+#endif  // PARTQ_CONSUMER_HANDLER_H_

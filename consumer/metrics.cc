@@ -1,0 +1,62 @@
+#include "consumer/metrics.h"
+
+#include <unordered_set>
+
+namespace partq {
+namespace {
+
+prometheus::Counter& Counter(prometheus::Registry& r, const std::string& name,
+                             const std::string& help, const std::string& queue) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({{"queue", queue}});
+}
+
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+}
+
+}  // namespace
+
+ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& queue)
+    : concurrency_(prometheus::BuildGauge()
+                       .Name("partq_worker_concurrency")
+                       .Help("Handler threads of this worker.")
+                       .Register(r)
+                       .Add({{"queue", queue}})),
+      claimed_(Counter(r, "partq_items_claimed_total", "Items claimed for processing.", queue)),
+      acked_(Counter(r, "partq_items_acked_total", "Items acknowledged (handler succeeded).",
+                     queue)),
+      retried_(Counter(r, "partq_items_nacked_total",
+                       "Items that failed and were scheduled for a retry.", queue)),
+      dead_(Counter(r, "partq_items_dead_lettered_total", "Items moved to dead_items.", queue)),
+      fenced_(Counter(r, "partq_items_fenced_total",
+                      "Items not acknowledged because this session no longer owned their part.",
+                      queue)),
+      finish_errors_(Counter(r, "partq_ack_errors_total",
+                             "Ack transactions that failed (database errors); retried.", queue)),
+      latency_(prometheus::BuildHistogram()
+                   .Name("partq_item_latency_seconds")
+                   .Help("Time from enqueue to acknowledgement (database enqueue time to "
+                         "worker clock).")
+                   .Register(r)
+                   .Add({{"queue", queue}}, LatencyBuckets())),
+      batch_duration_(prometheus::BuildHistogram()
+                          .Name("partq_ack_duration_seconds")
+                          .Help("Duration of one ack transaction: fence, handlers, writes, "
+                                "commit.")
+                          .Register(r)
+                          .Add({{"queue", queue}}, LatencyBuckets())) {}
+
+void ConsumerMetrics::Finished(const FinishResult& result, const std::vector<Item>& items,
+                               absl::Time start, absl::Time end) {
+  acked_.Increment(static_cast<double>(result.acked.size()));
+  retried_.Increment(static_cast<double>(result.retried.size()));
+  dead_.Increment(static_cast<double>(result.dead.size()));
+  fenced_.Increment(static_cast<double>(result.fenced.size()));
+  batch_duration_.Observe(absl::ToDoubleSeconds(end - start));
+  std::unordered_set<int64_t> acked(result.acked.begin(), result.acked.end());
+  for (const auto& item : items) {
+    if (acked.count(item.id)) latency_.Observe(absl::ToDoubleSeconds(end - item.enqueued_at));
+  }
+}
+
+}  // namespace partq

@@ -1,0 +1,53 @@
+#include "producer/producer.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace partq {
+
+absl::StatusOr<ItemState> Producer::WaitFor(
+    absl::Duration timeout, const std::function<absl::StatusOr<ItemState>()>& poll) {
+  const absl::Time deadline = absl::Now() + timeout;
+  // Polls with a growing interval: items usually finish within milliseconds,
+  // and a long wait should not cost many queries.
+  absl::Duration every = absl::Milliseconds(5);
+  for (;;) {
+    auto state = poll();
+    if (!state.ok() && !absl::IsUnavailable(state.status())) return state.status();
+    if (state.ok()) {
+      if (state->kind == ItemState::Kind::kDone || state->kind == ItemState::Kind::kDead) {
+        return state;
+      }
+      if (state->kind == ItemState::Kind::kUnknown) {
+        return absl::NotFoundError("no such item");
+      }
+    }
+    if (absl::Now() >= deadline) {
+      std::string so_far = state.ok() ? absl::StrCat("pending after ", state->attempts,
+                                                     " attempt(s)",
+                                                     state->error.empty() ? "" : ", last error: ",
+                                                     state->error)
+                                      : std::string(state.status().message());
+      return absl::DeadlineExceededError(
+          absl::StrCat("item not finished within ", absl::FormatDuration(timeout), " (", so_far,
+                       ")"));
+    }
+    absl::SleepFor(std::min(every, deadline - absl::Now()));
+    every = std::min(every * 2, absl::Milliseconds(250));
+  }
+}
+
+absl::StatusOr<ItemState> Producer::Wait(absl::string_view queue, int64_t id,
+                                         absl::Duration timeout) {
+  return WaitFor(timeout, [&] { return store_->GetItemState(queue, id); });
+}
+
+absl::StatusOr<ItemState> Producer::WaitByDedupKey(absl::string_view queue,
+                                                   absl::string_view dedup_key,
+                                                   absl::Duration timeout) {
+  return WaitFor(timeout, [&] { return store_->GetItemStateByDedupKey(queue, dedup_key); });
+}
+
+}  // namespace partq

@@ -1,0 +1,58 @@
+#include "consumer/builtin_handlers.h"
+
+#include "gtest/gtest.h"
+
+namespace partq {
+namespace {
+
+TEST(ParseHandlerSpec, AcceptsEachBuiltinAndChains) {
+  for (const char* spec : {"noop", "sleep:0", "sleep:2", "fail:0", "fail:0.01", "fail:1",
+                           "record:effects", "record:s1.effects", "crash:poison",
+                           "fail:0.01,sleep:2,record:effects", " noop , sleep:1 "}) {
+    EXPECT_TRUE(ParseHandlerSpec(spec).ok()) << spec;
+  }
+}
+
+TEST(ParseHandlerSpec, RejectsMalformedSpecsWithTheReason) {
+  struct Case {
+    const char* spec;
+    const char* says;
+  } cases[] = {
+      {"", "empty handler"},
+      {"bogus", "unknown handler \"bogus\""},
+      {"sleep", "sleep:MS"},
+      {"sleep:-1", "sleep:MS"},
+      {"sleep:abc", "sleep:MS"},
+      {"fail:1.5", "fail:RATE"},
+      {"fail:nan", "fail:RATE"},
+      {"record:", "record:TABLE"},
+      {"record:Robert'); DROP TABLE students;--", "record:TABLE"},
+      {"record:a.b.c", "record:TABLE"},
+      {"noop:1", "no argument"},
+      {"noop,,noop", "unknown handler"},
+      {"crash:", "crash:PAYLOAD"},
+  };
+  for (const auto& c : cases) {
+    auto h = ParseHandlerSpec(c.spec);
+    ASSERT_FALSE(h.ok()) << c.spec;
+    EXPECT_TRUE(absl::IsInvalidArgument(h.status())) << c.spec;
+    EXPECT_NE(h.status().message().find(c.says), std::string::npos)
+        << c.spec << " -> " << h.status();
+  }
+}
+
+TEST(ParseHandlerSpec, FailRateOneAlwaysFailsAndZeroNever) {
+  Item item;
+  HandlerCall call;
+  call.item = &item;
+  auto always = ParseHandlerSpec("fail:1");
+  auto never = ParseHandlerSpec("fail:0");
+  ASSERT_TRUE(always.ok() && never.ok());
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_FALSE((*always)->Handle(call).ok());
+    EXPECT_TRUE((*never)->Handle(call).ok());
+  }
+}
+
+}  // namespace
+}  // namespace partq

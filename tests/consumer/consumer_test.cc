@@ -1,0 +1,455 @@
+// The item lifecycle against a real PostgreSQL: exactly-once acks (I2, I3),
+// no loss (I4), per-key order (I7), retries, dead letters, wake-ups, drain.
+#include "consumer/consumer.h"
+
+#include <signal.h>
+
+#include <pqxx/pqxx>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "consumer/builtin_handlers.h"
+#include "coordinator/pg_store.h"
+#include "gtest/gtest.h"
+#include "producer/producer.h"
+#include "tests/testing/pg_env.h"
+#include "tests/testing/process.h"
+
+namespace partq {
+namespace {
+
+using testing::ChildProcess;
+using testing::TestSchema;
+
+template <typename F>
+bool WaitUntil(F f, absl::Duration timeout = absl::Seconds(60)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (f()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return f();
+}
+
+class ConsumerTest : public ::testing::Test {
+ protected:
+  void CreateQueue(const std::string& name, int parts, absl::Duration ttl = absl::Seconds(10),
+                   int max_attempts = 25, bool ordered = false) {
+    QueueConfig q;
+    q.name = name;
+    q.parts = parts;
+    q.session_ttl = ttl;
+    q.max_attempts = max_attempts;
+    q.ordered = ordered;
+    ASSERT_TRUE(schema_.NewStore()->CreateQueue(q).ok());
+  }
+
+  void EnqueueN(const std::string& queue, int n, const std::string& prefix = "p") {
+    std::vector<NewItem> items(n);
+    for (int i = 0; i < n; ++i) items[i].payload = absl::StrCat(prefix, i);
+    auto r = schema_.NewStore()->EnqueueBatch(queue, items);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+
+  int64_t Left(const std::string& queue) {
+    return schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = '" + queue + "'");
+  }
+
+  // Every enqueued id recorded exactly once; returns the number recorded.
+  void ExpectExactlyOnce(const std::string& table, int64_t expected) {
+    EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}." + table), expected);
+    EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT item_id) FROM {schema}." + table), expected);
+    EXPECT_EQ(schema_.QInt("SELECT count(*) FROM (SELECT item_id FROM {schema}." + table +
+                           " GROUP BY 1 HAVING count(*) > 1) d"),
+              0);
+  }
+
+  ConsumerOptions Options(const std::string& queue) {
+    ConsumerOptions o;
+    o.queue = queue;
+    o.concurrency = 2;
+    o.batch = 50;
+    o.poll_interval = absl::Milliseconds(100);
+    o.backoff.base = absl::Milliseconds(10);
+    o.backoff.max = absl::Milliseconds(50);
+    return o;
+  }
+
+  std::vector<std::string> Worker(const std::string& queue, const std::string& handler,
+                                  std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {testing::PartqBinary(), "worker", queue, "--dsn",
+                                     schema_.dsn(), "--schema", schema_.name(), "--handler",
+                                     handler, "--quiet", "--concurrency", "2",
+                                     "--poll-interval", "100ms"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+
+  TestSchema schema_;
+};
+
+TEST_F(ConsumerTest, ThreeConsumersDrainWithRecordHandlerExactlyOnce) {
+  CreateQueue("q", 12);
+  EnqueueN("q", 6000);
+  auto handler = ParseHandlerSpec("record:effects");
+  ASSERT_TRUE(handler.ok());
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  for (int i = 0; i < 3; ++i) {
+    consumers.push_back(std::make_unique<Consumer>(schema_.Factory(), Options("q"), handler->get()));
+    ASSERT_TRUE(consumers.back()->Start().ok());
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  for (auto& c : consumers) c->Stop();
+  ExpectExactlyOnce("effects", 6000);
+  int64_t acked = 0;
+  for (auto& c : consumers) acked += c->stats().acked;
+  EXPECT_EQ(acked, 6000);
+}
+
+TEST_F(ConsumerTest, FourWorkerProcessesDrain50kExactlyOnce) {
+  CreateQueue("big", 16);
+  EnqueueN("big", 50000);
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int i = 0; i < 4; ++i) {
+    workers.push_back(std::make_unique<ChildProcess>(Worker("big", "record:effects")));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Left("big") == 0; }, absl::Minutes(3)));
+  for (auto& w : workers) w->Signal(SIGTERM);
+  for (auto& w : workers) {
+    auto st = w->Wait(absl::Seconds(30));
+    ASSERT_TRUE(st.has_value());
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  }
+  ExpectExactlyOnce("effects", 50000);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.sessions"), 0) << "workers left";
+}
+
+TEST_F(ConsumerTest, SessionThatLostItsPartCannotAckAndNewOwnerProcessesOnce) {
+  CreateQueue("q", 1, absl::Seconds(30));
+  EnqueueN("q", 20);
+  auto a = schema_.NewStore();
+  auto b = schema_.NewStore();
+  auto ja = a->Join({"q", "", "h", 1});
+  ASSERT_TRUE(ja.ok());
+  auto pa = a->AcquireParts("q", ja->id, {0});
+  ASSERT_TRUE(pa.ok() && pa->size() == 1);
+  ClaimRequest cr;
+  cr.queue = "q";
+  cr.parts = *pa;
+  cr.limit = 20;
+  auto claimed = a->Claim(cr);
+  ASSERT_TRUE(claimed.ok());
+  ASSERT_EQ(claimed->size(), 20u);
+
+  // A's session expires mid-batch (deleted as another member would); B takes
+  // the part over.
+  schema_.Q("DELETE FROM {schema}.sessions WHERE id = '" + ja->id.value + "'");
+  auto jb = b->Join({"q", "", "h", 2});
+  ASSERT_TRUE(jb.ok());
+  auto pb = b->AcquireParts("q", jb->id, {0});
+  ASSERT_TRUE(pb.ok() && pb->size() == 1);
+
+  FinishRequest fr;
+  fr.queue = "q";
+  fr.session = ja->id;
+  fr.parts = *pa;
+  fr.items = *claimed;
+  bool ran = false;
+  auto fa = a->Finish(fr, [&](Tx& tx, absl::Span<const Item> owned)
+                              -> absl::StatusOr<std::vector<Outcome>> {
+    ran = !owned.empty();
+    std::vector<Outcome> out;
+    for (const auto& i : owned) out.push_back({i.id, i.part});
+    return out;
+  });
+  ASSERT_TRUE(fa.ok()) << fa.status();
+  EXPECT_TRUE(fa->acked.empty());
+  EXPECT_EQ(fa->fenced.size(), 20u);
+  EXPECT_FALSE(ran) << "the handler ran for items of a part A no longer owns";
+
+  // B processes each of them exactly once (as suspects: one at a time).
+  auto handler = ParseHandlerSpec("record:effects");
+  ASSERT_TRUE(handler.ok());
+  Consumer consumer(schema_.Factory(), Options("q"), handler->get());
+  ASSERT_TRUE(b->Leave("q", jb->id, jb->incarnation).ok());
+  ASSERT_TRUE(consumer.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  consumer.Stop();
+  ExpectExactlyOnce("effects", 20);
+}
+
+TEST_F(ConsumerTest, RolledBackTransactionalEnqueueLeavesNothing) {
+  CreateQueue("q", 4);
+  pqxx::connection c(schema_.dsn());
+  {
+    pqxx::work tx(c);
+    NewItem item;
+    item.payload = "never";
+    ASSERT_TRUE(EnqueueInTx(tx, schema_.options(), "q", item).ok());
+    tx.abort();
+  }
+  EXPECT_EQ(Left("q"), 0);
+  {
+    pqxx::work tx(c);
+    NewItem item;
+    item.payload = "once";
+    auto r = EnqueueInTx(tx, schema_.options(), "q", item);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(Left("q"), 0) << "visible before commit";
+    tx.commit();
+  }
+  EXPECT_EQ(Left("q"), 1);
+}
+
+TEST_F(ConsumerTest, DedupKeyReturnsLiveItemAndIsFreeAfterDone) {
+  CreateQueue("q", 4);
+  Producer p(schema_.NewStore());
+  NewItem item;
+  item.payload = "x";
+  item.dedup_key = "order-1";
+  auto first = p.Enqueue("q", item);
+  auto again = p.Enqueue("q", item);
+  ASSERT_TRUE(first.ok() && again.ok());
+  EXPECT_FALSE(first->duplicate);
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_EQ(first->id, again->id);
+
+  auto handler = MakeHandler([](HandlerCall& call) {
+    call.result = "result-of-" + call.item->payload;
+    return absl::OkStatus();
+  });
+  Consumer c(schema_.Factory(), Options("q"), handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  auto done = p.WaitByDedupKey("q", "order-1", absl::Seconds(30));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->kind, ItemState::Kind::kDone);
+  EXPECT_EQ(done->result.value_or(""), "result-of-x");
+  auto byid = p.Wait("q", first->id, absl::Seconds(5));
+  ASSERT_TRUE(byid.ok());
+  EXPECT_EQ(byid->result.value_or(""), "result-of-x");
+  c.Stop();
+  auto third = p.Enqueue("q", item);
+  ASSERT_TRUE(third.ok());
+  EXPECT_FALSE(third->duplicate);
+  EXPECT_NE(third->id, first->id);
+}
+
+TEST_F(ConsumerTest, PrioritiesFirstAndDelayedItemsWait) {
+  CreateQueue("q", 1);
+  Producer p(schema_.NewStore());
+  NewItem late;
+  late.payload = "delayed";
+  late.delay = absl::Seconds(2);
+  ASSERT_TRUE(p.Enqueue("q", late).ok());
+  for (int prio : {5, 1, 3, -2, 1}) {
+    NewItem it;
+    it.payload = absl::StrCat("prio", prio);
+    it.priority = prio;
+    ASSERT_TRUE(p.Enqueue("q", it).ok());
+  }
+  absl::Mutex mu;
+  std::vector<std::pair<std::string, absl::Time>> seen;
+  auto handler = MakeHandler([&](HandlerCall& call) {
+    absl::MutexLock l(&mu);
+    seen.push_back({call.item->payload, absl::Now()});
+    return absl::OkStatus();
+  });
+  ConsumerOptions o = Options("q");
+  o.concurrency = 1;
+  o.batch = 1;
+  const absl::Time start = absl::Now();
+  Consumer c(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  c.Stop();
+  ASSERT_EQ(seen.size(), 6u);
+  std::vector<std::string> order;
+  for (auto& s : seen) order.push_back(s.first);
+  EXPECT_EQ(order, (std::vector<std::string>{"prio-2", "prio1", "prio1", "prio3", "prio5",
+                                             "delayed"}));
+  EXPECT_GE(seen.back().second - start, absl::Milliseconds(1500)) << "delayed item ran early";
+}
+
+TEST_F(ConsumerTest, FailuresRetryWithBackoffThenDeadLetterWithTheError) {
+  CreateQueue("q", 2, absl::Seconds(10), /*max_attempts=*/3);
+  Producer p(schema_.NewStore());
+  NewItem bad;
+  bad.payload = "bad";
+  auto id = p.Enqueue("q", bad);
+  ASSERT_TRUE(id.ok());
+  absl::Mutex mu;
+  std::vector<absl::Time> tries;
+  auto handler = MakeHandler([&](HandlerCall&) -> absl::Status {
+    absl::MutexLock l(&mu);
+    tries.push_back(absl::Now());
+    return absl::InternalError("boom: downstream said no");
+  });
+  ConsumerOptions o = Options("q");
+  o.backoff.base = absl::Milliseconds(200);
+  o.backoff.max = absl::Seconds(5);
+  o.backoff.jitter = 0;
+  o.poll_interval = absl::Milliseconds(20);
+  Consumer c(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  auto st = p.Wait("q", id->id, absl::Seconds(30));
+  c.Stop();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->kind, ItemState::Kind::kDead);
+  EXPECT_NE(st->error.find("boom: downstream said no"), std::string::npos) << st->error;
+  EXPECT_EQ(st->attempts, 3);
+  ASSERT_EQ(tries.size(), 3u);
+  // 200 ms after the first failure, 400 ms after the second.
+  EXPECT_GE(tries[1] - tries[0], absl::Milliseconds(190));
+  EXPECT_GE(tries[2] - tries[1], absl::Milliseconds(390));
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items WHERE last_error LIKE "
+                         "'%downstream said no%'"),
+            1);
+}
+
+TEST_F(ConsumerTest, FailedItemRollsBackOnlyItsOwnWrites) {
+  CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
+  EnqueueN("q", 10);
+  auto handler = MakeHandler([](HandlerCall& call) -> absl::Status {
+    auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() +
+                               "\".writes (item_id) VALUES ($1)",
+                           {std::to_string(call.item->id)});
+    if (!r.ok()) return r.status();
+    if (call.item->payload == "p3") return absl::InternalError("p3 fails after writing");
+    return absl::OkStatus();
+  });
+  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
+  ConsumerOptions o = Options("q");
+  o.concurrency = 1;
+  Consumer c(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  c.Stop();
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.writes"), 9);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items"), 1);
+}
+
+TEST_F(ConsumerTest, OrderedQueueAcksEachKeyInEnqueueOrderDespiteFailures) {
+  CreateQueue("q", 4, absl::Seconds(10), 100, /*ordered=*/true);
+  std::vector<NewItem> items;
+  for (int i = 0; i < 600; ++i) {
+    NewItem it;
+    it.key = absl::StrCat("k", i % 6);
+    it.payload = absl::StrCat(i);
+    items.push_back(it);
+  }
+  ASSERT_TRUE(schema_.NewStore()->EnqueueBatch("q", items).ok());
+  auto handler = ParseHandlerSpec("fail:0.2,record:effects");
+  ASSERT_TRUE(handler.ok());
+  std::vector<std::unique_ptr<Consumer>> cs;
+  for (int i = 0; i < 2; ++i) {
+    ConsumerOptions o = Options("q");
+    o.concurrency = 3;
+    o.backoff.base = absl::Milliseconds(1);
+    o.backoff.max = absl::Milliseconds(5);
+    o.poll_interval = absl::Milliseconds(10);
+    cs.push_back(std::make_unique<Consumer>(schema_.Factory(), o, handler->get()));
+    ASSERT_TRUE(cs.back()->Start().ok());
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Minutes(2)));
+  for (auto& c : cs) c->Stop();
+  ExpectExactlyOnce("effects", 600);
+  // Within each key, commit order (acked_at is the ack transaction's start,
+  // and the next item of a key is claimed only after the previous committed)
+  // follows enqueue order.
+  EXPECT_EQ(schema_.QInt(R"(
+      SELECT count(*) FROM (
+        SELECT e.item_id, lag(e.item_id) OVER (PARTITION BY k ORDER BY e.acked_at, e.item_id) AS prev
+        FROM {schema}.effects e
+        JOIN (SELECT item_id, 'k' || ((item_id - (SELECT min(item_id) FROM {schema}.effects)) % 6) AS k
+              FROM {schema}.effects) ks USING (item_id)) x
+      WHERE prev > item_id)"),
+            0);
+}
+
+TEST_F(ConsumerTest, IdleWorkerPicksUpANewItemWithinMilliseconds) {
+  CreateQueue("q", 8);
+  absl::Mutex mu;
+  std::map<std::string, absl::Time> picked;
+  auto handler = MakeHandler([&](HandlerCall& call) {
+    absl::MutexLock l(&mu);
+    picked[call.item->payload] = absl::Now();
+    return absl::OkStatus();
+  });
+  ConsumerOptions o = Options("q");
+  o.poll_interval = absl::Seconds(30);  // only a NOTIFY can wake it in time
+  Consumer c(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(c.session().WaitStable(absl::Seconds(10)));
+  Producer p(schema_.NewStore());
+  std::vector<absl::Duration> lat;
+  for (int i = 0; i < 15; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));  // idle between items
+    NewItem it;
+    it.payload = absl::StrCat("i", i);
+    const absl::Time t0 = absl::Now();
+    ASSERT_TRUE(p.Enqueue("q", it).ok());
+    ASSERT_TRUE(WaitUntil([&] {
+      absl::MutexLock l(&mu);
+      return picked.count(it.payload) > 0;
+    }, absl::Seconds(10)));
+    absl::MutexLock l(&mu);
+    lat.push_back(picked[it.payload] - t0);
+  }
+  c.Stop();
+  std::sort(lat.begin(), lat.end());
+  EXPECT_LT(lat[lat.size() / 2], absl::Milliseconds(50)) << "median pick-up latency";
+}
+
+TEST_F(ConsumerTest, SigtermDrainsAndLosesNothing) {
+  CreateQueue("q", 8, absl::Seconds(30));
+  EnqueueN("q", 3000);
+  ChildProcess a(Worker("q", "sleep:1,record:effects", {"--batch", "20"}));
+  ChildProcess b(Worker("q", "sleep:1,record:effects", {"--batch", "20"}));
+  ASSERT_TRUE(WaitUntil([&] {
+    return schema_.QInt("SELECT count(*) FROM {schema}.effects") > 300;
+  }, absl::Minutes(1)));
+  const absl::Time t0 = absl::Now();
+  a.Signal(SIGTERM);
+  auto st = a.Wait(absl::Seconds(30));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  // b owns every part at once (a handed over, no TTL wait).
+  EXPECT_TRUE(WaitUntil([&] {
+    return schema_.QInt("SELECT count(DISTINCT session_id) FROM {schema}.session_parts") == 1 &&
+           schema_.QInt("SELECT count(*) FROM {schema}.session_parts") == 8;
+  }, absl::Seconds(5)));
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Minutes(2)));
+  b.Signal(SIGTERM);
+  b.Wait(absl::Seconds(30));
+  ExpectExactlyOnce("effects", 3000);
+}
+
+TEST_F(ConsumerTest, PoisonItemThatKillsWorkersIsDeadLetteredAndTheRestAreUnaffected) {
+  CreateQueue("q", 2, absl::Seconds(2), /*max_attempts=*/3);
+  EnqueueN("q", 500);
+  ASSERT_TRUE(schema_.NewStore()->Enqueue("q", NewItem{"POISON"}).ok());
+  EnqueueN("q", 500, "after");
+  // A supervisor: restart the worker whenever it dies (like Kubernetes).
+  int restarts = 0;
+  const absl::Time deadline = absl::Now() + absl::Minutes(3);
+  while (Left("q") > 0 && absl::Now() < deadline) {
+    ChildProcess w(Worker("q", "crash:POISON,record:effects", {"--instance-id", "w1"}));
+    while (w.Running() && Left("q") > 0) absl::SleepFor(absl::Milliseconds(20));
+    if (!w.Running()) ++restarts;
+    w.Signal(SIGTERM);
+    w.Wait(absl::Seconds(30));
+  }
+  EXPECT_EQ(Left("q"), 0);
+  EXPECT_GE(restarts, 3);
+  ExpectExactlyOnce("effects", 1000);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items WHERE payload = 'POISON' "
+                         "AND last_error LIKE '%crash loop%'"),
+            1);
+}
+
+}  // namespace
+}  // namespace partq

@@ -1,0 +1,120 @@
+#include "tests/testing/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/time/clock.h"
+
+#ifndef PARTQ_BINARY
+#error "PARTQ_BINARY must be defined by the build"
+#endif
+
+namespace partq::testing {
+
+std::string PartqBinary() { return PARTQ_BINARY; }
+
+namespace {
+[[noreturn]] void Exec(const std::vector<std::string>& argv,
+                       const std::map<std::string, std::string>& env) {
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  _exit(127);
+}
+}  // namespace
+
+ChildProcess::ChildProcess(std::vector<std::string> argv, std::map<std::string, std::string> env,
+                           std::string log) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    if (!log.empty()) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+      }
+    }
+    Exec(argv, env);
+  }
+}
+
+ChildProcess::~ChildProcess() {
+  if (Running()) {
+    Signal(SIGKILL);
+    Wait(absl::Seconds(10));
+  }
+}
+
+void ChildProcess::Signal(int sig) {
+  if (pid_ > 0 && !status_) kill(pid_, sig);
+}
+
+bool ChildProcess::Running() {
+  if (pid_ <= 0 || status_) return false;
+  int st = 0;
+  pid_t r = waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) {
+    status_ = st;
+    return false;
+  }
+  return true;
+}
+
+std::optional<int> ChildProcess::Wait(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (Running()) {
+    if (absl::Now() >= deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return status_;
+}
+
+int RunCommand(const std::vector<std::string>& argv, std::string* out,
+               std::map<std::string, std::string> env, const std::string& input) {
+  int outp[2], inp[2];
+  if (pipe(outp) != 0 || pipe(inp) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(outp[1], 1);
+    dup2(inp[0], 0);
+    close(outp[0]);
+    close(inp[1]);
+    Exec(argv, env);
+  }
+  close(outp[1]);
+  close(inp[0]);
+  // Feed stdin from a writer thread-free loop: small inputs fit the pipe; for
+  // larger ones write in a child.
+  pid_t feeder = fork();
+  if (feeder == 0) {
+    close(outp[0]);
+    size_t off = 0;
+    while (off < input.size()) {
+      ssize_t n = write(inp[1], input.data() + off, input.size() - off);
+      if (n <= 0) break;
+      off += n;
+    }
+    _exit(0);
+  }
+  close(inp[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(outp[0], buf, sizeof(buf))) > 0) {
+    if (out) out->append(buf, n);
+  }
+  close(outp[0]);
+  int st = 0;
+  waitpid(feeder, nullptr, 0);
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+}  // namespace partq::testing

@@ -1,0 +1,46 @@
+// Child processes for tests that run real `partq` binaries.
+#ifndef PARTQ_TESTS_TESTING_PROCESS_H_
+#define PARTQ_TESTS_TESTING_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace partq::testing {
+
+// The partq binary built with the tests.
+std::string PartqBinary();
+
+class ChildProcess {
+ public:
+  // Starts argv[0] with argv, with `env` added to this process's environment;
+  // output goes to `log` (appended), or is inherited when empty.
+  ChildProcess(std::vector<std::string> argv, std::map<std::string, std::string> env = {},
+               std::string log = "");
+  ~ChildProcess();  // SIGKILLs and reaps if still running
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void Signal(int sig);
+  // Waits up to `timeout`; the exit status (as from waitpid) or nullopt.
+  std::optional<int> Wait(absl::Duration timeout);
+  bool Running();
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+// Runs a command to completion; returns its exit code and stdout.
+int RunCommand(const std::vector<std::string>& argv, std::string* out,
+               std::map<std::string, std::string> env = {}, const std::string& input = "");
+
+}  // namespace partq::testing
+
+#endif  // PARTQ_TESTS_TESTING_PROCESS_H_
