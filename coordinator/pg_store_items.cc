@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "coordinator/migrations.h"
@@ -54,7 +55,11 @@ class PgTx final : public Tx {
 
   absl::StatusOr<std::vector<Row>> Exec(
       absl::string_view sql, const std::vector<std::optional<std::string>>& params) override {
-    if (!error_.status.ok()) {
+    // After a failed statement PostgreSQL accepts only ROLLBACK (TO
+    // SAVEPOINT); a successful one makes the transaction usable again, which
+    // is how the consumer isolates a failing item's writes.
+    const bool rollback_to = absl::StartsWithIgnoreCase(sql, "ROLLBACK TO SAVEPOINT");
+    if (!error_.status.ok() && !rollback_to) {
       return absl::FailedPreconditionError(absl::StrCat(
           "an earlier statement of this transaction failed: ", error_.status.message()));
     }
@@ -69,6 +74,7 @@ class PgTx final : public Tx {
         for (const pqxx::field& f : row) out.push_back(Text(f));
         rows.push_back(std::move(out));
       }
+      if (rollback_to && !error_.drop_connection) error_ = PgError{};
       return rows;
     } catch (...) {
       error_ = ClassifyException(std::current_exception(), "handler statement", "");
@@ -361,7 +367,23 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
 absl::StatusOr<FinishResult> PgStore::Finish(const FinishRequest& request, const FinishBody& body) {
   if (absl::Status st = ValidateQueueName(request.queue); !st.ok()) return st;
   FinishResult out;
-  if (request.items.empty()) return out;
+  if (request.items.empty()) {
+    // No items: just run the body in a transaction and commit (handler Setup).
+    bool drop_conn = false;
+    absl::Status st = Run("finish", [&]() -> absl::Status {
+      pqxx::work tx(*conn_);
+      PgTx handler_tx(tx, options_.schema);
+      auto r = body(handler_tx, {});
+      drop_conn = handler_tx.error().drop_connection;
+      if (!r.ok()) return r.status();
+      if (!handler_tx.error().status.ok()) return handler_tx.error().status;
+      tx.commit();
+      return absl::OkStatus();
+    });
+    if (drop_conn) conn_.reset();
+    if (!st.ok()) return st;
+    return out;
+  }
   absl::flat_hash_map<int, int64_t> wanted;  // part -> epoch claimed under
   std::vector<int> parts;
   for (const OwnedPart& p : request.parts) {
@@ -445,10 +467,10 @@ absl::StatusOr<FinishResult> PgStore::Finish(const FinishRequest& request, const
         o_errors.push_back(o.error);
       }
     }
-    pqxx::result r = tx.exec_prepared(
-        "finish", request.queue, IntArray(ack_ids), IntArray(ack_epochs), TextArray(ack_results),
-        IntArray(o_ids), IntArray(o_epochs), BoolArray(o_dead), IntArray(o_delays),
-        BoolArray(o_refund), TextArray(o_errors), std::max(1, request.max_attempts));
+    pqxx::result r = tx.exec_prepared("finish", IntArray(ack_ids), IntArray(ack_epochs),
+                                      TextArray(ack_results), IntArray(o_ids), IntArray(o_epochs),
+                                      BoolArray(o_dead), IntArray(o_delays), BoolArray(o_refund),
+                                      TextArray(o_errors), std::max(1, request.max_attempts));
     FinishResult done;
     for (const pqxx::row& row : r) {
       const char kind = row[0].c_str()[0];

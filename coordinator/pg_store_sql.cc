@@ -94,9 +94,14 @@ FROM up
 )sql"},
       // Heartbeat: one round trip. The update touches only heartbeat_at and
       // expires_at (no index covers them: a HOT update). Expired sessions of
-      // the queue are deleted (their parts cascade); SKIP LOCKED because a
-      // locked row is a session in the middle of its own heartbeat or leave,
-      // and two expired members deleting each other must not deadlock. All
+      // the queue are deleted (their parts cascade), but a heartbeat never
+      // waits: a locked session row is one in the middle of its own
+      // heartbeat or leave (and two expired members deleting each other must
+      // not deadlock), and a locked part row is a Finish of that session
+      // still running (a paused process can hold it for long; its parts are
+      // fenced until it ends anyway), so those sessions are left for a later
+      // heartbeat. The part rows are locked here first (all or none) so the
+      // cascade cannot wait either. All
       // CTEs read one snapshot, so rows deleted here are still visible to the
       // reads below and are excluded by hand; our own row is taken from the
       // update (the snapshot still has the old expires_at).
@@ -109,9 +114,13 @@ WITH me AS (
   RETURNING s.id),
 gone AS (
   DELETE FROM {schema}.sessions d
-  WHERE d.id IN (SELECT x.id FROM {schema}.sessions x
-                 WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2
-                 FOR UPDATE SKIP LOCKED)
+  WHERE d.id IN (
+    SELECT x.id FROM {schema}.sessions x
+    WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2
+      AND (SELECT count(*) FROM {schema}.session_parts sp WHERE sp.session_id = x.id)
+          = (SELECT count(*) FROM (SELECT 1 FROM {schema}.session_parts sp
+                                   WHERE sp.session_id = x.id FOR UPDATE SKIP LOCKED) l)
+    FOR UPDATE SKIP LOCKED)
   RETURNING d.id),
 members AS (
   SELECT id FROM {schema}.sessions
@@ -218,53 +227,61 @@ SELECT count(*) FROM ins
 )sql"},
       // Claim: one statement, no SKIP LOCKED (only the owner claims in a
       // part). `own` keeps the (part, epoch) pairs that are still ours, so a
-      // session that lost a part cannot stamp its items. `ready_all` is one
-      // index scan of items_ready per part in (priority, id) order, at most
-      // $4 rows each; ordered queues keep only each key's oldest live item
-      // (items_key serves that probe). `abandoned` finds items claimed under
-      // an older epoch (their claimer died mid-item), at most one, scanning
-      // only the index range the ready scan covered: claims take a part's
-      // head, so abandoned claims sit there, and the scan stays bounded.
-      // The update re-checks the claim state, so a concurrent claim, retry or
-      // release of the same row (EvalPlanQual after a row lock wait) makes it
-      // skip that row instead of claiming it twice.
+      // session that lost a part cannot stamp its items. Per part, one index
+      // scan of items_ready in (priority, id) order takes up to $4 ready
+      // items (ordered queues keep only each key's oldest live item; items_key
+      // serves that probe), and a second scan looks for one item claimed
+      // under an older epoch (its claimer died mid-item) within the index
+      // range the first scan covered: claims take a part's head, so abandoned
+      // claims sit there, and the scan stays bounded (no bound when the ready
+      // scan did not fill up: it went through the whole part already). Both
+      // run inside one LATERAL per part, so the work is linear in the parts.
+      // The update finds rows by primary key only: `= ANY(ARRAY(...))` keeps
+      // a join to `pick` from becoming a scan of all items, and there is no
+      // `queue = $1` (pick's ids are this queue's), which a planner without
+      // statistics (a freshly filled table) would serve from items_ready,
+      // scanning the whole queue once per row. It re-checks the claim state,
+      // so a concurrent claim, retry or release of the same row (EvalPlanQual
+      // after a row lock wait) makes it skip that row, not claim it twice.
       {"claim", R"sql(
 WITH own AS (
   SELECT o.part, o.epoch
   FROM unnest($2::int[], $3::bigint[]) AS o(part, epoch)
   JOIN {schema}.session_parts sp ON sp.queue = $1 AND sp.part = o.part AND sp.epoch = o.epoch),
-ready_all AS (
-  SELECT own.part, own.epoch, c.id, c.priority
-  FROM own CROSS JOIN LATERAL (
-    SELECT i.id, i.priority FROM {schema}.items i
-    WHERE i.queue = $1 AND i.part = own.part AND i.claim_epoch IS NULL AND i.run_at <= now()
-      AND (NOT $5::bool OR i.key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM {schema}.items j
-        WHERE j.queue = $1 AND j.part = i.part AND j.key = i.key AND j.id < i.id))
-    ORDER BY i.priority, i.id LIMIT $4::int) c),
-bound AS (
-  SELECT own.part, own.epoch, b.priority AS bp, b.id AS bid
-  FROM own LEFT JOIN LATERAL (
-    SELECT r.priority, r.id FROM ready_all r WHERE r.part = own.part
-    ORDER BY r.priority, r.id OFFSET $4::int - 1 LIMIT 1) b ON true),
-abandoned AS (
-  SELECT c.id, c.priority, bound.epoch, c.claim_epoch AS prev, true AS suspect
-  FROM bound CROSS JOIN LATERAL (
+per_part AS (
+  SELECT own.part, own.epoch, r.ids, r.prios, a.id AS sid, a.priority AS sprio,
+         a.claim_epoch AS sprev
+  FROM own
+  CROSS JOIN LATERAL (
+    SELECT array_agg(c.id ORDER BY c.priority, c.id) AS ids,
+           array_agg(c.priority ORDER BY c.priority, c.id) AS prios
+    FROM (
+      SELECT i.id, i.priority FROM {schema}.items i
+      WHERE i.queue = $1 AND i.part = own.part AND i.claim_epoch IS NULL AND i.run_at <= now()
+        AND (NOT $5::bool OR i.key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {schema}.items j
+          WHERE j.queue = $1 AND j.part = i.part AND j.key = i.key AND j.id < i.id))
+      ORDER BY i.priority, i.id LIMIT $4::int) c) r
+  LEFT JOIN LATERAL (
     SELECT i.id, i.priority, i.claim_epoch FROM {schema}.items i
-    WHERE $6::bool AND i.queue = $1 AND i.part = bound.part AND i.claim_epoch <> bound.epoch
-      AND (i.priority, i.id) < (coalesce(bound.bp, 32767), coalesce(bound.bid, 9223372036854775807))
-    ORDER BY i.priority, i.id LIMIT 1) c
-  ORDER BY c.priority, c.id LIMIT 1),
+    WHERE $6::bool AND i.queue = $1 AND i.part = own.part AND i.claim_epoch <> own.epoch
+      AND (i.priority, i.id) < (coalesce(r.prios[$4::int], 32767),
+                                coalesce(r.ids[$4::int], 9223372036854775807))
+    ORDER BY i.priority, i.id LIMIT 1) a ON true),
+abandoned AS (
+  SELECT sid AS id, sprio AS priority, epoch, sprev AS prev, true AS suspect
+  FROM per_part WHERE sid IS NOT NULL ORDER BY sprio, sid LIMIT 1),
 ready AS (
-  SELECT id, priority, epoch, NULL::bigint AS prev, false AS suspect
-  FROM ready_all ORDER BY priority, id LIMIT $4::int),
+  SELECT u.id, u.priority, p.epoch, NULL::bigint AS prev, false AS suspect
+  FROM per_part p CROSS JOIN LATERAL unnest(p.ids, p.prios) AS u(id, priority)
+  ORDER BY u.priority, u.id LIMIT $4::int),
 pick AS (
   SELECT * FROM (SELECT * FROM abandoned UNION ALL SELECT * FROM ready) x LIMIT $4::int),
 claimed AS (
   UPDATE {schema}.items i
   SET attempts = i.attempts + 1, claim_epoch = p.epoch, claimed_at = now()
   FROM pick p
-  WHERE i.id = p.id AND i.queue = $1
+  WHERE i.id = p.id AND i.id = ANY(ARRAY(SELECT id FROM pick))
     AND CASE WHEN p.suspect THEN i.claim_epoch = p.prev
              ELSE i.claim_epoch IS NULL AND i.run_at <= now() END
   RETURNING i.id, i.part, i.key, i.dedup_key, i.priority, i.attempts, i.payload,
@@ -284,48 +301,51 @@ WITH f AS (
   FOR SHARE)
 SELECT 'p', part::bigint, epoch FROM f
 UNION ALL
-SELECT 'i', id, claim_epoch FROM {schema}.items WHERE id = ANY($4::bigint[]) AND queue = $1
+SELECT 'i', id, claim_epoch FROM {schema}.items WHERE id = ANY($4::bigint[])
 )sql"},
       // Finish, step 3: every outcome in one statement. Acks delete (only at
       // the claimed epoch) and record a result when there is one or a dedup
       // key; retries reschedule and free the claim; dead items, and retries
       // that used up max_attempts (unless the attempt is refunded), move to
       // dead_items. The retry and dead
-      // CTEs select disjoint rows, as one statement must. Returns one row per
+      // CTEs select disjoint rows, as one statement must. Rows are found by
+      // id and claim epoch only (epochs are global, so a match is this
+      // queue's item; see "claim" for why not by queue). Returns one row per
       // row written ('a'/'r'/'d', id); the caller checks the counts.
       {"finish", R"sql(
 WITH acked AS (
   DELETE FROM {schema}.items i
-  USING unnest($2::bigint[], $3::bigint[], $4::text[]) AS a(id, epoch, result)
-  WHERE i.id = a.id AND i.claim_epoch = a.epoch AND i.queue = $1
-  RETURNING i.id, i.dedup_key, a.result),
+  USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS a(id, epoch, result)
+  WHERE i.id = a.id AND i.claim_epoch = a.epoch
+  RETURNING i.id, i.queue, i.dedup_key, a.result),
 res AS (
   INSERT INTO {schema}.results (id, queue, dedup_key, result)
-  SELECT id, $1, dedup_key, decode(result, 'hex') FROM acked
+  SELECT id, queue, dedup_key, decode(result, 'hex') FROM acked
   WHERE dedup_key IS NOT NULL OR result IS NOT NULL
   RETURNING 1),
 o AS (
-  SELECT * FROM unnest($5::bigint[], $6::bigint[], $7::bool[], $8::bigint[], $9::bool[],
-                       $10::text[]) AS o(id, epoch, dead, delay_us, refund, error)),
+  SELECT * FROM unnest($4::bigint[], $5::bigint[], $6::bool[], $7::bigint[], $8::bool[],
+                       $9::text[]) AS o(id, epoch, dead, delay_us, refund, error)),
 retried AS (
   UPDATE {schema}.items i
   SET attempts = greatest(i.attempts - o.refund::int, 0),
       run_at = now() + o.delay_us * interval '1 microsecond',
       claim_epoch = NULL, claimed_at = NULL, last_error = o.error
   FROM o
-  WHERE i.id = o.id AND i.claim_epoch = o.epoch AND i.queue = $1 AND NOT o.dead
-    AND (o.refund OR i.attempts < $11::int)
+  WHERE i.id = o.id AND i.claim_epoch = o.epoch AND NOT o.dead
+    AND (o.refund OR i.attempts < $10::int)
   RETURNING i.id),
 dead AS (
   DELETE FROM {schema}.items i USING o
-  WHERE i.id = o.id AND i.claim_epoch = o.epoch AND i.queue = $1
-    AND (o.dead OR (NOT o.refund AND i.attempts >= $11::int))
-  RETURNING i.id, i.part, i.key, i.dedup_key, i.priority, i.attempts, i.enqueued_at,
-            i.payload, coalesce(o.error, '') AS error),
+  WHERE i.id = o.id AND i.claim_epoch = o.epoch
+    AND (o.dead OR (NOT o.refund AND i.attempts >= $10::int))
+  RETURNING i.id, i.queue, i.part, i.key, i.dedup_key, i.priority, i.attempts,
+            i.enqueued_at, i.payload, coalesce(o.error, '') AS error),
 buried AS (
   INSERT INTO {schema}.dead_items
     (id, queue, part, key, dedup_key, priority, attempts, enqueued_at, last_error, payload)
-  SELECT id, $1, part, key, dedup_key, priority, attempts, enqueued_at, error, payload FROM dead
+  SELECT id, queue, part, key, dedup_key, priority, attempts, enqueued_at, error, payload
+  FROM dead
   RETURNING 1)
 SELECT 'a', id FROM acked
 UNION ALL SELECT 'r', id FROM retried
