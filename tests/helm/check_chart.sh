@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Offline checks of the Helm chart helm/partq (no helm binary or cluster exists here; the
+# stand-ins live in ../shared/tools beside the repository, see its README):
+#   1. the chart's copies of dashboards/*.json and of the project's alert rule file are
+#      identical to the originals (SYNC_FILES=1 copies them), and the rules parse (promtool);
+#   2. values.schema.json closes every object (additionalProperties: false), the values of
+#      every case pass it (check-values), and README.md's values table is up to date;
+#   3. every case renders with `helm-template --strict`, passes `k8s-validate`, and equals
+#      its golden rendering under tests/helm/golden/ (UPDATE_GOLDEN=1 rewrites them);
+#   4. bad values fail: a misspelled key (schema), HPA and KEDA together, replicas or
+#      maxReplicas above the part count, no connection, a bridge without brokers.
+# Usage: tests/helm/check_chart.sh          (UPDATE_GOLDEN=1 / SYNC_FILES=1 to regenerate)
+set -euo pipefail
+start=$SECONDS
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$here/../.." && pwd)
+CHART=$ROOT/helm/partq
+TOOLS=$ROOT/../shared/tools
+GOLDEN=$here/golden
+UPDATE=${UPDATE_GOLDEN:-0}
+SYNC=${SYNC_FILES:-0}
+
+if [[ ! -d $TOOLS ]]; then
+  echo "check_chart: FAIL: $TOOLS does not exist. The chart checks need the shared tools" >&2
+  echo "  (helm-template, k8s-validate, check-values) in ../shared/tools beside the repository;" >&2
+  echo "  failing instead of skipping so a missing checker is never mistaken for a pass." >&2
+  exit 1
+fi
+for t in helm-template k8s-validate check-values setup; do
+  [[ -x $TOOLS/$t ]] || { echo "check_chart: FAIL: $TOOLS/$t is missing or not executable" >&2; exit 1; }
+done
+# The first use installs Go, promtool, jq and the schemas (minutes); later it takes ~2 s.
+# Serialized with a lock, so parallel ctest jobs never run two installs at once.
+cache=${PARTQ_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/partq-tools}
+mkdir -p "$cache"
+if ! flock "$cache/.setup.lock" "$TOOLS/setup" >/dev/null; then
+  echo "check_chart: FAIL: $TOOLS/setup could not install the checkers (see above)" >&2
+  exit 1
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+note() { echo "check_chart: $*"; }
+shopt -s nullglob
+
+# --- 1. packaged copies of the project's dashboards and alert rules -----------------------
+src_dash=$ROOT/dashboards
+chart_dash=$CHART/files/dashboards
+for src in "$src_dash"/*.json; do
+  copy=$chart_dash/$(basename "$src")
+  if ! cmp -s "$src" "$copy"; then
+    if [[ $SYNC == 1 ]]; then
+      cp "$src" "$copy" && note "synced $copy"
+    else
+      fail "${copy#"$ROOT"/} is missing or differs from ${src#"$ROOT"/}: the chart packages copies of dashboards/*.json (helm cannot read files outside the chart). Run: SYNC_FILES=1 UPDATE_GOLDEN=1 tests/helm/check_chart.sh"
+    fi
+  fi
+done
+for copy in "$chart_dash"/*.json; do
+  if [[ ! -f $src_dash/$(basename "$copy") ]]; then
+    if [[ $SYNC == 1 ]]; then
+      rm "$copy" && note "removed stale $copy"
+    else
+      fail "${copy#"$ROOT"/} has no original in dashboards/: remove it, or run SYNC_FILES=1 tests/helm/check_chart.sh"
+    fi
+  fi
+done
+chart_rules=$CHART/files/prometheus-rules.yaml
+mapfile -t rule_files < <([[ -d $src_dash ]] && grep -rlE '^groups:' "$src_dash" --include='*.yml' --include='*.yaml' | sort)
+if ((${#rule_files[@]} > 1)); then
+  fail "several Prometheus rule files in dashboards/ (${rule_files[*]#"$ROOT"/}); the chart packages one (files/prometheus-rules.yaml): merge them, or teach tests/helm/check_chart.sh and templates/prometheusrule.yaml"
+elif ((${#rule_files[@]} == 1)); then
+  if ! cmp -s "${rule_files[0]}" "$chart_rules"; then
+    if [[ $SYNC == 1 ]]; then
+      cp "${rule_files[0]}" "$chart_rules" && note "synced $chart_rules"
+    else
+      fail "${chart_rules#"$ROOT"/} differs from ${rule_files[0]#"$ROOT"/}: the PrometheusRule must carry the project's alert rules. Run: SYNC_FILES=1 UPDATE_GOLDEN=1 tests/helm/check_chart.sh"
+    fi
+  fi
+else
+  note "dashboards/ has no Prometheus rule file yet: the chart's own ${chart_rules#"$ROOT"/} is used"
+fi
+promtool check rules "$chart_rules" >"$work/promtool.out" 2>&1 || { cat "$work/promtool.out" >&2; fail "promtool check rules ${chart_rules#"$ROOT"/}"; }
+
+# --- 2. schema, values and the README's values table --------------------------------------
+open=$(jq -c '[paths(objects) as $p | select(getpath($p) | type == "object" and has("properties") and .additionalProperties != false) | $p | map(tostring) | join(".")]' "$CHART/values.schema.json")
+[[ $open == "[]" ]] || fail "values.schema.json: objects without additionalProperties: false: $open"
+"$TOOLS/check-values" "$CHART" >/dev/null || fail "check-values: values.yaml does not match values.schema.json"
+for v in "$here"/values/*.yaml; do
+  "$TOOLS/check-values" "$CHART" "$v" >/dev/null 2>"$work/cv.err" || { tail -3 "$work/cv.err" >&2; fail "check-values rejects ${v#"$ROOT"/}"; }
+done
+python3 "$here/values_table.py" "$CHART" >"$work/table.md" || fail "values_table.py: values.yaml has undocumented keys"
+readme=$CHART/README.md
+python3 - "$readme" "$work/table.md" "$UPDATE" <<'PY' || fail "README.md's values table is out of date with values.yaml: run UPDATE_GOLDEN=1 tests/helm/check_chart.sh"
+import sys
+readme, table, update = sys.argv[1], open(sys.argv[2]).read(), sys.argv[3] == "1"
+start, end = "<!-- values-table:start -->", "<!-- values-table:end -->"
+text = open(readme).read()
+a, b = text.index(start) + len(start), text.index(end)
+want = text[:a] + "\n" + table + text[b:]
+if want != text:
+    if update:
+        open(readme, "w").write(want)
+        print(f"check_chart: rewrote the values table of {readme}")
+    else:
+        sys.exit(1)
+PY
+
+# --- 3. renderings: golden files and schema validation ------------------------------------
+# name | values file (relative to tests/helm/values, or -) | extra helm-template flags
+cases=(
+  "default|-|"
+  "hpa|hpa.yaml|"
+  "keda|keda.yaml|"
+  "keda-age|keda-age.yaml|"
+  "statefulset|statefulset.yaml|"
+  "servicemonitor|servicemonitor.yaml|-a monitoring.coreos.com/v1"
+  "prometheusrule|prometheusrule.yaml|-a monitoring.coreos.com/v1"
+  "dashboards|dashboards.yaml|"
+  "bridge|bridge.yaml|"
+  "custom-image|custom-image.yaml|"
+)
+dash_chart=$CHART
+packaged=("$chart_dash"/*.json)
+if ((${#packaged[@]} == 0)); then
+  # No dashboard is packaged yet: the real chart must refuse the switch, and the template is
+  # exercised on a copy of the chart holding a fixture dashboard.
+  if "$TOOLS/helm-template" --strict -f "$here/values/dashboards.yaml" "$CHART" >/dev/null 2>"$work/err"; then
+    fail "grafanaDashboard.enabled without any packaged dashboard should fail to render"
+  elif ! grep -q "packages no dashboard" "$work/err"; then
+    fail "grafanaDashboard.enabled without dashboards failed with an unexpected error: $(cat "$work/err")"
+  fi
+  dash_chart=$work/chart-with-fixture/partq
+  mkdir -p "$(dirname "$dash_chart")" && cp -r "$CHART" "$dash_chart"
+  cp "$here/fixtures/dashboard.json" "$dash_chart/files/dashboards/partq-fixture.json"
+fi
+mkdir -p "$work/out"
+rendered=()
+for c in "${cases[@]}"; do
+  IFS='|' read -r name vfile flags <<<"$c"
+  args=(--strict --notes --name partq --namespace queues)
+  [[ $vfile != - ]] && args+=(-f "$here/values/$vfile")
+  # shellcheck disable=SC2206
+  [[ -n $flags ]] && args+=($flags)
+  chart=$CHART
+  [[ $name == dashboards ]] && chart=$dash_chart
+  out=$work/out/$name.yaml
+  if ! "$TOOLS/helm-template" "${args[@]}" "$chart" >"$out" 2>"$work/out/$name.stderr"; then
+    cat "$work/out/$name.stderr" >&2
+    fail "case $name does not render"
+    continue
+  fi
+  # NOTES.txt goes to stderr after a "NOTES:" line.
+  sed -n '/^NOTES:$/,$p' "$work/out/$name.stderr" | tail -n +2 >"$work/out/$name.notes.txt"
+  rendered+=("$out")
+  for kind in yaml notes.txt; do
+    got=$work/out/$name.$kind want=$GOLDEN/$name.$kind
+    if [[ $UPDATE == 1 ]]; then
+      cmp -s "$got" "$want" || { cp "$got" "$want"; note "updated ${want#"$ROOT"/}"; }
+    elif ! diff -u "$want" "$got" >"$work/diff" 2>&1; then
+      head -80 "$work/diff" >&2
+      fail "case $name: the rendering differs from ${want#"$ROOT"/} (review the diff; if intended, UPDATE_GOLDEN=1 tests/helm/check_chart.sh)"
+    fi
+  done
+done
+for want in "$GOLDEN"/*; do
+  base=$(basename "$want"); base=${base%.notes.txt}; base=${base%.yaml}
+  if [[ ! -f $work/out/$base.yaml ]]; then
+    if [[ $UPDATE == 1 ]]; then rm "$want" && note "removed stale ${want#"$ROOT"/}"
+    else fail "stale golden file ${want#"$ROOT"/} (no such case): UPDATE_GOLDEN=1 removes it"; fi
+  fi
+done
+if ((${#rendered[@]})); then
+  if "$TOOLS/k8s-validate" "${rendered[@]}" >"$work/validate.out" 2>&1; then
+    note "k8s-validate: $(tail -1 "$work/validate.out") (${#rendered[@]} renderings)"
+    grep -q ", 0 skipped$" "$work/validate.out" || { grep '^SKIP' "$work/validate.out" >&2; fail "k8s-validate skipped objects it has no schema for"; }
+  else
+    grep -v '^ok ' "$work/validate.out" >&2
+    fail "k8s-validate rejects a rendering"
+  fi
+fi
+
+# What each switch must (not) produce, beyond the golden files' exact text.
+has() { grep -qE "$2" "$work/out/$1.yaml" 2>/dev/null; }
+expect() { has "$1" "$2" || fail "case $1: no match for /$2/"; }
+expect_not() { ! has "$1" "$2" || fail "case $1: unexpected match for /$2/"; }
+expect default '^kind: Deployment$'
+expect default 'helm.sh/hook: pre-install,pre-upgrade'
+expect default 'terminationGracePeriodSeconds: 17$'
+expect default 'path: /readyz'
+expect default 'readOnlyRootFilesystem: true'
+expect_not default '^kind: (HorizontalPodAutoscaler|ScaledObject|ServiceMonitor|PrometheusRule|StatefulSet)$'
+expect hpa '^kind: HorizontalPodAutoscaler$'
+expect hpa '^  maxReplicas: 16$'
+expect_not hpa '^  replicas:'
+expect keda '^kind: ScaledObject$'
+expect keda '^  maxReplicaCount: 8$'
+expect keda 'LIMIT 4001\)'
+expect keda-age 'kind: StatefulSet$'
+expect keda-age 'parameter: password'
+expect statefulset '^kind: StatefulSet$'
+expect statefulset 'instance-id=\$\(POD_NAME\)'
+expect statefulset "create 'emails.outbound' --parts=4 --assignment=sticky --max-attempts=5 --session-ttl=30s --ordered"
+expect servicemonitor '^kind: ServiceMonitor$'
+expect prometheusrule '^kind: PrometheusRule$'
+expect prometheusrule 'alert: PartqWorkersDown'
+expect dashboards '^kind: ConfigMap$'
+expect bridge 'partq-bridge-ingest$'
+expect bridge '"--topic=orders"'
+expect custom-image 'image: "registry.example.com/acme/order-worker:2024.06.1"'
+expect custom-image 'image: "registry.example.com/partq@sha256:0+"'
+for f in "${rendered[@]}"; do
+  # Credentials only ever come from Secrets.
+  if grep -A1 -E 'name: (PGPASSWORD|PARTQ_DSN)$' "$f" | grep -qE '^\s+value:'; then
+    fail "$(basename "$f"): a credential is set as a literal value"
+  fi
+done
+# The monitoring objects need the prometheus-operator API: without it they are not rendered.
+"$TOOLS/helm-template" --strict -f "$here/values/prometheusrule.yaml" -f "$here/values/servicemonitor.yaml" "$CHART" >"$work/noapi.yaml"
+! grep -qE '^kind: (ServiceMonitor|PrometheusRule)$' "$work/noapi.yaml" ||
+  fail "ServiceMonitor/PrometheusRule rendered although monitoring.coreos.com/v1 is absent"
+
+# --- 4. bad values fail, with the message that explains them ------------------------------
+for bad in "$here"/bad/*.yaml; do
+  rel=${bad#"$ROOT"/}
+  header=$(head -1 "$bad")
+  case $header in
+    "# expect-values-error: "*)
+      want=${header#"# expect-values-error: "}
+      if "$TOOLS/check-values" "$CHART" "$bad" >"$work/bad.out" 2>&1; then
+        fail "$rel: check-values accepted it"
+      elif ! grep -qF -- "$want" "$work/bad.out"; then
+        fail "$rel: check-values failed without \"$want\": $(tail -2 "$work/bad.out")"
+      fi ;;
+    "# expect-render-error: "*)
+      want=${header#"# expect-render-error: "}
+      "$TOOLS/check-values" "$CHART" "$bad" >/dev/null 2>&1 || fail "$rel: should pass the schema and fail only at render time"
+      if "$TOOLS/helm-template" --strict -f "$bad" "$CHART" >/dev/null 2>"$work/bad.out"; then
+        fail "$rel: rendered although it must fail"
+      elif ! grep -qF -- "$want" "$work/bad.out"; then
+        fail "$rel: failed without \"$want\": $(cat "$work/bad.out")"
+      fi ;;
+    *) fail "$rel: its first line must be '# expect-values-error: ...' or '# expect-render-error: ...'" ;;
+  esac
+done
+
+elapsed=$((SECONDS - start))
+if ((failures)); then
+  echo "check_chart: $failures check(s) failed (${elapsed}s)" >&2
+  exit 1
+fi
+bads=("$here"/bad/*.yaml)
+note "all chart checks passed: ${#rendered[@]} renderings, ${#bads[@]} bad values files rejected (${elapsed}s)"
