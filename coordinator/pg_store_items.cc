@@ -46,23 +46,17 @@ std::string TimestampText(absl::Time t) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%E6S+00", t, absl::UTCTimeZone());
 }
 
-// The Tx a FinishBody sees: the Finish transaction itself. The first failed
-// statement is remembered, because PostgreSQL aborts the whole transaction
-// then, whatever the body does next.
+// The Tx a FinishBody sees: the Finish transaction itself. PostgreSQL aborts
+// the whole transaction when a statement fails, until a ROLLBACK TO SAVEPOINT
+// (which handlers may use to isolate items); only those succeed then. So the
+// last failure is remembered and any later success clears it, and Finish
+// knows whether the transaction can still commit.
 class PgTx final : public Tx {
  public:
   PgTx(pqxx::transaction_base& tx, const std::string& schema) : tx_(tx), schema_(schema) {}
 
   absl::StatusOr<std::vector<Row>> Exec(
       absl::string_view sql, const std::vector<std::optional<std::string>>& params) override {
-    // After a failed statement PostgreSQL accepts only ROLLBACK (TO
-    // SAVEPOINT); a successful one makes the transaction usable again, which
-    // is how the consumer isolates a failing item's writes.
-    const bool rollback_to = absl::StartsWithIgnoreCase(sql, "ROLLBACK TO SAVEPOINT");
-    if (!error_.status.ok() && !rollback_to) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "an earlier statement of this transaction failed: ", error_.status.message()));
-    }
     try {
       pqxx::result r =
           tx_.exec_params(std::string(sql), pqxx::prepare::make_dynamic_params(params));
@@ -74,16 +68,19 @@ class PgTx final : public Tx {
         for (const pqxx::field& f : row) out.push_back(Text(f));
         rows.push_back(std::move(out));
       }
-      if (rollback_to && !error_.drop_connection) error_ = PgError{};
+      error_ = PgError{};
       return rows;
     } catch (...) {
+      const bool dropped = error_.drop_connection;
       error_ = ClassifyException(std::current_exception(), "handler statement", "");
+      error_.drop_connection = error_.drop_connection || dropped;
       return error_.status;
     }
   }
   pqxx::transaction_base* pqxx() override { return &tx_; }
   const std::string& schema() const override { return schema_; }
 
+  // The failure that leaves the transaction aborted (OK if none does).
   const PgError& error() const { return error_; }
 
  private:
@@ -366,75 +363,59 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
 
 absl::StatusOr<FinishResult> PgStore::Finish(const FinishRequest& request, const FinishBody& body) {
   if (absl::Status st = ValidateQueueName(request.queue); !st.ok()) return st;
-  FinishResult out;
-  if (request.items.empty()) {
-    // No items: just run the body in a transaction and commit (handler Setup).
-    bool drop_conn = false;
-    absl::Status st = Run("finish", [&]() -> absl::Status {
-      pqxx::work tx(*conn_);
-      PgTx handler_tx(tx, options_.schema);
-      auto r = body(handler_tx, {});
-      drop_conn = handler_tx.error().drop_connection;
-      if (!r.ok()) return r.status();
-      if (!handler_tx.error().status.ok()) return handler_tx.error().status;
-      tx.commit();
-      return absl::OkStatus();
-    });
-    if (drop_conn) conn_.reset();
-    if (!st.ok()) return st;
-    return out;
-  }
   absl::flat_hash_map<int, int64_t> wanted;  // part -> epoch claimed under
   std::vector<int> parts;
   for (const OwnedPart& p : request.parts) {
     if (wanted.emplace(p.part, p.epoch.value).second) parts.push_back(p.part);
   }
+  FinishResult out;
   bool drop = false;  // a handler statement broke the connection
   absl::Status st = Run("finish", [&]() -> absl::Status {
     pqxx::work tx(*conn_);
-    std::vector<int64_t> ids;
-    ids.reserve(request.items.size());
-    for (const Item& item : request.items) ids.push_back(item.id);
-    absl::flat_hash_map<int, int64_t> held;        // parts still ours at the wanted epoch
-    absl::flat_hash_map<int64_t, int64_t> claims;  // item -> its claim epoch now
-    for (const pqxx::row& row : tx.exec_prepared("fence", request.queue, request.session.value,
-                                                 IntArray(parts), IntArray(ids))) {
-      if (row[2].is_null()) continue;  // an unclaimed item
-      if (row[0].c_str()[0] == 'p') {
-        const int part = row[1].as<int>();
-        auto it = wanted.find(part);
-        if (it != wanted.end() && it->second == row[2].as<int64_t>())
-          held.emplace(part, it->second);
-      } else {
-        claims.emplace(row[1].as<int64_t>(), row[2].as<int64_t>());
-      }
-    }
-    // An item is ours when its part is held at the epoch it was claimed
-    // under and the row is still claimed at that epoch (not finished yet).
     std::vector<Item> owned;
     absl::flat_hash_map<int64_t, const Item*> by_id;
-    for (const Item& item : request.items) {
-      auto part = held.find(item.part);
-      auto claim = claims.find(item.id);
-      if (part != held.end() && part->second == item.claim_epoch.value && claim != claims.end() &&
-          claim->second == item.claim_epoch.value && by_id.emplace(item.id, &item).second) {
-        owned.push_back(item);
-      } else {
-        out.fenced.push_back(item.id);
+    if (!request.items.empty()) {
+      std::vector<int64_t> ids;
+      ids.reserve(request.items.size());
+      for (const Item& item : request.items) ids.push_back(item.id);
+      absl::flat_hash_map<int, int64_t> held;        // parts still ours at the wanted epoch
+      absl::flat_hash_map<int64_t, int64_t> claims;  // item -> its claim epoch now
+      for (const pqxx::row& row : tx.exec_prepared("fence", request.queue, request.session.value,
+                                                   IntArray(parts), IntArray(ids))) {
+        if (row[2].is_null()) continue;  // an unclaimed item
+        if (row[0].c_str()[0] == 'p') {
+          const int part = row[1].as<int>();
+          auto it = wanted.find(part);
+          if (it != wanted.end() && it->second == row[2].as<int64_t>()) {
+            held.emplace(part, it->second);
+          }
+        } else {
+          claims.emplace(row[1].as<int64_t>(), row[2].as<int64_t>());
+        }
+      }
+      // An item is ours when its part is held at the epoch it was claimed
+      // under and the row is still claimed at that epoch (not finished yet).
+      for (const Item& item : request.items) {
+        auto part = held.find(item.part);
+        auto claim = claims.find(item.id);
+        if (part != held.end() && part->second == item.claim_epoch.value && claim != claims.end() &&
+            claim->second == item.claim_epoch.value && by_id.emplace(item.id, &item).second) {
+          owned.push_back(item);
+        } else {
+          out.fenced.push_back(item.id);
+        }
       }
     }
-    if (owned.empty()) return absl::OkStatus();  // nothing to write; roll back
 
+    // The body runs even with no items (a handler's one-time setup uses
+    // that); its writes commit with the outcomes.
     PgTx handler_tx(tx, options_.schema);
     absl::StatusOr<std::vector<Outcome>> outcomes = body(handler_tx, owned);
-    if (!outcomes.ok()) {
-      drop = handler_tx.error().drop_connection;
-      return outcomes.status();
-    }
+    drop = handler_tx.error().drop_connection;
+    if (!outcomes.ok()) return outcomes.status();
     if (!handler_tx.error().status.ok()) {
-      // The body carried on after a failed statement; the transaction is
-      // aborted in the server and cannot commit.
-      drop = handler_tx.error().drop_connection;
+      // The body carried on after a failed statement without rolling back
+      // to a savepoint: the server aborted the transaction; it cannot commit.
       return handler_tx.error().status;
     }
     if (outcomes->size() != owned.size()) {
@@ -467,15 +448,17 @@ absl::StatusOr<FinishResult> PgStore::Finish(const FinishRequest& request, const
         o_errors.push_back(o.error);
       }
     }
-    pqxx::result r = tx.exec_prepared("finish", IntArray(ack_ids), IntArray(ack_epochs),
-                                      TextArray(ack_results), IntArray(o_ids), IntArray(o_epochs),
-                                      BoolArray(o_dead), IntArray(o_delays), BoolArray(o_refund),
-                                      TextArray(o_errors), std::max(1, request.max_attempts));
     FinishResult done;
-    for (const pqxx::row& row : r) {
-      const char kind = row[0].c_str()[0];
-      const int64_t id = row[1].as<int64_t>();
-      (kind == 'a' ? done.acked : kind == 'r' ? done.retried : done.dead).push_back(id);
+    if (!outcomes->empty()) {
+      pqxx::result r = tx.exec_prepared("finish", IntArray(ack_ids), IntArray(ack_epochs),
+                                        TextArray(ack_results), IntArray(o_ids), IntArray(o_epochs),
+                                        BoolArray(o_dead), IntArray(o_delays), BoolArray(o_refund),
+                                        TextArray(o_errors), std::max(1, request.max_attempts));
+      for (const pqxx::row& row : r) {
+        const char kind = row[0].c_str()[0];
+        const int64_t id = row[1].as<int64_t>();
+        (kind == 'a' ? done.acked : kind == 'r' ? done.retried : done.dead).push_back(id);
+      }
     }
     if (done.acked.size() != ack_ids.size() ||
         done.retried.size() + done.dead.size() != o_ids.size()) {
@@ -487,8 +470,8 @@ absl::StatusOr<FinishResult> PgStore::Finish(const FinishRequest& request, const
           ack_ids.size() + o_ids.size() - done.acked.size() - done.retried.size() -
               done.dead.size(),
           " of ", ack_ids.size() + o_ids.size(),
-          " items were no longer claimed at their epoch (finished twice?); nothing was "
-          "written"));
+          " items were no longer claimed at their epoch (finished concurrently?); nothing "
+          "was written"));
     }
     tx.commit();
     out.acked = std::move(done.acked);
@@ -496,6 +479,7 @@ absl::StatusOr<FinishResult> PgStore::Finish(const FinishRequest& request, const
     out.dead = std::move(done.dead);
     return absl::OkStatus();
   });
+  // Only now: the transaction that used the connection is gone.
   if (drop) conn_.reset();
   if (!st.ok()) return st;
   return out;

@@ -943,11 +943,13 @@ TEST_F(FinishTest, ItemsOfAReleasedPartAreFencedAndTheirWritesNeverCommit) {
   EXPECT_EQ(Count("effects", "item_id IN (SELECT id FROM {schema}.items)"), 0);
   EXPECT_EQ(Count("items"), static_cast<int64_t>(in_part0.size()));
 
-  // Everything fenced: the body is not run and nothing is written.
+  // Everything fenced: the body sees no items and nothing of theirs is written.
   ASSERT_OK(other->ReleaseParts("q", b.join.id, b.parts));
-  ASSERT_OK_AND_ASSIGN(FinishResult none,
-                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
+  handled.clear();
+  ASSERT_OK_AND_ASSIGN(FinishResult none, store_->Finish(FinishOf("q", member_, items),
+                                                         Record(Outcome::Kind::kAck, &handled)));
   EXPECT_TRUE(none.acked.empty());
+  EXPECT_TRUE(handled.empty());
   EXPECT_EQ(none.fenced.size(), items.size());
 }
 
@@ -1001,6 +1003,56 @@ TEST_F(FinishTest, BodyErrorRollsBackEverything) {
   // And the store works on.
   ASSERT_OK_AND_ASSIGN(FinishResult ok, store_->Finish(FinishOf("q", member_, items), AckAll()));
   EXPECT_EQ(ok.acked.size(), 6u);
+}
+
+TEST_F(FinishTest, ASavepointRecoversFromAFailedHandlerStatement) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  // Item by item under a savepoint: a failing statement is rolled back to
+  // the savepoint and only that item is retried.
+  FinishBody isolated = [&](Tx& tx,
+                            absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) {
+      if (auto r = tx.Exec("SAVEPOINT item"); !r.ok()) return r.status();
+      const std::string table = i.id == ids_[0] ? "no_such_table" : "effects";
+      auto w = tx.Exec(absl::StrCat("INSERT INTO \"", tx.schema(), "\".", table, " VALUES ($1)"),
+                       {std::to_string(i.id)});
+      if (w.ok()) {
+        if (auto r = tx.Exec("RELEASE SAVEPOINT item"); !r.ok()) return r.status();
+        out.push_back(Outcome{i.id, i.part});
+      } else {
+        if (auto r = tx.Exec("ROLLBACK TO SAVEPOINT item"); !r.ok()) return r.status();
+        Outcome o{i.id, i.part, Outcome::Kind::kRetry};
+        o.error = std::string(w.status().message());
+        out.push_back(o);
+      }
+    }
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items), isolated));
+  EXPECT_EQ(r.acked.size(), 5u);
+  EXPECT_EQ(r.retried, std::vector<int64_t>{ids_[0]});
+  EXPECT_EQ(Count("effects"), 5);
+  EXPECT_EQ(Count("items", "last_error LIKE '%no_such_table%'"), 1);
+}
+
+TEST_F(FinishTest, WithoutItemsTheBodyStillRunsAndCommits) {
+  FinishRequest setup;
+  setup.queue = "q";
+  bool ran = false;
+  ASSERT_OK_AND_ASSIGN(
+      FinishResult r,
+      store_->Finish(
+          setup, [&](Tx& tx, absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+            ran = true;
+            EXPECT_TRUE(owned.empty());
+            auto c = tx.Exec(absl::StrCat("CREATE TABLE \"", tx.schema(), "\".setup_done (x int)"));
+            if (!c.ok()) return c.status();
+            return std::vector<Outcome>{};
+          }));
+  EXPECT_TRUE(ran);
+  EXPECT_TRUE(r.acked.empty() && r.fenced.empty());
+  EXPECT_EQ(Count("setup_done"), 0);  // exists: the transaction committed
 }
 
 TEST_F(FinishTest, RetryReschedulesAndFreesTheClaim) {
