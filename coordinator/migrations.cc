@@ -20,6 +20,14 @@ namespace partq {
 //   lookup per inserted item; DeleteQueue removes items itself.
 // - results: written only for items with a dedup key or a handler result, so
 //   `partq wait` can answer after the item row is gone.
+// - queue, key and dedup_key are COLLATE "C": only equality matters, and byte
+//   comparison keeps the index inserts of a bulk enqueue cheap whatever the
+//   database's locale.
+// - items_id_seq is named so EnqueueBatch can reserve ids from it (it COPYs
+//   explicit ids with parts computed client-side); part_for_id() is PartForId
+//   in SQL for the one-statement enqueue of a keyless item.
+// - schema_migrations is created by Migrate() itself, before any migration.
+// The coordinator README ("PgStore") has the longer story.
 const std::vector<Migration>& Migrations() {
   static const auto* migrations = new std::vector<Migration>{
       {1, "queues, sessions, parts, items, dead items, results", R"sql(
