@@ -8,6 +8,7 @@ BUILD_DIR="${PARTQ_BUILD_DIR:-$ROOT/build}"
 PARTQ_PACKAGES=(
   build-essential cmake pkg-config
   libpqxx-dev libpq-dev librdkafka-dev libabsl-dev prometheus-cpp-dev
+  nlohmann-json3-dev libcivetweb-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   postgresql-15 postgresql-contrib
 )
