@@ -111,6 +111,12 @@ absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payloa
     return absl::InvalidArgumentError(absl::StrCat("dedup key is ", item.dedup_key->size(),
                                                    " bytes; the limit is ", kMaxKeyBytes));
   }
+  // Text parameters end at a NUL byte, so such a key would be stored cut
+  // short while its part came from the whole key.
+  if ((item.key && item.key->find('\0') != std::string::npos) ||
+      (item.dedup_key && item.dedup_key->find('\0') != std::string::npos)) {
+    return absl::InvalidArgumentError("keys and dedup keys may not contain NUL bytes");
+  }
   if (item.delay > absl::Hours(24 * 3650)) {
     return absl::InvalidArgumentError(
         absl::StrCat("delay ", absl::FormatDuration(item.delay), " is longer than 10 years"));

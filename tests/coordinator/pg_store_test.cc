@@ -725,6 +725,24 @@ TEST_F(PgStoreTest, EnqueueBatchCopiesAHundredThousandItems) {
   EXPECT_EQ(store_->EnqueueBatch("nope", delayed).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(PgStoreTest, EnqueueBatchIsAllOrNothing) {
+  MakeQueue("q", 4);
+  std::vector<NewItem> batch(1000, Payload("fine"));
+  batch[700].key = std::string("\xff\xfe not utf-8");  // the server rejects it mid-COPY
+  absl::Status st = store_->EnqueueBatch("q", batch).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_EQ(Count("items"), 0);
+  batch[700].key = std::string("nul\0inside", 10);
+  st = store_->EnqueueBatch("q", batch).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_EQ(store_->Enqueue("q", batch[700]).status().code(), absl::StatusCode::kInvalidArgument);
+  // The connection is still good.
+  batch[700].key = "ok";
+  ASSERT_OK_AND_ASSIGN(int64_t n, store_->EnqueueBatch("q", batch));
+  EXPECT_EQ(n, 1000);
+  EXPECT_EQ(Count("items"), 1000);
+}
+
 TEST_F(PgStoreTest, EnqueueInTxCommitsWithTheCallersTransaction) {
   MakeQueue("q", 4);
   pqxx::connection conn(schema_.dsn());
