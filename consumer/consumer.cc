@@ -400,6 +400,9 @@ bool Consumer::Process(Store& store, Batch& batch) {
 
   const absl::Time t0 = absl::Now();
   bool need_isolation = false;
+  // A lone item gets its savepoint at once: rerunning it would only repeat
+  // the handler.
+  if (batch.items.size() == 1) batch.isolate = true;
   auto body = [&](Tx& tx, absl::Span<const Item> owned) {
     return RunHandlers(tx, owned, batch.isolate, &need_isolation);
   };

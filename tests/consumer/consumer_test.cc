@@ -406,6 +406,8 @@ TEST_F(ConsumerTest, IdleWorkerPicksUpANewItemWithinMilliseconds) {
 TEST_F(ConsumerTest, SigtermDrainsAndLosesNothing) {
   CreateQueue("q", 8, absl::Seconds(30));
   EnqueueN("q", 3000);
+  schema_.Q("CREATE TABLE {schema}.effects (item_id bigint NOT NULL, session_id uuid NOT NULL, "
+            "acked_at timestamptz NOT NULL DEFAULT now())");
   ChildProcess a(Worker("q", "sleep:1,record:effects", {"--batch", "20"}));
   ChildProcess b(Worker("q", "sleep:1,record:effects", {"--batch", "20"}));
   ASSERT_TRUE(WaitUntil([&] {
