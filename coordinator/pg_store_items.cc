@@ -251,25 +251,25 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchCopy(absl::string_view queue,
     if (res.parts == 0) return UnknownQueue(queue);
     bool delayed = false;
     for (const EnqueueArgs& a : args) delayed = delayed || a.delay_us > 0;
-    // Rows go in part order: each part's entries in items_ready
-    // and its heap rows are then written together, which makes
-    // the COPY faster and later claims of a part touch fewer pages.
-    std::vector<std::pair<int, size_t>> order;
-    order.reserve(items.size());
+    // Rows go in the order given, not grouped by part: COPY would be ~10%
+    // faster grouped, but then a part's rows fill whole pages, and a claim
+    // that takes many rows of one page finds no room there for their new
+    // versions, so claims stop being HOT updates (measured: 30% HOT instead
+    // of 100% for a session owning one part).
+    std::vector<int> row_parts(items.size());
     absl::flat_hash_set<int> parts;
     for (size_t i = 0; i < items.size(); ++i) {
-      const int part =
+      row_parts[i] =
           args[i].key ? PartForKey(*args[i].key, res.parts) : PartForId(res.ids[i], res.parts);
-      order.emplace_back(part, i);
-      parts.insert(part);
+      parts.insert(row_parts[i]);
     }
-    std::sort(order.begin(), order.end());
     std::vector<std::string> cols = {"id", "queue", "part", "key", "priority", "payload"};
     if (delayed) cols.push_back("run_at");
     {
       pqxx::stream_to copy(tx, qschema_ + ".items", cols);
-      for (const auto& [part, i] : order) {
+      for (size_t i = 0; i < items.size(); ++i) {
         const int64_t id = res.ids[i];
+        const int part = row_parts[i];
         if (delayed) {
           // The database clock: the transaction's now() plus the delay.
           copy << std::make_tuple(id, q, part, args[i].key, args[i].priority,

@@ -1172,6 +1172,35 @@ TEST_F(PgStoreTest, ClaimAndFinishBatchesOfAHundred) {
   EXPECT_EQ(Count("items"), 10000 - 5000);
 }
 
+TEST_F(PgStoreTest, ClaimsAreHotUpdates) {
+  MakeQueue("q", 16);
+  std::vector<NewItem> items(4000, Payload(std::string(100, 'p')));
+  ASSERT_OK(store_->EnqueueBatch("q", items));
+  auto store = schema_.NewStore();
+  Member m = JoinWith(*store, "q", {0});  // one part: its rows are spread over pages
+  int64_t claimed = 0;
+  for (;;) {
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store->Claim(ClaimAll("q", m, 100)));
+    if (got.empty()) break;
+    claimed += static_cast<int64_t>(got.size());
+  }
+  ASSERT_GT(claimed, 100);
+  store.reset();  // flushes the backend's statistics
+  const std::string stats =
+      absl::StrCat("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE schemaname = '",
+                   schema_.name(), "' AND relname = 'items'");
+  int64_t upd = 0, hot = 0;
+  EXPECT_TRUE(WaitUntil([&] {
+    auto rows = testing::Query(schema_.dsn(), stats);
+    if (rows.empty()) return false;
+    upd = std::stoll(*rows[0][0]);
+    hot = std::stoll(*rows[0][1]);
+    return upd >= claimed;
+  }));
+  EXPECT_EQ(upd, claimed);
+  EXPECT_GE(hot, upd * 95 / 100) << "claims should be HOT updates";
+}
+
 // --- item state and status -----------------------------------------------------------
 
 TEST_F(PgStoreTest, ItemStateFollowsAnItemToItsEnd) {
