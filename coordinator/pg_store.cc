@@ -331,7 +331,13 @@ absl::Status PgStore::EnsureConnected() {
 
 absl::Status PgStore::Fail(absl::string_view what, std::exception_ptr error) {
   PgError e = ClassifyException(error, what, options_.schema);
-  if (e.drop_connection || (conn_ != nullptr && !conn_->is_open())) conn_.reset();
+  // Some losses surface as a plain SQL error; the connection state tells.
+  const bool broken = conn_ != nullptr && !conn_->is_open();
+  if (e.drop_connection || broken) conn_.reset();
+  if (broken && e.status.code() != absl::StatusCode::kUnavailable) {
+    return absl::UnavailableError(
+        absl::StrCat(what, ": database connection lost: ", e.status.message()));
+  }
   return e.status;
 }
 
