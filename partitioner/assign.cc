@@ -96,18 +96,25 @@ Assignment StickyAssign(const std::vector<std::string>& members,
     if (rank >= 0) ++held[rank];
   }
 
-  // The P % S extra parts go to the members that hold the most: any other
-  // choice would make one of them give up a part only for another member to
-  // take one more, so this is what makes the movement minimal. Ties go to the
-  // smaller id so that every member computes the same quotas.
-  std::vector<int> quota(s, parts / s);
+  // The P % S extra parts go first to members that hold more than P/S: any
+  // other choice would make one of them give up a part only for another
+  // member to take one more, so this is what makes the movement minimal. The
+  // rest, and ties, go by id. Only "more than P/S or not" counts, never the
+  // exact holding: while a rebalance is under way members see each other at
+  // different moments, filling up towards P/S, and a rule that ranked by
+  // holding would hand the extras to whoever happened to fill up first — two
+  // views could then both give a member its extra and one would have to move
+  // a part back (extra churn, seen with 30+ sessions on PostgreSQL).
+  const int floor_quota = parts / s;
+  std::vector<int> quota(s, floor_quota);
   const int extra = parts % s;
   if (extra > 0) {
     std::vector<int> by_holding(s);
     for (int r = 0; r < s; ++r) by_holding[r] = r;
+    auto over = [&](int r) { return held[r] > floor_quota; };
     std::nth_element(
         by_holding.begin(), by_holding.begin() + (extra - 1), by_holding.end(),
-        [&held](int a, int b) { return held[a] != held[b] ? held[a] > held[b] : a < b; });
+        [&over](int a, int b) { return over(a) != over(b) ? over(a) : a < b; });
     for (int i = 0; i < extra; ++i) ++quota[by_holding[i]];
   }
 

@@ -27,8 +27,9 @@ Assignment LexicalAssign(const std::vector<std::string>& members, int parts);
 // `current` has `parts` entries. `members` must be unique; their order does not
 // matter: "member order" and ties below are by id, and only the indices in the
 // result refer to positions in `members`.
-// Quotas: P/S each, and the P%S members holding the most parts (ties by id)
-// get one more. Each member keeps up to its quota of the parts it holds (lowest
+// Quotas: P/S each, and P%S members get one more: first those holding more
+// than P/S, then the others, ties by id (exact holdings are not compared, so
+// views taken mid-rebalance agree on the quotas). Each member keeps up to its quota of the parts it holds (lowest
 // part numbers first); the rest and the free parts go, in part order, to
 // members below quota, in member order.
 // Consequences: from a balanced state, a joining member takes floor(P/(S+1))
