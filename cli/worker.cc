@@ -106,11 +106,21 @@ int CmdWorker(const std::vector<std::string>& argv) {
   Consumer consumer(PgStoreFactory(*pg), o, handler->get(), &metrics);
   std::unique_ptr<HttpServer> http;
   if (auto addr = args->Get("metrics-addr")) {
+    // Ready once the session joined and finished a rebalance round: it then
+    // owns its parts or waits for their hand-off (or, with more workers than
+    // parts, is a spare; still ready, so a rollout is not blocked on it).
     auto server = HttpServer::Start(*addr, registry, [&consumer](std::string* why) {
-      const auto state = consumer.session().state();
-      if (state == Session::State::kActive) return true;
-      *why = absl::StrCat("session ", Session::StateName(state));
-      return false;
+      const auto& session = consumer.session();
+      const auto state = session.state();
+      if (state != Session::State::kActive) {
+        *why = absl::StrCat("session ", Session::StateName(state));
+        return false;
+      }
+      if (session.rounds() == 0) {
+        *why = "session joined, first rebalance not done";
+        return false;
+      }
+      return true;
     });
     if (!server.ok()) return Fail(server.status());
     http = std::move(*server);

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "consumer/metrics.h"
 #include "coordinator/log.h"
+#include "coordinator/queue_collector.h"
 
 namespace partq {
 namespace {
@@ -30,8 +31,14 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
   so.poll_only = options_.poll_only;
   so.heartbeat_interval = options_.heartbeat_interval;
   so.retry_backoff = options_.retry_backoff;
+  if (metrics_ != nullptr) so.metrics = &metrics_->session();
   session_ = std::make_unique<Session>(factory_, so, static_cast<PartListener*>(this));
   session_->SetItemsCallback([this](int) { Wake(); });
+  if (metrics_ != nullptr) {
+    collector_ = std::make_unique<QueueCollector>(
+        factory_, options_.queue, [this] { return session_->EpochOf(0).has_value(); },
+        metrics_->registry(), options_.status_interval);
+  }
 }
 
 Consumer::~Consumer() { Stop(); }
@@ -71,6 +78,7 @@ absl::Status Consumer::Start() {
     workers_.emplace_back([this, i] { WorkLoop(i); });
   }
   if (metrics_ != nullptr) metrics_->SetConcurrency(options_.concurrency);
+  if (collector_ != nullptr) collector_->Start();
   return absl::OkStatus();
 }
 
@@ -79,6 +87,7 @@ void Consumer::Stop() {
     absl::MutexLock lock(&mu_);
     if (!started_) return;
   }
+  if (collector_ != nullptr) collector_->Stop();
   // Revokes every part (OnRevoke drains), then leaves the group.
   session_->Stop();
   {
@@ -101,6 +110,7 @@ void Consumer::Abandon() {
     started_ = false;
     queue_.clear();
   }
+  if (collector_ != nullptr) collector_->Stop();
   session_->Abandon();
   if (claimer_.joinable()) claimer_.join();
   for (auto& w : workers_) {
@@ -206,8 +216,10 @@ void Consumer::ClaimLoop() {
       auto s = factory_();
       if (s.ok()) store = std::move(*s);
     }
+    const absl::Time claim_start = absl::Now();
     absl::StatusOr<std::vector<Item>> items =
         store ? store->Claim(req) : absl::UnavailableError("no connection");
+    const absl::Time claim_end = absl::Now();
     absl::MutexLock lock(&mu_);
     claiming_ = false;
     if (!items.ok()) {
@@ -220,7 +232,10 @@ void Consumer::ClaimLoop() {
       continue;
     }
     stats_.claimed += items->size();
-    if (metrics_ != nullptr) metrics_->Claimed(items->size());
+    if (metrics_ != nullptr) {
+      metrics_->Claimed(items->size());
+      metrics_->ClaimQuery(claim_end - claim_start, *items, claim_end);
+    }
     Batch normal;
     for (auto& item : *items) {
       auto it = parts_.find(item.part);
@@ -346,12 +361,14 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
   };
   if (!isolate) {
     std::vector<absl::Status> statuses;
+    const absl::Time t0 = absl::Now();
     try {
       handler_->HandleBatch(absl::MakeConstSpan(run), &statuses);
     } catch (...) {
       *need_isolation = true;
       return IsolateSignal();
     }
+    if (metrics_ != nullptr) metrics_->HandlerCall(absl::Now() - t0);
     bool all_ok = statuses.size() == run.size() && absl::Now() <= deadline;
     for (const auto& st : statuses) all_ok = all_ok && st.ok();
     if (!all_ok) {
@@ -369,6 +386,7 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
     const absl::Time t0 = absl::Now();
     calls[i].deadline = t0 + options_.handler_timeout;
     absl::Status st = CallHandle(*handler_, calls[i]);
+    if (metrics_ != nullptr) metrics_->HandlerCall(absl::Now() - t0);
     if (st.ok() && absl::Now() > calls[i].deadline) {
       st = absl::DeadlineExceededError(
           absl::StrCat("handler timed out after ", absl::FormatDuration(absl::Now() - t0)));

@@ -47,6 +47,7 @@
 namespace partq {
 
 class ConsumerMetrics;
+class QueueCollector;
 
 struct ConsumerOptions {
   std::string queue;
@@ -60,6 +61,9 @@ struct ConsumerOptions {
   absl::Duration handler_timeout = absl::Minutes(5);  // longer counts as a failure
   BackoffPolicy backoff;
   absl::Duration retry_backoff = absl::Milliseconds(200);  // after database errors
+  // With metrics: how often the queue's collector (the owner of part 0)
+  // refreshes the depth gauges (coordinator/queue_collector.h).
+  absl::Duration status_interval = absl::Seconds(5);
 };
 
 // Counters a test or a status line can read without a metrics registry.
@@ -74,7 +78,9 @@ struct ConsumerStats {
 
 class Consumer : private PartListener {
  public:
-  // `handler` must outlive the consumer; `metrics` may be null.
+  // `handler` must outlive the consumer; `metrics` may be null, else it must
+  // outlive the consumer, and the consumer also reports its session's metrics
+  // and (while it owns part 0) the queue's depth there.
   Consumer(StoreFactory factory, ConsumerOptions options, Handler* handler,
            ConsumerMetrics* metrics = nullptr);
   ~Consumer() override;
@@ -120,6 +126,7 @@ class Consumer : private PartListener {
   Handler* const handler_;
   ConsumerMetrics* const metrics_;
   std::unique_ptr<Session> session_;
+  std::unique_ptr<QueueCollector> collector_;  // with metrics only
   QueueConfig config_;
 
   mutable absl::Mutex mu_;

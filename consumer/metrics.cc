@@ -1,5 +1,6 @@
 #include "consumer/metrics.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace partq {
@@ -17,7 +18,9 @@ prometheus::Histogram::BucketBoundaries LatencyBuckets() {
 }  // namespace
 
 ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& queue)
-    : concurrency_(prometheus::BuildGauge()
+    : registry_(r),
+      session_(r, queue),
+      concurrency_(prometheus::BuildGauge()
                        .Name("partq_worker_concurrency")
                        .Help("Handler threads of this worker.")
                        .Register(r)
@@ -44,7 +47,33 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& que
                           .Help("Duration of one ack transaction: fence, handlers, writes, "
                                 "commit.")
                           .Register(r)
-                          .Add({{"queue", queue}}, LatencyBuckets())) {}
+                          .Add({{"queue", queue}}, LatencyBuckets())),
+      claim_duration_(prometheus::BuildHistogram()
+                          .Name("partq_claim_duration_seconds")
+                          .Help("Duration of one claim query (successful ones).")
+                          .Register(r)
+                          .Add({{"queue", queue}}, LatencyBuckets())),
+      wait_(prometheus::BuildHistogram()
+                .Name("partq_item_wait_seconds")
+                .Help("Time an item was ready (since its run time, database clock) before a "
+                      "worker claimed it (worker clock).")
+                .Register(r)
+                .Add({{"queue", queue}}, LatencyBuckets())),
+      handler_(prometheus::BuildHistogram()
+                   .Name("partq_handler_duration_seconds")
+                   .Help("Duration of one handler call: a whole batch, or one item run alone "
+                         "(under its own savepoint).")
+                   .Register(r)
+                   .Add({{"queue", queue}}, LatencyBuckets())) {}
+
+void ConsumerMetrics::ClaimQuery(absl::Duration took, const std::vector<Item>& items,
+                                 absl::Time now) {
+  claim_duration_.Observe(absl::ToDoubleSeconds(took));
+  for (const auto& item : items) {
+    // Clocks differ a little between database and worker: no negative waits.
+    wait_.Observe(std::max(0.0, absl::ToDoubleSeconds(now - item.run_at)));
+  }
+}
 
 void ConsumerMetrics::Finished(const FinishResult& result, const std::vector<Item>& items,
                                absl::Time start, absl::Time end) {

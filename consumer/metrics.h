@@ -1,5 +1,8 @@
 // The consumer's Prometheus metrics (a probe: logic calls it, it owns the
-// handles). Labels: queue only — never item or session ids.
+// handles). Labels: queue only — never item or session ids. It also holds the
+// probe of the consumer's session (coordinator/session_metrics.h), and its
+// registry is where the consumer's queue collector (queue_collector.h)
+// registers the depth gauges. docs/metrics.md lists every metric.
 #ifndef PARTQ_CONSUMER_METRICS_H_
 #define PARTQ_CONSUMER_METRICS_H_
 
@@ -7,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "coordinator/session_metrics.h"
 #include "coordinator/store.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -20,14 +24,24 @@ class ConsumerMetrics {
   // Registers (or reuses) the families in `registry`; thread-safe afterwards.
   ConsumerMetrics(prometheus::Registry& registry, const std::string& queue);
 
+  prometheus::Registry& registry() { return registry_; }
+  SessionMetrics& session() { return session_; }
+
   void SetConcurrency(int n) { concurrency_.Set(n); }
   void Claimed(size_t n) { claimed_.Increment(static_cast<double>(n)); }
+  // One successful claim query: its duration, and how long each item had been
+  // ready (since its run_at) when claimed at `now`.
+  void ClaimQuery(absl::Duration took, const std::vector<Item>& items, absl::Time now);
+  // One handler call (a batch, or one isolated item) took `took`.
+  void HandlerCall(absl::Duration took) { handler_.Observe(absl::ToDoubleSeconds(took)); }
   void FinishError() { finish_errors_.Increment(); }
   // One finished batch: outcomes, its items, and the transaction's start/end.
   void Finished(const FinishResult& result, const std::vector<Item>& items, absl::Time start,
                 absl::Time end);
 
  private:
+  prometheus::Registry& registry_;
+  SessionMetrics session_;
   prometheus::Gauge& concurrency_;
   prometheus::Counter& claimed_;
   prometheus::Counter& acked_;
@@ -37,6 +51,9 @@ class ConsumerMetrics {
   prometheus::Counter& finish_errors_;
   prometheus::Histogram& latency_;
   prometheus::Histogram& batch_duration_;
+  prometheus::Histogram& claim_duration_;
+  prometheus::Histogram& wait_;
+  prometheus::Histogram& handler_;
 };
 
 }  // namespace partq

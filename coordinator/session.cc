@@ -45,7 +45,10 @@ const char* Session::StateName(State s) {
 }
 
 Session::Session(StoreFactory factory, SessionOptions options, PartListener* listener)
-    : factory_(std::move(factory)), options_(std::move(options)), listener_(listener) {}
+    : factory_(std::move(factory)),
+      options_(std::move(options)),
+      listener_(listener),
+      metrics_(options_.metrics != nullptr ? *options_.metrics : SessionMetrics::Discard()) {}
 
 Session::~Session() { Stop(); }
 
@@ -215,6 +218,8 @@ void Session::LoseAll(const char* why) {
     stable_ = false;
   }
   PARTQ_LOG(Warning) << "session " << id() << " lost " << lost.size() << " parts: " << why;
+  metrics_.Lost();
+  metrics_.SetPartsOwned(0);
   SetState(State::kLost);
   listener_->OnLost(lost);
 }
@@ -237,6 +242,7 @@ void Session::Run() {
     const absl::Time now = absl::Now();
     const bool heartbeat = now >= next_hb;
     absl::Status st = Tick(heartbeat);
+    metrics_.SetPartsOwned(owned().size());
     if (st.ok()) {
       if (heartbeat) next_hb = now + hb_every;
       bool stable;
@@ -281,11 +287,15 @@ void Session::Run() {
     owned_.clear();
   }
   SetState(State::kStopped);
+  metrics_.SetPartsOwned(0);
   store_.reset();
 }
 
 absl::Status Session::Tick(bool heartbeat) {
-  if (absl::Status st = EnsureStore(); !st.ok()) return st;
+  if (absl::Status st = EnsureStore(); !st.ok()) {
+    if (heartbeat) metrics_.HeartbeatFailed();
+    return st;
+  }
   if (state() == State::kLost) {
     SetState(State::kJoining);
     if (absl::Status st = Join(); !st.ok()) {
@@ -303,7 +313,10 @@ absl::Status Session::Tick(bool heartbeat) {
       inc = incarnation_;
     }
     view = store_->Heartbeat(options_.queue, me, inc);
-    if (!view.ok()) return view.status();
+    if (!view.ok()) {
+      metrics_.HeartbeatFailed();
+      return view.status();
+    }
     if (!view->alive) {
       LoseAll("session row gone (expired, or replaced by a static re-join)");
       SetState(State::kJoining);
@@ -316,6 +329,7 @@ absl::Status Session::Tick(bool heartbeat) {
     }
     last_heartbeat_ok_ = absl::Now();
     if (view->expired > 0) {
+      metrics_.Expired(view->expired);
       PARTQ_LOG(Info) << "expired " << view->expired << " session(s) of " << options_.queue;
     }
   } else {
@@ -383,6 +397,17 @@ absl::Status Session::Rebalance(const GroupView& view) {
   const auto plans = PlanMoves(members, current, target);
   const auto plan_it = plans.find(me.value);
   MemberPlan plan = plan_it == plans.end() ? MemberPlan{} : plan_it->second;
+  {
+    // A hand-off lasts from the first round that wants a part to the round
+    // that acquires it; a part the plan no longer wants starts over.
+    std::map<int, absl::Time> wanted;
+    for (int part : plan.acquire) {
+      auto it = wanted_since_.find(part);
+      wanted[part] = it == wanted_since_.end() ? absl::Now() : it->second;
+    }
+    wanted_since_ = std::move(wanted);
+  }
+  bool changed = false;
 
   if (!plan.release.empty()) {
     std::vector<OwnedPart> give;
@@ -395,6 +420,7 @@ absl::Status Session::Rebalance(const GroupView& view) {
       }
     }
     PARTQ_LOG(Info) << "session " << me << " releasing " << PartList(give);
+    const absl::Time revoke_start = absl::Now();
     listener_->OnRevoke(give);
     if (absl::Status st = store_->ReleaseParts(options_.queue, me, give); !st.ok()) {
       // The listener stopped work on them; the next round releases them again.
@@ -402,6 +428,8 @@ absl::Status Session::Rebalance(const GroupView& view) {
       stable_ = false;
       return st;
     }
+    metrics_.Revoked(absl::Now() - revoke_start);
+    changed = true;
     absl::MutexLock lock(&mu_);
     owned_.erase(std::remove_if(owned_.begin(), owned_.end(),
                                 [&](const OwnedPart& p) {
@@ -437,8 +465,14 @@ absl::Status Session::Rebalance(const GroupView& view) {
       }
       PARTQ_LOG(Info) << "session " << me << " acquired " << PartList(*got);
       listener_->OnAssign(*got);
+      for (const auto& p : *got) {
+        metrics_.HandedOff(absl::Now() - wanted_since_[p.part]);
+        wanted_since_.erase(p.part);
+      }
+      changed = true;
     }
   }
+  if (changed) metrics_.Rebalanced();
   absl::MutexLock lock(&mu_);
   stable_ = !pending;
   ++rounds_;

@@ -24,6 +24,7 @@
 #define PARTQ_COORDINATOR_SESSION_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "coordinator/session_metrics.h"
 #include "coordinator/store.h"
 #include "coordinator/types.h"
 
@@ -61,6 +63,9 @@ struct SessionOptions {
   bool poll_only = false;  // no LISTEN connection (PgBouncer transaction pooling)
   // Backoff between reconnect attempts when the database is unreachable.
   absl::Duration retry_backoff = absl::Milliseconds(200);
+  // Where the session reports parts, rebalances and heartbeats; null: nowhere.
+  // Must outlive the session.
+  SessionMetrics* metrics = nullptr;
 };
 
 class Session {
@@ -118,6 +123,7 @@ class Session {
   const StoreFactory factory_;
   const SessionOptions options_;
   PartListener* const listener_;
+  SessionMetrics& metrics_;
   QueueConfig config_;
   std::unique_ptr<Store> store_;  // session thread only (and Start/Stop before/after it)
 
@@ -134,6 +140,8 @@ class Session {
   ItemsCallback items_cb_ ABSL_GUARDED_BY(mu_);
 
   absl::Time last_heartbeat_ok_;  // session thread only
+  // Parts the last plan wants us to acquire, and since when (hand-off metric).
+  std::map<int, absl::Time> wanted_since_;  // session thread only
   std::thread thread_;
   std::thread listen_thread_;
 };

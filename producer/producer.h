@@ -12,6 +12,9 @@
 // To enqueue inside your own libpqxx transaction (the item exists exactly when
 // it commits), use EnqueueInTx from coordinator/pg_store.h.
 //
+// Metrics: given a ProducerMetrics (producer/metrics.h), a Producer counts the
+// items it enqueued (partq_items_enqueued_total).
+//
 // Thread-safety: like its Store, a Producer is used by one thread at a time.
 #ifndef PARTQ_PRODUCER_PRODUCER_H_
 #define PARTQ_PRODUCER_PRODUCER_H_
@@ -24,19 +27,26 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "coordinator/store.h"
+#include "producer/metrics.h"
 
 namespace partq {
 
 class Producer {
  public:
-  explicit Producer(std::unique_ptr<Store> store) : store_(std::move(store)) {}
+  // `metrics` may be null; else it must outlive the producer.
+  explicit Producer(std::unique_ptr<Store> store, ProducerMetrics* metrics = nullptr)
+      : store_(std::move(store)), metrics_(metrics) {}
 
   absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) {
-    return store_->Enqueue(queue, item);
+    auto r = store_->Enqueue(queue, item);
+    if (r.ok() && !r->duplicate && metrics_ != nullptr) metrics_->Enqueued(queue, 1);
+    return r;
   }
   // All or none, via COPY.
   absl::StatusOr<int64_t> EnqueueBatch(absl::string_view queue, const std::vector<NewItem>& items) {
-    return store_->EnqueueBatch(queue, items);
+    auto n = store_->EnqueueBatch(queue, items);
+    if (n.ok() && metrics_ != nullptr) metrics_->Enqueued(queue, *n);
+    return n;
   }
 
   // Waits until the item is done or dead-lettered and returns its state
@@ -53,6 +63,7 @@ class Producer {
   absl::StatusOr<ItemState> WaitFor(absl::Duration timeout,
                                     const std::function<absl::StatusOr<ItemState>()>& poll);
   std::unique_ptr<Store> store_;
+  ProducerMetrics* metrics_ = nullptr;
 };
 
 }  // namespace partq

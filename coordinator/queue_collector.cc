@@ -1,0 +1,153 @@
+#include "coordinator/queue_collector.h"
+
+#include <algorithm>
+
+#include "coordinator/log.h"
+
+namespace partq {
+namespace {
+
+prometheus::Gauge& Gauge(prometheus::Registry& r, const std::string& name,
+                         const std::string& help, const std::string& queue) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({{"queue", queue}});
+}
+
+constexpr char kFromCollector[] =
+    " From the queue's collector (the worker owning part 0); other workers export 0: "
+    "use max by (queue).";
+
+}  // namespace
+
+QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
+                               std::function<bool()> is_collector,
+                               prometheus::Registry& r, absl::Duration interval)
+    : factory_(std::move(factory)),
+      queue_(std::move(queue)),
+      is_collector_(std::move(is_collector)),
+      interval_(interval),
+      ready_(Gauge(r, "partq_queue_ready_items",
+                   std::string("Items ready to be claimed now.") + kFromCollector, queue_)),
+      delayed_(Gauge(r, "partq_queue_delayed_items",
+                     std::string("Items waiting for their run time (delayed or retrying).") +
+                         kFromCollector,
+                     queue_)),
+      in_flight_(Gauge(r, "partq_queue_in_flight_items",
+                       std::string("Items claimed by a worker and not finished.") +
+                           kFromCollector,
+                       queue_)),
+      dead_(Gauge(r, "partq_queue_dead_items",
+                  std::string("Dead-lettered items kept in dead_items.") + kFromCollector,
+                  queue_)),
+      oldest_ready_age_(Gauge(r, "partq_queue_oldest_ready_age_seconds",
+                              std::string("Age (since enqueue, database clock) of the oldest "
+                                          "ready item; 0 when none is ready.") +
+                                  kFromCollector,
+                              queue_)),
+      unowned_parts_(Gauge(r, "partq_queue_unowned_parts",
+                           std::string("Parts no session owns (their items wait).") +
+                               kFromCollector,
+                           queue_)),
+      sessions_(Gauge(r, "partq_sessions",
+                      std::string("Live (unexpired) sessions of the queue.") + kFromCollector,
+                      queue_)),
+      collector_(Gauge(r, "partq_queue_collector",
+                       "1 while this worker collects the queue's depth gauges (owns part 0).",
+                       queue_)),
+      errors_(prometheus::BuildCounter()
+                  .Name("partq_queue_collect_errors_total")
+                  .Help("Queue status queries of the collector that failed.")
+                  .Register(r)
+                  .Add({{"queue", queue_}})) {}
+
+QueueCollector::~QueueCollector() { Stop(); }
+
+void QueueCollector::Start() {
+  absl::MutexLock lock(&mu_);
+  if (started_ || stopping_) return;
+  started_ = true;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void QueueCollector::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  ZeroFill();
+}
+
+void QueueCollector::Run() {
+  for (;;) {
+    if (absl::Status st = CollectOnce(); !st.ok()) {
+      PARTQ_LOG(Warning) << "queue metrics of " << queue_ << ": " << st;
+    }
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval_)) return;
+  }
+}
+
+absl::Status QueueCollector::CollectOnce() {
+  if (!is_collector_()) {
+    ZeroFill();
+    return absl::OkStatus();
+  }
+  collector_.Set(1);
+  absl::StatusOr<QueueStatus> status;
+  {
+    absl::MutexLock lock(&store_mu_);
+    if (store_ == nullptr) {
+      auto s = factory_();
+      if (!s.ok()) {
+        errors_.Increment();
+        return s.status();
+      }
+      store_ = std::move(*s);
+    }
+    status = store_->Status(queue_);
+    if (!status.ok() && absl::IsUnavailable(status.status())) store_.reset();
+  }
+  if (!status.ok()) {
+    errors_.Increment();
+    return status.status();
+  }
+  // Part 0 may have moved during the query; a stale collector must not
+  // overwrite the zeros it is about to export.
+  if (!is_collector_()) {
+    ZeroFill();
+    return absl::OkStatus();
+  }
+  Publish(*status);
+  return absl::OkStatus();
+}
+
+void QueueCollector::Publish(const QueueStatus& status) {
+  int64_t ready = 0, delayed = 0, in_flight = 0, dead = 0, unowned = 0, live = 0;
+  absl::Duration oldest = absl::ZeroDuration();
+  for (const auto& p : status.parts) {
+    ready += p.ready;
+    delayed += p.delayed;
+    in_flight += p.in_flight;
+    dead += p.dead;
+    unowned += p.owner.has_value() ? 0 : 1;
+    oldest = std::max(oldest, p.oldest_ready_age);
+  }
+  for (const auto& s : status.sessions) live += s.expires_in > absl::ZeroDuration() ? 1 : 0;
+  ready_.Set(static_cast<double>(ready));
+  delayed_.Set(static_cast<double>(delayed));
+  in_flight_.Set(static_cast<double>(in_flight));
+  dead_.Set(static_cast<double>(dead));
+  oldest_ready_age_.Set(absl::ToDoubleSeconds(oldest));
+  unowned_parts_.Set(static_cast<double>(unowned));
+  sessions_.Set(static_cast<double>(live));
+  collector_.Set(1);
+}
+
+void QueueCollector::ZeroFill() {
+  for (prometheus::Gauge* g : {&ready_, &delayed_, &in_flight_, &dead_, &oldest_ready_age_,
+                               &unowned_parts_, &sessions_, &collector_}) {
+    g->Set(0);
+  }
+}
+
+}  // namespace partq

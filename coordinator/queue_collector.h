@@ -1,0 +1,96 @@
+// Queue depth for Prometheus, from one collector per queue.
+//
+// Every worker of a queue could count its items, but N workers running the
+// same Status query would multiply its cost and export N copies of one number.
+// Instead the worker whose session owns part 0 (`is_collector`) runs
+// Store::Status every `interval` on its own connection and publishes:
+//
+//   partq_queue_ready_items                gauge  items ready to be claimed now
+//   partq_queue_delayed_items              gauge  items waiting for their run_at (retries, delays)
+//   partq_queue_in_flight_items            gauge  items claimed and not finished
+//   partq_queue_dead_items                 gauge  rows in dead_items
+//   partq_queue_oldest_ready_age_seconds   gauge  age of the oldest ready item (0: none)
+//   partq_queue_unowned_parts              gauge  parts no session owns
+//   partq_sessions                         gauge  live (unexpired) sessions of the queue
+//   partq_queue_collector                  gauge  1 while this process is the collector
+//   partq_queue_collect_errors_total       counter Status queries that failed
+//
+// Every other worker exports the same gauges at zero (zero-filled), and the
+// collector zeroes its own when it stops being one, so when part 0 moves (or
+// its pod dies, and Prometheus drops that target's series) no stale copy of an
+// old value remains. Query them as `max by (queue) (...)` (or `sum`, the same
+// here); never `min` or `avg`. On a failed query the last values stay (the
+// error counter and the heartbeat alerts say why).
+//
+// Lifecycle (STYLE.md 10): Start() starts one thread; Stop() zero-fills and
+// joins it; safe before Start and twice. CollectOnce() and the gauges are
+// thread-safe.
+#ifndef PARTQ_COORDINATOR_QUEUE_COLLECTOR_H_
+#define PARTQ_COORDINATOR_QUEUE_COLLECTOR_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/store.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
+
+namespace partq {
+
+class QueueCollector {
+ public:
+  // `is_collector` is asked before every collection; `registry` must outlive
+  // this object.
+  QueueCollector(StoreFactory factory, std::string queue, std::function<bool()> is_collector,
+                 prometheus::Registry& registry, absl::Duration interval = absl::Seconds(5));
+  ~QueueCollector();
+  QueueCollector(const QueueCollector&) = delete;
+  QueueCollector& operator=(const QueueCollector&) = delete;
+
+  void Start();
+  void Stop();
+
+  // One round: zero-fills if this process is not the collector, else queries
+  // and publishes. Returns the query's error, if any.
+  absl::Status CollectOnce();
+  // Sets the gauges from a status read (the collector's half of CollectOnce).
+  void Publish(const QueueStatus& status);
+  void ZeroFill();
+
+ private:
+  void Run();
+
+  const StoreFactory factory_;
+  const std::string queue_;
+  const std::function<bool()> is_collector_;
+  const absl::Duration interval_;
+
+  prometheus::Gauge& ready_;
+  prometheus::Gauge& delayed_;
+  prometheus::Gauge& in_flight_;
+  prometheus::Gauge& dead_;
+  prometheus::Gauge& oldest_ready_age_;
+  prometheus::Gauge& unowned_parts_;
+  prometheus::Gauge& sessions_;
+  prometheus::Gauge& collector_;
+  prometheus::Counter& errors_;
+
+  absl::Mutex store_mu_;  // CollectOnce may run on the thread and in tests
+  std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);
+
+  absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace partq
+
+#endif  // PARTQ_COORDINATOR_QUEUE_COLLECTOR_H_

@@ -1,0 +1,239 @@
+// The metric probes on fresh registries (STYLE.md 9): sessions, the queue
+// collector, the consumer and the producer, on MemStore.
+#include <memory>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "consumer/metrics.h"
+#include "coordinator/mem_store.h"
+#include "coordinator/queue_collector.h"
+#include "coordinator/session.h"
+#include "coordinator/session_metrics.h"
+#include "gtest/gtest.h"
+#include "producer/metrics.h"
+#include "producer/producer.h"
+#include "tests/observability/scrape.h"
+
+namespace partq {
+namespace {
+
+using testing::MetricValue;
+
+double V(const prometheus::Registry& r, const std::string& name) {
+  auto v = MetricValue(r, name);
+  EXPECT_TRUE(v.has_value()) << name << " is not registered";
+  return v.value_or(-1);
+}
+
+template <typename F>
+bool WaitFor(F f, absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (f()) return true;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return f();
+}
+
+class NullListener : public PartListener {
+ public:
+  void OnRevoke(const std::vector<OwnedPart>&) override {}
+  void OnAssign(const std::vector<OwnedPart>&) override {}
+  void OnLost(const std::vector<OwnedPart>&) override {}
+};
+
+class MetricsTest : public ::testing::Test {
+ protected:
+  void CreateQueue(int parts) {
+    QueueConfig q;
+    q.name = "q";
+    q.parts = parts;
+    q.session_ttl = absl::Seconds(10);  // database time: moved by clock_ only
+    ASSERT_TRUE(db_.Connect()->CreateQueue(q).ok());
+  }
+  std::unique_ptr<Session> NewSession(SessionMetrics* metrics,
+                                      absl::Duration heartbeat = absl::Milliseconds(5)) {
+    SessionOptions o;
+    o.queue = "q";
+    o.heartbeat_interval = heartbeat;
+    o.poll_only = true;  // MemStore has no LISTEN: re-read the group often
+    o.group_poll = absl::Milliseconds(5);
+    o.handoff_poll = absl::Milliseconds(2);
+    o.retry_backoff = absl::Milliseconds(2);
+    o.metrics = metrics;
+    return std::make_unique<Session>(db_.Factory(), o, &listener_);
+  }
+
+  ManualClock clock_;
+  MemDatabase db_{&clock_};
+  NullListener listener_;
+};
+
+TEST_F(MetricsTest, SessionReportsPartsRebalancesAndHandOffs) {
+  CreateQueue(4);
+  prometheus::Registry ra, rb;
+  SessionMetrics ma(ra, "q"), mb(rb, "q");
+  auto a = NewSession(&ma);
+  ASSERT_TRUE(a->Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return V(ra, "partq_parts_owned") == 4; }));
+  EXPECT_EQ(V(ra, "partq_rebalances_total"), 1);
+  EXPECT_EQ(V(ra, "partq_handoff_duration_seconds_count"), 4);  // four free parts
+
+  auto b = NewSession(&mb);
+  ASSERT_TRUE(b->Start().ok());
+  ASSERT_TRUE(WaitFor([&] {
+    return V(ra, "partq_parts_owned") == 2 && V(rb, "partq_parts_owned") == 2 &&
+           b->WaitStable(absl::ZeroDuration());
+  }));
+  EXPECT_EQ(V(ra, "partq_rebalances_total"), 2);  // acquired 4, released 2
+  EXPECT_EQ(V(ra, "partq_revoke_duration_seconds_count"), 1);
+  EXPECT_EQ(V(rb, "partq_handoff_duration_seconds_count"), 2);  // waited for a's release
+  EXPECT_EQ(V(rb, "partq_revoke_duration_seconds_count"), 0);
+  EXPECT_EQ(V(ra, "partq_heartbeat_failures_total"), 0);
+
+  // b dies; once the TTL passed on the database clock, a's heartbeat expires it.
+  b->Abandon();
+  EXPECT_EQ(V(rb, "partq_parts_owned"), 0);
+  clock_.Advance(absl::Seconds(11));
+  ASSERT_TRUE(WaitFor([&] {
+    return V(ra, "partq_session_expirations_total") == 1 && V(ra, "partq_parts_owned") == 4;
+  }));
+  EXPECT_EQ(V(ra, "partq_sessions_lost_total"), 0);
+  a->Stop();
+  EXPECT_EQ(V(ra, "partq_parts_owned"), 0);
+}
+
+TEST_F(MetricsTest, SessionCountsHeartbeatFailuresAndLoss) {
+  CreateQueue(2);
+  prometheus::Registry r;
+  SessionMetrics m(r, "q");
+  // Heartbeats only after a failed group read (a failure brings the next one
+  // forward).
+  auto s = NewSession(&m, absl::Hours(1));
+  ASSERT_TRUE(s->Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return V(r, "partq_parts_owned") == 2; }));
+  db_.FailNext(3);
+  ASSERT_TRUE(WaitFor([&] {
+    return V(r, "partq_heartbeat_failures_total") >= 1 && s->WaitStable(absl::ZeroDuration());
+  }));
+  EXPECT_EQ(V(r, "partq_sessions_lost_total"), 0);
+  // Another member expires our row; after the next failure our heartbeat
+  // finds it gone, and the session re-joins.
+  clock_.Advance(absl::Seconds(11));
+  ASSERT_TRUE(db_.Connect()->Heartbeat("q", SessionId{"nobody"}, 1).ok());
+  db_.FailNext(1);
+  ASSERT_TRUE(WaitFor([&] {
+    return V(r, "partq_sessions_lost_total") == 1 && V(r, "partq_parts_owned") == 2;
+  }));
+  s->Stop();
+}
+
+TEST_F(MetricsTest, SessionWithoutMetricsRuns) {
+  CreateQueue(2);
+  auto s = NewSession(nullptr);
+  ASSERT_TRUE(s->Start().ok());
+  ASSERT_TRUE(s->WaitStable(absl::Seconds(10)));
+  s->Stop();
+}
+
+TEST_F(MetricsTest, CollectorPublishesOnlyWhileItIsTheCollector) {
+  CreateQueue(4);
+  auto store = db_.Connect();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(store->Enqueue("q", NewItem{"x"}).ok());
+  NewItem later{"later"};
+  later.delay = absl::Hours(1);
+  ASSERT_TRUE(store->Enqueue("q", later).ok());
+  clock_.Advance(absl::Seconds(30));
+
+  prometheus::Registry r;
+  bool collector = true;
+  QueueCollector c(db_.Factory(), "q", [&] { return collector; }, r);
+  ASSERT_TRUE(c.CollectOnce().ok());
+  EXPECT_EQ(V(r, "partq_queue_ready_items"), 5);
+  EXPECT_EQ(V(r, "partq_queue_delayed_items"), 1);
+  EXPECT_EQ(V(r, "partq_queue_in_flight_items"), 0);
+  EXPECT_EQ(V(r, "partq_queue_dead_items"), 0);
+  EXPECT_EQ(V(r, "partq_queue_oldest_ready_age_seconds"), 30);
+  EXPECT_EQ(V(r, "partq_queue_unowned_parts"), 4);
+  EXPECT_EQ(V(r, "partq_sessions"), 0);
+  EXPECT_EQ(V(r, "partq_queue_collector"), 1);
+
+  // Part 0 moved elsewhere: this process exports zeros, not its last values.
+  collector = false;
+  ASSERT_TRUE(c.CollectOnce().ok());
+  for (const char* name : {"partq_queue_ready_items", "partq_queue_delayed_items",
+                           "partq_queue_oldest_ready_age_seconds", "partq_queue_unowned_parts",
+                           "partq_queue_collector"}) {
+    EXPECT_EQ(V(r, name), 0) << name;
+  }
+
+  // A failed query counts an error and keeps the last values.
+  collector = true;
+  ASSERT_TRUE(c.CollectOnce().ok());
+  db_.FailNext(1);
+  EXPECT_FALSE(c.CollectOnce().ok());
+  EXPECT_EQ(V(r, "partq_queue_collect_errors_total"), 1);
+  EXPECT_EQ(V(r, "partq_queue_ready_items"), 5);
+
+  // Stop zero-fills: a worker that leaves exports nothing stale.
+  c.Start();
+  c.Stop();
+  EXPECT_EQ(V(r, "partq_queue_ready_items"), 0);
+  c.Stop();  // twice is fine
+}
+
+TEST_F(MetricsTest, ConsumerProbeCountsOutcomes) {
+  prometheus::Registry r;
+  ConsumerMetrics m(r, "q");
+  m.SetConcurrency(3);
+  std::vector<Item> items(3);
+  for (int i = 0; i < 3; ++i) {
+    items[i].id = i + 1;
+    items[i].enqueued_at = absl::Now() - absl::Seconds(2);
+    items[i].run_at = items[i].enqueued_at;
+  }
+  m.Claimed(items.size());
+  m.ClaimQuery(absl::Milliseconds(3), items, absl::Now());
+  m.HandlerCall(absl::Milliseconds(10));
+  FinishResult fr;
+  fr.acked = {1};
+  fr.retried = {2};
+  fr.dead = {3};
+  m.Finished(fr, items, absl::Now(), absl::Now());
+  m.FinishError();
+  EXPECT_EQ(V(r, "partq_worker_concurrency"), 3);
+  EXPECT_EQ(V(r, "partq_items_claimed_total"), 3);
+  EXPECT_EQ(V(r, "partq_items_acked_total"), 1);
+  EXPECT_EQ(V(r, "partq_items_nacked_total"), 1);
+  EXPECT_EQ(V(r, "partq_items_dead_lettered_total"), 1);
+  EXPECT_EQ(V(r, "partq_items_fenced_total"), 0);
+  EXPECT_EQ(V(r, "partq_ack_errors_total"), 1);
+  EXPECT_EQ(V(r, "partq_claim_duration_seconds_count"), 1);
+  EXPECT_EQ(V(r, "partq_item_wait_seconds_count"), 3);
+  EXPECT_GE(V(r, "partq_item_wait_seconds_sum"), 6);
+  EXPECT_EQ(V(r, "partq_handler_duration_seconds_count"), 1);
+  EXPECT_EQ(V(r, "partq_item_latency_seconds_count"), 1);  // acked items only
+  EXPECT_EQ(V(r, "partq_ack_duration_seconds_count"), 1);
+  // The session probe lives in the same registry.
+  EXPECT_EQ(V(r, "partq_parts_owned"), 0);
+}
+
+TEST_F(MetricsTest, ProducerCountsEnqueuedItemsButNotDuplicates) {
+  CreateQueue(2);
+  prometheus::Registry r;
+  ProducerMetrics m(r);
+  Producer p(db_.Connect(), &m);
+  NewItem a{"a"};
+  a.dedup_key = "k";
+  ASSERT_TRUE(p.Enqueue("q", a).ok());
+  auto dup = p.Enqueue("q", a);
+  ASSERT_TRUE(dup.ok());
+  EXPECT_TRUE(dup->duplicate);
+  ASSERT_TRUE(p.EnqueueBatch("q", std::vector<NewItem>(4, NewItem{"b"})).ok());
+  EXPECT_EQ(V(r, "partq_items_enqueued_total"), 5);
+  EXPECT_FALSE(p.Enqueue("nope", NewItem{"c"}).ok());
+  EXPECT_EQ(V(r, "partq_items_enqueued_total"), 5);
+}
+
+}  // namespace
+}  // namespace partq
