@@ -1,4 +1,170 @@
+// partq bench: end-to-end throughput and latency, partq against plain-SQL
+// baselines in one run on one database (bench/bench.h has the workloads).
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "bench/bench.h"
 #include "cli/common.h"
+#include "coordinator/embedded_postgres.h"
+#include "coordinator/log.h"
+
 namespace partq::cli {
-int CmdBench(const std::vector<std::string>&) { return Fail(absl::UnimplementedError("bench: in progress")); }
+namespace {
+
+constexpr char kUsage[] = R"(usage: partq bench [--sessions 1,2,4,8,16] [--batch 1,10,100] [--items N]
+                   [--rounds N] [--parts N] [--full] [--sweep-sessions N]
+                   [--only drain,steady,enqueue,idle,memory,pickup]
+                   [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
+                   [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
+                   [--json] [--out FILE] [--plot FILE.svg|FILE.png] [--quiet]
+                   [--dsn DSN] [--keep]
+Without --dsn or $PARTQ_DSN, runs against an embedded PostgreSQL (default
+settings, max_connections raised for the idle workload). The bench uses its own
+schema (default partq_bench), dropped and recreated.)";
+
+absl::StatusOr<std::vector<int>> IntList(const Args& args, const std::string& flag,
+                                         std::vector<int> def, int min, int max) {
+  auto v = args.Get(flag);
+  if (!v) return def;
+  std::vector<int> out;
+  for (absl::string_view s : absl::StrSplit(*v, ',', absl::SkipEmpty())) {
+    int n;
+    if (!absl::SimpleAtoi(s, &n) || n < min || n > max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": \"", s, "\" is not a number from ", min, " to ", max));
+    }
+    out.push_back(n);
+  }
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
+  return out;
+}
+
+std::string SelfPath() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  buf[n] = 0;
+  return buf;
+}
+
+}  // namespace
+
+int CmdBench(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(
+      argv,
+      With(ConnectionFlags(),
+           {"sessions", "batch", "items", "rounds", "parts", "sweep-sessions", "only",
+            "steady-rate", "steady-seconds", "steady-sessions", "idle-sessions", "idle-seconds",
+            "pickup-samples", "out", "plot"}),
+      {"json", "full", "quiet", "keep"});
+  if (!args.ok()) return Fail(args.status());
+  if (!args->positional().empty()) return Usage(kUsage);
+  bench::BenchOptions o;
+  auto sessions = IntList(*args, "sessions", o.sessions, 1, 64);
+  if (!sessions.ok()) return Fail(sessions.status());
+  o.sessions = *sessions;
+  auto batches = IntList(*args, "batch", o.batches, 1, 10000);
+  if (!batches.ok()) return Fail(batches.status());
+  o.batches = *batches;
+  struct IntFlag {
+    const char* name;
+    int64_t min, max;
+    int64_t* out64;
+    int* out;
+  };
+  int64_t items = o.items;
+  for (const IntFlag& f : std::vector<IntFlag>{
+           {"items", 100, 10000000, &items, nullptr},
+           {"rounds", 1, 100, nullptr, &o.rounds},
+           {"parts", 1, 4096, nullptr, &o.parts},
+           {"sweep-sessions", 1, 64, nullptr, &o.sweep_sessions},
+           {"steady-sessions", 1, 64, nullptr, &o.steady_sessions},
+           {"idle-sessions", 1, 1000, nullptr, &o.idle_sessions},
+           {"pickup-samples", 1, 100000, nullptr, &o.pickup_samples}}) {
+    const int64_t def = f.out64 ? *f.out64 : *f.out;
+    auto v = args->Int(f.name, def, f.min, f.max);
+    if (!v.ok()) return Fail(v.status());
+    if (f.out64) *f.out64 = *v;
+    if (f.out) *f.out = static_cast<int>(*v);
+  }
+  o.items = items;
+  auto rate = args->Double("steady-rate", o.steady_rate, 1, 1e7);
+  if (!rate.ok()) return Fail(rate.status());
+  o.steady_rate = *rate;
+  auto secs = args->Double("steady-seconds", o.steady_seconds, 0.1, 3600);
+  if (!secs.ok()) return Fail(secs.status());
+  o.steady_seconds = *secs;
+  auto idle = args->Double("idle-seconds", o.idle_seconds, 1, 3600);
+  if (!idle.ok()) return Fail(idle.status());
+  o.idle_seconds = *idle;
+  o.full = args->Has("full");
+  if (auto only = args->Get("only")) {
+    o.only.clear();
+    for (absl::string_view w : absl::StrSplit(*only, ',', absl::SkipEmpty())) {
+      static const std::set<std::string> known = {"drain", "steady", "enqueue",
+                                                   "idle",  "memory", "pickup"};
+      if (!known.count(std::string(w))) {
+        return Usage(absl::StrCat("--only: unknown workload \"", w, "\"\n", kUsage));
+      }
+      o.only.insert(std::string(w));
+    }
+  }
+  o.verbose = !args->Has("quiet");
+  o.worker_binary = SelfPath();
+
+  auto pg = ConnectionOptions(*args);
+  if (!pg.ok()) return Fail(pg.status());
+  if (!args->Has("schema") && std::getenv("PARTQ_SCHEMA") == nullptr) pg->schema = "partq_bench";
+  pg->application_name = "partq bench";
+  std::unique_ptr<EmbeddedPostgres> server;
+  if (!args->Has("dsn") && std::getenv("PARTQ_DSN") == nullptr) {
+    if (o.verbose) fprintf(stderr, "partq bench: starting an embedded PostgreSQL...\n");
+    EmbeddedPostgres::Options eo;
+    eo.keep = args->Has("keep");
+    // Default settings except room for the idle workload's connections
+    // (each idle session holds three: heartbeat, LISTEN, claims).
+    eo.settings = {absl::StrCat("max_connections=", std::max(200, 3 * o.idle_sessions + 50))};
+    auto s = EmbeddedPostgres::Start(eo);
+    if (!s.ok()) return Fail(s.status());
+    server = std::move(*s);
+    pg->dsn = server->dsn();
+  }
+  o.pg = *pg;
+  // Consumers log reconnects and the like; a benchmark's output is its table.
+  if (!o.verbose) SetLogLevel(LogLevel::kError);
+
+  auto report = bench::RunBench(o);
+  if (!report.ok()) return Fail(report.status());
+  const std::string table = bench::FormatTable(*report, o);
+  const std::string json = bench::ToJson(*report, o);
+  if (auto out = args->Get("out")) {
+    std::ofstream f(*out);
+    f << json << "\n";
+    if (!f) return Fail(absl::UnavailableError(absl::StrCat("cannot write ", *out)));
+  }
+  if (args->Has("json")) {
+    printf("%s\n", json.c_str());
+  } else {
+    printf("%s", table.c_str());
+  }
+  if (auto plot = args->Get("plot")) {
+    absl::Status st = bench::WritePlot(*report, o, *plot);
+    if (!st.ok()) {
+      fprintf(stderr, "partq bench: no plot: %s\n", std::string(st.message()).c_str());
+    } else if (o.verbose) {
+      fprintf(stderr, "partq bench: plot written to %s\n", plot->c_str());
+    }
+  }
+  return 0;
+}
+
 }  // namespace partq::cli

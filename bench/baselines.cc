@@ -1,0 +1,232 @@
+#include "bench/baselines.h"
+
+#include <atomic>
+#include <pqxx/pqxx>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+
+namespace partq::bench {
+
+struct Sql::Impl {
+  std::unique_ptr<pqxx::connection> conn;
+};
+
+Sql::Sql(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Sql::~Sql() = default;
+
+absl::StatusOr<std::unique_ptr<Sql>> Sql::Open(const std::string& dsn) {
+  try {
+    auto impl = std::make_unique<Impl>();
+    impl->conn = std::make_unique<pqxx::connection>(dsn);
+    return std::unique_ptr<Sql>(new Sql(std::move(impl)));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("bench: connect: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::vector<std::vector<std::optional<std::string>>>> Sql::Query(
+    const std::string& sql) {
+  try {
+    pqxx::nontransaction tx(*impl_->conn);
+    pqxx::result r = tx.exec(sql);
+    std::vector<std::vector<std::optional<std::string>>> rows;
+    for (const pqxx::row& row : r) {
+      std::vector<std::optional<std::string>> out;
+      for (const pqxx::field& f : row) {
+        out.push_back(f.is_null() ? std::nullopt : std::optional<std::string>(f.c_str()));
+      }
+      rows.push_back(std::move(out));
+    }
+    return rows;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("bench: ", e.what(), " in: ", sql));
+  }
+}
+
+absl::Status Sql::Exec(const std::string& sql) { return Query(sql).status(); }
+
+absl::StatusOr<std::string> Sql::Scalar(const std::string& sql) {
+  auto rows = Query(sql);
+  if (!rows.ok()) return rows.status();
+  if (rows->empty() || rows->front().empty() || !rows->front()[0]) {
+    return absl::InternalError(absl::StrCat("bench: no value from: ", sql));
+  }
+  return *rows->front()[0];
+}
+
+namespace {
+
+std::string S(const std::string& sql, const std::string& schema) {
+  return absl::StrReplaceAll(sql, {{"{s}", absl::StrCat("\"", schema, "\"")}});
+}
+
+std::string IdArray(const pqxx::result& r) {
+  std::string ids = "{";
+  for (size_t i = 0; i < r.size(); ++i) absl::StrAppend(&ids, i ? "," : "", r[i][0].c_str());
+  return ids + "}";
+}
+
+// One baseline session: its own connection, started together with the others.
+class Runner {
+ public:
+  Runner(const std::string& schema, const std::string& system, int batch, int index,
+         int sessions, int64_t items)
+      : schema_(schema), system_(system), batch_(batch), index_(index), sessions_(sessions),
+        items_(items), uuid_(absl::StrFormat("00000000-0000-4000-8000-%012d", index + 1)) {}
+
+  void Prepare(pqxx::connection& c) {
+    // Claim a batch under row locks, skipping rows other sessions hold.
+    c.prepare("skip_claim", S("SELECT id, payload FROM {s}.bl_jobs ORDER BY id LIMIT $1 "
+                              "FOR UPDATE SKIP LOCKED",
+                              schema_));
+    // The handler's write: one result row per item (as the record handler).
+    c.prepare("result", S("INSERT INTO {s}.bl_results (item_id, session_id) "
+                          "SELECT unnest($1::bigint[]), $2::uuid",
+                          schema_));
+    c.prepare("delete", S("DELETE FROM {s}.bl_jobs WHERE id = ANY($1::bigint[])", schema_));
+    // The queues-in-SQL classic. `AND status = 0` makes a lost race (the row
+    // was taken while we waited for its lock) return nothing instead of
+    // taking the row twice; the caller then tries again.
+    c.prepare("naive_claim",
+              S("UPDATE {s}.bl_jobs SET status = 1 WHERE id = (SELECT id FROM {s}.bl_jobs "
+                "WHERE status = 0 ORDER BY id LIMIT 1) AND status = 0 RETURNING id, payload",
+                schema_));
+    c.prepare("naive_left", S("SELECT EXISTS (SELECT 1 FROM {s}.bl_jobs WHERE status = 0)",
+                              schema_));
+    // The floor: the same writes, no claim, no locks, one statement.
+    c.prepare("floor", S("WITH d AS (DELETE FROM {s}.bl_jobs WHERE id >= $1 AND id < $2 "
+                         "RETURNING id) INSERT INTO {s}.bl_results (item_id, session_id) "
+                         "SELECT id, $3::uuid FROM d",
+                         schema_));
+  }
+
+  void Run(pqxx::connection& c) {
+    if (system_ == "floor") {
+      const int64_t lo = 1 + index_ * items_ / sessions_;
+      const int64_t hi = 1 + (index_ + 1) * items_ / sessions_;
+      for (int64_t from = lo; from < hi; from += batch_) {
+        pqxx::nontransaction tx(c);
+        tx.exec_prepared("floor", from, std::min<int64_t>(from + batch_, hi), uuid_);
+      }
+      return;
+    }
+    if (system_ == "naive_update") {
+      for (;;) {
+        std::string ids;
+        {
+          pqxx::nontransaction tx(c);
+          pqxx::result r = tx.exec_prepared("naive_claim");
+          if (r.empty()) {
+            if (!tx.exec_prepared("naive_left")[0][0].as<bool>()) return;
+            continue;
+          }
+          ids = IdArray(r);
+        }
+        pqxx::work tx(c);
+        tx.exec_prepared("result", ids, uuid_);
+        tx.exec_prepared("delete", ids);
+        tx.commit();
+      }
+    }
+    const int limit = system_ == "skip_locked_one" ? 1 : batch_;
+    for (;;) {
+      pqxx::work tx(c);
+      pqxx::result r = tx.exec_prepared("skip_claim", limit);
+      if (r.empty()) return;
+      const std::string ids = IdArray(r);
+      tx.exec_prepared("result", ids, uuid_);
+      tx.exec_prepared("delete", ids);
+      tx.commit();
+    }
+  }
+
+ private:
+  const std::string schema_, system_;
+  const int batch_, index_, sessions_;
+  const int64_t items_;
+  const std::string uuid_;
+};
+
+}  // namespace
+
+absl::Status CreateBaselineTables(Sql& sql, const std::string& schema) {
+  return sql.Exec(S(R"sql(
+DROP TABLE IF EXISTS {s}.bl_jobs, {s}.bl_results;
+CREATE TABLE {s}.bl_jobs (
+  id          bigint PRIMARY KEY,
+  payload     bytea NOT NULL,
+  status      smallint NOT NULL DEFAULT 0,
+  enqueued_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE {s}.bl_results (
+  item_id     bigint NOT NULL,
+  session_id  uuid NOT NULL,
+  acked_at    timestamptz NOT NULL DEFAULT now());
+)sql",
+                    schema));
+}
+
+absl::Status LoadBaseline(Sql& sql, const std::string& schema, int64_t items) {
+  if (auto st = sql.Exec(S("TRUNCATE {s}.bl_jobs, {s}.bl_results", schema)); !st.ok()) return st;
+  // Every system starts right after a checkpoint, so none pays full-page
+  // writes the others do not.
+  if (auto st = sql.Exec("CHECKPOINT"); !st.ok()) return st;
+  return sql.Exec(S(absl::StrCat("INSERT INTO {s}.bl_jobs (id, payload) SELECT g, "
+                                 "convert_to(g::text, 'UTF8') FROM generate_series(1, ",
+                                 items, ") g"),
+                    schema));
+}
+
+absl::StatusOr<double> DrainBaseline(const std::string& dsn, const std::string& schema,
+                                     const std::string& system, int sessions, int batch,
+                                     int64_t items) {
+  absl::Mutex mu;
+  int ready = 0;
+  bool go = false;
+  std::string error;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < sessions; ++i) {
+    threads.emplace_back([&, i] {
+      Runner runner(schema, system, batch, i, sessions, items);
+      std::unique_ptr<pqxx::connection> c;
+      try {
+        c = std::make_unique<pqxx::connection>(dsn);
+        runner.Prepare(*c);
+      } catch (const std::exception& e) {
+        absl::MutexLock lock(&mu);
+        error = e.what();
+      }
+      {
+        absl::MutexLock lock(&mu);
+        ++ready;
+        mu.Await(absl::Condition(&go));
+        if (c == nullptr) return;
+      }
+      try {
+        runner.Run(*c);
+      } catch (const std::exception& e) {
+        absl::MutexLock lock(&mu);
+        error = e.what();
+      }
+    });
+  }
+  absl::Time t0;
+  {
+    absl::MutexLock lock(&mu);
+    auto all = [&]() { return ready == sessions; };
+    mu.Await(absl::Condition(&all));
+    t0 = absl::Now();
+    go = true;
+  }
+  for (auto& t : threads) t.join();
+  const absl::Time t1 = absl::Now();
+  if (!error.empty()) return absl::InternalError(absl::StrCat("bench ", system, ": ", error));
+  return absl::ToDoubleSeconds(t1 - t0);
+}
+
+}  // namespace partq::bench

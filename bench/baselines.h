@@ -1,0 +1,59 @@
+// The plain-SQL side of the benchmark: the baseline queues and the admin
+// queries the benchmark needs (truncate, checkpoint, server counters). Uses
+// libpqxx directly: baselines are plain SQL by definition, so the "only
+// PgStore includes libpqxx" rule of the product libraries does not apply.
+//
+// Thread-safety: a Sql is one connection, for one thread at a time; Drain
+// opens its own connection per session.
+#ifndef PARTQ_BENCH_BASELINES_H_
+#define PARTQ_BENCH_BASELINES_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace partq::bench {
+
+class Sql {
+ public:
+  static absl::StatusOr<std::unique_ptr<Sql>> Open(const std::string& dsn);
+  ~Sql();
+  // Runs `sql` (one or more statements, no parameters) in autocommit mode.
+  absl::StatusOr<std::vector<std::vector<std::optional<std::string>>>> Query(
+      const std::string& sql);
+  absl::Status Exec(const std::string& sql);
+  // The first column of the first row, or an error when there is none.
+  absl::StatusOr<std::string> Scalar(const std::string& sql);
+
+ private:
+  struct Impl;
+  explicit Sql(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Creates the baseline tables in `schema` (which must exist):
+//   bl_jobs(id, payload, status, enqueued_at) and bl_results, the same shape
+//   as the record handler's table (item_id, session_id uuid, acked_at).
+absl::Status CreateBaselineTables(Sql& sql, const std::string& schema);
+
+// Empties the baseline tables, checkpoints, loads `items` jobs (payload like
+// partq's) and returns. Not timed.
+absl::Status LoadBaseline(Sql& sql, const std::string& schema, int64_t items);
+
+// Drains bl_jobs with `sessions` connections of `system` (one of
+// skip_locked_batch, skip_locked_one, naive_update, floor) at `batch`;
+// returns the seconds from the moment every connection was ready until the
+// last one found nothing left. Every item's ack deletes it and inserts one
+// bl_results row in the same transaction.
+absl::StatusOr<double> DrainBaseline(const std::string& dsn, const std::string& schema,
+                                     const std::string& system, int sessions, int batch,
+                                     int64_t items);
+
+}  // namespace partq::bench
+
+#endif  // PARTQ_BENCH_BASELINES_H_

@@ -1,0 +1,675 @@
+// The benchmark's runs. Why it is shaped this way:
+// - Each drain cell (sessions, batch) runs every system back to back in one
+//   round, in an order rotated per round, and ratios are taken within the
+//   round: on a shared 2-core machine absolute rates swing, ratios hold.
+// - Every system starts from truncated tables right after a CHECKPOINT, so
+//   none pays full-page writes the others do not.
+// - partq's consumers join and settle (every part owned, balanced) on an
+//   empty queue; the clock starts when the COPY of the N items has committed
+//   and stops when the last ack has committed. Startup and rebalancing are
+//   not what a drain measures.
+// - Every drain is checked: N result rows at the end, or the run fails.
+#include "bench/bench.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "bench/baselines.h"
+#include "bench/tracking_store.h"
+#include "consumer/builtin_handlers.h"
+#include "consumer/consumer.h"
+#include "coordinator/log.h"
+
+namespace partq::bench {
+namespace {
+
+constexpr char kQueue[] = "bench";
+constexpr char kRecordTable[] = "bench_effects";
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+Latency LatencyOf(std::vector<double> ms) {
+  Latency l;
+  l.samples = static_cast<int64_t>(ms.size());
+  if (ms.empty()) return l;
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double p) {
+    size_t i = static_cast<size_t>(p * static_cast<double>(ms.size() - 1) + 0.5);
+    return ms[std::min(i, ms.size() - 1)];
+  };
+  l.p50_ms = pct(0.50);
+  l.p99_ms = pct(0.99);
+  l.max_ms = ms.back();
+  return l;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// utime + stime (clock ticks) of the postmaster and its children.
+int64_t ServerCpuTicks(int postmaster) {
+  if (postmaster <= 0) return -1;
+  int64_t total = 0;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return -1;
+  while (dirent* e = readdir(d)) {
+    int pid;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::vector<std::string> f = absl::StrSplit(stat.substr(paren + 2), ' ');
+    // After "pid (comm) ": state ppid ... utime is field 14 overall, so index 11 here.
+    int ppid;
+    int64_t ut, st;
+    if (f.size() < 13 || !absl::SimpleAtoi(f[1], &ppid) || !absl::SimpleAtoi(f[11], &ut) ||
+        !absl::SimpleAtoi(f[12], &st)) {
+      continue;
+    }
+    if (pid == postmaster || ppid == postmaster) total += ut + st;
+  }
+  closedir(d);
+  return total;
+}
+
+double RssMb(pid_t pid, const char* field) {
+  for (absl::string_view line : absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/status")), '\n')) {
+    if (absl::ConsumePrefix(&line, field)) {
+      line = absl::StripLeadingAsciiWhitespace(absl::StripPrefix(line, ":"));
+      int64_t kb;
+      std::string num(line.substr(0, line.find(' ')));
+      if (absl::SimpleAtoi(num, &kb)) return kb / 1024.0;
+    }
+  }
+  return -1;
+}
+
+class Bench {
+ public:
+  explicit Bench(BenchOptions o) : o_(std::move(o)), schema_(o_.pg.schema) {}
+  absl::StatusOr<BenchReport> Run();
+
+ private:
+  void Log(const std::string& line) {
+    if (o_.verbose) fprintf(stderr, "[%6.1fs] %s\n", absl::ToDoubleSeconds(absl::Now() - start_),
+                            line.c_str());
+  }
+  absl::Status Setup();
+  absl::Status ResetQueue(int parts);
+  absl::Status CheckResults(const std::string& table, int64_t items);
+  StoreFactory Factory() const { return PgStoreFactory(o_.pg); }
+  // Starts `n` consumers reporting to `tracker` and waits until they own every
+  // part, balanced.
+  absl::StatusOr<std::vector<std::unique_ptr<Consumer>>> StartConsumers(int n, int batch,
+                                                                         Tracker* tracker,
+                                                                         int parts);
+  static void StopAll(std::vector<std::unique_ptr<Consumer>>& consumers);
+
+  absl::StatusOr<double> Drain(const std::string& system, int sessions, int batch, int64_t items);
+  absl::StatusOr<double> DrainPartq(int sessions, int batch, int64_t items);
+  absl::Status Steady(BenchReport& r, std::vector<double>& p50, std::vector<double>& p99,
+                      std::vector<double>& max, std::vector<double>& achieved);
+  absl::Status Pickup(std::vector<double>& claim_ms, std::vector<double>& ack_ms);
+  absl::Status Enqueue(std::map<std::string, std::vector<double>>& rates);
+  absl::Status Idle(BenchReport& r);
+  absl::Status Memory(BenchReport& r);
+  void Machine(BenchReport& r);
+
+  const BenchOptions o_;
+  const std::string schema_;
+  std::unique_ptr<Sql> sql_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Handler> handler_;
+  int postmaster_ = 0;
+  absl::Time start_ = absl::Now();
+};
+
+absl::Status Bench::Setup() {
+  auto sql = Sql::Open(o_.pg.dsn);
+  if (!sql.ok()) return sql.status();
+  sql_ = std::move(*sql);
+  if (auto st = sql_->Exec(absl::StrCat("DROP SCHEMA IF EXISTS \"", schema_,
+                                        "\" CASCADE; CREATE SCHEMA \"", schema_, "\""));
+      !st.ok()) {
+    return st;
+  }
+  auto store = ConnectPg(o_.pg);
+  if (!store.ok()) return store.status();
+  store_ = std::move(*store);
+  if (auto st = store_->Migrate(); !st.ok()) return st;
+  if (auto st = CreateBaselineTables(*sql_, schema_); !st.ok()) return st;
+  // The record handler's table, made up front so each run only truncates it.
+  if (auto st = sql_->Exec(absl::StrCat("CREATE TABLE \"", schema_, "\".", kRecordTable,
+                                        " (item_id bigint NOT NULL, session_id uuid NOT NULL, "
+                                        "acked_at timestamptz NOT NULL DEFAULT now())"));
+      !st.ok()) {
+    return st;
+  }
+  auto h = ParseHandlerSpec(absl::StrCat("record:", kRecordTable));
+  if (!h.ok()) return h.status();
+  handler_ = std::move(*h);
+  postmaster_ = o_.postmaster_pid;
+  if (postmaster_ == 0) {
+    auto pid = sql_->Scalar("SELECT split_part(pg_read_file('postmaster.pid'), E'\\n', 1)");
+    if (!pid.ok() || !absl::SimpleAtoi(*pid, &postmaster_)) postmaster_ = 0;
+    if (postmaster_ != 0 && kill(postmaster_, 0) != 0) postmaster_ = 0;  // not on this host
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Bench::ResetQueue(int parts) {
+  (void)store_->DeleteQueue(kQueue);
+  if (auto st = sql_->Exec(absl::StrCat("TRUNCATE \"", schema_, "\".items, \"", schema_,
+                                        "\".results, \"", schema_, "\".dead_items, \"", schema_,
+                                        "\".", kRecordTable));
+      !st.ok()) {
+    return st;
+  }
+  QueueConfig q;
+  q.name = kQueue;
+  q.parts = parts;
+  return store_->CreateQueue(q);
+}
+
+absl::Status Bench::CheckResults(const std::string& table, int64_t items) {
+  auto n = sql_->Scalar(absl::StrCat("SELECT count(*) FROM \"", schema_, "\".", table));
+  if (!n.ok()) return n.status();
+  if (*n != absl::StrCat(items)) {
+    return absl::InternalError(
+        absl::StrCat("bench: ", table, " has ", *n, " result rows, expected ", items));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Consumer>>> Bench::StartConsumers(int n, int batch,
+                                                                              Tracker* tracker,
+                                                                              int parts) {
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  for (int i = 0; i < n; ++i) {
+    ConsumerOptions co;
+    co.queue = kQueue;
+    co.concurrency = 1;  // one worker connection per session, like the baselines
+    co.batch = batch;
+    consumers.push_back(std::make_unique<Consumer>(TrackingFactory(Factory(), tracker), co,
+                                                   handler_.get()));
+    if (auto st = consumers.back()->Start(); !st.ok()) {
+      StopAll(consumers);
+      return st;
+    }
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(60) + absl::Milliseconds(300 * n);
+  while (absl::Now() < deadline) {
+    auto st = store_->Status(kQueue);
+    if (st.ok() && static_cast<int>(st->sessions.size()) == n) {
+      std::map<std::string, int> count;
+      bool all = true;
+      for (const auto& p : st->parts) {
+        all = all && p.owner.has_value();
+        if (p.owner) ++count[p.owner->value];
+      }
+      int lo = parts, hi = 0;
+      for (const auto& s : st->sessions) {
+        lo = std::min(lo, count[s.id.value]);
+        hi = std::max(hi, count[s.id.value]);
+      }
+      if (all && hi - lo <= 1) {
+        absl::SleepFor(absl::Milliseconds(100));  // let OnAssign reach the claimers
+        return consumers;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  StopAll(consumers);
+  return absl::DeadlineExceededError(absl::StrCat("bench: ", n, " sessions did not settle"));
+}
+
+void Bench::StopAll(std::vector<std::unique_ptr<Consumer>>& consumers) {
+  std::vector<std::thread> t;
+  for (auto& c : consumers) t.emplace_back([&c] { c->Stop(); });
+  for (auto& x : t) x.join();
+  consumers.clear();
+}
+
+absl::StatusOr<double> Bench::DrainPartq(int sessions, int batch, int64_t items) {
+  if (auto st = ResetQueue(o_.parts); !st.ok()) return st;
+  Tracker tracker;
+  auto consumers = StartConsumers(sessions, batch, &tracker, o_.parts);
+  if (!consumers.ok()) return consumers.status();
+  std::vector<NewItem> batch_items(items);
+  for (int64_t i = 0; i < items; ++i) batch_items[i].payload = absl::StrCat(i);
+  if (auto st = sql_->Exec("CHECKPOINT"); !st.ok()) return st;
+  auto n = store_->EnqueueBatch(kQueue, batch_items);
+  const absl::Time t0 = absl::Now();
+  if (!n.ok()) {
+    StopAll(*consumers);
+    return n.status();
+  }
+  const bool done = tracker.WaitAcked(items, absl::Now() + absl::Minutes(5));
+  const absl::Time t1 = absl::Now();
+  StopAll(*consumers);
+  if (!done) return absl::DeadlineExceededError("bench: partq drain did not finish in 5 minutes");
+  if (auto st = CheckResults(kRecordTable, items); !st.ok()) return st;
+  return absl::ToDoubleSeconds(t1 - t0);
+}
+
+absl::StatusOr<double> Bench::Drain(const std::string& system, int sessions, int batch,
+                                    int64_t items) {
+  if (system == "partq") return DrainPartq(sessions, batch, items);
+  if (auto st = LoadBaseline(*sql_, schema_, items); !st.ok()) return st;
+  auto secs = DrainBaseline(o_.pg.dsn, schema_, system, sessions, batch, items);
+  if (!secs.ok()) return secs.status();
+  if (auto st = CheckResults("bl_results", items); !st.ok()) return st;
+  return *secs;
+}
+
+absl::Status Bench::Steady(BenchReport& r, std::vector<double>& p50, std::vector<double>& p99,
+                           std::vector<double>& max, std::vector<double>& achieved) {
+  if (auto st = ResetQueue(o_.parts); !st.ok()) return st;
+  const int64_t total = static_cast<int64_t>(o_.steady_rate * o_.steady_seconds);
+  Tracker tracker(total);
+  const int batch = *std::max_element(o_.batches.begin(), o_.batches.end());
+  auto consumers = StartConsumers(o_.steady_sessions, batch, &tracker, o_.parts);
+  if (!consumers.ok()) return consumers.status();
+  // Two producers, each enqueueing its share every 10 ms on a fixed schedule
+  // (catching up when late), one COPY per tick.
+  constexpr int kProducers = 2;
+  constexpr absl::Duration kTick = absl::Milliseconds(10);
+  std::vector<int64_t> enq_us(total, 0);
+  std::string error;
+  absl::Mutex mu;
+  const absl::Time t0 = absl::Now();
+  absl::Time last_enqueue = t0;
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      auto store = ConnectPg(o_.pg);
+      if (!store.ok()) {
+        absl::MutexLock lock(&mu);
+        error = store.status().ToString();
+        return;
+      }
+      int64_t next = p;  // this producer's sequence numbers: p, p+2, ...
+      for (int64_t tick = 1; next < total; ++tick) {
+        absl::SleepFor(t0 + tick * kTick - absl::Now());
+        const double due = o_.steady_rate * absl::ToDoubleSeconds(absl::Now() - t0);
+        std::vector<NewItem> items;
+        std::vector<int64_t> seqs;
+        while (next < total && next < static_cast<int64_t>(due)) {
+          NewItem it;
+          it.payload = absl::StrCat(next);
+          items.push_back(std::move(it));
+          seqs.push_back(next);
+          next += kProducers;
+        }
+        if (items.empty()) continue;
+        auto n = (*store)->EnqueueBatch(kQueue, items);
+        const absl::Time now = absl::Now();
+        if (!n.ok()) {
+          absl::MutexLock lock(&mu);
+          error = n.status().ToString();
+          return;
+        }
+        for (int64_t s : seqs) enq_us[s] = absl::ToUnixMicros(now);
+        absl::MutexLock lock(&mu);
+        last_enqueue = std::max(last_enqueue, now);
+      }
+    });
+  }
+  for (auto& t : producers) t.join();
+  const bool done = error.empty() && tracker.WaitAcked(total, absl::Now() + absl::Seconds(60));
+  StopAll(*consumers);
+  if (!error.empty()) return absl::InternalError(absl::StrCat("bench steady: ", error));
+  if (!done) return absl::DeadlineExceededError("bench steady: consumers did not keep up");
+  std::vector<double> ms;
+  for (int64_t s = 0; s < total; ++s) {
+    ms.push_back(std::max<int64_t>(0, tracker.acked_us(s) - enq_us[s]) / 1000.0);
+  }
+  Latency l = LatencyOf(ms);
+  p50.push_back(l.p50_ms);
+  p99.push_back(l.p99_ms);
+  max.push_back(l.max_ms);
+  achieved.push_back(total / absl::ToDoubleSeconds(last_enqueue - t0));
+  r.steady_latency.samples += l.samples;
+  return CheckResults(kRecordTable, total);
+}
+
+absl::Status Bench::Pickup(std::vector<double>& claim_ms, std::vector<double>& ack_ms) {
+  if (auto st = ResetQueue(o_.parts); !st.ok()) return st;
+  const int k = o_.pickup_samples;
+  Tracker tracker(k);
+  const int batch = *std::max_element(o_.batches.begin(), o_.batches.end());
+  auto consumers = StartConsumers(1, batch, &tracker, o_.parts);
+  if (!consumers.ok()) return consumers.status();
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int> gap(5, 20);
+  absl::Status st;
+  for (int i = 0; i < k && st.ok(); ++i) {
+    absl::SleepFor(absl::Milliseconds(gap(rng)));  // idle: nothing in flight
+    NewItem it;
+    it.payload = absl::StrCat(i);
+    auto e = store_->Enqueue(kQueue, it);
+    const int64_t enq = absl::ToUnixMicros(absl::Now());
+    if (!e.ok()) {
+      st = e.status();
+      break;
+    }
+    if (!tracker.WaitAcked(i + 1, absl::Now() + absl::Seconds(10))) {
+      st = absl::DeadlineExceededError("bench pickup: an item was not acked within 10s");
+      break;
+    }
+    claim_ms.push_back(std::max<int64_t>(0, tracker.claimed_us(i) - enq) / 1000.0);
+    ack_ms.push_back(std::max<int64_t>(0, tracker.acked_us(i) - enq) / 1000.0);
+  }
+  StopAll(*consumers);
+  return st;
+}
+
+absl::Status Bench::Enqueue(std::map<std::string, std::vector<double>>& rates) {
+  if (auto st = ResetQueue(o_.parts); !st.ok()) return st;
+  const absl::Duration budget = absl::Milliseconds(1500);
+  // single: one item, one transaction, one round trip.
+  {
+    int64_t n = 0;
+    const absl::Time t0 = absl::Now();
+    while (absl::Now() - t0 < budget && n < o_.items) {
+      NewItem it;
+      it.payload = absl::StrCat(n);
+      if (auto e = store_->Enqueue(kQueue, it); !e.ok()) return e.status();
+      ++n;
+    }
+    rates["single"].push_back(n / absl::ToDoubleSeconds(absl::Now() - t0));
+  }
+  // batch: 100 items per EnqueueBatch call.
+  {
+    int64_t n = 0;
+    std::vector<NewItem> items(100);
+    const absl::Time t0 = absl::Now();
+    while (absl::Now() - t0 < budget && n < o_.items * 5) {
+      for (auto& it : items) it.payload = absl::StrCat(n++);
+      if (auto e = store_->EnqueueBatch(kQueue, items); !e.ok()) return e.status();
+    }
+    rates["batch_100"].push_back(n / absl::ToDoubleSeconds(absl::Now() - t0));
+  }
+  // copy: big EnqueueBatch calls (COPY), 50k items each.
+  {
+    const int64_t total = std::min<int64_t>(200000, o_.items * 10);
+    std::vector<NewItem> items(std::min<int64_t>(50000, total));
+    int64_t n = 0;
+    const absl::Time t0 = absl::Now();
+    while (n < total) {
+      for (auto& it : items) it.payload = absl::StrCat(n++);
+      if (auto e = store_->EnqueueBatch(kQueue, items); !e.ok()) return e.status();
+    }
+    rates["copy"].push_back(n / absl::ToDoubleSeconds(absl::Now() - t0));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Bench::Idle(BenchReport& r) {
+  const int n = o_.idle_sessions;
+  const int parts = std::max(o_.parts, 128);
+  if (auto st = ResetQueue(parts); !st.ok()) return st;
+  Tracker tracker;
+  Log(absl::StrCat("idle: starting ", n, " sessions"));
+  auto consumers = StartConsumers(n, 100, &tracker, parts);
+  if (!consumers.ok()) return consumers.status();
+  absl::SleepFor(absl::Seconds(2));
+  const std::string xacts_sql =
+      "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = "
+      "current_database()";
+  auto x0 = sql_->Scalar(xacts_sql);
+  const auto c0 = tracker.calls();
+  const int64_t cpu0 = ServerCpuTicks(postmaster_);
+  const absl::Time t0 = absl::Now();
+  absl::SleepFor(absl::Seconds(o_.idle_seconds));
+  auto x1 = sql_->Scalar(xacts_sql);
+  const auto c1 = tracker.calls();
+  const int64_t cpu1 = ServerCpuTicks(postmaster_);
+  const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
+  StopAll(*consumers);
+  r.idle_sessions = n;
+  int64_t calls = 0;
+  for (const auto& [what, count] : c1) {
+    auto it = c0.find(what);
+    const int64_t d = count - (it == c0.end() ? 0 : it->second);
+    if (d > 0) r.idle_calls_per_s[what] = d / secs;
+    calls += d;
+  }
+  r.idle_client_calls_per_s = calls / secs;
+  int64_t a, b;
+  if (x0.ok() && x1.ok() && absl::SimpleAtoi(*x0, &a) && absl::SimpleAtoi(*x1, &b)) {
+    // Minus our own reading; the server flushes these counters lazily (about
+    // once a second per backend), so this is approximate.
+    r.idle_server_xacts_per_s = (b - a - 1) / secs;
+  }
+  if (cpu0 >= 0 && cpu1 >= 0) {
+    r.idle_server_cpu_percent = 100.0 * (cpu1 - cpu0) / sysconf(_SC_CLK_TCK) / secs;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Bench::Memory(BenchReport& r) {
+  if (o_.worker_binary.empty()) {
+    r.notes.push_back("memory: no worker binary given; skipped");
+    return absl::OkStatus();
+  }
+  if (auto st = ResetQueue(o_.parts); !st.ok()) return st;
+  const int batch = *std::max_element(o_.batches.begin(), o_.batches.end());
+  std::vector<std::string> argv = {o_.worker_binary, "worker",  kQueue,
+                                   "--dsn",          o_.pg.dsn, "--schema",
+                                   schema_,          "--handler", absl::StrCat("record:", kRecordTable),
+                                   "--concurrency",  "16",      "--batch",
+                                   absl::StrCat(batch), "--quiet"};
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("bench memory: fork failed");
+  if (pid == 0) {
+    FILE* devnull = fopen("/dev/null", "w");
+    if (devnull != nullptr) {
+      dup2(fileno(devnull), 1);
+      dup2(fileno(devnull), 2);
+    }
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  const int64_t items = o_.items;
+  std::vector<NewItem> batch_items(items);
+  for (int64_t i = 0; i < items; ++i) batch_items[i].payload = absl::StrCat(i);
+  absl::Status st;
+  if (auto n = store_->EnqueueBatch(kQueue, batch_items); !n.ok()) st = n.status();
+  const absl::Time deadline = absl::Now() + absl::Minutes(2);
+  while (st.ok()) {
+    auto c = sql_->Scalar(absl::StrCat("SELECT count(*) FROM \"", schema_, "\".", kRecordTable));
+    if (c.ok() && *c == absl::StrCat(items)) break;
+    if (absl::Now() > deadline) st = absl::DeadlineExceededError("bench memory: worker too slow");
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      return absl::InternalError("bench memory: the worker exited early");
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  r.worker_rss_mb = RssMb(pid, "VmRSS");
+  r.worker_peak_rss_mb = RssMb(pid, "VmHWM");
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+  return st;
+}
+
+void Bench::Machine(BenchReport& r) {
+  r.machine["nproc"] = absl::StrCat(std::thread::hardware_concurrency());
+  for (absl::string_view line : absl::StrSplit(ReadFile("/proc/cpuinfo"), '\n')) {
+    if (absl::ConsumePrefix(&line, "model name")) {
+      r.machine["cpu"] = std::string(absl::StripAsciiWhitespace(absl::StripPrefix(
+          absl::StripLeadingAsciiWhitespace(line), ":")));
+      break;
+    }
+  }
+  for (absl::string_view line : absl::StrSplit(ReadFile("/proc/meminfo"), '\n')) {
+    if (absl::ConsumePrefix(&line, "MemTotal:")) {
+      r.machine["ram"] = std::string(absl::StripAsciiWhitespace(line));
+      break;
+    }
+  }
+  for (const char* s : {"server_version", "shared_buffers", "max_connections", "fsync",
+                        "synchronous_commit", "wal_level", "full_page_writes", "max_wal_size",
+                        "checkpoint_timeout", "work_mem"}) {
+    auto v = sql_->Scalar(absl::StrCat("SHOW ", s));
+    if (v.ok()) r.machine[absl::StrCat("pg.", s)] = *v;
+  }
+}
+
+int64_t ItemsFor(int64_t items, int batch) {
+  const double f = batch >= 100 ? 1.0 : batch >= 10 ? 0.25 : 0.05;
+  return std::max<int64_t>(100, static_cast<int64_t>(items * f));
+}
+
+absl::StatusOr<BenchReport> Bench::Run() {
+  if (auto st = Setup(); !st.ok()) return st;
+  BenchReport r;
+  Machine(r);
+  const int max_batch = *std::max_element(o_.batches.begin(), o_.batches.end());
+  // The drain cells: (sessions, batch, systems).
+  struct Cell {
+    int sessions, batch;
+    std::vector<std::string> systems;
+  };
+  std::vector<Cell> cells;
+  for (int b : o_.batches) {
+    for (int s : o_.sessions) {
+      if (!o_.full && b != max_batch && s != o_.sweep_sessions) continue;
+      Cell c{s, b, {"floor", "partq", b == 1 ? "skip_locked_one" : "skip_locked_batch"}};
+      // One-at-a-time systems take no batch: they run in the session sweep.
+      if (b == max_batch && b != 1) {
+        c.systems.push_back("skip_locked_one");
+        c.systems.push_back("naive_update");
+      } else if (b == 1) {
+        c.systems.push_back("naive_update");
+      }
+      cells.push_back(c);
+    }
+  }
+  const bool drain = o_.only.count("drain") > 0;
+  std::vector<double> sp50, sp99, smax, sach, pc, pa;
+  std::map<std::string, std::vector<double>> enq;
+  for (int round = 1; round <= o_.rounds; ++round) {
+    for (const Cell& c : drain ? cells : std::vector<Cell>{}) {
+      // Rotate the order each round so no system always runs first.
+      std::vector<std::string> order = c.systems;
+      std::rotate(order.begin(), order.begin() + (round - 1) % order.size(), order.end());
+      for (const std::string& system : order) {
+        const bool one = system == "skip_locked_one" || system == "naive_update";
+        const int64_t n = ItemsFor(o_.items, one ? 1 : c.batch);
+        auto secs = Drain(system, c.sessions, c.batch, n);
+        if (!secs.ok()) return secs.status();
+        DrainSample s{system, c.sessions, c.batch, round, n, *secs, n / *secs};
+        Log(absl::StrFormat("round %d  %-18s sessions %2d batch %3d  %6lld items  %8.0f items/s",
+                            round, system, c.sessions, c.batch, static_cast<long long>(n),
+                            s.items_per_s));
+        r.samples.push_back(s);
+      }
+    }
+    if (o_.only.count("steady")) {
+      if (auto st = Steady(r, sp50, sp99, smax, sach); !st.ok()) return st;
+      Log(absl::StrFormat("round %d  steady %.0f/s: p50 %.1f ms p99 %.1f ms max %.1f ms", round,
+                          sach.back(), sp50.back(), sp99.back(), smax.back()));
+    }
+    if (o_.only.count("pickup")) {
+      std::vector<double> claim, ack;
+      if (auto st = Pickup(claim, ack); !st.ok()) return st;
+      pc.insert(pc.end(), claim.begin(), claim.end());
+      pa.insert(pa.end(), ack.begin(), ack.end());
+      Log(absl::StrFormat("round %d  pickup: claim p99 %.1f ms, ack p99 %.1f ms", round,
+                          LatencyOf(claim).p99_ms, LatencyOf(ack).p99_ms));
+    }
+    if (o_.only.count("enqueue")) {
+      if (auto st = Enqueue(enq); !st.ok()) return st;
+      Log(absl::StrFormat("round %d  enqueue: single %.0f/s, batch_100 %.0f/s, copy %.0f/s",
+                          round, enq["single"].back(), enq["batch_100"].back(),
+                          enq["copy"].back()));
+    }
+  }
+  // Cells: medians and within-round ratios to the floor.
+  for (const Cell& c : cells) {
+    for (const std::string& system : c.systems) {
+      DrainCell dc{system, c.sessions, c.batch, 0, 0, {}};
+      std::vector<double> ratios;
+      for (const auto& s : r.samples) {
+        if (s.system != system || s.sessions != c.sessions || s.batch != c.batch) continue;
+        dc.per_round.push_back(s.items_per_s);
+        for (const auto& f : r.samples) {
+          if (f.system == "floor" && f.round == s.round && f.sessions == s.sessions &&
+              f.batch == s.batch) {
+            ratios.push_back(s.items_per_s / f.items_per_s);
+          }
+        }
+      }
+      if (dc.per_round.empty()) continue;
+      dc.median_items_per_s = Median(dc.per_round);
+      dc.median_ratio_to_floor = Median(ratios);
+      r.cells.push_back(dc);
+    }
+  }
+  if (!sp99.empty()) {
+    r.steady_rate = o_.steady_rate;
+    r.steady_achieved = Median(sach);
+    r.steady_latency.p50_ms = Median(sp50);
+    r.steady_latency.p99_ms = Median(sp99);
+    r.steady_latency.max_ms = *std::max_element(smax.begin(), smax.end());
+  }
+  r.pickup_claim = LatencyOf(pc);
+  r.pickup_ack = LatencyOf(pa);
+  for (const auto& [k, v] : enq) r.enqueue[k] = Median(v);
+  if (o_.only.count("idle")) {
+    if (auto st = Idle(r); !st.ok()) return st;
+    Log(absl::StrFormat("idle: %d sessions, %.0f calls/s (client), %.0f xacts/s (server), "
+                        "server CPU %.1f%%",
+                        r.idle_sessions, r.idle_client_calls_per_s, r.idle_server_xacts_per_s,
+                        r.idle_server_cpu_percent));
+  }
+  if (o_.only.count("memory")) {
+    if (auto st = Memory(r); !st.ok()) return st;
+    Log(absl::StrFormat("memory: worker RSS %.1f MB (peak %.1f MB)", r.worker_rss_mb,
+                        r.worker_peak_rss_mb));
+  }
+  // Leave nothing behind in a shared database.
+  (void)sql_->Exec(absl::StrCat("DROP SCHEMA IF EXISTS \"", schema_, "\" CASCADE"));
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<BenchReport> RunBench(const BenchOptions& options) {
+  if (options.sessions.empty() || options.batches.empty() || options.rounds < 1) {
+    return absl::InvalidArgumentError("bench: need sessions, batches and at least one round");
+  }
+  return Bench(options).Run();
+}
+
+}  // namespace partq::bench

@@ -1,0 +1,114 @@
+// partq's end-to-end benchmark (`partq bench`): partq against plain-SQL
+// baselines on one PostgreSQL, with identical writes per item (delete the
+// item, insert one result row), systems interleaved within each round so that
+// ratios to the floor measured in the same round stay meaningful on a busy
+// machine. See bench/README.md for what each workload does.
+//
+// Thread-safety: RunBench drives its own threads and connections; call it
+// from one thread.
+#ifndef PARTQ_BENCH_BENCH_H_
+#define PARTQ_BENCH_BENCH_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/pg_store.h"
+
+namespace partq::bench {
+
+// The drain systems, in table order.
+inline const std::vector<std::string>& DrainSystems() {
+  static const std::vector<std::string> s = {"floor", "partq", "skip_locked_batch",
+                                             "skip_locked_one", "naive_update"};
+  return s;
+}
+
+struct BenchOptions {
+  PgOptions pg;                       // schema is the bench's own (dropped and recreated)
+  std::vector<int> sessions = {1, 2, 4, 8, 16};
+  std::vector<int> batches = {1, 10, 100};
+  // The batch sweep (every batch) runs at this session count; the session
+  // sweep at the largest batch. --full runs every pair.
+  int sweep_sessions = 4;
+  bool full = false;
+  int64_t items = 20000;              // per drain at the largest batch (scaled down for small ones)
+  int rounds = 3;
+  int parts = 16;                     // parts of the bench queue
+  // Workloads: drain, steady, enqueue, idle, memory, pickup.
+  std::set<std::string> only = {"drain", "steady", "enqueue", "idle", "memory", "pickup"};
+  double steady_rate = 5000;          // items/s
+  double steady_seconds = 3;
+  int steady_sessions = 4;
+  int idle_sessions = 100;
+  double idle_seconds = 10;
+  int pickup_samples = 100;
+  std::string worker_binary;          // `partq` itself, for the memory workload
+  int postmaster_pid = 0;             // for the server's CPU; 0: read postmaster.pid if possible
+  bool verbose = true;                // progress lines on stderr
+};
+
+// One drain measurement.
+struct DrainSample {
+  std::string system;
+  int sessions = 0;
+  int batch = 0;
+  int round = 0;
+  int64_t items = 0;
+  double seconds = 0;
+  double items_per_s = 0;
+};
+
+struct DrainCell {
+  std::string system;
+  int sessions = 0;
+  int batch = 0;
+  double median_items_per_s = 0;
+  double median_ratio_to_floor = 0;  // median over rounds of (this / floor in that round)
+  std::vector<double> per_round;     // items/s
+};
+
+struct Latency {
+  int64_t samples = 0;
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+};
+
+struct BenchReport {
+  std::map<std::string, std::string> machine;  // nproc, cpu, ram, server version, settings
+  std::vector<DrainSample> samples;
+  std::vector<DrainCell> cells;
+  // steady state
+  double steady_rate = 0, steady_achieved = 0;
+  Latency steady_latency;
+  // enqueue items/s: single, batch (multi-row INSERT), copy
+  std::map<std::string, double> enqueue;
+  // idle
+  int idle_sessions = 0;
+  double idle_client_calls_per_s = 0;
+  std::map<std::string, double> idle_calls_per_s;  // by Store call
+  double idle_server_xacts_per_s = 0;
+  double idle_server_cpu_percent = -1;  // of one core; -1 when unknown
+  // memory of a `partq worker --concurrency 16`
+  double worker_rss_mb = -1, worker_peak_rss_mb = -1;
+  // idle pick-up: enqueue commit -> claim returned, and -> ack committed
+  Latency pickup_claim, pickup_ack;
+  std::vector<std::string> notes;
+};
+
+absl::StatusOr<BenchReport> RunBench(const BenchOptions& options);
+
+std::string FormatTable(const BenchReport& report, const BenchOptions& options);
+std::string ToJson(const BenchReport& report, const BenchOptions& options);
+// Throughput against sessions (largest batch), one line per system, via
+// gnuplot; FailedPrecondition with a clear message when gnuplot is missing.
+// The format follows the extension (.svg or .png).
+absl::Status WritePlot(const BenchReport& report, const BenchOptions& options,
+                       const std::string& path);
+
+}  // namespace partq::bench
+
+#endif  // PARTQ_BENCH_BENCH_H_

@@ -1,0 +1,163 @@
+#include "bench/tracking_store.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/time/clock.h"
+
+namespace partq::bench {
+namespace {
+
+int64_t Seq(const std::string& payload, int64_t capacity) {
+  int64_t seq;
+  if (!absl::SimpleAtoi(payload, &seq) || seq < 0 || seq >= capacity) return -1;
+  return seq;
+}
+
+class TrackingStore : public Store {
+ public:
+  TrackingStore(std::unique_ptr<Store> inner, Tracker* tracker)
+      : inner_(std::move(inner)), t_(tracker) {}
+
+  absl::Status Migrate() override { return inner_->Migrate(); }
+  absl::Status CheckSchema() override { return inner_->CheckSchema(); }
+  absl::Status CreateQueue(const QueueConfig& c) override { return inner_->CreateQueue(c); }
+  absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) override {
+    t_->Call("get_queue");
+    return inner_->GetQueue(name);
+  }
+  absl::StatusOr<std::vector<QueueConfig>> ListQueues() override { return inner_->ListQueues(); }
+  absl::Status DeleteQueue(absl::string_view name) override { return inner_->DeleteQueue(name); }
+  absl::StatusOr<JoinResult> Join(const JoinRequest& r) override {
+    t_->Call("join");
+    return inner_->Join(r);
+  }
+  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
+                                      int64_t incarnation) override {
+    t_->Call("heartbeat");
+    return inner_->Heartbeat(queue, session, incarnation);
+  }
+  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
+    t_->Call("read_group");
+    return inner_->ReadGroup(queue);
+  }
+  absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
+                                                      const SessionId& session,
+                                                      const std::vector<int>& parts) override {
+    t_->Call("acquire");
+    return inner_->AcquireParts(queue, session, parts);
+  }
+  absl::Status ReleaseParts(absl::string_view queue, const SessionId& session,
+                            const std::vector<OwnedPart>& parts) override {
+    t_->Call("release");
+    return inner_->ReleaseParts(queue, session, parts);
+  }
+  absl::Status Leave(absl::string_view queue, const SessionId& session,
+                     int64_t incarnation) override {
+    t_->Call("leave");
+    return inner_->Leave(queue, session, incarnation);
+  }
+  absl::Status NotifyGroup(absl::string_view queue) override {
+    t_->Call("notify_group");
+    return inner_->NotifyGroup(queue);
+  }
+  absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) override {
+    return inner_->Enqueue(queue, item);
+  }
+  absl::StatusOr<int64_t> EnqueueBatch(absl::string_view queue,
+                                       const std::vector<NewItem>& items) override {
+    return inner_->EnqueueBatch(queue, items);
+  }
+  absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) override {
+    t_->Call("claim");
+    auto r = inner_->Claim(request);
+    if (r.ok()) t_->Claimed(*r, absl::Now());
+    return r;
+  }
+  absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
+                                      const FinishBody& body) override {
+    t_->Call("finish");
+    auto r = inner_->Finish(request, body);
+    if (r.ok()) t_->Acked(request, *r, absl::Now());
+    return r;
+  }
+  absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override {
+    return inner_->GetItemState(queue, id);
+  }
+  absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
+                                                   absl::string_view dedup_key) override {
+    return inner_->GetItemStateByDedupKey(queue, dedup_key);
+  }
+  absl::StatusOr<QueueStatus> Status(absl::string_view queue) override {
+    return inner_->Status(queue);
+  }
+  absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override {
+    t_->Call("listen");
+    return inner_->Listen(queue);
+  }
+
+ private:
+  std::unique_ptr<Store> inner_;
+  Tracker* t_;
+};
+
+}  // namespace
+
+Tracker::Tracker(int64_t capacity)
+    : capacity_(capacity),
+      claimed_us_(new std::atomic<int64_t>[capacity > 0 ? capacity : 1]()),
+      acked_us_(new std::atomic<int64_t>[capacity > 0 ? capacity : 1]()) {}
+
+void Tracker::Claimed(const std::vector<Item>& items, absl::Time when) {
+  if (capacity_ == 0) return;
+  const int64_t us = absl::ToUnixMicros(when);
+  for (const Item& i : items) {
+    const int64_t seq = Seq(i.payload, capacity_);
+    int64_t zero = 0;
+    if (seq >= 0) claimed_us_[seq].compare_exchange_strong(zero, us);
+  }
+}
+
+void Tracker::Acked(const FinishRequest& request, const FinishResult& result, absl::Time when) {
+  if (capacity_ > 0 && !result.acked.empty()) {
+    const int64_t us = absl::ToUnixMicros(when);
+    absl::flat_hash_map<int64_t, const std::string*> payload;
+    for (const Item& i : request.items) payload[i.id] = &i.payload;
+    for (int64_t id : result.acked) {
+      auto it = payload.find(id);
+      if (it == payload.end()) continue;
+      const int64_t seq = Seq(*it->second, capacity_);
+      if (seq >= 0) acked_us_[seq].store(us);
+    }
+  }
+  if (result.acked.empty()) return;
+  absl::MutexLock lock(&mu_);
+  acked_ += static_cast<int64_t>(result.acked.size());
+}
+
+void Tracker::Call(const char* what) {
+  absl::MutexLock lock(&mu_);
+  ++calls_[what];
+}
+
+bool Tracker::WaitAcked(int64_t n, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto done = [&]() { return acked_.load() >= n; };
+  return mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+}
+
+std::map<std::string, int64_t> Tracker::calls() const {
+  absl::MutexLock lock(&mu_);
+  return calls_;
+}
+
+StoreFactory TrackingFactory(StoreFactory inner, Tracker* tracker) {
+  return [inner = std::move(inner), tracker]() -> absl::StatusOr<std::unique_ptr<Store>> {
+    auto s = inner();
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<Store>(std::make_unique<TrackingStore>(std::move(*s), tracker));
+  };
+}
+
+}  // namespace partq::bench

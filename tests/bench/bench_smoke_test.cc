@@ -1,0 +1,51 @@
+// `partq bench` with tiny sizes, like leveldb's db_bench in CI: a smoke test
+// that the benchmark runs end to end, never a speed check.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
+  const std::string out = testing::TempDir() + "/partq_bench_smoke.json";
+  const std::string plot = testing::TempDir() + "/partq_bench_smoke.svg";
+  std::remove(out.c_str());
+  // The embedded server unless PARTQ_TEST_DSN points elsewhere.
+  std::string env;
+  if (const char* dsn = std::getenv("PARTQ_TEST_DSN")) env = std::string("PARTQ_DSN='") + dsn + "' ";
+  const std::string cmd = env + PARTQ_BINARY +
+                          " bench --items 2000 --sessions 1,2 --batch 10 --rounds 1"
+                          " --steady-rate 500 --steady-seconds 0.5 --idle-sessions 4"
+                          " --idle-seconds 1 --pickup-samples 5 --quiet --schema partq_bench_smoke"
+                          " --out " + out + " --plot " + plot + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str());  // throws (fails) if invalid
+
+  std::set<std::string> seen;
+  for (const auto& c : j.at("drain")) {
+    EXPECT_GT(c.at("median_items_per_s").get<double>(), 0) << c.dump();
+    seen.insert(c.at("system").get<std::string>());
+  }
+  for (const std::string s :
+       {"floor", "partq", "skip_locked_batch", "skip_locked_one", "naive_update"}) {
+    EXPECT_TRUE(seen.count(s)) << "missing system " << s;
+  }
+  for (const std::string k : {"single", "batch_100", "copy"}) {
+    EXPECT_GT(j.at("enqueue_items_per_s").at(k).get<double>(), 0) << k;
+  }
+  EXPECT_GT(j.at("steady").at("latency").at("samples").get<int64_t>(), 0);
+  EXPECT_GT(j.at("pickup").at("acked").at("samples").get<int64_t>(), 0);
+  EXPECT_EQ(j.at("idle").at("sessions").get<int>(), 4);
+  EXPECT_GT(j.at("worker_memory").at("rss_mb").get<double>(), 0);
+}
+
+}  // namespace
