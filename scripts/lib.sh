@@ -11,6 +11,7 @@ PARTQ_PACKAGES=(
   nlohmann-json3-dev libcivetweb-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   postgresql-15 postgresql-contrib
+  prometheus  # promtool: the metrics page, alert rules and their unit tests are checked in ctest
 )
 
 partq_install_deps() {
