@@ -50,6 +50,9 @@ struct BenchOptions {
   std::string worker_binary;          // `partq` itself, for the memory workload
   int postmaster_pid = 0;             // for the server's CPU; 0: read postmaster.pid if possible
   bool verbose = true;                // progress lines on stderr
+  // Diagnostic run: needs pg_stat_statements preloaded; adds the top
+  // statements by total time (and EXPLAIN ANALYZE of a claim) to the notes.
+  bool diagnose = false;
 };
 
 // One drain measurement.

@@ -26,7 +26,7 @@ constexpr char kUsage[] = R"(usage: partq bench [--sessions 1,2,4,8,16] [--batch
                    [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
                    [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
                    [--json] [--out FILE] [--plot FILE.svg|FILE.png] [--quiet]
-                   [--dsn DSN] [--keep]
+                   [--dsn DSN] [--keep] [--diagnose]
 Without --dsn or $PARTQ_DSN, runs against an embedded PostgreSQL (default
 settings, max_connections raised for the idle workload). The bench uses its own
 schema (default partq_bench), dropped and recreated.)";
@@ -65,7 +65,7 @@ int CmdBench(const std::vector<std::string>& argv) {
            {"sessions", "batch", "items", "rounds", "parts", "sweep-sessions", "only",
             "steady-rate", "steady-seconds", "steady-sessions", "idle-sessions", "idle-seconds",
             "pickup-samples", "out", "plot"}),
-      {"json", "full", "quiet", "keep"});
+      {"json", "full", "quiet", "keep", "diagnose"});
   if (!args.ok()) return Fail(args.status());
   if (!args->positional().empty()) return Usage(kUsage);
   bench::BenchOptions o;
@@ -119,6 +119,7 @@ int CmdBench(const std::vector<std::string>& argv) {
     }
   }
   o.verbose = !args->Has("quiet");
+  o.diagnose = args->Has("diagnose");
   o.worker_binary = SelfPath();
 
   auto pg = ConnectionOptions(*args);
@@ -131,8 +132,10 @@ int CmdBench(const std::vector<std::string>& argv) {
     EmbeddedPostgres::Options eo;
     eo.keep = args->Has("keep");
     // Default settings except room for the idle workload's connections
-    // (each idle session holds three: heartbeat, LISTEN, claims).
-    eo.settings = {absl::StrCat("max_connections=", std::max(200, 3 * o.idle_sessions + 50))};
+    // (each idle session holds three to five: heartbeat, LISTEN, claims, ...).
+    eo.settings = {absl::StrCat("max_connections=", std::max(200, 5 * o.idle_sessions + 50))};
+    // --diagnose: pg_stat_statements, for a run that explains its numbers.
+    if (o.diagnose) eo.settings.push_back("shared_preload_libraries=pg_stat_statements");
     auto s = EmbeddedPostgres::Start(eo);
     if (!s.ok()) return Fail(s.status());
     server = std::move(*s);
