@@ -242,7 +242,7 @@ TEST_F(ConsumerTest, PrioritiesFirstAndDelayedItemsWait) {
   Producer p(schema_.NewStore());
   NewItem late;
   late.payload = "delayed";
-  late.delay = absl::Seconds(2);
+  late.delay = absl::Seconds(5);
   ASSERT_TRUE(p.Enqueue("q", late).ok());
   for (int prio : {5, 1, 3, -2, 1}) {
     NewItem it;
@@ -270,7 +270,7 @@ TEST_F(ConsumerTest, PrioritiesFirstAndDelayedItemsWait) {
   for (auto& s : seen) order.push_back(s.first);
   EXPECT_EQ(order, (std::vector<std::string>{"prio-2", "prio1", "prio1", "prio3", "prio5",
                                              "delayed"}));
-  EXPECT_GE(seen.back().second - start, absl::Milliseconds(1500)) << "delayed item ran early";
+  EXPECT_GE(seen.back().second - start, absl::Milliseconds(4500)) << "delayed item ran early";
 }
 
 TEST_F(ConsumerTest, FailuresRetryWithBackoffThenDeadLetterWithTheError) {
@@ -422,8 +422,9 @@ TEST_F(ConsumerTest, SigtermDrainsAndLosesNothing) {
   EXPECT_TRUE(WaitUntil([&] {
     return schema_.QInt("SELECT count(DISTINCT session_id) FROM {schema}.session_parts") == 1 &&
            schema_.QInt("SELECT count(*) FROM {schema}.session_parts") == 8;
-  }, absl::Seconds(5)));
-  EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
+  }, absl::Seconds(20)));
+  // Well inside the 30 s TTL: the parts were handed over, not expired.
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(25));
   ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Minutes(2)));
   b.Signal(SIGTERM);
   b.Wait(absl::Seconds(30));
