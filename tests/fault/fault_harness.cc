@@ -1,0 +1,408 @@
+#include "tests/fault/fault_harness.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <pqxx/pqxx>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "coordinator/pg_store.h"
+#include "gtest/gtest.h"
+
+namespace partq::testing {
+namespace {
+
+constexpr char kQueue[] = "q";
+
+std::string DsnForPort(int port) {
+  return absl::StrCat("host=127.0.0.1 port=", port, " user=postgres dbname=postgres");
+}
+
+// Rows of one query on a fresh connection, or nullopt if the server is away.
+std::optional<pqxx::result> TryQuery(const std::string& dsn, const std::string& sql) {
+  try {
+    pqxx::connection c(dsn);
+    pqxx::nontransaction tx(c);
+    return tx.exec(sql);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// Parts with no live owner: no session_parts row, or one whose session has
+// expired (its owner is dead or paused, and no one has reaped it yet).
+std::string UnownedPartsSql(int parts) {
+  return absl::StrCat(
+      "SELECT p FROM generate_series(0, ", parts - 1,
+      ") p WHERE NOT EXISTS (SELECT 1 FROM partq.session_parts sp JOIN partq.sessions s "
+      "ON s.id = sp.session_id WHERE sp.queue = '",
+      kQueue, "' AND sp.part = p AND s.expires_at > now())");
+}
+
+}  // namespace
+
+FaultScenario::FaultScenario(ScenarioOptions options) : options_(std::move(options)) {}
+
+FaultScenario::~FaultScenario() {
+  stop_ = true;
+  if (supervisor_.joinable()) supervisor_.join();
+  if (monitor_.joinable()) monitor_.join();
+  absl::MutexLock lock(&mu_);
+  for (auto& w : workers_) {
+    if (w.process) w.process->Signal(SIGCONT);
+  }
+  workers_.clear();  // SIGKILLs what is left
+  if (!dir_.empty() && !::testing::Test::HasFailure()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  } else if (!dir_.empty()) {
+    fprintf(stderr, "worker logs kept in %s\n", dir_.c_str());
+  }
+}
+
+bool FaultScenario::SetUp() {
+  std::string tmpl = absl::StrCat("/tmp/partq-fault-", options_.name, "-XXXXXX");
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp failed";
+    return false;
+  }
+  dir_ = tmpl;
+  EmbeddedPostgres::Options o;
+  // fsync=off: restarts (even immediate ones) never lose the OS page cache
+  // here, so WAL replay is complete either way, and the loaded test machine
+  // is spared the flushes.
+  o.settings = {"max_connections=200", "fsync=off"};
+  auto server = EmbeddedPostgres::Start(o);
+  if (!server.ok()) {
+    ADD_FAILURE() << "embedded PostgreSQL: " << server.status();
+    return false;
+  }
+  server_ = std::move(*server);
+  dsn_ = server_->dsn();
+  PgOptions pg;
+  pg.dsn = dsn_;
+  pg.application_name = "partq fault harness";
+  auto store = ConnectPg(pg);
+  if (!store.ok()) {
+    ADD_FAILURE() << store.status();
+    return false;
+  }
+  if (absl::Status st = (*store)->Migrate(); !st.ok()) {
+    ADD_FAILURE() << st;
+    return false;
+  }
+  QueueConfig q;
+  q.name = kQueue;
+  q.parts = options_.parts;
+  q.session_ttl = options_.ttl;
+  q.max_attempts = options_.max_attempts;
+  if (absl::Status st = (*store)->CreateQueue(q); !st.ok()) {
+    ADD_FAILURE() << st;
+    return false;
+  }
+  std::vector<NewItem> batch;
+  for (int i = 0; i < options_.items; ++i) {
+    NewItem it;
+    it.payload = (!options_.poison_payload.empty() && i == options_.items / 2)
+                     ? options_.poison_payload
+                     : absl::StrCat("p", i);
+    batch.push_back(std::move(it));
+    if (batch.size() == 5000 || i + 1 == options_.items) {
+      auto n = (*store)->EnqueueBatch(kQueue, batch);
+      if (!n.ok()) {
+        ADD_FAILURE() << n.status();
+        return false;
+      }
+      batch.clear();
+    }
+  }
+  auto ids = TryQuery(dsn_, "SELECT id FROM partq.items ORDER BY id");
+  if (!ids || static_cast<int>(ids->size()) != options_.items) {
+    ADD_FAILURE() << "could not read back the enqueued ids";
+    return false;
+  }
+  for (const auto& row : *ids) enqueued_.push_back(row[0].as<int64_t>());
+  supervisor_ = std::thread([this] { Supervise(); });
+  monitor_ = std::thread([this] { Monitor(); });
+  return true;
+}
+
+std::vector<std::string> FaultScenario::Argv(const WorkerSpec& spec) const {
+  std::vector<std::string> argv = {
+      PartqBinary(), "worker", kQueue, "--dsn",
+      spec.dsn_port ? DsnForPort(spec.dsn_port) : dsn_,
+      "--handler", spec.handler, "--concurrency", "2", "--batch", "50", "--poll-interval",
+      "100ms", "--retry-base", "10ms", "--retry-max", "100ms", "--drain-timeout", "5s"};
+  if (!spec.instance_id.empty()) {
+    argv.push_back("--instance-id");
+    argv.push_back(spec.instance_id);
+  }
+  argv.insert(argv.end(), spec.extra.begin(), spec.extra.end());
+  return argv;
+}
+
+std::string FaultScenario::LogPath(int index) const {
+  return absl::StrCat(dir_, "/worker-", index, ".log");
+}
+
+int FaultScenario::Add(WorkerSpec spec) {
+  absl::MutexLock lock(&mu_);
+  const int index = static_cast<int>(workers_.size());
+  Worker w;
+  w.spec = std::move(spec);
+  w.process = std::make_unique<ChildProcess>(Argv(w.spec), std::map<std::string, std::string>{},
+                                             LogPath(index));
+  workers_.push_back(std::move(w));
+  return index;
+}
+
+void FaultScenario::Retire(int index) {
+  absl::MutexLock lock(&mu_);
+  workers_[index].retired = true;
+  workers_[index].process->Signal(SIGTERM);
+}
+
+int FaultScenario::Signal(int index, int sig) {
+  absl::MutexLock lock(&mu_);
+  Worker& w = workers_[index];
+  if (!w.process->Running()) return -1;
+  w.process->Signal(sig);
+  return w.process->pid();
+}
+
+std::vector<int> FaultScenario::Active() {
+  absl::MutexLock lock(&mu_);
+  std::vector<int> out;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!workers_[i].retired) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+void FaultScenario::Supervise() {
+  while (!stop_) {
+    {
+      absl::MutexLock lock(&mu_);
+      for (size_t i = 0; i < workers_.size(); ++i) {
+        Worker& w = workers_[i];
+        if (w.process->Running() || w.retired) continue;
+        const int status = w.process->Wait(absl::ZeroDuration()).value_or(-1);
+        if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+          // Not one of ours (SIGKILL, crash:PAYLOAD): say why, it may be a bug.
+          fprintf(stderr, "worker %zu exited on its own (%s %d); restarting\n", i,
+                  WIFSIGNALED(status) ? "signal" : "status",
+                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+        }
+        ++restarts_;
+        ++w.generation;
+        w.process = std::make_unique<ChildProcess>(
+            Argv(w.spec), std::map<std::string, std::string>{}, LogPath(static_cast<int>(i)));
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
+void FaultScenario::Monitor() {
+  const std::string sql = UnownedPartsSql(options_.parts);
+  std::vector<absl::Time> since(options_.parts, absl::InfiniteFuture());
+  std::unique_ptr<pqxx::connection> conn;
+  while (!stop_) {
+    absl::SleepFor(absl::Milliseconds(30));
+    {
+      absl::MutexLock lock(&mon_mu_);
+      if (!monitoring_) {
+        std::fill(since.begin(), since.end(), absl::InfiniteFuture());
+        continue;
+      }
+    }
+    std::vector<bool> unowned(options_.parts, false);
+    try {
+      if (conn == nullptr) conn = std::make_unique<pqxx::connection>(dsn_);
+      pqxx::nontransaction tx(*conn);
+      for (const auto& row : tx.exec(sql)) unowned[row[0].as<int>()] = true;
+    } catch (const std::exception&) {
+      // The server is restarting: no sample. A stretch that began before
+      // the outage keeps running until a sample shows the part owned.
+      conn.reset();
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    absl::MutexLock lock(&mon_mu_);
+    for (int p = 0; p < options_.parts; ++p) {
+      if (unowned[p] && since[p] == absl::InfiniteFuture()) since[p] = now;
+      if (since[p] != absl::InfiniteFuture()) {
+        max_unowned_ = std::max(max_unowned_, now - since[p]);
+        if (!unowned[p]) since[p] = absl::InfiniteFuture();
+      }
+    }
+  }
+}
+
+absl::Duration FaultScenario::max_unowned() const {
+  absl::MutexLock lock(&mon_mu_);
+  return max_unowned_;
+}
+
+int64_t FaultScenario::Left() {
+  auto r = TryQuery(dsn_, "SELECT count(*) FROM partq.items");
+  if (!r) return -1;
+  return (*r)[0][0].as<int64_t>();
+}
+
+bool FaultScenario::WaitAllOwned(absl::Duration timeout) {
+  const std::string sql = UnownedPartsSql(options_.parts);
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    auto r = TryQuery(dsn_, sql);
+    if (r && r->empty()) return true;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return false;
+}
+
+CheckResult FaultScenario::Run(absl::Duration every, const std::function<int(int)>& inject,
+                               const std::function<int64_t()>& count_after) {
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(WaitAllOwned(absl::Seconds(60))) << "the fleet never owned every part";
+  {
+    absl::MutexLock lock(&mon_mu_);
+    monitoring_ = true;
+  }
+  int round = 0;
+  absl::Time next = absl::Now() + every;
+  while (absl::Now() - start < options_.deadline) {
+    const int64_t left = Left();
+    if (left == 0) break;
+    if (absl::Now() >= next) {
+      faults_ += inject(round++);
+      next = absl::Now() + every;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  // Faults are over; every part must find a live owner again within the
+  // protocol's bound (TTL plus a rebalance tick), with a wide margin for a
+  // loaded machine.
+  CheckResult r;
+  if (!WaitAllOwned(options_.ttl * 5 + absl::Seconds(20))) {
+    auto rows = TryQuery(dsn_, UnownedPartsSql(options_.parts));
+    r.unowned_parts_at_end = rows ? static_cast<int64_t>(rows->size()) : options_.parts;
+  }
+  {
+    absl::MutexLock lock(&mon_mu_);
+    monitoring_ = false;
+  }
+  stop_ = true;
+  if (supervisor_.joinable()) supervisor_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& w : workers_) {
+      w.process->Signal(SIGCONT);
+      w.process->Signal(SIGTERM);
+    }
+    for (auto& w : workers_) {
+      if (!w.process->Wait(absl::Seconds(30))) {
+        ADD_FAILURE() << "worker " << w.process->pid() << " did not stop on SIGTERM in 30s";
+        w.process->Signal(SIGKILL);
+        w.process->Wait(absl::Seconds(10));
+      }
+    }
+  }
+  if (count_after) faults_ += count_after();
+  const int64_t unowned_at_end = r.unowned_parts_at_end;
+  r = Check();
+  r.unowned_parts_at_end = unowned_at_end;
+  printf("%s wall_s=%.1f\n", Summary(r).c_str(), absl::ToDoubleSeconds(absl::Now() - start));
+  fflush(stdout);
+  return r;
+}
+
+CheckResult FaultScenario::Check() {
+  CheckResult r;
+  r.items = static_cast<int64_t>(enqueued_.size());
+  std::map<int64_t, int64_t> recorded;
+  std::set<int64_t> dead;
+  std::set<std::string> errors;
+  auto effects = TryQuery(dsn_, "SELECT item_id, count(*) FROM partq.effects GROUP BY 1");
+  auto dead_rows = TryQuery(dsn_, "SELECT id, last_error FROM partq.dead_items");
+  auto left = TryQuery(dsn_, "SELECT count(*) FROM partq.items");
+  if (!effects || !dead_rows || !left) {
+    ADD_FAILURE() << "checker could not read the database";
+    r.lost = r.items;
+    return r;
+  }
+  for (const auto& row : *effects) recorded[row[0].as<int64_t>()] = row[1].as<int64_t>();
+  for (const auto& row : *dead_rows) {
+    dead.insert(row[0].as<int64_t>());
+    errors.insert(row[1].as<std::string>());
+  }
+  r.left = (*left)[0][0].as<int64_t>();
+  const std::set<int64_t> enqueued(enqueued_.begin(), enqueued_.end());
+  for (const auto& [id, n] : recorded) {
+    r.duplicates += n - 1;
+    if (dead.count(id)) ++r.duplicates;
+    if (!enqueued.count(id)) ++r.phantom;
+  }
+  for (int64_t id : dead) {
+    if (!enqueued.count(id)) ++r.phantom;
+  }
+  for (int64_t id : enqueued_) {
+    if (!recorded.count(id) && !dead.count(id)) ++r.lost;
+  }
+  r.recorded = static_cast<int64_t>(recorded.size());
+  r.dead = static_cast<int64_t>(dead.size());
+  r.dead_errors.assign(errors.begin(), errors.end());
+  return r;
+}
+
+std::string FaultScenario::Summary(const CheckResult& r) const {
+  return absl::StrFormat(
+      "scenario=%s items=%d faults=%d duplicates=%d lost=%d dead=%d max_unowned_ms=%d "
+      "restarts=%d",
+      options_.name, r.items, faults_, r.duplicates, r.lost, r.dead,
+      absl::ToInt64Milliseconds(max_unowned()), restarts_.load());
+}
+
+FaultScenario::LoggedStats FaultScenario::Logged() {
+  LoggedStats s;
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    std::ifstream in(LogPath(static_cast<int>(i)));
+    for (std::string line; std::getline(in, line);) {
+      long long a, r, d, f;
+      if (sscanf(line.c_str(),
+                 "partq: worker stopped: %lld acked, %lld retried, %lld dead-lettered, %lld fenced",
+                 &a, &r, &d, &f) == 4) {
+        s.acked += a;
+        s.retried += r;
+        s.dead += d;
+        s.fenced += f;
+      }
+    }
+  }
+  return s;
+}
+
+void FaultScenario::DumpLogs() {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    std::ifstream in(LogPath(static_cast<int>(i)));
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    fprintf(stderr, "--- worker %zu (%zu log lines, last 15)\n", i, lines.size());
+    for (size_t k = lines.size() > 15 ? lines.size() - 15 : 0; k < lines.size(); ++k) {
+      fprintf(stderr, "  %s\n", lines[k].c_str());
+    }
+  }
+}
+
+}  // namespace partq::testing

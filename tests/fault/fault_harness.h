@@ -1,0 +1,153 @@
+// The fault-injection harness: one scenario = its own PostgreSQL server, one
+// queue, N items enqueued up front, a fleet of real `partq worker` processes
+// draining them under a supervisor (a dead worker is restarted, like a
+// Kubernetes pod), faults injected by the scenario while they drain, and a
+// checker that reads the database back and proves invariants I3 and I4:
+// every enqueued item is in the `effects` table (written by the record
+// handler inside the ack transaction) exactly once, or in dead_items where
+// the scenario expects dead letters; nothing is left in the queue; every part
+// has a live owner at the end. A monitor thread polls part ownership every
+// ~30 ms and reports the longest continuous stretch any part had no live
+// owner (no session_parts row, or one whose session has expired).
+//
+// Threads: the scenario (test) thread drives Run(); the supervisor and the
+// monitor run on their own threads. Worker-fleet methods are thread-safe.
+#ifndef PARTQ_TESTS_FAULT_FAULT_HARNESS_H_
+#define PARTQ_TESTS_FAULT_FAULT_HARNESS_H_
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/embedded_postgres.h"
+#include "tests/testing/process.h"
+
+namespace partq::testing {
+
+struct ScenarioOptions {
+  std::string name;
+  int items = 12000;
+  int parts = 32;
+  absl::Duration ttl = absl::Seconds(2);
+  int max_attempts = 25;
+  // Item payloads equal to this are enqueued once, in the middle (poison).
+  std::string poison_payload;
+  // Where faults stop and the run gives up waiting for the queue to drain.
+  absl::Duration deadline = absl::Minutes(3);
+};
+
+// How to start one worker: the handler, an optional static instance id and
+// extra flags. `dsn_port` is the port the worker connects to (a proxy's, or
+// zero for the server's).
+struct WorkerSpec {
+  std::string handler = "sleep:2,record:effects";
+  std::string instance_id;  // empty: dynamic membership
+  std::vector<std::string> extra;
+  int dsn_port = 0;
+};
+
+struct CheckResult {
+  int64_t items = 0;
+  int64_t recorded = 0;    // distinct item ids in effects
+  int64_t duplicates = 0;  // extra effects rows, plus items both recorded and dead
+  int64_t lost = 0;        // enqueued, neither recorded nor dead
+  int64_t dead = 0;
+  int64_t phantom = 0;     // recorded or dead ids that were never enqueued
+  int64_t left = 0;        // rows still in items
+  int64_t unowned_parts_at_end = 0;
+  std::vector<std::string> dead_errors;  // distinct last_error values
+};
+
+class FaultScenario {
+ public:
+  explicit FaultScenario(ScenarioOptions options);
+  ~FaultScenario();
+
+  // Starts the server, migrates, creates the queue and enqueues the items.
+  // Fails the current test (ADD_FAILURE) and returns false on error.
+  bool SetUp();
+
+  EmbeddedPostgres& server() { return *server_; }
+  const std::string& dsn() const { return dsn_; }
+  int port() const { return server_->port(); }
+  const ScenarioOptions& options() const { return options_; }
+
+  // The fleet. Add() starts a worker; the supervisor restarts it whenever it
+  // exits, until Retire() (graceful stop: SIGTERM, not restarted).
+  int Add(WorkerSpec spec);
+  void Retire(int index);
+  // Sends `sig` to worker `index` if running; returns its pid or -1.
+  int Signal(int index, int sig);
+  // Indexes of workers that are supervised (not retired).
+  std::vector<int> Active();
+  int restarts() const { return restarts_.load(); }
+
+  // Runs `inject` every `every` (it gets the fault number and returns how
+  // many faults it injected) until the queue is empty, then waits for all
+  // parts to have live owners, stops the workers gracefully and checks.
+  // Prints the summary line and returns the result.
+  // `count_after`, if given, runs once the workers have stopped and adds to
+  // the fault count (faults the workers injected themselves: handler
+  // failures, timeouts).
+  CheckResult Run(absl::Duration every, const std::function<int(int)>& inject,
+                  const std::function<int64_t()>& count_after = nullptr);
+
+  int64_t faults() const { return faults_; }
+  absl::Duration max_unowned() const;
+  // Items still in the queue (-1 if the server cannot be reached).
+  int64_t Left();
+  // Dumps the tail of each worker log to stderr (for failures).
+  void DumpLogs();
+  // Totals of the "worker stopped: N acked, N retried, N dead-lettered, N
+  // fenced" lines that gracefully stopped workers wrote to their logs.
+  struct LoggedStats {
+    int64_t acked = 0, retried = 0, dead = 0, fenced = 0;
+  };
+  LoggedStats Logged();
+  // Summary line for RELIABILITY.md.
+  std::string Summary(const CheckResult& r) const;
+
+ private:
+  struct Worker {
+    WorkerSpec spec;
+    std::unique_ptr<ChildProcess> process;
+    bool retired = false;
+    int generation = 0;
+  };
+  std::vector<std::string> Argv(const WorkerSpec& spec) const;
+  std::string LogPath(int index) const;
+  void Supervise();
+  void Monitor();
+  CheckResult Check();
+  bool WaitAllOwned(absl::Duration timeout);
+
+  const ScenarioOptions options_;
+  std::unique_ptr<EmbeddedPostgres> server_;
+  std::string dsn_;
+  std::string dir_;
+  std::vector<int64_t> enqueued_;
+  int64_t faults_ = 0;
+  std::atomic<int> restarts_{0};
+  std::atomic<bool> stop_{false};
+
+  absl::Mutex mu_;
+  std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);
+  std::thread supervisor_;
+
+  mutable absl::Mutex mon_mu_;
+  bool monitoring_ ABSL_GUARDED_BY(mon_mu_) = false;
+  absl::Duration max_unowned_ ABSL_GUARDED_BY(mon_mu_);
+  std::thread monitor_;
+};
+
+}  // namespace partq::testing
+
+#endif  // PARTQ_TESTS_FAULT_FAULT_HARNESS_H_

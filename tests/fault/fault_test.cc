@@ -1,0 +1,250 @@
+// Fault injection against real `partq worker` processes and a real
+// PostgreSQL (ctest label `fault`). Each scenario drains a queue while one
+// kind of fault is injected again and again, then proves invariants I3 and
+// I4 from the database (tests/fault/fault_harness.h) and prints one summary
+// line; RELIABILITY.md records them.
+//
+// Sizing: the handlers sleep 8 ms per item, so even an idle machine needs
+// 12 s or more to drain 12k items with 8 handler threads (~20-30 s on a loaded
+// 2-core one): long enough for several faults each, and the minimum fault
+// counts asserted below hold at that lower bound. No assertion
+// is tighter than the protocol's own bounds (TTL plus rebalance ticks).
+#include <signal.h>
+
+#include <algorithm>
+#include <pqxx/pqxx>
+
+#include "absl/random/random.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/fault/fault_harness.h"
+#include "tests/fault/tcp_proxy.h"
+
+namespace partq::testing {
+namespace {
+
+constexpr char kHandler[] = "sleep:8,record:effects";
+
+// The assertions every scenario shares: I3 (no duplicates), I4 (no loss,
+// nothing left), a live owner for every part at the end.
+void ExpectExactlyOnce(FaultScenario& s, const CheckResult& r, int64_t expected_dead) {
+  EXPECT_EQ(r.duplicates, 0) << "I3: items acknowledged more than once";
+  EXPECT_EQ(r.lost, 0) << "I4: items neither recorded nor dead-lettered";
+  EXPECT_EQ(r.phantom, 0) << "recorded ids that were never enqueued";
+  EXPECT_EQ(r.left, 0) << "items left in the queue";
+  EXPECT_EQ(r.unowned_parts_at_end, 0) << "parts without a live owner at the end";
+  if (expected_dead >= 0) {
+    EXPECT_EQ(r.dead, expected_dead);
+  }
+  EXPECT_EQ(r.recorded + r.dead, r.items);
+  if (::testing::Test::HasFailure()) s.DumpLogs();
+}
+
+ScenarioOptions Options(const std::string& name, int items, int max_attempts = 25,
+                        const std::string& poison = "") {
+  ScenarioOptions o;
+  o.name = name;
+  o.items = items;
+  o.max_attempts = max_attempts;
+  o.poison_payload = poison;
+  return o;
+}
+
+WorkerSpec Spec(const std::string& handler, const std::string& instance_id = "",
+                std::vector<std::string> extra = {}, int dsn_port = 0) {
+  WorkerSpec w;
+  w.handler = handler;
+  w.instance_id = instance_id;
+  w.extra = std::move(extra);
+  w.dsn_port = dsn_port;
+  return w;
+}
+
+int RandomIndex(const std::vector<int>& v) {
+  thread_local absl::BitGen gen;
+  return v[absl::Uniform<size_t>(gen, 0, v.size())];
+}
+
+TEST(Fault, SigkillWorkersMidBatch) {
+  FaultScenario s(Options("sigkill", 12000));
+  ASSERT_TRUE(s.SetUp());
+  // Two static members (a restart takes its parts back at once) and two
+  // dynamic ones (their parts wait for the TTL).
+  s.Add(Spec(kHandler, "w1"));
+  s.Add(Spec(kHandler, "w2"));
+  s.Add(Spec(kHandler));
+  s.Add(Spec(kHandler));
+  CheckResult r = s.Run(absl::Milliseconds(1500), [&](int) {
+    return s.Signal(RandomIndex(s.Active()), SIGKILL) > 0 ? 1 : 0;
+  });
+  ExpectExactlyOnce(s, r, 0);
+  EXPECT_GE(s.faults(), 5);
+}
+
+TEST(Fault, SigstopPastTheTtlThenSigcont) {
+  FaultScenario s(Options("sigstop", 12000));
+  ASSERT_TRUE(s.SetUp());
+  for (int i = 0; i < 4; ++i) s.Add(Spec(kHandler));
+  const absl::Duration pause = s.options().ttl + absl::Milliseconds(1500);
+  CheckResult r = s.Run(absl::Milliseconds(500), [&](int) {
+    const int victim = RandomIndex(s.Active());
+    if (s.Signal(victim, SIGSTOP) < 0) return 0;
+    absl::SleepFor(pause);  // its session expires; another member reaps it
+    s.Signal(victim, SIGCONT);
+    return 1;
+  });
+  ExpectExactlyOnce(s, r, 0);
+  EXPECT_GE(s.faults(), 3);
+}
+
+TEST(Fault, PostgresRestartedFastAndImmediate) {
+  FaultScenario s(Options("pg_restart", 12000));
+  ASSERT_TRUE(s.SetUp());
+  for (int i = 0; i < 3; ++i) s.Add(Spec(kHandler));
+  CheckResult r = s.Run(absl::Seconds(4), [&](int round) {
+    const auto mode = round % 2 == 0 ? EmbeddedPostgres::StopMode::kFast
+                                     : EmbeddedPostgres::StopMode::kImmediate;
+    absl::Status st = s.server().Restart(mode);
+    EXPECT_TRUE(st.ok()) << st;
+    return st.ok() ? 1 : 0;
+  });
+  ExpectExactlyOnce(s, r, 0);
+  EXPECT_GE(s.faults(), 2);
+}
+
+TEST(Fault, WorkerConnectionsTerminated) {
+  FaultScenario s(Options("pg_terminate_backend", 12000));
+  ASSERT_TRUE(s.SetUp());
+  for (int i = 0; i < 3; ++i) s.Add(Spec(kHandler));
+  int64_t backends = 0;
+  CheckResult r = s.Run(absl::Milliseconds(1500), [&](int) {
+    try {
+      pqxx::connection c(s.dsn());
+      pqxx::nontransaction tx(c);
+      backends += tx.exec1(
+                        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM "
+                        "pg_stat_activity WHERE application_name = 'partq worker'")[0]
+                      .as<int64_t>();
+      return 1;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+      return 0;
+    }
+  });
+  printf("pg_terminate_backend: %lld worker backends terminated in %lld rounds\n",
+         static_cast<long long>(backends), static_cast<long long>(s.faults()));
+  ExpectExactlyOnce(s, r, 0);
+  EXPECT_GE(s.faults(), 5);
+  EXPECT_GT(backends, s.faults());
+}
+
+TEST(Fault, NetworkDroppedResetAndStalledByAProxy) {
+  FaultScenario s(Options("network_proxy", 12000));
+  ASSERT_TRUE(s.SetUp());
+  auto proxy = TcpProxy::Start(s.port());
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  for (int i = 0; i < 3; ++i) s.Add(Spec(kHandler, "", {}, (*proxy)->port()));
+  int drops = 0, resets = 0, stalls = 0;
+  CheckResult r = s.Run(absl::Seconds(3), [&](int round) {
+    switch (round % 3) {
+      case 0:
+        (*proxy)->DropAll();
+        ++drops;
+        break;
+      case 1:
+        (*proxy)->ResetAll();
+        ++resets;
+        break;
+      default:
+        // Longer than the TTL: every session behind the proxy expires.
+        (*proxy)->Stall(s.options().ttl + absl::Milliseconds(500));
+        ++stalls;
+        break;
+    }
+    return 1;
+  });
+  printf("network_proxy: %d drops, %d resets, %d stalls\n", drops, resets, stalls);
+  ExpectExactlyOnce(s, r, 0);
+  EXPECT_GE(stalls, 1);
+}
+
+TEST(Fault, MembershipChurnEverySecond) {
+  FaultScenario s(Options("churn", 12000));
+  ASSERT_TRUE(s.SetUp());
+  for (int i = 0; i < 3; ++i) s.Add(Spec(kHandler));
+  CheckResult r = s.Run(absl::Seconds(1), [&](int round) {
+    const auto active = s.Active();
+    thread_local absl::BitGen gen;
+    const bool join = active.size() <= 2 || (active.size() < 5 && absl::Bernoulli(gen, 0.5));
+    if (join) {
+      s.Add(Spec(kHandler));
+    } else {
+      s.Retire(RandomIndex(active));
+    }
+    return 1;
+  });
+  ExpectExactlyOnce(s, r, 0);
+  EXPECT_GE(s.faults(), 5);
+}
+
+TEST(Fault, HandlersFailingAtRandom) {
+  // 20% of calls fail; with 3 attempts about 0.8% of items are dead-lettered.
+  FaultScenario s(Options("handler_fail", 12000, 3));
+  ASSERT_TRUE(s.SetUp());
+  for (int i = 0; i < 3; ++i) s.Add(Spec("fail:0.2,sleep:8,record:effects"));
+  CheckResult r = s.Run(absl::Seconds(1), [](int) { return 0; },
+                        [&] { return s.Logged().retried + s.Logged().dead; });
+  ExpectExactlyOnce(s, r, -1);
+  EXPECT_GT(r.dead, 0);
+  EXPECT_LT(r.dead, r.items / 20);
+  for (const auto& e : r.dead_errors) EXPECT_TRUE(absl::StrContains(e, "injected failure")) << e;
+  EXPECT_GT(s.faults(), r.items / 10);
+}
+
+TEST(Fault, HandlersTimingOut) {
+  // Two workers run a handler that always outlives --handler-timeout (every
+  // item they take fails with a timeout and is retried), two a normal one;
+  // every 3 s a slow and a normal worker leave and come back in the other
+  // role, so parts keep moving between them. Items end acked by a normal
+  // worker or dead-lettered after 3 timeouts; never both, never neither.
+  FaultScenario s(Options("handler_timeout", 8000, 3));
+  ASSERT_TRUE(s.SetUp());
+  const WorkerSpec slow = Spec("sleep:100,record:effects", "", {"--handler-timeout", "50ms"});
+  const WorkerSpec normal = Spec(kHandler);
+  std::vector<int> slow_workers = {s.Add(slow), s.Add(slow)};
+  std::vector<int> normal_workers = {s.Add(normal), s.Add(normal)};
+  CheckResult r = s.Run(
+      absl::Seconds(3),
+      [&](int round) {
+        const size_t k = round % 2;
+        s.Retire(slow_workers[k]);
+        s.Retire(normal_workers[k]);
+        slow_workers[k] = s.Add(slow);
+        normal_workers[k] = s.Add(normal);
+        return 0;  // role swaps are not faults; the timeouts are
+      },
+      [&] { return s.Logged().retried + s.Logged().dead; });
+  ExpectExactlyOnce(s, r, -1);
+  EXPECT_GT(s.faults(), 0);
+  for (const auto& e : r.dead_errors) EXPECT_TRUE(absl::StrContains(e, "timeout") ||
+                                                  absl::StrContains(e, "timed out")) << e;
+}
+
+TEST(Fault, PoisonItemCrashesEveryWorkerThatTakesIt) {
+  FaultScenario s(Options("poison", 12000, 3, "POISON"));
+  ASSERT_TRUE(s.SetUp());
+  for (int i = 0; i < 3; ++i) {
+    s.Add(Spec("crash:POISON,sleep:8,record:effects", absl::StrCat("w", i + 1)));
+  }
+  CheckResult r = s.Run(absl::Seconds(1), [](int) { return 0; },
+                        [&] { return s.restarts(); });
+  ExpectExactlyOnce(s, r, 1);
+  ASSERT_EQ(r.dead_errors.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(r.dead_errors[0], "crash loop")) << r.dead_errors[0];
+  EXPECT_GE(s.restarts(), 3);
+}
+
+}  // namespace
+}  // namespace partq::testing
