@@ -271,12 +271,12 @@ per_part AS (
         AND (NOT $5::bool OR i.key IS NULL OR NOT EXISTS (
           SELECT 1 FROM {schema}.items j
           WHERE j.queue = $1 AND j.part = i.part AND j.key = i.key AND j.id < i.id))
-      ORDER BY i.priority, i.id LIMIT $4::int) c) r
+      ORDER BY i.priority, i.id LIMIT $7::int) c) r
   LEFT JOIN LATERAL (
     SELECT i.id, i.priority, i.claim_epoch FROM {schema}.items i
     WHERE $6::bool AND i.queue = $1 AND i.part = own.part AND i.claim_epoch <> own.epoch
-      AND (i.priority, i.id) < (coalesce(r.prios[$4::int], 32767),
-                                coalesce(r.ids[$4::int], 9223372036854775807))
+      AND (i.priority, i.id) < (coalesce(r.prios[$7::int], 32767),
+                                coalesce(r.ids[$7::int], 9223372036854775807))
     ORDER BY i.priority, i.id LIMIT 1) a ON true),
 abandoned AS (
   SELECT sid AS id, sprio AS priority, epoch, sprev AS prev, true AS suspect
