@@ -61,6 +61,9 @@ struct SessionOptions {
   // Without LISTEN (or with poll_only), re-read the group this often.
   absl::Duration group_poll = absl::Seconds(1);
   bool poll_only = false;  // no LISTEN connection (PgBouncer transaction pooling)
+  // Group notices wake the session at most this often (a burst of joins and
+  // hand-offs is folded into one read of the group).
+  absl::Duration min_tick_gap = absl::Milliseconds(50);
   // Backoff between reconnect attempts when the database is unreachable.
   absl::Duration retry_backoff = absl::Milliseconds(200);
   // Where the session reports parts, rebalances and heartbeats; null: nowhere.
