@@ -71,7 +71,7 @@ int CmdQueue(const std::vector<std::string>& argv) {
     q.session_ttl = *ttl;
     q.ordered = args->Has("ordered");
     if (absl::Status st = ValidateQueueConfig(q); !st.ok()) return Fail(st);
-    auto store = Connect(*args);
+    auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
     if (absl::Status st = (*store)->CreateQueue(q); !st.ok()) return Fail(st);
     printf("created queue \"%s\": %d parts, %s assignment, session TTL %s, max attempts %d%s\n",
@@ -82,7 +82,7 @@ int CmdQueue(const std::vector<std::string>& argv) {
   }
   if (sub == "list") {
     if (pos.size() != 1) return Usage("usage: partq queue list");
-    auto store = Connect(*args);
+    auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
     auto queues = (*store)->ListQueues();
     if (!queues.ok()) return Fail(queues.status());
@@ -110,7 +110,7 @@ int CmdQueue(const std::vector<std::string>& argv) {
   }
   if (sub == "delete") {
     if (pos.size() != 2) return Usage("usage: partq queue delete NAME");
-    auto store = Connect(*args);
+    auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
     if (absl::Status st = (*store)->DeleteQueue(pos[1]); !st.ok()) return Fail(st);
     printf("deleted queue \"%s\"\n", pos[1].c_str());
@@ -147,7 +147,7 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   auto opts = ConnectionOptions(*args);
   if (!opts.ok()) return Fail(opts.status());
 
-  auto store = ConnectPg(*opts);
+  auto store = ConnectChecked(*opts);
   if (!store.ok()) return Fail(store.status());
   Producer producer(std::move(*store));
 
@@ -224,7 +224,7 @@ int CmdWait(const std::vector<std::string>& argv) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("item id must be a positive whole number (got \"", pos[1], "\")")));
   }
-  auto store = Connect(*args);
+  auto store = ConnectChecked(*args);
   if (!store.ok()) return Fail(store.status());
   if (absl::Status st = (*store)->GetQueue(pos[0]).status(); !st.ok()) return Fail(st);
   Producer producer(std::move(*store));
@@ -244,7 +244,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, ConnectionFlags(), {"json"});
   if (!args.ok()) return Fail(args.status());
   if (args->positional().size() != 1) return Usage("usage: partq status QUEUE [--json]");
-  auto store = Connect(*args);
+  auto store = ConnectChecked(*args);
   if (!store.ok()) return Fail(store.status());
   auto st = (*store)->Status(args->positional()[0]);
   if (!st.ok()) return Fail(st.status());

@@ -37,6 +37,19 @@ absl::StatusOr<std::unique_ptr<Store>> Connect(const Args& args) {
   return ConnectPg(*o);
 }
 
+absl::StatusOr<std::unique_ptr<Store>> ConnectChecked(const PgOptions& options) {
+  auto store = ConnectPg(options);
+  if (!store.ok()) return store.status();
+  if (absl::Status st = (*store)->CheckSchema(); !st.ok()) return st;
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<Store>> ConnectChecked(const Args& args) {
+  auto o = ConnectionOptions(args);
+  if (!o.ok()) return o.status();
+  return ConnectChecked(*o);
+}
+
 int Fail(const absl::Status& st) {
   fprintf(stderr, "partq: error: %s\n", std::string(st.message()).c_str());
   return absl::IsInvalidArgument(st) ? 2 : 1;

@@ -26,6 +26,11 @@ std::set<std::string> With(std::set<std::string> a, const std::set<std::string>&
 // $PARTQ_SCHEMA, else "partq".
 absl::StatusOr<PgOptions> ConnectionOptions(const Args& args);
 absl::StatusOr<std::unique_ptr<Store>> Connect(const Args& args);
+// Connect, then Store::CheckSchema: a missing, older or newer schema is
+// refused before the command reads or writes anything. Every command but
+// `migrate` connects this way.
+absl::StatusOr<std::unique_ptr<Store>> ConnectChecked(const PgOptions& options);
+absl::StatusOr<std::unique_ptr<Store>> ConnectChecked(const Args& args);
 
 // Prints "partq: error: ..." and returns the exit code for `st` (2 for usage
 // errors, 1 otherwise).

@@ -1,0 +1,331 @@
+// Bad input to the real `partq` binary: each case must end with a clear
+// message on stderr, a non-zero exit status (2 for usage errors, 1 for the
+// rest) and nothing written to the database.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/embedded_postgres.h"
+#include "gtest/gtest.h"
+#include "tests/testing/pg_env.h"
+#include "tests/testing/process.h"
+
+namespace partq {
+namespace {
+
+using testing::TestSchema;
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `partq args...` with `input` on stdin; captures stdout and stderr.
+Result Partq(const std::vector<std::string>& args, const std::string& input = "") {
+  char tmpl[] = "/tmp/partq-cli-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string in = dir + "/in", out = dir + "/out", err = dir + "/err";
+  std::ofstream(in) << input;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fi = open(in.c_str(), O_RDONLY);
+    int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fi, 0);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    unsetenv("PARTQ_DSN");
+    unsetenv("PARTQ_SCHEMA");
+    std::vector<std::string> argv = {testing::PartqBinary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> cargs;
+    for (auto& a : argv) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    execv(cargs[0], cargs.data());
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  Result r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return r;
+}
+
+class BadInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result r = Partq(With({"queue", "create", "q", "--parts", "4"}));
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+
+  // `args` plus this test's --dsn and --schema.
+  std::vector<std::string> With(std::vector<std::string> args) const {
+    args.insert(args.end(), {"--dsn", schema_.dsn(), "--schema", schema_.name()});
+    return args;
+  }
+
+  int64_t Items() const { return schema_.QInt("SELECT count(*) FROM {schema}.items"); }
+  int64_t Queues() const { return schema_.QInt("SELECT count(*) FROM {schema}.queues"); }
+
+  // Exit status `code`, stderr containing `message`, nothing on stdout, and
+  // no item or queue written.
+  void ExpectRejected(const std::vector<std::string>& args, int code, const std::string& message,
+                      const std::string& input = "") {
+    SCOPED_TRACE(absl::StrCat("partq ", args.empty() ? "" : args[0], " ... expecting \"",
+                              message, "\""));
+    Result r = Partq(args, input);
+    EXPECT_EQ(r.code, code) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, message)) << "stderr: " << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(Items(), 0);
+    EXPECT_EQ(Queues(), 1);
+  }
+
+  TestSchema schema_;
+};
+
+TEST_F(BadInputTest, UnknownQueue) {
+  const std::string msg = "unknown queue \"nosuch\" (create it with: partq queue create nosuch";
+  ExpectRejected(With({"enqueue", "nosuch", "hello"}), 1, msg);
+  ExpectRejected(With({"enqueue", "nosuch", "--stdin"}), 1, msg, "a\nb\n");
+  ExpectRejected(With({"worker", "nosuch"}), 1, msg);
+  ExpectRejected(With({"status", "nosuch"}), 1, msg);
+  ExpectRejected(With({"wait", "nosuch", "1", "--timeout", "1s"}), 1, msg);
+}
+
+TEST_F(BadInputTest, InvalidQueueNames) {
+  for (const std::string& name :
+       {std::string("q; DROP TABLE items"), std::string("q'--"), std::string("\"q\""),
+        std::string("q)"), std::string(64, 'a'), std::string(""), std::string("q\\x00"),
+        std::string("q name"), std::string(".q")}) {
+    ExpectRejected(With({"queue", "create", name, "--parts", "4"}), 2, "invalid queue name");
+    ExpectRejected(With({"enqueue", name, "payload"}), 2, "invalid queue name");
+    ExpectRejected(With({"worker", name}), 2, "invalid queue name");
+  }
+  // A name that looks like an option is refused as one.
+  ExpectRejected(With({"queue", "create", "-q", "--parts", "4"}), 2, "unknown option \"-q\"");
+  // 63 characters is the limit, not an error.
+  Result ok = Partq(With({"queue", "create", std::string(63, 'a'), "--parts", "1"}));
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(Queues(), 2);
+}
+
+TEST_F(BadInputTest, InvalidSchemaNames) {
+  for (const std::string& schema :
+       {std::string("x; DROP SCHEMA public"), std::string("x\""), std::string("X"),
+        std::string(64, 'a'), std::string(""), std::string("pg_x"), std::string("1x")}) {
+    Result r = Partq({"enqueue", "q", "x", "--dsn", schema_.dsn(), "--schema", schema});
+    EXPECT_EQ(r.code, 2) << schema;
+    EXPECT_TRUE(absl::StrContains(r.err, "invalid schema name")) << r.err;
+    r = Partq({"migrate", "--dsn", schema_.dsn(), "--schema", schema});
+    EXPECT_EQ(r.code, 2) << schema;
+    EXPECT_TRUE(absl::StrContains(r.err, "invalid schema name")) << r.err;
+  }
+  EXPECT_EQ(Items(), 0);
+}
+
+TEST_F(BadInputTest, OutOfRangeParts) {
+  for (const char* parts : {"0", "4097", "-1"}) {
+    ExpectRejected(With({"queue", "create", "p", "--parts", parts}), 2,
+                   "--parts must be between 1 and 4096");
+  }
+  ExpectRejected(With({"queue", "create", "p", "--parts", "abc"}), 2,
+                 "--parts: \"abc\" is not a whole number");
+  ExpectRejected(With({"queue", "create", "p", "--parts", "1.5"}), 2, "is not a whole number");
+  ExpectRejected(With({"queue", "create", "p", "--parts", "99999999999999999999"}), 2,
+                 "--parts: \"99999999999999999999\" is not a whole number");
+  ExpectRejected({"queue", "create", "p", "--dsn", schema_.dsn(), "--schema", schema_.name(),
+                  "--parts"},
+                 2, "--parts needs a value");
+  ExpectRejected(With({"queue", "create", "p"}), 2, "queue create needs --parts N");
+}
+
+TEST_F(BadInputTest, MalformedDurationsAndNumbers) {
+  ExpectRejected(With({"queue", "create", "p", "--parts", "4", "--session-ttl", "5x"}), 2,
+                 "--session-ttl: \"5x\" is not a duration");
+  ExpectRejected(With({"queue", "create", "p", "--parts", "4", "--session-ttl", "10ms"}), 2,
+                 "--session-ttl must be between");
+  ExpectRejected(With({"queue", "create", "p", "--parts", "4", "--session-ttl", "inf"}), 2,
+                 "is not a duration");
+  ExpectRejected(With({"queue", "create", "p", "--parts", "4", "--max-attempts", "0"}), 2,
+                 "--max-attempts must be between 1 and 1000");
+  ExpectRejected(With({"queue", "create", "p", "--parts", "4", "--assignment", "random"}), 2,
+                 "--assignment must be lexical or sticky");
+  ExpectRejected(With({"enqueue", "q", "--delay", "-1s", "x"}), 2, "--delay must be between");
+  ExpectRejected(With({"enqueue", "q", "--delay", "soon", "x"}), 2,
+                 "--delay: \"soon\" is not a duration");
+  ExpectRejected(With({"enqueue", "q", "--priority", "99999", "x"}), 2,
+                 "--priority must be between -32768 and 32767");
+  ExpectRejected(With({"enqueue", "q", "--priority", "high", "x"}), 2, "is not a whole number");
+  ExpectRejected(With({"enqueue", "q", "--stdin", "--chunk", "0"}), 2,
+                 "--chunk must be between 1 and 1000000", "a\n");
+  ExpectRejected(With({"worker", "q", "--concurrency", "0"}), 2,
+                 "--concurrency must be between 1 and 1024");
+  ExpectRejected(With({"worker", "q", "--batch", "100000"}), 2, "--batch must be between");
+  ExpectRejected(With({"worker", "q", "--handler-timeout", "0"}), 2,
+                 "--handler-timeout must be between");
+  ExpectRejected(With({"worker", "q", "--handler", "sleep:-5"}), 2, "sleep:MS needs milliseconds");
+  ExpectRejected(With({"worker", "q", "--handler", "fail:2"}), 2, "fail:RATE needs a fraction");
+  ExpectRejected(With({"worker", "q", "--handler", "record:x;drop"}), 2,
+                 "record:TABLE needs a table name");
+  ExpectRejected(With({"worker", "q", "--handler", "nope"}), 2, "unknown handler \"nope\"");
+  ExpectRejected(With({"worker", "q", "--bogus", "1"}), 2, "unknown option --bogus");
+  ExpectRejected(With({"wait", "q", "-3"}), 2, "unknown option \"-3\"");
+  ExpectRejected(With({"wait", "q", "abc"}), 2, "item id must be a positive whole number");
+}
+
+TEST_F(BadInputTest, OversizePayload) {
+  ExpectRejected(With({"enqueue", "q", "--max-payload", "10", "01234567890"}), 2,
+                 "payload is 11 bytes; the limit is 10 (--max-payload)");
+  ExpectRejected(With({"enqueue", "q", "--max-payload", "0", "x"}), 2,
+                 "--max-payload must be between");
+  // --stdin: the first line is already too long, so nothing is written.
+  ExpectRejected(With({"enqueue", "q", "--stdin", "--max-payload", "10"}), 2,
+                 "line 1 is 11 bytes; the limit is 10 (--max-payload). 0 lines before it were "
+                 "enqueued",
+                 "01234567890\nok\n");
+}
+
+// The documented --stdin behaviour (cli/admin.cc): input is committed chunk
+// by chunk; an oversize line stops the run after committing the lines before
+// it, and says how many; it and every line after it are not written.
+TEST_F(BadInputTest, OversizeLineInStdinCommitsOnlyTheLinesBeforeIt) {
+  Result r = Partq(With({"enqueue", "q", "--stdin", "--max-payload", "10", "--chunk", "2"}),
+                   "l1\nl2\nl3\n0123456789ab\nl5\n");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(absl::StrContains(
+      r.err, "line 4 is 12 bytes; the limit is 10 (--max-payload). 3 lines before it were enqueued"))
+      << r.err;
+  EXPECT_EQ(r.out, "");
+  auto rows = schema_.Q("SELECT convert_from(payload, 'UTF8') FROM {schema}.items ORDER BY id");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(*rows[0][0], "l1");
+  EXPECT_EQ(*rows[1][0], "l2");
+  EXPECT_EQ(*rows[2][0], "l3");
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  close(fd);  // nothing listens there now
+  return port;
+}
+
+TEST(BadConnection, UnreachableDatabase) {
+  const std::string dsn = absl::StrCat("host=127.0.0.1 port=", FreePort(),
+                                       " user=postgres dbname=postgres connect_timeout=5");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"migrate", "--dsn", dsn},
+           {"enqueue", "q", "x", "--dsn", dsn},
+           {"worker", "q", "--dsn", dsn},
+           {"queue", "create", "q", "--parts", "4", "--dsn", dsn}}) {
+    Result r = Partq(args);
+    EXPECT_EQ(r.code, 1) << args[0];
+    EXPECT_TRUE(absl::StrContains(r.err, "partq: error: cannot connect to PostgreSQL"))
+        << r.err;
+  }
+  Result r = Partq({"migrate", "--dsn", "host=127.0.0.1 port=notaport"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "malformed connection string")) << r.err;
+}
+
+TEST(BadConnection, WrongPassword) {
+  // A server of its own: the shared one trusts every connection.
+  auto server = EmbeddedPostgres::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  EmbeddedPostgres& pg = **server;
+  // Over the Unix socket (still trusted) for the set-up and the checks.
+  const std::string admin =
+      absl::StrCat("host=", pg.dir(), " port=", pg.port(), " user=postgres dbname=postgres");
+  testing::Query(admin, "CREATE ROLE alice LOGIN PASSWORD 'right'");
+  testing::Query(admin, "GRANT CREATE ON DATABASE postgres TO alice");
+  const std::string hba = pg.dir() + "/data/pg_hba.conf";
+  const std::string old = ReadFile(hba);
+  {
+    // Rewritten in place, so the file keeps its owner (postgres when root).
+    std::ofstream out(hba, std::ios::trunc);
+    out << "host all all 127.0.0.1/32 scram-sha-256\n" << old;
+  }
+  testing::Query(admin, "SELECT pg_reload_conf()");
+  const std::string tcp = absl::StrCat("host=127.0.0.1 port=", pg.port(), " dbname=postgres");
+
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"migrate", "--dsn", tcp + " user=alice password=wrong"},
+           {"enqueue", "q", "x", "--dsn", tcp + " user=alice password=wrong"},
+           {"migrate", "--dsn", tcp + " user=nobody password=x"}}) {
+    Result r = Partq(args);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_TRUE(absl::StrContains(r.err, "PostgreSQL rejected the login")) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "password authentication failed")) << r.err;
+  }
+  EXPECT_EQ(testing::QueryInt(admin, "SELECT count(*) FROM pg_namespace WHERE nspname = 'partq'"),
+            0);
+  // The right password works, so the failures above were the password's.
+  Result ok = Partq({"migrate", "--dsn", tcp + " user=alice password=right"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+TEST(BadSchema, MissingSchemaSaysToRunMigrate) {
+  const std::string dsn = testing::TestDsn();
+  const std::string schema = "partq_never_migrated";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"enqueue", "q", "x"},
+           {"enqueue", "q", "--stdin"},
+           {"worker", "q"},
+           {"queue", "create", "q", "--parts", "4"},
+           {"queue", "list"},
+           {"status", "q"}}) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--dsn", dsn, "--schema", schema});
+    Result r = Partq(a, "x\n");
+    EXPECT_EQ(r.code, 1) << args[0];
+    EXPECT_TRUE(absl::StrContains(r.err, "run `partq migrate`")) << args[0] << ": " << r.err;
+  }
+  EXPECT_EQ(testing::QueryInt(
+                dsn, "SELECT count(*) FROM pg_namespace WHERE nspname = 'partq_never_migrated'"),
+            0);
+}
+
+TEST_F(BadInputTest, SchemaNewerThanTheBinary) {
+  schema_.Q("INSERT INTO {schema}.schema_migrations (version, description) "
+            "VALUES (999, 'from the future')");
+  const std::string msg = "is at version 999, newer than this partq";
+  ExpectRejected(With({"migrate"}), 1, msg);
+  ExpectRejected(With({"worker", "q"}), 1, msg);
+  ExpectRejected(With({"enqueue", "q", "x"}), 1, msg);
+  ExpectRejected(With({"enqueue", "q", "--stdin"}), 1, msg, "a\nb\n");
+  ExpectRejected(With({"queue", "create", "p", "--parts", "4"}), 1, msg);
+  EXPECT_EQ(schema_.QInt("SELECT max(version) FROM {schema}.schema_migrations"), 999);
+}
+
+}  // namespace
+}  // namespace partq
