@@ -1,5 +1,7 @@
 #include "cli/args.h"
 
+#include <cmath>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -93,11 +95,12 @@ absl::StatusOr<double> Args::Double(const std::string& flag, double def, double 
 absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& text) {
   absl::Duration d;
   double seconds;
-  if (absl::SimpleAtod(text, &seconds) && std::isfinite(seconds)) {
-    return absl::Seconds(seconds);
-  }
-  if (text.empty() || !absl::ParseDuration(text, &d) || d == absl::InfiniteDuration() ||
-      d == -absl::InfiniteDuration()) {
+  // A bare number is seconds; one too large for a Duration (1e308) saturates
+  // to infinity, which is refused below like "inf".
+  const bool number = absl::SimpleAtod(text, &seconds) && std::isfinite(seconds);
+  if (number) d = absl::Seconds(seconds);
+  if (text.empty() || (!number && !absl::ParseDuration(text, &d)) ||
+      d == absl::InfiniteDuration() || d == -absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", text, "\" is not a duration (examples: 250ms, 5s, 1m30s, 2h)"));
   }
