@@ -14,6 +14,7 @@
 #include "consumer/builtin_handlers.h"
 #include "coordinator/pg_store.h"
 #include "gtest/gtest.h"
+#include "tests/testing/wait.h"
 #include "producer/producer.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
@@ -24,15 +25,7 @@ namespace {
 using testing::ChildProcess;
 using testing::TestSchema;
 
-template <typename F>
-bool WaitUntil(F f, absl::Duration timeout = absl::Seconds(60)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (f()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return f();
-}
+using testing::WaitUntil;
 
 class ConsumerTest : public ::testing::Test {
  protected:

@@ -18,6 +18,7 @@
 #include "coordinator/embedded_postgres.h"
 #include "coordinator/session.h"
 #include "gtest/gtest.h"
+#include "tests/testing/wait.h"
 #include "partitioner/assign.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
@@ -27,15 +28,7 @@ namespace {
 
 using testing::TestSchema;
 
-template <typename F>
-bool WaitUntil(F f, absl::Duration timeout = absl::Seconds(30)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (f()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return f();
-}
+using testing::WaitUntil;
 
 class NullListener : public PartListener {
  public:

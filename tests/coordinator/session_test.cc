@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "coordinator/mem_store.h"
 #include "gtest/gtest.h"
+#include "tests/testing/wait.h"
 
 namespace partq {
 namespace {
@@ -78,16 +79,7 @@ class RecordingListener : public PartListener {
   int64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Waits for a condition the sessions make true in the background.
-template <typename F>
-bool WaitFor(F f, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (f()) return true;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return f();
-}
+using testing::WaitUntil;
 
 std::vector<int> Parts(const Session& s) {
   std::vector<int> out;
@@ -148,7 +140,7 @@ class SessionTest : public ::testing::Test {
     for (absl::Duration done; done < total; done += step) {
       clock_.Advance(step);
       int64_t hb = db_.Calls("Heartbeat");
-      ASSERT_TRUE(WaitFor([&] { return db_.Calls("Heartbeat") >= hb + 2 * (int64_t)live.size(); }));
+      ASSERT_TRUE(WaitUntil([&] { return db_.Calls("Heartbeat") >= hb + 2 * (int64_t)live.size(); }));
     }
   }
 
@@ -163,12 +155,12 @@ TEST_F(SessionTest, SeedExampleTwoThenThirdInTheMiddle) {
   CreateQueue(8);
   Session* a = Add("a");
   Session* c = Add("c");
-  ASSERT_TRUE(WaitFor([&] { return Converged({a, c}, 8); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, c}, 8); }));
   EXPECT_EQ(Parts(*a), Range(0, 4));
   EXPECT_EQ(Parts(*c), Range(4, 8));
 
   Session* b = Add("b");  // sorts between a and c
-  ASSERT_TRUE(WaitFor([&] { return Converged({a, b, c}, 8); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c}, 8); }));
   EXPECT_EQ(Parts(*a), (std::vector<int>{0, 1}));
   EXPECT_EQ(Parts(*b), (std::vector<int>{2, 3, 4}));
   EXPECT_EQ(Parts(*c), (std::vector<int>{5, 6, 7}));
@@ -179,9 +171,9 @@ TEST_F(SessionTest, GracefulLeaveHandsPartsOverWithoutExpiry) {
   Session* a = Add("a");
   Session* b = Add("b");
   Session* c = Add("c");
-  ASSERT_TRUE(WaitFor([&] { return Converged({a, b, c}, 8); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c}, 8); }));
   b->Stop();  // the database clock does not move: no expiry can help
-  ASSERT_TRUE(WaitFor([&] { return Converged({a, c}, 8); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, c}, 8); }));
   EXPECT_EQ(Parts(*a), Range(0, 4));
   EXPECT_EQ(Parts(*c), Range(4, 8));
   EXPECT_EQ(b->state(), Session::State::kStopped);
@@ -191,7 +183,7 @@ TEST_F(SessionTest, SilentSessionLosesPartsAfterTtlAndNotBefore) {
   CreateQueue(6);
   Session* a = Add("a");
   Session* b = Add("b");
-  ASSERT_TRUE(WaitFor([&] { return Converged({a, b}, 6); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b}, 6); }));
   const auto b_parts = Parts(*b);
   const auto b_owned = b->owned();
   b->Abandon();  // stops heartbeating, deletes nothing: a crash
@@ -204,7 +196,7 @@ TEST_F(SessionTest, SilentSessionLosesPartsAfterTtlAndNotBefore) {
   for (int p : b_parts) EXPECT_TRUE(status->parts[p].owner.has_value());
 
   AdvanceDbClock(absl::Seconds(3), {a});  // past the TTL
-  ASSERT_TRUE(WaitFor([&] { return Converged({a}, 6); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 6); }));
 }
 
 TEST_F(SessionTest, StaticRejoinWithinTtlKeepsPartsAndMovesNothingElse) {
@@ -212,13 +204,13 @@ TEST_F(SessionTest, StaticRejoinWithinTtlKeepsPartsAndMovesNothingElse) {
   Session* a = Add("a");
   Session* b = Add("b");
   Session* c = Add("c");
-  ASSERT_TRUE(WaitFor([&] { return Converged({a, b, c}, 9); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c}, 9); }));
   const auto a_before = a->owned();
   const auto b_before = b->owned();
   const auto c_before = c->owned();
   b->Abandon();  // pod restart: same instance id comes back within the TTL
   Session* b2 = Add("b");
-  ASSERT_TRUE(WaitFor([&] { return Converged({a, b2, c}, 9); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b2, c}, 9); }));
   EXPECT_EQ(a->owned(), a_before);
   EXPECT_EQ(c->owned(), c_before);
   ASSERT_EQ(Parts(*b2), (std::vector<int>{3, 4, 5}));
@@ -232,13 +224,13 @@ TEST_F(SessionTest, StickyJoinMovesOnlyItsShare) {
   Session* a = Add("a");
   Session* b = Add("b");
   Session* c = Add("c");
-  ASSERT_TRUE(WaitFor([&] { return Converged({a, b, c}, 12); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c}, 12); }));
   std::map<int, std::string> before;
   for (auto [s, n] : {std::pair{a, "a"}, {b, "b"}, {c, "c"}}) {
     for (int p : Parts(*s)) before[p] = n;
   }
   Session* d = Add("0");  // sorts first: lexical would shift everything
-  ASSERT_TRUE(WaitFor([&] { return Converged({a, b, c, d}, 12); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c, d}, 12); }));
   EXPECT_EQ(Parts(*d).size(), 3u);  // floor(12 / 4)
   int moved = 0;
   for (auto [s, n] : {std::pair{a, "a"}, {b, "b"}, {c, "c"}}) {
@@ -252,21 +244,21 @@ TEST_F(SessionTest, SurvivesDatabaseErrorsAndConverges) {
   CreateQueue(16);
   Session* a = Add("a");
   Session* b = Add("b");
-  ASSERT_TRUE(WaitFor([&] { return Converged({a, b}, 16); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b}, 16); }));
   db_.FailNext(20);
   Session* c = Add("c");  // Start retries through the failures
-  ASSERT_TRUE(WaitFor([&] { return Converged({a, b, c}, 16); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c}, 16); }));
 }
 
 TEST_F(SessionTest, ExpiredSessionNoticesAndRejoins) {
   CreateQueue(4);
   Session* a = Add("a");
-  ASSERT_TRUE(WaitFor([&] { return Converged({a}, 4); }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
   // Someone else expires a: delete its row as if its heartbeats had stopped.
   auto other = db_.Connect();
   ASSERT_TRUE(other->Leave("q", a->id(), 1).ok());
-  ASSERT_TRUE(WaitFor([&] { return listeners_[0]->lost() > 0; }));
-  ASSERT_TRUE(WaitFor([&] { return Converged({a}, 4); }));
+  ASSERT_TRUE(WaitUntil([&] { return listeners_[0]->lost() > 0; }));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
   EXPECT_EQ(a->state(), Session::State::kActive);
 }
 

@@ -10,6 +10,7 @@
 #include "coordinator/session.h"
 #include "coordinator/session_metrics.h"
 #include "gtest/gtest.h"
+#include "tests/testing/wait.h"
 #include "producer/metrics.h"
 #include "producer/producer.h"
 #include "tests/observability/scrape.h"
@@ -25,15 +26,7 @@ double V(const prometheus::Registry& r, const std::string& name) {
   return v.value_or(-1);
 }
 
-template <typename F>
-bool WaitFor(F f, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (f()) return true;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return f();
-}
+using testing::WaitUntil;
 
 class NullListener : public PartListener {
  public:
@@ -75,13 +68,13 @@ TEST_F(MetricsTest, SessionReportsPartsRebalancesAndHandOffs) {
   SessionMetrics ma(ra, "q"), mb(rb, "q");
   auto a = NewSession(&ma);
   ASSERT_TRUE(a->Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return V(ra, "partq_parts_owned") == 4; }));
+  ASSERT_TRUE(WaitUntil([&] { return V(ra, "partq_parts_owned") == 4; }));
   EXPECT_EQ(V(ra, "partq_rebalances_total"), 1);
   EXPECT_EQ(V(ra, "partq_handoff_duration_seconds_count"), 4);  // four free parts
 
   auto b = NewSession(&mb);
   ASSERT_TRUE(b->Start().ok());
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     return V(ra, "partq_parts_owned") == 2 && V(rb, "partq_parts_owned") == 2 &&
            b->WaitStable(absl::ZeroDuration());
   }));
@@ -95,7 +88,7 @@ TEST_F(MetricsTest, SessionReportsPartsRebalancesAndHandOffs) {
   b->Abandon();
   EXPECT_EQ(V(rb, "partq_parts_owned"), 0);
   clock_.Advance(absl::Seconds(11));
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     return V(ra, "partq_session_expirations_total") == 1 && V(ra, "partq_parts_owned") == 4;
   }));
   EXPECT_EQ(V(ra, "partq_sessions_lost_total"), 0);
@@ -111,9 +104,9 @@ TEST_F(MetricsTest, SessionCountsHeartbeatFailuresAndLoss) {
   // forward).
   auto s = NewSession(&m, absl::Hours(1));
   ASSERT_TRUE(s->Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return V(r, "partq_parts_owned") == 2; }));
+  ASSERT_TRUE(WaitUntil([&] { return V(r, "partq_parts_owned") == 2; }));
   db_.FailNext(3);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     return V(r, "partq_heartbeat_failures_total") >= 1 && s->WaitStable(absl::ZeroDuration());
   }));
   EXPECT_EQ(V(r, "partq_sessions_lost_total"), 0);
@@ -122,7 +115,7 @@ TEST_F(MetricsTest, SessionCountsHeartbeatFailuresAndLoss) {
   clock_.Advance(absl::Seconds(11));
   ASSERT_TRUE(db_.Connect()->Heartbeat("q", SessionId{"nobody"}, 1).ok());
   db_.FailNext(1);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     return V(r, "partq_sessions_lost_total") == 1 && V(r, "partq_parts_owned") == 2;
   }));
   s->Stop();

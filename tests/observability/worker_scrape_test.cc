@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/wait.h"
 #include "nlohmann/json.hpp"
 #include "producer/metrics.h"
 #include "producer/producer.h"
@@ -38,15 +39,7 @@ std::string FindInPath(const std::string& name) {
   return "";
 }
 
-template <typename F>
-bool WaitUntil(F f, absl::Duration timeout = absl::Seconds(60)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (f()) return true;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return f();
-}
+using testing::WaitUntil;
 
 class WorkerScrapeTest : public ::testing::Test {
  protected:
