@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -30,7 +31,7 @@ struct PgOptions {
 };
 
 // The schema version this binary writes and understands.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // Names that reach SQL as identifiers or values: queue names are 1..63 chars
 // of [A-Za-z0-9_.-] starting with a letter or digit; schema names are
@@ -58,6 +59,18 @@ struct RecordProof {
 };
 absl::StatusOr<RecordProof> ReadRecordProof(const PgOptions& options, absl::string_view table);
 absl::Status DropRecordTable(const PgOptions& options, absl::string_view table);
+
+// An event for the Kafka bridge to publish (`partq bridge publish`).
+struct OutboxEvent {
+  std::string topic;
+  std::optional<std::string> key;  // raw bytes; nullopt: no key
+  std::string payload;
+  std::optional<std::string> headers_json;  // a JSON array of {"key","value"}
+};
+// Writes `event` to the outbox inside `tx` (a handler's ack transaction): it
+// is published exactly when that transaction commits. Unimplemented when `tx`
+// is not PostgreSQL; InvalidArgument for an empty topic or malformed headers.
+absl::Status WriteOutbox(Tx& tx, const OutboxEvent& event);
 
 // The LISTEN/NOTIFY channel of a queue (an identifier of at most 63 bytes).
 std::string ChannelFor(absl::string_view schema, absl::string_view queue);

@@ -132,6 +132,14 @@ class PgStore final : public Store {
 
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override;
 
+  // Kafka bridge (pg_store_kafka.cc).
+  absl::StatusOr<int64_t> IngestKafka(const KafkaIngestRequest& request) override;
+  absl::StatusOr<std::vector<KafkaOffset>> ReadKafkaOffsets(absl::string_view queue,
+                                                            absl::string_view topic) override;
+  absl::StatusOr<int64_t> CountItems(absl::string_view queue, int64_t limit) override;
+  absl::StatusOr<std::vector<OutboxRow>> ReadOutbox(int limit) override;
+  absl::Status DeleteOutbox(const std::vector<int64_t>& ids) override;
+
  private:
   // Runs `f` (which uses conn_) after connecting; turns exceptions into
   // Status values and drops a broken connection so the next call reconnects.

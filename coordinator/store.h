@@ -167,6 +167,47 @@ class Listener {
   virtual absl::StatusOr<std::vector<Notice>> Wait(absl::Duration timeout) = 0;
 };
 
+// --- Kafka bridge (producer/bridge_*.h) -------------------------------------------
+
+// One consumed Kafka message to ingest as an item.
+struct KafkaMessage {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  // The message key, raw bytes. The item's part is PartForKey(key) of these
+  // bytes (Kafka's murmur2 partitioner: with equal counts, Kafka partition p
+  // and part p hold the same keys). The item's key column is the key itself
+  // when it is UTF-8 without NUL, else "\x" + hex of the bytes.
+  std::optional<std::string> key;
+  std::string payload;
+  std::optional<std::string> headers_json;  // a JSON array; nullopt: none
+};
+// Moves a (topic, partition)'s stored next offset by compare-and-set.
+struct KafkaOffsetAdvance {
+  std::string topic;
+  int32_t partition = 0;
+  std::optional<int64_t> expected;  // the stored value read before; nullopt: no row
+  int64_t next_offset = 0;
+};
+struct KafkaIngestRequest {
+  std::string queue;
+  std::vector<KafkaMessage> messages;
+  std::vector<KafkaOffsetAdvance> offsets;
+};
+struct KafkaOffset {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t next_offset = 0;
+};
+// A row of the outbox, to produce to Kafka.
+struct OutboxRow {
+  int64_t id = 0;
+  std::string topic;
+  std::optional<std::string> key;  // raw bytes
+  std::string payload;
+  std::optional<std::string> headers_json;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -226,6 +267,34 @@ class Store {
 
   // A new LISTEN connection for `queue` (PgStore); Unimplemented elsewhere.
   virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) = 0;
+
+  // --- Kafka bridge (PgStore; Unimplemented elsewhere) -------------------------
+  // One transaction: inserts one item per message (with its origin and
+  // headers) and moves every offset in `request.offsets` from `expected` to
+  // `next_offset`. If any stored offset is not `expected` (another bridge
+  // ingested that partition meanwhile) nothing is written and the result is
+  // kAborted: re-read the offsets and seek. Returns the items written.
+  virtual absl::StatusOr<int64_t> IngestKafka(const KafkaIngestRequest& request) {
+    return absl::UnimplementedError("Kafka ingest needs PostgreSQL");
+  }
+  // The stored next offsets of `topic` for `queue`, by partition.
+  virtual absl::StatusOr<std::vector<KafkaOffset>> ReadKafkaOffsets(absl::string_view queue,
+                                                                    absl::string_view topic) {
+    return absl::UnimplementedError("Kafka offsets need PostgreSQL");
+  }
+  // The number of items in `queue` (ready, delayed or in flight), counting no
+  // further than `limit` so a deep backlog stays cheap to measure.
+  virtual absl::StatusOr<int64_t> CountItems(absl::string_view queue, int64_t limit) {
+    return absl::UnimplementedError("CountItems needs PostgreSQL");
+  }
+  // Up to `limit` outbox rows in id order (all of them are undelivered).
+  virtual absl::StatusOr<std::vector<OutboxRow>> ReadOutbox(int limit) {
+    return absl::UnimplementedError("the outbox needs PostgreSQL");
+  }
+  // Deletes delivered outbox rows.
+  virtual absl::Status DeleteOutbox(const std::vector<int64_t>& ids) {
+    return absl::UnimplementedError("the outbox needs PostgreSQL");
+  }
 };
 
 // Makes a new Store (a new connection). Thread-safe.
