@@ -45,6 +45,7 @@ int CmdWorker(const std::vector<std::string>& argv);
 int CmdStatus(const std::vector<std::string>& argv);
 int CmdDemo(const std::vector<std::string>& argv);
 int CmdBench(const std::vector<std::string>& argv);
+int CmdBridge(const std::vector<std::string>& argv);
 
 }  // namespace partq::cli
 

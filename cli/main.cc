@@ -26,10 +26,16 @@ Commands:
   status QUEUE [--json]
   bench [--json] [...]                     throughput/latency with baselines
   demo [--keep]                            the whole story on an embedded database
+  bridge ingest --brokers B --topic T --queue Q [--group G] [--instance-id ID]
+                [--batch N] [--high-water N] [--low-water N] [--kafka-config k=v,...]
+                [--metrics-addr HOST:PORT]   Kafka -> queue, exactly once
+  bridge publish --brokers B [--batch N] [--kafka-config k=v,...] [--metrics-addr HOST:PORT]
+                                           the outbox -> Kafka (idempotent producer)
 
 Connection: --dsn or $PARTQ_DSN, else libpq's PGHOST/PGPORT/PGUSER/... variables.
 Schema: --schema or $PARTQ_SCHEMA (default "partq").
-Handlers (chain with commas): noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD.
+Handlers (chain with commas): noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD,
+  publish:TOPIC.
 )";
 
 }  // namespace
@@ -58,5 +64,6 @@ int main(int argc, char** argv) {
   if (cmd == "status") return CmdStatus(rest);
   if (cmd == "demo") return CmdDemo(rest);
   if (cmd == "bench") return CmdBench(rest);
+  if (cmd == "bridge") return CmdBridge(rest);
   return Usage("unknown command \"" + cmd + "\"");
 }

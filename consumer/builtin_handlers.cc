@@ -12,11 +12,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "coordinator/pg_store.h"
 
 namespace partq {
 namespace {
 
-constexpr char kKnown[] = "noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD";
+constexpr char kKnown[] = "noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD, publish:TOPIC";
 
 bool IsIdentifier(absl::string_view s) {
   if (s.empty() || s.size() > 63) return false;
@@ -128,6 +129,27 @@ class Record : public Handler {
   std::string table_;
 };
 
+// Writes the item's payload (and key) to the outbox inside the ack
+// transaction; `partq bridge publish` sends it to TOPIC. The header
+// partq.item.id names the item, so consumers can spot a re-send.
+class Publish : public Handler {
+ public:
+  explicit Publish(std::string topic) : topic_(std::move(topic)) {}
+  absl::Status Handle(HandlerCall& call) override {
+    OutboxEvent e;
+    e.topic = topic_;
+    e.key = call.item->key;
+    e.payload = call.item->payload;
+    e.headers_json = absl::StrCat(R"([{"key":"partq.item.id","value":")", call.item->id, "\"}]");
+    absl::Status st = WriteOutbox(*call.tx, e);
+    if (absl::IsUnimplemented(st)) return absl::OkStatus();  // no SQL store
+    return st;
+  }
+
+ private:
+  std::string topic_;
+};
+
 class Chain : public Handler {
  public:
   explicit Chain(std::vector<std::unique_ptr<Handler>> stages) : stages_(std::move(stages)) {}
@@ -206,6 +228,13 @@ absl::StatusOr<std::unique_ptr<Handler>> ParseOne(absl::string_view spec) {
     }
     return bad("record:TABLE needs a table name of lowercase letters, digits and _ "
                "(optionally schema.table)");
+  }
+  if (name == "publish") {
+    // Kafka topic names: 1..249 of [A-Za-z0-9._-].
+    bool ok = !arg.empty() && arg.size() <= 249;
+    for (char c : arg) ok = ok && (absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-');
+    if (!ok) return bad("publish:TOPIC needs a Kafka topic name ([A-Za-z0-9._-], 1..249)");
+    return std::make_unique<Publish>(std::string(arg));
   }
   if (name == "crash") {
     if (!has_arg || arg.empty()) return bad("crash:PAYLOAD needs the payload to crash on");

@@ -6,6 +6,8 @@
 //                  ack transaction — the visible proof of exactly-once side
 //                  effects. TABLE is [a-z_][a-z0-9_]* in partq's schema, or
 //                  schema.table; created if missing.
+//   publish:TOPIC  write the item's payload and key to the outbox inside the
+//                  ack transaction, for `partq bridge publish` to send to TOPIC
 //   crash:PAYLOAD  kill the process (SIGKILL) when an item's payload equals
 //                  PAYLOAD — a poison item, for crash-loop tests
 // A chain runs stage by stage; an item that fails a stage skips the rest.

@@ -1,0 +1,189 @@
+// partq bridge ingest|publish: the Kafka bridge (producer/bridge_*.h) until
+// SIGTERM/SIGINT.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "cli/common.h"
+#include "cli/http_server.h"
+#include "coordinator/log.h"
+#include "producer/bridge_ingest.h"
+#include "producer/bridge_metrics.h"
+#include "producer/bridge_publish.h"
+
+namespace partq::cli {
+namespace {
+
+std::atomic<int> g_bridge_signals{0};
+void OnBridgeSignal(int) {
+  if (g_bridge_signals.fetch_add(1) >= 1) _exit(130);
+}
+
+// --kafka-config "k=v,k=v": extra librdkafka properties.
+absl::StatusOr<std::map<std::string, std::string>> KafkaConfig(const Args& args) {
+  std::map<std::string, std::string> out;
+  auto text = args.Get("kafka-config");
+  if (!text) return out;
+  for (absl::string_view kv : absl::StrSplit(*text, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (p.first.empty() || kv.find('=') == absl::string_view::npos) {
+      return absl::InvalidArgumentError("--kafka-config needs key=value[,key=value]");
+    }
+    out[p.first] = p.second;
+  }
+  return out;
+}
+
+absl::Status SetLogLevelFlag(const Args& args) {
+  auto level = args.Get("log-level");
+  if (!level) return absl::OkStatus();
+  static const std::map<std::string, LogLevel> kLevels = {
+      {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo}, {"warning", LogLevel::kWarning},
+      {"error", LogLevel::kError}, {"off", LogLevel::kOff}};
+  auto it = kLevels.find(*level);
+  if (it == kLevels.end()) {
+    return absl::InvalidArgumentError("--log-level: debug, info, warning, error or off");
+  }
+  SetLogLevel(it->second);
+  return absl::OkStatus();
+}
+
+void InstallSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnBridgeSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+int Ingest(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(
+      argv,
+      With(ConnectionFlags(), {"brokers", "topic", "queue", "group", "instance-id", "batch",
+                               "batch-wait", "high-water", "low-water", "metrics-addr",
+                               "kafka-config", "log-level"}),
+      {"quiet"});
+  if (!args.ok()) return Fail(args.status());
+  BridgeIngestOptions o;
+  o.brokers = args->GetOr("brokers", "");
+  o.topic = args->GetOr("topic", "");
+  o.queue = args->GetOr("queue", "");
+  if (o.brokers.empty() || o.topic.empty() || o.queue.empty() || !args->positional().empty()) {
+    return Usage("usage: partq bridge ingest --brokers B --topic T --queue Q [--group G]");
+  }
+  o.group = args->GetOr("group", "");
+  o.instance_id = args->GetOr("instance-id", "");
+  auto batch = args->Int("batch", 1000, 1, 100000);
+  auto wait = args->Duration("batch-wait", absl::Milliseconds(50), absl::Milliseconds(1),
+                             absl::Minutes(1));
+  auto high = args->Int("high-water", 100000, 1, int64_t{1} << 40);
+  auto low = args->Int("low-water", -1, 0, int64_t{1} << 40);
+  auto kconf = KafkaConfig(*args);
+  for (const absl::Status& st :
+       {batch.status(), wait.status(), high.status(), low.status(), kconf.status(),
+        SetLogLevelFlag(*args)}) {
+    if (!st.ok()) return Fail(st);
+  }
+  o.batch_max = static_cast<int>(*batch);
+  o.batch_wait = *wait;
+  o.high_water = *high;
+  o.low_water = *low >= 0 ? *low : *high / 2;
+  o.kafka_config = *kconf;
+  auto pg = ConnectionOptions(*args);
+  if (!pg.ok()) return Fail(pg.status());
+  pg->application_name = "partq bridge ingest";
+  {
+    auto store = ConnectPg(*pg);
+    if (!store.ok()) return Fail(store.status());
+    if (absl::Status st = (*store)->CheckSchema(); !st.ok()) return Fail(st);
+  }
+  auto registry = std::make_shared<prometheus::Registry>();
+  BridgeMetrics metrics(*registry);
+  InstallSignals();
+  BridgeIngest bridge(PgStoreFactory(*pg), o, &metrics);
+  if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
+  std::unique_ptr<HttpServer> http;
+  if (auto addr = args->Get("metrics-addr")) {
+    auto server = HttpServer::Start(*addr, registry, [](std::string*) { return true; });
+    if (!server.ok()) return Fail(server.status());
+    http = std::move(*server);
+  }
+  const bool quiet = args->Has("quiet");
+  if (!quiet) {
+    fprintf(stderr, "partq: bridge ingesting %s into queue \"%s\"\n", o.topic.c_str(),
+            o.queue.c_str());
+  }
+  while (g_bridge_signals.load() == 0 && bridge.status().ok()) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  bridge.Stop();
+  const BridgeIngestStats s = bridge.stats();
+  if (!quiet) {
+    fprintf(stderr, "partq: bridge stopped: %lld messages in %lld transactions\n",
+            static_cast<long long>(s.messages), static_cast<long long>(s.batches));
+  }
+  if (!bridge.status().ok()) return Fail(bridge.status());
+  return 0;
+}
+
+int Publish(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(
+      argv, With(ConnectionFlags(), {"brokers", "batch", "metrics-addr", "kafka-config",
+                                     "log-level"}),
+      {"quiet"});
+  if (!args.ok()) return Fail(args.status());
+  BridgePublishOptions o;
+  o.brokers = args->GetOr("brokers", "");
+  if (o.brokers.empty() || !args->positional().empty()) {
+    return Usage("usage: partq bridge publish --brokers B");
+  }
+  auto batch = args->Int("batch", 500, 1, 100000);
+  auto kconf = KafkaConfig(*args);
+  for (const absl::Status& st : {batch.status(), kconf.status(), SetLogLevelFlag(*args)}) {
+    if (!st.ok()) return Fail(st);
+  }
+  o.batch = static_cast<int>(*batch);
+  o.kafka_config = *kconf;
+  auto pg = ConnectionOptions(*args);
+  if (!pg.ok()) return Fail(pg.status());
+  pg->application_name = "partq bridge publish";
+  auto registry = std::make_shared<prometheus::Registry>();
+  BridgeMetrics metrics(*registry);
+  InstallSignals();
+  BridgePublish bridge(PgStoreFactory(*pg), o, &metrics);
+  if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
+  std::unique_ptr<HttpServer> http;
+  if (auto addr = args->Get("metrics-addr")) {
+    auto server = HttpServer::Start(*addr, registry, [](std::string*) { return true; });
+    if (!server.ok()) return Fail(server.status());
+    http = std::move(*server);
+  }
+  const bool quiet = args->Has("quiet");
+  if (!quiet) fprintf(stderr, "partq: bridge publishing the outbox to %s\n", o.brokers.c_str());
+  while (g_bridge_signals.load() == 0) absl::SleepFor(absl::Milliseconds(20));
+  bridge.Stop();
+  if (!quiet) {
+    fprintf(stderr, "partq: bridge stopped: %lld rows delivered\n",
+            static_cast<long long>(bridge.stats().delivered));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int CmdBridge(const std::vector<std::string>& argv) {
+  if (argv.empty()) return Usage("usage: partq bridge ingest|publish [options]");
+  const std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  if (argv[0] == "ingest") return Ingest(rest);
+  if (argv[0] == "publish") return Publish(rest);
+  return Usage("usage: partq bridge ingest|publish [options]");
+}
+
+}  // namespace partq::cli
