@@ -1,0 +1,379 @@
+// The Kafka bridge (producer/bridge_*.h, `partq bridge`) on librdkafka's mock
+// cluster and a real PostgreSQL: exactly-once ingest across SIGKILL, per-key
+// order, injected request errors, brokers down/up, backpressure, publish
+// without duplicates, and kcat on the wire.
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <librdkafka/rdkafkacpp.h>
+#include <signal.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "coordinator/pg_store.h"
+#include "gtest/gtest.h"
+#include "producer/bridge_ingest.h"
+#include "producer/bridge_metrics.h"
+#include "producer/bridge_publish.h"
+#include "tests/testing/pg_env.h"
+#include "tests/testing/process.h"
+
+namespace partq {
+namespace {
+
+constexpr int16_t kApiProduce = 0;
+constexpr int16_t kApiFetch = 1;
+
+// Polls `cond` every 20ms until it holds or `timeout` passes.
+template <typename F>
+bool WaitFor(F cond, absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (cond()) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return cond();
+}
+
+// A mock cluster living in this process (its brokers listen on loopback).
+class MockCluster {
+ public:
+  explicit MockCluster(int brokers) {
+    char err[256];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    EXPECT_NE(rk_, nullptr) << err;
+    mc_ = rd_kafka_mock_cluster_new(rk_, brokers);
+    EXPECT_NE(mc_, nullptr);
+  }
+  ~MockCluster() {
+    rd_kafka_mock_cluster_destroy(mc_);
+    rd_kafka_destroy(rk_);
+  }
+  std::string bootstraps() const { return rd_kafka_mock_cluster_bootstraps(mc_); }
+  rd_kafka_mock_cluster_t* get() { return mc_; }
+  void CreateTopic(const std::string& topic, int partitions) {
+    ASSERT_EQ(rd_kafka_mock_topic_create(mc_, topic.c_str(), partitions, 3),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+
+ private:
+  rd_kafka_t* rk_ = nullptr;
+  rd_kafka_mock_cluster_t* mc_ = nullptr;
+};
+
+struct Produced {
+  std::string key;
+  int32_t partition;
+  int64_t offset;
+};
+
+// Produces `n` messages with keys k0..k{keys-1} and payloads "m<i>" using
+// Kafka's murmur2 partitioner (the Java client's default, partq's PartForKey).
+std::vector<Produced> ProduceKeyed(const std::string& brokers, const std::string& topic, int n,
+                                   int keys, int start = 0) {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  conf->set("bootstrap.servers", brokers, err);
+  conf->set("partitioner", "murmur2_random", err);
+  conf->set("enable.idempotence", "true", err);
+  struct Dr : RdKafka::DeliveryReportCb {
+    std::vector<Produced> out;
+    void dr_cb(RdKafka::Message& m) override {
+      EXPECT_EQ(m.err(), RdKafka::ERR_NO_ERROR) << m.errstr();
+      out.push_back({*m.key(), m.partition(), m.offset()});
+    }
+  } dr;
+  conf->set("dr_cb", &dr, err);
+  std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(conf.get(), err));
+  EXPECT_NE(p, nullptr) << err;
+  for (int i = start; i < start + n; ++i) {
+    const std::string key = absl::StrCat("k", i % keys);
+    const std::string payload = absl::StrCat("m", i);
+    RdKafka::Headers* h = RdKafka::Headers::create();
+    h->add("seq", absl::StrCat(i));
+    EXPECT_EQ(p->produce(topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
+                         const_cast<char*>(payload.data()), payload.size(), key.data(),
+                         key.size(), 0, h, nullptr),
+              RdKafka::ERR_NO_ERROR);
+  }
+  EXPECT_EQ(p->flush(60000), RdKafka::ERR_NO_ERROR);
+  return dr.out;
+}
+
+using Origin = std::tuple<int32_t, int64_t>;  // partition, offset
+
+class BridgeTest : public ::testing::Test {
+ protected:
+  void SetUp() override { cluster_.CreateTopic(topic_, 4); }
+
+  void CreateQueue(int parts = 4) {
+    auto store = schema_.NewStore();
+    QueueConfig q;
+    q.name = "jobs";
+    q.parts = parts;
+    ASSERT_TRUE(store->CreateQueue(q).ok());
+  }
+  int64_t Items() { return schema_.QInt("SELECT count(*) FROM {schema}.items"); }
+  // (partition, offset) of every item, with the checks that hold for all:
+  // part == Kafka partition (murmur2 on both sides) and per key, ids follow
+  // offsets (claims take ids in order, so acks follow the topic's order).
+  std::multiset<Origin> ItemOrigins() {
+    std::multiset<Origin> out;
+    std::map<std::string, int64_t> last_offset;
+    for (const auto& row : schema_.Q(
+             "SELECT origin_partition, origin_offset, part, key, origin_topic, headers::text "
+             "FROM {schema}.items ORDER BY id")) {
+      int32_t p;
+      int64_t off;
+      int part;
+      EXPECT_TRUE(absl::SimpleAtoi(*row[0], &p) && absl::SimpleAtoi(*row[1], &off) &&
+                  absl::SimpleAtoi(*row[2], &part));
+      EXPECT_EQ(part, p) << "item part differs from its Kafka partition";
+      EXPECT_EQ(*row[4], topic_);
+      EXPECT_TRUE(row[5].has_value() && row[5]->find("\"seq\"") != std::string::npos);
+      auto it = last_offset.find(*row[3]);
+      if (it != last_offset.end()) EXPECT_LT(it->second, off) << "key " << *row[3] << " reordered";
+      last_offset[*row[3]] = off;
+      out.insert({p, off});
+    }
+    return out;
+  }
+  static std::multiset<Origin> Origins(const std::vector<Produced>& produced) {
+    std::multiset<Origin> out;
+    for (const Produced& m : produced) out.insert({m.partition, m.offset});
+    return out;
+  }
+  BridgeIngestOptions IngestOptions() {
+    BridgeIngestOptions o;
+    o.brokers = cluster_.bootstraps();
+    o.topic = topic_;
+    o.queue = "jobs";
+    o.batch_max = 50;
+    o.kafka_config = {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}};
+    return o;
+  }
+
+  testing::TestSchema schema_;
+  MockCluster cluster_{3};
+  std::string topic_ = "events";
+};
+
+TEST_F(BridgeTest, IngestIsExactlyOnceAcrossSigkillAndRestart) {
+  CreateQueue();
+  std::vector<Produced> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 3000, 37);
+  ASSERT_EQ(produced.size(), 3000u);
+  auto start = [&] {
+    return std::make_unique<testing::ChildProcess>(
+        std::vector<std::string>{testing::PartqBinary(), "bridge", "ingest", "--brokers",
+                                 cluster_.bootstraps(), "--topic", topic_, "--queue", "jobs",
+                                 "--dsn", schema_.dsn(), "--schema", schema_.name(), "--batch",
+                                 "20", "--kafka-config",
+                                 "session.timeout.ms=6000,heartbeat.interval.ms=500", "--quiet"},
+        std::map<std::string, std::string>{}, "/tmp/partq_bridge_test.log");
+  };
+  auto first = start();
+  ASSERT_TRUE(WaitFor([&] { return Items() >= 300; }, absl::Seconds(90)));
+  first->Signal(SIGKILL);
+  first->Wait(absl::Seconds(10));
+  const int64_t at_kill = Items();
+  EXPECT_LT(at_kill, 3000) << "killed too late to prove anything";
+  auto second = start();
+  ASSERT_TRUE(WaitFor([&] { return Items() >= 3000; }, absl::Seconds(120))) << Items();
+  absl::SleepFor(absl::Seconds(1));  // nothing more may arrive
+  second->Signal(SIGTERM);
+  EXPECT_TRUE(second->Wait(absl::Seconds(30)).has_value());
+  EXPECT_EQ(Items(), 3000);
+  EXPECT_EQ(ItemOrigins(), Origins(produced));
+  // The stored offsets are the high watermarks.
+  std::map<int32_t, int64_t> high;
+  for (const Produced& m : produced) high[m.partition] = std::max(high[m.partition], m.offset + 1);
+  for (const auto& row :
+       schema_.Q("SELECT partition, next_offset FROM {schema}.kafka_offsets ORDER BY 1")) {
+    EXPECT_EQ(std::stoll(*row[1]), high[std::stoi(*row[0])]) << "partition " << *row[0];
+  }
+}
+
+TEST_F(BridgeTest, IngestSurvivesInjectedFetchErrorsAndBrokersDownAndUp) {
+  CreateQueue();
+  auto registry = std::make_shared<prometheus::Registry>();
+  BridgeMetrics metrics(*registry);
+  BridgeIngest bridge(schema_.Factory(), IngestOptions(), &metrics);
+  ASSERT_TRUE(bridge.Start().ok());
+  std::vector<Produced> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 500, 11);
+  rd_kafka_mock_push_request_errors(cluster_.get(), kApiFetch, 6,
+                                    RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                                    RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+                                    RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                                    RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+                                    RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+                                    RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION);
+  ASSERT_TRUE(WaitFor([&] { return Items() >= 500; }, absl::Seconds(90))) << Items();
+  // More messages arrive; a broker goes down while the bridge fetches them
+  // (its partitions wait: the mock moves no leaders), then it returns.
+  auto more = ProduceKeyed(cluster_.bootstraps(), topic_, 500, 11, 500);
+  rd_kafka_mock_broker_set_down(cluster_.get(), 2);
+  absl::SleepFor(absl::Seconds(2));
+  rd_kafka_mock_broker_set_up(cluster_.get(), 2);
+  produced.insert(produced.end(), more.begin(), more.end());
+  ASSERT_TRUE(WaitFor([&] { return Items() >= 1000; }, absl::Seconds(120))) << Items();
+  absl::SleepFor(absl::Seconds(1));
+  bridge.Stop();
+  EXPECT_EQ(Items(), 1000);
+  EXPECT_EQ(ItemOrigins(), Origins(produced));
+  EXPECT_EQ(bridge.stats().messages, 1000);
+}
+
+TEST_F(BridgeTest, IngestPausesAboveHighWaterAndResumesBelowLowWater) {
+  CreateQueue();
+  BridgeIngestOptions o = IngestOptions();
+  o.high_water = 100;
+  o.low_water = 50;
+  o.check_interval = absl::Milliseconds(50);
+  BridgeIngest bridge(schema_.Factory(), o, nullptr);
+  ASSERT_TRUE(bridge.Start().ok());
+  std::vector<Produced> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 1000, 13);
+  ASSERT_TRUE(WaitFor([&] { return bridge.stats().paused; }, absl::Seconds(60)));
+  absl::SleepFor(absl::Seconds(1));  // paused: the backlog stops growing
+  const int64_t while_paused = Items();
+  EXPECT_LT(while_paused, 1000);
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(Items(), while_paused);
+  // Drain as a consumer would (moving rows aside keeps the proof), until all arrived.
+  schema_.Q("CREATE TABLE {schema}.drained AS SELECT * FROM {schema}.items WITH NO DATA");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        schema_.Q("WITH d AS (DELETE FROM {schema}.items RETURNING *) "
+                  "INSERT INTO {schema}.drained SELECT * FROM d");
+        return schema_.QInt("SELECT count(*) FROM {schema}.drained") >= 1000;
+      },
+      absl::Seconds(120)));
+  bridge.Stop();
+  EXPECT_GE(bridge.stats().pauses, 1);
+  EXPECT_GE(bridge.stats().resumes, 1);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.drained"), 1000);
+  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT (origin_partition, origin_offset)) "
+                         "FROM {schema}.drained"),
+            1000);
+}
+
+TEST_F(BridgeTest, AStaleOffsetIsRefusedAndWritesNothing) {
+  CreateQueue();
+  auto store = schema_.NewStore();
+  KafkaIngestRequest r;
+  r.queue = "jobs";
+  r.messages = {{topic_, 0, 0, std::string("a"), "x", std::nullopt}};
+  r.offsets = {{topic_, 0, std::nullopt, 1}};
+  ASSERT_TRUE(store->IngestKafka(r).ok());
+  // A second bridge that read "no row" too, or an old offset: refused.
+  EXPECT_TRUE(absl::IsAborted(store->IngestKafka(r).status()));
+  r.offsets = {{topic_, 0, 0, 1}};
+  EXPECT_TRUE(absl::IsAborted(store->IngestKafka(r).status()));
+  EXPECT_EQ(Items(), 1);
+  r.messages[0].offset = 1;
+  r.messages[0].key = std::string("\xff\x00z", 3);  // binary key: stored as hex
+  r.offsets = {{topic_, 0, 1, 2}};
+  ASSERT_TRUE(store->IngestKafka(r).ok());
+  EXPECT_EQ(Items(), 2);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE key = '\\xff007a'"), 1);
+}
+
+// Every message of `topic` as "key payload" lines, read by kcat (a real
+// client on the wire) from the beginning to the end of each partition.
+std::vector<std::pair<std::string, std::string>> KcatConsume(const std::string& brokers,
+                                                             const std::string& topic) {
+  std::string out;
+  EXPECT_EQ(testing::RunCommand({"/usr/bin/kcat", "-C", "-b", brokers, "-t", topic, "-o",
+                                 "beginning", "-e", "-q", "-f", "%k %s\\n"},
+                                &out),
+            0);
+  std::vector<std::pair<std::string, std::string>> msgs;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(line, absl::MaxSplits(' ', 1));
+    msgs.push_back(kv);
+  }
+  return msgs;
+}
+
+TEST_F(BridgeTest, PublishUnderRetriableErrorsHasNoDuplicatesAndKeepsKeyOrder) {
+  cluster_.CreateTopic("results", 4);
+  // Rows as a handler's ack transaction writes them.
+  schema_.Q("INSERT INTO {schema}.outbox (topic, key, payload) "
+            "SELECT 'results', convert_to('k' || (i % 7), 'UTF8'), convert_to('r' || i, 'UTF8') "
+            "FROM generate_series(0, 599) i ORDER BY i");
+  rd_kafka_mock_push_request_errors(
+      cluster_.get(), kApiProduce, 8, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+      RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND, RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+      RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT);
+  BridgePublishOptions o;
+  o.brokers = cluster_.bootstraps();
+  o.batch = 100;
+  auto registry = std::make_shared<prometheus::Registry>();
+  BridgeMetrics metrics(*registry);
+  BridgePublish bridge(schema_.Factory(), o, &metrics);
+  ASSERT_TRUE(bridge.Start().ok());
+  // A broker outage mid-way: rows wait, none is lost.
+  absl::SleepFor(absl::Milliseconds(200));
+  rd_kafka_mock_broker_set_down(cluster_.get(), 1);
+  absl::SleepFor(absl::Seconds(2));
+  rd_kafka_mock_broker_set_up(cluster_.get(), 1);
+  ASSERT_TRUE(WaitFor([&] { return schema_.QInt("SELECT count(*) FROM {schema}.outbox") == 0; },
+                      absl::Seconds(120)));
+  bridge.Stop();
+  auto msgs = KcatConsume(cluster_.bootstraps(), "results");
+  std::set<std::string> payloads;
+  std::map<std::string, int> last;
+  for (const auto& [key, payload] : msgs) {
+    EXPECT_TRUE(payloads.insert(payload).second) << "duplicate " << payload;
+    const int i = std::stoi(payload.substr(1));
+    auto it = last.find(key);
+    if (it != last.end()) EXPECT_LT(it->second, i) << "key " << key << " reordered";
+    last[key] = i;
+  }
+  EXPECT_EQ(payloads.size(), 600u);
+  EXPECT_EQ(bridge.stats().delivered, 600);
+}
+
+TEST_F(BridgeTest, KcatProducesIntoIngestAndConsumesThePublishedTopic) {
+  CreateQueue();
+  cluster_.CreateTopic("out", 1);
+  BridgeIngest ingest(schema_.Factory(), IngestOptions(), nullptr);
+  ASSERT_TRUE(ingest.Start().ok());
+  std::string out;
+  ASSERT_EQ(testing::RunCommand({"/usr/bin/kcat", "-P", "-b", cluster_.bootstraps(), "-t", topic_, "-K",
+                                 ":", "-p", "0"},
+                                &out, {}, "a:one\nb:two\nc:three\n"),
+            0);
+  ASSERT_TRUE(WaitFor([&] { return Items() >= 3; }, absl::Seconds(60)));
+  ingest.Stop();
+  EXPECT_EQ(Items(), 3);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE key = 'b' AND "
+                         "payload = convert_to('two', 'UTF8')"),
+            1);
+  schema_.Q("INSERT INTO {schema}.outbox (topic, key, payload) VALUES "
+            "('out', convert_to('x', 'UTF8'), convert_to('published', 'UTF8'))");
+  BridgePublishOptions po;
+  po.brokers = cluster_.bootstraps();
+  BridgePublish publish(schema_.Factory(), po, nullptr);
+  ASSERT_TRUE(publish.Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return schema_.QInt("SELECT count(*) FROM {schema}.outbox") == 0; },
+                      absl::Seconds(60)));
+  publish.Stop();
+  auto msgs = KcatConsume(cluster_.bootstraps(), "out");
+  ASSERT_EQ(msgs.size(), 1u);
+  EXPECT_EQ(msgs[0].first, "x");
+  EXPECT_EQ(msgs[0].second, "published");
+}
+
+}  // namespace
+}  // namespace partq
