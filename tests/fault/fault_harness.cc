@@ -259,6 +259,11 @@ int64_t FaultScenario::Left() {
   return (*r)[0][0].as<int64_t>();
 }
 
+int64_t FaultScenario::LiveSessions() {
+  auto r = TryQuery(dsn_, "SELECT count(*) FROM partq.sessions WHERE expires_at > now()");
+  return r ? (*r)[0][0].as<int64_t>() : -1;
+}
+
 bool FaultScenario::WaitAllOwned(absl::Duration timeout) {
   const std::string sql = UnownedPartsSql(options_.parts);
   const absl::Time deadline = absl::Now() + timeout;
@@ -297,6 +302,13 @@ CheckResult FaultScenario::Run(absl::Duration every, const std::function<int(int
     auto rows = TryQuery(dsn_, UnownedPartsSql(options_.parts));
     r.unowned_parts_at_end = rows ? static_cast<int64_t>(rows->size()) : options_.parts;
   }
+  // And every supervised worker has a live session again.
+  r.workers_at_end = static_cast<int64_t>(Active().size());
+  const absl::Time sessions_deadline = absl::Now() + options_.ttl * 5 + absl::Seconds(20);
+  while ((r.sessions_at_end = LiveSessions()) != r.workers_at_end &&
+         absl::Now() < sessions_deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
   {
     absl::MutexLock lock(&mon_mu_);
     monitoring_ = false;
@@ -318,9 +330,11 @@ CheckResult FaultScenario::Run(absl::Duration every, const std::function<int(int
     }
   }
   if (count_after) faults_ += count_after();
-  const int64_t unowned_at_end = r.unowned_parts_at_end;
+  const CheckResult at_end = r;
   r = Check();
-  r.unowned_parts_at_end = unowned_at_end;
+  r.unowned_parts_at_end = at_end.unowned_parts_at_end;
+  r.sessions_at_end = at_end.sessions_at_end;
+  r.workers_at_end = at_end.workers_at_end;
   printf("%s wall_s=%.1f\n", Summary(r).c_str(), absl::ToDoubleSeconds(absl::Now() - start));
   fflush(stdout);
   return r;

@@ -63,6 +63,10 @@ struct CheckResult {
   int64_t phantom = 0;     // recorded or dead ids that were never enqueued
   int64_t left = 0;        // rows still in items
   int64_t unowned_parts_at_end = 0;
+  // Live sessions and supervised workers once the faults are over: equal
+  // when every worker (a paused one included) noticed and re-joined.
+  int64_t sessions_at_end = 0;
+  int64_t workers_at_end = 0;
   std::vector<std::string> dead_errors;  // distinct last_error values
 };
 
@@ -128,6 +132,7 @@ class FaultScenario {
   void Monitor();
   CheckResult Check();
   bool WaitAllOwned(absl::Duration timeout);
+  int64_t LiveSessions();
 
   const ScenarioOptions options_;
   std::unique_ptr<EmbeddedPostgres> server_;

@@ -35,6 +35,7 @@ void ExpectExactlyOnce(FaultScenario& s, const CheckResult& r, int64_t expected_
   EXPECT_EQ(r.phantom, 0) << "recorded ids that were never enqueued";
   EXPECT_EQ(r.left, 0) << "items left in the queue";
   EXPECT_EQ(r.unowned_parts_at_end, 0) << "parts without a live owner at the end";
+  EXPECT_EQ(r.sessions_at_end, r.workers_at_end) << "workers without a live session at the end";
   if (expected_dead >= 0) {
     EXPECT_EQ(r.dead, expected_dead);
   }
