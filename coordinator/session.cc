@@ -224,6 +224,54 @@ void Session::LoseAll(const char* why) {
   listener_->OnLost(lost);
 }
 
+// OnRevoke may wait for in-flight batches (up to the drain timeout), and this
+// thread is the one that heartbeats: a drain longer than the TTL would let
+// the session expire mid-drain, its parts go ownerless and its finished acks
+// be fenced (found by the handler_timeout fault scenario). So while the
+// listener drains, a helper thread heartbeats on its own connection.
+void Session::RevokeKeepingAlive(const std::vector<OwnedPart>& parts) {
+  const absl::Duration every = options_.heartbeat_interval > absl::ZeroDuration()
+                                   ? options_.heartbeat_interval
+                                   : config_.session_ttl / 4;
+  absl::Mutex done_mu;
+  bool done = false;
+  absl::Time last_ok = absl::InfinitePast();  // keepalive thread only, read after join
+  std::thread keepalive([&] {
+    std::unique_ptr<Store> store;
+    SessionId me;
+    int64_t inc;
+    {
+      absl::MutexLock lock(&mu_);
+      me = id_;
+      inc = incarnation_;
+    }
+    absl::MutexLock lock(&done_mu);
+    while (!done_mu.AwaitWithTimeout(absl::Condition(&done), every)) {
+      done_mu.Unlock();
+      if (store == nullptr) {
+        auto s = factory_();
+        if (s.ok()) store = std::move(*s);
+      }
+      if (store != nullptr) {
+        auto view = store->Heartbeat(options_.queue, me, inc);
+        if (!view.ok()) {
+          store.reset();
+        } else if (view->alive) {
+          last_ok = absl::Now();
+        }
+      }
+      done_mu.Lock();
+    }
+  });
+  listener_->OnRevoke(parts);
+  {
+    absl::MutexLock lock(&done_mu);
+    done = true;
+  }
+  keepalive.join();
+  last_heartbeat_ok_ = std::max(last_heartbeat_ok_, last_ok);
+}
+
 void Session::Run() {
   const absl::Duration ttl = config_.session_ttl;
   const absl::Duration hb_every = options_.heartbeat_interval > absl::ZeroDuration()
@@ -284,7 +332,7 @@ void Session::Run() {
   if (!abandon && state() == State::kActive) {
     SetState(State::kLeaving);
     std::vector<OwnedPart> parts = owned();
-    if (!parts.empty()) listener_->OnRevoke(parts);
+    if (!parts.empty()) RevokeKeepingAlive(parts);
     absl::Status st;
     for (int attempt = 0; attempt < 5; ++attempt) {
       st = EnsureStore();
@@ -432,7 +480,7 @@ absl::Status Session::Rebalance(const GroupView& view) {
     }
     PARTQ_LOG(Info) << "session " << me << " releasing " << PartList(give);
     const absl::Time revoke_start = absl::Now();
-    listener_->OnRevoke(give);
+    RevokeKeepingAlive(give);
     if (absl::Status st = store_->ReleaseParts(options_.queue, me, give); !st.ok()) {
       // The listener stopped work on them; the next round releases them again.
       absl::MutexLock lock(&mu_);

@@ -121,6 +121,8 @@ class Session {
   absl::Status Tick(bool heartbeat);
   absl::Status Rebalance(const GroupView& view);
   void LoseAll(const char* why);
+  // listener_->OnRevoke(parts), heartbeating meanwhile from a helper thread.
+  void RevokeKeepingAlive(const std::vector<OwnedPart>& parts);
   void SetState(State next);
 
   const StoreFactory factory_;
