@@ -133,7 +133,11 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb {
       }
       if (!batch_.empty()) Write();
       if (fatal_) break;
-      if (absl::Now() >= next_check) {
+      // Check on time, and at once when what we wrote since the last count
+      // may have pushed the backlog past the high-water mark (a fast topic
+      // could otherwise overshoot it by many batches between checks).
+      if (absl::Now() >= next_check ||
+          (!paused_ && last_backlog_ + written_since_check_ >= o_.high_water)) {
         Check();
         next_check = absl::Now() + o_.check_interval;
       }
@@ -271,6 +275,7 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb {
         metrics_->Ingested(o_.topic, o_.queue, n);
         metrics_->IngestBatch(o_.queue, n);
       }
+      written_since_check_ += n;
       absl::MutexLock l(&mu_);
       stats_.messages += n;
       stats_.batches += 1;
@@ -310,6 +315,8 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb {
     bool want_pause = paused_;
     absl::StatusOr<int64_t> backlog = store_->CountItems(o_.queue, o_.high_water);
     if (backlog.ok()) {
+      last_backlog_ = *backlog;
+      written_since_check_ = 0;
       if (!paused_ && *backlog >= o_.high_water) want_pause = true;
       if (paused_ && *backlog < o_.low_water) want_pause = false;
     }
@@ -390,6 +397,8 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb {
   std::map<int32_t, Part> parts_;
   std::vector<KafkaMessage> batch_;
   bool paused_ = false;  // backpressure
+  int64_t last_backlog_ = 0;         // the queue's item count at the last check
+  int64_t written_since_check_ = 0;  // items this bridge wrote since then
   bool fatal_ = false;
 
   mutable absl::Mutex mu_;

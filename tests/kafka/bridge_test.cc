@@ -238,6 +238,10 @@ TEST_F(BridgeTest, IngestPausesAboveHighWaterAndResumesBelowLowWater) {
   o.high_water = 100;
   o.low_water = 50;
   o.check_interval = absl::Milliseconds(50);
+  // Small transactions, so the backlog crosses the high-water mark long before
+  // all 1000 messages are in (one batch of up to 1000 could take them all at
+  // once, and did on a CI run).
+  o.batch_max = 50;
   BridgeIngest bridge(schema_.Factory(), o, nullptr);
   ASSERT_TRUE(bridge.Start().ok());
   std::vector<Produced> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 1000, 13);
