@@ -41,18 +41,13 @@ absl::StatusOr<std::map<std::string, std::string>> KafkaConfig(const Args& args)
   return out;
 }
 
-absl::Status SetLogLevelFlag(const Args& args) {
-  auto level = args.Get("log-level");
-  if (!level) return absl::OkStatus();
-  static const std::map<std::string, LogLevel> kLevels = {
-      {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo}, {"warning", LogLevel::kWarning},
-      {"error", LogLevel::kError}, {"off", LogLevel::kOff}};
-  auto it = kLevels.find(*level);
-  if (it == kLevels.end()) {
-    return absl::InvalidArgumentError("--log-level: debug, info, warning, error or off");
-  }
-  SetLogLevel(it->second);
-  return absl::OkStatus();
+// --metrics-addr: /metrics, and /healthz and /readyz that answer 200 while
+// the bridge runs (it has no session to be ready for). None without the flag.
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
+    const Args& args, std::shared_ptr<prometheus::Registry> registry) {
+  auto addr = args.Get("metrics-addr");
+  if (!addr) return std::unique_ptr<HttpServer>();
+  return HttpServer::Start(*addr, std::move(registry), [](std::string*) { return true; });
 }
 
 void InstallSignals() {
@@ -99,22 +94,14 @@ int Ingest(const std::vector<std::string>& argv) {
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());
   pg->application_name = "partq bridge ingest";
-  {
-    auto store = ConnectPg(*pg);
-    if (!store.ok()) return Fail(store.status());
-    if (absl::Status st = (*store)->CheckSchema(); !st.ok()) return Fail(st);
-  }
+  if (auto store = ConnectChecked(*pg); !store.ok()) return Fail(store.status());
   auto registry = std::make_shared<prometheus::Registry>();
   BridgeMetrics metrics(*registry);
   InstallSignals();
   BridgeIngest bridge(PgStoreFactory(*pg), o, &metrics);
   if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
-  std::unique_ptr<HttpServer> http;
-  if (auto addr = args->Get("metrics-addr")) {
-    auto server = HttpServer::Start(*addr, registry, [](std::string*) { return true; });
-    if (!server.ok()) return Fail(server.status());
-    http = std::move(*server);
-  }
+  auto http = ServeMetrics(*args, registry);
+  if (!http.ok()) return Fail(http.status());
   const bool quiet = args->Has("quiet");
   if (!quiet) {
     fprintf(stderr, "partq: bridge ingesting %s into queue \"%s\"\n", o.topic.c_str(),
@@ -154,17 +141,14 @@ int Publish(const std::vector<std::string>& argv) {
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());
   pg->application_name = "partq bridge publish";
+  if (auto store = ConnectChecked(*pg); !store.ok()) return Fail(store.status());
   auto registry = std::make_shared<prometheus::Registry>();
   BridgeMetrics metrics(*registry);
   InstallSignals();
   BridgePublish bridge(PgStoreFactory(*pg), o, &metrics);
   if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
-  std::unique_ptr<HttpServer> http;
-  if (auto addr = args->Get("metrics-addr")) {
-    auto server = HttpServer::Start(*addr, registry, [](std::string*) { return true; });
-    if (!server.ok()) return Fail(server.status());
-    http = std::move(*server);
-  }
+  auto http = ServeMetrics(*args, registry);
+  if (!http.ok()) return Fail(http.status());
   const bool quiet = args->Has("quiet");
   if (!quiet) fprintf(stderr, "partq: bridge publishing the outbox to %s\n", o.brokers.c_str());
   while (g_bridge_signals.load() == 0) absl::SleepFor(absl::Milliseconds(20));

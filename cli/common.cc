@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/log.h"
 
 namespace partq::cli {
 
@@ -48,6 +50,20 @@ absl::StatusOr<std::unique_ptr<Store>> ConnectChecked(const Args& args) {
   auto o = ConnectionOptions(args);
   if (!o.ok()) return o.status();
   return ConnectChecked(*o);
+}
+
+absl::Status SetLogLevelFlag(const Args& args) {
+  auto level = args.Get("log-level");
+  if (!level) return absl::OkStatus();
+  static const std::map<std::string, LogLevel> kLevels = {
+      {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo}, {"warning", LogLevel::kWarning},
+      {"error", LogLevel::kError}, {"off", LogLevel::kOff}};
+  auto it = kLevels.find(*level);
+  if (it == kLevels.end()) {
+    return absl::InvalidArgumentError("--log-level: debug, info, warning, error or off");
+  }
+  SetLogLevel(it->second);
+  return absl::OkStatus();
 }
 
 int Fail(const absl::Status& st) {

@@ -34,6 +34,9 @@ absl::StatusOr<std::unique_ptr<Store>> ConnectChecked(const Args& args);
 
 // Prints "partq: error: ..." and returns the exit code for `st` (2 for usage
 // errors, 1 otherwise).
+// --log-level debug|info|warning|error|off, if given; InvalidArgument otherwise.
+absl::Status SetLogLevelFlag(const Args& args);
+
 int Fail(const absl::Status& st);
 int Usage(const std::string& message);
 

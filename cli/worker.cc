@@ -72,16 +72,7 @@ int CmdWorker(const std::vector<std::string>& argv) {
   if (o.instance_id.size() > 200) {
     return Fail(absl::InvalidArgumentError("--instance-id is longer than 200 characters"));
   }
-  if (auto level = args->Get("log-level")) {
-    static const std::map<std::string, LogLevel> kLevels = {
-        {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo}, {"warning", LogLevel::kWarning},
-        {"error", LogLevel::kError}, {"off", LogLevel::kOff}};
-    auto it = kLevels.find(*level);
-    if (it == kLevels.end()) {
-      return Fail(absl::InvalidArgumentError("--log-level: debug, info, warning, error or off"));
-    }
-    SetLogLevel(it->second);
-  }
+  if (absl::Status st = SetLogLevelFlag(*args); !st.ok()) return Fail(st);
   auto handler = ParseHandlerSpec(args->GetOr("handler", "noop"));
   if (!handler.ok()) return Fail(handler.status());
   auto pg = ConnectionOptions(*args);
@@ -89,9 +80,8 @@ int CmdWorker(const std::vector<std::string>& argv) {
   pg->application_name = "partq worker";
   // Fail fast on a bad DSN, a missing schema or an unknown queue.
   {
-    auto store = ConnectPg(*pg);
+    auto store = ConnectChecked(*pg);
     if (!store.ok()) return Fail(store.status());
-    if (absl::Status st = (*store)->CheckSchema(); !st.ok()) return Fail(st);
     if (absl::Status st = (*store)->GetQueue(o.queue).status(); !st.ok()) return Fail(st);
   }
 
