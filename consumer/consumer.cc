@@ -141,7 +141,13 @@ void Consumer::DropQueuedLocked(const std::vector<int>& parts) {
   const std::set<int> gone(parts.begin(), parts.end());
   for (auto& b : queue_) {
     b.items.erase(std::remove_if(b.items.begin(), b.items.end(),
-                                 [&](const Item& i) { return gone.count(i.part) > 0; }),
+                                 [&](const Item& i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                   if (gone.count(i.part) == 0) return false;
+                                   // A dropped suspect never reaches a worker,
+                                   // which is what would clear the flag.
+                                   if (i.suspect) suspect_in_flight_ = false;
+                                   return true;
+                                 }),
                   b.items.end());
   }
   queue_.erase(std::remove_if(queue_.begin(), queue_.end(),

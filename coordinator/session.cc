@@ -482,7 +482,9 @@ absl::Status Session::Rebalance(const GroupView& view) {
     const absl::Time revoke_start = absl::Now();
     RevokeKeepingAlive(give);
     if (absl::Status st = store_->ReleaseParts(options_.queue, me, give); !st.ok()) {
-      // The listener stopped work on them; the next round releases them again.
+      // Still ours (same epochs): hand them back to the listener, so they are
+      // not left unworked if the next round's plan no longer releases them.
+      listener_->OnAssign(give);
       absl::MutexLock lock(&mu_);
       stable_ = false;
       return st;
