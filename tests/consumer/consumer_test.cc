@@ -420,7 +420,9 @@ TEST_F(ConsumerTest, SigtermDrainsAndLosesNothing) {
   EXPECT_LT(absl::Now() - t0, absl::Seconds(25));
   ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Minutes(2)));
   b.Signal(SIGTERM);
-  b.Wait(absl::Seconds(30));
+  auto st_b = b.Wait(absl::Seconds(30));
+  ASSERT_TRUE(st_b.has_value());
+  EXPECT_TRUE(WIFEXITED(*st_b) && WEXITSTATUS(*st_b) == 0);
   ExpectExactlyOnce("effects", 3000);
 }
 

@@ -146,18 +146,25 @@ TEST_F(SessionPgTest, SilentSessionLosesPartsAfterItsTtlAndNotBefore) {
   // fine; the moment they are not, b's last heartbeat must be >= TTL ago.
   const std::string last_hb =
       *schema_.Q("SELECT heartbeat_at::text FROM {schema}.sessions WHERE id = '" + bid + "'")[0][0];
-  absl::Duration moved_after;
+  // `moved_after` is when the move was first seen; `last_still` the last
+  // time b still held all three, so the move happened in between.
+  absl::Duration moved_after, last_still;
   ASSERT_TRUE(WaitUntil([&] {
     auto row = schema_.Q("SELECT (SELECT count(*) FROM {schema}.session_parts WHERE session_id = '" +
                          bid + "'), extract(epoch FROM now() - '" + last_hb + "'::timestamptz)");
     const int still = std::stoi(*row[0][0]);
-    moved_after = absl::Seconds(std::stod(*row[0][1]));
+    const absl::Duration since = absl::Seconds(std::stod(*row[0][1]));
     if (still == 3) {
+      last_still = since;
       return false;
     }
+    moved_after = since;
     return true;
   }, absl::Seconds(20)));
+  // The move happened in (last_still, moved_after]; it was not before the
+  // TTL to within that window, which the polling keeps small.
   EXPECT_GE(moved_after, ttl) << "parts moved before the TTL";
+  EXPECT_LT(moved_after - last_still, absl::Milliseconds(500)) << "polled too coarsely to tell";
   ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 6); }));
   EXPECT_LT(moved_after, ttl + absl::Seconds(3)) << "I5: parts took too long to move";
   printf("[ measured ] silent session's parts free after %.3fs (TTL %s)\n",
@@ -309,7 +316,7 @@ TEST_F(SessionPgTest, HeartbeatIsOneHotUpdateWithSmallWal) {
   const int64_t wal = schema_.QInt("SELECT pg_wal_lsn_diff('" + lsn1 + "', '" + lsn0 + "')::bigint");
   store.reset();  // a backend flushes its table statistics when it exits
   int64_t upd = 0, hot = 0;
-  WaitUntil([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     auto row = schema_.Q(
         "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE schemaname = '" +
         schema_.name() + "' AND relname = 'sessions'");
@@ -317,7 +324,7 @@ TEST_F(SessionPgTest, HeartbeatIsOneHotUpdateWithSmallWal) {
     upd = std::stoll(*row[0][0]);
     hot = std::stoll(*row[0][1]);
     return upd >= kBeats;
-  }, absl::Seconds(15));
+  }, absl::Seconds(15)));
   printf("[ measured ] heartbeat: 1 statement, %.2f ms, %lld WAL bytes each (%d beats); %lld of "
          "%lld updates HOT\n",
          absl::ToDoubleMilliseconds(took) / kBeats, static_cast<long long>(wal / kBeats), kBeats,

@@ -229,6 +229,7 @@ TEST(Fault, HandlersTimingOut) {
       [&] { return s.Logged().retried + s.Logged().dead; });
   ExpectExactlyOnce(s, r, -1);
   EXPECT_GT(s.faults(), 0);
+  EXPECT_GT(r.dead, 0) << "no item timed out its way to the dead letters";
   for (const auto& e : r.dead_errors) EXPECT_TRUE(absl::StrContains(e, "timeout") ||
                                                   absl::StrContains(e, "timed out")) << e;
 }
