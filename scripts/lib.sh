@@ -12,6 +12,8 @@ PARTQ_PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   postgresql-15 postgresql-contrib
   prometheus  # promtool: the metrics page, alert rules and their unit tests are checked in ctest
+  kcat        # the Kafka tests put a real client on the wire
+  gnuplot-nox # partq bench --plot
 )
 
 partq_install_deps() {
