@@ -71,6 +71,7 @@ class TrackingStore : public Store {
   }
   absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) override {
     t_->Call("claim");
+    if (request.include_suspect) t_->Call("claim_probe");  // abandoned-claim probes among them
     auto r = inner_->Claim(request);
     if (r.ok()) t_->Claimed(*r, absl::Now());
     return r;

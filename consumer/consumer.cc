@@ -181,6 +181,7 @@ void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
 void Consumer::OnAssign(const std::vector<OwnedPart>& parts) {
   absl::MutexLock lock(&mu_);
   for (const auto& p : parts) parts_[p.part] = p.epoch;
+  ++assigned_gen_;
   wake_ = true;
 }
 
@@ -196,6 +197,7 @@ void Consumer::ClaimLoop() {
   std::unique_ptr<Store> store;
   for (;;) {
     ClaimRequest req;
+    int64_t probe_gen = 0;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -214,7 +216,12 @@ void Consumer::ClaimLoop() {
       req.queue = options_.queue;
       req.limit = options_.batch;
       req.ordered = config_.ordered;
-      req.include_suspect = !suspect_in_flight_;
+      const absl::Time now = absl::Now();
+      req.include_suspect =
+          !suspect_in_flight_ &&
+          (clean_gen_ < assigned_gen_ || now - last_probe_ >= options_.suspect_probe_interval);
+      if (req.include_suspect) last_probe_ = now;
+      probe_gen = assigned_gen_;
       for (const auto& [part, epoch] : parts_) req.parts.push_back({part, epoch});
       claiming_ = true;
     }
@@ -241,6 +248,12 @@ void Consumer::ClaimLoop() {
     if (metrics_ != nullptr) {
       metrics_->Claimed(items->size());
       metrics_->ClaimQuery(claim_end - claim_start, *items, claim_end);
+    }
+    // A probe that found nothing clears the parts assigned before it was
+    // issued; one that found a suspect may have left more (one per claim).
+    if (req.include_suspect &&
+        std::none_of(items->begin(), items->end(), [](const Item& i) { return i.suspect; })) {
+      clean_gen_ = std::max(clean_gen_, probe_gen);
     }
     Batch normal;
     for (auto& item : *items) {

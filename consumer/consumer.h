@@ -56,6 +56,12 @@ struct ConsumerOptions {
   std::string instance_id;  // static membership (see SessionOptions)
   bool poll_only = false;   // no LISTEN (PgBouncer transaction pooling)
   absl::Duration poll_interval = absl::Seconds(1);
+  // How often a claim also looks for abandoned claims (items whose worker
+  // died mid-item) in parts it has owned for a while. Newly assigned parts are
+  // probed on every claim until a probe comes back clean: only an earlier
+  // owner leaves abandoned claims, so after that the probe is a safety net
+  // (for one that sorted behind a long ready backlog). Zero: every claim.
+  absl::Duration suspect_probe_interval = absl::Seconds(1);
   absl::Duration heartbeat_interval = absl::ZeroDuration();  // zero: TTL / 4
   absl::Duration drain_timeout = absl::Seconds(10);
   absl::Duration handler_timeout = absl::Minutes(5);  // longer counts as a failure
@@ -134,6 +140,12 @@ class Consumer : private PartListener {
   std::deque<Batch> queue_ ABSL_GUARDED_BY(mu_);     // claimed, not yet started
   std::map<int, int> busy_parts_ ABSL_GUARDED_BY(mu_);  // part -> items being processed
   bool suspect_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  // Abandoned-claim probes: parts were assigned (assigned_gen_ counts
+  // OnAssign calls) since the last probe that came back clean (clean_gen_,
+  // the assigned_gen_ it was issued at).
+  int64_t assigned_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t clean_gen_ ABSL_GUARDED_BY(mu_) = -1;
+  absl::Time last_probe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool claiming_ ABSL_GUARDED_BY(mu_) = false;  // a Claim call is under way
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "bench/tracking_store.h"
 #include "consumer/builtin_handlers.h"
 #include "coordinator/pg_store.h"
 #include "gtest/gtest.h"
@@ -172,6 +173,39 @@ TEST_F(ConsumerTest, SessionThatLostItsPartCannotAckAndNewOwnerProcessesOnce) {
   ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
   consumer.Stop();
   ExpectExactlyOnce("effects", 20);
+}
+
+// Only an earlier owner leaves abandoned claims in a part, so the consumer
+// probes a part for them until a probe comes back clean after it was assigned,
+// then only every suspect_probe_interval (the probe re-reads each part's head).
+TEST_F(ConsumerTest, AbandonedClaimProbesRunAfterAssignmentThenOnlyPeriodically) {
+  CreateQueue("q", 4);
+  bench::Tracker tracker;
+  ConsumerOptions o = Options("q");
+  o.batch = 10;
+  o.suspect_probe_interval = absl::Seconds(1);
+  auto handler = ParseHandlerSpec("record:effects");
+  ASSERT_TRUE(handler.ok());
+  Consumer c(bench::TrackingFactory(schema_.Factory(), &tracker), o, handler->get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(c.session().WaitStable(absl::Seconds(10)));
+  auto calls = tracker.calls();
+  const int64_t probes0 = calls["claim_probe"];
+  const absl::Time t0 = absl::Now();
+  for (int round = 0; round < 15; ++round) {  // a stream of small batches for ~1.5 s
+    EnqueueN("q", 100, absl::StrCat("r", round, "-"));
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  c.Stop();
+  ExpectExactlyOnce("effects", 1500);
+  calls = tracker.calls();
+  EXPECT_GE(calls["claim"], 150) << "batches of 10";
+  EXPECT_GE(calls["claim_probe"], 1) << "the parts were probed once assigned";
+  // At most one probe per interval once the parts were found clean.
+  EXPECT_LE(calls["claim_probe"] - probes0, static_cast<int64_t>(seconds) + 2)
+      << calls["claim"] << " claims in " << seconds << " s";
 }
 
 TEST_F(ConsumerTest, RolledBackTransactionalEnqueueLeavesNothing) {
