@@ -84,7 +84,10 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
                           r.idle_sessions, r.idle_client_calls_per_s, r.idle_server_xacts_per_s,
                           r.idle_server_cpu_percent);
     std::vector<std::string> parts;
-    for (const auto& [k, v] : r.idle_calls_per_s) parts.push_back(absl::StrFormat("%s %.1f", k, v));
+    for (const auto& [k, v] : r.idle_calls_per_s) {
+      // claim_probe: the claims that also probed for abandoned claims.
+      parts.push_back(absl::StrFormat(k == "claim_probe" ? "(%s %.1f)" : "%s %.1f", k, v));
+    }
     absl::StrAppend(&out, "  by call: ", absl::StrJoin(parts, ", "), "\n");
   }
   if (r.worker_rss_mb >= 0) {
