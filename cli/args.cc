@@ -47,6 +47,15 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
       if (i + 1 >= argv.size()) {
         return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
       }
+      // `--handler --concurrency 4` forgot the handler; taking
+      // "--concurrency" as its value would hide that. A value that really
+      // starts with "--" can be written --name=--value.
+      const std::string& next = argv[i + 1];
+      if (next.size() > 2 && absl::StartsWith(next, "--")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " needs a value (got the option ", next,
+                         "; write --", name, "=VALUE if the value starts with --)"));
+      }
       value = argv[++i];
     }
     args.values_[name] = *value;

@@ -25,5 +25,20 @@ TEST(ParseDurationFlag, BareNumbersAreSecondsAndUnitsWork) {
   EXPECT_FALSE(ParseDurationFlag("").ok());
 }
 
+TEST(ArgsParse, AValueFlagDoesNotSwallowTheNextOption) {
+  auto a = Args::Parse({"q", "--handler", "--concurrency", "4"}, {"handler", "concurrency"}, {});
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(a.status()));
+  EXPECT_NE(a.status().message().find("--handler needs a value"), std::string::npos)
+      << a.status();
+  // Spelled with '=', a value may start with "--"; a lone "-" or "--x" is a value too.
+  auto b = Args::Parse({"--handler=--odd", "--key", "-", "--dsn", "--"}, {"handler", "key", "dsn"},
+                       {});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(*b->Get("handler"), "--odd");
+  EXPECT_EQ(*b->Get("key"), "-");
+  EXPECT_EQ(*b->Get("dsn"), "--");
+}
+
 }  // namespace
 }  // namespace partq::cli
