@@ -444,6 +444,15 @@ void MemDatabase::FailNext(int n, absl::Status status) {
   fail_status_ = std::move(status);
 }
 
+void MemDatabase::FailCallsOf(const std::string& method, bool fail) {
+  absl::MutexLock l(&mu_);
+  if (fail) {
+    failing_.insert(method);
+  } else {
+    failing_.erase(method);
+  }
+}
+
 int64_t MemDatabase::Calls(const std::string& method) const {
   absl::MutexLock l(&mu_);
   auto it = calls_.find(method);
@@ -452,6 +461,9 @@ int64_t MemDatabase::Calls(const std::string& method) const {
 
 absl::Status MemDatabase::Enter(const char* method) {
   ++calls_[method];
+  if (failing_.count(method) > 0) {
+    return absl::UnavailableError(absl::StrCat("injected failure of ", method));
+  }
   if (fail_next_ > 0) {
     --fail_next_;
     return fail_status_;

@@ -29,6 +29,9 @@ class MemDatabase {
   StoreFactory Factory();
   // The next `n` store calls (on any handle) fail with `status`.
   void FailNext(int n, absl::Status status = absl::UnavailableError("injected failure"));
+  // Calls of `method` (e.g. "ReleaseParts") fail with Unavailable until
+  // FailCallsOf(method, false).
+  void FailCallsOf(const std::string& method, bool fail = true);
   // Every store call so far, by method name (for cost assertions).
   int64_t Calls(const std::string& method) const;
 
@@ -73,6 +76,7 @@ class MemDatabase {
   int fail_next_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> failing_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace partq

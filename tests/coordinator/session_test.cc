@@ -45,6 +45,15 @@ class Registry {
     absl::MutexLock l(&mu_);
     return assigns_;
   }
+  // The parts `who` was told it owns.
+  std::vector<int> Of(const std::string& who) const {
+    absl::MutexLock l(&mu_);
+    std::vector<int> out;
+    for (const auto& [part, owner] : owner_) {
+      if (owner == who) out.push_back(part);
+    }
+    return out;
+  }
 
  private:
   mutable absl::Mutex mu_;
@@ -248,6 +257,25 @@ TEST_F(SessionTest, SurvivesDatabaseErrorsAndConverges) {
   db_.FailNext(20);
   Session* c = Add("c");  // Start retries through the failures
   ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c}, 16); }));
+}
+
+// A release that fails after OnRevoke leaves the parts ours in the database;
+// if the next plan keeps them, the listener must be told it has them again,
+// or nobody works them (a stuck state found in review).
+TEST_F(SessionTest, PartsWhoseReleaseFailedAreHandedBackToTheListener) {
+  CreateQueue(8);
+  Session* a = Add("a");
+  Session* b = Add("b");
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b}, 8); }));
+  db_.FailCallsOf("ReleaseParts");
+  const int64_t releases = db_.Calls("ReleaseParts");
+  Session* c = Add("c");  // a and b revoke parts for c, and cannot release them
+  ASSERT_TRUE(WaitUntil([&] { return db_.Calls("ReleaseParts") >= releases + 4; }));
+  c->Stop();  // the plan for {a, b} is what they hold again
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b}, 8); }));
+  db_.FailCallsOf("ReleaseParts", false);
+  EXPECT_EQ(registry_.Of("a"), Parts(*a));
+  EXPECT_EQ(registry_.Of("b"), Parts(*b));
 }
 
 TEST_F(SessionTest, ExpiredSessionNoticesAndRejoins) {
