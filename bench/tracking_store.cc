@@ -29,6 +29,10 @@ class TrackingStore : public Store {
   }
   absl::StatusOr<std::vector<QueueConfig>> ListQueues() override { return inner_->ListQueues(); }
   absl::Status DeleteQueue(absl::string_view name) override { return inner_->DeleteQueue(name); }
+  absl::Status SetDeadLetterTopic(absl::string_view name,
+                                  const std::optional<std::string>& topic) override {
+    return inner_->SetDeadLetterTopic(name, topic);
+  }
   absl::StatusOr<JoinResult> Join(const JoinRequest& r) override {
     t_->Call("join");
     return inner_->Join(r);

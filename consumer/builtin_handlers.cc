@@ -230,10 +230,9 @@ absl::StatusOr<std::unique_ptr<Handler>> ParseOne(absl::string_view spec) {
                "(optionally schema.table)");
   }
   if (name == "publish") {
-    // Kafka topic names: 1..249 of [A-Za-z0-9._-].
-    bool ok = !arg.empty() && arg.size() <= 249;
-    for (char c : arg) ok = ok && (absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-');
-    if (!ok) return bad("publish:TOPIC needs a Kafka topic name ([A-Za-z0-9._-], 1..249)");
+    if (absl::Status st = ValidateTopicName(arg); !st.ok()) {
+      return bad(absl::StrCat("publish:TOPIC needs a Kafka topic name: ", st.message()));
+    }
     return std::make_unique<Publish>(std::string(arg));
   }
   if (name == "crash") {

@@ -5,6 +5,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/pg_store.h"
 #include "partitioner/part.h"
 
 namespace partq {
@@ -28,6 +29,9 @@ class MemStore : public Store {
     if (config.parts < 1 || config.parts > 4096) {
       return absl::InvalidArgumentError("parts must be between 1 and 4096");
     }
+    if (config.dlq_topic) {
+      if (absl::Status st = ValidateTopicName(*config.dlq_topic); !st.ok()) return st;
+    }
     if (!db_->queues_.emplace(config.name, config).second) {
       return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
     }
@@ -46,6 +50,18 @@ class MemStore : public Store {
     std::vector<QueueConfig> out;
     for (const auto& [name, q] : db_->queues_) out.push_back(q);
     return out;
+  }
+  absl::Status SetDeadLetterTopic(absl::string_view name,
+                                  const std::optional<std::string>& topic) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("SetDeadLetterTopic"); !st.ok()) return st;
+    if (topic) {
+      if (absl::Status st = ValidateTopicName(*topic); !st.ok()) return st;
+    }
+    auto it = db_->queues_.find(std::string(name));
+    if (it == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
+    it->second.dlq_topic = topic;
+    return absl::OkStatus();
   }
   absl::Status DeleteQueue(absl::string_view name) override {
     absl::MutexLock l(&db_->mu_);

@@ -38,6 +38,13 @@ namespace partq {
 //   two queues; the bridge moves next_offset by compare-and-set in the same
 //   transaction as the items (producer/README.md). outbox is read in id order
 //   and its rows deleted after delivery, so it stays small.
+// - Migration 3 (the dead-letter topic): queues.dlq_topic names a Kafka topic
+//   for the queue's dead items (NULL: none; the CHECK repeats
+//   ValidateTopicName so a hand-written UPDATE cannot store a name the
+//   producer would refuse). dead_items gains the origin columns and headers
+//   of items, so a dead item keeps where it came from and the finish
+//   statement can put both into the dead-letter message. Nullable columns
+//   without defaults: no rewrite of either table.
 // The coordinator README ("PgStore") has the longer story.
 const std::vector<Migration>& Migrations() {
   static const auto* migrations = new std::vector<Migration>{
@@ -170,6 +177,18 @@ CREATE TABLE {schema}.outbox (
   headers       jsonb,
   created_at    timestamptz NOT NULL DEFAULT now()
 );
+)sql"},
+      {3, "dead-letter topic: queues.dlq_topic, origins of dead items", R"sql(
+ALTER TABLE {schema}.queues
+  ADD COLUMN dlq_topic text
+  CONSTRAINT queues_dlq_topic_name
+  CHECK (dlq_topic ~ '^[A-Za-z0-9._-]{1,249}$' AND dlq_topic NOT IN ('.', '..'));
+
+ALTER TABLE {schema}.dead_items
+  ADD COLUMN origin_topic     text,
+  ADD COLUMN origin_partition int,
+  ADD COLUMN origin_offset    bigint,
+  ADD COLUMN headers          jsonb;
 )sql"},
   };
   return *migrations;

@@ -69,6 +69,23 @@ absl::Status ValidateSchemaName(absl::string_view name) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateTopicName(absl::string_view name) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid Kafka topic name \"", absl::CHexEscape(name), "\": ", why,
+                     " (use 1-249 letters, digits, '.', '_' or '-'; not \".\" or \"..\")"));
+  };
+  if (name.empty()) return bad("it is empty");
+  if (name.size() > 249) return bad(absl::StrCat("it is ", name.size(), " characters long"));
+  if (name == "." || name == "..") return bad("Kafka reserves it");
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
+      return bad(absl::StrCat("'", absl::CHexEscape(absl::string_view(&c, 1)), "' is not allowed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateQueueConfig(const QueueConfig& config) {
   if (absl::Status st = ValidateQueueName(config.name); !st.ok()) return st;
   if (config.parts < 1 || config.parts > 4096) {
@@ -83,6 +100,12 @@ absl::Status ValidateQueueConfig(const QueueConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("queue \"", config.name, "\": session TTL is ",
                                                    absl::FormatDuration(config.session_ttl),
                                                    "; it must be 100ms..24h"));
+  }
+  if (config.dlq_topic) {
+    if (absl::Status st = ValidateTopicName(*config.dlq_topic); !st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("queue \"", config.name, "\": dead-letter topic: ", st.message()));
+    }
   }
   return absl::OkStatus();
 }
@@ -427,6 +450,7 @@ QueueConfig QueueFromRow(const pqxx::row& r) {
   c.session_ttl = absl::Microseconds(r[3].as<int64_t>());
   c.max_attempts = r[4].as<int>();
   c.ordered = r[5].as<bool>();
+  c.dlq_topic = Text(r[6]);
   return c;
 }
 
@@ -477,7 +501,7 @@ absl::Status PgStore::CreateQueue(const QueueConfig& config) {
     pqxx::nontransaction tx(*conn_);
     pqxx::result r = tx.exec_prepared(
         "create_queue", config.name, config.parts, std::string(AssignmentName(config.assignment)),
-        Micros(config.session_ttl), config.max_attempts, config.ordered);
+        Micros(config.session_ttl), config.max_attempts, config.ordered, config.dlq_topic);
     if (r.empty()) {
       return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
     }
@@ -530,6 +554,26 @@ absl::Status PgStore::DeleteQueue(absl::string_view name) {
     tx.commit();
     return absl::OkStatus();
   });
+}
+
+absl::Status PgStore::SetDeadLetterTopic(absl::string_view name,
+                                         const std::optional<std::string>& topic) {
+  if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
+  if (topic) {
+    if (absl::Status st = ValidateTopicName(*topic); !st.ok()) return st;
+  }
+  return Run(absl::StrCat("set the dead-letter topic of queue \"", name, "\""),
+             [&]() -> absl::Status {
+               pqxx::nontransaction tx(*conn_);
+               if (tx.exec_params(WithSchema("UPDATE {schema}.queues SET dlq_topic = $2 "
+                                             "WHERE name = $1",
+                                             options_.schema),
+                                  std::string(name), topic)
+                       .affected_rows() == 0) {
+                 return UnknownQueue(name);
+               }
+               return absl::OkStatus();
+             });
 }
 
 // --- sessions ---------------------------------------------------------------------------

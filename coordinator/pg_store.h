@@ -31,13 +31,16 @@ struct PgOptions {
 };
 
 // The schema version this binary writes and understands.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // Names that reach SQL as identifiers or values: queue names are 1..63 chars
 // of [A-Za-z0-9_.-] starting with a letter or digit; schema names are
 // lowercase [a-z_][a-z0-9_]{0,62}. InvalidArgument with a clear message if not.
 absl::Status ValidateQueueName(absl::string_view name);
 absl::Status ValidateSchemaName(absl::string_view name);
+// Kafka topic names: 1..249 characters of [A-Za-z0-9._-], not "." or "..".
+absl::Status ValidateTopicName(absl::string_view name);
+// All of the above for a queue's settings (name, ranges, dlq_topic).
 absl::Status ValidateQueueConfig(const QueueConfig& config);
 
 // Connects (and checks the connection). InvalidArgument for a malformed DSN,

@@ -105,6 +105,8 @@ class PgStore final : public Store {
   absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) override;
   absl::StatusOr<std::vector<QueueConfig>> ListQueues() override;
   absl::Status DeleteQueue(absl::string_view name) override;
+  absl::Status SetDeadLetterTopic(absl::string_view name,
+                                  const std::optional<std::string>& topic) override;
 
   absl::StatusOr<JoinResult> Join(const JoinRequest& request) override;
   absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,

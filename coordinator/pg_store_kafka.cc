@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/migrations.h"
 #include "coordinator/pg_store_internal.h"
@@ -110,9 +111,12 @@ bool IsPlainUtf8(absl::string_view s) {
   return true;
 }
 
-// The item key of a Kafka key (see KafkaMessage::key in store.h).
+// The item key of a Kafka key (see KafkaMessage::key in store.h). A plain
+// key that itself starts with "\x" is hex-encoded too, so the mapping can be
+// reversed: the finish statement turns the key of a dead-lettered item back
+// into the original bytes for its dead-letter message.
 std::string KafkaKeyText(absl::string_view key) {
-  if (IsPlainUtf8(key)) return std::string(key);
+  if (IsPlainUtf8(key) && !absl::StartsWith(key, "\\x")) return std::string(key);
   return absl::StrCat("\\x", HexEncode(key));
 }
 
@@ -259,9 +263,7 @@ absl::Status PgStore::DeleteOutbox(const std::vector<int64_t>& ids) {
 }  // namespace pg_internal
 
 absl::Status WriteOutbox(Tx& tx, const OutboxEvent& event) {
-  if (event.topic.empty() || event.topic.size() > 249) {
-    return absl::InvalidArgumentError("outbox topic must be 1..249 characters");
-  }
+  if (absl::Status st = ValidateTopicName(event.topic); !st.ok()) return st;
   std::optional<std::string> key;
   if (event.key) key = pg_internal::HexEncode(*event.key);
   auto r = tx.Exec(WithSchema(pg_internal::kWriteOutbox, tx.schema()),

@@ -48,19 +48,20 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
   std::vector<Statement> s = {
       // --- queues ---------------------------------------------------------------
       {"create_queue", R"sql(
-INSERT INTO {schema}.queues (name, parts, assignment, session_ttl, max_attempts, ordered)
-VALUES ($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6)
+INSERT INTO {schema}.queues (name, parts, assignment, session_ttl, max_attempts, ordered,
+                            dlq_topic)
+VALUES ($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6, $7)
 ON CONFLICT (name) DO NOTHING
 RETURNING name
 )sql"},
       {"get_queue", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered
+       max_attempts, ordered, dlq_topic
 FROM {schema}.queues WHERE name = $1
 )sql"},
       {"list_queues", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered
+       max_attempts, ordered, dlq_topic
 FROM {schema}.queues ORDER BY name
 )sql"},
 
@@ -322,6 +323,14 @@ SELECT 'i', id, claim_epoch FROM {schema}.items WHERE id = ANY($4::bigint[])
       // id and claim epoch only (epochs are global, so a match is this
       // queue's item; see "claim" for why not by queue). Returns one row per
       // row written ('a'/'r'/'d', id); the caller checks the counts.
+      //
+      // Dead items keep their Kafka origin and headers, and `dlq` writes one
+      // outbox row per dead item of a queue with a dead-letter topic (store.h
+      // says what the message carries). When nothing dies, `dead` is empty
+      // and `dlq` reads nothing, not even the queues row. The key goes back
+      // to bytes: an ingested key that was not plain UTF-8 is stored as "\x"
+      // + lowercase hex (pg_store_kafka.cc), any other key is its own UTF-8.
+      // Context headers with a NULL value (no Kafka origin) are left out.
       {"finish", R"sql(
 WITH acked AS (
   DELETE FROM {schema}.items i
@@ -350,12 +359,35 @@ dead AS (
   WHERE i.id = o.id AND i.claim_epoch = o.epoch
     AND (o.dead OR (NOT o.refund AND i.attempts >= $10::int))
   RETURNING i.id, i.queue, i.part, i.key, i.dedup_key, i.priority, i.attempts,
-            i.enqueued_at, i.payload, coalesce(o.error, '') AS error),
+            i.enqueued_at, i.payload, coalesce(o.error, '') AS error,
+            i.origin_topic, i.origin_partition, i.origin_offset, i.headers),
 buried AS (
   INSERT INTO {schema}.dead_items
-    (id, queue, part, key, dedup_key, priority, attempts, enqueued_at, last_error, payload)
-  SELECT id, queue, part, key, dedup_key, priority, attempts, enqueued_at, error, payload
+    (id, queue, part, key, dedup_key, priority, attempts, enqueued_at, last_error, payload,
+     origin_topic, origin_partition, origin_offset, headers)
+  SELECT id, queue, part, key, dedup_key, priority, attempts, enqueued_at, error, payload,
+         origin_topic, origin_partition, origin_offset, headers
   FROM dead
+  RETURNING 1),
+dlq AS (
+  INSERT INTO {schema}.outbox (topic, key, payload, headers)
+  SELECT q.dlq_topic,
+         CASE WHEN d.origin_topic IS NOT NULL AND d.key ~ '^\\x([0-9a-f]{2})*$'
+              THEN decode(substr(d.key, 3), 'hex') ELSE convert_to(d.key, 'UTF8') END,
+         d.payload,
+         coalesce(d.headers, '[]'::jsonb) || (
+           SELECT jsonb_agg(jsonb_build_object('key', h.k, 'value', h.v) ORDER BY h.n)
+           FROM (VALUES (1, '__connect.errors.topic', d.origin_topic),
+                        (2, '__connect.errors.partition', d.origin_partition::text),
+                        (3, '__connect.errors.offset', d.origin_offset::text),
+                        (4, '__connect.errors.exception.message', d.error),
+                        (5, 'partq.errors.attempts', d.attempts::text),
+                        (6, 'partq.errors.queue', d.queue),
+                        (7, 'partq.errors.item.id', d.id::text)) AS h(n, k, v)
+           WHERE h.v IS NOT NULL)
+  FROM dead d JOIN {schema}.queues q ON q.name = d.queue
+  WHERE q.dlq_topic IS NOT NULL
+  ORDER BY d.id
   RETURNING 1)
 SELECT 'a', id FROM acked
 UNION ALL SELECT 'r', id FROM retried

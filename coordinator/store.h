@@ -84,6 +84,22 @@ struct Outcome {
 // part is no longer owned at that epoch (fenced: nothing of theirs committed).
 // If `body` returns an error the transaction rolls back and that error is
 // returned.
+//
+// Dead-letter topic: when the queue has a dlq_topic (QueueConfig), step 3 also
+// writes one outbox row per dead-lettered item, so the row commits exactly
+// when the item moves to dead_items; `partq bridge publish` sends it. The
+// message is the item as it came in: key (an item ingested from Kafka gets its
+// original key bytes back), payload, and the original Kafka headers, followed
+// by context headers named as Kafka Connect's dead-letter queue names them
+// (values are UTF-8 text; the origin ones only for items ingested from Kafka):
+//   __connect.errors.topic, __connect.errors.partition, __connect.errors.offset
+//   __connect.errors.exception.message   the last error
+//   partq.errors.attempts                attempts made (claims), as a number
+//   partq.errors.queue                   the queue the item died in
+//   partq.errors.item.id                 the item's id (also dead_items.id)
+// The context headers come last, so a consumer's "last header of this name"
+// (Java's Headers.lastHeader) is this failure's even when the original
+// message already carried such headers (a replayed dead letter).
 struct FinishRequest {
   std::string queue;
   SessionId session;
@@ -177,7 +193,8 @@ struct KafkaMessage {
   // The message key, raw bytes. The item's part is PartForKey(key) of these
   // bytes (Kafka's murmur2 partitioner: with equal counts, Kafka partition p
   // and part p hold the same keys). The item's key column is the key itself
-  // when it is UTF-8 without NUL, else "\x" + hex of the bytes.
+  // when it is UTF-8 without NUL and does not start with "\x", else "\x" +
+  // lowercase hex of the bytes (so the bytes can be recovered).
   std::optional<std::string> key;
   std::string payload;
   std::optional<std::string> headers_json;  // a JSON array; nullopt: none
@@ -226,6 +243,11 @@ class Store {
   virtual absl::StatusOr<std::vector<QueueConfig>> ListQueues() = 0;
   // Deletes the queue with its sessions, parts and items.
   virtual absl::Status DeleteQueue(absl::string_view name) = 0;
+  // Sets (or with nullopt clears) the queue's dead-letter topic; items that
+  // die from then on go there. InvalidArgument for a malformed topic name,
+  // NotFound for an unknown queue.
+  virtual absl::Status SetDeadLetterTopic(absl::string_view queue,
+                                          const std::optional<std::string>& topic) = 0;
 
   // --- sessions (protocol steps 1-4, 8 of DESIGN.md) --------------------------
   virtual absl::StatusOr<JoinResult> Join(const JoinRequest& request) = 0;

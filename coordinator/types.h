@@ -46,6 +46,11 @@ struct QueueConfig {
   absl::Duration session_ttl = absl::Seconds(10);
   int max_attempts = 25;
   bool ordered = false;
+  // A Kafka topic for this queue's dead-lettered items: the Finish that
+  // dead-letters an item also writes it to the outbox for this topic, with
+  // Kafka Connect-style context headers (store.h, "Dead-letter topic").
+  // nullopt: no dead-letter topic. Validated by ValidateTopicName.
+  std::optional<std::string> dlq_topic;
 };
 
 // A part this session owns, and the epoch of that ownership.

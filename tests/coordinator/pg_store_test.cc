@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "coordinator/migrations.h"
 #include "coordinator/pg_store_internal.h"
 #include "coordinator/store.h"
 #include "gtest/gtest.h"
@@ -237,6 +238,47 @@ TEST_F(PgStoreTest, NewerSchemaIsRefused) {
   EXPECT_TRUE(absl::StrContains(st.message(), "newer than this partq")) << st;
 }
 
+TEST(PgStoreMigrate, UpgradesAVersion2SchemaInPlace) {
+  PgOptions options;
+  options.dsn = testing::TestDsn();
+  options.schema = absl::StrCat("m_", absl::Uniform<uint64_t>(absl::BitGen()));
+  const std::string dsn = options.dsn;
+  auto q = [&](const std::string& sql) { return testing::Query(dsn, WithSchema(sql, options.schema)); };
+  // Version 2 as a binary of that version left it, with a queue and a dead item.
+  q("CREATE SCHEMA {schema}");
+  q("CREATE TABLE {schema}.schema_migrations (version int PRIMARY KEY, description text NOT "
+    "NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+  for (const Migration& m : Migrations()) {
+    if (m.version > 2) continue;
+    q(m.sql);
+    q(absl::StrCat("INSERT INTO {schema}.schema_migrations (version, description) VALUES (",
+                   m.version, ", 'v", m.version, "')"));
+  }
+  q("INSERT INTO {schema}.queues (name, parts) VALUES ('old', 2)");
+  q("INSERT INTO {schema}.dead_items (id, queue, part, priority, attempts, enqueued_at, "
+    "last_error, payload) VALUES (7, 'old', 1, 0, 3, now(), 'gone', 'x')");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectPg(options));
+  EXPECT_EQ(store->CheckSchema().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK(store->Migrate());
+  ASSERT_OK(store->CheckSchema());
+  EXPECT_EQ(testing::QueryInt(dsn, WithSchema("SELECT max(version) FROM {schema}.schema_migrations",
+                                              options.schema)),
+            kSchemaVersion);
+  // The old rows are still there, with the new columns empty.
+  ASSERT_OK_AND_ASSIGN(QueueConfig old, store->GetQueue("old"));
+  EXPECT_EQ(old.parts, 2);
+  EXPECT_FALSE(old.dlq_topic.has_value());
+  EXPECT_EQ(testing::QueryInt(dsn, WithSchema("SELECT count(*) FROM {schema}.dead_items WHERE "
+                                              "id = 7 AND origin_topic IS NULL AND headers IS "
+                                              "NULL AND last_error = 'gone'",
+                                              options.schema)),
+            1);
+  ASSERT_OK(store->SetDeadLetterTopic("old", std::string("old.dlq")));
+  ASSERT_OK_AND_ASSIGN(old, store->GetQueue("old"));
+  EXPECT_EQ(old.dlq_topic, std::optional<std::string>("old.dlq"));
+  q("DROP SCHEMA {schema} CASCADE");
+}
+
 TEST_F(PgStoreTest, PartForIdInSqlMatchesPartitioner) {
   auto rows = schema_.Q(
       "SELECT i, {schema}.part_for_id(i, 4096), {schema}.part_for_id(i, 7) FROM "
@@ -339,6 +381,52 @@ TEST_F(PgStoreTest, QueueValidationRejectsBadInput) {
     EXPECT_EQ(ConnectPg(o).status().code(), absl::StatusCode::kInvalidArgument) << schema;
   }
   EXPECT_OK(ValidateSchemaName("_partq_2"));
+}
+
+TEST_F(PgStoreTest, DeadLetterTopicIsSetClearedAndValidated) {
+  QueueConfig c;
+  c.name = "orders";
+  c.dlq_topic = "orders.dlq";
+  ASSERT_OK(store_->CreateQueue(c));
+  MakeQueue("plain", 1);
+  ASSERT_OK_AND_ASSIGN(QueueConfig got, store_->GetQueue("orders"));
+  EXPECT_EQ(got.dlq_topic, std::optional<std::string>("orders.dlq"));
+  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].dlq_topic, std::optional<std::string>("orders.dlq"));
+  EXPECT_FALSE(all[1].dlq_topic.has_value());
+
+  ASSERT_OK(store_->SetDeadLetterTopic("plain", std::string("Plain_dead-1")));
+  ASSERT_OK(store_->SetDeadLetterTopic("orders", std::nullopt));
+  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("plain"));
+  EXPECT_EQ(got.dlq_topic, std::optional<std::string>("Plain_dead-1"));
+  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("orders"));
+  EXPECT_FALSE(got.dlq_topic.has_value());
+  EXPECT_EQ(store_->SetDeadLetterTopic("nope", std::string("t")).code(),
+            absl::StatusCode::kNotFound);
+
+  for (const std::string& topic :
+       {std::string(""), std::string("."), std::string(".."), std::string(250, 't'),
+        std::string("with space"), std::string("quote'd"), std::string("slash/ed"),
+        std::string("ümlaut")}) {
+    absl::Status st = store_->SetDeadLetterTopic("plain", topic);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << topic;
+    EXPECT_TRUE(absl::StrContains(st.message(), "invalid Kafka topic name")) << st;
+    c.name = "other";
+    c.dlq_topic = topic;
+    st = store_->CreateQueue(c);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << topic;
+    EXPECT_TRUE(absl::StrContains(st.message(), "dead-letter topic")) << st;
+  }
+  EXPECT_OK(ValidateTopicName(std::string(249, 't')));
+  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("plain"));
+  EXPECT_EQ(got.dlq_topic, std::optional<std::string>("Plain_dead-1"));
+  // The table refuses what the producer would refuse, even from plain SQL.
+  pqxx::connection conn(schema_.dsn());
+  pqxx::nontransaction tx(conn);
+  EXPECT_THROW(
+      tx.exec(absl::StrCat("UPDATE \"", schema_.name(), "\".queues SET dlq_topic = 'a b'")),
+      pqxx::check_violation);
 }
 
 // --- sessions -------------------------------------------------------------------------
@@ -1147,6 +1235,151 @@ TEST_F(FinishTest, DeadMovesToDeadItemsAndMaxAttemptsIsEnforced) {
   EXPECT_EQ(st.kind, ItemState::Kind::kDead);
   EXPECT_EQ(st.attempts, 3);
   EXPECT_EQ(st.error, "attempt 3");
+}
+
+// --- dead-letter topic ------------------------------------------------------------------
+
+class DeadLetterTopicTest : public PgStoreTest {
+ protected:
+  // Ingests `messages` (partition 0 of "events", offsets from 0) into `queue`
+  // as the bridge does.
+  void Ingest(const std::string& queue, const std::vector<KafkaMessage>& messages) {
+    KafkaIngestRequest r;
+    r.queue = queue;
+    r.messages = messages;
+    r.offsets = {{"events", 0, std::nullopt, messages.back().offset + 1}};
+    ASSERT_OK(store_->IngestKafka(r));
+  }
+  static KafkaMessage Message(int64_t offset, std::optional<std::string> key,
+                              std::optional<std::string> headers = std::nullopt) {
+    return {"events", 0, offset, std::move(key), absl::StrCat("m", offset), std::move(headers)};
+  }
+  // Claims everything in `queue` and finishes it: payload "ok" is acked,
+  // "again" retried (a last attempt with max_attempts 1), the rest dead with
+  // the error "boom <payload>". Returns item ids by payload.
+  std::map<std::string, int64_t> FinishAll(const std::string& queue) {
+    std::map<std::string, int64_t> ids;
+    if (!members_.count(queue)) members_[queue] = JoinWith(*store_, queue, kAll);
+    const Member& m = members_[queue];
+    absl::StatusOr<std::vector<Item>> items = store_->Claim(ClaimAll(queue, m));
+    EXPECT_TRUE(items.ok()) << items.status();
+    if (!items.ok()) return ids;
+    for (const Item& i : *items) ids[i.payload] = i.id;
+    FinishBody body = [](Tx&, absl::Span<const Item> owned) {
+      std::vector<Outcome> out;
+      for (const Item& i : owned) {
+        Outcome o{i.id, i.part, Outcome::Kind::kDead};
+        if (i.payload == "ok") o.kind = Outcome::Kind::kAck;
+        if (i.payload == "again") o.kind = Outcome::Kind::kRetry;
+        o.error = absl::StrCat("boom ", i.payload);
+        out.push_back(o);
+      }
+      return absl::StatusOr<std::vector<Outcome>>(out);
+    };
+    FinishRequest req = FinishOf(queue, m, *items);
+    req.max_attempts = 1;
+    absl::StatusOr<FinishResult> r = store_->Finish(req, body);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return ids;
+  }
+  // The outbox, one row per message: topic, hex key (nullopt: none), payload,
+  // and the headers as "key=value|..." in order (binary values as hex:...).
+  std::vector<std::vector<std::optional<std::string>>> Outbox() {
+    return schema_.Q(R"(
+        SELECT topic, encode(key, 'hex'), convert_from(payload, 'UTF8'),
+               (SELECT string_agg((h->>'key') || '=' ||
+                                  coalesce(h->>'value', 'hex:' || (h->>'value_hex'), 'null'),
+                                  '|' ORDER BY n)
+                FROM jsonb_array_elements(headers) WITH ORDINALITY AS x(h, n))
+        FROM {schema}.outbox ORDER BY id)");
+  }
+  static std::string Context(const std::string& origin, const std::string& error,
+                             const std::string& queue, int64_t id) {
+    return absl::StrCat(origin, "__connect.errors.exception.message=", error,
+                        "|partq.errors.attempts=1|partq.errors.queue=", queue,
+                        "|partq.errors.item.id=", id);
+  }
+  static std::string Origin(int64_t offset) {
+    return absl::StrCat("__connect.errors.topic=events|__connect.errors.partition=0|"
+                        "__connect.errors.offset=",
+                        offset, "|");
+  }
+
+  std::map<std::string, Member> members_;  // by queue: one session owns every part
+};
+
+TEST_F(DeadLetterTopicTest, FinishWritesOneOutboxRowPerDeadItemWithContextHeaders) {
+  QueueConfig c;
+  c.name = "orders";
+  c.parts = 2;
+  c.max_attempts = 1;
+  c.dlq_topic = "orders.dlq";
+  ASSERT_OK(store_->CreateQueue(c));
+  Ingest("orders",
+         {Message(0, std::string("k1"),
+                  R"([{"key":"seq","value":"0"},{"key":"bin","value_hex":"ff00"},)"
+                  R"({"key":"nil","value":null}])"),
+          Message(1, std::string("\xff\x00z", 3)),
+          // A plain key that looks like the hex form, and a header that a
+          // replayed dead letter would carry: both come back as they were.
+          Message(2, std::string("\\x41"), R"([{"key":"__connect.errors.topic","value":"older"}])"),
+          Message(3, std::nullopt)});
+  // Items that never came from Kafka: no origin headers; a key is its text.
+  ASSERT_OK(store_->Enqueue("orders", Keyed("\\x41", "local")));
+  ASSERT_OK(store_->Enqueue("orders", Payload("ok")));
+  ASSERT_OK(store_->Enqueue("orders", Payload("again")));
+  std::map<std::string, int64_t> id = FinishAll("orders");
+  ASSERT_EQ(id.size(), 7u);
+  EXPECT_EQ(Count("items"), 0);
+  EXPECT_EQ(Count("dead_items"), 6);
+
+  auto rows = Outbox();
+  ASSERT_EQ(rows.size(), 6u);  // every dead item once; the acked one not
+  using Row = std::vector<std::optional<std::string>>;
+  const std::optional<std::string> kNone;
+  EXPECT_EQ(rows[0], (Row{"orders.dlq", "6b31", "m0",
+                          "seq=0|bin=hex:ff00|nil=null|" +
+                              Context(Origin(0), "boom m0", "orders", id["m0"])}));
+  EXPECT_EQ(rows[1], (Row{"orders.dlq", "ff007a", "m1",
+                          Context(Origin(1), "boom m1", "orders", id["m1"])}));
+  EXPECT_EQ(rows[2], (Row{"orders.dlq", "5c783431", "m2",
+                          "__connect.errors.topic=older|" +
+                              Context(Origin(2), "boom m2", "orders", id["m2"])}));
+  EXPECT_EQ(rows[3], (Row{"orders.dlq", kNone, "m3",
+                          Context(Origin(3), "boom m3", "orders", id["m3"])}));
+  EXPECT_EQ(rows[4], (Row{"orders.dlq", "5c783431", "local",
+                          Context("", "boom local", "orders", id["local"])}));
+  // A retry that used up max_attempts dies the same way.
+  EXPECT_EQ(rows[5], (Row{"orders.dlq", kNone, "again",
+                          Context("", "boom again", "orders", id["again"])}));
+  // The dead items keep their origin and headers.
+  EXPECT_EQ(Count("dead_items", "origin_topic = 'events' AND origin_partition = 0 AND "
+                                "origin_offset BETWEEN 0 AND 3"),
+            4);
+  EXPECT_EQ(Count("dead_items", "headers @> '[{\"key\":\"seq\",\"value\":\"0\"}]'"), 1);
+  EXPECT_EQ(Count("dead_items", "payload = 'local' AND origin_topic IS NULL"), 1);
+  // What the publisher reads back: the key's raw bytes.
+  ASSERT_OK_AND_ASSIGN(std::vector<OutboxRow> out, store_->ReadOutbox(10));
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_EQ(out[1].key, std::optional<std::string>(std::string("\xff\x00z", 3)));
+  EXPECT_EQ(out[2].key, std::optional<std::string>("\\x41"));
+}
+
+TEST_F(DeadLetterTopicTest, AQueueWithoutATopicWritesNoOutboxRow) {
+  MakeQueue("plain", 2, absl::Seconds(10), false, /*max_attempts=*/1);
+  Ingest("plain", {Message(0, std::string("k")), Message(1, std::nullopt)});
+  ASSERT_OK(store_->Enqueue("plain", Payload("local")));
+  EXPECT_EQ(FinishAll("plain").size(), 3u);
+  EXPECT_EQ(Count("dead_items"), 3);
+  EXPECT_EQ(Count("outbox"), 0);
+  // Set later, it applies to items that die from then on.
+  ASSERT_OK(store_->SetDeadLetterTopic("plain", std::string("plain.dlq")));
+  ASSERT_OK(store_->Enqueue("plain", Payload("later")));
+  EXPECT_EQ(FinishAll("plain").size(), 1u);
+  auto rows = Outbox();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], std::optional<std::string>("plain.dlq"));
+  EXPECT_EQ(rows[0][2], std::optional<std::string>("later"));
 }
 
 TEST_F(PgStoreTest, ClaimAndFinishBatchesOfAHundred) {
