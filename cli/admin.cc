@@ -22,6 +22,20 @@ const char* AssignmentName(AssignmentKind k) {
   return k == AssignmentKind::kSticky ? "sticky" : "lexical";
 }
 
+// --dlq-topic T: the queue's dead-letter topic; an empty value means none.
+absl::StatusOr<std::optional<std::string>> DlqTopicFlag(const Args& args) {
+  auto topic = args.Get("dlq-topic");
+  if (!topic || topic->empty()) return std::optional<std::string>();
+  if (absl::Status st = ValidateTopicName(*topic); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--dlq-topic: ", st.message()));
+  }
+  return topic;
+}
+
+nlohmann::json DlqTopicJson(const QueueConfig& q) {
+  return q.dlq_topic ? nlohmann::json(*q.dlq_topic) : nlohmann::json();
+}
+
 }  // namespace
 
 int CmdMigrate(const std::vector<std::string>& argv) {
@@ -39,11 +53,11 @@ int CmdMigrate(const std::vector<std::string>& argv) {
 int CmdQueue(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv,
                           With(ConnectionFlags(), {"parts", "assignment", "max-attempts",
-                                                   "session-ttl"}),
+                                                   "session-ttl", "dlq-topic"}),
                           {"ordered", "json"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
-  if (pos.empty()) return Usage("queue needs a subcommand: create, list or delete");
+  if (pos.empty()) return Usage("queue needs a subcommand: create, set, list or delete");
   const std::string& sub = pos[0];
   if (sub == "create") {
     if (pos.size() != 2) return Usage("usage: partq queue create NAME --parts N [...]");
@@ -70,14 +84,45 @@ int CmdQueue(const std::vector<std::string>& argv) {
     if (!ttl.ok()) return Fail(ttl.status());
     q.session_ttl = *ttl;
     q.ordered = args->Has("ordered");
+    auto dlq = DlqTopicFlag(*args);
+    if (!dlq.ok()) return Fail(dlq.status());
+    q.dlq_topic = *dlq;
     if (absl::Status st = ValidateQueueConfig(q); !st.ok()) return Fail(st);
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
     if (absl::Status st = (*store)->CreateQueue(q); !st.ok()) return Fail(st);
-    printf("created queue \"%s\": %d parts, %s assignment, session TTL %s, max attempts %d%s\n",
+    printf("created queue \"%s\": %d parts, %s assignment, session TTL %s, max attempts %d%s%s\n",
            q.name.c_str(), q.parts, AssignmentName(q.assignment),
            absl::FormatDuration(q.session_ttl).c_str(), q.max_attempts,
-           q.ordered ? ", ordered" : "");
+           q.ordered ? ", ordered" : "",
+           q.dlq_topic ? absl::StrCat(", dead-letter topic ", *q.dlq_topic).c_str() : "");
+    return 0;
+  }
+  if (sub == "set") {
+    // Only settings that can change under a running group: the part count,
+    // assignment and ordering are fixed at creation.
+    if (pos.size() != 2) return Usage("usage: partq queue set NAME --dlq-topic TOPIC|''");
+    if (!args->Has("dlq-topic")) {
+      return Usage("queue set needs a setting to change: --dlq-topic TOPIC (or '' for none)");
+    }
+    for (const char* fixed : {"parts", "assignment", "max-attempts", "session-ttl", "ordered"}) {
+      if (args->Has(fixed)) {
+        return Usage(absl::StrCat("queue set cannot change --", fixed,
+                                  " (fixed when the queue is created)"));
+      }
+    }
+    if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
+    auto dlq = DlqTopicFlag(*args);
+    if (!dlq.ok()) return Fail(dlq.status());
+    auto store = ConnectChecked(*args);
+    if (!store.ok()) return Fail(store.status());
+    if (absl::Status st = (*store)->SetDeadLetterTopic(pos[1], *dlq); !st.ok()) return Fail(st);
+    if (*dlq) {
+      printf("queue \"%s\": dead-lettered items go to topic %s\n", pos[1].c_str(),
+             dlq->value().c_str());
+    } else {
+      printf("queue \"%s\": no dead-letter topic\n", pos[1].c_str());
+    }
     return 0;
   }
   if (sub == "list") {
@@ -94,17 +139,19 @@ int CmdQueue(const std::vector<std::string>& argv) {
                        {"assignment", AssignmentName(q.assignment)},
                        {"session_ttl_seconds", absl::ToDoubleSeconds(q.session_ttl)},
                        {"max_attempts", q.max_attempts},
-                       {"ordered", q.ordered}});
+                       {"ordered", q.ordered},
+                       {"dlq_topic", DlqTopicJson(q)}});
       }
       printf("%s\n", out.dump(2).c_str());
       return 0;
     }
-    printf("%-32s %6s %-10s %10s %12s %s\n", "NAME", "PARTS", "ASSIGNMENT", "TTL",
-           "MAX_ATTEMPTS", "ORDERED");
+    printf("%-32s %6s %-10s %10s %12s %-7s %s\n", "NAME", "PARTS", "ASSIGNMENT", "TTL",
+           "MAX_ATTEMPTS", "ORDERED", "DLQ_TOPIC");
     for (const auto& q : *queues) {
-      printf("%-32s %6d %-10s %10s %12d %s\n", q.name.c_str(), q.parts,
+      printf("%-32s %6d %-10s %10s %12d %-7s %s\n", q.name.c_str(), q.parts,
              AssignmentName(q.assignment), absl::FormatDuration(q.session_ttl).c_str(),
-             q.max_attempts, q.ordered ? "yes" : "no");
+             q.max_attempts, q.ordered ? "yes" : "no",
+             q.dlq_topic ? q.dlq_topic->c_str() : "-");
     }
     return 0;
   }
@@ -116,7 +163,7 @@ int CmdQueue(const std::vector<std::string>& argv) {
     printf("deleted queue \"%s\"\n", pos[1].c_str());
     return 0;
   }
-  return Usage("unknown queue subcommand \"" + sub + "\" (create, list, delete)");
+  return Usage("unknown queue subcommand \"" + sub + "\" (create, set, list, delete)");
 }
 
 int CmdEnqueue(const std::vector<std::string>& argv) {
@@ -265,7 +312,8 @@ int CmdStatus(const std::vector<std::string>& argv) {
                     {"assignment", AssignmentName(st->config.assignment)},
                     {"session_ttl_seconds", absl::ToDoubleSeconds(st->config.session_ttl)},
                     {"max_attempts", st->config.max_attempts},
-                    {"ordered", st->config.ordered}};
+                    {"ordered", st->config.ordered},
+                    {"dlq_topic", DlqTopicJson(st->config)}};
     out["totals"] = {{"ready", ready},         {"delayed", delayed},
                      {"in_flight", in_flight}, {"dead", dead},
                      {"unowned_parts", unowned}, {"oldest_ready_age_seconds", absl::ToDoubleSeconds(oldest)}};
@@ -294,9 +342,10 @@ int CmdStatus(const std::vector<std::string>& argv) {
     return 0;
   }
   const auto& c = st->config;
-  printf("queue %s: %d parts, %s, TTL %s, max attempts %d%s\n", c.name.c_str(), c.parts,
+  printf("queue %s: %d parts, %s, TTL %s, max attempts %d%s%s\n", c.name.c_str(), c.parts,
          AssignmentName(c.assignment), absl::FormatDuration(c.session_ttl).c_str(),
-         c.max_attempts, c.ordered ? ", ordered" : "");
+         c.max_attempts, c.ordered ? ", ordered" : "",
+         c.dlq_topic ? absl::StrCat(", dead-letter topic ", *c.dlq_topic).c_str() : "");
   printf("items: %lld ready, %lld delayed, %lld in flight, %lld dead; oldest ready %s\n",
          static_cast<long long>(ready), static_cast<long long>(delayed),
          static_cast<long long>(in_flight), static_cast<long long>(dead), Seconds(oldest).c_str());

@@ -15,8 +15,9 @@ Usage: partq COMMAND [ARGS] [--dsn DSN] [--schema NAME]
 Commands:
   migrate                                  create/upgrade the schema (idempotent)
   queue create NAME --parts N [--assignment lexical|sticky] [--ordered]
-               [--max-attempts N] [--session-ttl 10s]
-  queue list
+               [--max-attempts N] [--session-ttl 10s] [--dlq-topic TOPIC]
+  queue set NAME --dlq-topic TOPIC|''      dead-lettered items go to TOPIC ('' for none)
+  queue list [--json]
   queue delete NAME
   enqueue QUEUE [--key K] [--priority N] [--delay 10s] [--dedup-key K] [PAYLOAD]
   enqueue QUEUE --stdin [--chunk N]        one payload per line, via COPY

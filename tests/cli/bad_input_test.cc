@@ -163,6 +163,24 @@ TEST_F(BadInputTest, OutOfRangeParts) {
   ExpectRejected(With({"queue", "create", "p"}), 2, "queue create needs --parts N");
 }
 
+TEST_F(BadInputTest, InvalidDeadLetterTopics) {
+  for (const std::string& topic : {std::string("a b"), std::string("x;DROP TABLE queues"),
+                                   std::string("'q'"), std::string(".."), std::string(250, 't'),
+                                   std::string("t/u")}) {
+    ExpectRejected(With({"queue", "create", "p", "--parts", "4", "--dlq-topic", topic}), 2,
+                   "--dlq-topic: invalid Kafka topic name");
+    ExpectRejected(With({"queue", "set", "q", "--dlq-topic", topic}), 2,
+                   "--dlq-topic: invalid Kafka topic name");
+  }
+  ExpectRejected(With({"queue", "set", "q"}), 2, "queue set needs a setting to change");
+  ExpectRejected(With({"queue", "set", "q", "--parts", "8", "--dlq-topic", "t"}), 2,
+                 "queue set cannot change --parts");
+  ExpectRejected(With({"queue", "set", "nosuch", "--dlq-topic", "t"}), 1,
+                 "unknown queue \"nosuch\"");
+  ExpectRejected(With({"queue", "set", "q;--", "--dlq-topic", "t"}), 2, "invalid queue name");
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.queues WHERE dlq_topic IS NOT NULL"), 0);
+}
+
 TEST_F(BadInputTest, MalformedDurationsAndNumbers) {
   ExpectRejected(With({"queue", "create", "p", "--parts", "4", "--session-ttl", "5x"}), 2,
                  "--session-ttl: \"5x\" is not a duration");
