@@ -24,7 +24,9 @@
 #include "producer/bridge_metrics.h"
 #include "producer/bridge_publish.h"
 #include "tests/testing/pg_env.h"
+#include "tests/kafka/kafka_env.h"
 #include "tests/testing/process.h"
+#include "tests/testing/wait.h"
 
 namespace partq {
 namespace {
@@ -32,81 +34,15 @@ namespace {
 constexpr int16_t kApiProduce = 0;
 constexpr int16_t kApiFetch = 1;
 
+using testing::KafkaRecord;
+using testing::KcatConsume;
+using testing::MockCluster;
+using testing::ProduceKeyed;
+
 // Polls `cond` every 20ms until it holds or `timeout` passes.
 template <typename F>
 bool WaitFor(F cond, absl::Duration timeout) {
-  const absl::Time end = absl::Now() + timeout;
-  while (absl::Now() < end) {
-    if (cond()) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return cond();
-}
-
-// A mock cluster living in this process (its brokers listen on loopback).
-class MockCluster {
- public:
-  explicit MockCluster(int brokers) {
-    char err[256];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    EXPECT_NE(rk_, nullptr) << err;
-    mc_ = rd_kafka_mock_cluster_new(rk_, brokers);
-    EXPECT_NE(mc_, nullptr);
-  }
-  ~MockCluster() {
-    rd_kafka_mock_cluster_destroy(mc_);
-    rd_kafka_destroy(rk_);
-  }
-  std::string bootstraps() const { return rd_kafka_mock_cluster_bootstraps(mc_); }
-  rd_kafka_mock_cluster_t* get() { return mc_; }
-  void CreateTopic(const std::string& topic, int partitions) {
-    ASSERT_EQ(rd_kafka_mock_topic_create(mc_, topic.c_str(), partitions, 3),
-              RD_KAFKA_RESP_ERR_NO_ERROR);
-  }
-
- private:
-  rd_kafka_t* rk_ = nullptr;
-  rd_kafka_mock_cluster_t* mc_ = nullptr;
-};
-
-struct Produced {
-  std::string key;
-  int32_t partition;
-  int64_t offset;
-};
-
-// Produces `n` messages with keys k0..k{keys-1} and payloads "m<i>" using
-// Kafka's murmur2 partitioner (the Java client's default, partq's PartForKey).
-std::vector<Produced> ProduceKeyed(const std::string& brokers, const std::string& topic, int n,
-                                   int keys, int start = 0) {
-  std::string err;
-  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  conf->set("bootstrap.servers", brokers, err);
-  conf->set("partitioner", "murmur2_random", err);
-  conf->set("enable.idempotence", "true", err);
-  struct Dr : RdKafka::DeliveryReportCb {
-    std::vector<Produced> out;
-    void dr_cb(RdKafka::Message& m) override {
-      EXPECT_EQ(m.err(), RdKafka::ERR_NO_ERROR) << m.errstr();
-      out.push_back({*m.key(), m.partition(), m.offset()});
-    }
-  } dr;
-  conf->set("dr_cb", &dr, err);
-  std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(conf.get(), err));
-  EXPECT_NE(p, nullptr) << err;
-  for (int i = start; i < start + n; ++i) {
-    const std::string key = absl::StrCat("k", i % keys);
-    const std::string payload = absl::StrCat("m", i);
-    RdKafka::Headers* h = RdKafka::Headers::create();
-    h->add("seq", absl::StrCat(i));
-    EXPECT_EQ(p->produce(topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
-                         const_cast<char*>(payload.data()), payload.size(), key.data(),
-                         key.size(), 0, h, nullptr),
-              RdKafka::ERR_NO_ERROR);
-  }
-  EXPECT_EQ(p->flush(60000), RdKafka::ERR_NO_ERROR);
-  return dr.out;
+  return testing::WaitUntil(cond, timeout, absl::Milliseconds(20));
 }
 
 using Origin = std::tuple<int32_t, int64_t>;  // partition, offset
@@ -147,9 +83,9 @@ class BridgeTest : public ::testing::Test {
     }
     return out;
   }
-  static std::multiset<Origin> Origins(const std::vector<Produced>& produced) {
+  static std::multiset<Origin> Origins(const std::vector<KafkaRecord>& produced) {
     std::multiset<Origin> out;
-    for (const Produced& m : produced) out.insert({m.partition, m.offset});
+    for (const KafkaRecord& m : produced) out.insert({m.partition, m.offset});
     return out;
   }
   BridgeIngestOptions IngestOptions() {
@@ -169,7 +105,7 @@ class BridgeTest : public ::testing::Test {
 
 TEST_F(BridgeTest, IngestIsExactlyOnceAcrossSigkillAndRestart) {
   CreateQueue();
-  std::vector<Produced> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 3000, 37);
+  std::vector<KafkaRecord> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 3000, 37);
   ASSERT_EQ(produced.size(), 3000u);
   auto start = [&] {
     return std::make_unique<testing::ChildProcess>(
@@ -195,7 +131,7 @@ TEST_F(BridgeTest, IngestIsExactlyOnceAcrossSigkillAndRestart) {
   EXPECT_EQ(ItemOrigins(), Origins(produced));
   // The stored offsets are the high watermarks.
   std::map<int32_t, int64_t> high;
-  for (const Produced& m : produced) high[m.partition] = std::max(high[m.partition], m.offset + 1);
+  for (const KafkaRecord& m : produced) high[m.partition] = std::max(high[m.partition], m.offset + 1);
   for (const auto& row :
        schema_.Q("SELECT partition, next_offset FROM {schema}.kafka_offsets ORDER BY 1")) {
     EXPECT_EQ(std::stoll(*row[1]), high[std::stoi(*row[0])]) << "partition " << *row[0];
@@ -208,7 +144,7 @@ TEST_F(BridgeTest, IngestSurvivesInjectedFetchErrorsAndBrokersDownAndUp) {
   BridgeMetrics metrics(*registry);
   BridgeIngest bridge(schema_.Factory(), IngestOptions(), &metrics);
   ASSERT_TRUE(bridge.Start().ok());
-  std::vector<Produced> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 500, 11);
+  std::vector<KafkaRecord> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 500, 11);
   rd_kafka_mock_push_request_errors(cluster_.get(), kApiFetch, 6,
                                     RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
                                     RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
@@ -244,7 +180,7 @@ TEST_F(BridgeTest, IngestPausesAboveHighWaterAndResumesBelowLowWater) {
   o.batch_max = 50;
   BridgeIngest bridge(schema_.Factory(), o, nullptr);
   ASSERT_TRUE(bridge.Start().ok());
-  std::vector<Produced> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 1000, 13);
+  std::vector<KafkaRecord> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 1000, 13);
   ASSERT_TRUE(WaitFor([&] { return bridge.stats().paused; }, absl::Seconds(60)));
   absl::SleepFor(absl::Seconds(1));  // paused: the backlog stops growing
   const int64_t while_paused = Items();
@@ -288,23 +224,6 @@ TEST_F(BridgeTest, AStaleOffsetIsRefusedAndWritesNothing) {
   ASSERT_TRUE(store->IngestKafka(r).ok());
   EXPECT_EQ(Items(), 2);
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE key = '\\xff007a'"), 1);
-}
-
-// Every message of `topic` as "key payload" lines, read by kcat (a real
-// client on the wire) from the beginning to the end of each partition.
-std::vector<std::pair<std::string, std::string>> KcatConsume(const std::string& brokers,
-                                                             const std::string& topic) {
-  std::string out;
-  EXPECT_EQ(testing::RunCommand({"/usr/bin/kcat", "-C", "-b", brokers, "-t", topic, "-o",
-                                 "beginning", "-e", "-q", "-f", "%k %s\\n"},
-                                &out),
-            0);
-  std::vector<std::pair<std::string, std::string>> msgs;
-  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(line, absl::MaxSplits(' ', 1));
-    msgs.push_back(kv);
-  }
-  return msgs;
 }
 
 TEST_F(BridgeTest, PublishUnderRetriableErrorsHasNoDuplicatesAndKeepsKeyOrder) {

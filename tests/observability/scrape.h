@@ -26,6 +26,9 @@ int HttpGet(int port, const std::string& path, std::string* body);
 // A TCP port that was free a moment ago.
 int FreePort();
 
+// The full path of `name` in $PATH, or "" (promtool, for `check metrics`).
+std::string FindInPath(const std::string& name);
+
 }  // namespace partq::testing
 
 #endif  // PARTQ_TESTS_OBSERVABILITY_SCRAPE_H_

@@ -24,20 +24,11 @@ namespace partq {
 namespace {
 
 using testing::ChildProcess;
+using testing::FindInPath;
 using testing::HttpGet;
 using testing::ParseSamples;
 using testing::RunCommand;
 using testing::TestSchema;
-
-// The full path of `name` in $PATH, or "".
-std::string FindInPath(const std::string& name) {
-  const char* path = getenv("PATH");
-  for (const auto& dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
-    std::string candidate = absl::StrCat(dir, "/", name);
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
 
 using testing::WaitUntil;
 
