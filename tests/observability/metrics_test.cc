@@ -11,6 +11,7 @@
 #include "coordinator/session_metrics.h"
 #include "gtest/gtest.h"
 #include "tests/testing/wait.h"
+#include "producer/bridge_metrics.h"
 #include "producer/metrics.h"
 #include "producer/producer.h"
 #include "tests/observability/scrape.h"
@@ -226,6 +227,40 @@ TEST_F(MetricsTest, ProducerCountsEnqueuedItemsButNotDuplicates) {
   EXPECT_EQ(V(r, "partq_items_enqueued_total"), 5);
   EXPECT_FALSE(p.Enqueue("nope", NewItem{"c"}).ok());
   EXPECT_EQ(V(r, "partq_items_enqueued_total"), 5);
+}
+
+TEST_F(MetricsTest, BridgeProbeLabelsByTopicAndQueueOnly) {
+  prometheus::Registry r;
+  BridgeMetrics m(r);
+  m.SetLag("events", "q", 42);
+  m.SetLag("events", "q", 7);  // a gauge: the last value
+  m.SetPaused("events", "q", 3);
+  m.Ingested("events", "q", 100);
+  m.Ingested("events", "q", 20);
+  m.IngestBatch("q", 100);
+  m.IngestBatch("q", 20);
+  m.IngestConflict("q");
+  m.IngestError("q");
+  m.Delivered("results", 5);
+  m.Delivered("events.dlq", 2);
+  m.DeliveryFailed("results", 1);
+  EXPECT_EQ(V(r, "partq_bridge_lag_messages"), 7);
+  EXPECT_EQ(V(r, "partq_bridge_paused_partitions"), 3);
+  EXPECT_EQ(V(r, "partq_bridge_messages_in_total"), 120);
+  EXPECT_EQ(V(r, "partq_bridge_ingest_batch_messages_count"), 2);
+  EXPECT_EQ(V(r, "partq_bridge_ingest_batch_messages_sum"), 120);
+  EXPECT_EQ(V(r, "partq_bridge_ingest_conflicts_total"), 1);
+  EXPECT_EQ(V(r, "partq_bridge_ingest_errors_total"), 1);
+  EXPECT_EQ(V(r, "partq_bridge_messages_out_total"), 7);
+  EXPECT_EQ(V(r, "partq_bridge_delivery_failures_total"), 1);
+  for (const auto& family : r.Collect()) {
+    for (const auto& metric : family.metric) {
+      for (const auto& label : metric.label) {
+        EXPECT_TRUE(label.name == "topic" || label.name == "queue")
+            << family.name << " has label " << label.name;
+      }
+    }
+  }
 }
 
 }  // namespace
