@@ -27,6 +27,24 @@ namespace partq {
 
 // --- validation -----------------------------------------------------------------
 
+namespace {
+
+// 1..max_len characters of [A-Za-z0-9._-] (queue and Kafka topic names);
+// `bad(why)` makes the error.
+template <typename Bad>
+absl::Status CheckNameChars(absl::string_view name, size_t max_len, const Bad& bad) {
+  if (name.empty()) return bad("it is empty");
+  if (name.size() > max_len) return bad(absl::StrCat("it is ", name.size(), " characters long"));
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
+      return bad(absl::StrCat("'", absl::CHexEscape(absl::string_view(&c, 1)), "' is not allowed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateQueueName(absl::string_view name) {
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
@@ -34,15 +52,9 @@ absl::Status ValidateQueueName(absl::string_view name) {
                      " (use 1-63 letters, digits, '_', '.' or '-', starting with a letter "
                      "or digit)"));
   };
-  if (name.empty()) return bad("it is empty");
-  if (name.size() > 63) return bad(absl::StrCat("it is ", name.size(), " characters long"));
+  if (absl::Status st = CheckNameChars(name, 63, bad); !st.ok()) return st;
   if (!absl::ascii_isalnum(static_cast<unsigned char>(name[0]))) {
     return bad("it must start with a letter or digit");
-  }
-  for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
-      return bad(absl::StrCat("'", absl::CHexEscape(absl::string_view(&c, 1)), "' is not allowed"));
-    }
   }
   return absl::OkStatus();
 }
@@ -75,14 +87,8 @@ absl::Status ValidateTopicName(absl::string_view name) {
         absl::StrCat("invalid Kafka topic name \"", absl::CHexEscape(name), "\": ", why,
                      " (use 1-249 letters, digits, '.', '_' or '-'; not \".\" or \"..\")"));
   };
-  if (name.empty()) return bad("it is empty");
-  if (name.size() > 249) return bad(absl::StrCat("it is ", name.size(), " characters long"));
+  if (absl::Status st = CheckNameChars(name, 249, bad); !st.ok()) return st;
   if (name == "." || name == "..") return bad("Kafka reserves it");
-  for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
-      return bad(absl::StrCat("'", absl::CHexEscape(absl::string_view(&c, 1)), "' is not allowed"));
-    }
-  }
   return absl::OkStatus();
 }
 
