@@ -327,10 +327,11 @@ SELECT 'i', id, claim_epoch FROM {schema}.items WHERE id = ANY($4::bigint[])
       // Dead items keep their Kafka origin and headers, and `dlq` writes one
       // outbox row per dead item of a queue with a dead-letter topic (store.h
       // says what the message carries). When nothing dies, `dead` is empty
-      // and `dlq` reads nothing, not even the queues row. The key goes back
-      // to bytes: an ingested key that was not plain UTF-8 is stored as "\x"
-      // + lowercase hex (pg_store_kafka.cc), any other key is its own UTF-8.
-      // Context headers with a NULL value (no Kafka origin) are left out.
+      // and `dlq` has nothing to join, so acks pay almost nothing for it.
+      // The key goes back to bytes: an ingested key that was not plain UTF-8
+      // (or started with "\x") is stored as "\x" + lowercase hex
+      // (pg_store_kafka.cc), any other key is its own UTF-8. Context headers
+      // with a NULL value (no Kafka origin) are left out.
       {"finish", R"sql(
 WITH acked AS (
   DELETE FROM {schema}.items i
