@@ -39,6 +39,8 @@ struct BenchOptions {
   int64_t items = 20000;              // per drain at the largest batch (scaled down for small ones)
   int rounds = 3;
   int parts = 16;                     // parts of the bench queue
+  // Drain systems to run (DrainSystems() names); empty: all. Ratios need "floor".
+  std::set<std::string> systems;
   // Workloads: drain, steady, enqueue, idle, memory, pickup.
   std::set<std::string> only = {"drain", "steady", "enqueue", "idle", "memory", "pickup"};
   double steady_rate = 5000;          // items/s

@@ -75,7 +75,7 @@ class TrackingStore : public Store {
   }
   absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) override {
     t_->Call("claim");
-    if (request.include_suspect) t_->Call("claim_probe");  // abandoned-claim probes among them
+    CountParts(request);
     auto r = inner_->Claim(request);
     if (r.ok()) t_->Claimed(*r, absl::Now());
     return r;
@@ -83,8 +83,26 @@ class TrackingStore : public Store {
   absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
                                       const FinishBody& body) override {
     t_->Call("finish");
-    auto r = inner_->Finish(request, body);
-    if (r.ok()) t_->Acked(request, *r, absl::Now());
+    absl::StatusOr<FinishResult> r;
+    if (request.next && t_->counts_claim_parts()) {
+      FinishRequest counted = request;
+      counted.next = [this, &request]() {
+        std::optional<ClaimRequest> claim = request.next();
+        if (claim) {
+          t_->Call("claim_ahead");
+          CountParts(*claim);
+        }
+        return claim;
+      };
+      r = inner_->Finish(counted, body);
+    } else {
+      r = inner_->Finish(request, body);
+    }
+    if (r.ok()) {
+      const absl::Time now = absl::Now();
+      t_->Claimed(r->next, now);
+      t_->Acked(request, *r, now);
+    }
     return r;
   }
   absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override {
@@ -103,6 +121,17 @@ class TrackingStore : public Store {
   }
 
  private:
+  // Parts listed per claim, how many of them from the head (no cursor), and
+  // whether the first one, which every claim reads, is read from the head.
+  void CountParts(const ClaimRequest& request) {
+    if (!t_->counts_claim_parts()) return;
+    for (const ClaimPart& p : request.parts) {
+      t_->Call("claim_part");
+      if (!p.after) t_->Call("claim_part_head");
+    }
+    if (!request.parts.empty() && !request.parts[0].after) t_->Call("claim_lead_head");
+  }
+
   std::unique_ptr<Store> inner_;
   Tracker* t_;
 };

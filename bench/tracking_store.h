@@ -37,12 +37,21 @@ class Tracker {
   int64_t acked_us(int64_t seq) const { return acked_us_[seq].load(); }
   int64_t capacity() const { return capacity_; }
   std::map<std::string, int64_t> calls() const;
+  // Also count the claims made ahead in acks ("claim_ahead"), the parts
+  // claims list ("claim_part"; "claim_part_head": without a cursor) and the
+  // claims whose first part, which is always read, is read from its head
+  // ("claim_lead_head").
+  // Off by default: it copies each FinishRequest, which a benchmark should
+  // not pay for.
+  void CountClaimParts() { count_claim_parts_ = true; }
+  bool counts_claim_parts() const { return count_claim_parts_.load(); }
 
  private:
   const int64_t capacity_;
   std::unique_ptr<std::atomic<int64_t>[]> claimed_us_;
   std::unique_ptr<std::atomic<int64_t>[]> acked_us_;
   std::atomic<int64_t> acked_{0};
+  std::atomic<bool> count_claim_parts_{false};
   mutable absl::Mutex mu_;
   std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
 };

@@ -2,6 +2,7 @@
 // baselines in one run on one database (bench/bench.h has the workloads).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -23,6 +24,7 @@ namespace {
 constexpr char kUsage[] = R"(usage: partq bench [--sessions 1,2,4,8,16] [--batch 1,10,100] [--items N]
                    [--rounds N] [--parts N] [--full] [--sweep-sessions N]
                    [--only drain,steady,enqueue,idle,memory,pickup]
+                   [--systems floor,partq,skip_locked_batch,skip_locked_one,naive_update]
                    [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
                    [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
                    [--json] [--out FILE] [--plot FILE.svg|FILE.png] [--quiet]
@@ -62,7 +64,7 @@ int CmdBench(const std::vector<std::string>& argv) {
   auto args = Args::Parse(
       argv,
       With(ConnectionFlags(),
-           {"sessions", "batch", "items", "rounds", "parts", "sweep-sessions", "only",
+           {"sessions", "batch", "items", "rounds", "parts", "sweep-sessions", "only", "systems",
             "steady-rate", "steady-seconds", "steady-sessions", "idle-sessions", "idle-seconds",
             "pickup-samples", "out", "plot"}),
       {"json", "full", "quiet", "keep", "diagnose"});
@@ -118,6 +120,15 @@ int CmdBench(const std::vector<std::string>& argv) {
       o.only.insert(std::string(w));
     }
   }
+  if (auto systems = args->Get("systems")) {
+    const auto& known = bench::DrainSystems();
+    for (absl::string_view w : absl::StrSplit(*systems, ',', absl::SkipEmpty())) {
+      if (std::find(known.begin(), known.end(), w) == known.end()) {
+        return Usage(absl::StrCat("--systems: unknown system \"", w, "\"\n", kUsage));
+      }
+      o.systems.insert(std::string(w));
+    }
+  }
   o.verbose = !args->Has("quiet");
   o.diagnose = args->Has("diagnose");
   o.worker_binary = SelfPath();
@@ -135,7 +146,10 @@ int CmdBench(const std::vector<std::string>& argv) {
     // (each idle session holds three to five: heartbeat, LISTEN, claims, ...).
     eo.settings = {absl::StrCat("max_connections=", std::max(200, 5 * o.idle_sessions + 50))};
     // --diagnose: pg_stat_statements, for a run that explains its numbers.
-    if (o.diagnose) eo.settings.push_back("shared_preload_libraries=pg_stat_statements");
+    if (o.diagnose) {
+      eo.settings.push_back("shared_preload_libraries=pg_stat_statements");
+      eo.settings.push_back("pg_stat_statements.track_planning=on");
+    }
     auto s = EmbeddedPostgres::Start(eo);
     if (!s.ok()) return Fail(s.status());
     server = std::move(*s);

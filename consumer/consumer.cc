@@ -33,7 +33,10 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
   so.retry_backoff = options_.retry_backoff;
   if (metrics_ != nullptr) so.metrics = &metrics_->session();
   session_ = std::make_unique<Session>(factory_, so, static_cast<PartListener*>(this));
-  session_->SetItemsCallback([this](int) { Wake(); });
+  session_->SetItemsCallback([this](int part) {
+    absl::MutexLock lock(&mu_);
+    NoticeLocked(part);
+  });
   if (metrics_ != nullptr) {
     collector_ = std::make_unique<QueueCollector>(
         factory_, options_.queue, [this] { return session_->EpochOf(0).has_value(); },
@@ -59,12 +62,12 @@ absl::Status Consumer::Start() {
   config_ = *config;
   FinishRequest setup;
   setup.queue = options_.queue;
-  auto done = (*store)->Finish(setup, [this](Tx& tx, absl::Span<const Item>)
-                                          -> absl::StatusOr<std::vector<Outcome>> {
-    absl::Status st = handler_->Setup(tx);
-    if (!st.ok()) return st;
-    return std::vector<Outcome>{};
-  });
+  auto done = (*store)->Finish(
+      setup, [this](Tx& tx, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
+        absl::Status st = handler_->Setup(tx);
+        if (!st.ok()) return st;
+        return std::vector<Outcome>{};
+      });
   if (!done.ok()) return done.status();
   store->reset();
 
@@ -132,9 +135,28 @@ int64_t Consumer::in_flight() const {
   return n;
 }
 
-void Consumer::Wake() {
-  absl::MutexLock lock(&mu_);
-  wake_ = true;
+void Consumer::NoticeLocked(int part) {
+  ++notice_gen_;
+  for (auto& [p, st] : parts_) {
+    if (part >= 0 && p != part) continue;
+    st.rescan = true;
+    st.hungry = true;
+    st.noticed = notice_gen_;
+  }
+}
+
+void Consumer::PollLocked() {
+  ++notice_gen_;
+  for (auto& [p, st] : parts_) {
+    if (st.hungry) continue;
+    st.rescan = true;
+    st.hungry = true;
+    st.noticed = notice_gen_;
+  }
+}
+
+bool Consumer::WantClaimLocked() const {
+  return std::any_of(parts_.begin(), parts_.end(), [](const auto& p) { return p.second.hungry; });
 }
 
 void Consumer::DropQueuedLocked(const std::vector<int>& parts) {
@@ -145,18 +167,20 @@ void Consumer::DropQueuedLocked(const std::vector<int>& parts) {
                                    if (gone.count(i.part) == 0) return false;
                                    // A dropped suspect never reaches a worker,
                                    // which is what would clear the flag.
-                                   if (i.suspect) suspect_in_flight_ = false;
+                                   if (i.id == suspect_id_) suspect_id_ = 0;
+                                   in_flight_.erase(i.id);
                                    return true;
                                  }),
                   b.items.end());
   }
-  queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
-                              [](const Batch& b) { return b.items.empty(); }),
-               queue_.end());
+  queue_.erase(
+      std::remove_if(queue_.begin(), queue_.end(), [](const Batch& b) { return b.items.empty(); }),
+      queue_.end());
 }
 
-// Stop claiming in the parts, drop their unstarted items (the release refunds
-// those claims) and wait, up to the drain timeout, for started ones to finish.
+// Stop claiming in the parts, drop their unstarted items (they stay ready in
+// the database for the next owner) and wait, up to the drain timeout, for
+// started ones to finish.
 void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
   std::vector<int> nums;
   for (const auto& p : parts) nums.push_back(p.part);
@@ -180,9 +204,12 @@ void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
 
 void Consumer::OnAssign(const std::vector<OwnedPart>& parts) {
   absl::MutexLock lock(&mu_);
-  for (const auto& p : parts) parts_[p.part] = p.epoch;
-  ++assigned_gen_;
-  wake_ = true;
+  for (const auto& p : parts) {
+    PartState st;
+    st.epoch = p.epoch;
+    parts_[p.part] = st;
+  }
+  suspects_pending_ = true;  // a dead owner's items were marked when we took them
 }
 
 void Consumer::OnLost(const std::vector<OwnedPart>& parts) {
@@ -193,105 +220,225 @@ void Consumer::OnLost(const std::vector<OwnedPart>& parts) {
   DropQueuedLocked(nums);
 }
 
+std::optional<ClaimRequest> Consumer::MakeClaimLocked(const SessionId& session, int batches,
+                                                      const std::vector<Item>& finishing) {
+  const absl::Time now = absl::Now();
+  // One suspect in flight at a time; the ack of the one in flight may claim
+  // the next.
+  const bool slot_free =
+      suspect_id_ == 0 || std::any_of(finishing.begin(), finishing.end(),
+                                      [&](const Item& i) { return i.id == suspect_id_; });
+  std::vector<int> hungry;
+  for (auto& [part, st] : parts_) {
+    if (batches <= 0 || !st.hungry) continue;
+    if (config_.ordered || !st.cursor || now - st.last_rescan >= options_.rescan_interval) {
+      st.rescan = true;
+    }
+    hungry.push_back(part);
+  }
+  // Suspects appear when parts are assigned (a dead owner's claims are
+  // marked then), so the probe runs while the last one found some, and with
+  // every read from a part's head as a safety net.
+  const bool probe = slot_free && (suspects_pending_ ||
+                                   std::any_of(hungry.begin(), hungry.end(), [&](int part) {
+                                     return parts_.at(part).rescan;
+                                   }));
+  if (hungry.empty() && !(probe && suspects_pending_)) return std::nullopt;
+  const int limit = options_.batch * std::max(1, batches);
+  // Parts take turns: each claim starts one part further on and reads parts
+  // only until it has `limit` items, so a batch mostly comes from one part
+  // (its ack then locks one session_parts row and rewrites one claim record,
+  // and its rows sit together). A part is read from its cursor, or from its
+  // head when due.
+  if (!hungry.empty()) {
+    std::rotate(hungry.begin(), hungry.begin() + rotation_++ % hungry.size(), hungry.end());
+  }
+  ClaimRequest req;
+  req.queue = options_.queue;
+  req.session = session;
+  req.limit = limit;
+  req.ordered = config_.ordered;
+  req.include_suspect = probe;
+  for (int part : hungry) {
+    const PartState& st = parts_.at(part);
+    ClaimPart cp;
+    cp.part = part;
+    cp.epoch = st.epoch;
+    if (!st.rescan) cp.after = st.cursor;
+    cp.limit = limit;
+    req.parts.push_back(cp);
+  }
+  std::set<int64_t> done;
+  for (const Item& item : finishing) done.insert(item.id);
+  for (const auto& [id, part] : in_flight_) {
+    if (done.count(id) == 0) req.in_flight.emplace_back(part, id);
+  }
+  claim_gen_ = notice_gen_;
+  return req;
+}
+
+void Consumer::AcceptClaimLocked(const ClaimRequest& req, std::vector<Item> items,
+                                 absl::Time started, Batch* keep) {
+  // Per part: items taken (not counting a suspect) and the last key.
+  std::map<int, std::pair<int, ItemKey>> got;
+  int taken_normal = 0;
+  for (const Item& item : items) {
+    if (item.suspect) continue;
+    auto& g = got[item.part];
+    const ItemKey key{item.priority, item.id};
+    g.second = g.first == 0 ? key : std::max(g.second, key);
+    ++g.first;
+    ++taken_normal;
+  }
+  // The claim read its parts in order until it had req.limit items: if it
+  // got fewer, it read every part to its end; if not, every part before the
+  // last one it took from, while the last may have more and the ones after
+  // it were not read at all.
+  const bool full = taken_normal >= req.limit;
+  int last = -1;
+  for (size_t i = 0; i < req.parts.size(); ++i) {
+    if (got.count(req.parts[i].part)) last = static_cast<int>(i);
+  }
+  for (size_t i = 0; i < req.parts.size(); ++i) {
+    const ClaimPart& cp = req.parts[i];
+    if (full && static_cast<int>(i) > last) break;  // not read
+    auto it = parts_.find(cp.part);
+    if (it == parts_.end() || it->second.epoch != cp.epoch) continue;  // revoked meanwhile
+    PartState& st = it->second;
+    auto g = got.find(cp.part);
+    const int n = g == got.end() ? 0 : g->second.first;
+    const bool to_the_end = !full || static_cast<int>(i) < last;
+    const std::optional<ItemKey> before = st.cursor;
+    if (n > 0) st.cursor = before ? std::max(*before, g->second.second) : g->second.second;
+    if (!cp.after) {
+      st.last_rescan = started;
+      // Stopped early, before where the cursor was: more may wait between.
+      st.rescan = !to_the_end && n > 0 && before.has_value() && g->second.second < *before;
+    }
+    st.hungry = !to_the_end || st.rescan;
+    if (st.noticed > claim_gen_) {  // noticed while this claim was under way
+      st.rescan = true;
+      st.hungry = true;
+    }
+  }
+  if (req.include_suspect) {
+    suspects_pending_ =
+        std::any_of(items.begin(), items.end(), [](const Item& i) { return i.suspect; });
+  }
+  int64_t taken = 0;
+  std::optional<Batch> suspect;
+  std::vector<Batch> normal;
+  for (auto& item : items) {
+    auto it = parts_.find(item.part);
+    if (it == parts_.end() || it->second.epoch != item.claim_epoch) continue;  // revoked meanwhile
+    in_flight_[item.id] = item.part;
+    ++taken;
+    if (item.suspect) {
+      suspect_id_ = item.id;
+      suspect.emplace();
+      suspect->isolate = true;
+      suspect->items.push_back(std::move(item));
+      continue;
+    }
+    if (normal.empty() || static_cast<int>(normal.back().items.size()) >= options_.batch) {
+      normal.emplace_back();
+    }
+    normal.back().items.push_back(std::move(item));
+  }
+  // The claimer's own next batch first (it began its transaction already),
+  // then a suspect, alone, at the front of the queue (abandoned items are
+  // old ones, and the next suspect is claimed only when this one is
+  // finished), then the rest in order.
+  auto next = normal.begin();
+  if (keep != nullptr) {
+    if (suspect) {
+      *keep = *std::move(suspect);
+      suspect.reset();
+    } else if (next != normal.end()) {
+      *keep = std::move(*next++);
+    }
+    for (const auto& i : keep->items) ++busy_parts_[i.part];
+  }
+  if (suspect) queue_.push_front(*std::move(suspect));
+  for (; next != normal.end(); ++next) queue_.push_back(std::move(*next));
+  stats_.claimed += taken;
+  if (metrics_ != nullptr) metrics_->Claimed(taken);
+}
+
 void Consumer::ClaimLoop() {
   std::unique_ptr<Store> store;
   for (;;) {
-    ClaimRequest req;
-    int64_t probe_gen = 0;
+    const SessionId session = session_->id();
+    std::optional<ClaimRequest> req;
+    absl::Time started;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (stopping_) return true;
-        // Keep one batch prefetched beyond the workers that are idle.
-        return wake_ && !parts_.empty() &&
-               static_cast<int>(queue_.size()) <= std::max(0, idle_workers_ - 1);
+      // Claims here feed workers that wait with nothing queued; busy workers
+      // claim ahead themselves as they finish.
+      auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !claiming_ && static_cast<int>(queue_.size()) < idle_workers_;
       };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.poll_interval);
-      if (stopping_) return;
-      // A poll (timeout) claims too, if there is room.
-      if (parts_.empty() || static_cast<int>(queue_.size()) > std::max(0, idle_workers_ - 1)) {
-        continue;
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || (room() && WantClaimLocked());
+      };
+      if (!mu_.AwaitWithTimeout(absl::Condition(&ready), options_.poll_interval)) {
+        // A poll, for whatever came without a notice (a retry or a delayed
+        // item coming due, or anything at all without LISTEN) in the parts
+        // that have gone quiet; the busy ones read their heads every
+        // rescan_interval anyway.
+        PollLocked();
       }
-      wake_ = false;
-      req.queue = options_.queue;
-      req.limit = options_.batch;
-      req.ordered = config_.ordered;
-      const absl::Time now = absl::Now();
-      req.include_suspect =
-          !suspect_in_flight_ &&
-          (clean_gen_ < assigned_gen_ || now - last_probe_ >= options_.suspect_probe_interval);
-      if (req.include_suspect) last_probe_ = now;
-      probe_gen = assigned_gen_;
-      for (const auto& [part, epoch] : parts_) req.parts.push_back({part, epoch});
+      if (stopping_) return;
+      if (!room()) continue;
+      req = MakeClaimLocked(session, idle_workers_ - static_cast<int>(queue_.size()), {});
+      if (!req) continue;
       claiming_ = true;
+      started = absl::Now();
     }
     if (store == nullptr) {
       auto s = factory_();
       if (s.ok()) store = std::move(*s);
     }
-    const absl::Time claim_start = absl::Now();
     absl::StatusOr<std::vector<Item>> items =
-        store ? store->Claim(req) : absl::UnavailableError("no connection");
+        store ? store->Claim(*req) : absl::UnavailableError("no connection");
     const absl::Time claim_end = absl::Now();
     absl::MutexLock lock(&mu_);
     claiming_ = false;
     if (!items.ok()) {
       PARTQ_LOG(Warning) << "claim: " << items.status();
       store.reset();
-      wake_ = true;
       mu_.Unlock();
       absl::SleepFor(options_.retry_backoff);
       mu_.Lock();
       continue;
     }
-    stats_.claimed += items->size();
-    if (metrics_ != nullptr) {
-      metrics_->Claimed(items->size());
-      metrics_->ClaimQuery(claim_end - claim_start, *items, claim_end);
-    }
-    // A probe that found nothing clears the parts assigned before it was
-    // issued; one that found a suspect may have left more (one per claim).
-    if (req.include_suspect &&
-        std::none_of(items->begin(), items->end(), [](const Item& i) { return i.suspect; })) {
-      clean_gen_ = std::max(clean_gen_, probe_gen);
-    }
-    Batch normal;
-    for (auto& item : *items) {
-      auto it = parts_.find(item.part);
-      if (it == parts_.end() || it->second != item.claim_epoch) continue;  // revoked meanwhile
-      if (item.suspect) {
-        suspect_in_flight_ = true;
-        Batch alone;
-        alone.isolate = true;
-        alone.items.push_back(std::move(item));
-        queue_.push_back(std::move(alone));
-      } else {
-        normal.items.push_back(std::move(item));
-      }
-    }
-    if (!normal.items.empty()) queue_.push_back(std::move(normal));
-    // A full batch means more may be ready: claim again as soon as there is room.
-    if (static_cast<int>(items->size()) >= req.limit) wake_ = true;
+    if (metrics_ != nullptr) metrics_->ClaimQuery(claim_end - started, *items, claim_end);
+    AcceptClaimLocked(*req, *std::move(items), started);
   }
 }
 
 void Consumer::WorkLoop(int index) {
   std::unique_ptr<Store> store;
+  // A batch this worker claimed ahead in its last ack, whose transaction
+  // that ack's COMMIT already began on `store` (FinishRequest::begin_next):
+  // it goes next, even if empty, so the transaction ends.
+  std::optional<Batch> kept;
   for (;;) {
     Batch batch;
-    {
+    if (kept) {
+      batch = *std::move(kept);
+      kept.reset();
+    } else {
       absl::MutexLock lock(&mu_);
       ++idle_workers_;
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !queue_.empty();
-      };
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
       mu_.Await(absl::Condition(&ready));
       --idle_workers_;
       if (queue_.empty()) return;  // stopping
       batch = std::move(queue_.front());
       queue_.pop_front();
       for (const auto& i : batch.items) ++busy_parts_[i.part];
-      wake_ = true;  // room for the claimer to prefetch
     }
     for (;;) {
       if (store == nullptr) {
@@ -302,18 +449,18 @@ void Consumer::WorkLoop(int index) {
           PARTQ_LOG(Warning) << "worker " << index << ": " << s.status();
         }
       }
-      if (store != nullptr && Process(*store, batch)) break;
+      if (store != nullptr && Process(*store, batch, &kept)) break;
       store.reset();
       bool give_up;
       {
         absl::MutexLock lock(&mu_);
         // Parts revoked or lost meanwhile: the new owner will take the items.
-        give_up = stopping_ || std::none_of(batch.items.begin(), batch.items.end(),
-                                            [this](const Item& i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                              auto it = parts_.find(i.part);
-                                              return it != parts_.end() &&
-                                                     it->second == i.claim_epoch;
-                                            });
+        give_up = stopping_ ||
+                  std::none_of(batch.items.begin(), batch.items.end(),
+                               [this](const Item& i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                 auto it = parts_.find(i.part);
+                                 return it != parts_.end() && it->second.epoch == i.claim_epoch;
+                               });
       }
       if (give_up) break;
       absl::SleepFor(options_.retry_backoff);
@@ -321,9 +468,9 @@ void Consumer::WorkLoop(int index) {
     absl::MutexLock lock(&mu_);
     for (const auto& i : batch.items) {
       if (--busy_parts_[i.part] == 0) busy_parts_.erase(i.part);
-      if (i.suspect) suspect_in_flight_ = false;
+      if (i.id == suspect_id_) suspect_id_ = 0;
+      in_flight_.erase(i.id);
     }
-    wake_ = true;
   }
 }
 
@@ -425,15 +572,39 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
   return outcomes;
 }
 
-bool Consumer::Process(Store& store, Batch& batch) {
+bool Consumer::Process(Store& store, Batch& batch, std::optional<Batch>* kept) {
   FinishRequest req;
   req.queue = options_.queue;
+  req.begin_next = true;  // the first batch claimed ahead is this worker's next
   req.session = session_->id();
   req.max_attempts = config_.max_attempts;
   req.items = batch.items;
   std::map<int, Epoch> fence;
   for (const auto& i : batch.items) fence[i.part] = i.claim_epoch;
   for (const auto& [part, epoch] : fence) req.parts.push_back({part, epoch});
+  // Claim ahead in this ack, if the store asks (after the handler ran) and
+  // then no claim is under way and the claimed batches do not cover the idle
+  // workers and this one. A second attempt of the same Finish gets the same
+  // claim.
+  std::optional<ClaimRequest> ahead;
+  absl::Time claim_started;
+  req.next = [&]() -> std::optional<ClaimRequest> {
+    absl::MutexLock lock(&mu_);
+    if (ahead) return ahead;
+    const int short_by = idle_workers_ + 1 - static_cast<int>(queue_.size());
+    // The ack of a suspect looks for the next one even when the queue is full.
+    const bool next_suspect = suspect_id_ != 0 && batch.items.size() == 1 &&
+                              batch.items[0].id == suspect_id_ && suspects_pending_;
+    if (claiming_ || stopping_ || ((short_by <= 0 || !WantClaimLocked()) && !next_suspect)) {
+      return std::nullopt;
+    }
+    ahead = MakeClaimLocked(req.session, WantClaimLocked() ? short_by : 0, batch.items);
+    if (ahead) {
+      claiming_ = true;
+      claim_started = absl::Now();
+    }
+    return ahead;
+  };
 
   const absl::Time t0 = absl::Now();
   bool need_isolation = false;
@@ -449,15 +620,23 @@ bool Consumer::Process(Store& store, Batch& batch) {
     need_isolation = false;
     r = store.Finish(req, body);
   }
+  const absl::Time t1 = absl::Now();
+  absl::MutexLock lock(&mu_);
+  if (ahead) {
+    claiming_ = false;
+    if (r.ok()) {
+      if (metrics_ != nullptr) metrics_->Waited(r->next, t1);
+      if (r->next_begun) kept->emplace();
+      AcceptClaimLocked(*ahead, std::move(r->next), claim_started,
+                        r->next_begun ? &**kept : nullptr);
+    }
+  }
   if (!r.ok()) {
     PARTQ_LOG(Warning) << "finishing " << batch.items.size() << " items: " << r.status();
-    absl::MutexLock lock(&mu_);
     ++stats_.finish_errors;
     if (metrics_ != nullptr) metrics_->FinishError();
     return false;
   }
-  const absl::Time t1 = absl::Now();
-  absl::MutexLock lock(&mu_);
   stats_.acked += r->acked.size();
   stats_.retried += r->retried.size();
   stats_.dead += r->dead.size();

@@ -3,14 +3,28 @@
 // owns, runs a Handler on N threads and finishes each batch in one
 // transaction that is fenced by the parts' epochs (see Store::Finish).
 //
-// Threads: one claimer (one connection) claims up to `batch` items at a time
-// in (priority, id) order — no other session reads those parts, so claims do
-// not contend — and hands batches to `concurrency` workers, each with its own
-// connection and transaction. At most `concurrency` batches are in flight plus
-// one prefetched. An item whose previous claim was abandoned (its worker died
-// mid-item) runs alone, so a poison item that kills the process takes no
-// other item down with it; once its claims pass max_attempts it is
-// dead-lettered without running ("crash loop").
+// Claims are in memory (store.h, "Claims"): no other session reads these
+// parts, so a claim is a read and the consumer remembers what it has in
+// flight. Per part it keeps a cursor, the last key it claimed, and reads on
+// from there, so the items it acked a moment ago (dead in the index until
+// vacuum) are not walked again. It reads from the part's head instead
+// ("rescan", skipping what is in flight) when it gets the part, when an
+// enqueue notice names the part (a new item may sort before the cursor: a
+// higher priority, or an earlier id that committed late), at least every
+// `rescan_interval` (retries and delayed items come due behind the cursor),
+// and always for ordered queues.
+//
+// Threads: workers (`concurrency`, each with its own connection and
+// transaction) finish batches and, when the queue of claimed batches is
+// running dry, claim the next batch in the same statement as the ack ("claim
+// ahead": no extra round trip, no extra transaction). A claimer thread (one
+// connection) claims when a worker is idle and no claim is under way: after
+// a notice, a poll or an assignment. One claim at a time per consumer, so
+// cursors and the in-flight set stay consistent. An item whose previous
+// attempt was abandoned (its worker died mid-item) runs alone, so a poison
+// item that kills the process takes no other item down with it; once its
+// attempts pass max_attempts it is dead-lettered without running ("crash
+// loop").
 //
 // Ordered queues: a claim returns only the oldest live item of each key, so a
 // key has one item in flight at a time and items of a key finish in enqueue
@@ -31,6 +45,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,17 +66,13 @@ class QueueCollector;
 
 struct ConsumerOptions {
   std::string queue;
-  int concurrency = 4;  // worker threads (each one connection)
-  int batch = 100;      // items per claim and per ack transaction
+  int concurrency = 4;      // worker threads (each one connection)
+  int batch = 100;          // items per claim and per ack transaction
   std::string instance_id;  // static membership (see SessionOptions)
   bool poll_only = false;   // no LISTEN (PgBouncer transaction pooling)
   absl::Duration poll_interval = absl::Seconds(1);
-  // How often a claim also looks for abandoned claims (items whose worker
-  // died mid-item) in parts it has owned for a while. Newly assigned parts are
-  // probed on every claim until a probe comes back clean: only an earlier
-  // owner leaves abandoned claims, so after that the probe is a safety net
-  // (for one that sorted behind a long ready backlog). Zero: every claim.
-  absl::Duration suspect_probe_interval = absl::Seconds(1);
+  // Every part is read from its head at least this often (see above).
+  absl::Duration rescan_interval = absl::Seconds(1);
   absl::Duration heartbeat_interval = absl::ZeroDuration();  // zero: TTL / 4
   absl::Duration drain_timeout = absl::Seconds(10);
   absl::Duration handler_timeout = absl::Minutes(5);  // longer counts as a failure
@@ -111,6 +122,15 @@ class Consumer : private PartListener {
     std::vector<Item> items;
     bool isolate = false;  // run each item under its own savepoint
   };
+  // What the consumer knows of a part it owns.
+  struct PartState {
+    Epoch epoch;
+    std::optional<ItemKey> cursor;  // the last key claimed in this tenure
+    bool rescan = true;             // the next claim reads from the head
+    bool hungry = true;             // may have ready items: claims include it
+    absl::Time last_rescan = absl::InfinitePast();
+    int64_t noticed = 0;  // notice_gen_ at the last notice or poll for it
+  };
 
   // PartListener (called on the session thread).
   void OnRevoke(const std::vector<OwnedPart>& parts) override;
@@ -119,13 +139,29 @@ class Consumer : private PartListener {
 
   void ClaimLoop();
   void WorkLoop(int index);
-  // Finishes one batch; returns false if it must be retried (database error).
-  bool Process(Store& store, Batch& batch);
+  // Finishes one batch (claiming ahead when due); returns false if it must be
+  // retried (database error). `*kept` gets the batch this worker must run
+  // next on `store` (its transaction is begun already), if any.
+  bool Process(Store& store, Batch& batch, std::optional<Batch>* kept);
   absl::StatusOr<std::vector<Outcome>> RunHandlers(Tx& tx, absl::Span<const Item> items,
                                                    bool isolate, bool* need_isolation);
   Outcome Failure(const Item& item, const std::string& error);
+  // A claim for `batches` batches (0: only the suspect probe), or nullopt
+  // when there is nothing worth reading; `finishing` are the items being
+  // finished by the call that carries the claim.
+  std::optional<ClaimRequest> MakeClaimLocked(const SessionId& session, int batches,
+                                              const std::vector<Item>& finishing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes a claim's result: cursors, in-flight set, queued batches; with
+  // `keep`, its first batch goes there (counted busy) instead of the queue.
+  void AcceptClaimLocked(const ClaimRequest& req, std::vector<Item> items, absl::Time started,
+                         Batch* keep = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WantClaimLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropQueuedLocked(const std::vector<int>& parts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Wake();
+  // Items may have come (part -1: any part): read the part from its head.
+  void NoticeLocked(int part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The poll: quiet parts may have items that came without a notice.
+  void PollLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const StoreFactory factory_;
   const ConsumerOptions options_;
@@ -136,18 +172,20 @@ class Consumer : private PartListener {
   QueueConfig config_;
 
   mutable absl::Mutex mu_;
-  std::map<int, Epoch> parts_ ABSL_GUARDED_BY(mu_);  // claimable parts
-  std::deque<Batch> queue_ ABSL_GUARDED_BY(mu_);     // claimed, not yet started
-  std::map<int, int> busy_parts_ ABSL_GUARDED_BY(mu_);  // part -> items being processed
-  bool suspect_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  // Abandoned-claim probes: parts were assigned (assigned_gen_ counts
-  // OnAssign calls) since the last probe that came back clean (clean_gen_,
-  // the assigned_gen_ it was issued at).
-  int64_t assigned_gen_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t clean_gen_ ABSL_GUARDED_BY(mu_) = -1;
-  absl::Time last_probe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  bool claiming_ ABSL_GUARDED_BY(mu_) = false;  // a Claim call is under way
-  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<int, PartState> parts_ ABSL_GUARDED_BY(mu_);    // claimable parts
+  std::map<int64_t, int> in_flight_ ABSL_GUARDED_BY(mu_);  // claimed id -> part
+  std::deque<Batch> queue_ ABSL_GUARDED_BY(mu_);           // claimed, not yet started
+  std::map<int, int> busy_parts_ ABSL_GUARDED_BY(mu_);     // part -> items being processed
+  int64_t suspect_id_ ABSL_GUARDED_BY(mu_) = 0;            // the suspect in flight; 0: none
+  // The last probe found a suspect (or parts came that may hold some): the
+  // ack of a suspect probes for the next one.
+  bool suspects_pending_ ABSL_GUARDED_BY(mu_) = true;
+  size_t rotation_ ABSL_GUARDED_BY(mu_) = 0;    // first part of the next claim, if not all fit
+  bool claiming_ ABSL_GUARDED_BY(mu_) = false;  // a claim is under way
+  // Counts notices and polls; a claim started at claim_gen_ does not clear a
+  // part's rescan if the part was noticed after that.
+  int64_t notice_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t claim_gen_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;

@@ -69,6 +69,10 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& que
 void ConsumerMetrics::ClaimQuery(absl::Duration took, const std::vector<Item>& items,
                                  absl::Time now) {
   claim_duration_.Observe(absl::ToDoubleSeconds(took));
+  Waited(items, now);
+}
+
+void ConsumerMetrics::Waited(const std::vector<Item>& items, absl::Time now) {
   for (const auto& item : items) {
     // Clocks differ a little between database and worker: no negative waits.
     wait_.Observe(std::max(0.0, absl::ToDoubleSeconds(now - item.run_at)));

@@ -32,6 +32,8 @@ class ConsumerMetrics {
   // One successful claim query: its duration, and how long each item had been
   // ready (since its run_at) when claimed at `now`.
   void ClaimQuery(absl::Duration took, const std::vector<Item>& items, absl::Time now);
+  // Items claimed ahead in an ack (no query of its own): their wait only.
+  void Waited(const std::vector<Item>& items, absl::Time now);
   // One handler call (a batch, or one isolated item) took `took`.
   void HandlerCall(absl::Duration took) { handler_.Observe(absl::ToDoubleSeconds(took)); }
   void FinishError() { finish_errors_.Increment(); }

@@ -77,6 +77,9 @@ class MemStore : public Store {
     for (auto it = db_->items_.begin(); it != db_->items_.end();) {
       it = it->second.queue == q ? db_->items_.erase(it) : std::next(it);
     }
+    for (auto it = db_->claims_.begin(); it != db_->claims_.end();) {
+      it = it->first.first == q ? db_->claims_.erase(it) : std::next(it);
+    }
     return absl::OkStatus();
   }
 
@@ -102,6 +105,7 @@ class MemStore : public Store {
         if (owner.session == id) {
           owner.epoch = db_->next_epoch_++;
           out.kept.push_back({key.second, Epoch{owner.epoch}});
+          db_->AbandonLocked(key.first, key.second, owner.epoch);
         }
       }
     }
@@ -160,6 +164,7 @@ class MemStore : public Store {
       if (!inserted) continue;
       it->second.epoch = db_->next_epoch_++;
       got.push_back({p, Epoch{it->second.epoch}});
+      db_->AbandonLocked(std::string(queue), p, it->second.epoch);
     }
     return got;
   }
@@ -174,7 +179,7 @@ class MemStore : public Store {
           it->second.epoch != p.epoch.value) {
         continue;
       }
-      db_->RefundLocked(std::string(queue), p.part, p.epoch.value);
+      db_->claims_.erase({std::string(queue), p.part});
       db_->owners_.erase(it);
     }
     return absl::OkStatus();
@@ -190,7 +195,7 @@ class MemStore : public Store {
     }
     for (auto o = db_->owners_.begin(); o != db_->owners_.end();) {
       if (o->second.session == session.value) {
-        db_->RefundLocked(o->first.first, o->first.second, o->second.epoch);
+        db_->claims_.erase(o->first);
         o = db_->owners_.erase(o);
       } else {
         ++o;
@@ -225,43 +230,7 @@ class MemStore : public Store {
   absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& req) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Claim"); !st.ok()) return st;
-    const absl::Time now = db_->clock_->Now();
-    std::map<int, int64_t> epochs;
-    for (const auto& p : req.parts) epochs[p.part] = p.epoch.value;
-    std::vector<MemDatabase::StoredItem*> cands;
-    MemDatabase::StoredItem* suspect = nullptr;
-    std::set<std::pair<int, std::string>> heads;  // ordered: keys whose head was seen
-    for (auto& [id, s] : db_->items_) {
-      if (s.queue != req.queue) continue;
-      auto e = epochs.find(s.item.part);
-      if (e == epochs.end()) continue;
-      if (req.ordered && s.item.key) {
-        if (!heads.insert({s.item.part, *s.item.key}).second) continue;  // not the head
-      }
-      if (s.item.run_at > now) continue;
-      if (s.claim_epoch == 0) {
-        cands.push_back(&s);
-      } else if (s.claim_epoch != e->second && req.include_suspect && suspect == nullptr) {
-        suspect = &s;
-      }
-    }
-    std::stable_sort(cands.begin(), cands.end(), [](auto* a, auto* b) {
-      return std::make_pair(a->item.priority, a->item.id) <
-             std::make_pair(b->item.priority, b->item.id);
-    });
-    if (static_cast<int>(cands.size()) > req.limit) cands.resize(req.limit);
-    std::vector<Item> out;
-    auto take = [&](MemDatabase::StoredItem* s, bool is_suspect) {
-      s->claim_epoch = epochs[s->item.part];
-      s->item.attempts++;
-      s->item.claim_epoch = Epoch{s->claim_epoch};
-      Item it = s->item;
-      it.suspect = is_suspect;
-      out.push_back(it);
-    };
-    for (auto* s : cands) take(s, false);
-    if (suspect != nullptr) take(suspect, true);
-    return out;
+    return db_->ClaimLocked(req, {});
   }
 
   absl::StatusOr<FinishResult> Finish(const FinishRequest& req, const FinishBody& body) override {
@@ -271,10 +240,9 @@ class MemStore : public Store {
     std::vector<Item> owned;
     for (const auto& item : req.items) {
       auto o = db_->owners_.find({req.queue, item.part});
-      bool ok = o != db_->owners_.end() && o->second.session == req.session.value &&
-                o->second.epoch == item.claim_epoch.value;
-      auto s = db_->items_.find(item.id);
-      ok = ok && s != db_->items_.end() && s->second.claim_epoch == item.claim_epoch.value;
+      const bool ok = o != db_->owners_.end() && o->second.session == req.session.value &&
+                      o->second.epoch == item.claim_epoch.value &&
+                      db_->items_.count(item.id) > 0;
       if (ok) {
         owned.push_back(item);
       } else {
@@ -286,28 +254,39 @@ class MemStore : public Store {
     if (!outcomes.ok()) return outcomes.status();
     if (outcomes->size() != owned.size()) return absl::InternalError("one outcome per item");
     const absl::Time now = db_->clock_->Now();
+    std::set<int64_t> batch;
+    for (const auto& item : req.items) batch.insert(item.id);
     for (const auto& oc : *outcomes) {
       auto s = db_->items_.find(oc.id);
       if (s == db_->items_.end()) return absl::InternalError("outcome for an unknown item");
       auto& st = s->second;
-      bool dead = oc.kind == Outcome::Kind::kDead ||
-                  (oc.kind == Outcome::Kind::kRetry && !oc.refund_attempt &&
-                   st.item.attempts >= req.max_attempts);
+      const bool refund = oc.kind == Outcome::Kind::kRetry && oc.refund_attempt;
+      const bool dead = oc.kind == Outcome::Kind::kDead ||
+                        (oc.kind == Outcome::Kind::kRetry && !refund &&
+                         st.item.attempts + 1 >= req.max_attempts);
       if (oc.kind == Outcome::Kind::kAck) {
         if (oc.result || st.item.dedup_key) db_->results_[oc.id] = oc.result;
         db_->items_.erase(s);
         result.acked.push_back(oc.id);
       } else if (dead) {
+        Unrecord(req.queue, st.item.part, oc.id);
         st.last_error = oc.error;
+        st.item.attempts += 1;
         db_->dead_[oc.id] = st;
         db_->items_.erase(s);
         result.dead.push_back(oc.id);
       } else {
-        if (oc.refund_attempt) st.item.attempts = std::max(0, st.item.attempts - 1);
+        Unrecord(req.queue, st.item.part, oc.id);
+        if (!refund) st.item.attempts += 1;
         st.item.run_at = now + oc.retry_delay;
-        st.claim_epoch = 0;
+        st.abandoned_epoch = 0;
         st.last_error = oc.error;
         result.retried.push_back(oc.id);
+      }
+    }
+    if (req.next) {
+      if (std::optional<ClaimRequest> claim = req.next()) {
+        result.next = db_->ClaimLocked(*claim, batch);
       }
     }
     return result;
@@ -380,10 +359,14 @@ class MemStore : public Store {
       for (const auto& p : out.parts) info.parts_owned += p.owner && p.owner->value == id;
       out.sessions.push_back(info);
     }
+    std::set<int64_t> flying;
+    for (const auto& [key, rec] : db_->claims_) {
+      if (key.first == q->first) flying.insert(rec.ids.begin(), rec.ids.end());
+    }
     for (const auto& [id, s] : db_->items_) {
       if (s.queue != q->first) continue;
       auto& ps = out.parts[s.item.part];
-      if (s.claim_epoch != 0) {
+      if (flying.count(id) > 0) {
         ++ps.in_flight;
       } else if (s.item.run_at > out.db_now) {
         ++ps.delayed;
@@ -403,6 +386,15 @@ class MemStore : public Store {
   }
 
  private:
+  // A retried or dead item is no longer in flight: off its part's record.
+  void Unrecord(const std::string& queue, int part, int64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->mu_) {
+    auto rec = db_->claims_.find({queue, part});
+    if (rec == db_->claims_.end()) return;
+    auto& ids = rec->second.ids;
+    ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+  }
+
   class NoSqlTx : public Tx {
    public:
     absl::StatusOr<std::vector<Row>> Exec(absl::string_view,
@@ -515,13 +507,93 @@ GroupView MemDatabase::ViewLocked(const std::string& queue) {
   return view;
 }
 
-void MemDatabase::RefundLocked(const std::string& queue, int part, int64_t epoch) {
-  for (auto& [id, s] : items_) {
-    if (s.queue == queue && s.item.part == part && s.claim_epoch == epoch) {
-      s.claim_epoch = 0;
-      s.item.attempts = std::max(0, s.item.attempts - 1);
+void MemDatabase::AbandonLocked(const std::string& queue, int part, int64_t epoch) {
+  auto rec = claims_.find({queue, part});
+  if (rec != claims_.end() && rec->second.epoch >= epoch) return;
+  if (rec != claims_.end()) {
+    for (int64_t id : rec->second.ids) {
+      auto it = items_.find(id);
+      if (it == items_.end() || it->second.queue != queue || it->second.item.part != part) continue;
+      it->second.item.attempts += 1;
+      it->second.abandoned_epoch = rec->second.epoch;
     }
   }
+  claims_[{queue, part}] = ClaimRecord{epoch, {}};  // this tenure's, empty
+}
+
+std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
+                                           const std::set<int64_t>& extra_skip) {
+  const absl::Time now = clock_->Now();
+  std::set<int64_t> skip = extra_skip;
+  for (const auto& [part, id] : req.in_flight) skip.insert(id);
+  auto ours = [&](int part, int64_t epoch) {
+    auto o = owners_.find({req.queue, part});
+    return o != owners_.end() && o->second.epoch == epoch;
+  };
+  auto out_item = [&](const StoredItem& s, int64_t epoch, bool suspect) {
+    Item it = s.item;
+    it.attempts = s.item.attempts + 1;
+    it.claim_epoch = Epoch{epoch};
+    it.suspect = suspect;
+    it.locator = 0;
+    return it;
+  };
+  std::vector<Item> out;
+  std::map<int, int64_t> taken_in;  // part -> epoch, for the records
+  for (const ClaimPart& cp : req.parts) {
+    const int room = req.limit - static_cast<int>(out.size());
+    if (room <= 0) break;
+    if (!ours(cp.part, cp.epoch.value)) continue;
+    std::vector<const StoredItem*> cands;
+    std::set<std::string> keys_seen;  // ordered: keys with an older live item
+    for (const auto& [id, s] : items_) {  // id order
+      if (s.queue != req.queue || s.item.part != cp.part) continue;
+      if (req.ordered && s.item.key && !keys_seen.insert(*s.item.key).second) continue;
+      if (s.item.run_at > now || s.abandoned_epoch != 0) continue;
+      const ItemKey k{s.item.priority, s.item.id};
+      if (cp.after ? !(*cp.after < k) : skip.count(id) > 0) continue;
+      cands.push_back(&s);
+    }
+    std::stable_sort(cands.begin(), cands.end(), [](const StoredItem* a, const StoredItem* b) {
+      return ItemKey{a->item.priority, a->item.id} < ItemKey{b->item.priority, b->item.id};
+    });
+    if (static_cast<int>(cands.size()) > std::min(cp.limit, room)) {
+      cands.resize(std::min(cp.limit, room));
+    }
+    for (const StoredItem* s : cands) out.push_back(out_item(*s, cp.epoch.value, false));
+    if (!cands.empty()) taken_in[cp.part] = cp.epoch.value;
+  }
+  if (req.include_suspect && !req.session.value.empty()) {
+    const StoredItem* best = nullptr;
+    int64_t best_epoch = 0;
+    for (const auto& [id, s] : items_) {
+      if (s.queue != req.queue || s.abandoned_epoch == 0 || s.item.run_at > now) continue;
+      if (skip.count(id) > 0) continue;
+      auto o = owners_.find({req.queue, s.item.part});
+      if (o == owners_.end() || o->second.session != req.session.value) continue;
+      if (best == nullptr || ItemKey{s.item.priority, id} < ItemKey{best->item.priority,
+                                                                     best->item.id}) {
+        best = &s;
+        best_epoch = o->second.epoch;
+      }
+    }
+    if (best != nullptr) {
+      out.push_back(out_item(*best, best_epoch, true));
+      taken_in[best->item.part] = best_epoch;
+    }
+  }
+  for (const auto& [part, epoch] : taken_in) {
+    ClaimRecord rec{epoch, {}};
+    for (const auto& [p, id] : req.in_flight) {
+      if (p == part) rec.ids.push_back(id);
+    }
+    for (const Item& it : out) {
+      if (it.part == part) rec.ids.push_back(it.id);
+    }
+    auto slot = claims_.find({req.queue, part});
+    if (slot != claims_.end() && slot->second.epoch == epoch) slot->second = std::move(rec);
+  }
+  return out;
 }
 
 }  // namespace partq

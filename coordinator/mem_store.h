@@ -49,17 +49,26 @@ class MemDatabase {
     int64_t epoch;
   };
   struct StoredItem {
-    Item item;
+    Item item;  // item.attempts: attempts used so far
     std::string queue;
-    int64_t claim_epoch = 0;  // 0: not claimed
+    int64_t abandoned_epoch = 0;  // 0: not abandoned
     std::string last_error;
+  };
+  struct ClaimRecord {  // part_claims
+    int64_t epoch = 0;
+    std::vector<int64_t> ids;
   };
 
   absl::Status Enter(const char* method) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked(const std::string& queue, const std::string& except, int64_t* expired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   GroupView ViewLocked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RefundLocked(const std::string& queue, int part, int64_t epoch)
+  // A new tenure (part at `epoch`) takes over: an older claim record's items
+  // are marked abandoned, one attempt counted each, and the part gets an
+  // empty record at `epoch`.
+  void AbandonLocked(const std::string& queue, int part, int64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<Item> ClaimLocked(const ClaimRequest& req, const std::set<int64_t>& skip)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
@@ -68,6 +77,7 @@ class MemDatabase {
   std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);            // by id
   std::map<std::pair<std::string, int>, Owner> owners_ ABSL_GUARDED_BY(mu_);  // (queue, part)
   std::map<int64_t, StoredItem> items_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int>, ClaimRecord> claims_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, StoredItem> dead_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, std::optional<std::string>> results_ ABSL_GUARDED_BY(mu_);
   int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;

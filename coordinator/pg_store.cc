@@ -348,13 +348,20 @@ absl::Status PgStore::EnsureConnected() {
   if (!conn.ok()) return conn.status();
   try {
     // Definitions only: libpqxx sends each Parse on first use.
-    for (const Statement& st : PreparedStatements(options_.schema)) {
-      (*conn)->prepare(st.name, st.sql);
+    unprepared_.clear();
+    for (Statement& st : PreparedStatements(options_.schema)) {
+      if (st.prepared) {
+        (*conn)->prepare(st.name, st.sql);
+      } else {
+        unprepared_.emplace(st.name, std::move(st.sql));
+      }
     }
   } catch (...) {
     return ClassifyException(std::current_exception(), "preparing statements", "").status;
   }
   conn_ = std::move(*conn);
+  handler_statements_.Clear();  // prepared on the old connection
+  begun_ = false;
   return absl::OkStatus();
 }
 
@@ -552,7 +559,7 @@ absl::Status PgStore::DeleteQueue(absl::string_view name) {
             .affected_rows() == 0) {
       return UnknownQueue(name);
     }
-    for (const char* table : {"items", "dead_items", "results"}) {
+    for (const char* table : {"items", "dead_items", "results", "part_claims"}) {
       tx.exec_params(WithSchema(absl::StrCat("DELETE FROM {schema}.", table, " WHERE queue = $1"),
                                 options_.schema),
                      q);
@@ -589,20 +596,20 @@ absl::StatusOr<JoinResult> PgStore::Join(const JoinRequest& request) {
   if (request.instance_id.size() > 255) {
     return absl::InvalidArgumentError("instance id is longer than 255 characters");
   }
-  return Run(
-      absl::StrCat("join queue \"", request.queue, "\""), [&]() -> absl::StatusOr<JoinResult> {
-        pqxx::nontransaction tx(*conn_);
-        std::optional<std::string> instance;
-        if (!request.instance_id.empty()) instance = request.instance_id;
-        pqxx::result r = tx.exec_prepared("join", request.queue, instance, request.host,
-                                          request.pid, ChannelFor(options_.schema, request.queue));
-        if (r.empty()) return UnknownQueue(request.queue);
-        JoinResult out;
-        out.id.value = r[0][0].as<std::string>();
-        out.incarnation = r[0][1].as<int64_t>();
-        out.kept = ParseOwned(Text(r[0][2]));
-        return out;
-      });
+  return Run(absl::StrCat("join queue \"", request.queue, "\""),
+             [&]() -> absl::StatusOr<JoinResult> {
+               pqxx::nontransaction tx(*conn_);
+               std::optional<std::string> instance;
+               if (!request.instance_id.empty()) instance = request.instance_id;
+               pqxx::result r = Exec(tx, "join", request.queue, instance, request.host, request.pid,
+                                     ChannelFor(options_.schema, request.queue));
+               if (r.empty()) return UnknownQueue(request.queue);
+               JoinResult out;
+               out.id.value = r[0][0].as<std::string>();
+               out.incarnation = r[0][1].as<int64_t>();
+               out.kept = ParseOwned(Text(r[0][2]));
+               return out;
+             });
 }
 
 absl::StatusOr<GroupView> PgStore::Heartbeat(absl::string_view queue, const SessionId& session,
@@ -651,7 +658,7 @@ absl::StatusOr<std::vector<OwnedPart>> PgStore::AcquireParts(absl::string_view q
     pqxx::nontransaction tx(*conn_);
     try {
       for (const pqxx::row& row :
-           tx.exec_prepared("acquire", std::string(queue), session.value, IntArray(sorted))) {
+           Exec(tx, "acquire", std::string(queue), session.value, IntArray(sorted))) {
         if (row[0].as<int>() < 0) return gone();
         out.push_back(OwnedPart{row[0].as<int>(), Epoch{row[1].as<int64_t>()}});
       }

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <pqxx/pqxx>
@@ -64,8 +66,15 @@ int64_t KeyHash(absl::string_view key);
 struct Statement {
   const char* name;
   std::string sql;
+  // false: run unnamed, planned for its arguments every time. For statements
+  // that touch items by id and run rarely (rebalancing, batches with
+  // failures): a prepared statement's generic plan is fixed on its sixth run,
+  // and if the table was nearly empty then (a worker that started on an idle
+  // queue), it scans the whole table by the time a backlog has come, until
+  // an ANALYZE invalidates it.
+  bool prepared = true;
 };
-// Every prepared statement PgStore uses, for this schema.
+// Every statement PgStore runs by name, for this schema.
 std::vector<Statement> PreparedStatements(absl::string_view schema);
 // The single-item enqueue statement (also run unprepared by EnqueueInTx).
 std::string EnqueueSql(absl::string_view schema);
@@ -88,6 +97,23 @@ absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepare
                                         const NewItem& item, const EnqueueArgs& args);
 
 // --- the store ----------------------------------------------------------------
+
+// The statements handlers run through Tx::Exec, prepared once per connection
+// (like pgx's statement cache): a handler usually runs the same few
+// statements for every batch, and a prepared one skips the parse and plan.
+// Only plain DML is cached (it is what repeats; a utility statement such as
+// SAVEPOINT or CREATE is run as it comes), and at most kMaxEntries texts.
+class HandlerStatements {
+ public:
+  static constexpr size_t kMaxEntries = 256;
+  // The prepared statement's name for `sql`, preparing it on `conn` first
+  // if needed; nullopt when `sql` is not cached.
+  std::optional<std::string> NameFor(pqxx::connection& conn, absl::string_view sql);
+  void Clear() { names_.clear(); }
+
+ private:
+  std::map<std::string, std::string, std::less<>> names_;
+};
 
 class PgStore final : public Store {
  public:
@@ -145,10 +171,17 @@ class PgStore final : public Store {
  private:
   // Runs `f` (which uses conn_) after connecting; turns exceptions into
   // Status values and drops a broken connection so the next call reconnects.
+  // A transaction begun by the last Finish for the next one
+  // (FinishRequest::begin_next) is rolled back first, unless `keep_begun`.
   template <typename F>
-  auto Run(absl::string_view what, F&& f) -> decltype(f()) {
+  auto Run(absl::string_view what, F&& f, bool keep_begun = false) -> decltype(f()) {
     if (absl::Status st = EnsureConnected(); !st.ok()) return st;
     try {
+      if (begun_ && !keep_begun) {
+        begun_ = false;
+        pqxx::nontransaction tx(*conn_);
+        tx.exec("ROLLBACK");
+      }
       return f();
     } catch (...) {
       return Fail(what, std::current_exception());
@@ -162,10 +195,28 @@ class PgStore final : public Store {
   absl::StatusOr<int64_t> EnqueueBatchInsert(absl::string_view queue,
                                              const std::vector<NewItem>& items,
                                              const std::vector<EnqueueArgs>& args);
+  // One transaction of Finish: with `lock_first` the fence statement runs
+  // before the body; without, the finish statement fences after it and
+  // `*again` says a part was lost or an item was gone, in which case nothing
+  // was committed and Finish must run again with `lock_first`.
+  absl::StatusOr<FinishResult> FinishOnce(const FinishRequest& request, const FinishBody& body,
+                                          bool lock_first, bool* again);
+
+  // Runs statement `name` (PreparedStatements) in `tx`: prepared, or planned
+  // for these arguments when it is not one to prepare.
+  template <typename... Args>
+  pqxx::result Exec(pqxx::transaction_base& tx, const char* name, Args&&... args) {
+    auto it = unprepared_.find(name);
+    if (it != unprepared_.end()) return tx.exec_params(it->second, std::forward<Args>(args)...);
+    return tx.exec_prepared(name, std::forward<Args>(args)...);
+  }
 
   PgOptions options_;
-  std::string qschema_;  // the schema as a quoted identifier
+  std::map<std::string, std::string> unprepared_;  // name -> SQL, of the ones not prepared
+  std::string qschema_;                            // the schema as a quoted identifier
   std::unique_ptr<pqxx::connection> conn_;
+  HandlerStatements handler_statements_;  // of conn_
+  bool begun_ = false;                    // conn_ is in a transaction begun for the next Finish
 };
 
 // Opens a connection with application_name set. Unavailable/InvalidArgument/

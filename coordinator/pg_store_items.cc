@@ -9,10 +9,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "coordinator/migrations.h"
 #include "coordinator/pg_store.h"
@@ -29,6 +34,9 @@ constexpr size_t kMaxKeyBytes = 1024;
 // A claim larger than this is a caller bug; it would also make one statement
 // hold many row locks.
 constexpr int kMaxClaim = 10000;
+// Statements a handler's Tx::Exec prepares (HandlerStatements).
+constexpr absl::string_view kCachedVerbs[] = {"INSERT", "UPDATE", "DELETE", "SELECT",
+                                              "WITH",   "VALUES", "MERGE"};
 // Rows per statement on the batched-INSERT path (items with dedup keys).
 constexpr size_t kInsertChunk = 2000;
 // A batch touching more parts than this sends one "any part" notice instead
@@ -53,13 +61,17 @@ std::string TimestampText(absl::Time t) {
 // knows whether the transaction can still commit.
 class PgTx final : public Tx {
  public:
-  PgTx(pqxx::transaction_base& tx, const std::string& schema) : tx_(tx), schema_(schema) {}
+  PgTx(pqxx::transaction_base& tx, pqxx::connection& conn, HandlerStatements& statements,
+       const std::string& schema)
+      : tx_(tx), conn_(conn), statements_(statements), schema_(schema) {}
 
   absl::StatusOr<std::vector<Row>> Exec(
       absl::string_view sql, const std::vector<std::optional<std::string>>& params) override {
     try {
+      const std::optional<std::string> name = statements_.NameFor(conn_, sql);
       pqxx::result r =
-          tx_.exec_params(std::string(sql), pqxx::prepare::make_dynamic_params(params));
+          name ? tx_.exec_prepared(*name, pqxx::prepare::make_dynamic_params(params))
+               : tx_.exec_params(std::string(sql), pqxx::prepare::make_dynamic_params(params));
       std::vector<Row> rows;
       rows.reserve(r.size());
       for (const pqxx::row& row : r) {
@@ -85,11 +97,29 @@ class PgTx final : public Tx {
 
  private:
   pqxx::transaction_base& tx_;
+  pqxx::connection& conn_;
+  HandlerStatements& statements_;
   const std::string& schema_;
   PgError error_;
 };
 
 }  // namespace
+
+std::optional<std::string> HandlerStatements::NameFor(pqxx::connection& conn,
+                                                      absl::string_view sql) {
+  auto it = names_.find(sql);
+  if (it != names_.end()) return it->second;
+  absl::string_view head = absl::StripLeadingAsciiWhitespace(sql);
+  const bool dml =
+      std::any_of(std::begin(kCachedVerbs), std::end(kCachedVerbs),
+                  [&](absl::string_view verb) { return absl::StartsWithIgnoreCase(head, verb); });
+  if (!dml || names_.size() >= kMaxEntries) return std::nullopt;
+  std::string name = absl::StrCat("partq_handler_", names_.size());
+  // Registers the definition; libpqxx sends the Parse on first use.
+  conn.prepare(name, std::string(sql));
+  names_.emplace(std::string(sql), name);
+  return name;
+}
 
 // --- enqueue ------------------------------------------------------------------------
 
@@ -251,23 +281,26 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchCopy(absl::string_view queue,
     if (res.parts == 0) return UnknownQueue(queue);
     bool delayed = false;
     for (const EnqueueArgs& a : args) delayed = delayed || a.delay_us > 0;
-    // Rows go in the order given, not grouped by part: COPY would be ~10%
-    // faster grouped, but then a part's rows fill whole pages, and a claim
-    // that takes many rows of one page finds no room there for their new
-    // versions, so claims stop being HOT updates (measured: 30% HOT instead
-    // of 100% for a session owning one part).
+    // Rows go grouped by part (in id order within a part): a claim then
+    // reads, and its ack deletes, rows that sit side by side on a few pages
+    // instead of one row on each of many, and the index inserts of a part
+    // come together.
     std::vector<int> row_parts(items.size());
+    std::vector<size_t> order(items.size());
     absl::flat_hash_set<int> parts;
     for (size_t i = 0; i < items.size(); ++i) {
       row_parts[i] =
           args[i].key ? PartForKey(*args[i].key, res.parts) : PartForId(res.ids[i], res.parts);
       parts.insert(row_parts[i]);
+      order[i] = i;
     }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return row_parts[a] < row_parts[b]; });
     std::vector<std::string> cols = {"id", "queue", "part", "key", "priority", "payload"};
     if (delayed) cols.push_back("run_at");
     {
       pqxx::stream_to copy(tx, qschema_ + ".items", cols);
-      for (size_t i = 0; i < items.size(); ++i) {
+      for (size_t i : order) {
         const int64_t id = res.ids[i];
         const int part = row_parts[i];
         if (delayed) {
@@ -328,46 +361,118 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchInsert(absl::string_view queue,
 
 // --- claim --------------------------------------------------------------------------
 
-absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
-  if (absl::Status st = ValidateQueueName(request.queue); !st.ok()) return st;
-  if (request.parts.empty() || request.limit <= 0) return std::vector<Item>{};
-  const int limit = std::min(request.limit, kMaxClaim);
-  std::vector<int> parts;
-  std::vector<int64_t> epochs;
-  for (const OwnedPart& p : request.parts) {
+namespace {
+
+// A claim's parameters, encoded and bound in the order ClaimCtes
+// (pg_store_sql.cc) reads them, after $1 queue and $2 session.
+struct ClaimArgs {
+  std::optional<std::string> session;
+  std::string parts, epochs, after_prio, after_id, limits;
+  bool ordered = false, suspect = false;
+  std::string fly_parts, fly_ids;
+  int limit = 0;
+};
+
+// The cursor sentinel: sorts before every item, so the scan starts at the
+// part's head (see ClaimCtes).
+constexpr int kHeadPriority = -32768;
+constexpr int64_t kHeadId = INT64_MIN;
+
+absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
+  ClaimArgs a;
+  if (!request.session.value.empty()) a.session = request.session.value;
+  std::vector<int> parts, prios, limits;
+  std::vector<int64_t> epochs, ids;
+  for (const ClaimPart& p : request.parts) {
+    if (p.limit < 1 || p.limit > kMaxClaim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("claim: part ", p.part, " limit ", p.limit, " is not 1..", kMaxClaim));
+    }
     parts.push_back(p.part);
     epochs.push_back(p.epoch.value);
+    prios.push_back(p.after ? p.after->priority : kHeadPriority);
+    ids.push_back(p.after ? p.after->id : kHeadId);
+    limits.push_back(p.limit);
   }
-  // Each part's scan reads at most twice its fair share of the batch, not the
-  // whole batch: with 16 owned parts a batch of 100 reads ~200 index entries
-  // and heap rows instead of up to 1600 (at 4 parts per session: 15% fewer
-  // buffer hits per claim, pg_stat_statements). The (priority, id) order
-  // holds within a part; across parts a claim takes the best of each part's
-  // head, and what it leaves comes with the next claim.
-  const int per_part = std::min(
-      limit, std::max(1, static_cast<int>((2 * limit + parts.size() - 1) / parts.size())));
+  a.parts = IntArray(parts);
+  a.epochs = IntArray(epochs);
+  a.after_prio = IntArray(prios);
+  a.after_id = IntArray(ids);
+  a.limits = IntArray(limits);
+  a.ordered = request.ordered;
+  a.suspect = request.include_suspect && a.session.has_value();
+  std::vector<int> fly_parts;
+  std::vector<int64_t> fly_ids;
+  for (const auto& [part, id] : request.in_flight) {
+    fly_parts.push_back(part);
+    fly_ids.push_back(id);
+  }
+  a.fly_parts = IntArray(fly_parts);
+  a.fly_ids = IntArray(fly_ids);
+  if (request.limit < 1 || request.limit > kMaxClaim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("claim: limit ", request.limit, " is not 1..", kMaxClaim));
+  }
+  a.limit = request.limit;
+  return a;
+}
+
+// "(block,offset)" <-> block << 16 | offset.
+uint64_t LocatorFromCtid(absl::string_view text) {
+  uint64_t block = 0, offset = 0;
+  if (!absl::ConsumePrefix(&text, "(") || !absl::ConsumeSuffix(&text, ")")) return 0;
+  std::pair<absl::string_view, absl::string_view> bo = absl::StrSplit(text, ',');
+  if (!absl::SimpleAtoi(bo.first, &block) || !absl::SimpleAtoi(bo.second, &offset) ||
+      offset > 0xffff || block > 0xffffffffu) {
+    return 0;
+  }
+  return block << 16 | offset;
+}
+std::optional<std::string> CtidFromLocator(uint64_t locator) {
+  if (locator == 0) return std::nullopt;
+  return absl::StrCat("(", locator >> 16, ",", locator & 0xffff, ")");
+}
+
+// A claimed item from its columns, starting at column `c`: id, part, key,
+// dedup_key, priority, attempts, payload, enqueued (µs), run_at (µs), epoch,
+// suspect, ctid.
+absl::StatusOr<Item> ItemFromRow(const pqxx::row& row, int c) {
+  Item it;
+  it.id = row[c].as<int64_t>();
+  it.part = row[c + 1].as<int>();
+  it.key = Text(row[c + 2]);
+  it.dedup_key = Text(row[c + 3]);
+  it.priority = row[c + 4].as<int>();
+  it.attempts = row[c + 5].as<int>();
+  if (!DecodeBytea(absl::string_view(row[c + 6].c_str(), row[c + 6].size()), &it.payload)) {
+    return absl::InternalError(absl::StrCat("claim: item ", it.id, " has a malformed payload"));
+  }
+  it.enqueued_at = absl::FromUnixMicros(row[c + 7].as<int64_t>());
+  it.run_at = absl::FromUnixMicros(row[c + 8].as<int64_t>());
+  it.claim_epoch.value = row[c + 9].as<int64_t>();
+  it.suspect = row[c + 10].as<bool>();
+  it.locator = LocatorFromCtid(absl::string_view(row[c + 11].c_str(), row[c + 11].size()));
+  return it;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
+  if (absl::Status st = ValidateQueueName(request.queue); !st.ok()) return st;
+  if (request.parts.empty() && !request.include_suspect) return std::vector<Item>{};
+  absl::StatusOr<ClaimArgs> a = MakeClaimArgs(request);
+  if (!a.ok()) return a.status();
   return Run("claim", [&]() -> absl::StatusOr<std::vector<Item>> {
     pqxx::nontransaction tx(*conn_);
-    pqxx::result r = tx.exec_prepared("claim", request.queue, IntArray(parts), IntArray(epochs),
-                                      limit, request.ordered, request.include_suspect, per_part);
+    pqxx::result r = tx.exec_prepared("claim", request.queue, a->session, a->parts, a->epochs,
+                                      a->after_prio, a->after_id, a->limits, a->ordered, a->suspect,
+                                      a->fly_parts, a->fly_ids, a->limit);
     std::vector<Item> out;
     out.reserve(r.size());
     for (const pqxx::row& row : r) {
-      Item it;
-      it.id = row[0].as<int64_t>();
-      it.part = row[1].as<int>();
-      it.key = Text(row[2]);
-      it.dedup_key = Text(row[3]);
-      it.priority = row[4].as<int>();
-      it.attempts = row[5].as<int>();
-      if (!DecodeBytea(absl::string_view(row[6].c_str(), row[6].size()), &it.payload)) {
-        return absl::InternalError(absl::StrCat("claim: item ", it.id, " has a malformed payload"));
-      }
-      it.enqueued_at = absl::FromUnixMicros(row[7].as<int64_t>());
-      it.run_at = absl::FromUnixMicros(row[8].as<int64_t>());
-      it.claim_epoch.value = row[9].as<int64_t>();
-      it.suspect = row[10].as<bool>();
-      out.push_back(std::move(it));
+      absl::StatusOr<Item> it = ItemFromRow(row, 0);
+      if (!it.ok()) return it.status();
+      out.push_back(*std::move(it));
     }
     return out;
   });
@@ -375,127 +480,278 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
 
 // --- finish -------------------------------------------------------------------------
 
+namespace {
+
+// The outcomes of one Finish attempt, as parameters of the finish statement.
+struct OutcomeArgs {
+  std::vector<int64_t> ack_ids;
+  std::vector<int> ack_parts;
+  std::vector<std::optional<std::string>> ack_tids, ack_results;
+  std::vector<int64_t> o_ids, o_delays;
+  std::vector<int> o_parts;
+  std::vector<bool> o_dead, o_refund;
+  std::vector<std::optional<std::string>> o_errors;
+};
+
+absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes,
+                                            absl::Span<const Item> given) {
+  absl::flat_hash_map<int64_t, const Item*> by_id;
+  for (const Item& item : given) by_id.emplace(item.id, &item);
+  OutcomeArgs a;
+  absl::flat_hash_set<int64_t> seen;
+  for (const Outcome& o : outcomes) {
+    auto it = by_id.find(o.id);
+    if (it == by_id.end() || !seen.insert(o.id).second) {
+      return absl::InternalError(
+          absl::StrCat("finish: the handler returned an outcome for item ", o.id,
+                       it == by_id.end() ? ", which it was not given" : " twice"));
+    }
+    const Item& item = *it->second;
+    if (o.kind == Outcome::Kind::kAck) {
+      a.ack_ids.push_back(o.id);
+      a.ack_parts.push_back(item.part);
+      a.ack_tids.push_back(CtidFromLocator(item.locator));
+      a.ack_results.push_back(o.result ? std::optional<std::string>(HexEncode(*o.result))
+                                       : std::nullopt);
+    } else {
+      a.o_ids.push_back(o.id);
+      a.o_parts.push_back(item.part);
+      a.o_dead.push_back(o.kind == Outcome::Kind::kDead);
+      a.o_delays.push_back(std::max<int64_t>(0, Micros(o.retry_delay)));
+      a.o_refund.push_back(o.kind == Outcome::Kind::kRetry && o.refund_attempt);
+      a.o_errors.push_back(o.error);
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
 absl::StatusOr<FinishResult> PgStore::Finish(const FinishRequest& request, const FinishBody& body) {
   if (absl::Status st = ValidateQueueName(request.queue); !st.ok()) return st;
+  // Optimistic first: the handler runs, then one statement fences, finishes
+  // and claims ahead. If a part was lost meanwhile (rare: only a session that
+  // expired or was re-joined elsewhere loses parts without revoking them
+  // first) or an item is no longer there (finished already, by a COMMIT
+  // whose outcome was unknown), all of that rolls back, and the second
+  // attempt locks and looks first, so the handler runs only for items that
+  // are still ours and still there.
+  bool again = false;
+  absl::StatusOr<FinishResult> r = FinishOnce(request, body, /*lock_first=*/false, &again);
+  if (r.ok() && again) r = FinishOnce(request, body, /*lock_first=*/true, &again);
+  return r;
+}
+
+absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
+                                                 const FinishBody& body, bool lock_first,
+                                                 bool* again) {
   absl::flat_hash_map<int, int64_t> wanted;  // part -> epoch claimed under
   std::vector<int> parts;
+  std::vector<int64_t> epochs;
   for (const OwnedPart& p : request.parts) {
-    if (wanted.emplace(p.part, p.epoch.value).second) parts.push_back(p.part);
+    if (wanted.emplace(p.part, p.epoch.value).second) {
+      parts.push_back(p.part);
+      epochs.push_back(p.epoch.value);
+    }
   }
+  // An item belongs to the fence when its part is there at its claim epoch.
+  auto in_fence = [&](const Item& item) {
+    auto it = wanted.find(item.part);
+    return it != wanted.end() && it->second == item.claim_epoch.value;
+  };
   FinishResult out;
+  *again = false;
   bool drop = false;  // a handler statement broke the connection
-  absl::Status st = Run("finish", [&]() -> absl::Status {
-    pqxx::work tx(*conn_);
-    std::vector<Item> owned;
-    absl::flat_hash_map<int64_t, const Item*> by_id;
-    if (!request.items.empty()) {
-      std::vector<int64_t> ids;
-      ids.reserve(request.items.size());
-      for (const Item& item : request.items) ids.push_back(item.id);
-      absl::flat_hash_map<int, int64_t> held;        // parts still ours at the wanted epoch
-      absl::flat_hash_map<int64_t, int64_t> claims;  // item -> its claim epoch now
-      for (const pqxx::row& row : tx.exec_prepared("fence", request.queue, request.session.value,
-                                                   IntArray(parts), IntArray(ids))) {
-        if (row[2].is_null()) continue;  // an unclaimed item
-        if (row[0].c_str()[0] == 'p') {
-          const int part = row[1].as<int>();
-          auto it = wanted.find(part);
-          if (it != wanted.end() && it->second == row[2].as<int64_t>()) {
-            held.emplace(part, it->second);
+  absl::Status st = Run(
+      "finish",
+      [&]() -> absl::Status {
+        // The transaction is driven by statements, not pqxx::work, so its COMMIT
+        // can carry the next one's BEGIN (FinishRequest::begin_next): that saves
+        // a round trip per batch, a quarter of an ack's.
+        pqxx::nontransaction tx(*conn_);
+        if (begun_) {
+          begun_ = false;
+        } else {
+          tx.exec("BEGIN");
+        }
+        bool open = true;
+        auto rollback = absl::MakeCleanup([&] {
+          if (!open) return;
+          try {
+            tx.exec("ROLLBACK");
+          } catch (...) {
+            // The connection is gone (the caller's error says so); the server
+            // rolls back on its own.
+          }
+        });
+        std::vector<Item> given;
+        if (lock_first && !request.items.empty()) {
+          std::vector<int64_t> ids;
+          for (const Item& item : request.items) ids.push_back(item.id);
+          absl::flat_hash_set<int64_t> held, there;
+          for (const pqxx::row& row :
+               tx.exec_prepared("fence", request.queue, request.session.value, IntArray(parts),
+                                IntArray(epochs), IntArray(ids))) {
+            (row[0].c_str()[0] == 'p' ? held : there).insert(row[1].as<int64_t>());
+          }
+          for (const Item& item : request.items) {
+            if (in_fence(item) && held.count(item.part) && there.count(item.id)) {
+              given.push_back(item);
+            } else {
+              out.fenced.push_back(item.id);
+            }
           }
         } else {
-          claims.emplace(row[1].as<int64_t>(), row[2].as<int64_t>());
+          for (const Item& item : request.items) {
+            if (in_fence(item)) {
+              given.push_back(item);
+            } else {
+              out.fenced.push_back(item.id);
+            }
+          }
         }
-      }
-      // An item is ours when its part is held at the epoch it was claimed
-      // under and the row is still claimed at that epoch (not finished yet).
-      for (const Item& item : request.items) {
-        auto part = held.find(item.part);
-        auto claim = claims.find(item.id);
-        if (part != held.end() && part->second == item.claim_epoch.value && claim != claims.end() &&
-            claim->second == item.claim_epoch.value && by_id.emplace(item.id, &item).second) {
-          owned.push_back(item);
-        } else {
-          out.fenced.push_back(item.id);
-        }
-      }
-    }
 
-    // The body runs even with no items (a handler's one-time setup uses
-    // that); its writes commit with the outcomes.
-    PgTx handler_tx(tx, options_.schema);
-    absl::StatusOr<std::vector<Outcome>> outcomes = body(handler_tx, owned);
-    drop = handler_tx.error().drop_connection;
-    if (!outcomes.ok()) return outcomes.status();
-    if (!handler_tx.error().status.ok()) {
-      // The body carried on after a failed statement without rolling back
-      // to a savepoint: the server aborted the transaction; it cannot commit.
-      return handler_tx.error().status;
-    }
-    if (outcomes->size() != owned.size()) {
-      return absl::InternalError(absl::StrCat("finish: the handler returned ", outcomes->size(),
-                                              " outcomes for ", owned.size(), " items"));
-    }
-    std::vector<int64_t> ack_ids, ack_epochs, o_ids, o_epochs, o_delays;
-    std::vector<std::optional<std::string>> ack_results, o_errors;
-    std::vector<bool> o_dead, o_refund;
-    absl::flat_hash_set<int64_t> seen;
-    for (const Outcome& o : *outcomes) {
-      auto it = by_id.find(o.id);
-      if (it == by_id.end() || !seen.insert(o.id).second) {
-        return absl::InternalError(
-            absl::StrCat("finish: the handler returned an outcome for item ", o.id,
-                         it == by_id.end() ? ", which it was not given" : " twice"));
-      }
-      const int64_t epoch = it->second->claim_epoch.value;
-      if (o.kind == Outcome::Kind::kAck) {
-        ack_ids.push_back(o.id);
-        ack_epochs.push_back(epoch);
-        ack_results.push_back(o.result ? std::optional<std::string>(HexEncode(*o.result))
-                                       : std::nullopt);
-      } else {
-        o_ids.push_back(o.id);
-        o_epochs.push_back(epoch);
-        o_dead.push_back(o.kind == Outcome::Kind::kDead);
-        o_delays.push_back(std::max<int64_t>(0, Micros(o.retry_delay)));
-        o_refund.push_back(o.kind == Outcome::Kind::kRetry && o.refund_attempt);
-        o_errors.push_back(o.error);
-      }
-    }
-    FinishResult done;
-    if (!outcomes->empty()) {
-      pqxx::result r = tx.exec_prepared("finish", IntArray(ack_ids), IntArray(ack_epochs),
-                                        TextArray(ack_results), IntArray(o_ids), IntArray(o_epochs),
-                                        BoolArray(o_dead), IntArray(o_delays), BoolArray(o_refund),
-                                        TextArray(o_errors), std::max(1, request.max_attempts));
-      for (const pqxx::row& row : r) {
-        const char kind = row[0].c_str()[0];
-        const int64_t id = row[1].as<int64_t>();
-        (kind == 'a' ? done.acked : kind == 'r' ? done.retried : done.dead).push_back(id);
-      }
-    }
-    if (done.acked.size() != ack_ids.size() ||
-        done.retried.size() + done.dead.size() != o_ids.size()) {
-      // The fence read these rows at their claim epoch and only this session
-      // touches them while it holds the parts, so a row that changed since
-      // means two Finish calls raced for one claim. Write nothing.
-      return absl::AbortedError(absl::StrCat(
-          "finish: ",
-          ack_ids.size() + o_ids.size() - done.acked.size() - done.retried.size() -
-              done.dead.size(),
-          " of ", ack_ids.size() + o_ids.size(),
-          " items were no longer claimed at their epoch (finished concurrently?); nothing "
-          "was written"));
-    }
-    tx.commit();
-    out.acked = std::move(done.acked);
-    out.retried = std::move(done.retried);
-    out.dead = std::move(done.dead);
-    return absl::OkStatus();
-  });
+        // The body runs even with no items (a handler's one-time setup uses
+        // that); its writes commit with the outcomes.
+        PgTx handler_tx(tx, *conn_, handler_statements_, options_.schema);
+        absl::StatusOr<std::vector<Outcome>> outcomes = body(handler_tx, given);
+        drop = handler_tx.error().drop_connection;
+        if (!outcomes.ok()) return outcomes.status();
+        if (!handler_tx.error().status.ok()) {
+          // The body carried on after a failed statement without rolling back
+          // to a savepoint: the server aborted the transaction; it cannot commit.
+          return handler_tx.error().status;
+        }
+        if (outcomes->size() != given.size()) {
+          return absl::InternalError(absl::StrCat("finish: the handler returned ", outcomes->size(),
+                                                  " outcomes for ", given.size(), " items"));
+        }
+        absl::StatusOr<OutcomeArgs> a = MakeOutcomeArgs(*outcomes, given);
+        if (!a.ok()) return a.status();
+        std::optional<ClaimArgs> next;
+        if (request.next) {
+          if (std::optional<ClaimRequest> claim = request.next()) {
+            absl::StatusOr<ClaimArgs> c = MakeClaimArgs(*claim);
+            if (!c.ok()) return c.status();
+            next = *std::move(c);
+          }
+        }
+        pqxx::result r;
+        bool claimed_rows = false;
+        // The common case takes the lean statement (pg_store_sql.cc, AckCtes):
+        // every item acked, every row located by its claim.
+        const bool lean = !lock_first && a->o_ids.empty() &&
+                          std::none_of(a->ack_tids.begin(), a->ack_tids.end(),
+                                       [](const auto& t) { return !t.has_value(); });
+        if (!outcomes->empty() || next) {
+          std::vector<int64_t> result_ids;
+          std::vector<std::optional<std::string>> results;
+          for (size_t i = 0; lean && i < a->ack_ids.size(); ++i) {
+            if (a->ack_results[i]) {
+              result_ids.push_back(a->ack_ids[i]);
+              results.push_back(a->ack_results[i]);
+            }
+          }
+          if (lean && next) {
+            r = tx.exec_prepared("ack_claim", request.queue, request.session.value, IntArray(parts),
+                                 IntArray(epochs), IntArray(a->ack_ids), TextArray(a->ack_tids),
+                                 IntArray(result_ids), TextArray(results), next->parts,
+                                 next->epochs, next->after_prio, next->after_id, next->limits,
+                                 next->ordered, next->suspect, next->fly_parts, next->fly_ids,
+                                 next->limit);
+          } else if (lean) {
+            r = tx.exec_prepared("ack", request.queue, request.session.value, IntArray(parts),
+                                 IntArray(epochs), IntArray(a->ack_ids), TextArray(a->ack_tids),
+                                 IntArray(result_ids), TextArray(results));
+          } else if (next) {
+            r = Exec(tx, "finish_claim", request.queue, request.session.value, IntArray(parts),
+                     IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts),
+                     TextArray(a->ack_tids), TextArray(a->ack_results), IntArray(a->o_ids),
+                     IntArray(a->o_parts), BoolArray(a->o_dead), IntArray(a->o_delays),
+                     BoolArray(a->o_refund), TextArray(a->o_errors),
+                     std::max(1, request.max_attempts), next->parts, next->epochs, next->after_prio,
+                     next->after_id, next->limits, next->ordered, next->suspect, next->fly_parts,
+                     next->fly_ids, next->limit);
+          } else {
+            r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
+                     IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts),
+                     TextArray(a->ack_tids), TextArray(a->ack_results), IntArray(a->o_ids),
+                     IntArray(a->o_parts), BoolArray(a->o_dead), IntArray(a->o_delays),
+                     BoolArray(a->o_refund), TextArray(a->o_errors),
+                     std::max(1, request.max_attempts));
+          }
+          absl::flat_hash_set<int> held;
+          for (const pqxx::row& row : r) {
+            const char kind = row[0].c_str()[0];
+            if (kind == 'p') {
+              held.insert(row[1].as<int>());
+            } else if (kind == 'c') {
+              claimed_rows = true;  // read after the commit
+            } else if (kind == 'n') {
+              // The lean statement counts; it deletes all or Finish rolls back.
+              if (row[1].as<int64_t>() == static_cast<int64_t>(a->ack_ids.size())) {
+                out.acked = a->ack_ids;
+              }
+            } else {
+              const int64_t id = row[1].as<int64_t>();
+              (kind == 'a' ? out.acked : kind == 'r' ? out.retried : out.dead).push_back(id);
+            }
+          }
+          if (std::any_of(given.begin(), given.end(),
+                          [&](const Item& item) { return held.count(item.part) == 0; })) {
+            // A part is no longer ours: nothing of this attempt may commit.
+            if (!lock_first) {
+              *again = true;
+              return absl::OkStatus();
+            }
+            return absl::InternalError("finish: a part locked by the fence was not held");
+          }
+        }
+        if (out.acked.size() != a->ack_ids.size() ||
+            out.retried.size() + out.dead.size() != a->o_ids.size()) {
+          if (!lock_first) {
+            *again = true;  // look which are still there, then run those only
+            return absl::OkStatus();
+          }
+          // The fence found these rows and only this session touches them while
+          // it holds their parts, so a row gone since means two Finish calls
+          // raced for one item. Write nothing.
+          return absl::AbortedError(absl::StrCat(
+              "finish: ",
+              a->ack_ids.size() + a->o_ids.size() - out.acked.size() - out.retried.size() -
+                  out.dead.size(),
+              " of ", a->ack_ids.size() + a->o_ids.size(),
+              " items were no longer there (finished concurrently?); nothing was written"));
+        }
+        const bool chain = request.begin_next && claimed_rows;
+        try {
+          tx.exec(chain ? "COMMIT; BEGIN" : "COMMIT");
+        } catch (const pqxx::broken_connection& e) {
+          open = false;
+          throw pqxx::in_doubt_error(e.what());
+        }
+        open = false;
+        begun_ = chain;
+        out.next_begun = chain;
+        // The claimed items are read only now: the server waits for nothing
+        // while the client turns a hundred rows into Items.
+        if (claimed_rows) {
+          for (const pqxx::row& row : r) {
+            if (row[0].c_str()[0] != 'c') continue;
+            absl::StatusOr<Item> item = ItemFromRow(row, 1);
+            // Cannot happen (the server wrote the payload's text form); the item
+            // stays ready in the database and is claimed again.
+            if (!item.ok()) continue;
+            out.next.push_back(*std::move(item));
+          }
+        }
+        return absl::OkStatus();
+      },
+      /*keep_begun=*/true);
   // Only now: the transaction that used the connection is gone.
   if (drop) conn_.reset();
   if (!st.ok()) return st;
+  if (*again) return FinishResult{};
   return out;
 }
 

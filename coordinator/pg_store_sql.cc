@@ -4,8 +4,10 @@
 // libpqxx 6.4 cannot bind vectors.
 //
 // Conventions: times travel as microseconds since the epoch (or microseconds
-// of an interval) in bigint, so the client never parses timestamp text; bytea
-// travels as its text form ("\x0a0b") and is decoded by DecodeBytea.
+// of an interval) in bigint, so the client never parses timestamp text (the
+// claim's per-item ones via date_part, a float8, where extract would be
+// numeric arithmetic twice per item); bytea travels as its text form
+// ("\x0a0b") and is decoded by DecodeBytea.
 #include <string>
 #include <vector>
 
@@ -40,6 +42,268 @@ SELECT q.parts, ins.id, ins.part,
 FROM q LEFT JOIN ins ON true
 )sql";
 
+// The claim's CTEs, ending with `pick` (the claimed rows) and `recorded` (the
+// claim records written). Why they look like this:
+// - `own` keeps the requested parts that are still ours at their epochs, so
+//   a session that lost a part reads nothing there, in the order requested.
+// - `ready`: per part, one scan of items_ready in (priority, id) order from
+//   the part's cursor; the parts go in order in a nested loop under the
+//   total LIMIT, which stops pulling (and so reading parts) once it has
+//   enough. A cursor at the sentinel (-32768, minimum bigint)
+//   reads from the head and must skip what the session has in flight; past a
+//   real cursor nothing can be in flight (the cursor is the last key this
+//   session claimed), so the skip test is not even evaluated. Ordered queues
+//   keep only each key's oldest live item (items_key serves the probe).
+// - `suspect`: at most one abandoned item in any part this session owns, in
+//   (priority, id) order; items_abandoned holds only such rows, so the probe
+//   costs an index page when there are none.
+// - `recorded` rewrites the claim record of every part it took items from:
+//   what the session has in flight there plus the new items. An owner whose epoch is older than the
+//   record's (a session that lost the part and does not know it yet) cannot overwrite it.
+// - The skip and in-flight lists are arrays compared linearly; they hold
+//   what one session has in flight (a few batches), and only head scans use
+//   them.
+//
+// Parameters: $1 queue, $2 session, then from `first` on: parts, epochs,
+// cursor priorities, cursor ids, limits, ordered, suspect probe, in-flight
+// parts and ids, total limit (ClaimRequest, as PgStore::Claim binds them).
+std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit) {
+  struct {
+    int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect,
+        fly_parts, fly_ids, total;
+  } p;
+  int n = first;
+  for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.ordered, &p.suspect,
+                 &p.fly_parts, &p.fly_ids, &p.total}) {
+    *f = n++;
+  }
+  auto d = [](int k) { return absl::StrCat("$", k); };
+  return absl::StrCat(
+      R"sql(own AS (
+  SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim
+  FROM unnest()sql",
+      d(p.parts), "::int[], ", d(p.epochs), "::bigint[], ", d(p.after_prio), "::int[], ",
+      d(p.after_id), "::bigint[], ", d(p.limits), R"sql(::int[])
+       WITH ORDINALITY AS o(part, epoch, after_prio, after_id, lim, n)
+  JOIN {schema}.session_parts sp
+    ON sp.queue = )sql",
+      d(p.queue), R"sql( AND sp.part = o.part AND sp.epoch = o.epoch)sql",
+      async_commit ? "\n  WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL" : "",
+      R"sql(
+  ORDER BY o.n),
+skip AS (SELECT )sql",
+      d(p.fly_ids), "::bigint[] || ", extra_skip, R"sql( AS ids),
+ready AS (
+  SELECT own.part, own.epoch, c.*, false AS suspect
+  FROM own CROSS JOIN LATERAL (
+    SELECT i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload,
+           i.enqueued_at, i.run_at
+    FROM {schema}.items i
+    WHERE i.queue = )sql",
+      d(p.queue), R"sql( AND i.part = own.part
+      AND (i.priority, i.id) > (own.after_prio::smallint, own.after_id)
+      AND i.run_at <= now() AND i.abandoned_epoch IS NULL
+      AND (own.after_id <> -9223372036854775808 OR i.id <> ALL((SELECT ids FROM skip)::bigint[]))
+      AND (NOT )sql",
+      d(p.ordered), R"sql(::bool OR i.key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM {schema}.items j
+        WHERE j.queue = )sql",
+      d(p.queue), R"sql( AND j.part = i.part AND j.key = i.key
+          AND j.id < i.id))
+    ORDER BY i.priority, i.id LIMIT own.lim) c
+  LIMIT )sql",
+      d(p.total), R"sql(),
+suspect AS (
+  SELECT sp.part, sp.epoch, i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts,
+         i.payload, i.enqueued_at, i.run_at, true AS suspect
+  FROM {schema}.items i
+  JOIN {schema}.session_parts sp
+    ON sp.queue = i.queue AND sp.part = i.part AND sp.session_id = )sql",
+      d(p.session), R"sql(
+  WHERE )sql",
+      d(p.suspect), R"sql(::bool AND i.queue = )sql", d(p.queue), R"sql(
+    AND i.abandoned_epoch IS NOT NULL AND i.run_at <= now()
+    AND i.id <> ALL((SELECT ids FROM skip)::bigint[])
+  ORDER BY i.priority, i.id LIMIT 1),
+pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect),
+recorded AS (
+  UPDATE {schema}.part_claims c
+  SET ids = ARRAY(SELECT f.id FROM unnest()sql",
+      d(p.fly_parts), "::int[], ", d(p.fly_ids),
+      R"sql(::bigint[]) AS f(part, id)
+                  WHERE f.part = c.part
+                  UNION ALL SELECT k.id FROM pick k WHERE k.part = c.part),
+      claimed_at = now()
+  FROM (SELECT DISTINCT part, epoch FROM pick) r
+  WHERE c.queue = )sql",
+      d(p.queue), R"sql( AND c.part = r.part AND c.epoch = r.epoch
+  RETURNING 1))sql");
+}
+
+// A CTE for the general Finish: retried and dead items ($9 ids, $10 parts)
+// are no longer in flight, so they come off their parts' claim records (a
+// record that still listed them would count them in flight in `partq
+// status`, and as abandoned if this session died). With a claim in the same
+// statement, the parts it takes from are left to it: `recorded` rewrites
+// those without them, and one statement must not update a row twice.
+std::string UnrecordCte(bool with_claim) {
+  return absl::StrCat(R"sql(unrecorded AS (
+  UPDATE {schema}.part_claims c
+  SET ids = ARRAY(SELECT x FROM unnest(c.ids) AS x WHERE x <> ALL($9::bigint[]))
+  WHERE c.queue = $1 AND c.part = ANY($10::int[]) AND cardinality($9::bigint[]) > 0)sql",
+                      with_claim ? "\n    AND c.part NOT IN (SELECT part FROM pick)" : "",
+                      R"sql(
+  RETURNING 1))sql");
+}
+
+// The fence of Finish (both forms): our session_parts rows still at the
+// claimed epochs ($3 parts, $4 epochs), locked FOR SHARE until commit.
+constexpr const char* kFence = R"sql(f AS (
+  SELECT sp.part FROM {schema}.session_parts sp
+  JOIN unnest($3::int[], $4::bigint[]) AS w(part, epoch)
+    ON sp.part = w.part AND sp.epoch = w.epoch
+  WHERE sp.queue = $1 AND sp.session_id = $2
+  FOR SHARE OF sp))sql";
+
+// The common Finish: every item acked, every row where the claim saw it ($5
+// ids, $6 ctids; results for some: $7 ids, $8 hex). The deletes go through
+// ack_items() (migration 4): a TID scan, the id check making a reused ctid
+// harmless, and a fallback by id for rows a table rewrite moved. It is a
+// function because its statements are planned with enable_seqscan off: a
+// generic plan made while the table was nearly empty would otherwise scan the
+// whole table for every batch once a backlog has come. The statement's fixed
+// cost (each CTE is a plan node to start and end) is most of what an ack
+// costs beyond its writes, so this form has no CTE it does not need, and it
+// returns the count, not the ids.
+std::string AckCtes() {
+  return absl::StrCat(kFence, R"sql(,
+done AS (SELECT * FROM {schema}.ack_items($6::tid[], $5::bigint[])),
+res AS (
+  INSERT INTO {schema}.results (id, queue, dedup_key, result)
+  SELECT d.acked_id, d.acked_queue, d.acked_dedup_key, decode(r.result, 'hex')
+  FROM done d LEFT JOIN unnest($7::bigint[], $8::text[]) AS r(id, result) ON r.id = d.acked_id
+  WHERE d.acked_dedup_key IS NOT NULL OR r.id IS NOT NULL
+  RETURNING 1))sql");
+}
+
+// Finish's CTEs ($1 queue, $2 session, $3/$4 fence parts and epochs, $5-$8
+// acks: id, part, ctid, result as hex; $9-$14 other outcomes: id, part, dead,
+// delay in µs, refund, error; $15 max attempts). Why they look like this:
+// - `f` is the fence: our session_parts rows still at the claimed epochs,
+//   locked FOR SHARE until commit. Items of other parts are left alone.
+// - Acks delete by ctid first (a TID scan: no index descent per item); the
+//   id check makes a reused ctid harmless, and `moved` deletes by id what
+//   was not found there (a table rewrite moves rows).
+// - Results are recorded when there is one or a dedup key (`partq wait`).
+// - Retries count the attempt unless refunded and clear the abandoned mark;
+//   retries that used up max_attempts, and dead items, move to dead_items.
+//   retried and dead select disjoint rows, as one statement must.
+// - Dead items keep their Kafka origin and headers, and `dlq` writes one
+//   outbox row per dead item of a queue with a dead-letter topic (store.h
+//   says what the message carries). When nothing dies, `dead` is empty and
+//   `dlq` has nothing to join, so acks pay almost nothing for it. The key
+//   goes back to bytes: an ingested key that was not plain UTF-8 (or started
+//   with "\x") is stored as "\x" + lowercase hex (pg_store_kafka.cc), any
+//   other key is its own UTF-8. Context headers with a NULL value (no Kafka
+//   origin) are left out.
+std::string FinishCtes() {
+  return absl::StrCat(kFence, R"sql(,
+a AS (
+  SELECT * FROM unnest($5::bigint[], $6::int[], $7::tid[], $8::text[]) AS a(id, part, tid, result)
+  WHERE a.part IN (SELECT part FROM f)),
+acked AS (
+  DELETE FROM {schema}.items i
+  WHERE i.ctid = ANY(ARRAY(SELECT tid FROM a)) AND i.id = ANY(ARRAY(SELECT id FROM a))
+  RETURNING i.id, i.queue, i.dedup_key),
+moved AS (
+  DELETE FROM {schema}.items i
+  WHERE i.id = ANY(ARRAY(SELECT id FROM a WHERE id NOT IN (SELECT id FROM acked)))
+  RETURNING i.id, i.queue, i.dedup_key),
+done AS (SELECT * FROM acked UNION ALL SELECT * FROM moved),
+res AS (
+  INSERT INTO {schema}.results (id, queue, dedup_key, result)
+  SELECT d.id, d.queue, d.dedup_key, decode(a.result, 'hex') FROM done d JOIN a ON a.id = d.id
+  WHERE d.dedup_key IS NOT NULL OR a.result IS NOT NULL
+  RETURNING 1),
+o AS (
+  SELECT * FROM unnest($9::bigint[], $10::int[], $11::bool[], $12::bigint[], $13::bool[],
+                       $14::text[]) AS o(id, part, dead, delay_us, refund, error)
+  WHERE o.part IN (SELECT part FROM f)),
+retried AS (
+  UPDATE {schema}.items i
+  SET attempts = i.attempts + (NOT o.refund)::int,
+      run_at = now() + o.delay_us * interval '1 microsecond',
+      abandoned_epoch = NULL, last_error = o.error
+  FROM o
+  WHERE i.id = o.id AND NOT o.dead AND (o.refund OR i.attempts + 1 < $15::int)
+  RETURNING i.id),
+dead AS (
+  DELETE FROM {schema}.items i USING o
+  WHERE i.id = o.id AND (o.dead OR (NOT o.refund AND i.attempts + 1 >= $15::int))
+  RETURNING i.id, i.queue, i.part, i.key, i.dedup_key, i.priority, i.attempts + 1 AS attempts,
+            i.enqueued_at, i.payload, coalesce(o.error, '') AS error,
+            i.origin_topic, i.origin_partition, i.origin_offset, i.headers),
+buried AS (
+  INSERT INTO {schema}.dead_items
+    (id, queue, part, key, dedup_key, priority, attempts, enqueued_at, last_error, payload,
+     origin_topic, origin_partition, origin_offset, headers)
+  SELECT id, queue, part, key, dedup_key, priority, attempts, enqueued_at, error, payload,
+         origin_topic, origin_partition, origin_offset, headers
+  FROM dead
+  RETURNING 1),
+dlq AS (
+  INSERT INTO {schema}.outbox (topic, key, payload, headers)
+  SELECT q.dlq_topic,
+         CASE WHEN d.origin_topic IS NOT NULL AND d.key ~ '^\\x([0-9a-f]{2})*$'
+              THEN decode(substr(d.key, 3), 'hex') ELSE convert_to(d.key, 'UTF8') END,
+         d.payload,
+         coalesce(d.headers, '[]'::jsonb) || (
+           SELECT jsonb_agg(jsonb_build_object('key', h.k, 'value', h.v) ORDER BY h.n)
+           FROM (VALUES (1, '__connect.errors.topic', d.origin_topic),
+                        (2, '__connect.errors.partition', d.origin_partition::text),
+                        (3, '__connect.errors.offset', d.origin_offset::text),
+                        (4, '__connect.errors.exception.message', d.error),
+                        (5, 'partq.errors.attempts', d.attempts::text),
+                        (6, 'partq.errors.queue', d.queue),
+                        (7, 'partq.errors.item.id', d.id::text)) AS h(n, k, v)
+           WHERE h.v IS NOT NULL)
+  FROM dead d JOIN {schema}.queues q ON q.name = d.queue
+  WHERE q.dlq_topic IS NOT NULL
+  ORDER BY d.id
+  RETURNING 1))sql");
+}
+
+// CTEs for a statement whose CTE `src` yields (part, epoch) of parts this
+// session just took over: the claim record an earlier owner left there is
+// read (a graceful owner deleted its own, so only a dead owner's remain) and
+// its items marked abandoned, one attempt counted each (store.h, "Claims");
+// then the part gets an empty record at the new epoch, which the tenure's
+// claims update (only at that epoch: a session that lost the part cannot
+// write it). $1 is the queue.
+std::string TakeOverClaims(absl::string_view src) {
+  return absl::StrCat(R"sql(left_claims AS (
+  SELECT c.part, c.epoch, c.ids FROM {schema}.part_claims c JOIN )sql",
+                      src, R"sql( n ON c.part = n.part
+  WHERE c.queue = $1 AND c.epoch < n.epoch),
+abandoned AS (
+  UPDATE {schema}.items i SET attempts = i.attempts + 1, abandoned_epoch = l.epoch
+  FROM left_claims l WHERE i.id = ANY(l.ids) AND i.queue = $1 AND i.part = l.part
+  RETURNING 1),
+renewed AS (
+  UPDATE {schema}.part_claims c SET epoch = n.epoch, ids = '{}', claimed_at = now()
+  FROM )sql",
+                      src, R"sql( n WHERE c.queue = $1 AND c.part = n.part AND c.epoch < n.epoch
+  RETURNING c.part),
+fresh AS (
+  INSERT INTO {schema}.part_claims (queue, part, epoch, ids)
+  SELECT $1, n.part, n.epoch, '{}' FROM )sql",
+                      src, R"sql( n
+  WHERE NOT EXISTS (SELECT 1 FROM {schema}.part_claims c WHERE c.queue = $1 AND c.part = n.part)
+  ON CONFLICT DO NOTHING
+  RETURNING 1)
+)sql");
+}
+
 }  // namespace
 
 std::string EnqueueSql(absl::string_view schema) { return WithSchema(kEnqueue, schema); }
@@ -70,9 +334,12 @@ FROM {schema}.queues ORDER BY name
       // stable id, so a restart within the TTL finds its row). A static
       // re-join bumps the incarnation (fencing the old process's heartbeats)
       // and moves every part the row still owns to a fresh epoch (fencing its
-      // acks); the parts are returned as "part:epoch,...". The NOTIFY goes out
-      // on commit; the statement is its own transaction.
-      {"join", R"sql(
+      // acks); the parts are returned as "part:epoch,...". What the old
+      // process had in flight there (its claim records) is marked abandoned,
+      // one attempt counted each (store.h, "Claims"). The NOTIFY goes out on
+      // commit; the statement is its own transaction.
+      {"join",
+       absl::StrCat(R"sql(
 WITH q AS (SELECT name, session_ttl FROM {schema}.queues WHERE name = $1),
 up AS (
   INSERT INTO {schema}.sessions AS t (id, queue, instance_id, host, pid, expires_at)
@@ -87,12 +354,15 @@ up AS (
 kept AS (
   UPDATE {schema}.session_parts sp SET epoch = nextval('{schema}.epochs'), acquired_at = now()
   FROM up WHERE sp.session_id = up.id AND sp.queue = $1
-  RETURNING sp.part, sp.epoch)
+  RETURNING sp.part, sp.epoch),
+)sql",
+                    TakeOverClaims("kept"), R"sql(
 SELECT up.id, up.incarnation,
        (SELECT string_agg(part || ':' || epoch, ',' ORDER BY part) FROM kept),
        pg_notify($5, 'g')
 FROM up
-)sql"},
+)sql"),
+       /*prepared=*/false},
       // Heartbeat: one round trip. The update touches only heartbeat_at and
       // expires_at (no index covers them: a HOT update). Expired sessions of
       // the queue are deleted (their parts cascade), but a heartbeat never
@@ -146,7 +416,10 @@ SELECT (SELECT count(*) FROM {schema}.queues WHERE name = $1),
       // part order so two sessions racing for overlapping sets wait on each
       // other in one order and cannot deadlock. A row (-1, 0) says our session
       // row is gone; a session deleted concurrently surfaces as an FK error.
-      {"acquire", R"sql(
+      // A claim record in an acquired part was left by an owner that died
+      // (a graceful one deletes it): its items are marked abandoned.
+      {"acquire",
+       absl::StrCat(R"sql(
 WITH s AS (SELECT id FROM {schema}.sessions WHERE id = $2 AND queue = $1),
 ins AS (
   INSERT INTO {schema}.session_parts (queue, part, session_id, epoch)
@@ -155,40 +428,40 @@ ins AS (
   WHERE q.name = $1 AND p.part >= 0 AND p.part < q.parts
   ORDER BY p.part
   ON CONFLICT DO NOTHING
-  RETURNING part, epoch)
+  RETURNING part, epoch),
+)sql",
+                    TakeOverClaims("ins"), R"sql(
 SELECT part, epoch FROM ins
 UNION ALL SELECT -1, 0 WHERE NOT EXISTS (SELECT 1 FROM s)
-)sql"},
-      // ReleaseParts: deletes our rows at the given epochs and returns the
-      // items still claimed under them (attempt refunded: a graceful
-      // hand-off is not a failure). One statement, so one transaction.
+)sql"),
+       /*prepared=*/false},
+      // ReleaseParts: deletes our rows at the given epochs, and their claim
+      // records: a graceful hand-off abandons nothing. One statement, so one
+      // transaction.
       {"release", R"sql(
 WITH rel AS (
   DELETE FROM {schema}.session_parts sp
   USING unnest($3::int[], $4::bigint[]) AS r(part, epoch)
   WHERE sp.queue = $1 AND sp.session_id = $2 AND sp.part = r.part AND sp.epoch = r.epoch
-  RETURNING sp.part, sp.epoch),
-back AS (
-  UPDATE {schema}.items i
-  SET claim_epoch = NULL, claimed_at = NULL, attempts = greatest(i.attempts - 1, 0)
-  FROM rel WHERE i.queue = $1 AND i.part = rel.part AND i.claim_epoch = rel.epoch
+  RETURNING sp.part),
+rec AS (
+  DELETE FROM {schema}.part_claims c USING rel WHERE c.queue = $1 AND c.part = rel.part
   RETURNING 1)
-SELECT (SELECT count(*) FROM rel), (SELECT count(*) FROM back),
+SELECT (SELECT count(*) FROM rel), (SELECT count(*) FROM rec),
        (SELECT count(pg_notify($5, 'g')) FROM (SELECT 1 FROM rel LIMIT 1) x)
 )sql"},
       // Leave: deletes this incarnation's row; its parts cascade at the end
-      // of the statement, after `p` has read them from the snapshot.
+      // of the statement, after `p` has read them from the snapshot. Their
+      // claim records go too, as in a release.
       {"leave", R"sql(
 WITH s AS (
   DELETE FROM {schema}.sessions WHERE id = $2 AND incarnation = $3 AND queue = $1
   RETURNING id),
-p AS (SELECT sp.part, sp.epoch FROM {schema}.session_parts sp JOIN s ON sp.session_id = s.id),
-back AS (
-  UPDATE {schema}.items i
-  SET claim_epoch = NULL, claimed_at = NULL, attempts = greatest(i.attempts - 1, 0)
-  FROM p WHERE i.queue = $1 AND i.part = p.part AND i.claim_epoch = p.epoch
+p AS (SELECT sp.part FROM {schema}.session_parts sp JOIN s ON sp.session_id = s.id),
+rec AS (
+  DELETE FROM {schema}.part_claims c USING p WHERE c.queue = $1 AND c.part = p.part
   RETURNING 1)
-SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM back),
+SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM rec),
        (SELECT count(pg_notify($4, 'g')) FROM s)
 )sql"},
       {"notify", "SELECT pg_notify($1, $2)"},
@@ -226,174 +499,93 @@ WITH ins AS (
   RETURNING 1)
 SELECT count(*) FROM ins
 )sql"},
-      // Claim: one statement, no SKIP LOCKED (only the owner claims in a
-      // part). `own` keeps the (part, epoch) pairs that are still ours, so a
-      // session that lost a part cannot stamp its items. Per part, one index
-      // scan of items_ready in (priority, id) order takes up to $4 ready
-      // items (ordered queues keep only each key's oldest live item; items_key
-      // serves that probe), and a second scan looks for one item claimed
-      // under an older epoch (its claimer died mid-item) within the index
-      // range the first scan covered: claims take a part's head, so abandoned
-      // claims sit there, and the scan stays bounded (no bound when the ready
-      // scan did not fill up: it went through the whole part already). Both
-      // run inside one LATERAL per part, so the work is linear in the parts.
-      // The update finds rows by primary key only: `= ANY(ARRAY(...))` keeps
-      // a join to `pick` from becoming a scan of all items, and there is no
-      // `queue = $1` (pick's ids are this queue's), which a planner without
-      // statistics (a freshly filled table) would serve from items_ready,
-      // scanning the whole queue once per row. It re-checks the claim state,
-      // so a concurrent claim, retry or release of the same row (EvalPlanQual
-      // after a row lock wait) makes it skip that row, not claim it twice.
-      //
-      // The claim commits asynchronously (synchronous_commit off for this
-      // statement's own transaction only): it saves a WAL flush per batch, a
-      // whole fsync where those are slow (bench/: the claim's commit was half
-      // of partq's commits). A server crash can lose a claim that was not yet
-      // flushed; the item is then simply unclaimed again, its ack (which
-      // needs claim_epoch) cannot commit, and the attempt is not counted. The
-      // ack itself commits synchronously, flushing any earlier claim with it.
-      // Fencing is unchanged.
-      {"claim", R"sql(
-WITH own AS (
-  SELECT o.part, o.epoch
-  FROM unnest($2::int[], $3::bigint[]) AS o(part, epoch)
-  JOIN {schema}.session_parts sp ON sp.queue = $1 AND sp.part = o.part AND sp.epoch = o.epoch
-  WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL),
-per_part AS (
-  SELECT own.part, own.epoch, r.ids, r.prios, a.id AS sid, a.priority AS sprio,
-         a.claim_epoch AS sprev
-  FROM own
-  CROSS JOIN LATERAL (
-    SELECT array_agg(c.id ORDER BY c.priority, c.id) AS ids,
-           array_agg(c.priority ORDER BY c.priority, c.id) AS prios
-    FROM (
-      SELECT i.id, i.priority FROM {schema}.items i
-      WHERE i.queue = $1 AND i.part = own.part AND i.claim_epoch IS NULL AND i.run_at <= now()
-        AND (NOT $5::bool OR i.key IS NULL OR NOT EXISTS (
-          SELECT 1 FROM {schema}.items j
-          WHERE j.queue = $1 AND j.part = i.part AND j.key = i.key AND j.id < i.id))
-      ORDER BY i.priority, i.id LIMIT $7::int) c) r
-  LEFT JOIN LATERAL (
-    SELECT i.id, i.priority, i.claim_epoch FROM {schema}.items i
-    WHERE $6::bool AND i.queue = $1 AND i.part = own.part AND i.claim_epoch <> own.epoch
-      AND (i.priority, i.id) < (coalesce(r.prios[$7::int], 32767),
-                                coalesce(r.ids[$7::int], 9223372036854775807))
-    ORDER BY i.priority, i.id LIMIT 1) a ON true),
-abandoned AS (
-  SELECT sid AS id, sprio AS priority, epoch, sprev AS prev, true AS suspect
-  FROM per_part WHERE sid IS NOT NULL ORDER BY sprio, sid LIMIT 1),
-ready AS (
-  SELECT u.id, u.priority, p.epoch, NULL::bigint AS prev, false AS suspect
-  FROM per_part p CROSS JOIN LATERAL unnest(p.ids, p.prios) AS u(id, priority)
-  ORDER BY u.priority, u.id LIMIT $4::int),
-pick AS (
-  SELECT * FROM (SELECT * FROM abandoned UNION ALL SELECT * FROM ready) x LIMIT $4::int),
-claimed AS (
-  UPDATE {schema}.items i
-  SET attempts = i.attempts + 1, claim_epoch = p.epoch, claimed_at = now()
-  FROM pick p
-  WHERE i.id = p.id AND i.id = ANY(ARRAY(SELECT id FROM pick))
-    AND CASE WHEN p.suspect THEN i.claim_epoch = p.prev
-             ELSE i.claim_epoch IS NULL AND i.run_at <= now() END
-  RETURNING i.id, i.part, i.key, i.dedup_key, i.priority, i.attempts, i.payload,
-            (extract(epoch FROM i.enqueued_at) * 1000000)::bigint AS enqueued_us,
-            (extract(epoch FROM i.run_at) * 1000000)::bigint AS run_us,
-            i.claim_epoch, p.suspect)
-SELECT * FROM claimed ORDER BY priority, id
-)sql"},
-      // Finish, step 1: the fence. FOR SHARE keeps the rows (and their epochs)
+      // Claim (store.h, ClaimRequest): reads, and writes only the claim
+      // records. Its own transaction commits asynchronously
+      // (synchronous_commit off for this statement only): a record lost in a
+      // server crash only means those items are not counted as abandoned,
+      // and the claim saves a WAL flush.
+      {"claim",
+       absl::StrCat("WITH ", ClaimCtes(/*first=*/3, "'{}'::bigint[]", /*async_commit=*/true),
+                    R"sql(
+SELECT p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
+       (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
+       (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text
+FROM pick p
+ORDER BY p.priority, p.id
+)sql")},
+      // The slow path of Finish: lock first, so the handler sees only items
+      // of parts that are still ours and that are still there (an item gone
+      // was finished already: by this session, when a COMMIT whose outcome
+      // was unknown did commit). FOR SHARE keeps the rows (and their epochs)
       // as they are until the ack transaction ends: expiry, release and a
-      // static re-join all wait for it. The same round trip reads the claim
-      // epoch of each item, so an item finished twice is fenced, not written.
+      // static re-join all wait for it.
       {"fence", R"sql(
 WITH f AS (
-  SELECT part, epoch FROM {schema}.session_parts
-  WHERE queue = $1 AND session_id = $2 AND part = ANY($3::int[])
-  FOR SHARE)
-SELECT 'p', part::bigint, epoch FROM f
+  SELECT sp.part FROM {schema}.session_parts sp
+  JOIN unnest($3::int[], $4::bigint[]) AS w(part, epoch)
+    ON sp.part = w.part AND sp.epoch = w.epoch
+  WHERE sp.queue = $1 AND sp.session_id = $2
+  FOR SHARE OF sp)
+SELECT 'p', part::bigint FROM f
 UNION ALL
-SELECT 'i', id, claim_epoch FROM {schema}.items WHERE id = ANY($4::bigint[])
+SELECT 'i', id FROM {schema}.items WHERE id = ANY($5::bigint[])
 )sql"},
-      // Finish, step 3: every outcome in one statement. Acks delete (only at
-      // the claimed epoch) and record a result when there is one or a dedup
-      // key; retries reschedule and free the claim; dead items, and retries
-      // that used up max_attempts (unless the attempt is refunded), move to
-      // dead_items. The retry and dead
-      // CTEs select disjoint rows, as one statement must. Rows are found by
-      // id and claim epoch only (epochs are global, so a match is this
-      // queue's item; see "claim" for why not by queue). Returns one row per
-      // row written ('a'/'r'/'d', id); the caller checks the counts.
-      //
-      // Dead items keep their Kafka origin and headers, and `dlq` writes one
-      // outbox row per dead item of a queue with a dead-letter topic (store.h
-      // says what the message carries). When nothing dies, `dead` is empty
-      // and `dlq` has nothing to join, so acks pay almost nothing for it.
-      // The key goes back to bytes: an ingested key that was not plain UTF-8
-      // (or started with "\x") is stored as "\x" + lowercase hex
-      // (pg_store_kafka.cc), any other key is its own UTF-8. Context headers
-      // with a NULL value (no Kafka origin) are left out.
-      {"finish", R"sql(
-WITH acked AS (
-  DELETE FROM {schema}.items i
-  USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS a(id, epoch, result)
-  WHERE i.id = a.id AND i.claim_epoch = a.epoch
-  RETURNING i.id, i.queue, i.dedup_key, a.result),
-res AS (
-  INSERT INTO {schema}.results (id, queue, dedup_key, result)
-  SELECT id, queue, dedup_key, decode(result, 'hex') FROM acked
-  WHERE dedup_key IS NOT NULL OR result IS NOT NULL
-  RETURNING 1),
-o AS (
-  SELECT * FROM unnest($4::bigint[], $5::bigint[], $6::bool[], $7::bigint[], $8::bool[],
-                       $9::text[]) AS o(id, epoch, dead, delay_us, refund, error)),
-retried AS (
-  UPDATE {schema}.items i
-  SET attempts = greatest(i.attempts - o.refund::int, 0),
-      run_at = now() + o.delay_us * interval '1 microsecond',
-      claim_epoch = NULL, claimed_at = NULL, last_error = o.error
-  FROM o
-  WHERE i.id = o.id AND i.claim_epoch = o.epoch AND NOT o.dead
-    AND (o.refund OR i.attempts < $10::int)
-  RETURNING i.id),
-dead AS (
-  DELETE FROM {schema}.items i USING o
-  WHERE i.id = o.id AND i.claim_epoch = o.epoch
-    AND (o.dead OR (NOT o.refund AND i.attempts >= $10::int))
-  RETURNING i.id, i.queue, i.part, i.key, i.dedup_key, i.priority, i.attempts,
-            i.enqueued_at, i.payload, coalesce(o.error, '') AS error,
-            i.origin_topic, i.origin_partition, i.origin_offset, i.headers),
-buried AS (
-  INSERT INTO {schema}.dead_items
-    (id, queue, part, key, dedup_key, priority, attempts, enqueued_at, last_error, payload,
-     origin_topic, origin_partition, origin_offset, headers)
-  SELECT id, queue, part, key, dedup_key, priority, attempts, enqueued_at, error, payload,
-         origin_topic, origin_partition, origin_offset, headers
-  FROM dead
-  RETURNING 1),
-dlq AS (
-  INSERT INTO {schema}.outbox (topic, key, payload, headers)
-  SELECT q.dlq_topic,
-         CASE WHEN d.origin_topic IS NOT NULL AND d.key ~ '^\\x([0-9a-f]{2})*$'
-              THEN decode(substr(d.key, 3), 'hex') ELSE convert_to(d.key, 'UTF8') END,
-         d.payload,
-         coalesce(d.headers, '[]'::jsonb) || (
-           SELECT jsonb_agg(jsonb_build_object('key', h.k, 'value', h.v) ORDER BY h.n)
-           FROM (VALUES (1, '__connect.errors.topic', d.origin_topic),
-                        (2, '__connect.errors.partition', d.origin_partition::text),
-                        (3, '__connect.errors.offset', d.origin_offset::text),
-                        (4, '__connect.errors.exception.message', d.error),
-                        (5, 'partq.errors.attempts', d.attempts::text),
-                        (6, 'partq.errors.queue', d.queue),
-                        (7, 'partq.errors.item.id', d.id::text)) AS h(n, k, v)
-           WHERE h.v IS NOT NULL)
-  FROM dead d JOIN {schema}.queues q ON q.name = d.queue
-  WHERE q.dlq_topic IS NOT NULL
-  ORDER BY d.id
-  RETURNING 1)
-SELECT 'a', id FROM acked
+      // Finish: the fence and every outcome in one statement, after the
+      // handler ran (store.h, Finish). The general form, for batches with
+      // retries or dead items and for the second, locked attempt: rare, so
+      // planned for its arguments each time (Statement::prepared). Returns ('p', part) for each
+      // part
+      // still held at its epoch, and ('a'|'r'|'d', id) per row written; the
+      // caller rolls back when a part was not held or a count is off.
+      {"finish", absl::StrCat("WITH ", FinishCtes(), ",\n", UnrecordCte(false), R"sql(
+SELECT 'p' AS k, part::bigint AS id FROM f
+UNION ALL SELECT 'a', id FROM done
 UNION ALL SELECT 'r', id FROM retried
 UNION ALL SELECT 'd', id FROM dead
-)sql"},
+)sql"),
+       /*prepared=*/false},
+      // Finish and claim ahead: the claim's reads see the statement's
+      // snapshot, where the rows this statement deletes or reschedules still
+      // look ready, so the batch's ids are skipped explicitly.
+      {"finish_claim",
+       absl::StrCat("WITH ", FinishCtes(), ",\n",
+                    ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]", /*async_commit=*/false),
+                    ",\n", UnrecordCte(true), R"sql(
+SELECT 'p' AS k, part::bigint AS id, NULL::int, NULL::text, NULL::text, NULL::smallint,
+       NULL::int, NULL::bytea, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool, NULL::text
+FROM f
+UNION ALL SELECT 'a', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM done
+UNION ALL SELECT 'r', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM retried
+UNION ALL SELECT 'd', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM dead
+UNION ALL
+SELECT 'c', p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
+       (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
+       (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text
+FROM pick p
+)sql"),
+       /*prepared=*/false},
+      // The common Finish (AckCtes), without and with a claim ahead.
+      {"ack", absl::StrCat("WITH ", AckCtes(), R"sql(
+SELECT 'p' AS k, part::bigint AS id FROM f
+UNION ALL SELECT 'n', count(*) FROM done
+)sql")},
+      {"ack_claim", absl::StrCat("WITH ", AckCtes(), ",\n",
+                                 ClaimCtes(/*first=*/9, "$5::bigint[]", /*async_commit=*/false),
+                                 R"sql(
+SELECT 'p' AS k, part::bigint AS id, NULL::int, NULL::text, NULL::text, NULL::smallint,
+       NULL::int, NULL::bytea, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool, NULL::text
+FROM f
+UNION ALL SELECT 'n', count(*), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM done
+UNION ALL
+SELECT 'c', p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
+       (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
+       (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text
+FROM pick p
+)sql")},
       // GetItemState by id: where the id is now, in any queue, and the id
       // sequence's high-water mark (an allocated id found nowhere finished
       // without leaving a result row).
@@ -424,9 +616,11 @@ UNION ALL
 SELECT 'q', 0, (SELECT count(*) FROM {schema}.queues WHERE name = $1)::int, NULL, NULL
 )sql"},
       // Status: sessions, then one row per part (zero-filled by
-      // generate_series). An item is in flight while claimed (under any
-      // epoch: an abandoned claim stays in flight until its part's owner
-      // takes it again), else ready or delayed by run_at.
+      // generate_series). An item is in flight while a claim record lists it
+      // (its owner's, or a dead owner's that no one has taken over yet: the
+      // next owner marks those abandoned), else ready or delayed by run_at.
+      // `fly` is small (what sessions have in flight), so the IN test is a
+      // hash lookup per item.
       {"status_sessions", R"sql(
 SELECT s.id, coalesce(s.instance_id, ''), s.host, s.pid,
        (extract(epoch FROM now() - s.heartbeat_at) * 1000000)::bigint,
@@ -437,13 +631,19 @@ FROM {schema}.sessions s WHERE s.queue = $1 ORDER BY s.id
 )sql"},
       {"status_parts", R"sql(
 WITH own AS (SELECT part, session_id, epoch FROM {schema}.session_parts WHERE queue = $1),
+fly AS (
+  SELECT i.id FROM {schema}.part_claims c
+  JOIN {schema}.items i ON i.id = ANY(c.ids) AND i.part = c.part AND i.queue = c.queue
+  WHERE c.queue = $1),
 it AS (
   SELECT part,
-         count(*) FILTER (WHERE claim_epoch IS NULL AND run_at <= now()) AS ready,
-         count(*) FILTER (WHERE claim_epoch IS NULL AND run_at > now()) AS delayed,
-         count(*) FILTER (WHERE claim_epoch IS NOT NULL) AS in_flight,
-         min(enqueued_at) FILTER (WHERE claim_epoch IS NULL AND run_at <= now()) AS oldest
-  FROM {schema}.items WHERE queue = $1 GROUP BY part),
+         count(*) FILTER (WHERE NOT fl AND run_at <= now()) AS ready,
+         count(*) FILTER (WHERE NOT fl AND run_at > now()) AS delayed,
+         count(*) FILTER (WHERE fl) AS in_flight,
+         min(enqueued_at) FILTER (WHERE NOT fl AND run_at <= now()) AS oldest
+  FROM (SELECT part, run_at, enqueued_at, id IN (SELECT id FROM fly) AS fl
+        FROM {schema}.items WHERE queue = $1) x
+  GROUP BY part),
 dd AS (SELECT part, count(*) AS n FROM {schema}.dead_items WHERE queue = $1 GROUP BY part)
 SELECT p, own.session_id, coalesce(own.epoch, 0), coalesce(it.ready, 0),
        coalesce(it.delayed, 0), coalesce(it.in_flight, 0), coalesce(dd.n, 0),

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -48,9 +49,8 @@ class Tx {
  public:
   virtual ~Tx() = default;
   // Runs `sql` with $1..$n bound to `params` (NULL as nullopt); returns rows.
-  virtual absl::StatusOr<std::vector<Row>> Exec(absl::string_view sql,
-                                                const std::vector<std::optional<std::string>>&
-                                                    params = {}) = 0;
+  virtual absl::StatusOr<std::vector<Row>> Exec(
+      absl::string_view sql, const std::vector<std::optional<std::string>>& params = {}) = 0;
   // The libpqxx transaction, for handlers that want the full API; nullptr
   // when the store is not PostgreSQL.
   virtual pqxx::transaction_base* pqxx() = 0;
@@ -64,24 +64,79 @@ struct Outcome {
   int64_t id = 0;
   int part = 0;
   Kind kind = Kind::kAck;
-  absl::Duration retry_delay;   // kRetry: run again after this
-  std::string error;            // kRetry/kDead: the handler's error, kept
+  absl::Duration retry_delay;         // kRetry: run again after this
+  std::string error;                  // kRetry/kDead: the handler's error, kept
   std::optional<std::string> result;  // kAck: optional result for `partq wait`
   // kRetry only: give the attempt back (graceful hand-off of an unstarted item).
   bool refund_attempt = false;
 };
 
+// Claims live in memory. Only a part's owner reads its items, so a claim is a
+// read: it writes nothing on the item rows. What stays in the database is one
+// record per part (part_claims): the ids its owner had in flight at its last
+// claim. A graceful release or leave deletes the record; a new owner that
+// finds a record left by an owner that died (AcquireParts, or a static
+// re-join) counts one attempt for each of those items and marks them
+// abandoned, so they come back as suspects, one at a time, and an item that
+// kills every worker that takes it is dead-lettered after max_attempts
+// ("crash loop").
+
+// Where a claim reads in one part.
+struct ClaimPart {
+  int part = 0;
+  Epoch epoch;  // claim only while the part is ours at this epoch
+  // Read only items that sort after this key (the last one this session
+  // claimed in the part): the part's head, where the items acked a moment ago
+  // still sit in the index until vacuum, is not walked again. nullopt: read
+  // from the head ("rescan"), skipping `in_flight`.
+  std::optional<ItemKey> after;
+  int limit = 100;  // at most this many items from this part
+};
+
+// Claim: ready items (run_at <= now()) of `parts`, read in the order given:
+// up to parts[i].limit from each, in (priority, id) order within the part,
+// until `limit` are taken in all; parts after that are not read at all. So a
+// caller that rotates the order gets a batch mostly from one part, which
+// keeps an ack's fence and claim record to one part and its rows on a few
+// pages. Items the caller has in flight are skipped. Each item comes with the
+// epoch of its part and `attempts` = the attempts already used + 1 (this
+// one). The claim then records, per part it took items from, the ids of
+// `in_flight` in that part plus the new ones (part_claims; only while the
+// part is still ours at that epoch, so a session that lost a part cannot
+// overwrite the new owner's record).
+struct ClaimRequest {
+  std::string queue;
+  SessionId session;  // for the suspect probe, which looks in all its parts
+  std::vector<ClaimPart> parts;
+  int limit = 100;       // in all
+  bool ordered = false;  // per key: only the oldest live item
+  // Also claim at most one suspect (an item whose previous attempt was
+  // abandoned); it is returned with suspect=true, to run on its own, and
+  // does not count against `limit`.
+  bool include_suspect = true;
+  // What this session has in flight (claimed, not finished), as (part, id).
+  std::vector<std::pair<int, int64_t>> in_flight;
+};
+
 // Finish: one transaction that
-//   1. locks this session's session_parts rows for `parts` FOR SHARE and keeps
-//      only those still at the given epoch (so no other session can take them
-//      until this transaction ends);
-//   2. runs `body` with the transaction and the ids of items in those parts;
-//      body returns one Outcome per item it was given;
-//   3. deletes acked items (WHERE claim_epoch = the part's epoch), reschedules
-//      retried ones, moves dead ones to dead_items, records results;
-//   4. commits.
-// Returns the ids acked/retried/dead-lettered and the ids dropped because their
-// part is no longer owned at that epoch (fenced: nothing of theirs committed).
+//   1. runs `body` with the transaction and the items; body returns one
+//      Outcome per item it was given;
+//   2. locks this session's session_parts rows for `parts` FOR SHARE and
+//      keeps only those still at the given epochs (so no other session can
+//      take them until this transaction ends);
+//   3. deletes acked items, reschedules retried ones (their attempt counted
+//      unless refunded), moves dead ones to dead_items, records results;
+//   4. calls `next` (if set) once the body has run, and claims what it
+//      returns (Claim, in the same statement and transaction; the items
+//      being finished are not claimed again). `next` is asked again, on the
+//      same thread, if the transaction has to run a second time;
+//   5. commits.
+// If some items' parts are no longer held at their epochs (step 2), nothing
+// of that transaction commits; Finish runs again with the items that are
+// still ours (locking first, so body never sees the others) and reports the
+// rest as fenced: nothing of theirs committed.
+// Returns the ids acked/retried/dead-lettered/fenced, and the items `next`
+// claimed (only if the transaction committed).
 // If `body` returns an error the transaction rolls back and that error is
 // returned.
 //
@@ -94,7 +149,7 @@ struct Outcome {
 // (values are UTF-8 text; the origin ones only for items ingested from Kafka):
 //   __connect.errors.topic, __connect.errors.partition, __connect.errors.offset
 //   __connect.errors.exception.message   the last error
-//   partq.errors.attempts                attempts made (claims), as a number
+//   partq.errors.attempts                attempts made, as a number
 //   partq.errors.queue                   the queue the item died in
 //   partq.errors.item.id                 the item's id (also dead_items.id)
 // The context headers come last, so a consumer's "last header of this name"
@@ -106,12 +161,22 @@ struct FinishRequest {
   std::vector<OwnedPart> parts;  // the fence: part and epoch claimed under
   std::vector<Item> items;       // claimed items to finish
   int max_attempts = 25;
+  // Claim ahead in the same transaction: asked right before the ack
+  // statement, so the caller decides with what it knows then; nullopt: no.
+  std::function<std::optional<ClaimRequest>()> next;
+  // When `next` claims items: begin the caller's next transaction with this
+  // one's COMMIT (one round trip fewer); FinishResult::next_begun says it
+  // did, and the caller must then call Finish next on this store (any other
+  // call rolls the begun transaction back first).
+  bool begin_next = false;
 };
 struct FinishResult {
   std::vector<int64_t> acked;
   std::vector<int64_t> retried;
   std::vector<int64_t> dead;
   std::vector<int64_t> fenced;
+  std::vector<Item> next;   // what `next` claimed (only if the transaction committed)
+  bool next_begun = false;  // see FinishRequest::begin_next
 };
 using FinishBody =
     std::function<absl::StatusOr<std::vector<Outcome>>(Tx&, absl::Span<const Item> owned_items)>;
@@ -126,18 +191,9 @@ struct JoinResult {
   SessionId id;
   int64_t incarnation = 0;
   // Static re-join within the TTL: the parts the previous incarnation owned,
-  // now at fresh epochs (fencing the previous incarnation's acks).
+  // now at fresh epochs (fencing the previous incarnation's acks). What the
+  // previous incarnation had in flight there is marked abandoned.
   std::vector<OwnedPart> kept;
-};
-
-struct ClaimRequest {
-  std::string queue;
-  std::vector<OwnedPart> parts;  // claim only in these, under these epochs
-  int limit = 100;
-  bool ordered = false;          // per key: only the oldest live item
-  // Also claim at most one item whose previous claim was abandoned (its owner
-  // died mid-item); it is returned with suspect=true, to run on its own.
-  bool include_suspect = true;
 };
 
 // Per-part and per-session state for `partq status` and the metrics.
@@ -147,6 +203,9 @@ struct PartStatus {
   Epoch epoch;
   int64_t ready = 0;
   int64_t delayed = 0;
+  // Items the owner had in flight at its last claim and has not finished
+  // (its claim record), or that a dead owner had in flight and no one has
+  // taken since.
   int64_t in_flight = 0;
   int64_t dead = 0;
   absl::Duration oldest_ready_age;  // zero when none is ready
@@ -259,14 +318,18 @@ class Store {
   virtual absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) = 0;
   // Inserts ownership rows for those of `parts` that are free, at fresh
   // epochs; returns the ones acquired. Parts owned by anyone stay as they are.
+  // A claim record left in an acquired part by an owner that died is turned
+  // into abandoned items (one attempt counted each; see "Claims" above).
   virtual absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
                                                               const SessionId& session,
                                                               const std::vector<int>& parts) = 0;
   // Deletes our ownership rows for `parts` (only at the given epochs) and
-  // returns unfinished claims made under them to the queue (attempt refunded).
+  // their claim records: whatever was still in flight there is simply ready
+  // again for the next owner (a graceful hand-off is not a failed attempt).
   virtual absl::Status ReleaseParts(absl::string_view queue, const SessionId& session,
                                     const std::vector<OwnedPart>& parts) = 0;
-  // Deletes the session (its parts cascade) and returns its unfinished claims.
+  // Deletes the session (its parts cascade) and the claim records of its
+  // parts, like ReleaseParts.
   virtual absl::Status Leave(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) = 0;
   // Tells the queue's listeners the group changed (join/leave/release).
@@ -277,8 +340,7 @@ class Store {
   // Bulk enqueue via COPY; returns the number of items written. All or none.
   virtual absl::StatusOr<int64_t> EnqueueBatch(absl::string_view queue,
                                                const std::vector<NewItem>& items) = 0;
-  // Claims up to `limit` ready items of the given parts in (priority, id) order:
-  // increments attempts and stamps the claim epoch.
+  // See ClaimRequest. Writes only the claim records, never an item row.
   virtual absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) = 0;
   virtual absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
                                               const FinishBody& body) = 0;

@@ -94,12 +94,28 @@ struct Item {
   std::optional<std::string> key;
   std::optional<std::string> dedup_key;
   int priority = 0;
-  int attempts = 0;   // claims so far, including this one
+  int attempts = 0;   // attempts so far, including this one
   std::string payload;
   absl::Time enqueued_at;
   absl::Time run_at;
-  Epoch claim_epoch;  // the epoch this item was claimed under
-  bool suspect = false;  // the previous claim was abandoned (owner died mid-item)
+  Epoch claim_epoch;  // the epoch of the part's ownership this item was claimed under
+  bool suspect = false;  // a previous attempt was abandoned (its owner died mid-item)
+  // Where the store found the row, so the ack can go straight to it (PgStore:
+  // the row's ctid, block << 16 | offset); 0 when unknown. Only a hint: the
+  // ack falls back to the id.
+  uint64_t locator = 0;
+};
+
+// An item's place in its part's claim order.
+struct ItemKey {
+  int priority = 0;
+  int64_t id = 0;
+  friend bool operator<(const ItemKey& a, const ItemKey& b) {
+    return a.priority != b.priority ? a.priority < b.priority : a.id < b.id;
+  }
+  friend bool operator==(const ItemKey& a, const ItemKey& b) {
+    return a.priority == b.priority && a.id == b.id;
+  }
 };
 
 // What an item to enqueue carries.

@@ -132,8 +132,8 @@ TEST_F(ConsumerTest, SessionThatLostItsPartCannotAckAndNewOwnerProcessesOnce) {
   ASSERT_TRUE(pa.ok() && pa->size() == 1);
   ClaimRequest cr;
   cr.queue = "q";
-  cr.parts = *pa;
-  cr.limit = 20;
+  cr.session = ja->id;
+  cr.parts = {ClaimPart{0, (*pa)[0].epoch, std::nullopt, 20}};
   auto claimed = a->Claim(cr);
   ASSERT_TRUE(claimed.ok());
   ASSERT_EQ(claimed->size(), 20u);
@@ -151,7 +151,7 @@ TEST_F(ConsumerTest, SessionThatLostItsPartCannotAckAndNewOwnerProcessesOnce) {
   fr.session = ja->id;
   fr.parts = *pa;
   fr.items = *claimed;
-  bool ran = false;
+  bool ran = false;  // in the run that committed
   auto fa = a->Finish(fr, [&](Tx& tx, absl::Span<const Item> owned)
                               -> absl::StatusOr<std::vector<Outcome>> {
     ran = !owned.empty();
@@ -162,7 +162,11 @@ TEST_F(ConsumerTest, SessionThatLostItsPartCannotAckAndNewOwnerProcessesOnce) {
   ASSERT_TRUE(fa.ok()) << fa.status();
   EXPECT_TRUE(fa->acked.empty());
   EXPECT_EQ(fa->fenced.size(), 20u);
-  EXPECT_FALSE(ran) << "the handler ran for items of a part A no longer owns";
+  EXPECT_FALSE(ran) << "A's committed run had items of a part it no longer owns";
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE abandoned_epoch IS NOT NULL "
+                         "AND attempts = 1"),
+            20)
+      << "B's acquisition found A's claim record";
 
   // B processes each of them exactly once (as suspects: one at a time).
   auto handler = ParseHandlerSpec("record:effects");
@@ -175,37 +179,74 @@ TEST_F(ConsumerTest, SessionThatLostItsPartCannotAckAndNewOwnerProcessesOnce) {
   ExpectExactlyOnce("effects", 20);
 }
 
-// Only an earlier owner leaves abandoned claims in a part, so the consumer
-// probes a part for them until a probe comes back clean after it was assigned,
-// then only every suspect_probe_interval (the probe re-reads each part's head).
-TEST_F(ConsumerTest, AbandonedClaimProbesRunAfterAssignmentThenOnlyPeriodically) {
+// A drain goes on from each part's cursor: the part's head (where the items
+// acked a moment ago still sit in the index) is read again only when the part
+// is assigned, on a notice or a poll, and once per rescan_interval; and the
+// acks claim the next batch ahead, so the claimer's own queries are few.
+TEST_F(ConsumerTest, ADrainReadsOnFromTheCursorAndClaimsAheadInTheAck) {
   CreateQueue("q", 4);
   bench::Tracker tracker;
+  tracker.CountClaimParts();
   ConsumerOptions o = Options("q");
-  o.batch = 10;
-  o.suspect_probe_interval = absl::Seconds(1);
+  o.batch = 20;
+  o.concurrency = 1;
   auto handler = ParseHandlerSpec("record:effects");
   ASSERT_TRUE(handler.ok());
   Consumer c(bench::TrackingFactory(schema_.Factory(), &tracker), o, handler->get());
   ASSERT_TRUE(c.Start().ok());
   ASSERT_TRUE(c.session().WaitStable(absl::Seconds(10)));
-  auto calls = tracker.calls();
-  const int64_t probes0 = calls["claim_probe"];
+  const auto before = tracker.calls();
   const absl::Time t0 = absl::Now();
-  for (int round = 0; round < 15; ++round) {  // a stream of small batches for ~1.5 s
-    EnqueueN("q", 100, absl::StrCat("r", round, "-"));
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  EnqueueN("q", 6000);
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Minutes(2)));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
   c.Stop();
-  ExpectExactlyOnce("effects", 1500);
-  calls = tracker.calls();
-  EXPECT_GE(calls["claim"], 150) << "batches of 10";
-  EXPECT_GE(calls["claim_probe"], 1) << "the parts were probed once assigned";
-  // At most one probe per interval once the parts were found clean.
-  EXPECT_LE(calls["claim_probe"] - probes0, static_cast<int64_t>(seconds) + 2)
-      << calls["claim"] << " claims in " << seconds << " s";
+  ExpectExactlyOnce("effects", 6000);
+  auto calls = tracker.calls();
+  for (auto& [k, v] : calls) v -= before.count(k) ? before.at(k) : 0;
+  const int64_t claims = calls["claim"] + calls["claim_ahead"];
+  EXPECT_GE(claims, 6000 / 20) << "batches of 20";
+  EXPECT_GE(calls["claim_ahead"], claims * 9 / 10)
+      << calls["claim"] << " claims of their own, " << calls["claim_ahead"] << " ahead";
+  // Reads from the head: each part once for the enqueue's notice, once per
+  // second (rescan_interval), and a few for the polls and the drain's end.
+  EXPECT_LE(calls["claim_lead_head"], 4 * (static_cast<int64_t>(seconds) + 4))
+      << claims << " claims in " << seconds << " s, " << calls["claim"]
+      << " claims of their own";
+  EXPECT_GE(calls["claim_part"], claims) << "every claim lists the parts it may read";
+}
+
+// An item that sorts before a part's cursor (a higher priority, enqueued
+// while the part drains) is not left for later: its notice sends the next
+// claim of that part to the head.
+TEST_F(ConsumerTest, AHigherPriorityItemEnqueuedMidDrainIsTakenAtOnce) {
+  CreateQueue("q", 1);
+  ConsumerOptions o = Options("q");
+  o.batch = 10;
+  o.concurrency = 1;
+  auto handler = ParseHandlerSpec("record:effects");
+  ASSERT_TRUE(handler.ok());
+  Consumer c(schema_.Factory(), o, handler->get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(c.session().WaitStable(absl::Seconds(10)));
+  EnqueueN("q", 5000);
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") < 4500; }));
+  Producer p(schema_.NewStore());
+  NewItem urgent;
+  urgent.payload = "urgent";
+  urgent.priority = -1;
+  auto u = p.Enqueue("q", urgent);
+  ASSERT_TRUE(u.ok()) << u.status();
+  const int64_t left_then = Left("q");
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Minutes(2)));
+  c.Stop();
+  ExpectExactlyOnce("effects", 5001);
+  // Items acked after the urgent one: most of what was left when it came.
+  const int64_t after = schema_.QInt(absl::StrCat(
+      "SELECT count(*) FROM {schema}.effects WHERE acked_at > (SELECT acked_at FROM "
+      "{schema}.effects WHERE item_id = ",
+      u->id, ")"));
+  EXPECT_GT(after, left_then / 2) << "the urgent item waited behind the backlog";
 }
 
 TEST_F(ConsumerTest, RolledBackTransactionalEnqueueLeavesNothing) {

@@ -61,7 +61,8 @@ FaultScenario::~FaultScenario() {
     if (w.process) w.process->Signal(SIGCONT);
   }
   workers_.clear();  // SIGKILLs what is left
-  if (!dir_.empty() && !::testing::Test::HasFailure()) {
+  // PARTQ_FAULT_KEEP_LOGS=1 keeps the worker logs of passing runs too.
+  if (!dir_.empty() && !::testing::Test::HasFailure() && getenv("PARTQ_FAULT_KEEP_LOGS") == nullptr) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   } else if (!dir_.empty()) {

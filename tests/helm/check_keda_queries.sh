@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The KEDA ScaledObject carries SQL that KEDA's operator, not partq, runs against partq's
+# schema: a rename in a migration would only show in a cluster. This renders both KEDA
+# metrics for a fresh schema, migrates that schema with the partq binary, enqueues a few
+# items and runs each rendered query with psql: it must work and count what is due.
+# Usage: tests/helm/check_keda_queries.sh PARTQ_BINARY   (PARTQ_TEST_DSN: the database)
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$here/../.." && pwd)
+TOOLS=$ROOT/../shared/tools
+partq=${1:?usage: check_keda_queries.sh PARTQ_BINARY}
+dsn=${PARTQ_TEST_DSN:?check_keda_queries: PARTQ_TEST_DSN must name the test database}
+[[ -x $TOOLS/helm-template ]] || { echo "check_keda_queries: FAIL: $TOOLS/helm-template missing" >&2; exit 1; }
+cache=${PARTQ_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/partq-tools}
+mkdir -p "$cache"
+flock "$cache/.setup.lock" "$TOOLS/setup" >/dev/null
+
+schema=keda_$$_$RANDOM
+work=$(mktemp -d)
+trap 'psql -X -q "$dsn" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1; rm -rf "$work"' EXIT
+export PARTQ_DSN=$dsn PARTQ_SCHEMA=$schema
+"$partq" migrate >/dev/null
+"$partq" queue create jobs --parts 4 >/dev/null
+for i in 1 2 3; do "$partq" enqueue jobs "p$i" >/dev/null; done
+"$partq" enqueue jobs --delay 1h later >/dev/null
+
+failures=0
+for metric in readyItems oldestReadyAgeSeconds; do
+  "$TOOLS/helm-template" --strict --name partq --namespace queues \
+    -f "$here/values/keda.yaml" --set "database.schema=$schema" --set worker.queue=jobs \
+    --set "autoscaling.keda.metric=$metric" "$ROOT/helm/partq" >"$work/$metric.yaml"
+  query=$(python3 - "$work/$metric.yaml" <<'PY'
+import json, re, sys
+for line in open(sys.argv[1]):
+    m = re.match(r'\s*query: (".*")\s*$', line)
+    if m:
+        print(json.loads(m.group(1)))
+PY
+)
+  if [[ -z $query ]]; then
+    echo "FAIL: $metric: no query in the rendered ScaledObject" >&2; failures=$((failures + 1)); continue
+  fi
+  if ! got=$(psql -X -At -v ON_ERROR_STOP=1 "$dsn" -c "$query" 2>"$work/err"); then
+    echo "FAIL: $metric: the rendered query fails on the current schema: $(cat "$work/err")" >&2
+    echo "  $query" >&2
+    failures=$((failures + 1)); continue
+  fi
+  case $metric in
+    readyItems) want=3 ;;                  # the delayed item is not due
+    oldestReadyAgeSeconds) want=0 ;;       # enqueued a moment ago
+  esac
+  if [[ $got != "$want" ]]; then
+    echo "FAIL: $metric: the query returned '$got', expected $want" >&2; failures=$((failures + 1))
+  else
+    echo "check_keda_queries: $metric ok ($got)"
+  fi
+done
+exit $((failures > 0))
