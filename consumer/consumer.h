@@ -48,6 +48,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -121,6 +122,9 @@ class Consumer : private PartListener {
   struct Batch {
     std::vector<Item> items;
     bool isolate = false;  // run each item under its own savepoint
+    // A lone item that failed in a transaction that was rolled back: its id
+    // and error, so the rerun records the failure without running it again.
+    std::optional<std::pair<int64_t, std::string>> failed_alone;
   };
   // What the consumer knows of a part it owns.
   struct PartState {
@@ -144,7 +148,7 @@ class Consumer : private PartListener {
   // next on `store` (its transaction is begun already), if any.
   bool Process(Store& store, Batch& batch, std::optional<Batch>* kept);
   absl::StatusOr<std::vector<Outcome>> RunHandlers(Tx& tx, absl::Span<const Item> items,
-                                                   bool isolate, bool* need_isolation);
+                                                   Batch& batch, bool* need_isolation);
   Outcome Failure(const Item& item, const std::string& error);
   // A claim for `batches` batches (0: only the suspect probe), or nullopt
   // when there is nothing worth reading; `finishing` are the items being

@@ -399,6 +399,47 @@ TEST_F(ConsumerTest, FailedItemRollsBackOnlyItsOwnWrites) {
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items"), 1);
 }
 
+// Batch 1: no savepoints. A failing item's writes roll back with its
+// transaction and its handler runs once per attempt, not twice; the other
+// items' writes commit.
+TEST_F(ConsumerTest, ALoneItemRunsWithoutASavepointAndOncePerAttempt) {
+  CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/2);
+  EnqueueN("q", 6);
+  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
+  absl::Mutex mu;
+  std::map<std::string, int> runs;
+  auto handler = MakeHandler([&](HandlerCall& call) -> absl::Status {
+    {
+      absl::MutexLock l(&mu);
+      ++runs[call.item->payload];
+    }
+    auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() +
+                               "\".writes (item_id) VALUES ($1)",
+                           {std::to_string(call.item->id)});
+    if (!r.ok()) return r.status();
+    if (call.item->payload == "p3") return absl::InternalError("p3 fails after writing");
+    return absl::OkStatus();
+  });
+  ConsumerOptions o = Options("q");
+  o.concurrency = 1;
+  o.batch = 1;
+  o.backoff.base = absl::Milliseconds(10);
+  o.backoff.jitter = 0;
+  Consumer c(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  c.Stop();
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.writes"), 5);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items "
+                         "WHERE attempts = 2 AND last_error LIKE '%p3 fails after writing%'"),
+            1);
+  absl::MutexLock l(&mu);
+  EXPECT_EQ(runs["p3"], 2) << "once per attempt";
+  for (const auto& [payload, n] : runs) {
+    if (payload != "p3") EXPECT_EQ(n, 1) << payload;
+  }
+}
+
 TEST_F(ConsumerTest, OrderedQueueAcksEachKeyInEnqueueOrderDespiteFailures) {
   CreateQueue("q", 4, absl::Seconds(10), 100, /*ordered=*/true);
   std::vector<NewItem> items;
