@@ -552,7 +552,9 @@ TEST_F(ConsumerTest, PoisonItemThatKillsWorkersIsDeadLetteredAndTheRestAreUnaffe
   const absl::Time deadline = absl::Now() + absl::Minutes(3);
   while (Left("q") > 0 && absl::Now() < deadline) {
     ChildProcess w(Worker("q", "crash:POISON,record:effects", {"--instance-id", "w1"}));
-    while (w.Running() && Left("q") > 0) absl::SleepFor(absl::Milliseconds(20));
+    while (w.Running() && Left("q") > 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
     if (!w.Running()) ++restarts;
     w.Signal(SIGTERM);
     w.Wait(absl::Seconds(30));

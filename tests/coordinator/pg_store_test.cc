@@ -1417,6 +1417,30 @@ TEST_F(FinishTest, AnAckClaimsTheNextItemsInTheSameTransaction) {
 
 // begin_next: the ack's COMMIT begins the next transaction when it claimed
 // items; the next Finish uses it, and any other call ends it first.
+// The ack writes a results row for an item with a dedup key even when the
+// caller's copy of the item does not say it has one (the row is what
+// counts), so `partq wait` by key can answer.
+TEST_F(FinishTest, AnAckOfADedupKeyTheCallerDidNotKnowStillRecordsIt) {
+  NewItem keyed = Payload("keyed");
+  keyed.dedup_key = "k-1";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult e, store_->Enqueue("q", keyed));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 100)));
+  ASSERT_EQ(items.size(), 7u);
+  for (Item& i : items) {
+    if (i.id == e.id) {
+      EXPECT_EQ(i.dedup_key, std::optional<std::string>("k-1")) << "the claim says";
+    }
+    i.dedup_key.reset();
+  }
+  ASSERT_OK_AND_ASSIGN(FinishResult r,
+                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
+  EXPECT_EQ(r.acked.size(), 7u);
+  EXPECT_EQ(Count("items"), 0);
+  EXPECT_EQ(Count("results", absl::StrCat("id = ", e.id, " AND dedup_key = 'k-1'")), 1);
+  EXPECT_EQ(Count("results"), 1) << "items without key or result leave no results row";
+  EXPECT_EQ(Count("effects"), 7) << "the handler's writes committed once";
+}
+
 TEST_F(FinishTest, AnAckThatClaimedAheadBeginsTheNextTransaction) {
   // Its own connection, named, so tests running beside it on the same server
   // (ctest -j) cannot add idle transactions to the count.
