@@ -304,6 +304,15 @@ fresh AS (
 )sql");
 }
 
+// The claimed rows' columns, as every claiming statement returns them
+// (pg_store_items.cc, ItemFromRow), and the NULLs that pad the other rows
+// of a statement that returns them next to ('p'|'a'|...) rows.
+constexpr const char* kPickColumns =
+    R"sql(p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
+       (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
+       (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text)sql";
+constexpr const char* kPad = "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
+
 }  // namespace
 
 std::string EnqueueSql(absl::string_view schema) { return WithSchema(kEnqueue, schema); }
@@ -507,9 +516,7 @@ SELECT count(*) FROM ins
       {"claim",
        absl::StrCat("WITH ", ClaimCtes(/*first=*/3, "'{}'::bigint[]", /*async_commit=*/true),
                     R"sql(
-SELECT p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
-       (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
-       (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text
+SELECT )sql", kPickColumns, R"sql(
 FROM pick p
 ORDER BY p.priority, p.id
 )sql")},
@@ -554,16 +561,14 @@ UNION ALL SELECT 'd', id FROM dead
 SELECT 'p' AS k, part::bigint AS id, NULL::int, NULL::text, NULL::text, NULL::smallint,
        NULL::int, NULL::bytea, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool, NULL::text
 FROM f
-UNION ALL SELECT 'a', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+UNION ALL SELECT 'a', id, )sql", kPad, R"sql(
 FROM done
-UNION ALL SELECT 'r', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+UNION ALL SELECT 'r', id, )sql", kPad, R"sql(
 FROM retried
-UNION ALL SELECT 'd', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+UNION ALL SELECT 'd', id, )sql", kPad, R"sql(
 FROM dead
 UNION ALL
-SELECT 'c', p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
-       (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
-       (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text
+SELECT 'c', )sql", kPickColumns, R"sql(
 FROM pick p
 )sql"),
        /*prepared=*/false},
@@ -578,12 +583,10 @@ UNION ALL SELECT 'n', count(*) FROM done
 SELECT 'p' AS k, part::bigint AS id, NULL::int, NULL::text, NULL::text, NULL::smallint,
        NULL::int, NULL::bytea, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool, NULL::text
 FROM f
-UNION ALL SELECT 'n', count(*), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+UNION ALL SELECT 'n', count(*), )sql", kPad, R"sql(
 FROM done
 UNION ALL
-SELECT 'c', p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
-       (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
-       (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text
+SELECT 'c', )sql", kPickColumns, R"sql(
 FROM pick p
 )sql")},
       // GetItemState by id: where the id is now, in any queue, and the id
