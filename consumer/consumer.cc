@@ -145,6 +145,10 @@ void Consumer::NoticeLocked(int part) {
   }
 }
 
+void Consumer::NoticePartLocked(int part) {
+  if (parts_.count(part) > 0) NoticeLocked(part);
+}
+
 void Consumer::PollLocked() {
   ++notice_gen_;
   for (auto& [p, st] : parts_) {
@@ -381,12 +385,17 @@ void Consumer::ClaimLoop() {
       auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || (room() && WantClaimLocked());
       };
-      if (!mu_.AwaitWithTimeout(absl::Condition(&ready), options_.poll_interval)) {
-        // A poll, for whatever came without a notice (a retry or a delayed
-        // item coming due, or anything at all without LISTEN) in the parts
-        // that have gone quiet; the busy ones read their heads every
-        // rescan_interval anyway.
+      // A poll every poll_interval, for whatever comes without a notice (a
+      // retry or a delayed item coming due, or anything at all without
+      // LISTEN) in the parts that have gone quiet; the busy ones read their
+      // heads every rescan_interval anyway. Due by the clock, not by a quiet
+      // interval: notices for one part must not postpone another's poll.
+      mu_.AwaitWithTimeout(absl::Condition(&ready),
+                           std::max(absl::ZeroDuration(),
+                                    last_poll_ + options_.poll_interval - absl::Now()));
+      if (absl::Now() >= last_poll_ + options_.poll_interval) {
         PollLocked();
+        last_poll_ = absl::Now();
       }
       if (stopping_) return;
       if (!room()) continue;
@@ -470,6 +479,9 @@ void Consumer::WorkLoop(int index) {
       if (--busy_parts_[i.part] == 0) busy_parts_.erase(i.part);
       if (i.id == suspect_id_) suspect_id_ = 0;
       in_flight_.erase(i.id);
+      // Ordered: the key's next item may be claimed now, and it sorts before
+      // the cursor. No notice says so; read the part's head at once.
+      if (config_.ordered) NoticePartLocked(i.part);
     }
   }
 }
@@ -520,6 +532,18 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
     run.push_back(&calls[i]);
     run_index.push_back(i);
   }
+  // Runs item i alone (its own deadline); a handler over time has failed.
+  auto run_alone = [&](size_t i) {
+    const absl::Time t0 = absl::Now();
+    calls[i].deadline = t0 + options_.handler_timeout;
+    absl::Status st = CallHandle(*handler_, calls[i]);
+    if (metrics_ != nullptr) metrics_->HandlerCall(absl::Now() - t0);
+    if (st.ok() && absl::Now() > calls[i].deadline) {
+      st = absl::DeadlineExceededError(
+          absl::StrCat("handler timed out after ", absl::FormatDuration(absl::Now() - t0)));
+    }
+    return st;
+  };
   auto ack = [&](size_t i) {
     outcomes[i].id = items[i].id;
     outcomes[i].part = items[i].part;
@@ -537,13 +561,7 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
       return outcomes;
     }
     if (!isolate) {
-      const absl::Time t0 = absl::Now();
-      absl::Status st = CallHandle(*handler_, calls[i]);
-      if (metrics_ != nullptr) metrics_->HandlerCall(absl::Now() - t0);
-      if (st.ok() && absl::Now() > calls[i].deadline) {
-        st = absl::DeadlineExceededError(
-            absl::StrCat("handler timed out after ", absl::FormatDuration(absl::Now() - t0)));
-      }
+      const absl::Status st = run_alone(i);
       if (st.ok()) {
         ack(i);
         return outcomes;
@@ -577,14 +595,7 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
     auto sp = tx.Exec("SAVEPOINT partq_item");
     const bool savepoints = sp.ok();
     if (!sp.ok() && !absl::IsUnimplemented(sp.status())) return sp.status();
-    const absl::Time t0 = absl::Now();
-    calls[i].deadline = t0 + options_.handler_timeout;
-    absl::Status st = CallHandle(*handler_, calls[i]);
-    if (metrics_ != nullptr) metrics_->HandlerCall(absl::Now() - t0);
-    if (st.ok() && absl::Now() > calls[i].deadline) {
-      st = absl::DeadlineExceededError(
-          absl::StrCat("handler timed out after ", absl::FormatDuration(absl::Now() - t0)));
-    }
+    const absl::Status st = run_alone(i);
     if (st.ok()) {
       if (savepoints) {
         if (auto r = tx.Exec("RELEASE SAVEPOINT partq_item"); !r.ok()) return r.status();

@@ -164,6 +164,8 @@ class Consumer : private PartListener {
   void DropQueuedLocked(const std::vector<int>& parts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Items may have come (part -1: any part): read the part from its head.
   void NoticeLocked(int part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // NoticeLocked for one part, if it is ours.
+  void NoticePartLocked(int part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The poll: quiet parts may have items that came without a notice.
   void PollLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -189,6 +191,7 @@ class Consumer : private PartListener {
   // Counts notices and polls; a claim started at claim_gen_ does not clear a
   // part's rescan if the part was noticed after that.
   int64_t notice_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_poll_ ABSL_GUARDED_BY(mu_) = absl::Now();  // PollLocked
   int64_t claim_gen_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

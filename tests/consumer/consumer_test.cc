@@ -15,6 +15,7 @@
 #include "consumer/builtin_handlers.h"
 #include "coordinator/pg_store.h"
 #include "gtest/gtest.h"
+#include "partitioner/part.h"
 #include "tests/testing/wait.h"
 #include "producer/producer.h"
 #include "tests/testing/pg_env.h"
@@ -46,6 +47,27 @@ class ConsumerTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) items[i].payload = absl::StrCat(prefix, i);
     auto r = schema_.NewStore()->EnqueueBatch(queue, items);
     ASSERT_TRUE(r.ok()) << r.status();
+  }
+
+  // A handler that writes one row per item into {schema}.writes and then
+  // fails for payload `failing`; counts runs per payload in `runs` if given.
+  static std::unique_ptr<Handler> WritesThenFailsOn(std::string failing,
+                                                    absl::Mutex* mu = nullptr,
+                                                    std::map<std::string, int>* runs = nullptr) {
+    return MakeHandler([failing, mu, runs](HandlerCall& call) -> absl::Status {
+      if (runs != nullptr) {
+        absl::MutexLock l(mu);
+        ++(*runs)[call.item->payload];
+      }
+      auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() +
+                                 "\".writes (item_id) VALUES ($1)",
+                             {std::to_string(call.item->id)});
+      if (!r.ok()) return r.status();
+      if (call.item->payload == failing) {
+        return absl::InternalError(failing + " fails after writing");
+      }
+      return absl::OkStatus();
+    });
   }
 
   int64_t Left(const std::string& queue) {
@@ -380,14 +402,7 @@ TEST_F(ConsumerTest, FailuresRetryWithBackoffThenDeadLetterWithTheError) {
 TEST_F(ConsumerTest, FailedItemRollsBackOnlyItsOwnWrites) {
   CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
   EnqueueN("q", 10);
-  auto handler = MakeHandler([](HandlerCall& call) -> absl::Status {
-    auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() +
-                               "\".writes (item_id) VALUES ($1)",
-                           {std::to_string(call.item->id)});
-    if (!r.ok()) return r.status();
-    if (call.item->payload == "p3") return absl::InternalError("p3 fails after writing");
-    return absl::OkStatus();
-  });
+  auto handler = WritesThenFailsOn("p3");
   schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
   ConsumerOptions o = Options("q");
   o.concurrency = 1;
@@ -408,18 +423,7 @@ TEST_F(ConsumerTest, ALoneItemRunsWithoutASavepointAndOncePerAttempt) {
   schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
   absl::Mutex mu;
   std::map<std::string, int> runs;
-  auto handler = MakeHandler([&](HandlerCall& call) -> absl::Status {
-    {
-      absl::MutexLock l(&mu);
-      ++runs[call.item->payload];
-    }
-    auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() +
-                               "\".writes (item_id) VALUES ($1)",
-                           {std::to_string(call.item->id)});
-    if (!r.ok()) return r.status();
-    if (call.item->payload == "p3") return absl::InternalError("p3 fails after writing");
-    return absl::OkStatus();
-  });
+  auto handler = WritesThenFailsOn("p3", &mu, &runs);
   ConsumerOptions o = Options("q");
   o.concurrency = 1;
   o.batch = 1;
@@ -438,6 +442,81 @@ TEST_F(ConsumerTest, ALoneItemRunsWithoutASavepointAndOncePerAttempt) {
   for (const auto& [payload, n] : runs) {
     if (payload != "p3") EXPECT_EQ(n, 1) << payload;
   }
+}
+
+// Polls are due by the clock: enqueue notices for one part, arriving faster
+// than the poll interval, must not keep a retry in another, quiet part
+// waiting (it comes due without a notice).
+TEST_F(ConsumerTest, ARetryInAQuietPartIsTakenWhileAnotherPartKeepsGettingNotices) {
+  CreateQueue("q", 2);
+  std::string key_of[2];
+  for (int k = 0; key_of[0].empty() || key_of[1].empty(); ++k) {
+    const std::string key = absl::StrCat("k", k);
+    if (key_of[PartForKey(key, 2)].empty()) key_of[PartForKey(key, 2)] = key;
+  }
+  std::atomic<int> flaky_runs{0};
+  auto handler = MakeHandler([&](HandlerCall& call) -> absl::Status {
+    if (call.item->payload == "flaky" && flaky_runs++ == 0) return absl::InternalError("once");
+    return absl::OkStatus();
+  });
+  ConsumerOptions o = Options("q");
+  o.poll_interval = absl::Milliseconds(300);
+  o.backoff.base = absl::Milliseconds(50);
+  o.backoff.jitter = 0;
+  Consumer c(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  std::atomic<bool> stop{false};
+  std::thread chatter([&] {  // part 0 gets an item (and a notice) every 50 ms
+    Producer q(schema_.NewStore());
+    const absl::Time until = absl::Now() + absl::Seconds(30);
+    while (!stop && absl::Now() < until) {
+      EXPECT_TRUE(q.Enqueue("q", NewItem{"chatter", key_of[0]}).ok());
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  });
+  // Let the chatter flow (and the consumer's LISTEN be up) first.
+  ASSERT_TRUE(WaitUntil([&] { return c.stats().acked >= 10; }));
+  Producer p(schema_.NewStore());
+  const absl::Time start = absl::Now();
+  auto flaky_id = p.Enqueue("q", NewItem{"flaky", key_of[1]});
+  ASSERT_TRUE(flaky_id.ok()) << flaky_id.status();
+  auto st = p.Wait("q", flaky_id->id, absl::Seconds(25));
+  const absl::Duration took = absl::Now() - start;
+  stop = true;
+  chatter.join();
+  c.Stop();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->kind, ItemState::Kind::kDone);
+  EXPECT_EQ(flaky_runs.load(), 2);
+  // Due 50 ms after its failure, found by the next poll (300 ms): well under
+  // the 30 s the chatter would otherwise hold it back.
+  EXPECT_LT(took, absl::Seconds(5));
+}
+
+// In an ordered queue a key's next item becomes claimable when the previous
+// one is acked, without any notice; the consumer reads the part's head at
+// once, not at the next poll.
+TEST_F(ConsumerTest, AnOrderedKeysNextItemIsTakenAtOnceNotAtTheNextPoll) {
+  CreateQueue("q", 1, absl::Seconds(10), 25, /*ordered=*/true);
+  Producer p(schema_.NewStore());
+  int64_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto r = p.Enqueue("q", NewItem{absl::StrCat("v", i), std::string("key")});
+    ASSERT_TRUE(r.ok()) << r.status();
+    last = r->id;
+  }
+  auto handler = MakeHandler([](HandlerCall&) { return absl::OkStatus(); });
+  ConsumerOptions o = Options("q");
+  o.poll_interval = absl::Seconds(10);
+  Consumer c(schema_.Factory(), o, handler.get());
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(c.Start().ok());
+  auto st = p.Wait("q", last, absl::Seconds(60));
+  const absl::Duration took = absl::Now() - start;
+  c.Stop();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->kind, ItemState::Kind::kDone);
+  EXPECT_LT(took, absl::Seconds(5)) << "five items one after another, not a poll (10 s) each";
 }
 
 TEST_F(ConsumerTest, OrderedQueueAcksEachKeyInEnqueueOrderDespiteFailures) {
