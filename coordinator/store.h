@@ -51,8 +51,13 @@ class Tx {
   // Runs `sql` with $1..$n bound to `params` (NULL as nullopt); returns rows.
   virtual absl::StatusOr<std::vector<Row>> Exec(
       absl::string_view sql, const std::vector<std::optional<std::string>>& params = {}) = 0;
-  // The libpqxx transaction, for handlers that want the full API; nullptr
-  // when the store is not PostgreSQL.
+  // The libpqxx transaction object, for handlers that want the full API;
+  // nullptr when the store is not PostgreSQL. It is a pqxx::nontransaction
+  // on which partq has sent BEGIN (Finish drives the transaction with plain
+  // statements, so it can send COMMIT and the next BEGIN together): run
+  // statements on it, but do not commit or abort it, and use SAVEPOINT
+  // statements rather than pqxx::subtransaction (which needs a
+  // pqxx::dbtransaction).
   virtual pqxx::transaction_base* pqxx() = 0;
   // The schema partq's tables live in (already validated).
   virtual const std::string& schema() const = 0;
