@@ -132,10 +132,9 @@ class Bench {
 
   absl::StatusOr<double> Drain(const std::string& system, int sessions, int batch, int64_t items);
   absl::StatusOr<double> DrainPartq(int sessions, int batch, int64_t items);
-  // Runs a few batches per session through freshly started consumers; returns
+  // Runs a few batches per session through the consumers just started; returns
   // how many items the tracker has seen acked by then.
-  absl::StatusOr<int64_t> WarmUp(std::vector<std::unique_ptr<Consumer>>& consumers,
-                                 Tracker& tracker, int sessions, int batch);
+  absl::StatusOr<int64_t> WarmUp(Tracker& tracker, int sessions, int batch);
   absl::Status Steady(BenchReport& r, std::vector<double>& p50, std::vector<double>& p99,
                       std::vector<double>& max, std::vector<double>& achieved);
   absl::Status Pickup(std::vector<double>& claim_ms, std::vector<double>& ack_ms);
@@ -260,8 +259,7 @@ void Bench::StopAll(std::vector<std::unique_ptr<Consumer>>& consumers) {
   consumers.clear();
 }
 
-absl::StatusOr<int64_t> Bench::WarmUp(std::vector<std::unique_ptr<Consumer>>& consumers,
-                                      Tracker& tracker, int sessions, int batch) {
+absl::StatusOr<int64_t> Bench::WarmUp(Tracker& tracker, int sessions, int batch) {
   // Eight batches per session through the statements the measurement uses:
   // a new connection plans a prepared statement afresh for its first five
   // runs (custom plans) and loads its catalog caches, a few milliseconds for
@@ -283,7 +281,7 @@ absl::StatusOr<double> Bench::DrainPartq(int sessions, int batch, int64_t items)
   Tracker tracker;
   auto consumers = StartConsumers(sessions, batch, &tracker, o_.parts);
   if (!consumers.ok()) return consumers.status();
-  auto warm = WarmUp(*consumers, tracker, sessions, batch);
+  auto warm = WarmUp(tracker, sessions, batch);
   if (!warm.ok()) {
     StopAll(*consumers);
     return warm.status();
@@ -323,7 +321,7 @@ absl::Status Bench::Steady(BenchReport& r, std::vector<double>& p50, std::vector
   const int batch = *std::max_element(o_.batches.begin(), o_.batches.end());
   auto consumers = StartConsumers(o_.steady_sessions, batch, &tracker, o_.parts);
   if (!consumers.ok()) return consumers.status();
-  auto warm = WarmUp(*consumers, tracker, o_.steady_sessions, batch);
+  auto warm = WarmUp(tracker, o_.steady_sessions, batch);
   if (!warm.ok()) {
     StopAll(*consumers);
     return warm.status();

@@ -135,27 +135,23 @@ int64_t Consumer::in_flight() const {
   return n;
 }
 
+void Consumer::MarkLocked(PartState& st) {
+  st.rescan = true;
+  st.hungry = true;
+  st.noticed = notice_gen_;
+}
+
 void Consumer::NoticeLocked(int part) {
   ++notice_gen_;
   for (auto& [p, st] : parts_) {
-    if (part >= 0 && p != part) continue;
-    st.rescan = true;
-    st.hungry = true;
-    st.noticed = notice_gen_;
+    if (part < 0 || p == part) MarkLocked(st);
   }
-}
-
-void Consumer::NoticePartLocked(int part) {
-  if (parts_.count(part) > 0) NoticeLocked(part);
 }
 
 void Consumer::PollLocked() {
   ++notice_gen_;
   for (auto& [p, st] : parts_) {
-    if (st.hungry) continue;
-    st.rescan = true;
-    st.hungry = true;
-    st.noticed = notice_gen_;
+    if (!st.hungry) MarkLocked(st);
   }
 }
 
@@ -481,7 +477,7 @@ void Consumer::WorkLoop(int index) {
       in_flight_.erase(i.id);
       // Ordered: the key's next item may be claimed now, and it sorts before
       // the cursor. No notice says so; read the part's head at once.
-      if (config_.ordered) NoticePartLocked(i.part);
+      if (config_.ordered) NoticeLocked(i.part);
     }
   }
 }

@@ -162,10 +162,10 @@ class Consumer : private PartListener {
                          Batch* keep = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool WantClaimLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropQueuedLocked(const std::vector<int>& parts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The part may have items no claim has seen: read it from its head.
+  void MarkLocked(PartState& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Items may have come (part -1: any part): read the part from its head.
   void NoticeLocked(int part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // NoticeLocked for one part, if it is ours.
-  void NoticePartLocked(int part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The poll: quiet parts may have items that came without a notice.
   void PollLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

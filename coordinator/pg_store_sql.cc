@@ -312,6 +312,10 @@ constexpr const char* kPickColumns =
        (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
        (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text)sql";
 constexpr const char* kPad = "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
+// The same NULLs typed, for the first row, which sets the columns' types.
+constexpr const char* kTypedPad =
+    "NULL::int, NULL::text, NULL::text, NULL::smallint, NULL::int, NULL::bytea, NULL::bigint, "
+    "NULL::bigint, NULL::bigint, NULL::bool, NULL::text";
 
 }  // namespace
 
@@ -526,17 +530,11 @@ ORDER BY p.priority, p.id
       // was unknown did commit). FOR SHARE keeps the rows (and their epochs)
       // as they are until the ack transaction ends: expiry, release and a
       // static re-join all wait for it.
-      {"fence", R"sql(
-WITH f AS (
-  SELECT sp.part FROM {schema}.session_parts sp
-  JOIN unnest($3::int[], $4::bigint[]) AS w(part, epoch)
-    ON sp.part = w.part AND sp.epoch = w.epoch
-  WHERE sp.queue = $1 AND sp.session_id = $2
-  FOR SHARE OF sp)
+      {"fence", absl::StrCat("WITH ", kFence, R"sql(
 SELECT 'p', part::bigint FROM f
 UNION ALL
 SELECT 'i', id FROM {schema}.items WHERE id = ANY($5::bigint[])
-)sql"},
+)sql")},
       // Finish: the fence and every outcome in one statement, after the
       // handler ran (store.h, Finish). The general form, for batches with
       // retries or dead items and for the second, locked attempt: rare, so
@@ -558,8 +556,7 @@ UNION ALL SELECT 'd', id FROM dead
        absl::StrCat("WITH ", FinishCtes(), ",\n",
                     ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]", /*async_commit=*/false),
                     ",\n", UnrecordCte(true), R"sql(
-SELECT 'p' AS k, part::bigint AS id, NULL::int, NULL::text, NULL::text, NULL::smallint,
-       NULL::int, NULL::bytea, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool, NULL::text
+SELECT 'p' AS k, part::bigint AS id, )sql", kTypedPad, R"sql(
 FROM f
 UNION ALL SELECT 'a', id, )sql", kPad, R"sql(
 FROM done
@@ -580,8 +577,7 @@ UNION ALL SELECT 'n', count(*) FROM done
       {"ack_claim", absl::StrCat("WITH ", AckCtes(), ",\n",
                                  ClaimCtes(/*first=*/9, "$5::bigint[]", /*async_commit=*/false),
                                  R"sql(
-SELECT 'p' AS k, part::bigint AS id, NULL::int, NULL::text, NULL::text, NULL::smallint,
-       NULL::int, NULL::bytea, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bool, NULL::text
+SELECT 'p' AS k, part::bigint AS id, )sql", kTypedPad, R"sql(
 FROM f
 UNION ALL SELECT 'n', count(*), )sql", kPad, R"sql(
 FROM done

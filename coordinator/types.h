@@ -6,6 +6,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -111,10 +112,10 @@ struct ItemKey {
   int priority = 0;
   int64_t id = 0;
   friend bool operator<(const ItemKey& a, const ItemKey& b) {
-    return a.priority != b.priority ? a.priority < b.priority : a.id < b.id;
+    return std::tie(a.priority, a.id) < std::tie(b.priority, b.id);
   }
   friend bool operator==(const ItemKey& a, const ItemKey& b) {
-    return a.priority == b.priority && a.id == b.id;
+    return std::tie(a.priority, a.id) == std::tie(b.priority, b.id);
   }
 };
 

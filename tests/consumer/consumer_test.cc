@@ -414,10 +414,10 @@ TEST_F(ConsumerTest, FailedItemRollsBackOnlyItsOwnWrites) {
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items"), 1);
 }
 
-// Batch 1: no savepoints. A failing item's writes roll back with its
-// transaction and its handler runs once per attempt, not twice; the other
-// items' writes commit.
-TEST_F(ConsumerTest, ALoneItemRunsWithoutASavepointAndOncePerAttempt) {
+// Batch 1 (lone items run without a savepoint): a failing item's writes roll
+// back with its transaction and its handler runs once per attempt, not
+// twice; the other items' writes commit.
+TEST_F(ConsumerTest, ALoneFailingItemRunsOncePerAttemptAndOnlyItsWritesRollBack) {
   CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/2);
   EnqueueN("q", 6);
   schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");

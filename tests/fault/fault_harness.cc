@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <pqxx/pqxx>
@@ -62,7 +63,8 @@ FaultScenario::~FaultScenario() {
   }
   workers_.clear();  // SIGKILLs what is left
   // PARTQ_FAULT_KEEP_LOGS=1 keeps the worker logs of passing runs too.
-  if (!dir_.empty() && !::testing::Test::HasFailure() && getenv("PARTQ_FAULT_KEEP_LOGS") == nullptr) {
+  if (!dir_.empty() && !::testing::Test::HasFailure() &&
+      std::getenv("PARTQ_FAULT_KEEP_LOGS") == nullptr) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   } else if (!dir_.empty()) {
