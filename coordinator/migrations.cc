@@ -59,6 +59,12 @@ namespace partq {
 //   (its next owner reads it); DeleteQueue deletes the rows itself.
 //   ack_items() is the ack's delete, in a function so that its plans are
 //   made with enable_seqscan off (pg_store_sql.cc, AckCtes, says why).
+// - Migration 5 (the pipelined ack): the hot path of Finish sends its ack
+//   statement and the COMMIT in one flight (pg_connection.h), so the
+//   statement itself must fail when the fence or a count is off, which
+//   makes the server skip the COMMIT. finish_refused() is that failure, with
+//   its own SQLSTATE (PQ001) so PgStore can tell it from any other error;
+//   it is called only then.
 // The coordinator README ("PgStore") has the longer story.
 const std::vector<Migration>& Migrations() {
   static const auto* migrations = new std::vector<Migration>{
@@ -239,6 +245,16 @@ BEGIN
       DELETE FROM {schema}.items i WHERE i.id = ANY(ids)
       RETURNING i.id, i.queue::text, i.dedup_key::text;
   END IF;
+END
+$$;
+)sql"},
+      {5, "finish_refused(): the pipelined ack's refusal", R"sql(
+CREATE FUNCTION {schema}.finish_refused(held bigint, wanted int, acked bigint, expected int)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'PQ001',
+    MESSAGE = format('partq: finish refused: %s of %s parts held at their epochs, %s of %s items '
+                     'still there', held, wanted, acked, expected);
 END
 $$;
 )sql"},

@@ -318,10 +318,10 @@ int64_t KeyHash(absl::string_view key) { return Murmur2(key) & 0x7fffffffu; }
 
 // --- connection ---------------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<pqxx::connection>> OpenConnection(const PgOptions& options) {
-  std::unique_ptr<pqxx::connection> conn;
+absl::StatusOr<std::unique_ptr<PgConnection>> OpenConnection(const PgOptions& options) {
+  std::unique_ptr<PgConnection> conn;
   try {
-    conn = std::make_unique<pqxx::connection>(options.dsn);
+    conn = std::make_unique<PgConnection>(options.dsn);
   } catch (const pqxx::broken_connection& e) {
     return ClassifyConnectError(e.what());
   } catch (const std::exception& e) {
@@ -338,13 +338,17 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> OpenConnection(const PgOptions
 }
 
 PgStore::PgStore(PgOptions options)
-    : options_(std::move(options)), qschema_(WithSchema("{schema}", options_.schema)) {}
+    : options_(std::move(options)), qschema_(WithSchema("{schema}", options_.schema)) {
+  for (auto& [name, sql] : PipelinedStatements(options_.schema)) {
+    pipeline_.Define(name, std::move(sql));
+  }
+}
 
 PgStore::~PgStore() = default;
 
 absl::Status PgStore::EnsureConnected() {
   if (conn_ != nullptr) return absl::OkStatus();
-  absl::StatusOr<std::unique_ptr<pqxx::connection>> conn = OpenConnection(options_);
+  absl::StatusOr<std::unique_ptr<PgConnection>> conn = OpenConnection(options_);
   if (!conn.ok()) return conn.status();
   try {
     // Definitions only: libpqxx sends each Parse on first use.
@@ -717,7 +721,7 @@ namespace {
 
 class PgListener final : public Listener {
  public:
-  PgListener(std::unique_ptr<pqxx::connection> conn, const std::string& channel)
+  PgListener(std::unique_ptr<PgConnection> conn, const std::string& channel)
       : conn_(std::move(conn)), receiver_(std::make_unique<Receiver>(*conn_, channel, &inbox_)) {}
   ~PgListener() override {
     // The receiver unlistens through the connection, so it goes first.
@@ -774,7 +778,7 @@ class PgListener final : public Listener {
   };
 
   std::vector<std::string> inbox_;
-  std::unique_ptr<pqxx::connection> conn_;
+  std::unique_ptr<PgConnection> conn_;
   std::unique_ptr<Receiver> receiver_;
 };
 
@@ -784,7 +788,7 @@ absl::StatusOr<std::unique_ptr<Listener>> PgStore::Listen(absl::string_view queu
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   PgOptions options = options_;
   options.application_name = absl::StrCat(options_.application_name, "/listen");
-  absl::StatusOr<std::unique_ptr<pqxx::connection>> conn = OpenConnection(options);
+  absl::StatusOr<std::unique_ptr<PgConnection>> conn = OpenConnection(options);
   if (!conn.ok()) return conn.status();
   try {
     // The receiver's constructor sends LISTEN, so notices sent after this

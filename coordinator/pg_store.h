@@ -31,7 +31,7 @@ struct PgOptions {
 };
 
 // The schema version this binary writes and understands.
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 // Names that reach SQL as identifiers or values: queue names are 1..63 chars
 // of [A-Za-z0-9_.-] starting with a letter or digit; schema names are

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "coordinator/pg_connection.h"
 #include "coordinator/pg_store.h"
 #include "coordinator/store.h"
 
@@ -76,6 +77,14 @@ struct Statement {
 };
 // Every statement PgStore runs by name, for this schema.
 std::vector<Statement> PreparedStatements(absl::string_view schema);
+// The statements of the pipelined ack (pg_store_sql.cc, PipelinedAck), run
+// through Pipeline on the connection's libpq handle: name -> SQL.
+inline constexpr char kPlanGuard[] = "partq_pl_plan_guard";
+inline constexpr char kPipelinedAck[] = "partq_pl_ack";
+inline constexpr char kPipelinedAckClaim[] = "partq_pl_ack_claim";
+inline constexpr char kPipelinedCommit[] = "partq_pl_commit";
+inline constexpr char kPipelinedChain[] = "partq_pl_chain";
+std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema);
 // The single-item enqueue statement (also run unprepared by EnqueueInTx).
 std::string EnqueueSql(absl::string_view schema);
 
@@ -108,7 +117,7 @@ class HandlerStatements {
   static constexpr size_t kMaxEntries = 256;
   // The prepared statement's name for `sql`, preparing it on `conn` first
   // if needed; nullopt when `sql` is not cached.
-  std::optional<std::string> NameFor(pqxx::connection& conn, absl::string_view sql);
+  std::optional<std::string> NameFor(pqxx::connection_base& conn, absl::string_view sql);
   void Clear() { names_.clear(); }
 
  private:
@@ -214,14 +223,15 @@ class PgStore final : public Store {
   PgOptions options_;
   std::map<std::string, std::string> unprepared_;  // name -> SQL, of the ones not prepared
   std::string qschema_;                            // the schema as a quoted identifier
-  std::unique_ptr<pqxx::connection> conn_;
+  std::unique_ptr<PgConnection> conn_;
   HandlerStatements handler_statements_;  // of conn_
+  Pipeline pipeline_;                     // on conn_: PipelinedStatements
   bool begun_ = false;                    // conn_ is in a transaction begun for the next Finish
 };
 
 // Opens a connection with application_name set. Unavailable/InvalidArgument/
 // Unauthenticated/... as ClassifyConnectError says.
-absl::StatusOr<std::unique_ptr<pqxx::connection>> OpenConnection(const PgOptions& options);
+absl::StatusOr<std::unique_ptr<PgConnection>> OpenConnection(const PgOptions& options);
 
 // Reads a column as text (NULL as nullopt).
 inline std::optional<std::string> Text(const pqxx::field& f) {

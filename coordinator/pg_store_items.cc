@@ -61,7 +61,7 @@ std::string TimestampText(absl::Time t) {
 // knows whether the transaction can still commit.
 class PgTx final : public Tx {
  public:
-  PgTx(pqxx::transaction_base& tx, pqxx::connection& conn, HandlerStatements& statements,
+  PgTx(pqxx::transaction_base& tx, pqxx::connection_base& conn, HandlerStatements& statements,
        const std::string& schema)
       : tx_(tx), conn_(conn), statements_(statements), schema_(schema) {}
 
@@ -97,7 +97,7 @@ class PgTx final : public Tx {
 
  private:
   pqxx::transaction_base& tx_;
-  pqxx::connection& conn_;
+  pqxx::connection_base& conn_;
   HandlerStatements& statements_;
   const std::string& schema_;
   PgError error_;
@@ -105,7 +105,7 @@ class PgTx final : public Tx {
 
 }  // namespace
 
-std::optional<std::string> HandlerStatements::NameFor(pqxx::connection& conn,
+std::optional<std::string> HandlerStatements::NameFor(pqxx::connection_base& conn,
                                                       absl::string_view sql) {
   auto it = names_.find(sql);
   if (it != names_.end()) return it->second;
@@ -433,26 +433,52 @@ std::optional<std::string> CtidFromLocator(uint64_t locator) {
   return absl::StrCat("(", locator >> 16, ",", locator & 0xffff, ")");
 }
 
+// A row's cells as text, from libpqxx or from a pipeline's result.
+struct PqxxCells {
+  const pqxx::row& row;
+  bool is_null(int c) const { return row[c].is_null(); }
+  absl::string_view get(int c) const { return absl::string_view(row[c].c_str(), row[c].size()); }
+};
+struct PipelineCells {
+  const PipelineResult& result;
+  int row;
+  bool is_null(int c) const { return result.is_null(row, c); }
+  absl::string_view get(int c) const { return result.get(row, c); }
+};
+
 // A claimed item from its columns, starting at column `c`: id, part, key,
 // dedup_key, priority, attempts, payload, enqueued (µs), run_at (µs), epoch,
 // suspect, ctid.
-absl::StatusOr<Item> ItemFromRow(const pqxx::row& row, int c) {
+template <typename Cells>
+absl::StatusOr<Item> ItemFromCells(const Cells& row, int c) {
   Item it;
-  it.id = row[c].as<int64_t>();
-  it.part = row[c + 1].as<int>();
-  it.key = Text(row[c + 2]);
-  it.dedup_key = Text(row[c + 3]);
-  it.priority = row[c + 4].as<int>();
-  it.attempts = row[c + 5].as<int>();
-  if (!DecodeBytea(absl::string_view(row[c + 6].c_str(), row[c + 6].size()), &it.payload)) {
+  int64_t enqueued_us = 0, run_us = 0;
+  auto text = [&](int k) -> std::optional<std::string> {
+    if (row.is_null(c + k)) return std::nullopt;
+    return std::string(row.get(c + k));
+  };
+  if (!absl::SimpleAtoi(row.get(c), &it.id) || !absl::SimpleAtoi(row.get(c + 1), &it.part) ||
+      !absl::SimpleAtoi(row.get(c + 4), &it.priority) ||
+      !absl::SimpleAtoi(row.get(c + 5), &it.attempts) ||
+      !absl::SimpleAtoi(row.get(c + 7), &enqueued_us) ||
+      !absl::SimpleAtoi(row.get(c + 8), &run_us) ||
+      !absl::SimpleAtoi(row.get(c + 9), &it.claim_epoch.value)) {
+    return absl::InternalError(absl::StrCat("claim: malformed row for item ", row.get(c)));
+  }
+  it.key = text(2);
+  it.dedup_key = text(3);
+  if (!DecodeBytea(row.get(c + 6), &it.payload)) {
     return absl::InternalError(absl::StrCat("claim: item ", it.id, " has a malformed payload"));
   }
-  it.enqueued_at = absl::FromUnixMicros(row[c + 7].as<int64_t>());
-  it.run_at = absl::FromUnixMicros(row[c + 8].as<int64_t>());
-  it.claim_epoch.value = row[c + 9].as<int64_t>();
-  it.suspect = row[c + 10].as<bool>();
-  it.locator = LocatorFromCtid(absl::string_view(row[c + 11].c_str(), row[c + 11].size()));
+  it.enqueued_at = absl::FromUnixMicros(enqueued_us);
+  it.run_at = absl::FromUnixMicros(run_us);
+  it.suspect = row.get(c + 10) == "t";
+  it.locator = LocatorFromCtid(row.get(c + 11));
   return it;
+}
+
+absl::StatusOr<Item> ItemFromRow(const pqxx::row& row, int c) {
+  return ItemFromCells(PqxxCells{row}, c);
 }
 
 }  // namespace
@@ -636,10 +662,94 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             next = *std::move(c);
           }
         }
+        // The common case runs pipelined (pg_store_sql.cc, PipelinedAck):
+        // every item acked where its claim saw it, no handler result to
+        // record, no suspect to probe for.
+        const bool pipelined =
+            !lock_first && !a->ack_ids.empty() && a->o_ids.empty() &&
+            std::all_of(a->ack_tids.begin(), a->ack_tids.end(),
+                        [](const auto& t) { return t.has_value(); }) &&
+            std::none_of(a->ack_results.begin(), a->ack_results.end(),
+                         [](const auto& r) { return r.has_value(); }) &&
+            (!next || !next->suspect);
+        if (pipelined) {
+          // The fence: the parts of the acked items at their claim epochs.
+          std::vector<int> fence_parts;
+          std::vector<int64_t> fence_epochs;
+          for (int part : a->ack_parts) {
+            if (std::find(fence_parts.begin(), fence_parts.end(), part) == fence_parts.end()) {
+              fence_parts.push_back(part);
+              fence_epochs.push_back(wanted.at(part));
+            }
+          }
+          std::vector<std::optional<std::string>> params = {
+              request.queue,         request.session.value, IntArray(fence_parts),
+              IntArray(fence_epochs), IntArray(a->ack_ids),  TextArray(a->ack_tids)};
+          if (next) {
+            for (std::string* v : {&next->parts, &next->epochs, &next->after_prio, &next->after_id,
+                                   &next->limits}) {
+              params.push_back(std::move(*v));
+            }
+            params.push_back(next->ordered ? "t" : "f");
+            params.push_back(std::move(next->fly_parts));
+            params.push_back(std::move(next->fly_ids));
+            params.push_back(absl::StrCat(next->limit));
+          }
+          const bool chain = next.has_value() && request.begin_next;
+          std::vector<PipelineResult> res;
+          try {
+            res = pipeline_.Run(*conn_, {{kPlanGuard, {}},
+                                         {next ? kPipelinedAckClaim : kPipelinedAck, params},
+                                         {chain ? kPipelinedChain : kPipelinedCommit, {}}});
+          } catch (const pqxx::broken_connection& e) {
+            // The COMMIT was in the flight: it may or may not have run.
+            open = false;
+            throw pqxx::in_doubt_error(e.what());
+          }
+          for (int i = 0; i < 3; ++i) {
+            const PipelineResult& step = res[i];
+            if (step.kind == PipelineResult::Kind::kOk) continue;
+            if (step.kind == PipelineResult::Kind::kError && step.sqlstate == "PQ001") {
+              // A part was lost or an item is gone: nothing committed. Roll
+              // back and run again locking first (Finish).
+              *again = true;
+              return absl::OkStatus();
+            }
+            if (step.kind == PipelineResult::Kind::kError) {
+              throw pqxx::sql_error(step.message, i == 2 ? "COMMIT" : "pipelined ack",
+                                    step.sqlstate.c_str());
+            }
+          }
+          open = false;
+          out.acked = a->ack_ids;
+          const PipelineResult& rows = res[1];
+          for (int row = 0; next && row < rows.size(); ++row) {
+            if (rows.is_null(row, 0)) continue;  // the claim's one row of NULLs
+            absl::StatusOr<Item> item = ItemFromCells(PipelineCells{rows, row}, 0);
+            // Cannot happen (the server wrote these columns); the item stays
+            // ready in the database and is claimed again.
+            if (!item.ok()) continue;
+            out.next.push_back(*std::move(item));
+          }
+          if (chain && out.next.empty()) {
+            // Nothing to run in the transaction the COMMIT began: end it, so
+            // the next batch's transaction does not start with a stale now().
+            // The ack has committed; a failure here only costs the connection.
+            try {
+              tx.exec("ROLLBACK");
+            } catch (...) {
+              drop = true;
+            }
+          } else {
+            begun_ = chain;
+          }
+          out.next_begun = chain && !out.next.empty();
+          return absl::OkStatus();
+        }
         pqxx::result r;
         bool claimed_rows = false;
-        // The common case takes the lean statement (pg_store_sql.cc, AckCtes):
-        // every item acked, every row located by its claim.
+        // Otherwise the lean statement (pg_store_sql.cc, AckCtes), if every
+        // item is acked and every row located by its claim.
         const bool lean = !lock_first && a->o_ids.empty() &&
                           std::none_of(a->ack_tids.begin(), a->ack_tids.end(),
                                        [](const auto& t) { return !t.has_value(); });

@@ -67,17 +67,37 @@ FROM q LEFT JOIN ins ON true
 // Parameters: $1 queue, $2 session, then from `first` on: parts, epochs,
 // cursor priorities, cursor ids, limits, ordered, suspect probe, in-flight
 // parts and ids, total limit (ClaimRequest, as PgStore::Claim binds them).
-std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit) {
+// Without `with_suspect` (the pipelined ack's claim) there is no suspect
+// probe and no parameter for it: pick is ready.
+std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit,
+                      bool with_suspect = true) {
   struct {
-    int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect,
+    int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect = 0,
         fly_parts, fly_ids, total;
   } p;
   int n = first;
   for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.ordered, &p.suspect,
                  &p.fly_parts, &p.fly_ids, &p.total}) {
+    if (f == &p.suspect && !with_suspect) continue;
     *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
+  const std::string pick =
+      with_suspect
+          ? absl::StrCat(R"sql(suspect AS (
+  SELECT sp.part, sp.epoch, i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts,
+         i.payload, i.enqueued_at, i.run_at, true AS suspect
+  FROM {schema}.items i
+  JOIN {schema}.session_parts sp
+    ON sp.queue = i.queue AND sp.part = i.part AND sp.session_id = )sql",
+                         d(p.session), R"sql(
+  WHERE )sql",
+                         d(p.suspect), R"sql(::bool AND i.queue = )sql", d(p.queue), R"sql(
+    AND i.abandoned_epoch IS NOT NULL AND i.run_at <= now()
+    AND i.id <> ALL((SELECT ids FROM skip)::bigint[])
+  ORDER BY i.priority, i.id LIMIT 1),
+pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql")
+          : "pick AS (SELECT * FROM ready)";
   return absl::StrCat(
       R"sql(own AS (
   SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim
@@ -112,20 +132,7 @@ ready AS (
           AND j.id < i.id))
     ORDER BY i.priority, i.id LIMIT own.lim) c
   LIMIT )sql",
-      d(p.total), R"sql(),
-suspect AS (
-  SELECT sp.part, sp.epoch, i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts,
-         i.payload, i.enqueued_at, i.run_at, true AS suspect
-  FROM {schema}.items i
-  JOIN {schema}.session_parts sp
-    ON sp.queue = i.queue AND sp.part = i.part AND sp.session_id = )sql",
-      d(p.session), R"sql(
-  WHERE )sql",
-      d(p.suspect), R"sql(::bool AND i.queue = )sql", d(p.queue), R"sql(
-    AND i.abandoned_epoch IS NOT NULL AND i.run_at <= now()
-    AND i.id <> ALL((SELECT ids FROM skip)::bigint[])
-  ORDER BY i.priority, i.id LIMIT 1),
-pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect),
+      d(p.total), "),\n", pick, R"sql(,
 recorded AS (
   UPDATE {schema}.part_claims c
   SET ids = ARRAY(SELECT f.id FROM unnest()sql",
@@ -317,7 +324,75 @@ constexpr const char* kTypedPad =
     "NULL::int, NULL::text, NULL::text, NULL::smallint, NULL::int, NULL::bytea, NULL::bigint, "
     "NULL::bigint, NULL::bigint, NULL::bool, NULL::text";
 
+// The pipelined ack (PgStore::FinishOnce; pg_connection.h says why a
+// pipeline): the common Finish — every item acked where its claim saw it, no
+// handler result to record, no suspect to probe for — as the least
+// statement that fences, deletes, records what `partq wait` needs (items with
+// a dedup key: the caller's copy of an item may not know it has one) and
+// claims ahead ($1 queue, $2 session, $3/$4 fence parts and epochs, $5 ids,
+// $6 ctids, claim from $7 on). It is sent with
+// its COMMIT, so it fails (finish_refused(), migration 5) instead of
+// returning what went wrong; the caller then runs the general statements.
+// Why it is cheaper than `ack_claim` (about half its server time per batch
+// of 100 in bench/, BENCHMARKS.md):
+// - The delete is inline, not in ack_items(): a PL/pgSQL call, and its
+//   RETURN QUERY into a tuplestore, cost more than the delete itself. The
+//   frozen sequential scan ack_items() guards against is kept away by the
+//   statement that runs before it in the same flight (kPlanGuard).
+// - No results CTE, no suspect probe, no ('p'|'n') rows to read before the
+//   COMMIT: the check is one CASE whose function is called only to fail.
+// - It returns only the claimed rows (one row of NULLs when there are none,
+//   so the check always runs).
+std::string PipelinedAck(bool with_claim) {
+  const std::string check = R"sql(SELECT CASE
+  WHEN (SELECT count(*) FROM f) = cardinality($3::int[])
+       AND (SELECT count(*) FROM done) = cardinality($5::bigint[]) THEN true
+  ELSE {schema}.finish_refused((SELECT count(*) FROM f), cardinality($3::int[]),
+                               (SELECT count(*) FROM done), cardinality($5::bigint[]))
+  END AS ok)sql";
+  const std::string head = absl::StrCat("WITH ", kFence, R"sql(,
+done AS (
+  DELETE FROM {schema}.items i WHERE i.ctid = ANY($6::tid[]) AND i.id = ANY($5::bigint[])
+  RETURNING i.id, i.queue, i.dedup_key),
+res AS (
+  INSERT INTO {schema}.results (id, queue, dedup_key)
+  SELECT id, queue, dedup_key FROM done WHERE dedup_key IS NOT NULL
+  RETURNING 1))sql");
+  if (!with_claim) return absl::StrCat(head, "\n", check, "\n");
+  return absl::StrCat(head, ",\n",
+                      ClaimCtes(/*first=*/7, "$5::bigint[]", /*async_commit=*/false,
+                                /*with_suspect=*/false),
+                      R"sql(
+SELECT )sql", kPickColumns, R"sql(
+FROM ()sql", check, R"sql() c LEFT JOIN pick p ON c.ok
+)sql");
+}
+
 }  // namespace
+
+std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema) {
+  std::vector<std::pair<const char*, std::string>> s = {
+      // kPlanGuard: for the rest of the transaction (the ack and its COMMIT),
+      // plans use no sequential scan and are generic from the first run. A
+      // generic plan made while `items` was nearly empty (a worker that
+      // started on an idle queue) would otherwise scan the whole table for
+      // every batch once a backlog has come; and the claim's LIMIT $n makes
+      // the planner prefer a custom plan, planned anew on every run (over a
+      // millisecond for this statement). The handler's statements ran
+      // before it, under the session's own settings.
+      {kPlanGuard,
+       "SELECT set_config('enable_seqscan', 'off', true), "
+       "set_config('plan_cache_mode', 'force_generic_plan', true)"},
+      {kPipelinedAck, PipelinedAck(/*with_claim=*/false)},
+      {kPipelinedAckClaim, PipelinedAck(/*with_claim=*/true)},
+      {kPipelinedCommit, "COMMIT"},
+      // Commits and begins the next transaction, where the claimed batch
+      // runs (FinishRequest::begin_next).
+      {kPipelinedChain, "COMMIT AND CHAIN"},
+  };
+  for (auto& st : s) st.second = WithSchema(st.second, schema);
+  return s;
+}
 
 std::string EnqueueSql(absl::string_view schema) { return WithSchema(kEnqueue, schema); }
 
