@@ -236,14 +236,7 @@ std::optional<ClaimRequest> Consumer::MakeClaimLocked(const SessionId& session, 
     }
     hungry.push_back(part);
   }
-  // Suspects appear when parts are assigned (a dead owner's claims are
-  // marked then), so the probe runs while the last one found some, and with
-  // every read from a part's head as a safety net.
-  const bool probe = slot_free && (suspects_pending_ ||
-                                   std::any_of(hungry.begin(), hungry.end(), [&](int part) {
-                                     return parts_.at(part).rescan;
-                                   }));
-  if (hungry.empty() && !(probe && suspects_pending_)) return std::nullopt;
+  if (hungry.empty() && !(slot_free && suspects_pending_)) return std::nullopt;
   const int limit = options_.batch * std::max(1, batches);
   // Parts take turns: each claim starts one part further on and reads parts
   // only until it has `limit` items, so a batch mostly comes from one part
@@ -258,7 +251,6 @@ std::optional<ClaimRequest> Consumer::MakeClaimLocked(const SessionId& session, 
   req.session = session;
   req.limit = limit;
   req.ordered = config_.ordered;
-  req.include_suspect = probe;
   for (int part : hungry) {
     const PartState& st = parts_.at(part);
     ClaimPart cp;
@@ -267,7 +259,16 @@ std::optional<ClaimRequest> Consumer::MakeClaimLocked(const SessionId& session, 
     if (!st.rescan) cp.after = st.cursor;
     cp.limit = limit;
     req.parts.push_back(cp);
+    // A backlog: this part fills a batch by itself. A one-part claim is
+    // also the one the store can pipeline with the ack (PgStore, Finish).
+    if (req.parts.size() == 1 && st.full && limit == options_.batch) break;
   }
+  // Suspects appear when parts are assigned (a dead owner's claims are
+  // marked then), so the probe runs while the last one found some, and with
+  // every read from a part's head as a safety net.
+  req.include_suspect =
+      slot_free && (suspects_pending_ || std::any_of(req.parts.begin(), req.parts.end(),
+                                                     [](const ClaimPart& p) { return !p.after; }));
   std::set<int64_t> done;
   for (const Item& item : finishing) done.insert(item.id);
   for (const auto& [id, part] : in_flight_) {
@@ -310,6 +311,7 @@ void Consumer::AcceptClaimLocked(const ClaimRequest& req, std::vector<Item> item
     const bool to_the_end = !full || static_cast<int>(i) < last;
     const std::optional<ItemKey> before = st.cursor;
     if (n > 0) st.cursor = before ? std::max(*before, g->second.second) : g->second.second;
+    st.full = !to_the_end && n >= std::min(cp.limit, req.limit);
     if (!cp.after) {
       st.last_rescan = started;
       // Stopped early, before where the cursor was: more may wait between.

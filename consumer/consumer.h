@@ -132,6 +132,9 @@ class Consumer : private PartListener {
     std::optional<ItemKey> cursor;  // the last key claimed in this tenure
     bool rescan = true;             // the next claim reads from the head
     bool hungry = true;             // may have ready items: claims include it
+    // Its last read stopped at the claim's limit: it likely has a batch's
+    // worth more, so a claim that starts here need not list other parts.
+    bool full = false;
     absl::Time last_rescan = absl::InfinitePast();
     int64_t noticed = 0;  // notice_gen_ at the last notice or poll for it
   };

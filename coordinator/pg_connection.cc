@@ -121,7 +121,7 @@ std::vector<PipelineResult> Pipeline::Run(PgConnection& conn, const std::vector<
     values.reserve(s.params.size());
     for (const auto& p : s.params) values.push_back(p ? p->c_str() : nullptr);
     if (PQsendQueryPrepared(c, s.name, static_cast<int>(values.size()), values.data(), nullptr,
-                            nullptr, 0) != 1) {
+                            nullptr, s.binary ? 1 : 0) != 1) {
       Broken(c, nullptr);
     }
   }

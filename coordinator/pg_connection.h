@@ -77,6 +77,7 @@ class Pipeline {
   struct Step {
     const char* name;  // a statement added with Define
     std::vector<std::optional<std::string>> params;  // text; nullopt is NULL
+    bool binary = false;  // rows in PostgreSQL's binary format, else text
   };
   // Registers a statement; it is prepared on first use on each server
   // connection.

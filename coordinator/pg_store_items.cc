@@ -433,52 +433,68 @@ std::optional<std::string> CtidFromLocator(uint64_t locator) {
   return absl::StrCat("(", locator >> 16, ",", locator & 0xffff, ")");
 }
 
-// A row's cells as text, from libpqxx or from a pipeline's result.
-struct PqxxCells {
-  const pqxx::row& row;
-  bool is_null(int c) const { return row[c].is_null(); }
-  absl::string_view get(int c) const { return absl::string_view(row[c].c_str(), row[c].size()); }
-};
-struct PipelineCells {
-  const PipelineResult& result;
-  int row;
-  bool is_null(int c) const { return result.is_null(row, c); }
-  absl::string_view get(int c) const { return result.get(row, c); }
-};
-
 // A claimed item from its columns, starting at column `c`: id, part, key,
 // dedup_key, priority, attempts, payload, enqueued (µs), run_at (µs), epoch,
 // suspect, ctid.
-template <typename Cells>
-absl::StatusOr<Item> ItemFromCells(const Cells& row, int c) {
+absl::StatusOr<Item> ItemFromRow(const pqxx::row& row, int c) {
   Item it;
-  int64_t enqueued_us = 0, run_us = 0;
-  auto text = [&](int k) -> std::optional<std::string> {
-    if (row.is_null(c + k)) return std::nullopt;
-    return std::string(row.get(c + k));
-  };
-  if (!absl::SimpleAtoi(row.get(c), &it.id) || !absl::SimpleAtoi(row.get(c + 1), &it.part) ||
-      !absl::SimpleAtoi(row.get(c + 4), &it.priority) ||
-      !absl::SimpleAtoi(row.get(c + 5), &it.attempts) ||
-      !absl::SimpleAtoi(row.get(c + 7), &enqueued_us) ||
-      !absl::SimpleAtoi(row.get(c + 8), &run_us) ||
-      !absl::SimpleAtoi(row.get(c + 9), &it.claim_epoch.value)) {
-    return absl::InternalError(absl::StrCat("claim: malformed row for item ", row.get(c)));
-  }
-  it.key = text(2);
-  it.dedup_key = text(3);
-  if (!DecodeBytea(row.get(c + 6), &it.payload)) {
+  it.id = row[c].as<int64_t>();
+  it.part = row[c + 1].as<int>();
+  it.key = Text(row[c + 2]);
+  it.dedup_key = Text(row[c + 3]);
+  it.priority = row[c + 4].as<int>();
+  it.attempts = row[c + 5].as<int>();
+  if (!DecodeBytea(absl::string_view(row[c + 6].c_str(), row[c + 6].size()), &it.payload)) {
     return absl::InternalError(absl::StrCat("claim: item ", it.id, " has a malformed payload"));
   }
-  it.enqueued_at = absl::FromUnixMicros(enqueued_us);
-  it.run_at = absl::FromUnixMicros(run_us);
-  it.suspect = row.get(c + 10) == "t";
-  it.locator = LocatorFromCtid(row.get(c + 11));
+  it.enqueued_at = absl::FromUnixMicros(row[c + 7].as<int64_t>());
+  it.run_at = absl::FromUnixMicros(row[c + 8].as<int64_t>());
+  it.claim_epoch.value = row[c + 9].as<int64_t>();
+  it.suspect = row[c + 10].as<bool>();
+  it.locator = LocatorFromCtid(absl::string_view(row[c + 11].c_str(), row[c + 11].size()));
   return it;
 }
 
-absl::StatusOr<Item> ItemFromRow(const pqxx::row& row, int c) {
-  return ItemFromCells(PqxxCells{row}, c);
+// Big-endian integers of PostgreSQL's binary format.
+template <typename T>
+bool FromBinary(absl::string_view cell, T* out) {
+  if (cell.size() != sizeof(T)) return false;
+  typename std::make_unsigned<T>::type v = 0;
+  for (unsigned char b : cell) v = static_cast<decltype(v)>(v << 8 | b);
+  *out = static_cast<T>(v);
+  return true;
+}
+
+// A row of the pipelined claim (pg_store_sql.cc, PipelinedAck) in binary:
+// id int8, key text, dedup_key text, priority int2, attempts int4, payload
+// bytea, enqueued_at and run_at timestamptz (µs since 2000-01-01), ctid tid
+// (block uint32, offset uint16). The claim read `part` at `epoch`.
+absl::StatusOr<Item> ItemFromBinary(const PipelineResult& r, int row, int part, Epoch epoch) {
+  constexpr int64_t kPostgresEpochUs = 946684800LL * 1000000;  // 2000-01-01 in Unix µs
+  Item it;
+  it.part = part;
+  it.claim_epoch = epoch;
+  int16_t priority = 0;
+  int32_t attempts = 0;
+  int64_t enqueued = 0, run = 0;
+  uint32_t block = 0;
+  uint16_t offset = 0;
+  const absl::string_view tid = r.get(row, 8);
+  if (!FromBinary(r.get(row, 0), &it.id) || !FromBinary(r.get(row, 3), &priority) ||
+      !FromBinary(r.get(row, 4), &attempts) || !FromBinary(r.get(row, 6), &enqueued) ||
+      !FromBinary(r.get(row, 7), &run) || tid.size() != 6 ||
+      !FromBinary(tid.substr(0, 4), &block) || !FromBinary(tid.substr(4), &offset)) {
+    return absl::InternalError("claim: malformed binary row");
+  }
+  if (!r.is_null(row, 1)) it.key = std::string(r.get(row, 1));
+  if (!r.is_null(row, 2)) it.dedup_key = std::string(r.get(row, 2));
+  it.priority = priority;
+  it.attempts = attempts;
+  it.payload = std::string(r.get(row, 5));
+  it.enqueued_at = absl::FromUnixMicros(enqueued + kPostgresEpochUs);
+  it.run_at = absl::FromUnixMicros(run + kPostgresEpochUs);
+  it.locator = static_cast<uint64_t>(block) << 16 | offset;
+  return it;
 }
 
 }  // namespace
@@ -655,8 +671,10 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
         absl::StatusOr<OutcomeArgs> a = MakeOutcomeArgs(*outcomes, given);
         if (!a.ok()) return a.status();
         std::optional<ClaimArgs> next;
+        std::optional<ClaimRequest> claim;
         if (request.next) {
-          if (std::optional<ClaimRequest> claim = request.next()) {
+          claim = request.next();
+          if (claim) {
             absl::StatusOr<ClaimArgs> c = MakeClaimArgs(*claim);
             if (!c.ok()) return c.status();
             next = *std::move(c);
@@ -664,14 +682,14 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
         }
         // The common case runs pipelined (pg_store_sql.cc, PipelinedAck):
         // every item acked where its claim saw it, no handler result to
-        // record, no suspect to probe for.
+        // record, and a claim (if any) of one part without a suspect probe.
         const bool pipelined =
             !lock_first && !a->ack_ids.empty() && a->o_ids.empty() &&
             std::all_of(a->ack_tids.begin(), a->ack_tids.end(),
                         [](const auto& t) { return t.has_value(); }) &&
             std::none_of(a->ack_results.begin(), a->ack_results.end(),
                          [](const auto& r) { return r.has_value(); }) &&
-            (!next || !next->suspect);
+            (!next || (!next->suspect && claim->parts.size() == 1));
         if (pipelined) {
           // The fence: the parts of the acked items at their claim epochs.
           std::vector<int> fence_parts;
@@ -685,22 +703,31 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           std::vector<std::optional<std::string>> params = {
               request.queue,         request.session.value, IntArray(fence_parts),
               IntArray(fence_epochs), IntArray(a->ack_ids),  TextArray(a->ack_tids)};
-          if (next) {
-            for (std::string* v : {&next->parts, &next->epochs, &next->after_prio, &next->after_id,
-                                   &next->limits}) {
-              params.push_back(std::move(*v));
+          if (claim) {
+            const ClaimPart& cp = claim->parts[0];
+            params.push_back(absl::StrCat(cp.part));
+            params.push_back(absl::StrCat(cp.epoch.value));
+            params.push_back(absl::StrCat(cp.after ? cp.after->priority : kHeadPriority));
+            params.push_back(absl::StrCat(cp.after ? cp.after->id : kHeadId));
+            params.push_back(absl::StrCat(std::min(cp.limit, claim->limit)));
+            params.push_back(claim->ordered ? "t" : "f");
+            // In flight there (the new claim record keeps them), and what a
+            // read from the head skips: those and the items finished now.
+            std::vector<int64_t> fly, skip = a->ack_ids;
+            for (const auto& [part, id] : claim->in_flight) {
+              if (part == cp.part) fly.push_back(id);
             }
-            params.push_back(next->ordered ? "t" : "f");
-            params.push_back(std::move(next->fly_parts));
-            params.push_back(std::move(next->fly_ids));
-            params.push_back(absl::StrCat(next->limit));
+            skip.insert(skip.end(), fly.begin(), fly.end());
+            params.push_back(IntArray(fly));
+            params.push_back(IntArray(skip));
           }
-          const bool chain = next.has_value() && request.begin_next;
+          const bool chain = claim.has_value() && request.begin_next;
           std::vector<PipelineResult> res;
           try {
-            res = pipeline_.Run(*conn_, {{kPlanGuard, {}},
-                                         {next ? kPipelinedAckClaim : kPipelinedAck, params},
-                                         {chain ? kPipelinedChain : kPipelinedCommit, {}}});
+            res = pipeline_.Run(
+                *conn_, {{kPlanGuard, {}},
+                         {claim ? kPipelinedAckClaim : kPipelinedAck, params, /*binary=*/true},
+                         {chain ? kPipelinedChain : kPipelinedCommit, {}}});
           } catch (const pqxx::broken_connection& e) {
             // The COMMIT was in the flight: it may or may not have run.
             open = false;
@@ -723,9 +750,11 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           open = false;
           out.acked = a->ack_ids;
           const PipelineResult& rows = res[1];
-          for (int row = 0; next && row < rows.size(); ++row) {
+          if (claim) out.next.reserve(rows.size());
+          for (int row = 0; claim && row < rows.size(); ++row) {
             if (rows.is_null(row, 0)) continue;  // the claim's one row of NULLs
-            absl::StatusOr<Item> item = ItemFromCells(PipelineCells{rows, row}, 0);
+            absl::StatusOr<Item> item =
+                ItemFromBinary(rows, row, claim->parts[0].part, claim->parts[0].epoch);
             // Cannot happen (the server wrote these columns); the item stays
             // ready in the database and is claimed again.
             if (!item.ok()) continue;

@@ -67,24 +67,18 @@ FROM q LEFT JOIN ins ON true
 // Parameters: $1 queue, $2 session, then from `first` on: parts, epochs,
 // cursor priorities, cursor ids, limits, ordered, suspect probe, in-flight
 // parts and ids, total limit (ClaimRequest, as PgStore::Claim binds them).
-// Without `with_suspect` (the pipelined ack's claim) there is no suspect
-// probe and no parameter for it: pick is ready.
-std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit,
-                      bool with_suspect = true) {
+std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit) {
   struct {
-    int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect = 0,
+    int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect,
         fly_parts, fly_ids, total;
   } p;
   int n = first;
   for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.ordered, &p.suspect,
                  &p.fly_parts, &p.fly_ids, &p.total}) {
-    if (f == &p.suspect && !with_suspect) continue;
     *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
-  const std::string pick =
-      with_suspect
-          ? absl::StrCat(R"sql(suspect AS (
+  const std::string pick = absl::StrCat(R"sql(suspect AS (
   SELECT sp.part, sp.epoch, i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts,
          i.payload, i.enqueued_at, i.run_at, true AS suspect
   FROM {schema}.items i
@@ -96,8 +90,7 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
     AND i.abandoned_epoch IS NOT NULL AND i.run_at <= now()
     AND i.id <> ALL((SELECT ids FROM skip)::bigint[])
   ORDER BY i.priority, i.id LIMIT 1),
-pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql")
-          : "pick AS (SELECT * FROM ready)";
+pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql");
   return absl::StrCat(
       R"sql(own AS (
   SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim
@@ -326,23 +319,31 @@ constexpr const char* kTypedPad =
 
 // The pipelined ack (PgStore::FinishOnce; pg_connection.h says why a
 // pipeline): the common Finish — every item acked where its claim saw it, no
-// handler result to record, no suspect to probe for — as the least
-// statement that fences, deletes, records what `partq wait` needs (items with
-// a dedup key: the caller's copy of an item may not know it has one) and
-// claims ahead ($1 queue, $2 session, $3/$4 fence parts and epochs, $5 ids,
-// $6 ctids, claim from $7 on). It is sent with
-// its COMMIT, so it fails (finish_refused(), migration 5) instead of
-// returning what went wrong; the caller then runs the general statements.
-// Why it is cheaper than `ack_claim` (about half its server time per batch
-// of 100 in bench/, BENCHMARKS.md):
+// handler result to record — as the least statement that fences, deletes,
+// records what `partq wait` needs (items with a dedup key: the caller's copy
+// of an item may not know it has one) and, in its second form, claims ahead
+// from one part ($1 queue, $2 session, $3/$4 fence parts and epochs, $5 ids,
+// $6 ctids; the claim's parameters are listed below). It is sent with its
+// COMMIT, so it fails (finish_refused(), migration 5) instead of returning
+// what went wrong; the caller then runs the general statements. Why it is
+// cheaper than `ack_claim` (single-client server CPU per batch of 100, see
+// BENCHMARKS.md):
 // - The delete is inline, not in ack_items(): a PL/pgSQL call, and its
 //   RETURN QUERY into a tuplestore, cost more than the delete itself. The
 //   frozen sequential scan ack_items() guards against is kept away by the
 //   statement that runs before it in the same flight (kPlanGuard).
-// - No results CTE, no suspect probe, no ('p'|'n') rows to read before the
-//   COMMIT: the check is one CASE whose function is called only to fail.
-// - It returns only the claimed rows (one row of NULLs when there are none,
-//   so the check always runs).
+// - No results from the handler, no suspect probe, no ('p'|'n') rows to read
+//   before the COMMIT: the check is one CASE whose function is called only
+//   to fail.
+// - The claim reads one part ($7 at epoch $8, after ($9, $10), at most $11,
+//   ordered $12), so the claim record is that part's row, rewritten from
+//   what the caller has in flight there ($13) and the claimed ids: the
+//   general claim's DISTINCT and per-part merge cost ~90 µs a batch. $14 are
+//   the ids a read from the head ($10 at the sentinel) skips.
+// - Its rows are raw columns, returned in binary by the pipeline
+//   (ItemFromBinary): no date_part, no hex, no text conversion of a ctid.
+// It returns the claimed rows (one row of NULLs when there are none, so the
+// check always runs).
 std::string PipelinedAck(bool with_claim) {
   const std::string check = R"sql(SELECT CASE
   WHEN (SELECT count(*) FROM f) = cardinality($3::int[])
@@ -359,11 +360,28 @@ res AS (
   SELECT id, queue, dedup_key FROM done WHERE dedup_key IS NOT NULL
   RETURNING 1))sql");
   if (!with_claim) return absl::StrCat(head, "\n", check, "\n");
-  return absl::StrCat(head, ",\n",
-                      ClaimCtes(/*first=*/7, "$5::bigint[]", /*async_commit=*/false,
-                                /*with_suspect=*/false),
-                      R"sql(
-SELECT )sql", kPickColumns, R"sql(
+  return absl::StrCat(head, R"sql(,
+pick AS (
+  SELECT i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload,
+         i.enqueued_at, i.run_at
+  FROM {schema}.items i
+  WHERE i.queue = $1 AND i.part = $7
+    AND EXISTS (SELECT 1 FROM {schema}.session_parts sp
+                WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8)
+    AND (i.priority, i.id) > ($9::smallint, $10::bigint)
+    AND i.run_at <= now() AND i.abandoned_epoch IS NULL
+    AND ($10::bigint <> -9223372036854775808 OR i.id <> ALL($14::bigint[]))
+    AND (NOT $12::bool OR i.key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM {schema}.items j
+      WHERE j.queue = $1 AND j.part = i.part AND j.key = i.key AND j.id < i.id))
+  ORDER BY i.priority, i.id LIMIT $11),
+recorded AS (
+  UPDATE {schema}.part_claims c
+  SET ids = $13::bigint[] || ARRAY(SELECT k.id FROM pick k), claimed_at = now()
+  WHERE c.queue = $1 AND c.part = $7 AND c.epoch = $8
+  RETURNING 1)
+SELECT p.id, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload, p.enqueued_at,
+       p.run_at, p.tid
 FROM ()sql", check, R"sql() c LEFT JOIN pick p ON c.ok
 )sql");
 }

@@ -1483,6 +1483,200 @@ TEST_F(FinishTest, AnAckThatClaimedAheadBeginsTheNextTransaction) {
   EXPECT_EQ(Count("items"), 0) << "the rest, claimed by the third Finish";
 }
 
+// --- the pipelined ack (pg_store_sql.cc, PipelinedAck) -------------------------------------
+
+// Whether `store`'s own connection prepared the pipelined statement `name`:
+// asked from inside a Finish, the only way onto that connection.
+bool Prepared(Store& store, const std::string& queue, const std::string& name) {
+  bool found = false;
+  FinishRequest req;
+  req.queue = queue;
+  absl::StatusOr<FinishResult> r =
+      store.Finish(req, [&](Tx& tx, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
+        auto rows = tx.Exec("SELECT count(*) FROM pg_prepared_statements WHERE name = $1", {name});
+        if (!rows.ok()) return rows.status();
+        found = (*rows)[0][0] == std::optional<std::string>("1");
+        return std::vector<Outcome>{};
+      });
+  EXPECT_TRUE(r.ok()) << r.status();
+  return found;
+}
+
+// A one-part claim ahead goes with the ack in one pipelined flight and comes
+// back in PostgreSQL's binary format; its items are the ones a claim through
+// the text protocol returns, field by field, and its claim record lists them.
+TEST_F(FinishTest, AnAckClaimingOnePartAheadReturnsItemsAsAClaimDoes) {
+  MakeQueue("one", 1);
+  for (int i = 0; i < 5; ++i) {
+    NewItem it = Keyed(absl::StrCat("k\xc3\xa9y-", i), std::string("\x00\xff\\x", 4) + "p" +
+                                                           std::to_string(i));
+    it.dedup_key = absl::StrCat("d-", i);
+    it.priority = i % 2 ? -3 : 7;
+    ASSERT_OK(store_->Enqueue("one", it));
+  }
+  Member m = JoinWith(*store_, "one", {0});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(ClaimAll("one", m, 1)));
+  ASSERT_EQ(first.size(), 1u);
+  FinishRequest req = FinishOf("one", m, first);
+  req.begin_next = true;
+  req.next = [&]() -> std::optional<ClaimRequest> {
+    ClaimRequest c = ClaimAll("one", m, 100);
+    c.parts[0].after = ItemKey{first[0].priority, first[0].id};
+    c.include_suspect = false;  // the pipelined form has no suspect probe
+    return c;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(req, AckAll()));
+  ASSERT_EQ(r.acked, std::vector<int64_t>{first[0].id});
+  ASSERT_EQ(r.next.size(), 4u);
+  EXPECT_TRUE(r.next_begun);
+  EXPECT_EQ(Count("results", "dedup_key = 'd-0' OR dedup_key = 'd-1'"), 1) << "the acked one";
+  EXPECT_EQ(schema_.QInt("SELECT cardinality(ids) FROM {schema}.part_claims WHERE queue = 'one'"),
+            4);
+  // A claim is a read: the same four again, through the text protocol.
+  auto other = schema_.NewStore();
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> text, other->Claim(ClaimAll("one", m, 100)));
+  ASSERT_EQ(text.size(), 4u);
+  auto by_id = [](std::vector<Item> v) {
+    std::sort(v.begin(), v.end(), [](const Item& a, const Item& b) { return a.id < b.id; });
+    return v;
+  };
+  const std::vector<Item> bin = by_id(r.next), txt = by_id(text);
+  for (size_t i = 0; i < bin.size(); ++i) {
+    SCOPED_TRACE(bin[i].id);
+    EXPECT_EQ(bin[i].id, txt[i].id);
+    EXPECT_EQ(bin[i].part, txt[i].part);
+    EXPECT_EQ(bin[i].key, txt[i].key);
+    EXPECT_EQ(bin[i].dedup_key, txt[i].dedup_key);
+    EXPECT_EQ(bin[i].priority, txt[i].priority);
+    EXPECT_EQ(bin[i].attempts, txt[i].attempts);
+    EXPECT_EQ(bin[i].payload, txt[i].payload);
+    EXPECT_EQ(bin[i].claim_epoch, txt[i].claim_epoch);
+    EXPECT_EQ(bin[i].locator, txt[i].locator);
+    EXPECT_FALSE(bin[i].suspect);
+    // The text form goes through a float8 of seconds, which may round the
+    // last microsecond.
+    EXPECT_LE(absl::AbsDuration(bin[i].enqueued_at - txt[i].enqueued_at), absl::Microseconds(1));
+    EXPECT_LE(absl::AbsDuration(bin[i].run_at - txt[i].run_at), absl::Microseconds(1));
+  }
+  EXPECT_EQ(bin[0].payload.size(), 6u);
+  EXPECT_TRUE(Prepared(*store_, "one", pg_internal::kPipelinedAckClaim)) << "the pipelined form ran";
+}
+
+// The pipelined ack is refused when a part was lost: nothing of that attempt
+// commits, not the handler's writes, not the claim record it wrote; the second
+// attempt, locking first, reports the items fenced.
+TEST_F(FinishTest, AnAckClaimingAheadThatLostItsPartCommitsNothingOfThatAttempt) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_EQ(items.size(), 6u);
+  std::vector<Item> part0, part1;
+  for (const Item& i : items) (i.part == 0 ? part0 : part1).push_back(i);
+  ASSERT_FALSE(part0.empty());
+  ASSERT_OK(store_->ReleaseParts("q", member_.join.id, {member_.parts[0]}));
+  auto other = schema_.NewStore();
+  Member b = JoinWith(*other, "q", {0});
+  ASSERT_EQ(b.parts.size(), 1u);
+  FinishRequest req = FinishOf("q", member_, part0);
+  req.next = [&]() -> std::optional<ClaimRequest> {
+    ClaimRequest c = ClaimAll("q", member_, 100, part1);
+    c.parts.erase(c.parts.begin());  // part 1 only
+    c.include_suspect = false;
+    return c;
+  };
+  std::vector<int64_t> handled;
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(req, Record(Outcome::Kind::kAck, &handled)));
+  std::sort(r.fenced.begin(), r.fenced.end());
+  EXPECT_EQ(r.fenced, Ids(part0));
+  EXPECT_TRUE(r.acked.empty());
+  EXPECT_TRUE(handled.empty()) << "the run that committed was given nothing";
+  EXPECT_TRUE(r.next.empty()) << "part 1's items are all in flight";
+  EXPECT_EQ(Count("effects"), 0);
+  EXPECT_EQ(Count("items"), 6);
+  EXPECT_EQ(Count("part_claims", absl::StrCat("part = 0 AND epoch = ", b.parts[0].epoch.value,
+                                              " AND ids = '{}'")),
+            1)
+      << "the new owner's record is its own";
+  EXPECT_TRUE(Prepared(*store_, "q", pg_internal::kPipelinedAckClaim)) << "the pipelined form was tried";
+}
+
+// A COMMIT can fail after the ack statement succeeded (a deferred constraint
+// of the handler's writes): then nothing commits and the error is returned.
+TEST_F(FinishTest, AnAckWhoseCommitFailsLeavesEverythingAsItWas) {
+  schema_.Q("CREATE TABLE {schema}.parents (id int PRIMARY KEY)");
+  schema_.Q(
+      "CREATE TABLE {schema}.children (parent int REFERENCES {schema}.parents "
+      "DEFERRABLE INITIALLY DEFERRED)");
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 2)));
+  ASSERT_FALSE(items.empty());
+  FinishRequest req = FinishOf("q", member_, items);
+  req.begin_next = true;
+  req.next = [&]() -> std::optional<ClaimRequest> {
+    ClaimRequest c = ClaimAll("q", member_, 100, items);
+    c.parts.resize(1);
+    c.include_suspect = false;
+    return c;
+  };
+  absl::StatusOr<FinishResult> r = store_->Finish(
+      req, [&](Tx& tx, absl::Span<const Item> given) -> absl::StatusOr<std::vector<Outcome>> {
+        auto w = tx.Exec(absl::StrCat("INSERT INTO \"", tx.schema(), "\".children VALUES (42)"));
+        if (!w.ok()) return w.status();
+        std::vector<Outcome> out;
+        for (const Item& i : given) out.push_back(Outcome{i.id, i.part});
+        return out;
+      });
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "children")) << r.status();
+  EXPECT_EQ(Count("items"), 6);
+  EXPECT_EQ(Count("children"), 0);
+  // The connection is usable and the items are still ours to finish.
+  ASSERT_OK_AND_ASSIGN(FinishResult ok, store_->Finish(FinishOf("q", member_, items), AckAll()));
+  EXPECT_EQ(ok.acked.size(), items.size());
+  EXPECT_EQ(Count("items"), static_cast<int64_t>(6 - items.size()));
+}
+
+// The connection breaks after the handler ran, so the pipelined ack and its
+// COMMIT may or may not have reached the server: Finish says so, and
+// finishing the items again acks each exactly once.
+TEST_F(PgStoreTest, AConnectionLostAroundThePipelinedCommitIsInDoubt) {
+  MakeQueue("q", 1);
+  for (int i = 0; i < 3; ++i) ASSERT_OK(store_->Enqueue("q", Payload("x")));
+  schema_.Q("CREATE TABLE {schema}.effects (item_id bigint)");
+  PgOptions o = schema_.options();
+  o.application_name = absl::StrCat("pgtest_", schema_.name());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectPg(o));
+  Member m = JoinWith(*store, "q", {0});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store->Claim(ClaimAll("q", m)));
+  ASSERT_EQ(items.size(), 3u);
+  const std::string pid_sql = absl::StrCat(
+      "SELECT pid FROM pg_stat_activity WHERE application_name = '", o.application_name, "'");
+  auto record_and_cut = [&](Tx& tx,
+                            absl::Span<const Item> given) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (const Item& i : given) {
+      auto w = tx.Exec(absl::StrCat("INSERT INTO \"", tx.schema(), "\".effects VALUES ($1)"),
+                       {std::to_string(i.id)});
+      if (!w.ok()) return w.status();
+      out.push_back(Outcome{i.id, i.part});
+    }
+    auto pids = testing::Query(schema_.dsn(), pid_sql);
+    EXPECT_EQ(pids.size(), 1u);
+    if (!pids.empty()) {
+      testing::Query(schema_.dsn(), absl::StrCat("SELECT pg_terminate_backend(", *pids[0][0], ")"));
+    }
+    EXPECT_TRUE(WaitUntil([&] { return testing::Query(schema_.dsn(), pid_sql).empty(); }));
+    return out;
+  };
+  absl::StatusOr<FinishResult> cut = store->Finish(FinishOf("q", m, items), record_and_cut);
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kUnavailable) << cut.status();
+  EXPECT_TRUE(absl::StrContains(cut.status().message(), "may or may not have committed"))
+      << cut.status();
+  // The next call reconnects; finishing the same claim acks what is left.
+  ASSERT_OK_AND_ASSIGN(FinishResult again, store->Finish(FinishOf("q", m, items), AckAll()));
+  EXPECT_EQ(again.acked.size() + again.fenced.size(), 3u);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items"), 0);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.effects"), 3 - static_cast<int64_t>(again.acked.size()))
+      << "the handler's writes committed exactly when its ack did";
+}
+
 // --- dead-letter topic ------------------------------------------------------------------
 
 class DeadLetterTopicTest : public PgStoreTest {
@@ -1741,6 +1935,59 @@ TEST_F(PgStoreTest, AnAckPlannedOnAnEmptyQueueNeverScansTheTable) {
   // The first runs of each statement are custom plans, made for the small
   // table, where a sequential scan is right; after that, none.
   EXPECT_LE(seq_scans, 8) << "acks of the backlog read the whole items table";
+}
+
+// The same for the pipelined ack that claims ahead (its plans are generic from
+// the first run): a worker whose first batches came from a nearly empty
+// queue must not scan the whole table for a backlog.
+TEST_F(PgStoreTest, AClaimAheadPlannedOnAnEmptyQueueNeverScansTheTable) {
+  MakeQueue("q", 1);
+  auto store = schema_.NewStore();
+  Member m = JoinWith(*store, "q", {0});
+  std::vector<Item> batch;
+  auto drain = [&](int batches, int per_batch) {
+    for (int b = 0; b < batches; ++b) {
+      ClaimRequest next = ClaimAll("q", m, per_batch);
+      next.include_suspect = false;
+      if (batch.empty()) {
+        absl::StatusOr<std::vector<Item>> got = store->Claim(next);
+        ASSERT_TRUE(got.ok()) << got.status();
+        batch = *got;
+      }
+      ASSERT_FALSE(batch.empty());
+      next.parts[0].after = ItemKey{batch.back().priority, batch.back().id};
+      FinishRequest req = FinishOf("q", m, batch);
+      req.begin_next = true;
+      req.next = [&]() -> std::optional<ClaimRequest> { return next; };
+      absl::StatusOr<FinishResult> r = store->Finish(req, AckAll());
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_EQ(r->acked.size(), batch.size());
+      batch = r->next;
+    }
+  };
+  for (int i = 0; i < 40; ++i) ASSERT_OK(store_->Enqueue("q", Payload("small")));
+  drain(8, 5);  // the generic plans are made on the small table
+  ASSERT_TRUE(batch.empty());
+  std::vector<NewItem> big(20000, Payload("big"));
+  ASSERT_OK(store_->EnqueueBatch("q", big));
+  drain(40, 100);
+  EXPECT_TRUE(Prepared(*store, "q", pg_internal::kPipelinedAckClaim));
+  store.reset();  // its backend exits and flushes its statistics
+  const std::string stats = absl::StrCat(
+      "SELECT seq_scan, n_tup_del FROM pg_stat_user_tables WHERE schemaname = '", schema_.name(),
+      "' AND relname = 'items'");
+  int64_t seq_scans = -1, deleted = 0;
+  EXPECT_TRUE(WaitUntil([&] {
+    auto rows = testing::Query(schema_.dsn(), stats);
+    if (rows.empty()) return false;
+    seq_scans = std::stoll(*rows[0][0]);
+    deleted = std::stoll(*rows[0][1]);
+    return deleted >= 4040;
+  }));
+  EXPECT_EQ(deleted, 4040);
+  // Reads of the small table may scan it (the join, the first claim, custom
+  // plans of other statements); one per batch of the backlog would be 40.
+  EXPECT_LE(seq_scans, 8) << "acks or claims of the backlog read the whole items table";
 }
 
 // --- item state and status -----------------------------------------------------------
