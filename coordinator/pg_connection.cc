@@ -117,11 +117,17 @@ std::vector<PipelineResult> Pipeline::Run(PgConnection& conn, const std::vector<
   // drops it on the exception it gets.
   auto leave = absl::MakeCleanup([c] { PQexitPipelineMode(c); });
   for (const Step& s : steps) {
-    std::vector<const char*> values;
-    values.reserve(s.params.size());
-    for (const auto& p : s.params) values.push_back(p ? p->c_str() : nullptr);
-    if (PQsendQueryPrepared(c, s.name, static_cast<int>(values.size()), values.data(), nullptr,
-                            nullptr, s.binary ? 1 : 0) != 1) {
+    const size_t n = s.params.size();
+    std::vector<const char*> values(n);
+    std::vector<int> lengths(n), formats(n);
+    for (size_t k = 0; k < n; ++k) {
+      const auto& p = s.params[k];
+      values[k] = p ? p->data() : nullptr;
+      lengths[k] = p ? static_cast<int>(p->size()) : 0;
+      formats[k] = k < s.binary_params.size() && s.binary_params[k] ? 1 : 0;
+    }
+    if (PQsendQueryPrepared(c, s.name, static_cast<int>(n), values.data(), lengths.data(),
+                            formats.data(), s.binary ? 1 : 0) != 1) {
       Broken(c, nullptr);
     }
   }
@@ -174,6 +180,61 @@ std::vector<PipelineResult> Pipeline::Run(PgConnection& conn, const std::vector<
   if (PQexitPipelineMode(c) != 1) Broken(c, nullptr);
   for (PipelineResult& res : out) {
     if (res.kind != PipelineResult::Kind::kOk) res.rows.reset();
+  }
+  return out;
+}
+
+namespace {
+
+// PostgreSQL's type oids (pg_type.dat) of the array elements sent here.
+constexpr uint32_t kInt4Oid = 23, kInt8Oid = 20, kTidOid = 27;
+
+void PutBigEndian(std::string* out, uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+// array_recv's layout: ndim, has-nulls flag, element oid, then per dimension
+// its size and lower bound (none for an empty array), then each element as
+// its length and bytes.
+std::string ArrayHeader(uint32_t oid, size_t n, size_t element_bytes) {
+  std::string out;
+  out.reserve(20 + n * (4 + element_bytes));
+  PutBigEndian(&out, n == 0 ? 0 : 1, 4);
+  PutBigEndian(&out, 0, 4);
+  PutBigEndian(&out, oid, 4);
+  if (n > 0) {
+    PutBigEndian(&out, n, 4);
+    PutBigEndian(&out, 1, 4);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string BinaryInt4Array(const std::vector<int>& values) {
+  std::string out = ArrayHeader(kInt4Oid, values.size(), 4);
+  for (int v : values) {
+    PutBigEndian(&out, 4, 4);
+    PutBigEndian(&out, static_cast<uint32_t>(v), 4);
+  }
+  return out;
+}
+
+std::string BinaryInt8Array(const std::vector<int64_t>& values) {
+  std::string out = ArrayHeader(kInt8Oid, values.size(), 8);
+  for (int64_t v : values) {
+    PutBigEndian(&out, 8, 4);
+    PutBigEndian(&out, static_cast<uint64_t>(v), 8);
+  }
+  return out;
+}
+
+std::string BinaryTidArray(const std::vector<uint64_t>& locators) {
+  std::string out = ArrayHeader(kTidOid, locators.size(), 6);
+  for (uint64_t l : locators) {
+    PutBigEndian(&out, 6, 4);
+    PutBigEndian(&out, l >> 16, 4);  // block
+    PutBigEndian(&out, l & 0xffff, 2);  // offset
   }
   return out;
 }

@@ -76,8 +76,11 @@ class Pipeline {
  public:
   struct Step {
     const char* name;  // a statement added with Define
-    std::vector<std::optional<std::string>> params;  // text; nullopt is NULL
+    std::vector<std::optional<std::string>> params;  // nullopt is NULL
     bool binary = false;  // rows in PostgreSQL's binary format, else text
+    // Which params are in PostgreSQL's binary format (BinaryArray), by
+    // position; the rest (and all, when shorter) are text.
+    std::vector<bool> binary_params = {};
   };
   // Registers a statement; it is prepared on first use on each server
   // connection.
@@ -96,6 +99,15 @@ class Pipeline {
   uint64_t prepared_generation_ = 0;
   absl::flat_hash_set<std::string> prepared_;  // on prepared_generation_
 };
+
+// One-dimensional arrays in PostgreSQL's binary format (array_recv), for a
+// parameter whose type is that array type: the server reads them without
+// parsing text, where a batch's ids and ctids as text literals cost it more
+// than the statement's own delete of them. Ctids are locators (Item::locator:
+// block << 16 | offset).
+std::string BinaryInt4Array(const std::vector<int>& values);
+std::string BinaryInt8Array(const std::vector<int64_t>& values);
+std::string BinaryTidArray(const std::vector<uint64_t>& locators);
 
 }  // namespace pg_internal
 }  // namespace partq

@@ -529,6 +529,7 @@ struct OutcomeArgs {
   std::vector<int64_t> ack_ids;
   std::vector<int> ack_parts;
   std::vector<std::optional<std::string>> ack_tids, ack_results;
+  std::vector<uint64_t> ack_locators;  // as ack_tids; 0: not located
   std::vector<int64_t> o_ids, o_delays;
   std::vector<int> o_parts;
   std::vector<bool> o_dead, o_refund;
@@ -553,6 +554,7 @@ absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes
       a.ack_ids.push_back(o.id);
       a.ack_parts.push_back(item.part);
       a.ack_tids.push_back(CtidFromLocator(item.locator));
+      a.ack_locators.push_back(item.locator);
       a.ack_results.push_back(o.result ? std::optional<std::string>(HexEncode(*o.result))
                                        : std::nullopt);
     } else {
@@ -700,9 +702,15 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
               fence_epochs.push_back(wanted.at(part));
             }
           }
+          // The arrays go in binary (BinaryInt8Array says why).
           std::vector<std::optional<std::string>> params = {
-              request.queue,         request.session.value, IntArray(fence_parts),
-              IntArray(fence_epochs), IntArray(a->ack_ids),  TextArray(a->ack_tids)};
+              request.queue,
+              request.session.value,
+              BinaryInt4Array(fence_parts),
+              BinaryInt8Array(fence_epochs),
+              BinaryInt8Array(a->ack_ids),
+              BinaryTidArray(a->ack_locators)};
+          std::vector<bool> binary_params = {false, false, true, true, true, true};
           if (claim) {
             const ClaimPart& cp = claim->parts[0];
             params.push_back(absl::StrCat(cp.part));
@@ -718,15 +726,18 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
               if (part == cp.part) fly.push_back(id);
             }
             skip.insert(skip.end(), fly.begin(), fly.end());
-            params.push_back(IntArray(fly));
-            params.push_back(IntArray(skip));
+            params.push_back(BinaryInt8Array(fly));
+            params.push_back(BinaryInt8Array(skip));
+            binary_params.resize(params.size(), false);
+            binary_params.end()[-1] = binary_params.end()[-2] = true;
           }
           const bool chain = claim.has_value() && request.begin_next;
           std::vector<PipelineResult> res;
           try {
             res = pipeline_.Run(
                 *conn_, {{kPlanGuard, {}},
-                         {claim ? kPipelinedAckClaim : kPipelinedAck, params, /*binary=*/true},
+                         {claim ? kPipelinedAckClaim : kPipelinedAck, params, /*binary=*/true,
+                          binary_params},
                          {chain ? kPipelinedChain : kPipelinedCommit, {}}});
           } catch (const pqxx::broken_connection& e) {
             // The COMMIT was in the flight: it may or may not have run.

@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "coordinator/migrations.h"
+#include "coordinator/pg_connection.h"
 #include "coordinator/pg_store_internal.h"
 #include "coordinator/store.h"
 #include "gtest/gtest.h"
@@ -1484,6 +1485,32 @@ TEST_F(FinishTest, AnAckThatClaimedAheadBeginsTheNextTransaction) {
 }
 
 // --- the pipelined ack (pg_store_sql.cc, PipelinedAck) -------------------------------------
+
+// The pipelined ack sends its arrays in binary; the server must read back
+// exactly the values encoded, at the edges of each type and empty.
+TEST_F(PgStoreTest, BinaryArrayParametersReachTheServerAsTheirValues) {
+  pg_internal::PgConnection conn(schema_.dsn());
+  pg_internal::Pipeline pipeline;
+  pipeline.Define("partq_test_echo", "SELECT $1::int[]::text, $2::bigint[]::text, $3::tid[]::text");
+  auto echo = [&](const std::vector<int>& i4, const std::vector<int64_t>& i8,
+                  const std::vector<uint64_t>& tids) {
+    std::vector<pg_internal::PipelineResult> r = pipeline.Run(
+        conn, {{"partq_test_echo",
+                {pg_internal::BinaryInt4Array(i4), pg_internal::BinaryInt8Array(i8),
+                 pg_internal::BinaryTidArray(tids)},
+                /*binary=*/false,
+                {true, true, true}}});
+    EXPECT_EQ(r[0].kind, pg_internal::PipelineResult::Kind::kOk) << r[0].message;
+    if (r[0].kind != pg_internal::PipelineResult::Kind::kOk) return std::string();
+    return absl::StrCat(r[0].get(0, 0), " ", r[0].get(0, 1), " ", r[0].get(0, 2));
+  };
+  EXPECT_EQ(echo({0, -1, 2147483647, -2147483647 - 1},
+                 {1, -1, INT64_MAX, INT64_MIN},
+                 {uint64_t{1}, uint64_t{7} << 16 | 3, uint64_t{0xffffffff} << 16 | 0xffff}),
+            "{0,-1,2147483647,-2147483648} {1,-1,9223372036854775807,-9223372036854775808} "
+            "{\"(0,1)\",\"(7,3)\",\"(4294967295,65535)\"}");
+  EXPECT_EQ(echo({}, {}, {}), "{} {} {}");
+}
 
 // Whether `store`'s own connection prepared the pipelined statement `name`:
 // asked from inside a Finish, the only way onto that connection.
