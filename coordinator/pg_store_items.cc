@@ -702,13 +702,16 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
               fence_epochs.push_back(wanted.at(part));
             }
           }
+          // The statement's check compares the deleted ids in order.
+          std::vector<int64_t> sorted_ids = a->ack_ids;
+          std::sort(sorted_ids.begin(), sorted_ids.end());
           // The arrays go in binary (BinaryInt8Array says why).
           std::vector<std::optional<std::string>> params = {
               request.queue,
               request.session.value,
               BinaryInt4Array(fence_parts),
               BinaryInt8Array(fence_epochs),
-              BinaryInt8Array(a->ack_ids),
+              BinaryInt8Array(sorted_ids),
               BinaryTidArray(a->ack_locators)};
           std::vector<bool> binary_params = {false, false, true, true, true, true};
           if (claim) {

@@ -1704,6 +1704,40 @@ TEST_F(PgStoreTest, AConnectionLostAroundThePipelinedCommitIsInDoubt) {
       << "the handler's writes committed exactly when its ack did";
 }
 
+// The pipelined ack deletes by ctid alone and then compares the ids it
+// deleted. An item finished elsewhere whose slot vacuum freed and a new item
+// took: the ack's ctid now names the new item. The flight is refused, the
+// new item survives, and the second attempt acks the others and reports the
+// finished one as not ours.
+TEST_F(PgStoreTest, AnAckWhoseCtidNowHoldsAnotherItemLeavesThatItemAlone) {
+  MakeQueue("q", 1);
+  for (int i = 0; i < 3; ++i) ASSERT_OK(store_->Enqueue("q", Payload(absl::StrCat("old-", i))));
+  Member m = JoinWith(*store_, "q", {0});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", m)));
+  ASSERT_EQ(items.size(), 3u);
+  const Item& gone = items[1];
+  const std::string ctid = schema_.Q(absl::StrCat("SELECT ctid::text FROM {schema}.items WHERE id = ",
+                                                  gone.id))[0][0].value();
+  schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE id = ", gone.id));
+  schema_.Q("VACUUM {schema}.items");
+  // The next insert on that page takes the freed line pointer.
+  std::optional<int64_t> squatter;
+  for (int i = 0; i < 20 && !squatter; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat("new-", i))));
+    auto at = schema_.Q(absl::StrCat("SELECT ctid::text FROM {schema}.items WHERE id = ", r.id));
+    if (at[0][0] == ctid) squatter = r.id;
+  }
+  ASSERT_TRUE(squatter.has_value()) << "no new item took " << ctid;
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", m, items), AckAll()));
+  EXPECT_EQ(r.fenced, std::vector<int64_t>{gone.id});
+  std::vector<int64_t> acked = r.acked;
+  std::sort(acked.begin(), acked.end());
+  EXPECT_EQ(acked, (std::vector<int64_t>{items[0].id, items[2].id}));
+  EXPECT_EQ(Count("items", absl::StrCat("id = ", *squatter)), 1) << "the new item was deleted";
+  EXPECT_EQ(Count("items", absl::StrCat("id IN (", items[0].id, ",", items[2].id, ")")), 0);
+  EXPECT_TRUE(Prepared(*store_, "q", pg_internal::kPipelinedAck)) << "the pipelined form was tried";
+}
+
 // --- dead-letter topic ------------------------------------------------------------------
 
 class DeadLetterTopicTest : public PgStoreTest {
