@@ -209,31 +209,32 @@ std::string ArrayHeader(uint32_t oid, size_t n, size_t element_bytes) {
   return out;
 }
 
-}  // namespace
-
-std::string BinaryInt4Array(const std::vector<int>& values) {
-  std::string out = ArrayHeader(kInt4Oid, values.size(), 4);
-  for (int v : values) {
-    PutBigEndian(&out, 4, 4);
-    PutBigEndian(&out, static_cast<uint32_t>(v), 4);
+// Integers of Bits's width (two's complement, as array_recv reads them).
+template <typename Bits, typename T>
+std::string BinaryIntArray(uint32_t oid, const std::vector<T>& values) {
+  std::string out = ArrayHeader(oid, values.size(), sizeof(Bits));
+  for (T v : values) {
+    PutBigEndian(&out, sizeof(Bits), 4);
+    PutBigEndian(&out, static_cast<Bits>(v), sizeof(Bits));
   }
   return out;
 }
 
+}  // namespace
+
+std::string BinaryInt4Array(const std::vector<int>& values) {
+  return BinaryIntArray<uint32_t>(kInt4Oid, values);
+}
+
 std::string BinaryInt8Array(const std::vector<int64_t>& values) {
-  std::string out = ArrayHeader(kInt8Oid, values.size(), 8);
-  for (int64_t v : values) {
-    PutBigEndian(&out, 8, 4);
-    PutBigEndian(&out, static_cast<uint64_t>(v), 8);
-  }
-  return out;
+  return BinaryIntArray<uint64_t>(kInt8Oid, values);
 }
 
 std::string BinaryTidArray(const std::vector<uint64_t>& locators) {
   std::string out = ArrayHeader(kTidOid, locators.size(), 6);
   for (uint64_t l : locators) {
     PutBigEndian(&out, 6, 4);
-    PutBigEndian(&out, l >> 16, 4);  // block
+    PutBigEndian(&out, l >> 16, 4);     // block
     PutBigEndian(&out, l & 0xffff, 2);  // offset
   }
   return out;

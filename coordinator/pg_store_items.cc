@@ -685,13 +685,12 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
         // The common case runs pipelined (pg_store_sql.cc, PipelinedAck):
         // every item acked where its claim saw it, no handler result to
         // record, and a claim (if any) of one part without a suspect probe.
-        const bool pipelined =
-            !lock_first && !a->ack_ids.empty() && a->o_ids.empty() &&
-            std::all_of(a->ack_tids.begin(), a->ack_tids.end(),
-                        [](const auto& t) { return t.has_value(); }) &&
-            std::none_of(a->ack_results.begin(), a->ack_results.end(),
-                         [](const auto& r) { return r.has_value(); }) &&
-            (!next || (!next->suspect && claim->parts.size() == 1));
+        const bool pipelined = !lock_first && !a->ack_ids.empty() && a->o_ids.empty() &&
+                               std::all_of(a->ack_tids.begin(), a->ack_tids.end(),
+                                           [](const auto& t) { return t.has_value(); }) &&
+                               std::none_of(a->ack_results.begin(), a->ack_results.end(),
+                                            [](const auto& r) { return r.has_value(); }) &&
+                               (!next || (!next->suspect && claim->parts.size() == 1));
         if (pipelined) {
           // The fence: the parts of the acked items at their claim epochs.
           std::vector<int> fence_parts;
@@ -706,13 +705,12 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           std::vector<int64_t> sorted_ids = a->ack_ids;
           std::sort(sorted_ids.begin(), sorted_ids.end());
           // The arrays go in binary (BinaryInt8Array says why).
-          std::vector<std::optional<std::string>> params = {
-              request.queue,
-              request.session.value,
-              BinaryInt4Array(fence_parts),
-              BinaryInt8Array(fence_epochs),
-              BinaryInt8Array(sorted_ids),
-              BinaryTidArray(a->ack_locators)};
+          std::vector<std::optional<std::string>> params = {request.queue,
+                                                            request.session.value,
+                                                            BinaryInt4Array(fence_parts),
+                                                            BinaryInt8Array(fence_epochs),
+                                                            BinaryInt8Array(sorted_ids),
+                                                            BinaryTidArray(a->ack_locators)};
           std::vector<bool> binary_params = {false, false, true, true, true, true};
           if (claim) {
             const ClaimPart& cp = claim->parts[0];
@@ -737,11 +735,10 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           const bool chain = claim.has_value() && request.begin_next;
           std::vector<PipelineResult> res;
           try {
-            res = pipeline_.Run(
-                *conn_, {{kPlanGuard, {}},
-                         {claim ? kPipelinedAckClaim : kPipelinedAck, params, /*binary=*/true,
-                          binary_params},
-                         {chain ? kPipelinedChain : kPipelinedCommit, {}}});
+            res = pipeline_.Run(*conn_, {{kPlanGuard, {}},
+                                         {claim ? kPipelinedAckClaim : kPipelinedAck, params,
+                                          /*binary=*/true, binary_params},
+                                         {chain ? kPipelinedChain : kPipelinedCommit, {}}});
           } catch (const pqxx::broken_connection& e) {
             // The COMMIT was in the flight: it may or may not have run.
             open = false;

@@ -78,15 +78,16 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
     *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
-  const std::string pick = absl::StrCat(R"sql(suspect AS (
+  const std::string pick =
+      absl::StrCat(R"sql(suspect AS (
   SELECT sp.part, sp.epoch, i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts,
          i.payload, i.enqueued_at, i.run_at, true AS suspect
   FROM {schema}.items i
   JOIN {schema}.session_parts sp
     ON sp.queue = i.queue AND sp.part = i.part AND sp.session_id = )sql",
-                         d(p.session), R"sql(
+                   d(p.session), R"sql(
   WHERE )sql",
-                         d(p.suspect), R"sql(::bool AND i.queue = )sql", d(p.queue), R"sql(
+                   d(p.suspect), R"sql(::bool AND i.queue = )sql", d(p.queue), R"sql(
     AND i.abandoned_epoch IS NOT NULL AND i.run_at <= now()
     AND i.id <> ALL((SELECT ids FROM skip)::bigint[])
   ORDER BY i.priority, i.id LIMIT 1),
@@ -389,7 +390,8 @@ recorded AS (
   RETURNING 1)
 SELECT p.id, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload, p.enqueued_at,
        p.run_at, p.tid
-FROM ()sql", check, R"sql() c LEFT JOIN pick p ON c.ok
+FROM ()sql",
+                      check, R"sql() c LEFT JOIN pick p ON c.ok
 )sql");
 }
 

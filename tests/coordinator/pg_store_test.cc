@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/random/random.h"
@@ -178,6 +179,23 @@ class PgStoreTest : public ::testing::Test {
 
   int64_t Count(const std::string& table, const std::string& where = "true") {
     return schema_.QInt(absl::StrCat("SELECT count(*) FROM {schema}.", table, " WHERE ", where));
+  }
+
+  // The server's counts of sequential scans of `items` and rows deleted from
+  // it, once it counts at least `deleted` deletions (a backend reports its
+  // counters when it exits, so the caller closes its store first).
+  std::pair<int64_t, int64_t> ItemsScansOnceDeleted(int64_t deleted) {
+    const std::string stats =
+        absl::StrCat("SELECT seq_scan, n_tup_del FROM pg_stat_user_tables WHERE schemaname = '",
+                     schema_.name(), "' AND relname = 'items'");
+    std::pair<int64_t, int64_t> got{-1, 0};
+    EXPECT_TRUE(WaitUntil([&] {
+      auto rows = testing::Query(schema_.dsn(), stats);
+      if (rows.empty()) return false;
+      got = {std::stoll(*rows[0][0]), std::stoll(*rows[0][1])};
+      return got.second >= deleted;
+    }));
+    return got;
   }
 
   TestSchema schema_;
@@ -1494,18 +1512,17 @@ TEST_F(PgStoreTest, BinaryArrayParametersReachTheServerAsTheirValues) {
   pipeline.Define("partq_test_echo", "SELECT $1::int[]::text, $2::bigint[]::text, $3::tid[]::text");
   auto echo = [&](const std::vector<int>& i4, const std::vector<int64_t>& i8,
                   const std::vector<uint64_t>& tids) {
-    std::vector<pg_internal::PipelineResult> r = pipeline.Run(
-        conn, {{"partq_test_echo",
-                {pg_internal::BinaryInt4Array(i4), pg_internal::BinaryInt8Array(i8),
-                 pg_internal::BinaryTidArray(tids)},
-                /*binary=*/false,
-                {true, true, true}}});
+    std::vector<pg_internal::PipelineResult> r =
+        pipeline.Run(conn, {{"partq_test_echo",
+                             {pg_internal::BinaryInt4Array(i4), pg_internal::BinaryInt8Array(i8),
+                              pg_internal::BinaryTidArray(tids)},
+                             /*binary=*/false,
+                             {true, true, true}}});
     EXPECT_EQ(r[0].kind, pg_internal::PipelineResult::Kind::kOk) << r[0].message;
     if (r[0].kind != pg_internal::PipelineResult::Kind::kOk) return std::string();
     return absl::StrCat(r[0].get(0, 0), " ", r[0].get(0, 1), " ", r[0].get(0, 2));
   };
-  EXPECT_EQ(echo({0, -1, 2147483647, -2147483647 - 1},
-                 {1, -1, INT64_MAX, INT64_MIN},
+  EXPECT_EQ(echo({0, -1, 2147483647, -2147483647 - 1}, {1, -1, INT64_MAX, INT64_MIN},
                  {uint64_t{1}, uint64_t{7} << 16 | 3, uint64_t{0xffffffff} << 16 | 0xffff}),
             "{0,-1,2147483647,-2147483648} {1,-1,9223372036854775807,-9223372036854775808} "
             "{\"(0,1)\",\"(7,3)\",\"(4294967295,65535)\"}");
@@ -1518,8 +1535,8 @@ bool Prepared(Store& store, const std::string& queue, const std::string& name) {
   bool found = false;
   FinishRequest req;
   req.queue = queue;
-  absl::StatusOr<FinishResult> r =
-      store.Finish(req, [&](Tx& tx, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
+  absl::StatusOr<FinishResult> r = store.Finish(
+      req, [&](Tx& tx, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
         auto rows = tx.Exec("SELECT count(*) FROM pg_prepared_statements WHERE name = $1", {name});
         if (!rows.ok()) return rows.status();
         found = (*rows)[0][0] == std::optional<std::string>("1");
@@ -1535,8 +1552,8 @@ bool Prepared(Store& store, const std::string& queue, const std::string& name) {
 TEST_F(FinishTest, AnAckClaimingOnePartAheadReturnsItemsAsAClaimDoes) {
   MakeQueue("one", 1);
   for (int i = 0; i < 5; ++i) {
-    NewItem it = Keyed(absl::StrCat("k\xc3\xa9y-", i), std::string("\x00\xff\\x", 4) + "p" +
-                                                           std::to_string(i));
+    NewItem it = Keyed(absl::StrCat("k\xc3\xa9y-", i),
+                       std::string("\x00\xff\\x", 4) + "p" + std::to_string(i));
     it.dedup_key = absl::StrCat("d-", i);
     it.priority = i % 2 ? -3 : 7;
     ASSERT_OK(store_->Enqueue("one", it));
@@ -1586,7 +1603,8 @@ TEST_F(FinishTest, AnAckClaimingOnePartAheadReturnsItemsAsAClaimDoes) {
     EXPECT_LE(absl::AbsDuration(bin[i].run_at - txt[i].run_at), absl::Microseconds(1));
   }
   EXPECT_EQ(bin[0].payload.size(), 6u);
-  EXPECT_TRUE(Prepared(*store_, "one", pg_internal::kPipelinedAckClaim)) << "the pipelined form ran";
+  EXPECT_TRUE(Prepared(*store_, "one", pg_internal::kPipelinedAckClaim))
+      << "the pipelined form ran";
 }
 
 // The pipelined ack is refused when a part was lost: nothing of that attempt
@@ -1618,11 +1636,12 @@ TEST_F(FinishTest, AnAckClaimingAheadThatLostItsPartCommitsNothingOfThatAttempt)
   EXPECT_TRUE(r.next.empty()) << "part 1's items are all in flight";
   EXPECT_EQ(Count("effects"), 0);
   EXPECT_EQ(Count("items"), 6);
-  EXPECT_EQ(Count("part_claims", absl::StrCat("part = 0 AND epoch = ", b.parts[0].epoch.value,
-                                              " AND ids = '{}'")),
+  EXPECT_EQ(Count("part_claims",
+                  absl::StrCat("part = 0 AND epoch = ", b.parts[0].epoch.value, " AND ids = '{}'")),
             1)
       << "the new owner's record is its own";
-  EXPECT_TRUE(Prepared(*store_, "q", pg_internal::kPipelinedAckClaim)) << "the pipelined form was tried";
+  EXPECT_TRUE(Prepared(*store_, "q", pg_internal::kPipelinedAckClaim))
+      << "the pipelined form was tried";
 }
 
 // A COMMIT can fail after the ack statement succeeded (a deferred constraint
@@ -1700,7 +1719,8 @@ TEST_F(PgStoreTest, AConnectionLostAroundThePipelinedCommitIsInDoubt) {
   ASSERT_OK_AND_ASSIGN(FinishResult again, store->Finish(FinishOf("q", m, items), AckAll()));
   EXPECT_EQ(again.acked.size() + again.fenced.size(), 3u);
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items"), 0);
-  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.effects"), 3 - static_cast<int64_t>(again.acked.size()))
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.effects"),
+            3 - static_cast<int64_t>(again.acked.size()))
       << "the handler's writes committed exactly when its ack did";
 }
 
@@ -1716,8 +1736,9 @@ TEST_F(PgStoreTest, AnAckWhoseCtidNowHoldsAnotherItemLeavesThatItemAlone) {
   ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", m)));
   ASSERT_EQ(items.size(), 3u);
   const Item& gone = items[1];
-  const std::string ctid = schema_.Q(absl::StrCat("SELECT ctid::text FROM {schema}.items WHERE id = ",
-                                                  gone.id))[0][0].value();
+  const std::string ctid =
+      schema_.Q(absl::StrCat("SELECT ctid::text FROM {schema}.items WHERE id = ", gone.id))[0][0]
+          .value();
   schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE id = ", gone.id));
   schema_.Q("VACUUM {schema}.items");
   // The next insert on that page takes the freed line pointer.
@@ -1981,17 +2002,7 @@ TEST_F(PgStoreTest, AnAckPlannedOnAnEmptyQueueNeverScansTheTable) {
   ASSERT_OK(store_->EnqueueBatch("q", big));
   drain(40, 100);
   store.reset();  // its backend exits and flushes its statistics
-  const std::string stats = absl::StrCat(
-      "SELECT seq_scan, n_tup_del FROM pg_stat_user_tables WHERE schemaname = '", schema_.name(),
-      "' AND relname = 'items'");
-  int64_t seq_scans = -1, deleted = 0;
-  EXPECT_TRUE(WaitUntil([&] {
-    auto rows = testing::Query(schema_.dsn(), stats);
-    if (rows.empty()) return false;
-    seq_scans = std::stoll(*rows[0][0]);
-    deleted = std::stoll(*rows[0][1]);
-    return deleted >= 4040;
-  }));
+  const auto [seq_scans, deleted] = ItemsScansOnceDeleted(4040);
   EXPECT_EQ(deleted, 4040);
   // The first runs of each statement are custom plans, made for the small
   // table, where a sequential scan is right; after that, none.
@@ -2034,17 +2045,7 @@ TEST_F(PgStoreTest, AClaimAheadPlannedOnAnEmptyQueueNeverScansTheTable) {
   drain(40, 100);
   EXPECT_TRUE(Prepared(*store, "q", pg_internal::kPipelinedAckClaim));
   store.reset();  // its backend exits and flushes its statistics
-  const std::string stats = absl::StrCat(
-      "SELECT seq_scan, n_tup_del FROM pg_stat_user_tables WHERE schemaname = '", schema_.name(),
-      "' AND relname = 'items'");
-  int64_t seq_scans = -1, deleted = 0;
-  EXPECT_TRUE(WaitUntil([&] {
-    auto rows = testing::Query(schema_.dsn(), stats);
-    if (rows.empty()) return false;
-    seq_scans = std::stoll(*rows[0][0]);
-    deleted = std::stoll(*rows[0][1]);
-    return deleted >= 4040;
-  }));
+  const auto [seq_scans, deleted] = ItemsScansOnceDeleted(4040);
   EXPECT_EQ(deleted, 4040);
   // Reads of the small table may scan it (the join, the first claim, custom
   // plans of other statements); one per batch of the backlog would be 40.
