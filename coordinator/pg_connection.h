@@ -78,8 +78,8 @@ class Pipeline {
     const char* name;  // a statement added with Define
     std::vector<std::optional<std::string>> params;  // nullopt is NULL
     bool binary = false;  // rows in PostgreSQL's binary format, else text
-    // Which params are in PostgreSQL's binary format (BinaryArray), by
-    // position; the rest (and all, when shorter) are text.
+    // Which params are in PostgreSQL's binary format (BinaryInt8Array and
+    // the like, below), by position; the rest (and all, when shorter) are text.
     std::vector<bool> binary_params = {};
   };
   // Registers a statement; it is prepared on first use on each server
