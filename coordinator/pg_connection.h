@@ -102,8 +102,8 @@ class Pipeline {
 
 // One-dimensional arrays in PostgreSQL's binary format (array_recv), for a
 // parameter whose type is that array type: the server reads them without
-// parsing text, where a batch's ids and ctids as text literals cost it more
-// than the statement's own delete of them. Ctids are locators (Item::locator:
+// parsing text (a batch's ids and ctids as text literals: ~2 % of the
+// server's CPU in a drain, BENCHMARKS.md). Ctids are locators (Item::locator:
 // block << 16 | offset).
 std::string BinaryInt4Array(const std::vector<int>& values);
 std::string BinaryInt8Array(const std::vector<int64_t>& values);

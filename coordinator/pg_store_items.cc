@@ -378,16 +378,33 @@ struct ClaimArgs {
 constexpr int kHeadPriority = -32768;
 constexpr int64_t kHeadId = INT64_MIN;
 
-absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
-  ClaimArgs a;
-  if (!request.session.value.empty()) a.session = request.session.value;
-  std::vector<int> parts, prios, limits;
-  std::vector<int64_t> epochs, ids;
+// A claim's limits, per part and in all, are 1..kMaxClaim.
+absl::Status CheckClaimLimits(const ClaimRequest& request) {
   for (const ClaimPart& p : request.parts) {
     if (p.limit < 1 || p.limit > kMaxClaim) {
       return absl::InvalidArgumentError(
           absl::StrCat("claim: part ", p.part, " limit ", p.limit, " is not 1..", kMaxClaim));
     }
+  }
+  if (request.limit < 1 || request.limit > kMaxClaim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("claim: limit ", request.limit, " is not 1..", kMaxClaim));
+  }
+  return absl::OkStatus();
+}
+
+// Only a session's claim looks for abandoned items (its own parts').
+bool ProbesSuspects(const ClaimRequest& request) {
+  return request.include_suspect && !request.session.value.empty();
+}
+
+absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
+  if (absl::Status st = CheckClaimLimits(request); !st.ok()) return st;
+  ClaimArgs a;
+  if (!request.session.value.empty()) a.session = request.session.value;
+  std::vector<int> parts, prios, limits;
+  std::vector<int64_t> epochs, ids;
+  for (const ClaimPart& p : request.parts) {
     parts.push_back(p.part);
     epochs.push_back(p.epoch.value);
     prios.push_back(p.after ? p.after->priority : kHeadPriority);
@@ -400,7 +417,7 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   a.after_id = IntArray(ids);
   a.limits = IntArray(limits);
   a.ordered = request.ordered;
-  a.suspect = request.include_suspect && a.session.has_value();
+  a.suspect = ProbesSuspects(request);
   std::vector<int> fly_parts;
   std::vector<int64_t> fly_ids;
   for (const auto& [part, id] : request.in_flight) {
@@ -409,10 +426,6 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   }
   a.fly_parts = IntArray(fly_parts);
   a.fly_ids = IntArray(fly_ids);
-  if (request.limit < 1 || request.limit > kMaxClaim) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("claim: limit ", request.limit, " is not 1..", kMaxClaim));
-  }
   a.limit = request.limit;
   return a;
 }
@@ -431,6 +444,13 @@ uint64_t LocatorFromCtid(absl::string_view text) {
 std::optional<std::string> CtidFromLocator(uint64_t locator) {
   if (locator == 0) return std::nullopt;
   return absl::StrCat("(", locator >> 16, ",", locator & 0xffff, ")");
+}
+// The ctids of `locators` as a tid[] literal (NULL where not located).
+std::string CtidArray(const std::vector<uint64_t>& locators) {
+  std::vector<std::optional<std::string>> ctids;
+  ctids.reserve(locators.size());
+  for (uint64_t l : locators) ctids.push_back(CtidFromLocator(l));
+  return TextArray(ctids);
 }
 
 // A claimed item from its columns, starting at column `c`: id, part, key,
@@ -528,8 +548,8 @@ namespace {
 struct OutcomeArgs {
   std::vector<int64_t> ack_ids;
   std::vector<int> ack_parts;
-  std::vector<std::optional<std::string>> ack_tids, ack_results;
-  std::vector<uint64_t> ack_locators;  // as ack_tids; 0: not located
+  std::vector<uint64_t> ack_locators;  // Item::locator; 0: not located
+  std::vector<std::optional<std::string>> ack_results;
   std::vector<int64_t> o_ids, o_delays;
   std::vector<int> o_parts;
   std::vector<bool> o_dead, o_refund;
@@ -553,7 +573,6 @@ absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes
     if (o.kind == Outcome::Kind::kAck) {
       a.ack_ids.push_back(o.id);
       a.ack_parts.push_back(item.part);
-      a.ack_tids.push_back(CtidFromLocator(item.locator));
       a.ack_locators.push_back(item.locator);
       a.ack_results.push_back(o.result ? std::optional<std::string>(HexEncode(*o.result))
                                        : std::nullopt);
@@ -672,25 +691,21 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
         }
         absl::StatusOr<OutcomeArgs> a = MakeOutcomeArgs(*outcomes, given);
         if (!a.ok()) return a.status();
-        std::optional<ClaimArgs> next;
         std::optional<ClaimRequest> claim;
-        if (request.next) {
-          claim = request.next();
-          if (claim) {
-            absl::StatusOr<ClaimArgs> c = MakeClaimArgs(*claim);
-            if (!c.ok()) return c.status();
-            next = *std::move(c);
-          }
+        if (request.next) claim = request.next();
+        if (claim) {
+          if (absl::Status bad = CheckClaimLimits(*claim); !bad.ok()) return bad;
         }
+        // Every acked row located where its claim saw it.
+        const bool located = std::none_of(a->ack_locators.begin(), a->ack_locators.end(),
+                                          [](uint64_t l) { return l == 0; });
         // The common case runs pipelined (pg_store_sql.cc, PipelinedAck):
         // every item acked where its claim saw it, no handler result to
         // record, and a claim (if any) of one part without a suspect probe.
-        const bool pipelined = !lock_first && !a->ack_ids.empty() && a->o_ids.empty() &&
-                               std::all_of(a->ack_tids.begin(), a->ack_tids.end(),
-                                           [](const auto& t) { return t.has_value(); }) &&
+        const bool pipelined = !lock_first && !a->ack_ids.empty() && a->o_ids.empty() && located &&
                                std::none_of(a->ack_results.begin(), a->ack_results.end(),
                                             [](const auto& r) { return r.has_value(); }) &&
-                               (!next || (!next->suspect && claim->parts.size() == 1));
+                               (!claim || (!ProbesSuspects(*claim) && claim->parts.size() == 1));
         if (pipelined) {
           // The fence: the parts of the acked items at their claim epochs.
           std::vector<int> fence_parts;
@@ -721,12 +736,16 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             params.push_back(absl::StrCat(std::min(cp.limit, claim->limit)));
             params.push_back(claim->ordered ? "t" : "f");
             // In flight there (the new claim record keeps them), and what a
-            // read from the head skips: those and the items finished now.
-            std::vector<int64_t> fly, skip = a->ack_ids;
+            // read from the head skips: those and the items finished now (a
+            // read from the cursor on skips nothing).
+            std::vector<int64_t> fly, skip;
             for (const auto& [part, id] : claim->in_flight) {
               if (part == cp.part) fly.push_back(id);
             }
-            skip.insert(skip.end(), fly.begin(), fly.end());
+            if (!cp.after) {
+              skip = a->ack_ids;
+              skip.insert(skip.end(), fly.begin(), fly.end());
+            }
             params.push_back(BinaryInt8Array(fly));
             params.push_back(BinaryInt8Array(skip));
             binary_params.resize(params.size(), false);
@@ -786,13 +805,18 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           out.next_begun = chain && !out.next.empty();
           return absl::OkStatus();
         }
+        std::optional<ClaimArgs> next;
+        if (claim) {
+          absl::StatusOr<ClaimArgs> c = MakeClaimArgs(*claim);
+          if (!c.ok()) return c.status();
+          next = *std::move(c);
+        }
+        const std::string ctids = CtidArray(a->ack_locators);
         pqxx::result r;
         bool claimed_rows = false;
         // Otherwise the lean statement (pg_store_sql.cc, AckCtes), if every
         // item is acked and every row located by its claim.
-        const bool lean = !lock_first && a->o_ids.empty() &&
-                          std::none_of(a->ack_tids.begin(), a->ack_tids.end(),
-                                       [](const auto& t) { return !t.has_value(); });
+        const bool lean = !lock_first && a->o_ids.empty() && located;
         if (!outcomes->empty() || next) {
           std::vector<int64_t> result_ids;
           std::vector<std::optional<std::string>> results;
@@ -804,31 +828,29 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           }
           if (lean && next) {
             r = tx.exec_prepared("ack_claim", request.queue, request.session.value, IntArray(parts),
-                                 IntArray(epochs), IntArray(a->ack_ids), TextArray(a->ack_tids),
+                                 IntArray(epochs), IntArray(a->ack_ids), ctids,
                                  IntArray(result_ids), TextArray(results), next->parts,
                                  next->epochs, next->after_prio, next->after_id, next->limits,
                                  next->ordered, next->suspect, next->fly_parts, next->fly_ids,
                                  next->limit);
           } else if (lean) {
             r = tx.exec_prepared("ack", request.queue, request.session.value, IntArray(parts),
-                                 IntArray(epochs), IntArray(a->ack_ids), TextArray(a->ack_tids),
+                                 IntArray(epochs), IntArray(a->ack_ids), ctids,
                                  IntArray(result_ids), TextArray(results));
           } else if (next) {
             r = Exec(tx, "finish_claim", request.queue, request.session.value, IntArray(parts),
-                     IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts),
-                     TextArray(a->ack_tids), TextArray(a->ack_results), IntArray(a->o_ids),
-                     IntArray(a->o_parts), BoolArray(a->o_dead), IntArray(a->o_delays),
-                     BoolArray(a->o_refund), TextArray(a->o_errors),
-                     std::max(1, request.max_attempts), next->parts, next->epochs, next->after_prio,
-                     next->after_id, next->limits, next->ordered, next->suspect, next->fly_parts,
-                     next->fly_ids, next->limit);
+                     IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,
+                     TextArray(a->ack_results), IntArray(a->o_ids), IntArray(a->o_parts),
+                     BoolArray(a->o_dead), IntArray(a->o_delays), BoolArray(a->o_refund),
+                     TextArray(a->o_errors), std::max(1, request.max_attempts), next->parts,
+                     next->epochs, next->after_prio, next->after_id, next->limits, next->ordered,
+                     next->suspect, next->fly_parts, next->fly_ids, next->limit);
           } else {
             r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
-                     IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts),
-                     TextArray(a->ack_tids), TextArray(a->ack_results), IntArray(a->o_ids),
-                     IntArray(a->o_parts), BoolArray(a->o_dead), IntArray(a->o_delays),
-                     BoolArray(a->o_refund), TextArray(a->o_errors),
-                     std::max(1, request.max_attempts));
+                     IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,
+                     TextArray(a->ack_results), IntArray(a->o_ids), IntArray(a->o_parts),
+                     BoolArray(a->o_dead), IntArray(a->o_delays), BoolArray(a->o_refund),
+                     TextArray(a->o_errors), std::max(1, request.max_attempts));
           }
           absl::flat_hash_set<int> held;
           for (const pqxx::row& row : r) {

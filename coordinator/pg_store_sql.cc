@@ -42,18 +42,44 @@ SELECT q.parts, ins.id, ins.part,
 FROM q LEFT JOIN ins ON true
 )sql";
 
+// The items a claim reads in one part: the conditions and order of a scan
+// of `items i` (items_ready serves it), written once for the general claim
+// (ClaimCtes, `ready`) and the pipelined one (PipelinedAck, `pick`). The
+// arguments are SQL expressions: the queue, the part, the cursor (priority,
+// id; the id must be a bigint expression), the bigint[] a read from the
+// head skips, and whether the queue is ordered. Reads from the cursor on;
+// at the sentinel (-32768, minimum bigint) from the head, skipping `skip`;
+// an ordered queue yields only each key's oldest live item.
+std::string ReadyItems(absl::string_view queue, absl::string_view part,
+                       absl::string_view after_prio, absl::string_view after_id,
+                       absl::string_view skip, absl::string_view ordered) {
+  return absl::StrCat("i.queue = ", queue, " AND i.part = ", part, R"sql(
+      AND (i.priority, i.id) > ()sql",
+                      after_prio, "::smallint, ", after_id, R"sql()
+      AND i.run_at <= now() AND i.abandoned_epoch IS NULL
+      AND ()sql",
+                      after_id, " <> -9223372036854775808 OR i.id <> ALL(", skip, R"sql())
+      AND (NOT )sql",
+                      ordered, R"sql(::bool OR i.key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM {schema}.items j
+        WHERE j.queue = )sql",
+                      queue, R"sql( AND j.part = i.part AND j.key = i.key
+          AND j.id < i.id))
+    ORDER BY i.priority, i.id)sql");
+}
+
 // The claim's CTEs, ending with `pick` (the claimed rows) and `recorded` (the
 // claim records written). Why they look like this:
 // - `own` keeps the requested parts that are still ours at their epochs, so
 //   a session that lost a part reads nothing there, in the order requested.
 // - `ready`: per part, one scan of items_ready in (priority, id) order from
-//   the part's cursor; the parts go in order in a nested loop under the
-//   total LIMIT, which stops pulling (and so reading parts) once it has
-//   enough. A cursor at the sentinel (-32768, minimum bigint)
-//   reads from the head and must skip what the session has in flight; past a
-//   real cursor nothing can be in flight (the cursor is the last key this
-//   session claimed), so the skip test is not even evaluated. Ordered queues
-//   keep only each key's oldest live item (items_key serves the probe).
+//   the part's cursor (ReadyItems); the parts go in order in a nested loop
+//   under the total LIMIT, which stops pulling (and so reading parts) once it
+//   has enough. A read from the head must skip what the session has in
+//   flight; past a real cursor nothing can be in flight (the cursor is the
+//   last key this session claimed), so the skip test is not even evaluated.
+//   Ordered queues keep only each key's oldest live item (items_key serves
+//   the probe).
 // - `suspect`: at most one abandoned item in any part this session owns, in
 //   (priority, id) order; items_abandoned holds only such rows, so the probe
 //   costs an index page when there are none.
@@ -113,18 +139,10 @@ ready AS (
     SELECT i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload,
            i.enqueued_at, i.run_at
     FROM {schema}.items i
-    WHERE i.queue = )sql",
-      d(p.queue), R"sql( AND i.part = own.part
-      AND (i.priority, i.id) > (own.after_prio::smallint, own.after_id)
-      AND i.run_at <= now() AND i.abandoned_epoch IS NULL
-      AND (own.after_id <> -9223372036854775808 OR i.id <> ALL((SELECT ids FROM skip)::bigint[]))
-      AND (NOT )sql",
-      d(p.ordered), R"sql(::bool OR i.key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM {schema}.items j
-        WHERE j.queue = )sql",
-      d(p.queue), R"sql( AND j.part = i.part AND j.key = i.key
-          AND j.id < i.id))
-    ORDER BY i.priority, i.id LIMIT own.lim) c
+    WHERE )sql",
+      ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id",
+                 "(SELECT ids FROM skip)::bigint[]", d(p.ordered)),
+      R"sql( LIMIT own.lim) c
   LIMIT )sql",
       d(p.total), "),\n", pick, R"sql(,
 recorded AS (
@@ -374,16 +392,11 @@ pick AS (
   SELECT i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload,
          i.enqueued_at, i.run_at
   FROM {schema}.items i
-  WHERE i.queue = $1 AND i.part = $7
-    AND EXISTS (SELECT 1 FROM {schema}.session_parts sp
+  WHERE EXISTS (SELECT 1 FROM {schema}.session_parts sp
                 WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8)
-    AND (i.priority, i.id) > ($9::smallint, $10::bigint)
-    AND i.run_at <= now() AND i.abandoned_epoch IS NULL
-    AND ($10::bigint <> -9223372036854775808 OR i.id <> ALL($14::bigint[]))
-    AND (NOT $12::bool OR i.key IS NULL OR NOT EXISTS (
-      SELECT 1 FROM {schema}.items j
-      WHERE j.queue = $1 AND j.part = i.part AND j.key = i.key AND j.id < i.id))
-  ORDER BY i.priority, i.id LIMIT $11),
+    AND )sql",
+                      ReadyItems("$1", "$7", "$9", "$10::bigint", "$14::bigint[]", "$12"),
+                      R"sql( LIMIT $11),
 recorded AS (
   UPDATE {schema}.part_claims c
   SET ids = $13::bigint[] || ARRAY(SELECT k.id FROM pick k), claimed_at = now()
