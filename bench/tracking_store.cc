@@ -115,6 +115,9 @@ class TrackingStore : public Store {
   absl::StatusOr<QueueStatus> Status(absl::string_view queue) override {
     return inner_->Status(queue);
   }
+  absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override {
+    return inner_->Owners(queue);
+  }
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override {
     t_->Call("listen");
     return inner_->Listen(queue);

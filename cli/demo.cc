@@ -1,24 +1,31 @@
 // partq demo: the whole story on an embedded, throwaway PostgreSQL.
 //
-// A queue of 64 parts gets 200k items; a fleet of `partq worker` processes
-// (this binary) drains it with the record handler while the demo adds a
-// session, SIGKILLs one and stops one gracefully, showing parts move. At the
-// end it reads the database back and proves: every item recorded exactly
-// once, nothing lost. Exit status 1 if any check fails.
+// A fleet of `partq worker` processes (this binary) forms a group on a queue
+// of 64 parts; then the queue gets 500k items, which the workers drain with
+// the record handler while the demo adds a session, stops one gracefully and
+// SIGKILLs one, showing parts move. At the end it reads the database back
+// and proves: every item recorded exactly once, nothing lost, every event
+// happened while items were left. Exit status 1 if any check fails.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "cli/common.h"
 #include "coordinator/embedded_postgres.h"
@@ -30,6 +37,10 @@ namespace {
 constexpr char kQueue[] = "demo";
 constexpr int kParts = 64;
 constexpr absl::Duration kTtl = absl::Seconds(3);
+// Items per enqueue transaction. Up to this many appear at once (one COPY),
+// so a drain starts with the whole backlog; it bounds the client's memory
+// (~136 bytes an item) for a large --items.
+constexpr int64_t kEnqueueChunk = 1000000;
 
 std::string SelfPath() {
   char buf[4096];
@@ -71,12 +82,20 @@ class Demo {
 
  private:
   void StartWorker();
-  absl::StatusOr<QueueStatus> Poll();
-  void Draw(const QueueStatus& st);
+  // The group, from Store::Owners (cheap at any backlog); reconnects after
+  // an error.
+  absl::StatusOr<QueueOwners> Glance();
+  void Draw(const QueueOwners& group);
   void Event(const std::string& what);
-  // Polls until every part has a live owner; returns how long parts had none.
+  // Polls until every part has an owner and `expect_sessions` sessions are
+  // listed; returns how long that took from `since`.
   absl::Duration WaitAllOwned(absl::Time since, int expect_sessions);
-  int64_t Remaining(const QueueStatus& st) const;
+  // Draws for `d` while work flows; false as soon as the queue is empty.
+  bool Watch(absl::Duration d);
+  // The backlog for the status line, counted by Status on a connection of
+  // its own once a second until Stop: a count takes seconds on a large
+  // backlog, and neither the events nor their timings may wait for it.
+  void CountBacklog();
 
   PgOptions pg_;
   const int64_t items_;
@@ -88,10 +107,13 @@ class Demo {
   std::vector<std::pair<std::string, absl::Duration>> gaps_;
   std::string log_;
   absl::Time start_;
-  int64_t last_remaining_ = -1;
-  absl::Time last_time_;
-  double rate_ = 0;
+  absl::Time last_draw_;
   int drawn_lines_ = 0;
+
+  absl::Mutex mu_;
+  bool counting_ ABSL_GUARDED_BY(mu_) = true;
+  int64_t remaining_ ABSL_GUARDED_BY(mu_) = -1;  // -1: not counted yet
+  double rate_ ABSL_GUARDED_BY(mu_) = 0;         // items/s between the last counts
 };
 
 void Demo::StartWorker() {
@@ -105,19 +127,54 @@ void Demo::StartWorker() {
   workers_.push_back(w);
 }
 
-absl::StatusOr<QueueStatus> Demo::Poll() {
-  auto st = store_->Status(kQueue);
-  if (!st.ok()) {
+absl::StatusOr<QueueOwners> Demo::Glance() {
+  auto group = store_->Owners(kQueue);
+  if (!group.ok()) {
     auto s = ConnectPg(pg_);
     if (s.ok()) store_ = std::move(*s);
   }
-  return st;
+  return group;
 }
 
-int64_t Demo::Remaining(const QueueStatus& st) const {
-  int64_t n = 0;
-  for (const auto& p : st.parts) n += p.ready + p.delayed + p.in_flight;
-  return n;
+void Demo::CountBacklog() {
+  std::unique_ptr<Store> store;
+  int64_t last = -1;
+  absl::Time last_at;
+  auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !counting_; };
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!counting_) return;
+    }
+    if (store == nullptr) {
+      auto s = ConnectPg(pg_);
+      if (s.ok()) store = std::move(*s);
+    }
+    // The count is of the snapshot Status takes when it starts; it returns
+    // seconds later on a large backlog.
+    const absl::Time now = absl::Now();
+    int64_t n = -1;
+    if (store != nullptr) {
+      auto st = store->Status(kQueue);
+      if (st.ok()) {
+        n = 0;
+        for (const auto& p : st->parts) n += p.ready + p.delayed + p.in_flight;
+      } else {
+        store.reset();  // reconnect next time
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    if (n >= 0) {
+      if (last >= 0 && now > last_at) {
+        const double r = (last - n) / absl::ToDoubleSeconds(now - last_at);
+        rate_ = rate_ == 0 ? r : 0.6 * rate_ + 0.4 * r;
+      }
+      last = n;
+      last_at = now;
+      remaining_ = n;
+    }
+    mu_.AwaitWithTimeout(absl::Condition(&stopped), absl::Seconds(1));
+  }
 }
 
 void Demo::Event(const std::string& what) {
@@ -127,34 +184,40 @@ void Demo::Event(const std::string& what) {
   if (!tty_) printf("%s\n", line.c_str());
 }
 
-void Demo::Draw(const QueueStatus& st) {
+void Demo::Draw(const QueueOwners& group) {
   const absl::Time now = absl::Now();
-  const int64_t remaining = Remaining(st);
-  if (last_remaining_ >= 0 && now > last_time_) {
-    const double r = (last_remaining_ - remaining) / absl::ToDoubleSeconds(now - last_time_);
-    rate_ = rate_ == 0 ? r : 0.6 * rate_ + 0.4 * r;
+  if (now - last_draw_ < absl::Milliseconds(250)) return;
+  last_draw_ = now;
+  int64_t remaining;
+  double rate;
+  {
+    absl::MutexLock lock(&mu_);
+    remaining = remaining_;
+    rate = rate_;
   }
-  last_remaining_ = remaining;
-  last_time_ = now;
   // One letter per session (by pid → worker name), '.' for an unowned part.
   std::map<std::string, char> letter;
+  std::map<std::string, int> owned;
+  for (const auto& o : group.owners) {
+    if (o) ++owned[o->value];
+  }
   std::vector<std::string> legend;
-  for (const auto& s : st.sessions) {
+  for (const auto& s : group.sessions) {
     std::string name = "?";
     for (const auto& w : workers_) {
       if (w.pid == s.pid) name = w.name;
     }
     char c = static_cast<char>('A' + letter.size() % 26);
     letter[s.id.value] = c;
-    legend.push_back(absl::StrFormat("%c=%s(%d parts)", c, name, s.parts_owned));
+    legend.push_back(absl::StrFormat("%c=%s(%d parts)", c, name, owned[s.id.value]));
   }
   std::string bar;
-  for (const auto& p : st.parts) bar += p.owner ? letter[p.owner->value] : '.';
+  for (const auto& o : group.owners) bar += o ? letter[o->value] : '.';
   std::vector<std::string> lines;
-  lines.push_back(absl::StrFormat("partq demo  t=%5.1fs  backlog %7lld / %lld  throughput %7.0f items/s",
-                                  absl::ToDoubleSeconds(now - start_),
-                                  static_cast<long long>(remaining),
-                                  static_cast<long long>(items_), rate_ > 0 ? rate_ : 0.0));
+  lines.push_back(absl::StrFormat(
+      "partq demo  t=%5.1fs  backlog %7s / %lld  throughput %7.0f items/s",
+      absl::ToDoubleSeconds(now - start_), remaining < 0 ? "-" : absl::StrCat(remaining),
+      static_cast<long long>(items_), rate > 0 ? rate : 0.0));
   lines.push_back("parts  [" + bar + "]");
   lines.push_back("       " + absl::StrJoin(legend, "  "));
   if (!tty_) {
@@ -174,23 +237,32 @@ void Demo::Draw(const QueueStatus& st) {
 
 absl::Duration Demo::WaitAllOwned(absl::Time since, int expect_sessions) {
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  absl::Time last_draw;
   while (absl::Now() < deadline) {
-    auto st = Poll();
-    if (st.ok()) {
-      bool all = true;
-      for (const auto& p : st->parts) all = all && p.owner.has_value();
-      if (all && static_cast<int>(st->sessions.size()) == expect_sessions) {
+    auto group = Glance();
+    if (group.ok()) {
+      const bool all = std::all_of(group->owners.begin(), group->owners.end(),
+                                   [](const auto& o) { return o.has_value(); });
+      if (all && static_cast<int>(group->sessions.size()) == expect_sessions) {
         return absl::Now() - since;
       }
-      if (absl::Now() - last_draw > absl::Milliseconds(250)) {
-        Draw(*st);
-        last_draw = absl::Now();
-      }
+      Draw(*group);
     }
-    absl::SleepFor(absl::Milliseconds(20));
+    absl::SleepFor(absl::Milliseconds(10));
   }
   return absl::InfiniteDuration();
+}
+
+bool Demo::Watch(absl::Duration d) {
+  const absl::Time until = absl::Now() + d;
+  do {
+    auto group = Glance();
+    if (group.ok()) {
+      Draw(*group);
+      if (!group->has_items) return false;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  } while (absl::Now() < until);
+  return true;
 }
 
 int Demo::Run() {
@@ -205,92 +277,106 @@ int Demo::Run() {
   q.session_ttl = kTtl;
   q.max_attempts = 5;
   if (absl::Status st = store_->CreateQueue(q); !st.ok()) return Fail(st);
-  printf("partq demo: queue \"%s\" with %d parts (session TTL %s), enqueueing %lld items...\n",
-         kQueue, kParts, absl::FormatDuration(kTtl).c_str(), static_cast<long long>(items_));
+  printf("partq demo: queue \"%s\" with %d parts (session TTL %s)\n\n", kQueue, kParts,
+         absl::FormatDuration(kTtl).c_str());
   // A fresh proof table for this run (a kept database may have an old one).
   if (absl::Status st = DropRecordTable(pg_, "demo_effects"); !st.ok()) return Fail(st);
+
+  // The group forms on the empty queue first: with the backlog already
+  // there, a fast fleet drained most of it while it formed, before any event.
+  log_ = absl::StrCat("/tmp/partq-demo-", getpid(), ".log");
+  start_ = absl::Now();
+  for (int i = 0; i < initial_workers_; ++i) StartWorker();
+  Event(absl::StrCat("started ", initial_workers_, " worker processes (record handler)"));
+  gaps_.push_back({"initial join", WaitAllOwned(start_, initial_workers_)});
+  Event(absl::StrFormat(
+      "all %d parts owned after %s", kParts,
+      absl::FormatDuration(absl::Trunc(gaps_.back().second, absl::Milliseconds(1)))));
+
+  Event(absl::StrFormat("enqueueing %lld items via COPY...", static_cast<long long>(items_)));
   const absl::Time t0 = absl::Now();
   std::vector<NewItem> batch;
   for (int64_t i = 0; i < items_; ++i) {
     NewItem it;
     it.payload = absl::StrCat("{\"order\":", i, "}");
     batch.push_back(std::move(it));
-    if (batch.size() == 50000 || i + 1 == items_) {
+    if (static_cast<int64_t>(batch.size()) == kEnqueueChunk || i + 1 == items_) {
       auto n = store_->EnqueueBatch(kQueue, batch);
       if (!n.ok()) return Fail(n.status());
       batch.clear();
     }
   }
-  const absl::Duration enqueue_time = absl::Now() - t0;
-  printf("enqueued %lld items in %.2fs via COPY (%.0f items/s)\n\n", static_cast<long long>(items_),
-         absl::ToDoubleSeconds(enqueue_time), items_ / absl::ToDoubleSeconds(enqueue_time));
+  const absl::Time drain_start = absl::Now();
+  std::thread counter([this] { CountBacklog(); });
+  auto stop_counting = absl::MakeCleanup([&] {
+    {
+      absl::MutexLock lock(&mu_);
+      counting_ = false;
+    }
+    counter.join();
+  });
+  const absl::Duration enqueue_time = drain_start - t0;
+  Event(absl::StrFormat("enqueued %lld items in %.2fs (%.0f items/s)",
+                        static_cast<long long>(items_), absl::ToDoubleSeconds(enqueue_time),
+                        items_ / absl::ToDoubleSeconds(enqueue_time)));
 
-  log_ = absl::StrCat("/tmp/partq-demo-", getpid(), ".log");
-  start_ = absl::Now();
-  for (int i = 0; i < initial_workers_; ++i) StartWorker();
-  Event(absl::StrCat("started ", initial_workers_, " worker processes (record handler)"));
-  gaps_.push_back({"initial join", WaitAllOwned(start_, initial_workers_)});
-  Event(absl::StrFormat("all %d parts owned after %s", kParts,
-                        absl::FormatDuration(absl::Trunc(gaps_.back().second, absl::Milliseconds(1)))));
-
-  // Events at fractions of the backlog, so they happen while work flows.
-  enum Step { kJoin, kKill, kStop, kDone };
-  int step = kJoin;
+  // The story, each event half a second after the last settled, while items
+  // are left. The SIGKILL comes last: its parts keep their items through the
+  // TTL, so work is left when they move.
   int sessions = initial_workers_;
-  absl::Time last_draw;
-  while (true) {
-    auto st = Poll();
-    if (!st.ok()) {
-      absl::SleepFor(absl::Milliseconds(100));
-      continue;
+  auto moved = [&](const std::string& what, const std::string& who, absl::Time t) {
+    gaps_.push_back({what + " of " + who, WaitAllOwned(t, sessions)});
+    Event(absl::StrFormat(
+        "%s's parts owned again after %s", who,
+        absl::FormatDuration(absl::Trunc(gaps_.back().second, absl::Milliseconds(1)))));
+  };
+  const std::vector<std::pair<std::string, std::function<void()>>> story = {
+      {"add a session",
+       [&] {
+         StartWorker();
+         ++sessions;
+         Event(absl::StrCat(workers_.back().name, " joins: parts move to it"));
+         const absl::Time t = absl::Now();
+         gaps_.push_back({"join of " + workers_.back().name, WaitAllOwned(t, sessions)});
+       }},
+      {"stop one gracefully",
+       [&] {
+         Worker& w = workers_[0];
+         kill(w.pid, SIGTERM);
+         --sessions;
+         Event(absl::StrCat(w.name, " stopped with SIGTERM: drains, hands its parts over at once"));
+         moved("graceful stop", w.name, absl::Now());
+         waitpid(w.pid, nullptr, 0);
+         w.alive = false;
+       }},
+      {"SIGKILL one",
+       [&] {
+         Worker& w = workers_[1];
+         kill(w.pid, SIGKILL);
+         waitpid(w.pid, nullptr, 0);
+         w.alive = false;
+         --sessions;
+         Event(absl::StrCat(w.name, " killed with SIGKILL: its parts wait for the ",
+                            absl::FormatDuration(kTtl), " TTL"));
+         moved("SIGKILL", w.name, absl::Now());
+       }},
+  };
+  std::string missed;
+  for (const auto& [what, act] : story) {
+    if (!Watch(absl::Milliseconds(500))) {
+      missed = what;
+      break;
     }
-    const int64_t remaining = Remaining(*st);
-    const double done = 1.0 - static_cast<double>(remaining) / items_;
-    if (absl::Now() - last_draw > absl::Milliseconds(250)) {
-      Draw(*st);
-      last_draw = absl::Now();
-    }
-    if (remaining == 0) break;
-    if (absl::Now() - start_ > absl::Minutes(5)) {
+    act();
+  }
+  while (Watch(absl::Milliseconds(250))) {
+    if (absl::Now() - drain_start > absl::Minutes(5)) {
       Event("giving up: the backlog did not drain in 5 minutes");
       break;
     }
-    if (step == kJoin && done >= 0.15) {
-      StartWorker();
-      ++sessions;
-      Event(absl::StrCat(workers_.back().name, " joins: parts move to it"));
-      const absl::Time t = absl::Now();
-      gaps_.push_back({"join of " + workers_.back().name, WaitAllOwned(t, sessions)});
-      step = kKill;
-    } else if (step == kKill && done >= 0.35) {
-      Worker& w = workers_[1];
-      kill(w.pid, SIGKILL);
-      waitpid(w.pid, nullptr, 0);
-      w.alive = false;
-      --sessions;
-      Event(absl::StrCat(w.name, " killed with SIGKILL: its parts wait for the ",
-                         absl::FormatDuration(kTtl), " TTL"));
-      const absl::Time t = absl::Now();
-      gaps_.push_back({"SIGKILL of " + w.name, WaitAllOwned(t, sessions)});
-      Event(absl::StrFormat("%s's parts owned again after %s", w.name,
-                            absl::FormatDuration(absl::Trunc(gaps_.back().second, absl::Milliseconds(1)))));
-      step = kStop;
-    } else if (step == kStop && done >= 0.6) {
-      Worker& w = workers_[0];
-      kill(w.pid, SIGTERM);
-      --sessions;
-      Event(absl::StrCat(w.name, " stopped with SIGTERM: drains, hands its parts over at once"));
-      const absl::Time t = absl::Now();
-      gaps_.push_back({"graceful stop of " + w.name, WaitAllOwned(t, sessions)});
-      waitpid(w.pid, nullptr, 0);
-      w.alive = false;
-      Event(absl::StrFormat("%s's parts owned again after %s", w.name,
-                            absl::FormatDuration(absl::Trunc(gaps_.back().second, absl::Milliseconds(1)))));
-      step = kDone;
-    }
-    absl::SleepFor(absl::Milliseconds(50));
   }
-  const absl::Duration run_time = absl::Now() - start_;
+  const absl::Duration run_time = absl::Now() - drain_start;
+  std::move(stop_counting).Invoke();
   for (auto& w : workers_) {
     if (w.alive) kill(w.pid, SIGTERM);
   }
@@ -301,8 +387,11 @@ int Demo::Run() {
   // The proof, read back from the database.
   auto verify = store_->Status(kQueue);
   if (!verify.ok()) return Fail(verify.status());
-  int64_t dead = 0;
-  for (const auto& p : verify->parts) dead += p.dead;
+  int64_t dead = 0, left = 0;
+  for (const auto& p : verify->parts) {
+    dead += p.dead;
+    left += p.ready + p.delayed + p.in_flight;
+  }
   auto proof = ReadRecordProof(pg_, "demo_effects");
   if (!proof.ok()) return Fail(proof.status());
   const int64_t recorded = proof->rows, distinct = proof->distinct_items;
@@ -314,7 +403,7 @@ int Demo::Run() {
   printf("  duplicates            %lld\n", static_cast<long long>(duplicates));
   printf("  lost                  %lld\n", static_cast<long long>(lost));
   printf("  dead-lettered         %lld\n", static_cast<long long>(dead));
-  printf("  left in the queue     %lld\n", static_cast<long long>(Remaining(*verify)));
+  printf("  left in the queue     %lld\n", static_cast<long long>(left));
   printf("  throughput            %.0f items/s over %.1fs (%d sessions at most, 2 threads each)\n",
          distinct / absl::ToDoubleSeconds(run_time), absl::ToDoubleSeconds(run_time),
          initial_workers_ + 1);
@@ -325,11 +414,15 @@ int Demo::Run() {
                ? "never recovered"
                : absl::FormatDuration(absl::Trunc(gap, absl::Milliseconds(1))).c_str());
   }
+  if (!missed.empty()) {
+    // The proof above holds, but not under the events it is meant to show.
+    printf("  the backlog drained before the demo could %s: run it with more --items\n",
+           missed.c_str());
+  }
   printf("  worker logs: %s\n", log_.c_str());
-  const bool ok = duplicates == 0 && lost == 0 && Remaining(*verify) == 0 &&
-                  std::all_of(gaps_.begin(), gaps_.end(), [](const auto& g) {
-                    return g.second != absl::InfiniteDuration();
-                  });
+  const bool ok = duplicates == 0 && lost == 0 && left == 0 && missed.empty() &&
+                  std::all_of(gaps_.begin(), gaps_.end(),
+                              [](const auto& g) { return g.second != absl::InfiniteDuration(); });
   printf("\n%s\n", ok ? "OK: every item was acknowledged exactly once."
                       : "FAILED: see the numbers above.");
   return ok ? 0 : 1;
@@ -341,7 +434,7 @@ int CmdDemo(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, With(ConnectionFlags(), {"items", "workers"}), {"keep", "plain"});
   if (!args.ok()) return Fail(args.status());
   if (!args->positional().empty()) return Usage("usage: partq demo [--keep] [--items N]");
-  auto items = args->Int("items", 200000, 1000, 10000000);
+  auto items = args->Int("items", 500000, 1000, 10000000);
   if (!items.ok()) return Fail(items.status());
   auto workers = args->Int("workers", 3, 2, 32);
   if (!workers.ok()) return Fail(workers.status());

@@ -381,6 +381,28 @@ class MemStore : public Store {
     return out;
   }
 
+  absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Owners"); !st.ok()) return st;
+    auto q = db_->queues_.find(std::string(queue));
+    if (q == db_->queues_.end())
+      return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
+    QueueOwners out;
+    out.owners.resize(q->second.parts);
+    for (int p = 0; p < q->second.parts; ++p) {
+      auto o = db_->owners_.find({q->first, p});
+      if (o != db_->owners_.end()) out.owners[p] = SessionId{o->second.session};
+    }
+    for (const auto& [id, s] : db_->sessions_) {
+      if (s.queue == q->first) out.sessions.push_back({SessionId{id}, s.host, s.pid});
+    }
+    std::sort(out.sessions.begin(), out.sessions.end(),
+              [](const auto& a, const auto& b) { return a.id.value < b.id.value; });
+    out.has_items = std::any_of(db_->items_.begin(), db_->items_.end(),
+                                [&](const auto& kv) { return kv.second.queue == q->first; });
+    return out;
+  }
+
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view) override {
     return absl::UnimplementedError("MemStore has no LISTEN");
   }

@@ -166,6 +166,7 @@ class PgStore final : public Store {
   absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
                                                    absl::string_view dedup_key) override;
   absl::StatusOr<QueueStatus> Status(absl::string_view queue) override;
+  absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override;
 
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override;
 

@@ -1061,6 +1061,42 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
   });
 }
 
+absl::StatusOr<QueueOwners> PgStore::Owners(absl::string_view queue) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("owners", [&]() -> absl::StatusOr<QueueOwners> {
+    pqxx::nontransaction tx(*conn_);
+    QueueOwners out;
+    bool found = false;
+    std::vector<std::pair<int, std::string>> owned;
+    for (const pqxx::row& row : tx.exec_prepared("owners", std::string(queue))) {
+      switch (row[0].c_str()[0]) {
+        case 'q':
+          found = true;
+          out.owners.resize(row[3].as<int>());
+          break;
+        case 's':
+          out.sessions.push_back(
+              {SessionId{row[1].as<std::string>()}, row[2].as<std::string>(), row[3].as<int>()});
+          break;
+        case 'p':
+          owned.emplace_back(row[3].as<int>(), row[1].as<std::string>());
+          break;
+        default:
+          out.has_items = true;
+      }
+    }
+    if (!found) return UnknownQueue(queue);
+    for (auto& [part, session] : owned) {
+      if (part >= 0 && part < static_cast<int>(out.owners.size())) {
+        out.owners[part] = SessionId{std::move(session)};
+      }
+    }
+    std::sort(out.sessions.begin(), out.sessions.end(),
+              [](const auto& a, const auto& b) { return a.id.value < b.id.value; });
+    return out;
+  });
+}
+
 // --- in the caller's transaction ---------------------------------------------------------
 
 }  // namespace pg_internal

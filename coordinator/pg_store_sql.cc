@@ -744,6 +744,14 @@ SELECT s.id, coalesce(s.instance_id, ''), s.host, s.pid,
        (extract(epoch FROM now()) * 1000000)::bigint
 FROM {schema}.sessions s WHERE s.queue = $1 ORDER BY s.id
 )sql"},
+      // Owners: one statement, so one snapshot; the queue's row says it
+      // exists and how many parts it has, EXISTS stops at the first item.
+      {"owners", R"sql(
+SELECT 'q', NULL::text, NULL::text, parts FROM {schema}.queues WHERE name = $1
+UNION ALL SELECT 's', id::text, host, pid FROM {schema}.sessions WHERE queue = $1
+UNION ALL SELECT 'p', session_id::text, NULL, part FROM {schema}.session_parts WHERE queue = $1
+UNION ALL SELECT 'i', NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM {schema}.items WHERE queue = $1)
+)sql"},
       {"status_parts", R"sql(
 WITH own AS (SELECT part, session_id, epoch FROM {schema}.session_parts WHERE queue = $1),
 fly AS (

@@ -221,6 +221,18 @@ struct QueueStatus {
   std::vector<SessionInfo> sessions;
   std::vector<PartStatus> parts;  // one per part, 0..P-1
 };
+// Who owns each part, and whether any item is left, without counting items
+// (Store::Owners).
+struct QueueOwners {
+  struct Session {
+    SessionId id;
+    std::string host;
+    int pid = 0;
+  };
+  std::vector<Session> sessions;                 // as QueueStatus::sessions, by id
+  std::vector<std::optional<SessionId>> owners;  // one per part, 0..P-1
+  bool has_items = false;                        // any item in the queue, ready or not
+};
 
 // The state of one item, for `partq wait`.
 struct ItemState {
@@ -353,6 +365,11 @@ class Store {
   virtual absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
                                                            absl::string_view dedup_key) = 0;
   virtual absl::StatusOr<QueueStatus> Status(absl::string_view queue) = 0;
+  // What Status says of the group, in one read that costs O(parts): Status
+  // counts every item, seconds on a backlog of millions that workers drain,
+  // so a caller that polls ownership while work flows uses this. Reads only
+  // (expires no session, unlike ReadGroup). NotFound for an unknown queue.
+  virtual absl::StatusOr<QueueOwners> Owners(absl::string_view queue) = 0;
 
   // A new LISTEN connection for `queue` (PgStore); Unimplemented elsewhere.
   virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) = 0;

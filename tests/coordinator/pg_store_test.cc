@@ -2103,6 +2103,36 @@ TEST_F(PgStoreTest, ItemStateFollowsAnItemToItsEnd) {
   EXPECT_EQ(st.kind, ItemState::Kind::kUnknown);
 }
 
+// Owners says what Status says of the group (a free part included), and
+// whether items are left, without counting them.
+TEST_F(PgStoreTest, OwnersSaysWhatStatusSaysOfTheGroup) {
+  MakeQueue("q", 4);
+  auto other = schema_.NewStore();
+  Member a = JoinWith(*store_, "q", {0, 1});
+  Member b = JoinWith(*other, "q", {2});
+  auto agree = [&](bool items) {
+    ASSERT_OK_AND_ASSIGN(QueueOwners o, store_->Owners("q"));
+    ASSERT_OK_AND_ASSIGN(QueueStatus s, store_->Status("q"));
+    ASSERT_EQ(o.sessions.size(), s.sessions.size());
+    for (size_t i = 0; i < o.sessions.size(); ++i) {
+      EXPECT_EQ(o.sessions[i].id, s.sessions[i].id);
+      EXPECT_EQ(o.sessions[i].host, s.sessions[i].host);
+      EXPECT_EQ(o.sessions[i].pid, s.sessions[i].pid);
+    }
+    ASSERT_EQ(o.owners.size(), s.parts.size());
+    for (size_t p = 0; p < o.owners.size(); ++p) EXPECT_EQ(o.owners[p], s.parts[p].owner) << p;
+    EXPECT_EQ(o.has_items, items);
+  };
+  agree(false);
+  ASSERT_OK(store_->Enqueue("q", Payload("x")));
+  agree(true);
+  ASSERT_OK_AND_ASSIGN(QueueOwners o, store_->Owners("q"));
+  EXPECT_EQ(o.owners[0], a.join.id);
+  EXPECT_EQ(o.owners[2], b.join.id);
+  EXPECT_FALSE(o.owners[3].has_value());
+  EXPECT_EQ(store_->Owners("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(PgStoreTest, StatusZeroFillsPartsAndCounts) {
   MakeQueue("q", 8);
   std::map<int, std::string> key_of;

@@ -17,6 +17,41 @@
 namespace partq {
 namespace {
 
+// MemStore's Owners says what its Status says of the group, and whether items
+// are left (PgStore's: pg_store_test).
+TEST(MemStoreOwners, SayWhatStatusSaysOfTheGroup) {
+  MemDatabase db;
+  auto store = db.Connect();
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 4;
+  ASSERT_TRUE(store->CreateQueue(q).ok());
+  JoinRequest j;
+  j.queue = "q";
+  auto joined = store->Join(j);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  ASSERT_TRUE(store->AcquireParts("q", joined->id, {1, 3}).ok());
+  auto agree = [&](bool items) {
+    auto o = store->Owners("q");
+    auto s = store->Status("q");
+    ASSERT_TRUE(o.ok() && s.ok());
+    ASSERT_EQ(o->sessions.size(), 1u);
+    EXPECT_EQ(o->sessions[0].id, s->sessions[0].id);
+    EXPECT_EQ(o->sessions[0].pid, s->sessions[0].pid);
+    ASSERT_EQ(o->owners.size(), 4u);
+    for (int p = 0; p < 4; ++p) EXPECT_EQ(o->owners[p], s->parts[p].owner) << p;
+    EXPECT_EQ(o->owners[1], joined->id);
+    EXPECT_FALSE(o->owners[0].has_value());
+    EXPECT_EQ(o->has_items, items);
+  };
+  agree(false);
+  NewItem item;
+  item.payload = "x";
+  ASSERT_TRUE(store->Enqueue("q", item).ok());
+  agree(true);
+  EXPECT_EQ(store->Owners("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
 // Records part ownership as the sessions report it, and fails the test if a
 // part is ever assigned to a session while another one still holds it (I1 as
 // the listeners see it).
