@@ -49,14 +49,17 @@ FROM q LEFT JOIN ins ON true
 // id; the id must be a bigint expression), the bigint[] a read from the
 // head skips, and whether the queue is ordered. Reads from the cursor on;
 // at the sentinel (-32768, minimum bigint) from the head, skipping `skip`;
-// an ordered queue yields only each key's oldest live item.
+// an ordered queue yields only each key's oldest live item. Ready means
+// ready when the claim reads: statement_timestamp(), not now() (the
+// transaction's start), because a claim ahead runs in an ack transaction
+// that began before its handler, and must see what was enqueued meanwhile.
 std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,
                        absl::string_view skip, absl::string_view ordered) {
   return absl::StrCat("i.queue = ", queue, " AND i.part = ", part, R"sql(
       AND (i.priority, i.id) > ()sql",
                       after_prio, "::smallint, ", after_id, R"sql()
-      AND i.run_at <= now() AND i.abandoned_epoch IS NULL
+      AND i.run_at <= statement_timestamp() AND i.abandoned_epoch IS NULL
       AND ()sql",
                       after_id, " <> -9223372036854775808 OR i.id <> ALL(", skip, R"sql())
       AND (NOT )sql",
@@ -114,7 +117,7 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
                    d(p.session), R"sql(
   WHERE )sql",
                    d(p.suspect), R"sql(::bool AND i.queue = )sql", d(p.queue), R"sql(
-    AND i.abandoned_epoch IS NOT NULL AND i.run_at <= now()
+    AND i.abandoned_epoch IS NOT NULL AND i.run_at <= statement_timestamp()
     AND i.id <> ALL((SELECT ids FROM skip)::bigint[])
   ORDER BY i.priority, i.id LIMIT 1),
 pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql");

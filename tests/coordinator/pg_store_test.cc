@@ -1607,6 +1607,51 @@ TEST_F(FinishTest, AnAckClaimingOnePartAheadReturnsItemsAsAClaimDoes) {
       << "the pipelined form ran";
 }
 
+// A claim ahead runs in the ack's transaction, which began before the
+// handler ran. It must see an item enqueued meanwhile (an urgent one, whose
+// notice sends this very claim to the head): ready means ready when the claim
+// reads, not when the transaction began. Regression: it compared run_at with
+// now(), the transaction's start, missed the item and used up its notice; the
+// consumer then took it only after the rest of the backlog.
+TEST_F(FinishTest, AClaimAheadSeesAnItemEnqueuedWhileTheHandlerRan) {
+  MakeQueue("one", 1);
+  for (int i = 0; i < 3; ++i) ASSERT_OK(store_->Enqueue("one", Payload(absl::StrCat(i))));
+  Member m = JoinWith(*store_, "one", {0});
+  auto other = schema_.NewStore();
+  // Pipelined (no suspect probe), then the general statement (with one).
+  for (bool probe : {false, true}) {
+    SCOPED_TRACE(probe ? "general" : "pipelined");
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> batch, store_->Claim(ClaimAll("one", m, 1)));
+    ASSERT_EQ(batch.size(), 1u);
+    std::optional<int64_t> urgent;
+    FinishBody body = [&](Tx&,
+                          absl::Span<const Item> given) -> absl::StatusOr<std::vector<Outcome>> {
+      absl::SleepFor(absl::Milliseconds(20));  // the transaction began before this
+      NewItem u = Payload("urgent");
+      u.priority = -1;
+      absl::StatusOr<EnqueueResult> r = other->Enqueue("one", u);
+      if (!r.ok()) return r.status();
+      urgent = r->id;
+      std::vector<Outcome> out;
+      for (const Item& i : given) out.push_back(Outcome{i.id, i.part});
+      return out;
+    };
+    FinishRequest req = FinishOf("one", m, batch);
+    req.next = [&]() -> std::optional<ClaimRequest> {
+      ClaimRequest c = ClaimAll("one", m, 1);  // from the head, as after a notice
+      c.include_suspect = probe;
+      return c;
+    };
+    ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(req, body));
+    ASSERT_EQ(r.acked.size(), 1u);
+    ASSERT_TRUE(urgent.has_value());
+    ASSERT_EQ(r.next.size(), 1u);
+    EXPECT_EQ(r.next[0].id, *urgent) << "the urgent item was not ready for the claim ahead";
+    ASSERT_OK(store_->Finish(FinishOf("one", m, r.next), AckAll()));
+  }
+  EXPECT_TRUE(Prepared(*store_, "one", pg_internal::kPipelinedAckClaim));
+}
+
 // The pipelined ack is refused when a part was lost: nothing of that attempt
 // commits, not the handler's writes, not the claim record it wrote; the second
 // attempt, locking first, reports the items fenced.
