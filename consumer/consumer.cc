@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -269,7 +270,8 @@ std::optional<ClaimRequest> Consumer::MakeClaimLocked(const SessionId& session, 
   req.include_suspect =
       slot_free && (suspects_pending_ || std::any_of(req.parts.begin(), req.parts.end(),
                                                      [](const ClaimPart& p) { return !p.after; }));
-  std::set<int64_t> done;
+  absl::flat_hash_set<int64_t> done;
+  done.reserve(finishing.size());
   for (const Item& item : finishing) done.insert(item.id);
   for (const auto& [id, part] : in_flight_) {
     if (done.count(id) == 0) req.in_flight.emplace_back(part, id);
@@ -388,9 +390,9 @@ void Consumer::ClaimLoop() {
       // LISTEN) in the parts that have gone quiet; the busy ones read their
       // heads every rescan_interval anyway. Due by the clock, not by a quiet
       // interval: notices for one part must not postpone another's poll.
-      mu_.AwaitWithTimeout(absl::Condition(&ready),
-                           std::max(absl::ZeroDuration(),
-                                    last_poll_ + options_.poll_interval - absl::Now()));
+      mu_.AwaitWithTimeout(
+          absl::Condition(&ready),
+          std::max(absl::ZeroDuration(), last_poll_ + options_.poll_interval - absl::Now()));
       if (absl::Now() >= last_poll_ + options_.poll_interval) {
         PollLocked();
         last_poll_ = absl::Now();

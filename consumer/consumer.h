@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -181,11 +182,11 @@ class Consumer : private PartListener {
   QueueConfig config_;
 
   mutable absl::Mutex mu_;
-  std::map<int, PartState> parts_ ABSL_GUARDED_BY(mu_);    // claimable parts
-  std::map<int64_t, int> in_flight_ ABSL_GUARDED_BY(mu_);  // claimed id -> part
-  std::deque<Batch> queue_ ABSL_GUARDED_BY(mu_);           // claimed, not yet started
-  std::map<int, int> busy_parts_ ABSL_GUARDED_BY(mu_);     // part -> items being processed
-  int64_t suspect_id_ ABSL_GUARDED_BY(mu_) = 0;            // the suspect in flight; 0: none
+  std::map<int, PartState> parts_ ABSL_GUARDED_BY(mu_);               // claimable parts
+  absl::flat_hash_map<int64_t, int> in_flight_ ABSL_GUARDED_BY(mu_);  // claimed id -> part
+  std::deque<Batch> queue_ ABSL_GUARDED_BY(mu_);                      // claimed, not yet started
+  std::map<int, int> busy_parts_ ABSL_GUARDED_BY(mu_);  // part -> items being processed
+  int64_t suspect_id_ ABSL_GUARDED_BY(mu_) = 0;         // the suspect in flight; 0: none
   // The last probe found a suspect (or parts came that may hold some): the
   // ack of a suspect probes for the next one.
   bool suspects_pending_ ABSL_GUARDED_BY(mu_) = true;

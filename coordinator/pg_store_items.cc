@@ -647,7 +647,9 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             // rolls back on its own.
           }
         });
-        std::vector<Item> given;
+        // The items still ours; usually all of them, passed without a copy.
+        std::vector<Item> kept;
+        absl::Span<const Item> given = request.items;
         if (lock_first && !request.items.empty()) {
           std::vector<int64_t> ids;
           for (const Item& item : request.items) ids.push_back(item.id);
@@ -659,19 +661,21 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           }
           for (const Item& item : request.items) {
             if (in_fence(item) && held.count(item.part) && there.count(item.id)) {
-              given.push_back(item);
+              kept.push_back(item);
             } else {
               out.fenced.push_back(item.id);
             }
           }
-        } else {
+          given = kept;
+        } else if (!std::all_of(request.items.begin(), request.items.end(), in_fence)) {
           for (const Item& item : request.items) {
             if (in_fence(item)) {
-              given.push_back(item);
+              kept.push_back(item);
             } else {
               out.fenced.push_back(item.id);
             }
           }
+          given = kept;
         }
 
         // The body runs even with no items (a handler's one-time setup uses
