@@ -254,7 +254,7 @@ o AS (
 retried AS (
   UPDATE {schema}.items i
   SET attempts = i.attempts + (NOT o.refund)::int,
-      run_at = now() + o.delay_us * interval '1 microsecond',
+      run_at = statement_timestamp() + o.delay_us * interval '1 microsecond',
       abandoned_epoch = NULL, last_error = o.error
   FROM o
   WHERE i.id = o.id AND NOT o.dead AND (o.refund OR i.attempts + 1 < $15::int)

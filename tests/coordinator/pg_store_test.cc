@@ -1335,6 +1335,30 @@ TEST_F(FinishTest, RetryReschedulesAndFreesTheClaim) {
   EXPECT_EQ(st.error, "boom");
 }
 
+// A retry's delay counts from its ack, not from when the transaction began:
+// the handler ran in between (and a chained transaction began even earlier,
+// at the previous batch's COMMIT).
+TEST_F(FinishTest, ARetrysDelayCountsFromTheAckNotTheTransactionStart) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 1)));
+  ASSERT_EQ(items.size(), 1u);
+  FinishBody slow = [](Tx&, absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    absl::SleepFor(absl::Seconds(1));
+    std::vector<Outcome> out;
+    for (const Item& i : owned) {
+      Outcome o{i.id, i.part, Outcome::Kind::kRetry};
+      o.retry_delay = absl::Seconds(2);
+      out.push_back(o);
+    }
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items), slow));
+  ASSERT_EQ(r.retried.size(), 1u);
+  // From the transaction's start it would be due in 1 s; from the ack, in 2.
+  EXPECT_EQ(Count("items", absl::StrCat("id = ", items[0].id,
+                                        " AND run_at > clock_timestamp() + interval '1.5 s'")),
+            1);
+}
+
 TEST_F(FinishTest, RefundedRetryGivesTheAttemptBack) {
   ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 1)));
   FinishBody refund = [](Tx&, absl::Span<const Item> owned) {
