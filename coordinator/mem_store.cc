@@ -5,6 +5,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "coordinator/pg_store.h"
 #include "partitioner/part.h"
 
@@ -41,7 +42,8 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("GetQueue"); !st.ok()) return st;
     auto it = db_->queues_.find(std::string(name));
-    if (it == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
+    if (it == db_->queues_.end())
+      return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
     return it->second;
   }
   absl::StatusOr<std::vector<QueueConfig>> ListQueues() override {
@@ -59,7 +61,8 @@ class MemStore : public Store {
       if (absl::Status st = ValidateTopicName(*topic); !st.ok()) return st;
     }
     auto it = db_->queues_.find(std::string(name));
-    if (it == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
+    if (it == db_->queues_.end())
+      return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
     it->second.dlq_topic = topic;
     return absl::OkStatus();
   }
@@ -67,7 +70,8 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("DeleteQueue"); !st.ok()) return st;
     const std::string q(name);
-    if (db_->queues_.erase(q) == 0) return absl::NotFoundError(absl::StrCat("unknown queue \"", q, "\""));
+    if (db_->queues_.erase(q) == 0)
+      return absl::NotFoundError(absl::StrCat("unknown queue \"", q, "\""));
     for (auto it = db_->sessions_.begin(); it != db_->sessions_.end();) {
       it = it->second.queue == q ? db_->sessions_.erase(it) : std::next(it);
     }
@@ -87,7 +91,8 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Join"); !st.ok()) return st;
     auto q = db_->queues_.find(req.queue);
-    if (q == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", req.queue, "\""));
+    if (q == db_->queues_.end())
+      return absl::NotFoundError(absl::StrCat("unknown queue \"", req.queue, "\""));
     const absl::Time now = db_->clock_->Now();
     JoinResult out;
     std::string id;
@@ -126,7 +131,8 @@ class MemStore : public Store {
     if (auto st = db_->Enter("Heartbeat"); !st.ok()) return st;
     const std::string q(queue);
     auto qit = db_->queues_.find(q);
-    if (qit == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", q, "\""));
+    if (qit == db_->queues_.end())
+      return absl::NotFoundError(absl::StrCat("unknown queue \"", q, "\""));
     const absl::Time now = db_->clock_->Now();
     bool alive = false;
     auto it = db_->sessions_.find(session.value);
@@ -241,8 +247,7 @@ class MemStore : public Store {
     for (const auto& item : req.items) {
       auto o = db_->owners_.find({req.queue, item.part});
       const bool ok = o != db_->owners_.end() && o->second.session == req.session.value &&
-                      o->second.epoch == item.claim_epoch.value &&
-                      db_->items_.count(item.id) > 0;
+                      o->second.epoch == item.claim_epoch.value && db_->items_.count(item.id) > 0;
       if (ok) {
         owned.push_back(item);
       } else {
@@ -261,9 +266,9 @@ class MemStore : public Store {
       if (s == db_->items_.end()) return absl::InternalError("outcome for an unknown item");
       auto& st = s->second;
       const bool refund = oc.kind == Outcome::Kind::kRetry && oc.refund_attempt;
-      const bool dead = oc.kind == Outcome::Kind::kDead ||
-                        (oc.kind == Outcome::Kind::kRetry && !refund &&
-                         st.item.attempts + 1 >= req.max_attempts);
+      const bool dead =
+          oc.kind == Outcome::Kind::kDead ||
+          (oc.kind == Outcome::Kind::kRetry && !refund && st.item.attempts + 1 >= req.max_attempts);
       if (oc.kind == Outcome::Kind::kAck) {
         if (oc.result || st.item.dedup_key) db_->results_[oc.id] = oc.result;
         db_->items_.erase(s);
@@ -334,7 +339,8 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Status"); !st.ok()) return st;
     auto q = db_->queues_.find(std::string(queue));
-    if (q == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
+    if (q == db_->queues_.end())
+      return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
     QueueStatus out;
     out.config = q->second;
     out.db_now = db_->clock_->Now();
@@ -433,7 +439,8 @@ class MemStore : public Store {
   absl::StatusOr<EnqueueResult> EnqueueLocked(const std::string& queue, const NewItem& item)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->mu_) {
     auto q = db_->queues_.find(queue);
-    if (q == db_->queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
+    if (q == db_->queues_.end())
+      return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
     if (item.dedup_key) {
       for (const auto& [id, s] : db_->items_) {
         if (s.queue == queue && s.item.dedup_key == item.dedup_key) {
@@ -445,8 +452,8 @@ class MemStore : public Store {
     MemDatabase::StoredItem s;
     s.queue = queue;
     s.item.id = db_->next_item_++;
-    s.item.part = item.key ? PartForKey(*item.key, q->second.parts)
-                           : PartForId(s.item.id, q->second.parts);
+    s.item.part =
+        item.key ? PartForKey(*item.key, q->second.parts) : PartForId(s.item.id, q->second.parts);
     s.item.key = item.key;
     s.item.dedup_key = item.dedup_key;
     s.item.priority = item.priority;
@@ -474,6 +481,11 @@ void MemDatabase::FailNext(int n, absl::Status status) {
   fail_status_ = std::move(status);
 }
 
+void MemDatabase::SlowCallsOf(const std::string& method, absl::Duration d) {
+  absl::MutexLock l(&mu_);
+  slow_[method] = d;
+}
+
 void MemDatabase::FailCallsOf(const std::string& method, bool fail) {
   absl::MutexLock l(&mu_);
   if (fail) {
@@ -491,6 +503,7 @@ int64_t MemDatabase::Calls(const std::string& method) const {
 
 absl::Status MemDatabase::Enter(const char* method) {
   ++calls_[method];
+  if (auto slow = slow_.find(method); slow != slow_.end()) absl::SleepFor(slow->second);
   if (failing_.count(method) > 0) {
     return absl::UnavailableError(absl::StrCat("injected failure of ", method));
   }
@@ -524,7 +537,8 @@ GroupView MemDatabase::ViewLocked(const std::string& queue) {
     if (s.queue == queue && s.expires_at >= now) view.members.push_back(SessionId{id});
   }
   for (const auto& [key, o] : owners_) {
-    if (key.first == queue) view.owners.push_back({key.second, SessionId{o.session}, Epoch{o.epoch}});
+    if (key.first == queue)
+      view.owners.push_back({key.second, SessionId{o.session}, Epoch{o.epoch}});
   }
   return view;
 }
@@ -567,7 +581,7 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
     if (room <= 0) break;
     if (!ours(cp.part, cp.epoch.value)) continue;
     std::vector<const StoredItem*> cands;
-    std::set<std::string> keys_seen;  // ordered: keys with an older live item
+    std::set<std::string> keys_seen;      // ordered: keys with an older live item
     for (const auto& [id, s] : items_) {  // id order
       if (s.queue != req.queue || s.item.part != cp.part) continue;
       if (req.ordered && s.item.key && !keys_seen.insert(*s.item.key).second) continue;
@@ -593,8 +607,8 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
       if (skip.count(id) > 0) continue;
       auto o = owners_.find({req.queue, s.item.part});
       if (o == owners_.end() || o->second.session != req.session.value) continue;
-      if (best == nullptr || ItemKey{s.item.priority, id} < ItemKey{best->item.priority,
-                                                                     best->item.id}) {
+      if (best == nullptr ||
+          ItemKey{s.item.priority, id} < ItemKey{best->item.priority, best->item.id}) {
         best = &s;
         best_epoch = o->second.epoch;
       }

@@ -16,6 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "coordinator/clock.h"
 #include "coordinator/store.h"
 
@@ -32,6 +33,9 @@ class MemDatabase {
   // Calls of `method` (e.g. "ReleaseParts") fail with Unavailable until
   // FailCallsOf(method, false).
   void FailCallsOf(const std::string& method, bool fail = true);
+  // Calls of `method` take `d` longer: the handle sleeps holding the whole
+  // database, as a query that scans a big table holds a connection.
+  void SlowCallsOf(const std::string& method, absl::Duration d);
   // Every store call so far, by method name (for cost assertions).
   int64_t Calls(const std::string& method) const;
 
@@ -74,7 +78,7 @@ class MemDatabase {
   Clock* const clock_;
   mutable absl::Mutex mu_;
   std::map<std::string, QueueConfig> queues_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);            // by id
+  std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);              // by id
   std::map<std::pair<std::string, int>, Owner> owners_ ABSL_GUARDED_BY(mu_);  // (queue, part)
   std::map<int64_t, StoredItem> items_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, int>, ClaimRecord> claims_ ABSL_GUARDED_BY(mu_);
@@ -87,6 +91,7 @@ class MemDatabase {
   absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> failing_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Duration> slow_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace partq

@@ -2,13 +2,15 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "coordinator/log.h"
 
 namespace partq {
 namespace {
 
-prometheus::Gauge& Gauge(prometheus::Registry& r, const std::string& name,
-                         const std::string& help, const std::string& queue) {
+prometheus::Gauge& Gauge(prometheus::Registry& r, const std::string& name, const std::string& help,
+                         const std::string& queue) {
   return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({{"queue", queue}});
 }
 
@@ -19,34 +21,31 @@ constexpr char kFromCollector[] =
 }  // namespace
 
 QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
-                               std::function<bool()> is_collector,
-                               prometheus::Registry& r, absl::Duration interval)
+                               std::function<bool()> is_collector, prometheus::Registry& r,
+                               absl::Duration interval)
     : factory_(std::move(factory)),
       queue_(std::move(queue)),
       is_collector_(std::move(is_collector)),
       interval_(interval),
       ready_(Gauge(r, "partq_queue_ready_items",
                    std::string("Items ready to be claimed now.") + kFromCollector, queue_)),
-      delayed_(Gauge(r, "partq_queue_delayed_items",
-                     std::string("Items waiting for their run time (delayed or retrying).") +
-                         kFromCollector,
-                     queue_)),
+      delayed_(Gauge(
+          r, "partq_queue_delayed_items",
+          std::string("Items waiting for their run time (delayed or retrying).") + kFromCollector,
+          queue_)),
       in_flight_(Gauge(r, "partq_queue_in_flight_items",
-                       std::string("Items claimed by a worker and not finished.") +
-                           kFromCollector,
+                       std::string("Items claimed by a worker and not finished.") + kFromCollector,
                        queue_)),
       dead_(Gauge(r, "partq_queue_dead_items",
-                  std::string("Dead-lettered items kept in dead_items.") + kFromCollector,
-                  queue_)),
+                  std::string("Dead-lettered items kept in dead_items.") + kFromCollector, queue_)),
       oldest_ready_age_(Gauge(r, "partq_queue_oldest_ready_age_seconds",
                               std::string("Age (since enqueue, database clock) of the oldest "
                                           "ready item; 0 when none is ready.") +
                                   kFromCollector,
                               queue_)),
-      unowned_parts_(Gauge(r, "partq_queue_unowned_parts",
-                           std::string("Parts no session owns (their items wait).") +
-                               kFromCollector,
-                           queue_)),
+      unowned_parts_(
+          Gauge(r, "partq_queue_unowned_parts",
+                std::string("Parts no session owns (their items wait).") + kFromCollector, queue_)),
       sessions_(Gauge(r, "partq_sessions",
                       std::string("Live (unexpired) sessions of the queue.") + kFromCollector,
                       queue_)),
@@ -57,7 +56,12 @@ QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
                   .Name("partq_queue_collect_errors_total")
                   .Help("Queue status queries of the collector that failed.")
                   .Register(r)
-                  .Add({{"queue", queue_}})) {}
+                  .Add({{"queue", queue_}})),
+      duration_(Gauge(r, "partq_queue_collect_duration_seconds",
+                      absl::StrCat("How long the collector's last status query took; the next "
+                                   "one waits at least ",
+                                   kCollectSpacing, " times as long.", kFromCollector),
+                      queue_)) {}
 
 QueueCollector::~QueueCollector() { Stop(); }
 
@@ -79,11 +83,13 @@ void QueueCollector::Stop() {
 
 void QueueCollector::Run() {
   for (;;) {
+    const absl::Time start = absl::Now();
     if (absl::Status st = CollectOnce(); !st.ok()) {
       PARTQ_LOG(Warning) << "queue metrics of " << queue_ << ": " << st;
     }
+    const absl::Duration wait = WaitAfter(interval_, absl::Now() - start);
     absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval_)) return;
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait)) return;
   }
 }
 
@@ -104,7 +110,9 @@ absl::Status QueueCollector::CollectOnce() {
       }
       store_ = std::move(*s);
     }
+    const absl::Time start = absl::Now();
     status = store_->Status(queue_);
+    duration_.Set(absl::ToDoubleSeconds(absl::Now() - start));
     if (!status.ok() && absl::IsUnavailable(status.status())) store_.reset();
   }
   if (!status.ok()) {
@@ -145,7 +153,7 @@ void QueueCollector::Publish(const QueueStatus& status) {
 
 void QueueCollector::ZeroFill() {
   for (prometheus::Gauge* g : {&ready_, &delayed_, &in_flight_, &dead_, &oldest_ready_age_,
-                               &unowned_parts_, &sessions_, &collector_}) {
+                               &unowned_parts_, &sessions_, &collector_, &duration_}) {
     g->Set(0);
   }
 }

@@ -1,20 +1,21 @@
 // The metric probes on fresh registries (STYLE.md 9): sessions, the queue
 // collector, the consumer and the producer, on MemStore.
+#include "consumer/metrics.h"
+
 #include <memory>
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "consumer/metrics.h"
 #include "coordinator/mem_store.h"
 #include "coordinator/queue_collector.h"
 #include "coordinator/session.h"
 #include "coordinator/session_metrics.h"
 #include "gtest/gtest.h"
-#include "tests/testing/wait.h"
 #include "producer/bridge_metrics.h"
 #include "producer/metrics.h"
 #include "producer/producer.h"
 #include "tests/observability/scrape.h"
+#include "tests/testing/wait.h"
 
 namespace partq {
 namespace {
@@ -116,9 +117,8 @@ TEST_F(MetricsTest, SessionCountsHeartbeatFailuresAndLoss) {
   clock_.Advance(absl::Seconds(11));
   ASSERT_TRUE(db_.Connect()->Heartbeat("q", SessionId{"nobody"}, 1).ok());
   db_.FailNext(1);
-  ASSERT_TRUE(WaitUntil([&] {
-    return V(r, "partq_sessions_lost_total") == 1 && V(r, "partq_parts_owned") == 2;
-  }));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return V(r, "partq_sessions_lost_total") == 1 && V(r, "partq_parts_owned") == 2; }));
   s->Stop();
 }
 
@@ -141,7 +141,8 @@ TEST_F(MetricsTest, CollectorPublishesOnlyWhileItIsTheCollector) {
 
   prometheus::Registry r;
   bool collector = true;
-  QueueCollector c(db_.Factory(), "q", [&] { return collector; }, r);
+  QueueCollector c(
+      db_.Factory(), "q", [&] { return collector; }, r);
   ASSERT_TRUE(c.CollectOnce().ok());
   EXPECT_EQ(V(r, "partq_queue_ready_items"), 5);
   EXPECT_EQ(V(r, "partq_queue_delayed_items"), 1);
@@ -174,6 +175,28 @@ TEST_F(MetricsTest, CollectorPublishesOnlyWhileItIsTheCollector) {
   c.Stop();
   EXPECT_EQ(V(r, "partq_queue_ready_items"), 0);
   c.Stop();  // twice is fine
+}
+
+// A slow status query (a backlog of millions) spaces the next one out: at
+// most 1/kCollectSpacing of the time goes to collecting, whatever `interval`.
+TEST_F(MetricsTest, CollectorSpacesOutSlowStatusQueries) {
+  EXPECT_EQ(QueueCollector::WaitAfter(absl::Seconds(5), absl::Milliseconds(10)), absl::Seconds(5));
+  EXPECT_EQ(QueueCollector::WaitAfter(absl::Seconds(5), absl::Seconds(1)),
+            absl::Seconds(QueueCollector::kCollectSpacing));
+
+  CreateQueue(4);
+  db_.SlowCallsOf("Status", absl::Milliseconds(100));
+  prometheus::Registry r;
+  QueueCollector c(
+      db_.Factory(), "q", [] { return true; }, r, absl::Milliseconds(10));
+  c.Start();
+  // At a 10 ms interval about ten queries would run in this second; after
+  // one of 100 ms the next waits 2 s.
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_GE(V(r, "partq_queue_collect_duration_seconds"), 0.1);
+  c.Stop();
+  EXPECT_EQ(db_.Calls("Status"), 1);
+  EXPECT_EQ(V(r, "partq_queue_collect_duration_seconds"), 0);  // zero-filled
 }
 
 TEST_F(MetricsTest, ConsumerProbeCountsOutcomes) {
