@@ -42,8 +42,9 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("GetQueue"); !st.ok()) return st;
     auto it = db_->queues_.find(std::string(name));
-    if (it == db_->queues_.end())
+    if (it == db_->queues_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
+    }
     return it->second;
   }
   absl::StatusOr<std::vector<QueueConfig>> ListQueues() override {
@@ -61,8 +62,9 @@ class MemStore : public Store {
       if (absl::Status st = ValidateTopicName(*topic); !st.ok()) return st;
     }
     auto it = db_->queues_.find(std::string(name));
-    if (it == db_->queues_.end())
+    if (it == db_->queues_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
+    }
     it->second.dlq_topic = topic;
     return absl::OkStatus();
   }
@@ -70,8 +72,9 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("DeleteQueue"); !st.ok()) return st;
     const std::string q(name);
-    if (db_->queues_.erase(q) == 0)
+    if (db_->queues_.erase(q) == 0) {
       return absl::NotFoundError(absl::StrCat("unknown queue \"", q, "\""));
+    }
     for (auto it = db_->sessions_.begin(); it != db_->sessions_.end();) {
       it = it->second.queue == q ? db_->sessions_.erase(it) : std::next(it);
     }
@@ -91,8 +94,9 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Join"); !st.ok()) return st;
     auto q = db_->queues_.find(req.queue);
-    if (q == db_->queues_.end())
+    if (q == db_->queues_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown queue \"", req.queue, "\""));
+    }
     const absl::Time now = db_->clock_->Now();
     JoinResult out;
     std::string id;
@@ -131,8 +135,9 @@ class MemStore : public Store {
     if (auto st = db_->Enter("Heartbeat"); !st.ok()) return st;
     const std::string q(queue);
     auto qit = db_->queues_.find(q);
-    if (qit == db_->queues_.end())
+    if (qit == db_->queues_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown queue \"", q, "\""));
+    }
     const absl::Time now = db_->clock_->Now();
     bool alive = false;
     auto it = db_->sessions_.find(session.value);
@@ -339,8 +344,9 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Status"); !st.ok()) return st;
     auto q = db_->queues_.find(std::string(queue));
-    if (q == db_->queues_.end())
+    if (q == db_->queues_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
+    }
     QueueStatus out;
     out.config = q->second;
     out.db_now = db_->clock_->Now();
@@ -391,8 +397,9 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Owners"); !st.ok()) return st;
     auto q = db_->queues_.find(std::string(queue));
-    if (q == db_->queues_.end())
+    if (q == db_->queues_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
+    }
     QueueOwners out;
     out.owners.resize(q->second.parts);
     for (int p = 0; p < q->second.parts; ++p) {
@@ -439,8 +446,9 @@ class MemStore : public Store {
   absl::StatusOr<EnqueueResult> EnqueueLocked(const std::string& queue, const NewItem& item)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->mu_) {
     auto q = db_->queues_.find(queue);
-    if (q == db_->queues_.end())
+    if (q == db_->queues_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
+    }
     if (item.dedup_key) {
       for (const auto& [id, s] : db_->items_) {
         if (s.queue == queue && s.item.dedup_key == item.dedup_key) {
@@ -537,8 +545,9 @@ GroupView MemDatabase::ViewLocked(const std::string& queue) {
     if (s.queue == queue && s.expires_at >= now) view.members.push_back(SessionId{id});
   }
   for (const auto& [key, o] : owners_) {
-    if (key.first == queue)
+    if (key.first == queue) {
       view.owners.push_back({key.second, SessionId{o.session}, Epoch{o.epoch}});
+    }
   }
   return view;
 }
