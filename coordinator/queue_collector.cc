@@ -83,17 +83,25 @@ void QueueCollector::Stop() {
 
 void QueueCollector::Run() {
   for (;;) {
-    const absl::Time start = absl::Now();
     if (absl::Status st = CollectOnce(); !st.ok()) {
       PARTQ_LOG(Warning) << "queue metrics of " << queue_ << ": " << st;
     }
-    const absl::Duration wait = WaitAfter(interval_, absl::Now() - start);
+    absl::Duration took;
+    {
+      absl::MutexLock lock(&store_mu_);
+      took = last_took_;
+    }
+    const absl::Duration wait = WaitAfter(interval_, took);
     absl::MutexLock lock(&mu_);
     if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait)) return;
   }
 }
 
 absl::Status QueueCollector::CollectOnce() {
+  {
+    absl::MutexLock lock(&store_mu_);
+    last_took_ = absl::ZeroDuration();
+  }
   if (!is_collector_()) {
     ZeroFill();
     return absl::OkStatus();
@@ -112,7 +120,12 @@ absl::Status QueueCollector::CollectOnce() {
     }
     const absl::Time start = absl::Now();
     status = store_->Status(queue_);
-    duration_.Set(absl::ToDoubleSeconds(absl::Now() - start));
+    // Only a query that ran spaces out the next: a failure (a database that
+    // is away, a connect that timed out) is retried after `interval`.
+    if (status.ok()) {
+      last_took_ = absl::Now() - start;
+      duration_.Set(absl::ToDoubleSeconds(last_took_));
+    }
     if (!status.ok() && absl::IsUnavailable(status.status())) store_.reset();
   }
   if (!status.ok()) {

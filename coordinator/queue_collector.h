@@ -28,7 +28,8 @@
 // keep a database core busy when it is needed most. The next round therefore
 // waits at least kCollectSpacing times as long as the last query took
 // (WaitAfter): collection uses at most 1/kCollectSpacing of one connection's
-// time, and the gauges then lag by that much.
+// time, and the gauges then lag by that much. A query that failed does not
+// space out the next one.
 //
 // Lifecycle (STYLE.md 10): Start() starts one thread; Stop() zero-fills and
 // joins it; safe before Start and twice. CollectOnce() and the gauges are
@@ -100,6 +101,9 @@ class QueueCollector {
 
   absl::Mutex store_mu_;  // CollectOnce may run on the thread and in tests
   std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);
+  // How long the last status query took; zero if it failed or this process
+  // was not the collector.
+  absl::Duration last_took_ ABSL_GUARDED_BY(store_mu_);
 
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

@@ -197,6 +197,16 @@ TEST_F(MetricsTest, CollectorSpacesOutSlowStatusQueries) {
   c.Stop();
   EXPECT_EQ(db_.Calls("Status"), 1);
   EXPECT_EQ(V(r, "partq_queue_collect_duration_seconds"), 0);  // zero-filled
+
+  // A query that fails (the database is away) does not: the collector
+  // tries again after `interval`, so it reports soon after the database is back.
+  db_.FailCallsOf("Status");
+  QueueCollector again(
+      db_.Factory(), "q", [] { return true; }, r, absl::Milliseconds(10));
+  again.Start();
+  absl::SleepFor(absl::Seconds(1));
+  again.Stop();
+  EXPECT_GE(db_.Calls("Status"), 1 + 3);  // about 9 of 110 ms each
 }
 
 TEST_F(MetricsTest, ConsumerProbeCountsOutcomes) {
