@@ -1,5 +1,7 @@
 // partq bench: end-to-end throughput and latency, partq against plain-SQL
 // baselines in one run on one database (bench/bench.h has the workloads).
+#include "bench/bench.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,25 +15,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "bench/bench.h"
 #include "cli/common.h"
 #include "coordinator/embedded_postgres.h"
 #include "coordinator/log.h"
 
 namespace partq::cli {
 namespace {
-
-constexpr char kUsage[] = R"(usage: partq bench [--sessions 1,2,4,8,16] [--batch 1,10,100] [--items N]
-                   [--rounds N] [--parts N] [--full] [--sweep-sessions N]
-                   [--only drain,steady,enqueue,idle,memory,pickup]
-                   [--systems floor,partq,skip_locked_batch,skip_locked_one,naive_update]
-                   [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
-                   [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
-                   [--json] [--out FILE] [--plot FILE.svg|FILE.png] [--quiet]
-                   [--dsn DSN] [--keep] [--diagnose]
-Without --dsn or $PARTQ_DSN, runs against an embedded PostgreSQL (default
-settings, max_connections raised for the idle workload). The bench uses its own
-schema (default partq_bench), dropped and recreated.)";
 
 absl::StatusOr<std::vector<int>> IntList(const Args& args, const std::string& flag,
                                          std::vector<int> def, int min, int max) {
@@ -61,15 +50,15 @@ std::string SelfPath() {
 }  // namespace
 
 int CmdBench(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv,
-      With(ConnectionFlags(),
-           {"sessions", "batch", "items", "rounds", "parts", "sweep-sessions", "only", "systems",
-            "steady-rate", "steady-seconds", "steady-sessions", "idle-sessions", "idle-seconds",
-            "pickup-samples", "out", "plot"}),
-      {"json", "full", "quiet", "keep", "diagnose"});
+  auto args =
+      Args::Parse(argv,
+                  With(ConnectionFlags(),
+                       {"sessions", "batch", "items", "rounds", "parts", "sweep-sessions", "only",
+                        "systems", "steady-rate", "steady-seconds", "steady-sessions",
+                        "idle-sessions", "idle-seconds", "pickup-samples", "out", "plot"}),
+                  {"json", "full", "quiet", "keep", "diagnose"});
   if (!args.ok()) return Fail(args.status());
-  if (!args->positional().empty()) return Usage(kUsage);
+  if (!args->positional().empty()) return Usage(BenchUsage());
   bench::BenchOptions o;
   auto sessions = IntList(*args, "sessions", o.sessions, 1, 64);
   if (!sessions.ok()) return Fail(sessions.status());
@@ -84,14 +73,14 @@ int CmdBench(const std::vector<std::string>& argv) {
     int* out;
   };
   int64_t items = o.items;
-  for (const IntFlag& f : std::vector<IntFlag>{
-           {"items", 100, 10000000, &items, nullptr},
-           {"rounds", 1, 100, nullptr, &o.rounds},
-           {"parts", 1, 4096, nullptr, &o.parts},
-           {"sweep-sessions", 1, 64, nullptr, &o.sweep_sessions},
-           {"steady-sessions", 1, 64, nullptr, &o.steady_sessions},
-           {"idle-sessions", 1, 1000, nullptr, &o.idle_sessions},
-           {"pickup-samples", 1, 100000, nullptr, &o.pickup_samples}}) {
+  for (const IntFlag& f :
+       std::vector<IntFlag>{{"items", 100, 10000000, &items, nullptr},
+                            {"rounds", 1, 100, nullptr, &o.rounds},
+                            {"parts", 1, 4096, nullptr, &o.parts},
+                            {"sweep-sessions", 1, 64, nullptr, &o.sweep_sessions},
+                            {"steady-sessions", 1, 64, nullptr, &o.steady_sessions},
+                            {"idle-sessions", 1, 1000, nullptr, &o.idle_sessions},
+                            {"pickup-samples", 1, 100000, nullptr, &o.pickup_samples}}) {
     const int64_t def = f.out64 ? *f.out64 : *f.out;
     auto v = args->Int(f.name, def, f.min, f.max);
     if (!v.ok()) return Fail(v.status());
@@ -113,9 +102,9 @@ int CmdBench(const std::vector<std::string>& argv) {
     o.only.clear();
     for (absl::string_view w : absl::StrSplit(*only, ',', absl::SkipEmpty())) {
       static const std::set<std::string> known = {"drain", "steady", "enqueue",
-                                                   "idle",  "memory", "pickup"};
+                                                  "idle",  "memory", "pickup"};
       if (!known.count(std::string(w))) {
-        return Usage(absl::StrCat("--only: unknown workload \"", w, "\"\n", kUsage));
+        return Usage(absl::StrCat("--only: unknown workload \"", w, "\"\n", BenchUsage()));
       }
       o.only.insert(std::string(w));
     }
@@ -124,7 +113,7 @@ int CmdBench(const std::vector<std::string>& argv) {
     const auto& known = bench::DrainSystems();
     for (absl::string_view w : absl::StrSplit(*systems, ',', absl::SkipEmpty())) {
       if (std::find(known.begin(), known.end(), w) == known.end()) {
-        return Usage(absl::StrCat("--systems: unknown system \"", w, "\"\n", kUsage));
+        return Usage(absl::StrCat("--systems: unknown system \"", w, "\"\n", BenchUsage()));
       }
       o.systems.insert(std::string(w));
     }

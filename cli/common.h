@@ -3,6 +3,7 @@
 #define PARTQ_CLI_COMMON_H_
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,6 +40,14 @@ absl::Status SetLogLevelFlag(const Args& args);
 
 int Fail(const absl::Status& st);
 int Usage(const std::string& message);
+
+// Help text (help.cc): `partq help`; `partq COMMAND --help` (nullopt for an
+// unknown command); the bench's options. WantsHelp: --help or -h among the
+// arguments, before a "--" (after it they are positional: a payload).
+std::string MainHelp();
+std::optional<std::string> CommandHelp(const std::string& command);
+const char* BenchUsage();
+bool WantsHelp(const std::vector<std::string>& argv);
 
 int CmdMigrate(const std::vector<std::string>& argv);
 int CmdQueue(const std::vector<std::string>& argv);

@@ -2,6 +2,8 @@
 // fuzz/duration_fuzzer.cc).
 #include "cli/args.h"
 
+#include "absl/strings/match.h"
+#include "cli/common.h"
 #include "gtest/gtest.h"
 
 namespace partq::cli {
@@ -29,15 +31,33 @@ TEST(ArgsParse, AValueFlagDoesNotSwallowTheNextOption) {
   auto a = Args::Parse({"q", "--handler", "--concurrency", "4"}, {"handler", "concurrency"}, {});
   ASSERT_FALSE(a.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(a.status()));
-  EXPECT_NE(a.status().message().find("--handler needs a value"), std::string::npos)
-      << a.status();
+  EXPECT_NE(a.status().message().find("--handler needs a value"), std::string::npos) << a.status();
   // Spelled with '=', a value may start with "--"; a lone "-" or "--x" is a value too.
-  auto b = Args::Parse({"--handler=--odd", "--key", "-", "--dsn", "--"}, {"handler", "key", "dsn"},
-                       {});
+  auto b =
+      Args::Parse({"--handler=--odd", "--key", "-", "--dsn", "--"}, {"handler", "key", "dsn"}, {});
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(*b->Get("handler"), "--odd");
   EXPECT_EQ(*b->Get("key"), "-");
   EXPECT_EQ(*b->Get("dsn"), "--");
+}
+
+TEST(Help, WantsHelpStopsAtTheSeparator) {
+  EXPECT_TRUE(WantsHelp({"q", "--help"}));
+  EXPECT_TRUE(WantsHelp({"-h"}));
+  EXPECT_FALSE(WantsHelp({"q", "--", "--help"}));  // a payload
+  EXPECT_FALSE(WantsHelp({"q", "--helpful"}));
+  EXPECT_FALSE(WantsHelp({}));
+}
+
+TEST(Help, EveryCommandOfTheMainHelpHasItsOwn) {
+  const std::string main = MainHelp();
+  for (const char* cmd :
+       {"migrate", "queue", "enqueue", "wait", "worker", "status", "bench", "demo", "bridge"}) {
+    EXPECT_TRUE(absl::StrContains(main, absl::StrCat("  ", cmd, " "))) << cmd;
+    ASSERT_TRUE(CommandHelp(cmd).has_value()) << cmd;
+    EXPECT_TRUE(absl::StrContains(*CommandHelp(cmd), absl::StrCat("partq ", cmd))) << cmd;
+  }
+  EXPECT_FALSE(CommandHelp("nope").has_value());
 }
 
 }  // namespace

@@ -94,8 +94,8 @@ class BadInputTest : public ::testing::Test {
   // no item or queue written.
   void ExpectRejected(const std::vector<std::string>& args, int code, const std::string& message,
                       const std::string& input = "") {
-    SCOPED_TRACE(absl::StrCat("partq ", args.empty() ? "" : args[0], " ... expecting \"",
-                              message, "\""));
+    SCOPED_TRACE(
+        absl::StrCat("partq ", args.empty() ? "" : args[0], " ... expecting \"", message, "\""));
     Result r = Partq(args, input);
     EXPECT_EQ(r.code, code) << r.err;
     EXPECT_TRUE(absl::StrContains(r.err, message)) << "stderr: " << r.err;
@@ -157,16 +157,16 @@ TEST_F(BadInputTest, OutOfRangeParts) {
   ExpectRejected(With({"queue", "create", "p", "--parts", "1.5"}), 2, "is not a whole number");
   ExpectRejected(With({"queue", "create", "p", "--parts", "99999999999999999999"}), 2,
                  "--parts: \"99999999999999999999\" is not a whole number");
-  ExpectRejected({"queue", "create", "p", "--dsn", schema_.dsn(), "--schema", schema_.name(),
-                  "--parts"},
-                 2, "--parts needs a value");
+  ExpectRejected(
+      {"queue", "create", "p", "--dsn", schema_.dsn(), "--schema", schema_.name(), "--parts"}, 2,
+      "--parts needs a value");
   ExpectRejected(With({"queue", "create", "p"}), 2, "queue create needs --parts N");
 }
 
 TEST_F(BadInputTest, InvalidDeadLetterTopics) {
-  for (const std::string& topic : {std::string("a b"), std::string("x;DROP TABLE queues"),
-                                   std::string("'q'"), std::string(".."), std::string(250, 't'),
-                                   std::string("t/u")}) {
+  for (const std::string& topic :
+       {std::string("a b"), std::string("x;DROP TABLE queues"), std::string("'q'"),
+        std::string(".."), std::string(250, 't'), std::string("t/u")}) {
     ExpectRejected(With({"queue", "create", "p", "--parts", "4", "--dlq-topic", topic}), 2,
                    "--dlq-topic: invalid Kafka topic name");
     ExpectRejected(With({"queue", "set", "q", "--dlq-topic", topic}), 2,
@@ -235,7 +235,8 @@ TEST_F(BadInputTest, OversizeLineInStdinCommitsOnlyTheLinesBeforeIt) {
                    "l1\nl2\nl3\n0123456789ab\nl5\n");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(absl::StrContains(
-      r.err, "line 4 is 12 bytes; the limit is 10 (--max-payload). 3 lines before it were enqueued"))
+      r.err,
+      "line 4 is 12 bytes; the limit is 10 (--max-payload). 3 lines before it were enqueued"))
       << r.err;
   EXPECT_EQ(r.out, "");
   auto rows = schema_.Q("SELECT convert_from(payload, 'UTF8') FROM {schema}.items ORDER BY id");
@@ -258,6 +259,40 @@ int FreePort() {
   return port;
 }
 
+// `--help` anywhere (or `partq help COMMAND`) prints that command's usage to
+// stdout and exits 0, without connecting; after `--` it is a payload.
+TEST(Help, EveryCommandAnswersHelpWithoutADatabase) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"migrate", "--help"},
+                                             {"queue", "create", "q", "-h"},
+                                             {"enqueue", "q", "--help"},
+                                             {"wait", "--help"},
+                                             {"worker", "q", "--concurrency", "4", "--help"},
+                                             {"status", "--help"},
+                                             {"bench", "--help"},
+                                             {"demo", "--help"},
+                                             {"bridge", "ingest", "--help"},
+                                             {"help", "worker"}}) {
+    Result r = Partq(args);
+    const std::string cmd = args[0] == "help" ? args[1] : args[0];
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("partq ", cmd))) << r.out;
+    EXPECT_EQ(r.err, "") << cmd;
+  }
+  Result worker = Partq({"worker", "--help"});
+  EXPECT_TRUE(absl::StrContains(worker.out, "--handler-timeout")) << worker.out;
+  EXPECT_TRUE(absl::StrContains(worker.out, "record:TABLE")) << worker.out;
+
+  Result unknown = Partq({"help", "nope"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_TRUE(absl::StrContains(unknown.err, "unknown command \"nope\"")) << unknown.err;
+  // After `--`, "--help" is a payload: the command runs (and here fails to
+  // connect: no usage printed).
+  Result payload = Partq({"enqueue", "q", "--dsn", "host=127.0.0.1 port=notaport", "--", "--help"});
+  EXPECT_EQ(payload.code, 2);
+  EXPECT_TRUE(absl::StrContains(payload.err, "malformed connection string")) << payload.err;
+}
+
 TEST(BadConnection, UnreachableDatabase) {
   const std::string dsn = absl::StrCat("host=127.0.0.1 port=", FreePort(),
                                        " user=postgres dbname=postgres connect_timeout=5");
@@ -268,8 +303,7 @@ TEST(BadConnection, UnreachableDatabase) {
            {"queue", "create", "q", "--parts", "4", "--dsn", dsn}}) {
     Result r = Partq(args);
     EXPECT_EQ(r.code, 1) << args[0];
-    EXPECT_TRUE(absl::StrContains(r.err, "partq: error: cannot connect to PostgreSQL"))
-        << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "partq: error: cannot connect to PostgreSQL")) << r.err;
   }
   Result r = Partq({"migrate", "--dsn", "host=127.0.0.1 port=notaport"});
   EXPECT_EQ(r.code, 2);
@@ -315,13 +349,13 @@ TEST(BadConnection, WrongPassword) {
 TEST(BadSchema, MissingSchemaSaysToRunMigrate) {
   const std::string dsn = testing::TestDsn();
   const std::string schema = "partq_never_migrated";
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"enqueue", "q", "x"},
-           {"enqueue", "q", "--stdin"},
-           {"worker", "q"},
-           {"queue", "create", "q", "--parts", "4"},
-           {"queue", "list"},
-           {"status", "q"}}) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"enqueue", "q", "x"},
+                                             {"enqueue", "q", "--stdin"},
+                                             {"worker", "q"},
+                                             {"queue", "create", "q", "--parts", "4"},
+                                             {"queue", "list"},
+                                             {"status", "q"}}) {
     std::vector<std::string> a = args;
     a.insert(a.end(), {"--dsn", dsn, "--schema", schema});
     Result r = Partq(a, "x\n");
@@ -334,8 +368,9 @@ TEST(BadSchema, MissingSchemaSaysToRunMigrate) {
 }
 
 TEST_F(BadInputTest, SchemaNewerThanTheBinary) {
-  schema_.Q("INSERT INTO {schema}.schema_migrations (version, description) "
-            "VALUES (999, 'from the future')");
+  schema_.Q(
+      "INSERT INTO {schema}.schema_migrations (version, description) "
+      "VALUES (999, 'from the future')");
   const std::string msg = "is at version 999, newer than this partq";
   ExpectRejected(With({"migrate"}), 1, msg);
   ExpectRejected(With({"worker", "q"}), 1, msg);

@@ -1,0 +1,107 @@
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "cli/common.h"
+
+namespace partq::cli {
+namespace {
+
+// One entry per command: its usage lines as `partq help` lists them.
+struct CommandUsage {
+  const char* command;
+  const char* usage;
+};
+
+constexpr CommandUsage kCommands[] = {
+    {"migrate",
+     "  migrate                                  create/upgrade the schema (idempotent)\n"},
+    {"queue",
+     "  queue create NAME --parts N [--assignment lexical|sticky] [--ordered]\n"
+     "               [--max-attempts N] [--session-ttl 10s] [--dlq-topic TOPIC]\n"
+     "  queue set NAME --dlq-topic TOPIC|''      dead-lettered items go to TOPIC ('' for none)\n"
+     "  queue list [--json]\n"
+     "  queue delete NAME\n"},
+    {"enqueue",
+     "  enqueue QUEUE [--key K] [--priority N] [--delay 10s] [--dedup-key K] [PAYLOAD]\n"
+     "  enqueue QUEUE --stdin [--chunk N]        one payload per line, via COPY\n"},
+    {"wait", "  wait QUEUE ITEM|--dedup-key K [--timeout 30s]\n"},
+    {"worker",
+     "  worker QUEUE [--concurrency N] [--batch N] [--handler SPEC] [--instance-id ID]\n"
+     "               [--metrics-addr HOST:PORT] [--poll-only] [--drain-timeout 10s]\n"
+     "               [--handler-timeout 5m] [--poll-interval 1s] [--retry-base 1s]\n"
+     "               [--retry-max 10m] [--log-level info] [--quiet]\n"},
+    {"status", "  status QUEUE [--json]\n"},
+    {"bench", "  bench [--json] [...]                     throughput/latency with baselines\n"},
+    {"demo",
+     "  demo [--keep] [--items N]                the whole story on an embedded database\n"},
+    {"bridge",
+     "  bridge ingest --brokers B --topic T --queue Q [--group G] [--instance-id ID]\n"
+     "                [--batch N] [--high-water N] [--low-water N] [--kafka-config k=v,...]\n"
+     "                [--metrics-addr HOST:PORT]   Kafka -> queue, exactly once\n"
+     "  bridge publish --brokers B [--batch N] [--kafka-config k=v,...] [--metrics-addr "
+     "HOST:PORT]\n"
+     "                                           the outbox -> Kafka (idempotent producer)\n"},
+};
+
+constexpr char kFooter[] =
+    "Connection: --dsn or $PARTQ_DSN, else libpq's PGHOST/PGPORT/PGUSER/... variables.\n"
+    "Schema: --schema or $PARTQ_SCHEMA (default \"partq\"). Payload limit: --max-payload BYTES.\n";
+constexpr char kHandlers[] =
+    "Handlers (chain with commas): noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD,\n"
+    "  publish:TOPIC.\n";
+
+}  // namespace
+
+const char* BenchUsage() {
+  return R"(usage: partq bench [--sessions 1,2,4,8,16] [--batch 1,10,100] [--items N]
+                   [--rounds N] [--parts N] [--full] [--sweep-sessions N]
+                   [--only drain,steady,enqueue,idle,memory,pickup]
+                   [--systems floor,partq,skip_locked_batch,skip_locked_one,naive_update]
+                   [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
+                   [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
+                   [--json] [--out FILE] [--plot FILE.svg|FILE.png] [--quiet]
+                   [--dsn DSN] [--keep] [--diagnose]
+Without --dsn or $PARTQ_DSN, runs against an embedded PostgreSQL (default
+settings, max_connections raised for the idle workload). The bench uses its own
+schema (default partq_bench), dropped and recreated.)";
+}
+
+std::string MainHelp() {
+  std::string out =
+      "partq — a partitioned work queue on PostgreSQL\n\n"
+      "Usage: partq COMMAND [ARGS] [--dsn DSN] [--schema NAME]\n"
+      "       partq COMMAND --help\n\nCommands:\n";
+  for (const CommandUsage& c : kCommands) out += c.usage;
+  return absl::StrCat(out, "\n", kFooter, kHandlers);
+}
+
+std::optional<std::string> CommandHelp(const std::string& command) {
+  if (command == "bench") return absl::StrCat(BenchUsage(), "\n");
+  for (const CommandUsage& c : kCommands) {
+    if (command != c.command) continue;
+    // The lines as `partq help` has them, each command line with "partq "
+    // in front (and its continuation lines shifted to match).
+    std::string out = "Usage:\n";
+    for (absl::string_view line : absl::StrSplit(c.usage, '\n', absl::SkipEmpty())) {
+      const bool first = absl::StartsWith(line, absl::StrCat("  ", command, " "));
+      absl::StrAppend(&out, first ? "  partq " : "        ", line.substr(2), "\n");
+    }
+    return absl::StrCat(out, "\n", kFooter, command == "worker" ? kHandlers : "");
+  }
+  return std::nullopt;
+}
+
+bool WantsHelp(const std::vector<std::string>& argv) {
+  for (const std::string& a : argv) {
+    if (a == "--") return false;  // what follows is positional (a payload)
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
+}  // namespace partq::cli
