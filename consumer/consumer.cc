@@ -581,16 +581,78 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
       return IsolateSignal();
     }
     if (metrics_ != nullptr) metrics_->HandlerCall(absl::Now() - t0);
-    bool all_ok = statuses.size() == run.size() && absl::Now() <= deadline;
+    const bool told = statuses.size() == run.size() && absl::Now() <= deadline;
+    bool all_ok = told;
     for (const auto& st : statuses) all_ok = all_ok && st.ok();
     if (!all_ok) {
+      batch.blamed.clear();
+      for (size_t k = 0; told && k < run.size(); ++k) {
+        if (!statuses[k].ok()) batch.blamed.push_back(items[run_index[k]].id);
+      }
       *need_isolation = true;
       return IsolateSignal();
     }
     for (size_t i : run_index) ack(i);
     return outcomes;
   }
-  for (size_t k = 0; k < run.size(); ++k) {
+  // Isolating. The items the batch attempt did not blame run again together
+  // under a savepoint: one item's failure seldom fails the others when the
+  // handler reports per item, so a batch with a bad item costs a savepoint or
+  // two instead of one per item. If the group fails again, the items it
+  // blames now leave it and it tries once more (a flaky downstream fails
+  // other items each time), up to kGroupRounds times; whatever remains then,
+  // and every blamed item, runs alone, so a failure is always an item's own.
+  constexpr int kGroupRounds = 8;
+  std::vector<size_t> alone;  // positions in `run`
+  std::vector<size_t> group;
+  {
+    const absl::flat_hash_set<int64_t> blamed(batch.blamed.begin(), batch.blamed.end());
+    for (size_t k = 0; k < run.size(); ++k) {
+      (blamed.empty() || blamed.count(items[run_index[k]].id) ? alone : group).push_back(k);
+    }
+  }
+  for (int round = 0; group.size() >= 2 && round < kGroupRounds; ++round) {
+    auto sp = tx.Exec("SAVEPOINT partq_group");
+    const bool savepoints = sp.ok();
+    if (!sp.ok() && !absl::IsUnimplemented(sp.status())) return sp.status();
+    std::vector<HandlerCall*> calls_of_group;
+    const absl::Time t0 = absl::Now();
+    for (size_t k : group) {
+      run[k]->deadline = t0 + options_.handler_timeout;
+      calls_of_group.push_back(run[k]);
+    }
+    std::vector<absl::Status> statuses;
+    bool told = true;
+    try {
+      handler_->HandleBatch(absl::MakeConstSpan(calls_of_group), &statuses);
+    } catch (...) {
+      told = false;
+    }
+    if (metrics_ != nullptr) metrics_->HandlerCall(absl::Now() - t0);
+    told = told && statuses.size() == group.size() && absl::Now() <= t0 + options_.handler_timeout;
+    const bool ok = told && std::all_of(statuses.begin(), statuses.end(),
+                                        [](const absl::Status& st) { return st.ok(); });
+    if (ok) {
+      if (savepoints) {
+        if (auto r = tx.Exec("RELEASE SAVEPOINT partq_group"); !r.ok()) return r.status();
+      }
+      for (size_t k : group) ack(run_index[k]);
+      group.clear();
+      break;
+    }
+    if (savepoints) {
+      if (auto r = tx.Exec("ROLLBACK TO SAVEPOINT partq_group"); !r.ok()) return r.status();
+    }
+    for (size_t k : group) calls[run_index[k]].result.reset();
+    if (!told) break;  // it cannot say which: all of them alone
+    std::vector<size_t> still;
+    for (size_t j = 0; j < group.size(); ++j)
+      (statuses[j].ok() ? still : alone).push_back(group[j]);
+    group = std::move(still);
+  }
+  alone.insert(alone.end(), group.begin(), group.end());
+  std::sort(alone.begin(), alone.end());
+  for (size_t k : alone) {
     const size_t i = run_index[k];
     auto sp = tx.Exec("SAVEPOINT partq_item");
     const bool savepoints = sp.ok();

@@ -122,10 +122,14 @@ class Consumer : private PartListener {
  private:
   struct Batch {
     std::vector<Item> items;
-    bool isolate = false;  // run each item under its own savepoint
+    bool isolate = false;  // rerun with savepoints: a group, and the blamed items alone
     // A lone item that failed in a transaction that was rolled back: its id
     // and error, so the rerun records the failure without running it again.
     std::optional<std::pair<int64_t, std::string>> failed_alone;
+    // After a batch attempt that failed: the items whose handler reported a
+    // failure, when it could tell (a status for every item, in time). Empty:
+    // it could not, and on the isolating run every item runs alone.
+    std::vector<int64_t> blamed;
   };
   // What the consumer knows of a part it owns.
   struct PartState {

@@ -33,7 +33,7 @@ namespace partq {
 
 struct HandlerCall {
   const Item* item = nullptr;
-  Tx* tx = nullptr;             // the ack transaction
+  Tx* tx = nullptr;  // the ack transaction
   const SessionId* session = nullptr;
   absl::Time deadline = absl::InfiniteFuture();  // handler timeout; honour it if you can
   // Optional result, returned by `partq wait` / Producer::Wait.
@@ -54,8 +54,13 @@ class Handler {
   // Processes several items in one transaction; (*statuses)[i] is the result
   // for calls[i]. The default calls Handle for each in turn. Override to
   // batch writes (one INSERT for many items). If any status is not OK, the
-  // consumer rolls the whole transaction back and runs the items again one by
-  // one, each under a savepoint, so one failure never drops another's writes.
+  // consumer rolls the whole transaction back and runs the batch again: the
+  // items whose status was OK together under a savepoint (shedding any that
+  // fail this time, a few rounds at most), each failed item alone under its
+  // own savepoint, so one failure never drops another's writes and a failure
+  // recorded is always the item's own. Report per item when you can: a
+  // handler that cannot say which item failed (it throws, returns fewer
+  // statuses, or runs over its deadline) gets every item run alone.
   virtual void HandleBatch(absl::Span<HandlerCall* const> calls,
                            std::vector<absl::Status>* statuses);
 };

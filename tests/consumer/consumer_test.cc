@@ -6,6 +6,7 @@
 
 #include <pqxx/pqxx>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -16,10 +17,10 @@
 #include "coordinator/pg_store.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
-#include "tests/testing/wait.h"
 #include "producer/producer.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
+#include "tests/testing/wait.h"
 
 namespace partq {
 namespace {
@@ -51,17 +52,16 @@ class ConsumerTest : public ::testing::Test {
 
   // A handler that writes one row per item into {schema}.writes and then
   // fails for payload `failing`; counts runs per payload in `runs` if given.
-  static std::unique_ptr<Handler> WritesThenFailsOn(std::string failing,
-                                                    absl::Mutex* mu = nullptr,
+  static std::unique_ptr<Handler> WritesThenFailsOn(std::string failing, absl::Mutex* mu = nullptr,
                                                     std::map<std::string, int>* runs = nullptr) {
     return MakeHandler([failing, mu, runs](HandlerCall& call) -> absl::Status {
       if (runs != nullptr) {
         absl::MutexLock l(mu);
         ++(*runs)[call.item->payload];
       }
-      auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() +
-                                 "\".writes (item_id) VALUES ($1)",
-                             {std::to_string(call.item->id)});
+      auto r =
+          call.tx->Exec("INSERT INTO \"" + call.tx->schema() + "\".writes (item_id) VALUES ($1)",
+                        {std::to_string(call.item->id)});
       if (!r.ok()) return r.status();
       if (call.item->payload == failing) {
         return absl::InternalError(failing + " fails after writing");
@@ -96,10 +96,10 @@ class ConsumerTest : public ::testing::Test {
 
   std::vector<std::string> Worker(const std::string& queue, const std::string& handler,
                                   std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {testing::PartqBinary(), "worker", queue, "--dsn",
-                                     schema_.dsn(), "--schema", schema_.name(), "--handler",
-                                     handler, "--quiet", "--concurrency", "2",
-                                     "--poll-interval", "100ms"};
+    std::vector<std::string> argv = {
+        testing::PartqBinary(), "worker",    queue,   "--dsn",   schema_.dsn(),   "--schema",
+        schema_.name(),         "--handler", handler, "--quiet", "--concurrency", "2",
+        "--poll-interval",      "100ms"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   }
@@ -114,7 +114,8 @@ TEST_F(ConsumerTest, ThreeConsumersDrainWithRecordHandlerExactlyOnce) {
   ASSERT_TRUE(handler.ok());
   std::vector<std::unique_ptr<Consumer>> consumers;
   for (int i = 0; i < 3; ++i) {
-    consumers.push_back(std::make_unique<Consumer>(schema_.Factory(), Options("q"), handler->get()));
+    consumers.push_back(
+        std::make_unique<Consumer>(schema_.Factory(), Options("q"), handler->get()));
     ASSERT_TRUE(consumers.back()->Start().ok());
   }
   ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
@@ -174,13 +175,13 @@ TEST_F(ConsumerTest, SessionThatLostItsPartCannotAckAndNewOwnerProcessesOnce) {
   fr.parts = *pa;
   fr.items = *claimed;
   bool ran = false;  // in the run that committed
-  auto fa = a->Finish(fr, [&](Tx& tx, absl::Span<const Item> owned)
-                              -> absl::StatusOr<std::vector<Outcome>> {
-    ran = !owned.empty();
-    std::vector<Outcome> out;
-    for (const auto& i : owned) out.push_back({i.id, i.part});
-    return out;
-  });
+  auto fa = a->Finish(
+      fr, [&](Tx& tx, absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+        ran = !owned.empty();
+        std::vector<Outcome> out;
+        for (const auto& i : owned) out.push_back({i.id, i.part});
+        return out;
+      });
   ASSERT_TRUE(fa.ok()) << fa.status();
   EXPECT_TRUE(fa->acked.empty());
   EXPECT_EQ(fa->fenced.size(), 20u);
@@ -233,8 +234,7 @@ TEST_F(ConsumerTest, ADrainReadsOnFromTheCursorAndClaimsAheadInTheAck) {
   // Reads from the head: each part once for the enqueue's notice, once per
   // second (rescan_interval), and a few for the polls and the drain's end.
   EXPECT_LE(calls["claim_lead_head"], 4 * (static_cast<int64_t>(seconds) + 4))
-      << claims << " claims in " << seconds << " s, " << calls["claim"]
-      << " claims of their own";
+      << claims << " claims in " << seconds << " s, " << calls["claim"] << " claims of their own";
   EXPECT_GE(calls["claim_part"], claims) << "every claim lists the parts it may read";
 }
 
@@ -264,10 +264,10 @@ TEST_F(ConsumerTest, AHigherPriorityItemEnqueuedMidDrainIsTakenAtOnce) {
   c.Stop();
   ExpectExactlyOnce("effects", 5001);
   // Items acked after the urgent one: most of what was left when it came.
-  const int64_t after = schema_.QInt(absl::StrCat(
-      "SELECT count(*) FROM {schema}.effects WHERE acked_at > (SELECT acked_at FROM "
-      "{schema}.effects WHERE item_id = ",
-      u->id, ")"));
+  const int64_t after = schema_.QInt(
+      absl::StrCat("SELECT count(*) FROM {schema}.effects WHERE acked_at > (SELECT acked_at FROM "
+                   "{schema}.effects WHERE item_id = ",
+                   u->id, ")"));
   EXPECT_GT(after, left_then / 2) << "the urgent item waited behind the backlog";
 }
 
@@ -358,8 +358,8 @@ TEST_F(ConsumerTest, PrioritiesFirstAndDelayedItemsWait) {
   ASSERT_EQ(seen.size(), 6u);
   std::vector<std::string> order;
   for (auto& s : seen) order.push_back(s.first);
-  EXPECT_EQ(order, (std::vector<std::string>{"prio-2", "prio1", "prio1", "prio3", "prio5",
-                                             "delayed"}));
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"prio-2", "prio1", "prio1", "prio3", "prio5", "delayed"}));
   EXPECT_GE(seen.back().second - start, absl::Milliseconds(4500)) << "delayed item ran early";
 }
 
@@ -442,6 +442,127 @@ TEST_F(ConsumerTest, ALoneFailingItemRunsOncePerAttemptAndOnlyItsWritesRollBack)
   for (const auto& [payload, n] : runs) {
     if (payload != "p3") EXPECT_EQ(n, 1) << payload;
   }
+}
+
+// A handler that writes a row per item and fails `failing`, alone or in a
+// batch; in a batch of exactly `also_at` items it also fails `also` (a
+// failure that depends on the company, so the isolating run's group fails).
+// A batch of exactly `throw_at` items throws (it cannot say which failed).
+// Records the size of every HandleBatch call and every item run alone.
+class BlameHandler : public Handler {
+ public:
+  BlameHandler(std::string failing, std::string also = "", size_t also_at = 0, size_t throw_at = 0)
+      : failing_(std::move(failing)),
+        also_(std::move(also)),
+        also_at_(also_at),
+        throw_at_(throw_at) {}
+  absl::Status Handle(HandlerCall& call) override {
+    {
+      absl::MutexLock l(&mu_);
+      alone_.push_back(call.item->payload);
+    }
+    return Write(call, 1);
+  }
+  void HandleBatch(absl::Span<HandlerCall* const> calls,
+                   std::vector<absl::Status>* statuses) override {
+    {
+      absl::MutexLock l(&mu_);
+      batches_.push_back(calls.size());
+    }
+    if (calls.size() == throw_at_) throw std::runtime_error("no idea which");
+    statuses->clear();
+    for (HandlerCall* c : calls) statuses->push_back(Write(*c, calls.size()));
+  }
+  std::vector<size_t> batches() {
+    absl::MutexLock l(&mu_);
+    return batches_;
+  }
+  std::vector<std::string> alone() {
+    absl::MutexLock l(&mu_);
+    return alone_;
+  }
+
+ private:
+  absl::Status Write(HandlerCall& call, size_t company) {
+    auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() + "\".writes (item_id) VALUES ($1)",
+                           {std::to_string(call.item->id)});
+    if (!r.ok()) return r.status();
+    if (call.item->payload == failing_ || (company == also_at_ && call.item->payload == also_)) {
+      return absl::InternalError(call.item->payload + " fails after writing");
+    }
+    return absl::OkStatus();
+  }
+  const std::string failing_, also_;
+  const size_t also_at_, throw_at_;
+  absl::Mutex mu_;
+  std::vector<size_t> batches_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> alone_ ABSL_GUARDED_BY(mu_);
+};
+
+// One item of a batch fails: the isolating run takes the other nine together
+// under one savepoint and only the blamed one alone, instead of ten alone.
+TEST_F(ConsumerTest, ABatchWithOneFailingItemRerunsTheOthersTogether) {
+  CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
+  EnqueueN("q", 10);
+  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
+  BlameHandler handler("p3");
+  ConsumerOptions o = Options("q");
+  o.concurrency = 1;
+  o.batch = 10;
+  Consumer c(schema_.Factory(), o, &handler);
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  c.Stop();
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.writes"), 9);
+  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT item_id) FROM {schema}.writes"), 9);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items "
+                         "WHERE last_error LIKE '%p3 fails after writing%'"),
+            1);
+  EXPECT_EQ(handler.batches(), (std::vector<size_t>{10, 9}));
+  EXPECT_EQ(handler.alone(), (std::vector<std::string>{"p3"}));
+}
+
+// The group of items the batch attempt did not blame fails again, blaming
+// another item: that one leaves the group too, the rest succeed together, and
+// only the item that fails on its own is dead.
+TEST_F(ConsumerTest, AnIsolatingGroupThatFailsAgainShedsTheItemsItBlames) {
+  CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
+  EnqueueN("q", 10);
+  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
+  BlameHandler handler("p3", "p5", /*also_at=*/9);
+  ConsumerOptions o = Options("q");
+  o.concurrency = 1;
+  o.batch = 10;
+  Consumer c(schema_.Factory(), o, &handler);
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  c.Stop();
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.writes"), 9);
+  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT item_id) FROM {schema}.writes"), 9);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items"), 1);
+  EXPECT_EQ(handler.batches(), (std::vector<size_t>{10, 9, 8}));
+  EXPECT_EQ(handler.alone(), (std::vector<std::string>{"p3", "p5"}));
+}
+
+// A group that cannot say which item failed (it threw) is rolled back and
+// every item of it runs alone.
+TEST_F(ConsumerTest, AnIsolatingGroupThatCannotSayWhichFailedRunsItsItemsAlone) {
+  CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
+  EnqueueN("q", 10);
+  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
+  BlameHandler handler("p3", "", 0, /*throw_at=*/9);
+  ConsumerOptions o = Options("q");
+  o.concurrency = 1;
+  o.batch = 10;
+  Consumer c(schema_.Factory(), o, &handler);
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  c.Stop();
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.writes"), 9);
+  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT item_id) FROM {schema}.writes"), 9);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items"), 1);
+  EXPECT_EQ(handler.batches(), (std::vector<size_t>{10, 9}));
+  EXPECT_EQ(handler.alone().size(), 10u);  // p3 and the nine of the group
 }
 
 // Polls are due by the clock: enqueue notices for one part, arriving faster
@@ -579,10 +700,12 @@ TEST_F(ConsumerTest, IdleWorkerPicksUpANewItemWithinMilliseconds) {
     it.payload = absl::StrCat("i", i);
     const absl::Time t0 = absl::Now();
     ASSERT_TRUE(p.Enqueue("q", it).ok());
-    ASSERT_TRUE(WaitUntil([&] {
-      absl::MutexLock l(&mu);
-      return picked.count(it.payload) > 0;
-    }, absl::Seconds(10)));
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          absl::MutexLock l(&mu);
+          return picked.count(it.payload) > 0;
+        },
+        absl::Seconds(10)));
     absl::MutexLock l(&mu);
     lat.push_back(picked[it.payload] - t0);
   }
@@ -594,23 +717,25 @@ TEST_F(ConsumerTest, IdleWorkerPicksUpANewItemWithinMilliseconds) {
 TEST_F(ConsumerTest, SigtermDrainsAndLosesNothing) {
   CreateQueue("q", 8, absl::Seconds(30));
   EnqueueN("q", 3000);
-  schema_.Q("CREATE TABLE {schema}.effects (item_id bigint NOT NULL, session_id uuid NOT NULL, "
-            "acked_at timestamptz NOT NULL DEFAULT now())");
+  schema_.Q(
+      "CREATE TABLE {schema}.effects (item_id bigint NOT NULL, session_id uuid NOT NULL, "
+      "acked_at timestamptz NOT NULL DEFAULT now())");
   ChildProcess a(Worker("q", "sleep:1,record:effects", {"--batch", "20"}));
   ChildProcess b(Worker("q", "sleep:1,record:effects", {"--batch", "20"}));
-  ASSERT_TRUE(WaitUntil([&] {
-    return schema_.QInt("SELECT count(*) FROM {schema}.effects") > 300;
-  }, absl::Minutes(1)));
+  ASSERT_TRUE(WaitUntil([&] { return schema_.QInt("SELECT count(*) FROM {schema}.effects") > 300; },
+                        absl::Minutes(1)));
   const absl::Time t0 = absl::Now();
   a.Signal(SIGTERM);
   auto st = a.Wait(absl::Seconds(30));
   ASSERT_TRUE(st.has_value());
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
   // b owns every part at once (a handed over, no TTL wait).
-  EXPECT_TRUE(WaitUntil([&] {
-    return schema_.QInt("SELECT count(DISTINCT session_id) FROM {schema}.session_parts") == 1 &&
-           schema_.QInt("SELECT count(*) FROM {schema}.session_parts") == 8;
-  }, absl::Seconds(20)));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return schema_.QInt("SELECT count(DISTINCT session_id) FROM {schema}.session_parts") == 1 &&
+               schema_.QInt("SELECT count(*) FROM {schema}.session_parts") == 8;
+      },
+      absl::Seconds(20)));
   // Well inside the 30 s TTL: the parts were handed over, not expired.
   EXPECT_LT(absl::Now() - t0, absl::Seconds(25));
   ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Minutes(2)));
