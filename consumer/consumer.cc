@@ -1,6 +1,7 @@
 #include "consumer/consumer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "absl/container/flat_hash_set.h"
@@ -501,6 +502,30 @@ Outcome Consumer::Failure(const Item& item, const std::string& error) {
   return o;
 }
 
+void Consumer::NoteRerun(size_t runs, size_t failed) {
+  absl::MutexLock lock(&mu_);
+  // Decayed counts: about the last ten observations weigh.
+  rerun_runs_ = rerun_runs_ * 0.9 + static_cast<double>(runs);
+  rerun_failed_ = rerun_failed_ * 0.9 + static_cast<double>(failed);
+}
+
+double Consumer::RerunFailureRate() const {
+  absl::MutexLock lock(&mu_);
+  return rerun_runs_ > 0 ? rerun_failed_ / rerun_runs_ : 0;
+}
+
+bool Consumer::GroupRoundPays(double rerun_failure_rate, size_t items, absl::Duration item_cost,
+                              absl::Duration savepoint_cost) {
+  const double g = static_cast<double>(items);
+  const double item = absl::ToDoubleMicroseconds(item_cost);
+  const double sp = absl::ToDoubleMicroseconds(savepoint_cost);
+  const double success = std::pow(1 - rerun_failure_rate, g);
+  // The round costs g items and a savepoint; if it succeeds it saves running
+  // the g items alone, each with its savepoint. (If it fails, they run alone
+  // anyway.) With reruns that never fail it pays for any g >= 2.
+  return g * item + sp < success * g * (item + sp);
+}
+
 absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<const Item> items,
                                                            Batch& batch, bool* need_isolation) {
   const bool isolate = batch.isolate;
@@ -581,6 +606,7 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
       return IsolateSignal();
     }
     if (metrics_ != nullptr) metrics_->HandlerCall(absl::Now() - t0);
+    batch.item_cost = (absl::Now() - t0) / static_cast<int64_t>(run.size());
     const bool told = statuses.size() == run.size() && absl::Now() <= deadline;
     bool all_ok = told;
     for (const auto& st : statuses) all_ok = all_ok && st.ok();
@@ -595,26 +621,35 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
     for (size_t i : run_index) ack(i);
     return outcomes;
   }
-  // Isolating. The items the batch attempt did not blame run again together
-  // under a savepoint: one item's failure seldom fails the others when the
-  // handler reports per item, so a batch with a bad item costs a savepoint or
-  // two instead of one per item. If the group fails again, the items it
-  // blames now leave it and it tries once more (a flaky downstream fails
-  // other items each time), up to kGroupRounds times; whatever remains then,
-  // and every blamed item, runs alone, so a failure is always an item's own.
+  // Isolating. The items the batch attempt did not blame may run again
+  // together under a savepoint: with a bad item among cheap ones (a batch
+  // INSERT), a batch then costs a savepoint or two instead of two round trips
+  // per item. A group that fails again sheds the items it blames now and may
+  // try again (a flaky downstream fails others each time), up to
+  // kGroupRounds. Each round runs only if it is expected to cost less than
+  // running its items alone (GroupRoundPays): a failed round runs every item
+  // of it once more, which for slow handlers, or when reruns fail often,
+  // costs more than the round trips it could save. Blamed items, and
+  // whatever remains, run alone after the group.
   constexpr int kGroupRounds = 8;
   std::vector<size_t> alone;  // positions in `run`
   std::vector<size_t> group;
+  std::vector<bool> unblamed(run.size(), false);
   {
     const absl::flat_hash_set<int64_t> blamed(batch.blamed.begin(), batch.blamed.end());
     for (size_t k = 0; k < run.size(); ++k) {
-      (blamed.empty() || blamed.count(items[run_index[k]].id) ? alone : group).push_back(k);
+      unblamed[k] = !blamed.empty() && blamed.count(items[run_index[k]].id) == 0;
+      (unblamed[k] ? group : alone).push_back(k);
     }
   }
+  absl::Duration item_cost = batch.item_cost;
   for (int round = 0; group.size() >= 2 && round < kGroupRounds; ++round) {
+    const absl::Time s0 = absl::Now();
     auto sp = tx.Exec("SAVEPOINT partq_group");
+    const absl::Duration savepoint_cost = 2 * (absl::Now() - s0);  // with its RELEASE
     const bool savepoints = sp.ok();
     if (!sp.ok() && !absl::IsUnimplemented(sp.status())) return sp.status();
+    if (!GroupRoundPays(RerunFailureRate(), group.size(), item_cost, savepoint_cost)) break;
     std::vector<HandlerCall*> calls_of_group;
     const absl::Time t0 = absl::Now();
     for (size_t k : group) {
@@ -628,14 +663,17 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
     } catch (...) {
       told = false;
     }
-    if (metrics_ != nullptr) metrics_->HandlerCall(absl::Now() - t0);
-    told = told && statuses.size() == group.size() && absl::Now() <= t0 + options_.handler_timeout;
+    const absl::Time t1 = absl::Now();
+    if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
+    item_cost = (t1 - t0) / static_cast<int64_t>(group.size());
+    told = told && statuses.size() == group.size() && t1 <= t0 + options_.handler_timeout;
     const bool ok = told && std::all_of(statuses.begin(), statuses.end(),
                                         [](const absl::Status& st) { return st.ok(); });
     if (ok) {
       if (savepoints) {
         if (auto r = tx.Exec("RELEASE SAVEPOINT partq_group"); !r.ok()) return r.status();
       }
+      NoteRerun(group.size(), 0);
       for (size_t k : group) ack(run_index[k]);
       group.clear();
       break;
@@ -646,8 +684,10 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
     for (size_t k : group) calls[run_index[k]].result.reset();
     if (!told) break;  // it cannot say which: all of them alone
     std::vector<size_t> still;
-    for (size_t j = 0; j < group.size(); ++j)
+    for (size_t j = 0; j < group.size(); ++j) {
       (statuses[j].ok() ? still : alone).push_back(group[j]);
+    }
+    NoteRerun(group.size(), group.size() - still.size());
     group = std::move(still);
   }
   alone.insert(alone.end(), group.begin(), group.end());
@@ -658,6 +698,7 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
     const bool savepoints = sp.ok();
     if (!sp.ok() && !absl::IsUnimplemented(sp.status())) return sp.status();
     const absl::Status st = run_alone(i);
+    if (unblamed[k]) NoteRerun(1, st.ok() ? 0 : 1);
     if (st.ok()) {
       if (savepoints) {
         if (auto r = tx.Exec("RELEASE SAVEPOINT partq_item"); !r.ok()) return r.status();

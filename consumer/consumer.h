@@ -115,6 +115,14 @@ class Consumer : private PartListener {
   void Abandon();
 
   ConsumerStats stats() const;
+
+  // Isolating a failed batch (see Handler::HandleBatch): whether running
+  // `items` that succeeded in the batch attempt together again, under one
+  // savepoint, is expected to cost less than running each alone under its
+  // own, when such reruns fail at `rerun_failure_rate`, an item's handler
+  // takes `item_cost` and a savepoint (with its release) `savepoint_cost`.
+  static bool GroupRoundPays(double rerun_failure_rate, size_t items, absl::Duration item_cost,
+                             absl::Duration savepoint_cost);
   const Session& session() const { return *session_; }
   // Items waiting for a worker plus items being processed.
   int64_t in_flight() const;
@@ -130,6 +138,7 @@ class Consumer : private PartListener {
     // failure, when it could tell (a status for every item, in time). Empty:
     // it could not, and on the isolating run every item runs alone.
     std::vector<int64_t> blamed;
+    absl::Duration item_cost;  // the batch attempt's handler time per item
   };
   // What the consumer knows of a part it owns.
   struct PartState {
@@ -158,6 +167,12 @@ class Consumer : private PartListener {
   absl::StatusOr<std::vector<Outcome>> RunHandlers(Tx& tx, absl::Span<const Item> items,
                                                    Batch& batch, bool* need_isolation);
   Outcome Failure(const Item& item, const std::string& error);
+  // Isolating runs (RunHandlers): `runs` items that succeeded in their batch
+  // attempt ran again, and `failed` of them failed.
+  void NoteRerun(size_t runs, size_t failed) ABSL_LOCKS_EXCLUDED(mu_);
+  // How often an item that succeeded in its batch attempt failed when run
+  // again, lately (0 before any rerun).
+  double RerunFailureRate() const ABSL_LOCKS_EXCLUDED(mu_);
   // A claim for `batches` batches (0: only the suspect probe), or nullopt
   // when there is nothing worth reading; `finishing` are the items being
   // finished by the call that carries the claim.
@@ -205,6 +220,10 @@ class Consumer : private PartListener {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
   ConsumerStats stats_ ABSL_GUARDED_BY(mu_);
+  // Decayed counts of items rerun by isolating runs and of those that failed
+  // (NoteRerun).
+  double rerun_runs_ ABSL_GUARDED_BY(mu_) = 0;
+  double rerun_failed_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::thread claimer_;
   std::vector<std::thread> workers_;

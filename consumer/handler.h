@@ -5,7 +5,8 @@
 // recipe: if the ack is fenced (this session lost the part) or fails, the
 // writes roll back with it and the part's new owner processes the item.
 // Side effects outside that transaction (HTTP calls, files) may happen more
-// than once: a handler can run again after a crash or a fenced ack.
+// than once: a handler can run again after a crash or a fenced ack, and the
+// items of a batch in which another item failed run again (HandleBatch).
 //
 // Failure: return a non-OK status or throw. The item is retried with
 // exponential backoff and dead-lettered after the queue's max_attempts, with
@@ -54,13 +55,15 @@ class Handler {
   // Processes several items in one transaction; (*statuses)[i] is the result
   // for calls[i]. The default calls Handle for each in turn. Override to
   // batch writes (one INSERT for many items). If any status is not OK, the
-  // consumer rolls the whole transaction back and runs the batch again: the
-  // items whose status was OK together under a savepoint (shedding any that
-  // fail this time, a few rounds at most), each failed item alone under its
-  // own savepoint, so one failure never drops another's writes and a failure
-  // recorded is always the item's own. Report per item when you can: a
-  // handler that cannot say which item failed (it throws, returns fewer
-  // statuses, or runs over its deadline) gets every item run alone.
+  // consumer rolls the whole transaction back and runs the batch again, so
+  // one failure never drops another's writes: the items whose status was OK
+  // together under one savepoint when that is expected to pay (cheap items,
+  // reruns that seldom fail: Consumer::GroupRoundPays; a group that fails
+  // again sheds the items it blames, up to 8 rounds), the rest each alone
+  // under its own savepoint, after the group. A failure is recorded only from
+  // a run of the item alone. Report per item when you can: a handler that
+  // cannot say which item failed (it throws, returns fewer statuses, or runs
+  // over its deadline) gets every item run alone.
   virtual void HandleBatch(absl::Span<HandlerCall* const> calls,
                            std::vector<absl::Status>* statuses);
 };

@@ -523,8 +523,10 @@ TEST_F(ConsumerTest, ABatchWithOneFailingItemRerunsTheOthersTogether) {
 }
 
 // The group of items the batch attempt did not blame fails again, blaming
-// another item: that one leaves the group too, the rest succeed together, and
-// only the item that fails on its own is dead.
+// another item: nothing of the failed round commits, the blamed item runs
+// alone and succeeds, and only the item that fails on its own is dead.
+// Whether the group tries a third round depends on timing (GroupRoundPays:
+// a rerun just failed); either way the outcome is the same.
 TEST_F(ConsumerTest, AnIsolatingGroupThatFailsAgainShedsTheItemsItBlames) {
   CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
   EnqueueN("q", 10);
@@ -539,9 +541,37 @@ TEST_F(ConsumerTest, AnIsolatingGroupThatFailsAgainShedsTheItemsItBlames) {
   c.Stop();
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.writes"), 9);
   EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT item_id) FROM {schema}.writes"), 9);
-  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items"), 1);
-  EXPECT_EQ(handler.batches(), (std::vector<size_t>{10, 9, 8}));
-  EXPECT_EQ(handler.alone(), (std::vector<std::string>{"p3", "p5"}));
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items "
+                         "WHERE last_error LIKE '%p3 fails after writing%'"),
+            1);
+  const std::vector<size_t> batches = handler.batches();
+  const std::vector<std::string> alone = handler.alone();
+  if (batches.size() == 3) {
+    EXPECT_EQ(batches, (std::vector<size_t>{10, 9, 8}));
+    EXPECT_EQ(alone, (std::vector<std::string>{"p3", "p5"}));
+  } else {
+    EXPECT_EQ(batches, (std::vector<size_t>{10, 9}));
+    EXPECT_EQ(alone.size(), 10u);
+  }
+}
+
+// The cost model of the group rounds.
+TEST(GroupRoundPays, OnlyWhenTheRoundTripsItSavesOutweighTheWorkItRisks) {
+  const absl::Duration sp = absl::Microseconds(100), cheap = absl::Microseconds(2),
+                       slow = absl::Milliseconds(8);
+  // Reruns that never fail: a group always pays, however slow its items.
+  EXPECT_TRUE(Consumer::GroupRoundPays(0, 2, slow, sp));
+  EXPECT_TRUE(Consumer::GroupRoundPays(0, 99, cheap, sp));
+  EXPECT_FALSE(Consumer::GroupRoundPays(0, 1, cheap, sp));  // one item: alone
+  // 1% of reruns fail: a group of 99 succeeds 37% of the time; worth it for
+  // a batch INSERT, not for handlers of 8 ms (0.8 s risked to save 20 ms).
+  EXPECT_TRUE(Consumer::GroupRoundPays(0.01, 99, cheap, sp));
+  EXPECT_FALSE(Consumer::GroupRoundPays(0.01, 99, slow, sp));
+  // 5%: a group of 95 almost never succeeds.
+  EXPECT_FALSE(Consumer::GroupRoundPays(0.05, 95, cheap, sp));
+  // 20% with slow handlers (Fault.HandlersFailingAtRandom).
+  EXPECT_FALSE(Consumer::GroupRoundPays(0.2, 40, slow, sp));
+  EXPECT_FALSE(Consumer::GroupRoundPays(1, 10, cheap, sp));
 }
 
 // A group that cannot say which item failed (it threw) is rolled back and
