@@ -70,6 +70,26 @@ class ConsumerTest : public ::testing::Test {
     });
   }
 
+  // Ten items in one part, one batch of ten, one attempt each: every item
+  // but p3 (whose handler fails) recorded once in `writes`, p3 dead.
+  void RunTenItemsWhereP3Fails(Handler& handler) {
+    CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
+    EnqueueN("q", 10);
+    schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
+    ConsumerOptions o = Options("q");
+    o.concurrency = 1;
+    o.batch = 10;
+    Consumer c(schema_.Factory(), o, &handler);
+    ASSERT_TRUE(c.Start().ok());
+    ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+    c.Stop();
+    EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.writes"), 9);
+    EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT item_id) FROM {schema}.writes"), 9);
+    EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items "
+                           "WHERE last_error LIKE '%p3 fails after writing%'"),
+              1);
+  }
+
   int64_t Left(const std::string& queue) {
     return schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = '" + queue + "'");
   }
@@ -502,22 +522,8 @@ class BlameHandler : public Handler {
 // One item of a batch fails: the isolating run takes the other nine together
 // under one savepoint and only the blamed one alone, instead of ten alone.
 TEST_F(ConsumerTest, ABatchWithOneFailingItemRerunsTheOthersTogether) {
-  CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
-  EnqueueN("q", 10);
-  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
   BlameHandler handler("p3");
-  ConsumerOptions o = Options("q");
-  o.concurrency = 1;
-  o.batch = 10;
-  Consumer c(schema_.Factory(), o, &handler);
-  ASSERT_TRUE(c.Start().ok());
-  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
-  c.Stop();
-  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.writes"), 9);
-  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT item_id) FROM {schema}.writes"), 9);
-  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items "
-                         "WHERE last_error LIKE '%p3 fails after writing%'"),
-            1);
+  RunTenItemsWhereP3Fails(handler);
   EXPECT_EQ(handler.batches(), (std::vector<size_t>{10, 9}));
   EXPECT_EQ(handler.alone(), (std::vector<std::string>{"p3"}));
 }
@@ -528,22 +534,8 @@ TEST_F(ConsumerTest, ABatchWithOneFailingItemRerunsTheOthersTogether) {
 // Whether the group tries a third round depends on timing (GroupRoundPays:
 // a rerun just failed); either way the outcome is the same.
 TEST_F(ConsumerTest, AnIsolatingGroupThatFailsAgainShedsTheItemsItBlames) {
-  CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
-  EnqueueN("q", 10);
-  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
   BlameHandler handler("p3", "p5", /*also_at=*/9);
-  ConsumerOptions o = Options("q");
-  o.concurrency = 1;
-  o.batch = 10;
-  Consumer c(schema_.Factory(), o, &handler);
-  ASSERT_TRUE(c.Start().ok());
-  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
-  c.Stop();
-  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.writes"), 9);
-  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT item_id) FROM {schema}.writes"), 9);
-  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items "
-                         "WHERE last_error LIKE '%p3 fails after writing%'"),
-            1);
+  RunTenItemsWhereP3Fails(handler);
   const std::vector<size_t> batches = handler.batches();
   const std::vector<std::string> alone = handler.alone();
   if (batches.size() == 3) {
@@ -577,20 +569,8 @@ TEST(GroupRoundPays, OnlyWhenTheRoundTripsItSavesOutweighTheWorkItRisks) {
 // A group that cannot say which item failed (it threw) is rolled back and
 // every item of it runs alone.
 TEST_F(ConsumerTest, AnIsolatingGroupThatCannotSayWhichFailedRunsItsItemsAlone) {
-  CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
-  EnqueueN("q", 10);
-  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
   BlameHandler handler("p3", "", 0, /*throw_at=*/9);
-  ConsumerOptions o = Options("q");
-  o.concurrency = 1;
-  o.batch = 10;
-  Consumer c(schema_.Factory(), o, &handler);
-  ASSERT_TRUE(c.Start().ok());
-  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
-  c.Stop();
-  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.writes"), 9);
-  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT item_id) FROM {schema}.writes"), 9);
-  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items"), 1);
+  RunTenItemsWhereP3Fails(handler);
   EXPECT_EQ(handler.batches(), (std::vector<size_t>{10, 9}));
   EXPECT_EQ(handler.alone().size(), 10u);  // p3 and the nine of the group
 }
