@@ -503,10 +503,12 @@ Outcome Consumer::Failure(const Item& item, const std::string& error) {
 }
 
 void Consumer::NoteRerun(size_t runs, size_t failed) {
+  // Counts that decay by item, not by call (a group round is many items, a
+  // run alone one): the last hundred or so reruns weigh.
+  const double decay = std::pow(0.99, static_cast<double>(runs));
   absl::MutexLock lock(&mu_);
-  // Decayed counts: about the last ten observations weigh.
-  rerun_runs_ = rerun_runs_ * 0.9 + static_cast<double>(runs);
-  rerun_failed_ = rerun_failed_ * 0.9 + static_cast<double>(failed);
+  rerun_runs_ = rerun_runs_ * decay + static_cast<double>(runs);
+  rerun_failed_ = rerun_failed_ * decay + static_cast<double>(failed);
 }
 
 double Consumer::RerunFailureRate() const {
