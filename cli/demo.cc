@@ -42,6 +42,13 @@ constexpr absl::Duration kTtl = absl::Seconds(3);
 // (~136 bytes an item) for a large --items.
 constexpr int64_t kEnqueueChunk = 1000000;
 
+// Items not finished: ready, delayed or in flight.
+int64_t Left(const QueueStatus& st) {
+  int64_t n = 0;
+  for (const auto& p : st.parts) n += p.ready + p.delayed + p.in_flight;
+  return n;
+}
+
 std::string SelfPath() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -119,10 +126,10 @@ class Demo {
 void Demo::StartWorker() {
   Worker w;
   w.name = absl::StrCat("w", workers_.size() + 1);
-  w.pid = Spawn({SelfPath(), "worker", kQueue, "--dsn", pg_.dsn, "--schema", pg_.schema,
-                 "--handler", "record:demo_effects", "--concurrency", "2", "--batch", "100",
-                 "--quiet"},
-                log_);
+  w.pid =
+      Spawn({SelfPath(), "worker", kQueue, "--dsn", pg_.dsn, "--schema", pg_.schema, "--handler",
+             "record:demo_effects", "--concurrency", "2", "--batch", "100", "--quiet"},
+            log_);
   w.alive = w.pid > 0;
   workers_.push_back(w);
 }
@@ -157,8 +164,7 @@ void Demo::CountBacklog() {
     if (store != nullptr) {
       auto st = store->Status(kQueue);
       if (st.ok()) {
-        n = 0;
-        for (const auto& p : st->parts) n += p.ready + p.delayed + p.in_flight;
+        n = Left(*st);
       } else {
         store.reset();  // reconnect next time
       }
@@ -387,11 +393,9 @@ int Demo::Run() {
   // The proof, read back from the database.
   auto verify = store_->Status(kQueue);
   if (!verify.ok()) return Fail(verify.status());
-  int64_t dead = 0, left = 0;
-  for (const auto& p : verify->parts) {
-    dead += p.dead;
-    left += p.ready + p.delayed + p.in_flight;
-  }
+  int64_t dead = 0;
+  for (const auto& p : verify->parts) dead += p.dead;
+  const int64_t left = Left(*verify);
   auto proof = ReadRecordProof(pg_, "demo_effects");
   if (!proof.ok()) return Fail(proof.status());
   const int64_t recorded = proof->rows, distinct = proof->distinct_items;
@@ -423,8 +427,8 @@ int Demo::Run() {
   const bool ok = duplicates == 0 && lost == 0 && left == 0 && missed.empty() &&
                   std::all_of(gaps_.begin(), gaps_.end(),
                               [](const auto& g) { return g.second != absl::InfiniteDuration(); });
-  printf("\n%s\n", ok ? "OK: every item was acknowledged exactly once."
-                      : "FAILED: see the numbers above.");
+  printf("\n%s\n",
+         ok ? "OK: every item was acknowledged exactly once." : "FAILED: see the numbers above.");
   return ok ? 0 : 1;
 }
 

@@ -41,11 +41,9 @@ class MemStore : public Store {
   absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("GetQueue"); !st.ok()) return st;
-    auto it = db_->queues_.find(std::string(name));
-    if (it == db_->queues_.end()) {
-      return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
-    }
-    return it->second;
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(name);
+    if (!q.ok()) return q.status();
+    return **q;
   }
   absl::StatusOr<std::vector<QueueConfig>> ListQueues() override {
     absl::MutexLock l(&db_->mu_);
@@ -61,20 +59,19 @@ class MemStore : public Store {
     if (topic) {
       if (absl::Status st = ValidateTopicName(*topic); !st.ok()) return st;
     }
-    auto it = db_->queues_.find(std::string(name));
-    if (it == db_->queues_.end()) {
-      return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
-    }
-    it->second.dlq_topic = topic;
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(name);
+    if (!q.ok()) return q.status();
+    (*q)->dlq_topic = topic;
     return absl::OkStatus();
   }
   absl::Status DeleteQueue(absl::string_view name) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("DeleteQueue"); !st.ok()) return st;
     const std::string q(name);
-    if (db_->queues_.erase(q) == 0) {
-      return absl::NotFoundError(absl::StrCat("unknown queue \"", q, "\""));
+    if (absl::StatusOr<QueueConfig*> found = db_->QueueLocked(q); !found.ok()) {
+      return found.status();
     }
+    db_->queues_.erase(q);
     for (auto it = db_->sessions_.begin(); it != db_->sessions_.end();) {
       it = it->second.queue == q ? db_->sessions_.erase(it) : std::next(it);
     }
@@ -93,10 +90,8 @@ class MemStore : public Store {
   absl::StatusOr<JoinResult> Join(const JoinRequest& req) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Join"); !st.ok()) return st;
-    auto q = db_->queues_.find(req.queue);
-    if (q == db_->queues_.end()) {
-      return absl::NotFoundError(absl::StrCat("unknown queue \"", req.queue, "\""));
-    }
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(req.queue);
+    if (!q.ok()) return q.status();
     const absl::Time now = db_->clock_->Now();
     JoinResult out;
     std::string id;
@@ -123,7 +118,7 @@ class MemStore : public Store {
     s.host = req.host;
     s.pid = req.pid;
     s.heartbeat_at = now;
-    s.expires_at = now + q->second.session_ttl;
+    s.expires_at = now + (*q)->session_ttl;
     out.id = SessionId{id};
     out.incarnation = s.incarnation;
     return out;
@@ -134,16 +129,14 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Heartbeat"); !st.ok()) return st;
     const std::string q(queue);
-    auto qit = db_->queues_.find(q);
-    if (qit == db_->queues_.end()) {
-      return absl::NotFoundError(absl::StrCat("unknown queue \"", q, "\""));
-    }
+    absl::StatusOr<QueueConfig*> config = db_->QueueLocked(q);
+    if (!config.ok()) return config.status();
     const absl::Time now = db_->clock_->Now();
     bool alive = false;
     auto it = db_->sessions_.find(session.value);
     if (it != db_->sessions_.end() && it->second.incarnation == incarnation) {
       it->second.heartbeat_at = now;
-      it->second.expires_at = now + qit->second.session_ttl;
+      it->second.expires_at = now + (*config)->session_ttl;
       alive = true;
     }
     int64_t expired = 0;
@@ -343,24 +336,23 @@ class MemStore : public Store {
   absl::StatusOr<QueueStatus> Status(absl::string_view queue) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Status"); !st.ok()) return st;
-    auto q = db_->queues_.find(std::string(queue));
-    if (q == db_->queues_.end()) {
-      return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
-    }
+    absl::StatusOr<QueueConfig*> config = db_->QueueLocked(queue);
+    if (!config.ok()) return config.status();
+    const QueueConfig& q = **config;
     QueueStatus out;
-    out.config = q->second;
+    out.config = q;
     out.db_now = db_->clock_->Now();
-    out.parts.resize(q->second.parts);
-    for (int p = 0; p < q->second.parts; ++p) {
+    out.parts.resize(q.parts);
+    for (int p = 0; p < q.parts; ++p) {
       out.parts[p].part = p;
-      auto o = db_->owners_.find({q->first, p});
+      auto o = db_->owners_.find({q.name, p});
       if (o != db_->owners_.end()) {
         out.parts[p].owner = SessionId{o->second.session};
         out.parts[p].epoch = Epoch{o->second.epoch};
       }
     }
     for (const auto& [id, s] : db_->sessions_) {
-      if (s.queue != q->first) continue;
+      if (s.queue != q.name) continue;
       SessionInfo info;
       info.id = SessionId{id};
       info.instance_id = s.instance_id;
@@ -373,10 +365,10 @@ class MemStore : public Store {
     }
     std::set<int64_t> flying;
     for (const auto& [key, rec] : db_->claims_) {
-      if (key.first == q->first) flying.insert(rec.ids.begin(), rec.ids.end());
+      if (key.first == q.name) flying.insert(rec.ids.begin(), rec.ids.end());
     }
     for (const auto& [id, s] : db_->items_) {
-      if (s.queue != q->first) continue;
+      if (s.queue != q.name) continue;
       auto& ps = out.parts[s.item.part];
       if (flying.count(id) > 0) {
         ++ps.in_flight;
@@ -388,7 +380,7 @@ class MemStore : public Store {
       }
     }
     for (const auto& [id, s] : db_->dead_) {
-      if (s.queue == q->first) ++out.parts[s.item.part].dead;
+      if (s.queue == q.name) ++out.parts[s.item.part].dead;
     }
     return out;
   }
@@ -396,23 +388,22 @@ class MemStore : public Store {
   absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Owners"); !st.ok()) return st;
-    auto q = db_->queues_.find(std::string(queue));
-    if (q == db_->queues_.end()) {
-      return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
-    }
+    absl::StatusOr<QueueConfig*> config = db_->QueueLocked(queue);
+    if (!config.ok()) return config.status();
+    const QueueConfig& q = **config;
     QueueOwners out;
-    out.owners.resize(q->second.parts);
-    for (int p = 0; p < q->second.parts; ++p) {
-      auto o = db_->owners_.find({q->first, p});
+    out.owners.resize(q.parts);
+    for (int p = 0; p < q.parts; ++p) {
+      auto o = db_->owners_.find({q.name, p});
       if (o != db_->owners_.end()) out.owners[p] = SessionId{o->second.session};
     }
     for (const auto& [id, s] : db_->sessions_) {
-      if (s.queue == q->first) out.sessions.push_back({SessionId{id}, s.host, s.pid});
+      if (s.queue == q.name) out.sessions.push_back({SessionId{id}, s.host, s.pid});
     }
     std::sort(out.sessions.begin(), out.sessions.end(),
               [](const auto& a, const auto& b) { return a.id.value < b.id.value; });
     out.has_items = std::any_of(db_->items_.begin(), db_->items_.end(),
-                                [&](const auto& kv) { return kv.second.queue == q->first; });
+                                [&](const auto& kv) { return kv.second.queue == q.name; });
     return out;
   }
 
@@ -445,10 +436,8 @@ class MemStore : public Store {
 
   absl::StatusOr<EnqueueResult> EnqueueLocked(const std::string& queue, const NewItem& item)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->mu_) {
-    auto q = db_->queues_.find(queue);
-    if (q == db_->queues_.end()) {
-      return absl::NotFoundError(absl::StrCat("unknown queue \"", queue, "\""));
-    }
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue);
+    if (!q.ok()) return q.status();
     if (item.dedup_key) {
       for (const auto& [id, s] : db_->items_) {
         if (s.queue == queue && s.item.dedup_key == item.dedup_key) {
@@ -460,8 +449,7 @@ class MemStore : public Store {
     MemDatabase::StoredItem s;
     s.queue = queue;
     s.item.id = db_->next_item_++;
-    s.item.part =
-        item.key ? PartForKey(*item.key, q->second.parts) : PartForId(s.item.id, q->second.parts);
+    s.item.part = item.key ? PartForKey(*item.key, (*q)->parts) : PartForId(s.item.id, (*q)->parts);
     s.item.key = item.key;
     s.item.dedup_key = item.dedup_key;
     s.item.priority = item.priority;
@@ -501,6 +489,12 @@ void MemDatabase::FailCallsOf(const std::string& method, bool fail) {
   } else {
     failing_.erase(method);
   }
+}
+
+absl::StatusOr<QueueConfig*> MemDatabase::QueueLocked(absl::string_view name) {
+  auto it = queues_.find(std::string(name));
+  if (it == queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
+  return &it->second;
 }
 
 int64_t MemDatabase::Calls(const std::string& method) const {

@@ -64,6 +64,9 @@ class MemDatabase {
   };
 
   absl::Status Enter(const char* method) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queue's config, or NotFound ("unknown queue").
+  absl::StatusOr<QueueConfig*> QueueLocked(absl::string_view name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked(const std::string& queue, const std::string& except, int64_t* expired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   GroupView ViewLocked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -697,9 +697,6 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
         if (!a.ok()) return a.status();
         std::optional<ClaimRequest> claim;
         if (request.next) claim = request.next();
-        if (claim) {
-          if (absl::Status bad = CheckClaimLimits(*claim); !bad.ok()) return bad;
-        }
         // Every acked row located where its claim saw it.
         const bool located = std::none_of(a->ack_locators.begin(), a->ack_locators.end(),
                                           [](uint64_t l) { return l == 0; });
@@ -711,6 +708,10 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                                             [](const auto& r) { return r.has_value(); }) &&
                                (!claim || (!ProbesSuspects(*claim) && claim->parts.size() == 1));
         if (pipelined) {
+          // (The general path checks the claim in MakeClaimArgs.)
+          if (claim) {
+            if (absl::Status bad = CheckClaimLimits(*claim); !bad.ok()) return bad;
+          }
           // The fence: the parts of the acked items at their claim epochs.
           std::vector<int> fence_parts;
           std::vector<int64_t> fence_epochs;

@@ -39,8 +39,9 @@ TEST(KafkaKeyOrder, EachKeyIsAckedInTopicOrderWhileSessionsJoinAndLeave) {
   q.max_attempts = 1000;  // failures retry; none may die
   q.session_ttl = absl::Seconds(5);
   ASSERT_TRUE(schema.NewStore()->CreateQueue(q).ok());
-  schema.Q("CREATE TABLE {schema}.acks (n bigserial PRIMARY KEY, key text NOT NULL, "
-           "seq int NOT NULL, session uuid NOT NULL)");
+  schema.Q(
+      "CREATE TABLE {schema}.acks (n bigserial PRIMARY KEY, key text NOT NULL, "
+      "seq int NOT NULL, session uuid NOT NULL)");
 
   // Payload "<key> <seq>": seq counts each key's messages in produce order.
   std::vector<testing::KafkaRecord> records;
@@ -62,12 +63,12 @@ TEST(KafkaKeyOrder, EachKeyIsAckedInTopicOrderWhileSessionsJoinAndLeave) {
   };
   // Whether `n` sessions share all parts, each owning at least one.
   auto settled = [&](size_t n) {
-    auto st = schema.NewStore()->Status("jobs");
-    if (!st.ok() || st->sessions.size() != n) return false;
+    auto group = schema.NewStore()->Owners("jobs");
+    if (!group.ok() || group->sessions.size() != n) return false;
     std::map<std::string, int> owned;
-    for (const PartStatus& p : st->parts) {
-      if (!p.owner) return false;
-      ++owned[p.owner->value];
+    for (const auto& owner : group->owners) {
+      if (!owner) return false;
+      ++owned[owner->value];
     }
     return owned.size() == n;
   };
@@ -115,8 +116,7 @@ TEST(KafkaKeyOrder, EachKeyIsAckedInTopicOrderWhileSessionsJoinAndLeave) {
   ASSERT_TRUE(testing::WaitUntil([&] { return acks() >= 2 * kMessages / 3; })) << acks();
   a->Stop();  // leaves: its parts move to b and c
   ASSERT_TRUE(testing::WaitUntil([&] {
-    return acks() == kMessages &&
-           schema.QInt("SELECT count(*) FROM {schema}.items") == 0;
+    return acks() == kMessages && schema.QInt("SELECT count(*) FROM {schema}.items") == 0;
   })) << acks();
   ingest.Stop();
   b->Stop();
