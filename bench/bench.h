@@ -111,9 +111,16 @@ absl::StatusOr<BenchReport> RunBench(const BenchOptions& options);
 
 std::string FormatTable(const BenchReport& report, const BenchOptions& options);
 std::string ToJson(const BenchReport& report, const BenchOptions& options);
-// Throughput against sessions (largest batch), one line per system, via
-// gnuplot; FailedPrecondition with a clear message when gnuplot is missing.
-// The format follows the extension (.svg or .png).
+// Whether a run with `options` can plot to `path`, checked before the run
+// (it takes minutes): the path ends in .svg or .png, the run includes the
+// drain, gnuplot is installed. InvalidArgument or FailedPrecondition, with a
+// message for the user, when not.
+absl::Status CheckPlot(const BenchOptions& options, const std::string& path);
+
+// Throughput against sessions (largest batch), one line per system that ran,
+// via gnuplot (run without a shell; its input in a temporary directory). The
+// format follows the extension (.svg or .png). CheckPlot's errors, or an
+// error when gnuplot fails.
 absl::Status WritePlot(const BenchReport& report, const BenchOptions& options,
                        const std::string& path);
 

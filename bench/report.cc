@@ -1,14 +1,24 @@
 // The benchmark's outputs: a table for people, JSON for tools, a plot.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "bench/bench.h"
 
 namespace partq::bench {
@@ -152,14 +162,76 @@ std::string ToJson(const BenchReport& r, const BenchOptions& o) {
   return j.dump(2);
 }
 
-absl::Status WritePlot(const BenchReport& r, const BenchOptions& o, const std::string& path) {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    return absl::FailedPreconditionError(
-        "bench: --plot needs gnuplot (Debian: apt-get install gnuplot-nox); the table and "
-        "--json output do not");
+namespace {
+
+// A gnuplot string literal: single quotes, a quote inside doubled.
+std::string GnuplotQuote(const std::string& s) {
+  return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "''"}}), "'");
+}
+
+// Runs gnuplot with `args` (no shell between: paths are only ever argv
+// entries); its stdout to /dev/null when `quiet`. Returns its exit status,
+// or -1 when it could not be started (errno says why).
+int RunGnuplot(const std::vector<std::string>& args, bool quiet) {
+  std::vector<std::string> argv = {"gnuplot"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargs;
+  for (auto& a : argv) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
   }
+  pid_t pid;
+  const int err = posix_spawnp(&pid, "gnuplot", &actions, nullptr, cargs.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) {
+    errno = err;
+    return -1;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+absl::Status CheckPlot(const BenchOptions& o, const std::string& path) {
+  if (!absl::EndsWithIgnoreCase(path, ".svg") && !absl::EndsWithIgnoreCase(path, ".png")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--plot: \"", path, "\" must end in .svg or .png (the format follows it)"));
+  }
+  if (!o.only.count("drain")) {
+    return absl::InvalidArgumentError(
+        "--plot draws the drain's throughput against sessions, and --only leaves the drain out");
+  }
+  if (RunGnuplot({"--version"}, /*quiet=*/true) != 0) {
+    return absl::FailedPreconditionError(
+        "--plot needs gnuplot (Debian: apt-get install gnuplot-nox); the table and --json "
+        "output do not");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WritePlot(const BenchReport& r, const BenchOptions& o, const std::string& path) {
+  if (absl::Status st = CheckPlot(o, path); !st.ok()) return st;
+  // The data and the script go to a directory of their own, removed after.
+  char tmpl[] = "/tmp/partq-plot.XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("--plot: no temporary directory: ", strerror(errno)));
+  }
+  const std::string dir = tmpl;
+  auto cleanup = absl::MakeCleanup([&] {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  });
   const int b = MaxBatch(o);
-  const std::string data = path + ".dat";
+  const std::string data = dir + "/drain.dat";
   {
     std::ofstream f(data);
     f << "# sessions";
@@ -178,25 +250,36 @@ absl::Status WritePlot(const BenchReport& r, const BenchOptions& o, const std::s
   std::string script = absl::StrCat(
       png ? "set terminal pngcairo size 900,560 noenhanced\n"
           : "set terminal svg size 900,560 dynamic noenhanced\n",
-      "set output '", path, "'\n",
+      "set output ", GnuplotQuote(path), "\n",
       "set title 'Drain throughput vs sessions (batch ", b, ", median of ", o.rounds,
       " rounds; ", r.machine.count("nproc") ? r.machine.at("nproc") : "?", " cores)'\n",
       "set xlabel 'sessions'\nset ylabel 'items/s'\nset logscale x 2\nset grid\n",
       "set key outside right\nset yrange [0:*]\n", "plot ");
+  // Only the systems that ran: a column of NaN alone is an error to gnuplot.
+  bool first = true;
   for (size_t i = 0; i < DrainSystems().size(); ++i) {
-    absl::StrAppend(&script, i ? ", " : "", "'", data, "' using 1:", i + 2,
-                    " with linespoints lw 2 title '", DrainSystems()[i], "'");
+    const std::string& sys = DrainSystems()[i];
+    if (!std::any_of(o.sessions.begin(), o.sessions.end(),
+                     [&](int s) { return Find(r, sys, s, b) != nullptr; })) {
+      continue;
+    }
+    absl::StrAppend(&script, first ? "" : ", ", GnuplotQuote(data), " using 1:", i + 2,
+                    " with linespoints lw 2 title '", sys, "'");
+    first = false;
   }
+  if (first) return absl::FailedPreconditionError("--plot: the run has no drain results to plot");
   script += "\n";
-  const std::string gp = path + ".gp";
+  const std::string gp = dir + "/drain.gp";
   {
     std::ofstream f(gp);
     f << script;
+    if (!f) return absl::UnavailableError(absl::StrCat("--plot: cannot write ", gp));
   }
-  const int rc = std::system(absl::StrCat("gnuplot '", gp, "'").c_str());
-  std::remove(gp.c_str());
-  std::remove(data.c_str());
-  if (rc != 0) return absl::InternalError(absl::StrCat("bench: gnuplot failed writing ", path));
+  const int rc = RunGnuplot({gp}, /*quiet=*/false);
+  if (rc != 0) {
+    return absl::InternalError(
+        absl::StrCat("--plot: gnuplot ", rc < 0 ? strerror(errno) : "failed", " writing ", path));
+  }
   return absl::OkStatus();
 }
 

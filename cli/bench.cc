@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -14,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/common.h"
 #include "coordinator/embedded_postgres.h"
@@ -37,6 +41,25 @@ absl::StatusOr<std::vector<int>> IntList(const Args& args, const std::string& fl
   }
   if (out.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
   return out;
+}
+
+// Whether `path` (the value of --`flag`) can be written: an existing file
+// writable, or a new one in a writable directory. Nothing is created or
+// truncated: a run that fails leaves an earlier result file as it was.
+absl::Status CheckWritable(const std::string& flag, const std::string& path) {
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(p, ec);
+  if (exists && std::filesystem::is_directory(p, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", path, " is a directory"));
+  }
+  const std::string target =
+      exists ? path : (p.has_parent_path() ? p.parent_path().string() : std::string("."));
+  if (access(target.c_str(), W_OK) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": cannot write ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 std::string SelfPath() {
@@ -104,7 +127,8 @@ int CmdBench(const std::vector<std::string>& argv) {
       static const std::set<std::string> known = {"drain", "steady", "enqueue",
                                                   "idle",  "memory", "pickup"};
       if (!known.count(std::string(w))) {
-        return Usage(absl::StrCat("--only: unknown workload \"", w, "\"\n", BenchUsage()));
+        return Fail(absl::InvalidArgumentError(absl::StrCat(
+            "--only: unknown workload \"", w, "\" (one of ", absl::StrJoin(known, ", "), ")")));
       }
       o.only.insert(std::string(w));
     }
@@ -113,7 +137,8 @@ int CmdBench(const std::vector<std::string>& argv) {
     const auto& known = bench::DrainSystems();
     for (absl::string_view w : absl::StrSplit(*systems, ',', absl::SkipEmpty())) {
       if (std::find(known.begin(), known.end(), w) == known.end()) {
-        return Usage(absl::StrCat("--systems: unknown system \"", w, "\"\n", BenchUsage()));
+        return Fail(absl::InvalidArgumentError(absl::StrCat(
+            "--systems: unknown system \"", w, "\" (one of ", absl::StrJoin(known, ", "), ")")));
       }
       o.systems.insert(std::string(w));
     }
@@ -121,6 +146,15 @@ int CmdBench(const std::vector<std::string>& argv) {
   o.verbose = !args->Has("quiet");
   o.diagnose = args->Has("diagnose");
   o.worker_binary = SelfPath();
+  // What the run will write is checked before it starts: a run takes minutes.
+  for (const char* flag : {"out", "plot"}) {
+    if (auto path = args->Get(flag)) {
+      if (absl::Status st = CheckWritable(flag, *path); !st.ok()) return Fail(st);
+    }
+  }
+  if (auto plot = args->Get("plot")) {
+    if (absl::Status st = bench::CheckPlot(o, *plot); !st.ok()) return Fail(st);
+  }
 
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());
@@ -152,23 +186,21 @@ int CmdBench(const std::vector<std::string>& argv) {
   if (!report.ok()) return Fail(report.status());
   const std::string table = bench::FormatTable(*report, o);
   const std::string json = bench::ToJson(*report, o);
-  if (auto out = args->Get("out")) {
-    std::ofstream f(*out);
-    f << json << "\n";
-    if (!f) return Fail(absl::UnavailableError(absl::StrCat("cannot write ", *out)));
-  }
   if (args->Has("json")) {
     printf("%s\n", json.c_str());
   } else {
     printf("%s", table.c_str());
   }
+  fflush(stdout);
+  if (auto out = args->Get("out")) {
+    std::ofstream f(*out);
+    f << json << "\n";
+    if (!f) return Fail(absl::UnavailableError(absl::StrCat("--out: cannot write ", *out)));
+  }
   if (auto plot = args->Get("plot")) {
-    absl::Status st = bench::WritePlot(*report, o, *plot);
-    if (!st.ok()) {
-      fprintf(stderr, "partq bench: no plot: %s\n", std::string(st.message()).c_str());
-    } else if (o.verbose) {
-      fprintf(stderr, "partq bench: plot written to %s\n", plot->c_str());
-    }
+    // The results are out already; the plot asked for is not.
+    if (absl::Status st = bench::WritePlot(*report, o, *plot); !st.ok()) return Fail(st);
+    if (o.verbose) fprintf(stderr, "partq bench: plot written to %s\n", plot->c_str());
   }
   return 0;
 }

@@ -16,6 +16,7 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
   const std::string out = testing::TempDir() + "/partq_bench_smoke.json";
   const std::string plot = testing::TempDir() + "/partq_bench_smoke.svg";
   std::remove(out.c_str());
+  std::remove(plot.c_str());
   // The embedded server unless PARTQ_TEST_DSN points elsewhere.
   std::string env;
   if (const char* dsn = std::getenv("PARTQ_TEST_DSN")) env = std::string("PARTQ_DSN='") + dsn + "' ";
@@ -46,6 +47,16 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
   EXPECT_GT(j.at("pickup").at("acked").at("samples").get<int64_t>(), 0);
   EXPECT_EQ(j.at("idle").at("sessions").get<int>(), 4);
   EXPECT_GT(j.at("worker_memory").at("rss_mb").get<double>(), 0);
+
+  // The plot: an SVG with a line (and a key entry) for every system.
+  std::ifstream p(plot);
+  std::stringstream svg;
+  svg << p.rdbuf();
+  EXPECT_NE(svg.str().find("<svg"), std::string::npos) << plot;
+  for (const std::string s :
+       {">floor<", ">partq<", ">skip_locked_batch<", ">skip_locked_one<", ">naive_update<"}) {
+    EXPECT_NE(svg.str().find(s), std::string::npos) << "plot has no " << s;
+  }
 }
 
 }  // namespace

@@ -293,6 +293,46 @@ TEST(Help, EveryCommandAnswersHelpWithoutADatabase) {
   EXPECT_TRUE(absl::StrContains(payload.err, "malformed connection string")) << payload.err;
 }
 
+// `partq bench` checks what it will write, and what it is asked to run,
+// before it connects (a run takes minutes): the database here does not
+// exist, so a check made later would show as a connection error instead.
+TEST(BenchFlags, RefusedBeforeTheRun) {
+  const std::string dsn = absl::StrCat("host=127.0.0.1 port=", FreePort(), " user=postgres");
+  char tmpl[] = "/tmp/partq-bench-flags-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string kept = dir + "/earlier.json";
+  std::ofstream(kept) << "{\"earlier\": true}\n";
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--plot", dir + "/drain.txt"}, "must end in .svg or .png"},
+           {{"--plot", dir + "/drain.svg", "--only", "enqueue"}, "--only leaves the drain out"},
+           {{"--plot", dir + "/no/such/dir/drain.svg"}, "--plot: cannot write"},
+           {{"--out", dir + "/no/such/dir/r.json"}, "--out: cannot write"},
+           {{"--out", dir}, "is a directory"},
+           {{"--only", "drain,nope"}, "unknown workload \"nope\" (one of drain, "},
+           {{"--systems", "partq,pgmq"}, "unknown system \"pgmq\" (one of floor, "},
+           {{"--sessions", "4,0"}, "--sessions: \"0\" is not a number from 1 to 64"},
+       }) {
+    std::vector<std::string> args = {"bench", "--dsn", dsn};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    Result r = Partq(args);
+    EXPECT_EQ(r.code, 2) << c.args[0] << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, c.says)) << c.args[0] << ": " << r.err;
+    EXPECT_FALSE(absl::StrContains(r.err, "connect")) << r.err;
+  }
+  // A writable --out that the run then cannot fill (no database): the file
+  // written by an earlier run is left as it was.
+  Result r = Partq({"bench", "--dsn", dsn, "--out", kept, "--only", "enqueue"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "connect")) << r.err;
+  EXPECT_EQ(ReadFile(kept), "{\"earlier\": true}\n");
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 TEST(BadConnection, UnreachableDatabase) {
   const std::string dsn = absl::StrCat("host=127.0.0.1 port=", FreePort(),
                                        " user=postgres dbname=postgres connect_timeout=5");
