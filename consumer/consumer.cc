@@ -694,17 +694,32 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
   }
   alone.insert(alone.end(), group.begin(), group.end());
   std::sort(alone.begin(), alone.end());
+  // Each item alone runs under the savepoint partq_item, and one round trip
+  // between two items moves it on: after a success, "RELEASE SAVEPOINT;
+  // SAVEPOINT" (the item's writes stay, the next item gets a savepoint of
+  // its own; one is open at a time); after a failure, the ROLLBACK TO that
+  // undid its writes leaves the savepoint in place, clean. The last one is
+  // left to the commit.
+  bool savepoints = true;  // false: the store has none (MemStore)
+  bool open = false;       // partq_item is established
+  bool holds = false;      // and holds an acked item's writes
   for (size_t k : alone) {
     const size_t i = run_index[k];
-    auto sp = tx.Exec("SAVEPOINT partq_item");
-    const bool savepoints = sp.ok();
-    if (!sp.ok() && !absl::IsUnimplemented(sp.status())) return sp.status();
+    if (savepoints && (!open || holds)) {
+      absl::Status sp = open ? tx.ExecScript("RELEASE SAVEPOINT partq_item; SAVEPOINT partq_item")
+                             : tx.Exec("SAVEPOINT partq_item").status();
+      if (!open && absl::IsUnimplemented(sp)) {
+        savepoints = false;
+      } else if (!sp.ok()) {
+        return sp;
+      }
+      open = savepoints;
+      holds = false;
+    }
     const absl::Status st = run_alone(i);
     if (unblamed[k]) NoteRerun(1, st.ok() ? 0 : 1);
     if (st.ok()) {
-      if (savepoints) {
-        if (auto r = tx.Exec("RELEASE SAVEPOINT partq_item"); !r.ok()) return r.status();
-      }
+      holds = true;
       ack(i);
     } else {
       if (savepoints) {

@@ -83,10 +83,16 @@ class PgTx final : public Tx {
       error_ = PgError{};
       return rows;
     } catch (...) {
-      const bool dropped = error_.drop_connection;
-      error_ = ClassifyException(std::current_exception(), "handler statement", "");
-      error_.drop_connection = error_.drop_connection || dropped;
-      return error_.status;
+      return Failed();
+    }
+  }
+  absl::Status ExecScript(absl::string_view sql) override {
+    try {
+      tx_.exec(std::string(sql));
+      error_ = PgError{};
+      return absl::OkStatus();
+    } catch (...) {
+      return Failed();
     }
   }
   pqxx::transaction_base* pqxx() override { return &tx_; }
@@ -96,6 +102,15 @@ class PgTx final : public Tx {
   const PgError& error() const { return error_; }
 
  private:
+  // In a catch block: remembers the statement's failure, and a lost
+  // connection for good.
+  absl::Status Failed() {
+    const bool dropped = error_.drop_connection;
+    error_ = ClassifyException(std::current_exception(), "handler statement", "");
+    error_.drop_connection = error_.drop_connection || dropped;
+    return error_.status;
+  }
+
   pqxx::transaction_base& tx_;
   pqxx::connection_base& conn_;
   HandlerStatements& statements_;

@@ -51,6 +51,12 @@ class Tx {
   // Runs `sql` with $1..$n bound to `params` (NULL as nullopt); returns rows.
   virtual absl::StatusOr<std::vector<Row>> Exec(
       absl::string_view sql, const std::vector<std::optional<std::string>>& params = {}) = 0;
+  // Runs `sql`, one or more statements separated by semicolons and without
+  // parameters, in one round trip (PostgreSQL's simple query protocol); their
+  // rows are dropped. For strings of utility statements ("RELEASE SAVEPOINT
+  // a; SAVEPOINT a", a list of SET LOCAL). The default runs `sql` as one
+  // Exec.
+  virtual absl::Status ExecScript(absl::string_view sql) { return Exec(sql).status(); }
   // The libpqxx transaction object, for handlers that want the full API;
   // nullptr when the store is not PostgreSQL. It is a pqxx::nontransaction
   // on which partq has sent BEGIN (Finish drives the transaction with plain

@@ -1298,6 +1298,33 @@ TEST_F(FinishTest, ASavepointRecoversFromAFailedHandlerStatement) {
   EXPECT_EQ(Count("items", "last_error LIKE '%no_such_table%'"), 1);
 }
 
+// ExecScript runs several statements in one call; a script that fails
+// leaves the transaction aborted, as a failed Exec does, until a ROLLBACK TO
+// SAVEPOINT; the writes made before the savepoint commit.
+TEST_F(FinishTest, AScriptRunsSeveralStatementsAndItsFailureIsRolledBackToASavepoint) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  FinishBody scripted = [&](Tx& tx,
+                            absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    const std::string effects = absl::StrCat("\"", tx.schema(), "\".effects");
+    EXPECT_TRUE(tx.ExecScript(absl::StrCat("SAVEPOINT a; INSERT INTO ", effects, " VALUES (",
+                                           ids_[0], "); RELEASE SAVEPOINT a; SAVEPOINT a"))
+                    .ok());
+    absl::Status bad =
+        tx.ExecScript(absl::StrCat("INSERT INTO ", effects, " VALUES (", ids_[1], "); SELECT 1/0"));
+    EXPECT_FALSE(bad.ok());
+    EXPECT_TRUE(absl::StrContains(bad.message(), "division by zero")) << bad;
+    EXPECT_FALSE(tx.Exec("SELECT 1").ok()) << "the transaction is aborted";
+    if (auto r = tx.Exec("ROLLBACK TO SAVEPOINT a"); !r.ok()) return r.status();
+    std::vector<Outcome> out;
+    for (const Item& i : owned) out.push_back(Outcome{i.id, i.part});
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items), scripted));
+  EXPECT_EQ(r.acked.size(), 6u);
+  EXPECT_EQ(Count("effects"), 1);
+  EXPECT_EQ(Count("effects", absl::StrCat("item_id = ", ids_[0])), 1);
+}
+
 TEST_F(FinishTest, WithoutItemsTheBodyStillRunsAndCommits) {
   FinishRequest setup;
   setup.queue = "q";
