@@ -634,6 +634,16 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
   // costs more than the round trips it could save. Blamed items, and
   // whatever remains, run alone after the group.
   constexpr int kGroupRounds = 8;
+  // Savepoints whose writes this transaction keeps until its commit (a group
+  // that succeeded, items alone that succeeded). PostgreSQL keeps the ids of
+  // 64 subtransactions per session in shared memory; past that, every other
+  // session's visibility checks of rows this transaction wrote go through
+  // pg_subtrans until it ends. So after kMaxKeptSavepoints (room left for
+  // the handler's own) the items still to run alone are left (kLeave) for
+  // another transaction, which Process runs right after this one commits.
+  constexpr int kMaxKeptSavepoints = 48;
+  int kept_savepoints = 0;
+  batch.left.clear();
   std::vector<size_t> alone;  // positions in `run`
   std::vector<size_t> group;
   std::vector<bool> unblamed(run.size(), false);
@@ -676,6 +686,7 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
         if (auto r = tx.Exec("RELEASE SAVEPOINT partq_group"); !r.ok()) return r.status();
       }
       NoteRerun(group.size(), 0);
+      if (savepoints) ++kept_savepoints;
       for (size_t k : group) ack(run_index[k]);
       group.clear();
       break;
@@ -705,6 +716,13 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
   bool holds = false;      // and holds an acked item's writes
   for (size_t k : alone) {
     const size_t i = run_index[k];
+    if (savepoints && kept_savepoints >= kMaxKeptSavepoints) {
+      outcomes[i].id = items[i].id;
+      outcomes[i].part = items[i].part;
+      outcomes[i].kind = Outcome::Kind::kLeave;
+      batch.left.push_back(items[i].id);
+      continue;
+    }
     if (savepoints && (!open || holds)) {
       absl::Status sp = open ? tx.ExecScript("RELEASE SAVEPOINT partq_item; SAVEPOINT partq_item")
                              : tx.Exec("SAVEPOINT partq_item").status();
@@ -720,6 +738,7 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
     if (unblamed[k]) NoteRerun(1, st.ok() ? 0 : 1);
     if (st.ok()) {
       holds = true;
+      if (savepoints) ++kept_savepoints;
       ack(i);
     } else {
       if (savepoints) {
@@ -731,6 +750,19 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
   return outcomes;
 }
 
+namespace {
+
+// The fence of a Finish of `items`: each part at the epoch they were claimed.
+std::vector<OwnedPart> FenceOf(const std::vector<Item>& items) {
+  std::map<int, Epoch> fence;
+  for (const auto& i : items) fence[i.part] = i.claim_epoch;
+  std::vector<OwnedPart> parts;
+  for (const auto& [part, epoch] : fence) parts.push_back({part, epoch});
+  return parts;
+}
+
+}  // namespace
+
 bool Consumer::Process(Store& store, Batch& batch, std::optional<Batch>* kept) {
   FinishRequest req;
   req.queue = options_.queue;
@@ -738,16 +770,19 @@ bool Consumer::Process(Store& store, Batch& batch, std::optional<Batch>* kept) {
   req.session = session_->id();
   req.max_attempts = config_.max_attempts;
   req.items = batch.items;
-  std::map<int, Epoch> fence;
-  for (const auto& i : batch.items) fence[i.part] = i.claim_epoch;
-  for (const auto& [part, epoch] : fence) req.parts.push_back({part, epoch});
+  req.parts = FenceOf(batch.items);
   // Claim ahead in this ack, if the store asks (after the handler ran) and
   // then no claim is under way and the claimed batches do not cover the idle
   // workers and this one. A second attempt of the same Finish gets the same
   // claim.
   std::optional<ClaimRequest> ahead;
   absl::Time claim_started;
+  // The batch whose handlers the current Finish runs: `batch`, or what an
+  // isolating run left for another transaction (Batch::left).
+  Batch* current = &batch;
   req.next = [&]() -> std::optional<ClaimRequest> {
+    // Only the transaction that finishes the batch's last items claims.
+    if (!current->left.empty()) return std::nullopt;
     absl::MutexLock lock(&mu_);
     if (ahead) return ahead;
     const int short_by = idle_workers_ + 1 - static_cast<int>(queue_.size());
@@ -775,6 +810,40 @@ bool Consumer::Process(Store& store, Batch& batch, std::optional<Batch>* kept) {
     batch.isolate = true;
     need_isolation = false;
     r = store.Finish(req, body);
+  }
+  // An isolating run that left items: they go in transactions of their own,
+  // one after another (each may leave some again), as the same batch.
+  Batch rest;
+  while (r.ok() && !current->left.empty()) {
+    const absl::flat_hash_set<int64_t> left(current->left.begin(), current->left.end());
+    Batch next;
+    for (const Item& i : current->items) {
+      if (left.count(i.id)) next.items.push_back(i);
+    }
+    next.isolate = true;
+    next.blamed = batch.blamed;
+    next.item_cost = batch.item_cost;
+    rest = std::move(next);
+    current = &rest;
+    FinishRequest sub = req;
+    sub.items = rest.items;
+    sub.parts = FenceOf(rest.items);
+    absl::StatusOr<FinishResult> more =
+        store.Finish(sub, [&](Tx& tx, absl::Span<const Item> owned) {
+          return RunHandlers(tx, owned, rest, &need_isolation);
+        });
+    if (!more.ok()) {
+      r = more.status();
+      break;
+    }
+    for (auto [from, to] : {std::pair{&more->acked, &r->acked},
+                            {&more->retried, &r->retried},
+                            {&more->dead, &r->dead},
+                            {&more->fenced, &r->fenced}}) {
+      to->insert(to->end(), from->begin(), from->end());
+    }
+    r->next = std::move(more->next);
+    r->next_begun = more->next_begun;
   }
   const absl::Time t1 = absl::Now();
   absl::MutexLock lock(&mu_);

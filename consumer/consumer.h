@@ -139,6 +139,9 @@ class Consumer : private PartListener {
     // it could not, and on the isolating run every item runs alone.
     std::vector<int64_t> blamed;
     absl::Duration item_cost;  // the batch attempt's handler time per item
+    // Items the isolating run left for another transaction (its savepoints
+    // reached kMaxKeptSavepoints); Process finishes them next.
+    std::vector<int64_t> left;
   };
   // What the consumer knows of a part it owns.
   struct PartState {

@@ -260,6 +260,7 @@ class MemStore : public Store {
     std::set<int64_t> batch;
     for (const auto& item : req.items) batch.insert(item.id);
     for (const auto& oc : *outcomes) {
+      if (oc.kind == Outcome::Kind::kLeave) continue;
       auto s = db_->items_.find(oc.id);
       if (s == db_->items_.end()) return absl::InternalError("outcome for an unknown item");
       auto& st = s->second;

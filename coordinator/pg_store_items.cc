@@ -585,6 +585,7 @@ absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes
                        it == by_id.end() ? ", which it was not given" : " twice"));
     }
     const Item& item = *it->second;
+    if (o.kind == Outcome::Kind::kLeave) continue;
     if (o.kind == Outcome::Kind::kAck) {
       a.ack_ids.push_back(o.id);
       a.ack_parts.push_back(item.part);

@@ -71,7 +71,9 @@ class Tx {
 
 // How one processed item ends.
 struct Outcome {
-  enum class Kind { kAck, kRetry, kDead };
+  // kLeave: not finished by this call; the item stays claimed (in flight)
+  // and the caller finishes it in a later Finish.
+  enum class Kind { kAck, kRetry, kDead, kLeave };
   int64_t id = 0;
   int part = 0;
   Kind kind = Kind::kAck;

@@ -575,6 +575,40 @@ TEST_F(ConsumerTest, AnIsolatingGroupThatCannotSayWhichFailedRunsItsItemsAlone) 
   EXPECT_EQ(handler.alone().size(), 10u);  // p3 and the nine of the group
 }
 
+// A batch of 100 whose handler throws (it cannot say which item failed):
+// every item runs alone, and a transaction keeps at most 48 of them (each
+// keeps a subtransaction until the commit, and PostgreSQL tracks 64 per
+// session before other sessions' visibility checks slow down); the rest go
+// in the next transactions, at once, as the same batch. Nothing is lost or
+// run twice; only p3, which fails alone, is dead.
+TEST_F(ConsumerTest, AnIsolatingRunOfManyItemsCommitsAtMost48PerTransaction) {
+  BlameHandler handler("p3", "", 0, /*throw_at=*/100);
+  CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
+  EnqueueN("q", 100);
+  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint, tx bigint DEFAULT txid_current())");
+  ConsumerOptions o = Options("q");
+  o.concurrency = 1;
+  o.batch = 100;
+  Consumer c(schema_.Factory(), o, &handler);
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  c.Stop();
+  ExpectExactlyOnce("writes", 99);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items "
+                         "WHERE last_error LIKE '%p3 fails after writing%'"),
+            1);
+  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT tx) FROM {schema}.writes"), 3);
+  EXPECT_EQ(schema_.QInt("SELECT max(n) FROM (SELECT count(*) AS n FROM {schema}.writes "
+                         "GROUP BY tx) t"),
+            48);  // p0..p48 but p3, p49..p96, p97..p99
+  std::vector<std::string> alone;
+  for (int i = 0; i < 100; ++i) alone.push_back(absl::StrCat("p", i));
+  EXPECT_EQ(handler.alone(), alone);
+  EXPECT_EQ(handler.batches(), std::vector<size_t>{100});
+  EXPECT_EQ(c.stats().acked, 99);
+  EXPECT_EQ(c.stats().dead, 1);
+}
+
 // Polls are due by the clock: enqueue notices for one part, arriving faster
 // than the poll interval, must not keep a retry in another, quiet part
 // waiting (it comes due without a notice).

@@ -1344,6 +1344,36 @@ TEST_F(FinishTest, WithoutItemsTheBodyStillRunsAndCommits) {
   EXPECT_EQ(Count("setup_done"), 0);  // exists: the transaction committed
 }
 
+// Items a Finish leaves (kLeave) stay as they were: not acked, retried or
+// counted, still in the claim record, and the caller finishes them in a
+// later Finish.
+TEST_F(FinishTest, LeftItemsStayInFlightForALaterFinish) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_EQ(items.size(), 6u);
+  FinishBody half = [](Tx&, absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (size_t k = 0; k < owned.size(); ++k) {
+      out.push_back(
+          Outcome{owned[k].id, owned[k].part, k < 3 ? Outcome::Kind::kAck : Outcome::Kind::kLeave});
+    }
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items), half));
+  EXPECT_EQ(r.acked.size(), 3u);
+  EXPECT_TRUE(r.retried.empty() && r.dead.empty() && r.fenced.empty());
+  EXPECT_EQ(Count("items"), 3);
+  EXPECT_EQ(Count("items", "attempts = 0 AND last_error IS NULL"), 3);
+  // Still in the claim records (what a new owner would count as abandoned).
+  const std::vector<Item> rest(items.begin() + 3, items.end());
+  for (const Item& i : rest) {
+    EXPECT_EQ(Count("part_claims", absl::StrCat("queue = 'q' AND ", i.id, " = ANY(ids)")), 1)
+        << i.id;
+  }
+  ASSERT_OK_AND_ASSIGN(r, store_->Finish(FinishOf("q", member_, rest), AckAll()));
+  EXPECT_EQ(r.acked.size(), 3u);
+  EXPECT_EQ(Count("items"), 0);
+}
+
 TEST_F(FinishTest, RetryReschedulesAndFreesTheClaim) {
   ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
   ASSERT_OK_AND_ASSIGN(
