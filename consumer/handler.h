@@ -61,10 +61,10 @@ class Handler {
   // reruns that seldom fail: Consumer::GroupRoundPays; a group that fails
   // again sheds the items it blames, up to 8 rounds), the rest each alone
   // under its own savepoint, after the group (at most 48 savepoints kept per
-  // transaction; items beyond run in the next one). A failure is recorded only from
-  // a run of the item alone. Report per item when you can: a handler that
-  // cannot say which item failed (it throws, returns fewer statuses, or runs
-  // over its deadline) gets every item run alone.
+  // transaction; items beyond run in the next one). A failure is recorded
+  // only from a run of the item alone. Report per item when you can: a
+  // handler that cannot say which item failed (it throws, returns fewer
+  // statuses, or runs over its deadline) gets every item run alone.
   virtual void HandleBatch(absl::Span<HandlerCall* const> calls,
                            std::vector<absl::Status>* statuses);
 };
