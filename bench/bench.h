@@ -28,6 +28,13 @@ inline const std::vector<std::string>& DrainSystems() {
   return s;
 }
 
+// The workloads `--only` chooses from, in the order a run takes them.
+inline const std::vector<std::string>& Workloads() {
+  static const std::vector<std::string> w = {"drain", "steady", "pickup",
+                                             "enqueue", "idle", "memory"};
+  return w;
+}
+
 struct BenchOptions {
   PgOptions pg;                       // schema is the bench's own (dropped and recreated)
   std::vector<int> sessions = {1, 2, 4, 8, 16};
@@ -44,8 +51,8 @@ struct BenchOptions {
   int parts = 16;                     // parts of the bench queue
   // Drain systems to run (DrainSystems() names); empty: all. Ratios need "floor".
   std::set<std::string> systems;
-  // Workloads: drain, steady, enqueue, idle, memory, pickup.
-  std::set<std::string> only = {"drain", "steady", "enqueue", "idle", "memory", "pickup"};
+  // Workloads() to run; all by default.
+  std::set<std::string> only{Workloads().begin(), Workloads().end()};
   double steady_rate = 5000;          // items/s
   double steady_seconds = 3;
   int steady_sessions = 4;

@@ -123,10 +123,9 @@ int CmdBench(const std::vector<std::string>& argv) {
   o.full = args->Has("full");
   if (auto only = args->Get("only")) {
     o.only.clear();
+    const auto& known = bench::Workloads();
     for (absl::string_view w : absl::StrSplit(*only, ',', absl::SkipEmpty())) {
-      static const std::set<std::string> known = {"drain", "steady", "enqueue",
-                                                  "idle",  "memory", "pickup"};
-      if (!known.count(std::string(w))) {
+      if (std::find(known.begin(), known.end(), w) == known.end()) {
         return Fail(absl::InvalidArgumentError(absl::StrCat(
             "--only: unknown workload \"", w, "\" (one of ", absl::StrJoin(known, ", "), ")")));
       }

@@ -60,7 +60,7 @@ constexpr char kHandlers[] =
 const char* BenchUsage() {
   return R"(usage: partq bench [--sessions 1,2,4,8,16] [--batch 1,10,100] [--items N]
                    [--rounds N] [--parts N] [--full] [--sweep-sessions N]
-                   [--only drain,steady,enqueue,idle,memory,pickup]
+                   [--only drain,steady,pickup,enqueue,idle,memory]
                    [--systems floor,partq,skip_locked_batch,skip_locked_one,naive_update]
                    [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
                    [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
