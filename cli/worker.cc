@@ -121,8 +121,11 @@ int CmdWorker(const std::vector<std::string>& argv) {
     fprintf(stderr, "partq: worker session %s joined queue \"%s\" (%d threads, batch %d)\n",
             consumer.session().id().value.c_str(), o.queue.c_str(), o.concurrency, o.batch);
   }
-  while (g_signals.load() == 0) absl::SleepFor(absl::Milliseconds(20));
-  if (!quiet) fprintf(stderr, "partq: draining and leaving...\n");
+  absl::Status ended;
+  while (g_signals.load() == 0 && (ended = consumer.session().ended()).ok()) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  if (!quiet && ended.ok()) fprintf(stderr, "partq: draining and leaving...\n");
   consumer.Stop();
   const ConsumerStats s = consumer.stats();
   if (!quiet) {
@@ -130,6 +133,12 @@ int CmdWorker(const std::vector<std::string>& argv) {
             "partq: worker stopped: %lld acked, %lld retried, %lld dead-lettered, %lld fenced\n",
             static_cast<long long>(s.acked), static_cast<long long>(s.retried),
             static_cast<long long>(s.dead), static_cast<long long>(s.fenced));
+  }
+  if (!ended.ok()) {
+    // The queue was deleted under us (partq queue delete): nothing to work on.
+    return Fail(absl::NotFoundError(absl::StrCat("queue \"", o.queue,
+                                                 "\" was deleted while this worker ran: ",
+                                                 ended.message())));
   }
   return 0;
 }

@@ -79,6 +79,11 @@ Session::State Session::state() const {
   return state_;
 }
 
+absl::Status Session::ended() const {
+  absl::MutexLock lock(&mu_);
+  return ended_;
+}
+
 SessionId Session::id() const {
   absl::MutexLock lock(&mu_);
   return id_;
@@ -313,6 +318,18 @@ void Session::Run() {
                                 : options_.handoff_poll);
       continue;
     }
+    if (absl::IsNotFound(st)) {
+      // The store found no queue (a re-join, or a heartbeat where the
+      // session row outlives it): it was deleted while we ran. Retrying
+      // cannot help, and a worker polling for a queue nobody will create
+      // again is a silent fault; stop and let the owner report it.
+      PARTQ_LOG(Error) << "session " << id() << ": " << st << "; stopping";
+      if (state() == State::kActive) LoseAll("the queue is gone");
+      absl::MutexLock lock(&mu_);
+      ended_ = st;
+      stopping_ = true;  // the listener thread too
+      break;
+    }
     PARTQ_LOG(Warning) << "session " << id() << ": " << st;
     if (absl::IsUnavailable(st)) store_.reset();
     // Without a heartbeat for a whole TTL the others may have expired us: stop
@@ -321,7 +338,10 @@ void Session::Run() {
       LoseAll("no successful heartbeat within the session TTL");
     }
     next_tick = absl::Now() + options_.retry_backoff;
-    next_hb = std::min(next_hb, next_tick);
+    // The heartbeat goes with the retry at the latest; one that just failed
+    // (its time is past) goes with it too, not at once again: a loop that
+    // retried at once would spin on a database that refuses connections.
+    next_hb = heartbeat ? next_tick : std::min(next_hb, next_tick);
   }
 
   bool abandon;

@@ -101,6 +101,10 @@ class Session {
   void Poke();
 
   State state() const;
+  // Why the session stopped by itself, or OK: NotFound when its queue was
+  // deleted while it ran (a re-join found no queue). Nothing retries then;
+  // the owner should stop and report it.
+  absl::Status ended() const;
   SessionId id() const;
   const QueueConfig& queue_config() const { return config_; }
   std::vector<OwnedPart> owned() const;
@@ -141,6 +145,7 @@ class Session {
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool abandon_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status ended_ ABSL_GUARDED_BY(mu_);
   int64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
   ItemsCallback items_cb_ ABSL_GUARDED_BY(mu_);
 

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
+#include "tests/testing/wait.h"
 
 namespace partq {
 namespace {
@@ -161,6 +163,31 @@ TEST_F(BadInputTest, OutOfRangeParts) {
       {"queue", "create", "p", "--dsn", schema_.dsn(), "--schema", schema_.name(), "--parts"}, 2,
       "--parts needs a value");
   ExpectRejected(With({"queue", "create", "p"}), 2, "queue create needs --parts N");
+}
+
+// A worker whose queue is deleted under it stops with an error that says so
+// (exit 1), quickly and without flooding its log: it used to retry the
+// re-join at once, thousands of times a second, for ever.
+TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
+  char tmpl[] = "/tmp/partq-worker-log-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const std::string log = tmpl;
+  std::vector<std::string> argv = {testing::PartqBinary()};
+  for (const auto& a : With({"worker", "q", "--handler", "noop"})) argv.push_back(a);
+  testing::ChildProcess worker(argv, {}, log);
+  ASSERT_TRUE(testing::WaitUntil([&] { return absl::StrContains(ReadFile(log), "joined"); },
+                                 absl::Seconds(30)));
+  Result del = Partq(With({"queue", "delete", "q"}));
+  ASSERT_EQ(del.code, 0) << del.err;
+  const std::optional<int> status = worker.Wait(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value()) << "the worker is still running:\n" << ReadFile(log);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
+  const std::string out = ReadFile(log);
+  EXPECT_TRUE(absl::StrContains(out, "queue \"q\" was deleted while this worker ran")) << out;
+  EXPECT_LT(std::count(out.begin(), out.end(), '\n'), 12) << out;
+  std::remove(log.c_str());
 }
 
 TEST_F(BadInputTest, InvalidDeadLetterTopics) {

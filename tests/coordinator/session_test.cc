@@ -148,14 +148,14 @@ class SessionTest : public ::testing::Test {
     ASSERT_TRUE(db_.Connect()->CreateQueue(q).ok());
   }
 
-  Session* Add(const std::string& instance) {
+  Session* Add(const std::string& instance, absl::Duration retry_backoff = absl::Milliseconds(2)) {
     auto listener = std::make_unique<RecordingListener>(&registry_, instance);
     SessionOptions o;
     o.queue = "q";
     o.instance_id = instance;
     o.heartbeat_interval = absl::Milliseconds(5);  // real time between ticks
     o.handoff_poll = absl::Milliseconds(2);
-    o.retry_backoff = absl::Milliseconds(2);
+    o.retry_backoff = retry_backoff;
     auto s = std::make_unique<Session>(db_.Factory(), o, listener.get());
     EXPECT_TRUE(s->Start().ok());
     listeners_.push_back(std::move(listener));
@@ -323,6 +323,40 @@ TEST_F(SessionTest, ExpiredSessionNoticesAndRejoins) {
   ASSERT_TRUE(WaitUntil([&] { return listeners_[0]->lost() > 0; }));
   ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
   EXPECT_EQ(a->state(), Session::State::kActive);
+}
+
+// A heartbeat that fails is retried after retry_backoff, not at once: the
+// failed heartbeat's time is past, and a loop that kept it as the next
+// wake-up spun, reconnecting hundreds of times a second to a database that
+// refused every call (found with a deleted queue).
+TEST_F(SessionTest, FailingHeartbeatsRetryAfterTheBackoff) {
+  CreateQueue(4);
+  Session* a = Add("a", absl::Milliseconds(50));
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
+  db_.FailCallsOf("Heartbeat");
+  const int64_t before = db_.Calls("Heartbeat");
+  absl::SleepFor(absl::Milliseconds(500));
+  const int64_t failed = db_.Calls("Heartbeat") - before;
+  db_.FailCallsOf("Heartbeat", false);
+  // One every 50 ms at the most (and the one under way when failures began).
+  EXPECT_GE(failed, 3);
+  EXPECT_LE(failed, 500 / 50 + 2);
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
+}
+
+// A queue deleted under a session: the re-join finds no queue, and the
+// session stops and says why instead of retrying for ever.
+TEST_F(SessionTest, DeletedQueueEndsTheSession) {
+  CreateQueue(4);
+  Session* a = Add("a");
+  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
+  EXPECT_TRUE(a->ended().ok());
+  auto other = db_.Connect();
+  ASSERT_TRUE(other->DeleteQueue("q").ok());
+  ASSERT_TRUE(WaitUntil([&] { return a->state() == Session::State::kStopped; }));
+  EXPECT_TRUE(absl::IsNotFound(a->ended())) << a->ended();
+  EXPECT_TRUE(Parts(*a).empty());
+  EXPECT_TRUE(registry_.Of("a").empty());
 }
 
 TEST_F(SessionTest, StopBeforeStartAndTwiceIsSafe) {
