@@ -369,6 +369,16 @@ absl::Status PgStore::EnsureConnected() {
   return absl::OkStatus();
 }
 
+absl::Status UnknownQueue(absl::string_view name, absl::string_view schema) {
+  // The schema, too: a queue created under another --schema is "unknown"
+  // here, and creating it again here would make a second one.
+  const bool default_schema = schema == PgOptions().schema;
+  return absl::NotFoundError(absl::StrCat(
+      "unknown queue \"", name, "\" in schema \"", schema,
+      "\" (create it with: partq queue create ", name, " --parts N",
+      default_schema ? "" : absl::StrCat(" --schema ", schema), ")"));
+}
+
 absl::Status PgStore::Fail(absl::string_view what, std::exception_ptr error) {
   PgError e = ClassifyException(error, what, options_.schema);
   // Some losses surface as a plain SQL error; the connection state tells.
@@ -471,11 +481,6 @@ QueueConfig QueueFromRow(const pqxx::row& r) {
   return c;
 }
 
-absl::Status UnknownQueue(absl::string_view name) {
-  return absl::NotFoundError(absl::StrCat(
-      "unknown queue \"", name, "\" (create it with: partq queue create ", name, " --parts N)"));
-}
-
 // "1:5,2:7" -> parts at epochs.
 std::vector<OwnedPart> ParseOwned(const std::optional<std::string>& text) {
   std::vector<OwnedPart> out;
@@ -531,7 +536,7 @@ absl::StatusOr<QueueConfig> PgStore::GetQueue(absl::string_view name) {
   return Run(absl::StrCat("get queue \"", name, "\""), [&]() -> absl::StatusOr<QueueConfig> {
     pqxx::nontransaction tx(*conn_);
     pqxx::result r = tx.exec_prepared("get_queue", std::string(name));
-    if (r.empty()) return UnknownQueue(name);
+    if (r.empty()) return UnknownQueue(name, options_.schema);
     return QueueFromRow(r[0]);
   });
 }
@@ -561,7 +566,7 @@ absl::Status PgStore::DeleteQueue(absl::string_view name) {
     if (tx.exec_params(WithSchema("DELETE FROM {schema}.queues WHERE name = $1", options_.schema),
                        q)
             .affected_rows() == 0) {
-      return UnknownQueue(name);
+      return UnknownQueue(name, options_.schema);
     }
     for (const char* table : {"items", "dead_items", "results", "part_claims"}) {
       tx.exec_params(WithSchema(absl::StrCat("DELETE FROM {schema}.", table, " WHERE queue = $1"),
@@ -587,7 +592,7 @@ absl::Status PgStore::SetDeadLetterTopic(absl::string_view name,
                                              options_.schema),
                                   std::string(name), topic)
                        .affected_rows() == 0) {
-                 return UnknownQueue(name);
+                 return UnknownQueue(name, options_.schema);
                }
                return absl::OkStatus();
              });
@@ -607,7 +612,7 @@ absl::StatusOr<JoinResult> PgStore::Join(const JoinRequest& request) {
                if (!request.instance_id.empty()) instance = request.instance_id;
                pqxx::result r = Exec(tx, "join", request.queue, instance, request.host, request.pid,
                                      ChannelFor(options_.schema, request.queue));
-               if (r.empty()) return UnknownQueue(request.queue);
+               if (r.empty()) return UnknownQueue(request.queue, options_.schema);
                JoinResult out;
                out.id.value = r[0][0].as<std::string>();
                out.incarnation = r[0][1].as<int64_t>();
@@ -636,7 +641,7 @@ absl::StatusOr<GroupView> PgStore::ReadGroup(absl::string_view queue) {
   return Run("read group", [&]() -> absl::StatusOr<GroupView> {
     pqxx::nontransaction tx(*conn_);
     pqxx::result r = tx.exec_prepared("read_group", std::string(queue));
-    if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue);
+    if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
     GroupView view;
     ParseGroup(Text(r[0][1]), Text(r[0][2]), &view);
     return view;

@@ -43,11 +43,6 @@ constexpr size_t kInsertChunk = 2000;
 // of one per part.
 constexpr size_t kMaxPartNotices = 32;
 
-absl::Status UnknownQueue(absl::string_view name) {
-  return absl::NotFoundError(absl::StrCat(
-      "unknown queue \"", name, "\" (create it with: partq queue create ", name, " --parts N)"));
-}
-
 std::string ByteaLiteral(absl::string_view bytes) { return absl::StrCat("\\x", HexEncode(bytes)); }
 
 std::string TimestampText(absl::Time t) {
@@ -192,7 +187,7 @@ absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepare
                                     args.priority, args.delay_us, payload, channel)
                  : tx.exec_params(EnqueueSql(schema), q, args.key_hash, args.key, args.dedup_key,
                                   args.priority, args.delay_us, payload, channel);
-    if (r.empty()) return UnknownQueue(queue);
+    if (r.empty()) return UnknownQueue(queue, schema);
     if (!r[0][1].is_null()) {
       return EnqueueResult{r[0][1].as<int64_t>(), r[0][2].as<int>(), false};
     }
@@ -293,7 +288,7 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchCopy(absl::string_view queue,
     const std::string q(queue);
     pqxx::work tx(*conn_);
     Reservation res = ReserveIds(tx, q, items.size());
-    if (res.parts == 0) return UnknownQueue(queue);
+    if (res.parts == 0) return UnknownQueue(queue, options_.schema);
     bool delayed = false;
     for (const EnqueueArgs& a : args) delayed = delayed || a.delay_us > 0;
     // Rows go grouped by part (in id order within a part): a claim then
@@ -343,7 +338,7 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchInsert(absl::string_view queue,
     const std::string q(queue);
     pqxx::work tx(*conn_);
     Reservation res = ReserveIds(tx, q, items.size());
-    if (res.parts == 0) return UnknownQueue(queue);
+    if (res.parts == 0) return UnknownQueue(queue, options_.schema);
     absl::flat_hash_set<int> parts;
     int64_t written = 0;
     for (size_t begin = 0; begin < items.size(); begin += kInsertChunk) {
@@ -962,7 +957,7 @@ absl::StatusOr<ItemState> PgStore::GetItemState(absl::string_view queue, int64_t
     for (const pqxx::row& row : r) {
       const char k = row[0].c_str()[0];
       if (k == 's') {
-        if (row[2].as<int>() == 0) return UnknownQueue(queue);
+        if (row[2].as<int>() == 0) return UnknownQueue(queue, options_.schema);
         high_water = row[3].as<int64_t>();
         continue;
       }
@@ -1016,7 +1011,7 @@ absl::StatusOr<ItemState> PgStore::GetItemStateByDedupKey(absl::string_view queu
     for (const pqxx::row& row : r) {
       const char k = row[0].c_str()[0];
       if (k == 'q') {
-        if (row[2].as<int>() == 0) return UnknownQueue(queue);
+        if (row[2].as<int>() == 0) return UnknownQueue(queue, options_.schema);
         continue;
       }
       ItemState& s = k == 'p' ? pending : finished;
@@ -1106,7 +1101,7 @@ absl::StatusOr<QueueOwners> PgStore::Owners(absl::string_view queue) {
           out.has_items = true;
       }
     }
-    if (!found) return UnknownQueue(queue);
+    if (!found) return UnknownQueue(queue, options_.schema);
     for (auto& [part, session] : owned) {
       if (part >= 0 && part < static_cast<int>(out.owners.size())) {
         out.owners[part] = SessionId{std::move(session)};

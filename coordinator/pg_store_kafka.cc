@@ -165,9 +165,7 @@ absl::StatusOr<int64_t> PgStore::IngestKafka(const KafkaIngestRequest& request) 
                                                  request.queue,
                                                  static_cast<int64_t>(request.messages.size()));
                if (ids.empty()) {
-                 return absl::NotFoundError(absl::StrCat("unknown queue \"", request.queue,
-                                                         "\" (create it with: partq queue create ",
-                                                         request.queue, " --parts N)"));
+                 return UnknownQueue(request.queue, options_.schema);
                }
                const int parts = ids[0][0].as<int>();
                std::vector<int> touched;

@@ -110,7 +110,10 @@ class BadInputTest : public ::testing::Test {
 };
 
 TEST_F(BadInputTest, UnknownQueue) {
-  const std::string msg = "unknown queue \"nosuch\" (create it with: partq queue create nosuch";
+  const std::string msg =
+      absl::StrCat("unknown queue \"nosuch\" in schema \"", schema_.name(),
+                   "\" (create it with: partq queue create nosuch --parts N --schema ",
+                   schema_.name(), ")");
   ExpectRejected(With({"enqueue", "nosuch", "hello"}), 1, msg);
   ExpectRejected(With({"enqueue", "nosuch", "--stdin"}), 1, msg, "a\nb\n");
   ExpectRejected(With({"worker", "nosuch"}), 1, msg);

@@ -360,8 +360,11 @@ TEST_F(PgStoreTest, QueueCreateGetListDelete) {
 
   absl::Status st = store_->GetQueue("emails.v2").status();
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(st.message(),
-            "unknown queue \"emails.v2\" (create it with: partq queue create emails.v2 --parts N)");
+  // Test schemas are not the default one, so the hint names it.
+  EXPECT_EQ(st.message(), absl::StrCat("unknown queue \"emails.v2\" in schema \"", schema_.name(),
+                                       "\" (create it with: partq queue create emails.v2 --parts N "
+                                       "--schema ",
+                                       schema_.name(), ")"));
   EXPECT_EQ(store_->DeleteQueue("emails.v2").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store_->Enqueue("emails.v2", Payload("x")).status().code(),
             absl::StatusCode::kNotFound);
