@@ -49,7 +49,8 @@ constexpr CommandUsage kCommands[] = {
 };
 
 constexpr char kFooter[] =
-    "Connection: --dsn or $PARTQ_DSN, else libpq's PGHOST/PGPORT/PGUSER/... variables.\n"
+    "Connection: --dsn or $PARTQ_DSN, else libpq's PGHOST/PGPORT/PGUSER/... variables;\n"
+    "connecting gives up after 10 s ($PGCONNECT_TIMEOUT, or connect_timeout in the DSN).\n"
     "Schema: --schema or $PARTQ_SCHEMA (default \"partq\"). Payload limit: --max-payload BYTES.\n";
 constexpr char kHandlers[] =
     "Handlers (chain with commas): noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD,\n"

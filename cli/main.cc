@@ -1,6 +1,7 @@
 // partq — a partitioned work queue and consumer-group coordinator on
 // PostgreSQL. Thin commands over the libraries; see `partq help`.
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,6 +10,11 @@
 
 int main(int argc, char** argv) {
   using namespace partq::cli;
+  // libpq waits for ever by default for a server that accepts the TCP
+  // connection and never answers (a hung host, a half-open proxy); every
+  // command would hang with it. 10 s unless the user chose (connect_timeout
+  // in the DSN overrides this too).
+  setenv("PGCONNECT_TIMEOUT", "10", /*overwrite=*/0);
   if (argc < 2) {
     fputs(MainHelp().c_str(), stderr);
     return 2;

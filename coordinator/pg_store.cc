@@ -243,6 +243,11 @@ absl::Status ClassifyConnectError(absl::string_view message) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot connect to PostgreSQL: ", msg, " (create it or fix --dsn)"));
   }
+  if (has("timeout expired")) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to PostgreSQL: ", msg,
+                     " (no answer within connect_timeout; set it in the DSN or $PGCONNECT_TIMEOUT)"));
+  }
   return absl::UnavailableError(absl::StrCat("cannot connect to PostgreSQL: ", msg));
 }
 

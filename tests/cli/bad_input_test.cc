@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "coordinator/embedded_postgres.h"
 #include "gtest/gtest.h"
 #include "tests/testing/pg_env.h"
@@ -287,6 +288,34 @@ int FreePort() {
   const int port = ntohs(addr.sin_port);
   close(fd);  // nothing listens there now
   return port;
+}
+
+// A server that accepts the connection and never answers (here: a socket
+// that listens and never accepts; the kernel completes the handshake) must
+// not hang a command: partq sets PGCONNECT_TIMEOUT to 10 s unless the user
+// did, and says what timed out.
+TEST(Connect, AServerThatNeverAnswersTimesOut) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 8), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string dsn =
+      absl::StrCat("host=127.0.0.1 port=", ntohs(addr.sin_port), " user=x dbname=x");
+  unsetenv("PGCONNECT_TIMEOUT");
+  const absl::Time t0 = absl::Now();
+  Result r = Partq({"status", "q", "--dsn", dsn});
+  const absl::Duration took = absl::Now() - t0;
+  close(fd);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "timeout expired")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "PGCONNECT_TIMEOUT")) << r.err;
+  EXPECT_GE(took, absl::Seconds(9));
+  EXPECT_LT(took, absl::Seconds(30));
 }
 
 // `--help` anywhere (or `partq help COMMAND`) prints that command's usage to
