@@ -1,10 +1,12 @@
 #include "cli/http_server.h"
 
 #include <CivetServer.h>
+#include <arpa/inet.h>
 
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
 
@@ -64,8 +66,22 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   }
   std::string host = addr.substr(0, colon);
   std::string port = addr.substr(colon + 1);
+  int port_number = 0;
+  if (!absl::SimpleAtoi(port, &port_number) || port_number < 1 || port_number > 65535 ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-addr: the port must be a number from 1 to 65535 (got \"", port, "\")"));
+  }
+  const bool any = host.empty() || host == "0.0.0.0" || host == "*";
+  in_addr ip{};
+  if (!any && host != "localhost" && inet_pton(AF_INET, host.c_str(), &ip) != 1) {
+    // civetweb binds IPv4 addresses only (no names to resolve, no IPv6 here).
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-addr: the host must be an IPv4 address, localhost or 0.0.0.0 (got \"", host,
+        "\")"));
+  }
   // civetweb wants PORT alone for all interfaces, or IP:PORT.
-  std::string listen = (host.empty() || host == "0.0.0.0" || host == "*") ? port
+  std::string listen = any                 ? port
                        : host == "localhost" ? absl::StrCat("127.0.0.1:", port)
                                              : addr;
   std::unique_ptr<HttpServer> s(new HttpServer());

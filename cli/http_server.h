@@ -19,7 +19,9 @@ namespace partq::cli {
 
 class HttpServer {
  public:
-  // `addr` is HOST:PORT (PORT 0 is not supported by civetweb: pick one).
+  // `addr` is HOST:PORT: HOST an IPv4 address, localhost, 0.0.0.0, * or empty
+  // (all interfaces), PORT 1..65535 (civetweb cannot pick one, nor resolve
+  // names). InvalidArgument for anything else, Unavailable if it cannot bind.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
       const std::string& addr, std::shared_ptr<prometheus::Registry> registry,
       std::function<bool(std::string*)> ready);

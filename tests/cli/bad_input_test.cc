@@ -242,6 +242,13 @@ TEST_F(BadInputTest, MalformedDurationsAndNumbers) {
                  "record:TABLE needs a table name");
   ExpectRejected(With({"worker", "q", "--handler", "nope"}), 2, "unknown handler \"nope\"");
   ExpectRejected(With({"worker", "q", "--bogus", "1"}), 2, "unknown option --bogus");
+  for (const char* addr : {"127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:9x", "127.0.0.1:"}) {
+    ExpectRejected(With({"worker", "q", "--metrics-addr", addr}), 2, "--metrics-addr");
+  }
+  for (const char* addr : {"example.invalid:9593", "[::1]:9591"}) {
+    ExpectRejected(With({"worker", "q", "--metrics-addr", addr}), 2,
+                   "the host must be an IPv4 address");
+  }
   ExpectRejected(With({"wait", "q", "-3"}), 2, "unknown option \"-3\"");
   ExpectRejected(With({"wait", "q", "abc"}), 2, "item id must be a positive whole number");
 }
