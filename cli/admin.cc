@@ -1,4 +1,5 @@
 // migrate, queue, enqueue, wait, status.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,6 +16,12 @@
 
 namespace partq::cli {
 namespace {
+
+// Standard input is a pipe or a regular file (not a terminal, not /dev/null).
+bool StdinIsPipeOrFile() {
+  struct stat st {};
+  return fstat(STDIN_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode));
+}
 
 std::string Seconds(absl::Duration d) { return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(d)); }
 
@@ -178,6 +185,13 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
                             : "usage: partq enqueue QUEUE [--key K] [...] [PAYLOAD]");
   }
   const std::string& queue = pos[0];
+  if (!from_stdin && pos.size() == 1 && StdinIsPipeOrFile()) {
+    // `echo hi | partq enqueue q` would enqueue one empty item and drop the
+    // input; an empty payload on purpose is written ''.
+    return Fail(absl::InvalidArgumentError(
+        "no PAYLOAD given, and standard input is a pipe or a file: pass --stdin to enqueue "
+        "one item per line (or '' for one empty payload)"));
+  }
   NewItem item;
   if (auto k = args->Get("key")) item.key = *k;
   if (auto k = args->Get("dedup-key")) item.dedup_key = *k;

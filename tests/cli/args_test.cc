@@ -41,6 +41,17 @@ TEST(ArgsParse, AValueFlagDoesNotSwallowTheNextOption) {
   EXPECT_EQ(*b->Get("dsn"), "--");
 }
 
+// A flag given twice counts the last time: the Helm chart appends
+// worker.extraArgs after the flags it generates, so `--batch=200` there
+// overrides the chart's --batch (the convention of Go's flag package too).
+TEST(ArgsParse, AFlagGivenTwiceCountsTheLastTime) {
+  auto a = Args::Parse({"q", "--batch=100", "--poll-only", "--batch", "200"}, {"batch"},
+                       {"poll-only"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a->Get("batch"), "200");
+  EXPECT_TRUE(a->Has("poll-only"));
+}
+
 TEST(Help, WantsHelpStopsAtTheSeparator) {
   EXPECT_TRUE(WantsHelp({"q", "--help"}));
   EXPECT_TRUE(WantsHelp({"-h"}));

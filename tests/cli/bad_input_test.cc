@@ -194,6 +194,16 @@ TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
   std::remove(log.c_str());
 }
 
+// `echo hi | partq enqueue q` (no PAYLOAD, no --stdin) used to enqueue one
+// empty item and drop the input. With stdin a pipe or a file it is refused;
+// '' is an empty payload on purpose.
+TEST_F(BadInputTest, EnqueueWithoutPayloadRefusesPipedInput) {
+  ExpectRejected(With({"enqueue", "q"}), 2, "pass --stdin", "hi\n");
+  Result empty = Partq(With({"enqueue", "q", ""}), "hi\n");
+  EXPECT_EQ(empty.code, 0) << empty.err;
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE length(payload) = 0"), 1);
+}
+
 TEST_F(BadInputTest, InvalidDeadLetterTopics) {
   for (const std::string& topic :
        {std::string("a b"), std::string("x;DROP TABLE queues"), std::string("'q'"),
