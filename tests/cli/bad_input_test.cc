@@ -2,6 +2,7 @@
 // message on stderr, a non-zero exit status (2 for usage errors, 1 for the
 // rest) and nothing written to the database.
 #include <fcntl.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -202,6 +203,38 @@ TEST_F(BadInputTest, EnqueueWithoutPayloadRefusesPipedInput) {
   Result empty = Partq(With({"enqueue", "q", ""}), "hi\n");
   EXPECT_EQ(empty.code, 0) << empty.err;
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE length(payload) = 0"), 1);
+}
+
+// --drain-timeout bounds how long a stopping worker takes, even when a
+// handler runs on: it used to release the parts after the timeout and then
+// wait for the handler (10 s here) before exiting.
+TEST_F(BadInputTest, AStoppingWorkerDoesNotOutwaitTheDrainTimeout) {
+  ASSERT_EQ(Partq(With({"enqueue", "q", "x"})).code, 0);
+  char tmpl[] = "/tmp/partq-worker-log-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const std::string log = tmpl;
+  std::vector<std::string> argv = {testing::PartqBinary()};
+  for (const auto& a : With({"worker", "q", "--handler", "sleep:10000", "--drain-timeout", "1s"})) {
+    argv.push_back(a);
+  }
+  testing::ChildProcess worker(argv, {}, log);
+  // The item is claimed (attempts counted) once its handler runs.
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return schema_.QInt("SELECT count(*) FROM {schema}.part_claims "
+                                "WHERE cardinality(ids) > 0") > 0; },
+      absl::Seconds(30)));
+  const absl::Time t0 = absl::Now();
+  worker.Signal(SIGTERM);
+  const std::optional<int> status = worker.Wait(absl::Seconds(9));
+  const absl::Duration took = absl::Now() - t0;
+  ASSERT_TRUE(status.has_value()) << "still running 9 s after SIGTERM:\n" << ReadFile(log);
+  EXPECT_LT(took, absl::Seconds(6)) << ReadFile(log);  // 1 s drain + 3 s grace, and slack
+  const std::string out = ReadFile(log);
+  EXPECT_TRUE(absl::StrContains(out, "exiting without them")) << out;
+  EXPECT_EQ(Items(), 1);  // not acked: it runs again elsewhere
+  std::remove(log.c_str());
 }
 
 TEST_F(BadInputTest, InvalidDeadLetterTopics) {
