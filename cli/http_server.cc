@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/process_metrics.h"
 #include "prometheus/text_serializer.h"
 
 namespace partq::cli {
@@ -26,8 +27,10 @@ class MetricsHandler : public CivetHandler {
  public:
   explicit MetricsHandler(std::shared_ptr<prometheus::Registry> r) : registry_(std::move(r)) {}
   bool handleGet(CivetServer*, mg_connection* conn) override {
+    std::vector<prometheus::MetricFamily> families = registry_->Collect();
+    for (auto& f : ProcessMetrics()) families.push_back(std::move(f));
     prometheus::TextSerializer s;
-    Reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8", s.Serialize(registry_->Collect()));
+    Reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8", s.Serialize(families));
     return true;
   }
 

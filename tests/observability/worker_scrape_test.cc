@@ -130,6 +130,15 @@ TEST_F(WorkerScrapeTest, PagePassesPromtoolAndFollowsTheItems) {
   EXPECT_EQ(totals["delayed"].get<int>(), 3);
   EXPECT_EQ(m["partq_sessions" + jobs], 1);
   EXPECT_EQ(m["partq_queue_oldest_ready_age_seconds" + jobs], 0);
+  // The process_* metrics every client library exports, read from /proc.
+  EXPECT_GT(m["process_resident_memory_bytes"], 1 << 20);
+  EXPECT_GE(m["process_virtual_memory_bytes"], m["process_resident_memory_bytes"]);
+  EXPECT_GT(m["process_cpu_seconds_total"], 0);
+  EXPECT_GE(m["process_open_fds"], 3);
+  EXPECT_GE(m["process_max_fds"], m["process_open_fds"]);
+  const double now = absl::ToUnixSeconds(absl::Now());
+  EXPECT_GT(m["process_start_time_seconds"], now - 600);
+  EXPECT_LE(m["process_start_time_seconds"], now + 1);
 
   // promtool, on the page as Prometheus would scrape it.
   ASSERT_FALSE(page.empty());
