@@ -367,6 +367,66 @@ TEST_F(PgStoreTest, QueueCreateGetListDelete) {
             absl::StatusCode::kNotFound);
 }
 
+// Regression: EnqueueBatch and IngestKafka read the queue row in their first
+// statement and wrote items in a later one, so a DeleteQueue that committed
+// in between left their items behind, in no queue (and a queue created later
+// under that name would have found them). Here each writer starts while a
+// delete waits for an earlier writer of items; they must end NotFound with
+// nothing written.
+TEST_F(PgStoreTest, BatchWritersRacingQueueDeleteLeaveNoItemsBehind) {
+  MakeQueue("q", 4);
+  MakeQueue("other", 1);
+  const std::string waiting = absl::StrCat(
+      "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '\"", schema_.name(),
+      "\".items'::regclass");
+  auto waiters = [&] { return schema_.QInt(waiting); };
+
+  // An enqueue into another queue, in progress: it holds items' ROW EXCLUSIVE lock.
+  pqxx::connection conn(schema_.dsn());
+  pqxx::work earlier(conn);
+  earlier.exec(absl::StrCat("INSERT INTO \"", schema_.name(),
+                            "\".items (queue, part, payload) VALUES ('other', 0, 'x')"));
+
+  std::unique_ptr<Store> deleter = schema_.NewStore();
+  absl::Status deleted;
+  std::thread del([&] { deleted = deleter->DeleteQueue("q"); });
+  ASSERT_TRUE(WaitUntil([&] { return waiters() == 1; })) << "the delete waits for the enqueue";
+
+  std::unique_ptr<Store> copier = schema_.NewStore(), inserter = schema_.NewStore(),
+                         ingester = schema_.NewStore();
+  absl::Status copied, inserted, ingested;
+  std::thread copy([&] {
+    copied = copier->EnqueueBatch("q", {Payload("a"), Payload("b")}).status();
+  });
+  std::thread insert([&] {
+    NewItem dedup = Payload("c");
+    dedup.dedup_key = "c";
+    inserted = inserter->EnqueueBatch("q", {dedup, Payload("d")}).status();
+  });
+  std::thread ingest([&] {
+    KafkaIngestRequest r;
+    r.queue = "q";
+    r.messages = {{"events", 0, 0, std::string("k"), "e", std::nullopt}};
+    r.offsets = {{"events", 0, std::nullopt, 1}};
+    ingested = ingester->IngestKafka(r).status();
+  });
+  const bool all_wait = WaitUntil([&] { return waiters() == 4; });
+  earlier.commit();
+  del.join();
+  copy.join();
+  insert.join();
+  ingest.join();
+  ASSERT_TRUE(all_wait) << "each writer waits behind the delete";
+
+  EXPECT_OK(deleted);
+  EXPECT_EQ(copied.code(), absl::StatusCode::kNotFound) << copied;
+  EXPECT_EQ(inserted.code(), absl::StatusCode::kNotFound) << inserted;
+  EXPECT_EQ(ingested.code(), absl::StatusCode::kNotFound) << ingested;
+  EXPECT_EQ(Count("items", "queue = 'q'"), 0);
+  EXPECT_EQ(Count("items", "queue = 'other'"), 1);
+  EXPECT_EQ(Count("kafka_offsets"), 0) << "the ingest's offsets rolled back with it";
+}
+
 TEST_F(PgStoreTest, QueueValidationRejectsBadInput) {
   for (const std::string& name :
        {std::string("a'; drop table x;--"), std::string("\"quoted\""), std::string("it's"),
