@@ -159,7 +159,8 @@ int CmdQueue(const std::vector<std::string>& argv) {
     if (pos.size() != 2) return Usage("usage: partq queue delete NAME");
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
-    if (absl::Status st = (*store)->DeleteQueue(pos[1]); !st.ok()) return Fail(st);
+    auto deleted = (*store)->DeleteQueue(pos[1], QueueContents::kDelete);
+    if (!deleted.ok()) return Fail(deleted.status());
     printf("deleted queue \"%s\"\n", pos[1].c_str());
     return 0;
   }
