@@ -18,6 +18,11 @@ namespace {
 
 std::string Seconds(absl::Duration d) { return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(d)); }
 
+// "1 item", "2 items".
+std::string Count(int64_t n, const char* noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
+}
+
 const char* AssignmentName(AssignmentKind k) {
   return k == AssignmentKind::kSticky ? "sticky" : "lexical";
 }
@@ -51,14 +56,15 @@ int CmdMigrate(const std::vector<std::string>& argv) {
 }
 
 int CmdQueue(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv,
-                          With(ConnectionFlags(), {"parts", "assignment", "max-attempts",
-                                                   "session-ttl", "dlq-topic"}),
-                          {"ordered", "json"});
+  auto args = Args::Parse(
+      argv,
+      With(ConnectionFlags(), {"parts", "assignment", "max-attempts", "session-ttl", "dlq-topic"}),
+      {"ordered", "json", "force"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   if (pos.empty()) return Usage("queue needs a subcommand: create, set, list or delete");
   const std::string& sub = pos[0];
+  if (args->Has("force") && sub != "delete") return Usage("--force goes with queue delete");
   if (sub == "create") {
     if (pos.size() != 2) return Usage("usage: partq queue create NAME --parts N [...]");
     if (!args->Has("parts")) return Usage("queue create needs --parts N (1..4096)");
@@ -156,12 +162,22 @@ int CmdQueue(const std::vector<std::string>& argv) {
     return 0;
   }
   if (sub == "delete") {
-    if (pos.size() != 2) return Usage("usage: partq queue delete NAME");
+    // Without --force the store refuses a queue that still holds work, in
+    // the transaction that would delete it, and says what it holds.
+    if (pos.size() != 2) return Usage("usage: partq queue delete NAME [--force]");
+    const bool force = args->Has("force");
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
-    auto deleted = (*store)->DeleteQueue(pos[1], QueueContents::kDelete);
+    auto deleted =
+        (*store)->DeleteQueue(pos[1], force ? QueueContents::kDelete : QueueContents::kRefuse);
     if (!deleted.ok()) return Fail(deleted.status());
-    printf("deleted queue \"%s\"\n", pos[1].c_str());
+    if (force) {
+      printf("deleted queue \"%s\" with %s and %s\n", pos[1].c_str(),
+             Count(deleted->items, "item").c_str(),
+             Count(deleted->dead_items, "dead item").c_str());
+    } else {
+      printf("deleted queue \"%s\"\n", pos[1].c_str());
+    }
     return 0;
   }
   return Usage("unknown queue subcommand \"" + sub + "\" (create, set, list, delete)");
