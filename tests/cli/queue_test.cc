@@ -107,5 +107,85 @@ TEST_F(QueueCommandTest, DeleteRejectsBadInputAndDeletesNothing) {
   EXPECT_EQ(Count("items", "queue = 'q'"), 1);
 }
 
+// `queue create` twice with the same settings is not an error (the Helm
+// chart's migration job runs it on every upgrade); only the settings whose
+// flags are given are compared.
+TEST_F(QueueCommandTest, CreateOfAnExistingQueueWithTheSameSettingsSucceeds) {
+  const std::vector<std::string> create = {"queue",       "create",         "orders", "--parts",
+                                           "16",          "--max-attempts", "5",      "--ordered",
+                                           "--dlq-topic", "orders.dlq"};
+  EXPECT_EQ(Ok(create),
+            "created queue \"orders\": 16 parts, lexical assignment, session TTL 10s, "
+            "max attempts 5, ordered, dead-letter topic orders.dlq\n");
+  const std::string exists =
+      "queue \"orders\" already exists with these settings: 16 parts, lexical assignment, session "
+      "TTL 10s, max attempts 5, ordered, dead-letter topic orders.dlq\n";
+  PartqResult again = Partq(With(create));
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.out, exists);
+  EXPECT_EQ(again.err, "");
+  // The same settings spelled otherwise, and fewer flags: flags not given
+  // ask for nothing (the defaults, max attempts 25 and no ordering, do not
+  // count against the queue).
+  EXPECT_EQ(Ok({"queue", "create", "orders", "--parts=16", "--assignment", "lexical",
+                "--session-ttl", "10000ms", "--max-attempts=5"}),
+            exists);
+  EXPECT_EQ(Ok({"queue", "create", "orders", "--parts", "16"}), exists);
+  EXPECT_EQ(Count("queues", "true"), 1);
+  EXPECT_EQ(Count("queues",
+                  "name = 'orders' AND parts = 16 AND max_attempts = 5 AND ordered AND "
+                  "dlq_topic = 'orders.dlq' AND session_ttl = '10s'"),
+            1);
+}
+
+// Asked for other settings, `queue create` fails and changes nothing, and
+// shows each setting given next to the existing one.
+TEST_F(QueueCommandTest, CreateOfAnExistingQueueWithOtherSettingsFailsAndShowsBoth) {
+  Ok({"queue", "create", "orders", "--parts", "16", "--max-attempts", "5", "--dlq-topic",
+      "orders.dlq"});
+  const std::string unchanged =
+      "name = 'orders' AND parts = 16 AND max_attempts = 5 AND NOT ordered AND "
+      "assignment = 'lexical' AND dlq_topic = 'orders.dlq' AND session_ttl = '10s'";
+  ASSERT_EQ(Count("queues", unchanged), 1);
+
+  PartqResult r = Partq(With({"queue", "create", "orders", "--parts", "32", "--max-attempts", "5",
+                              "--assignment", "sticky"}));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err,
+            "partq: error: queue \"orders\" already exists with other settings; nothing was "
+            "changed:\n"
+            "  setting       existing  requested\n"
+            "  parts         16        32         <- differs\n"
+            "  assignment    lexical   sticky     <- differs\n"
+            "  max attempts  5         5\n"
+            "A queue's settings are fixed when it is created, except its dead-letter topic "
+            "(partq queue set).\n");
+
+  // Each setting on its own, the ones a flag cannot turn off included.
+  struct Case {
+    std::vector<std::string> flags;
+    std::string row;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--max-attempts", "25"}, "  max attempts  5         25         <- differs\n"},
+           {{"--session-ttl", "30s"}, "  session TTL  10s       30s        <- differs\n"},
+           {{"--ordered"}, "  ordered  no        yes        <- differs\n"},
+           {{"--dlq-topic", ""}, "  dead-letter topic  orders.dlq  (none)     <- differs\n"},
+           {{"--dlq-topic", "other.dlq"},
+            "  dead-letter topic  orders.dlq  other.dlq  <- differs\n"},
+       }) {
+    std::vector<std::string> args = {"queue", "create", "orders", "--parts", "16"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    PartqResult one = Partq(With(args));
+    EXPECT_EQ(one.code, 1) << c.flags[0];
+    EXPECT_EQ(one.out, "") << c.flags[0];
+    EXPECT_TRUE(absl::StrContains(one.err, "already exists with other settings")) << one.err;
+    EXPECT_TRUE(absl::StrContains(one.err, c.row)) << one.err;
+  }
+  EXPECT_EQ(Count("queues", "true"), 1);
+  EXPECT_EQ(Count("queues", unchanged), 1);
+}
+
 }  // namespace
 }  // namespace partq
