@@ -187,7 +187,7 @@ absl::Status Bench::Setup() {
 }
 
 absl::Status Bench::ResetQueue(int parts) {
-  (void)store_->DeleteQueue(kQueue);
+  (void)store_->DeleteQueue(kQueue, QueueContents::kDelete);  // a run's leftovers
   if (auto st = sql_->Exec(absl::StrCat("TRUNCATE \"", schema_, "\".items, \"", schema_,
                                         "\".results, \"", schema_, "\".dead_items, \"", schema_,
                                         "\".", kRecordTable));

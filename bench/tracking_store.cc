@@ -28,7 +28,10 @@ class TrackingStore : public Store {
     return inner_->GetQueue(name);
   }
   absl::StatusOr<std::vector<QueueConfig>> ListQueues() override { return inner_->ListQueues(); }
-  absl::Status DeleteQueue(absl::string_view name) override { return inner_->DeleteQueue(name); }
+  absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
+                                           QueueContents contents) override {
+    return inner_->DeleteQueue(name, contents);
+  }
   absl::Status SetDeadLetterTopic(absl::string_view name,
                                   const std::optional<std::string>& topic) override {
     return inner_->SetDeadLetterTopic(name, topic);

@@ -2,11 +2,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -24,6 +27,11 @@ bool StdinIsPipeOrFile() {
 }
 
 std::string Seconds(absl::Duration d) { return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(d)); }
+
+// "1 item", "2 items".
+std::string Count(int64_t n, const char* noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
+}
 
 const char* AssignmentName(AssignmentKind k) {
   return k == AssignmentKind::kSticky ? "sticky" : "lexical";
@@ -43,6 +51,78 @@ nlohmann::json DlqTopicJson(const QueueConfig& q) {
   return q.dlq_topic ? nlohmann::json(*q.dlq_topic) : nlohmann::json();
 }
 
+// "16 parts, lexical assignment, session TTL 10s, max attempts 25[, ordered]
+// [, dead-letter topic T]".
+std::string Settings(const QueueConfig& q) {
+  return absl::StrCat(q.parts, " parts, ", AssignmentName(q.assignment),
+                      " assignment, session TTL ", absl::FormatDuration(q.session_ttl),
+                      ", max attempts ", q.max_attempts, q.ordered ? ", ordered" : "",
+                      q.dlq_topic ? absl::StrCat(", dead-letter topic ", *q.dlq_topic) : "");
+}
+
+// `queue create` of a queue that exists already, with `have` its settings
+// and `want` the command's. Only the settings whose flags were given count
+// as asked for: a flag left out asks for nothing, so a script that names
+// only --parts accepts whatever the queue was created with, and a default
+// changed by a later partq cannot make the same command fail. (--ordered
+// can only ask for an ordered queue: no flag asks for an unordered one.)
+// Exit 0 when every asked-for setting matches; otherwise exit 1 with each
+// one next to the existing value (the queue is left as it is).
+int CreateExisting(const Args& args, const QueueConfig& want, const QueueConfig& have) {
+  struct Row {
+    const char* setting;
+    std::string existing, requested;
+  };
+  auto ttl = [](absl::Duration d) {
+    // As stored: whole microseconds.
+    return absl::FormatDuration(absl::Trunc(d, absl::Microseconds(1)));
+  };
+  auto topic = [](const QueueConfig& q) { return q.dlq_topic.value_or("(none)"); };
+  std::vector<Row> rows = {{"parts", absl::StrCat(have.parts), absl::StrCat(want.parts)}};
+  if (args.Has("assignment")) {
+    rows.push_back(
+        {"assignment", AssignmentName(have.assignment), AssignmentName(want.assignment)});
+  }
+  if (args.Has("max-attempts")) {
+    rows.push_back(
+        {"max attempts", absl::StrCat(have.max_attempts), absl::StrCat(want.max_attempts)});
+  }
+  if (args.Has("session-ttl")) {
+    rows.push_back({"session TTL", ttl(have.session_ttl), ttl(want.session_ttl)});
+  }
+  if (args.Has("ordered")) rows.push_back({"ordered", have.ordered ? "yes" : "no", "yes"});
+  if (args.Has("dlq-topic")) rows.push_back({"dead-letter topic", topic(have), topic(want)});
+
+  bool same = true;
+  for (const Row& r : rows) same = same && r.existing == r.requested;
+  if (same) {
+    printf("queue \"%s\" already exists with these settings: %s\n", have.name.c_str(),
+           Settings(have).c_str());
+    return 0;
+  }
+  rows.insert(rows.begin(), {"setting", "existing", "requested"});
+  int w_setting = 0, w_existing = 0, w_requested = 0;  // column widths
+  for (const Row& r : rows) {
+    w_setting = std::max(w_setting, static_cast<int>(strlen(r.setting)));
+    w_existing = std::max(w_existing, static_cast<int>(r.existing.size()));
+    w_requested = std::max(w_requested, static_cast<int>(r.requested.size()));
+  }
+  std::string table;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    const bool differs = i > 0 && r.existing != r.requested;
+    absl::StrAppend(&table,
+                    absl::StripTrailingAsciiWhitespace(absl::StrFormat(
+                        "  %-*s  %-*s  %-*s  %s", w_setting, r.setting, w_existing, r.existing,
+                        w_requested, r.requested, differs ? "<- differs" : "")),
+                    "\n");
+  }
+  return Fail(absl::AlreadyExistsError(absl::StrCat(
+      "queue \"", have.name, "\" already exists with other settings; nothing was changed:\n", table,
+      "A queue's settings are fixed when it is created, except its dead-letter topic (partq "
+      "queue set).")));
+}
+
 }  // namespace
 
 int CmdMigrate(const std::vector<std::string>& argv) {
@@ -58,14 +138,15 @@ int CmdMigrate(const std::vector<std::string>& argv) {
 }
 
 int CmdQueue(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv,
-                          With(ConnectionFlags(), {"parts", "assignment", "max-attempts",
-                                                   "session-ttl", "dlq-topic"}),
-                          {"ordered", "json"});
+  auto args = Args::Parse(
+      argv,
+      With(ConnectionFlags(), {"parts", "assignment", "max-attempts", "session-ttl", "dlq-topic"}),
+      {"ordered", "json", "force"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   if (pos.empty()) return Usage("queue needs a subcommand: create, set, list or delete");
   const std::string& sub = pos[0];
+  if (args->Has("force") && sub != "delete") return Usage("--force goes with queue delete");
   if (sub == "create") {
     if (pos.size() != 2) return Usage("usage: partq queue create NAME --parts N [...]");
     if (!args->Has("parts")) return Usage("queue create needs --parts N (1..4096)");
@@ -97,12 +178,13 @@ int CmdQueue(const std::vector<std::string>& argv) {
     if (absl::Status st = ValidateQueueConfig(q); !st.ok()) return Fail(st);
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
-    if (absl::Status st = (*store)->CreateQueue(q); !st.ok()) return Fail(st);
-    printf("created queue \"%s\": %d parts, %s assignment, session TTL %s, max attempts %d%s%s\n",
-           q.name.c_str(), q.parts, AssignmentName(q.assignment),
-           absl::FormatDuration(q.session_ttl).c_str(), q.max_attempts,
-           q.ordered ? ", ordered" : "",
-           q.dlq_topic ? absl::StrCat(", dead-letter topic ", *q.dlq_topic).c_str() : "");
+    if (absl::Status st = (*store)->CreateQueue(q); !st.ok()) {
+      if (!absl::IsAlreadyExists(st)) return Fail(st);
+      auto existing = (*store)->GetQueue(q.name);
+      if (!existing.ok()) return Fail(existing.status());
+      return CreateExisting(*args, q, *existing);
+    }
+    printf("created queue \"%s\": %s\n", q.name.c_str(), Settings(q).c_str());
     return 0;
   }
   if (sub == "set") {
@@ -163,11 +245,22 @@ int CmdQueue(const std::vector<std::string>& argv) {
     return 0;
   }
   if (sub == "delete") {
-    if (pos.size() != 2) return Usage("usage: partq queue delete NAME");
+    // Without --force the store refuses a queue that still holds work, in
+    // the transaction that would delete it, and says what it holds.
+    if (pos.size() != 2) return Usage("usage: partq queue delete NAME [--force]");
+    const bool force = args->Has("force");
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
-    if (absl::Status st = (*store)->DeleteQueue(pos[1]); !st.ok()) return Fail(st);
-    printf("deleted queue \"%s\"\n", pos[1].c_str());
+    auto deleted =
+        (*store)->DeleteQueue(pos[1], force ? QueueContents::kDelete : QueueContents::kRefuse);
+    if (!deleted.ok()) return Fail(deleted.status());
+    if (force) {
+      printf("deleted queue \"%s\" with %s and %s\n", pos[1].c_str(),
+             Count(deleted->items, "item").c_str(),
+             Count(deleted->dead_items, "dead item").c_str());
+    } else {
+      printf("deleted queue \"%s\"\n", pos[1].c_str());
+    }
     return 0;
   }
   return Usage("unknown queue subcommand \"" + sub + "\" (create, set, list, delete)");

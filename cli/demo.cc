@@ -276,7 +276,8 @@ int Demo::Run() {
   if (!store.ok()) return Fail(store.status());
   store_ = std::move(*store);
   if (absl::Status st = store_->Migrate(); !st.ok()) return Fail(st);
-  (void)store_->DeleteQueue(kQueue);  // a kept or shared database: start fresh
+  // A kept or shared database: start fresh, whatever an earlier run left.
+  (void)store_->DeleteQueue(kQueue, QueueContents::kDelete);
   QueueConfig q;
   q.name = kQueue;
   q.parts = kParts;

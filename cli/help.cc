@@ -25,7 +25,8 @@ constexpr CommandUsage kCommands[] = {
      "               [--max-attempts N] [--session-ttl 10s] [--dlq-topic TOPIC]\n"
      "  queue set NAME --dlq-topic TOPIC|''      dead-lettered items go to TOPIC ('' for none)\n"
      "  queue list [--json]\n"
-     "  queue delete NAME\n"},
+     "  queue delete NAME [--force]              refused while it holds items or dead items;\n"
+     "                                           --force deletes them with it\n"},
     {"enqueue",
      "  enqueue QUEUE [--key K] [--priority N] [--delay 10s] [--dedup-key K] [PAYLOAD]\n"
      "  enqueue QUEUE --stdin [--chunk N]        one payload per line, via COPY\n"},

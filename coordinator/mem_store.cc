@@ -64,12 +64,22 @@ class MemStore : public Store {
     (*q)->dlq_topic = topic;
     return absl::OkStatus();
   }
-  absl::Status DeleteQueue(absl::string_view name) override {
+  absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
+                                           QueueContents contents) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("DeleteQueue"); !st.ok()) return st;
     const std::string q(name);
     if (absl::StatusOr<QueueConfig*> found = db_->QueueLocked(q); !found.ok()) {
       return found.status();
+    }
+    auto in_queue = [&q](const auto& entry) { return entry.second.queue == q; };
+    DeletedQueue out;
+    out.items = std::count_if(db_->items_.begin(), db_->items_.end(), in_queue);
+    out.dead_items = std::count_if(db_->dead_.begin(), db_->dead_.end(), in_queue);
+    if (contents == QueueContents::kRefuse && (out.items > 0 || out.dead_items > 0)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("queue \"", q, "\" still holds work (items: ", out.items,
+                       ", dead items: ", out.dead_items, "); nothing was deleted"));
     }
     db_->queues_.erase(q);
     for (auto it = db_->sessions_.begin(); it != db_->sessions_.end();) {
@@ -79,12 +89,16 @@ class MemStore : public Store {
       it = it->first.first == q ? db_->owners_.erase(it) : std::next(it);
     }
     for (auto it = db_->items_.begin(); it != db_->items_.end();) {
-      it = it->second.queue == q ? db_->items_.erase(it) : std::next(it);
+      it = in_queue(*it) ? db_->items_.erase(it) : std::next(it);
+    }
+    for (auto it = db_->dead_.begin(); it != db_->dead_.end();) {
+      it = in_queue(*it) ? db_->dead_.erase(it) : std::next(it);
     }
     for (auto it = db_->claims_.begin(); it != db_->claims_.end();) {
       it = it->first.first == q ? db_->claims_.erase(it) : std::next(it);
     }
-    return absl::OkStatus();
+    // results_ is by item id alone (no queue), so a queue's results stay.
+    return out;
   }
 
   absl::StatusOr<JoinResult> Join(const JoinRequest& req) override {

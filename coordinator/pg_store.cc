@@ -555,31 +555,96 @@ absl::StatusOr<std::vector<QueueConfig>> PgStore::ListQueues() {
   });
 }
 
-absl::Status PgStore::DeleteQueue(absl::string_view name) {
+namespace {
+
+// What a queue still holds, split as `partq status` splits it: in flight
+// (in its owners' claim records), else ready or delayed by run_at; and its
+// dead items.
+constexpr const char* kQueueContents = R"sql(
+WITH fly AS (
+  SELECT i.id FROM {schema}.part_claims c
+  JOIN {schema}.items i ON i.id = ANY(c.ids) AND i.part = c.part AND i.queue = c.queue
+  WHERE c.queue = $1)
+SELECT count(*) FILTER (WHERE NOT fl AND run_at <= now()),
+       count(*) FILTER (WHERE NOT fl AND run_at > now()),
+       count(*) FILTER (WHERE fl),
+       (SELECT count(*) FROM {schema}.dead_items WHERE queue = $1)
+FROM (SELECT run_at, id IN (SELECT id FROM fly) AS fl FROM {schema}.items WHERE queue = $1) x
+)sql";
+
+std::string Count(int64_t n, absl::string_view noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueContents contents) {
   if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
-  return Run(absl::StrCat("delete queue \"", name, "\""), [&]() -> absl::Status {
+  return Run(absl::StrCat("delete queue \"", name, "\""), [&]() -> absl::StatusOr<DeletedQueue> {
     pqxx::work tx(*conn_);
-    // Items have no FK to queues (that would cost a lookup per insert), so an
-    // enqueue that read the queue row just before this delete could add an
-    // item after it. The SHARE lock waits for every transaction that is
-    // writing items to end and holds new writers until this one commits; by
-    // then the queue row is gone and their lookup finds nothing. It briefly
-    // pauses all writers of items, which is fine for a rare admin command.
+    // No enqueue locks the queue row (items have no FK to queues: it would
+    // cost a lookup per insert), so a lock on that row alone would not keep
+    // enqueues out. This SHARE lock on items does: it waits for every
+    // transaction writing items to end and holds new writers until this one
+    // commits, and every writer takes its lock on items before it reads the
+    // queue row (Enqueue in its one statement, EnqueueBatch and IngestKafka
+    // by lock_items_for_enqueue), so when they go on the queue is gone.
+    // Acks and nacks write items too, so dead_items holds still as well: the
+    // counts below are all the work the queue holds, and none can be added
+    // between the check and the delete. It briefly pauses all writers of
+    // items, which is fine for a rare admin command.
+    // The queue row lock (FOR UPDATE) then holds off another delete, a join
+    // (a session's FK locks the row) and `queue set`. It comes second: a
+    // static re-join holds items' ROW EXCLUSIVE lock (it marks abandoned
+    // items) when its FK check locks the queue row, so taking the row first
+    // could deadlock with it.
     tx.exec(WithSchema("LOCK TABLE {schema}.items IN SHARE MODE", options_.schema));
     const std::string q(name);
-    // Sessions (and through them session_parts) cascade from queues.
-    if (tx.exec_params(WithSchema("DELETE FROM {schema}.queues WHERE name = $1", options_.schema),
+    if (tx.exec_params(WithSchema("SELECT 1 FROM {schema}.queues WHERE name = $1 FOR UPDATE",
+                                  options_.schema),
                        q)
-            .affected_rows() == 0) {
+            .empty()) {
       return UnknownQueue(name, options_.schema);
     }
-    for (const char* table : {"items", "dead_items", "results", "part_claims"}) {
-      tx.exec_params(WithSchema(absl::StrCat("DELETE FROM {schema}.", table, " WHERE queue = $1"),
-                                options_.schema),
-                     q);
+    if (contents == QueueContents::kRefuse) {
+      pqxx::row r = tx.exec_params1(WithSchema(kQueueContents, options_.schema), q);
+      const int64_t ready = r[0].as<int64_t>(), delayed = r[1].as<int64_t>(),
+                    in_flight = r[2].as<int64_t>(), dead = r[3].as<int64_t>();
+      const int64_t items = ready + delayed + in_flight;
+      if (items > 0 || dead > 0) {
+        std::string holds;
+        if (items > 0) {
+          holds = absl::StrCat(Count(items, "item"), " (", ready, " ready, ", delayed, " delayed, ",
+                               in_flight, " in flight)");
+        }
+        if (dead > 0) absl::StrAppend(&holds, items > 0 ? " and " : "", Count(dead, "dead item"));
+        // The command to run, with --schema as `partq` needs it to find
+        // this queue again.
+        const std::string schema_flag = options_.schema == PgOptions().schema
+                                            ? ""
+                                            : absl::StrCat(" --schema ", options_.schema);
+        return absl::FailedPreconditionError(absl::StrCat(
+            "queue \"", name, "\" still holds ", holds,
+            "; nothing was deleted. To delete them with the queue: partq queue delete ", name,
+            " --force", schema_flag));
+      }
     }
+    auto delete_from = [&](absl::string_view table) {
+      return tx
+          .exec_params(WithSchema(absl::StrCat("DELETE FROM {schema}.", table, " WHERE queue = $1"),
+                                  options_.schema),
+                       q)
+          .affected_rows();
+    };
+    // Sessions (and through them session_parts) cascade from queues.
+    tx.exec_params(WithSchema("DELETE FROM {schema}.queues WHERE name = $1", options_.schema), q);
+    DeletedQueue out;
+    out.items = delete_from("items");
+    out.dead_items = delete_from("dead_items");
+    delete_from("results");
+    delete_from("part_claims");
     tx.commit();
-    return absl::OkStatus();
+    return out;
   });
 }
 

@@ -141,7 +141,7 @@ class PgStore final : public Store {
   absl::Status CreateQueue(const QueueConfig& config) override;
   absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) override;
   absl::StatusOr<std::vector<QueueConfig>> ListQueues() override;
-  absl::Status DeleteQueue(absl::string_view name) override;
+  absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name, QueueContents contents) override;
   absl::Status SetDeadLetterTopic(absl::string_view name,
                                   const std::optional<std::string>& topic) override;
 

@@ -239,8 +239,11 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatch(absl::string_view queue,
 
 namespace {
 
-// Reserves `n` item ids in `tx`; returns the queue's part count (0 when the
-// queue is unknown), the ids and the transaction's now().
+// Reserves `n` item ids in `tx`, the transaction's first statements; returns
+// the queue's part count (0 when the queue is unknown), the ids and the
+// transaction's now(). Takes the enqueue lock on items first (pg_store_sql.cc,
+// lock_items_for_enqueue), so the queue cannot be deleted before the items
+// are written.
 struct Reservation {
   int parts = 0;
   std::vector<int64_t> ids;
@@ -248,6 +251,7 @@ struct Reservation {
 };
 Reservation ReserveIds(pqxx::transaction_base& tx, const std::string& queue, size_t n) {
   Reservation out;
+  tx.exec_prepared("lock_items_for_enqueue");
   pqxx::result r = tx.exec_prepared("reserve_ids", queue, static_cast<int64_t>(n));
   if (r[0][0].is_null()) return out;
   out.parts = r[0][0].as<int>();

@@ -161,6 +161,8 @@ absl::StatusOr<int64_t> PgStore::IngestKafka(const KafkaIngestRequest& request) 
                  tx.commit();
                  return int64_t{0};
                }
+               // Before the queue is read: see lock_items_for_enqueue.
+               tx.exec_prepared("lock_items_for_enqueue");
                pqxx::result ids = tx.exec_params(WithSchema(kReserve, options_.schema),
                                                  request.queue,
                                                  static_cast<int64_t>(request.messages.size()));

@@ -604,6 +604,13 @@ SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM rec),
       {"dedup_lookup", R"sql(
 SELECT id, part FROM {schema}.items WHERE queue = $1 AND dedup_key = $2
 )sql"},
+      // A transaction that reads the queue row in one statement and writes
+      // items in a later one (EnqueueBatch, IngestKafka) runs this first:
+      // DeleteQueue's SHARE lock on items then either waits for it to end or
+      // makes it wait before it reads the queue row, never between the read
+      // and the write (which would leave items in a deleted queue, to turn
+      // up again in a queue created later under the same name).
+      {"lock_items_for_enqueue", "LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE"},
       // EnqueueBatch reserves ids for its rows (so the client can compute
       // PartForId and COPY explicit ids). Usually the n values are contiguous
       // and min/max/count say so; if concurrent nextval calls interleaved,

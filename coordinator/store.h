@@ -12,7 +12,8 @@
 //   kNotFound            unknown queue / item.
 //   kAlreadyExists       queue exists.
 //   kInvalidArgument     bad input (names, ranges, payload size).
-//   kFailedPrecondition  schema missing or newer than this binary: don't retry.
+//   kFailedPrecondition  schema missing or newer than this binary, or a queue
+//                        to delete still holds work: don't retry.
 //   kInternal            anything else the server rejected.
 //
 // Thread-safety: a Store is one connection; use it from one thread at a time.
@@ -242,6 +243,17 @@ struct QueueOwners {
   bool has_items = false;                        // any item in the queue, ready or not
 };
 
+// What Store::DeleteQueue does with a queue that still holds work.
+enum class QueueContents {
+  kRefuse,  // delete only an empty queue (no items, no dead items)
+  kDelete,  // delete the items and dead items with the queue
+};
+// What Store::DeleteQueue deleted with the queue.
+struct DeletedQueue {
+  int64_t items = 0;  // ready, delayed or in flight
+  int64_t dead_items = 0;
+};
+
 // The state of one item, for `partq wait`.
 struct ItemState {
   enum class Kind { kPending, kDone, kDead, kUnknown };
@@ -325,8 +337,16 @@ class Store {
   virtual absl::Status CreateQueue(const QueueConfig& config) = 0;
   virtual absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) = 0;
   virtual absl::StatusOr<std::vector<QueueConfig>> ListQueues() = 0;
-  // Deletes the queue with its sessions, parts and items.
-  virtual absl::Status DeleteQueue(absl::string_view name) = 0;
+  // Deletes the queue with its sessions, parts, claim records and results,
+  // in one transaction. With QueueContents::kRefuse a queue that still holds
+  // work (items ready, delayed or in flight, or dead items) is not deleted:
+  // FailedPrecondition, with the counts in the message, and nothing changes.
+  // With kDelete its items and dead items go with it. Returns what was
+  // deleted. NotFound for an unknown queue. Enqueues into the queue wait
+  // while this runs, so none can add an item between the check and the
+  // delete, nor after it (PgStore says how).
+  virtual absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
+                                                   QueueContents contents) = 0;
   // Sets (or with nullopt clears) the queue's dead-letter topic; items that
   // die from then on go there. InvalidArgument for a malformed topic name,
   // NotFound for an unknown queue.

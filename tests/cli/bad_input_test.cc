@@ -1,9 +1,8 @@
 // Bad input to the real `partq` binary: each case must end with a clear
 // message on stderr, a non-zero exit status (2 for usage errors, 1 for the
 // rest) and nothing written to the database.
-#include <fcntl.h>
-#include <signal.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,54 +27,15 @@
 namespace partq {
 namespace {
 
+using testing::Partq;
 using testing::TestSchema;
-
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = testing::PartqResult;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// Runs `partq args...` with `input` on stdin; captures stdout and stderr.
-Result Partq(const std::vector<std::string>& args, const std::string& input = "") {
-  char tmpl[] = "/tmp/partq-cli-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  const std::string in = dir + "/in", out = dir + "/out", err = dir + "/err";
-  std::ofstream(in) << input;
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fi = open(in.c_str(), O_RDONLY);
-    int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fi, 0);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    unsetenv("PARTQ_DSN");
-    unsetenv("PARTQ_SCHEMA");
-    std::vector<std::string> argv = {testing::PartqBinary()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargs;
-    for (auto& a : argv) cargs.push_back(a.data());
-    cargs.push_back(nullptr);
-    execv(cargs[0], cargs.data());
-    _exit(127);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  Result r;
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = ReadFile(out);
-  r.err = ReadFile(err);
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  return r;
 }
 
 class BadInputTest : public ::testing::Test {

@@ -352,7 +352,8 @@ TEST_F(PgStoreTest, QueueCreateGetListDelete) {
   Member m = JoinWith(*store_, "emails.v2", {0, 1});
   ASSERT_OK(store_->Enqueue("emails.v2", Payload("one")));
   ASSERT_OK(store_->Enqueue("a-first", Payload("other queue")));
-  ASSERT_OK(store_->DeleteQueue("emails.v2"));
+  ASSERT_OK_AND_ASSIGN(DeletedQueue gone, store_->DeleteQueue("emails.v2", QueueContents::kDelete));
+  EXPECT_EQ(gone.items, 1);
   EXPECT_EQ(Count("sessions"), 0);
   EXPECT_EQ(Count("session_parts"), 0);
   EXPECT_EQ(Count("items", "queue = 'emails.v2'"), 0);
@@ -365,9 +366,194 @@ TEST_F(PgStoreTest, QueueCreateGetListDelete) {
                                        "\" (create it with: partq queue create emails.v2 --parts N "
                                        "--schema ",
                                        schema_.name(), ")"));
-  EXPECT_EQ(store_->DeleteQueue("emails.v2").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->DeleteQueue("emails.v2", QueueContents::kDelete).status().code(),
+            absl::StatusCode::kNotFound);
   EXPECT_EQ(store_->Enqueue("emails.v2", Payload("x")).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A queue that holds work is kept unless the caller says to delete the work
+// with it; the refusal counts the work as `partq status` does, and a delete
+// says what went.
+TEST_F(PgStoreTest, DeleteQueueRefusesAQueueThatHoldsWorkUnlessToldToDeleteIt) {
+  MakeQueue("orders", 1);
+  MakeQueue("other", 1);
+  ASSERT_OK(store_->Enqueue("other", Payload("stays")));
+  for (const char* p : {"acked", "dies", "flies", "ready 1", "ready 2"}) {
+    ASSERT_OK(store_->Enqueue("orders", Payload(p)));
+  }
+  NewItem later = Payload("later");
+  later.delay = absl::Hours(1);
+  ASSERT_OK(store_->Enqueue("orders", later));
+  Member m = JoinWith(*store_, "orders", kAll);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("orders", m, 3)));
+  ASSERT_EQ(claimed.size(), 3u);
+  // "acked" is acked with a result, "dies" dead-lettered, "flies" stays in flight.
+  FinishBody ack_and_kill =
+      [](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+    Outcome acked{items[0].id, items[0].part};
+    acked.result = "done";
+    Outcome dead{items[1].id, items[1].part, Outcome::Kind::kDead};
+    dead.error = "boom";
+    return std::vector<Outcome>{acked, dead};
+  };
+  ASSERT_OK(store_->Finish(FinishOf("orders", m, {claimed[0], claimed[1]}), ack_and_kill));
+  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("orders"));
+  ASSERT_EQ(status.parts.size(), 1u);
+  EXPECT_EQ(status.parts[0].ready, 2);
+  EXPECT_EQ(status.parts[0].delayed, 1);
+  EXPECT_EQ(status.parts[0].in_flight, 1);
+  EXPECT_EQ(status.parts[0].dead, 1);
+
+  absl::StatusOr<DeletedQueue> refused = store_->DeleteQueue("orders", QueueContents::kRefuse);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().message(),
+            absl::StrCat("queue \"orders\" still holds 4 items (2 ready, 1 delayed, 1 in flight) "
+                         "and 1 dead item; nothing was deleted. To delete them with the queue: "
+                         "partq queue delete orders --force --schema ",
+                         schema_.name()));
+  EXPECT_OK(store_->GetQueue("orders"));
+  EXPECT_EQ(Count("items", "queue = 'orders'"), 4);
+  EXPECT_EQ(Count("dead_items", "queue = 'orders'"), 1);
+  EXPECT_EQ(Count("results", "queue = 'orders'"), 1);
+  EXPECT_EQ(Count("part_claims", "queue = 'orders'"), 1);
+  EXPECT_EQ(Count("sessions"), 1);
+  EXPECT_EQ(Count("session_parts"), 1);
+
+  ASSERT_OK_AND_ASSIGN(DeletedQueue gone, store_->DeleteQueue("orders", QueueContents::kDelete));
+  EXPECT_EQ(gone.items, 4);
+  EXPECT_EQ(gone.dead_items, 1);
+  EXPECT_EQ(store_->GetQueue("orders").status().code(), absl::StatusCode::kNotFound);
+  for (const char* table : {"items", "dead_items", "results", "part_claims"}) {
+    EXPECT_EQ(Count(table, "queue = 'orders'"), 0) << table;
+  }
+  EXPECT_EQ(Count("sessions"), 0);
+  EXPECT_EQ(Count("session_parts"), 0);
+  EXPECT_EQ(Count("items", "queue = 'other'"), 1);
+}
+
+// Dead items alone are work to keep; results alone (items finished) are not.
+TEST_F(PgStoreTest, DeleteQueueRefusesDeadItemsAloneAndDeletesAQueueWithOnlyResults) {
+  MakeQueue("dead", 1);
+  MakeQueue("done", 1);
+  for (const char* queue : {"dead", "done"}) {
+    ASSERT_OK(store_->Enqueue(queue, Payload("x")));
+    Member m = JoinWith(*store_, queue, kAll);
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll(queue, m)));
+    ASSERT_EQ(claimed.size(), 1u);
+    const bool kill = queue == std::string("dead");
+    ASSERT_OK(store_->Finish(
+        FinishOf(queue, m, claimed),
+        [kill](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+          Outcome o{items[0].id, items[0].part, kill ? Outcome::Kind::kDead : Outcome::Kind::kAck};
+          if (kill) o.error = "boom";
+          o.result = kill ? std::nullopt : std::optional<std::string>("ok");
+          return std::vector<Outcome>{o};
+        }));
+  }
+  absl::Status st = store_->DeleteQueue("dead", QueueContents::kRefuse).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(st.message(), "queue \"dead\" still holds 1 dead item; nothing"))
+      << st;
+  EXPECT_EQ(Count("dead_items", "queue = 'dead'"), 1);
+
+  ASSERT_EQ(Count("results", "queue = 'done'"), 1);
+  ASSERT_OK_AND_ASSIGN(DeletedQueue gone, store_->DeleteQueue("done", QueueContents::kRefuse));
+  EXPECT_EQ(gone.items, 0);
+  EXPECT_EQ(gone.dead_items, 0);
+  EXPECT_EQ(Count("results", "queue = 'done'"), 0);
+  EXPECT_EQ(Count("queues"), 1);
+}
+
+// The check and the delete are one transaction that keeps enqueues out: an
+// enqueue still in progress when the delete starts is waited for and
+// counted, so the queue is kept with its item.
+TEST_F(PgStoreTest, DeleteQueueWaitsForAnEnqueueInProgressAndKeepsItsItem) {
+  MakeQueue("q", 2);
+  pqxx::connection conn(schema_.dsn());
+  pqxx::work enqueue(conn);
+  enqueue.exec(absl::StrCat("INSERT INTO \"", schema_.name(),
+                            "\".items (queue, part, payload) VALUES ('q', 1, 'late')"));
+
+  std::unique_ptr<Store> deleter = schema_.NewStore();
+  absl::Status deleted;
+  std::thread del([&] { deleted = deleter->DeleteQueue("q", QueueContents::kRefuse).status(); });
+  const bool waits = WaitUntil([&] {
+    return schema_.QInt(
+               absl::StrCat("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '\"",
+                            schema_.name(), "\".items'::regclass")) == 1;
+  });
+  enqueue.commit();
+  del.join();
+  ASSERT_TRUE(waits) << "the delete waits for the enqueue";
+
+  EXPECT_EQ(deleted.code(), absl::StatusCode::kFailedPrecondition) << deleted;
+  EXPECT_TRUE(absl::StrContains(deleted.message(),
+                                "still holds 1 item (1 ready, 0 delayed, 0 in "
+                                "flight); nothing was deleted"))
+      << deleted;
+  EXPECT_OK(store_->GetQueue("q"));
+  EXPECT_EQ(Count("items", "queue = 'q'"), 1);
+}
+
+// Regression: EnqueueBatch and IngestKafka read the queue row in their first
+// statement and wrote items in a later one, so a DeleteQueue that committed
+// in between left their items behind, in no queue (and a queue created later
+// under that name would have found them). Here each writer starts while a
+// delete waits for an earlier writer of items; they must end NotFound with
+// nothing written.
+TEST_F(PgStoreTest, BatchWritersRacingQueueDeleteLeaveNoItemsBehind) {
+  MakeQueue("q", 4);
+  MakeQueue("other", 1);
+  const std::string waiting = absl::StrCat(
+      "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '\"", schema_.name(),
+      "\".items'::regclass");
+  auto waiters = [&] { return schema_.QInt(waiting); };
+
+  // An enqueue into another queue, in progress: it holds items' ROW EXCLUSIVE lock.
+  pqxx::connection conn(schema_.dsn());
+  pqxx::work earlier(conn);
+  earlier.exec(absl::StrCat("INSERT INTO \"", schema_.name(),
+                            "\".items (queue, part, payload) VALUES ('other', 0, 'x')"));
+
+  std::unique_ptr<Store> deleter = schema_.NewStore();
+  absl::Status deleted;
+  std::thread del([&] { deleted = deleter->DeleteQueue("q", QueueContents::kRefuse).status(); });
+  ASSERT_TRUE(WaitUntil([&] { return waiters() == 1; })) << "the delete waits for the enqueue";
+
+  std::unique_ptr<Store> copier = schema_.NewStore(), inserter = schema_.NewStore(),
+                         ingester = schema_.NewStore();
+  absl::Status copied, inserted, ingested;
+  std::thread copy([&] {
+    copied = copier->EnqueueBatch("q", {Payload("a"), Payload("b")}).status();
+  });
+  std::thread insert([&] {
+    NewItem dedup = Payload("c");
+    dedup.dedup_key = "c";
+    inserted = inserter->EnqueueBatch("q", {dedup, Payload("d")}).status();
+  });
+  std::thread ingest([&] {
+    KafkaIngestRequest r;
+    r.queue = "q";
+    r.messages = {{"events", 0, 0, std::string("k"), "e", std::nullopt}};
+    r.offsets = {{"events", 0, std::nullopt, 1}};
+    ingested = ingester->IngestKafka(r).status();
+  });
+  const bool all_wait = WaitUntil([&] { return waiters() == 4; });
+  earlier.commit();
+  del.join();
+  copy.join();
+  insert.join();
+  ingest.join();
+  ASSERT_TRUE(all_wait) << "each writer waits behind the delete";
+
+  EXPECT_OK(deleted);
+  EXPECT_EQ(copied.code(), absl::StatusCode::kNotFound) << copied;
+  EXPECT_EQ(inserted.code(), absl::StatusCode::kNotFound) << inserted;
+  EXPECT_EQ(ingested.code(), absl::StatusCode::kNotFound) << ingested;
+  EXPECT_EQ(Count("items", "queue = 'q'"), 0);
+  EXPECT_EQ(Count("items", "queue = 'other'"), 1);
+  EXPECT_EQ(Count("kafka_offsets"), 0) << "the ingest's offsets rolled back with it";
 }
 
 TEST_F(PgStoreTest, QueueValidationRejectsBadInput) {

@@ -52,6 +52,67 @@ TEST(MemStoreOwners, SayWhatStatusSaysOfTheGroup) {
   EXPECT_EQ(store->Owners("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
+// MemStore's DeleteQueue keeps a queue that holds items or dead items unless
+// told to delete them, as PgStore's does (pg_store_test).
+TEST(MemStoreDeleteQueue, RefusesAQueueThatHoldsWorkUnlessToldToDeleteIt) {
+  MemDatabase db;
+  auto store = db.Connect();
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 1;
+  q.max_attempts = 1;
+  ASSERT_TRUE(store->CreateQueue(q).ok());
+  NewItem item;
+  item.payload = "x";
+  ASSERT_TRUE(store->Enqueue("q", item).ok());
+  ASSERT_TRUE(store->Enqueue("q", item).ok());
+  // One of the two dies.
+  JoinRequest j;
+  j.queue = "q";
+  auto joined = store->Join(j);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  auto parts = store->AcquireParts("q", joined->id, {0});
+  ASSERT_TRUE(parts.ok() && parts->size() == 1u);
+  ClaimRequest claim;
+  claim.queue = "q";
+  claim.session = joined->id;
+  claim.parts = {{0, (*parts)[0].epoch, std::nullopt, 1}};
+  claim.limit = 1;
+  auto claimed = store->Claim(claim);
+  ASSERT_TRUE(claimed.ok() && claimed->size() == 1u);
+  FinishRequest finish;
+  finish.queue = "q";
+  finish.session = joined->id;
+  finish.parts = *parts;
+  finish.items = *claimed;
+  auto finished = store->Finish(
+      finish, [](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+        return std::vector<Outcome>{{items[0].id, items[0].part, Outcome::Kind::kDead}};
+      });
+  ASSERT_TRUE(finished.ok() && finished->dead.size() == 1u) << finished.status();
+
+  auto refused = store->DeleteQueue("q", QueueContents::kRefuse);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().message(),
+            "queue \"q\" still holds work (items: 1, dead items: 1); nothing was deleted");
+  EXPECT_TRUE(store->GetQueue("q").ok());
+  auto status = store->Status("q");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->parts[0].dead, 1);
+
+  auto gone = store->DeleteQueue("q", QueueContents::kDelete);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(gone->items, 1);
+  EXPECT_EQ(gone->dead_items, 1);
+  EXPECT_EQ(store->GetQueue("q").status().code(), absl::StatusCode::kNotFound);
+  // Created again, the queue starts empty: nothing of the old one is left.
+  ASSERT_TRUE(store->CreateQueue(q).ok());
+  status = store->Status("q");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->parts[0].ready + status->parts[0].dead, 0);
+  EXPECT_TRUE(store->DeleteQueue("q", QueueContents::kRefuse).ok());
+}
+
 // Records part ownership as the sessions report it, and fails the test if a
 // part is ever assigned to a session while another one still holds it (I1 as
 // the listeners see it).
@@ -352,7 +413,7 @@ TEST_F(SessionTest, DeletedQueueEndsTheSession) {
   ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
   EXPECT_TRUE(a->ended().ok());
   auto other = db_.Connect();
-  ASSERT_TRUE(other->DeleteQueue("q").ok());
+  ASSERT_TRUE(other->DeleteQueue("q", QueueContents::kDelete).ok());
   ASSERT_TRUE(WaitUntil([&] { return a->state() == Session::State::kStopped; }));
   EXPECT_TRUE(absl::IsNotFound(a->ended())) << a->ended();
   EXPECT_TRUE(Parts(*a).empty());

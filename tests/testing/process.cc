@@ -7,6 +7,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "absl/time/clock.h"
 
@@ -115,6 +118,46 @@ int RunCommand(const std::vector<std::string>& argv, std::string* out,
   waitpid(feeder, nullptr, 0);
   waitpid(pid, &st, 0);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+namespace {
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+// Through files rather than pipes: nothing to drain while the child runs.
+PartqResult Partq(const std::vector<std::string>& args, const std::string& input) {
+  char tmpl[] = "/tmp/partq-cli-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string in = dir + "/in", out = dir + "/out", err = dir + "/err";
+  std::ofstream(in) << input;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fi = open(in.c_str(), O_RDONLY);
+    int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fi, 0);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    unsetenv("PARTQ_DSN");
+    unsetenv("PARTQ_SCHEMA");
+    std::vector<std::string> argv = {PartqBinary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Exec(argv, {});
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  PartqResult r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return r;
 }
 
 }  // namespace partq::testing

@@ -41,6 +41,17 @@ class ChildProcess {
 int RunCommand(const std::vector<std::string>& argv, std::string* out,
                std::map<std::string, std::string> env = {}, const std::string& input = "");
 
+// What a run of the partq binary ended with.
+struct PartqResult {
+  int code = -1;  // the exit status (128 + the signal if killed)
+  std::string out;
+  std::string err;
+};
+// Runs `partq args...` to completion with `input` on stdin, without this
+// process's PARTQ_DSN and PARTQ_SCHEMA (so only the flags given count);
+// captures stdout and stderr apart.
+PartqResult Partq(const std::vector<std::string>& args, const std::string& input = "");
+
 }  // namespace partq::testing
 
 #endif  // PARTQ_TESTS_TESTING_PROCESS_H_

@@ -1,0 +1,191 @@
+// `partq queue` against a real PostgreSQL (cli/admin.cc, CmdQueue): what it
+// prints, its exit status, and what is left in the database.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testing/pg_env.h"
+#include "tests/testing/process.h"
+
+namespace partq {
+namespace {
+
+using testing::Partq;
+using testing::PartqResult;
+using testing::TestSchema;
+
+class QueueCommandTest : public ::testing::Test {
+ protected:
+  // `args` plus this test's --dsn and --schema.
+  std::vector<std::string> With(std::vector<std::string> args) const {
+    args.insert(args.end(), {"--dsn", schema_.dsn(), "--schema", schema_.name()});
+    return args;
+  }
+  // Runs partq with `args` (and this test's connection) and expects exit 0.
+  std::string Ok(const std::vector<std::string>& args, const std::string& input = "") {
+    PartqResult r = Partq(With(args), input);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.out;
+  }
+  int64_t Count(const std::string& table, const std::string& where) const {
+    return schema_.QInt(absl::StrCat("SELECT count(*) FROM {schema}.", table, " WHERE ", where));
+  }
+
+  TestSchema schema_;
+};
+
+// The reported bug: `queue delete` on a queue with pending items printed
+// `deleted queue "orders"` and the items were gone.
+TEST_F(QueueCommandTest, DeleteRefusesAQueueThatHoldsWorkAndSaysToPassForce) {
+  Ok({"queue", "create", "orders", "--parts", "2"});
+  Ok({"enqueue", "orders", "--stdin"}, "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n");
+  Ok({"enqueue", "orders", "--delay", "1h", "later"});
+  // One of them dead-lettered (moved as Finish moves it).
+  schema_.Q(R"sql(
+    WITH d AS (DELETE FROM {schema}.items
+               WHERE id = (SELECT min(id) FROM {schema}.items WHERE queue = 'orders')
+               RETURNING *)
+    INSERT INTO {schema}.dead_items (id, queue, part, key, dedup_key, priority, attempts,
+                                     enqueued_at, last_error, payload)
+    SELECT id, queue, part, key, dedup_key, priority, 1, enqueued_at, 'boom', payload FROM d)sql");
+
+  PartqResult r = Partq(With({"queue", "delete", "orders"}));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, absl::StrCat("partq: error: queue \"orders\" still holds 11 items (10 ready, 1 "
+                                "delayed, 0 in flight) and 1 dead item; nothing was deleted. To "
+                                "delete them with the queue: partq queue delete orders --force "
+                                "--schema ",
+                                schema_.name(), "\n"));
+  EXPECT_EQ(Count("queues", "name = 'orders'"), 1);
+  EXPECT_EQ(Count("items", "queue = 'orders'"), 11);
+  EXPECT_EQ(Count("dead_items", "queue = 'orders'"), 1);
+
+  EXPECT_EQ(Ok({"queue", "delete", "orders", "--force"}),
+            "deleted queue \"orders\" with 11 items and 1 dead item\n");
+  EXPECT_EQ(Count("queues", "name = 'orders'"), 0);
+  EXPECT_EQ(Count("items", "queue = 'orders'"), 0);
+  EXPECT_EQ(Count("dead_items", "queue = 'orders'"), 0);
+}
+
+TEST_F(QueueCommandTest, DeleteOfAnEmptyQueueNeedsNoForce) {
+  Ok({"queue", "create", "empty", "--parts", "1"});
+  Ok({"queue", "create", "forced", "--parts", "1"});
+  EXPECT_EQ(Ok({"queue", "delete", "empty"}), "deleted queue \"empty\"\n");
+  EXPECT_EQ(Ok({"queue", "delete", "forced", "--force"}),
+            "deleted queue \"forced\" with 0 items and 0 dead items\n");
+  EXPECT_EQ(Count("queues", "true"), 0);
+}
+
+TEST_F(QueueCommandTest, DeleteRejectsBadInputAndDeletesNothing) {
+  Ok({"queue", "create", "q", "--parts", "1"});
+  Ok({"enqueue", "q", "x"});
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"queue", "delete", "nosuch"}, 1, "unknown queue \"nosuch\""},
+           {{"queue", "delete", "nosuch", "--force"}, 1, "unknown queue \"nosuch\""},
+           {{"queue", "delete", "q; DROP TABLE items", "--force"}, 2, "invalid queue name"},
+           {{"queue", "delete", "q'--", "--force"}, 2, "invalid queue name"},
+           {{"queue", "delete", "--force"}, 2, "usage: partq queue delete NAME [--force]"},
+           {{"queue", "delete", "q", "extra", "--force"}, 2, "usage: partq queue delete NAME"},
+           {{"queue", "create", "p", "--parts", "1", "--force"}, 2,
+            "--force goes with queue delete"},
+           {{"queue", "list", "--force"}, 2, "--force goes with queue delete"},
+       }) {
+    PartqResult r = Partq(With(c.args));
+    EXPECT_EQ(r.code, c.code) << c.args[2] << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, c.says)) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  EXPECT_EQ(Count("queues", "true"), 1);
+  EXPECT_EQ(Count("items", "queue = 'q'"), 1);
+}
+
+// `queue create` twice with the same settings is not an error (the Helm
+// chart's migration job runs it on every upgrade); only the settings whose
+// flags are given are compared.
+TEST_F(QueueCommandTest, CreateOfAnExistingQueueWithTheSameSettingsSucceeds) {
+  const std::vector<std::string> create = {"queue",       "create",         "orders", "--parts",
+                                           "16",          "--max-attempts", "5",      "--ordered",
+                                           "--dlq-topic", "orders.dlq"};
+  EXPECT_EQ(Ok(create),
+            "created queue \"orders\": 16 parts, lexical assignment, session TTL 10s, "
+            "max attempts 5, ordered, dead-letter topic orders.dlq\n");
+  const std::string exists =
+      "queue \"orders\" already exists with these settings: 16 parts, lexical assignment, session "
+      "TTL 10s, max attempts 5, ordered, dead-letter topic orders.dlq\n";
+  PartqResult again = Partq(With(create));
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.out, exists);
+  EXPECT_EQ(again.err, "");
+  // The same settings spelled otherwise, and fewer flags: flags not given
+  // ask for nothing (the defaults, max attempts 25 and no ordering, do not
+  // count against the queue).
+  EXPECT_EQ(Ok({"queue", "create", "orders", "--parts=16", "--assignment", "lexical",
+                "--session-ttl", "10000ms", "--max-attempts=5"}),
+            exists);
+  EXPECT_EQ(Ok({"queue", "create", "orders", "--parts", "16"}), exists);
+  EXPECT_EQ(Count("queues", "true"), 1);
+  EXPECT_EQ(Count("queues",
+                  "name = 'orders' AND parts = 16 AND max_attempts = 5 AND ordered AND "
+                  "dlq_topic = 'orders.dlq' AND session_ttl = '10s'"),
+            1);
+}
+
+// Asked for other settings, `queue create` fails and changes nothing, and
+// shows each setting given next to the existing one.
+TEST_F(QueueCommandTest, CreateOfAnExistingQueueWithOtherSettingsFailsAndShowsBoth) {
+  Ok({"queue", "create", "orders", "--parts", "16", "--max-attempts", "5", "--dlq-topic",
+      "orders.dlq"});
+  const std::string unchanged =
+      "name = 'orders' AND parts = 16 AND max_attempts = 5 AND NOT ordered AND "
+      "assignment = 'lexical' AND dlq_topic = 'orders.dlq' AND session_ttl = '10s'";
+  ASSERT_EQ(Count("queues", unchanged), 1);
+
+  PartqResult r = Partq(With({"queue", "create", "orders", "--parts", "32", "--max-attempts", "5",
+                              "--assignment", "sticky"}));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err,
+            "partq: error: queue \"orders\" already exists with other settings; nothing was "
+            "changed:\n"
+            "  setting       existing  requested\n"
+            "  parts         16        32         <- differs\n"
+            "  assignment    lexical   sticky     <- differs\n"
+            "  max attempts  5         5\n"
+            "A queue's settings are fixed when it is created, except its dead-letter topic "
+            "(partq queue set).\n");
+
+  // Each setting on its own, the ones a flag cannot turn off included.
+  struct Case {
+    std::vector<std::string> flags;
+    std::string row;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--max-attempts", "25"}, "  max attempts  5         25         <- differs\n"},
+           {{"--session-ttl", "30s"}, "  session TTL  10s       30s        <- differs\n"},
+           {{"--ordered"}, "  ordered  no        yes        <- differs\n"},
+           {{"--dlq-topic", ""}, "  dead-letter topic  orders.dlq  (none)     <- differs\n"},
+           {{"--dlq-topic", "other.dlq"},
+            "  dead-letter topic  orders.dlq  other.dlq  <- differs\n"},
+       }) {
+    std::vector<std::string> args = {"queue", "create", "orders", "--parts", "16"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    PartqResult one = Partq(With(args));
+    EXPECT_EQ(one.code, 1) << c.flags[0];
+    EXPECT_EQ(one.out, "") << c.flags[0];
+    EXPECT_TRUE(absl::StrContains(one.err, "already exists with other settings")) << one.err;
+    EXPECT_TRUE(absl::StrContains(one.err, c.row)) << one.err;
+  }
+  EXPECT_EQ(Count("queues", "true"), 1);
+  EXPECT_EQ(Count("queues", unchanged), 1);
+}
+
+}  // namespace
+}  // namespace partq

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The migration Job's shell script runs `partq migrate` and `partq queue create` for each
+# queue of values and decides which failures are fatal; only a cluster would run it. This
+# renders the Job, takes its script and runs it (with the partq binary on PATH) against a
+# fresh schema, four times:
+#   1. a fresh schema: the queues are created;
+#   2. the same values again (every helm upgrade): success, queues unchanged;
+#   3. values with another part count: success (the chart leaves an existing queue as it
+#      is), partq's table of existing and requested settings in the log, queue unchanged;
+#   4. with a partq from before idempotent creates as the migration image (stood in for by
+#      a wrapper that fails `queue create` of an existing queue as it did): success;
+# and once against a schema newer than the binary: the Job must fail.
+# Usage: tests/helm/check_migration_job.sh PARTQ_BINARY   (PARTQ_TEST_DSN: the database)
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$here/../.." && pwd)
+TOOLS=$ROOT/../shared/tools
+partq=${1:?usage: check_migration_job.sh PARTQ_BINARY}
+dsn=${PARTQ_TEST_DSN:?check_migration_job: PARTQ_TEST_DSN must name the test database}
+[[ -x $TOOLS/helm-template ]] || { echo "check_migration_job: FAIL: $TOOLS/helm-template missing" >&2; exit 1; }
+cache=${PARTQ_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/partq-tools}
+mkdir -p "$cache"
+flock "$cache/.setup.lock" "$TOOLS/setup" >/dev/null
+
+schema=job_$$_$RANDOM
+work=$(mktemp -d)
+trap 'psql -X -q "$dsn" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1; rm -rf "$work"' EXIT
+mkdir "$work/bin"
+ln -s "$(realpath "$partq")" "$work/bin/partq"
+export PARTQ_DSN=$dsn PARTQ_SCHEMA=$schema
+
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# The migrate container's script for `jobs` with $1 parts (and a second queue that gives
+# fewer settings: partq's defaults for the rest).
+script() {
+  cat >"$work/values.yaml" <<VALUES
+queues:
+  - {name: jobs, parts: $1, maxAttempts: 3, sessionTtl: 10s, assignment: lexical}
+  - {name: orders, parts: 2, ordered: true}
+worker:
+  queue: jobs
+VALUES
+  "$TOOLS/helm-template" --strict --name partq --namespace queues -f "$work/values.yaml" \
+    "$ROOT/helm/partq" >"$work/chart.yaml"
+  python3 - "$work/chart.yaml" <<'PY'
+import sys, yaml
+for doc in yaml.safe_load_all(open(sys.argv[1])):
+    if doc and doc.get("kind") == "Job" and doc["metadata"]["name"].endswith("-migrate"):
+        (c,) = [c for c in doc["spec"]["template"]["spec"]["containers"] if c["name"] == "migrate"]
+        assert c["command"] == ["/bin/sh", "-ec"], c["command"]
+        print(c["args"][0])
+PY
+}
+# Runs the script as the Job's container would; its output in $work/out.
+run() { PATH="$work/bin:$PATH" /bin/sh -ec "$1" >"$work/out" 2>&1; }
+queues() { psql -X -At "$dsn" -c "SELECT name, parts, max_attempts, ordered FROM $schema.queues ORDER BY name" | tr '\n' ' '; }
+want="jobs|4|3|f orders|2|25|t "
+
+s4=$(script 4)
+[[ -n $s4 ]] || { echo "check_migration_job: FAIL: no migration Job rendered" >&2; exit 1; }
+run "$s4" || fail "first run failed: $(cat "$work/out")"
+[[ $(queues) == "$want" ]] || fail "first run: queues are '$(queues)', expected '$want'"
+
+run "$s4" || fail "second run with the same values failed: $(cat "$work/out")"
+grep -q 'queue "jobs" already exists with these settings' "$work/out" || fail "second run: $(cat "$work/out")"
+[[ $(queues) == "$want" ]] || fail "second run changed the queues: '$(queues)'"
+
+run "$(script 8)" || fail "a run with another part count failed: $(cat "$work/out")"
+grep -q 'queue "jobs" already exists with other settings' "$work/out" && grep -qE '^ +parts +4 +8 +<- differs$' "$work/out" &&
+  grep -q 'queue "jobs" left as it is' "$work/out" || fail "another part count: $(cat "$work/out")"
+[[ $(queues) == "$want" ]] || fail "another part count changed the queues: '$(queues)'"
+
+mkdir "$work/old"
+cat >"$work/old/partq" <<OLD
+#!/bin/sh
+if [ "\$1 \$2" = "queue create" ]; then
+  echo "partq: error: queue \"\$3\" already exists" >&2
+  exit 1
+fi
+exec "$work/bin/partq" "\$@"
+OLD
+chmod +x "$work/old/partq"
+PATH="$work/old:$PATH" /bin/sh -ec "$s4" >"$work/out" 2>&1 || fail "an older partq failed the Job: $(cat "$work/out")"
+grep -q 'queue "orders" left as it is' "$work/out" || fail "an older partq: $(cat "$work/out")"
+
+psql -X -q "$dsn" -c "INSERT INTO $schema.schema_migrations (version, description) VALUES (999, 'future')"
+if run "$s4"; then fail "the Job succeeded on a schema newer than partq: $(cat "$work/out")"; fi
+
+if ((failures == 0)); then echo "check_migration_job: ok"; fi
+exit $((failures > 0))
