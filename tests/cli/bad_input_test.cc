@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -49,6 +51,22 @@ class BadInputTest : public ::testing::Test {
   std::vector<std::string> With(std::vector<std::string> args) const {
     args.insert(args.end(), {"--dsn", schema_.dsn(), "--schema", schema_.name()});
     return args;
+  }
+
+  // Starts `partq worker q EXTRA...` for this test's schema, its output in a
+  // file of its own (`*log`; the caller removes it).
+  std::unique_ptr<testing::ChildProcess> StartWorker(const std::vector<std::string>& extra,
+                                                     std::string* log) const {
+    char tmpl[] = "/tmp/partq-worker-log-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    if (fd >= 0) close(fd);
+    *log = tmpl;
+    std::vector<std::string> args = {"worker", "q"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<std::string> argv = {testing::PartqBinary()};
+    for (const auto& a : With(args)) argv.push_back(a);
+    return std::make_unique<testing::ChildProcess>(argv, std::map<std::string, std::string>{},
+                                                   *log);
   }
 
   int64_t Items() const { return schema_.QInt("SELECT count(*) FROM {schema}.items"); }
@@ -134,19 +152,13 @@ TEST_F(BadInputTest, OutOfRangeParts) {
 // (exit 1), quickly and without flooding its log: it used to retry the
 // re-join at once, thousands of times a second, for ever.
 TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
-  char tmpl[] = "/tmp/partq-worker-log-XXXXXX";
-  const int fd = mkstemp(tmpl);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  const std::string log = tmpl;
-  std::vector<std::string> argv = {testing::PartqBinary()};
-  for (const auto& a : With({"worker", "q", "--handler", "noop"})) argv.push_back(a);
-  testing::ChildProcess worker(argv, {}, log);
+  std::string log;
+  auto worker = StartWorker({"--handler", "noop"}, &log);
   ASSERT_TRUE(testing::WaitUntil([&] { return absl::StrContains(ReadFile(log), "joined"); },
                                  absl::Seconds(30)));
   Result del = Partq(With({"queue", "delete", "q"}));
   ASSERT_EQ(del.code, 0) << del.err;
-  const std::optional<int> status = worker.Wait(absl::Seconds(10));
+  const std::optional<int> status = worker->Wait(absl::Seconds(10));
   ASSERT_TRUE(status.has_value()) << "the worker is still running:\n" << ReadFile(log);
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
   const std::string out = ReadFile(log);
@@ -170,24 +182,16 @@ TEST_F(BadInputTest, EnqueueWithoutPayloadRefusesPipedInput) {
 // wait for the handler (10 s here) before exiting.
 TEST_F(BadInputTest, AStoppingWorkerDoesNotOutwaitTheDrainTimeout) {
   ASSERT_EQ(Partq(With({"enqueue", "q", "x"})).code, 0);
-  char tmpl[] = "/tmp/partq-worker-log-XXXXXX";
-  const int fd = mkstemp(tmpl);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  const std::string log = tmpl;
-  std::vector<std::string> argv = {testing::PartqBinary()};
-  for (const auto& a : With({"worker", "q", "--handler", "sleep:10000", "--drain-timeout", "1s"})) {
-    argv.push_back(a);
-  }
-  testing::ChildProcess worker(argv, {}, log);
+  std::string log;
+  auto worker = StartWorker({"--handler", "sleep:10000", "--drain-timeout", "1s"}, &log);
   // The item is claimed (attempts counted) once its handler runs.
   ASSERT_TRUE(testing::WaitUntil(
       [&] { return schema_.QInt("SELECT count(*) FROM {schema}.part_claims "
                                 "WHERE cardinality(ids) > 0") > 0; },
       absl::Seconds(30)));
   const absl::Time t0 = absl::Now();
-  worker.Signal(SIGTERM);
-  const std::optional<int> status = worker.Wait(absl::Seconds(9));
+  worker->Signal(SIGTERM);
+  const std::optional<int> status = worker->Wait(absl::Seconds(9));
   const absl::Duration took = absl::Now() - t0;
   ASSERT_TRUE(status.has_value()) << "still running 9 s after SIGTERM:\n" << ReadFile(log);
   EXPECT_LT(took, absl::Seconds(6)) << ReadFile(log);  // 1 s drain + 3 s grace, and slack
