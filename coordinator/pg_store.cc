@@ -643,6 +643,10 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
     out.dead_items = delete_from("dead_items");
     delete_from("results");
     delete_from("part_claims");
+    // The bridge's offsets into this queue: a queue created again under the
+    // name starts from the topic's committed group offsets, not from where
+    // the deleted one stopped.
+    delete_from("kafka_offsets");
     tx.commit();
     return out;
   });

@@ -468,6 +468,30 @@ TEST_F(PgStoreTest, DeleteQueueRefusesDeadItemsAloneAndDeletesAQueueWithOnlyResu
 // The check and the delete are one transaction that keeps enqueues out: an
 // enqueue still in progress when the delete starts is waited for and
 // counted, so the queue is kept with its item.
+// A deleted queue takes the bridge's stored offsets with it: the same name
+// created again must not resume a topic where the old queue stopped (its
+// items are gone). Another queue's offsets for the same topic stay.
+TEST_F(PgStoreTest, DeleteQueueForgetsTheBridgesOffsetsIntoIt) {
+  MakeQueue("q", 2);
+  MakeQueue("other", 1);
+  for (const char* queue : {"q", "other"}) {
+    KafkaIngestRequest r;
+    r.queue = queue;
+    r.messages = {{"events", 0, 41, std::string("k"), "m41", std::nullopt}};
+    r.offsets = {{"events", 0, std::nullopt, 42}};
+    ASSERT_OK(store_->IngestKafka(r));
+  }
+  ASSERT_OK(store_->DeleteQueue("q", QueueContents::kDelete));
+  MakeQueue("q", 2);
+  auto offsets = store_->ReadKafkaOffsets("q", "events");
+  ASSERT_OK(offsets);
+  EXPECT_TRUE(offsets->empty());
+  auto kept = store_->ReadKafkaOffsets("other", "events");
+  ASSERT_OK(kept);
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_EQ((*kept)[0].next_offset, 42);
+}
+
 TEST_F(PgStoreTest, DeleteQueueWaitsForAnEnqueueInProgressAndKeepsItsItem) {
   MakeQueue("q", 2);
   pqxx::connection conn(schema_.dsn());
