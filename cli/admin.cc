@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "cli/common.h"
 #include "coordinator/pg_store.h"
+#include "coordinator/queue_collector.h"
 #include "producer/producer.h"
 
 namespace partq::cli {
@@ -402,16 +403,8 @@ int CmdStatus(const std::vector<std::string>& argv) {
   if (!store.ok()) return Fail(store.status());
   auto st = (*store)->Status(args->positional()[0]);
   if (!st.ok()) return Fail(st.status());
-  int64_t ready = 0, delayed = 0, in_flight = 0, dead = 0, unowned = 0;
-  absl::Duration oldest;
-  for (const auto& p : st->parts) {
-    ready += p.ready;
-    delayed += p.delayed;
-    in_flight += p.in_flight;
-    dead += p.dead;
-    unowned += !p.owner.has_value();
-    oldest = std::max(oldest, p.oldest_ready_age);
-  }
+  const QueueTotals t = SumUp(*st);
+  auto expired = [](const SessionInfo& s) { return s.expires_in <= absl::ZeroDuration(); };
   if (args->Has("json")) {
     nlohmann::json out;
     out["queue"] = {{"name", st->config.name},
@@ -421,9 +414,14 @@ int CmdStatus(const std::vector<std::string>& argv) {
                     {"max_attempts", st->config.max_attempts},
                     {"ordered", st->config.ordered},
                     {"dlq_topic", DlqTopicJson(st->config)}};
-    out["totals"] = {{"ready", ready},         {"delayed", delayed},
-                     {"in_flight", in_flight}, {"dead", dead},
-                     {"unowned_parts", unowned}, {"oldest_ready_age_seconds", absl::ToDoubleSeconds(oldest)}};
+    out["totals"] = {{"ready", t.ready},
+                     {"delayed", t.delayed},
+                     {"in_flight", t.in_flight},
+                     {"dead", t.dead},
+                     {"unowned_parts", t.unowned_parts},
+                     {"live_sessions", t.live_sessions},
+                     {"expired_sessions", t.expired_sessions},
+                     {"oldest_ready_age_seconds", absl::ToDoubleSeconds(t.oldest_ready_age)}};
     out["sessions"] = nlohmann::json::array();
     for (const auto& s : st->sessions) {
       out["sessions"].push_back({{"id", s.id.value},
@@ -432,6 +430,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
                                  {"pid", s.pid},
                                  {"since_heartbeat_seconds", absl::ToDoubleSeconds(s.since_heartbeat)},
                                  {"expires_in_seconds", absl::ToDoubleSeconds(s.expires_in)},
+                                 {"expired", expired(s)},
                                  {"parts_owned", s.parts_owned}});
     }
     out["parts"] = nlohmann::json::array();
@@ -454,14 +453,27 @@ int CmdStatus(const std::vector<std::string>& argv) {
          c.max_attempts, c.ordered ? ", ordered" : "",
          c.dlq_topic ? absl::StrCat(", dead-letter topic ", *c.dlq_topic).c_str() : "");
   printf("items: %lld ready, %lld delayed, %lld in flight, %lld dead; oldest ready %s\n",
-         static_cast<long long>(ready), static_cast<long long>(delayed),
-         static_cast<long long>(in_flight), static_cast<long long>(dead), Seconds(oldest).c_str());
-  printf("\n%zu session(s):\n%-36s %-16s %-20s %7s %6s %10s %10s\n", st->sessions.size(), "ID",
-         "INSTANCE", "HOST", "PID", "PARTS", "HEARTBEAT", "EXPIRES_IN");
+         static_cast<long long>(t.ready), static_cast<long long>(t.delayed),
+         static_cast<long long>(t.in_flight), static_cast<long long>(t.dead),
+         t.ready > 0 ? Seconds(t.oldest_ready_age).c_str() : "-");
+  printf("\n%lld live session(s)", static_cast<long long>(t.live_sessions));
+  if (t.expired_sessions > 0) {
+    // Only a live member's heartbeat deletes an expired session (and frees
+    // its parts): with none running, the parts wait.
+    printf(", %lld expired (not deleted yet: a live worker's heartbeat frees their parts)",
+           static_cast<long long>(t.expired_sessions));
+  }
+  if (t.unowned_parts > 0) {
+    printf("; %lld of %d parts have no live owner", static_cast<long long>(t.unowned_parts),
+           c.parts);
+  }
+  printf(":\n%-36s %-16s %-20s %7s %6s %10s %10s\n", "ID", "INSTANCE", "HOST", "PID", "PARTS",
+         "HEARTBEAT", "EXPIRES_IN");
   for (const auto& s : st->sessions) {
     printf("%-36s %-16s %-20s %7d %6d %10s %10s\n", s.id.value.c_str(),
            s.instance_id.empty() ? "-" : s.instance_id.c_str(), s.host.c_str(), s.pid,
-           s.parts_owned, Seconds(s.since_heartbeat).c_str(), Seconds(s.expires_in).c_str());
+           s.parts_owned, Seconds(s.since_heartbeat).c_str(),
+           expired(s) ? "expired" : Seconds(s.expires_in).c_str());
   }
   printf("\n%5s %-36s %8s %8s %8s %9s %6s %10s\n", "PART", "OWNER", "EPOCH", "READY", "DELAYED",
          "IN_FLIGHT", "DEAD", "OLDEST");
@@ -470,7 +482,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
            p.owner ? p.owner->value.c_str() : "(none)", static_cast<long long>(p.epoch.value),
            static_cast<long long>(p.ready), static_cast<long long>(p.delayed),
            static_cast<long long>(p.in_flight), static_cast<long long>(p.dead),
-           Seconds(p.oldest_ready_age).c_str());
+           p.ready > 0 ? Seconds(p.oldest_ready_age).c_str() : "-");
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "coordinator/log.h"
@@ -45,7 +46,7 @@ QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
                               queue_)),
       unowned_parts_(
           Gauge(r, "partq_queue_unowned_parts",
-                std::string("Parts no session owns (their items wait).") + kFromCollector, queue_)),
+                std::string("Parts no live session owns (their items wait).") + kFromCollector, queue_)),
       sessions_(Gauge(r, "partq_sessions",
                       std::string("Live (unexpired) sessions of the queue.") + kFromCollector,
                       queue_)),
@@ -142,25 +143,37 @@ absl::Status QueueCollector::CollectOnce() {
   return absl::OkStatus();
 }
 
-void QueueCollector::Publish(const QueueStatus& status) {
-  int64_t ready = 0, delayed = 0, in_flight = 0, dead = 0, unowned = 0, live = 0;
-  absl::Duration oldest = absl::ZeroDuration();
-  for (const auto& p : status.parts) {
-    ready += p.ready;
-    delayed += p.delayed;
-    in_flight += p.in_flight;
-    dead += p.dead;
-    unowned += p.owner.has_value() ? 0 : 1;
-    oldest = std::max(oldest, p.oldest_ready_age);
+QueueTotals SumUp(const QueueStatus& status) {
+  QueueTotals t;
+  absl::flat_hash_set<std::string> live;
+  for (const auto& s : status.sessions) {
+    if (s.expires_in > absl::ZeroDuration()) {
+      live.insert(s.id.value);
+      ++t.live_sessions;
+    } else {
+      ++t.expired_sessions;
+    }
   }
-  for (const auto& s : status.sessions) live += s.expires_in > absl::ZeroDuration() ? 1 : 0;
-  ready_.Set(static_cast<double>(ready));
-  delayed_.Set(static_cast<double>(delayed));
-  in_flight_.Set(static_cast<double>(in_flight));
-  dead_.Set(static_cast<double>(dead));
-  oldest_ready_age_.Set(absl::ToDoubleSeconds(oldest));
-  unowned_parts_.Set(static_cast<double>(unowned));
-  sessions_.Set(static_cast<double>(live));
+  for (const auto& p : status.parts) {
+    t.ready += p.ready;
+    t.delayed += p.delayed;
+    t.in_flight += p.in_flight;
+    t.dead += p.dead;
+    t.unowned_parts += p.owner.has_value() && live.count(p.owner->value) ? 0 : 1;
+    t.oldest_ready_age = std::max(t.oldest_ready_age, p.oldest_ready_age);
+  }
+  return t;
+}
+
+void QueueCollector::Publish(const QueueStatus& status) {
+  const QueueTotals t = SumUp(status);
+  ready_.Set(static_cast<double>(t.ready));
+  delayed_.Set(static_cast<double>(t.delayed));
+  in_flight_.Set(static_cast<double>(t.in_flight));
+  dead_.Set(static_cast<double>(t.dead));
+  oldest_ready_age_.Set(absl::ToDoubleSeconds(t.oldest_ready_age));
+  unowned_parts_.Set(static_cast<double>(t.unowned_parts));
+  sessions_.Set(static_cast<double>(t.live_sessions));
   collector_.Set(1);
 }
 

@@ -54,6 +54,18 @@
 
 namespace partq {
 
+// A queue's status summed over its parts, as `partq status` prints it and
+// the collector exports it. A part counts as unowned when no live session
+// owns it: its owner's session may have expired without anyone (a live
+// member's heartbeat) having deleted it yet, and its items wait either way.
+struct QueueTotals {
+  int64_t ready = 0, delayed = 0, in_flight = 0, dead = 0;
+  int64_t unowned_parts = 0;
+  int64_t live_sessions = 0, expired_sessions = 0;
+  absl::Duration oldest_ready_age;  // zero when none is ready
+};
+QueueTotals SumUp(const QueueStatus& status);
+
 class QueueCollector {
  public:
   static constexpr int kCollectSpacing = 20;

@@ -130,6 +130,34 @@ TEST_F(MetricsTest, SessionWithoutMetricsRuns) {
   s->Stop();
 }
 
+// A part whose owner's session has expired counts as unowned (its items
+// wait: only a live member's heartbeat deletes that session and frees it),
+// and the expired session is not a live one. `partq status` read a crashed
+// worker's session as a live owner for as long as no other worker ran.
+TEST(QueueTotals, APartOfAnExpiredSessionHasNoLiveOwner) {
+  QueueStatus st;
+  SessionInfo live, dead;
+  live.id = SessionId{"live"};
+  live.expires_in = absl::Seconds(3);
+  dead.id = SessionId{"dead"};
+  dead.expires_in = absl::Seconds(-1);
+  st.sessions = {live, dead};
+  st.parts.resize(4);
+  st.parts[0].owner = live.id;
+  st.parts[1].owner = dead.id;
+  st.parts[1].ready = 5;
+  st.parts[1].oldest_ready_age = absl::Seconds(7);
+  st.parts[2].owner = dead.id;
+  st.parts[3].delayed = 2;  // no owner at all
+  const QueueTotals t = SumUp(st);
+  EXPECT_EQ(t.unowned_parts, 3);
+  EXPECT_EQ(t.live_sessions, 1);
+  EXPECT_EQ(t.expired_sessions, 1);
+  EXPECT_EQ(t.ready, 5);
+  EXPECT_EQ(t.delayed, 2);
+  EXPECT_EQ(t.oldest_ready_age, absl::Seconds(7));
+}
+
 TEST_F(MetricsTest, CollectorPublishesOnlyWhileItIsTheCollector) {
   CreateQueue(4);
   auto store = db_.Connect();
