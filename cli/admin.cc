@@ -29,6 +29,11 @@ bool StdinIsPipeOrFile() {
 
 std::string Seconds(absl::Duration d) { return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(d)); }
 
+// `partq wait`'s exit status for an item that did not finish in time, and
+// for one that was dead-lettered (0 done, 1 other errors, 2 usage).
+constexpr int kWaitTimedOut = 3;
+constexpr int kWaitDead = 4;
+
 // "1 item", "2 items".
 std::string Count(int64_t n, const char* noun) {
   return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
@@ -385,11 +390,17 @@ int CmdWait(const std::vector<std::string>& argv) {
   Producer producer(std::move(*store));
   auto state = by_key ? producer.WaitByDedupKey(pos[0], *args->Get("dedup-key"), *timeout)
                       : producer.Wait(pos[0], id, *timeout);
+  // Exit status: 0 done, 3 not finished in time, 4 dead-lettered (kWait*),
+  // else 1 (no such item, errors) or 2 (usage): a script can tell them apart.
+  if (absl::IsDeadlineExceeded(state.status())) {
+    Fail(state.status());
+    return kWaitTimedOut;
+  }
   if (!state.ok()) return Fail(state.status());
   if (state->kind == ItemState::Kind::kDead) {
     fprintf(stderr, "partq: item %lld was dead-lettered after %d attempts: %s\n",
             static_cast<long long>(state->id), state->attempts, state->error.c_str());
-    return 1;
+    return kWaitDead;
   }
   if (state->result) fwrite(state->result->data(), 1, state->result->size(), stdout);
   return 0;

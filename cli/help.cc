@@ -30,7 +30,10 @@ constexpr CommandUsage kCommands[] = {
     {"enqueue",
      "  enqueue QUEUE [--key K] [--priority N] [--delay 10s] [--dedup-key K] [PAYLOAD]\n"
      "  enqueue QUEUE --stdin [--chunk N]        one payload per line, via COPY\n"},
-    {"wait", "  wait QUEUE ITEM|--dedup-key K [--timeout 30s]\n"},
+    {"wait",
+     "  wait QUEUE ITEM|--dedup-key K [--timeout 30s]\n"
+     "      prints the item's result when it is done; exit 0 done, 3 not finished within\n"
+     "      --timeout, 4 dead-lettered (its error on stderr), 1 no such item or an error\n"},
     {"worker",
      "  worker QUEUE [--concurrency N] [--batch N] [--handler SPEC] [--instance-id ID]\n"
      "               [--metrics-addr HOST:PORT] [--poll-only] [--drain-timeout 10s]\n"

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -53,15 +54,16 @@ class BadInputTest : public ::testing::Test {
     return args;
   }
 
-  // Starts `partq worker q EXTRA...` for this test's schema, its output in a
-  // file of its own (`*log`; the caller removes it).
-  std::unique_ptr<testing::ChildProcess> StartWorker(const std::vector<std::string>& extra,
+  // Starts `partq worker QUEUE EXTRA...` for this test's schema, its output
+  // in a file of its own (`*log`; the caller removes it).
+  std::unique_ptr<testing::ChildProcess> StartWorker(const std::string& queue,
+                                                     const std::vector<std::string>& extra,
                                                      std::string* log) const {
     char tmpl[] = "/tmp/partq-worker-log-XXXXXX";
     const int fd = mkstemp(tmpl);
     if (fd >= 0) close(fd);
     *log = tmpl;
-    std::vector<std::string> args = {"worker", "q"};
+    std::vector<std::string> args = {"worker", queue};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<std::string> argv = {testing::PartqBinary()};
     for (const auto& a : With(args)) argv.push_back(a);
@@ -153,7 +155,7 @@ TEST_F(BadInputTest, OutOfRangeParts) {
 // re-join at once, thousands of times a second, for ever.
 TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
   std::string log;
-  auto worker = StartWorker({"--handler", "noop"}, &log);
+  auto worker = StartWorker("q", {"--handler", "noop"}, &log);
   ASSERT_TRUE(testing::WaitUntil([&] { return absl::StrContains(ReadFile(log), "joined"); },
                                  absl::Seconds(30)));
   Result del = Partq(With({"queue", "delete", "q"}));
@@ -165,6 +167,35 @@ TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
   EXPECT_TRUE(absl::StrContains(out, "queue \"q\" was deleted while this worker ran")) << out;
   EXPECT_LT(std::count(out.begin(), out.end(), '\n'), 12) << out;
   std::remove(log.c_str());
+}
+
+// `partq wait` tells its outcomes apart by exit status: 0 done, 3 not
+// finished in time, 4 dead-lettered, 1 no such item.
+TEST_F(BadInputTest, WaitsExitStatusSaysHowTheItemEnded) {
+  ASSERT_EQ(Partq(With({"queue", "create", "d", "--parts", "1", "--max-attempts", "1"})).code, 0);
+  Result later = Partq(With({"enqueue", "q", "--delay", "1h", "later"}));
+  Result done = Partq(With({"enqueue", "q", "--dedup-key", "k1", "done"}));
+  Result doomed = Partq(With({"enqueue", "d", "doomed"}));
+  ASSERT_EQ(later.code + done.code + doomed.code, 0) << later.err << done.err << doomed.err;
+  auto id = [](const Result& r) { return std::string(absl::StripAsciiWhitespace(r.out)); };
+
+  Result waited = Partq(With({"wait", "q", id(later), "--timeout", "200ms"}));
+  EXPECT_EQ(waited.code, 3) << waited.err;
+  EXPECT_TRUE(absl::StrContains(waited.err, "not finished within")) << waited.err;
+  waited = Partq(With({"wait", "q", "999999999"}));
+  EXPECT_EQ(waited.code, 1) << waited.err;
+  EXPECT_TRUE(absl::StrContains(waited.err, "no such item")) << waited.err;
+
+  std::string log_q, log_d;
+  auto acker = StartWorker("q", {"--handler", "noop"}, &log_q);
+  auto failer = StartWorker("d", {"--handler", "fail:1"}, &log_d);
+  waited = Partq(With({"wait", "q", "--dedup-key", "k1", "--timeout", "30s"}));
+  EXPECT_EQ(waited.code, 0) << waited.err;
+  waited = Partq(With({"wait", "d", id(doomed), "--timeout", "30s"}));
+  EXPECT_EQ(waited.code, 4) << waited.err;
+  EXPECT_TRUE(absl::StrContains(waited.err, "dead-lettered after 1 attempts")) << waited.err;
+  std::remove(log_q.c_str());
+  std::remove(log_d.c_str());
 }
 
 // `echo hi | partq enqueue q` (no PAYLOAD, no --stdin) used to enqueue one
@@ -183,7 +214,7 @@ TEST_F(BadInputTest, EnqueueWithoutPayloadRefusesPipedInput) {
 TEST_F(BadInputTest, AStoppingWorkerDoesNotOutwaitTheDrainTimeout) {
   ASSERT_EQ(Partq(With({"enqueue", "q", "x"})).code, 0);
   std::string log;
-  auto worker = StartWorker({"--handler", "sleep:10000", "--drain-timeout", "1s"}, &log);
+  auto worker = StartWorker("q", {"--handler", "sleep:10000", "--drain-timeout", "1s"}, &log);
   // The item is claimed (attempts counted) once its handler runs.
   ASSERT_TRUE(testing::WaitUntil(
       [&] { return schema_.QInt("SELECT count(*) FROM {schema}.part_claims "
