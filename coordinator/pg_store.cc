@@ -146,6 +146,13 @@ std::string CleanMessage(absl::string_view message) {
 
 namespace {
 
+// "`partq migrate`", with --schema when `schema` is not the default: the
+// command that fixes a missing or old schema, as the user must type it.
+std::string MigrateCommand(absl::string_view schema) {
+  return absl::StrCat("`partq migrate",
+                      schema == PgOptions().schema ? "" : absl::StrCat(" --schema ", schema), "`");
+}
+
 absl::Status FromSqlState(absl::string_view sqlstate, const std::string& prefix,
                           const std::string& msg, absl::string_view schema, bool* drop) {
   auto text = [&](absl::string_view extra) { return absl::StrCat(prefix, extra, msg); };
@@ -162,11 +169,12 @@ absl::Status FromSqlState(absl::string_view sqlstate, const std::string& prefix,
     if (!schema.empty() && absl::StrContains(msg, absl::StrCat(schema, "."))) {
       return absl::FailedPreconditionError(
           absl::StrCat(prefix, "partq schema \"", schema,
-                       "\" not found (or incomplete): run `partq migrate` (", msg, ")"));
+                       "\" not found (or incomplete): run ", MigrateCommand(schema), " (", msg, ")"));
     }
     if (!schema.empty() && sqlstate == "3F000") {
       return absl::FailedPreconditionError(absl::StrCat(
-          prefix, "partq schema \"", schema, "\" not found: run `partq migrate` (", msg, ")"));
+          prefix, "partq schema \"", schema, "\" not found: run ", MigrateCommand(schema), " (", msg,
+          ")"));
     }
     return absl::InternalError(text(""));
   }
@@ -446,7 +454,8 @@ absl::Status PgStore::CheckSchema() {
         "SELECT to_regclass(quote_ident($1) || '.schema_migrations') IS NOT NULL", options_.schema);
     if (!r[0][0].as<bool>()) {
       return absl::FailedPreconditionError(
-          absl::StrCat("partq schema \"", options_.schema, "\" not found: run `partq migrate`"));
+          absl::StrCat("partq schema \"", options_.schema, "\" not found: run ",
+                       MigrateCommand(options_.schema)));
     }
     const int version = tx.exec(WithSchema(
         "SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations", options_.schema))[0][0]
@@ -459,7 +468,8 @@ absl::Status PgStore::CheckSchema() {
     if (version < kSchemaVersion) {
       return absl::FailedPreconditionError(
           absl::StrCat("partq schema \"", options_.schema, "\" is at version ", version,
-                       ", older than this partq (", kSchemaVersion, "): run `partq migrate`"));
+                       ", older than this partq (", kSchemaVersion, "): run ",
+                       MigrateCommand(options_.schema)));
     }
     return absl::OkStatus();
   });

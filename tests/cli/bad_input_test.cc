@@ -504,7 +504,8 @@ TEST(BadSchema, MissingSchemaSaysToRunMigrate) {
     a.insert(a.end(), {"--dsn", dsn, "--schema", schema});
     Result r = Partq(a, "x\n");
     EXPECT_EQ(r.code, 1) << args[0];
-    EXPECT_TRUE(absl::StrContains(r.err, "run `partq migrate`")) << args[0] << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "run `partq migrate --schema partq_never_migrated`"))
+        << args[0] << ": " << r.err;
   }
   EXPECT_EQ(testing::QueryInt(
                 dsn, "SELECT count(*) FROM pg_namespace WHERE nspname = 'partq_never_migrated'"),

@@ -249,7 +249,10 @@ TEST(PgStoreMigrate, MissingSchemaTellsTheUserToMigrate) {
   EXPECT_TRUE(absl::StrContains(st.message(), "partq migrate")) << st;
   absl::StatusOr<QueueConfig> q = store->GetQueue("jobs");
   EXPECT_EQ(q.status().code(), absl::StatusCode::kFailedPrecondition) << q.status();
-  EXPECT_TRUE(absl::StrContains(q.status().message(), "run `partq migrate`")) << q.status();
+  // The command as the user must type it for this schema.
+  EXPECT_TRUE(
+      absl::StrContains(q.status().message(), "run `partq migrate --schema never_migrated_here`"))
+      << q.status();
   absl::StatusOr<EnqueueResult> e = store->Enqueue("jobs", Payload("x"));
   EXPECT_EQ(e.status().code(), absl::StatusCode::kFailedPrecondition) << e.status();
 }
