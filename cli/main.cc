@@ -19,8 +19,22 @@ int main(int argc, char** argv) {
     fputs(MainHelp().c_str(), stderr);
     return 2;
   }
-  const std::string cmd = argv[1];
-  const std::vector<std::string> rest(argv + 2, argv + argc);
+  // Connection flags may come before the command (`partq --dsn D status q`,
+  // as with psql): they go to the command, which parses them.
+  std::vector<std::string> words(argv + 1, argv + argc);
+  std::vector<std::string> leading;
+  while (!words.empty() && words[0].rfind("--", 0) == 0) {
+    const std::string& w = words[0];
+    const std::string name = w.substr(2, w.find('=') == std::string::npos ? std::string::npos
+                                                                           : w.find('=') - 2);
+    if (!ConnectionFlags().count(name)) break;
+    const size_t n = w.find('=') != std::string::npos || words.size() < 2 ? 1 : 2;
+    leading.insert(leading.end(), words.begin(), words.begin() + n);
+    words.erase(words.begin(), words.begin() + n);
+  }
+  if (words.empty()) return Usage("a command is missing (partq COMMAND [ARGS]; partq help)");
+  const std::string cmd = words[0];
+  std::vector<std::string> rest(words.begin() + 1, words.end());
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     // `partq help worker` as `partq worker --help`.
     std::optional<std::string> one;
@@ -33,6 +47,9 @@ int main(int argc, char** argv) {
     puts("partq 0.1.0");
     return 0;
   }
+  // In front, not at the end: after a `--` in the command's words they
+  // would be read as positional arguments.
+  rest.insert(rest.begin(), leading.begin(), leading.end());
   if (WantsHelp(rest)) {
     if (std::optional<std::string> help = CommandHelp(cmd)) {
       fputs(help->c_str(), stdout);

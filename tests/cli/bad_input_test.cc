@@ -169,6 +169,19 @@ TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
   std::remove(log.c_str());
 }
 
+// Connection flags may also come before the command, as with psql; a `--`
+// in the command's words still ends its options.
+TEST_F(BadInputTest, ConnectionFlagsBeforeTheCommand) {
+  ExpectRejected({"--dsn", schema_.dsn()}, 2, "a command is missing");
+  Result r = Partq({"--dsn", schema_.dsn(), "--schema=" + schema_.name(), "enqueue", "q", "--",
+                    "--odd"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE payload = '--odd'"), 1);
+  Result help = Partq({"--dsn", schema_.dsn(), "help", "status"});
+  EXPECT_EQ(help.code, 0) << help.err;
+  EXPECT_TRUE(absl::StrContains(help.out, "partq status")) << help.out;
+}
+
 // `partq wait` tells its outcomes apart by exit status: 0 done, 3 not
 // finished in time, 4 dead-lettered, 1 no such item.
 TEST_F(BadInputTest, WaitsExitStatusSaysHowTheItemEnded) {
