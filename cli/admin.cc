@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -496,6 +497,82 @@ int CmdStatus(const std::vector<std::string>& argv) {
            p.ready > 0 ? Seconds(p.oldest_ready_age).c_str() : "-");
   }
   return 0;
+}
+
+int CmdDead(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, With(ConnectionFlags(), {"limit"}), {"json", "all"});
+  if (!args.ok()) return Fail(args.status());
+  const auto& pos = args->positional();
+  const std::string sub = pos.empty() ? "" : pos[0];
+  if (sub == "list") {
+    if (pos.size() != 2 || args->Has("all")) {
+      return Usage("usage: partq dead list QUEUE [--limit 20] [--json]");
+    }
+    auto limit = args->Int("limit", 20, 1, 100000);
+    if (!limit.ok()) return Fail(limit.status());
+    auto store = ConnectChecked(*args);
+    if (!store.ok()) return Fail(store.status());
+    auto dead = (*store)->ListDead(pos[1], static_cast<int>(*limit));
+    if (!dead.ok()) return Fail(dead.status());
+    if (args->Has("json")) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const DeadItem& d : *dead) {
+        out.push_back({{"id", d.id},
+                       {"part", d.part},
+                       {"key", d.key ? nlohmann::json(*d.key) : nlohmann::json()},
+                       {"dedup_key", d.dedup_key ? nlohmann::json(*d.dedup_key) : nlohmann::json()},
+                       {"attempts", d.attempts},
+                       {"enqueued_at", absl::FormatTime(absl::RFC3339_full, d.enqueued_at,
+                                                        absl::UTCTimeZone())},
+                       {"failed_at", absl::FormatTime(absl::RFC3339_full, d.failed_at,
+                                                      absl::UTCTimeZone())},
+                       {"last_error", d.last_error},
+                       {"payload_bytes", d.payload.size()}});
+      }
+      printf("%s\n", out.dump(2).c_str());
+      return 0;
+    }
+    printf("%zu dead item(s) of %s, newest first:\n", dead->size(), pos[1].c_str());
+    printf("%12s %5s %8s %-20s %s\n", "ID", "PART", "ATTEMPTS", "FAILED_AT (UTC)", "LAST_ERROR");
+    for (const DeadItem& d : *dead) {
+      printf("%12lld %5d %8d %-20s %s\n", static_cast<long long>(d.id), d.part, d.attempts,
+             absl::FormatTime("%Y-%m-%d %H:%M:%S", d.failed_at, absl::UTCTimeZone()).c_str(),
+             d.last_error.c_str());
+    }
+    return 0;
+  }
+  if (sub == "requeue") {
+    const bool all = args->Has("all");
+    if (pos.size() < 2 || (all == (pos.size() > 2))) {
+      return Usage("usage: partq dead requeue QUEUE ID... | partq dead requeue QUEUE --all");
+    }
+    std::vector<int64_t> ids;
+    for (size_t i = 2; i < pos.size(); ++i) {
+      int64_t id = 0;
+      if (!absl::SimpleAtoi(pos[i], &id) || id <= 0) {
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("item id must be a positive whole number (got \"", pos[i], "\")")));
+      }
+      ids.push_back(id);
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    auto store = ConnectChecked(*args);
+    if (!store.ok()) return Fail(store.status());
+    auto r = (*store)->RequeueDead(pos[1], ids);
+    if (!r.ok()) return Fail(r.status());
+    printf("requeued %s", Count(r->requeued, "item").c_str());
+    if (r->kept > 0) {
+      printf("; %s left dead: a live item has the same dedup key", Count(r->kept, "item").c_str());
+    }
+    if (!all && r->requeued + r->kept < static_cast<int64_t>(ids.size())) {
+      printf("; %lld of the ids are not dead items of %s",
+             static_cast<long long>(ids.size() - r->requeued - r->kept), pos[1].c_str());
+    }
+    printf("\n");
+    return 0;
+  }
+  return Usage("dead needs a subcommand: list QUEUE or requeue QUEUE ID...|--all");
 }
 
 }  // namespace partq::cli

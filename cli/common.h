@@ -55,6 +55,7 @@ int CmdEnqueue(const std::vector<std::string>& argv);
 int CmdWait(const std::vector<std::string>& argv);
 int CmdWorker(const std::vector<std::string>& argv);
 int CmdStatus(const std::vector<std::string>& argv);
+int CmdDead(const std::vector<std::string>& argv);
 int CmdDemo(const std::vector<std::string>& argv);
 int CmdBench(const std::vector<std::string>& argv);
 int CmdBridge(const std::vector<std::string>& argv);

@@ -40,6 +40,9 @@ constexpr CommandUsage kCommands[] = {
      "               [--handler-timeout 5m] [--poll-interval 1s] [--retry-base 1s]\n"
      "               [--retry-max 10m] [--log-level info] [--quiet]\n"},
     {"status", "  status QUEUE [--json]\n"},
+    {"dead",
+     "  dead list QUEUE [--limit 20] [--json]    dead-lettered items, newest first, with errors\n"
+     "  dead requeue QUEUE ID...|--all           back to ready as new items (attempts 0)\n"},
     {"bench", "  bench [--json] [...]                     throughput/latency with baselines\n"},
     {"demo",
      "  demo [--keep] [--items N]                the whole story on an embedded database\n"},

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   if (cmd == "wait") return CmdWait(rest);
   if (cmd == "worker") return CmdWorker(rest);
   if (cmd == "status") return CmdStatus(rest);
+  if (cmd == "dead") return CmdDead(rest);
   if (cmd == "demo") return CmdDemo(rest);
   if (cmd == "bench") return CmdBench(rest);
   if (cmd == "bridge") return CmdBridge(rest);

@@ -172,6 +172,10 @@ class PgStore final : public Store {
 
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override;
 
+  absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) override;
+  absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
+                                       const std::vector<int64_t>& ids) override;
+
   // Kafka bridge (pg_store_kafka.cc).
   absl::StatusOr<int64_t> IngestKafka(const KafkaIngestRequest& request) override;
   absl::StatusOr<std::vector<KafkaOffset>> ReadKafkaOffsets(absl::string_view queue,

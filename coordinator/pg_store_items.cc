@@ -1117,6 +1117,93 @@ absl::StatusOr<QueueOwners> PgStore::Owners(absl::string_view queue) {
   });
 }
 
+// --- dead items --------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<DeadItem>> PgStore::ListDead(absl::string_view queue, int limit) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("list dead items", [&]() -> absl::StatusOr<std::vector<DeadItem>> {
+    pqxx::nontransaction tx(*conn_);
+    const std::string q(queue);
+    if (tx.exec_params(WithSchema("SELECT 1 FROM {schema}.queues WHERE name = $1", options_.schema),
+                       q)
+            .empty()) {
+      return UnknownQueue(queue, options_.schema);
+    }
+    std::vector<DeadItem> out;
+    for (const pqxx::row& r : tx.exec_params(
+             WithSchema(R"sql(
+SELECT id, part, key, dedup_key, attempts,
+       (date_part('epoch', enqueued_at) * 1000000)::bigint,
+       (date_part('epoch', failed_at) * 1000000)::bigint, last_error, payload
+FROM {schema}.dead_items WHERE queue = $1
+ORDER BY failed_at DESC, id DESC LIMIT $2)sql",
+                        options_.schema),
+             q, limit)) {
+      DeadItem d;
+      d.id = r[0].as<int64_t>();
+      d.part = r[1].as<int>();
+      d.key = Text(r[2]);
+      d.dedup_key = Text(r[3]);
+      d.attempts = r[4].as<int>();
+      d.enqueued_at = absl::FromUnixMicros(r[5].as<int64_t>());
+      d.failed_at = absl::FromUnixMicros(r[6].as<int64_t>());
+      d.last_error = r[7].as<std::string>();
+      if (!DecodeBytea(absl::string_view(r[8].c_str(), r[8].size()), &d.payload)) {
+        return absl::InternalError("dead item payload: malformed bytea");
+      }
+      out.push_back(std::move(d));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<Requeued> PgStore::RequeueDead(absl::string_view queue,
+                                              const std::vector<int64_t>& ids) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("requeue dead items", [&]() -> absl::StatusOr<Requeued> {
+    pqxx::work tx(*conn_);
+    // Items' lock before the queue row is read, as every writer of items
+    // takes it (DeleteQueue says why).
+    tx.exec_prepared("lock_items_for_enqueue");
+    const std::string q(queue);
+    if (tx.exec_params(WithSchema("SELECT 1 FROM {schema}.queues WHERE name = $1", options_.schema),
+                       q)
+            .empty()) {
+      return UnknownQueue(queue, options_.schema);
+    }
+    // A new item in all but its id and enqueue time: no attempt counted, due
+    // now, no abandoned mark. ON CONFLICT leaves an item whose dedup key a
+    // live item holds where it is (its id cannot be live: ids are never
+    // reused). Owners find the items at their next rescan of the part, at
+    // once with the notice.
+    const pqxx::row r = tx.exec_params1(
+        WithSchema(R"sql(
+WITH asked AS (
+  SELECT d.* FROM {schema}.dead_items d
+  WHERE d.queue = $1 AND (cardinality($2::bigint[]) = 0 OR d.id = ANY($2::bigint[]))),
+moved AS (
+  INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, attempts,
+                              enqueued_at, payload, origin_topic, origin_partition,
+                              origin_offset, headers)
+  SELECT id, queue, part, key, dedup_key, priority, now(), 0, enqueued_at, payload,
+         origin_topic, origin_partition, origin_offset, headers
+  FROM asked
+  ON CONFLICT DO NOTHING
+  RETURNING id, part),
+gone AS (DELETE FROM {schema}.dead_items d USING moved m WHERE d.id = m.id RETURNING 1),
+woke AS (SELECT pg_notify($3, 'i:' || p.part) FROM (SELECT DISTINCT part FROM moved) p)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM asked) - (SELECT count(*) FROM gone),
+       (SELECT count(*) FROM woke))sql",
+                   options_.schema),
+        q, IntArray(ids), ChannelFor(options_.schema, queue));
+    tx.commit();
+    Requeued out;
+    out.requeued = r[0].as<int64_t>();
+    out.kept = r[1].as<int64_t>();
+    return out;
+  });
+}
+
 // --- in the caller's transaction ---------------------------------------------------------
 
 }  // namespace pg_internal

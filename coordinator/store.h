@@ -264,6 +264,25 @@ struct ItemState {
   int attempts = 0;
 };
 
+// A dead-lettered item, as `partq dead list` shows it.
+struct DeadItem {
+  int64_t id = 0;
+  int part = 0;
+  std::optional<std::string> key;
+  std::optional<std::string> dedup_key;
+  int attempts = 0;
+  absl::Time enqueued_at;
+  absl::Time failed_at;
+  std::string last_error;
+  std::string payload;
+};
+// What Store::RequeueDead did.
+struct Requeued {
+  int64_t requeued = 0;
+  // Asked for but left dead: a live item holds their dedup key.
+  int64_t kept = 0;
+};
+
 // A wake-up from LISTEN.
 struct Notice {
   enum class Kind { kItems, kGroup };
@@ -401,6 +420,22 @@ class Store {
 
   // A new LISTEN connection for `queue` (PgStore); Unimplemented elsewhere.
   virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) = 0;
+
+  // --- dead items (PgStore; Unimplemented elsewhere) ---------------------------
+  // The most recently dead-lettered items of `queue`, newest first, at most
+  // `limit`. NotFound for an unknown queue.
+  virtual absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) {
+    return absl::UnimplementedError("dead items need PostgreSQL");
+  }
+  // Moves dead items of `queue` back to ready, as new items would be (attempts
+  // 0, run now, same id, part, key, priority, payload and origin): those in
+  // `ids`, or all of them when `ids` is empty; ids that are not dead items of
+  // the queue are ignored. One transaction; an item whose dedup key a live
+  // item holds stays dead (counted in `kept`). NotFound for an unknown queue.
+  virtual absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
+                                               const std::vector<int64_t>& ids) {
+    return absl::UnimplementedError("dead items need PostgreSQL");
+  }
 
   // --- Kafka bridge (PgStore; Unimplemented elsewhere) -------------------------
   // One transaction: inserts one item per message (with its origin and

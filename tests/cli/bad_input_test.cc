@@ -169,6 +169,21 @@ TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
   std::remove(log.c_str());
 }
 
+// `partq dead` refuses what it cannot mean before connecting.
+TEST_F(BadInputTest, DeadSubcommandsAndIds) {
+  ExpectRejected(With({"dead"}), 2, "dead needs a subcommand");
+  ExpectRejected(With({"dead", "list"}), 2, "usage: partq dead list QUEUE");
+  ExpectRejected(With({"dead", "list", "q", "--limit", "0"}), 2, "--limit must be between");
+  ExpectRejected(With({"dead", "requeue", "q"}), 2, "usage: partq dead requeue QUEUE ID...");
+  ExpectRejected(With({"dead", "requeue", "q", "5", "--all"}), 2, "usage: partq dead requeue");
+  ExpectRejected(With({"dead", "requeue", "q", "x1"}), 2, "item id must be a positive whole");
+  ExpectRejected(With({"dead", "list", "nosuch"}), 1, "unknown queue \"nosuch\"");
+  ExpectRejected(With({"dead", "requeue", "nosuch", "--all"}), 1, "unknown queue \"nosuch\"");
+  Result none = Partq(With({"dead", "list", "q", "--json"}));
+  EXPECT_EQ(none.code, 0) << none.err;
+  EXPECT_EQ(absl::StripAsciiWhitespace(none.out), "[]");
+}
+
 // Connection flags may also come before the command, as with psql; a `--`
 // in the command's words still ends its options.
 TEST_F(BadInputTest, ConnectionFlagsBeforeTheCommand) {

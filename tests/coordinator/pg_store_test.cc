@@ -2253,6 +2253,57 @@ TEST_F(DeadLetterTopicTest, AQueueWithoutATopicWritesNoOutboxRow) {
   EXPECT_EQ(rows[0][2], std::optional<std::string>("later"));
 }
 
+// Dead items are listed newest first with their errors, and requeued as new
+// items (attempts 0, same id, part and origin) that a claim takes again; one
+// whose dedup key a live item holds stays dead, and ids that are not dead
+// items of the queue are ignored.
+TEST_F(DeadLetterTopicTest, DeadItemsAreListedAndRequeued) {
+  MakeQueue("plain", 2, absl::Seconds(10), false, /*max_attempts=*/1);
+  Ingest("plain", {Message(0, std::string("k"))});
+  NewItem keyed = Payload("keyed");
+  keyed.dedup_key = "d1";
+  ASSERT_OK(store_->Enqueue("plain", keyed));
+  ASSERT_OK(store_->Enqueue("plain", Payload("plain")));
+  std::map<std::string, int64_t> ids = FinishAll("plain");
+  ASSERT_EQ(Count("dead_items"), 3);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> dead, store_->ListDead("plain", 2));
+  ASSERT_EQ(dead.size(), 2u);  // the limit
+  ASSERT_OK_AND_ASSIGN(dead, store_->ListDead("plain", 10));
+  ASSERT_EQ(dead.size(), 3u);
+  std::map<int64_t, DeadItem> by_id;
+  for (const DeadItem& d : dead) by_id[d.id] = d;
+  EXPECT_EQ(by_id[ids["keyed"]].last_error, "boom keyed");
+  EXPECT_EQ(by_id[ids["keyed"]].dedup_key, std::optional<std::string>("d1"));
+  EXPECT_EQ(by_id[ids["keyed"]].attempts, 1);
+  EXPECT_EQ(by_id[ids["m0"]].key, std::optional<std::string>("k"));
+  EXPECT_EQ(by_id[ids["plain"]].payload, "plain");
+  EXPECT_GE(dead[0].failed_at, dead[2].failed_at);
+
+  // A live item takes the dedup key: that dead item must stay dead.
+  NewItem again = Payload("keyed again");
+  again.dedup_key = "d1";
+  ASSERT_OK(store_->Enqueue("plain", again));
+  ASSERT_OK_AND_ASSIGN(Requeued r,
+                       store_->RequeueDead("plain", {ids["keyed"], ids["plain"], 999999}));
+  EXPECT_EQ(r.requeued, 1);
+  EXPECT_EQ(r.kept, 1);
+  ASSERT_OK_AND_ASSIGN(r, store_->RequeueDead("plain", {}));  // all that are left
+  EXPECT_EQ(r.requeued, 1);  // m0
+  EXPECT_EQ(r.kept, 1);      // keyed, still
+  EXPECT_EQ(Count("dead_items"), 1);
+  EXPECT_EQ(Count("items", absl::StrCat("id IN (", ids["plain"], ",", ids["m0"],
+                                        ") AND attempts = 0 AND run_at <= now()")),
+            2);
+  EXPECT_EQ(Count("items", absl::StrCat("id = ", ids["m0"], " AND origin_topic = 'events'")), 1);
+  // A claim takes them again, as new items.
+  std::map<std::string, int64_t> again_ids = FinishAll("plain");
+  EXPECT_EQ(again_ids.count("plain"), 1u);
+  EXPECT_EQ(again_ids.count("m0"), 1u);
+  EXPECT_EQ(store_->ListDead("nope", 5).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->RequeueDead("nope", {}).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(PgStoreTest, ClaimAndFinishBatchesOfAHundred) {
   MakeQueue("q", 8);
   std::vector<NewItem> items(10000, Payload(std::string(100, 'p')));
