@@ -76,6 +76,7 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb {
           "bridge ingest: batch >= 1 and 0 <= low water <= high water >= 1");
     }
     if (o_.group.empty()) o_.group = "partq-bridge." + o_.queue;
+    if (metrics_) metrics_->IngestStarted(o_.topic, o_.queue);
     auto store = stores_();
     if (!store.ok()) return store.status();
     store_ = std::move(*store);

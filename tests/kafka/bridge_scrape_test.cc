@@ -96,6 +96,8 @@ TEST_F(BridgeScrapeTest, IngestAndPublishPagesPassPromtoolAndCount) {
   EXPECT_EQ(m["partq_bridge_ingest_batch_messages_sum{queue=\"jobs\"}"], 300);
   EXPECT_GE(m["partq_bridge_ingest_batch_messages_count{queue=\"jobs\"}"], 300 / 40);
   EXPECT_EQ(m["partq_bridge_paused_partitions" + in_series], 0);
+  EXPECT_EQ(m.at("partq_bridge_ingest_conflicts_total{queue=\"jobs\"}"), 0);
+  EXPECT_EQ(m.at("partq_bridge_ingest_errors_total{queue=\"jobs\"}"), 0);
   ExpectWellFormed(page);
   ingest.Signal(SIGTERM);
   auto st = ingest.Wait(absl::Seconds(30));
