@@ -41,13 +41,15 @@ absl::StatusOr<std::map<std::string, std::string>> KafkaConfig(const Args& args)
   return out;
 }
 
-// --metrics-addr: /metrics, and /healthz and /readyz that answer 200 while
-// the bridge runs (it has no session to be ready for). None without the flag.
+// --metrics-addr: /metrics, /healthz (200 while the process runs) and
+// /readyz (`ready`: 503 while no Kafka broker is reachable). None without the
+// flag.
 absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
-    const Args& args, std::shared_ptr<prometheus::Registry> registry) {
+    const Args& args, std::shared_ptr<prometheus::Registry> registry,
+    std::function<bool(std::string*)> ready) {
   auto addr = args.Get("metrics-addr");
   if (!addr) return std::unique_ptr<HttpServer>();
-  return HttpServer::Start(*addr, std::move(registry), [](std::string*) { return true; });
+  return HttpServer::Start(*addr, std::move(registry), std::move(ready));
 }
 
 void InstallSignals() {
@@ -100,7 +102,8 @@ int Ingest(const std::vector<std::string>& argv) {
   InstallSignals();
   BridgeIngest bridge(PgStoreFactory(*pg), o, &metrics);
   if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
-  auto http = ServeMetrics(*args, registry);
+  auto http = ServeMetrics(*args, registry,
+                           [&bridge](std::string* why) { return bridge.Ready(why); });
   if (!http.ok()) return Fail(http.status());
   const bool quiet = args->Has("quiet");
   if (!quiet) {
@@ -147,7 +150,8 @@ int Publish(const std::vector<std::string>& argv) {
   InstallSignals();
   BridgePublish bridge(PgStoreFactory(*pg), o, &metrics);
   if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
-  auto http = ServeMetrics(*args, registry);
+  auto http = ServeMetrics(*args, registry,
+                           [&bridge](std::string* why) { return bridge.Ready(why); });
   if (!http.ok()) return Fail(http.status());
   const bool quiet = args->Has("quiet");
   if (!quiet) fprintf(stderr, "partq: bridge publishing the outbox to %s\n", o.brokers.c_str());

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "coordinator/log.h"
 #include "nlohmann/json.hpp"
+#include "producer/broker_health.h"
 
 namespace partq {
 namespace {
@@ -42,10 +43,13 @@ RdKafka::Headers* ToHeaders(const std::optional<std::string>& json) {
 
 }  // namespace
 
-class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
+class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::EventCb {
  public:
   Impl(StoreFactory stores, BridgePublishOptions options, BridgeMetrics* metrics)
-      : stores_(std::move(stores)), o_(std::move(options)), metrics_(metrics) {}
+      : stores_(std::move(stores)),
+        o_(std::move(options)),
+        metrics_(metrics),
+        health_("bridge publish", o_.brokers) {}
 
   absl::Status Init() {
     if (o_.brokers.empty()) return absl::InvalidArgumentError("bridge publish needs brokers");
@@ -71,6 +75,9 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
         {"linger.ms", "5"},
     };
     for (const auto& [k, v] : o_.kafka_config) props[k] = v;
+    // Broker connection states for /readyz (BrokerHealth), whatever the
+    // extra config says: nothing else reads the statistics.
+    props["statistics.interval.ms"] = "1000";
     for (const auto& [k, v] : props) {
       if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
         return absl::InvalidArgumentError(absl::StrCat("kafka config ", k, "=", v, ": ", err));
@@ -80,10 +87,16 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
         RdKafka::Conf::CONF_OK) {
       return absl::InternalError(err);
     }
+    if (conf->set("event_cb", static_cast<RdKafka::EventCb*>(this), err) !=
+        RdKafka::Conf::CONF_OK) {
+      return absl::InternalError(err);
+    }
     producer_.reset(RdKafka::Producer::create(conf.get(), err));
     if (!producer_) return absl::InvalidArgumentError(absl::StrCat("kafka producer: ", err));
     return absl::OkStatus();
   }
+
+  void event_cb(RdKafka::Event& e) override { health_.OnEvent(e); }
 
   void dr_cb(RdKafka::Message& m) override {
     const size_t i = reinterpret_cast<size_t>(m.msg_opaque());
@@ -116,6 +129,7 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
   }
 
   void RequestStop() { stop_.store(true); }
+  bool Ready(std::string* reason) const { return health_.Ready(reason); }
   BridgePublishStats stats() const {
     absl::MutexLock l(&mu_);
     return stats_;
@@ -208,6 +222,7 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
   std::unique_ptr<Store> store_;
   std::unique_ptr<RdKafka::Producer> producer_;
   std::atomic<bool> stop_{false};
+  BrokerHealth health_;
   std::vector<Pending> pending_;
   int64_t outstanding_ = 0;
   std::string errstr_;
@@ -236,5 +251,6 @@ void BridgePublish::Stop() {
 }
 
 BridgePublishStats BridgePublish::stats() const { return impl_->stats(); }
+bool BridgePublish::Ready(std::string* reason) const { return impl_->Ready(reason); }
 
 }  // namespace partq

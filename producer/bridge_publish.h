@@ -55,6 +55,9 @@ class BridgePublish {
   // Finishes the round in hand (waits for its delivery reports) and stops.
   void Stop();
   BridgePublishStats stats() const;
+  // /readyz: true while the producer reaches a Kafka broker; otherwise false
+  // with `*reason` naming the brokers (producer/broker_health.h). Any thread.
+  bool Ready(std::string* reason) const;
 
  private:
   class Impl;
