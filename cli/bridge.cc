@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "cli/common.h"
 #include "cli/http_server.h"
@@ -22,9 +24,19 @@ namespace partq::cli {
 namespace {
 
 std::atomic<int> g_bridge_signals{0};
+// First signal: stop (publish: drain at most --drain-timeout). Second: exit
+// at once.
 void OnBridgeSignal(int) {
-  if (g_bridge_signals.fetch_add(1) >= 1) _exit(130);
+  if (g_bridge_signals.fetch_add(1) >= 1) {
+    static const char msg[] = "partq: second signal, exiting without draining\n";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    _exit(130);
+  }
 }
+
+// How long past --drain-timeout a stopping publisher waits for its thread
+// (a database call in hand, closing the producer) before exiting anyway.
+constexpr absl::Duration kStopGrace = absl::Seconds(3);
 
 // --kafka-config "k=v,k=v": extra librdkafka properties.
 absl::StatusOr<std::map<std::string, std::string>> KafkaConfig(const Args& args) {
@@ -125,8 +137,8 @@ int Ingest(const std::vector<std::string>& argv) {
 
 int Publish(const std::vector<std::string>& argv) {
   auto args = Args::Parse(
-      argv, With(ConnectionFlags(), {"brokers", "batch", "metrics-addr", "kafka-config",
-                                     "log-level"}),
+      argv, With(ConnectionFlags(), {"brokers", "batch", "drain-timeout", "metrics-addr",
+                                     "kafka-config", "log-level"}),
       {"quiet"});
   if (!args.ok()) return Fail(args.status());
   BridgePublishOptions o;
@@ -135,11 +147,15 @@ int Publish(const std::vector<std::string>& argv) {
     return Usage("usage: partq bridge publish --brokers B");
   }
   auto batch = args->Int("batch", 500, 1, 100000);
+  auto drain = args->Duration("drain-timeout", absl::Seconds(10), absl::ZeroDuration(),
+                              absl::Hours(1));
   auto kconf = KafkaConfig(*args);
-  for (const absl::Status& st : {batch.status(), kconf.status(), SetLogLevelFlag(*args)}) {
+  for (const absl::Status& st :
+       {batch.status(), drain.status(), kconf.status(), SetLogLevelFlag(*args)}) {
     if (!st.ok()) return Fail(st);
   }
   o.batch = static_cast<int>(*batch);
+  o.drain_timeout = *drain;
   o.kafka_config = *kconf;
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());
@@ -156,10 +172,37 @@ int Publish(const std::vector<std::string>& argv) {
   const bool quiet = args->Has("quiet");
   if (!quiet) fprintf(stderr, "partq: bridge publishing the outbox to %s\n", o.brokers.c_str());
   while (g_bridge_signals.load() == 0) absl::SleepFor(absl::Milliseconds(20));
-  bridge.Stop();
+  // Stop waits for the round in hand at most --drain-timeout; the grace
+  // covers a database call or the producer's close that hangs past it.
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    bridge.Stop();
+    stopped.Notify();
+  });
+  if (!stopped.WaitForNotificationWithTimeout(o.drain_timeout + kStopGrace)) {
+    fprintf(stderr,
+            "partq: bridge still stopping %s after the drain timeout; exiting (undelivered "
+            "rows stay in the outbox and go on the next start)\n",
+            absl::FormatDuration(kStopGrace).c_str());
+    fflush(stderr);
+    _exit(1);
+  }
+  stopper.join();
+  const BridgePublishStats s = bridge.stats();
+  if (s.left_in_outbox > 0) {
+    // Said even with --quiet: the stop did not finish its work.
+    fprintf(stderr,
+            "partq: bridge stopped after the %s drain timeout with %lld outbox row(s) not "
+            "confirmed delivered; they stay in the outbox and are sent on the next start "
+            "(Kafka may get some twice: the idempotent producer drops duplicates only within "
+            "one producer session)\n",
+            absl::FormatDuration(o.drain_timeout).c_str(),
+            static_cast<long long>(s.left_in_outbox));
+    return 1;
+  }
   if (!quiet) {
     fprintf(stderr, "partq: bridge stopped: %lld rows delivered\n",
-            static_cast<long long>(bridge.stats().delivered));
+            static_cast<long long>(s.delivered));
   }
   return 0;
 }

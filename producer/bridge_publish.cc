@@ -101,13 +101,16 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
   void dr_cb(RdKafka::Message& m) override {
     const size_t i = reinterpret_cast<size_t>(m.msg_opaque());
     if (i >= pending_.size()) return;
+    --outstanding_;
+    if (m.err() == RdKafka::ERR__PURGE_QUEUE || m.err() == RdKafka::ERR__PURGE_INFLIGHT) {
+      return;  // purged by a stop past the drain timeout: the row stays, not a failure
+    }
     pending_[i].done = true;
     pending_[i].ok = m.err() == RdKafka::ERR_NO_ERROR;
     if (!pending_[i].ok) {
       PARTQ_LOG(Warning) << "bridge publish: outbox row " << pending_[i].id << " to "
                          << m.topic_name() << ": " << m.errstr();
     }
-    --outstanding_;
   }
 
   void Run() {
@@ -125,7 +128,9 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
       }
       if (!Round(*rows)) absl::SleepFor(o_.retry_pause);
     }
-    producer_->flush(10000);
+    // Round waited for its reports (or purged them past the drain timeout):
+    // nothing of ours is left in the producer.
+    if (producer_) producer_->flush(0);
   }
 
   void RequestStop() { stop_.store(true); }
@@ -148,6 +153,7 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
   // unless they were delivered anyway (then they go, and the failed one is
   // re-sent: a key's order holds unless delivery failed for good, which the
   // retry-forever default rules out). Returns false if anything failed.
+  // Once stopping, waits at most the drain timeout (PastDrain).
   bool Round(const std::vector<OutboxRow>& rows) {
     pending_.assign(rows.size(), Pending{});
     outstanding_ = 0;
@@ -164,7 +170,7 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
             const_cast<char*>(r.payload.data()), r.payload.size(),
             r.key ? r.key->data() : nullptr, r.key ? r.key->size() : 0, 0, headers,
             reinterpret_cast<void*>(i));
-        if (e != RdKafka::ERR__QUEUE_FULL) break;
+        if (e != RdKafka::ERR__QUEUE_FULL || PastDrain()) break;
         producer_->poll(50);
       }
       if (e != RdKafka::ERR_NO_ERROR) {
@@ -176,7 +182,15 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
       }
       ++outstanding_;
     }
-    while (outstanding_ > 0) producer_->poll(100);
+    while (outstanding_ > 0 && !PastDrain()) producer_->poll(100);
+    if (outstanding_ > 0) {
+      // Stopping, and the brokers did not answer in time: drop what the
+      // producer holds (its reports come back as purged, the rows stay).
+      producer_->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT |
+                       RdKafka::Producer::PURGE_NON_BLOCKING);
+      producer_->poll(0);
+      outstanding_ = 0;
+    }
     std::vector<int64_t> delivered;
     int64_t failed = 0;
     std::map<std::string, int64_t> per_topic_ok, per_topic_failed;
@@ -190,12 +204,16 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
       }
     }
     // Until deleted, a delivered row would be sent again: retry the delete.
-    while (!delivered.empty()) {
+    // Stopping past the drain timeout, they stay and go again next time.
+    bool deleted = delivered.empty();
+    while (!deleted && !PastDrain()) {
       absl::Status st = store_->DeleteOutbox(delivered);
-      if (st.ok()) break;
+      deleted = st.ok();
+      if (deleted) break;
       PARTQ_LOG(Warning) << "bridge publish: deleting delivered rows: " << st;
       absl::SleepFor(o_.retry_pause);
     }
+    const int64_t deleted_rows = deleted ? static_cast<int64_t>(delivered.size()) : 0;
     if (metrics_) {
       for (const auto& [t, n] : per_topic_ok) metrics_->Delivered(t, n);
       for (const auto& [t, n] : per_topic_failed) metrics_->DeliveryFailed(t, n);
@@ -210,10 +228,20 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
       }
     }
     absl::MutexLock l(&mu_);
-    stats_.delivered += static_cast<int64_t>(delivered.size());
+    stats_.delivered += deleted_rows;
     stats_.failures += failed;
     stats_.rounds += 1;
-    return all_queued && failed == 0;
+    if (stop_.load()) stats_.left_in_outbox = static_cast<int64_t>(rows.size()) - deleted_rows;
+    return all_queued && failed == 0 && deleted;
+  }
+
+  // Stopping, and the drain timeout (from the first call that saw the stop)
+  // has run out. Bridge thread only.
+  bool PastDrain() {
+    if (!stop_.load()) return false;
+    const absl::Time now = absl::Now();
+    if (drain_deadline_ == absl::InfiniteFuture()) drain_deadline_ = now + o_.drain_timeout;
+    return now >= drain_deadline_;
   }
 
   StoreFactory stores_;
@@ -222,6 +250,7 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
   std::unique_ptr<Store> store_;
   std::unique_ptr<RdKafka::Producer> producer_;
   std::atomic<bool> stop_{false};
+  absl::Time drain_deadline_ = absl::InfiniteFuture();
   BrokerHealth health_;
   std::vector<Pending> pending_;
   int64_t outstanding_ = 0;

@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "coordinator/embedded_postgres.h"
 #include "gtest/gtest.h"
+#include "tests/observability/scrape.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
 #include "tests/testing/wait.h"
@@ -201,6 +202,52 @@ TEST_F(BadInputTest, AStoppingWorkerDoesNotOutwaitTheDrainTimeout) {
   std::remove(log.c_str());
 }
 
+// A publisher whose brokers never answer used to ignore SIGTERM: it waited
+// for delivery reports for ever (message.timeout.ms=0). It now waits at most
+// --drain-timeout, says how many rows it left, exits 1, and the rows stay in
+// the outbox. Its /readyz says no broker is reachable meanwhile.
+TEST_F(BadInputTest, AStoppingPublisherDoesNotOutwaitTheDrainTimeout) {
+  schema_.Q("INSERT INTO {schema}.outbox (topic, payload) "
+            "SELECT 'results', convert_to('r' || i, 'UTF8') FROM generate_series(1, 5) i");
+  char tmpl[] = "/tmp/partq-publish-log-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  if (fd >= 0) close(fd);
+  const std::string log = tmpl;
+  const int port = testing::FreePort();
+  std::vector<std::string> argv = {testing::PartqBinary()};
+  for (const auto& a : With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--drain-timeout",
+                             "1s", "--metrics-addr", absl::StrCat("127.0.0.1:", port)})) {
+    argv.push_back(a);
+  }
+  testing::ChildProcess publish(argv, {}, log);
+  // The reason comes from librdkafka's all-brokers-down event, served while
+  // the publisher waits for the reports of its first round: the rows are in
+  // hand when the signal comes.
+  std::string body;
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        return testing::HttpGet(port, "/readyz", &body) == 503 &&
+               absl::StrContains(body, "no Kafka broker reachable at 127.0.0.1:1");
+      },
+      absl::Seconds(30)))
+      << body << ReadFile(log);
+  const absl::Time t0 = absl::Now();
+  publish.Signal(SIGTERM);
+  const std::optional<int> status = publish.Wait(absl::Seconds(9));
+  const absl::Duration took = absl::Now() - t0;
+  ASSERT_TRUE(status.has_value()) << "still running 9 s after SIGTERM:\n" << ReadFile(log);
+  EXPECT_LT(took, absl::Seconds(4)) << ReadFile(log);  // 1 s drain, and slack
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
+  const std::string out = ReadFile(log);
+  EXPECT_TRUE(absl::StrContains(
+      out, "partq: bridge stopped after the 1s drain timeout with 5 outbox row(s) not confirmed "
+           "delivered; they stay in the outbox and are sent on the next start"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "no Kafka broker reachable at 127.0.0.1:1")) << out;
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.outbox"), 5);
+  std::remove(log.c_str());
+}
+
 TEST_F(BadInputTest, InvalidDeadLetterTopics) {
   for (const std::string& topic :
        {std::string("a b"), std::string("x;DROP TABLE queues"), std::string("'q'"),
@@ -345,6 +392,7 @@ TEST(Help, EveryCommandAnswersHelpWithoutADatabase) {
                                              {"bench", "--help"},
                                              {"demo", "--help"},
                                              {"bridge", "ingest", "--help"},
+                                             {"bridge", "publish", "--help"},
                                              {"help", "worker"}}) {
     Result r = Partq(args);
     const std::string cmd = args[0] == "help" ? args[1] : args[0];
@@ -355,6 +403,8 @@ TEST(Help, EveryCommandAnswersHelpWithoutADatabase) {
   Result worker = Partq({"worker", "--help"});
   EXPECT_TRUE(absl::StrContains(worker.out, "--handler-timeout")) << worker.out;
   EXPECT_TRUE(absl::StrContains(worker.out, "record:TABLE")) << worker.out;
+  Result bridge = Partq({"bridge", "--help"});
+  EXPECT_TRUE(absl::StrContains(bridge.out, "--drain-timeout")) << bridge.out;
 
   Result unknown = Partq({"help", "nope"});
   EXPECT_EQ(unknown.code, 2);
