@@ -38,6 +38,22 @@ void OnBridgeSignal(int) {
 // (a database call in hand, closing the producer) before exiting anyway.
 constexpr absl::Duration kStopGrace = absl::Seconds(3);
 
+// --brokers, --topic, --queue: present, and the names well-formed.
+absl::Status RequiredFlag(const Args& args, const std::string& flag, const std::string& command,
+                          const std::string& what) {
+  if (args.GetOr(flag, "").empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(command, " needs --", flag, " ", what));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NoPositional(const Args& args, const std::string& command) {
+  if (args.positional().empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(command, " takes no arguments, only flags (got \"",
+                                                 args.positional()[0], "\")"));
+}
+
 // --kafka-config "k=v,k=v": extra librdkafka properties.
 absl::StatusOr<std::map<std::string, std::string>> KafkaConfig(const Args& args) {
   std::map<std::string, std::string> out;
@@ -80,12 +96,23 @@ int Ingest(const std::vector<std::string>& argv) {
                                "kafka-config", "log-level"}),
       {"quiet"});
   if (!args.ok()) return Fail(args.status());
+  const std::string cmd = "bridge ingest";
+  for (const absl::Status& st :
+       {RequiredFlag(*args, "brokers", cmd, "HOST:PORT[,HOST:PORT...] (Kafka bootstrap servers)"),
+        RequiredFlag(*args, "topic", cmd, "TOPIC (the Kafka topic to ingest)"),
+        RequiredFlag(*args, "queue", cmd, "QUEUE (the queue its messages become items of)"),
+        NoPositional(*args, cmd)}) {
+    if (!st.ok()) return Fail(st);
+  }
   BridgeIngestOptions o;
   o.brokers = args->GetOr("brokers", "");
   o.topic = args->GetOr("topic", "");
   o.queue = args->GetOr("queue", "");
-  if (o.brokers.empty() || o.topic.empty() || o.queue.empty() || !args->positional().empty()) {
-    return Usage("usage: partq bridge ingest --brokers B --topic T --queue Q [--group G]");
+  if (absl::Status st = ValidateTopicName(o.topic); !st.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--topic: ", st.message())));
+  }
+  if (absl::Status st = ValidateQueueName(o.queue); !st.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--queue: ", st.message())));
   }
   o.group = args->GetOr("group", "");
   o.instance_id = args->GetOr("instance-id", "");
@@ -99,6 +126,12 @@ int Ingest(const std::vector<std::string>& argv) {
        {batch.status(), wait.status(), high.status(), low.status(), kconf.status(),
         SetLogLevelFlag(*args)}) {
     if (!st.ok()) return Fail(st);
+  }
+  if (*low > *high) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--low-water (", *low, ") must not be above --high-water (", *high,
+                     "): the bridge pauses at the high-water backlog and resumes below the "
+                     "low-water one")));
   }
   o.batch_max = static_cast<int>(*batch);
   o.batch_wait = *wait;
@@ -141,11 +174,14 @@ int Publish(const std::vector<std::string>& argv) {
                                      "kafka-config", "log-level"}),
       {"quiet"});
   if (!args.ok()) return Fail(args.status());
+  const std::string cmd = "bridge publish";
+  for (const absl::Status& st :
+       {RequiredFlag(*args, "brokers", cmd, "HOST:PORT[,HOST:PORT...] (Kafka bootstrap servers)"),
+        NoPositional(*args, cmd)}) {
+    if (!st.ok()) return Fail(st);
+  }
   BridgePublishOptions o;
   o.brokers = args->GetOr("brokers", "");
-  if (o.brokers.empty() || !args->positional().empty()) {
-    return Usage("usage: partq bridge publish --brokers B");
-  }
   auto batch = args->Int("batch", 500, 1, 100000);
   auto drain = args->Duration("drain-timeout", absl::Seconds(10), absl::ZeroDuration(),
                               absl::Hours(1));

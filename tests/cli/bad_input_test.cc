@@ -202,6 +202,61 @@ TEST_F(BadInputTest, AStoppingWorkerDoesNotOutwaitTheDrainTimeout) {
   std::remove(log.c_str());
 }
 
+// `partq bridge` used to answer a missing flag with only its usage line, a
+// low water above the high water with "batch >= 1 and 0 <= low water <=
+// high water >= 1", and to accept any --topic. Each now names the flag.
+TEST_F(BadInputTest, BridgeFlagsAreNamed) {
+  const std::vector<std::string> ingest = {"bridge", "ingest", "--brokers", "127.0.0.1:1",
+                                           "--topic", "t", "--queue", "q"};
+  auto without = [&](const std::string& flag) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < ingest.size(); ++i) {
+      if (ingest[i] == "--" + flag) {
+        ++i;
+        continue;
+      }
+      out.push_back(ingest[i]);
+    }
+    return With(out);
+  };
+  ExpectRejected(without("brokers"), 2,
+                 "bridge ingest needs --brokers HOST:PORT[,HOST:PORT...] (Kafka bootstrap "
+                 "servers)");
+  ExpectRejected(without("topic"), 2, "bridge ingest needs --topic TOPIC");
+  ExpectRejected(without("queue"), 2, "bridge ingest needs --queue QUEUE");
+  auto plus = [&](std::vector<std::string> extra) {
+    std::vector<std::string> out = ingest;
+    out.insert(out.end(), extra.begin(), extra.end());
+    return With(out);
+  };
+  ExpectRejected(plus({"--high-water", "10", "--low-water", "20"}), 2,
+                 "--low-water (20) must not be above --high-water (10)");
+  ExpectRejected(plus({"--low-water", "200000"}), 2,
+                 "--low-water (200000) must not be above --high-water (100000)");
+  ExpectRejected(plus({"--high-water", "0"}), 2, "--high-water must be between 1 and");
+  ExpectRejected(plus({"--batch", "0"}), 2, "--batch must be between 1 and 100000");
+  ExpectRejected(plus({"extra"}), 2, "bridge ingest takes no arguments, only flags (got \"extra\")");
+  for (const std::string& topic : {std::string("bad topic"), std::string(".."),
+                                   std::string("t/u"), std::string(250, 't')}) {
+    std::vector<std::string> args = ingest;
+    args[5] = topic;
+    ExpectRejected(With(args), 2, "--topic: invalid Kafka topic name");
+  }
+  std::vector<std::string> bad_queue = ingest;
+  bad_queue[7] = "q;--";
+  ExpectRejected(With(bad_queue), 2, "--queue: invalid queue name");
+
+  ExpectRejected(With({"bridge", "publish"}), 2,
+                 "bridge publish needs --brokers HOST:PORT[,HOST:PORT...] (Kafka bootstrap "
+                 "servers)");
+  ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--drain-timeout", "x"}),
+                 2, "--drain-timeout: \"x\" is not a duration");
+  ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--drain-timeout", "2h"}),
+                 2, "--drain-timeout must be between");
+  ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--topic", "t"}), 2,
+                 "unknown option --topic");
+}
+
 // A publisher whose brokers never answer used to ignore SIGTERM: it waited
 // for delivery reports for ever (message.timeout.ms=0). It now waits at most
 // --drain-timeout, says how many rows it left, exits 1, and the rows stay in
