@@ -42,8 +42,7 @@ constexpr absl::Duration kStopGrace = absl::Seconds(3);
 absl::Status RequiredFlag(const Args& args, const std::string& flag, const std::string& command,
                           const std::string& what) {
   if (args.GetOr(flag, "").empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(command, " needs --", flag, " ", what));
+    return absl::InvalidArgumentError(absl::StrCat(command, " needs --", flag, " ", what));
   }
   return absl::OkStatus();
 }
@@ -147,8 +146,8 @@ int Ingest(const std::vector<std::string>& argv) {
   InstallSignals();
   BridgeIngest bridge(PgStoreFactory(*pg), o, &metrics);
   if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
-  auto http = ServeMetrics(*args, registry,
-                           [&bridge](std::string* why) { return bridge.Ready(why); });
+  auto http =
+      ServeMetrics(*args, registry, [&bridge](std::string* why) { return bridge.Ready(why); });
   if (!http.ok()) return Fail(http.status());
   const bool quiet = args->Has("quiet");
   if (!quiet) {
@@ -169,10 +168,10 @@ int Ingest(const std::vector<std::string>& argv) {
 }
 
 int Publish(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv, With(ConnectionFlags(), {"brokers", "batch", "drain-timeout", "metrics-addr",
-                                     "kafka-config", "log-level"}),
-      {"quiet"});
+  auto args = Args::Parse(argv,
+                          With(ConnectionFlags(), {"brokers", "batch", "drain-timeout",
+                                                   "metrics-addr", "kafka-config", "log-level"}),
+                          {"quiet"});
   if (!args.ok()) return Fail(args.status());
   const std::string cmd = "bridge publish";
   for (const absl::Status& st :
@@ -183,8 +182,8 @@ int Publish(const std::vector<std::string>& argv) {
   BridgePublishOptions o;
   o.brokers = args->GetOr("brokers", "");
   auto batch = args->Int("batch", 500, 1, 100000);
-  auto drain = args->Duration("drain-timeout", absl::Seconds(10), absl::ZeroDuration(),
-                              absl::Hours(1));
+  auto drain =
+      args->Duration("drain-timeout", absl::Seconds(10), absl::ZeroDuration(), absl::Hours(1));
   auto kconf = KafkaConfig(*args);
   for (const absl::Status& st :
        {batch.status(), drain.status(), kconf.status(), SetLogLevelFlag(*args)}) {
@@ -202,8 +201,8 @@ int Publish(const std::vector<std::string>& argv) {
   InstallSignals();
   BridgePublish bridge(PgStoreFactory(*pg), o, &metrics);
   if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
-  auto http = ServeMetrics(*args, registry,
-                           [&bridge](std::string* why) { return bridge.Ready(why); });
+  auto http =
+      ServeMetrics(*args, registry, [&bridge](std::string* why) { return bridge.Ready(why); });
   if (!http.ok()) return Fail(http.status());
   const bool quiet = args->Has("quiet");
   if (!quiet) fprintf(stderr, "partq: bridge publishing the outbox to %s\n", o.brokers.c_str());

@@ -21,9 +21,7 @@ BrokerHealth::BrokerHealth(std::string who, std::string brokers, Clock* clock,
 namespace {
 
 // "12s": whole seconds (FormatDuration writes a zero as "0").
-std::string Seconds(absl::Duration d) {
-  return absl::StrCat(absl::ToInt64Seconds(d), "s");
-}
+std::string Seconds(absl::Duration d) { return absl::StrCat(absl::ToInt64Seconds(d), "s"); }
 
 }  // namespace
 
@@ -87,8 +85,8 @@ void BrokerHealth::OnStats(absl::string_view json) {
 void BrokerHealth::SetUp(bool up) {
   if (up && !up_) {
     if (warnings_ > 0) {
-      PARTQ_LOG(Warning) << who_ << ": Kafka broker reachable again at " << brokers_
-                         << " after " << Seconds(clock_->Now() - down_since_);
+      PARTQ_LOG(Warning) << who_ << ": Kafka broker reachable again at " << brokers_ << " after "
+                         << Seconds(clock_->Now() - down_since_);
     }
     seen_up_ = true;
     down_reported_ = false;
@@ -113,9 +111,9 @@ bool BrokerHealth::Ready(std::string* reason) const {
   absl::MutexLock l(&mu_);
   if (up_) return true;
   if (reason != nullptr) {
-    *reason = absl::StrCat(
-        down_reported_ ? "no Kafka broker reachable at " : "not connected yet to a Kafka broker at ",
-        brokers_, " (for ", Seconds(clock_->Now() - down_since_), ")");
+    *reason = absl::StrCat(down_reported_ ? "no Kafka broker reachable at "
+                                          : "not connected yet to a Kafka broker at ",
+                           brokers_, " (for ", Seconds(clock_->Now() - down_since_), ")");
   }
   return false;
 }

@@ -206,8 +206,8 @@ TEST_F(BadInputTest, AStoppingWorkerDoesNotOutwaitTheDrainTimeout) {
 // low water above the high water with "batch >= 1 and 0 <= low water <=
 // high water >= 1", and to accept any --topic. Each now names the flag.
 TEST_F(BadInputTest, BridgeFlagsAreNamed) {
-  const std::vector<std::string> ingest = {"bridge", "ingest", "--brokers", "127.0.0.1:1",
-                                           "--topic", "t", "--queue", "q"};
+  const std::vector<std::string> ingest = {"bridge",  "ingest", "--brokers", "127.0.0.1:1",
+                                           "--topic", "t",      "--queue",   "q"};
   auto without = [&](const std::string& flag) {
     std::vector<std::string> out;
     for (size_t i = 0; i < ingest.size(); ++i) {
@@ -235,9 +235,10 @@ TEST_F(BadInputTest, BridgeFlagsAreNamed) {
                  "--low-water (200000) must not be above --high-water (100000)");
   ExpectRejected(plus({"--high-water", "0"}), 2, "--high-water must be between 1 and");
   ExpectRejected(plus({"--batch", "0"}), 2, "--batch must be between 1 and 100000");
-  ExpectRejected(plus({"extra"}), 2, "bridge ingest takes no arguments, only flags (got \"extra\")");
-  for (const std::string& topic : {std::string("bad topic"), std::string(".."),
-                                   std::string("t/u"), std::string(250, 't')}) {
+  ExpectRejected(plus({"extra"}), 2,
+                 "bridge ingest takes no arguments, only flags (got \"extra\")");
+  for (const std::string& topic :
+       {std::string("bad topic"), std::string(".."), std::string("t/u"), std::string(250, 't')}) {
     std::vector<std::string> args = ingest;
     args[5] = topic;
     ExpectRejected(With(args), 2, "--topic: invalid Kafka topic name");
@@ -249,8 +250,8 @@ TEST_F(BadInputTest, BridgeFlagsAreNamed) {
   ExpectRejected(With({"bridge", "publish"}), 2,
                  "bridge publish needs --brokers HOST:PORT[,HOST:PORT...] (Kafka bootstrap "
                  "servers)");
-  ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--drain-timeout", "x"}),
-                 2, "--drain-timeout: \"x\" is not a duration");
+  ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--drain-timeout", "x"}), 2,
+                 "--drain-timeout: \"x\" is not a duration");
   ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--drain-timeout", "2h"}),
                  2, "--drain-timeout must be between");
   ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--topic", "t"}), 2,
@@ -262,8 +263,9 @@ TEST_F(BadInputTest, BridgeFlagsAreNamed) {
 // --drain-timeout, says how many rows it left, exits 1, and the rows stay in
 // the outbox. Its /readyz says no broker is reachable meanwhile.
 TEST_F(BadInputTest, AStoppingPublisherDoesNotOutwaitTheDrainTimeout) {
-  schema_.Q("INSERT INTO {schema}.outbox (topic, payload) "
-            "SELECT 'results', convert_to('r' || i, 'UTF8') FROM generate_series(1, 5) i");
+  schema_.Q(
+      "INSERT INTO {schema}.outbox (topic, payload) "
+      "SELECT 'results', convert_to('r' || i, 'UTF8') FROM generate_series(1, 5) i");
   char tmpl[] = "/tmp/partq-publish-log-XXXXXX";
   const int fd = mkstemp(tmpl);
   if (fd >= 0) close(fd);
@@ -295,8 +297,9 @@ TEST_F(BadInputTest, AStoppingPublisherDoesNotOutwaitTheDrainTimeout) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
   const std::string out = ReadFile(log);
   EXPECT_TRUE(absl::StrContains(
-      out, "partq: bridge stopped after the 1s drain timeout with 5 outbox row(s) not confirmed "
-           "delivered; they stay in the outbox and are sent on the next start"))
+      out,
+      "partq: bridge stopped after the 1s drain timeout with 5 outbox row(s) not confirmed "
+      "delivered; they stay in the outbox and are sent on the next start"))
       << out;
   EXPECT_TRUE(absl::StrContains(out, "no Kafka broker reachable at 127.0.0.1:1")) << out;
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.outbox"), 5);

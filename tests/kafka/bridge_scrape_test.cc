@@ -36,8 +36,7 @@ class BridgeScrapeTest : public ::testing::Test {
                                   const std::string& brokers = "") {
     args.insert(args.begin(), {testing::PartqBinary(), "bridge"});
     args.insert(args.end(), {"--brokers", brokers.empty() ? cluster_.bootstraps() : brokers,
-                             "--dsn", schema_.dsn(),
-                             "--schema", schema_.name(), "--metrics-addr",
+                             "--dsn", schema_.dsn(), "--schema", schema_.name(), "--metrics-addr",
                              absl::StrCat("127.0.0.1:", port), "--quiet"});
     return args;
   }
