@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "cli/common.h"
 #include "cli/http_server.h"
@@ -22,8 +24,33 @@ namespace partq::cli {
 namespace {
 
 std::atomic<int> g_bridge_signals{0};
+// First signal: stop (publish: drain at most --drain-timeout). Second: exit
+// at once.
 void OnBridgeSignal(int) {
-  if (g_bridge_signals.fetch_add(1) >= 1) _exit(130);
+  if (g_bridge_signals.fetch_add(1) >= 1) {
+    static const char msg[] = "partq: second signal, exiting without draining\n";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    _exit(130);
+  }
+}
+
+// How long past --drain-timeout a stopping publisher waits for its thread
+// (a database call in hand, closing the producer) before exiting anyway.
+constexpr absl::Duration kStopGrace = absl::Seconds(3);
+
+// --brokers, --topic, --queue: present, and the names well-formed.
+absl::Status RequiredFlag(const Args& args, const std::string& flag, const std::string& command,
+                          const std::string& what) {
+  if (args.GetOr(flag, "").empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(command, " needs --", flag, " ", what));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NoPositional(const Args& args, const std::string& command) {
+  if (args.positional().empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(command, " takes no arguments, only flags (got \"",
+                                                 args.positional()[0], "\")"));
 }
 
 // --kafka-config "k=v,k=v": extra librdkafka properties.
@@ -41,13 +68,15 @@ absl::StatusOr<std::map<std::string, std::string>> KafkaConfig(const Args& args)
   return out;
 }
 
-// --metrics-addr: /metrics, and /healthz and /readyz that answer 200 while
-// the bridge runs (it has no session to be ready for). None without the flag.
+// --metrics-addr: /metrics, /healthz (200 while the process runs) and
+// /readyz (`ready`: 503 while no Kafka broker is reachable). None without the
+// flag.
 absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
-    const Args& args, std::shared_ptr<prometheus::Registry> registry) {
+    const Args& args, std::shared_ptr<prometheus::Registry> registry,
+    std::function<bool(std::string*)> ready) {
   auto addr = args.Get("metrics-addr");
   if (!addr) return std::unique_ptr<HttpServer>();
-  return HttpServer::Start(*addr, std::move(registry), [](std::string*) { return true; });
+  return HttpServer::Start(*addr, std::move(registry), std::move(ready));
 }
 
 void InstallSignals() {
@@ -66,12 +95,23 @@ int Ingest(const std::vector<std::string>& argv) {
                                "kafka-config", "log-level"}),
       {"quiet"});
   if (!args.ok()) return Fail(args.status());
+  const std::string cmd = "bridge ingest";
+  for (const absl::Status& st :
+       {RequiredFlag(*args, "brokers", cmd, "HOST:PORT[,HOST:PORT...] (Kafka bootstrap servers)"),
+        RequiredFlag(*args, "topic", cmd, "TOPIC (the Kafka topic to ingest)"),
+        RequiredFlag(*args, "queue", cmd, "QUEUE (the queue its messages become items of)"),
+        NoPositional(*args, cmd)}) {
+    if (!st.ok()) return Fail(st);
+  }
   BridgeIngestOptions o;
   o.brokers = args->GetOr("brokers", "");
   o.topic = args->GetOr("topic", "");
   o.queue = args->GetOr("queue", "");
-  if (o.brokers.empty() || o.topic.empty() || o.queue.empty() || !args->positional().empty()) {
-    return Usage("usage: partq bridge ingest --brokers B --topic T --queue Q [--group G]");
+  if (absl::Status st = ValidateTopicName(o.topic); !st.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--topic: ", st.message())));
+  }
+  if (absl::Status st = ValidateQueueName(o.queue); !st.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--queue: ", st.message())));
   }
   o.group = args->GetOr("group", "");
   o.instance_id = args->GetOr("instance-id", "");
@@ -85,6 +125,12 @@ int Ingest(const std::vector<std::string>& argv) {
        {batch.status(), wait.status(), high.status(), low.status(), kconf.status(),
         SetLogLevelFlag(*args)}) {
     if (!st.ok()) return Fail(st);
+  }
+  if (*low > *high) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--low-water (", *low, ") must not be above --high-water (", *high,
+                     "): the bridge pauses at the high-water backlog and resumes below the "
+                     "low-water one")));
   }
   o.batch_max = static_cast<int>(*batch);
   o.batch_wait = *wait;
@@ -100,7 +146,8 @@ int Ingest(const std::vector<std::string>& argv) {
   InstallSignals();
   BridgeIngest bridge(PgStoreFactory(*pg), o, &metrics);
   if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
-  auto http = ServeMetrics(*args, registry);
+  auto http =
+      ServeMetrics(*args, registry, [&bridge](std::string* why) { return bridge.Ready(why); });
   if (!http.ok()) return Fail(http.status());
   const bool quiet = args->Has("quiet");
   if (!quiet) {
@@ -121,22 +168,29 @@ int Ingest(const std::vector<std::string>& argv) {
 }
 
 int Publish(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv, With(ConnectionFlags(), {"brokers", "batch", "metrics-addr", "kafka-config",
-                                     "log-level"}),
-      {"quiet"});
+  auto args = Args::Parse(argv,
+                          With(ConnectionFlags(), {"brokers", "batch", "drain-timeout",
+                                                   "metrics-addr", "kafka-config", "log-level"}),
+                          {"quiet"});
   if (!args.ok()) return Fail(args.status());
+  const std::string cmd = "bridge publish";
+  for (const absl::Status& st :
+       {RequiredFlag(*args, "brokers", cmd, "HOST:PORT[,HOST:PORT...] (Kafka bootstrap servers)"),
+        NoPositional(*args, cmd)}) {
+    if (!st.ok()) return Fail(st);
+  }
   BridgePublishOptions o;
   o.brokers = args->GetOr("brokers", "");
-  if (o.brokers.empty() || !args->positional().empty()) {
-    return Usage("usage: partq bridge publish --brokers B");
-  }
   auto batch = args->Int("batch", 500, 1, 100000);
+  auto drain =
+      args->Duration("drain-timeout", absl::Seconds(10), absl::ZeroDuration(), absl::Hours(1));
   auto kconf = KafkaConfig(*args);
-  for (const absl::Status& st : {batch.status(), kconf.status(), SetLogLevelFlag(*args)}) {
+  for (const absl::Status& st :
+       {batch.status(), drain.status(), kconf.status(), SetLogLevelFlag(*args)}) {
     if (!st.ok()) return Fail(st);
   }
   o.batch = static_cast<int>(*batch);
+  o.drain_timeout = *drain;
   o.kafka_config = *kconf;
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());
@@ -147,15 +201,43 @@ int Publish(const std::vector<std::string>& argv) {
   InstallSignals();
   BridgePublish bridge(PgStoreFactory(*pg), o, &metrics);
   if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
-  auto http = ServeMetrics(*args, registry);
+  auto http =
+      ServeMetrics(*args, registry, [&bridge](std::string* why) { return bridge.Ready(why); });
   if (!http.ok()) return Fail(http.status());
   const bool quiet = args->Has("quiet");
   if (!quiet) fprintf(stderr, "partq: bridge publishing the outbox to %s\n", o.brokers.c_str());
   while (g_bridge_signals.load() == 0) absl::SleepFor(absl::Milliseconds(20));
-  bridge.Stop();
+  // Stop waits for the round in hand at most --drain-timeout; the grace
+  // covers a database call or the producer's close that hangs past it.
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    bridge.Stop();
+    stopped.Notify();
+  });
+  if (!stopped.WaitForNotificationWithTimeout(o.drain_timeout + kStopGrace)) {
+    fprintf(stderr,
+            "partq: bridge still stopping %s after the drain timeout; exiting (undelivered "
+            "rows stay in the outbox and go on the next start)\n",
+            absl::FormatDuration(kStopGrace).c_str());
+    fflush(stderr);
+    _exit(1);
+  }
+  stopper.join();
+  const BridgePublishStats s = bridge.stats();
+  if (s.left_in_outbox > 0) {
+    // Said even with --quiet: the stop did not finish its work.
+    fprintf(stderr,
+            "partq: bridge stopped after the %s drain timeout with %lld outbox row(s) not "
+            "confirmed delivered; they stay in the outbox and are sent on the next start "
+            "(Kafka may get some twice: the idempotent producer drops duplicates only within "
+            "one producer session)\n",
+            absl::FormatDuration(o.drain_timeout).c_str(),
+            static_cast<long long>(s.left_in_outbox));
+    return 1;
+  }
   if (!quiet) {
     fprintf(stderr, "partq: bridge stopped: %lld rows delivered\n",
-            static_cast<long long>(bridge.stats().delivered));
+            static_cast<long long>(s.delivered));
   }
   return 0;
 }

@@ -50,9 +50,11 @@ constexpr CommandUsage kCommands[] = {
      "  bridge ingest --brokers B --topic T --queue Q [--group G] [--instance-id ID]\n"
      "                [--batch N] [--high-water N] [--low-water N] [--kafka-config k=v,...]\n"
      "                [--metrics-addr HOST:PORT]   Kafka -> queue, exactly once\n"
-     "  bridge publish --brokers B [--batch N] [--kafka-config k=v,...] [--metrics-addr "
-     "HOST:PORT]\n"
-     "                                           the outbox -> Kafka (idempotent producer)\n"},
+     "  bridge publish --brokers B [--batch N] [--drain-timeout 10s] [--kafka-config k=v,...]\n"
+     "                 [--metrics-addr HOST:PORT]  the outbox -> Kafka (idempotent producer)\n"
+     "    B is HOST:PORT[,HOST:PORT...]. /readyz is 503 while no broker is reachable.\n"
+     "    On SIGTERM publish waits for deliveries at most --drain-timeout, then exits 1\n"
+     "    naming the rows left in the outbox (sent on the next start, maybe twice).\n"},
 };
 
 constexpr char kFooter[] =

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "coordinator/log.h"
 #include "nlohmann/json.hpp"
+#include "producer/broker_health.h"
 
 namespace partq {
 namespace {
@@ -61,10 +62,13 @@ struct Tps {
 
 }  // namespace
 
-class BridgeIngest::Impl : public RdKafka::RebalanceCb {
+class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb {
  public:
   Impl(StoreFactory stores, BridgeIngestOptions options, BridgeMetrics* metrics)
-      : stores_(std::move(stores)), o_(std::move(options)), metrics_(metrics) {}
+      : stores_(std::move(stores)),
+        o_(std::move(options)),
+        metrics_(metrics),
+        health_("bridge ingest", o_.brokers) {}
 
   absl::Status Init() {
     if (o_.brokers.empty() || o_.topic.empty() || o_.queue.empty()) {
@@ -76,6 +80,7 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb {
           "bridge ingest: batch >= 1 and 0 <= low water <= high water >= 1");
     }
     if (o_.group.empty()) o_.group = "partq-bridge." + o_.queue;
+    if (metrics_) metrics_->IngestStarted(o_.topic, o_.queue);
     auto store = stores_();
     if (!store.ok()) return store.status();
     store_ = std::move(*store);
@@ -97,12 +102,19 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb {
     };
     if (!o_.instance_id.empty()) props["group.instance.id"] = o_.instance_id;
     for (const auto& [k, v] : o_.kafka_config) props[k] = v;
+    // Broker connection states for /readyz (BrokerHealth), whatever the
+    // extra config says: nothing else reads the statistics.
+    props["statistics.interval.ms"] = "1000";
     for (const auto& [k, v] : props) {
       if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
         return absl::InvalidArgumentError(absl::StrCat("kafka config ", k, "=", v, ": ", err));
       }
     }
     if (conf->set("rebalance_cb", static_cast<RdKafka::RebalanceCb*>(this), err) !=
+        RdKafka::Conf::CONF_OK) {
+      return absl::InternalError(err);
+    }
+    if (conf->set("event_cb", static_cast<RdKafka::EventCb*>(this), err) !=
         RdKafka::Conf::CONF_OK) {
       return absl::InternalError(err);
     }
@@ -148,6 +160,9 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb {
   }
 
   void RequestStop() { stop_.store(true); }
+  bool Ready(std::string* reason) const { return health_.Ready(reason); }
+  // Served by consume() on the bridge thread.
+  void event_cb(RdKafka::Event& e) override { health_.OnEvent(e); }
 
   absl::Status status() const {
     absl::MutexLock l(&mu_);
@@ -393,6 +408,7 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb {
   std::unique_ptr<Store> store_;
   std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
   std::atomic<bool> stop_{false};
+  BrokerHealth health_;
   // Bridge-thread state.
   std::map<int32_t, Part> parts_;
   std::vector<KafkaMessage> batch_;
@@ -427,5 +443,6 @@ void BridgeIngest::Stop() {
 
 absl::Status BridgeIngest::status() const { return impl_->status(); }
 BridgeIngestStats BridgeIngest::stats() const { return impl_->stats(); }
+bool BridgeIngest::Ready(std::string* reason) const { return impl_->Ready(reason); }
 
 }  // namespace partq

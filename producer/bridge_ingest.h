@@ -77,6 +77,9 @@ class BridgeIngest {
   // larger than the payload limit); the thread has then stopped.
   absl::Status status() const;
   BridgeIngestStats stats() const;
+  // /readyz: true while the consumer reaches a Kafka broker; otherwise false
+  // with `*reason` naming the brokers (producer/broker_health.h). Any thread.
+  bool Ready(std::string* reason) const;
 
  private:
   class Impl;

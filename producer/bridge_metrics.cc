@@ -45,6 +45,11 @@ BridgeMetrics::BridgeMetrics(prometheus::Registry& r)
                     .Help("Outbox rows whose delivery report was a failure (kept, retried).")
                     .Register(r)) {}
 
+void BridgeMetrics::IngestStarted(absl::string_view topic, absl::string_view queue) {
+  in_.Add(TopicQueue(topic, queue));
+  conflicts_.Add({{"queue", std::string(queue)}});
+  errors_.Add({{"queue", std::string(queue)}});
+}
 void BridgeMetrics::SetLag(absl::string_view topic, absl::string_view queue, int64_t lag) {
   lag_.Add(TopicQueue(topic, queue)).Set(static_cast<double>(lag));
 }

@@ -14,6 +14,8 @@
 //   partq_bridge_delivery_failures_total{topic}     counter  failed delivery reports
 //
 // Labels are topics and queues only (low cardinality). Thread-safe.
+// IngestStarted creates an ingesting bridge's counters at 0, so they have a
+// series (and rate() data) before their first increment.
 #ifndef PARTQ_PRODUCER_BRIDGE_METRICS_H_
 #define PARTQ_PRODUCER_BRIDGE_METRICS_H_
 
@@ -34,6 +36,9 @@ class BridgeMetrics {
   // Registers the families in `registry`, which must outlive this.
   explicit BridgeMetrics(prometheus::Registry& registry);
 
+  // A bridge ingests `topic` into `queue`: its messages-in, conflict and
+  // error counters appear at 0.
+  void IngestStarted(absl::string_view topic, absl::string_view queue);
   void SetLag(absl::string_view topic, absl::string_view queue, int64_t lag);
   void SetPaused(absl::string_view topic, absl::string_view queue, int64_t n);
   void Ingested(absl::string_view topic, absl::string_view queue, int64_t n);

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "coordinator/log.h"
 #include "nlohmann/json.hpp"
+#include "producer/broker_health.h"
 
 namespace partq {
 namespace {
@@ -42,10 +43,13 @@ RdKafka::Headers* ToHeaders(const std::optional<std::string>& json) {
 
 }  // namespace
 
-class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
+class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::EventCb {
  public:
   Impl(StoreFactory stores, BridgePublishOptions options, BridgeMetrics* metrics)
-      : stores_(std::move(stores)), o_(std::move(options)), metrics_(metrics) {}
+      : stores_(std::move(stores)),
+        o_(std::move(options)),
+        metrics_(metrics),
+        health_("bridge publish", o_.brokers) {}
 
   absl::Status Init() {
     if (o_.brokers.empty()) return absl::InvalidArgumentError("bridge publish needs brokers");
@@ -71,6 +75,9 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
         {"linger.ms", "5"},
     };
     for (const auto& [k, v] : o_.kafka_config) props[k] = v;
+    // Broker connection states for /readyz (BrokerHealth), whatever the
+    // extra config says: nothing else reads the statistics.
+    props["statistics.interval.ms"] = "1000";
     for (const auto& [k, v] : props) {
       if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
         return absl::InvalidArgumentError(absl::StrCat("kafka config ", k, "=", v, ": ", err));
@@ -80,21 +87,30 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
         RdKafka::Conf::CONF_OK) {
       return absl::InternalError(err);
     }
+    if (conf->set("event_cb", static_cast<RdKafka::EventCb*>(this), err) !=
+        RdKafka::Conf::CONF_OK) {
+      return absl::InternalError(err);
+    }
     producer_.reset(RdKafka::Producer::create(conf.get(), err));
     if (!producer_) return absl::InvalidArgumentError(absl::StrCat("kafka producer: ", err));
     return absl::OkStatus();
   }
 
+  void event_cb(RdKafka::Event& e) override { health_.OnEvent(e); }
+
   void dr_cb(RdKafka::Message& m) override {
     const size_t i = reinterpret_cast<size_t>(m.msg_opaque());
     if (i >= pending_.size()) return;
+    --outstanding_;
+    if (m.err() == RdKafka::ERR__PURGE_QUEUE || m.err() == RdKafka::ERR__PURGE_INFLIGHT) {
+      return;  // purged by a stop past the drain timeout: the row stays, not a failure
+    }
     pending_[i].done = true;
     pending_[i].ok = m.err() == RdKafka::ERR_NO_ERROR;
     if (!pending_[i].ok) {
       PARTQ_LOG(Warning) << "bridge publish: outbox row " << pending_[i].id << " to "
                          << m.topic_name() << ": " << m.errstr();
     }
-    --outstanding_;
   }
 
   void Run() {
@@ -112,10 +128,13 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
       }
       if (!Round(*rows)) absl::SleepFor(o_.retry_pause);
     }
-    producer_->flush(10000);
+    // Round waited for its reports (or purged them past the drain timeout):
+    // nothing of ours is left in the producer.
+    if (producer_) producer_->flush(0);
   }
 
   void RequestStop() { stop_.store(true); }
+  bool Ready(std::string* reason) const { return health_.Ready(reason); }
   BridgePublishStats stats() const {
     absl::MutexLock l(&mu_);
     return stats_;
@@ -134,6 +153,7 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
   // unless they were delivered anyway (then they go, and the failed one is
   // re-sent: a key's order holds unless delivery failed for good, which the
   // retry-forever default rules out). Returns false if anything failed.
+  // Once stopping, waits at most the drain timeout (PastDrain).
   bool Round(const std::vector<OutboxRow>& rows) {
     pending_.assign(rows.size(), Pending{});
     outstanding_ = 0;
@@ -150,7 +170,7 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
             const_cast<char*>(r.payload.data()), r.payload.size(),
             r.key ? r.key->data() : nullptr, r.key ? r.key->size() : 0, 0, headers,
             reinterpret_cast<void*>(i));
-        if (e != RdKafka::ERR__QUEUE_FULL) break;
+        if (e != RdKafka::ERR__QUEUE_FULL || PastDrain()) break;
         producer_->poll(50);
       }
       if (e != RdKafka::ERR_NO_ERROR) {
@@ -162,7 +182,15 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
       }
       ++outstanding_;
     }
-    while (outstanding_ > 0) producer_->poll(100);
+    while (outstanding_ > 0 && !PastDrain()) producer_->poll(100);
+    if (outstanding_ > 0) {
+      // Stopping, and the brokers did not answer in time: drop what the
+      // producer holds (its reports come back as purged, the rows stay).
+      producer_->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT |
+                       RdKafka::Producer::PURGE_NON_BLOCKING);
+      producer_->poll(0);
+      outstanding_ = 0;
+    }
     std::vector<int64_t> delivered;
     int64_t failed = 0;
     std::map<std::string, int64_t> per_topic_ok, per_topic_failed;
@@ -176,12 +204,16 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
       }
     }
     // Until deleted, a delivered row would be sent again: retry the delete.
-    while (!delivered.empty()) {
+    // Stopping past the drain timeout, they stay and go again next time.
+    bool deleted = delivered.empty();
+    while (!deleted && !PastDrain()) {
       absl::Status st = store_->DeleteOutbox(delivered);
-      if (st.ok()) break;
+      deleted = st.ok();
+      if (deleted) break;
       PARTQ_LOG(Warning) << "bridge publish: deleting delivered rows: " << st;
       absl::SleepFor(o_.retry_pause);
     }
+    const int64_t deleted_rows = deleted ? static_cast<int64_t>(delivered.size()) : 0;
     if (metrics_) {
       for (const auto& [t, n] : per_topic_ok) metrics_->Delivered(t, n);
       for (const auto& [t, n] : per_topic_failed) metrics_->DeliveryFailed(t, n);
@@ -196,10 +228,20 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
       }
     }
     absl::MutexLock l(&mu_);
-    stats_.delivered += static_cast<int64_t>(delivered.size());
+    stats_.delivered += deleted_rows;
     stats_.failures += failed;
     stats_.rounds += 1;
-    return all_queued && failed == 0;
+    if (stop_.load()) stats_.left_in_outbox = static_cast<int64_t>(rows.size()) - deleted_rows;
+    return all_queued && failed == 0 && deleted;
+  }
+
+  // Stopping, and the drain timeout (from the first call that saw the stop)
+  // has run out. Bridge thread only.
+  bool PastDrain() {
+    if (!stop_.load()) return false;
+    const absl::Time now = absl::Now();
+    if (drain_deadline_ == absl::InfiniteFuture()) drain_deadline_ = now + o_.drain_timeout;
+    return now >= drain_deadline_;
   }
 
   StoreFactory stores_;
@@ -208,6 +250,8 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb {
   std::unique_ptr<Store> store_;
   std::unique_ptr<RdKafka::Producer> producer_;
   std::atomic<bool> stop_{false};
+  absl::Time drain_deadline_ = absl::InfiniteFuture();
+  BrokerHealth health_;
   std::vector<Pending> pending_;
   int64_t outstanding_ = 0;
   std::string errstr_;
@@ -236,5 +280,6 @@ void BridgePublish::Stop() {
 }
 
 BridgePublishStats BridgePublish::stats() const { return impl_->stats(); }
+bool BridgePublish::Ready(std::string* reason) const { return impl_->Ready(reason); }
 
 }  // namespace partq

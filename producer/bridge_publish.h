@@ -11,6 +11,13 @@
 // pause. A crash between delivery and the delete re-sends those rows once
 // more when restarted (at-least-once across bridge crashes; see README).
 //
+// Stop is bounded: it waits for the reports of the round in hand at most
+// `drain_timeout`, then purges what librdkafka still holds and leaves those
+// rows in the outbox (stats().left_in_outbox). They are sent again by the
+// next publisher, with a new producer session: the idempotent producer drops
+// duplicates only within one session, so a row the brokers had already
+// written before the purge reaches Kafka twice (at-least-once toward Kafka).
+//
 // Run one publisher per schema: rows are read from the head of the outbox.
 // Lifecycle (STYLE.md 10): Start() once; Stop() safe before Start and twice.
 #ifndef PARTQ_PRODUCER_BRIDGE_PUBLISH_H_
@@ -35,6 +42,8 @@ struct BridgePublishOptions {
   int batch = 500;                                     // rows per round
   absl::Duration poll_interval = absl::Milliseconds(100);  // when the outbox is empty
   absl::Duration retry_pause = absl::Milliseconds(500);    // after a failed round
+  // On Stop, how long to wait for delivery reports of the round in hand.
+  absl::Duration drain_timeout = absl::Seconds(10);
   std::map<std::string, std::string> kafka_config;     // applied last
 };
 
@@ -42,6 +51,9 @@ struct BridgePublishStats {
   int64_t delivered = 0;  // rows delivered and deleted
   int64_t failures = 0;   // failed delivery reports
   int64_t rounds = 0;
+  // Rows of the round in hand that Stop left in the outbox undelivered (or
+  // delivered but not deleted) once the drain timeout ran out.
+  int64_t left_in_outbox = 0;
 };
 
 class BridgePublish {
@@ -52,9 +64,13 @@ class BridgePublish {
   BridgePublish& operator=(const BridgePublish&) = delete;
 
   absl::Status Start();
-  // Finishes the round in hand (waits for its delivery reports) and stops.
+  // Finishes the round in hand (waits for its delivery reports, at most
+  // options.drain_timeout) and stops.
   void Stop();
   BridgePublishStats stats() const;
+  // /readyz: true while the producer reaches a Kafka broker; otherwise false
+  // with `*reason` naming the brokers (producer/broker_health.h). Any thread.
+  bool Ready(std::string* reason) const;
 
  private:
   class Impl;

@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "coordinator/embedded_postgres.h"
 #include "gtest/gtest.h"
+#include "tests/observability/scrape.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
 #include "tests/testing/wait.h"
@@ -260,6 +261,110 @@ TEST_F(BadInputTest, AStoppingWorkerDoesNotOutwaitTheDrainTimeout) {
   std::remove(log.c_str());
 }
 
+// `partq bridge` used to answer a missing flag with only its usage line, a
+// low water above the high water with "batch >= 1 and 0 <= low water <=
+// high water >= 1", and to accept any --topic. Each now names the flag.
+TEST_F(BadInputTest, BridgeFlagsAreNamed) {
+  const std::vector<std::string> ingest = {"bridge",  "ingest", "--brokers", "127.0.0.1:1",
+                                           "--topic", "t",      "--queue",   "q"};
+  auto without = [&](const std::string& flag) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < ingest.size(); ++i) {
+      if (ingest[i] == "--" + flag) {
+        ++i;
+        continue;
+      }
+      out.push_back(ingest[i]);
+    }
+    return With(out);
+  };
+  ExpectRejected(without("brokers"), 2,
+                 "bridge ingest needs --brokers HOST:PORT[,HOST:PORT...] (Kafka bootstrap "
+                 "servers)");
+  ExpectRejected(without("topic"), 2, "bridge ingest needs --topic TOPIC");
+  ExpectRejected(without("queue"), 2, "bridge ingest needs --queue QUEUE");
+  auto plus = [&](std::vector<std::string> extra) {
+    std::vector<std::string> out = ingest;
+    out.insert(out.end(), extra.begin(), extra.end());
+    return With(out);
+  };
+  ExpectRejected(plus({"--high-water", "10", "--low-water", "20"}), 2,
+                 "--low-water (20) must not be above --high-water (10)");
+  ExpectRejected(plus({"--low-water", "200000"}), 2,
+                 "--low-water (200000) must not be above --high-water (100000)");
+  ExpectRejected(plus({"--high-water", "0"}), 2, "--high-water must be between 1 and");
+  ExpectRejected(plus({"--batch", "0"}), 2, "--batch must be between 1 and 100000");
+  ExpectRejected(plus({"extra"}), 2,
+                 "bridge ingest takes no arguments, only flags (got \"extra\")");
+  for (const std::string& topic :
+       {std::string("bad topic"), std::string(".."), std::string("t/u"), std::string(250, 't')}) {
+    std::vector<std::string> args = ingest;
+    args[5] = topic;
+    ExpectRejected(With(args), 2, "--topic: invalid Kafka topic name");
+  }
+  std::vector<std::string> bad_queue = ingest;
+  bad_queue[7] = "q;--";
+  ExpectRejected(With(bad_queue), 2, "--queue: invalid queue name");
+
+  ExpectRejected(With({"bridge", "publish"}), 2,
+                 "bridge publish needs --brokers HOST:PORT[,HOST:PORT...] (Kafka bootstrap "
+                 "servers)");
+  ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--drain-timeout", "x"}), 2,
+                 "--drain-timeout: \"x\" is not a duration");
+  ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--drain-timeout", "2h"}),
+                 2, "--drain-timeout must be between");
+  ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--topic", "t"}), 2,
+                 "unknown option --topic");
+}
+
+// A publisher whose brokers never answer used to ignore SIGTERM: it waited
+// for delivery reports for ever (message.timeout.ms=0). It now waits at most
+// --drain-timeout, says how many rows it left, exits 1, and the rows stay in
+// the outbox. Its /readyz says no broker is reachable meanwhile.
+TEST_F(BadInputTest, AStoppingPublisherDoesNotOutwaitTheDrainTimeout) {
+  schema_.Q(
+      "INSERT INTO {schema}.outbox (topic, payload) "
+      "SELECT 'results', convert_to('r' || i, 'UTF8') FROM generate_series(1, 5) i");
+  char tmpl[] = "/tmp/partq-publish-log-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  if (fd >= 0) close(fd);
+  const std::string log = tmpl;
+  const int port = testing::FreePort();
+  std::vector<std::string> argv = {testing::PartqBinary()};
+  for (const auto& a : With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--drain-timeout",
+                             "1s", "--metrics-addr", absl::StrCat("127.0.0.1:", port)})) {
+    argv.push_back(a);
+  }
+  testing::ChildProcess publish(argv, {}, log);
+  // The reason comes from librdkafka's all-brokers-down event, served while
+  // the publisher waits for the reports of its first round: the rows are in
+  // hand when the signal comes.
+  std::string body;
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        return testing::HttpGet(port, "/readyz", &body) == 503 &&
+               absl::StrContains(body, "no Kafka broker reachable at 127.0.0.1:1");
+      },
+      absl::Seconds(30)))
+      << body << ReadFile(log);
+  const absl::Time t0 = absl::Now();
+  publish.Signal(SIGTERM);
+  const std::optional<int> status = publish.Wait(absl::Seconds(9));
+  const absl::Duration took = absl::Now() - t0;
+  ASSERT_TRUE(status.has_value()) << "still running 9 s after SIGTERM:\n" << ReadFile(log);
+  EXPECT_LT(took, absl::Seconds(4)) << ReadFile(log);  // 1 s drain, and slack
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
+  const std::string out = ReadFile(log);
+  EXPECT_TRUE(absl::StrContains(
+      out,
+      "partq: bridge stopped after the 1s drain timeout with 5 outbox row(s) not confirmed "
+      "delivered; they stay in the outbox and are sent on the next start"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "no Kafka broker reachable at 127.0.0.1:1")) << out;
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.outbox"), 5);
+  std::remove(log.c_str());
+}
+
 TEST_F(BadInputTest, InvalidDeadLetterTopics) {
   for (const std::string& topic :
        {std::string("a b"), std::string("x;DROP TABLE queues"), std::string("'q'"),
@@ -404,6 +509,7 @@ TEST(Help, EveryCommandAnswersHelpWithoutADatabase) {
                                              {"bench", "--help"},
                                              {"demo", "--help"},
                                              {"bridge", "ingest", "--help"},
+                                             {"bridge", "publish", "--help"},
                                              {"help", "worker"}}) {
     Result r = Partq(args);
     const std::string cmd = args[0] == "help" ? args[1] : args[0];
@@ -414,6 +520,8 @@ TEST(Help, EveryCommandAnswersHelpWithoutADatabase) {
   Result worker = Partq({"worker", "--help"});
   EXPECT_TRUE(absl::StrContains(worker.out, "--handler-timeout")) << worker.out;
   EXPECT_TRUE(absl::StrContains(worker.out, "record:TABLE")) << worker.out;
+  Result bridge = Partq({"bridge", "--help"});
+  EXPECT_TRUE(absl::StrContains(bridge.out, "--drain-timeout")) << bridge.out;
 
   Result unknown = Partq({"help", "nope"});
   EXPECT_EQ(unknown.code, 2);

@@ -2,7 +2,8 @@
 // --metrics-addr, on the mock cluster and a real PostgreSQL, scraped over
 // HTTP: their /metrics pages pass `promtool check metrics`, carry only topic
 // and queue labels, and count what went through (messages in and out, batch
-// sizes, lag back to zero, a failed delivery).
+// sizes, lag back to zero, a failed delivery). Their /readyz follows the
+// brokers: 503 naming them while none is reachable, 200 once one is.
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
@@ -30,10 +32,11 @@ constexpr int16_t kApiProduce = 0;
 
 class BridgeScrapeTest : public ::testing::Test {
  protected:
-  std::vector<std::string> Bridge(std::vector<std::string> args, int port) {
+  std::vector<std::string> Bridge(std::vector<std::string> args, int port,
+                                  const std::string& brokers = "") {
     args.insert(args.begin(), {testing::PartqBinary(), "bridge"});
-    args.insert(args.end(), {"--brokers", cluster_.bootstraps(), "--dsn", schema_.dsn(),
-                             "--schema", schema_.name(), "--metrics-addr",
+    args.insert(args.end(), {"--brokers", brokers.empty() ? cluster_.bootstraps() : brokers,
+                             "--dsn", schema_.dsn(), "--schema", schema_.name(), "--metrics-addr",
                              absl::StrCat("127.0.0.1:", port), "--quiet"});
     return args;
   }
@@ -96,7 +99,11 @@ TEST_F(BridgeScrapeTest, IngestAndPublishPagesPassPromtoolAndCount) {
   EXPECT_EQ(m["partq_bridge_ingest_batch_messages_sum{queue=\"jobs\"}"], 300);
   EXPECT_GE(m["partq_bridge_ingest_batch_messages_count{queue=\"jobs\"}"], 300 / 40);
   EXPECT_EQ(m["partq_bridge_paused_partitions" + in_series], 0);
+  EXPECT_EQ(m.at("partq_bridge_ingest_conflicts_total{queue=\"jobs\"}"), 0);
+  EXPECT_EQ(m.at("partq_bridge_ingest_errors_total{queue=\"jobs\"}"), 0);
   ExpectWellFormed(page);
+  std::string ready;
+  EXPECT_EQ(testing::HttpGet(in_port, "/readyz", &ready), 200) << ready;
   ingest.Signal(SIGTERM);
   auto st = ingest.Wait(absl::Seconds(30));
   ASSERT_TRUE(st.has_value());
@@ -122,8 +129,65 @@ TEST_F(BridgeScrapeTest, IngestAndPublishPagesPassPromtoolAndCount) {
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.outbox"), 0);
   EXPECT_GE(m["partq_bridge_delivery_failures_total{topic=\"results\"}"], 1);
   ExpectWellFormed(page);
+  EXPECT_EQ(testing::HttpGet(out_port, "/readyz", &ready), 200) << ready;
   publish.Signal(SIGTERM);
   st = publish.Wait(absl::Seconds(30));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+}
+
+// A wrong --brokers used to look healthy (/readyz 200, silence after the
+// first second). The counters of an ingesting bridge used to appear only at
+// their first increment, so rate() had no data: they are there at 0 from the
+// start, here before any message could arrive.
+TEST_F(BridgeScrapeTest, UnreachableBrokersMakeIngestNotReadyWithItsCountersAtZero) {
+  QueueConfig q;
+  q.name = "jobs";
+  q.parts = 4;
+  ASSERT_TRUE(schema_.NewStore()->CreateQueue(q).ok());
+  const int port = testing::FreePort();
+  ChildProcess ingest(
+      Bridge({"ingest", "--topic", "events", "--queue", "jobs"}, port, "127.0.0.1:1"), {},
+      ::testing::TempDir() + "bridge_unreachable_ingest.log");
+  std::string body;
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        return testing::HttpGet(port, "/readyz", &body) == 503 &&
+               absl::StrContains(body, "no Kafka broker reachable at 127.0.0.1:1");
+      },
+      absl::Seconds(30)))
+      << body;
+  std::string page;
+  std::map<std::string, double> m = Scrape(port, &page);
+  EXPECT_EQ(m.at("partq_bridge_ingest_conflicts_total{queue=\"jobs\"}"), 0) << page;
+  EXPECT_EQ(m.at("partq_bridge_ingest_errors_total{queue=\"jobs\"}"), 0) << page;
+  EXPECT_EQ(m.at("partq_bridge_messages_in_total{queue=\"jobs\",topic=\"events\"}"), 0) << page;
+  ExpectWellFormed(page);
+  ingest.Signal(SIGTERM);
+  auto st = ingest.Wait(absl::Seconds(30));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+}
+
+// The publisher is ready once connected, not ready while every broker of the
+// cluster is down, and ready again when one comes back.
+TEST_F(BridgeScrapeTest, PublishReadinessFollowsTheBrokers) {
+  const int port = testing::FreePort();
+  ChildProcess publish(Bridge({"publish"}, port), {},
+                       ::testing::TempDir() + "bridge_readiness_publish.log");
+  std::string body;
+  auto ready_is = [&](int code) {
+    return testing::WaitUntil([&] { return testing::HttpGet(port, "/readyz", &body) == code; },
+                              absl::Seconds(60));
+  };
+  ASSERT_TRUE(ready_is(200)) << body;
+  for (int b = 1; b <= 3; ++b) rd_kafka_mock_broker_set_down(cluster_.get(), b);
+  ASSERT_TRUE(ready_is(503)) << body;
+  EXPECT_TRUE(absl::StrContains(body, cluster_.bootstraps())) << body;
+  for (int b = 1; b <= 3; ++b) rd_kafka_mock_broker_set_up(cluster_.get(), b);
+  ASSERT_TRUE(ready_is(200)) << body;
+  publish.Signal(SIGTERM);
+  auto st = publish.Wait(absl::Seconds(30));
   ASSERT_TRUE(st.has_value());
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
 }
