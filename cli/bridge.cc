@@ -7,11 +7,9 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "cli/common.h"
 #include "cli/http_server.h"
@@ -33,10 +31,6 @@ void OnBridgeSignal(int) {
     _exit(130);
   }
 }
-
-// How long past --drain-timeout a stopping publisher waits for its thread
-// (a database call in hand, closing the producer) before exiting anyway.
-constexpr absl::Duration kStopGrace = absl::Seconds(3);
 
 // --brokers, --topic, --queue: present, and the names well-formed.
 absl::Status RequiredFlag(const Args& args, const std::string& flag, const std::string& command,
@@ -209,20 +203,10 @@ int Publish(const std::vector<std::string>& argv) {
   while (g_bridge_signals.load() == 0) absl::SleepFor(absl::Milliseconds(20));
   // Stop waits for the round in hand at most --drain-timeout; the grace
   // covers a database call or the producer's close that hangs past it.
-  absl::Notification stopped;
-  std::thread stopper([&] {
-    bridge.Stop();
-    stopped.Notify();
-  });
-  if (!stopped.WaitForNotificationWithTimeout(o.drain_timeout + kStopGrace)) {
-    fprintf(stderr,
-            "partq: bridge still stopping %s after the drain timeout; exiting (undelivered "
-            "rows stay in the outbox and go on the next start)\n",
-            absl::FormatDuration(kStopGrace).c_str());
-    fflush(stderr);
-    _exit(1);
-  }
-  stopper.join();
+  StopWithin([&] { bridge.Stop(); }, o.drain_timeout,
+             absl::StrCat("bridge still stopping ", absl::FormatDuration(kStopGrace),
+                          " after the drain timeout; exiting (undelivered rows stay in the "
+                          "outbox and go on the next start)"));
   const BridgePublishStats s = bridge.stats();
   if (s.left_in_outbox > 0) {
     // Said even with --quiet: the stop did not finish its work.

@@ -1,10 +1,14 @@
 #include "cli/common.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "coordinator/log.h"
 
 namespace partq::cli {
@@ -69,6 +73,21 @@ absl::Status SetLogLevelFlag(const Args& args) {
 int Fail(const absl::Status& st) {
   fprintf(stderr, "partq: error: %s\n", std::string(st.message()).c_str());
   return absl::IsInvalidArgument(st) ? 2 : 1;
+}
+
+void StopWithin(const std::function<void()>& stop, absl::Duration drain_timeout,
+                const std::string& message) {
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    stop();
+    stopped.Notify();
+  });
+  if (!stopped.WaitForNotificationWithTimeout(drain_timeout + kStopGrace)) {
+    fprintf(stderr, "partq: %s\n", message.c_str());
+    fflush(stderr);
+    _exit(1);
+  }
+  stopper.join();
 }
 
 int Usage(const std::string& message) {

@@ -2,6 +2,7 @@
 #ifndef PARTQ_CLI_COMMON_H_
 #define PARTQ_CLI_COMMON_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -12,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "cli/args.h"
 #include "coordinator/pg_store.h"
+#include "absl/time/time.h"
 #include "coordinator/store.h"
 
 namespace partq::cli {
@@ -40,6 +42,17 @@ absl::Status SetLogLevelFlag(const Args& args);
 
 int Fail(const absl::Status& st);
 int Usage(const std::string& message);
+
+// How long past its --drain-timeout a stopping worker or bridge waits for its
+// threads: enough to leave the group and close connections.
+inline constexpr absl::Duration kStopGrace = absl::Seconds(3);
+// Runs `stop` on a thread of its own and waits for it at most
+// `drain_timeout + kStopGrace`. Past that it prints "partq: MESSAGE" and
+// exits the process with status 1: threads still running (a handler that
+// sleeps, a hung call) cannot be joined, and the database rolls back what
+// their connections had open.
+void StopWithin(const std::function<void()>& stop, absl::Duration drain_timeout,
+                const std::string& message);
 
 // Help text (help.cc): `partq help`; `partq COMMAND --help` (nullopt for an
 // unknown command); the bench's options. WantsHelp: --help or -h among the

@@ -5,10 +5,8 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "cli/common.h"
 #include "cli/http_server.h"
@@ -21,10 +19,6 @@ namespace partq::cli {
 namespace {
 
 std::atomic<int> g_signals{0};
-
-// How long past --drain-timeout a stopping worker waits for its threads:
-// enough to leave the group and close connections.
-constexpr absl::Duration kStopGrace = absl::Seconds(3);
 
 // First signal: drain and leave. Second: exit at once.
 void OnSignal(int) {
@@ -135,23 +129,11 @@ int CmdWorker(const std::vector<std::string>& argv) {
   // Stop waits for the handlers that are running. After the drain timeout
   // their parts are released (their acks cannot commit: the fence fails),
   // but a handler that runs on (sleeps, hangs) would hold the process for as
-  // long, past what --drain-timeout promised. So the process waits for Stop
-  // only that long and a little more, then exits without those threads; the
-  // database rolls back whatever their connections had open.
-  absl::Notification stopped;
-  std::thread stopper([&] {
-    consumer.Stop();
-    stopped.Notify();
-  });
-  if (!stopped.WaitForNotificationWithTimeout(o.drain_timeout + kStopGrace)) {
-    fprintf(stderr,
-            "partq: handlers still running %s after the drain timeout; exiting without them "
-            "(their items were released and run again elsewhere)\n",
-            absl::FormatDuration(kStopGrace).c_str());
-    fflush(stderr);
-    _exit(1);
-  }
-  stopper.join();
+  // long, past what --drain-timeout promised.
+  StopWithin([&] { consumer.Stop(); }, o.drain_timeout,
+             absl::StrCat("handlers still running ", absl::FormatDuration(kStopGrace),
+                          " after the drain timeout; exiting without them (their items were "
+                          "released and run again elsewhere)"));
   const ConsumerStats s = consumer.stats();
   if (!quiet) {
     fprintf(stderr,
