@@ -12,6 +12,7 @@
 #include "coordinator/log.h"
 #include "nlohmann/json.hpp"
 #include "producer/broker_health.h"
+#include "producer/kafka_config.h"
 
 namespace partq {
 namespace {
@@ -86,6 +87,16 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb 
     store_ = std::move(*store);
     if (absl::Status st = store_->GetQueue(o_.queue).status(); !st.ok()) return st;
 
+    static constexpr GuardedProperty kGuarded[] = {
+        {"bootstrap.servers", "give the brokers with --brokers"},
+        {"group.id", "give the consumer group with --group"},
+        {"group.instance.id", "give a static member id with --instance-id"},
+        {"enable.auto.commit", "offsets commit with the items, in PostgreSQL (exactly once)"},
+        {"enable.auto.offset.store", "offsets commit with the items, in PostgreSQL (exactly once)"},
+        {"isolation.level", "read_committed keeps aborted transactional messages out"},
+        {"statistics.interval.ms", "the bridge's readiness reads the statistics"},
+    };
+    if (absl::Status st = CheckExtraKafkaConfig(o_.kafka_config, kGuarded); !st.ok()) return st;
     std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
     std::string err;
     std::map<std::string, std::string> props = {

@@ -11,6 +11,7 @@
 #include "coordinator/log.h"
 #include "nlohmann/json.hpp"
 #include "producer/broker_health.h"
+#include "producer/kafka_config.h"
 
 namespace partq {
 namespace {
@@ -62,6 +63,13 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
   }
 
   absl::Status MakeProducer() {
+    static constexpr GuardedProperty kGuarded[] = {
+        {"bootstrap.servers", "give the brokers with --brokers"},
+        {"enable.idempotence", "it keeps retries from writing a row twice"},
+        {"acks", "the idempotent producer needs acks=all"},
+        {"statistics.interval.ms", "the bridge's readiness reads the statistics"},
+    };
+    if (absl::Status st = CheckExtraKafkaConfig(o_.kafka_config, kGuarded); !st.ok()) return st;
     std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
     std::string err;
     std::map<std::string, std::string> props = {

@@ -315,6 +315,15 @@ TEST_F(BadInputTest, BridgeFlagsAreNamed) {
                  2, "--drain-timeout must be between");
   ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--topic", "t"}), 2,
                  "unknown option --topic");
+  // What the guarantees rest on cannot be changed through --kafka-config.
+  ExpectRejected(plus({"--kafka-config", "session.timeout.ms=6000,enable.auto.commit=true"}), 2,
+                 "--kafka-config: enable.auto.commit is set by partq: offsets commit with the "
+                 "items");
+  ExpectRejected(plus({"--kafka-config", "isolation.level=read_uncommitted"}), 2,
+                 "--kafka-config: isolation.level is set by partq");
+  ExpectRejected(With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--kafka-config",
+                       "enable.idempotence=false"}),
+                 2, "--kafka-config: enable.idempotence is set by partq");
 }
 
 // A publisher whose brokers never answer used to ignore SIGTERM: it waited
