@@ -35,6 +35,17 @@ std::string Seconds(absl::Duration d) { return absl::StrFormat("%.3fs", absl::To
 constexpr int kWaitTimedOut = 3;
 constexpr int kWaitDead = 4;
 
+// An item id as given on the command line; InvalidArgument (exit 2) if not
+// a positive whole number.
+absl::StatusOr<int64_t> ParseItemId(const std::string& text) {
+  int64_t id = 0;
+  if (!absl::SimpleAtoi(text, &id) || id <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("item id must be a positive whole number (got \"", text, "\")"));
+  }
+  return id;
+}
+
 // "1 item", "2 items".
 std::string Count(int64_t n, const char* noun) {
   return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
@@ -381,9 +392,10 @@ int CmdWait(const std::vector<std::string>& argv) {
                                 absl::Hours(24 * 7));
   if (!timeout.ok()) return Fail(timeout.status());
   int64_t id = 0;
-  if (!by_key && (!absl::SimpleAtoi(pos[1], &id) || id <= 0)) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("item id must be a positive whole number (got \"", pos[1], "\")")));
+  if (!by_key) {
+    absl::StatusOr<int64_t> parsed = ParseItemId(pos[1]);
+    if (!parsed.ok()) return Fail(parsed.status());
+    id = *parsed;
   }
   auto store = ConnectChecked(*args);
   if (!store.ok()) return Fail(store.status());
@@ -460,10 +472,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
     return 0;
   }
   const auto& c = st->config;
-  printf("queue %s: %d parts, %s, TTL %s, max attempts %d%s%s\n", c.name.c_str(), c.parts,
-         AssignmentName(c.assignment), absl::FormatDuration(c.session_ttl).c_str(),
-         c.max_attempts, c.ordered ? ", ordered" : "",
-         c.dlq_topic ? absl::StrCat(", dead-letter topic ", *c.dlq_topic).c_str() : "");
+  printf("queue %s: %s\n", c.name.c_str(), Settings(c).c_str());
   printf("items: %lld ready, %lld delayed, %lld in flight, %lld dead; oldest ready %s\n",
          static_cast<long long>(t.ready), static_cast<long long>(t.delayed),
          static_cast<long long>(t.in_flight), static_cast<long long>(t.dead),
@@ -527,7 +536,7 @@ int CmdDead(const std::vector<std::string>& argv) {
                        {"failed_at", absl::FormatTime(absl::RFC3339_full, d.failed_at,
                                                       absl::UTCTimeZone())},
                        {"last_error", d.last_error},
-                       {"payload_bytes", d.payload.size()}});
+                       {"payload_bytes", d.payload_bytes}});
       }
       printf("%s\n", out.dump(2).c_str());
       return 0;
@@ -548,12 +557,9 @@ int CmdDead(const std::vector<std::string>& argv) {
     }
     std::vector<int64_t> ids;
     for (size_t i = 2; i < pos.size(); ++i) {
-      int64_t id = 0;
-      if (!absl::SimpleAtoi(pos[i], &id) || id <= 0) {
-        return Fail(absl::InvalidArgumentError(
-            absl::StrCat("item id must be a positive whole number (got \"", pos[i], "\")")));
-      }
-      ids.push_back(id);
+      absl::StatusOr<int64_t> id = ParseItemId(pos[i]);
+      if (!id.ok()) return Fail(id.status());
+      ids.push_back(*id);
     }
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());

@@ -1134,7 +1134,7 @@ absl::StatusOr<std::vector<DeadItem>> PgStore::ListDead(absl::string_view queue,
              WithSchema(R"sql(
 SELECT id, part, key, dedup_key, attempts,
        (date_part('epoch', enqueued_at) * 1000000)::bigint,
-       (date_part('epoch', failed_at) * 1000000)::bigint, last_error, payload
+       (date_part('epoch', failed_at) * 1000000)::bigint, last_error, octet_length(payload)
 FROM {schema}.dead_items WHERE queue = $1
 ORDER BY failed_at DESC, id DESC LIMIT $2)sql",
                         options_.schema),
@@ -1148,9 +1148,7 @@ ORDER BY failed_at DESC, id DESC LIMIT $2)sql",
       d.enqueued_at = absl::FromUnixMicros(r[5].as<int64_t>());
       d.failed_at = absl::FromUnixMicros(r[6].as<int64_t>());
       d.last_error = r[7].as<std::string>();
-      if (!DecodeBytea(absl::string_view(r[8].c_str(), r[8].size()), &d.payload)) {
-        return absl::InternalError("dead item payload: malformed bytea");
-      }
+      d.payload_bytes = r[8].as<int64_t>();
       out.push_back(std::move(d));
     }
     return out;

@@ -274,7 +274,7 @@ struct DeadItem {
   absl::Time enqueued_at;
   absl::Time failed_at;
   std::string last_error;
-  std::string payload;
+  int64_t payload_bytes = 0;  // the payload stays in the table: a list reads no payloads
 };
 // What Store::RequeueDead did.
 struct Requeued {

@@ -2277,7 +2277,8 @@ TEST_F(DeadLetterTopicTest, DeadItemsAreListedAndRequeued) {
   EXPECT_EQ(by_id[ids["keyed"]].dedup_key, std::optional<std::string>("d1"));
   EXPECT_EQ(by_id[ids["keyed"]].attempts, 1);
   EXPECT_EQ(by_id[ids["m0"]].key, std::optional<std::string>("k"));
-  EXPECT_EQ(by_id[ids["plain"]].payload, "plain");
+  EXPECT_EQ(by_id[ids["plain"]].payload_bytes, 5);  // "plain"
+  EXPECT_EQ(by_id[ids["m0"]].payload_bytes, 2);     // "m0"
   EXPECT_GE(dead[0].failed_at, dead[2].failed_at);
 
   // A live item takes the dedup key: that dead item must stay dead.
