@@ -198,9 +198,8 @@ int RunGnuplot(const std::vector<std::string>& args, bool quiet) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-}  // namespace
-
-absl::Status CheckPlot(const BenchOptions& o, const std::string& path) {
+// The checks of CheckPlot that need no gnuplot.
+absl::Status CheckPlotRequest(const BenchOptions& o, const std::string& path) {
   if (!absl::EndsWithIgnoreCase(path, ".svg") && !absl::EndsWithIgnoreCase(path, ".png")) {
     return absl::InvalidArgumentError(
         absl::StrCat("--plot: \"", path, "\" must end in .svg or .png (the format follows it)"));
@@ -209,16 +208,26 @@ absl::Status CheckPlot(const BenchOptions& o, const std::string& path) {
     return absl::InvalidArgumentError(
         "--plot draws the drain's throughput against sessions, and --only leaves the drain out");
   }
+  return absl::OkStatus();
+}
+
+constexpr char kNeedsGnuplot[] =
+    "--plot needs gnuplot (Debian: apt-get install gnuplot-nox); the table and --json output "
+    "do not";
+
+}  // namespace
+
+absl::Status CheckPlot(const BenchOptions& o, const std::string& path) {
+  if (absl::Status st = CheckPlotRequest(o, path); !st.ok()) return st;
   if (RunGnuplot({"--version"}, /*quiet=*/true) != 0) {
-    return absl::FailedPreconditionError(
-        "--plot needs gnuplot (Debian: apt-get install gnuplot-nox); the table and --json "
-        "output do not");
+    return absl::FailedPreconditionError(kNeedsGnuplot);
   }
   return absl::OkStatus();
 }
 
 absl::Status WritePlot(const BenchReport& r, const BenchOptions& o, const std::string& path) {
-  if (absl::Status st = CheckPlot(o, path); !st.ok()) return st;
+  // gnuplot itself is not probed again: a missing one fails to start below.
+  if (absl::Status st = CheckPlotRequest(o, path); !st.ok()) return st;
   // The data and the script go to a directory of their own, removed after.
   char tmpl[] = "/tmp/partq-plot.XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
@@ -276,6 +285,7 @@ absl::Status WritePlot(const BenchReport& r, const BenchOptions& o, const std::s
     if (!f) return absl::UnavailableError(absl::StrCat("--plot: cannot write ", gp));
   }
   const int rc = RunGnuplot({gp}, /*quiet=*/false);
+  if (rc < 0 && errno == ENOENT) return absl::FailedPreconditionError(kNeedsGnuplot);
   if (rc != 0) {
     return absl::InternalError(
         absl::StrCat("--plot: gnuplot ", rc < 0 ? strerror(errno) : "failed", " writing ", path));

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,22 @@ absl::Status CheckWritable(const std::string& flag, const std::string& path) {
         absl::StrCat("--", flag, ": cannot write ", path, ": ", strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+// The comma-separated `value` of --`flag`, each one of `known`.
+absl::StatusOr<std::set<std::string>> Choices(const char* flag, const char* noun,
+                                              const std::string& value,
+                                              const std::vector<std::string>& known) {
+  std::set<std::string> out;
+  for (absl::string_view w : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+    if (std::find(known.begin(), known.end(), w) == known.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": unknown ", noun, " \"", w,
+                                                     "\" (one of ", absl::StrJoin(known, ", "),
+                                                     ")"));
+    }
+    out.insert(std::string(w));
+  }
+  return out;
 }
 
 std::string SelfPath() {
@@ -122,25 +139,14 @@ int CmdBench(const std::vector<std::string>& argv) {
   o.idle_seconds = *idle;
   o.full = args->Has("full");
   if (auto only = args->Get("only")) {
-    o.only.clear();
-    const auto& known = bench::Workloads();
-    for (absl::string_view w : absl::StrSplit(*only, ',', absl::SkipEmpty())) {
-      if (std::find(known.begin(), known.end(), w) == known.end()) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat(
-            "--only: unknown workload \"", w, "\" (one of ", absl::StrJoin(known, ", "), ")")));
-      }
-      o.only.insert(std::string(w));
-    }
+    auto chosen = Choices("only", "workload", *only, bench::Workloads());
+    if (!chosen.ok()) return Fail(chosen.status());
+    o.only = *std::move(chosen);
   }
   if (auto systems = args->Get("systems")) {
-    const auto& known = bench::DrainSystems();
-    for (absl::string_view w : absl::StrSplit(*systems, ',', absl::SkipEmpty())) {
-      if (std::find(known.begin(), known.end(), w) == known.end()) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat(
-            "--systems: unknown system \"", w, "\" (one of ", absl::StrJoin(known, ", "), ")")));
-      }
-      o.systems.insert(std::string(w));
-    }
+    auto chosen = Choices("systems", "system", *systems, bench::DrainSystems());
+    if (!chosen.ok()) return Fail(chosen.status());
+    o.systems = *std::move(chosen);
   }
   o.verbose = !args->Has("quiet");
   o.diagnose = args->Has("diagnose");
