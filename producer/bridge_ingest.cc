@@ -80,13 +80,6 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb 
       return absl::InvalidArgumentError(
           "bridge ingest: batch >= 1 and 0 <= low water <= high water >= 1");
     }
-    if (o_.group.empty()) o_.group = "partq-bridge." + o_.queue;
-    if (metrics_) metrics_->IngestStarted(o_.topic, o_.queue);
-    auto store = stores_();
-    if (!store.ok()) return store.status();
-    store_ = std::move(*store);
-    if (absl::Status st = store_->GetQueue(o_.queue).status(); !st.ok()) return st;
-
     static constexpr GuardedProperty kGuarded[] = {
         {"bootstrap.servers", "give the brokers with --brokers"},
         {"group.id", "give the consumer group with --group"},
@@ -96,7 +89,15 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb 
         {"isolation.level", "read_committed keeps aborted transactional messages out"},
         {"statistics.interval.ms", "the bridge's readiness reads the statistics"},
     };
+    // Before any connection: a refused property costs no round trip.
     if (absl::Status st = CheckExtraKafkaConfig(o_.kafka_config, kGuarded); !st.ok()) return st;
+    if (o_.group.empty()) o_.group = "partq-bridge." + o_.queue;
+    if (metrics_) metrics_->IngestStarted(o_.topic, o_.queue);
+    auto store = stores_();
+    if (!store.ok()) return store.status();
+    store_ = std::move(*store);
+    if (absl::Status st = store_->GetQueue(o_.queue).status(); !st.ok()) return st;
+
     std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
     std::string err;
     std::map<std::string, std::string> props = {
@@ -110,12 +111,11 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb 
         {"partition.assignment.strategy", "cooperative-sticky"},
         // Skip aborted transactions of transactional producers.
         {"isolation.level", "read_committed"},
+        // Broker connection states for /readyz (BrokerHealth).
+        {"statistics.interval.ms", "1000"},
     };
     if (!o_.instance_id.empty()) props["group.instance.id"] = o_.instance_id;
     for (const auto& [k, v] : o_.kafka_config) props[k] = v;
-    // Broker connection states for /readyz (BrokerHealth), whatever the
-    // extra config says: nothing else reads the statistics.
-    props["statistics.interval.ms"] = "1000";
     for (const auto& [k, v] : props) {
       if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
         return absl::InvalidArgumentError(absl::StrCat("kafka config ", k, "=", v, ": ", err));
@@ -172,7 +172,8 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb 
 
   void RequestStop() { stop_.store(true); }
   bool Ready(std::string* reason) const { return health_.Ready(reason); }
-  // Served by consume() on the bridge thread.
+  // Errors and statistics come from consume() on the bridge thread, log
+  // lines from librdkafka's threads (BrokerHealth is thread-safe).
   void event_cb(RdKafka::Event& e) override { health_.OnEvent(e); }
 
   absl::Status status() const {
@@ -417,7 +418,6 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb 
   BridgeIngestOptions o_;
   BridgeMetrics* metrics_;
   std::unique_ptr<Store> store_;
-  std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
   std::atomic<bool> stop_{false};
   BrokerHealth health_;
   // Bridge-thread state.
@@ -431,6 +431,9 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb 
   mutable absl::Mutex mu_;
   BridgeIngestStats stats_ ABSL_GUARDED_BY(mu_);
   absl::Status fatal_status_ ABSL_GUARDED_BY(mu_);
+  // Last, so it goes first: its callbacks (events, rebalances) use the
+  // members above until it is destroyed.
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
 };
 
 BridgeIngest::BridgeIngest(StoreFactory stores, BridgeIngestOptions options,

@@ -55,6 +55,13 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
   absl::Status Init() {
     if (o_.brokers.empty()) return absl::InvalidArgumentError("bridge publish needs brokers");
     if (o_.batch < 1) return absl::InvalidArgumentError("bridge publish: batch >= 1");
+    static constexpr GuardedProperty kGuarded[] = {
+        {"bootstrap.servers", "give the brokers with --brokers"},
+        {"enable.idempotence", "it keeps retries from writing a row twice"},
+        {"acks", "the idempotent producer needs acks=all"},
+        {"statistics.interval.ms", "the bridge's readiness reads the statistics"},
+    };
+    if (absl::Status st = CheckExtraKafkaConfig(o_.kafka_config, kGuarded); !st.ok()) return st;
     auto store = stores_();
     if (!store.ok()) return store.status();
     store_ = std::move(*store);
@@ -63,13 +70,6 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
   }
 
   absl::Status MakeProducer() {
-    static constexpr GuardedProperty kGuarded[] = {
-        {"bootstrap.servers", "give the brokers with --brokers"},
-        {"enable.idempotence", "it keeps retries from writing a row twice"},
-        {"acks", "the idempotent producer needs acks=all"},
-        {"statistics.interval.ms", "the bridge's readiness reads the statistics"},
-    };
-    if (absl::Status st = CheckExtraKafkaConfig(o_.kafka_config, kGuarded); !st.ok()) return st;
     std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
     std::string err;
     std::map<std::string, std::string> props = {
@@ -81,11 +81,10 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
         // Retry until delivered: an outage delays rows, never drops them.
         {"message.timeout.ms", "0"},
         {"linger.ms", "5"},
+        // Broker connection states for /readyz (BrokerHealth).
+        {"statistics.interval.ms", "1000"},
     };
     for (const auto& [k, v] : o_.kafka_config) props[k] = v;
-    // Broker connection states for /readyz (BrokerHealth), whatever the
-    // extra config says: nothing else reads the statistics.
-    props["statistics.interval.ms"] = "1000";
     for (const auto& [k, v] : props) {
       if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
         return absl::InvalidArgumentError(absl::StrCat("kafka config ", k, "=", v, ": ", err));
@@ -136,9 +135,6 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
       }
       if (!Round(*rows)) absl::SleepFor(o_.retry_pause);
     }
-    // Round waited for its reports (or purged them past the drain timeout):
-    // nothing of ours is left in the producer.
-    if (producer_) producer_->flush(0);
   }
 
   void RequestStop() { stop_.store(true); }
@@ -213,8 +209,10 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
     }
     // Until deleted, a delivered row would be sent again: retry the delete.
     // Stopping past the drain timeout, they stay and go again next time.
+    // The first delete is tried even past the deadline: rows the brokers
+    // confirmed must not go again.
     bool deleted = delivered.empty();
-    while (!deleted && !PastDrain()) {
+    for (bool first = true; !deleted && (first || !PastDrain()); first = false) {
       absl::Status st = store_->DeleteOutbox(delivered);
       deleted = st.ok();
       if (deleted) break;
@@ -239,7 +237,8 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
     stats_.delivered += deleted_rows;
     stats_.failures += failed;
     stats_.rounds += 1;
-    if (stop_.load()) stats_.left_in_outbox = static_cast<int64_t>(rows.size()) - deleted_rows;
+    // What the drain timeout cut short (a failed delivery is logged above).
+    if (PastDrain()) stats_.left_in_outbox = static_cast<int64_t>(rows.size()) - deleted_rows;
     return all_queued && failed == 0 && deleted;
   }
 
@@ -256,7 +255,6 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
   BridgePublishOptions o_;
   BridgeMetrics* metrics_;
   std::unique_ptr<Store> store_;
-  std::unique_ptr<RdKafka::Producer> producer_;
   std::atomic<bool> stop_{false};
   absl::Time drain_deadline_ = absl::InfiniteFuture();
   BrokerHealth health_;
@@ -266,6 +264,9 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
 
   mutable absl::Mutex mu_;
   BridgePublishStats stats_ ABSL_GUARDED_BY(mu_);
+  // Last, so it goes first: reports purged at a stop may still come while it
+  // is destroyed, and its callbacks use pending_ and health_.
+  std::unique_ptr<RdKafka::Producer> producer_;
 };
 
 BridgePublish::BridgePublish(StoreFactory stores, BridgePublishOptions options,

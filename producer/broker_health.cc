@@ -84,7 +84,7 @@ void BrokerHealth::OnStats(absl::string_view json) {
 
 void BrokerHealth::SetUp(bool up) {
   if (up && !up_) {
-    if (warnings_ > 0) {
+    if (last_warning_ != absl::InfinitePast()) {  // this outage was warned of
       PARTQ_LOG(Warning) << who_ << ": Kafka broker reachable again at " << brokers_ << " after "
                          << Seconds(clock_->Now() - down_since_);
     }

@@ -3,8 +3,10 @@
 //
 // librdkafka reports an outage once (RdKafka::ERR__ALL_BROKERS_DOWN through
 // the event callback) and then retries quietly; a wrong --brokers looked
-// healthy. The bridges forward their client's events here (OnEvent, on the
-// thread that polls the client); statistics events (statistics.interval.ms,
+// healthy. The bridges forward their client's events here (OnEvent: errors
+// and statistics on the thread that polls the client, log lines on
+// librdkafka's own threads, which is why the class is thread-safe and its
+// log branch touches no state); statistics events (statistics.interval.ms,
 // which the bridges set) carry each broker's connection state, so a broker
 // coming up, or none having come up yet, shows within an interval.
 //
