@@ -1,9 +1,6 @@
 // partq bridge ingest|publish: the Kafka bridge (producer/bridge_*.h) until
 // SIGTERM/SIGINT.
-#include <signal.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -20,17 +17,6 @@
 
 namespace partq::cli {
 namespace {
-
-std::atomic<int> g_bridge_signals{0};
-// First signal: stop (publish: drain at most --drain-timeout). Second: exit
-// at once.
-void OnBridgeSignal(int) {
-  if (g_bridge_signals.fetch_add(1) >= 1) {
-    static const char msg[] = "partq: second signal, exiting without draining\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(130);
-  }
-}
 
 // --brokers, --topic, --queue: present, and the names well-formed.
 absl::Status RequiredFlag(const Args& args, const std::string& flag, const std::string& command,
@@ -71,14 +57,6 @@ absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
   auto addr = args.Get("metrics-addr");
   if (!addr) return std::unique_ptr<HttpServer>();
   return HttpServer::Start(*addr, std::move(registry), std::move(ready));
-}
-
-void InstallSignals() {
-  struct sigaction sa {};
-  sa.sa_handler = OnBridgeSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
 }
 
 int Ingest(const std::vector<std::string>& argv) {
@@ -137,18 +115,20 @@ int Ingest(const std::vector<std::string>& argv) {
   if (auto store = ConnectChecked(*pg); !store.ok()) return Fail(store.status());
   auto registry = std::make_shared<prometheus::Registry>();
   BridgeMetrics metrics(*registry);
-  InstallSignals();
+  InstallStopSignals();  // first: stop (publish: drain); second: exit at once
   BridgeIngest bridge(PgStoreFactory(*pg), o, &metrics);
-  if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
+  // Served before the bridge joins its consumer group: a bad --metrics-addr
+  // then stops nothing that started (and /readyz says not ready until then).
   auto http =
       ServeMetrics(*args, registry, [&bridge](std::string* why) { return bridge.Ready(why); });
   if (!http.ok()) return Fail(http.status());
+  if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
   const bool quiet = args->Has("quiet");
   if (!quiet) {
     fprintf(stderr, "partq: bridge ingesting %s into queue \"%s\"\n", o.topic.c_str(),
             o.queue.c_str());
   }
-  while (g_bridge_signals.load() == 0 && bridge.status().ok()) {
+  while (StopSignals() == 0 && bridge.status().ok()) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   bridge.Stop();
@@ -192,21 +172,19 @@ int Publish(const std::vector<std::string>& argv) {
   if (auto store = ConnectChecked(*pg); !store.ok()) return Fail(store.status());
   auto registry = std::make_shared<prometheus::Registry>();
   BridgeMetrics metrics(*registry);
-  InstallSignals();
+  InstallStopSignals();  // first: stop (publish: drain); second: exit at once
   BridgePublish bridge(PgStoreFactory(*pg), o, &metrics);
-  if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
   auto http =
       ServeMetrics(*args, registry, [&bridge](std::string* why) { return bridge.Ready(why); });
   if (!http.ok()) return Fail(http.status());
+  if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
   const bool quiet = args->Has("quiet");
   if (!quiet) fprintf(stderr, "partq: bridge publishing the outbox to %s\n", o.brokers.c_str());
-  while (g_bridge_signals.load() == 0) absl::SleepFor(absl::Milliseconds(20));
+  while (StopSignals() == 0) absl::SleepFor(absl::Milliseconds(20));
   // Stop waits for the round in hand at most --drain-timeout; the grace
   // covers a database call or the producer's close that hangs past it.
-  StopWithin([&] { bridge.Stop(); }, o.drain_timeout,
-             absl::StrCat("bridge still stopping ", absl::FormatDuration(kStopGrace),
-                          " after the drain timeout; exiting (undelivered rows stay in the "
-                          "outbox and go on the next start)"));
+  StopWithin([&] { bridge.Stop(); }, o.drain_timeout, "bridge still stopping",
+             "(undelivered rows stay in the outbox and go on the next start)");
   const BridgePublishStats s = bridge.stats();
   if (s.left_in_outbox > 0) {
     // Said even with --quiet: the stop did not finish its work.

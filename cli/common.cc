@@ -1,7 +1,9 @@
 #include "cli/common.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -75,15 +77,40 @@ int Fail(const absl::Status& st) {
   return absl::IsInvalidArgument(st) ? 2 : 1;
 }
 
+namespace {
+
+std::atomic<int> g_stop_signals{0};
+
+void OnStopSignal(int) {
+  if (g_stop_signals.fetch_add(1) >= 1) {
+    static const char msg[] = "partq: second signal, exiting without draining\n";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    _exit(130);
+  }
+}
+
+}  // namespace
+
+void InstallStopSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+int StopSignals() { return g_stop_signals.load(); }
+
 void StopWithin(const std::function<void()>& stop, absl::Duration drain_timeout,
-                const std::string& message) {
+                const std::string& what, const std::string& consequence) {
   absl::Notification stopped;
   std::thread stopper([&] {
     stop();
     stopped.Notify();
   });
   if (!stopped.WaitForNotificationWithTimeout(drain_timeout + kStopGrace)) {
-    fprintf(stderr, "partq: %s\n", message.c_str());
+    fprintf(stderr, "partq: %s %s after the drain timeout; exiting %s\n", what.c_str(),
+            absl::FormatDuration(kStopGrace).c_str(), consequence.c_str());
     fflush(stderr);
     _exit(1);
   }

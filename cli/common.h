@@ -47,12 +47,17 @@ int Usage(const std::string& message);
 // threads: enough to leave the group and close connections.
 inline constexpr absl::Duration kStopGrace = absl::Seconds(3);
 // Runs `stop` on a thread of its own and waits for it at most
-// `drain_timeout + kStopGrace`. Past that it prints "partq: MESSAGE" and
-// exits the process with status 1: threads still running (a handler that
-// sleeps, a hung call) cannot be joined, and the database rolls back what
-// their connections had open.
+// `drain_timeout + kStopGrace`. Past that it prints "partq: WHAT 3s after the
+// drain timeout; exiting CONSEQUENCE" and exits the process with status 1:
+// threads still running (a handler that sleeps, a hung call) cannot be
+// joined, and the database rolls back what their connections had open.
 void StopWithin(const std::function<void()>& stop, absl::Duration drain_timeout,
-                const std::string& message);
+                const std::string& what, const std::string& consequence);
+
+// SIGTERM and SIGINT: the first is counted (StopSignals() > 0: stop
+// gracefully), a second exits at once with status 130.
+void InstallStopSignals();
+int StopSignals();
 
 // Help text (help.cc): `partq help`; `partq COMMAND --help` (nullopt for an
 // unknown command); the bench's options. WantsHelp: --help or -h among the

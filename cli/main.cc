@@ -25,10 +25,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> leading;
   while (!words.empty() && words[0].rfind("--", 0) == 0) {
     const std::string& w = words[0];
-    const std::string name = w.substr(2, w.find('=') == std::string::npos ? std::string::npos
-                                                                           : w.find('=') - 2);
+    const size_t eq = w.find('=');
+    const std::string name = w.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     if (!ConnectionFlags().count(name)) break;
-    const size_t n = w.find('=') != std::string::npos || words.size() < 2 ? 1 : 2;
+    const size_t n = eq != std::string::npos || words.size() < 2 ? 1 : 2;
     leading.insert(leading.end(), words.begin(), words.begin() + n);
     words.erase(words.begin(), words.begin() + n);
   }

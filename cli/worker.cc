@@ -1,8 +1,5 @@
 // partq worker: one consumer session in this process, until SIGTERM/SIGINT.
-#include <signal.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <memory>
 
@@ -17,17 +14,6 @@
 
 namespace partq::cli {
 namespace {
-
-std::atomic<int> g_signals{0};
-
-// First signal: drain and leave. Second: exit at once.
-void OnSignal(int) {
-  if (g_signals.fetch_add(1) >= 1) {
-    static const char msg[] = "partq: second signal, exiting without draining\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(130);
-  }
-}
 
 }  // namespace
 
@@ -87,11 +73,7 @@ int CmdWorker(const std::vector<std::string>& argv) {
 
   auto registry = std::make_shared<prometheus::Registry>();
   ConsumerMetrics metrics(*registry, o.queue);
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
+  InstallStopSignals();  // first: drain and leave; second: exit at once
 
   Consumer consumer(PgStoreFactory(*pg), o, handler->get(), &metrics);
   std::unique_ptr<HttpServer> http;
@@ -122,7 +104,7 @@ int CmdWorker(const std::vector<std::string>& argv) {
             consumer.session().id().value.c_str(), o.queue.c_str(), o.concurrency, o.batch);
   }
   absl::Status ended;
-  while (g_signals.load() == 0 && (ended = consumer.session().ended()).ok()) {
+  while (StopSignals() == 0 && (ended = consumer.session().ended()).ok()) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   if (!quiet && ended.ok()) fprintf(stderr, "partq: draining and leaving...\n");
@@ -130,10 +112,8 @@ int CmdWorker(const std::vector<std::string>& argv) {
   // their parts are released (their acks cannot commit: the fence fails),
   // but a handler that runs on (sleeps, hangs) would hold the process for as
   // long, past what --drain-timeout promised.
-  StopWithin([&] { consumer.Stop(); }, o.drain_timeout,
-             absl::StrCat("handlers still running ", absl::FormatDuration(kStopGrace),
-                          " after the drain timeout; exiting without them (their items were "
-                          "released and run again elsewhere)"));
+  StopWithin([&] { consumer.Stop(); }, o.drain_timeout, "handlers still running",
+             "without them (their items were released and run again elsewhere)");
   const ConsumerStats s = consumer.stats();
   if (!quiet) {
     fprintf(stderr,
