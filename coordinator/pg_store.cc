@@ -144,13 +144,15 @@ std::string CleanMessage(absl::string_view message) {
   return std::string(m);
 }
 
+std::string SchemaFlag(absl::string_view schema) {
+  return schema == PgOptions().schema ? "" : absl::StrCat(" --schema ", schema);
+}
+
 namespace {
 
-// "`partq migrate`", with --schema when `schema` is not the default: the
-// command that fixes a missing or old schema, as the user must type it.
+// "`partq migrate`" as the user must type it to fix a missing or old schema.
 std::string MigrateCommand(absl::string_view schema) {
-  return absl::StrCat("`partq migrate",
-                      schema == PgOptions().schema ? "" : absl::StrCat(" --schema ", schema), "`");
+  return absl::StrCat("`partq migrate", SchemaFlag(schema), "`");
 }
 
 absl::Status FromSqlState(absl::string_view sqlstate, const std::string& prefix,
@@ -385,11 +387,9 @@ absl::Status PgStore::EnsureConnected() {
 absl::Status UnknownQueue(absl::string_view name, absl::string_view schema) {
   // The schema, too: a queue created under another --schema is "unknown"
   // here, and creating it again here would make a second one.
-  const bool default_schema = schema == PgOptions().schema;
-  return absl::NotFoundError(absl::StrCat(
-      "unknown queue \"", name, "\" in schema \"", schema,
-      "\" (create it with: partq queue create ", name, " --parts N",
-      default_schema ? "" : absl::StrCat(" --schema ", schema), ")"));
+  return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\" in schema \"", schema,
+                                          "\" (create it with: partq queue create ", name,
+                                          " --parts N", SchemaFlag(schema), ")"));
 }
 
 absl::Status PgStore::Fail(absl::string_view what, std::exception_ptr error) {
@@ -594,7 +594,9 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
     pqxx::work tx(*conn_);
     // No enqueue locks the queue row (items have no FK to queues: it would
     // cost a lookup per insert), so a lock on that row alone would not keep
-    // enqueues out. This SHARE lock on items does: it waits for every
+    // enqueues out. This lock on items does (SHARE ROW EXCLUSIVE: as SHARE
+    // against writers, and against another delete, which with SHARE would
+    // hold it and then wait for it to delete rows: a deadlock): it waits for every
     // transaction writing items to end and holds new writers until this one
     // commits, and every writer takes its lock on items before it reads the
     // queue row (Enqueue in its one statement, EnqueueBatch and IngestKafka
@@ -603,12 +605,12 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
     // counts below are all the work the queue holds, and none can be added
     // between the check and the delete. It briefly pauses all writers of
     // items, which is fine for a rare admin command.
-    // The queue row lock (FOR UPDATE) then holds off another delete, a join
+    // The queue row lock (FOR UPDATE) then holds off a join
     // (a session's FK locks the row) and `queue set`. It comes second: a
     // static re-join holds items' ROW EXCLUSIVE lock (it marks abandoned
     // items) when its FK check locks the queue row, so taking the row first
     // could deadlock with it.
-    tx.exec(WithSchema("LOCK TABLE {schema}.items IN SHARE MODE", options_.schema));
+    tx.exec(WithSchema("LOCK TABLE {schema}.items IN SHARE ROW EXCLUSIVE MODE", options_.schema));
     const std::string q(name);
     if (tx.exec_params(WithSchema("SELECT 1 FROM {schema}.queues WHERE name = $1 FOR UPDATE",
                                   options_.schema),
@@ -628,15 +630,10 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
                                in_flight, " in flight)");
         }
         if (dead > 0) absl::StrAppend(&holds, items > 0 ? " and " : "", Count(dead, "dead item"));
-        // The command to run, with --schema as `partq` needs it to find
-        // this queue again.
-        const std::string schema_flag = options_.schema == PgOptions().schema
-                                            ? ""
-                                            : absl::StrCat(" --schema ", options_.schema);
         return absl::FailedPreconditionError(absl::StrCat(
             "queue \"", name, "\" still holds ", holds,
             "; nothing was deleted. To delete them with the queue: partq queue delete ", name,
-            " --force", schema_flag));
+            " --force", SchemaFlag(options_.schema)));
       }
     }
     auto delete_from = [&](absl::string_view table) {

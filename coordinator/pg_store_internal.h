@@ -43,6 +43,8 @@ PgError ClassifyException(std::exception_ptr error, absl::string_view what,
 absl::Status ClassifyConnectError(absl::string_view message);
 // The server's message without libpq's "ERROR:  " prefix and trailing newlines.
 std::string CleanMessage(absl::string_view message);
+// " --schema S" for a partq command line, or "" for the default schema.
+std::string SchemaFlag(absl::string_view schema);
 // NotFound for a queue `schema` does not have, with how to create it there.
 absl::Status UnknownQueue(absl::string_view name, absl::string_view schema);
 

@@ -1173,7 +1173,7 @@ absl::StatusOr<Requeued> PgStore::RequeueDead(absl::string_view queue,
     // now, no abandoned mark. ON CONFLICT leaves an item whose dedup key a
     // live item holds where it is (its id cannot be live: ids are never
     // reused). Owners find the items at their next rescan of the part, at
-    // once with the notice.
+    // once with the notice (NotifyParts, as an enqueue sends it).
     const pqxx::row r = tx.exec_params1(
         WithSchema(R"sql(
 WITH asked AS (
@@ -1188,12 +1188,17 @@ moved AS (
   FROM asked
   ON CONFLICT DO NOTHING
   RETURNING id, part),
-gone AS (DELETE FROM {schema}.dead_items d USING moved m WHERE d.id = m.id RETURNING 1),
-woke AS (SELECT pg_notify($3, 'i:' || p.part) FROM (SELECT DISTINCT part FROM moved) p)
+gone AS (DELETE FROM {schema}.dead_items d USING moved m WHERE d.id = m.id RETURNING 1)
 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM asked) - (SELECT count(*) FROM gone),
-       (SELECT count(*) FROM woke))sql",
+       (SELECT coalesce(string_agg(DISTINCT part::text, ','), '') FROM moved))sql",
                    options_.schema),
-        q, IntArray(ids), ChannelFor(options_.schema, queue));
+        q, IntArray(ids));
+    absl::flat_hash_set<int> parts;
+    for (absl::string_view p : absl::StrSplit(r[2].c_str(), ',', absl::SkipEmpty())) {
+      int part = 0;
+      if (absl::SimpleAtoi(p, &part)) parts.insert(part);
+    }
+    if (!parts.empty()) NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
     tx.commit();
     Requeued out;
     out.requeued = r[0].as<int64_t>();

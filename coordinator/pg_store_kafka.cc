@@ -146,6 +146,10 @@ absl::StatusOr<int64_t> PgStore::IngestKafka(const KafkaIngestRequest& request) 
   return Run(absl::StrCat("ingest into \"", request.queue, "\""),
              [&]() -> absl::StatusOr<int64_t> {
                pqxx::work tx(*conn_);
+               // Items' lock first, as every writer of items takes it, and
+               // before the offsets' rows: DeleteQueue locks items, then
+               // deletes the queue's offsets (the other order deadlocks).
+               tx.exec_prepared("lock_items_for_enqueue");
                const std::string cas = WithSchema(kOffsetCas, options_.schema);
                for (const KafkaOffsetAdvance& o : offsets) {
                  pqxx::result r = tx.exec_params(cas, request.queue, o.topic, o.partition,
@@ -161,8 +165,6 @@ absl::StatusOr<int64_t> PgStore::IngestKafka(const KafkaIngestRequest& request) 
                  tx.commit();
                  return int64_t{0};
                }
-               // Before the queue is read: see lock_items_for_enqueue.
-               tx.exec_prepared("lock_items_for_enqueue");
                pqxx::result ids = tx.exec_params(WithSchema(kReserve, options_.schema),
                                                  request.queue,
                                                  static_cast<int64_t>(request.messages.size()));

@@ -2285,10 +2285,16 @@ TEST_F(DeadLetterTopicTest, DeadItemsAreListedAndRequeued) {
   NewItem again = Payload("keyed again");
   again.dedup_key = "d1";
   ASSERT_OK(store_->Enqueue("plain", again));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Listener> listener, store_->Listen("plain"));
   ASSERT_OK_AND_ASSIGN(Requeued r,
                        store_->RequeueDead("plain", {ids["keyed"], ids["plain"], 999999}));
   EXPECT_EQ(r.requeued, 1);
   EXPECT_EQ(r.kept, 1);
+  // The owner of the requeued item's part hears of it, as of an enqueue.
+  ASSERT_OK_AND_ASSIGN(std::vector<Notice> heard, listener->Wait(absl::Seconds(5)));
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0].kind, Notice::Kind::kItems);
+  EXPECT_EQ(heard[0].part, by_id[ids["plain"]].part);
   ASSERT_OK_AND_ASSIGN(r, store_->RequeueDead("plain", {}));  // all that are left
   EXPECT_EQ(r.requeued, 1);  // m0
   EXPECT_EQ(r.kept, 1);      // keyed, still
