@@ -177,6 +177,13 @@ class PgStoreTest : public ::testing::Test {
     return req;
   }
 
+  // Transactions waiting for a lock on the items table (a DeleteQueue or a
+  // writer behind one).
+  int64_t ItemsLockWaiters() const {
+    return schema_.QInt(
+        absl::StrCat("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '\"",
+                     schema_.name(), "\".items'::regclass"));
+  }
   int64_t Count(const std::string& table, const std::string& where = "true") {
     return schema_.QInt(absl::StrCat("SELECT count(*) FROM {schema}.", table, " WHERE ", where));
   }
@@ -468,9 +475,6 @@ TEST_F(PgStoreTest, DeleteQueueRefusesDeadItemsAloneAndDeletesAQueueWithOnlyResu
   EXPECT_EQ(Count("queues"), 1);
 }
 
-// The check and the delete are one transaction that keeps enqueues out: an
-// enqueue still in progress when the delete starts is waited for and
-// counted, so the queue is kept with its item.
 // A deleted queue takes the bridge's stored offsets with it: the same name
 // created again must not resume a topic where the old queue stopped (its
 // items are gone). Another queue's offsets for the same topic stay.
@@ -495,6 +499,9 @@ TEST_F(PgStoreTest, DeleteQueueForgetsTheBridgesOffsetsIntoIt) {
   EXPECT_EQ((*kept)[0].next_offset, 42);
 }
 
+// The check and the delete are one transaction that keeps enqueues out: an
+// enqueue still in progress when the delete starts is waited for and
+// counted, so the queue is kept with its item.
 TEST_F(PgStoreTest, DeleteQueueWaitsForAnEnqueueInProgressAndKeepsItsItem) {
   MakeQueue("q", 2);
   pqxx::connection conn(schema_.dsn());
@@ -505,11 +512,7 @@ TEST_F(PgStoreTest, DeleteQueueWaitsForAnEnqueueInProgressAndKeepsItsItem) {
   std::unique_ptr<Store> deleter = schema_.NewStore();
   absl::Status deleted;
   std::thread del([&] { deleted = deleter->DeleteQueue("q", QueueContents::kRefuse).status(); });
-  const bool waits = WaitUntil([&] {
-    return schema_.QInt(
-               absl::StrCat("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '\"",
-                            schema_.name(), "\".items'::regclass")) == 1;
-  });
+  const bool waits = WaitUntil([&] { return ItemsLockWaiters() == 1; });
   enqueue.commit();
   del.join();
   ASSERT_TRUE(waits) << "the delete waits for the enqueue";
@@ -532,10 +535,7 @@ TEST_F(PgStoreTest, DeleteQueueWaitsForAnEnqueueInProgressAndKeepsItsItem) {
 TEST_F(PgStoreTest, BatchWritersRacingQueueDeleteLeaveNoItemsBehind) {
   MakeQueue("q", 4);
   MakeQueue("other", 1);
-  const std::string waiting = absl::StrCat(
-      "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = '\"", schema_.name(),
-      "\".items'::regclass");
-  auto waiters = [&] { return schema_.QInt(waiting); };
+  auto waiters = [&] { return ItemsLockWaiters(); };
 
   // An enqueue into another queue, in progress: it holds items' ROW EXCLUSIVE lock.
   pqxx::connection conn(schema_.dsn());

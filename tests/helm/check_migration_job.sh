@@ -87,6 +87,8 @@ grep -q 'queue "orders" left as it is' "$work/out" || fail "an older partq: $(ca
 
 psql -X -q "$dsn" -c "INSERT INTO $schema.schema_migrations (version, description) VALUES (999, 'future')"
 if run "$s4"; then fail "the Job succeeded on a schema newer than partq: $(cat "$work/out")"; fi
+# ... and failed for that reason, not another.
+grep -q 'newer than this partq' "$work/out" || fail "the Job failed, but not on the newer schema: $(cat "$work/out")"
 
 if ((failures == 0)); then echo "check_migration_job: ok"; fi
 exit $((failures > 0))
