@@ -464,6 +464,19 @@ absl::Status Bench::Enqueue(std::map<std::string, std::vector<double>>& rates) {
 
 absl::Status Bench::Idle(BenchReport& r) {
   const int n = o_.idle_sessions;
+  // A server without room for them (--dsn) fails here, before the sessions
+  // start and die one by one on "too many clients".
+  auto free_slots = sql_->Scalar(
+      "SELECT current_setting('max_connections')::int - count(*) FROM pg_stat_activity "
+      "WHERE backend_type = 'client backend'");
+  int64_t free = 0;
+  if (free_slots.ok() && absl::SimpleAtoi(*free_slots, &free) &&
+      free < int64_t{kIdleConnectionsPerSession} * n) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "skipped: ", n, " idle sessions hold about ", kIdleConnectionsPerSession * n,
+        " connections and the server has ", free,
+        " free (max_connections): raise max_connections or pass a smaller --idle-sessions"));
+  }
   const int parts = std::max(o_.parts, 128);
   if (auto st = ResetQueue(parts); !st.ok()) return st;
   Tracker tracker;
@@ -717,16 +730,24 @@ absl::StatusOr<BenchReport> Bench::Run() {
   if (o_.only.count("idle")) {
     // A server without room for the idle sessions' connections should not
     // cost the rest of the report.
-    if (auto st = Idle(r); !st.ok()) r.notes.push_back(absl::StrCat("idle: ", st.message()));
-    Log(absl::StrFormat("idle: %d sessions, %.0f calls/s (client), %.0f xacts/s (server), "
-                        "server CPU %.1f%%",
-                        r.idle_sessions, r.idle_client_calls_per_s, r.idle_server_xacts_per_s,
-                        r.idle_server_cpu_percent));
+    if (auto st = Idle(r); !st.ok()) {
+      r.notes.push_back(absl::StrCat("idle: ", st.message()));
+      Log(r.notes.back());
+    } else {
+      Log(absl::StrFormat("idle: %d sessions, %.0f calls/s (client), %.0f xacts/s (server), "
+                          "server CPU %.1f%%",
+                          r.idle_sessions, r.idle_client_calls_per_s,
+                          r.idle_server_xacts_per_s, r.idle_server_cpu_percent));
+    }
   }
   if (o_.only.count("memory")) {
-    if (auto st = Memory(r); !st.ok()) r.notes.push_back(absl::StrCat("memory: ", st.message()));
-    Log(absl::StrFormat("memory: worker RSS %.1f MB (peak %.1f MB)", r.worker_rss_mb,
-                        r.worker_peak_rss_mb));
+    if (auto st = Memory(r); !st.ok()) {
+      r.notes.push_back(absl::StrCat("memory: ", st.message()));
+      Log(r.notes.back());
+    } else {
+      Log(absl::StrFormat("memory: worker RSS %.1f MB (peak %.1f MB)", r.worker_rss_mb,
+                          r.worker_peak_rss_mb));
+    }
   }
   if (o_.diagnose) Diagnose(r);
   // Leave nothing behind in a shared database.

@@ -171,8 +171,10 @@ int CmdBench(const std::vector<std::string>& argv) {
     EmbeddedPostgres::Options eo;
     eo.keep = args->Has("keep");
     // Default settings except room for the idle workload's connections
-    // (each idle session holds three to five: heartbeat, LISTEN, claims, ...).
-    eo.settings = {absl::StrCat("max_connections=", std::max(200, 5 * o.idle_sessions + 50))};
+    // (bench::kIdleConnectionsPerSession each), with a margin.
+    eo.settings = {absl::StrCat(
+        "max_connections=",
+        std::max(200, (bench::kIdleConnectionsPerSession + 1) * o.idle_sessions + 50))};
     // --diagnose: pg_stat_statements, for a run that explains its numbers.
     if (o.diagnose) {
       eo.settings.push_back("shared_preload_libraries=pg_stat_statements");

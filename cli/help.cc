@@ -77,7 +77,8 @@ const char* BenchUsage() {
                    [--json] [--out FILE] [--plot FILE.svg|FILE.png] [--quiet]
                    [--dsn DSN] [--keep] [--diagnose]
 Without --dsn or $PARTQ_DSN, runs against an embedded PostgreSQL (default
-settings, max_connections raised for the idle workload). The bench uses its own
+settings, max_connections raised for the idle workload; with --dsn, idle needs
+about 4 free connections a session or is skipped). The bench uses its own
 schema (default partq_bench), dropped and recreated.)";
 }
 

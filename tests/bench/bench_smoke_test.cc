@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/testing/pg_env.h"
 
 namespace {
 
@@ -57,6 +58,33 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
        {">floor<", ">partq<", ">skip_locked_batch<", ">skip_locked_one<", ">naive_update<"}) {
     EXPECT_NE(svg.str().find(s), std::string::npos) << "plot has no " << s;
   }
+}
+
+// A server without room for the idle sessions' connections (a --dsn with
+// default settings) gets a note saying what to change, and the rest of the
+// report, instead of sessions failing one by one on "too many clients".
+TEST(BenchSmoke, IdleWithoutRoomOnTheServerIsSkippedWithANote) {
+  const std::string out = testing::TempDir() + "/partq_bench_idle.json";
+  std::remove(out.c_str());
+  const std::string max_conn = partq::testing::Query(
+      partq::testing::TestDsn(), "SHOW max_connections")[0][0].value_or("");
+  const int sessions = std::stoi(max_conn);  // ~4 connections each: never room
+  const std::string cmd = std::string(PARTQ_BINARY) + " bench --dsn '" +
+                          partq::testing::TestDsn() + "' --only idle,memory --idle-sessions " +
+                          std::to_string(sessions) +
+                          " --quiet --schema partq_bench_idle --out " + out + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str());
+  EXPECT_FALSE(j.contains("idle")) << j.dump();
+  const std::string notes = j.at("notes").dump();
+  EXPECT_NE(notes.find("idle: skipped: " + std::to_string(sessions) + " idle sessions"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("max_connections"), std::string::npos) << notes;
+  EXPECT_GT(j.at("worker_memory").at("rss_mb").get<double>(), 0);  // the rest still ran
 }
 
 }  // namespace
