@@ -734,10 +734,11 @@ absl::StatusOr<BenchReport> Bench::Run() {
       r.notes.push_back(absl::StrCat("idle: ", st.message()));
       Log(r.notes.back());
     } else {
-      Log(absl::StrFormat("idle: %d sessions, %.0f calls/s (client), %.0f xacts/s (server), "
+      Log(
+          absl::StrFormat("idle: %d sessions, %.0f calls/s (client), %.0f xacts/s (server), "
                           "server CPU %.1f%%",
-                          r.idle_sessions, r.idle_client_calls_per_s,
-                          r.idle_server_xacts_per_s, r.idle_server_cpu_percent));
+                          r.idle_sessions, r.idle_client_calls_per_s, r.idle_server_xacts_per_s,
+                          r.idle_server_cpu_percent));
     }
   }
   if (o_.only.count("memory")) {
