@@ -61,7 +61,8 @@ struct BenchOptions {
   double steady_rate = 5000;          // items/s
   double steady_seconds = 3;
   int steady_sessions = 4;
-  int idle_sessions = 100;            // ~kIdleConnectionsPerSession connections each
+  // Each idle session holds ~kIdleConnectionsPerSession connections.
+  int idle_sessions = 100;
   double idle_seconds = 10;
   int pickup_samples = 100;
   std::string worker_binary;          // `partq` itself, for the memory workload

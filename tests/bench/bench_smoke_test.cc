@@ -20,12 +20,14 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
   std::remove(plot.c_str());
   // The embedded server unless PARTQ_TEST_DSN points elsewhere.
   std::string env;
-  if (const char* dsn = std::getenv("PARTQ_TEST_DSN")) env = std::string("PARTQ_DSN='") + dsn + "' ";
+  if (const char* dsn = std::getenv("PARTQ_TEST_DSN"))
+    env = std::string("PARTQ_DSN='") + dsn + "' ";
   const std::string cmd = env + PARTQ_BINARY +
                           " bench --items 2000 --sessions 1,2 --batch 10 --rounds 1"
                           " --steady-rate 500 --steady-seconds 0.5 --idle-sessions 4"
                           " --idle-seconds 1 --pickup-samples 5 --quiet --schema partq_bench_smoke"
-                          " --out " + out + " --plot " + plot + " > /dev/null";
+                          " --out " +
+                          out + " --plot " + plot + " > /dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream f(out);
   std::stringstream ss;
@@ -66,12 +68,11 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
 TEST(BenchSmoke, IdleWithoutRoomOnTheServerIsSkippedWithANote) {
   const std::string out = testing::TempDir() + "/partq_bench_idle.json";
   std::remove(out.c_str());
-  const std::string max_conn = partq::testing::Query(
-      partq::testing::TestDsn(), "SHOW max_connections")[0][0].value_or("");
+  const std::string max_conn =
+      partq::testing::Query(partq::testing::TestDsn(), "SHOW max_connections")[0][0].value_or("");
   const int sessions = std::stoi(max_conn);  // ~4 connections each: never room
-  const std::string cmd = std::string(PARTQ_BINARY) + " bench --dsn '" +
-                          partq::testing::TestDsn() + "' --only idle,memory --idle-sessions " +
-                          std::to_string(sessions) +
+  const std::string cmd = std::string(PARTQ_BINARY) + " bench --dsn '" + partq::testing::TestDsn() +
+                          "' --only idle,memory --idle-sessions " + std::to_string(sessions) +
                           " --quiet --schema partq_bench_idle --out " + out + " > /dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream f(out);
