@@ -119,7 +119,7 @@ cases=(
   "servicemonitor|servicemonitor.yaml|-a monitoring.coreos.com/v1"
   "prometheusrule|prometheusrule.yaml|-a monitoring.coreos.com/v1"
   "dashboards|dashboards.yaml|"
-  "bridge|bridge.yaml|"
+  "bridge|bridge.yaml|-a monitoring.coreos.com/v1"
   "custom-image|custom-image.yaml|"
 )
 dash_chart=$CHART
@@ -209,6 +209,11 @@ expect prometheusrule 'alert: PartqWorkersDown'
 expect dashboards '^kind: ConfigMap$'
 expect bridge 'partq-bridge-ingest$'
 expect bridge '"--topic=orders"'
+expect bridge '^kind: PodMonitor$'
+expect bridge '^          - bridge-publish$'
+expect bridge '"--metrics-addr=0.0.0.0:9090"'
+expect_not default '^kind: PodMonitor$'
+expect_not servicemonitor '^kind: PodMonitor$'
 expect custom-image 'image: "registry.example.com/acme/order-worker:2024.06.1"'
 expect custom-image 'image: "registry.example.com/partq@sha256:0+"'
 for f in "${rendered[@]}"; do
@@ -218,9 +223,11 @@ for f in "${rendered[@]}"; do
   fi
 done
 # The monitoring objects need the prometheus-operator API: without it they are not rendered.
-"$TOOLS/helm-template" --strict -f "$here/values/prometheusrule.yaml" -f "$here/values/servicemonitor.yaml" "$CHART" >"$work/noapi.yaml"
-! grep -qE '^kind: (ServiceMonitor|PrometheusRule)$' "$work/noapi.yaml" ||
-  fail "ServiceMonitor/PrometheusRule rendered although monitoring.coreos.com/v1 is absent"
+"$TOOLS/helm-template" --strict --notes -f "$here/values/prometheusrule.yaml" -f "$here/values/servicemonitor.yaml" -f "$here/values/bridge.yaml" "$CHART" >"$work/noapi.yaml" 2>"$work/noapi.notes"
+! grep -qE '^kind: (ServiceMonitor|PodMonitor|PrometheusRule)$' "$work/noapi.yaml" ||
+  fail "ServiceMonitor/PodMonitor/PrometheusRule rendered although monitoring.coreos.com/v1 is absent"
+grep -q 'of the worker and bridge pods another way' "$work/noapi.notes" ||
+  fail "without monitoring.coreos.com/v1 the notes do not say to scrape the bridge pods another way"
 
 # --- 4. bad values fail, with the message that explains them ------------------------------
 for bad in "$here"/bad/*.yaml; do
