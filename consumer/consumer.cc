@@ -476,15 +476,28 @@ void Consumer::WorkLoop(int index) {
       absl::SleepFor(options_.retry_backoff);
     }
     absl::MutexLock lock(&mu_);
-    for (const auto& i : batch.items) {
-      if (--busy_parts_[i.part] == 0) busy_parts_.erase(i.part);
-      if (i.id == suspect_id_) suspect_id_ = 0;
-      in_flight_.erase(i.id);
-      // Ordered: the key's next item may be claimed now, and it sorts before
-      // the cursor. No notice says so; read the part's head at once.
-      if (config_.ordered) NoticeLocked(i.part);
-    }
+    ReleaseLocked(batch.items);
   }
+}
+
+void Consumer::ReleaseLocked(const std::vector<Item>& items) {
+  for (const auto& i : items) {
+    if (--busy_parts_[i.part] == 0) busy_parts_.erase(i.part);
+    if (i.id == suspect_id_) suspect_id_ = 0;
+    in_flight_.erase(i.id);
+    // Ordered: the key's next item may be claimed now, and it sorts before
+    // the cursor. No notice says so; read the part's head at once.
+    if (config_.ordered) NoticeLocked(i.part);
+  }
+}
+
+void Consumer::CountLocked(const FinishResult& r, const std::vector<Item>& items, absl::Time start,
+                           absl::Time end) {
+  stats_.acked += r.acked.size();
+  stats_.retried += r.retried.size();
+  stats_.dead += r.dead.size();
+  stats_.fenced += r.fenced.size();
+  if (metrics_ != nullptr) metrics_->Finished(r, items, start, end);
 }
 
 Outcome Consumer::Failure(const Item& item, const std::string& error) {
@@ -833,6 +846,18 @@ bool Consumer::Process(Store& store, Batch& batch, std::optional<Batch>* kept) {
           return RunHandlers(tx, owned, rest, &need_isolation);
         });
     if (!more.ok()) {
+      // The earlier transactions committed: count what they finished, and
+      // leave the retry only the rest. Retrying the whole batch ran the
+      // committed items' handlers again, for the store to report them fenced.
+      std::vector<Item> done;
+      for (Item& i : batch.items) {
+        if (!left.count(i.id)) done.push_back(std::move(i));
+      }
+      batch = std::move(rest);
+      batch.left.clear();  // of the rolled-back transaction
+      absl::MutexLock lock(&mu_);
+      CountLocked(*r, done, t0, absl::Now());
+      ReleaseLocked(done);
       r = more.status();
       break;
     }
@@ -862,13 +887,7 @@ bool Consumer::Process(Store& store, Batch& batch, std::optional<Batch>* kept) {
     if (metrics_ != nullptr) metrics_->FinishError();
     return false;
   }
-  stats_.acked += r->acked.size();
-  stats_.retried += r->retried.size();
-  stats_.dead += r->dead.size();
-  stats_.fenced += r->fenced.size();
-  if (metrics_ != nullptr) {
-    metrics_->Finished(*r, batch.items, t0, t1);
-  }
+  CountLocked(*r, batch.items, t0, t1);
   return true;
 }
 

@@ -164,12 +164,19 @@ class Consumer : private PartListener {
   void ClaimLoop();
   void WorkLoop(int index);
   // Finishes one batch (claiming ahead when due); returns false if it must be
-  // retried (database error). `*kept` gets the batch this worker must run
-  // next on `store` (its transaction is begun already), if any.
+  // retried (database error), with `batch` cut down to what did not commit
+  // (an isolating run's earlier transactions may have). `*kept` gets the
+  // batch this worker must run next on `store` (its transaction is begun
+  // already), if any.
   bool Process(Store& store, Batch& batch, std::optional<Batch>* kept);
   absl::StatusOr<std::vector<Outcome>> RunHandlers(Tx& tx, absl::Span<const Item> items,
                                                    Batch& batch, bool* need_isolation);
   Outcome Failure(const Item& item, const std::string& error);
+  // What a Finish of `items` committed, into the stats and metrics.
+  void CountLocked(const FinishResult& r, const std::vector<Item>& items, absl::Time start,
+                   absl::Time end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `items` are finished (or given up): no longer busy or in flight.
+  void ReleaseLocked(const std::vector<Item>& items) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Isolating runs (RunHandlers): `runs` items that succeeded in their batch
   // attempt ran again, and `failed` of them failed.
   void NoteRerun(size_t runs, size_t failed) ABSL_LOCKS_EXCLUDED(mu_);

@@ -594,6 +594,65 @@ TEST_F(ConsumerTest, AnIsolatingRunOfManyItemsCommitsAtMost48PerTransaction) {
   EXPECT_EQ(handler.batches(), std::vector<size_t>{100});
 }
 
+// The connection drops in the second transaction of an isolating run (after
+// the first committed 48 items and p3's failure): the retry runs only the
+// items that had not committed (p49..p99; p49..p60 ran in the lost
+// transaction too), and what committed is counted once, not as fenced.
+TEST_F(ConsumerTest, AnIsolatingRunThatLosesItsConnectionRetriesOnlyWhatDidNotCommit) {
+  absl::Mutex mu;
+  std::map<std::string, int> runs;
+  bool killed = false;
+  class Handler100 : public Handler {
+   public:
+    explicit Handler100(std::function<absl::Status(HandlerCall&)> f) : f_(std::move(f)) {}
+    absl::Status Handle(HandlerCall& call) override { return f_(call); }
+    void HandleBatch(absl::Span<HandlerCall* const>, std::vector<absl::Status>*) override {
+      throw std::runtime_error("no idea which");  // every item runs alone
+    }
+
+   private:
+    std::function<absl::Status(HandlerCall&)> f_;
+  } handler([&](HandlerCall& call) -> absl::Status {
+    {
+      absl::MutexLock l(&mu);
+      ++runs[call.item->payload];
+      if (call.item->payload == "p60" && !killed) {
+        killed = true;
+        auto r = call.tx->Exec("SELECT pg_terminate_backend(pg_backend_pid())", {});
+        return r.ok() ? absl::InternalError("still connected") : r.status();
+      }
+    }
+    auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() + "\".writes (item_id) VALUES ($1)",
+                           {std::to_string(call.item->id)});
+    if (!r.ok()) return r.status();
+    if (call.item->payload == "p3") return absl::InternalError("p3 fails after writing");
+    return absl::OkStatus();
+  });
+  CreateQueue("q", 1, absl::Seconds(10), /*max_attempts=*/1);
+  EnqueueN("q", 100);
+  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
+  ConsumerOptions o = Options("q");
+  o.concurrency = 1;
+  o.batch = 100;
+  o.retry_backoff = absl::Milliseconds(50);
+  Consumer c(schema_.Factory(), o, &handler);
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  c.Stop();
+  ExpectExactlyOnce("writes", 99);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items"), 1);
+  const ConsumerStats st = c.stats();
+  EXPECT_EQ(st.acked, 99);
+  EXPECT_EQ(st.dead, 1);
+  EXPECT_EQ(st.fenced, 0);
+  EXPECT_EQ(st.finish_errors, 1);
+  absl::MutexLock l(&mu);
+  for (int i = 0; i < 100; ++i) {
+    const std::string p = absl::StrCat("p", i);
+    EXPECT_EQ(runs[p], i >= 49 && i <= 60 ? 2 : 1) << p;
+  }
+}
+
 // Polls are due by the clock: enqueue notices for one part, arriving faster
 // than the poll interval, must not keep a retry in another, quiet part
 // waiting (it comes due without a notice).
