@@ -5,8 +5,9 @@
 # fresh schema, four times:
 #   1. a fresh schema: the queues are created;
 #   2. the same values again (every helm upgrade): success, queues unchanged;
-#   3. values with another part count: success (the chart leaves an existing queue as it
-#      is), partq's table of existing and requested settings in the log, queue unchanged;
+#   3. values with another part count: the Job fails (the chart sizes replicas by it), with
+#      partq's table of existing and requested settings and a message in the log, queue
+#      unchanged; another max attempts: success, the queue left as it is;
 #   4. with a partq from before idempotent creates as the migration image (stood in for by
 #      a wrapper that fails `queue create` of an existing queue as it did): success;
 # and once against a schema newer than the binary: the Job must fail.
@@ -32,12 +33,12 @@ export PARTQ_DSN=$dsn PARTQ_SCHEMA=$schema
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
-# The migrate container's script for `jobs` with $1 parts (and a second queue that gives
-# fewer settings: partq's defaults for the rest).
+# The migrate container's script for `jobs` with $1 parts and ${2:-3} max attempts (and a
+# second queue that gives fewer settings: partq's defaults for the rest).
 script() {
   cat >"$work/values.yaml" <<VALUES
 queues:
-  - {name: jobs, parts: $1, maxAttempts: 3, sessionTtl: 10s, assignment: lexical}
+  - {name: jobs, parts: $1, maxAttempts: ${2:-3}, sessionTtl: 10s, assignment: lexical}
   - {name: orders, parts: 2, ordered: true}
 worker:
   queue: jobs
@@ -67,10 +68,15 @@ run "$s4" || fail "second run with the same values failed: $(cat "$work/out")"
 grep -q 'queue "jobs" already exists with these settings' "$work/out" || fail "second run: $(cat "$work/out")"
 [[ $(queues) == "$want" ]] || fail "second run changed the queues: '$(queues)'"
 
-run "$(script 8)" || fail "a run with another part count failed: $(cat "$work/out")"
+if run "$(script 8)"; then fail "a run with another part count succeeded: $(cat "$work/out")"; fi
 grep -q 'queue "jobs" already exists with other settings' "$work/out" && grep -qE '^ +parts +4 +8 +<- differs$' "$work/out" &&
-  grep -q 'queue "jobs" left as it is' "$work/out" || fail "another part count: $(cat "$work/out")"
+  grep -q 'queues\[\].parts differs from the queue.s part count' "$work/out" || fail "another part count: $(cat "$work/out")"
 [[ $(queues) == "$want" ]] || fail "another part count changed the queues: '$(queues)'"
+
+run "$(script 4 5)" || fail "a run with another max attempts failed: $(cat "$work/out")"
+grep -qE '^ +max attempts +3 +5 +<- differs$' "$work/out" && grep -q 'queue "jobs" left as it is' "$work/out" ||
+  fail "another max attempts: $(cat "$work/out")"
+[[ $(queues) == "$want" ]] || fail "another max attempts changed the queues: '$(queues)'"
 
 mkdir "$work/old"
 cat >"$work/old/partq" <<OLD
