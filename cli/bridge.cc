@@ -131,7 +131,10 @@ int Ingest(const std::vector<std::string>& argv) {
   while (StopSignals() == 0 && bridge.status().ok()) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  bridge.Stop();
+  // Stop finishes the batch in hand and leaves the consumer group; a
+  // database call or a group leave that hangs (brokers gone) is cut short.
+  StopWithin([&] { bridge.Stop(); }, kIngestStopLimit, "bridge still stopping",
+             "(an uncommitted batch is read again from the stored offsets on the next start)");
   const BridgeIngestStats s = bridge.stats();
   if (!quiet) {
     fprintf(stderr, "partq: bridge stopped: %lld messages in %lld transactions\n",
@@ -183,7 +186,7 @@ int Publish(const std::vector<std::string>& argv) {
   while (StopSignals() == 0) absl::SleepFor(absl::Milliseconds(20));
   // Stop waits for the round in hand at most --drain-timeout; the grace
   // covers a database call or the producer's close that hangs past it.
-  StopWithin([&] { bridge.Stop(); }, o.drain_timeout, "bridge still stopping",
+  StopWithin([&] { bridge.Stop(); }, o.drain_timeout + kStopGrace, "bridge still stopping",
              "(undelivered rows stay in the outbox and go on the next start)");
   const BridgePublishStats s = bridge.stats();
   if (s.left_in_outbox > 0) {

@@ -101,16 +101,16 @@ void InstallStopSignals() {
 
 int StopSignals() { return g_stop_signals.load(); }
 
-void StopWithin(const std::function<void()>& stop, absl::Duration drain_timeout,
-                const std::string& what, const std::string& consequence) {
+void StopWithin(const std::function<void()>& stop, absl::Duration limit, const std::string& what,
+                const std::string& consequence) {
   absl::Notification stopped;
   std::thread stopper([&] {
     stop();
     stopped.Notify();
   });
-  if (!stopped.WaitForNotificationWithTimeout(drain_timeout + kStopGrace)) {
-    fprintf(stderr, "partq: %s %s after the drain timeout; exiting %s\n", what.c_str(),
-            absl::FormatDuration(kStopGrace).c_str(), consequence.c_str());
+  if (!stopped.WaitForNotificationWithTimeout(limit)) {
+    fprintf(stderr, "partq: %s %s after the stop began; exiting %s\n", what.c_str(),
+            absl::FormatDuration(limit).c_str(), consequence.c_str());
     fflush(stderr);
     _exit(1);
   }

@@ -46,13 +46,16 @@ int Usage(const std::string& message);
 // How long past its --drain-timeout a stopping worker or bridge waits for its
 // threads: enough to leave the group and close connections.
 inline constexpr absl::Duration kStopGrace = absl::Seconds(3);
-// Runs `stop` on a thread of its own and waits for it at most
-// `drain_timeout + kStopGrace`. Past that it prints "partq: WHAT 3s after the
-// drain timeout; exiting CONSEQUENCE" and exits the process with status 1:
-// threads still running (a handler that sleeps, a hung call) cannot be
-// joined, and the database rolls back what their connections had open.
-void StopWithin(const std::function<void()>& stop, absl::Duration drain_timeout,
-                const std::string& what, const std::string& consequence);
+// How long a stopping `bridge ingest` (no drain timeout: it finishes the
+// batch in hand) waits for its threads.
+inline constexpr absl::Duration kIngestStopLimit = absl::Seconds(10);
+// Runs `stop` on a thread of its own and waits for it at most `limit`. Past
+// that it prints "partq: WHAT 13s after the stop began; exiting CONSEQUENCE"
+// and exits the process with status 1: threads still running (a handler that
+// sleeps, a hung call) cannot be joined, and the database rolls back what
+// their connections had open.
+void StopWithin(const std::function<void()>& stop, absl::Duration limit, const std::string& what,
+                const std::string& consequence);
 
 // SIGTERM and SIGINT: the first is counted (StopSignals() > 0: stop
 // gracefully), a second exits at once with status 130.

@@ -112,7 +112,7 @@ int CmdWorker(const std::vector<std::string>& argv) {
   // their parts are released (their acks cannot commit: the fence fails),
   // but a handler that runs on (sleeps, hangs) would hold the process for as
   // long, past what --drain-timeout promised.
-  StopWithin([&] { consumer.Stop(); }, o.drain_timeout, "handlers still running",
+  StopWithin([&] { consumer.Stop(); }, o.drain_timeout + kStopGrace, "handlers still running",
              "without them (their items were released and run again elsewhere)");
   const ConsumerStats s = consumer.stats();
   if (!quiet) {

@@ -7,8 +7,10 @@
 #include <librdkafka/rdkafkacpp.h>
 #include <signal.h>
 
+#include <fstream>
 #include <map>
 #include <memory>
+#include <pqxx/pqxx>
 #include <set>
 #include <string>
 #include <tuple>
@@ -23,8 +25,8 @@
 #include "producer/bridge_ingest.h"
 #include "producer/bridge_metrics.h"
 #include "producer/bridge_publish.h"
-#include "tests/testing/pg_env.h"
 #include "tests/kafka/kafka_env.h"
+#include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
 #include "tests/testing/wait.h"
 
@@ -136,6 +138,60 @@ TEST_F(BridgeTest, IngestIsExactlyOnceAcrossSigkillAndRestart) {
        schema_.Q("SELECT partition, next_offset FROM {schema}.kafka_offsets ORDER BY 1")) {
     EXPECT_EQ(std::stoll(*row[1]), high[std::stoi(*row[0])]) << "partition " << *row[0];
   }
+}
+
+// A stopping `partq bridge ingest` whose batch hangs in the database (here:
+// the items table locked by another session) exits 1 after
+// kIngestStopLimit (10 s) instead of waiting for the lock; the batch was not
+// committed, and the next bridge ingests every message exactly once.
+TEST_F(BridgeTest, IngestStopIsBoundedWhenItsBatchHangsInTheDatabase) {
+  CreateQueue();
+  std::vector<KafkaRecord> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 200, 7);
+  auto start = [&](const std::string& log) {
+    return std::make_unique<testing::ChildProcess>(
+        std::vector<std::string>{
+            testing::PartqBinary(), "bridge", "ingest", "--brokers", cluster_.bootstraps(),
+            "--topic", topic_, "--queue", "jobs", "--dsn", schema_.dsn(), "--schema",
+            schema_.name(), "--kafka-config", "session.timeout.ms=6000,heartbeat.interval.ms=500"},
+        std::map<std::string, std::string>{}, log);
+  };
+  const std::string log = ::testing::TempDir() + "partq_bridge_stop_bound.log";
+  std::remove(log.c_str());
+  pqxx::connection locker(schema_.dsn());
+  pqxx::work lock(locker);
+  lock.exec0("LOCK TABLE \"" + schema_.name() + "\".items IN ACCESS EXCLUSIVE MODE");
+  auto first = start(log);
+  // The bridge waits for the lock with a batch in hand.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return schema_.QInt(
+                   "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                   "'Lock' AND application_name = 'partq bridge ingest'") > 0;
+      },
+      absl::Seconds(60)));
+  const absl::Time t0 = absl::Now();
+  first->Signal(SIGTERM);
+  const std::optional<int> status = first->Wait(absl::Seconds(30));
+  const absl::Duration took = absl::Now() - t0;
+  ASSERT_TRUE(status.has_value()) << "still running 30 s after SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
+  EXPECT_GE(took, absl::Seconds(9));
+  EXPECT_LT(took, absl::Seconds(20));  // 10 s, and slack for a loaded machine
+  std::ifstream f(log);
+  const std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(out.find("partq: bridge still stopping 10s after the stop began; exiting (an "
+                     "uncommitted batch is read again from the stored offsets on the next start)"),
+            std::string::npos)
+      << out;
+  lock.abort();
+  EXPECT_EQ(Items(), 0);
+  auto second = start(log);
+  ASSERT_TRUE(WaitFor([&] { return Items() >= 200; }, absl::Seconds(90))) << Items();
+  absl::SleepFor(absl::Seconds(1));
+  second->Signal(SIGTERM);
+  EXPECT_TRUE(second->Wait(absl::Seconds(30)).has_value());
+  EXPECT_EQ(ItemOrigins(), Origins(produced));
+  std::remove(log.c_str());
 }
 
 TEST_F(BridgeTest, IngestSurvivesInjectedFetchErrorsAndBrokersDownAndUp) {
