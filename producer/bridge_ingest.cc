@@ -152,6 +152,7 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb 
           PARTQ_LOG(Warning) << "bridge ingest: kafka: " << m->errstr();
           continue;
         }
+        health_.OnBrokerAnswered();
         Take(*m);
       }
       if (!batch_.empty()) Write();

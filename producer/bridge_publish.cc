@@ -114,6 +114,7 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
     }
     pending_[i].done = true;
     pending_[i].ok = m.err() == RdKafka::ERR_NO_ERROR;
+    if (pending_[i].ok) health_.OnBrokerAnswered();
     if (!pending_[i].ok) {
       PARTQ_LOG(Warning) << "bridge publish: outbox row " << pending_[i].id << " to "
                          << m.topic_name() << ": " << m.errstr();

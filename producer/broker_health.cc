@@ -82,6 +82,11 @@ void BrokerHealth::OnStats(absl::string_view json) {
   }
 }
 
+void BrokerHealth::OnBrokerAnswered() {
+  absl::MutexLock l(&mu_);
+  SetUp(true);
+}
+
 void BrokerHealth::SetUp(bool up) {
   if (up && !up_) {
     if (last_warning_ != absl::InfinitePast()) {  // this outage was warned of

@@ -10,7 +10,8 @@
 // which the bridges set) carry each broker's connection state, so a broker
 // coming up, or none having come up yet, shows within an interval.
 //
-// Not ready until a statistics event shows a broker UP; not ready again from
+// Not ready until a statistics event shows a broker UP (or a broker answered
+// the client: OnBrokerAnswered); not ready again from
 // ERR__ALL_BROKERS_DOWN (or statistics with none UP) until one is UP. While
 // down, a warning naming the brokers is logged at once and then every
 // `warn_every`, when an event arrives. Thread-safe.
@@ -45,6 +46,9 @@ class BrokerHealth {
   // What OnEvent calls: all brokers down; a statistics JSON document.
   void OnAllBrokersDown();
   void OnStats(absl::string_view json);
+  // A broker answered (a delivery confirmed, a message fetched): up, without
+  // waiting for the next statistics (a fast first batch came before them).
+  void OnBrokerAnswered();
 
   // True once a broker is UP and while one stays up; otherwise false with
   // `*reason` naming the brokers (for /readyz).

@@ -37,6 +37,23 @@ TEST(KafkaBrokerHealth, NotReadyUntilABrokerIsUpThenFollowsIt) {
   EXPECT_TRUE(h.Ready(&why));
 }
 
+// A broker that answered (a delivery confirmed, a message fetched) makes the
+// client ready before the first statistics: a publisher that delivered its
+// first rows within the statistics interval said "not connected yet".
+TEST(KafkaBrokerHealth, ABrokerThatAnsweredIsUpBeforeTheFirstStatistics) {
+  ManualClock clock;
+  BrokerHealth h("bridge publish", "b:9092", &clock, absl::Seconds(30));
+  std::string why;
+  EXPECT_FALSE(h.Ready(&why));
+  h.OnBrokerAnswered();
+  EXPECT_TRUE(h.Ready(&why));
+  h.OnStats(kDown);  // the statistics still rule after it
+  EXPECT_FALSE(h.Ready(&why));
+  EXPECT_TRUE(absl::StrContains(why, "Kafka broker")) << why;
+  h.OnBrokerAnswered();
+  EXPECT_TRUE(h.Ready(&why));
+}
+
 TEST(KafkaBrokerHealth, WarnsAtOnceThenEveryIntervalWhileDown) {
   ManualClock clock;
   BrokerHealth h("bridge ingest", "b:9092", &clock, absl::Seconds(30));
