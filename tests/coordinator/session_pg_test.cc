@@ -144,23 +144,29 @@ TEST_F(SessionPgTest, SilentSessionLosesPartsAfterItsTtlAndNotBefore) {
   ASSERT_EQ(b_parts(), 3);
   // Poll ownership with the database clock: while b's parts are still b's,
   // fine; the moment they are not, b's last heartbeat must be >= TTL ago.
+  // clock_timestamp(), read while the query runs (after its snapshot saw the
+  // move), not now(): the poll's transaction may have started before the
+  // move's, which found b expired by its own now() (seen: 1.9997 s).
   const std::string last_hb =
       *schema_.Q("SELECT heartbeat_at::text FROM {schema}.sessions WHERE id = '" + bid + "'")[0][0];
   // `moved_after` is when the move was first seen; `last_still` the last
   // time b still held all three, so the move happened in between.
   absl::Duration moved_after, last_still;
-  ASSERT_TRUE(WaitUntil([&] {
-    auto row = schema_.Q("SELECT (SELECT count(*) FROM {schema}.session_parts WHERE session_id = '" +
-                         bid + "'), extract(epoch FROM now() - '" + last_hb + "'::timestamptz)");
-    const int still = std::stoi(*row[0][0]);
-    const absl::Duration since = absl::Seconds(std::stod(*row[0][1]));
-    if (still == 3) {
-      last_still = since;
-      return false;
-    }
-    moved_after = since;
-    return true;
-  }, absl::Seconds(20)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto row = schema_.Q(
+            "SELECT (SELECT count(*) FROM {schema}.session_parts WHERE session_id = '" + bid +
+            "'), extract(epoch FROM clock_timestamp() - '" + last_hb + "'::timestamptz)");
+        const int still = std::stoi(*row[0][0]);
+        const absl::Duration since = absl::Seconds(std::stod(*row[0][1]));
+        if (still == 3) {
+          last_still = since;
+          return false;
+        }
+        moved_after = since;
+        return true;
+      },
+      absl::Seconds(20)));
   // The move happened in (last_still, moved_after]; it was not before the
   // TTL to within that window, which the polling keeps small.
   EXPECT_GE(moved_after, ttl) << "parts moved before the TTL";
