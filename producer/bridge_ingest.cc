@@ -152,10 +152,12 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb 
           PARTQ_LOG(Warning) << "bridge ingest: kafka: " << m->errstr();
           continue;
         }
-        health_.OnBrokerAnswered();
         Take(*m);
       }
-      if (!batch_.empty()) Write();
+      if (!batch_.empty()) {
+        health_.OnBrokerAnswered();  // once a round, not per message
+        Write();
+      }
       if (fatal_) break;
       // Check on time, and at once when what we wrote since the last count
       // may have pushed the backlog past the high-water mark (a fast topic

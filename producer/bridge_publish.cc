@@ -114,7 +114,6 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
     }
     pending_[i].done = true;
     pending_[i].ok = m.err() == RdKafka::ERR_NO_ERROR;
-    if (pending_[i].ok) health_.OnBrokerAnswered();
     if (!pending_[i].ok) {
       PARTQ_LOG(Warning) << "bridge publish: outbox row " << pending_[i].id << " to "
                          << m.topic_name() << ": " << m.errstr();
@@ -208,6 +207,7 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
         ++per_topic_failed[p.topic];
       }
     }
+    if (!delivered.empty()) health_.OnBrokerAnswered();  // once a round, not per report
     // Until deleted, a delivered row would be sent again: retry the delete.
     // Stopping past the drain timeout, they stay and go again next time.
     // The first delete is tried even past the deadline: rows the brokers
