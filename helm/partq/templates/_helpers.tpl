@@ -159,6 +159,21 @@ securityContext:
   {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- end -}}
 
+{{/* An HTTP probe on the metrics port, for workers and bridge pods: dict "kind"
+(startupProbe, livenessProbe or readinessProbe: /readyz for readiness, /healthz for the
+others) and "probe" (its values; timeoutSeconds optional). */}}
+{{- define "partq.httpProbe" -}}
+{{ .kind }}:
+  httpGet:
+    path: {{ ternary "/readyz" "/healthz" (eq .kind "readinessProbe") }}
+    port: metrics
+  periodSeconds: {{ .probe.periodSeconds }}
+  {{- if hasKey .probe "timeoutSeconds" }}
+  timeoutSeconds: {{ .probe.timeoutSeconds }}
+  {{- end }}
+  failureThreshold: {{ .probe.failureThreshold }}
+{{- end -}}
+
 {{/* The part count of the worker's queue: worker.queueParts, else its entry in queues. */}}
 {{- define "partq.queueParts" -}}
 {{- $parts := int .Values.worker.queueParts -}}
