@@ -17,6 +17,9 @@
 namespace partq {
 namespace {
 
+// The longest one consume() call waits: how late a stop can be seen.
+constexpr int64_t kConsumeSliceMs = 100;
+
 // Kafka headers as the JSON array stored in items.headers:
 // [{"key": K, "value": V}], V null for a null value; a value that is not
 // UTF-8 goes as {"key": K, "value_hex": HEX}.
@@ -145,8 +148,11 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb 
       while (static_cast<int>(batch_.size()) < o_.batch_max && !stop_.load()) {
         const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
         if (left <= 0) break;
-        std::unique_ptr<RdKafka::Message> m(consumer_->consume(static_cast<int>(left)));
-        if (m->err() == RdKafka::ERR__TIMED_OUT) break;
+        // In slices, so a stop is seen within one whatever --batch-wait is
+        // (up to a minute; `partq bridge ingest` gives a stop 10 s in all).
+        std::unique_ptr<RdKafka::Message> m(
+            consumer_->consume(static_cast<int>(std::min<int64_t>(left, kConsumeSliceMs))));
+        if (m->err() == RdKafka::ERR__TIMED_OUT) continue;
         if (m->err() == RdKafka::ERR__PARTITION_EOF) continue;
         if (m->err() != RdKafka::ERR_NO_ERROR) {
           PARTQ_LOG(Warning) << "bridge ingest: kafka: " << m->errstr();
