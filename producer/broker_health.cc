@@ -56,6 +56,7 @@ void BrokerHealth::OnEvent(RdKafka::Event& event) {
 
 void BrokerHealth::OnAllBrokersDown() {
   absl::MutexLock l(&mu_);
+  informed_ = true;
   down_reported_ = true;
   SetUp(false);
   MaybeWarn();
@@ -69,6 +70,7 @@ void BrokerHealth::OnStats(absl::string_view json) {
     any_up = any_up || (b.is_object() && b.value("state", "") == "UP");
   }
   absl::MutexLock l(&mu_);
+  informed_ = true;
   SetUp(any_up);
   if (!any_up) {
     // Statistics come every interval whatever happens, so they pace the
@@ -84,7 +86,7 @@ void BrokerHealth::OnStats(absl::string_view json) {
 
 void BrokerHealth::OnBrokerAnswered() {
   absl::MutexLock l(&mu_);
-  SetUp(true);
+  if (!informed_) SetUp(true);
 }
 
 void BrokerHealth::SetUp(bool up) {

@@ -10,9 +10,10 @@
 // which the bridges set) carry each broker's connection state, so a broker
 // coming up, or none having come up yet, shows within an interval.
 //
-// Not ready until a statistics event shows a broker UP (or a broker answered
-// the client: OnBrokerAnswered); not ready again from
-// ERR__ALL_BROKERS_DOWN (or statistics with none UP) until one is UP. While
+// Not ready until a statistics event shows a broker UP (or, before the first
+// statistics, a broker answered the client: OnBrokerAnswered); not ready
+// again from ERR__ALL_BROKERS_DOWN (or statistics with none UP) until
+// statistics show one UP. While
 // down, a warning naming the brokers is logged at once and then every
 // `warn_every`, when an event arrives. Thread-safe.
 #ifndef PARTQ_PRODUCER_BROKER_HEALTH_H_
@@ -46,8 +47,11 @@ class BrokerHealth {
   // What OnEvent calls: all brokers down; a statistics JSON document.
   void OnAllBrokersDown();
   void OnStats(absl::string_view json);
-  // A broker answered (a delivery confirmed, a message fetched): up, without
-  // waiting for the next statistics (a fast first batch came before them).
+  // A broker answered (a delivery confirmed, a message fetched): up, if no
+  // statistics or all-brokers-down event came yet (a fast first batch comes
+  // before the first statistics). After one, the events rule alone: a
+  // consumer keeps handing out messages it fetched before every broker went
+  // away, and those must not make it ready again.
   void OnBrokerAnswered();
 
   // True once a broker is UP and while one stays up; otherwise false with
@@ -66,6 +70,7 @@ class BrokerHealth {
   const absl::Duration warn_every_;
   mutable absl::Mutex mu_;
   bool seen_up_ ABSL_GUARDED_BY(mu_) = false;  // a broker was UP at some point
+  bool informed_ ABSL_GUARDED_BY(mu_) = false;  // statistics or all-down came
   bool up_ ABSL_GUARDED_BY(mu_) = false;
   bool down_reported_ ABSL_GUARDED_BY(mu_) = false;  // all-down seen (or none UP yet)
   absl::Time down_since_ ABSL_GUARDED_BY(mu_);

@@ -47,11 +47,31 @@ TEST(KafkaBrokerHealth, ABrokerThatAnsweredIsUpBeforeTheFirstStatistics) {
   EXPECT_FALSE(h.Ready(&why));
   h.OnBrokerAnswered();
   EXPECT_TRUE(h.Ready(&why));
-  h.OnStats(kDown);  // the statistics still rule after it
+  h.OnStats(kDown);  // the statistics rule from the first on
   EXPECT_FALSE(h.Ready(&why));
   EXPECT_TRUE(absl::StrContains(why, "Kafka broker")) << why;
   h.OnBrokerAnswered();
+  EXPECT_FALSE(h.Ready(&why));
+  h.OnStats(kUp);
   EXPECT_TRUE(h.Ready(&why));
+}
+
+// A consumer hands out messages it fetched before every broker went away:
+// those rounds neither make it ready again nor hold back the warning.
+TEST(KafkaBrokerHealth, AnswersAfterAllBrokersDownChangeNothing) {
+  ManualClock clock;
+  BrokerHealth h("bridge ingest", "b:9092", &clock, absl::Seconds(30));
+  std::string why;
+  h.OnStats(kUp);
+  h.OnAllBrokersDown();
+  EXPECT_EQ(h.warnings(), 1);
+  for (int i = 0; i < 31; ++i) {
+    clock.Advance(absl::Seconds(1));
+    h.OnBrokerAnswered();
+    EXPECT_FALSE(h.Ready(&why));
+    h.OnStats(kDown);
+  }
+  EXPECT_EQ(h.warnings(), 2);
 }
 
 TEST(KafkaBrokerHealth, WarnsAtOnceThenEveryIntervalWhileDown) {
