@@ -8,7 +8,8 @@
 #   3. every case renders with `helm-template --strict`, passes `k8s-validate`, and equals
 #      its golden rendering under tests/helm/golden/ (UPDATE_GOLDEN=1 rewrites them);
 #   4. bad values fail: a misspelled key (schema), HPA and KEDA together, replicas or
-#      maxReplicas above the part count, no connection, a bridge without brokers.
+#      maxReplicas above the part count, no connection, a bridge without brokers, extraArgs
+#      that set a flag the chart derives the grace period or probes from.
 # Usage: tests/helm/check_chart.sh          (UPDATE_GOLDEN=1 / SYNC_FILES=1 to regenerate)
 set -euo pipefail
 start=$SECONDS

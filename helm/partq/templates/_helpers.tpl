@@ -174,6 +174,23 @@ others) and "probe" (its values; timeoutSeconds optional). */}}
   failureThreshold: {{ .probe.failureThreshold }}
 {{- end -}}
 
+{{/* Refuses extraArgs that set a flag the chart sets from a value other settings follow:
+--metrics-addr (the probes, the scrape port) and, where "drain" names its value,
+--drain-timeout (the grace period). Call with (dict "args" $w.extraArgs "key"
+"worker.extraArgs" "drain" "worker.drainTimeoutSeconds"). */}}
+{{- define "partq.refuseGeneratedFlags" -}}
+{{- $flags := dict "--metrics-addr" "metrics.port" -}}
+{{- if .drain -}}{{- $_ := set $flags "--drain-timeout" .drain -}}{{- end -}}
+{{- range .args -}}
+{{- $arg := toString . -}}
+{{- range $flag, $value := $flags -}}
+{{- if or (eq $arg $flag) (hasPrefix (printf "%s=" $flag) $arg) -}}
+{{- fail (printf "%s: %q is set by the chart from %s, which the grace period or probes follow: set that value instead" $.key $arg $value) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The part count of the worker's queue: worker.queueParts, else its entry in queues. */}}
 {{- define "partq.queueParts" -}}
 {{- $parts := int .Values.worker.queueParts -}}
