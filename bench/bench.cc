@@ -465,10 +465,19 @@ absl::Status Bench::Enqueue(std::map<std::string, std::vector<double>>& rates) {
 absl::Status Bench::Idle(BenchReport& r) {
   const int n = o_.idle_sessions;
   // A server without room for them (--dsn) fails here, before the sessions
-  // start and die one by one on "too many clients".
-  auto free_slots = sql_->Scalar(
-      "SELECT current_setting('max_connections')::int - count(*) FROM pg_stat_activity "
-      "WHERE backend_type = 'client backend'");
+  // start and die one by one on "too many clients". A role other than a
+  // superuser cannot use the reserved slots (PostgreSQL 16 adds
+  // reserved_connections), and sees other roles' backends with a NULL type
+  // (the server's background processes among them: a few slots counted too
+  // many, on the safe side).
+  auto free_slots = sql_->Scalar(R"sql(
+SELECT current_setting('max_connections')::int
+       - CASE WHEN current_setting('is_superuser') = 'on' THEN 0
+              ELSE current_setting('superuser_reserved_connections')::int
+                   + coalesce(nullif(current_setting('reserved_connections', true), '')::int, 0)
+         END
+       - (SELECT count(*) FROM pg_stat_activity
+          WHERE backend_type = 'client backend' OR backend_type IS NULL)::int)sql");
   int64_t free = 0;
   if (free_slots.ok() && absl::SimpleAtoi(*free_slots, &free) &&
       free < int64_t{kIdleConnectionsPerSession} * n) {
