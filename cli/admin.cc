@@ -349,9 +349,10 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
     auto n = producer.EnqueueBatch(queue, batch);
     if (!n.ok()) {
       return absl::Status(n.status().code(),
-                          absl::StrCat(n.status().message(), " (lines ", total + 1, "-",
-                                       total + batch.size(), " not enqueued; ", total,
-                                       " lines before them were)"));
+                          total == 0 ? absl::StrCat(n.status().message(), " (nothing enqueued)")
+                                     : absl::StrCat(n.status().message(), " (lines ", total + 1,
+                                                    " and after not enqueued; the ", total,
+                                                    " lines before them were)"));
     }
     total += *n;
     batch.clear();
@@ -361,9 +362,18 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
     ++line_no;
     if (static_cast<int64_t>(line.size()) > opts->max_payload_bytes) {
       if (absl::Status st = flush(); !st.ok()) return Fail(st);
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "line ", line_no, " is ", line.size(), " bytes; the limit is ", opts->max_payload_bytes,
-          " (--max-payload). ", total, " lines before it were enqueued")));
+      const std::string what =
+          absl::StrCat("line ", line_no, " is ", line.size(), " bytes; the limit is ",
+                       opts->max_payload_bytes, " (--max-payload). ");
+      // Bad input with nothing written is a usage error (2); once earlier
+      // chunks committed it is a failure (1), so a script that retries any
+      // non-zero status on the whole input is told it ran in part.
+      if (total == 0) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(what, "Nothing enqueued")));
+      }
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat(what, "The ", total, " lines before it were enqueued, line ", line_no,
+                       " and after were not: continue with `tail -n +", line_no, "` once fixed")));
     }
     NewItem it = item;
     it.payload = std::move(line);
