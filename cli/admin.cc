@@ -581,12 +581,20 @@ int CmdDead(const std::vector<std::string>& argv) {
     if (r->kept > 0) {
       printf("; %s left dead: a live item has the same dedup key", Count(r->kept, "item").c_str());
     }
-    if (!all && r->requeued + r->kept < static_cast<int64_t>(ids.size())) {
-      printf("; %lld of the ids are not dead items of %s",
-             static_cast<long long>(ids.size() - r->requeued - r->kept), pos[1].c_str());
-    }
     printf("\n");
+    const int64_t missing = all ? 0 : static_cast<int64_t>(ids.size()) - r->requeued - r->kept;
+    if (missing > 0) {
+      // The others were requeued; a script must still see that it asked
+      // for ids that are not there (a typo, another queue, already requeued).
+      return Fail(absl::NotFoundError(
+          absl::StrCat(missing, " of the ", ids.size(), " ids are not dead items of ", pos[1],
+                       " (`partq dead list ", pos[1], "` shows them)")));
+    }
     return 0;
+  }
+  if (!sub.empty()) {
+    return Usage(absl::StrCat("unknown dead subcommand \"", sub,
+                              "\": list QUEUE or requeue QUEUE ID...|--all"));
   }
   return Usage("dead needs a subcommand: list QUEUE or requeue QUEUE ID...|--all");
 }

@@ -173,6 +173,7 @@ TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
 // `partq dead` refuses what it cannot mean before connecting.
 TEST_F(BadInputTest, DeadSubcommandsAndIds) {
   ExpectRejected(With({"dead"}), 2, "dead needs a subcommand");
+  ExpectRejected(With({"dead", "frob", "q"}), 2, "unknown dead subcommand \"frob\"");
   ExpectRejected(With({"dead", "list"}), 2, "usage: partq dead list QUEUE");
   ExpectRejected(With({"dead", "list", "q", "--limit", "0"}), 2, "--limit must be between");
   ExpectRejected(With({"dead", "requeue", "q"}), 2, "usage: partq dead requeue QUEUE ID...");
@@ -180,6 +181,13 @@ TEST_F(BadInputTest, DeadSubcommandsAndIds) {
   ExpectRejected(With({"dead", "requeue", "q", "x1"}), 2, "item id must be a positive whole");
   ExpectRejected(With({"dead", "list", "nosuch"}), 1, "unknown queue \"nosuch\"");
   ExpectRejected(With({"dead", "requeue", "nosuch", "--all"}), 1, "unknown queue \"nosuch\"");
+  // Ids that are not dead items of the queue: exit 1, after requeuing any that were.
+  Result missing = Partq(With({"dead", "requeue", "q", "99999", "99998"}));
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_EQ(missing.out, "requeued 0 items\n");
+  EXPECT_TRUE(absl::StrContains(
+      missing.err, "2 of the 2 ids are not dead items of q (`partq dead list q` shows them)"))
+      << missing.err;
   Result none = Partq(With({"dead", "list", "q", "--json"}));
   EXPECT_EQ(none.code, 0) << none.err;
   EXPECT_EQ(absl::StripAsciiWhitespace(none.out), "[]");
