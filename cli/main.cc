@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "cli/common.h"
 
 int main(int argc, char** argv) {
@@ -28,12 +29,22 @@ int main(int argc, char** argv) {
     const size_t eq = w.find('=');
     const std::string name = w.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     if (!ConnectionFlags().count(name)) break;
-    const size_t n = eq != std::string::npos || words.size() < 2 ? 1 : 2;
+    // `--dsn --schema s` forgot the DSN: the flag goes alone, and the
+    // command's parser says it needs a value.
+    const bool takes_next = eq == std::string::npos && words.size() >= 2 &&
+                            !(words[1].size() > 2 && words[1].rfind("--", 0) == 0);
+    const size_t n = takes_next ? 2 : 1;
     leading.insert(leading.end(), words.begin(), words.begin() + n);
     words.erase(words.begin(), words.begin() + n);
   }
   if (words.empty()) return Usage("a command is missing (partq COMMAND [ARGS]; partq help)");
   const std::string cmd = words[0];
+  if (cmd.size() > 2 && cmd.rfind("--", 0) == 0 && cmd != "--help" && cmd != "--version") {
+    std::vector<std::string> flags;
+    for (const std::string& f : ConnectionFlags()) flags.push_back("--" + f);
+    return Usage("unknown option \"" + cmd + "\" before the command: only connection flags (" +
+                 absl::StrJoin(flags, ", ") + ") may come first");
+  }
   std::vector<std::string> rest(words.begin() + 1, words.end());
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     // `partq help worker` as `partq worker --help`.

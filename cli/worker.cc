@@ -46,6 +46,11 @@ int CmdWorker(const std::vector<std::string>& argv) {
                                  rmax.status()}) {
     if (!st.ok()) return Fail(st);
   }
+  if (*rbase > *rmax) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--retry-base (", absl::FormatDuration(*rbase),
+                     ") must not exceed --retry-max (", absl::FormatDuration(*rmax), ")")));
+  }
   o.concurrency = static_cast<int>(*concurrency);
   o.batch = static_cast<int>(*batch);
   o.drain_timeout = *drain;

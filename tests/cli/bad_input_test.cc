@@ -197,6 +197,12 @@ TEST_F(BadInputTest, DeadSubcommandsAndIds) {
 // in the command's words still ends its options.
 TEST_F(BadInputTest, ConnectionFlagsBeforeTheCommand) {
   ExpectRejected({"--dsn", schema_.dsn()}, 2, "a command is missing");
+  // A flag without its value is named, not the word after it taken for the command.
+  ExpectRejected({"--dsn", "--schema", schema_.name(), "status", "q"}, 2,
+                 "--dsn needs a value (got the option --schema");
+  ExpectRejected({"--schema", schema_.name(), "--bogus", "enqueue", "q", "x"}, 2,
+                 "unknown option \"--bogus\" before the command: only connection flags "
+                 "(--dsn, --max-payload, --schema) may come first");
   Result r = Partq({"--dsn", schema_.dsn(), "--schema=" + schema_.name(), "enqueue", "q", "--",
                     "--odd"});
   EXPECT_EQ(r.code, 0) << r.err;
@@ -434,6 +440,8 @@ TEST_F(BadInputTest, MalformedDurationsAndNumbers) {
   ExpectRejected(With({"enqueue", "q", "--priority", "high", "x"}), 2, "is not a whole number");
   ExpectRejected(With({"enqueue", "q", "--stdin", "--chunk", "0"}), 2,
                  "--chunk must be between 1 and 1000000", "a\n");
+  ExpectRejected(With({"worker", "q", "--retry-base", "10s", "--retry-max", "1s"}), 2,
+                 "--retry-base (10s) must not exceed --retry-max (1s)");
   ExpectRejected(With({"worker", "q", "--concurrency", "0"}), 2,
                  "--concurrency must be between 1 and 1024");
   ExpectRejected(With({"worker", "q", "--batch", "100000"}), 2, "--batch must be between");
