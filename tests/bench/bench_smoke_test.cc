@@ -20,8 +20,9 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
   std::remove(plot.c_str());
   // The embedded server unless PARTQ_TEST_DSN points elsewhere.
   std::string env;
-  if (const char* dsn = std::getenv("PARTQ_TEST_DSN"))
+  if (const char* dsn = std::getenv("PARTQ_TEST_DSN")) {
     env = std::string("PARTQ_DSN='") + dsn + "' ";
+  }
   const std::string cmd = env + PARTQ_BINARY +
                           " bench --items 2000 --sessions 1,2 --batch 10 --rounds 1"
                           " --steady-rate 500 --steady-seconds 0.5 --idle-sessions 4"
