@@ -34,7 +34,7 @@
 #include "bench/tracking_store.h"
 #include "consumer/builtin_handlers.h"
 #include "consumer/consumer.h"
-#include "coordinator/log.h"
+#include "base/log.h"
 
 namespace partq::bench {
 namespace {

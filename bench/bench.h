@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "coordinator/pg_store.h"
+#include "pg/pg_store.h"
 
 namespace partq::bench {
 

@@ -15,7 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "coordinator/store.h"
+#include "store/store.h"
 
 namespace partq::bench {
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "cli/common.h"
-#include "coordinator/pg_store.h"
+#include "pg/pg_store.h"
 #include "coordinator/queue_collector.h"
 #include "producer/producer.h"
 

@@ -21,8 +21,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/common.h"
-#include "coordinator/embedded_postgres.h"
-#include "coordinator/log.h"
+#include "pg/embedded_postgres.h"
+#include "base/log.h"
 
 namespace partq::cli {
 namespace {

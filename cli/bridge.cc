@@ -1,4 +1,4 @@
-// partq bridge ingest|publish: the Kafka bridge (producer/bridge_*.h) until
+// partq bridge ingest|publish: the Kafka bridge (bridge/bridge_*.h) until
 // SIGTERM/SIGINT.
 
 #include <cstdio>
@@ -10,10 +10,10 @@
 #include "absl/time/clock.h"
 #include "cli/common.h"
 #include "cli/http_server.h"
-#include "coordinator/log.h"
-#include "producer/bridge_ingest.h"
-#include "producer/bridge_metrics.h"
-#include "producer/bridge_publish.h"
+#include "base/log.h"
+#include "bridge/bridge_ingest.h"
+#include "bridge/bridge_metrics.h"
+#include "bridge/bridge_publish.h"
 
 namespace partq::cli {
 namespace {
@@ -116,7 +116,7 @@ int Ingest(const std::vector<std::string>& argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   BridgeMetrics metrics(*registry);
   InstallStopSignals();  // first: stop (publish: drain); second: exit at once
-  BridgeIngest bridge(PgStoreFactory(*pg), o, &metrics);
+  BridgeIngest bridge(PgBridgeStoreFactory(*pg), o, &metrics);
   // Served before the bridge joins its consumer group: a bad --metrics-addr
   // then stops nothing that started (and /readyz says not ready until then).
   auto http =
@@ -176,7 +176,7 @@ int Publish(const std::vector<std::string>& argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   BridgeMetrics metrics(*registry);
   InstallStopSignals();  // first: stop (publish: drain); second: exit at once
-  BridgePublish bridge(PgStoreFactory(*pg), o, &metrics);
+  BridgePublish bridge(PgBridgeStoreFactory(*pg), o, &metrics);
   auto http =
       ServeMetrics(*args, registry, [&bridge](std::string* why) { return bridge.Ready(why); });
   if (!http.ok()) return Fail(http.status());

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "coordinator/log.h"
+#include "base/log.h"
 
 namespace partq::cli {
 

@@ -12,9 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cli/args.h"
-#include "coordinator/pg_store.h"
+#include "pg/pg_store.h"
 #include "absl/time/time.h"
-#include "coordinator/store.h"
+#include "store/store.h"
 
 namespace partq::cli {
 

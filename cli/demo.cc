@@ -28,8 +28,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "cli/common.h"
-#include "coordinator/embedded_postgres.h"
-#include "coordinator/pg_store.h"
+#include "pg/embedded_postgres.h"
+#include "pg/pg_store.h"
 
 namespace partq::cli {
 namespace {

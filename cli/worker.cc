@@ -10,7 +10,7 @@
 #include "consumer/builtin_handlers.h"
 #include "consumer/consumer.h"
 #include "consumer/metrics.h"
-#include "coordinator/log.h"
+#include "base/log.h"
 
 namespace partq::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "consumer/metrics.h"
-#include "coordinator/log.h"
+#include "base/log.h"
 #include "coordinator/queue_collector.h"
 
 namespace partq {
@@ -670,10 +670,8 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
   absl::Duration item_cost = batch.item_cost;
   for (int round = 0; group.size() >= 2 && round < kGroupRounds; ++round) {
     const absl::Time s0 = absl::Now();
-    auto sp = tx.Exec("SAVEPOINT partq_group");
+    if (absl::Status sp = tx.Savepoint("partq_group"); !sp.ok()) return sp;
     const absl::Duration savepoint_cost = 2 * (absl::Now() - s0);  // with its RELEASE
-    const bool savepoints = sp.ok();
-    if (!sp.ok() && !absl::IsUnimplemented(sp.status())) return sp.status();
     if (!GroupRoundPays(RerunFailureRate(), group.size(), item_cost, savepoint_cost)) break;
     std::vector<HandlerCall*> calls_of_group;
     const absl::Time t0 = absl::Now();
@@ -695,18 +693,14 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
     const bool ok = told && std::all_of(statuses.begin(), statuses.end(),
                                         [](const absl::Status& st) { return st.ok(); });
     if (ok) {
-      if (savepoints) {
-        if (auto r = tx.Exec("RELEASE SAVEPOINT partq_group"); !r.ok()) return r.status();
-      }
+      if (absl::Status r = tx.ReleaseSavepoint("partq_group"); !r.ok()) return r;
       NoteRerun(group.size(), 0);
-      if (savepoints) ++kept_savepoints;
+      ++kept_savepoints;
       for (size_t k : group) ack(run_index[k]);
       group.clear();
       break;
     }
-    if (savepoints) {
-      if (auto r = tx.Exec("ROLLBACK TO SAVEPOINT partq_group"); !r.ok()) return r.status();
-    }
+    if (absl::Status r = tx.RollbackToSavepoint("partq_group"); !r.ok()) return r;
     for (size_t k : group) calls[run_index[k]].result.reset();
     if (!told) break;  // it cannot say which: all of them alone
     std::vector<size_t> still;
@@ -724,39 +718,31 @@ absl::StatusOr<std::vector<Outcome>> Consumer::RunHandlers(Tx& tx, absl::Span<co
   // its own; one is open at a time); after a failure, the ROLLBACK TO that
   // undid its writes leaves the savepoint in place, clean. The last one is
   // left to the commit.
-  bool savepoints = true;  // false: the store has none (MemStore)
-  bool open = false;       // partq_item is established
-  bool holds = false;      // and holds an acked item's writes
+  bool open = false;   // partq_item is established
+  bool holds = false;  // and holds an acked item's writes
   for (size_t k : alone) {
     const size_t i = run_index[k];
-    if (savepoints && kept_savepoints >= kMaxKeptSavepoints) {
+    if (kept_savepoints >= kMaxKeptSavepoints) {
       outcomes[i].id = items[i].id;
       outcomes[i].part = items[i].part;
       outcomes[i].kind = Outcome::Kind::kLeave;
       batch.left.push_back(items[i].id);
       continue;
     }
-    if (savepoints && (!open || holds)) {
-      absl::Status sp = open ? tx.ExecScript("RELEASE SAVEPOINT partq_item; SAVEPOINT partq_item")
-                             : tx.Exec("SAVEPOINT partq_item").status();
-      if (!open && absl::IsUnimplemented(sp)) {
-        savepoints = false;
-      } else if (!sp.ok()) {
-        return sp;
-      }
-      open = savepoints;
+    if (!open || holds) {
+      absl::Status sp = open ? tx.RenewSavepoint("partq_item") : tx.Savepoint("partq_item");
+      if (!sp.ok()) return sp;
+      open = true;
       holds = false;
     }
     const absl::Status st = run_alone(i);
     if (unblamed[k]) NoteRerun(1, st.ok() ? 0 : 1);
     if (st.ok()) {
       holds = true;
-      if (savepoints) ++kept_savepoints;
+      ++kept_savepoints;
       ack(i);
     } else {
-      if (savepoints) {
-        if (auto r = tx.Exec("ROLLBACK TO SAVEPOINT partq_item"); !r.ok()) return r.status();
-      }
+      if (absl::Status r = tx.RollbackToSavepoint("partq_item"); !r.ok()) return r;
       outcomes[i] = Failure(items[i], std::string(st.message()));
     }
   }

@@ -59,7 +59,7 @@
 #include "consumer/backoff.h"
 #include "consumer/handler.h"
 #include "coordinator/session.h"
-#include "coordinator/store.h"
+#include "store/store.h"
 
 namespace partq {
 

@@ -27,8 +27,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "coordinator/store.h"
-#include "coordinator/types.h"
+#include "store/store.h"
+#include "store/types.h"
 
 namespace partq {
 

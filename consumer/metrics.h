@@ -11,7 +11,7 @@
 
 #include "absl/time/time.h"
 #include "coordinator/session_metrics.h"
-#include "coordinator/store.h"
+#include "store/store.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"

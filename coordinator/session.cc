@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "coordinator/log.h"
+#include "base/log.h"
 #include "partitioner/assign.h"
 
 namespace partq {

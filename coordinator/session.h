@@ -36,8 +36,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/session_metrics.h"
-#include "coordinator/store.h"
-#include "coordinator/types.h"
+#include "store/store.h"
+#include "store/types.h"
 
 namespace partq {
 

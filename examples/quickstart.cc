@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "consumer/consumer.h"
-#include "coordinator/pg_store.h"
+#include "pg/pg_store.h"
 #include "producer/producer.h"
 
 int main(int argc, char** argv) {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
-#include "coordinator/pg_store.h"
+#include "store/validate.h"
 
 namespace {
 

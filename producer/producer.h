@@ -10,7 +10,7 @@
 // duplicate=true); once it finished, the key is free again.
 //
 // To enqueue inside your own libpqxx transaction (the item exists exactly when
-// it commits), use EnqueueInTx from coordinator/pg_store.h.
+// it commits), use EnqueueInTx from pg/pg_store.h, or Tx::Enqueue in a handler.
 //
 // Metrics: given a ProducerMetrics (producer/metrics.h), a Producer counts the
 // items it enqueued (partq_items_enqueued_total).
@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "coordinator/store.h"
+#include "store/store.h"
 #include "producer/metrics.h"
 
 namespace partq {

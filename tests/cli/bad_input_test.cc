@@ -21,7 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "coordinator/embedded_postgres.h"
+#include "pg/embedded_postgres.h"
 #include "gtest/gtest.h"
 #include "tests/observability/scrape.h"
 #include "tests/testing/pg_env.h"

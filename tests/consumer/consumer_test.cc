@@ -14,7 +14,7 @@
 #include "absl/time/clock.h"
 #include "bench/tracking_store.h"
 #include "consumer/builtin_handlers.h"
-#include "coordinator/pg_store.h"
+#include "pg/pg_store.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
 #include "producer/producer.h"

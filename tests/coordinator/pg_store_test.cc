@@ -2,7 +2,7 @@
 // invariants of DESIGN.md that the database enforces, and the error mapping.
 // Each test gets a fresh schema (TestSchema). Timings printed here are
 // informational; no test fails because the machine is slow.
-#include "coordinator/pg_store.h"
+#include "pg/pg_store.h"
 
 #include <algorithm>
 #include <atomic>
@@ -27,10 +27,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "coordinator/migrations.h"
-#include "coordinator/pg_connection.h"
-#include "coordinator/pg_store_internal.h"
-#include "coordinator/store.h"
+#include "pg/migrations.h"
+#include "pg/pg_connection.h"
+#include "pg/pg_store_internal.h"
+#include "store/store.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
 #include "tests/testing/pg_env.h"
@@ -108,6 +108,8 @@ class PgStoreTest : public ::testing::Test {
   void SetUp() override {
     store_ = schema_.NewStore();
     ASSERT_NE(store_, nullptr);
+    bridge_ = schema_.NewBridgeStore();
+    ASSERT_NE(bridge_, nullptr);
   }
 
   void MakeQueue(const std::string& name, int parts, absl::Duration ttl = absl::Seconds(10),
@@ -207,6 +209,7 @@ class PgStoreTest : public ::testing::Test {
 
   TestSchema schema_;
   std::unique_ptr<Store> store_;
+  std::unique_ptr<BridgeStore> bridge_;  // the same database, for the Kafka bridge's operations
 };
 
 // --- schema -------------------------------------------------------------------------
@@ -486,14 +489,14 @@ TEST_F(PgStoreTest, DeleteQueueForgetsTheBridgesOffsetsIntoIt) {
     r.queue = queue;
     r.messages = {{"events", 0, 41, std::string("k"), "m41", std::nullopt}};
     r.offsets = {{"events", 0, std::nullopt, 42}};
-    ASSERT_OK(store_->IngestKafka(r));
+    ASSERT_OK(bridge_->IngestKafka(r));
   }
   ASSERT_OK(store_->DeleteQueue("q", QueueContents::kDelete));
   MakeQueue("q", 2);
-  auto offsets = store_->ReadKafkaOffsets("q", "events");
+  auto offsets = bridge_->ReadKafkaOffsets("q", "events");
   ASSERT_OK(offsets);
   EXPECT_TRUE(offsets->empty());
-  auto kept = store_->ReadKafkaOffsets("other", "events");
+  auto kept = bridge_->ReadKafkaOffsets("other", "events");
   ASSERT_OK(kept);
   ASSERT_EQ(kept->size(), 1u);
   EXPECT_EQ((*kept)[0].next_offset, 42);
@@ -548,8 +551,8 @@ TEST_F(PgStoreTest, BatchWritersRacingQueueDeleteLeaveNoItemsBehind) {
   std::thread del([&] { deleted = deleter->DeleteQueue("q", QueueContents::kRefuse).status(); });
   ASSERT_TRUE(WaitUntil([&] { return waiters() == 1; })) << "the delete waits for the enqueue";
 
-  std::unique_ptr<Store> copier = schema_.NewStore(), inserter = schema_.NewStore(),
-                         ingester = schema_.NewStore();
+  std::unique_ptr<Store> copier = schema_.NewStore(), inserter = schema_.NewStore();
+  std::unique_ptr<BridgeStore> ingester = schema_.NewBridgeStore();
   absl::Status copied, inserted, ingested;
   std::thread copy([&] {
     copied = copier->EnqueueBatch("q", {Payload("a"), Payload("b")}).status();
@@ -2117,7 +2120,7 @@ class DeadLetterTopicTest : public PgStoreTest {
     r.queue = queue;
     r.messages = messages;
     r.offsets = {{"events", 0, std::nullopt, messages.back().offset + 1}};
-    ASSERT_OK(store_->IngestKafka(r));
+    ASSERT_OK(bridge_->IngestKafka(r));
   }
   static KafkaMessage Message(int64_t offset, std::optional<std::string> key,
                               std::optional<std::string> headers = std::nullopt) {
@@ -2230,7 +2233,7 @@ TEST_F(DeadLetterTopicTest, FinishWritesOneOutboxRowPerDeadItemWithContextHeader
   EXPECT_EQ(Count("dead_items", "headers @> '[{\"key\":\"seq\",\"value\":\"0\"}]'"), 1);
   EXPECT_EQ(Count("dead_items", "payload = 'local' AND origin_topic IS NULL"), 1);
   // What the publisher reads back: the key's raw bytes.
-  ASSERT_OK_AND_ASSIGN(std::vector<OutboxRow> out, store_->ReadOutbox(10));
+  ASSERT_OK_AND_ASSIGN(std::vector<OutboxRow> out, bridge_->ReadOutbox(10));
   ASSERT_EQ(out.size(), 6u);
   EXPECT_EQ(out[1].key, std::optional<std::string>(std::string("\xff\x00z", 3)));
   EXPECT_EQ(out[2].key, std::optional<std::string>("\\x41"));

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "coordinator/embedded_postgres.h"
+#include "pg/embedded_postgres.h"
 #include "coordinator/session.h"
 #include "gtest/gtest.h"
 #include "tests/testing/wait.h"

@@ -10,7 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "coordinator/mem_store.h"
+#include "store/mem_store.h"
 #include "gtest/gtest.h"
 #include "tests/testing/wait.h"
 

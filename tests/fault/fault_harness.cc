@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "coordinator/pg_store.h"
+#include "pg/pg_store.h"
 #include "gtest/gtest.h"
 
 namespace partq::testing {

@@ -27,7 +27,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "coordinator/embedded_postgres.h"
+#include "pg/embedded_postgres.h"
 #include "tests/testing/process.h"
 
 namespace partq::testing {

@@ -1,4 +1,4 @@
-// The Kafka bridge (producer/bridge_*.h, `partq bridge`) on librdkafka's mock
+// The Kafka bridge (bridge/bridge_*.h, `partq bridge`) on librdkafka's mock
 // cluster and a real PostgreSQL: exactly-once ingest across SIGKILL, per-key
 // order, injected request errors, brokers down/up, backpressure, publish
 // without duplicates, and kcat on the wire.
@@ -20,11 +20,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "coordinator/pg_store.h"
+#include "pg/pg_store.h"
 #include "gtest/gtest.h"
-#include "producer/bridge_ingest.h"
-#include "producer/bridge_metrics.h"
-#include "producer/bridge_publish.h"
+#include "bridge/bridge_ingest.h"
+#include "bridge/bridge_metrics.h"
+#include "bridge/bridge_publish.h"
 #include "tests/kafka/kafka_env.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
@@ -207,7 +207,7 @@ TEST_F(BridgeTest, IngestStopsPromptlyWithALongBatchWait) {
   std::vector<KafkaRecord> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 120, 5);
   BridgeIngestOptions o = IngestOptions();
   o.batch_wait = absl::Seconds(60);  // two full batches of 50, then 20 in hand
-  BridgeIngest bridge(schema_.Factory(), o, nullptr);
+  BridgeIngest bridge(schema_.BridgeFactory(), o, nullptr);
   ASSERT_TRUE(bridge.Start().ok());
   ASSERT_TRUE(WaitFor([&] { return Items() >= 100; }, absl::Seconds(60))) << Items();
   absl::SleepFor(absl::Seconds(1));  // the last 20 are read and wait for more
@@ -223,7 +223,7 @@ TEST_F(BridgeTest, IngestSurvivesInjectedFetchErrorsAndBrokersDownAndUp) {
   CreateQueue();
   auto registry = std::make_shared<prometheus::Registry>();
   BridgeMetrics metrics(*registry);
-  BridgeIngest bridge(schema_.Factory(), IngestOptions(), &metrics);
+  BridgeIngest bridge(schema_.BridgeFactory(), IngestOptions(), &metrics);
   ASSERT_TRUE(bridge.Start().ok());
   std::vector<KafkaRecord> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 500, 11);
   rd_kafka_mock_push_request_errors(cluster_.get(), kApiFetch, 6,
@@ -259,7 +259,7 @@ TEST_F(BridgeTest, IngestPausesAboveHighWaterAndResumesBelowLowWater) {
   // all 1000 messages are in (one batch of up to 1000 could take them all at
   // once, and did on a CI run).
   o.batch_max = 50;
-  BridgeIngest bridge(schema_.Factory(), o, nullptr);
+  BridgeIngest bridge(schema_.BridgeFactory(), o, nullptr);
   ASSERT_TRUE(bridge.Start().ok());
   std::vector<KafkaRecord> produced = ProduceKeyed(cluster_.bootstraps(), topic_, 1000, 13);
   ASSERT_TRUE(WaitFor([&] { return bridge.stats().paused; }, absl::Seconds(60)));
@@ -288,7 +288,7 @@ TEST_F(BridgeTest, IngestPausesAboveHighWaterAndResumesBelowLowWater) {
 
 TEST_F(BridgeTest, AStaleOffsetIsRefusedAndWritesNothing) {
   CreateQueue();
-  auto store = schema_.NewStore();
+  auto store = schema_.NewBridgeStore();
   KafkaIngestRequest r;
   r.queue = "jobs";
   r.messages = {{topic_, 0, 0, std::string("a"), "x", std::nullopt}};
@@ -324,7 +324,7 @@ TEST_F(BridgeTest, PublishUnderRetriableErrorsHasNoDuplicatesAndKeepsKeyOrder) {
   o.batch = 100;
   auto registry = std::make_shared<prometheus::Registry>();
   BridgeMetrics metrics(*registry);
-  BridgePublish bridge(schema_.Factory(), o, &metrics);
+  BridgePublish bridge(schema_.BridgeFactory(), o, &metrics);
   ASSERT_TRUE(bridge.Start().ok());
   // A broker outage mid-way: rows wait, none is lost.
   absl::SleepFor(absl::Milliseconds(200));
@@ -351,7 +351,7 @@ TEST_F(BridgeTest, PublishUnderRetriableErrorsHasNoDuplicatesAndKeepsKeyOrder) {
 TEST_F(BridgeTest, KcatProducesIntoIngestAndConsumesThePublishedTopic) {
   CreateQueue();
   cluster_.CreateTopic("out", 1);
-  BridgeIngest ingest(schema_.Factory(), IngestOptions(), nullptr);
+  BridgeIngest ingest(schema_.BridgeFactory(), IngestOptions(), nullptr);
   ASSERT_TRUE(ingest.Start().ok());
   std::string out;
   ASSERT_EQ(testing::RunCommand({"/usr/bin/kcat", "-P", "-b", cluster_.bootstraps(), "-t", topic_, "-K",
@@ -368,7 +368,7 @@ TEST_F(BridgeTest, KcatProducesIntoIngestAndConsumesThePublishedTopic) {
             "('out', convert_to('x', 'UTF8'), convert_to('published', 'UTF8'))");
   BridgePublishOptions po;
   po.brokers = cluster_.bootstraps();
-  BridgePublish publish(schema_.Factory(), po, nullptr);
+  BridgePublish publish(schema_.BridgeFactory(), po, nullptr);
   ASSERT_TRUE(publish.Start().ok());
   ASSERT_TRUE(WaitFor([&] { return schema_.QInt("SELECT count(*) FROM {schema}.outbox") == 0; },
                       absl::Seconds(60)));

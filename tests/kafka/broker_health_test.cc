@@ -1,12 +1,12 @@
-// producer/broker_health.h on a ManualClock: readiness from the all-brokers-
+// bridge/broker_health.h on a ManualClock: readiness from the all-brokers-
 // down event and from statistics, and a warning that repeats every interval
 // while no broker is reachable instead of once (or on every event).
-#include "producer/broker_health.h"
+#include "bridge/broker_health.h"
 
 #include <string>
 
 #include "absl/strings/match.h"
-#include "coordinator/clock.h"
+#include "base/clock.h"
 #include "gtest/gtest.h"
 
 namespace partq {

@@ -15,8 +15,8 @@
 #include "consumer/handler.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "producer/bridge_ingest.h"
-#include "producer/bridge_publish.h"
+#include "bridge/bridge_ingest.h"
+#include "bridge/bridge_publish.h"
 #include "tests/kafka/kafka_env.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
@@ -102,7 +102,7 @@ TEST_F(KafkaDeadLetterTest, DeadItemsReachTheTopicAsTheyCameWithConnectStyleCont
   in.topic = "events";
   in.queue = "jobs";
   in.kafka_config = {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}};
-  BridgeIngest ingest(schema_.Factory(), in, nullptr);
+  BridgeIngest ingest(schema_.BridgeFactory(), in, nullptr);
   ASSERT_TRUE(ingest.Start().ok());
   ASSERT_TRUE(testing::WaitUntil([&] { return Count("items") == kMessages; })) << Count("items");
   ingest.Stop();
@@ -129,7 +129,7 @@ TEST_F(KafkaDeadLetterTest, DeadItemsReachTheTopicAsTheyCameWithConnectStyleCont
 
   BridgePublishOptions out;
   out.brokers = cluster_.bootstraps();
-  BridgePublish publish(schema_.Factory(), out, nullptr);
+  BridgePublish publish(schema_.BridgeFactory(), out, nullptr);
   ASSERT_TRUE(publish.Start().ok());
   ASSERT_TRUE(testing::WaitUntil([&] { return Count("outbox") == 0; }));
   publish.Stop();

@@ -16,7 +16,7 @@
 #include "consumer/consumer.h"
 #include "consumer/handler.h"
 #include "gtest/gtest.h"
-#include "producer/bridge_ingest.h"
+#include "bridge/bridge_ingest.h"
 #include "tests/kafka/kafka_env.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/wait.h"
@@ -105,7 +105,7 @@ TEST(KafkaKeyOrder, EachKeyIsAckedInTopicOrderWhileSessionsJoinAndLeave) {
   in.queue = "jobs";
   in.batch_max = 20;  // items keep arriving while the sessions work
   in.kafka_config = {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}};
-  BridgeIngest ingest(schema.Factory(), in, nullptr);
+  BridgeIngest ingest(schema.BridgeFactory(), in, nullptr);
   ASSERT_TRUE(ingest.Start().ok());
 
   produce_half(0);

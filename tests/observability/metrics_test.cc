@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "coordinator/mem_store.h"
+#include "store/mem_store.h"
 #include "coordinator/queue_collector.h"
 #include "coordinator/session.h"
 #include "coordinator/session_metrics.h"
 #include "gtest/gtest.h"
-#include "producer/bridge_metrics.h"
+#include "bridge/bridge_metrics.h"
 #include "producer/metrics.h"
 #include "producer/producer.h"
 #include "tests/observability/scrape.h"

@@ -7,7 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "coordinator/migrations.h"
+#include "pg/migrations.h"
 #include "gtest/gtest.h"
 
 namespace partq::testing {
@@ -109,7 +109,17 @@ std::unique_ptr<Store> TestSchema::NewStore() const {
   return std::move(*store);
 }
 
+std::unique_ptr<BridgeStore> TestSchema::NewBridgeStore() const {
+  auto store = ConnectPgBridge(options());
+  if (!store.ok()) {
+    ADD_FAILURE() << "connect: " << store.status();
+    return nullptr;
+  }
+  return std::move(*store);
+}
+
 StoreFactory TestSchema::Factory() const { return PgStoreFactory(options()); }
+BridgeStoreFactory TestSchema::BridgeFactory() const { return PgBridgeStoreFactory(options()); }
 
 std::vector<std::vector<std::optional<std::string>>> TestSchema::Q(const std::string& sql) const {
   return Query(dsn_, WithSchema(sql, name_));

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/embedded_postgres.h"
-#include "coordinator/pg_store.h"
-#include "coordinator/store.h"
+#include "pg/embedded_postgres.h"
+#include "pg/pg_store.h"
+#include "store/store.h"
 
 namespace partq::testing {
 
@@ -40,6 +40,9 @@ class TestSchema {
   // A new connected store on this schema (fails the test if it cannot connect).
   std::unique_ptr<Store> NewStore() const;
   StoreFactory Factory() const;
+  // The same for the Kafka bridge's operations.
+  std::unique_ptr<BridgeStore> NewBridgeStore() const;
+  BridgeStoreFactory BridgeFactory() const;
   // `sql` with {schema} replaced by the schema's name, run and returned.
   std::vector<std::vector<std::optional<std::string>>> Q(const std::string& sql) const;
   int64_t QInt(const std::string& sql) const;

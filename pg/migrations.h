@@ -1,0 +1,27 @@
+// partq's versioned schema. Migration N turns version N-1 into version N; all
+// statements use the placeholder {schema} for the (validated) schema name.
+#ifndef PARTQ_PG_MIGRATIONS_H_
+#define PARTQ_PG_MIGRATIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace partq {
+
+struct Migration {
+  int version;
+  const char* description;
+  const char* sql;  // with {schema} placeholders
+};
+
+// All migrations in version order; the last one's version is kSchemaVersion.
+const std::vector<Migration>& Migrations();
+
+// `sql` with {schema} replaced by the quoted schema name.
+std::string WithSchema(absl::string_view sql, absl::string_view schema);
+
+}  // namespace partq
+
+#endif  // PARTQ_PG_MIGRATIONS_H_

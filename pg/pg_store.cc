@@ -1,0 +1,805 @@
+// PgStore: connection handling, error mapping, schema, queues and sessions.
+// Items live in pg_store_items.cc, the SQL in pg_store_sql.cc.
+#include "pg/pg_store.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "partitioner/part.h"
+#include "pg/migrations.h"
+#include "pg/pg_store_internal.h"
+
+namespace partq {
+
+std::string ChannelFor(absl::string_view schema, absl::string_view queue) {
+  // Two murmur2 hashes (stable across processes and builds, unlike
+  // absl::Hash) of differently prefixed inputs make 64 bits: a channel name
+  // of fixed length whatever the names, and a collision only costs a
+  // spurious wake-up.
+  const std::string full = absl::StrCat(schema, ".", queue);
+  const uint32_t hi = Murmur2(full);
+  const uint32_t lo = Murmur2(absl::StrCat("partq:", full));
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%08x%08x", hi, lo);
+  return absl::StrCat("partq_", buf);
+}
+
+namespace pg_internal {
+
+// --- errors -----------------------------------------------------------------------
+
+std::string CleanMessage(absl::string_view message) {
+  absl::string_view m = absl::StripAsciiWhitespace(message);
+  for (absl::string_view prefix : {"ERROR:", "FATAL:", "PANIC:"}) {
+    if (absl::ConsumePrefix(&m, prefix)) {
+      m = absl::StripLeadingAsciiWhitespace(m);
+      break;
+    }
+  }
+  return std::string(m);
+}
+
+std::string SchemaFlag(absl::string_view schema) {
+  return schema == PgOptions().schema ? "" : absl::StrCat(" --schema ", schema);
+}
+
+namespace {
+
+// "`partq migrate`" as the user must type it to fix a missing or old schema.
+std::string MigrateCommand(absl::string_view schema) {
+  return absl::StrCat("`partq migrate", SchemaFlag(schema), "`");
+}
+
+absl::Status FromSqlState(absl::string_view sqlstate, const std::string& prefix,
+                          const std::string& msg, absl::string_view schema, bool* drop) {
+  auto text = [&](absl::string_view extra) { return absl::StrCat(prefix, extra, msg); };
+  absl::string_view cls = sqlstate.substr(0, 2);
+  if (cls == "08" || sqlstate == "57P01" || sqlstate == "57P02" || sqlstate == "57P03") {
+    *drop = true;
+    return absl::UnavailableError(text("database connection lost: "));
+  }
+  if (sqlstate == "40001" || sqlstate == "40P01") {
+    return absl::AbortedError(text("transaction conflict, retry: "));
+  }
+  if (sqlstate == "42P01" || sqlstate == "3F000" || sqlstate == "42883") {
+    // A missing relation in our schema means `partq migrate` never ran there.
+    if (!schema.empty() && absl::StrContains(msg, absl::StrCat(schema, "."))) {
+      return absl::FailedPreconditionError(absl::StrCat(prefix, "partq schema \"", schema,
+                                                        "\" not found (or incomplete): run ",
+                                                        MigrateCommand(schema), " (", msg, ")"));
+    }
+    if (!schema.empty() && sqlstate == "3F000") {
+      return absl::FailedPreconditionError(absl::StrCat(prefix, "partq schema \"", schema,
+                                                        "\" not found: run ",
+                                                        MigrateCommand(schema), " (", msg, ")"));
+    }
+    return absl::InternalError(text(""));
+  }
+  if (sqlstate == "23505") return absl::AlreadyExistsError(text(""));
+  if (sqlstate == "23503") return absl::FailedPreconditionError(text(""));
+  if (cls == "22") return absl::InvalidArgumentError(text("invalid value: "));
+  if (sqlstate == "57014") return absl::DeadlineExceededError(text("statement canceled: "));
+  if (sqlstate == "42501") return absl::PermissionDeniedError(text(""));
+  if (cls == "53") {
+    if (sqlstate == "53300") *drop = true;
+    return absl::ResourceExhaustedError(text("database out of resources: "));
+  }
+  return absl::InternalError(text(""));
+}
+
+}  // namespace
+
+PgError ClassifyException(std::exception_ptr error, absl::string_view what,
+                          absl::string_view schema) {
+  const std::string prefix = what.empty() ? std::string() : absl::StrCat(what, ": ");
+  PgError out;
+  try {
+    std::rethrow_exception(error);
+  } catch (const pqxx::in_doubt_error& e) {
+    out.drop_connection = true;
+    out.status = absl::UnavailableError(
+        absl::StrCat(prefix,
+                     "the connection broke during COMMIT; the transaction may or may not have "
+                     "committed: ",
+                     CleanMessage(e.what())));
+  } catch (const pqxx::broken_connection& e) {
+    out.drop_connection = true;
+    out.status = absl::UnavailableError(
+        absl::StrCat(prefix, "database connection lost: ", CleanMessage(e.what())));
+  } catch (const pqxx::statement_completion_unknown& e) {
+    out.drop_connection = true;
+    out.status = absl::UnavailableError(absl::StrCat(
+        prefix,
+        "the connection broke mid-statement; its outcome is unknown: ", CleanMessage(e.what())));
+  } catch (const pqxx::serialization_failure& e) {
+    out.status = absl::AbortedError(
+        absl::StrCat(prefix, "serialization failure, retry: ", CleanMessage(e.what())));
+  } catch (const pqxx::deadlock_detected& e) {
+    out.status =
+        absl::AbortedError(absl::StrCat(prefix, "deadlock, retry: ", CleanMessage(e.what())));
+  } catch (const pqxx::sql_error& e) {
+    out.status =
+        FromSqlState(e.sqlstate(), prefix, CleanMessage(e.what()), schema, &out.drop_connection);
+  } catch (const std::exception& e) {
+    out.status = absl::InternalError(absl::StrCat(prefix, CleanMessage(e.what())));
+  } catch (...) {
+    out.status = absl::InternalError(absl::StrCat(prefix, "unknown exception"));
+  }
+  return out;
+}
+
+absl::Status ClassifyConnectError(absl::string_view message) {
+  const std::string msg = CleanMessage(message);
+  auto has = [&](absl::string_view s) { return absl::StrContains(msg, s); };
+  // libpq's own parsing of the connection string or URI.
+  if (has("connection info string") || has("invalid connection option") || has("URI") ||
+      has("percent-encoded") || has("invalid integer value") || has("invalid port number") ||
+      (has("invalid ") && has(" value: \""))) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed connection string: ", msg));
+  }
+  if (has("password authentication failed") || has("no password supplied") ||
+      has("authentication failed") || (has("role \"") && has("does not exist"))) {
+    return absl::UnauthenticatedError(absl::StrCat("PostgreSQL rejected the login: ", msg));
+  }
+  if (has("no pg_hba.conf entry") || has("permission denied")) {
+    return absl::PermissionDeniedError(absl::StrCat("PostgreSQL refused the connection: ", msg));
+  }
+  if (has("database \"") && has("does not exist")) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot connect to PostgreSQL: ", msg, " (create it or fix --dsn)"));
+  }
+  if (has("timeout expired")) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot connect to PostgreSQL: ", msg,
+        " (no answer within connect_timeout; set it in the DSN or $PGCONNECT_TIMEOUT)"));
+  }
+  return absl::UnavailableError(absl::StrCat("cannot connect to PostgreSQL: ", msg));
+}
+
+// --- encoding ---------------------------------------------------------------------
+
+bool DecodeBytea(absl::string_view text, std::string* out) {
+  if (!absl::ConsumePrefix(&text, "\\x") || text.size() % 2 != 0) return false;
+  // HexStringToBytes assumes well-formed input.
+  if (!std::all_of(text.begin(), text.end(),
+                   [](char c) { return absl::ascii_isxdigit(static_cast<unsigned char>(c)); })) {
+    return false;
+  }
+  *out = absl::HexStringToBytes(text);
+  return true;
+}
+
+std::string TextArray(const std::vector<std::optional<std::string>>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    if (!values[i]) {
+      out += "NULL";
+      continue;
+    }
+    out += '"';
+    for (char c : *values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+std::string IntArray(const std::vector<int>& values) {
+  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
+}
+std::string IntArray(const std::vector<int64_t>& values) {
+  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
+}
+std::string BoolArray(const std::vector<bool>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += values[i] ? 't' : 'f';
+  }
+  out += '}';
+  return out;
+}
+
+int64_t Micros(absl::Duration d) { return absl::ToInt64Microseconds(d); }
+
+int64_t KeyHash(absl::string_view key) { return Murmur2(key) & 0x7fffffffu; }
+
+// --- connection ---------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<PgConnection>> OpenConnection(const PgOptions& options) {
+  std::unique_ptr<PgConnection> conn;
+  try {
+    conn = std::make_unique<PgConnection>(options.dsn);
+  } catch (const pqxx::broken_connection& e) {
+    return ClassifyConnectError(e.what());
+  } catch (const std::exception& e) {
+    return ClassifyConnectError(e.what());
+  }
+  try {
+    // Set here rather than in the DSN, which may be a URI or key=value text.
+    pqxx::nontransaction tx(*conn);
+    tx.exec_params("SELECT set_config('application_name', $1, false)", options.application_name);
+  } catch (...) {
+    return ClassifyException(std::current_exception(), "connecting", "").status;
+  }
+  return conn;
+}
+
+PgStore::PgStore(PgOptions options)
+    : options_(std::move(options)), qschema_(WithSchema("{schema}", options_.schema)) {
+  for (auto& [name, sql] : PipelinedStatements(options_.schema)) {
+    pipeline_.Define(name, std::move(sql));
+  }
+}
+
+PgStore::~PgStore() = default;
+
+absl::Status PgStore::EnsureConnected() {
+  if (conn_ != nullptr) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<PgConnection>> conn = OpenConnection(options_);
+  if (!conn.ok()) return conn.status();
+  try {
+    // Definitions only: libpqxx sends each Parse on first use.
+    unprepared_.clear();
+    for (Statement& st : PreparedStatements(options_.schema)) {
+      if (st.prepared) {
+        (*conn)->prepare(st.name, st.sql);
+      } else {
+        unprepared_.emplace(st.name, std::move(st.sql));
+      }
+    }
+  } catch (...) {
+    return ClassifyException(std::current_exception(), "preparing statements", "").status;
+  }
+  conn_ = std::move(*conn);
+  handler_statements_.Clear();  // prepared on the old connection
+  begun_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status UnknownQueue(absl::string_view name, absl::string_view schema) {
+  // The schema, too: a queue created under another --schema is "unknown"
+  // here, and creating it again here would make a second one.
+  return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\" in schema \"", schema,
+                                          "\" (create it with: partq queue create ", name,
+                                          " --parts N", SchemaFlag(schema), ")"));
+}
+
+absl::Status PgStore::Fail(absl::string_view what, std::exception_ptr error) {
+  PgError e = ClassifyException(error, what, options_.schema);
+  // Some losses surface as a plain SQL error; the connection state tells.
+  const bool broken = conn_ != nullptr && !conn_->is_open();
+  if (e.drop_connection || broken) conn_.reset();
+  if (broken && e.status.code() != absl::StatusCode::kUnavailable) {
+    return absl::UnavailableError(
+        absl::StrCat(what, ": database connection lost: ", e.status.message()));
+  }
+  return e.status;
+}
+
+// --- schema ---------------------------------------------------------------------------
+
+absl::Status PgStore::Migrate() {
+  return Run("migrate", [&]() -> absl::Status {
+    pqxx::work tx(*conn_);
+    // The lock comes first: until it is held nothing else may look at the
+    // schema, so 20 processes migrating at once run one after another, and
+    // each later one sees the schema the earlier ones committed.
+    tx.exec_params("SELECT pg_advisory_xact_lock(hashtextextended('partq.migrate:' || $1, 0))",
+                   options_.schema);
+    // Checked first so a user without CREATE on the database can still run
+    // an up-to-date schema.
+    if (tx.exec_params("SELECT 1 FROM pg_namespace WHERE nspname = $1", options_.schema).empty()) {
+      tx.exec(WithSchema("CREATE SCHEMA {schema}", options_.schema));
+    }
+    tx.exec(WithSchema(R"sql(
+CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
+  version      int PRIMARY KEY,
+  description  text NOT NULL,
+  applied_at   timestamptz NOT NULL DEFAULT now()
+))sql",
+                       options_.schema));
+    const int current = tx.exec(WithSchema(
+        "SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations", options_.schema))[0][0]
+                            .as<int>();
+    if (current > kSchemaVersion) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("partq schema \"", options_.schema, "\" is at version ", current,
+                       ", newer than this partq (", kSchemaVersion, "): upgrade partq"));
+    }
+    for (const Migration& m : Migrations()) {
+      if (m.version <= current) continue;
+      tx.exec(WithSchema(m.sql, options_.schema));
+      tx.exec_params(WithSchema("INSERT INTO {schema}.schema_migrations (version, description) "
+                                "VALUES ($1, $2)",
+                                options_.schema),
+                     m.version, std::string(m.description));
+    }
+    tx.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PgStore::CheckSchema() {
+  return Run("checking the schema", [&]() -> absl::Status {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r = tx.exec_params(
+        "SELECT to_regclass(quote_ident($1) || '.schema_migrations') IS NOT NULL", options_.schema);
+    if (!r[0][0].as<bool>()) {
+      return absl::FailedPreconditionError(absl::StrCat("partq schema \"", options_.schema,
+                                                        "\" not found: run ",
+                                                        MigrateCommand(options_.schema)));
+    }
+    const int version = tx.exec(WithSchema(
+        "SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations", options_.schema))[0][0]
+                            .as<int>();
+    if (version > kSchemaVersion) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("partq schema \"", options_.schema, "\" is at version ", version,
+                       ", newer than this partq (", kSchemaVersion, "): upgrade partq"));
+    }
+    if (version < kSchemaVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "partq schema \"", options_.schema, "\" is at version ", version,
+          ", older than this partq (", kSchemaVersion, "): run ", MigrateCommand(options_.schema)));
+    }
+    return absl::OkStatus();
+  });
+}
+
+// --- queues -----------------------------------------------------------------------------
+
+namespace {
+
+const char* AssignmentName(AssignmentKind k) {
+  return k == AssignmentKind::kSticky ? "sticky" : "lexical";
+}
+
+QueueConfig QueueFromRow(const pqxx::row& r) {
+  QueueConfig c;
+  c.name = r[0].as<std::string>();
+  c.parts = r[1].as<int>();
+  c.assignment =
+      r[2].as<std::string>() == "sticky" ? AssignmentKind::kSticky : AssignmentKind::kLexical;
+  c.session_ttl = absl::Microseconds(r[3].as<int64_t>());
+  c.max_attempts = r[4].as<int>();
+  c.ordered = r[5].as<bool>();
+  c.dlq_topic = Text(r[6]);
+  return c;
+}
+
+// "1:5,2:7" -> parts at epochs.
+std::vector<OwnedPart> ParseOwned(const std::optional<std::string>& text) {
+  std::vector<OwnedPart> out;
+  if (!text) return out;
+  for (absl::string_view item : absl::StrSplit(*text, ',', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, ':');
+    OwnedPart p;
+    if (absl::SimpleAtoi(kv.first, &p.part) && absl::SimpleAtoi(kv.second, &p.epoch.value)) {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+// Members "id,id" and owners "part:session:epoch,..." into a GroupView.
+void ParseGroup(const std::optional<std::string>& members, const std::optional<std::string>& owners,
+                GroupView* view) {
+  if (members) {
+    for (absl::string_view id : absl::StrSplit(*members, ',', absl::SkipEmpty())) {
+      view->members.push_back(SessionId{std::string(id)});
+    }
+  }
+  if (owners) {
+    for (absl::string_view item : absl::StrSplit(*owners, ',', absl::SkipEmpty())) {
+      std::vector<absl::string_view> f = absl::StrSplit(item, ':');
+      if (f.size() != 3) continue;
+      PartOwner o;
+      if (!absl::SimpleAtoi(f[0], &o.part) || !absl::SimpleAtoi(f[2], &o.epoch.value)) continue;
+      o.session.value = std::string(f[1]);
+      view->owners.push_back(std::move(o));
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status PgStore::CreateQueue(const QueueConfig& config) {
+  if (absl::Status st = ValidateQueueConfig(config); !st.ok()) return st;
+  return Run(absl::StrCat("create queue \"", config.name, "\""), [&]() -> absl::Status {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r = tx.exec_prepared(
+        "create_queue", config.name, config.parts, std::string(AssignmentName(config.assignment)),
+        Micros(config.session_ttl), config.max_attempts, config.ordered, config.dlq_topic);
+    if (r.empty()) {
+      return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<QueueConfig> PgStore::GetQueue(absl::string_view name) {
+  if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
+  return Run(absl::StrCat("get queue \"", name, "\""), [&]() -> absl::StatusOr<QueueConfig> {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r = tx.exec_prepared("get_queue", std::string(name));
+    if (r.empty()) return UnknownQueue(name, options_.schema);
+    return QueueFromRow(r[0]);
+  });
+}
+
+absl::StatusOr<std::vector<QueueConfig>> PgStore::ListQueues() {
+  return Run("list queues", [&]() -> absl::StatusOr<std::vector<QueueConfig>> {
+    pqxx::nontransaction tx(*conn_);
+    std::vector<QueueConfig> out;
+    for (const pqxx::row& row : tx.exec_prepared("list_queues")) out.push_back(QueueFromRow(row));
+    return out;
+  });
+}
+
+namespace {
+
+// What a queue still holds, split as `partq status` splits it: in flight
+// (in its owners' claim records), else ready or delayed by run_at; and its
+// dead items.
+constexpr const char* kQueueContents = R"sql(
+WITH fly AS (
+  SELECT i.id FROM {schema}.part_claims c
+  JOIN {schema}.items i ON i.id = ANY(c.ids) AND i.part = c.part AND i.queue = c.queue
+  WHERE c.queue = $1)
+SELECT count(*) FILTER (WHERE NOT fl AND run_at <= now()),
+       count(*) FILTER (WHERE NOT fl AND run_at > now()),
+       count(*) FILTER (WHERE fl),
+       (SELECT count(*) FROM {schema}.dead_items WHERE queue = $1)
+FROM (SELECT run_at, id IN (SELECT id FROM fly) AS fl FROM {schema}.items WHERE queue = $1) x
+)sql";
+
+std::string Count(int64_t n, absl::string_view noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueContents contents) {
+  if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
+  return Run(absl::StrCat("delete queue \"", name, "\""), [&]() -> absl::StatusOr<DeletedQueue> {
+    pqxx::work tx(*conn_);
+    // No enqueue locks the queue row (items have no FK to queues: it would
+    // cost a lookup per insert), so a lock on that row alone would not keep
+    // enqueues out. This lock on items does (SHARE ROW EXCLUSIVE: as SHARE
+    // against writers, and against another delete, which with SHARE would
+    // hold it and then wait for it to delete rows: a deadlock): it waits for every
+    // transaction writing items to end and holds new writers until this one
+    // commits, and every writer takes its lock on items before it reads the
+    // queue row (Enqueue in its one statement, EnqueueBatch and IngestKafka
+    // by lock_items_for_enqueue), so when they go on the queue is gone.
+    // Acks and nacks write items too, so dead_items holds still as well: the
+    // counts below are all the work the queue holds, and none can be added
+    // between the check and the delete. It briefly pauses all writers of
+    // items, which is fine for a rare admin command.
+    // The queue row lock (FOR UPDATE) then holds off a join
+    // (a session's FK locks the row) and `queue set`. It comes second: a
+    // static re-join holds items' ROW EXCLUSIVE lock (it marks abandoned
+    // items) when its FK check locks the queue row, so taking the row first
+    // could deadlock with it.
+    tx.exec(WithSchema("LOCK TABLE {schema}.items IN SHARE ROW EXCLUSIVE MODE", options_.schema));
+    const std::string q(name);
+    if (tx.exec_params(WithSchema("SELECT 1 FROM {schema}.queues WHERE name = $1 FOR UPDATE",
+                                  options_.schema),
+                       q)
+            .empty()) {
+      return UnknownQueue(name, options_.schema);
+    }
+    if (contents == QueueContents::kRefuse) {
+      pqxx::row r = tx.exec_params1(WithSchema(kQueueContents, options_.schema), q);
+      const int64_t ready = r[0].as<int64_t>(), delayed = r[1].as<int64_t>(),
+                    in_flight = r[2].as<int64_t>(), dead = r[3].as<int64_t>();
+      const int64_t items = ready + delayed + in_flight;
+      if (items > 0 || dead > 0) {
+        std::string holds;
+        if (items > 0) {
+          holds = absl::StrCat(Count(items, "item"), " (", ready, " ready, ", delayed, " delayed, ",
+                               in_flight, " in flight)");
+        }
+        if (dead > 0) absl::StrAppend(&holds, items > 0 ? " and " : "", Count(dead, "dead item"));
+        return absl::FailedPreconditionError(absl::StrCat(
+            "queue \"", name, "\" still holds ", holds,
+            "; nothing was deleted. To delete them with the queue: partq queue delete ", name,
+            " --force", SchemaFlag(options_.schema)));
+      }
+    }
+    auto delete_from = [&](absl::string_view table) {
+      return tx
+          .exec_params(WithSchema(absl::StrCat("DELETE FROM {schema}.", table, " WHERE queue = $1"),
+                                  options_.schema),
+                       q)
+          .affected_rows();
+    };
+    // Sessions (and through them session_parts) cascade from queues.
+    tx.exec_params(WithSchema("DELETE FROM {schema}.queues WHERE name = $1", options_.schema), q);
+    DeletedQueue out;
+    out.items = delete_from("items");
+    out.dead_items = delete_from("dead_items");
+    delete_from("results");
+    delete_from("part_claims");
+    // The bridge's offsets into this queue: a queue created again under the
+    // name starts from the topic's committed group offsets, not from where
+    // the deleted one stopped.
+    delete_from("kafka_offsets");
+    tx.commit();
+    return out;
+  });
+}
+
+absl::Status PgStore::SetDeadLetterTopic(absl::string_view name,
+                                         const std::optional<std::string>& topic) {
+  if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
+  if (topic) {
+    if (absl::Status st = ValidateTopicName(*topic); !st.ok()) return st;
+  }
+  return Run(absl::StrCat("set the dead-letter topic of queue \"", name, "\""),
+             [&]() -> absl::Status {
+               pqxx::nontransaction tx(*conn_);
+               if (tx.exec_params(WithSchema("UPDATE {schema}.queues SET dlq_topic = $2 "
+                                             "WHERE name = $1",
+                                             options_.schema),
+                                  std::string(name), topic)
+                       .affected_rows() == 0) {
+                 return UnknownQueue(name, options_.schema);
+               }
+               return absl::OkStatus();
+             });
+}
+
+// --- sessions ---------------------------------------------------------------------------
+
+absl::StatusOr<JoinResult> PgStore::Join(const JoinRequest& request) {
+  if (absl::Status st = ValidateQueueName(request.queue); !st.ok()) return st;
+  if (request.instance_id.size() > 255) {
+    return absl::InvalidArgumentError("instance id is longer than 255 characters");
+  }
+  return Run(absl::StrCat("join queue \"", request.queue, "\""),
+             [&]() -> absl::StatusOr<JoinResult> {
+               pqxx::nontransaction tx(*conn_);
+               std::optional<std::string> instance;
+               if (!request.instance_id.empty()) instance = request.instance_id;
+               pqxx::result r = Exec(tx, "join", request.queue, instance, request.host, request.pid,
+                                     ChannelFor(options_.schema, request.queue));
+               if (r.empty()) return UnknownQueue(request.queue, options_.schema);
+               JoinResult out;
+               out.id.value = r[0][0].as<std::string>();
+               out.incarnation = r[0][1].as<int64_t>();
+               out.kept = ParseOwned(Text(r[0][2]));
+               return out;
+             });
+}
+
+absl::StatusOr<GroupView> PgStore::Heartbeat(absl::string_view queue, const SessionId& session,
+                                             int64_t incarnation) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("heartbeat", [&]() -> absl::StatusOr<GroupView> {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r = tx.exec_prepared("heartbeat", std::string(queue), session.value, incarnation,
+                                      ChannelFor(options_.schema, queue));
+    GroupView view;
+    view.alive = r[0][0].as<int64_t>() > 0;
+    view.expired = r[0][1].as<int64_t>();
+    ParseGroup(Text(r[0][2]), Text(r[0][3]), &view);
+    return view;
+  });
+}
+
+absl::StatusOr<GroupView> PgStore::ReadGroup(absl::string_view queue) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("read group", [&]() -> absl::StatusOr<GroupView> {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r = tx.exec_prepared("read_group", std::string(queue));
+    if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
+    GroupView view;
+    ParseGroup(Text(r[0][1]), Text(r[0][2]), &view);
+    return view;
+  });
+}
+
+absl::StatusOr<std::vector<OwnedPart>> PgStore::AcquireParts(absl::string_view queue,
+                                                             const SessionId& session,
+                                                             const std::vector<int>& parts) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  std::vector<int> sorted = parts;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  if (!sorted.empty() && sorted.front() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("negative part ", sorted.front()));
+  }
+  auto gone = [&] {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", session.value, " is gone (expired or left): join again"));
+  };
+  std::vector<OwnedPart> out;
+  absl::Status st = Run("acquire parts", [&]() -> absl::Status {
+    pqxx::nontransaction tx(*conn_);
+    try {
+      for (const pqxx::row& row :
+           Exec(tx, "acquire", std::string(queue), session.value, IntArray(sorted))) {
+        if (row[0].as<int>() < 0) return gone();
+        out.push_back(OwnedPart{row[0].as<int>(), Epoch{row[1].as<int64_t>()}});
+      }
+    } catch (const pqxx::foreign_key_violation&) {
+      return gone();  // our row was deleted after the statement's snapshot
+    }
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  std::sort(out.begin(), out.end(),
+            [](const OwnedPart& a, const OwnedPart& b) { return a.part < b.part; });
+  return out;
+}
+
+absl::Status PgStore::ReleaseParts(absl::string_view queue, const SessionId& session,
+                                   const std::vector<OwnedPart>& parts) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (parts.empty()) return absl::OkStatus();
+  std::vector<int> ps;
+  std::vector<int64_t> es;
+  for (const OwnedPart& p : parts) {
+    ps.push_back(p.part);
+    es.push_back(p.epoch.value);
+  }
+  return Run("release parts", [&]() -> absl::Status {
+    pqxx::nontransaction tx(*conn_);
+    tx.exec_prepared("release", std::string(queue), session.value, IntArray(ps), IntArray(es),
+                     ChannelFor(options_.schema, queue));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PgStore::Leave(absl::string_view queue, const SessionId& session,
+                            int64_t incarnation) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("leave", [&]() -> absl::Status {
+    pqxx::nontransaction tx(*conn_);
+    tx.exec_prepared("leave", std::string(queue), session.value, incarnation,
+                     ChannelFor(options_.schema, queue));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PgStore::NotifyGroup(absl::string_view queue) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("notify group", [&]() -> absl::Status {
+    pqxx::nontransaction tx(*conn_);
+    tx.exec_prepared("notify", ChannelFor(options_.schema, queue), std::string("g"));
+    return absl::OkStatus();
+  });
+}
+
+// --- listen -----------------------------------------------------------------------------
+
+namespace {
+
+class PgListener final : public Listener {
+ public:
+  PgListener(std::unique_ptr<PgConnection> conn, const std::string& channel)
+      : conn_(std::move(conn)), receiver_(std::make_unique<Receiver>(*conn_, channel, &inbox_)) {}
+  ~PgListener() override {
+    // The receiver unlistens through the connection, so it goes first.
+    receiver_.reset();
+    conn_.reset();
+  }
+
+  absl::StatusOr<std::vector<Notice>> Wait(absl::Duration timeout) override {
+    if (conn_ == nullptr) {
+      return absl::UnavailableError("listener connection lost: make a new listener");
+    }
+    try {
+      conn_->get_notifs();
+      if (inbox_.empty() && timeout > absl::ZeroDuration()) {
+        const int64_t us = Micros(timeout);
+        conn_->await_notification(static_cast<long>(us / 1000000), static_cast<long>(us % 1000000));
+        conn_->get_notifs();
+      }
+      if (!conn_->is_open()) throw pqxx::broken_connection("connection closed");
+    } catch (...) {
+      PgError e = ClassifyException(std::current_exception(), "listen", "");
+      receiver_.reset();
+      conn_.reset();
+      if (e.status.code() == absl::StatusCode::kUnavailable) return e.status;
+      return absl::UnavailableError(e.status.message());
+    }
+    std::vector<Notice> out;
+    for (const std::string& payload : inbox_) {
+      Notice n;
+      absl::string_view p = payload;
+      if (p == "g") {
+        n.kind = Notice::Kind::kGroup;
+      } else if (absl::ConsumePrefix(&p, "i:")) {
+        n.kind = Notice::Kind::kItems;
+        if (!absl::SimpleAtoi(p, &n.part)) n.part = -1;
+      } else {
+        continue;  // not ours
+      }
+      out.push_back(n);
+    }
+    inbox_.clear();
+    return out;
+  }
+
+ private:
+  class Receiver final : public pqxx::notification_receiver {
+   public:
+    Receiver(pqxx::connection_base& c, const std::string& channel, std::vector<std::string>* sink)
+        : pqxx::notification_receiver(c, channel), sink_(sink) {}
+    void operator()(const std::string& payload, int) override { sink_->push_back(payload); }
+
+   private:
+    std::vector<std::string>* sink_;
+  };
+
+  std::vector<std::string> inbox_;
+  std::unique_ptr<PgConnection> conn_;
+  std::unique_ptr<Receiver> receiver_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Listener>> PgStore::Listen(absl::string_view queue) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  PgOptions options = options_;
+  options.application_name = absl::StrCat(options_.application_name, "/listen");
+  absl::StatusOr<std::unique_ptr<PgConnection>> conn = OpenConnection(options);
+  if (!conn.ok()) return conn.status();
+  try {
+    // The receiver's constructor sends LISTEN, so notices sent after this
+    // returns are seen.
+    return std::unique_ptr<Listener>(
+        std::make_unique<PgListener>(std::move(*conn), ChannelFor(options_.schema, queue)));
+  } catch (...) {
+    return ClassifyException(std::current_exception(), "listen", options_.schema).status;
+  }
+}
+
+}  // namespace pg_internal
+
+// --- factories --------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Store>> ConnectPg(const PgOptions& options) {
+  if (absl::Status st = ValidateSchemaName(options.schema); !st.ok()) return st;
+  auto store = std::make_unique<pg_internal::PgStore>(options);
+  if (absl::Status st = store->EnsureConnected(); !st.ok()) return st;
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+StoreFactory PgStoreFactory(PgOptions options) {
+  return [options = std::move(options)]() { return ConnectPg(options); };
+}
+
+absl::StatusOr<std::unique_ptr<BridgeStore>> ConnectPgBridge(const PgOptions& options) {
+  if (absl::Status st = ValidateSchemaName(options.schema); !st.ok()) return st;
+  auto store = std::make_unique<pg_internal::PgStore>(options);
+  if (absl::Status st = store->EnsureConnected(); !st.ok()) return st;
+  return std::unique_ptr<BridgeStore>(std::move(store));
+}
+
+BridgeStoreFactory PgBridgeStoreFactory(PgOptions options) {
+  return [options = std::move(options)]() { return ConnectPgBridge(options); };
+}
+
+}  // namespace partq

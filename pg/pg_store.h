@@ -1,0 +1,66 @@
+// The PostgreSQL implementation of Store and BridgeStore (libpqxx 6.4). The only code in partq
+// that includes <pqxx/pqxx>; everything here returns absl::Status instead of
+// throwing (see store.h for the meaning of each code).
+//
+// A PgStore owns one connection. If the connection breaks, the failing call
+// returns kUnavailable and the next call reconnects.
+#ifndef PARTQ_PG_PG_STORE_H_
+#define PARTQ_PG_PG_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "store/bridge_store.h"
+#include "store/store.h"
+#include "store/validate.h"
+
+namespace partq {
+
+struct PgOptions {
+  // libpq connection string or URI; empty: libpq's defaults and PG* variables.
+  std::string dsn;
+  // Schema holding partq's tables; validated by ValidateSchemaName.
+  std::string schema = "partq";
+  // Payloads larger than this are refused with kInvalidArgument.
+  int64_t max_payload_bytes = 1 << 20;
+  // application_name reported to the server.
+  std::string application_name = "partq";
+};
+
+// The schema version this binary writes and understands.
+inline constexpr int kSchemaVersion = 5;
+
+// Connects (and checks the connection). InvalidArgument for a malformed DSN,
+// Unavailable when the server cannot be reached, PermissionDenied/Unauthenticated
+// for rejected credentials.
+absl::StatusOr<std::unique_ptr<Store>> ConnectPg(const PgOptions& options);
+StoreFactory PgStoreFactory(PgOptions options);
+// The same for the Kafka bridge's operations (store/bridge_store.h).
+absl::StatusOr<std::unique_ptr<BridgeStore>> ConnectPgBridge(const PgOptions& options);
+BridgeStoreFactory PgBridgeStoreFactory(PgOptions options);
+
+// Enqueues inside the caller's libpqxx transaction: the item exists exactly
+// when that transaction commits. The NOTIFY goes out on commit too.
+absl::StatusOr<EnqueueResult> EnqueueInTx(pqxx::transaction_base& tx, const PgOptions& options,
+                                          absl::string_view queue, const NewItem& item);
+
+// What a `record:TABLE` handler wrote: rows, and distinct item ids among them.
+// TABLE is in options.schema unless qualified; validated like the handler's.
+struct RecordProof {
+  int64_t rows = 0;
+  int64_t distinct_items = 0;
+};
+absl::StatusOr<RecordProof> ReadRecordProof(const PgOptions& options, absl::string_view table);
+absl::Status DropRecordTable(const PgOptions& options, absl::string_view table);
+
+// The LISTEN/NOTIFY channel of a queue (an identifier of at most 63 bytes).
+std::string ChannelFor(absl::string_view schema, absl::string_view queue);
+
+}  // namespace partq
+
+#endif  // PARTQ_PG_PG_STORE_H_

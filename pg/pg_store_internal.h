@@ -1,0 +1,268 @@
+// Private to pg/pg_store*.cc: the PgStore class and the helpers its
+// two source files share. Nothing outside those files includes this header,
+// which is why it may include libpqxx (public headers only forward-declare).
+#ifndef PARTQ_PG_PG_STORE_INTERNAL_H_
+#define PARTQ_PG_PG_STORE_INTERNAL_H_
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "pg/pg_connection.h"
+#include "pg/pg_store.h"
+#include "store/store.h"
+
+namespace partq {
+namespace pg_internal {
+
+// --- errors -------------------------------------------------------------------
+
+// What an exception thrown by libpqxx (or anything else) means for the caller.
+struct PgError {
+  absl::Status status;
+  bool drop_connection = false;  // the connection is unusable: reconnect next time
+};
+// Maps the exception in flight to a Status (see store.h for the codes).
+// `what` prefixes the message ("enqueue into \"q\""); `schema`, when not
+// empty, turns "relation ... does not exist" for that schema into the
+// FailedPrecondition that tells the user to run `partq migrate`.
+PgError ClassifyException(std::exception_ptr error, absl::string_view what,
+                          absl::string_view schema);
+// Maps a failure to connect (libpq's message) to a Status.
+absl::Status ClassifyConnectError(absl::string_view message);
+// The server's message without libpq's "ERROR:  " prefix and trailing newlines.
+std::string CleanMessage(absl::string_view message);
+// " --schema S" for a partq command line, or "" for the default schema.
+std::string SchemaFlag(absl::string_view schema);
+// NotFound for a queue `schema` does not have, with how to create it there.
+absl::Status UnknownQueue(absl::string_view name, absl::string_view schema);
+
+// --- encoding -----------------------------------------------------------------
+
+// Decodes bytea's text output ("\x0a0b..."). Returns false on malformed input.
+bool DecodeBytea(absl::string_view text, std::string* out);
+// A PostgreSQL array literal for a text[] parameter: {"a","b\"c",NULL}.
+std::string TextArray(const std::vector<std::optional<std::string>>& values);
+std::string IntArray(const std::vector<int>& values);
+std::string IntArray(const std::vector<int64_t>& values);
+std::string BoolArray(const std::vector<bool>& values);
+// Microseconds of `d`, rounded toward zero; infinite durations saturate.
+int64_t Micros(absl::Duration d);
+
+// The positive murmur2 of a key, as Kafka's partitioner uses it: the SQL
+// computes `hash % parts`, which equals PartForKey(key, parts).
+int64_t KeyHash(absl::string_view key);
+
+// --- SQL ----------------------------------------------------------------------
+
+// "SELECT ..." text for one prepared statement; `{schema}` already replaced.
+struct Statement {
+  const char* name;
+  std::string sql;
+  // false: run unnamed, planned for its arguments every time. For statements
+  // that touch items by id and run rarely (rebalancing, batches with
+  // failures): a prepared statement's generic plan is fixed on its sixth run,
+  // and if the table was nearly empty then (a worker that started on an idle
+  // queue), it scans the whole table by the time a backlog has come, until
+  // an ANALYZE invalidates it.
+  bool prepared = true;
+};
+// Every statement PgStore runs by name, for this schema.
+std::vector<Statement> PreparedStatements(absl::string_view schema);
+// The statements of the pipelined ack (pg_store_sql.cc, PipelinedAck), run
+// through Pipeline on the connection's libpq handle: name -> SQL.
+inline constexpr char kPlanGuard[] = "partq_pl_plan_guard";
+inline constexpr char kPipelinedAck[] = "partq_pl_ack";
+inline constexpr char kPipelinedAckClaim[] = "partq_pl_ack_claim";
+inline constexpr char kPipelinedCommit[] = "partq_pl_commit";
+inline constexpr char kPipelinedChain[] = "partq_pl_chain";
+std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema);
+// The single-item enqueue statement (also run unprepared by EnqueueInTx).
+std::string EnqueueSql(absl::string_view schema);
+
+// The parameters of one enqueue, checked and encoded.
+struct EnqueueArgs {
+  std::optional<int64_t> key_hash;
+  std::optional<std::string> key;
+  std::optional<std::string> dedup_key;
+  int priority = 0;
+  int64_t delay_us = 0;
+};
+// Checks an item against the limits (payload size, priority range, delay).
+absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payload_bytes);
+// The shared body of Enqueue and EnqueueInTx: runs the enqueue statement in
+// `tx` (prepared when `prepared`, else as a parameterized statement) and looks
+// up the live duplicate when the dedup key matched. Throws what libpqxx throws.
+absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepared,
+                                        const std::string& schema, absl::string_view queue,
+                                        const NewItem& item, const EnqueueArgs& args);
+
+// --- the store ----------------------------------------------------------------
+
+// The statements handlers run through Tx::Exec, prepared once per connection
+// (like pgx's statement cache): a handler usually runs the same few
+// statements for every batch, and a prepared one skips the parse and plan.
+// Only plain DML is cached (it is what repeats; a utility statement such as
+// SAVEPOINT or CREATE is run as it comes), and at most kMaxEntries texts.
+class HandlerStatements {
+ public:
+  static constexpr size_t kMaxEntries = 256;
+  // The prepared statement's name for `sql`, preparing it on `conn` first
+  // if needed; nullopt when `sql` is not cached.
+  std::optional<std::string> NameFor(pqxx::connection_base& conn, absl::string_view sql);
+  void Clear() { names_.clear(); }
+
+ private:
+  std::map<std::string, std::string, std::less<>> names_;
+};
+
+class PgStore final : public Store, public BridgeStore {
+ public:
+  explicit PgStore(PgOptions options);
+  ~PgStore() override;
+
+  // Opens the connection (and defines the prepared statements) if it is not
+  // open. Returns the connect error otherwise.
+  absl::Status EnsureConnected();
+
+  absl::Status Migrate() override;
+  absl::Status CheckSchema() override;
+
+  absl::Status CreateQueue(const QueueConfig& config) override;
+  absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) override;
+  absl::StatusOr<std::vector<QueueConfig>> ListQueues() override;
+  absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name, QueueContents contents) override;
+  absl::Status SetDeadLetterTopic(absl::string_view name,
+                                  const std::optional<std::string>& topic) override;
+
+  absl::StatusOr<JoinResult> Join(const JoinRequest& request) override;
+  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
+                                      int64_t incarnation) override;
+  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override;
+  absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
+                                                      const SessionId& session,
+                                                      const std::vector<int>& parts) override;
+  absl::Status ReleaseParts(absl::string_view queue, const SessionId& session,
+                            const std::vector<OwnedPart>& parts) override;
+  absl::Status Leave(absl::string_view queue, const SessionId& session,
+                     int64_t incarnation) override;
+  absl::Status NotifyGroup(absl::string_view queue) override;
+
+  absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) override;
+  absl::StatusOr<int64_t> EnqueueBatch(absl::string_view queue,
+                                       const std::vector<NewItem>& items) override;
+  absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) override;
+  absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
+                                      const FinishBody& body) override;
+  absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override;
+  absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
+                                                   absl::string_view dedup_key) override;
+  absl::StatusOr<QueueStatus> Status(absl::string_view queue) override;
+  absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override;
+
+  absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override;
+
+  absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) override;
+  absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
+                                       const std::vector<int64_t>& ids) override;
+
+  // Kafka bridge (pg_store_kafka.cc).
+  absl::StatusOr<int64_t> IngestKafka(const KafkaIngestRequest& request) override;
+  absl::StatusOr<std::vector<KafkaOffset>> ReadKafkaOffsets(absl::string_view queue,
+                                                            absl::string_view topic) override;
+  absl::StatusOr<int64_t> CountItems(absl::string_view queue, int64_t limit) override;
+  absl::StatusOr<std::vector<OutboxRow>> ReadOutbox(int limit) override;
+  absl::Status DeleteOutbox(const std::vector<int64_t>& ids) override;
+
+ private:
+  // Runs `f` (which uses conn_) after connecting; turns exceptions into
+  // Status values and drops a broken connection so the next call reconnects.
+  // A transaction begun by the last Finish for the next one
+  // (FinishRequest::begin_next) is rolled back first, unless `keep_begun`.
+  template <typename F>
+  auto Run(absl::string_view what, F&& f, bool keep_begun = false) -> decltype(f()) {
+    if (absl::Status st = EnsureConnected(); !st.ok()) return st;
+    try {
+      if (begun_ && !keep_begun) {
+        begun_ = false;
+        pqxx::nontransaction tx(*conn_);
+        tx.exec("ROLLBACK");
+      }
+      return f();
+    } catch (...) {
+      return Fail(what, std::current_exception());
+    }
+  }
+  absl::Status Fail(absl::string_view what, std::exception_ptr error);
+
+  // One row of CopyItems.
+  struct CopyRow {
+    std::optional<std::string> key;       // the key column
+    std::optional<std::string> part_key;  // the bytes the part comes from; nullopt: the id
+    int priority = 0;
+    absl::string_view payload;
+    int64_t delay_us = 0;
+    const KafkaMessage* origin = nullptr;  // a Kafka message's origin and headers, if any
+  };
+  // The one COPY path of items (EnqueueBatch, IngestKafka): in `tx`, takes
+  // the enqueue lock, reserves ids, writes `rows` grouped by part and
+  // notifies their parts (one "any part" notice past kMaxPartNotices).
+  // NotFound for an unknown queue. Throws what libpqxx throws.
+  absl::StatusOr<int64_t> CopyItems(pqxx::transaction_base& tx, absl::string_view queue,
+                                    const std::vector<CopyRow>& rows);
+  absl::StatusOr<int64_t> EnqueueBatchCopy(absl::string_view queue,
+                                           const std::vector<NewItem>& items,
+                                           const std::vector<EnqueueArgs>& args);
+  absl::StatusOr<int64_t> EnqueueBatchInsert(absl::string_view queue,
+                                             const std::vector<NewItem>& items,
+                                             const std::vector<EnqueueArgs>& args);
+  // One transaction of Finish: with `lock_first` the fence statement runs
+  // before the body; without, the finish statement fences after it and
+  // `*again` says a part was lost or an item was gone, in which case nothing
+  // was committed and Finish must run again with `lock_first`.
+  absl::StatusOr<FinishResult> FinishOnce(const FinishRequest& request, const FinishBody& body,
+                                          bool lock_first, bool* again);
+
+  // Runs statement `name` (PreparedStatements) in `tx`: prepared, or planned
+  // for these arguments when it is not one to prepare.
+  template <typename... Args>
+  pqxx::result Exec(pqxx::transaction_base& tx, const char* name, Args&&... args) {
+    auto it = unprepared_.find(name);
+    if (it != unprepared_.end()) return tx.exec_params(it->second, std::forward<Args>(args)...);
+    return tx.exec_prepared(name, std::forward<Args>(args)...);
+  }
+
+  PgOptions options_;
+  std::map<std::string, std::string> unprepared_;  // name -> SQL, of the ones not prepared
+  std::string qschema_;                            // the schema as a quoted identifier
+  std::unique_ptr<PgConnection> conn_;
+  HandlerStatements handler_statements_;  // of conn_
+  Pipeline pipeline_;                     // on conn_: PipelinedStatements
+  bool begun_ = false;                    // conn_ is in a transaction begun for the next Finish
+};
+
+// Opens a connection with application_name set. Unavailable/InvalidArgument/
+// Unauthenticated/... as ClassifyConnectError says.
+absl::StatusOr<std::unique_ptr<PgConnection>> OpenConnection(const PgOptions& options);
+
+// Reads a column as text (NULL as nullopt).
+inline std::optional<std::string> Text(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return std::string(f.c_str(), f.size());
+}
+
+}  // namespace pg_internal
+}  // namespace partq
+
+#endif  // PARTQ_PG_PG_STORE_INTERNAL_H_

@@ -1,0 +1,1323 @@
+// PgStore: items — enqueue (single, COPY batch, in the caller's transaction),
+// claim, finish, item state and queue status.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "partitioner/part.h"
+#include "pg/migrations.h"
+#include "pg/pg_store.h"
+#include "pg/pg_store_internal.h"
+
+namespace partq {
+namespace pg_internal {
+namespace {
+
+// Keys and dedup keys live in btree indexes, whose entries must fit in a
+// third of a page; well below that, a clear error beats the server's.
+constexpr size_t kMaxKeyBytes = 1024;
+// A claim larger than this is a caller bug; it would also make one statement
+// hold many row locks.
+constexpr int kMaxClaim = 10000;
+// Statements a handler's Tx::Exec prepares (HandlerStatements).
+constexpr absl::string_view kCachedVerbs[] = {"INSERT", "UPDATE", "DELETE", "SELECT",
+                                              "WITH",   "VALUES", "MERGE"};
+// Rows per statement on the batched-INSERT path (items with dedup keys).
+constexpr size_t kInsertChunk = 2000;
+// A batch touching more parts than this sends one "any part" notice instead
+// of one per part.
+constexpr size_t kMaxPartNotices = 32;
+
+std::string ByteaLiteral(absl::string_view bytes) {
+  return absl::StrCat("\\x", absl::BytesToHexString(bytes));
+}
+
+std::string TimestampText(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E6S+00", t, absl::UTCTimeZone());
+}
+
+// The Tx a FinishBody sees: the Finish transaction itself. PostgreSQL aborts
+// the whole transaction when a statement fails, until a ROLLBACK TO SAVEPOINT
+// (which handlers may use to isolate items); only those succeed then. So the
+// last failure is remembered and any later success clears it, and Finish
+// knows whether the transaction can still commit.
+class PgTx final : public Tx {
+ public:
+  PgTx(pqxx::transaction_base& tx, pqxx::connection_base& conn, HandlerStatements& statements,
+       const PgOptions& options)
+      : tx_(tx), conn_(conn), statements_(statements), options_(options), schema_(options.schema) {}
+
+  absl::StatusOr<std::vector<Row>> Exec(
+      absl::string_view sql, const std::vector<std::optional<std::string>>& params) override {
+    try {
+      const std::optional<std::string> name = statements_.NameFor(conn_, sql);
+      pqxx::result r =
+          name ? tx_.exec_prepared(*name, pqxx::prepare::make_dynamic_params(params))
+               : tx_.exec_params(std::string(sql), pqxx::prepare::make_dynamic_params(params));
+      std::vector<Row> rows;
+      rows.reserve(r.size());
+      for (const pqxx::row& row : r) {
+        Row out;
+        out.reserve(row.size());
+        for (const pqxx::field& f : row) out.push_back(Text(f));
+        rows.push_back(std::move(out));
+      }
+      error_ = PgError{};
+      return rows;
+    } catch (...) {
+      return Failed();
+    }
+  }
+  absl::Status ExecScript(absl::string_view sql) override {
+    try {
+      tx_.exec(std::string(sql));
+      error_ = PgError{};
+      return absl::OkStatus();
+    } catch (...) {
+      return Failed();
+    }
+  }
+  absl::Status Savepoint(absl::string_view name) override { return Utility("SAVEPOINT ", name); }
+  absl::Status ReleaseSavepoint(absl::string_view name) override {
+    return Utility("RELEASE SAVEPOINT ", name);
+  }
+  absl::Status RollbackToSavepoint(absl::string_view name) override {
+    return Utility("ROLLBACK TO SAVEPOINT ", name);
+  }
+  absl::Status RenewSavepoint(absl::string_view name) override {
+    if (absl::Status st = CheckSavepointName(name); !st.ok()) return st;
+    return ExecScript(absl::StrCat("RELEASE SAVEPOINT ", name, "; SAVEPOINT ", name));
+  }
+  absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) override {
+    if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+    absl::StatusOr<EnqueueArgs> args = CheckNewItem(item, options_.max_payload_bytes);
+    if (!args.ok()) return args.status();
+    try {
+      auto r = EnqueueIn(tx_, true, schema_, queue, item, *args);
+      error_ = PgError{};
+      return r;
+    } catch (...) {
+      return Failed();
+    }
+  }
+  absl::Status Publish(const OutboxEvent& event) override {
+    if (absl::Status st = ValidateTopicName(event.topic); !st.ok()) return st;
+    std::optional<std::string> key;
+    if (event.key) key = absl::BytesToHexString(*event.key);
+    try {
+      tx_.exec_prepared("write_outbox", event.topic, key, absl::BytesToHexString(event.payload),
+                        event.headers_json);
+      error_ = PgError{};
+      return absl::OkStatus();
+    } catch (...) {
+      return Failed();
+    }
+  }
+  pqxx::transaction_base* pqxx() override { return &tx_; }
+  const std::string& schema() const override { return schema_; }
+
+  // The failure that leaves the transaction aborted (OK if none does).
+  const PgError& error() const { return error_; }
+
+ private:
+  static absl::Status CheckSavepointName(absl::string_view name) {
+    // Savepoint names are partq's own identifiers, never user input; a name
+    // outside [a-z_][a-z0-9_]* is a bug in the caller.
+    const bool ok = !name.empty() && !absl::ascii_isdigit(name[0]) &&
+                    std::all_of(name.begin(), name.end(), [](char c) {
+                      return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_';
+                    });
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad savepoint name \"", name, "\""));
+    return absl::OkStatus();
+  }
+  absl::Status Utility(absl::string_view verb, absl::string_view name) {
+    if (absl::Status st = CheckSavepointName(name); !st.ok()) return st;
+    return ExecScript(absl::StrCat(verb, name));
+  }
+
+  // In a catch block: remembers the statement's failure, and a lost
+  // connection for good.
+  absl::Status Failed() {
+    const bool dropped = error_.drop_connection;
+    error_ = ClassifyException(std::current_exception(), "handler statement", "");
+    error_.drop_connection = error_.drop_connection || dropped;
+    return error_.status;
+  }
+
+  pqxx::transaction_base& tx_;
+  pqxx::connection_base& conn_;
+  HandlerStatements& statements_;
+  const PgOptions& options_;
+  const std::string& schema_;
+  PgError error_;
+};
+
+}  // namespace
+
+std::optional<std::string> HandlerStatements::NameFor(pqxx::connection_base& conn,
+                                                      absl::string_view sql) {
+  auto it = names_.find(sql);
+  if (it != names_.end()) return it->second;
+  absl::string_view head = absl::StripLeadingAsciiWhitespace(sql);
+  const bool dml =
+      std::any_of(std::begin(kCachedVerbs), std::end(kCachedVerbs),
+                  [&](absl::string_view verb) { return absl::StartsWithIgnoreCase(head, verb); });
+  if (!dml || names_.size() >= kMaxEntries) return std::nullopt;
+  std::string name = absl::StrCat("partq_handler_", names_.size());
+  // Registers the definition; libpqxx sends the Parse on first use.
+  conn.prepare(name, std::string(sql));
+  names_.emplace(std::string(sql), name);
+  return name;
+}
+
+// --- enqueue ------------------------------------------------------------------------
+
+absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payload_bytes) {
+  if (static_cast<int64_t>(item.payload.size()) > max_payload_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("payload is ", item.payload.size(),
+                                                   " bytes; the limit is ", max_payload_bytes,
+                                                   " (--max-payload)"));
+  }
+  if (item.priority < -32768 || item.priority > 32767) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority ", item.priority, " is out of range -32768..32767"));
+  }
+  if (item.key && item.key->size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key is ", item.key->size(), " bytes; the limit is ", kMaxKeyBytes));
+  }
+  if (item.dedup_key && item.dedup_key->size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("dedup key is ", item.dedup_key->size(),
+                                                   " bytes; the limit is ", kMaxKeyBytes));
+  }
+  // Text parameters end at a NUL byte, so such a key would be stored cut
+  // short while its part came from the whole key.
+  if ((item.key && item.key->find('\0') != std::string::npos) ||
+      (item.dedup_key && item.dedup_key->find('\0') != std::string::npos)) {
+    return absl::InvalidArgumentError("keys and dedup keys may not contain NUL bytes");
+  }
+  if (item.delay > absl::Hours(24 * 3650)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("delay ", absl::FormatDuration(item.delay), " is longer than 10 years"));
+  }
+  EnqueueArgs args;
+  if (item.key) {
+    args.key = item.key;
+    args.key_hash = KeyHash(*item.key);
+  }
+  args.dedup_key = item.dedup_key;
+  args.priority = item.priority;
+  // A negative delay means "now"; the database clock decides what now is.
+  args.delay_us = std::max<int64_t>(0, Micros(item.delay));
+  return args;
+}
+
+absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepared,
+                                        const std::string& schema, absl::string_view queue,
+                                        const NewItem& item, const EnqueueArgs& args) {
+  const std::string q(queue);
+  const std::string channel = ChannelFor(schema, queue);
+  const pqxx::binarystring payload(item.payload.data(), item.payload.size());
+  // A dedup hit whose live item is acked before we look it up: insert again
+  // (once; a second miss is a real race worth reporting).
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    pqxx::result r =
+        prepared ? tx.exec_prepared("enqueue", q, args.key_hash, args.key, args.dedup_key,
+                                    args.priority, args.delay_us, payload, channel)
+                 : tx.exec_params(EnqueueSql(schema), q, args.key_hash, args.key, args.dedup_key,
+                                  args.priority, args.delay_us, payload, channel);
+    if (r.empty()) return UnknownQueue(queue, schema);
+    if (!r[0][1].is_null()) {
+      return EnqueueResult{r[0][1].as<int64_t>(), r[0][2].as<int>(), false};
+    }
+    pqxx::result dup = prepared ? tx.exec_prepared("dedup_lookup", q, args.dedup_key)
+                                : tx.exec_params(WithSchema("SELECT id, part FROM {schema}.items "
+                                                            "WHERE queue = $1 AND dedup_key = $2",
+                                                            schema),
+                                                 q, args.dedup_key);
+    if (!dup.empty()) return EnqueueResult{dup[0][0].as<int64_t>(), dup[0][1].as<int>(), true};
+  }
+  return absl::AbortedError(absl::StrCat("enqueue into \"", queue, "\": dedup key \"",
+                                         *args.dedup_key,
+                                         "\" is being finished concurrently; retry"));
+}
+
+absl::StatusOr<EnqueueResult> PgStore::Enqueue(absl::string_view queue, const NewItem& item) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  absl::StatusOr<EnqueueArgs> args = CheckNewItem(item, options_.max_payload_bytes);
+  if (!args.ok()) return args.status();
+  return Run(absl::StrCat("enqueue into \"", queue, "\""), [&]() {
+    // Autocommit: the statement is its own transaction (one round trip).
+    pqxx::nontransaction tx(*conn_);
+    return EnqueueIn(tx, true, options_.schema, queue, item, *args);
+  });
+}
+
+absl::StatusOr<int64_t> PgStore::EnqueueBatch(absl::string_view queue,
+                                              const std::vector<NewItem>& items) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (items.empty()) return 0;
+  if (items.size() > static_cast<size_t>(INT32_MAX)) {
+    return absl::InvalidArgumentError("batch is too large");
+  }
+  std::vector<EnqueueArgs> args;
+  args.reserve(items.size());
+  bool dedup = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    absl::StatusOr<EnqueueArgs> a = CheckNewItem(items[i], options_.max_payload_bytes);
+    if (!a.ok()) {
+      return absl::Status(a.status().code(),
+                          absl::StrCat("item ", i, " of the batch: ", a.status().message()));
+    }
+    dedup = dedup || a->dedup_key.has_value();
+    args.push_back(*std::move(a));
+  }
+  // COPY cannot skip dedup conflicts, so batches with dedup keys insert.
+  return dedup ? EnqueueBatchInsert(queue, items, args) : EnqueueBatchCopy(queue, items, args);
+}
+
+namespace {
+
+// Reserves `n` item ids in `tx`, the transaction's first statements; returns
+// the queue's part count (0 when the queue is unknown), the ids and the
+// transaction's now(). Takes the enqueue lock on items first (pg_store_sql.cc,
+// lock_items_for_enqueue), so the queue cannot be deleted before the items
+// are written.
+struct Reservation {
+  int parts = 0;
+  std::vector<int64_t> ids;
+  absl::Time now;
+};
+Reservation ReserveIds(pqxx::transaction_base& tx, const std::string& queue, size_t n) {
+  Reservation out;
+  tx.exec_prepared("lock_items_for_enqueue");
+  pqxx::result r = tx.exec_prepared("reserve_ids", queue, static_cast<int64_t>(n));
+  if (r[0][0].is_null()) return out;
+  out.parts = r[0][0].as<int>();
+  out.now = absl::FromUnixMicros(r[0][4].as<int64_t>());
+  const int64_t lo = r[0][1].as<int64_t>();
+  const int64_t hi = r[0][2].as<int64_t>();
+  const int64_t count = r[0][3].as<int64_t>();
+  out.ids.reserve(n);
+  if (count == static_cast<int64_t>(n) && hi - lo + 1 == count) {
+    for (int64_t id = lo; id <= hi; ++id) out.ids.push_back(id);
+  } else {
+    // Someone else's nextval interleaved with ours: ask for an explicit list
+    // (the first n values become a gap, which sequences have anyway).
+    for (const pqxx::row& row : tx.exec_prepared("reserve_id_list", static_cast<int64_t>(n))) {
+      out.ids.push_back(row[0].as<int64_t>());
+    }
+  }
+  return out;
+}
+
+void NotifyParts(pqxx::transaction_base& tx, const std::string& channel,
+                 const absl::flat_hash_set<int>& parts) {
+  if (parts.size() > kMaxPartNotices) {
+    tx.exec_prepared("notify", channel, std::string("i:-1"));
+    return;
+  }
+  std::vector<int> list(parts.begin(), parts.end());
+  std::sort(list.begin(), list.end());
+  tx.exec_prepared("notify_parts", channel, IntArray(list));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> PgStore::CopyItems(pqxx::transaction_base& tx, absl::string_view queue,
+                                           const std::vector<CopyRow>& rows) {
+  const std::string q(queue);
+  Reservation res = ReserveIds(tx, q, rows.size());
+  if (res.parts == 0) return UnknownQueue(queue, options_.schema);
+  bool delayed = false, origin = false;
+  for (const CopyRow& r : rows) {
+    delayed = delayed || r.delay_us > 0;
+    origin = origin || r.origin != nullptr;
+  }
+  // Rows go grouped by part (in id order within a part): a claim then
+  // reads, and its ack deletes, rows that sit side by side on a few pages
+  // instead of one row on each of many, and the index inserts of a part
+  // come together.
+  std::vector<int> row_parts(rows.size());
+  std::vector<size_t> order(rows.size());
+  absl::flat_hash_set<int> parts;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    row_parts[i] = rows[i].part_key ? PartForKey(*rows[i].part_key, res.parts)
+                                    : PartForId(res.ids[i], res.parts);
+    parts.insert(row_parts[i]);
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return row_parts[a] < row_parts[b]; });
+  // The optional columns are sent only when some row has them: a COPY
+  // without run_at leaves the column's default, now().
+  std::vector<std::string> cols = {"id", "queue", "part", "key", "priority", "payload"};
+  if (delayed) cols.push_back("run_at");
+  if (origin) {
+    for (const char* c : {"origin_topic", "origin_partition", "origin_offset", "headers"}) {
+      cols.push_back(c);
+    }
+  }
+  {
+    pqxx::stream_to copy(tx, qschema_ + ".items", cols);
+    for (size_t i : order) {
+      const CopyRow& r = rows[i];
+      auto base =
+          std::make_tuple(res.ids[i], q, row_parts[i], r.key, r.priority, ByteaLiteral(r.payload));
+      // The database clock: the transaction's now() plus the delay.
+      auto run_at = [&] {
+        return std::make_tuple(TimestampText(res.now + absl::Microseconds(r.delay_us)));
+      };
+      auto from = [&] {
+        if (r.origin == nullptr) {
+          return std::make_tuple(std::optional<std::string>(), std::optional<int32_t>(),
+                                 std::optional<int64_t>(), std::optional<std::string>());
+        }
+        return std::make_tuple(std::optional<std::string>(r.origin->topic),
+                               std::optional<int32_t>(r.origin->partition),
+                               std::optional<int64_t>(r.origin->offset), r.origin->headers_json);
+      };
+      if (delayed && origin) {
+        copy << std::tuple_cat(base, run_at(), from());
+      } else if (delayed) {
+        copy << std::tuple_cat(base, run_at());
+      } else if (origin) {
+        copy << std::tuple_cat(base, from());
+      } else {
+        copy << base;
+      }
+    }
+    copy.complete();
+  }
+  NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
+  return static_cast<int64_t>(rows.size());
+}
+
+absl::StatusOr<int64_t> PgStore::EnqueueBatchCopy(absl::string_view queue,
+                                                  const std::vector<NewItem>& items,
+                                                  const std::vector<EnqueueArgs>& args) {
+  return Run(absl::StrCat("enqueue batch into \"", queue, "\""), [&]() -> absl::StatusOr<int64_t> {
+    std::vector<CopyRow> rows(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      rows[i].key = args[i].key;
+      rows[i].part_key = args[i].key;
+      rows[i].priority = args[i].priority;
+      rows[i].payload = items[i].payload;
+      rows[i].delay_us = args[i].delay_us;
+    }
+    pqxx::work tx(*conn_);
+    absl::StatusOr<int64_t> n = CopyItems(tx, queue, rows);
+    if (n.ok()) tx.commit();
+    return n;
+  });
+}
+
+absl::StatusOr<int64_t> PgStore::EnqueueBatchInsert(absl::string_view queue,
+                                                    const std::vector<NewItem>& items,
+                                                    const std::vector<EnqueueArgs>& args) {
+  return Run(absl::StrCat("enqueue batch into \"", queue, "\""), [&]() -> absl::StatusOr<int64_t> {
+    const std::string q(queue);
+    pqxx::work tx(*conn_);
+    Reservation res = ReserveIds(tx, q, items.size());
+    if (res.parts == 0) return UnknownQueue(queue, options_.schema);
+    absl::flat_hash_set<int> parts;
+    int64_t written = 0;
+    for (size_t begin = 0; begin < items.size(); begin += kInsertChunk) {
+      const size_t end = std::min(items.size(), begin + kInsertChunk);
+      std::vector<int64_t> ids, delays;
+      std::vector<int> ps, prios;
+      std::vector<std::optional<std::string>> keys, dedups, payloads;
+      for (size_t i = begin; i < end; ++i) {
+        const int part =
+            args[i].key ? PartForKey(*args[i].key, res.parts) : PartForId(res.ids[i], res.parts);
+        parts.insert(part);
+        ids.push_back(res.ids[i]);
+        ps.push_back(part);
+        keys.push_back(args[i].key);
+        dedups.push_back(args[i].dedup_key);
+        prios.push_back(args[i].priority);
+        delays.push_back(args[i].delay_us);
+        payloads.push_back(absl::BytesToHexString(items[i].payload));
+      }
+      pqxx::result r = tx.exec_prepared("insert_batch", q, IntArray(ids), IntArray(ps),
+                                        TextArray(keys), TextArray(dedups), IntArray(prios),
+                                        IntArray(delays), TextArray(payloads));
+      written += r[0][0].as<int64_t>();
+    }
+    NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
+    tx.commit();
+    return written;
+  });
+}
+
+// --- claim --------------------------------------------------------------------------
+
+namespace {
+
+// A claim's parameters, encoded and bound in the order ClaimCtes
+// (pg_store_sql.cc) reads them, after $1 queue and $2 session.
+struct ClaimArgs {
+  std::optional<std::string> session;
+  std::string parts, epochs, after_prio, after_id, limits;
+  bool ordered = false, suspect = false;
+  std::string fly_parts, fly_ids;
+  int limit = 0;
+};
+
+// The cursor sentinel: sorts before every item, so the scan starts at the
+// part's head (see ClaimCtes).
+constexpr int kHeadPriority = -32768;
+constexpr int64_t kHeadId = INT64_MIN;
+
+// A claim's limits, per part and in all, are 1..kMaxClaim.
+absl::Status CheckClaimLimits(const ClaimRequest& request) {
+  for (const ClaimPart& p : request.parts) {
+    if (p.limit < 1 || p.limit > kMaxClaim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("claim: part ", p.part, " limit ", p.limit, " is not 1..", kMaxClaim));
+    }
+  }
+  if (request.limit < 1 || request.limit > kMaxClaim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("claim: limit ", request.limit, " is not 1..", kMaxClaim));
+  }
+  return absl::OkStatus();
+}
+
+// Only a session's claim looks for abandoned items (its own parts').
+bool ProbesSuspects(const ClaimRequest& request) {
+  return request.include_suspect && !request.session.value.empty();
+}
+
+absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
+  if (absl::Status st = CheckClaimLimits(request); !st.ok()) return st;
+  ClaimArgs a;
+  if (!request.session.value.empty()) a.session = request.session.value;
+  std::vector<int> parts, prios, limits;
+  std::vector<int64_t> epochs, ids;
+  for (const ClaimPart& p : request.parts) {
+    parts.push_back(p.part);
+    epochs.push_back(p.epoch.value);
+    prios.push_back(p.after ? p.after->priority : kHeadPriority);
+    ids.push_back(p.after ? p.after->id : kHeadId);
+    limits.push_back(p.limit);
+  }
+  a.parts = IntArray(parts);
+  a.epochs = IntArray(epochs);
+  a.after_prio = IntArray(prios);
+  a.after_id = IntArray(ids);
+  a.limits = IntArray(limits);
+  a.ordered = request.ordered;
+  a.suspect = ProbesSuspects(request);
+  std::vector<int> fly_parts;
+  std::vector<int64_t> fly_ids;
+  for (const auto& [part, id] : request.in_flight) {
+    fly_parts.push_back(part);
+    fly_ids.push_back(id);
+  }
+  a.fly_parts = IntArray(fly_parts);
+  a.fly_ids = IntArray(fly_ids);
+  a.limit = request.limit;
+  return a;
+}
+
+// "(block,offset)" <-> block << 16 | offset.
+uint64_t LocatorFromCtid(absl::string_view text) {
+  uint64_t block = 0, offset = 0;
+  if (!absl::ConsumePrefix(&text, "(") || !absl::ConsumeSuffix(&text, ")")) return 0;
+  std::pair<absl::string_view, absl::string_view> bo = absl::StrSplit(text, ',');
+  if (!absl::SimpleAtoi(bo.first, &block) || !absl::SimpleAtoi(bo.second, &offset) ||
+      offset > 0xffff || block > 0xffffffffu) {
+    return 0;
+  }
+  return block << 16 | offset;
+}
+std::optional<std::string> CtidFromLocator(uint64_t locator) {
+  if (locator == 0) return std::nullopt;
+  return absl::StrCat("(", locator >> 16, ",", locator & 0xffff, ")");
+}
+// The ctids of `locators` as a tid[] literal (NULL where not located).
+std::string CtidArray(const std::vector<uint64_t>& locators) {
+  std::vector<std::optional<std::string>> ctids;
+  ctids.reserve(locators.size());
+  for (uint64_t l : locators) ctids.push_back(CtidFromLocator(l));
+  return TextArray(ctids);
+}
+
+// A claimed item from its columns, starting at column `c`: id, part, key,
+// dedup_key, priority, attempts, payload, enqueued (µs), run_at (µs), epoch,
+// suspect, ctid.
+absl::StatusOr<Item> ItemFromRow(const pqxx::row& row, int c) {
+  Item it;
+  it.id = row[c].as<int64_t>();
+  it.part = row[c + 1].as<int>();
+  it.key = Text(row[c + 2]);
+  it.dedup_key = Text(row[c + 3]);
+  it.priority = row[c + 4].as<int>();
+  it.attempts = row[c + 5].as<int>();
+  if (!DecodeBytea(absl::string_view(row[c + 6].c_str(), row[c + 6].size()), &it.payload)) {
+    return absl::InternalError(absl::StrCat("claim: item ", it.id, " has a malformed payload"));
+  }
+  it.enqueued_at = absl::FromUnixMicros(row[c + 7].as<int64_t>());
+  it.run_at = absl::FromUnixMicros(row[c + 8].as<int64_t>());
+  it.claim_epoch.value = row[c + 9].as<int64_t>();
+  it.suspect = row[c + 10].as<bool>();
+  it.locator = LocatorFromCtid(absl::string_view(row[c + 11].c_str(), row[c + 11].size()));
+  return it;
+}
+
+// Big-endian integers of PostgreSQL's binary format.
+template <typename T>
+bool FromBinary(absl::string_view cell, T* out) {
+  if (cell.size() != sizeof(T)) return false;
+  typename std::make_unsigned<T>::type v = 0;
+  for (unsigned char b : cell) v = static_cast<decltype(v)>(v << 8 | b);
+  *out = static_cast<T>(v);
+  return true;
+}
+
+// A row of the pipelined claim (pg_store_sql.cc, PipelinedAck) in binary:
+// id int8, key text, dedup_key text, priority int2, attempts int4, payload
+// bytea, enqueued_at and run_at timestamptz (µs since 2000-01-01), ctid tid
+// (block uint32, offset uint16). The claim read `part` at `epoch`.
+absl::StatusOr<Item> ItemFromBinary(const PipelineResult& r, int row, int part, Epoch epoch) {
+  constexpr int64_t kPostgresEpochUs = 946684800LL * 1000000;  // 2000-01-01 in Unix µs
+  Item it;
+  it.part = part;
+  it.claim_epoch = epoch;
+  int16_t priority = 0;
+  int32_t attempts = 0;
+  int64_t enqueued = 0, run = 0;
+  uint32_t block = 0;
+  uint16_t offset = 0;
+  const absl::string_view tid = r.get(row, 8);
+  if (!FromBinary(r.get(row, 0), &it.id) || !FromBinary(r.get(row, 3), &priority) ||
+      !FromBinary(r.get(row, 4), &attempts) || !FromBinary(r.get(row, 6), &enqueued) ||
+      !FromBinary(r.get(row, 7), &run) || tid.size() != 6 ||
+      !FromBinary(tid.substr(0, 4), &block) || !FromBinary(tid.substr(4), &offset)) {
+    return absl::InternalError("claim: malformed binary row");
+  }
+  if (!r.is_null(row, 1)) it.key = std::string(r.get(row, 1));
+  if (!r.is_null(row, 2)) it.dedup_key = std::string(r.get(row, 2));
+  it.priority = priority;
+  it.attempts = attempts;
+  it.payload = std::string(r.get(row, 5));
+  it.enqueued_at = absl::FromUnixMicros(enqueued + kPostgresEpochUs);
+  it.run_at = absl::FromUnixMicros(run + kPostgresEpochUs);
+  it.locator = static_cast<uint64_t>(block) << 16 | offset;
+  return it;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
+  if (absl::Status st = ValidateQueueName(request.queue); !st.ok()) return st;
+  if (request.parts.empty() && !request.include_suspect) return std::vector<Item>{};
+  absl::StatusOr<ClaimArgs> a = MakeClaimArgs(request);
+  if (!a.ok()) return a.status();
+  return Run("claim", [&]() -> absl::StatusOr<std::vector<Item>> {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r = tx.exec_prepared("claim", request.queue, a->session, a->parts, a->epochs,
+                                      a->after_prio, a->after_id, a->limits, a->ordered, a->suspect,
+                                      a->fly_parts, a->fly_ids, a->limit);
+    std::vector<Item> out;
+    out.reserve(r.size());
+    for (const pqxx::row& row : r) {
+      absl::StatusOr<Item> it = ItemFromRow(row, 0);
+      if (!it.ok()) return it.status();
+      out.push_back(*std::move(it));
+    }
+    return out;
+  });
+}
+
+// --- finish -------------------------------------------------------------------------
+
+namespace {
+
+// The outcomes of one Finish attempt, as parameters of the finish statement.
+struct OutcomeArgs {
+  std::vector<int64_t> ack_ids;
+  std::vector<int> ack_parts;
+  std::vector<uint64_t> ack_locators;  // Item::locator; 0: not located
+  std::vector<std::optional<std::string>> ack_results;
+  std::vector<int64_t> o_ids, o_delays;
+  std::vector<int> o_parts;
+  std::vector<bool> o_dead, o_refund;
+  std::vector<std::optional<std::string>> o_errors;
+};
+
+absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes,
+                                            absl::Span<const Item> given) {
+  absl::flat_hash_map<int64_t, const Item*> by_id;
+  for (const Item& item : given) by_id.emplace(item.id, &item);
+  OutcomeArgs a;
+  absl::flat_hash_set<int64_t> seen;
+  for (const Outcome& o : outcomes) {
+    auto it = by_id.find(o.id);
+    if (it == by_id.end() || !seen.insert(o.id).second) {
+      return absl::InternalError(
+          absl::StrCat("finish: the handler returned an outcome for item ", o.id,
+                       it == by_id.end() ? ", which it was not given" : " twice"));
+    }
+    const Item& item = *it->second;
+    if (o.kind == Outcome::Kind::kLeave) continue;
+    if (o.kind == Outcome::Kind::kAck) {
+      a.ack_ids.push_back(o.id);
+      a.ack_parts.push_back(item.part);
+      a.ack_locators.push_back(item.locator);
+      a.ack_results.push_back(
+          o.result ? std::optional<std::string>(absl::BytesToHexString(*o.result)) : std::nullopt);
+    } else {
+      a.o_ids.push_back(o.id);
+      a.o_parts.push_back(item.part);
+      a.o_dead.push_back(o.kind == Outcome::Kind::kDead);
+      a.o_delays.push_back(std::max<int64_t>(0, Micros(o.retry_delay)));
+      a.o_refund.push_back(o.kind == Outcome::Kind::kRetry && o.refund_attempt);
+      a.o_errors.push_back(o.error);
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+absl::StatusOr<FinishResult> PgStore::Finish(const FinishRequest& request, const FinishBody& body) {
+  if (absl::Status st = ValidateQueueName(request.queue); !st.ok()) return st;
+  // Optimistic first: the handler runs, then one statement fences, finishes
+  // and claims ahead. If a part was lost meanwhile (rare: only a session that
+  // expired or was re-joined elsewhere loses parts without revoking them
+  // first) or an item is no longer there (finished already, by a COMMIT
+  // whose outcome was unknown), all of that rolls back, and the second
+  // attempt locks and looks first, so the handler runs only for items that
+  // are still ours and still there.
+  bool again = false;
+  absl::StatusOr<FinishResult> r = FinishOnce(request, body, /*lock_first=*/false, &again);
+  if (r.ok() && again) r = FinishOnce(request, body, /*lock_first=*/true, &again);
+  return r;
+}
+
+absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
+                                                 const FinishBody& body, bool lock_first,
+                                                 bool* again) {
+  absl::flat_hash_map<int, int64_t> wanted;  // part -> epoch claimed under
+  std::vector<int> parts;
+  std::vector<int64_t> epochs;
+  for (const OwnedPart& p : request.parts) {
+    if (wanted.emplace(p.part, p.epoch.value).second) {
+      parts.push_back(p.part);
+      epochs.push_back(p.epoch.value);
+    }
+  }
+  // An item belongs to the fence when its part is there at its claim epoch.
+  auto in_fence = [&](const Item& item) {
+    auto it = wanted.find(item.part);
+    return it != wanted.end() && it->second == item.claim_epoch.value;
+  };
+  FinishResult out;
+  *again = false;
+  bool drop = false;  // a handler statement broke the connection
+  absl::Status st = Run(
+      "finish",
+      [&]() -> absl::Status {
+        // The transaction is driven by statements, not pqxx::work, so its COMMIT
+        // can carry the next one's BEGIN (FinishRequest::begin_next): that saves
+        // a round trip per batch, a quarter of an ack's.
+        pqxx::nontransaction tx(*conn_);
+        if (begun_) {
+          begun_ = false;
+        } else {
+          tx.exec("BEGIN");
+        }
+        bool open = true;
+        auto rollback = absl::MakeCleanup([&] {
+          if (!open) return;
+          try {
+            tx.exec("ROLLBACK");
+          } catch (...) {
+            // The connection is gone (the caller's error says so); the server
+            // rolls back on its own.
+          }
+        });
+        // The items still ours; usually all of them, passed without a copy.
+        std::vector<Item> kept;
+        absl::Span<const Item> given = request.items;
+        if (lock_first && !request.items.empty()) {
+          std::vector<int64_t> ids;
+          for (const Item& item : request.items) ids.push_back(item.id);
+          absl::flat_hash_set<int64_t> held, there;
+          for (const pqxx::row& row :
+               tx.exec_prepared("fence", request.queue, request.session.value, IntArray(parts),
+                                IntArray(epochs), IntArray(ids))) {
+            (row[0].c_str()[0] == 'p' ? held : there).insert(row[1].as<int64_t>());
+          }
+          for (const Item& item : request.items) {
+            if (in_fence(item) && held.count(item.part) && there.count(item.id)) {
+              kept.push_back(item);
+            } else {
+              out.fenced.push_back(item.id);
+            }
+          }
+          given = kept;
+        } else if (!std::all_of(request.items.begin(), request.items.end(), in_fence)) {
+          for (const Item& item : request.items) {
+            if (in_fence(item)) {
+              kept.push_back(item);
+            } else {
+              out.fenced.push_back(item.id);
+            }
+          }
+          given = kept;
+        }
+
+        // The body runs even with no items (a handler's one-time setup uses
+        // that); its writes commit with the outcomes.
+        PgTx handler_tx(tx, *conn_, handler_statements_, options_);
+        absl::StatusOr<std::vector<Outcome>> outcomes = body(handler_tx, given);
+        drop = handler_tx.error().drop_connection;
+        if (!outcomes.ok()) return outcomes.status();
+        if (!handler_tx.error().status.ok()) {
+          // The body carried on after a failed statement without rolling back
+          // to a savepoint: the server aborted the transaction; it cannot commit.
+          return handler_tx.error().status;
+        }
+        if (outcomes->size() != given.size()) {
+          return absl::InternalError(absl::StrCat("finish: the handler returned ", outcomes->size(),
+                                                  " outcomes for ", given.size(), " items"));
+        }
+        absl::StatusOr<OutcomeArgs> a = MakeOutcomeArgs(*outcomes, given);
+        if (!a.ok()) return a.status();
+        std::optional<ClaimRequest> claim;
+        if (request.next) claim = request.next();
+        // Every acked row located where its claim saw it.
+        const bool located = std::none_of(a->ack_locators.begin(), a->ack_locators.end(),
+                                          [](uint64_t l) { return l == 0; });
+        // The common case runs pipelined (pg_store_sql.cc, PipelinedAck):
+        // every item acked where its claim saw it, no handler result to
+        // record, and a claim (if any) of one part without a suspect probe.
+        const bool pipelined = !lock_first && !a->ack_ids.empty() && a->o_ids.empty() && located &&
+                               std::none_of(a->ack_results.begin(), a->ack_results.end(),
+                                            [](const auto& r) { return r.has_value(); }) &&
+                               (!claim || (!ProbesSuspects(*claim) && claim->parts.size() == 1));
+        if (pipelined) {
+          // (The general path checks the claim in MakeClaimArgs.)
+          if (claim) {
+            if (absl::Status bad = CheckClaimLimits(*claim); !bad.ok()) return bad;
+          }
+          // The fence: the parts of the acked items at their claim epochs.
+          std::vector<int> fence_parts;
+          std::vector<int64_t> fence_epochs;
+          for (int part : a->ack_parts) {
+            if (std::find(fence_parts.begin(), fence_parts.end(), part) == fence_parts.end()) {
+              fence_parts.push_back(part);
+              fence_epochs.push_back(wanted.at(part));
+            }
+          }
+          // The statement's check compares the deleted ids in order.
+          std::vector<int64_t> sorted_ids = a->ack_ids;
+          std::sort(sorted_ids.begin(), sorted_ids.end());
+          // The arrays go in binary (BinaryInt8Array says why).
+          std::vector<std::optional<std::string>> params = {request.queue,
+                                                            request.session.value,
+                                                            BinaryInt4Array(fence_parts),
+                                                            BinaryInt8Array(fence_epochs),
+                                                            BinaryInt8Array(sorted_ids),
+                                                            BinaryTidArray(a->ack_locators)};
+          std::vector<bool> binary_params = {false, false, true, true, true, true};
+          if (claim) {
+            const ClaimPart& cp = claim->parts[0];
+            params.push_back(absl::StrCat(cp.part));
+            params.push_back(absl::StrCat(cp.epoch.value));
+            params.push_back(absl::StrCat(cp.after ? cp.after->priority : kHeadPriority));
+            params.push_back(absl::StrCat(cp.after ? cp.after->id : kHeadId));
+            params.push_back(absl::StrCat(std::min(cp.limit, claim->limit)));
+            params.push_back(claim->ordered ? "t" : "f");
+            // In flight there (the new claim record keeps them), and what a
+            // read from the head skips: those and the items finished now (a
+            // read from the cursor on skips nothing).
+            std::vector<int64_t> fly, skip;
+            for (const auto& [part, id] : claim->in_flight) {
+              if (part == cp.part) fly.push_back(id);
+            }
+            if (!cp.after) {
+              skip = a->ack_ids;
+              skip.insert(skip.end(), fly.begin(), fly.end());
+            }
+            params.push_back(BinaryInt8Array(fly));
+            params.push_back(BinaryInt8Array(skip));
+            binary_params.resize(params.size(), false);
+            binary_params.end()[-1] = binary_params.end()[-2] = true;
+          }
+          const bool chain = claim.has_value() && request.begin_next;
+          std::vector<PipelineResult> res;
+          try {
+            res = pipeline_.Run(*conn_, {{kPlanGuard, {}},
+                                         {claim ? kPipelinedAckClaim : kPipelinedAck, params,
+                                          /*binary=*/true, binary_params},
+                                         {chain ? kPipelinedChain : kPipelinedCommit, {}}});
+          } catch (const pqxx::broken_connection& e) {
+            // The COMMIT was in the flight: it may or may not have run.
+            open = false;
+            throw pqxx::in_doubt_error(e.what());
+          }
+          for (int i = 0; i < 3; ++i) {
+            const PipelineResult& step = res[i];
+            if (step.kind == PipelineResult::Kind::kOk) continue;
+            if (step.kind == PipelineResult::Kind::kError && step.sqlstate == "PQ001") {
+              // A part was lost or an item is gone: nothing committed. Roll
+              // back and run again locking first (Finish).
+              *again = true;
+              return absl::OkStatus();
+            }
+            if (step.kind == PipelineResult::Kind::kError) {
+              throw pqxx::sql_error(step.message, i == 2 ? "COMMIT" : "pipelined ack",
+                                    step.sqlstate.c_str());
+            }
+          }
+          open = false;
+          out.acked = a->ack_ids;
+          const PipelineResult& rows = res[1];
+          if (claim) out.next.reserve(rows.size());
+          for (int row = 0; claim && row < rows.size(); ++row) {
+            if (rows.is_null(row, 0)) continue;  // the claim's one row of NULLs
+            absl::StatusOr<Item> item =
+                ItemFromBinary(rows, row, claim->parts[0].part, claim->parts[0].epoch);
+            // Cannot happen (the server wrote these columns); the item stays
+            // ready in the database and is claimed again.
+            if (!item.ok()) continue;
+            out.next.push_back(*std::move(item));
+          }
+          if (chain && out.next.empty()) {
+            // Nothing to run in the transaction the COMMIT began: end it, so
+            // the next batch's transaction does not start with a stale now().
+            // The ack has committed; a failure here only costs the connection.
+            try {
+              tx.exec("ROLLBACK");
+            } catch (...) {
+              drop = true;
+            }
+          } else {
+            begun_ = chain;
+          }
+          out.next_begun = chain && !out.next.empty();
+          return absl::OkStatus();
+        }
+        std::optional<ClaimArgs> next;
+        if (claim) {
+          absl::StatusOr<ClaimArgs> c = MakeClaimArgs(*claim);
+          if (!c.ok()) return c.status();
+          next = *std::move(c);
+        }
+        const std::string ctids = CtidArray(a->ack_locators);
+        pqxx::result r;
+        bool claimed_rows = false;
+        // Otherwise the lean statement (pg_store_sql.cc, AckCtes), if every
+        // item is acked and every row located by its claim.
+        const bool lean = !lock_first && a->o_ids.empty() && located;
+        if (!outcomes->empty() || next) {
+          std::vector<int64_t> result_ids;
+          std::vector<std::optional<std::string>> results;
+          for (size_t i = 0; lean && i < a->ack_ids.size(); ++i) {
+            if (a->ack_results[i]) {
+              result_ids.push_back(a->ack_ids[i]);
+              results.push_back(a->ack_results[i]);
+            }
+          }
+          if (lean && next) {
+            r = tx.exec_prepared("ack_claim", request.queue, request.session.value, IntArray(parts),
+                                 IntArray(epochs), IntArray(a->ack_ids), ctids,
+                                 IntArray(result_ids), TextArray(results), next->parts,
+                                 next->epochs, next->after_prio, next->after_id, next->limits,
+                                 next->ordered, next->suspect, next->fly_parts, next->fly_ids,
+                                 next->limit);
+          } else if (lean) {
+            r = tx.exec_prepared("ack", request.queue, request.session.value, IntArray(parts),
+                                 IntArray(epochs), IntArray(a->ack_ids), ctids,
+                                 IntArray(result_ids), TextArray(results));
+          } else if (next) {
+            r = Exec(tx, "finish_claim", request.queue, request.session.value, IntArray(parts),
+                     IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,
+                     TextArray(a->ack_results), IntArray(a->o_ids), IntArray(a->o_parts),
+                     BoolArray(a->o_dead), IntArray(a->o_delays), BoolArray(a->o_refund),
+                     TextArray(a->o_errors), std::max(1, request.max_attempts), next->parts,
+                     next->epochs, next->after_prio, next->after_id, next->limits, next->ordered,
+                     next->suspect, next->fly_parts, next->fly_ids, next->limit);
+          } else {
+            r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
+                     IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,
+                     TextArray(a->ack_results), IntArray(a->o_ids), IntArray(a->o_parts),
+                     BoolArray(a->o_dead), IntArray(a->o_delays), BoolArray(a->o_refund),
+                     TextArray(a->o_errors), std::max(1, request.max_attempts));
+          }
+          absl::flat_hash_set<int> held;
+          for (const pqxx::row& row : r) {
+            const char kind = row[0].c_str()[0];
+            if (kind == 'p') {
+              held.insert(row[1].as<int>());
+            } else if (kind == 'c') {
+              claimed_rows = true;  // read after the commit
+            } else if (kind == 'n') {
+              // The lean statement counts; it deletes all or Finish rolls back.
+              if (row[1].as<int64_t>() == static_cast<int64_t>(a->ack_ids.size())) {
+                out.acked = a->ack_ids;
+              }
+            } else {
+              const int64_t id = row[1].as<int64_t>();
+              (kind == 'a' ? out.acked : kind == 'r' ? out.retried : out.dead).push_back(id);
+            }
+          }
+          if (std::any_of(given.begin(), given.end(),
+                          [&](const Item& item) { return held.count(item.part) == 0; })) {
+            // A part is no longer ours: nothing of this attempt may commit.
+            if (!lock_first) {
+              *again = true;
+              return absl::OkStatus();
+            }
+            return absl::InternalError("finish: a part locked by the fence was not held");
+          }
+        }
+        if (out.acked.size() != a->ack_ids.size() ||
+            out.retried.size() + out.dead.size() != a->o_ids.size()) {
+          if (!lock_first) {
+            *again = true;  // look which are still there, then run those only
+            return absl::OkStatus();
+          }
+          // The fence found these rows and only this session touches them while
+          // it holds their parts, so a row gone since means two Finish calls
+          // raced for one item. Write nothing.
+          return absl::AbortedError(absl::StrCat(
+              "finish: ",
+              a->ack_ids.size() + a->o_ids.size() - out.acked.size() - out.retried.size() -
+                  out.dead.size(),
+              " of ", a->ack_ids.size() + a->o_ids.size(),
+              " items were no longer there (finished concurrently?); nothing was written"));
+        }
+        const bool chain = request.begin_next && claimed_rows;
+        try {
+          tx.exec(chain ? "COMMIT; BEGIN" : "COMMIT");
+        } catch (const pqxx::broken_connection& e) {
+          open = false;
+          throw pqxx::in_doubt_error(e.what());
+        }
+        open = false;
+        begun_ = chain;
+        out.next_begun = chain;
+        // The claimed items are read only now: the server waits for nothing
+        // while the client turns a hundred rows into Items.
+        if (claimed_rows) {
+          for (const pqxx::row& row : r) {
+            if (row[0].c_str()[0] != 'c') continue;
+            absl::StatusOr<Item> item = ItemFromRow(row, 1);
+            // Cannot happen (the server wrote the payload's text form); the item
+            // stays ready in the database and is claimed again.
+            if (!item.ok()) continue;
+            out.next.push_back(*std::move(item));
+          }
+        }
+        return absl::OkStatus();
+      },
+      /*keep_begun=*/true);
+  // Only now: the transaction that used the connection is gone.
+  if (drop) conn_.reset();
+  if (!st.ok()) return st;
+  if (*again) return FinishResult{};
+  return out;
+}
+
+// --- item state -----------------------------------------------------------------------
+
+absl::StatusOr<ItemState> PgStore::GetItemState(absl::string_view queue, int64_t id) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("item state", [&]() -> absl::StatusOr<ItemState> {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r = tx.exec_prepared("item_state", std::string(queue), id);
+    ItemState state;
+    state.id = id;
+    bool elsewhere = false;
+    int64_t high_water = 0;
+    for (const pqxx::row& row : r) {
+      const char k = row[0].c_str()[0];
+      if (k == 's') {
+        if (row[2].as<int>() == 0) return UnknownQueue(queue, options_.schema);
+        high_water = row[3].as<int64_t>();
+        continue;
+      }
+      if (row[1].as<std::string>() != queue) {
+        elsewhere = true;
+        continue;
+      }
+      switch (k) {
+        case 'p':
+          state.kind = ItemState::Kind::kPending;
+          state.attempts = row[2].as<int>();
+          state.error = Text(row[3]).value_or("");
+          break;
+        case 'd':
+          state.kind = ItemState::Kind::kDead;
+          state.attempts = row[2].as<int>();
+          state.error = Text(row[3]).value_or("");
+          break;
+        case 'r': {
+          state.kind = ItemState::Kind::kDone;
+          if (!row[4].is_null()) {
+            std::string result;
+            if (DecodeBytea(absl::string_view(row[4].c_str(), row[4].size()), &result)) {
+              state.result = std::move(result);
+            }
+          }
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    if (state.kind == ItemState::Kind::kUnknown && !elsewhere && id >= 1 && id <= high_water) {
+      // Allocated and in no table: acked without a result row. (Ids are
+      // shared by all queues of the schema and a vanished id does not say
+      // which queue it had, nor whether its insert committed; see README.)
+      state.kind = ItemState::Kind::kDone;
+    }
+    return state;
+  });
+}
+
+absl::StatusOr<ItemState> PgStore::GetItemStateByDedupKey(absl::string_view queue,
+                                                          absl::string_view dedup_key) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("item state", [&]() -> absl::StatusOr<ItemState> {
+    pqxx::nontransaction tx(*conn_);
+    pqxx::result r =
+        tx.exec_prepared("item_state_dedup", std::string(queue), std::string(dedup_key));
+    ItemState pending, finished;
+    for (const pqxx::row& row : r) {
+      const char k = row[0].c_str()[0];
+      if (k == 'q') {
+        if (row[2].as<int>() == 0) return UnknownQueue(queue, options_.schema);
+        continue;
+      }
+      ItemState& s = k == 'p' ? pending : finished;
+      s.id = row[1].as<int64_t>();
+      s.attempts = row[2].as<int>();
+      s.error = Text(row[3]).value_or("");
+      if (k == 'p') {
+        s.kind = ItemState::Kind::kPending;
+      } else if (k == 'd') {
+        s.kind = ItemState::Kind::kDead;
+      } else {
+        s.kind = ItemState::Kind::kDone;
+        std::string result;
+        if (!row[4].is_null() &&
+            DecodeBytea(absl::string_view(row[4].c_str(), row[4].size()), &result)) {
+          s.result = std::move(result);
+        }
+      }
+    }
+    return pending.kind != ItemState::Kind::kUnknown ? pending : finished;
+  });
+}
+
+// --- status ---------------------------------------------------------------------------
+
+absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
+  absl::StatusOr<QueueConfig> config = GetQueue(queue);
+  if (!config.ok()) return config.status();
+  return Run("status", [&]() -> absl::StatusOr<QueueStatus> {
+    // One snapshot for sessions and parts, so the numbers agree.
+    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(*conn_);
+    QueueStatus status;
+    status.config = *config;
+    status.db_now = absl::FromUnixMicros(
+        tx.exec("SELECT (extract(epoch FROM now()) * 1000000)::bigint")[0][0].as<int64_t>());
+    for (const pqxx::row& row : tx.exec_prepared("status_sessions", std::string(queue))) {
+      SessionInfo s;
+      s.id.value = row[0].as<std::string>();
+      s.instance_id = row[1].as<std::string>();
+      s.host = row[2].as<std::string>();
+      s.pid = row[3].as<int>();
+      s.since_heartbeat = absl::Microseconds(row[4].as<int64_t>());
+      s.expires_in = absl::Microseconds(row[5].as<int64_t>());
+      s.parts_owned = row[6].as<int>();
+      status.sessions.push_back(std::move(s));
+    }
+    status.parts.reserve(config->parts);
+    for (const pqxx::row& row :
+         tx.exec_prepared("status_parts", std::string(queue), config->parts)) {
+      PartStatus p;
+      p.part = row[0].as<int>();
+      if (!row[1].is_null()) p.owner = SessionId{row[1].as<std::string>()};
+      p.epoch.value = row[2].as<int64_t>();
+      p.ready = row[3].as<int64_t>();
+      p.delayed = row[4].as<int64_t>();
+      p.in_flight = row[5].as<int64_t>();
+      p.dead = row[6].as<int64_t>();
+      p.oldest_ready_age = absl::Microseconds(row[7].as<int64_t>());
+      status.parts.push_back(std::move(p));
+    }
+    tx.commit();
+    return status;
+  });
+}
+
+absl::StatusOr<QueueOwners> PgStore::Owners(absl::string_view queue) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("owners", [&]() -> absl::StatusOr<QueueOwners> {
+    pqxx::nontransaction tx(*conn_);
+    QueueOwners out;
+    bool found = false;
+    std::vector<std::pair<int, std::string>> owned;
+    for (const pqxx::row& row : tx.exec_prepared("owners", std::string(queue))) {
+      switch (row[0].c_str()[0]) {
+        case 'q':
+          found = true;
+          out.owners.resize(row[3].as<int>());
+          break;
+        case 's':
+          out.sessions.push_back(
+              {SessionId{row[1].as<std::string>()}, row[2].as<std::string>(), row[3].as<int>()});
+          break;
+        case 'p':
+          owned.emplace_back(row[3].as<int>(), row[1].as<std::string>());
+          break;
+        default:
+          out.has_items = true;
+      }
+    }
+    if (!found) return UnknownQueue(queue, options_.schema);
+    for (auto& [part, session] : owned) {
+      if (part >= 0 && part < static_cast<int>(out.owners.size())) {
+        out.owners[part] = SessionId{std::move(session)};
+      }
+    }
+    std::sort(out.sessions.begin(), out.sessions.end(),
+              [](const auto& a, const auto& b) { return a.id.value < b.id.value; });
+    return out;
+  });
+}
+
+// --- dead items --------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<DeadItem>> PgStore::ListDead(absl::string_view queue, int limit) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("list dead items", [&]() -> absl::StatusOr<std::vector<DeadItem>> {
+    pqxx::nontransaction tx(*conn_);
+    const std::string q(queue);
+    if (tx.exec_params(WithSchema("SELECT 1 FROM {schema}.queues WHERE name = $1", options_.schema),
+                       q)
+            .empty()) {
+      return UnknownQueue(queue, options_.schema);
+    }
+    std::vector<DeadItem> out;
+    for (const pqxx::row& r : tx.exec_params(WithSchema(R"sql(
+SELECT id, part, key, dedup_key, attempts,
+       (date_part('epoch', enqueued_at) * 1000000)::bigint,
+       (date_part('epoch', failed_at) * 1000000)::bigint, last_error, octet_length(payload)
+FROM {schema}.dead_items WHERE queue = $1
+ORDER BY failed_at DESC, id DESC LIMIT $2)sql",
+                                                        options_.schema),
+                                             q, limit)) {
+      DeadItem d;
+      d.id = r[0].as<int64_t>();
+      d.part = r[1].as<int>();
+      d.key = Text(r[2]);
+      d.dedup_key = Text(r[3]);
+      d.attempts = r[4].as<int>();
+      d.enqueued_at = absl::FromUnixMicros(r[5].as<int64_t>());
+      d.failed_at = absl::FromUnixMicros(r[6].as<int64_t>());
+      d.last_error = r[7].as<std::string>();
+      d.payload_bytes = r[8].as<int64_t>();
+      out.push_back(std::move(d));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<Requeued> PgStore::RequeueDead(absl::string_view queue,
+                                              const std::vector<int64_t>& ids) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("requeue dead items", [&]() -> absl::StatusOr<Requeued> {
+    pqxx::work tx(*conn_);
+    // Items' lock before the queue row is read, as every writer of items
+    // takes it (DeleteQueue says why).
+    tx.exec_prepared("lock_items_for_enqueue");
+    const std::string q(queue);
+    if (tx.exec_params(WithSchema("SELECT 1 FROM {schema}.queues WHERE name = $1", options_.schema),
+                       q)
+            .empty()) {
+      return UnknownQueue(queue, options_.schema);
+    }
+    // A new item in all but its id and enqueue time: no attempt counted, due
+    // now, no abandoned mark. ON CONFLICT leaves an item whose dedup key a
+    // live item holds where it is (its id cannot be live: ids are never
+    // reused). Owners find the items at their next rescan of the part, at
+    // once with the notice (NotifyParts, as an enqueue sends it).
+    const pqxx::row r = tx.exec_params1(WithSchema(R"sql(
+WITH asked AS (
+  SELECT d.* FROM {schema}.dead_items d
+  WHERE d.queue = $1 AND (cardinality($2::bigint[]) = 0 OR d.id = ANY($2::bigint[]))),
+moved AS (
+  INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, attempts,
+                              enqueued_at, payload, origin_topic, origin_partition,
+                              origin_offset, headers)
+  SELECT id, queue, part, key, dedup_key, priority, now(), 0, enqueued_at, payload,
+         origin_topic, origin_partition, origin_offset, headers
+  FROM asked
+  ON CONFLICT DO NOTHING
+  RETURNING id, part),
+gone AS (DELETE FROM {schema}.dead_items d USING moved m WHERE d.id = m.id RETURNING 1)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM asked) - (SELECT count(*) FROM gone),
+       (SELECT coalesce(string_agg(DISTINCT part::text, ','), '') FROM moved))sql",
+                                                   options_.schema),
+                                        q, IntArray(ids));
+    absl::flat_hash_set<int> parts;
+    for (absl::string_view p : absl::StrSplit(r[2].c_str(), ',', absl::SkipEmpty())) {
+      int part = 0;
+      if (absl::SimpleAtoi(p, &part)) parts.insert(part);
+    }
+    if (!parts.empty()) NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
+    tx.commit();
+    Requeued out;
+    out.requeued = r[0].as<int64_t>();
+    out.kept = r[1].as<int64_t>();
+    return out;
+  });
+}
+
+// --- in the caller's transaction ---------------------------------------------------------
+
+}  // namespace pg_internal
+
+absl::StatusOr<EnqueueResult> EnqueueInTx(pqxx::transaction_base& tx, const PgOptions& options,
+                                          absl::string_view queue, const NewItem& item) {
+  if (absl::Status st = ValidateSchemaName(options.schema); !st.ok()) return st;
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  absl::StatusOr<pg_internal::EnqueueArgs> args =
+      pg_internal::CheckNewItem(item, options.max_payload_bytes);
+  if (!args.ok()) return args.status();
+  try {
+    // Unprepared: the connection is the caller's, and so are its statement names.
+    return pg_internal::EnqueueIn(tx, false, options.schema, queue, item, *args);
+  } catch (...) {
+    return pg_internal::ClassifyException(std::current_exception(),
+                                          absl::StrCat("enqueue into \"", queue, "\""),
+                                          options.schema)
+        .status;
+  }
+}
+
+}  // namespace partq

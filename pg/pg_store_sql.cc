@@ -1,0 +1,811 @@
+// Every SQL statement PgStore prepares, in one place, with the reasons for
+// their shape. Statements are prepared once per connection (libpqxx sends the
+// Parse on first use) and take arrays as text literals ("{1,2,3}"), because
+// libpqxx 6.4 cannot bind vectors.
+//
+// Conventions: times travel as microseconds since the epoch (or microseconds
+// of an interval) in bigint, so the client never parses timestamp text (the
+// claim's per-item ones via date_part, a float8, where extract would be
+// numeric arithmetic twice per item); bytea travels as its text form
+// ("\x0a0b") and is decoded by DecodeBytea.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "pg/migrations.h"
+#include "pg/pg_store_internal.h"
+
+namespace partq {
+namespace pg_internal {
+namespace {
+
+// The single-row enqueue. One round trip: the queue lookup (NotFound and the
+// part count), the id (nextval, so a keyless item's part can come from its id
+// in the same statement, via part_for_id which mirrors PartForId), the insert
+// with dedup, and the NOTIFY. $2 is the key's positive murmur2 (NULL without a
+// key), so `$2 % parts` is PartForKey and no client-side cache of part counts
+// can go stale. A dedup hit returns the parts but no id.
+constexpr const char* kEnqueue = R"sql(
+WITH q AS (SELECT parts FROM {schema}.queues WHERE name = $1),
+n AS (SELECT nextval('{schema}.items_id_seq') AS id, parts FROM q),
+ins AS (
+  INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, payload)
+  SELECT n.id, $1,
+         CASE WHEN $2::bigint IS NULL THEN {schema}.part_for_id(n.id, n.parts)
+              ELSE ($2::bigint % n.parts)::int END,
+         $3, $4, $5::smallint, now() + $6::bigint * interval '1 microsecond', $7::bytea
+  FROM n
+  ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+  RETURNING id, part)
+SELECT q.parts, ins.id, ins.part,
+       CASE WHEN ins.id IS NOT NULL THEN pg_notify($8, 'i:' || ins.part) END
+FROM q LEFT JOIN ins ON true
+)sql";
+
+// The items a claim reads in one part: the conditions and order of a scan
+// of `items i` (items_ready serves it), written once for the general claim
+// (ClaimCtes, `ready`) and the pipelined one (PipelinedAck, `pick`). The
+// arguments are SQL expressions: the queue, the part, the cursor (priority,
+// id; the id must be a bigint expression), the bigint[] a read from the
+// head skips, and whether the queue is ordered. Reads from the cursor on;
+// at the sentinel (-32768, minimum bigint) from the head, skipping `skip`;
+// an ordered queue yields only each key's oldest live item. Ready means
+// ready when the claim reads: statement_timestamp(), not now() (the
+// transaction's start), because a claim ahead runs in an ack transaction
+// that began before its handler, and must see what was enqueued meanwhile.
+std::string ReadyItems(absl::string_view queue, absl::string_view part,
+                       absl::string_view after_prio, absl::string_view after_id,
+                       absl::string_view skip, absl::string_view ordered) {
+  return absl::StrCat("i.queue = ", queue, " AND i.part = ", part, R"sql(
+      AND (i.priority, i.id) > ()sql",
+                      after_prio, "::smallint, ", after_id, R"sql()
+      AND i.run_at <= statement_timestamp() AND i.abandoned_epoch IS NULL
+      AND ()sql",
+                      after_id, " <> -9223372036854775808 OR i.id <> ALL(", skip, R"sql())
+      AND (NOT )sql",
+                      ordered, R"sql(::bool OR i.key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM {schema}.items j
+        WHERE j.queue = )sql",
+                      queue, R"sql( AND j.part = i.part AND j.key = i.key
+          AND j.id < i.id))
+    ORDER BY i.priority, i.id)sql");
+}
+
+// The claim's CTEs, ending with `pick` (the claimed rows) and `recorded` (the
+// claim records written). Why they look like this:
+// - `own` keeps the requested parts that are still ours at their epochs, so
+//   a session that lost a part reads nothing there, in the order requested.
+// - `ready`: per part, one scan of items_ready in (priority, id) order from
+//   the part's cursor (ReadyItems); the parts go in order in a nested loop
+//   under the total LIMIT, which stops pulling (and so reading parts) once it
+//   has enough. A read from the head must skip what the session has in
+//   flight; past a real cursor nothing can be in flight (the cursor is the
+//   last key this session claimed), so the skip test is not even evaluated.
+//   Ordered queues keep only each key's oldest live item (items_key serves
+//   the probe).
+// - `suspect`: at most one abandoned item in any part this session owns, in
+//   (priority, id) order; items_abandoned holds only such rows, so the probe
+//   costs an index page when there are none.
+// - `recorded` rewrites the claim record of every part it took items from:
+//   what the session has in flight there plus the new items. An owner whose epoch is older than the
+//   record's (a session that lost the part and does not know it yet) cannot overwrite it.
+// - The skip and in-flight lists are arrays compared linearly; they hold
+//   what one session has in flight (a few batches), and only head scans use
+//   them.
+//
+// Parameters: $1 queue, $2 session, then from `first` on: parts, epochs,
+// cursor priorities, cursor ids, limits, ordered, suspect probe, in-flight
+// parts and ids, total limit (ClaimRequest, as PgStore::Claim binds them).
+std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit) {
+  struct {
+    int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect,
+        fly_parts, fly_ids, total;
+  } p;
+  int n = first;
+  for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.ordered, &p.suspect,
+                 &p.fly_parts, &p.fly_ids, &p.total}) {
+    *f = n++;
+  }
+  auto d = [](int k) { return absl::StrCat("$", k); };
+  const std::string pick =
+      absl::StrCat(R"sql(suspect AS (
+  SELECT sp.part, sp.epoch, i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts,
+         i.payload, i.enqueued_at, i.run_at, true AS suspect
+  FROM {schema}.items i
+  JOIN {schema}.session_parts sp
+    ON sp.queue = i.queue AND sp.part = i.part AND sp.session_id = )sql",
+                   d(p.session), R"sql(
+  WHERE )sql",
+                   d(p.suspect), R"sql(::bool AND i.queue = )sql", d(p.queue), R"sql(
+    AND i.abandoned_epoch IS NOT NULL AND i.run_at <= statement_timestamp()
+    AND i.id <> ALL((SELECT ids FROM skip)::bigint[])
+  ORDER BY i.priority, i.id LIMIT 1),
+pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql");
+  return absl::StrCat(
+      R"sql(own AS (
+  SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim
+  FROM unnest()sql",
+      d(p.parts), "::int[], ", d(p.epochs), "::bigint[], ", d(p.after_prio), "::int[], ",
+      d(p.after_id), "::bigint[], ", d(p.limits), R"sql(::int[])
+       WITH ORDINALITY AS o(part, epoch, after_prio, after_id, lim, n)
+  JOIN {schema}.session_parts sp
+    ON sp.queue = )sql",
+      d(p.queue), R"sql( AND sp.part = o.part AND sp.epoch = o.epoch)sql",
+      async_commit ? "\n  WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL" : "",
+      R"sql(
+  ORDER BY o.n),
+skip AS (SELECT )sql",
+      d(p.fly_ids), "::bigint[] || ", extra_skip, R"sql( AS ids),
+ready AS (
+  SELECT own.part, own.epoch, c.*, false AS suspect
+  FROM own CROSS JOIN LATERAL (
+    SELECT i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload,
+           i.enqueued_at, i.run_at
+    FROM {schema}.items i
+    WHERE )sql",
+      ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id",
+                 "(SELECT ids FROM skip)::bigint[]", d(p.ordered)),
+      R"sql( LIMIT own.lim) c
+  LIMIT )sql",
+      d(p.total), "),\n", pick, R"sql(,
+recorded AS (
+  UPDATE {schema}.part_claims c
+  SET ids = ARRAY(SELECT f.id FROM unnest()sql",
+      d(p.fly_parts), "::int[], ", d(p.fly_ids),
+      R"sql(::bigint[]) AS f(part, id)
+                  WHERE f.part = c.part
+                  UNION ALL SELECT k.id FROM pick k WHERE k.part = c.part),
+      claimed_at = now()
+  FROM (SELECT DISTINCT part, epoch FROM pick) r
+  WHERE c.queue = )sql",
+      d(p.queue), R"sql( AND c.part = r.part AND c.epoch = r.epoch
+  RETURNING 1))sql");
+}
+
+// A CTE for the general Finish: retried and dead items ($9 ids, $10 parts)
+// are no longer in flight, so they come off their parts' claim records (a
+// record that still listed them would count them in flight in `partq
+// status`, and as abandoned if this session died). With a claim in the same
+// statement, the parts it takes from are left to it: `recorded` rewrites
+// those without them, and one statement must not update a row twice.
+std::string UnrecordCte(bool with_claim) {
+  return absl::StrCat(R"sql(unrecorded AS (
+  UPDATE {schema}.part_claims c
+  SET ids = ARRAY(SELECT x FROM unnest(c.ids) AS x WHERE x <> ALL($9::bigint[]))
+  WHERE c.queue = $1 AND c.part = ANY($10::int[]) AND cardinality($9::bigint[]) > 0)sql",
+                      with_claim ? "\n    AND c.part NOT IN (SELECT part FROM pick)" : "",
+                      R"sql(
+  RETURNING 1))sql");
+}
+
+// The fence of Finish (both forms): our session_parts rows still at the
+// claimed epochs ($3 parts, $4 epochs), locked FOR SHARE until commit.
+constexpr const char* kFence = R"sql(f AS (
+  SELECT sp.part FROM {schema}.session_parts sp
+  JOIN unnest($3::int[], $4::bigint[]) AS w(part, epoch)
+    ON sp.part = w.part AND sp.epoch = w.epoch
+  WHERE sp.queue = $1 AND sp.session_id = $2
+  FOR SHARE OF sp))sql";
+
+// The common Finish: every item acked, every row where the claim saw it ($5
+// ids, $6 ctids; results for some: $7 ids, $8 hex). The deletes go through
+// ack_items() (migration 4): a TID scan, the id check making a reused ctid
+// harmless, and a fallback by id for rows a table rewrite moved. It is a
+// function because its statements are planned with enable_seqscan off: a
+// generic plan made while the table was nearly empty would otherwise scan the
+// whole table for every batch once a backlog has come. The statement's fixed
+// cost (each CTE is a plan node to start and end) is most of what an ack
+// costs beyond its writes, so this form has no CTE it does not need, and it
+// returns the count, not the ids.
+std::string AckCtes() {
+  return absl::StrCat(kFence, R"sql(,
+done AS (SELECT * FROM {schema}.ack_items($6::tid[], $5::bigint[])),
+res AS (
+  INSERT INTO {schema}.results (id, queue, dedup_key, result)
+  SELECT d.acked_id, d.acked_queue, d.acked_dedup_key, decode(r.result, 'hex')
+  FROM done d LEFT JOIN unnest($7::bigint[], $8::text[]) AS r(id, result) ON r.id = d.acked_id
+  WHERE d.acked_dedup_key IS NOT NULL OR r.id IS NOT NULL
+  RETURNING 1))sql");
+}
+
+// Finish's CTEs ($1 queue, $2 session, $3/$4 fence parts and epochs, $5-$8
+// acks: id, part, ctid, result as hex; $9-$14 other outcomes: id, part, dead,
+// delay in µs, refund, error; $15 max attempts). Why they look like this:
+// - `f` is the fence: our session_parts rows still at the claimed epochs,
+//   locked FOR SHARE until commit. Items of other parts are left alone.
+// - Acks delete by ctid first (a TID scan: no index descent per item); the
+//   id check makes a reused ctid harmless, and `moved` deletes by id what
+//   was not found there (a table rewrite moves rows).
+// - Results are recorded when there is one or a dedup key (`partq wait`).
+// - Retries count the attempt unless refunded and clear the abandoned mark;
+//   retries that used up max_attempts, and dead items, move to dead_items.
+//   retried and dead select disjoint rows, as one statement must.
+// - Dead items keep their Kafka origin and headers, and `dlq` writes one
+//   outbox row per dead item of a queue with a dead-letter topic (store.h
+//   says what the message carries). When nothing dies, `dead` is empty and
+//   `dlq` has nothing to join, so acks pay almost nothing for it. The key
+//   goes back to bytes: an ingested key that was not plain UTF-8 (or started
+//   with "\x") is stored as "\x" + lowercase hex (pg_store_kafka.cc), any
+//   other key is its own UTF-8. Context headers with a NULL value (no Kafka
+//   origin) are left out.
+std::string FinishCtes() {
+  return absl::StrCat(kFence, R"sql(,
+a AS (
+  SELECT * FROM unnest($5::bigint[], $6::int[], $7::tid[], $8::text[]) AS a(id, part, tid, result)
+  WHERE a.part IN (SELECT part FROM f)),
+acked AS (
+  DELETE FROM {schema}.items i
+  WHERE i.ctid = ANY(ARRAY(SELECT tid FROM a)) AND i.id = ANY(ARRAY(SELECT id FROM a))
+  RETURNING i.id, i.queue, i.dedup_key),
+moved AS (
+  DELETE FROM {schema}.items i
+  WHERE i.id = ANY(ARRAY(SELECT id FROM a WHERE id NOT IN (SELECT id FROM acked)))
+  RETURNING i.id, i.queue, i.dedup_key),
+done AS (SELECT * FROM acked UNION ALL SELECT * FROM moved),
+res AS (
+  INSERT INTO {schema}.results (id, queue, dedup_key, result)
+  SELECT d.id, d.queue, d.dedup_key, decode(a.result, 'hex') FROM done d JOIN a ON a.id = d.id
+  WHERE d.dedup_key IS NOT NULL OR a.result IS NOT NULL
+  RETURNING 1),
+o AS (
+  SELECT * FROM unnest($9::bigint[], $10::int[], $11::bool[], $12::bigint[], $13::bool[],
+                       $14::text[]) AS o(id, part, dead, delay_us, refund, error)
+  WHERE o.part IN (SELECT part FROM f)),
+retried AS (
+  UPDATE {schema}.items i
+  SET attempts = i.attempts + (NOT o.refund)::int,
+      run_at = statement_timestamp() + o.delay_us * interval '1 microsecond',
+      abandoned_epoch = NULL, last_error = o.error
+  FROM o
+  WHERE i.id = o.id AND NOT o.dead AND (o.refund OR i.attempts + 1 < $15::int)
+  RETURNING i.id),
+dead AS (
+  DELETE FROM {schema}.items i USING o
+  WHERE i.id = o.id AND (o.dead OR (NOT o.refund AND i.attempts + 1 >= $15::int))
+  RETURNING i.id, i.queue, i.part, i.key, i.dedup_key, i.priority, i.attempts + 1 AS attempts,
+            i.enqueued_at, i.payload, coalesce(o.error, '') AS error,
+            i.origin_topic, i.origin_partition, i.origin_offset, i.headers),
+buried AS (
+  INSERT INTO {schema}.dead_items
+    (id, queue, part, key, dedup_key, priority, attempts, enqueued_at, last_error, payload,
+     origin_topic, origin_partition, origin_offset, headers)
+  SELECT id, queue, part, key, dedup_key, priority, attempts, enqueued_at, error, payload,
+         origin_topic, origin_partition, origin_offset, headers
+  FROM dead
+  RETURNING 1),
+dlq AS (
+  INSERT INTO {schema}.outbox (topic, key, payload, headers)
+  SELECT q.dlq_topic,
+         CASE WHEN d.origin_topic IS NOT NULL AND d.key ~ '^\\x([0-9a-f]{2})*$'
+              THEN decode(substr(d.key, 3), 'hex') ELSE convert_to(d.key, 'UTF8') END,
+         d.payload,
+         coalesce(d.headers, '[]'::jsonb) || (
+           SELECT jsonb_agg(jsonb_build_object('key', h.k, 'value', h.v) ORDER BY h.n)
+           FROM (VALUES (1, '__connect.errors.topic', d.origin_topic),
+                        (2, '__connect.errors.partition', d.origin_partition::text),
+                        (3, '__connect.errors.offset', d.origin_offset::text),
+                        (4, '__connect.errors.exception.message', d.error),
+                        (5, 'partq.errors.attempts', d.attempts::text),
+                        (6, 'partq.errors.queue', d.queue),
+                        (7, 'partq.errors.item.id', d.id::text)) AS h(n, k, v)
+           WHERE h.v IS NOT NULL)
+  FROM dead d JOIN {schema}.queues q ON q.name = d.queue
+  WHERE q.dlq_topic IS NOT NULL
+  ORDER BY d.id
+  RETURNING 1))sql");
+}
+
+// CTEs for a statement whose CTE `src` yields (part, epoch) of parts this
+// session just took over: the claim record an earlier owner left there is
+// read (a graceful owner deleted its own, so only a dead owner's remain) and
+// its items marked abandoned, one attempt counted each (store.h, "Claims");
+// then the part gets an empty record at the new epoch, which the tenure's
+// claims update (only at that epoch: a session that lost the part cannot
+// write it). $1 is the queue.
+std::string TakeOverClaims(absl::string_view src) {
+  return absl::StrCat(R"sql(left_claims AS (
+  SELECT c.part, c.epoch, c.ids FROM {schema}.part_claims c JOIN )sql",
+                      src, R"sql( n ON c.part = n.part
+  WHERE c.queue = $1 AND c.epoch < n.epoch),
+abandoned AS (
+  UPDATE {schema}.items i SET attempts = i.attempts + 1, abandoned_epoch = l.epoch
+  FROM left_claims l WHERE i.id = ANY(l.ids) AND i.queue = $1 AND i.part = l.part
+  RETURNING 1),
+renewed AS (
+  UPDATE {schema}.part_claims c SET epoch = n.epoch, ids = '{}', claimed_at = now()
+  FROM )sql",
+                      src, R"sql( n WHERE c.queue = $1 AND c.part = n.part AND c.epoch < n.epoch
+  RETURNING c.part),
+fresh AS (
+  INSERT INTO {schema}.part_claims (queue, part, epoch, ids)
+  SELECT $1, n.part, n.epoch, '{}' FROM )sql",
+                      src, R"sql( n
+  WHERE NOT EXISTS (SELECT 1 FROM {schema}.part_claims c WHERE c.queue = $1 AND c.part = n.part)
+  ON CONFLICT DO NOTHING
+  RETURNING 1)
+)sql");
+}
+
+// The claimed rows' columns, as every claiming statement returns them
+// (pg_store_items.cc, ItemFromRow), and the NULLs that pad the other rows
+// of a statement that returns them next to ('p'|'a'|...) rows.
+constexpr const char* kPickColumns =
+    R"sql(p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
+       (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
+       (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text)sql";
+constexpr const char* kPad = "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
+// The same NULLs typed, for the first row, which sets the columns' types.
+constexpr const char* kTypedPad =
+    "NULL::int, NULL::text, NULL::text, NULL::smallint, NULL::int, NULL::bytea, NULL::bigint, "
+    "NULL::bigint, NULL::bigint, NULL::bool, NULL::text";
+
+// The pipelined ack (PgStore::FinishOnce; pg_connection.h says why a
+// pipeline): the common Finish — every item acked where its claim saw it, no
+// handler result to record — as the least statement that fences, deletes,
+// records what `partq wait` needs (items with a dedup key: the caller's copy
+// of an item may not know it has one) and, in its second form, claims ahead
+// from one part ($1 queue, $2 session, $3/$4 fence parts and epochs, $5 ids,
+// $6 ctids; the claim's parameters are listed below). It is sent with its
+// COMMIT, so it fails (finish_refused(), migration 5) instead of returning
+// what went wrong; the caller then runs the general statements. Why it is
+// cheaper than `ack_claim` (single-client server CPU per batch of 100, see
+// BENCHMARKS.md):
+// - The delete is inline, not in ack_items(): a PL/pgSQL call, and its
+//   RETURN QUERY into a tuplestore, cost more than the delete itself. The
+//   frozen sequential scan ack_items() guards against is kept away by the
+//   statement that runs before it in the same flight (kPlanGuard).
+// - No results from the handler, no suspect probe, no ('p'|'n') rows to read
+//   before the COMMIT: the check is one CASE whose function is called only
+//   to fail.
+// - The delete goes by ctid alone, and the check compares the ids it deleted
+//   with $5 (sorted) once: a filter `id = ANY($5)` on the delete compared
+//   every row with every id (a generic plan cannot hash a parameter's array),
+//   ~4% of the server's CPU in a drain (perf). A ctid reused by another row
+//   since the claim deletes that row, the ids differ, and the statement is
+//   refused: nothing of it commits.
+// - The claim reads one part ($7 at epoch $8, after ($9, $10), at most $11,
+//   ordered $12), so the claim record is that part's row, rewritten from
+//   what the caller has in flight there ($13) and the claimed ids, without
+//   the general claim's unnest, LATERAL and DISTINCT (with the binary rows:
+//   4 sessions 142k/154k/178k -> 147k/190k/204k items/s, BENCHMARKS.md).
+//   $14 are the ids a read from the head ($10 at the sentinel) skips.
+// - Its rows are raw columns, returned in binary by the pipeline
+//   (ItemFromBinary): no date_part, no hex, no text conversion of a ctid.
+// It returns the claimed rows (one row of NULLs when there are none, so the
+// check always runs).
+std::string PipelinedAck(bool with_claim) {
+  const std::string check = R"sql(SELECT CASE
+  WHEN (SELECT count(*) FROM f) = cardinality($3::int[])
+       AND (SELECT array_agg(id ORDER BY id) FROM done) = $5::bigint[] THEN true
+  ELSE {schema}.finish_refused((SELECT count(*) FROM f), cardinality($3::int[]),
+                               (SELECT count(*) FROM done WHERE id = ANY($5::bigint[])),
+                               cardinality($5::bigint[]))
+  END AS ok)sql";
+  const std::string head = absl::StrCat("WITH ", kFence, R"sql(,
+done AS (
+  DELETE FROM {schema}.items i WHERE i.ctid = ANY($6::tid[])
+  RETURNING i.id, i.queue, i.dedup_key),
+res AS (
+  INSERT INTO {schema}.results (id, queue, dedup_key)
+  SELECT id, queue, dedup_key FROM done WHERE dedup_key IS NOT NULL
+  RETURNING 1))sql");
+  if (!with_claim) return absl::StrCat(head, "\n", check, "\n");
+  return absl::StrCat(head, R"sql(,
+pick AS (
+  SELECT i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload,
+         i.enqueued_at, i.run_at
+  FROM {schema}.items i
+  WHERE EXISTS (SELECT 1 FROM {schema}.session_parts sp
+                WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8)
+    AND )sql",
+                      ReadyItems("$1", "$7", "$9", "$10::bigint", "$14::bigint[]", "$12"),
+                      R"sql( LIMIT $11),
+recorded AS (
+  UPDATE {schema}.part_claims c
+  SET ids = $13::bigint[] || ARRAY(SELECT k.id FROM pick k), claimed_at = now()
+  WHERE c.queue = $1 AND c.part = $7 AND c.epoch = $8
+  RETURNING 1)
+SELECT p.id, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload, p.enqueued_at,
+       p.run_at, p.tid
+FROM ()sql",
+                      check, R"sql() c LEFT JOIN pick p ON c.ok
+)sql");
+}
+
+}  // namespace
+
+std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema) {
+  std::vector<std::pair<const char*, std::string>> s = {
+      // kPlanGuard: for the rest of the transaction (the ack and its COMMIT),
+      // plans use no sequential scan and are generic from the first run. A
+      // generic plan made while `items` was nearly empty (a worker that
+      // started on an idle queue) would otherwise scan the whole table for
+      // every batch once a backlog has come; and the claim's LIMIT $n makes
+      // the planner prefer a custom plan, planned anew on every run (over a
+      // millisecond for this statement). The handler's statements ran
+      // before it, under the session's own settings.
+      {kPlanGuard,
+       "SELECT set_config('enable_seqscan', 'off', true), "
+       "set_config('plan_cache_mode', 'force_generic_plan', true)"},
+      {kPipelinedAck, PipelinedAck(/*with_claim=*/false)},
+      {kPipelinedAckClaim, PipelinedAck(/*with_claim=*/true)},
+      {kPipelinedCommit, "COMMIT"},
+      // Commits and begins the next transaction, where the claimed batch
+      // runs (FinishRequest::begin_next).
+      {kPipelinedChain, "COMMIT AND CHAIN"},
+  };
+  for (auto& st : s) st.second = WithSchema(st.second, schema);
+  return s;
+}
+
+std::string EnqueueSql(absl::string_view schema) { return WithSchema(kEnqueue, schema); }
+
+std::vector<Statement> PreparedStatements(absl::string_view schema) {
+  std::vector<Statement> s = {
+      // --- queues ---------------------------------------------------------------
+      {"create_queue", R"sql(
+INSERT INTO {schema}.queues (name, parts, assignment, session_ttl, max_attempts, ordered,
+                            dlq_topic)
+VALUES ($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6, $7)
+ON CONFLICT (name) DO NOTHING
+RETURNING name
+)sql"},
+      {"get_queue", R"sql(
+SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
+       max_attempts, ordered, dlq_topic
+FROM {schema}.queues WHERE name = $1
+)sql"},
+      {"list_queues", R"sql(
+SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
+       max_attempts, ordered, dlq_topic
+FROM {schema}.queues ORDER BY name
+)sql"},
+
+      // --- sessions -------------------------------------------------------------
+      // Join, dynamic ($2 NULL: a random id) or static ($2 = instance id: a
+      // stable id, so a restart within the TTL finds its row). A static
+      // re-join bumps the incarnation (fencing the old process's heartbeats)
+      // and moves every part the row still owns to a fresh epoch (fencing its
+      // acks); the parts are returned as "part:epoch,...". What the old
+      // process had in flight there (its claim records) is marked abandoned,
+      // one attempt counted each (store.h, "Claims"). The NOTIFY goes out on
+      // commit; the statement is its own transaction.
+      {"join",
+       absl::StrCat(R"sql(
+WITH q AS (SELECT name, session_ttl FROM {schema}.queues WHERE name = $1),
+up AS (
+  INSERT INTO {schema}.sessions AS t (id, queue, instance_id, host, pid, expires_at)
+  SELECT CASE WHEN $2::text IS NULL THEN gen_random_uuid()
+              ELSE md5($1 || '/' || $2::text)::uuid END,
+         q.name, $2::text, $3, $4, now() + q.session_ttl
+  FROM q
+  ON CONFLICT (id) DO UPDATE
+    SET incarnation = t.incarnation + 1, host = excluded.host, pid = excluded.pid,
+        heartbeat_at = now(), expires_at = excluded.expires_at
+  RETURNING id, incarnation),
+kept AS (
+  UPDATE {schema}.session_parts sp SET epoch = nextval('{schema}.epochs'), acquired_at = now()
+  FROM up WHERE sp.session_id = up.id AND sp.queue = $1
+  RETURNING sp.part, sp.epoch),
+)sql",
+                    TakeOverClaims("kept"), R"sql(
+SELECT up.id, up.incarnation,
+       (SELECT string_agg(part || ':' || epoch, ',' ORDER BY part) FROM kept),
+       pg_notify($5, 'g')
+FROM up
+)sql"),
+       /*prepared=*/false},
+      // Heartbeat: one round trip. The update touches only heartbeat_at and
+      // expires_at (no index covers them: a HOT update). Expired sessions of
+      // the queue are deleted (their parts cascade), but a heartbeat never
+      // waits: a locked session row is one in the middle of its own
+      // heartbeat or leave (and two expired members deleting each other must
+      // not deadlock), and a locked part row is a Finish of that session
+      // still running (a paused process can hold it for long; its parts are
+      // fenced until it ends anyway), so those sessions are left for a later
+      // heartbeat. The part rows are locked here first (all or none) so the
+      // cascade cannot wait either. All
+      // CTEs read one snapshot, so rows deleted here are still visible to the
+      // reads below and are excluded by hand; our own row is taken from the
+      // update (the snapshot still has the old expires_at).
+      {"heartbeat", R"sql(
+WITH me AS (
+  UPDATE {schema}.sessions s
+  SET heartbeat_at = now(), expires_at = now() + q.session_ttl
+  FROM {schema}.queues q
+  WHERE s.id = $2 AND s.incarnation = $3 AND s.queue = $1 AND q.name = $1
+  RETURNING s.id),
+gone AS (
+  DELETE FROM {schema}.sessions d
+  WHERE d.id IN (
+    SELECT x.id FROM {schema}.sessions x
+    WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2
+      AND (SELECT count(*) FROM {schema}.session_parts sp WHERE sp.session_id = x.id)
+          = (SELECT count(*) FROM (SELECT 1 FROM {schema}.session_parts sp
+                                   WHERE sp.session_id = x.id FOR UPDATE SKIP LOCKED) l)
+    FOR UPDATE SKIP LOCKED)
+  RETURNING d.id),
+members AS (
+  SELECT id FROM {schema}.sessions
+  WHERE queue = $1 AND expires_at >= now() AND id <> $2 AND id NOT IN (SELECT id FROM gone)
+  UNION ALL SELECT id FROM me)
+SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM gone),
+       (SELECT string_agg(id::text, ',' ORDER BY id) FROM members),
+       (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
+        FROM {schema}.session_parts
+        WHERE queue = $1 AND session_id NOT IN (SELECT id FROM gone)),
+       (SELECT count(pg_notify($4, 'g')) FROM (SELECT 1 FROM gone LIMIT 1) g)
+)sql"},
+      {"read_group", R"sql(
+SELECT (SELECT count(*) FROM {schema}.queues WHERE name = $1),
+       (SELECT string_agg(id::text, ',' ORDER BY id) FROM {schema}.sessions
+        WHERE queue = $1 AND expires_at >= now()),
+       (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
+        FROM {schema}.session_parts WHERE queue = $1)
+)sql"},
+      // AcquireParts: the primary key (queue, part) makes a second owner
+      // impossible (I1); ON CONFLICT DO NOTHING skips owned parts. Rows go in
+      // part order so two sessions racing for overlapping sets wait on each
+      // other in one order and cannot deadlock. A row (-1, 0) says our session
+      // row is gone; a session deleted concurrently surfaces as an FK error.
+      // A claim record in an acquired part was left by an owner that died
+      // (a graceful one deletes it): its items are marked abandoned.
+      {"acquire",
+       absl::StrCat(R"sql(
+WITH s AS (SELECT id FROM {schema}.sessions WHERE id = $2 AND queue = $1),
+ins AS (
+  INSERT INTO {schema}.session_parts (queue, part, session_id, epoch)
+  SELECT $1, p.part, s.id, nextval('{schema}.epochs')
+  FROM s, {schema}.queues q, unnest($3::int[]) AS p(part)
+  WHERE q.name = $1 AND p.part >= 0 AND p.part < q.parts
+  ORDER BY p.part
+  ON CONFLICT DO NOTHING
+  RETURNING part, epoch),
+)sql",
+                    TakeOverClaims("ins"), R"sql(
+SELECT part, epoch FROM ins
+UNION ALL SELECT -1, 0 WHERE NOT EXISTS (SELECT 1 FROM s)
+)sql"),
+       /*prepared=*/false},
+      // ReleaseParts: deletes our rows at the given epochs, and their claim
+      // records: a graceful hand-off abandons nothing. One statement, so one
+      // transaction.
+      {"release", R"sql(
+WITH rel AS (
+  DELETE FROM {schema}.session_parts sp
+  USING unnest($3::int[], $4::bigint[]) AS r(part, epoch)
+  WHERE sp.queue = $1 AND sp.session_id = $2 AND sp.part = r.part AND sp.epoch = r.epoch
+  RETURNING sp.part),
+rec AS (
+  DELETE FROM {schema}.part_claims c USING rel WHERE c.queue = $1 AND c.part = rel.part
+  RETURNING 1)
+SELECT (SELECT count(*) FROM rel), (SELECT count(*) FROM rec),
+       (SELECT count(pg_notify($5, 'g')) FROM (SELECT 1 FROM rel LIMIT 1) x)
+)sql"},
+      // Leave: deletes this incarnation's row; its parts cascade at the end
+      // of the statement, after `p` has read them from the snapshot. Their
+      // claim records go too, as in a release.
+      {"leave", R"sql(
+WITH s AS (
+  DELETE FROM {schema}.sessions WHERE id = $2 AND incarnation = $3 AND queue = $1
+  RETURNING id),
+p AS (SELECT sp.part FROM {schema}.session_parts sp JOIN s ON sp.session_id = s.id),
+rec AS (
+  DELETE FROM {schema}.part_claims c USING p WHERE c.queue = $1 AND c.part = p.part
+  RETURNING 1)
+SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM rec),
+       (SELECT count(pg_notify($4, 'g')) FROM s)
+)sql"},
+      {"notify", "SELECT pg_notify($1, $2)"},
+      {"notify_parts", "SELECT count(pg_notify($1, 'i:' || p)) FROM unnest($2::int[]) AS p"},
+      // Tx::Publish: a message for `partq bridge publish`, in the caller's
+      // transaction.
+      {"write_outbox", R"sql(
+INSERT INTO {schema}.outbox (topic, key, payload, headers)
+VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4::jsonb)
+)sql"},
+
+      // --- items ------------------------------------------------------------------
+      {"enqueue", kEnqueue},
+      {"dedup_lookup", R"sql(
+SELECT id, part FROM {schema}.items WHERE queue = $1 AND dedup_key = $2
+)sql"},
+      // A transaction that reads the queue row in one statement and writes
+      // items in a later one (EnqueueBatch, IngestKafka) runs this first:
+      // DeleteQueue's SHARE lock on items then either waits for it to end or
+      // makes it wait before it reads the queue row, never between the read
+      // and the write (which would leave items in a deleted queue, to turn
+      // up again in a queue created later under the same name).
+      {"lock_items_for_enqueue", "LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE"},
+      // EnqueueBatch reserves ids for its rows (so the client can compute
+      // PartForId and COPY explicit ids). Usually the n values are contiguous
+      // and min/max/count say so; if concurrent nextval calls interleaved,
+      // reserve_id_list fetches a fresh, explicit list instead.
+      {"reserve_ids", R"sql(
+WITH q AS (SELECT parts FROM {schema}.queues WHERE name = $1),
+s AS (SELECT nextval('{schema}.items_id_seq') AS v FROM q, generate_series(1, $2::int))
+SELECT (SELECT parts FROM q), min(v), max(v), count(v),
+       (extract(epoch FROM now()) * 1000000)::bigint
+FROM s
+)sql"},
+      {"reserve_id_list", R"sql(
+SELECT nextval('{schema}.items_id_seq') FROM generate_series(1, $1::int)
+)sql"},
+      // The batch path for items with dedup keys (COPY cannot skip conflicts).
+      {"insert_batch", R"sql(
+WITH ins AS (
+  INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, payload)
+  SELECT t.id, $1, t.part, t.key, t.dedup, t.prio,
+         now() + t.delay_us * interval '1 microsecond', decode(t.payload, 'hex')
+  FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::smallint[], $7::bigint[],
+              $8::text[]) AS t(id, part, key, dedup, prio, delay_us, payload)
+  ORDER BY t.id
+  ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+  RETURNING 1)
+SELECT count(*) FROM ins
+)sql"},
+      // Claim (store.h, ClaimRequest): reads, and writes only the claim
+      // records. Its own transaction commits asynchronously
+      // (synchronous_commit off for this statement only): a record lost in a
+      // server crash only means those items are not counted as abandoned,
+      // and the claim saves a WAL flush.
+      {"claim",
+       absl::StrCat("WITH ", ClaimCtes(/*first=*/3, "'{}'::bigint[]", /*async_commit=*/true),
+                    R"sql(
+SELECT )sql",
+                    kPickColumns, R"sql(
+FROM pick p
+ORDER BY p.priority, p.id
+)sql")},
+      // The slow path of Finish: lock first, so the handler sees only items
+      // of parts that are still ours and that are still there (an item gone
+      // was finished already: by this session, when a COMMIT whose outcome
+      // was unknown did commit). FOR SHARE keeps the rows (and their epochs)
+      // as they are until the ack transaction ends: expiry, release and a
+      // static re-join all wait for it.
+      {"fence", absl::StrCat("WITH ", kFence, R"sql(
+SELECT 'p', part::bigint FROM f
+UNION ALL
+SELECT 'i', id FROM {schema}.items WHERE id = ANY($5::bigint[])
+)sql")},
+      // Finish: the fence and every outcome in one statement, after the
+      // handler ran (store.h, Finish). The general form, for batches with
+      // retries or dead items and for the second, locked attempt: rare, so
+      // planned for its arguments each time (Statement::prepared). Returns ('p', part) for each
+      // part
+      // still held at its epoch, and ('a'|'r'|'d', id) per row written; the
+      // caller rolls back when a part was not held or a count is off.
+      {"finish", absl::StrCat("WITH ", FinishCtes(), ",\n", UnrecordCte(false), R"sql(
+SELECT 'p' AS k, part::bigint AS id FROM f
+UNION ALL SELECT 'a', id FROM done
+UNION ALL SELECT 'r', id FROM retried
+UNION ALL SELECT 'd', id FROM dead
+)sql"),
+       /*prepared=*/false},
+      // Finish and claim ahead: the claim's reads see the statement's
+      // snapshot, where the rows this statement deletes or reschedules still
+      // look ready, so the batch's ids are skipped explicitly.
+      {"finish_claim",
+       absl::StrCat("WITH ", FinishCtes(), ",\n",
+                    ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]", /*async_commit=*/false),
+                    ",\n", UnrecordCte(true), R"sql(
+SELECT 'p' AS k, part::bigint AS id, )sql",
+                    kTypedPad, R"sql(
+FROM f
+UNION ALL SELECT 'a', id, )sql",
+                    kPad, R"sql(
+FROM done
+UNION ALL SELECT 'r', id, )sql",
+                    kPad, R"sql(
+FROM retried
+UNION ALL SELECT 'd', id, )sql",
+                    kPad, R"sql(
+FROM dead
+UNION ALL
+SELECT 'c', )sql",
+                    kPickColumns, R"sql(
+FROM pick p
+)sql"),
+       /*prepared=*/false},
+      // The common Finish (AckCtes), without and with a claim ahead.
+      {"ack", absl::StrCat("WITH ", AckCtes(), R"sql(
+SELECT 'p' AS k, part::bigint AS id FROM f
+UNION ALL SELECT 'n', count(*) FROM done
+)sql")},
+      {"ack_claim", absl::StrCat("WITH ", AckCtes(), ",\n",
+                                 ClaimCtes(/*first=*/9, "$5::bigint[]", /*async_commit=*/false),
+                                 R"sql(
+SELECT 'p' AS k, part::bigint AS id, )sql",
+                                 kTypedPad, R"sql(
+FROM f
+UNION ALL SELECT 'n', count(*), )sql",
+                                 kPad, R"sql(
+FROM done
+UNION ALL
+SELECT 'c', )sql",
+                                 kPickColumns, R"sql(
+FROM pick p
+)sql")},
+      // GetItemState by id: where the id is now, in any queue, and the id
+      // sequence's high-water mark (an allocated id found nowhere finished
+      // without leaving a result row).
+      {"item_state", R"sql(
+SELECT 'p' AS k, queue, attempts, last_error, NULL::bytea FROM {schema}.items WHERE id = $2
+UNION ALL
+SELECT 'd', queue, attempts, last_error, NULL FROM {schema}.dead_items WHERE id = $2
+UNION ALL
+SELECT 'r', queue, 0, NULL, result FROM {schema}.results WHERE id = $2
+UNION ALL
+SELECT 's', NULL, (SELECT count(*) FROM {schema}.queues WHERE name = $1)::int,
+       CASE WHEN is_called THEN last_value ELSE last_value - 1 END::text, NULL
+FROM {schema}.items_id_seq
+)sql"},
+      // By dedup key: the live item first, else the newest finished one.
+      {"item_state_dedup", R"sql(
+(SELECT 'p' AS k, id, attempts, last_error, NULL::bytea FROM {schema}.items
+ WHERE queue = $1 AND dedup_key = $2)
+UNION ALL
+(SELECT k, id, attempts, last_error, result FROM (
+   SELECT 'r' AS k, id, 0 AS attempts, NULL::text AS last_error, result FROM {schema}.results
+   WHERE queue = $1 AND dedup_key = $2
+   UNION ALL
+   SELECT 'd', id, attempts, last_error, NULL FROM {schema}.dead_items
+   WHERE queue = $1 AND dedup_key = $2) f
+ ORDER BY id DESC LIMIT 1)
+UNION ALL
+SELECT 'q', 0, (SELECT count(*) FROM {schema}.queues WHERE name = $1)::int, NULL, NULL
+)sql"},
+      // Status: sessions, then one row per part (zero-filled by
+      // generate_series). An item is in flight while a claim record lists it
+      // (its owner's, or a dead owner's that no one has taken over yet: the
+      // next owner marks those abandoned), else ready or delayed by run_at.
+      // `fly` is small (what sessions have in flight), so the IN test is a
+      // hash lookup per item.
+      {"status_sessions", R"sql(
+SELECT s.id, coalesce(s.instance_id, ''), s.host, s.pid,
+       (extract(epoch FROM now() - s.heartbeat_at) * 1000000)::bigint,
+       (extract(epoch FROM s.expires_at - now()) * 1000000)::bigint,
+       (SELECT count(*) FROM {schema}.session_parts sp WHERE sp.session_id = s.id),
+       (extract(epoch FROM now()) * 1000000)::bigint
+FROM {schema}.sessions s WHERE s.queue = $1 ORDER BY s.id
+)sql"},
+      // Owners: one statement, so one snapshot; the queue's row says it
+      // exists and how many parts it has, EXISTS stops at the first item.
+      {"owners", R"sql(
+SELECT 'q', NULL::text, NULL::text, parts FROM {schema}.queues WHERE name = $1
+UNION ALL SELECT 's', id::text, host, pid FROM {schema}.sessions WHERE queue = $1
+UNION ALL SELECT 'p', session_id::text, NULL, part FROM {schema}.session_parts WHERE queue = $1
+UNION ALL SELECT 'i', NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM {schema}.items WHERE queue = $1)
+)sql"},
+      {"status_parts", R"sql(
+WITH own AS (SELECT part, session_id, epoch FROM {schema}.session_parts WHERE queue = $1),
+fly AS (
+  SELECT i.id FROM {schema}.part_claims c
+  JOIN {schema}.items i ON i.id = ANY(c.ids) AND i.part = c.part AND i.queue = c.queue
+  WHERE c.queue = $1),
+it AS (
+  SELECT part,
+         count(*) FILTER (WHERE NOT fl AND run_at <= now()) AS ready,
+         count(*) FILTER (WHERE NOT fl AND run_at > now()) AS delayed,
+         count(*) FILTER (WHERE fl) AS in_flight,
+         min(enqueued_at) FILTER (WHERE NOT fl AND run_at <= now()) AS oldest
+  FROM (SELECT part, run_at, enqueued_at, id IN (SELECT id FROM fly) AS fl
+        FROM {schema}.items WHERE queue = $1) x
+  GROUP BY part),
+dd AS (SELECT part, count(*) AS n FROM {schema}.dead_items WHERE queue = $1 GROUP BY part)
+SELECT p, own.session_id, coalesce(own.epoch, 0), coalesce(it.ready, 0),
+       coalesce(it.delayed, 0), coalesce(it.in_flight, 0), coalesce(dd.n, 0),
+       coalesce((extract(epoch FROM now() - it.oldest) * 1000000)::bigint, 0)
+FROM generate_series(0, $2::int - 1) AS p
+LEFT JOIN own ON own.part = p
+LEFT JOIN it ON it.part = p
+LEFT JOIN dd ON dd.part = p
+ORDER BY p
+)sql"},
+  };
+  for (Statement& st : s) st.sql = WithSchema(st.sql, schema);
+  return s;
+}
+
+}  // namespace pg_internal
+}  // namespace partq

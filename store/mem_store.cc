@@ -1,0 +1,736 @@
+#include "store/mem_store.h"
+
+#include <algorithm>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "partitioner/part.h"
+#include "store/validate.h"
+
+namespace partq {
+
+class MemStore : public Store {
+ public:
+  explicit MemStore(MemDatabase* db) : db_(db) {}
+
+  absl::Status Migrate() override {
+    absl::MutexLock l(&db_->mu_);
+    return db_->Enter("Migrate");
+  }
+  absl::Status CheckSchema() override {
+    absl::MutexLock l(&db_->mu_);
+    return db_->Enter("CheckSchema");
+  }
+
+  absl::Status CreateQueue(const QueueConfig& config) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("CreateQueue"); !st.ok()) return st;
+    if (config.parts < 1 || config.parts > 4096) {
+      return absl::InvalidArgumentError("parts must be between 1 and 4096");
+    }
+    if (config.dlq_topic) {
+      if (absl::Status st = ValidateTopicName(*config.dlq_topic); !st.ok()) return st;
+    }
+    if (!db_->queues_.emplace(config.name, config).second) {
+      return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("GetQueue"); !st.ok()) return st;
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(name);
+    if (!q.ok()) return q.status();
+    return **q;
+  }
+  absl::StatusOr<std::vector<QueueConfig>> ListQueues() override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("ListQueues"); !st.ok()) return st;
+    std::vector<QueueConfig> out;
+    for (const auto& [name, q] : db_->queues_) out.push_back(q);
+    return out;
+  }
+  absl::Status SetDeadLetterTopic(absl::string_view name,
+                                  const std::optional<std::string>& topic) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("SetDeadLetterTopic"); !st.ok()) return st;
+    if (topic) {
+      if (absl::Status st = ValidateTopicName(*topic); !st.ok()) return st;
+    }
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(name);
+    if (!q.ok()) return q.status();
+    (*q)->dlq_topic = topic;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
+                                           QueueContents contents) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("DeleteQueue"); !st.ok()) return st;
+    const std::string q(name);
+    if (absl::StatusOr<QueueConfig*> found = db_->QueueLocked(q); !found.ok()) {
+      return found.status();
+    }
+    auto in_queue = [&q](const auto& entry) { return entry.second.queue == q; };
+    DeletedQueue out;
+    out.items = std::count_if(db_->items_.begin(), db_->items_.end(), in_queue);
+    out.dead_items = std::count_if(db_->dead_.begin(), db_->dead_.end(), in_queue);
+    if (contents == QueueContents::kRefuse && (out.items > 0 || out.dead_items > 0)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("queue \"", q, "\" still holds work (items: ", out.items,
+                       ", dead items: ", out.dead_items, "); nothing was deleted"));
+    }
+    db_->queues_.erase(q);
+    for (auto it = db_->sessions_.begin(); it != db_->sessions_.end();) {
+      it = it->second.queue == q ? db_->sessions_.erase(it) : std::next(it);
+    }
+    for (auto it = db_->owners_.begin(); it != db_->owners_.end();) {
+      it = it->first.first == q ? db_->owners_.erase(it) : std::next(it);
+    }
+    for (auto it = db_->items_.begin(); it != db_->items_.end();) {
+      it = in_queue(*it) ? db_->items_.erase(it) : std::next(it);
+    }
+    for (auto it = db_->dead_.begin(); it != db_->dead_.end();) {
+      it = in_queue(*it) ? db_->dead_.erase(it) : std::next(it);
+    }
+    for (auto it = db_->claims_.begin(); it != db_->claims_.end();) {
+      it = it->first.first == q ? db_->claims_.erase(it) : std::next(it);
+    }
+    // results_ is by item id alone (no queue), so a queue's results stay.
+    return out;
+  }
+
+  absl::StatusOr<JoinResult> Join(const JoinRequest& req) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Join"); !st.ok()) return st;
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(req.queue);
+    if (!q.ok()) return q.status();
+    const absl::Time now = db_->clock_->Now();
+    JoinResult out;
+    std::string id;
+    if (req.instance_id.empty()) {
+      id = absl::StrFormat("%08x-0000-4000-8000-%012x", absl::Uniform<uint32_t>(gen_),
+                           db_->next_session_++);
+    } else {
+      id = absl::StrCat("static-", req.queue, "/", req.instance_id);
+    }
+    auto [it, inserted] = db_->sessions_.try_emplace(id);
+    MemDatabase::Session& s = it->second;
+    if (!inserted) {
+      ++s.incarnation;
+      for (auto& [key, owner] : db_->owners_) {
+        if (owner.session == id) {
+          owner.epoch = db_->next_epoch_++;
+          out.kept.push_back({key.second, Epoch{owner.epoch}});
+          db_->AbandonLocked(key.first, key.second, owner.epoch);
+        }
+      }
+    }
+    s.queue = req.queue;
+    s.instance_id = req.instance_id;
+    s.host = req.host;
+    s.pid = req.pid;
+    s.heartbeat_at = now;
+    s.expires_at = now + (*q)->session_ttl;
+    out.id = SessionId{id};
+    out.incarnation = s.incarnation;
+    return out;
+  }
+
+  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
+                                      int64_t incarnation) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Heartbeat"); !st.ok()) return st;
+    const std::string q(queue);
+    absl::StatusOr<QueueConfig*> config = db_->QueueLocked(q);
+    if (!config.ok()) return config.status();
+    const absl::Time now = db_->clock_->Now();
+    bool alive = false;
+    auto it = db_->sessions_.find(session.value);
+    if (it != db_->sessions_.end() && it->second.incarnation == incarnation) {
+      it->second.heartbeat_at = now;
+      it->second.expires_at = now + (*config)->session_ttl;
+      alive = true;
+    }
+    int64_t expired = 0;
+    db_->ExpireLocked(q, session.value, &expired);
+    GroupView view = db_->ViewLocked(q);
+    view.alive = alive;
+    view.expired = expired;
+    return view;
+  }
+
+  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("ReadGroup"); !st.ok()) return st;
+    return db_->ViewLocked(std::string(queue));
+  }
+
+  absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
+                                                      const SessionId& session,
+                                                      const std::vector<int>& parts) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("AcquireParts"); !st.ok()) return st;
+    if (db_->sessions_.count(session.value) == 0) {
+      return absl::FailedPreconditionError("session gone");
+    }
+    std::vector<OwnedPart> got;
+    for (int p : parts) {
+      auto [it, inserted] =
+          db_->owners_.try_emplace({std::string(queue), p}, MemDatabase::Owner{session.value, 0});
+      if (!inserted) continue;
+      it->second.epoch = db_->next_epoch_++;
+      got.push_back({p, Epoch{it->second.epoch}});
+      db_->AbandonLocked(std::string(queue), p, it->second.epoch);
+    }
+    return got;
+  }
+
+  absl::Status ReleaseParts(absl::string_view queue, const SessionId& session,
+                            const std::vector<OwnedPart>& parts) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("ReleaseParts"); !st.ok()) return st;
+    for (const auto& p : parts) {
+      auto it = db_->owners_.find({std::string(queue), p.part});
+      if (it == db_->owners_.end() || it->second.session != session.value ||
+          it->second.epoch != p.epoch.value) {
+        continue;
+      }
+      db_->claims_.erase({std::string(queue), p.part});
+      db_->owners_.erase(it);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Leave(absl::string_view queue, const SessionId& session,
+                     int64_t incarnation) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Leave"); !st.ok()) return st;
+    auto it = db_->sessions_.find(session.value);
+    if (it == db_->sessions_.end() || it->second.incarnation != incarnation) {
+      return absl::OkStatus();
+    }
+    for (auto o = db_->owners_.begin(); o != db_->owners_.end();) {
+      if (o->second.session == session.value) {
+        db_->claims_.erase(o->first);
+        o = db_->owners_.erase(o);
+      } else {
+        ++o;
+      }
+    }
+    db_->sessions_.erase(it);
+    return absl::OkStatus();
+  }
+
+  absl::Status NotifyGroup(absl::string_view) override {
+    absl::MutexLock l(&db_->mu_);
+    return db_->Enter("NotifyGroup");
+  }
+
+  absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Enqueue"); !st.ok()) return st;
+    return EnqueueLocked(std::string(queue), item);
+  }
+
+  absl::StatusOr<int64_t> EnqueueBatch(absl::string_view queue,
+                                       const std::vector<NewItem>& items) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("EnqueueBatch"); !st.ok()) return st;
+    for (const auto& item : items) {
+      auto r = EnqueueLocked(std::string(queue), item);
+      if (!r.ok()) return r.status();
+    }
+    return static_cast<int64_t>(items.size());
+  }
+
+  absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& req) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Claim"); !st.ok()) return st;
+    return db_->ClaimLocked(req, {});
+  }
+
+  absl::StatusOr<FinishResult> Finish(const FinishRequest& req, const FinishBody& body) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Finish"); !st.ok()) return st;
+    FinishResult result;
+    std::vector<Item> owned;
+    for (const auto& item : req.items) {
+      auto o = db_->owners_.find({req.queue, item.part});
+      const bool ok = o != db_->owners_.end() && o->second.session == req.session.value &&
+                      o->second.epoch == item.claim_epoch.value && db_->items_.count(item.id) > 0;
+      if (ok) {
+        owned.push_back(item);
+      } else {
+        result.fenced.push_back(item.id);
+      }
+    }
+    MemTx tx(this);
+    auto outcomes = body(tx, owned);
+    if (!outcomes.ok()) {
+      tx.Abort();
+      return outcomes.status();
+    }
+    if (outcomes->size() != owned.size()) {
+      tx.Abort();
+      return absl::InternalError("one outcome per item");
+    }
+    const absl::Time now = db_->clock_->Now();
+    std::set<int64_t> batch;
+    for (const auto& item : req.items) batch.insert(item.id);
+    for (const auto& oc : *outcomes) {
+      if (oc.kind == Outcome::Kind::kLeave) continue;
+      auto s = db_->items_.find(oc.id);
+      if (s == db_->items_.end()) return absl::InternalError("outcome for an unknown item");
+      auto& st = s->second;
+      const bool refund = oc.kind == Outcome::Kind::kRetry && oc.refund_attempt;
+      const bool dead =
+          oc.kind == Outcome::Kind::kDead ||
+          (oc.kind == Outcome::Kind::kRetry && !refund && st.item.attempts + 1 >= req.max_attempts);
+      if (oc.kind == Outcome::Kind::kAck) {
+        if (oc.result || st.item.dedup_key) db_->results_[oc.id] = oc.result;
+        db_->items_.erase(s);
+        result.acked.push_back(oc.id);
+      } else if (dead) {
+        Unrecord(req.queue, st.item.part, oc.id);
+        st.last_error = oc.error;
+        st.item.attempts += 1;
+        db_->dead_[oc.id] = st;
+        db_->items_.erase(s);
+        result.dead.push_back(oc.id);
+      } else {
+        Unrecord(req.queue, st.item.part, oc.id);
+        if (!refund) st.item.attempts += 1;
+        st.item.run_at = now + oc.retry_delay;
+        st.abandoned_epoch = 0;
+        st.last_error = oc.error;
+        result.retried.push_back(oc.id);
+      }
+    }
+    if (req.next) {
+      if (std::optional<ClaimRequest> claim = req.next()) {
+        result.next = db_->ClaimLocked(*claim, batch);
+      }
+    }
+    return result;
+  }
+
+  absl::StatusOr<ItemState> GetItemState(absl::string_view, int64_t id) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("GetItemState"); !st.ok()) return st;
+    ItemState out;
+    out.id = id;
+    if (auto it = db_->items_.find(id); it != db_->items_.end()) {
+      out.kind = ItemState::Kind::kPending;
+      out.attempts = it->second.item.attempts;
+      out.error = it->second.last_error;
+    } else if (auto d = db_->dead_.find(id); d != db_->dead_.end()) {
+      out.kind = ItemState::Kind::kDead;
+      out.error = d->second.last_error;
+      out.attempts = d->second.item.attempts;
+    } else if (auto r = db_->results_.find(id); r != db_->results_.end()) {
+      out.kind = ItemState::Kind::kDone;
+      out.result = r->second;
+    } else {
+      out.kind = id < db_->next_item_ ? ItemState::Kind::kDone : ItemState::Kind::kUnknown;
+    }
+    return out;
+  }
+
+  absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
+                                                   absl::string_view key) override {
+    int64_t id = 0;
+    {
+      absl::MutexLock l(&db_->mu_);
+      for (const auto& [i, s] : db_->items_) {
+        if (s.queue == queue && s.item.dedup_key == std::string(key)) id = i;
+      }
+      for (const auto& [i, s] : db_->dead_) {
+        if (id == 0 && s.queue == queue && s.item.dedup_key == std::string(key)) id = i;
+      }
+    }
+    if (id == 0) return ItemState{};
+    return GetItemState(queue, id);
+  }
+
+  absl::StatusOr<QueueStatus> Status(absl::string_view queue) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Status"); !st.ok()) return st;
+    absl::StatusOr<QueueConfig*> config = db_->QueueLocked(queue);
+    if (!config.ok()) return config.status();
+    const QueueConfig& q = **config;
+    QueueStatus out;
+    out.config = q;
+    out.db_now = db_->clock_->Now();
+    out.parts.resize(q.parts);
+    for (int p = 0; p < q.parts; ++p) {
+      out.parts[p].part = p;
+      auto o = db_->owners_.find({q.name, p});
+      if (o != db_->owners_.end()) {
+        out.parts[p].owner = SessionId{o->second.session};
+        out.parts[p].epoch = Epoch{o->second.epoch};
+      }
+    }
+    for (const auto& [id, s] : db_->sessions_) {
+      if (s.queue != q.name) continue;
+      SessionInfo info;
+      info.id = SessionId{id};
+      info.instance_id = s.instance_id;
+      info.host = s.host;
+      info.pid = s.pid;
+      info.since_heartbeat = out.db_now - s.heartbeat_at;
+      info.expires_in = s.expires_at - out.db_now;
+      for (const auto& p : out.parts) info.parts_owned += p.owner && p.owner->value == id;
+      out.sessions.push_back(info);
+    }
+    std::set<int64_t> flying;
+    for (const auto& [key, rec] : db_->claims_) {
+      if (key.first == q.name) flying.insert(rec.ids.begin(), rec.ids.end());
+    }
+    for (const auto& [id, s] : db_->items_) {
+      if (s.queue != q.name) continue;
+      auto& ps = out.parts[s.item.part];
+      if (flying.count(id) > 0) {
+        ++ps.in_flight;
+      } else if (s.item.run_at > out.db_now) {
+        ++ps.delayed;
+      } else {
+        ++ps.ready;
+        ps.oldest_ready_age = std::max(ps.oldest_ready_age, out.db_now - s.item.enqueued_at);
+      }
+    }
+    for (const auto& [id, s] : db_->dead_) {
+      if (s.queue == q.name) ++out.parts[s.item.part].dead;
+    }
+    return out;
+  }
+
+  absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Owners"); !st.ok()) return st;
+    absl::StatusOr<QueueConfig*> config = db_->QueueLocked(queue);
+    if (!config.ok()) return config.status();
+    const QueueConfig& q = **config;
+    QueueOwners out;
+    out.owners.resize(q.parts);
+    for (int p = 0; p < q.parts; ++p) {
+      auto o = db_->owners_.find({q.name, p});
+      if (o != db_->owners_.end()) out.owners[p] = SessionId{o->second.session};
+    }
+    for (const auto& [id, s] : db_->sessions_) {
+      if (s.queue == q.name) out.sessions.push_back({SessionId{id}, s.host, s.pid});
+    }
+    std::sort(out.sessions.begin(), out.sessions.end(),
+              [](const auto& a, const auto& b) { return a.id.value < b.id.value; });
+    out.has_items = std::any_of(db_->items_.begin(), db_->items_.end(),
+                                [&](const auto& kv) { return kv.second.queue == q.name; });
+    return out;
+  }
+
+  absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view) override {
+    return absl::UnimplementedError("MemStore has no LISTEN");
+  }
+
+ private:
+  // A retried or dead item is no longer in flight: off its part's record.
+  void Unrecord(const std::string& queue, int part, int64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->mu_) {
+    auto rec = db_->claims_.find({queue, part});
+    if (rec == db_->claims_.end()) return;
+    auto& ids = rec->second.ids;
+    ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+  }
+
+  // The Tx of a Finish, run while the database is locked: its enqueues and
+  // publishes are written at once and undone on a rollback (to a savepoint,
+  // or of the whole transaction), so no other handle ever sees them before
+  // the commit.
+  class MemTx : public Tx {
+   public:
+    explicit MemTx(MemStore* store) : store_(store) {}
+    absl::StatusOr<std::vector<Row>> Exec(absl::string_view,
+                                          const std::vector<std::optional<std::string>>&) override {
+      return absl::UnimplementedError("MemStore runs no SQL");
+    }
+    absl::Status Savepoint(absl::string_view name) override {
+      savepoints_.emplace_back(std::string(name), undo_.size());
+      return absl::OkStatus();
+    }
+    absl::Status ReleaseSavepoint(absl::string_view name) override {
+      auto it = Find(name);
+      if (it == savepoints_.end()) return NoSavepoint(name);
+      savepoints_.erase(it, savepoints_.end());
+      return absl::OkStatus();
+    }
+    absl::Status RollbackToSavepoint(absl::string_view name) override {
+      auto it = Find(name);
+      if (it == savepoints_.end()) return NoSavepoint(name);
+      UndoTo(it->second);
+      savepoints_.erase(std::next(it), savepoints_.end());
+      return absl::OkStatus();
+    }
+    absl::Status RenewSavepoint(absl::string_view name) override {
+      if (absl::Status st = ReleaseSavepoint(name); !st.ok()) return st;
+      return Savepoint(name);
+    }
+    absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue,
+                                          const NewItem& item) override
+        ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Finish holds the database lock
+      auto r = store_->EnqueueLocked(std::string(queue), item);
+      if (r.ok() && !r->duplicate) undo_.push_back({Undo::kItem, r->id});
+      return r;
+    }
+    absl::Status Publish(const OutboxEvent& event) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (absl::Status st = ValidateTopicName(event.topic); !st.ok()) return st;
+      store_->db_->outbox_.push_back(event);
+      undo_.push_back({Undo::kOutbox, 0});
+      return absl::OkStatus();
+    }
+    pqxx::transaction_base* pqxx() override { return nullptr; }
+    const std::string& schema() const override { return schema_; }
+
+    // The whole transaction rolls back.
+    void Abort() { UndoTo(0); }
+
+   private:
+    struct Undo {
+      enum Kind { kItem, kOutbox } kind;
+      int64_t id;
+    };
+    std::vector<std::pair<std::string, size_t>>::iterator Find(absl::string_view name) {
+      // The newest savepoint of that name, as SQL finds it.
+      for (auto it = savepoints_.end(); it != savepoints_.begin();) {
+        --it;
+        if (it->first == name) return it;
+      }
+      return savepoints_.end();
+    }
+    static absl::Status NoSavepoint(absl::string_view name) {
+      return absl::InternalError(absl::StrCat("savepoint \"", name, "\" does not exist"));
+    }
+    void UndoTo(size_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      while (undo_.size() > size) {
+        const Undo u = undo_.back();
+        undo_.pop_back();
+        if (u.kind == Undo::kItem) {
+          store_->db_->items_.erase(u.id);
+        } else {
+          store_->db_->outbox_.pop_back();
+        }
+      }
+    }
+
+    MemStore* const store_;
+    std::vector<Undo> undo_;
+    std::vector<std::pair<std::string, size_t>> savepoints_;
+    std::string schema_ = "mem";
+  };
+
+  absl::StatusOr<EnqueueResult> EnqueueLocked(const std::string& queue, const NewItem& item)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->mu_) {
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue);
+    if (!q.ok()) return q.status();
+    if (item.dedup_key) {
+      for (const auto& [id, s] : db_->items_) {
+        if (s.queue == queue && s.item.dedup_key == item.dedup_key) {
+          return EnqueueResult{id, s.item.part, true};
+        }
+      }
+    }
+    const absl::Time now = db_->clock_->Now();
+    MemDatabase::StoredItem s;
+    s.queue = queue;
+    s.item.id = db_->next_item_++;
+    s.item.part = item.key ? PartForKey(*item.key, (*q)->parts) : PartForId(s.item.id, (*q)->parts);
+    s.item.key = item.key;
+    s.item.dedup_key = item.dedup_key;
+    s.item.priority = item.priority;
+    s.item.payload = item.payload;
+    s.item.enqueued_at = now;
+    s.item.run_at = now + item.delay;
+    const EnqueueResult r{s.item.id, s.item.part, false};
+    db_->items_.emplace(s.item.id, std::move(s));
+    return r;
+  }
+
+  MemDatabase* const db_;
+  absl::BitGen gen_;
+};
+
+std::unique_ptr<Store> MemDatabase::Connect() { return std::make_unique<MemStore>(this); }
+
+StoreFactory MemDatabase::Factory() {
+  return [this]() -> absl::StatusOr<std::unique_ptr<Store>> { return Connect(); };
+}
+
+void MemDatabase::FailNext(int n, absl::Status status) {
+  absl::MutexLock l(&mu_);
+  fail_next_ = n;
+  fail_status_ = std::move(status);
+}
+
+void MemDatabase::SlowCallsOf(const std::string& method, absl::Duration d) {
+  absl::MutexLock l(&mu_);
+  slow_[method] = d;
+}
+
+void MemDatabase::FailCallsOf(const std::string& method, bool fail) {
+  absl::MutexLock l(&mu_);
+  if (fail) {
+    failing_.insert(method);
+  } else {
+    failing_.erase(method);
+  }
+}
+
+absl::StatusOr<QueueConfig*> MemDatabase::QueueLocked(absl::string_view name) {
+  auto it = queues_.find(std::string(name));
+  if (it == queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
+  return &it->second;
+}
+
+std::vector<OutboxEvent> MemDatabase::Outbox() const {
+  absl::MutexLock l(&mu_);
+  return outbox_;
+}
+
+int64_t MemDatabase::Calls(const std::string& method) const {
+  absl::MutexLock l(&mu_);
+  auto it = calls_.find(method);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+absl::Status MemDatabase::Enter(const char* method) {
+  ++calls_[method];
+  if (auto slow = slow_.find(method); slow != slow_.end()) absl::SleepFor(slow->second);
+  if (failing_.count(method) > 0) {
+    return absl::UnavailableError(absl::StrCat("injected failure of ", method));
+  }
+  if (fail_next_ > 0) {
+    --fail_next_;
+    return fail_status_;
+  }
+  return absl::OkStatus();
+}
+
+void MemDatabase::ExpireLocked(const std::string& queue, const std::string& except,
+                               int64_t* expired) {
+  const absl::Time now = clock_->Now();
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second.queue == queue && it->first != except && it->second.expires_at < now) {
+      for (auto o = owners_.begin(); o != owners_.end();) {
+        o = o->second.session == it->first ? owners_.erase(o) : std::next(o);
+      }
+      it = sessions_.erase(it);
+      ++*expired;
+    } else {
+      ++it;
+    }
+  }
+}
+
+GroupView MemDatabase::ViewLocked(const std::string& queue) {
+  GroupView view;
+  const absl::Time now = clock_->Now();
+  for (const auto& [id, s] : sessions_) {
+    if (s.queue == queue && s.expires_at >= now) view.members.push_back(SessionId{id});
+  }
+  for (const auto& [key, o] : owners_) {
+    if (key.first == queue) {
+      view.owners.push_back({key.second, SessionId{o.session}, Epoch{o.epoch}});
+    }
+  }
+  return view;
+}
+
+void MemDatabase::AbandonLocked(const std::string& queue, int part, int64_t epoch) {
+  auto rec = claims_.find({queue, part});
+  if (rec != claims_.end() && rec->second.epoch >= epoch) return;
+  if (rec != claims_.end()) {
+    for (int64_t id : rec->second.ids) {
+      auto it = items_.find(id);
+      if (it == items_.end() || it->second.queue != queue || it->second.item.part != part) continue;
+      it->second.item.attempts += 1;
+      it->second.abandoned_epoch = rec->second.epoch;
+    }
+  }
+  claims_[{queue, part}] = ClaimRecord{epoch, {}};  // this tenure's, empty
+}
+
+std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
+                                           const std::set<int64_t>& extra_skip) {
+  const absl::Time now = clock_->Now();
+  std::set<int64_t> skip = extra_skip;
+  for (const auto& [part, id] : req.in_flight) skip.insert(id);
+  auto ours = [&](int part, int64_t epoch) {
+    auto o = owners_.find({req.queue, part});
+    return o != owners_.end() && o->second.epoch == epoch;
+  };
+  auto out_item = [&](const StoredItem& s, int64_t epoch, bool suspect) {
+    Item it = s.item;
+    it.attempts = s.item.attempts + 1;
+    it.claim_epoch = Epoch{epoch};
+    it.suspect = suspect;
+    it.locator = 0;
+    return it;
+  };
+  std::vector<Item> out;
+  std::map<int, int64_t> taken_in;  // part -> epoch, for the records
+  for (const ClaimPart& cp : req.parts) {
+    const int room = req.limit - static_cast<int>(out.size());
+    if (room <= 0) break;
+    if (!ours(cp.part, cp.epoch.value)) continue;
+    std::vector<const StoredItem*> cands;
+    std::set<std::string> keys_seen;      // ordered: keys with an older live item
+    for (const auto& [id, s] : items_) {  // id order
+      if (s.queue != req.queue || s.item.part != cp.part) continue;
+      if (req.ordered && s.item.key && !keys_seen.insert(*s.item.key).second) continue;
+      if (s.item.run_at > now || s.abandoned_epoch != 0) continue;
+      const ItemKey k{s.item.priority, s.item.id};
+      if (cp.after ? !(*cp.after < k) : skip.count(id) > 0) continue;
+      cands.push_back(&s);
+    }
+    std::stable_sort(cands.begin(), cands.end(), [](const StoredItem* a, const StoredItem* b) {
+      return ItemKey{a->item.priority, a->item.id} < ItemKey{b->item.priority, b->item.id};
+    });
+    if (static_cast<int>(cands.size()) > std::min(cp.limit, room)) {
+      cands.resize(std::min(cp.limit, room));
+    }
+    for (const StoredItem* s : cands) out.push_back(out_item(*s, cp.epoch.value, false));
+    if (!cands.empty()) taken_in[cp.part] = cp.epoch.value;
+  }
+  if (req.include_suspect && !req.session.value.empty()) {
+    const StoredItem* best = nullptr;
+    int64_t best_epoch = 0;
+    for (const auto& [id, s] : items_) {
+      if (s.queue != req.queue || s.abandoned_epoch == 0 || s.item.run_at > now) continue;
+      if (skip.count(id) > 0) continue;
+      auto o = owners_.find({req.queue, s.item.part});
+      if (o == owners_.end() || o->second.session != req.session.value) continue;
+      if (best == nullptr ||
+          ItemKey{s.item.priority, id} < ItemKey{best->item.priority, best->item.id}) {
+        best = &s;
+        best_epoch = o->second.epoch;
+      }
+    }
+    if (best != nullptr) {
+      out.push_back(out_item(*best, best_epoch, true));
+      taken_in[best->item.part] = best_epoch;
+    }
+  }
+  for (const auto& [part, epoch] : taken_in) {
+    ClaimRecord rec{epoch, {}};
+    for (const auto& [p, id] : req.in_flight) {
+      if (p == part) rec.ids.push_back(id);
+    }
+    for (const Item& it : out) {
+      if (it.part == part) rec.ids.push_back(it.id);
+    }
+    auto slot = claims_.find({req.queue, part});
+    if (slot != claims_.end() && slot->second.epoch == epoch) slot->second = std::move(rec);
+  }
+  return out;
+}
+
+}  // namespace partq

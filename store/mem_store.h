@@ -1,0 +1,106 @@
+// An in-memory Store for unit tests of pure logic (sessions, rebalancing, the
+// consumer's dispatch). It follows the same contracts as PgStore, with a Clock
+// as its database clock, but has no SQL: Tx::Exec is Unimplemented (the rest
+// of Tx — savepoints, enqueue, publish — works) and Listen is Unimplemented
+// (sessions then poll). Fault injection: FailNext()
+// makes the next calls return an error, like a dropped connection.
+//
+// Thread-safe: all handles share one MemDatabase guarded by a mutex.
+#ifndef PARTQ_STORE_MEM_STORE_H_
+#define PARTQ_STORE_MEM_STORE_H_
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/clock.h"
+#include "store/store.h"
+
+namespace partq {
+
+class MemDatabase {
+ public:
+  explicit MemDatabase(Clock* clock = Clock::Real()) : clock_(clock) {}
+  // A new handle ("connection") on this database.
+  std::unique_ptr<Store> Connect();
+  StoreFactory Factory();
+  // The next `n` store calls (on any handle) fail with `status`.
+  void FailNext(int n, absl::Status status = absl::UnavailableError("injected failure"));
+  // Calls of `method` (e.g. "ReleaseParts") fail with Unavailable until
+  // FailCallsOf(method, false).
+  void FailCallsOf(const std::string& method, bool fail = true);
+  // Calls of `method` take `d` longer: the handle sleeps holding the whole
+  // database, as a query that scans a big table holds a connection.
+  void SlowCallsOf(const std::string& method, absl::Duration d);
+  // Every store call so far, by method name (for cost assertions).
+  int64_t Calls(const std::string& method) const;
+  // What committed transactions published (Tx::Publish), oldest first.
+  std::vector<OutboxEvent> Outbox() const;
+
+ private:
+  friend class MemStore;
+  struct Session {
+    std::string queue;
+    int64_t incarnation = 1;
+    std::string instance_id, host;
+    int pid = 0;
+    absl::Time heartbeat_at, expires_at;
+  };
+  struct Owner {
+    std::string session;
+    int64_t epoch;
+  };
+  struct StoredItem {
+    Item item;  // item.attempts: attempts used so far
+    std::string queue;
+    int64_t abandoned_epoch = 0;  // 0: not abandoned
+    std::string last_error;
+  };
+  struct ClaimRecord {  // part_claims
+    int64_t epoch = 0;
+    std::vector<int64_t> ids;
+  };
+
+  absl::Status Enter(const char* method) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queue's config, or NotFound ("unknown queue").
+  absl::StatusOr<QueueConfig*> QueueLocked(absl::string_view name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireLocked(const std::string& queue, const std::string& except, int64_t* expired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  GroupView ViewLocked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new tenure (part at `epoch`) takes over: an older claim record's items
+  // are marked abandoned, one attempt counted each, and the part gets an
+  // empty record at `epoch`.
+  void AbandonLocked(const std::string& queue, int part, int64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<Item> ClaimLocked(const ClaimRequest& req, const std::set<int64_t>& skip)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Clock* const clock_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, QueueConfig> queues_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);              // by id
+  std::map<std::pair<std::string, int>, Owner> owners_ ABSL_GUARDED_BY(mu_);  // (queue, part)
+  std::map<int64_t, StoredItem> items_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int>, ClaimRecord> claims_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, StoredItem> dead_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::optional<std::string>> results_ ABSL_GUARDED_BY(mu_);
+  std::vector<OutboxEvent> outbox_ ABSL_GUARDED_BY(mu_);
+  int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t next_item_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  int fail_next_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> failing_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Duration> slow_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace partq
+
+#endif  // PARTQ_STORE_MEM_STORE_H_

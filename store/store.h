@@ -1,0 +1,432 @@
+// The one seam between partq and its database.
+//
+// Every database operation partq performs is an intent-named method here.
+// PgStore (pg_store.h) is the only implementation that talks to PostgreSQL
+// and the only code that includes libpqxx; MemStore (mem_store.h) serves unit
+// tests of pure logic.
+//
+// Errors are values (absl::Status):
+//   kUnavailable         the connection broke or the server is gone; the store
+//                        reconnects on the next call, so retrying is right.
+//   kAborted             serialization failure or deadlock: retry the operation.
+//   kNotFound            unknown queue / item.
+//   kAlreadyExists       queue exists.
+//   kInvalidArgument     bad input (names, ranges, payload size).
+//   kFailedPrecondition  schema missing or newer than this binary, or a queue
+//                        to delete still holds work: don't retry.
+//   kInternal            anything else the server rejected.
+//
+// Thread-safety: a Store is one connection; use it from one thread at a time.
+// Make one per thread with a StoreFactory.
+#ifndef PARTQ_STORE_STORE_H_
+#define PARTQ_STORE_STORE_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "store/types.h"
+
+namespace pqxx {
+class transaction_base;
+}
+
+namespace partq {
+
+// A row of a query result, NULL as nullopt.
+using Row = std::vector<std::optional<std::string>>;
+
+// The transaction a handler's own writes go into; it commits exactly when the
+// items it processes are acknowledged, or not at all. Everything a handler
+// asks partq to do with an item — its SQL, follow-up items, messages for
+// Kafka — goes through this one object, so it is done exactly once.
+//
+// A statement that fails leaves the transaction unusable until a rollback
+// to a savepoint taken before it (PostgreSQL's rule; MemStore follows it for
+// its own operations).
+class Tx {
+ public:
+  virtual ~Tx() = default;
+  // Runs `sql` with $1..$n bound to `params` (NULL as nullopt); returns rows.
+  // Unimplemented when the store runs no SQL (MemStore).
+  virtual absl::StatusOr<std::vector<Row>> Exec(
+      absl::string_view sql, const std::vector<std::optional<std::string>>& params = {}) = 0;
+  // Runs `sql`, one or more statements separated by semicolons and without
+  // parameters, in one round trip (PostgreSQL's simple query protocol); their
+  // rows are dropped. For strings of utility statements (a list of SET
+  // LOCAL). The default runs `sql` as one Exec.
+  virtual absl::Status ExecScript(absl::string_view sql) { return Exec(sql).status(); }
+
+  // --- savepoints ---------------------------------------------------------------
+  // `name` is a lowercase identifier ([a-z_][a-z0-9_]*) chosen by the caller,
+  // never user input. Rolling back to a savepoint undoes everything done in
+  // the transaction since it was taken (SQL, enqueues, publishes) and keeps
+  // it, clean; releasing one keeps the work and forgets the savepoint.
+  virtual absl::Status Savepoint(absl::string_view name) = 0;
+  virtual absl::Status ReleaseSavepoint(absl::string_view name) = 0;
+  virtual absl::Status RollbackToSavepoint(absl::string_view name) = 0;
+  // ReleaseSavepoint(name) then Savepoint(name), in one round trip.
+  virtual absl::Status RenewSavepoint(absl::string_view name) = 0;
+
+  // --- effects ------------------------------------------------------------------
+  // Enqueues `item` into `queue` in this transaction: it exists exactly when
+  // the transaction commits (the wake-up goes out on commit too). Same
+  // rules, parts and dedup as Store::Enqueue.
+  virtual absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) = 0;
+  // Writes `event` to the outbox in this transaction: `partq bridge publish`
+  // sends it to Kafka once the transaction has committed. InvalidArgument for
+  // a malformed topic or headers.
+  virtual absl::Status Publish(const OutboxEvent& event) = 0;
+
+  // The libpqxx transaction object, for handlers that want the full API;
+  // nullptr when the store is not PostgreSQL. It is a pqxx::nontransaction
+  // on which partq has sent BEGIN (Finish drives the transaction with plain
+  // statements, so it can send COMMIT and the next BEGIN together): run
+  // statements on it, but do not commit or abort it, and use the savepoint
+  // methods above rather than pqxx::subtransaction (which needs a
+  // pqxx::dbtransaction).
+  virtual pqxx::transaction_base* pqxx() = 0;
+  // The schema partq's tables live in (already validated).
+  virtual const std::string& schema() const = 0;
+};
+
+// How one processed item ends.
+struct Outcome {
+  // kLeave: not finished by this call; the item stays claimed (in flight)
+  // and the caller finishes it in a later Finish.
+  enum class Kind { kAck, kRetry, kDead, kLeave };
+  int64_t id = 0;
+  int part = 0;
+  Kind kind = Kind::kAck;
+  absl::Duration retry_delay;         // kRetry: run again after this
+  std::string error;                  // kRetry/kDead: the handler's error, kept
+  std::optional<std::string> result;  // kAck: optional result for `partq wait`
+  // kRetry only: give the attempt back (graceful hand-off of an unstarted item).
+  bool refund_attempt = false;
+};
+
+// Claims live in memory. Only a part's owner reads its items, so a claim is a
+// read: it writes nothing on the item rows. What stays in the database is one
+// record per part (part_claims): the ids its owner had in flight at its last
+// claim. A graceful release or leave deletes the record; a new owner that
+// finds a record left by an owner that died (AcquireParts, or a static
+// re-join) counts one attempt for each of those items and marks them
+// abandoned, so they come back as suspects, one at a time, and an item that
+// kills every worker that takes it is dead-lettered after max_attempts
+// ("crash loop").
+
+// Where a claim reads in one part.
+struct ClaimPart {
+  int part = 0;
+  Epoch epoch;  // claim only while the part is ours at this epoch
+  // Read only items that sort after this key (the last one this session
+  // claimed in the part): the part's head, where the items acked a moment ago
+  // still sit in the index until vacuum, is not walked again. nullopt: read
+  // from the head ("rescan"), skipping `in_flight`.
+  std::optional<ItemKey> after;
+  int limit = 100;  // at most this many items from this part
+};
+
+// Claim: ready items (run_at <= now()) of `parts`, read in the order given:
+// up to parts[i].limit from each, in (priority, id) order within the part,
+// until `limit` are taken in all; parts after that are not read at all. So a
+// caller that rotates the order gets a batch mostly from one part, which
+// keeps an ack's fence and claim record to one part and its rows on a few
+// pages. Items the caller has in flight are skipped. Each item comes with the
+// epoch of its part and `attempts` = the attempts already used + 1 (this
+// one). The claim then records, per part it took items from, the ids of
+// `in_flight` in that part plus the new ones (part_claims; only while the
+// part is still ours at that epoch, so a session that lost a part cannot
+// overwrite the new owner's record).
+struct ClaimRequest {
+  std::string queue;
+  SessionId session;  // for the suspect probe, which looks in all its parts
+  std::vector<ClaimPart> parts;
+  int limit = 100;       // in all
+  bool ordered = false;  // per key: only the oldest live item
+  // Also claim at most one suspect (an item whose previous attempt was
+  // abandoned); it is returned with suspect=true, to run on its own, and
+  // does not count against `limit`.
+  bool include_suspect = true;
+  // What this session has in flight (claimed, not finished), as (part, id).
+  std::vector<std::pair<int, int64_t>> in_flight;
+};
+
+// Finish: one transaction that
+//   1. runs `body` with the transaction and the items; body returns one
+//      Outcome per item it was given;
+//   2. locks this session's session_parts rows for `parts` FOR SHARE and
+//      keeps only those still at the given epochs (so no other session can
+//      take them until this transaction ends);
+//   3. deletes acked items, reschedules retried ones (their attempt counted
+//      unless refunded), moves dead ones to dead_items, records results;
+//   4. calls `next` (if set) once the body has run, and claims what it
+//      returns (Claim, in the same statement and transaction; the items
+//      being finished are not claimed again). `next` is asked again, on the
+//      same thread, if the transaction has to run a second time;
+//   5. commits.
+// If some items' parts are no longer held at their epochs (step 2), nothing
+// of that transaction commits; Finish runs again with the items that are
+// still ours (locking first, so body never sees the others) and reports the
+// rest as fenced: nothing of theirs committed.
+// Returns the ids acked/retried/dead-lettered/fenced, and the items `next`
+// claimed (only if the transaction committed).
+// If `body` returns an error the transaction rolls back and that error is
+// returned.
+//
+// Dead-letter topic: when the queue has a dlq_topic (QueueConfig), step 3 also
+// writes one outbox row per dead-lettered item, so the row commits exactly
+// when the item moves to dead_items; `partq bridge publish` sends it. The
+// message is the item as it came in: key (an item ingested from Kafka gets its
+// original key bytes back), payload, and the original Kafka headers, followed
+// by context headers named as Kafka Connect's dead-letter queue names them
+// (values are UTF-8 text; the origin ones only for items ingested from Kafka):
+//   __connect.errors.topic, __connect.errors.partition, __connect.errors.offset
+//   __connect.errors.exception.message   the last error
+//   partq.errors.attempts                attempts made, as a number
+//   partq.errors.queue                   the queue the item died in
+//   partq.errors.item.id                 the item's id (also dead_items.id)
+// The context headers come last, so a consumer's "last header of this name"
+// (Java's Headers.lastHeader) is this failure's even when the original
+// message already carried such headers (a replayed dead letter).
+struct FinishRequest {
+  std::string queue;
+  SessionId session;
+  std::vector<OwnedPart> parts;  // the fence: part and epoch claimed under
+  std::vector<Item> items;       // claimed items to finish
+  int max_attempts = 25;
+  // Claim ahead in the same transaction: asked right before the ack
+  // statement, so the caller decides with what it knows then; nullopt: no.
+  std::function<std::optional<ClaimRequest>()> next;
+  // When `next` claims items: begin the caller's next transaction with this
+  // one's COMMIT (one round trip fewer); FinishResult::next_begun says it
+  // did, and the caller must then call Finish next on this store (any other
+  // call rolls the begun transaction back first).
+  bool begin_next = false;
+};
+struct FinishResult {
+  std::vector<int64_t> acked;
+  std::vector<int64_t> retried;
+  std::vector<int64_t> dead;
+  std::vector<int64_t> fenced;
+  std::vector<Item> next;   // what `next` claimed (only if the transaction committed)
+  bool next_begun = false;  // see FinishRequest::begin_next
+};
+using FinishBody =
+    std::function<absl::StatusOr<std::vector<Outcome>>(Tx&, absl::Span<const Item> owned_items)>;
+
+struct JoinRequest {
+  std::string queue;
+  std::string instance_id;  // non-empty: static member (stable id, keeps parts)
+  std::string host;
+  int pid = 0;
+};
+struct JoinResult {
+  SessionId id;
+  int64_t incarnation = 0;
+  // Static re-join within the TTL: the parts the previous incarnation owned,
+  // now at fresh epochs (fencing the previous incarnation's acks). What the
+  // previous incarnation had in flight there is marked abandoned.
+  std::vector<OwnedPart> kept;
+};
+
+// Per-part and per-session state for `partq status` and the metrics.
+struct PartStatus {
+  int part = 0;
+  std::optional<SessionId> owner;
+  Epoch epoch;
+  int64_t ready = 0;
+  int64_t delayed = 0;
+  // Items the owner had in flight at its last claim and has not finished
+  // (its claim record), or that a dead owner had in flight and no one has
+  // taken since.
+  int64_t in_flight = 0;
+  int64_t dead = 0;
+  absl::Duration oldest_ready_age;  // zero when none is ready
+};
+struct QueueStatus {
+  QueueConfig config;
+  absl::Time db_now;
+  std::vector<SessionInfo> sessions;
+  std::vector<PartStatus> parts;  // one per part, 0..P-1
+};
+// Who owns each part, and whether any item is left, without counting items
+// (Store::Owners).
+struct QueueOwners {
+  struct Session {
+    SessionId id;
+    std::string host;
+    int pid = 0;
+  };
+  std::vector<Session> sessions;                 // as QueueStatus::sessions, by id
+  std::vector<std::optional<SessionId>> owners;  // one per part, 0..P-1
+  bool has_items = false;                        // any item in the queue, ready or not
+};
+
+// What Store::DeleteQueue does with a queue that still holds work.
+enum class QueueContents {
+  kRefuse,  // delete only an empty queue (no items, no dead items)
+  kDelete,  // delete the items and dead items with the queue
+};
+// What Store::DeleteQueue deleted with the queue.
+struct DeletedQueue {
+  int64_t items = 0;  // ready, delayed or in flight
+  int64_t dead_items = 0;
+};
+
+// The state of one item, for `partq wait`.
+struct ItemState {
+  enum class Kind { kPending, kDone, kDead, kUnknown };
+  Kind kind = Kind::kUnknown;
+  int64_t id = 0;
+  std::optional<std::string> result;  // kDone: the handler's result, if any
+  std::string error;                  // kDead: the last error
+  int attempts = 0;
+};
+
+// A dead-lettered item, as `partq dead list` shows it.
+struct DeadItem {
+  int64_t id = 0;
+  int part = 0;
+  std::optional<std::string> key;
+  std::optional<std::string> dedup_key;
+  int attempts = 0;
+  absl::Time enqueued_at;
+  absl::Time failed_at;
+  std::string last_error;
+  int64_t payload_bytes = 0;  // the payload stays in the table: a list reads no payloads
+};
+// What Store::RequeueDead did.
+struct Requeued {
+  int64_t requeued = 0;
+  // Asked for but left dead: a live item holds their dedup key.
+  int64_t kept = 0;
+};
+
+// A wake-up from LISTEN.
+struct Notice {
+  enum class Kind { kItems, kGroup };
+  Kind kind = Kind::kItems;
+  int part = -1;  // kItems: the part that got items, -1 when unknown
+};
+
+// A dedicated LISTEN connection for one queue.
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Waits up to `timeout` for notices; returns those that arrived (maybe none).
+  virtual absl::StatusOr<std::vector<Notice>> Wait(absl::Duration timeout) = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // --- schema ---------------------------------------------------------------
+  // Creates or upgrades the schema; idempotent; serialized across processes by
+  // an advisory lock, so a fleet may run it at once.
+  virtual absl::Status Migrate() = 0;
+  // The applied schema version; FailedPrecondition if the schema is missing or
+  // newer than this binary knows.
+  virtual absl::Status CheckSchema() = 0;
+
+  // --- queues ---------------------------------------------------------------
+  virtual absl::Status CreateQueue(const QueueConfig& config) = 0;
+  virtual absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) = 0;
+  virtual absl::StatusOr<std::vector<QueueConfig>> ListQueues() = 0;
+  // Deletes the queue with its sessions, parts, claim records and results,
+  // in one transaction. With QueueContents::kRefuse a queue that still holds
+  // work (items ready, delayed or in flight, or dead items) is not deleted:
+  // FailedPrecondition, with the counts in the message, and nothing changes.
+  // With kDelete its items and dead items go with it. Returns what was
+  // deleted. NotFound for an unknown queue. Enqueues into the queue wait
+  // while this runs, so none can add an item between the check and the
+  // delete, nor after it (PgStore says how).
+  virtual absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
+                                                   QueueContents contents) = 0;
+  // Sets (or with nullopt clears) the queue's dead-letter topic; items that
+  // die from then on go there. InvalidArgument for a malformed topic name,
+  // NotFound for an unknown queue.
+  virtual absl::Status SetDeadLetterTopic(absl::string_view queue,
+                                          const std::optional<std::string>& topic) = 0;
+
+  // --- sessions (protocol steps 1-4, 8 of DESIGN.md) --------------------------
+  virtual absl::StatusOr<JoinResult> Join(const JoinRequest& request) = 0;
+  // Moves our expires_at (now() + the queue's TTL, database time), deletes
+  // expired sessions of the queue (cascading their parts) and returns the group.
+  // alive=false when our row (this incarnation) is gone: the session is dead.
+  virtual absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
+                                              int64_t incarnation) = 0;
+  virtual absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) = 0;
+  // Inserts ownership rows for those of `parts` that are free, at fresh
+  // epochs; returns the ones acquired. Parts owned by anyone stay as they are.
+  // A claim record left in an acquired part by an owner that died is turned
+  // into abandoned items (one attempt counted each; see "Claims" above).
+  virtual absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
+                                                              const SessionId& session,
+                                                              const std::vector<int>& parts) = 0;
+  // Deletes our ownership rows for `parts` (only at the given epochs) and
+  // their claim records: whatever was still in flight there is simply ready
+  // again for the next owner (a graceful hand-off is not a failed attempt).
+  virtual absl::Status ReleaseParts(absl::string_view queue, const SessionId& session,
+                                    const std::vector<OwnedPart>& parts) = 0;
+  // Deletes the session (its parts cascade) and the claim records of its
+  // parts, like ReleaseParts.
+  virtual absl::Status Leave(absl::string_view queue, const SessionId& session,
+                             int64_t incarnation) = 0;
+  // Tells the queue's listeners the group changed (join/leave/release).
+  virtual absl::Status NotifyGroup(absl::string_view queue) = 0;
+
+  // --- items ----------------------------------------------------------------
+  virtual absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) = 0;
+  // Bulk enqueue via COPY; returns the number of items written. All or none.
+  virtual absl::StatusOr<int64_t> EnqueueBatch(absl::string_view queue,
+                                               const std::vector<NewItem>& items) = 0;
+  // See ClaimRequest. Writes only the claim records, never an item row.
+  virtual absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) = 0;
+  virtual absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
+                                              const FinishBody& body) = 0;
+  virtual absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) = 0;
+  virtual absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
+                                                           absl::string_view dedup_key) = 0;
+  virtual absl::StatusOr<QueueStatus> Status(absl::string_view queue) = 0;
+  // What Status says of the group, in one read that costs O(parts): Status
+  // counts every item, seconds on a backlog of millions that workers drain,
+  // so a caller that polls ownership while work flows uses this. Reads only
+  // (expires no session, unlike ReadGroup). NotFound for an unknown queue.
+  virtual absl::StatusOr<QueueOwners> Owners(absl::string_view queue) = 0;
+
+  // A new LISTEN connection for `queue` (PgStore); Unimplemented elsewhere.
+  virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) = 0;
+
+  // --- dead items (PgStore; Unimplemented elsewhere) ---------------------------
+  // The most recently dead-lettered items of `queue`, newest first, at most
+  // `limit`. NotFound for an unknown queue.
+  virtual absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) {
+    return absl::UnimplementedError("dead items need PostgreSQL");
+  }
+  // Moves dead items of `queue` back to ready, as new items would be (attempts
+  // 0, run now, same id, part, key, priority, payload and origin): those in
+  // `ids`, or all of them when `ids` is empty; ids that are not dead items of
+  // the queue are ignored. One transaction; an item whose dedup key a live
+  // item holds stays dead (counted in `kept`). NotFound for an unknown queue.
+  virtual absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
+                                               const std::vector<int64_t>& ids) {
+    return absl::UnimplementedError("dead items need PostgreSQL");
+  }
+};
+
+// Makes a new Store (a new connection). Thread-safe.
+using StoreFactory = std::function<absl::StatusOr<std::unique_ptr<Store>>()>;
+
+}  // namespace partq
+
+#endif  // PARTQ_STORE_STORE_H_

@@ -1,0 +1,148 @@
+// Value types shared by the coordinator, the consumer and the producer.
+#ifndef PARTQ_STORE_TYPES_H_
+#define PARTQ_STORE_TYPES_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace partq {
+
+// A session's id: a UUID in its canonical text form. Sessions sort by it
+// (lexical assignment), so it is compared as text, like PostgreSQL's uuid.
+struct SessionId {
+  std::string value;
+  friend bool operator==(const SessionId& a, const SessionId& b) { return a.value == b.value; }
+  friend bool operator!=(const SessionId& a, const SessionId& b) { return a.value != b.value; }
+  friend bool operator<(const SessionId& a, const SessionId& b) { return a.value < b.value; }
+  friend std::ostream& operator<<(std::ostream& os, const SessionId& s) { return os << s.value; }
+  template <typename H>
+  friend H AbslHashValue(H h, const SessionId& s) {
+    return H::combine(std::move(h), s.value);
+  }
+};
+
+// A fencing number on a part's ownership row. Every new owner (and every
+// static re-join) gets a fresh, larger epoch from a database sequence, so an
+// epoch names one tenure of one session on one part.
+struct Epoch {
+  int64_t value = 0;
+  friend bool operator==(Epoch a, Epoch b) { return a.value == b.value; }
+  friend bool operator!=(Epoch a, Epoch b) { return a.value != b.value; }
+  friend bool operator<(Epoch a, Epoch b) { return a.value < b.value; }
+  friend std::ostream& operator<<(std::ostream& os, Epoch e) { return os << e.value; }
+};
+
+enum class AssignmentKind { kLexical, kSticky };
+
+struct QueueConfig {
+  std::string name;
+  int parts = 16;
+  AssignmentKind assignment = AssignmentKind::kLexical;
+  absl::Duration session_ttl = absl::Seconds(10);
+  int max_attempts = 25;
+  bool ordered = false;
+  // A Kafka topic for this queue's dead-lettered items: the Finish that
+  // dead-letters an item also writes it to the outbox for this topic, with
+  // Kafka Connect-style context headers (store.h, "Dead-letter topic").
+  // nullopt: no dead-letter topic. Validated by ValidateTopicName.
+  std::optional<std::string> dlq_topic;
+};
+
+// A part this session owns, and the epoch of that ownership.
+struct OwnedPart {
+  int part = 0;
+  Epoch epoch;
+  friend bool operator==(const OwnedPart& a, const OwnedPart& b) {
+    return a.part == b.part && a.epoch == b.epoch;
+  }
+};
+
+// One row of session_parts.
+struct PartOwner {
+  int part = 0;
+  SessionId session;
+  Epoch epoch;
+};
+
+// The live members of a queue's group and who owns what, read in one snapshot.
+struct GroupView {
+  bool alive = true;               // heartbeat only: false when our row is gone
+  std::vector<SessionId> members;  // sessions not yet expired, sorted by id
+  std::vector<PartOwner> owners;   // session_parts rows, sorted by part
+  int64_t expired = 0;             // sessions this call deleted as expired
+};
+
+struct SessionInfo {
+  SessionId id;
+  std::string instance_id;  // empty for dynamic members
+  std::string host;
+  int pid = 0;
+  absl::Duration since_heartbeat;  // database time since the last heartbeat
+  absl::Duration expires_in;       // negative when already expired
+  int parts_owned = 0;
+};
+
+// An item as a consumer sees it.
+struct Item {
+  int64_t id = 0;
+  int part = 0;
+  std::optional<std::string> key;
+  std::optional<std::string> dedup_key;
+  int priority = 0;
+  int attempts = 0;  // attempts so far, including this one
+  std::string payload;
+  absl::Time enqueued_at;
+  absl::Time run_at;
+  Epoch claim_epoch;     // the epoch of the part's ownership this item was claimed under
+  bool suspect = false;  // a previous attempt was abandoned (its owner died mid-item)
+  // Where the store found the row, so the ack can go straight to it (PgStore:
+  // the row's ctid, block << 16 | offset); 0 when unknown. Only a hint: the
+  // ack falls back to the id.
+  uint64_t locator = 0;
+};
+
+// An item's place in its part's claim order.
+struct ItemKey {
+  int priority = 0;
+  int64_t id = 0;
+  friend bool operator<(const ItemKey& a, const ItemKey& b) {
+    return std::tie(a.priority, a.id) < std::tie(b.priority, b.id);
+  }
+  friend bool operator==(const ItemKey& a, const ItemKey& b) {
+    return std::tie(a.priority, a.id) == std::tie(b.priority, b.id);
+  }
+};
+
+// What an item to enqueue carries.
+struct NewItem {
+  std::string payload;
+  std::optional<std::string> key;
+  std::optional<std::string> dedup_key;
+  int priority = 0;  // lower runs first
+  absl::Duration delay = absl::ZeroDuration();
+};
+
+struct EnqueueResult {
+  int64_t id = 0;
+  int part = 0;
+  bool duplicate = false;  // dedup key matched a live item; id is that item
+};
+
+// A message for Kafka, published through the outbox (Tx::Publish) by `partq
+// bridge publish`.
+struct OutboxEvent {
+  std::string topic;
+  std::optional<std::string> key;  // raw bytes; nullopt: no key
+  std::string payload;
+  std::optional<std::string> headers_json;  // a JSON array of {"key","value"}
+};
+
+}  // namespace partq
+
+#endif  // PARTQ_STORE_TYPES_H_

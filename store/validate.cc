@@ -1,0 +1,100 @@
+// Names and settings that reach SQL, checked before any store sees them.
+#include "store/validate.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace partq {
+
+namespace {
+
+// 1..max_len characters of [A-Za-z0-9._-] (queue and Kafka topic names);
+// `bad(why)` makes the error.
+template <typename Bad>
+absl::Status CheckNameChars(absl::string_view name, size_t max_len, const Bad& bad) {
+  if (name.empty()) return bad("it is empty");
+  if (name.size() > max_len) return bad(absl::StrCat("it is ", name.size(), " characters long"));
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
+      return bad(absl::StrCat("'", absl::CHexEscape(absl::string_view(&c, 1)), "' is not allowed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateQueueName(absl::string_view name) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid queue name \"", absl::CHexEscape(name), "\": ", why,
+                     " (use 1-63 letters, digits, '_', '.' or '-', starting with a letter "
+                     "or digit)"));
+  };
+  if (absl::Status st = CheckNameChars(name, 63, bad); !st.ok()) return st;
+  if (!absl::ascii_isalnum(static_cast<unsigned char>(name[0]))) {
+    return bad("it must start with a letter or digit");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSchemaName(absl::string_view name) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid schema name \"", absl::CHexEscape(name), "\": ", why,
+                     " (use 1-63 lowercase letters, digits or '_', not starting with a digit)"));
+  };
+  if (name.empty()) return bad("it is empty");
+  if (name.size() > 63) return bad(absl::StrCat("it is ", name.size(), " characters long"));
+  if (absl::ascii_isdigit(static_cast<unsigned char>(name[0]))) {
+    return bad("it must not start with a digit");
+  }
+  for (char c : name) {
+    if (!(absl::ascii_islower(static_cast<unsigned char>(c)) ||
+          absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '_')) {
+      return bad(absl::StrCat("'", absl::CHexEscape(absl::string_view(&c, 1)), "' is not allowed"));
+    }
+  }
+  // PostgreSQL reserves the pg_ prefix for system schemas.
+  if (absl::StartsWith(name, "pg_")) return bad("the pg_ prefix is reserved by PostgreSQL");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTopicName(absl::string_view name) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid Kafka topic name \"", absl::CHexEscape(name), "\": ", why,
+                     " (use 1-249 letters, digits, '.', '_' or '-'; not \".\" or \"..\")"));
+  };
+  if (absl::Status st = CheckNameChars(name, 249, bad); !st.ok()) return st;
+  if (name == "." || name == "..") return bad("Kafka reserves it");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateQueueConfig(const QueueConfig& config) {
+  if (absl::Status st = ValidateQueueName(config.name); !st.ok()) return st;
+  if (config.parts < 1 || config.parts > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("queue \"", config.name, "\": parts is ",
+                                                   config.parts, "; it must be 1..4096"));
+  }
+  if (config.max_attempts < 1 || config.max_attempts > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat("queue \"", config.name, "\": max attempts is ",
+                                                   config.max_attempts, "; it must be 1..1000"));
+  }
+  if (config.session_ttl < absl::Milliseconds(100) || config.session_ttl > absl::Hours(24)) {
+    return absl::InvalidArgumentError(absl::StrCat("queue \"", config.name, "\": session TTL is ",
+                                                   absl::FormatDuration(config.session_ttl),
+                                                   "; it must be 100ms..24h"));
+  }
+  if (config.dlq_topic) {
+    if (absl::Status st = ValidateTopicName(*config.dlq_topic); !st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("queue \"", config.name, "\": dead-letter topic: ", st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace partq
