@@ -10,13 +10,14 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "cli/common.h"
-#include "pg/pg_store.h"
 #include "coordinator/queue_collector.h"
+#include "pg/pg_store.h"
 #include "producer/producer.h"
 
 namespace partq::cli {
@@ -146,7 +147,7 @@ int CreateExisting(const Args& args, const QueueConfig& want, const QueueConfig&
 int CmdMigrate(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, ConnectionFlags(), {});
   if (!args.ok()) return Fail(args.status());
-  if (!args->positional().empty()) return Usage("migrate takes no arguments");
+  if (auto u = WrongPositionals(args->positional(), 0, {}, "usage: partq migrate")) return *u;
   auto store = Connect(*args);
   if (!store.ok()) return Fail(store.status());
   if (absl::Status st = (*store)->Migrate(); !st.ok()) return Fail(st);
@@ -166,7 +167,10 @@ int CmdQueue(const std::vector<std::string>& argv) {
   const std::string& sub = pos[0];
   if (args->Has("force") && sub != "delete") return Usage("--force goes with queue delete");
   if (sub == "create") {
-    if (pos.size() != 2) return Usage("usage: partq queue create NAME --parts N [...]");
+    if (auto u =
+            WrongPositionals(pos, 1, {"NAME"}, "usage: partq queue create NAME --parts N [...]")) {
+      return *u;
+    }
     if (!args->Has("parts")) return Usage("queue create needs --parts N (1..4096)");
     QueueConfig q;
     q.name = pos[1];
@@ -185,8 +189,8 @@ int CmdQueue(const std::vector<std::string>& argv) {
     auto attempts = args->Int("max-attempts", q.max_attempts, 1, 1000);
     if (!attempts.ok()) return Fail(attempts.status());
     q.max_attempts = static_cast<int>(*attempts);
-    auto ttl = args->Duration("session-ttl", q.session_ttl, absl::Milliseconds(100),
-                              absl::Hours(24));
+    auto ttl =
+        args->Duration("session-ttl", q.session_ttl, absl::Milliseconds(100), absl::Hours(24));
     if (!ttl.ok()) return Fail(ttl.status());
     q.session_ttl = *ttl;
     q.ordered = args->Has("ordered");
@@ -208,7 +212,10 @@ int CmdQueue(const std::vector<std::string>& argv) {
   if (sub == "set") {
     // Only settings that can change under a running group: the part count,
     // assignment and ordering are fixed at creation.
-    if (pos.size() != 2) return Usage("usage: partq queue set NAME --dlq-topic TOPIC|''");
+    if (auto u = WrongPositionals(pos, 1, {"NAME"},
+                                  "usage: partq queue set NAME --dlq-topic TOPIC|''")) {
+      return *u;
+    }
     if (!args->Has("dlq-topic")) {
       return Usage("queue set needs a setting to change: --dlq-topic TOPIC (or '' for none)");
     }
@@ -233,7 +240,7 @@ int CmdQueue(const std::vector<std::string>& argv) {
     return 0;
   }
   if (sub == "list") {
-    if (pos.size() != 1) return Usage("usage: partq queue list");
+    if (auto u = WrongPositionals(pos, 1, {}, "usage: partq queue list")) return *u;
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
     auto queues = (*store)->ListQueues();
@@ -257,15 +264,16 @@ int CmdQueue(const std::vector<std::string>& argv) {
     for (const auto& q : *queues) {
       printf("%-32s %6d %-10s %10s %12d %-7s %s\n", q.name.c_str(), q.parts,
              AssignmentName(q.assignment), absl::FormatDuration(q.session_ttl).c_str(),
-             q.max_attempts, q.ordered ? "yes" : "no",
-             q.dlq_topic ? q.dlq_topic->c_str() : "-");
+             q.max_attempts, q.ordered ? "yes" : "no", q.dlq_topic ? q.dlq_topic->c_str() : "-");
     }
     return 0;
   }
   if (sub == "delete") {
     // Without --force the store refuses a queue that still holds work, in
     // the transaction that would delete it, and says what it holds.
-    if (pos.size() != 2) return Usage("usage: partq queue delete NAME [--force]");
+    if (auto u = WrongPositionals(pos, 1, {"NAME"}, "usage: partq queue delete NAME [--force]")) {
+      return *u;
+    }
     const bool force = args->Has("force");
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
@@ -286,8 +294,7 @@ int CmdQueue(const std::vector<std::string>& argv) {
 
 int CmdEnqueue(const std::vector<std::string>& argv) {
   auto args = Args::Parse(
-      argv, With(ConnectionFlags(), {"key", "priority", "delay", "dedup-key", "chunk"}),
-      {"stdin"});
+      argv, With(ConnectionFlags(), {"key", "priority", "delay", "dedup-key", "chunk"}), {"stdin"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   const bool from_stdin = args->Has("stdin");
@@ -309,8 +316,8 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   auto prio = args->Int("priority", 0, -32768, 32767);
   if (!prio.ok()) return Fail(prio.status());
   item.priority = static_cast<int>(*prio);
-  auto delay = args->Duration("delay", absl::ZeroDuration(), absl::ZeroDuration(),
-                              absl::Hours(24 * 365));
+  auto delay =
+      args->Duration("delay", absl::ZeroDuration(), absl::ZeroDuration(), absl::Hours(24 * 365));
   if (!delay.ok()) return Fail(delay.status());
   item.delay = *delay;
   auto chunk = args->Int("chunk", 50000, 1, 1000000);
@@ -398,8 +405,8 @@ int CmdWait(const std::vector<std::string>& argv) {
   if (pos.size() != (by_key ? 1u : 2u)) {
     return Usage("usage: partq wait QUEUE ITEM | partq wait QUEUE --dedup-key K");
   }
-  auto timeout = args->Duration("timeout", absl::Seconds(30), absl::ZeroDuration(),
-                                absl::Hours(24 * 7));
+  auto timeout =
+      args->Duration("timeout", absl::Seconds(30), absl::ZeroDuration(), absl::Hours(24 * 7));
   if (!timeout.ok()) return Fail(timeout.status());
   int64_t id = 0;
   if (!by_key) {
@@ -432,7 +439,10 @@ int CmdWait(const std::vector<std::string>& argv) {
 int CmdStatus(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, ConnectionFlags(), {"json"});
   if (!args.ok()) return Fail(args.status());
-  if (args->positional().size() != 1) return Usage("usage: partq status QUEUE [--json]");
+  if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
+                                "usage: partq status QUEUE [--json]")) {
+    return *u;
+  }
   auto store = ConnectChecked(*args);
   if (!store.ok()) return Fail(store.status());
   auto st = (*store)->Status(args->positional()[0]);
@@ -458,25 +468,27 @@ int CmdStatus(const std::vector<std::string>& argv) {
                      {"oldest_ready_age_seconds", absl::ToDoubleSeconds(t.oldest_ready_age)}};
     out["sessions"] = nlohmann::json::array();
     for (const auto& s : st->sessions) {
-      out["sessions"].push_back({{"id", s.id.value},
-                                 {"instance_id", s.instance_id},
-                                 {"host", s.host},
-                                 {"pid", s.pid},
-                                 {"since_heartbeat_seconds", absl::ToDoubleSeconds(s.since_heartbeat)},
-                                 {"expires_in_seconds", absl::ToDoubleSeconds(s.expires_in)},
-                                 {"expired", expired(s)},
-                                 {"parts_owned", s.parts_owned}});
+      out["sessions"].push_back(
+          {{"id", s.id.value},
+           {"instance_id", s.instance_id},
+           {"host", s.host},
+           {"pid", s.pid},
+           {"since_heartbeat_seconds", absl::ToDoubleSeconds(s.since_heartbeat)},
+           {"expires_in_seconds", absl::ToDoubleSeconds(s.expires_in)},
+           {"expired", expired(s)},
+           {"parts_owned", s.parts_owned}});
     }
     out["parts"] = nlohmann::json::array();
     for (const auto& p : st->parts) {
-      out["parts"].push_back({{"part", p.part},
-                              {"owner", p.owner ? nlohmann::json(p.owner->value) : nlohmann::json()},
-                              {"epoch", p.epoch.value},
-                              {"ready", p.ready},
-                              {"delayed", p.delayed},
-                              {"in_flight", p.in_flight},
-                              {"dead", p.dead},
-                              {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
+      out["parts"].push_back(
+          {{"part", p.part},
+           {"owner", p.owner ? nlohmann::json(p.owner->value) : nlohmann::json()},
+           {"epoch", p.epoch.value},
+           {"ready", p.ready},
+           {"delayed", p.delayed},
+           {"in_flight", p.in_flight},
+           {"dead", p.dead},
+           {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
     }
     printf("%s\n", out.dump(2).c_str());
     return 0;
@@ -524,9 +536,9 @@ int CmdDead(const std::vector<std::string>& argv) {
   const auto& pos = args->positional();
   const std::string sub = pos.empty() ? "" : pos[0];
   if (sub == "list") {
-    if (pos.size() != 2 || args->Has("all")) {
-      return Usage("usage: partq dead list QUEUE [--limit 20] [--json]");
-    }
+    constexpr char kUsage[] = "usage: partq dead list QUEUE [--limit 20] [--json]";
+    if (auto u = WrongPositionals(pos, 1, {"QUEUE"}, kUsage)) return *u;
+    if (args->Has("all")) return Usage(absl::StrCat("--all goes with dead requeue (", kUsage, ")"));
     auto limit = args->Int("limit", 20, 1, 100000);
     if (!limit.ok()) return Fail(limit.status());
     auto store = ConnectChecked(*args);
@@ -536,27 +548,33 @@ int CmdDead(const std::vector<std::string>& argv) {
     if (args->Has("json")) {
       nlohmann::json out = nlohmann::json::array();
       for (const DeadItem& d : *dead) {
-        out.push_back({{"id", d.id},
-                       {"part", d.part},
-                       {"key", d.key ? nlohmann::json(*d.key) : nlohmann::json()},
-                       {"dedup_key", d.dedup_key ? nlohmann::json(*d.dedup_key) : nlohmann::json()},
-                       {"attempts", d.attempts},
-                       {"enqueued_at", absl::FormatTime(absl::RFC3339_full, d.enqueued_at,
-                                                        absl::UTCTimeZone())},
-                       {"failed_at", absl::FormatTime(absl::RFC3339_full, d.failed_at,
-                                                      absl::UTCTimeZone())},
-                       {"last_error", d.last_error},
-                       {"payload_bytes", d.payload_bytes}});
+        out.push_back(
+            {{"id", d.id},
+             {"part", d.part},
+             {"key", d.key ? nlohmann::json(*d.key) : nlohmann::json()},
+             {"dedup_key", d.dedup_key ? nlohmann::json(*d.dedup_key) : nlohmann::json()},
+             {"attempts", d.attempts},
+             {"enqueued_at",
+              absl::FormatTime(absl::RFC3339_full, d.enqueued_at, absl::UTCTimeZone())},
+             {"failed_at", absl::FormatTime(absl::RFC3339_full, d.failed_at, absl::UTCTimeZone())},
+             {"last_error", d.last_error},
+             {"payload_bytes", d.payload_bytes}});
       }
       printf("%s\n", out.dump(2).c_str());
       return 0;
     }
-    printf("%zu dead item(s) of %s, newest first:\n", dead->size(), pos[1].c_str());
+    if (dead->empty()) {
+      printf("no dead items in %s\n", pos[1].c_str());
+      return 0;
+    }
+    printf("%zu dead item%s of %s, newest first:\n", dead->size(), dead->size() == 1 ? "" : "s",
+           pos[1].c_str());
     printf("%12s %5s %8s %-20s %s\n", "ID", "PART", "ATTEMPTS", "FAILED_AT (UTC)", "LAST_ERROR");
     for (const DeadItem& d : *dead) {
       printf("%12lld %5d %8d %-20s %s\n", static_cast<long long>(d.id), d.part, d.attempts,
              absl::FormatTime("%Y-%m-%d %H:%M:%S", d.failed_at, absl::UTCTimeZone()).c_str(),
-             d.last_error.c_str());
+             // An error is the handler's text: one line, control bytes escaped.
+             absl::Utf8SafeCEscape(d.last_error).c_str());
     }
     return 0;
   }

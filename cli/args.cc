@@ -53,8 +53,8 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
       const std::string& next = argv[i + 1];
       if (next.size() > 2 && absl::StartsWith(next, "--")) {
         return absl::InvalidArgumentError(
-            absl::StrCat("--", name, " needs a value (got the option ", next,
-                         "; write --", name, "=VALUE if the value starts with --)"));
+            absl::StrCat("--", name, " needs a value (got the option ", next, "; write --", name,
+                         "=VALUE if the value starts with --)"));
       }
       value = argv[++i];
     }
@@ -121,7 +121,8 @@ absl::StatusOr<absl::Duration> Args::Duration(const std::string& flag, absl::Dur
   auto v = Get(flag);
   if (!v) return def;
   auto d = ParseDurationFlag(*v);
-  if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", d.status().message()));
+  if (!d.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", d.status().message()));
   if (*d < min || *d > max) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be between ",
                                                    absl::FormatDuration(min), " and ",

@@ -20,9 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/log.h"
 #include "cli/common.h"
 #include "pg/embedded_postgres.h"
-#include "base/log.h"
 
 namespace partq::cli {
 namespace {
@@ -98,7 +98,10 @@ int CmdBench(const std::vector<std::string>& argv) {
                         "idle-sessions", "idle-seconds", "pickup-samples", "out", "plot"}),
                   {"json", "full", "quiet", "keep", "diagnose"});
   if (!args.ok()) return Fail(args.status());
-  if (!args->positional().empty()) return Usage(BenchUsage());
+  if (auto u = WrongPositionals(args->positional(), 0, {},
+                                "usage: partq bench [options]; partq bench --help lists them")) {
+    return *u;
+  }
   bench::BenchOptions o;
   auto sessions = IntList(*args, "sessions", o.sessions, 1, 64);
   if (!sessions.ok()) return Fail(sessions.status());

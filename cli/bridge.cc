@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "cli/common.h"
-#include "cli/http_server.h"
 #include "base/log.h"
 #include "bridge/bridge_ingest.h"
 #include "bridge/bridge_metrics.h"
 #include "bridge/bridge_publish.h"
+#include "cli/common.h"
+#include "cli/http_server.h"
 
 namespace partq::cli {
 namespace {
@@ -60,12 +60,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
 }
 
 int Ingest(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv,
-      With(ConnectionFlags(), {"brokers", "topic", "queue", "group", "instance-id", "batch",
-                               "batch-wait", "high-water", "low-water", "metrics-addr",
-                               "kafka-config", "log-level"}),
-      {"quiet"});
+  auto args =
+      Args::Parse(argv,
+                  With(ConnectionFlags(),
+                       {"brokers", "topic", "queue", "group", "instance-id", "batch", "batch-wait",
+                        "high-water", "low-water", "metrics-addr", "kafka-config", "log-level"}),
+                  {"quiet"});
   if (!args.ok()) return Fail(args.status());
   const std::string cmd = "bridge ingest";
   for (const absl::Status& st :
@@ -88,14 +88,13 @@ int Ingest(const std::vector<std::string>& argv) {
   o.group = args->GetOr("group", "");
   o.instance_id = args->GetOr("instance-id", "");
   auto batch = args->Int("batch", 1000, 1, 100000);
-  auto wait = args->Duration("batch-wait", absl::Milliseconds(50), absl::Milliseconds(1),
-                             absl::Minutes(1));
+  auto wait =
+      args->Duration("batch-wait", absl::Milliseconds(50), absl::Milliseconds(1), absl::Minutes(1));
   auto high = args->Int("high-water", 100000, 1, int64_t{1} << 40);
   auto low = args->Int("low-water", -1, 0, int64_t{1} << 40);
   auto kconf = KafkaConfig(*args);
-  for (const absl::Status& st :
-       {batch.status(), wait.status(), high.status(), low.status(), kconf.status(),
-        SetLogLevelFlag(*args)}) {
+  for (const absl::Status& st : {batch.status(), wait.status(), high.status(), low.status(),
+                                 kconf.status(), SetLogLevelFlag(*args)}) {
     if (!st.ok()) return Fail(st);
   }
   if (*low > *high) {

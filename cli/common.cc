@@ -9,7 +9,9 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "base/log.h"
 
@@ -61,9 +63,11 @@ absl::StatusOr<std::unique_ptr<Store>> ConnectChecked(const Args& args) {
 absl::Status SetLogLevelFlag(const Args& args) {
   auto level = args.Get("log-level");
   if (!level) return absl::OkStatus();
-  static const std::map<std::string, LogLevel> kLevels = {
-      {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo}, {"warning", LogLevel::kWarning},
-      {"error", LogLevel::kError}, {"off", LogLevel::kOff}};
+  static const std::map<std::string, LogLevel> kLevels = {{"debug", LogLevel::kDebug},
+                                                          {"info", LogLevel::kInfo},
+                                                          {"warning", LogLevel::kWarning},
+                                                          {"error", LogLevel::kError},
+                                                          {"off", LogLevel::kOff}};
   auto it = kLevels.find(*level);
   if (it == kLevels.end()) {
     return absl::InvalidArgumentError("--log-level: debug, info, warning, error or off");
@@ -120,6 +124,25 @@ void StopWithin(const std::function<void()>& stop, absl::Duration limit, const s
 int Usage(const std::string& message) {
   fprintf(stderr, "partq: %s\nRun `partq help` for the commands.\n", message.c_str());
   return 2;
+}
+
+std::optional<int> WrongPositionals(const std::vector<std::string>& positional, size_t skip,
+                                    const std::vector<std::string>& names,
+                                    const std::string& usage) {
+  const size_t given = positional.size() - std::min(skip, positional.size());
+  if (given > names.size()) {
+    std::vector<std::string> extra(positional.begin() + skip + names.size(), positional.end());
+    return Usage(absl::StrCat(extra.size() == 1 ? "unexpected argument " : "unexpected arguments ",
+                              absl::StrJoin(extra, " ",
+                                            [](std::string* out, const std::string& a) {
+                                              absl::StrAppend(out, "\"", absl::CHexEscape(a), "\"");
+                                            }),
+                              " (", usage, ")"));
+  }
+  if (given < names.size()) {
+    return Usage(absl::StrCat(names[given], " is missing (", usage, ")"));
+  }
+  return std::nullopt;
 }
 
 }  // namespace partq::cli

@@ -11,9 +11,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "cli/args.h"
 #include "pg/pg_store.h"
-#include "absl/time/time.h"
 #include "store/store.h"
 
 namespace partq::cli {
@@ -42,6 +42,12 @@ absl::Status SetLogLevelFlag(const Args& args);
 
 int Fail(const absl::Status& st);
 int Usage(const std::string& message);
+// Checks the positional arguments after the first `skip` (the subcommand)
+// against `names` (e.g. {"QUEUE"}): a usage error naming the missing one or
+// the extra ones, with `usage`; nullopt when they fit.
+std::optional<int> WrongPositionals(const std::vector<std::string>& positional, size_t skip,
+                                    const std::vector<std::string>& names,
+                                    const std::string& usage);
 
 // How long past its --drain-timeout a stopping worker or bridge waits for its
 // threads: enough to leave the group and close connections.

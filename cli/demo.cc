@@ -147,7 +147,6 @@ absl::StatusOr<QueueOwners> Demo::Glance() {
 }
 
 void Demo::CountBacklog() {
-  std::unique_ptr<Store> store;
   int64_t last = -1;
   absl::Time last_at;
   auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !counting_; };
@@ -156,24 +155,15 @@ void Demo::CountBacklog() {
       absl::MutexLock lock(&mu_);
       if (!counting_) return;
     }
-    if (store == nullptr) {
-      auto s = ConnectPg(pg_);
-      if (s.ok()) store = std::move(*s);
-    }
-    // The count is of the snapshot Status takes when it starts; it returns
-    // seconds later on a large backlog.
+    // What is left is what was enqueued less what the record handler wrote:
+    // a count of a table that only grows takes milliseconds, where counting
+    // the items left (Store::Status) takes seconds on a backlog being drained
+    // and left the line frozen meanwhile.
     const absl::Time now = absl::Now();
-    int64_t n = -1;
-    if (store != nullptr) {
-      auto st = store->Status(kQueue);
-      if (st.ok()) {
-        n = Left(*st);
-      } else {
-        store.reset();  // reconnect next time
-      }
-    }
+    absl::StatusOr<int64_t> acked = CountRecords(pg_, "demo_effects");
     absl::MutexLock lock(&mu_);
-    if (n >= 0) {
+    if (acked.ok()) {
+      const int64_t n = std::max<int64_t>(0, items_ - *acked);
       if (last >= 0 && now > last_at) {
         const double r = (last - n) / absl::ToDoubleSeconds(now - last_at);
         rate_ = rate_ == 0 ? r : 0.6 * rate_ + 0.4 * r;
@@ -182,7 +172,7 @@ void Demo::CountBacklog() {
       last_at = now;
       remaining_ = n;
     }
-    mu_.AwaitWithTimeout(absl::Condition(&stopped), absl::Seconds(1));
+    mu_.AwaitWithTimeout(absl::Condition(&stopped), absl::Milliseconds(250));
   }
 }
 
@@ -451,7 +441,10 @@ int Demo::Run() {
 int CmdDemo(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, With(ConnectionFlags(), {"items", "workers"}), {"keep", "plain"});
   if (!args.ok()) return Fail(args.status());
-  if (!args->positional().empty()) return Usage("usage: partq demo [--keep] [--items N]");
+  if (auto u =
+          WrongPositionals(args->positional(), 0, {}, "usage: partq demo [--keep] [--items N]")) {
+    return *u;
+  }
   auto items = args->Int("items", 500000, 1000, 10000000);
   if (!items.ok()) return Fail(items.status());
   auto workers = args->Int("workers", 3, 2, 32);

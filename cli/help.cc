@@ -38,7 +38,7 @@ constexpr CommandUsage kCommands[] = {
      "  worker QUEUE [--concurrency N] [--batch N] [--handler SPEC] [--instance-id ID]\n"
      "               [--metrics-addr HOST:PORT] [--poll-only] [--drain-timeout 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--retry-base 1s]\n"
-     "               [--retry-max 10m] [--log-level info] [--quiet]\n"},
+     "               [--retry-max 10m] [--log-level warning] [--quiet]\n"},
     {"status", "  status QUEUE [--json]\n"},
     {"dead",
      "  dead list QUEUE [--limit 20] [--json]    dead-lettered items, newest first, with errors\n"

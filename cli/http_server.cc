@@ -84,9 +84,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
         "\")"));
   }
   // civetweb wants PORT alone for all interfaces, or IP:PORT.
-  std::string listen = any                 ? port
-                       : host == "localhost" ? absl::StrCat("127.0.0.1:", port)
-                                             : addr;
+  std::string listen = any ? port : host == "localhost" ? absl::StrCat("127.0.0.1:", port) : addr;
   std::unique_ptr<HttpServer> s(new HttpServer());
   s->handlers_ = std::make_unique<Handlers>();
   s->handlers_->metrics = std::make_unique<MetricsHandler>(std::move(registry));
@@ -97,8 +95,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     s->server_ = std::make_unique<CivetServer>(options);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", addr, ": ", e.what(),
-                     " (is the port in use?)"));
+        absl::StrCat("cannot serve metrics on ", addr, ": ", e.what(), " (is the port in use?)"));
   }
   s->server_->addHandler("/metrics", s->handlers_->metrics.get());
   s->server_->addHandler("/healthz", s->handlers_->health.get());

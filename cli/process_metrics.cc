@@ -56,11 +56,14 @@ std::vector<prometheus::MetricFamily> ProcessMetrics() {
   const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
   // proc(5) numbers fields from 1; StatFields()[0] is field 3.
   const std::vector<std::string> f = StatFields();
-  auto field = [&](size_t n, double* v) { return n - 3 < f.size() && absl::SimpleAtod(f[n - 3], v); };
+  auto field = [&](size_t n, double* v) {
+    return n - 3 < f.size() && absl::SimpleAtod(f[n - 3], v);
+  };
   double utime, stime, start, vsize, rss, boot;
   if (ticks > 0 && field(14, &utime) && field(15, &stime)) {
-    out.push_back(One("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-                      MetricType::Counter, (utime + stime) / ticks));
+    out.push_back(One("process_cpu_seconds_total",
+                      "Total user and system CPU time spent in seconds.", MetricType::Counter,
+                      (utime + stime) / ticks));
   }
   if (page > 0 && field(24, &rss)) {
     out.push_back(One("process_resident_memory_bytes", "Resident memory size in bytes.",

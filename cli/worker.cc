@@ -5,45 +5,44 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "cli/common.h"
 #include "cli/http_server.h"
 #include "consumer/builtin_handlers.h"
 #include "consumer/consumer.h"
 #include "consumer/metrics.h"
-#include "base/log.h"
 
 namespace partq::cli {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 int CmdWorker(const std::vector<std::string>& argv) {
   auto args = Args::Parse(
       argv,
-      With(ConnectionFlags(), {"concurrency", "batch", "handler", "instance-id", "metrics-addr",
-                               "drain-timeout", "handler-timeout", "poll-interval",
-                               "retry-base", "retry-max", "log-level"}),
+      With(ConnectionFlags(),
+           {"concurrency", "batch", "handler", "instance-id", "metrics-addr", "drain-timeout",
+            "handler-timeout", "poll-interval", "retry-base", "retry-max", "log-level"}),
       {"poll-only", "quiet"});
   if (!args.ok()) return Fail(args.status());
-  if (args->positional().size() != 1) return Usage("usage: partq worker QUEUE [options]");
+  if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
+                                "usage: partq worker QUEUE [options]")) {
+    return *u;
+  }
   ConsumerOptions o;
   o.queue = args->positional()[0];
   if (absl::Status st = ValidateQueueName(o.queue); !st.ok()) return Fail(st);
   auto concurrency = args->Int("concurrency", 4, 1, 1024);
   auto batch = args->Int("batch", 100, 1, 10000);
-  auto drain = args->Duration("drain-timeout", absl::Seconds(10), absl::ZeroDuration(),
-                              absl::Hours(1));
-  auto htimeout = args->Duration("handler-timeout", absl::Minutes(5), absl::Milliseconds(1),
-                                 absl::Hours(24));
-  auto poll = args->Duration("poll-interval", absl::Seconds(1), absl::Milliseconds(10),
-                             absl::Minutes(10));
-  auto rbase = args->Duration("retry-base", absl::Seconds(1), absl::ZeroDuration(),
-                              absl::Hours(1));
-  auto rmax = args->Duration("retry-max", absl::Minutes(10), absl::ZeroDuration(),
-                             absl::Hours(24 * 7));
+  auto drain =
+      args->Duration("drain-timeout", absl::Seconds(10), absl::ZeroDuration(), absl::Hours(1));
+  auto htimeout =
+      args->Duration("handler-timeout", absl::Minutes(5), absl::Milliseconds(1), absl::Hours(24));
+  auto poll =
+      args->Duration("poll-interval", absl::Seconds(1), absl::Milliseconds(10), absl::Minutes(10));
+  auto rbase = args->Duration("retry-base", absl::Seconds(1), absl::ZeroDuration(), absl::Hours(1));
+  auto rmax =
+      args->Duration("retry-max", absl::Minutes(10), absl::ZeroDuration(), absl::Hours(24 * 7));
   for (const absl::Status& st : {concurrency.status(), batch.status(), drain.status(),
-                                 htimeout.status(), poll.status(), rbase.status(),
-                                 rmax.status()}) {
+                                 htimeout.status(), poll.status(), rbase.status(), rmax.status()}) {
     if (!st.ok()) return Fail(st);
   }
   if (*rbase > *rmax) {
@@ -105,8 +104,9 @@ int CmdWorker(const std::vector<std::string>& argv) {
   if (absl::Status st = consumer.Start(); !st.ok()) return Fail(st);
   const bool quiet = args->Has("quiet");
   if (!quiet) {
-    fprintf(stderr, "partq: worker session %s joined queue \"%s\" (%d threads, batch %d)\n",
-            consumer.session().id().value.c_str(), o.queue.c_str(), o.concurrency, o.batch);
+    fprintf(stderr, "partq: worker session %s joined queue \"%s\" (%d thread%s, batch %d)\n",
+            consumer.session().id().value.c_str(), o.queue.c_str(), o.concurrency,
+            o.concurrency == 1 ? "" : "s", o.batch);
   }
   absl::Status ended;
   while (StopSignals() == 0 && (ended = consumer.session().ended()).ok()) {
@@ -128,9 +128,8 @@ int CmdWorker(const std::vector<std::string>& argv) {
   }
   if (!ended.ok()) {
     // The queue was deleted under us (partq queue delete): nothing to work on.
-    return Fail(absl::NotFoundError(absl::StrCat("queue \"", o.queue,
-                                                 "\" was deleted while this worker ran: ",
-                                                 ended.message())));
+    return Fail(absl::NotFoundError(absl::StrCat(
+        "queue \"", o.queue, "\" was deleted while this worker ran: ", ended.message())));
   }
   return 0;
 }

@@ -39,6 +39,20 @@ absl::StatusOr<RecordProof> ReadRecordProof(const PgOptions& options, absl::stri
   }
 }
 
+absl::StatusOr<int64_t> CountRecords(const PgOptions& options, absl::string_view table) {
+  auto name = QualifiedName(options, table);
+  if (!name.ok()) return name.status();
+  try {
+    pqxx::connection c(options.dsn);
+    pqxx::nontransaction tx(c);
+    return tx.exec1(absl::StrCat("SELECT count(*) FROM ", *name))[0].as<int64_t>();
+  } catch (const pqxx::undefined_table&) {
+    return int64_t{0};
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("counting ", *name, ": ", e.what()));
+  }
+}
+
 absl::Status DropRecordTable(const PgOptions& options, absl::string_view table) {
   auto name = QualifiedName(options, table);
   if (!name.ok()) return name.status();

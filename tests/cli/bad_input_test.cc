@@ -21,8 +21,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "pg/embedded_postgres.h"
 #include "gtest/gtest.h"
+#include "pg/embedded_postgres.h"
 #include "tests/observability/scrape.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
@@ -93,10 +93,9 @@ class BadInputTest : public ::testing::Test {
 };
 
 TEST_F(BadInputTest, UnknownQueue) {
-  const std::string msg =
-      absl::StrCat("unknown queue \"nosuch\" in schema \"", schema_.name(),
-                   "\" (create it with: partq queue create nosuch --parts N --schema ",
-                   schema_.name(), ")");
+  const std::string msg = absl::StrCat(
+      "unknown queue \"nosuch\" in schema \"", schema_.name(),
+      "\" (create it with: partq queue create nosuch --parts N --schema ", schema_.name(), ")");
   ExpectRejected(With({"enqueue", "nosuch", "hello"}), 1, msg);
   ExpectRejected(With({"enqueue", "nosuch", "--stdin"}), 1, msg, "a\nb\n");
   ExpectRejected(With({"worker", "nosuch"}), 1, msg);
@@ -191,6 +190,24 @@ TEST_F(BadInputTest, DeadSubcommandsAndIds) {
   Result none = Partq(With({"dead", "list", "q", "--json"}));
   EXPECT_EQ(none.code, 0) << none.err;
   EXPECT_EQ(absl::StripAsciiWhitespace(none.out), "[]");
+  // As text, an empty list says so instead of printing a bare header.
+  Result empty = Partq(With({"dead", "list", "q"}));
+  EXPECT_EQ(empty.code, 0) << empty.err;
+  EXPECT_EQ(empty.out, "no dead items in q\n");
+}
+
+// A command given too many or too few words names the word, not only the
+// usage line.
+TEST_F(BadInputTest, ExtraAndMissingArgumentsAreNamed) {
+  ExpectRejected(With({"worker", "dd", "del"}), 2,
+                 "unexpected argument \"del\" (usage: partq worker QUEUE [options])");
+  ExpectRejected(With({"worker"}), 2, "QUEUE is missing (usage: partq worker QUEUE");
+  ExpectRejected(With({"status", "q", "x", "y"}), 2, "unexpected arguments \"x\" \"y\"");
+  ExpectRejected(With({"migrate", "now"}), 2, "unexpected argument \"now\"");
+  ExpectRejected(With({"queue", "create"}), 2, "NAME is missing (usage: partq queue create");
+  ExpectRejected(With({"queue", "delete", "a", "b"}), 2, "unexpected argument \"b\"");
+  ExpectRejected(With({"dead", "list", "q", "extra"}), 2, "unexpected argument \"extra\"");
+  ExpectRejected(With({"dead", "list", "q", "--all"}), 2, "--all goes with dead requeue");
 }
 
 // Connection flags may also come before the command, as with psql; a `--`
@@ -203,8 +220,8 @@ TEST_F(BadInputTest, ConnectionFlagsBeforeTheCommand) {
   ExpectRejected({"--schema", schema_.name(), "--bogus", "enqueue", "q", "x"}, 2,
                  "unknown option \"--bogus\" before the command: only connection flags "
                  "(--dsn, --max-payload, --schema) may come first");
-  Result r = Partq({"--dsn", schema_.dsn(), "--schema=" + schema_.name(), "enqueue", "q", "--",
-                    "--odd"});
+  Result r =
+      Partq({"--dsn", schema_.dsn(), "--schema=" + schema_.name(), "enqueue", "q", "--", "--odd"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE payload = '--odd'"), 1);
   Result help = Partq({"--dsn", schema_.dsn(), "help", "status"});
@@ -265,8 +282,11 @@ TEST_F(BadInputTest, AStoppingWorkerDoesNotOutwaitTheDrainTimeout) {
   auto worker = StartWorker("q", {"--handler", "sleep:10000", "--drain-timeout", "1s"}, &log);
   // The item is claimed (attempts counted) once its handler runs.
   ASSERT_TRUE(testing::WaitUntil(
-      [&] { return schema_.QInt("SELECT count(*) FROM {schema}.part_claims "
-                                "WHERE cardinality(ids) > 0") > 0; },
+      [&] {
+        return schema_.QInt(
+                   "SELECT count(*) FROM {schema}.part_claims "
+                   "WHERE cardinality(ids) > 0") > 0;
+      },
       absl::Seconds(30)));
   const absl::Time t0 = absl::Now();
   worker->Signal(SIGTERM);
@@ -341,9 +361,9 @@ TEST_F(BadInputTest, BridgeFlagsAreNamed) {
   ExpectRejected(plus({"--kafka-config", "session.timeout.ms=6000,enable.auto.commit=true"}), 2,
                  "--kafka-config: enable.auto.commit is set by partq: offsets commit with the "
                  "items");
-  for (const char* key : {"bootstrap.servers", "group.id", "group.instance.id",
-                          "enable.auto.offset.store", "isolation.level",
-                          "statistics.interval.ms"}) {
+  for (const char* key :
+       {"bootstrap.servers", "group.id", "group.instance.id", "enable.auto.offset.store",
+        "isolation.level", "statistics.interval.ms"}) {
     ExpectRejected(plus({"--kafka-config", absl::StrCat(key, "=x")}), 2,
                    absl::StrCat("--kafka-config: ", key, " is set by partq"));
   }
@@ -566,7 +586,8 @@ TEST(Help, EveryCommandAnswersHelpWithoutADatabase) {
 // before it connects (a run takes minutes): the database here does not
 // exist, so a check made later would show as a connection error instead.
 TEST(BenchFlags, RefusedBeforeTheRun) {
-  const std::string dsn = absl::StrCat("host=127.0.0.1 port=", testing::FreePort(), " user=postgres");
+  const std::string dsn =
+      absl::StrCat("host=127.0.0.1 port=", testing::FreePort(), " user=postgres");
   char tmpl[] = "/tmp/partq-bench-flags-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const std::string kept = dir + "/earlier.json";
