@@ -7,13 +7,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$here/../.." && pwd)
-TOOLS=$ROOT/../shared/tools
+TOOLS=$ROOT/tools
 partq=${1:?usage: check_keda_queries.sh PARTQ_BINARY}
 dsn=${PARTQ_TEST_DSN:?check_keda_queries: PARTQ_TEST_DSN must name the test database}
-[[ -x $TOOLS/helm-template ]] || { echo "check_keda_queries: FAIL: $TOOLS/helm-template missing" >&2; exit 1; }
-cache=${PARTQ_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/partq-tools}
-mkdir -p "$cache"
-flock "$cache/.setup.lock" "$TOOLS/setup" >/dev/null
+# tools/setup installs the chart renderer on first use; failing that fails the test.
+"$TOOLS/setup" || { echo "check_keda_queries: FAIL: tools/setup could not install the chart renderer" >&2; exit 1; }
 
 schema=keda_$$_$RANDOM
 work=$(mktemp -d)
