@@ -61,6 +61,8 @@ function typeCheck() {
 const special = new Set(['-- Grafana --', '-- Mixed --', '-- Dashboard --', 'grafana']);
 const isVariable = (s) => /^\$\{?[A-Za-z_]\w*\}?$/.test(s);
 
+const title = (p) => (typeof p.title === 'string' ? `"${p.title}"` : '(untitled)');
+
 function* allPanels(panels = []) {
   for (const p of panels) {
     yield p;
@@ -91,14 +93,14 @@ function conventions(file, d) {
     if (uid == null || special.has(uid)) continue;
     const name = isVariable(uid) ? uid.replace(/[${}]/g, '') : null;
     if (!name || !dsVars.includes(name)) {
-      report(file, `conventions: datasource ${JSON.stringify(uid)}${o.title ? ` (panel "${o.title}")` : ''} is hard-coded: use the datasource variable (\${${dsVars[0] ?? 'datasource'}})`);
+      report(file, `conventions: datasource ${JSON.stringify(uid)}${o.title ? ` (panel ${title(o)})` : ''} is hard-coded: use the datasource variable (\${${dsVars[0] ?? 'datasource'}})`);
     }
   }
   const seen = new Map();
   for (const p of allPanels(d.panels)) {
     if (p.id === undefined) continue;
-    if (seen.has(p.id)) report(file, `conventions: panel id ${p.id} used by "${seen.get(p.id)}" and "${p.title}"`);
-    seen.set(p.id, p.title);
+    if (seen.has(p.id)) report(file, `conventions: panel id ${p.id} used by ${seen.get(p.id)} and ${title(p)}`);
+    seen.set(p.id, title(p));
   }
 }
 
@@ -121,7 +123,7 @@ function promql(file, d, work, index) {
   for (const p of allPanels(d.panels)) {
     for (const t of p.targets ?? []) {
       if (typeof t.expr !== 'string' || !t.expr.trim()) continue;
-      where.push(`panel ${p.id} "${p.title}" ${t.refId ?? ''}`.trim());
+      where.push(`panel ${p.id} ${title(p)} ${t.refId ?? ''}`.trim());
       rules.push({ record: `dashboard:expr_${rules.length}`, expr: substitute(t.expr) });
     }
   }
