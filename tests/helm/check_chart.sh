@@ -5,8 +5,9 @@
 #      identical to the originals (SYNC_FILES=1 copies them), and the rules parse (promtool);
 #   2. values.schema.json closes every object (additionalProperties: false), the values of
 #      every case pass it (check-values), and README.md's values table is up to date;
-#   3. every case renders with `helm-template --strict`, passes `k8s-validate`, and equals
-#      its golden rendering under tests/helm/golden/ (UPDATE_GOLDEN=1 rewrites them);
+#   3. every case renders with `helm-template --strict`, passes `k8s-validate` (which must
+#      still reject tests/helm/fixtures/invalid-manifests.yaml), and equals its golden
+#      rendering under tests/helm/golden/ (UPDATE_GOLDEN=1 rewrites them);
 #   4. bad values fail: a misspelled key (schema), HPA and KEDA together, replicas or
 #      maxReplicas above the part count, no connection, a bridge without brokers, extraArgs
 #      that set a flag the chart derives the grace period or probes from.
@@ -176,6 +177,11 @@ if ((${#rendered[@]})); then
     fail "k8s-validate rejects a rendering"
   fi
 fi
+# ... and it still rejects what is wrong and counts what it cannot check (a checker that
+# passed everything would otherwise go unnoticed).
+"$TOOLS/k8s-validate" "$here/fixtures/invalid-manifests.yaml" >"$work/canary.out" 2>&1 || true
+grep -qx "0 passed, 1 failed, 1 skipped" "$work/canary.out" ||
+  fail "k8s-validate on tests/helm/fixtures/invalid-manifests.yaml: expected 1 failed, 1 skipped: $(cat "$work/canary.out")"
 
 # What each switch must (not) produce, beyond the golden files' exact text.
 has() { grep -qE "$2" "$work/out/$1.yaml" 2>/dev/null; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The monitoring files of dashboards/ are valid:
 #   1. every dashboards/*.json passes tools/check-dashboards (Grafana's Dashboard type,
-#      uid/datasource-variable/panel-id conventions, every PromQL expression parses);
+#      uid/datasource-variable/panel-id conventions, every PromQL expression parses), and
+#      fixtures/broken-dashboard.json fails each of these three ways;
 #   2. the alert rules pass `promtool check rules`, and their unit tests `promtool test rules`;
 #   3. the provisioning file points at a path and the dashboards use the datasource variable.
 # Usage: tests/observability/check_monitoring.sh
@@ -25,7 +26,21 @@ shopt -s nullglob
 dashboards=("$DASH"/*.json)
 ((${#dashboards[@]})) || fail "no dashboards/*.json"
 if ((${#dashboards[@]})); then
-  "$TOOLS/check-dashboards" "${dashboards[@]}" || fail "check-dashboards"
+  # One run over the dashboards and a fixture with one mistake of each kind: the dashboards
+  # must pass, the fixture must fail all three ways, so a checker that stopped catching
+  # mistakes cannot pass unnoticed (one TypeScript program: no extra start-up).
+  canary=$here/fixtures/broken-dashboard.json
+  out=$("$TOOLS/check-dashboards" "${dashboards[@]}" "$canary" 2>&1) || true
+  canary_report=$(awk -v head="FAIL $canary" '$0 == head { on = 1; next } /^[^ ]/ { on = 0 } on' <<<"$out")
+  # What it says about the project's dashboards (everything but the fixture's block).
+  awk -v fixture="$canary" 'index($0, fixture) { skip = 1; next } /^[^ ]/ { skip = 0 } !skip' <<<"$out"
+  for d in "${dashboards[@]}"; do
+    grep -qF "ok   $d (" <<<"$out" || fail "check-dashboards ${d#"$ROOT"/}"
+  done
+  for kind in types conventions promql; do
+    grep -q "^  $kind: " <<<"$canary_report" ||
+      fail "check-dashboards found no $kind error in ${canary#"$ROOT"/}, which has one: is the checker broken? Its output: $out"
+  done
 fi
 
 rules=$DASH/alerts.yaml
