@@ -16,18 +16,16 @@ dsn=${PARTQ_TEST_DSN:?check_keda_queries: PARTQ_TEST_DSN must name the test data
 schema=keda_$$_$RANDOM
 work=$(mktemp -d)
 trap 'psql -X -q "$dsn" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1; rm -rf "$work"' EXIT
-export PARTQ_DSN=$dsn PARTQ_SCHEMA=$schema
-"$partq" migrate >/dev/null
-"$partq" queue create jobs --parts 4 >/dev/null
-for i in 1 2 3; do "$partq" enqueue jobs "p$i" >/dev/null; done
-"$partq" enqueue jobs --delay 1h later >/dev/null
-
 failures=0
+# Both queries are rendered (and taken out) before the items exist: oldestReadyAgeSeconds
+# expects an age of 0 s, so the time between enqueue and query must stay short, also on
+# a loaded machine.
+declare -A queries
 for metric in readyItems oldestReadyAgeSeconds; do
   "$TOOLS/helm-template" --strict --name partq --namespace queues \
     -f "$here/values/keda.yaml" --set "database.schema=$schema" --set worker.queue=jobs \
     --set "autoscaling.keda.metric=$metric" "$ROOT/helm/partq" >"$work/$metric.yaml"
-  query=$(python3 - "$work/$metric.yaml" <<'PY'
+  queries[$metric]=$(python3 - "$work/$metric.yaml" <<'PY'
 import json, re, sys
 for line in open(sys.argv[1]):
     m = re.match(r'\s*query: (".*")\s*$', line)
@@ -35,6 +33,16 @@ for line in open(sys.argv[1]):
         print(json.loads(m.group(1)))
 PY
 )
+done
+
+export PARTQ_DSN=$dsn PARTQ_SCHEMA=$schema
+"$partq" migrate >/dev/null
+"$partq" queue create jobs --parts 4 >/dev/null
+for i in 1 2 3; do "$partq" enqueue jobs "p$i" >/dev/null; done
+"$partq" enqueue jobs --delay 1h later >/dev/null
+
+for metric in readyItems oldestReadyAgeSeconds; do
+  query=${queries[$metric]}
   if [[ -z $query ]]; then
     echo "FAIL: $metric: no query in the rendered ScaledObject" >&2; failures=$((failures + 1)); continue
   fi
