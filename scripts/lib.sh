@@ -4,6 +4,16 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${PARTQ_BUILD_DIR:-$ROOT/build}"
 
+# Debian 12 packages of the repository's own checkers (tools/, run by the chart and dashboard
+# tests); tools/setup installs just these.
+PARTQ_CHECKER_PACKAGES=(
+  golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev # tools/helm-template
+  python3-yaml python3-jsonschema # tools/check-values, tests/helm/*.py
+  nodejs npm # tools/k8s-validate, tools/check-dashboards (npm ci of tools/package-lock.json)
+  prometheus # promtool parses the dashboards' PromQL
+  jq         # tests/helm/check_chart.sh reads values.schema.json
+)
+
 # Debian 12 packages the build, the tests and the demo need.
 PARTQ_PACKAGES=(
   build-essential cmake pkg-config
@@ -14,11 +24,23 @@ PARTQ_PACKAGES=(
   prometheus  # promtool: the metrics page, alert rules and their unit tests are checked in ctest
   kcat        # the Kafka tests put a real client on the wire
   gnuplot-nox # partq bench --plot
+  "${PARTQ_CHECKER_PACKAGES[@]}"
 )
 
 partq_install_deps() {
-  local missing=()
-  for p in "${PARTQ_PACKAGES[@]}" "$@"; do
+  partq_install_packages "${PARTQ_PACKAGES[@]}" "$@"
+}
+
+# Installs those of the given Debian packages that are missing (apt, as root or with sudo).
+partq_install_packages() {
+  local missing=() p
+  for p in "$@"; do
+    # A Node.js installed another way counts: nodesource's nodejs bundles npm (and conflicts
+    # with Debian's npm package), so dpkg would call npm missing.
+    case $p in
+      nodejs) command -v node >/dev/null && continue ;;
+      npm) command -v npm >/dev/null && continue ;;
+    esac
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if ((${#missing[@]})); then

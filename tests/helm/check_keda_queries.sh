@@ -7,29 +7,25 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$here/../.." && pwd)
-TOOLS=$ROOT/../shared/tools
+TOOLS=$ROOT/tools
 partq=${1:?usage: check_keda_queries.sh PARTQ_BINARY}
 dsn=${PARTQ_TEST_DSN:?check_keda_queries: PARTQ_TEST_DSN must name the test database}
-[[ -x $TOOLS/helm-template ]] || { echo "check_keda_queries: FAIL: $TOOLS/helm-template missing" >&2; exit 1; }
-cache=${PARTQ_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/partq-tools}
-mkdir -p "$cache"
-flock "$cache/.setup.lock" "$TOOLS/setup" >/dev/null
+# tools/setup installs the chart renderer on first use; failing that fails the test.
+"$TOOLS/setup" || { echo "check_keda_queries: FAIL: tools/setup could not install the chart renderer" >&2; exit 1; }
 
 schema=keda_$$_$RANDOM
 work=$(mktemp -d)
 trap 'psql -X -q "$dsn" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1; rm -rf "$work"' EXIT
-export PARTQ_DSN=$dsn PARTQ_SCHEMA=$schema
-"$partq" migrate >/dev/null
-"$partq" queue create jobs --parts 4 >/dev/null
-for i in 1 2 3; do "$partq" enqueue jobs "p$i" >/dev/null; done
-"$partq" enqueue jobs --delay 1h later >/dev/null
-
 failures=0
+# Both queries are rendered (and taken out) before the items exist: oldestReadyAgeSeconds
+# expects an age of 0 s, so the time between enqueue and query must stay short, also on
+# a loaded machine.
+declare -A queries
 for metric in readyItems oldestReadyAgeSeconds; do
   "$TOOLS/helm-template" --strict --name partq --namespace queues \
     -f "$here/values/keda.yaml" --set "database.schema=$schema" --set worker.queue=jobs \
     --set "autoscaling.keda.metric=$metric" "$ROOT/helm/partq" >"$work/$metric.yaml"
-  query=$(python3 - "$work/$metric.yaml" <<'PY'
+  queries[$metric]=$(python3 - "$work/$metric.yaml" <<'PY'
 import json, re, sys
 for line in open(sys.argv[1]):
     m = re.match(r'\s*query: (".*")\s*$', line)
@@ -37,6 +33,16 @@ for line in open(sys.argv[1]):
         print(json.loads(m.group(1)))
 PY
 )
+done
+
+export PARTQ_DSN=$dsn PARTQ_SCHEMA=$schema
+"$partq" migrate >/dev/null
+"$partq" queue create jobs --parts 4 >/dev/null
+for i in 1 2 3; do "$partq" enqueue jobs "p$i" >/dev/null; done
+"$partq" enqueue jobs --delay 1h later >/dev/null
+
+for metric in readyItems oldestReadyAgeSeconds; do
+  query=${queries[$metric]}
   if [[ -z $query ]]; then
     echo "FAIL: $metric: no query in the rendered ScaledObject" >&2; failures=$((failures + 1)); continue
   fi

@@ -15,13 +15,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$here/../.." && pwd)
-TOOLS=$ROOT/../shared/tools
+TOOLS=$ROOT/tools
 partq=${1:?usage: check_migration_job.sh PARTQ_BINARY}
 dsn=${PARTQ_TEST_DSN:?check_migration_job: PARTQ_TEST_DSN must name the test database}
-[[ -x $TOOLS/helm-template ]] || { echo "check_migration_job: FAIL: $TOOLS/helm-template missing" >&2; exit 1; }
-cache=${PARTQ_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/partq-tools}
-mkdir -p "$cache"
-flock "$cache/.setup.lock" "$TOOLS/setup" >/dev/null
+# tools/setup installs the chart renderer on first use; failing that fails the test.
+"$TOOLS/setup" || { echo "check_migration_job: FAIL: tools/setup could not install the chart renderer" >&2; exit 1; }
 
 schema=job_$$_$RANDOM
 work=$(mktemp -d)

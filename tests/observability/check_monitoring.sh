@@ -1,28 +1,21 @@
 #!/usr/bin/env bash
 # The monitoring files of dashboards/ are valid:
-#   1. every dashboards/*.json passes ../shared/tools/check-dashboards (Grafana's Dashboard
-#      type, uid/datasource-variable/panel-id conventions, every PromQL expression parses);
+#   1. every dashboards/*.json passes tools/check-dashboards (Grafana's Dashboard type,
+#      uid/datasource-variable/panel-id conventions, every PromQL expression parses), and
+#      fixtures/broken-dashboard.json fails each of these three ways;
 #   2. the alert rules pass `promtool check rules`, and their unit tests `promtool test rules`;
 #   3. the provisioning file points at a path and the dashboards use the datasource variable.
 # Usage: tests/observability/check_monitoring.sh
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$here/../.." && pwd)
-TOOLS=$ROOT/../shared/tools
+TOOLS=$ROOT/tools
 DASH=$ROOT/dashboards
 
-if [[ ! -x $TOOLS/check-dashboards || ! -x $TOOLS/setup ]]; then
-  echo "check_monitoring: FAIL: $TOOLS/check-dashboards (and setup) not found. The dashboard" >&2
-  echo "  checks need the shared tools in ../shared/tools beside the repository; failing" >&2
-  echo "  instead of skipping so a missing checker is never mistaken for a pass." >&2
-  exit 1
-fi
-# The first use installs Grafana's types, jq and promtool (minutes); serialized with the same
-# lock as tests/helm/check_chart.sh so parallel ctest jobs never run two installs.
-cache=${PARTQ_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/partq-tools}
-mkdir -p "$cache"
-if ! flock "$cache/.setup.lock" "$TOOLS/setup" >/dev/null; then
-  echo "check_monitoring: FAIL: $TOOLS/setup could not install the checkers" >&2
+# The first run installs Grafana's types, TypeScript and promtool (tools/setup: minutes);
+# later runs take well under a second. Failing to install fails the test, never skips it.
+if ! "$TOOLS/setup"; then
+  echo "check_monitoring: FAIL: tools/setup could not install the checkers (see above)" >&2
   exit 1
 fi
 command -v promtool >/dev/null || { echo "check_monitoring: FAIL: promtool missing (Debian package prometheus; scripts/lib.sh installs it)" >&2; exit 1; }
@@ -33,8 +26,21 @@ shopt -s nullglob
 dashboards=("$DASH"/*.json)
 ((${#dashboards[@]})) || fail "no dashboards/*.json"
 if ((${#dashboards[@]})); then
-  # npm chatter on stderr is noise; the verdict lines go to stdout.
-  "$TOOLS/check-dashboards" "${dashboards[@]}" 2> >(grep -v '^npm warn' >&2) || fail "check-dashboards"
+  # One run over the dashboards and a fixture with one mistake of each kind: the dashboards
+  # must pass, the fixture must fail all three ways, so a checker that stopped catching
+  # mistakes cannot pass unnoticed (one TypeScript program: no extra start-up).
+  canary=$here/fixtures/broken-dashboard.json
+  out=$("$TOOLS/check-dashboards" "${dashboards[@]}" "$canary" 2>&1) || true
+  canary_report=$(awk -v head="FAIL $canary" '$0 == head { on = 1; next } /^[^ ]/ { on = 0 } on' <<<"$out")
+  # What it says about the project's dashboards (everything but the fixture's block).
+  awk -v fixture="$canary" 'index($0, fixture) { skip = 1; next } /^[^ ]/ { skip = 0 } !skip' <<<"$out"
+  for d in "${dashboards[@]}"; do
+    grep -qF "ok   $d (" <<<"$out" || fail "check-dashboards ${d#"$ROOT"/}"
+  done
+  for kind in types conventions promql; do
+    grep -q "^  $kind: " <<<"$canary_report" ||
+      fail "check-dashboards found no $kind error in ${canary#"$ROOT"/}, which has one: is the checker broken? Its output: $out"
+  done
 fi
 
 rules=$DASH/alerts.yaml
