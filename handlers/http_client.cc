@@ -533,7 +533,6 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
                                       : absl::StrCat("HTTP ", result.status, " ", t.reason);
 
   if (code != CURLE_OK) {
-    const int64_t received = t.Received();
     const size_t body_bytes = t.body.size();
     std::string().swap(t.body);  // a partial body is no answer; do not keep it either
     if (t.cancelled) {
@@ -541,11 +540,13 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
                   absl::StrCat("POST ", where, ": cancelled after ", took));
     }
     if (t.slow_bytes >= 0) {
-      return fail(HttpFailure::kTooSlow,
-                  absl::StrCat("POST ", where, ": the response came too slowly: ", t.slow_bytes,
-                               " bytes in the last ", FormatSeconds(t.slow_window),
-                               ", under the minimum of ", options_.low_speed_bytes_per_second,
-                               " bytes/s (", received, " bytes in ", took, ")"));
+      return fail(
+          HttpFailure::kTooSlow,
+          absl::StrCat("POST ", where, ": ", status_text, " came too slowly: ", t.slow_bytes,
+                       " bytes in ", FormatSeconds(t.slow_window), ", under the minimum of ",
+                       options_.low_speed_bytes_per_second, " bytes/s (", body_bytes,
+                       t.declared_length >= 0 ? absl::StrCat(" of ", t.declared_length) : "",
+                       " body bytes received)"));
     }
     if (t.too_large) {
       return fail(HttpFailure::kTooLarge,
@@ -601,6 +602,20 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
                    : absl::StrCat(" (verified with the CA file ", options_.ca_file, ")");
       }
       return fail(HttpFailure::kTls, absl::StrCat("POST ", where, ": TLS failed: ", detail, hint));
+    }
+    if (scheme == "https" && !t.answered &&
+        (code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR) &&
+        absl::StrContains(detail, "SSL") && absl::StrContains(detail, "alert")) {
+      // TLS 1.3 servers check a client certificate after the handshake, so
+      // their refusal arrives as an alert on the first read.
+      return fail(
+          HttpFailure::kTls,
+          absl::StrCat("POST ", where, ": TLS failed: the server ended the session: ", detail,
+                       options_.client_cert_file.empty()
+                           ? " (does it require a client certificate? "
+                             "HttpClientOptions::client_cert_file)"
+                           : absl::StrCat(" (does it trust the client certificate ",
+                                          options_.client_cert_file, "?)")));
     }
     return fail(HttpFailure::kTransport,
                 absl::StrCat("POST ", where, ": ", detail,
