@@ -10,4 +10,4 @@ target_link_libraries(http_client_test partq::http_client civetweb::civetweb
 target_compile_definitions(http_client_test PRIVATE
                            HTTPS_TEST_SERVER="${CMAKE_CURRENT_SOURCE_DIR}/https_test_server.py")
 partq_target_defaults(http_client_test)
-gtest_discover_tests(http_client_test PROPERTIES LABELS unit TIMEOUT 120 DISCOVERY_TIMEOUT 60)
+gtest_discover_tests(http_client_test TEST_PREFIX http_client. PROPERTIES LABELS unit TIMEOUT 120 DISCOVERY_TIMEOUT 60)
