@@ -15,8 +15,8 @@
 // Limits (HttpClientOptions, defaults in brackets):
 //   - The whole call, from connecting to the last byte of the response, ends
 //     at the caller's deadline (kTimeout).
-//   - Connecting, TLS handshake included, gives up after connect_timeout
-//     [10 s] (kConnect).
+//   - Connecting (name resolution, TCP, TLS handshake) gives up after
+//     connect_timeout [10 s] (kConnect).
 //   - Once the status line of the response has arrived, the rest must come at
 //     low_speed_bytes_per_second [1024] or faster, measured over windows of
 //     low_speed_window [5 s]: a server that trickles its answer fails
@@ -39,8 +39,9 @@
 // Connections: one HttpClient keeps one libcurl easy handle, whose
 // connection cache keeps the connection alive between calls (HTTP/1.1
 // keep-alive), so a worker thread that calls the same sidecar reuses one TCP
-// connection. A call that failed, timed out or was cancelled closes its
-// connection and leaves the client ready for the next call. libcurl resends a
+// connection. A complete answer of any status keeps the connection; a call
+// cut short (deadline, cancel, too slow, too large, broken) closes it, and
+// either way the client is ready for the next call. libcurl resends a
 // request on a fresh connection when a kept-alive one turns out closed
 // before any byte of an answer; the Idempotency-Key lets the server see that
 // (the handler contract requires it anyway: items can run more than once).
@@ -70,7 +71,7 @@ namespace partq {
 struct HttpClientOptions {
   // A response body larger than this fails the call (kTooLarge).
   size_t max_response_bytes = size_t{16} << 20;
-  // TCP connect plus TLS handshake; the deadline cuts it shorter.
+  // Name resolution, TCP connect and TLS handshake; the deadline cuts it shorter.
   absl::Duration connect_timeout = absl::Seconds(10);
   // The minimum speed of a response once it has begun, over each window
   // (see the top of this file). 0 bytes per second turns the rule off.
