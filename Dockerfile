@@ -12,7 +12,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config \
       libpqxx-dev libpq-dev librdkafka-dev libabsl-dev prometheus-cpp-dev \
-      nlohmann-json3-dev libcivetweb-dev \
+      nlohmann-json3-dev libcivetweb-dev libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -18,12 +18,14 @@ PARTQ_CHECKER_PACKAGES=(
 PARTQ_PACKAGES=(
   build-essential cmake pkg-config
   libpqxx-dev libpq-dev librdkafka-dev libabsl-dev prometheus-cpp-dev
-  nlohmann-json3-dev libcivetweb-dev
+  nlohmann-json3-dev libcivetweb-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   postgresql-15 postgresql-contrib
   prometheus  # promtool: the metrics page, alert rules and their unit tests are checked in ctest
   kcat        # the Kafka tests put a real client on the wire
   gnuplot-nox # partq bench --plot
+  openssl     # the HTTP client tests make their own CA and certificates
+  python3     # ... and serve https with its ssl module (and the helm checks)
   "${PARTQ_CHECKER_PACKAGES[@]}"
 )
 
