@@ -14,6 +14,7 @@ PARTQ_PACKAGES=(
   prometheus  # promtool: the metrics page, alert rules and their unit tests are checked in ctest
   kcat        # the Kafka tests put a real client on the wire
   gnuplot-nox # partq bench --plot
+  python3     # the exec handler tests run Python children (tests/handlers, examples/python)
 )
 
 partq_install_deps() {
