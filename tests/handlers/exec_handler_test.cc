@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -266,6 +267,27 @@ TEST_F(ExecHandlerTest, ExampleHandlerSquaresAndEnqueuesAFollowUp) {
   EXPECT_EQ(r.enqueue[0].item.key, "k1");
   EXPECT_TRUE(absl::StartsWith(st[1].message(), "bad payload: ")) << st[1];
   EXPECT_TRUE(IsDeadNow(st[1]));
+}
+
+// The minimal handler of docs/handler-protocol.md works as it stands.
+TEST_F(ExecHandlerTest, TheDocsMinimalHandlerWorks) {
+  std::ifstream in(PROTOCOL_DOC);
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t start = doc.find("```python\n");
+  ASSERT_NE(start, std::string::npos);
+  const size_t end = doc.find("```", start + 10);
+  const std::string script = absl::StrCat(::testing::TempDir(), "/minimal_", getpid(), ".py");
+  std::ofstream(script) << doc.substr(start + 10, end - start - 10);
+  {
+    ExecHandler h(Options(absl::StrCat("exec ", Quoted(PYTHON3), " ", Quoted(script))));
+    Batch b({"a", std::string("\xff", 1)});
+    std::vector<absl::Status> st;
+    h.HandleBatch(b.calls(), &st);
+    ASSERT_EQ(st.size(), 2u);
+    EXPECT_TRUE(st[0].ok()) << st[0];
+    EXPECT_TRUE(st[1].ok()) << st[1];
+  }
+  std::remove(script.c_str());
 }
 
 // --- children that misbehave ---------------------------------------------------

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -432,6 +435,46 @@ TEST(ParseReplyErrors, NestingAndRepeatedFields) {
               "reply: field \"ok\" appears twice in one object");
   ExpectError(Parse(R"({"version":1,"version":1,"batch":"b1","results":[]})").status(),
               "reply: field \"version\" appears twice in one object");
+}
+
+// The examples of docs/handler-protocol.md stay true: its request has the
+// fields EncodeRequest writes, and its reply parses.
+std::vector<std::string> JsonBlocksOfTheDoc() {
+  std::ifstream in(PROTOCOL_DOC);
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> blocks;
+  for (size_t at = 0; (at = doc.find("```json\n", at)) != std::string::npos;) {
+    at += 8;
+    const size_t end = doc.find("```", at);
+    blocks.push_back(doc.substr(at, end - at));
+    at = end;
+  }
+  return blocks;
+}
+
+std::set<std::string> Keys(const json& j) {
+  std::set<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.insert(it.key());
+  return keys;
+}
+
+TEST(ProtocolDoc, ExamplesMatchTheCodec) {
+  const std::vector<std::string> blocks = JsonBlocksOfTheDoc();
+  ASSERT_EQ(blocks.size(), 2u) << "the request and the reply";
+
+  Item item = MakeItem(1, "x");
+  BatchRequest r;
+  r.batch_id = "b";
+  const Item* items[] = {&item};
+  const json ours = json::parse(EncodeRequest(r, items));
+  const json doc = json::parse(blocks[0]);
+  EXPECT_EQ(Keys(doc), Keys(ours));
+  for (const json& i : doc["items"]) EXPECT_EQ(Keys(i), Keys(ours["items"][0]));
+
+  auto reply = ParseReply(blocks[1], doc["batch"].get<std::string>(), std::vector<int64_t>{17, 18});
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ((*reply)[0].result, "25");
+  EXPECT_EQ((*reply)[1].retry_in, absl::Seconds(30));
 }
 
 TEST(OutboxHeadersJson, TextValuesAsTextOthersAsHex) {
