@@ -217,15 +217,16 @@ absl::Status ChildProcess::CheckIdle() {
 
 bool ChildProcess::ReadStdout(absl::Status* error) {
   for (;;) {
-    // One byte more than the limit: room for the '\n' of a line at the limit.
-    const size_t room = options_.max_line_bytes + 1 - line_.size();
-    if (room == 0) {
+    // Up to one byte more than the limit: room for the '\n' of a line at
+    // the limit. More without a '\n' is too long.
+    if (line_.size() > options_.max_line_bytes) {
       *error = Fail(absl::StatusCode::kResourceExhausted,
                     absl::StrCat("wrote a reply line longer than the limit of ",
                                  options_.max_line_bytes, " bytes"));
       return false;
     }
-    const size_t chunk = std::min(room, kReadChunk);
+    const size_t left = options_.max_line_bytes - line_.size();
+    const size_t chunk = left >= kReadChunk ? kReadChunk : left + 1;
     const size_t old = line_.size();
     line_.resize(old + chunk);
     const ssize_t n = read(stdout_, &line_[old], chunk);

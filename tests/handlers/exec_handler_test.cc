@@ -361,6 +361,23 @@ TEST_F(ExecHandlerTest, HundredMegabyteLineIsCutAtTheLimitAndTheChildKilled) {
   EXPECT_TRUE(Children().empty());
 }
 
+TEST_F(ExecHandlerTest, ReplyLineOfExactlyTheLimitIsReadAndOneByteMoreIsNot) {
+  for (const size_t limit : {size_t{1000}, size_t{200000}}) {  // within one read, and across
+    ExecOptions o = Options(Child(absl::StrCat("padded ", limit)));
+    o.limits.max_reply_bytes = limit;
+    ExecHandler h(o);
+    EXPECT_TRUE(RunAlone(h, "x").ok()) << limit;
+    EXPECT_EQ(h.stats().peak_line_bytes, limit + 1);  // with its '\n'
+
+    ExecOptions over = Options(Child(absl::StrCat("padded ", limit + 1)));
+    over.limits.max_reply_bytes = limit;
+    ExecHandler h2(over);
+    absl::Status st = RunAlone(h2, "x");
+    EXPECT_TRUE(absl::IsResourceExhausted(st)) << limit << ": " << st;
+    EXPECT_EQ(h2.stats().peak_line_bytes, limit + 1);
+  }
+}
+
 TEST_F(ExecHandlerTest, ReplyForAnIdNotGivenFailsTheBatchWithoutBlame) {
   ExecHandler h(Options(Child("unknown-id")));
   Batch b({"a", "b"});

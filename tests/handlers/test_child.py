@@ -15,6 +15,7 @@ Modes:
   two-lines        answer each batch twice
   never            read requests and never answer
   chatter          answer, then write another line while idle
+  padded N         answer with replies padded with spaces to N bytes (without '\n')
 Payload rules (serve):
   crash            exit with status 3 before answering
   fail             answer ok: false, retry_in 7, dead
@@ -90,6 +91,11 @@ def main():
             reply["results"][0]["id"] += 1000
         if mode == "fewer":
             reply["results"] = reply["results"][:1]
+        if mode == "padded":
+            text = json.dumps(reply)
+            sys.stdout.write(text + " " * (int(sys.argv[2]) - len(text)) + "\n")
+            sys.stdout.flush()
+            continue
         send(reply)
         if mode == "two-lines":
             send(reply)
