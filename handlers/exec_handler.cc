@@ -123,8 +123,8 @@ absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline) {
           absl::FormatDuration(next - absl::Now()), ", after its deadline); it failed ",
           slot.failures, " time(s) in a row, the last time: ", slot.last_failure));
     }
-    // Back-pressure: this worker thread waits, claiming nothing meanwhile,
-    // rather than failing items that are not to blame.
+    // Back-pressure: this worker thread waits rather than failing items
+    // that are not to blame.
     absl::SleepFor(next - absl::Now());
   }
   ChildOptions co;
