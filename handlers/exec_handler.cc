@@ -161,7 +161,7 @@ absl::StatusOr<std::vector<ItemReply>> ExecHandler::Run(absl::Span<HandlerCall* 
   request.queue = options_.queue;
   request.max_attempts = options_.max_attempts;
   request.deadline = deadline;
-  request.now = now;
+  request.now = absl::Now();  // after a restart backoff, less time is left
   std::vector<const Item*> items;
   std::vector<int64_t> ids;
   for (const HandlerCall* call : calls) {
