@@ -11,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
-#include "base/utf8.h"
 #include "bridge/broker_health.h"
 #include "bridge/kafka_config.h"
 #include "nlohmann/json.hpp"
+#include "store/headers_json.h"
 
 namespace partq {
 namespace {
@@ -22,32 +22,17 @@ namespace {
 // The longest one consume() call waits: how late a stop can be seen.
 constexpr int64_t kConsumeSliceMs = 100;
 
-// Kafka headers as the JSON array stored in items.headers:
-// [{"key": K, "value": V}], V null for a null value; a value that is not
-// UTF-8 goes as {"key": K, "value_hex": HEX}.
+// The message's headers as items.headers stores them (store/headers_json.h).
 std::optional<std::string> HeadersJson(RdKafka::Message& m) {
   RdKafka::Headers* headers = m.headers();
   if (headers == nullptr || headers->size() == 0) return std::nullopt;
-  nlohmann::json out = nlohmann::json::array();
+  std::vector<Header> out;
   for (const RdKafka::Headers::Header& h : headers->get_all()) {
-    nlohmann::json one = {{"key", h.key()}};
-    if (h.value() == nullptr) {
-      one["value"] = nullptr;
-    } else {
-      std::string v(static_cast<const char*>(h.value()), h.value_size());
-      if (IsValidUtf8(v)) {
-        one["value"] = std::move(v);
-      } else {
-        one["value_hex"] = absl::BytesToHexString(v);
-      }
-    }
-    out.push_back(std::move(one));
+    std::optional<std::string> value;
+    if (h.value() != nullptr) value.emplace(static_cast<const char*>(h.value()), h.value_size());
+    out.emplace_back(h.key(), std::move(value));
   }
-  try {
-    return out.dump();
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;  // a header key that is not UTF-8: headers dropped
-  }
+  return partq::HeadersJson(out);
 }
 
 // Owns a vector of TopicPartition* for the C++ API's calls.

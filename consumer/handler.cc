@@ -2,6 +2,8 @@
 
 #include <exception>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace partq {
@@ -21,6 +23,31 @@ absl::Status CallHandle(Handler& handler, HandlerCall& call) {
     return absl::UnknownError("handler threw a non-standard exception");
   }
 }
+
+namespace {
+// Type URLs of the failure hints' payloads (absl::Status::SetPayload).
+constexpr char kRetryInUrl[] = "type.partq.dev/handler.retry_in";  // nanoseconds, decimal
+constexpr char kDeadNowUrl[] = "type.partq.dev/handler.dead_now";
+}  // namespace
+
+absl::Status RetryIn(absl::Status failure, absl::Duration delay) {
+  failure.SetPayload(kRetryInUrl, absl::Cord(absl::StrCat(absl::ToInt64Nanoseconds(delay))));
+  return failure;
+}
+
+absl::Status DeadNow(absl::Status failure) {
+  failure.SetPayload(kDeadNowUrl, absl::Cord("1"));
+  return failure;
+}
+
+std::optional<absl::Duration> RetryInOf(const absl::Status& status) {
+  const auto p = status.GetPayload(kRetryInUrl);  // absl::optional
+  int64_t ns;
+  if (!p || !absl::SimpleAtoi(std::string(*p), &ns)) return std::nullopt;
+  return absl::Nanoseconds(ns);
+}
+
+bool IsDeadNow(const absl::Status& status) { return status.GetPayload(kDeadNowUrl).has_value(); }
 
 namespace {
 class FunctionHandler : public Handler {

@@ -69,6 +69,23 @@ class Handler {
                            std::vector<absl::Status>* statuses);
 };
 
+// Failure hints: what a handler may attach to the status it returns for an
+// item that failed, beyond the message. A hint on an OK status is dropped
+// (absl::Status keeps no payload on OK).
+//   RetryIn(st, d)  run the item again after `d` instead of the backoff
+//                   policy's delay; the attempt still counts, so an item past
+//                   max_attempts is dead-lettered as usual.
+//   DeadNow(st)     dead-letter the item now, whatever attempts are left.
+// They travel as payloads of the status, so they survive copies and the
+// statuses of HandleBatch. NOT YET ACTED ON: the consumer reads neither
+// today (the item is retried by the backoff policy); see handlers/README.md
+// for what it must do with them.
+absl::Status RetryIn(absl::Status failure, absl::Duration delay);
+absl::Status DeadNow(absl::Status failure);
+// The hints on `status`: nullopt / false when it carries none.
+std::optional<absl::Duration> RetryInOf(const absl::Status& status);
+bool IsDeadNow(const absl::Status& status);
+
 // A handler from a function (for tests and small programs).
 std::unique_ptr<Handler> MakeHandler(std::function<absl::Status(HandlerCall&)> fn);
 

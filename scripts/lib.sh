@@ -25,7 +25,7 @@ PARTQ_PACKAGES=(
   kcat        # the Kafka tests put a real client on the wire
   gnuplot-nox # partq bench --plot
   openssl     # the HTTP client tests make their own CA and certificates
-  python3     # ... and serve https with its ssl module (and the helm checks)
+  python3     # ... serve https with its ssl module; the exec handler tests run Python children
   "${PARTQ_CHECKER_PACKAGES[@]}"
 )
 

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 
 namespace partq {
@@ -27,6 +28,49 @@ TEST(IsValidUtf8, RefusesWhatIsNotUtf8) {
   EXPECT_FALSE(IsValidUtf8("\xe0\x80\xaf"));      // overlong, three bytes
   EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // a surrogate (U+D800)
   EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+}
+
+TEST(Utf8, AcceptsWellFormedText) {
+  for (const std::string& s :
+       {std::string(), std::string("plain ascii, longer than eight bytes"),
+        std::string("\0nul\0", 5), std::string("\xC2\x80"), std::string("\xDF\xBF"),
+        std::string("\xE0\xA0\x80"), std::string("\xED\x9F\xBF"),          // U+D7FF
+        std::string("\xEE\x80\x80"), std::string("\xEF\xBF\xBF"),          // U+E000, U+FFFF
+        std::string("\xF0\x90\x80\x80"), std::string("\xF4\x8F\xBF\xBF"),  // U+10000, U+10FFFF
+        std::string("12345678\xC3\xA9"), std::string("\xE2\x82\xAC after the euro sign")}) {
+    EXPECT_TRUE(IsValidUtf8(s)) << absl::CHexEscape(s);
+  }
+}
+
+TEST(Utf8, RejectsOverlongSurrogatesOutOfRangeAndTruncated) {
+  for (const std::string& s : {
+           std::string("\x80"),              // a continuation byte alone
+           std::string("\xC0\xAF"),          // overlong '/'
+           std::string("\xC1\xBF"),          // overlong
+           std::string("\xE0\x9F\xBF"),      // overlong 3-byte
+           std::string("\xF0\x8F\xBF\xBF"),  // overlong 4-byte
+           std::string("\xED\xA0\x80"),      // U+D800, a surrogate
+           std::string("\xED\xBF\xBF"),      // U+DFFF
+           std::string("\xF4\x90\x80\x80"),  // U+110000
+           std::string("\xF5\x80\x80\x80"),  // F5..FF never appear
+           std::string("\xFF"),              //
+           std::string("\xC3"),              // truncated at the end
+           std::string("\xE2\x82"),          //
+           std::string("abcdefgh\xE2\x82"),  // after the 8-byte fast path
+           std::string("\xC3\x28"),          // a second byte that is not a continuation
+           std::string("\xE2\x28\xA1"),      //
+           std::string("\xF0\x90\x28\xBC"),  //
+       }) {
+    EXPECT_FALSE(IsValidUtf8(s)) << absl::CHexEscape(s);
+  }
+}
+
+TEST(PrintableUtf8, EscapesControlCharactersAndBrokenSequencesKeepsTheRest) {
+  EXPECT_EQ(PrintableUtf8("plain \"text\" \\ \xC3\xA9\xF0\x9F\x98\x80"),
+            "plain \"text\" \\ \xC3\xA9\xF0\x9F\x98\x80");
+  EXPECT_EQ(PrintableUtf8(std::string("a\0b\n\x7f", 5)), "a\\x00b\\x0a\\x7f");
+  EXPECT_EQ(PrintableUtf8("\xff\xC3(\xE2\x82"), "\\xff\\xc3(\\xe2\\x82");
+  EXPECT_EQ(PrintableUtf8("\xED\xA0\x80"), "\\xed\\xa0\\x80");  // a surrogate
 }
 
 }  // namespace

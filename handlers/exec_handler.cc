@@ -1,0 +1,221 @@
+#include "handlers/exec_handler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/random/random.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "handlers/child_process.h"
+
+namespace partq {
+
+struct ExecHandler::Slot {
+  std::unique_ptr<ChildProcess> child;
+  int failures = 0;  // failed batches in a row: the restart backoff
+  absl::Time failed_at;
+  std::string last_failure;
+};
+
+namespace {
+
+std::string RandomPrefix() {
+  absl::BitGen gen;
+  return absl::StrFormat("%016x", absl::Uniform<uint64_t>(gen));
+}
+
+void MaxInto(std::atomic<size_t>& into, size_t v) {
+  size_t cur = into.load();
+  while (v > cur && !into.compare_exchange_weak(cur, v)) {
+  }
+}
+
+}  // namespace
+
+ExecHandler::ExecHandler(ExecOptions options)
+    : options_(std::move(options)), batch_prefix_(RandomPrefix()) {}
+
+ExecHandler::~ExecHandler() {
+  absl::MutexLock lock(&mu_);
+  assert(free_.size() == slots_.size());  // no call may be running
+  // All children get EOF first, then share one grace period.
+  const absl::Time deadline = absl::Now() + options_.stop_grace;
+  for (auto& slot : slots_) {
+    if (slot->child) slot->child->CloseStdin();
+  }
+  for (auto& slot : slots_) {
+    if (slot->child) {
+      slot->child->Stop(deadline);
+      MaxInto(peak_line_bytes_, slot->child->peak_line_bytes());
+      slot->child.reset();
+    }
+  }
+}
+
+ExecHandler::Slot* ExecHandler::Acquire() {
+  absl::MutexLock lock(&mu_);
+  if (free_.empty()) {
+    slots_.push_back(std::make_unique<Slot>());
+    return slots_.back().get();
+  }
+  Slot* slot = free_.back();  // the most recently used: its child is warm
+  free_.pop_back();
+  return slot;
+}
+
+void ExecHandler::Release(Slot* slot) {
+  absl::MutexLock lock(&mu_);
+  free_.push_back(slot);
+}
+
+ExecHandler::Stats ExecHandler::stats() const {
+  Stats s;
+  s.starts = starts_.load();
+  s.kills = kills_.load();
+  s.peak_line_bytes = peak_line_bytes_.load();
+  return s;
+}
+
+absl::Status ExecHandler::Failed(Slot& slot, pid_t pid, const absl::Status& st) {
+  if (slot.child) {
+    MaxInto(peak_line_bytes_, slot.child->peak_line_bytes());
+    slot.child.reset();  // killed and reaped already, or now
+    kills_.fetch_add(1);
+  }
+  ++slot.failures;
+  slot.failed_at = absl::Now();
+  const std::string message = absl::StrCat("exec handler (pid ", pid, "): ", st.message());
+  slot.last_failure = message;
+  PARTQ_LOG(Warning) << message;
+  return absl::Status(st.code(), message);
+}
+
+absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline) {
+  if (slot.child) {
+    const pid_t pid = slot.child->pid();
+    absl::Status idle = slot.child->CheckIdle();
+    if (idle.ok()) return idle;
+    if (absl::IsFailedPrecondition(idle)) {
+      (void)Failed(slot, pid, idle);  // it broke the protocol while idle
+    } else {
+      // It exited between batches (some handlers quit after a number of
+      // batches): not a failure of any batch, so no backoff.
+      PARTQ_LOG(Info) << "exec handler (pid " << pid << "): " << idle.message()
+                      << "; starting another";
+      MaxInto(peak_line_bytes_, slot.child->peak_line_bytes());
+      slot.child.reset();
+    }
+  }
+  if (slot.failures > 0) {
+    const int doublings = std::min(slot.failures - 1, 30);
+    const absl::Duration backoff = std::min(options_.restart_backoff * (int64_t{1} << doublings),
+                                            options_.max_restart_backoff);
+    const absl::Time next = slot.failed_at + backoff;
+    if (next > deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "exec handler: not restarted in time for this batch (next start in ",
+          absl::FormatDuration(next - absl::Now()), ", after its deadline); it failed ",
+          slot.failures, " time(s) in a row, the last time: ", slot.last_failure));
+    }
+    // Back-pressure: this worker thread waits rather than failing items
+    // that are not to blame.
+    absl::SleepFor(next - absl::Now());
+  }
+  ChildOptions co;
+  co.command = options_.command;
+  co.max_line_bytes = options_.limits.max_reply_bytes;
+  co.on_stderr_line = [level = options_.stderr_level](pid_t pid, absl::string_view line) {
+    if (level >= GetLogLevel()) LogLine(level, absl::StrCat("exec[pid ", pid, "]: ", line));
+  };
+  auto child = ChildProcess::Start(std::move(co));
+  if (!child.ok()) {
+    ++slot.failures;
+    slot.failed_at = absl::Now();
+    slot.last_failure = absl::StrCat("exec handler: cannot start: ", child.status().message());
+    return absl::Status(child.status().code(), slot.last_failure);
+  }
+  slot.child = std::move(*child);
+  starts_.fetch_add(1);
+  PARTQ_LOG(Info) << "exec handler (pid " << slot.child->pid() << "): started " << options_.command;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ItemReply>> ExecHandler::Run(absl::Span<HandlerCall* const> calls) {
+  const absl::Time now = absl::Now();
+  absl::Time deadline = absl::InfiniteFuture();
+  for (const HandlerCall* call : calls) deadline = std::min(deadline, call->deadline);
+  if (deadline == absl::InfiniteFuture()) deadline = now + options_.default_timeout;
+
+  Slot* slot = Acquire();
+  absl::Cleanup release = [&] { Release(slot); };
+  if (absl::Status st = Ready(*slot, deadline); !st.ok()) return st;
+
+  BatchRequest request;
+  request.batch_id = absl::StrCat(batch_prefix_, "-", batches_.fetch_add(1) + 1);
+  request.queue = options_.queue;
+  request.max_attempts = options_.max_attempts;
+  request.deadline = deadline;
+  request.now = absl::Now();  // after a restart backoff, less time is left
+  std::vector<const Item*> items;
+  std::vector<int64_t> ids;
+  for (const HandlerCall* call : calls) {
+    items.push_back(call->item);
+    ids.push_back(call->item->id);
+  }
+  const pid_t pid = slot->child->pid();
+  auto line = slot->child->Exchange(EncodeRequest(request, items), deadline);
+  MaxInto(peak_line_bytes_, slot->child->peak_line_bytes());
+  if (!line.ok()) return Failed(*slot, pid, line.status());
+  auto replies = ParseReply(*line, request.batch_id, ids, options_.limits);
+  if (!replies.ok()) {
+    // Out of step with the protocol: whatever it does next cannot be trusted.
+    slot->child->Kill();
+    return Failed(*slot, pid, replies.status());
+  }
+  slot->failures = 0;
+  return replies;
+}
+
+void ExecHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
+                              std::vector<absl::Status>* statuses) {
+  statuses->clear();
+  if (calls.empty()) return;
+  auto replies = Run(calls);
+  if (!replies.ok()) {
+    // Alone, the failure is the item's. In a batch it is no one's in
+    // particular: no statuses, and the consumer runs each item alone.
+    if (calls.size() == 1) statuses->push_back(replies.status());
+    return;
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    statuses->push_back(ItemStatus(*calls[i], (*replies)[i], options_.apply_effects));
+  }
+}
+
+absl::Status ExecHandler::Handle(HandlerCall& call) {
+  HandlerCall* one[] = {&call};
+  std::vector<absl::Status> statuses;
+  HandleBatch(one, &statuses);
+  return statuses.empty() ? absl::InternalError("exec handler: no status") : statuses[0];
+}
+
+absl::StatusOr<std::unique_ptr<Handler>> ParseExecSpec(absl::string_view spec,
+                                                       ExecOptions options) {
+  if (!absl::ConsumePrefix(&spec, "exec:")) {
+    return absl::InvalidArgumentError(absl::StrCat("handler \"", spec, "\" is not exec:COMMAND"));
+  }
+  if (absl::StripAsciiWhitespace(spec).empty()) {
+    return absl::InvalidArgumentError(
+        "handler \"exec:\": exec:COMMAND needs a command, like exec:'python3 handler.py'");
+  }
+  options.command = std::string(spec);
+  return std::unique_ptr<Handler>(std::make_unique<ExecHandler>(std::move(options)));
+}
+
+}  // namespace partq

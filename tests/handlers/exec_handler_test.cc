@@ -1,0 +1,613 @@
+// The exec transport with real child processes: tests/handlers/test_child.py
+// (which misbehaves on request), the example handler and plain sh commands.
+// No database, except an in-memory one for the consumer test. Nothing here
+// sleeps to wait: calls end by their own deadlines, processes are checked in
+// /proc once the calls that must have ended them returned.
+#include "handlers/exec_handler.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "base/log.h"
+#include "consumer/consumer.h"
+#include "store/mem_store.h"
+#include "tests/testing/wait.h"
+
+namespace partq {
+namespace {
+
+// --- processes, from /proc --------------------------------------------------
+
+struct Proc {
+  pid_t pid = 0;
+  char state = '?';
+  pid_t ppid = 0;
+  pid_t pgrp = 0;
+};
+
+std::vector<Proc> AllProcesses() {
+  std::vector<Proc> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    pid_t pid;
+    if (!absl::SimpleAtoi(e.path().filename().string(), &pid)) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');  // the command name may hold spaces
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(stat.substr(paren + 2));
+    Proc p;
+    p.pid = pid;
+    rest >> p.state >> p.ppid >> p.pgrp;
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Our children, zombies included.
+std::vector<Proc> Children() {
+  std::vector<Proc> out;
+  for (const Proc& p : AllProcesses()) {
+    if (p.ppid == getpid()) out.push_back(p);
+  }
+  return out;
+}
+
+// Live processes of the process group `pgrp`, wherever they were
+// reparented (a killed one may stay a zombie until its new parent reaps it).
+int LiveInGroup(pid_t pgrp) {
+  int n = 0;
+  for (const Proc& p : AllProcesses()) n += p.pgrp == pgrp && p.state != 'Z';
+  return n;
+}
+
+// The peak resident set size of this process, in bytes.
+int64_t PeakRss() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    int64_t kb;
+    if (absl::StartsWith(line, "VmHWM:") &&
+        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(line.substr(6)), " kB"),
+                         &kb)) {
+      return kb * 1024;
+    }
+  }
+  return -1;
+}
+
+// The pid in "exec handler (pid 1234): ...".
+pid_t PidIn(absl::string_view message) {
+  const std::string s(message);
+  std::smatch sm;
+  pid_t pid = 0;
+  if (std::regex_search(s, sm, std::regex("\\(pid ([0-9]+)\\)"))) {
+    (void)absl::SimpleAtoi(sm[1].str(), &pid);
+  }
+  return pid;
+}
+
+// --- commands -----------------------------------------------------------------
+
+std::string Quoted(const std::string& s) {
+  return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
+}
+
+// The test child in `mode` (test_child.py); `exec` so that its pid is the
+// shell's.
+std::string Child(const std::string& mode) {
+  return absl::StrCat("exec ", Quoted(PYTHON3), " ", Quoted(TEST_CHILD), " ", mode);
+}
+
+ExecOptions Options(const std::string& command) {
+  ExecOptions o;
+  o.command = command;
+  o.queue = "q";
+  o.max_attempts = 5;
+  o.restart_backoff = absl::Milliseconds(10);
+  o.max_restart_backoff = absl::Milliseconds(100);
+  o.stop_grace = absl::Seconds(5);
+  return o;
+}
+
+// Items with these payloads (ids 1, 2, ...), and their calls.
+class Batch {
+ public:
+  explicit Batch(const std::vector<std::string>& payloads,
+                 absl::Duration timeout = absl::Seconds(30)) {
+    items_.resize(payloads.size());
+    calls_.resize(payloads.size());
+    for (size_t i = 0; i < payloads.size(); ++i) {
+      items_[i].id = static_cast<int64_t>(i + 1);
+      items_[i].attempts = 1;
+      items_[i].key = absl::StrCat("k", i + 1);
+      items_[i].payload = payloads[i];
+      items_[i].enqueued_at = absl::Now();
+      calls_[i].item = &items_[i];
+      calls_[i].deadline = absl::Now() + timeout;
+      ptrs_.push_back(&calls_[i]);
+    }
+  }
+  absl::Span<HandlerCall* const> calls() { return ptrs_; }
+  HandlerCall& call(size_t i) { return calls_[i]; }
+
+ private:
+  std::vector<Item> items_;
+  std::vector<HandlerCall> calls_;
+  std::vector<HandlerCall*> ptrs_;
+};
+
+// Runs `payload` alone (as the consumer does when it isolates an item).
+absl::Status RunAlone(ExecHandler& h, const std::string& payload,
+                      absl::Duration timeout = absl::Seconds(30)) {
+  Batch b({payload}, timeout);
+  return h.Handle(b.call(0));
+}
+
+// Keeps the replies given to the effects hook, as the integrating adapter
+// would receive them.
+class Recorder {
+ public:
+  EffectsApplier Applier() {
+    return [this](HandlerCall& call, const ItemReply& reply) {
+      absl::MutexLock lock(&mu_);
+      replies_[reply.id] = reply;
+      call.result = reply.result;
+      return absl::OkStatus();
+    };
+  }
+  ItemReply Get(int64_t id) {
+    absl::MutexLock lock(&mu_);
+    return replies_[id];
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<int64_t, ItemReply> replies_;
+};
+
+class ExecHandlerTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    // Every test destroys its handlers before it ends: nothing may be left.
+    for (const Proc& p : Children())
+      ADD_FAILURE() << "child " << p.pid << " left, state " << p.state;
+  }
+};
+
+// --- the protocol, end to end ------------------------------------------------
+
+TEST_F(ExecHandlerTest, BatchWithEffectsBinaryPayloadsAndAFailureWithHints) {
+  Recorder rec;
+  ExecOptions o = Options(Child("serve"));
+  o.apply_effects = rec.Applier();
+  ExecHandler h(o);
+  Batch b({"hello", std::string("\x00\xff", 2), "effects", "fail"});
+  std::vector<absl::Status> st;
+  h.HandleBatch(b.calls(), &st);
+  ASSERT_EQ(st.size(), 4u);
+  EXPECT_TRUE(st[0].ok()) << st[0];
+  EXPECT_EQ(b.call(0).result, "hello");
+  EXPECT_TRUE(st[1].ok()) << st[1];
+  EXPECT_EQ(b.call(1).result, std::string("\x00\xff", 2));  // went out and back as base64
+
+  EXPECT_TRUE(st[2].ok()) << st[2];
+  const ItemReply effects = rec.Get(3);
+  EXPECT_EQ(effects.result, "done");
+  ASSERT_EQ(effects.enqueue.size(), 1u);
+  EXPECT_EQ(effects.enqueue[0].queue, "next");
+  EXPECT_EQ(effects.enqueue[0].item.payload, std::string("\x00\x01\xff", 3));
+  EXPECT_EQ(effects.enqueue[0].item.key, "k1");
+  EXPECT_EQ(effects.enqueue[0].item.delay, absl::Milliseconds(1500));
+  EXPECT_EQ(effects.enqueue[0].item.priority, 3);
+  ASSERT_EQ(effects.publish.size(), 1u);
+  EXPECT_EQ(effects.publish[0].topic, "events");
+  EXPECT_EQ(effects.publish[0].key, "k2");
+  EXPECT_EQ(effects.publish[0].payload, "published");
+  EXPECT_EQ(effects.publish[0].headers,
+            (std::vector<std::pair<std::string, std::string>>{{"h", "v"}}));
+
+  EXPECT_TRUE(absl::IsUnknown(st[3])) << st[3];
+  EXPECT_EQ(st[3].message(), "failed as asked");
+  EXPECT_EQ(RetryInOf(st[3]), absl::Seconds(7));
+  EXPECT_TRUE(IsDeadNow(st[3]));
+
+  // The next batch goes to the same, long-lived child.
+  EXPECT_TRUE(RunAlone(h, "again").ok());
+  EXPECT_EQ(h.stats().starts, 1);
+  EXPECT_EQ(h.stats().kills, 0);
+}
+
+TEST_F(ExecHandlerTest, ExampleHandlerSquaresAndEnqueuesAFollowUp) {
+  Recorder rec;
+  ExecOptions o = Options(
+      absl::StrCat("FOLLOWUP_QUEUE=squares exec ", Quoted(PYTHON3), " ", Quoted(EXAMPLE_HANDLER)));
+  o.apply_effects = rec.Applier();
+  ExecHandler h(o);
+  Batch b({R"({"n": 5})", "not json"});
+  std::vector<absl::Status> st;
+  h.HandleBatch(b.calls(), &st);
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_TRUE(st[0].ok()) << st[0];
+  EXPECT_EQ(b.call(0).result, "25");
+  const ItemReply r = rec.Get(1);
+  ASSERT_EQ(r.enqueue.size(), 1u);
+  EXPECT_EQ(r.enqueue[0].queue, "squares");
+  EXPECT_EQ(r.enqueue[0].item.payload, R"({"n": 25})");
+  EXPECT_EQ(r.enqueue[0].item.key, "k1");
+  EXPECT_TRUE(absl::StartsWith(st[1].message(), "bad payload: ")) << st[1];
+  EXPECT_TRUE(IsDeadNow(st[1]));
+}
+
+// The minimal handler of docs/handler-protocol.md works as it stands.
+TEST_F(ExecHandlerTest, TheDocsMinimalHandlerWorks) {
+  std::ifstream in(PROTOCOL_DOC);
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t start = doc.find("```python\n");
+  ASSERT_NE(start, std::string::npos);
+  const size_t end = doc.find("```", start + 10);
+  const std::string script = absl::StrCat(::testing::TempDir(), "/minimal_", getpid(), ".py");
+  std::ofstream(script) << doc.substr(start + 10, end - start - 10);
+  {
+    ExecHandler h(Options(absl::StrCat("exec ", Quoted(PYTHON3), " ", Quoted(script))));
+    Batch b({"a", std::string("\xff", 1)});
+    std::vector<absl::Status> st;
+    h.HandleBatch(b.calls(), &st);
+    ASSERT_EQ(st.size(), 2u);
+    EXPECT_TRUE(st[0].ok()) << st[0];
+    EXPECT_TRUE(st[1].ok()) << st[1];
+  }
+  std::remove(script.c_str());
+}
+
+// --- children that misbehave ---------------------------------------------------
+
+TEST_F(ExecHandlerTest, ChildThatExitsAtOnceIsRestartedOnlyAfterABackoff) {
+  const std::string starts = absl::StrCat(::testing::TempDir(), "/starts_", getpid());
+  std::remove(starts.c_str());
+  ExecOptions o = Options(absl::StrCat("echo started >> ", Quoted(starts), "; exit 3"));
+  o.restart_backoff = absl::Milliseconds(200);
+  o.max_restart_backoff = absl::Seconds(10);
+  ExecHandler h(o);
+  auto lines = [&] {
+    std::ifstream in(starts);
+    int n = 0;
+    for (std::string l; std::getline(in, l);) ++n;
+    return n;
+  };
+
+  absl::Status first = RunAlone(h, "x");
+  EXPECT_TRUE(absl::IsUnavailable(first)) << first;
+  EXPECT_TRUE(absl::StrContains(first.message(), "exited with status 3")) << first;
+
+  // The second start waits for the backoff (200 ms after the failure).
+  const absl::Time t0 = absl::Now();
+  absl::Status second = RunAlone(h, "x");
+  EXPECT_GE(absl::Now() - t0, absl::Milliseconds(150));
+  EXPECT_TRUE(absl::StrContains(second.message(), "exited with status 3")) << second;
+  EXPECT_EQ(h.stats().starts, 2);
+
+  // The third is due 400 ms after the second failure: a batch that must end
+  // before then fails at once, without starting anything.
+  const absl::Time t1 = absl::Now();
+  absl::Status third = RunAlone(h, "x", absl::Milliseconds(100));
+  EXPECT_LT(absl::Now() - t1, absl::Milliseconds(100));
+  EXPECT_TRUE(absl::IsUnavailable(third)) << third;
+  EXPECT_TRUE(absl::StrContains(third.message(), "not restarted in time for this batch")) << third;
+  EXPECT_TRUE(absl::StrContains(third.message(), "failed 2 time(s) in a row")) << third;
+  EXPECT_TRUE(absl::StrContains(third.message(), "exited with status 3")) << third;
+  EXPECT_EQ(h.stats().starts, 2);
+  EXPECT_EQ(lines(), 2);
+  std::remove(starts.c_str());
+}
+
+TEST_F(ExecHandlerTest, PartialLineThenHangIsKilledAtTheDeadline) {
+  ExecHandler h(Options(Child("partial-hang")));
+  const absl::Time t0 = absl::Now();
+  absl::Status st = RunAlone(h, "x", absl::Milliseconds(1500));
+  EXPECT_GE(absl::Now() - t0, absl::Milliseconds(1500));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(st)) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "of a line but not its end by the deadline")) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "was killed by SIGKILL")) << st;
+  EXPECT_TRUE(Children().empty());  // killed and reaped before the call returned
+  EXPECT_EQ(h.stats().kills, 1);
+}
+
+TEST_F(ExecHandlerTest, HundredMegabyteLineIsCutAtTheLimitAndTheChildKilled) {
+  ExecOptions o = Options(Child("huge-line"));
+  o.limits.max_reply_bytes = 1 << 20;
+  ExecHandler h(o);
+  const int64_t rss_before = PeakRss();
+  absl::Status st = RunAlone(h, "x");
+  EXPECT_TRUE(absl::IsResourceExhausted(st)) << st;
+  EXPECT_TRUE(
+      absl::StrContains(st.message(), "wrote a reply line longer than the limit of 1048576 bytes"))
+      << st;
+  // The buffer filled up to the limit and no further; the other 99 MB were
+  // never read.
+  EXPECT_GE(h.stats().peak_line_bytes, size_t{1} << 20);
+  EXPECT_LE(h.stats().peak_line_bytes, (size_t{1} << 20) + 1);
+  EXPECT_LT(PeakRss() - rss_before, int64_t{32} << 20);
+  EXPECT_TRUE(Children().empty());
+}
+
+TEST_F(ExecHandlerTest, ReplyLineOfExactlyTheLimitIsReadAndOneByteMoreIsNot) {
+  for (const size_t limit : {size_t{1000}, size_t{200000}}) {  // within one read, and across
+    ExecOptions o = Options(Child(absl::StrCat("padded ", limit)));
+    o.limits.max_reply_bytes = limit;
+    ExecHandler h(o);
+    EXPECT_TRUE(RunAlone(h, "x").ok()) << limit;
+    EXPECT_EQ(h.stats().peak_line_bytes, limit + 1);  // with its '\n'
+
+    ExecOptions over = Options(Child(absl::StrCat("padded ", limit + 1)));
+    over.limits.max_reply_bytes = limit;
+    ExecHandler h2(over);
+    absl::Status st = RunAlone(h2, "x");
+    EXPECT_TRUE(absl::IsResourceExhausted(st)) << limit << ": " << st;
+    EXPECT_EQ(h2.stats().peak_line_bytes, limit + 1);
+  }
+}
+
+TEST_F(ExecHandlerTest, ReplyForAnIdNotGivenFailsTheBatchWithoutBlame) {
+  ExecHandler h(Options(Child("unknown-id")));
+  Batch b({"a", "b"});
+  std::vector<absl::Status> st;
+  h.HandleBatch(b.calls(), &st);
+  EXPECT_TRUE(st.empty());  // the consumer then runs each item alone
+  absl::Status alone = RunAlone(h, "a");
+  EXPECT_TRUE(absl::IsInvalidArgument(alone)) << alone;
+  EXPECT_TRUE(absl::StrContains(alone.message(),
+                                "reply: results[0]: lists item 1001, which was not in the batch"))
+      << alone;
+  EXPECT_EQ(h.stats().kills, 2);  // out of step with the protocol: not trusted again
+  EXPECT_EQ(h.stats().starts, 2);
+}
+
+TEST_F(ExecHandlerTest, FewerResultsThanItemsFailsTheBatchAndItemsAloneSucceed) {
+  ExecHandler h(Options(Child("fewer")));
+  Batch b({"a", "b", "c"});
+  std::vector<absl::Status> st;
+  h.HandleBatch(b.calls(), &st);
+  EXPECT_TRUE(st.empty());
+  EXPECT_EQ(h.stats().kills, 1);
+  for (const char* p : {"a", "b", "c"}) EXPECT_TRUE(RunAlone(h, p).ok()) << p;
+}
+
+TEST_F(ExecHandlerTest, GarbageIsAFailure) {
+  ExecHandler h(Options(Child("garbage")));
+  absl::Status st = RunAlone(h, "x");
+  EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "reply: not valid JSON")) << st;
+  EXPECT_EQ(h.stats().kills, 1);
+}
+
+// A child that writes a second line for one request, or writes while no
+// request is pending, is out of step. Where it is caught depends on when its
+// bytes arrive: with the reply (FailedPrecondition), before the next request
+// goes out (that request goes to a new child), or as the "reply" to the next
+// request (InvalidArgument: not JSON, or another batch's id). Each way it is
+// killed.
+TEST_F(ExecHandlerTest, OutputBeyondOneLinePerRequestKillsTheChild) {
+  for (const char* mode : {"two-lines", "chatter"}) {
+    ExecHandler h(Options(Child(mode)));
+    for (int i = 0; i < 3 && h.stats().kills == 0; ++i) {
+      absl::Status st = RunAlone(h, "x");
+      EXPECT_TRUE(st.ok() || absl::IsFailedPrecondition(st) || absl::IsInvalidArgument(st))
+          << mode << ": " << st;
+    }
+    EXPECT_EQ(h.stats().kills, 1) << mode;
+  }
+}
+
+TEST_F(ExecHandlerTest, ChildThatNeverAnswersIsKilledAtTheDeadline) {
+  ExecHandler h(Options(Child("never")));
+  absl::Status st = RunAlone(h, "x", absl::Milliseconds(500));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(st)) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "did not answer by the deadline")) << st;
+  EXPECT_TRUE(Children().empty());
+}
+
+TEST_F(ExecHandlerTest, KillReachesWhatTheShellStarted) {
+  // The shell starts a grandchild in the background, then becomes the child.
+  ExecHandler h(Options(absl::StrCat("sleep 300 & ", Child("never"))));
+  absl::Status st = RunAlone(h, "x", absl::Milliseconds(500));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(st)) << st;
+  const pid_t pid = PidIn(st.message());
+  ASSERT_GT(pid, 0) << st;
+  // SIGKILL went to the whole group, the orphaned sleep included (it dies as
+  // soon as the kernel gets to it).
+  ASSERT_TRUE(testing::WaitUntil([&] { return LiveInGroup(pid) == 0; }, absl::Seconds(10)));
+}
+
+TEST_F(ExecHandlerTest, PayloadThatCrashesTheChildFailsAloneWhileTheOthersSucceed) {
+  ExecHandler h(Options(Child("serve")));
+  Batch b({"a", "crash", "c"});
+  std::vector<absl::Status> st;
+  h.HandleBatch(b.calls(), &st);
+  EXPECT_TRUE(st.empty());  // no blame: every item runs alone
+  EXPECT_TRUE(RunAlone(h, "a").ok());
+  absl::Status crash = RunAlone(h, "crash");
+  EXPECT_TRUE(absl::IsUnavailable(crash)) << crash;
+  EXPECT_TRUE(absl::StrContains(crash.message(), "exited with status 3")) << crash;
+  EXPECT_TRUE(absl::StrContains(crash.message(), "its last stderr line: \"crashing on purpose\""))
+      << crash;
+  EXPECT_TRUE(RunAlone(h, "c").ok());
+  EXPECT_EQ(h.stats().starts, 3);  // the first, after the batch's crash, after the lone crash
+}
+
+// The same through a real Consumer (on the in-memory store): the batch with
+// the poison item fails without blame, every item runs alone, and the poison
+// item alone uses up its attempts and is dead-lettered.
+TEST_F(ExecHandlerTest, ConsumerDeadLettersOnlyThePoisonItem) {
+  MemDatabase db;
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 1;
+  q.max_attempts = 2;
+  auto admin = db.Connect();
+  ASSERT_TRUE(admin->CreateQueue(q).ok());
+  std::vector<NewItem> items(10);
+  for (int i = 0; i < 10; ++i) items[i].payload = i == 4 ? "crash" : absl::StrCat("p", i);
+  ASSERT_TRUE(admin->EnqueueBatch("q", items).ok());
+
+  ExecHandler h(Options(Child("serve")));
+  ConsumerOptions co;
+  co.queue = "q";
+  co.concurrency = 1;
+  co.batch = 10;
+  co.poll_only = true;
+  co.poll_interval = absl::Milliseconds(20);
+  co.rescan_interval = absl::Milliseconds(20);
+  co.backoff.base = absl::Milliseconds(10);
+  co.backoff.max = absl::Milliseconds(20);
+  {
+    Consumer c(db.Factory(), co, &h);
+    ASSERT_TRUE(c.Start().ok());
+    ASSERT_TRUE(testing::WaitUntil([&] {
+      const ConsumerStats s = c.stats();
+      return s.acked + s.dead == 10;
+    }));
+    c.Stop();
+    EXPECT_EQ(c.stats().acked, 9);
+    EXPECT_EQ(c.stats().dead, 1);
+  }
+}
+
+// The example handler through a real Consumer, with the default applier:
+// its results and follow-up items are written in the ack transactions
+// (MemStore's Tx), one follow-up per item, and the bad payload is
+// dead-lettered at once (dead: true) without using up its attempts.
+TEST_F(ExecHandlerTest, TheExampleHandlersEffectsCommitWithItsAcks) {
+  MemDatabase db;
+  auto admin = db.Connect();
+  for (const char* name : {"numbers", "squares"}) {
+    QueueConfig q;
+    q.name = name;
+    q.parts = 4;
+    q.max_attempts = 5;
+    ASSERT_TRUE(admin->CreateQueue(q).ok());
+  }
+  std::vector<NewItem> items(20);
+  for (int i = 0; i < 20; ++i) {
+    items[i].payload = i == 7 ? "not json" : absl::StrCat(R"({"n": )", i, "}");
+    items[i].key = absl::StrCat("k", i);
+  }
+  ASSERT_TRUE(admin->EnqueueBatch("numbers", items).ok());
+
+  ExecOptions o = Options(absl::StrCat("FOLLOWUP_QUEUE=squares exec ", Quoted(PYTHON3), " ",
+                                       Quoted(EXAMPLE_HANDLER)));
+  ExecHandler h(o);
+  ConsumerOptions co;
+  co.queue = "numbers";
+  co.concurrency = 2;
+  co.batch = 8;
+  co.poll_only = true;
+  co.poll_interval = absl::Milliseconds(20);
+  {
+    Consumer c(db.Factory(), co, &h);
+    ASSERT_TRUE(c.Start().ok());
+    ASSERT_TRUE(testing::WaitUntil([&] {
+      const ConsumerStats s = c.stats();
+      return s.acked + s.dead == 20;
+    }));
+    c.Stop();
+    EXPECT_EQ(c.stats().acked, 19);
+    EXPECT_EQ(c.stats().dead, 1);
+  }
+  // One follow-up per acked item, {"n": n*n}, keyed as its item.
+  auto squares = admin->Status("squares");
+  ASSERT_TRUE(squares.ok()) << squares.status();
+  int64_t ready = 0;
+  for (const PartStatus& p : squares->parts) ready += p.ready;
+  EXPECT_EQ(ready, 19);
+  for (int64_t id = 1; id <= 20; ++id) {
+    auto state = admin->GetItemState("numbers", id);
+    ASSERT_TRUE(state.ok()) << state.status();
+    if (id == 8) {  // the 8th item: "not json"
+      EXPECT_EQ(state->kind, ItemState::Kind::kDead);
+      EXPECT_EQ(state->attempts, 1) << "dead: true gives up at once";
+      EXPECT_TRUE(absl::StartsWith(state->error, "bad payload: ")) << state->error;
+    } else {
+      EXPECT_EQ(state->kind, ItemState::Kind::kDone);
+      EXPECT_EQ(state->result, absl::StrCat((id - 1) * (id - 1)));
+    }
+  }
+}
+
+// --- logs and lifecycle ---------------------------------------------------------
+
+TEST_F(ExecHandlerTest, StderrLinesReachTheLogWithThePidPrefix) {
+  SetLogLevel(LogLevel::kWarning);
+  ::testing::internal::CaptureStderr();
+  {
+    ExecHandler h(Options(Child("serve")));
+    EXPECT_TRUE(RunAlone(h, "log:hello from the child").ok());
+  }  // destruction: the child's stderr is read to its end
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(
+      std::regex_search(log, std::regex(" W partq: exec\\[pid [0-9]+\\]: hello from the child\n")))
+      << log;
+}
+
+TEST_F(ExecHandlerTest, NoChildIsLeftAfterTheHandlerIsDestroyedEvenOneThatIgnoresEof) {
+  std::vector<pid_t> pids;
+  {
+    ExecHandler h(Options(Child("serve")));
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&h] {
+        for (int i = 0; i < 5; ++i) EXPECT_TRUE(RunAlone(h, "x").ok());
+      });
+    }
+    for (auto& t : threads) t.join();
+    const int64_t live = h.stats().starts;
+    EXPECT_GE(live, 1);
+    EXPECT_LE(live, 3);  // one per call running at once, at most
+    for (const Proc& p : Children()) pids.push_back(p.pid);
+    EXPECT_EQ(static_cast<int64_t>(pids.size()), live);
+  }  // stdin closed: they exit, and are reaped
+  EXPECT_TRUE(Children().empty());
+
+  // A child that ignores the end of its stdin is killed after the grace period.
+  ExecOptions o = Options(absl::StrCat("trap '' TERM; ", Quoted(PYTHON3), " ", Quoted(TEST_CHILD),
+                                       " serve; exec sleep 300"));
+  o.stop_grace = absl::Milliseconds(300);
+  absl::Time t0;
+  {
+    ExecHandler h(o);
+    EXPECT_TRUE(RunAlone(h, "x").ok());
+    t0 = absl::Now();
+  }
+  EXPECT_GE(absl::Now() - t0, absl::Milliseconds(300));
+  EXPECT_TRUE(Children().empty());
+  for (pid_t pid : pids) EXPECT_EQ(LiveInGroup(pid), 0) << pid;
+}
+
+TEST(ParseExecSpec, TakesTheRestVerbatimAndRefusesAnEmptyCommand) {
+  auto h = ParseExecSpec("exec:python3 h.py --a=1,2", ExecOptions());
+  EXPECT_TRUE(h.ok()) << h.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseExecSpec("exec:  ", ExecOptions()).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseExecSpec("noop", ExecOptions()).status()));
+}
+
+}  // namespace
+}  // namespace partq

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""A handler child for tests/handlers/exec_handler_test.cc (stdlib only).
+
+Speaks the handler protocol (docs/handler-protocol.md) on stdin/stdout, and
+misbehaves as asked: by MODE (argv[1]) for the whole process, or by an item's
+payload for one batch.
+
+Modes:
+  serve            answer each batch (payload rules below)
+  partial-hang     read a request, write half a line, then hang
+  huge-line        read a request, write a 100 MB line without its end
+  unknown-id       answer for an id it was not given
+  fewer            answer only the first item of each batch
+  garbage          answer with a line that is not JSON
+  two-lines        answer each batch twice
+  never            read requests and never answer
+  chatter          answer, then write another line while idle
+  padded N         answer with replies padded with spaces to N bytes (without '\n')
+Payload rules (serve):
+  crash            exit with status 3 before answering
+  fail             answer ok: false, retry_in 7, dead
+  effects          answer with a result, enqueue and publish effects
+  log:TEXT         write TEXT to stderr, then answer ok
+  anything else    answer ok with the payload's bytes as the result
+"""
+import base64
+import json
+import os
+import sys
+import time
+
+
+def payload_of(item):
+    raw = item["payload"]
+    if item["payload_encoding"] == "base64":
+        return base64.b64decode(raw)
+    return raw.encode("utf-8")
+
+
+def result_for(item):
+    payload = payload_of(item)
+    if payload == b"fail":
+        return {"id": item["id"], "ok": False, "error": "failed as asked", "retry_in": 7,
+                "dead": True}
+    if payload == b"effects":
+        return {
+            "id": item["id"], "ok": True, "result": "done",
+            "enqueue": [{"queue": "next", "payload": "AAH/", "payload_encoding": "base64",
+                         "key": "k1", "delay": 1.5, "priority": 3}],
+            "publish": [{"topic": "events", "key": "k2", "payload": "published",
+                         "headers": [{"key": "h", "value": "v"}]}],
+        }
+    if payload.startswith(b"log:"):
+        print(payload[4:].decode("utf-8"), file=sys.stderr, flush=True)
+    return {"id": item["id"], "ok": True, "result": base64.b64encode(payload).decode("ascii"),
+            "result_encoding": "base64"}
+
+
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "serve"
+    for line in sys.stdin:
+        request = json.loads(line)
+        items = request["items"]
+        reply = {"version": 1, "batch": request["batch"], "results": []}
+        if mode == "partial-hang":
+            sys.stdout.write('{"version": 1, "batch": ')
+            sys.stdout.flush()
+            time.sleep(3600)
+        if mode == "huge-line":
+            chunk = b"x" * (1 << 20)
+            for _ in range(100):
+                sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+            time.sleep(3600)
+        if mode == "never":
+            continue
+        if mode == "garbage":
+            sys.stdout.write("hello, this is not JSON\n")
+            sys.stdout.flush()
+            continue
+        if any(payload_of(i) == b"crash" for i in items):
+            print("crashing on purpose", file=sys.stderr, flush=True)
+            os._exit(3)
+        reply["results"] = [result_for(i) for i in items]
+        if mode == "unknown-id":
+            reply["results"][0]["id"] += 1000
+        if mode == "fewer":
+            reply["results"] = reply["results"][:1]
+        if mode == "padded":
+            text = json.dumps(reply)
+            sys.stdout.write(text + " " * (int(sys.argv[2]) - len(text)) + "\n")
+            sys.stdout.flush()
+            continue
+        send(reply)
+        if mode == "two-lines":
+            send(reply)
+        if mode == "chatter":
+            sys.stdout.write("unsolicited\n")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
