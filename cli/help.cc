@@ -38,7 +38,7 @@ constexpr CommandUsage kCommands[] = {
      "  worker QUEUE [--concurrency N] [--batch N] [--handler SPEC] [--instance-id ID]\n"
      "               [--metrics-addr HOST:PORT] [--poll-only] [--drain-timeout 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--retry-base 1s]\n"
-     "               [--retry-max 10m] [--log-level warning] [--quiet]\n"},
+     "               [--retry-max 10m] [--handler-ca FILE] [--log-level warning] [--quiet]\n"},
     {"status", "  status QUEUE [--json]\n"},
     {"dead",
      "  dead list QUEUE [--limit 20] [--json]    dead-lettered items, newest first, with errors\n"
@@ -62,7 +62,10 @@ constexpr char kFooter[] =
     "connecting gives up after 10 s ($PGCONNECT_TIMEOUT, or connect_timeout in the DSN).\n"
     "Schema: --schema or $PARTQ_SCHEMA (default \"partq\"). Payload limit: --max-payload BYTES.\n";
 constexpr char kHandlers[] =
-    "Handlers (chain with commas): noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD,\n"
+    "Handlers: your code in any language, speaking docs/handler-protocol.md:\n"
+    "  exec:COMMAND   a child process per worker thread (JSON Lines on stdin/stdout)\n"
+    "  http:URL       each batch POSTed to URL (a sidecar); --handler-ca for a private CA\n"
+    "Built-in (chain with commas): noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD,\n"
     "  publish:TOPIC.\n";
 
 }  // namespace

@@ -8,9 +8,9 @@
 #include "base/log.h"
 #include "cli/common.h"
 #include "cli/http_server.h"
-#include "consumer/builtin_handlers.h"
 #include "consumer/consumer.h"
 #include "consumer/metrics.h"
+#include "handlers/handler_spec.h"
 
 namespace partq::cli {
 namespace {}  // namespace
@@ -18,9 +18,9 @@ namespace {}  // namespace
 int CmdWorker(const std::vector<std::string>& argv) {
   auto args = Args::Parse(
       argv,
-      With(ConnectionFlags(),
-           {"concurrency", "batch", "handler", "instance-id", "metrics-addr", "drain-timeout",
-            "handler-timeout", "poll-interval", "retry-base", "retry-max", "log-level"}),
+      With(ConnectionFlags(), {"concurrency", "batch", "handler", "instance-id", "metrics-addr",
+                               "drain-timeout", "handler-timeout", "poll-interval", "retry-base",
+                               "retry-max", "log-level", "handler-ca"}),
       {"poll-only", "quiet"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
@@ -63,19 +63,23 @@ int CmdWorker(const std::vector<std::string>& argv) {
     return Fail(absl::InvalidArgumentError("--instance-id is longer than 200 characters"));
   }
   if (absl::Status st = SetLogLevelFlag(*args); !st.ok()) return Fail(st);
-  auto handler = ParseHandlerSpec(args->GetOr("handler", "noop"));
-  if (!handler.ok()) return Fail(handler.status());
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());
   pg->application_name = "partq worker";
   // Fail fast on a bad DSN, a missing schema or an unknown queue.
+  HandlerSpecOptions ho;
   {
     auto store = ConnectChecked(*pg);
     if (!store.ok()) return Fail(store.status());
-    if (absl::Status st = (*store)->GetQueue(o.queue).status(); !st.ok()) return Fail(st);
+    auto queue = (*store)->GetQueue(o.queue);
+    if (!queue.ok()) return Fail(queue.status());
+    ho.queue = *queue;
   }
-
   auto registry = std::make_shared<prometheus::Registry>();
+  ho.registry = registry.get();
+  ho.ca_file = args->GetOr("handler-ca", "");
+  auto handler = MakeHandler(args->GetOr("handler", "noop"), ho);
+  if (!handler.ok()) return Fail(handler.status());
   ConsumerMetrics metrics(*registry, o.queue);
   InstallStopSignals();  // first: drain and leave; second: exit at once
 

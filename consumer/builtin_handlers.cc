@@ -17,7 +17,9 @@
 namespace partq {
 namespace {
 
-constexpr char kKnown[] = "noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD, publish:TOPIC";
+constexpr char kKnown[] =
+    "exec:COMMAND, http:URL, noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD, "
+    "publish:TOPIC";
 
 bool IsIdentifier(absl::string_view s) {
   if (s.empty() || s.size() > 63) return false;
@@ -82,8 +84,8 @@ class Record : public Handler {
   absl::Status Setup(Tx& tx) override {
     // Several workers may start at once; CREATE TABLE IF NOT EXISTS is not
     // safe against itself, so serialize it.
-    if (auto r = tx.Exec("SELECT pg_advisory_xact_lock(hashtext('partq.record.' || $1))",
-                         {Name(tx)});
+    if (auto r =
+            tx.Exec("SELECT pg_advisory_xact_lock(hashtext('partq.record.' || $1))", {Name(tx)});
         !r.ok()) {
       return r.status();
     }
@@ -192,7 +194,8 @@ class Chain : public Handler {
 };
 
 absl::StatusOr<std::unique_ptr<Handler>> ParseOne(absl::string_view spec) {
-  std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(spec, absl::MaxSplits(':', 1));
+  std::pair<absl::string_view, absl::string_view> kv =
+      absl::StrSplit(spec, absl::MaxSplits(':', 1));
   const absl::string_view name = kv.first, arg = kv.second;
   const bool has_arg = spec.find(':') != absl::string_view::npos;
   auto bad = [&](absl::string_view why) {
@@ -224,8 +227,9 @@ absl::StatusOr<std::unique_ptr<Handler>> ParseOne(absl::string_view spec) {
     if (parts.size() == 2 && IsIdentifier(parts[0]) && IsIdentifier(parts[1])) {
       return std::make_unique<Record>(parts[0], parts[1]);
     }
-    return bad("record:TABLE needs a table name of lowercase letters, digits and _ "
-               "(optionally schema.table)");
+    return bad(
+        "record:TABLE needs a table name of lowercase letters, digits and _ "
+        "(optionally schema.table)");
   }
   if (name == "publish") {
     if (absl::Status st = ValidateTopicName(arg); !st.ok()) {
@@ -244,7 +248,8 @@ absl::StatusOr<std::unique_ptr<Handler>> ParseOne(absl::string_view spec) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Handler>> ParseHandlerSpec(absl::string_view spec) {
-  if (spec.empty()) return absl::InvalidArgumentError(absl::StrCat("empty handler (known: ", kKnown, ")"));
+  if (spec.empty())
+    return absl::InvalidArgumentError(absl::StrCat("empty handler (known: ", kKnown, ")"));
   std::vector<std::unique_ptr<Handler>> stages;
   for (absl::string_view one : absl::StrSplit(spec, ',')) {
     auto h = ParseOne(absl::StripAsciiWhitespace(one));

@@ -8,8 +8,8 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "consumer/metrics.h"
 #include "base/log.h"
+#include "consumer/metrics.h"
 #include "coordinator/queue_collector.h"
 
 namespace partq {

@@ -28,6 +28,7 @@ namespace {
 // Type URLs of the failure hints' payloads (absl::Status::SetPayload).
 constexpr char kRetryInUrl[] = "type.partq.dev/handler.retry_in";  // nanoseconds, decimal
 constexpr char kDeadNowUrl[] = "type.partq.dev/handler.dead_now";
+constexpr char kThrottledUrl[] = "type.partq.dev/handler.throttled";
 }  // namespace
 
 absl::Status RetryIn(absl::Status failure, absl::Duration delay) {
@@ -48,6 +49,16 @@ std::optional<absl::Duration> RetryInOf(const absl::Status& status) {
 }
 
 bool IsDeadNow(const absl::Status& status) { return status.GetPayload(kDeadNowUrl).has_value(); }
+
+absl::Status Throttled(absl::Status failure, absl::Duration delay) {
+  failure = RetryIn(std::move(failure), delay);
+  failure.SetPayload(kThrottledUrl, absl::Cord("1"));
+  return failure;
+}
+
+bool IsThrottled(const absl::Status& status) {
+  return status.GetPayload(kThrottledUrl).has_value();
+}
 
 namespace {
 class FunctionHandler : public Handler {

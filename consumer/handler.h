@@ -76,6 +76,10 @@ class Handler {
 //                   policy's delay; the attempt still counts, so an item past
 //                   max_attempts is dead-lettered as usual.
 //   DeadNow(st)     dead-letter the item now, whatever attempts are left.
+//   Throttled(st, d) the handler (or the service behind it) refused to take
+//                   the item now — HTTP 429/503 — and did nothing with it:
+//                   run it again after `d`, and give the attempt back (being
+//                   told to wait is not the item's failure).
 // They travel as payloads of the status, so they survive copies and the
 // statuses of HandleBatch. NOT YET ACTED ON: the consumer reads neither
 // today (the item is retried by the backoff policy); see handlers/README.md
@@ -85,6 +89,8 @@ absl::Status DeadNow(absl::Status failure);
 // The hints on `status`: nullopt / false when it carries none.
 std::optional<absl::Duration> RetryInOf(const absl::Status& status);
 bool IsDeadNow(const absl::Status& status);
+absl::Status Throttled(absl::Status failure, absl::Duration delay);
+bool IsThrottled(const absl::Status& status);
 
 // A handler from a function (for tests and small programs).
 std::unique_ptr<Handler> MakeHandler(std::function<absl::Status(HandlerCall&)> fn);

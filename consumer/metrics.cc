@@ -26,8 +26,8 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& que
                        .Register(r)
                        .Add({{"queue", queue}})),
       claimed_(Counter(r, "partq_items_claimed_total", "Items claimed for processing.", queue)),
-      acked_(Counter(r, "partq_items_acked_total", "Items acknowledged (handler succeeded).",
-                     queue)),
+      acked_(
+          Counter(r, "partq_items_acked_total", "Items acknowledged (handler succeeded).", queue)),
       retried_(Counter(r, "partq_items_nacked_total",
                        "Items that failed and were scheduled for a retry.", queue)),
       dead_(Counter(r, "partq_items_dead_lettered_total", "Items moved to dead_items.", queue)),

@@ -11,11 +11,11 @@
 
 #include "absl/time/time.h"
 #include "coordinator/session_metrics.h"
-#include "store/store.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "store/store.h"
 
 namespace partq {
 

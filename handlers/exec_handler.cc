@@ -90,6 +90,13 @@ absl::Status ExecHandler::Failed(Slot& slot, pid_t pid, const absl::Status& st) 
   }
   ++slot.failures;
   slot.failed_at = absl::Now();
+  if (options_.metrics != nullptr) {
+    // The child's answer broke the protocol, it missed the deadline, or it
+    // died (closed its pipes, exited, was killed).
+    options_.metrics->Failure(absl::IsDeadlineExceeded(st) ? "timeout"
+                              : absl::IsUnavailable(st)    ? "died"
+                                                           : "bad_reply");
+  }
   const std::string message = absl::StrCat("exec handler (pid ", pid, "): ", st.message());
   slot.last_failure = message;
   PARTQ_LOG(Warning) << message;
@@ -135,13 +142,14 @@ absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline) {
   };
   auto child = ChildProcess::Start(std::move(co));
   if (!child.ok()) {
+    if (options_.metrics != nullptr) options_.metrics->Failure("start");
     ++slot.failures;
     slot.failed_at = absl::Now();
     slot.last_failure = absl::StrCat("exec handler: cannot start: ", child.status().message());
     return absl::Status(child.status().code(), slot.last_failure);
   }
   slot.child = std::move(*child);
-  starts_.fetch_add(1);
+  if (starts_.fetch_add(1) > 0 && options_.metrics != nullptr) options_.metrics->Restarted();
   PARTQ_LOG(Info) << "exec handler (pid " << slot.child->pid() << "): started " << options_.command;
   return absl::OkStatus();
 }
@@ -169,7 +177,9 @@ absl::StatusOr<std::vector<ItemReply>> ExecHandler::Run(absl::Span<HandlerCall* 
     ids.push_back(call->item->id);
   }
   const pid_t pid = slot->child->pid();
+  const absl::Time sent = absl::Now();
   auto line = slot->child->Exchange(EncodeRequest(request, items), deadline);
+  if (options_.metrics != nullptr) options_.metrics->Request(absl::Now() - sent);
   MaxInto(peak_line_bytes_, slot->child->peak_line_bytes());
   if (!line.ok()) return Failed(*slot, pid, line.status());
   auto replies = ParseReply(*line, request.batch_id, ids, options_.limits);

@@ -42,6 +42,7 @@
 #include "base/log.h"
 #include "consumer/handler.h"
 #include "handlers/effects.h"
+#include "handlers/handler_metrics.h"
 #include "handlers/protocol.h"
 
 namespace partq {
@@ -63,6 +64,7 @@ struct ExecOptions {
   // by default): it is the only window on a failing handler.
   LogLevel stderr_level = LogLevel::kWarning;
   EffectsApplier apply_effects = ApplyEffects;
+  std::shared_ptr<HandlerMetrics> metrics;  // may be null
 };
 
 class ExecHandler : public Handler {

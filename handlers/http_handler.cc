@@ -1,0 +1,159 @@
+#include "handlers/http_handler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "base/log.h"
+
+namespace partq {
+namespace {
+
+bool IsHttpUrl(absl::string_view url) {
+  return absl::StartsWithIgnoreCase(url, "http://") || absl::StartsWithIgnoreCase(url, "https://");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpHandler>> HttpHandler::Create(HttpHandlerOptions options) {
+  if (!IsHttpUrl(options.url)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("http handler: \"", options.url, "\" is not an http:// or https:// URL"));
+  }
+  // The client options are checked now (a CA file that cannot be read), so
+  // a worker refuses to start instead of failing every batch.
+  auto probe = HttpClient::Create(options.client);
+  if (!probe.ok()) {
+    return absl::Status(probe.status().code(),
+                        absl::StrCat("http handler: ", probe.status().message()));
+  }
+  auto handler = std::unique_ptr<HttpHandler>(new HttpHandler(std::move(options)));
+  handler->Release(std::move(*probe));
+  return handler;
+}
+
+HttpHandler::HttpHandler(HttpHandlerOptions options)
+    : options_(std::move(options)),
+      batch_prefix_(absl::StrFormat("%016x", absl::Uniform<uint64_t>(absl::BitGen()))) {}
+
+HttpHandler::~HttpHandler() = default;
+
+std::unique_ptr<HttpClient> HttpHandler::Acquire() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!idle_.empty()) {
+      std::unique_ptr<HttpClient> client = std::move(idle_.back());  // its connection is warm
+      idle_.pop_back();
+      return client;
+    }
+  }
+  auto client = HttpClient::Create(options_.client);  // the options were checked in Create
+  return client.ok() ? std::move(*client) : nullptr;
+}
+
+void HttpHandler::Release(std::unique_ptr<HttpClient> client) {
+  if (client == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  idle_.push_back(std::move(client));
+}
+
+void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
+                              std::vector<absl::Status>* statuses) {
+  statuses->clear();
+  if (calls.empty()) return;
+  const absl::Time now = absl::Now();
+  absl::Time deadline = absl::InfiniteFuture();
+  for (const HandlerCall* call : calls) deadline = std::min(deadline, call->deadline);
+  if (deadline == absl::InfiniteFuture()) deadline = now + options_.default_timeout;
+
+  BatchRequest request;
+  request.batch_id = absl::StrCat(batch_prefix_, "-", batches_.fetch_add(1) + 1);
+  request.queue = options_.queue;
+  request.max_attempts = options_.max_attempts;
+  request.deadline = deadline;
+  request.now = now;
+  std::vector<const Item*> items;
+  std::vector<int64_t> ids;
+  for (const HandlerCall* call : calls) {
+    items.push_back(call->item);
+    ids.push_back(call->item->id);
+  }
+  HttpRequestHeaders headers;
+  headers.idempotency_key = absl::StrCat(options_.queue, ":", absl::StrJoin(ids, ","));
+
+  // A failure of the whole batch: alone, the item's; in a batch, no one's in
+  // particular (no statuses: the consumer runs each item alone).
+  auto fail = [&](absl::string_view reason, const std::string& message) {
+    if (options_.metrics != nullptr) options_.metrics->Failure(reason);
+    PARTQ_LOG(Warning) << message;
+    if (calls.size() == 1) statuses->push_back(absl::UnavailableError(message));
+  };
+  std::unique_ptr<HttpClient> client = Acquire();
+  if (client == nullptr) return fail("client", "http handler: cannot make an HTTP client");
+  const absl::Time sent = absl::Now();
+  HttpResult r = client->Post(options_.url, EncodeRequest(request, items), headers, deadline);
+  Release(std::move(client));
+  if (options_.metrics != nullptr) options_.metrics->Request(absl::Now() - sent);
+
+  switch (r.outcome) {
+    case HttpOutcome::kThrottled: {
+      // The server did nothing with the batch and said when to come back:
+      // every item waits that long, its attempt given back.
+      if (options_.metrics != nullptr) options_.metrics->Throttled();
+      const absl::Duration wait = r.retry_after.value_or(options_.default_retry_after);
+      const std::string message =
+          absl::StrCat("http handler: ", r.error, "; retrying in ", absl::FormatDuration(wait));
+      PARTQ_LOG(Info) << message;
+      statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), wait));
+      return;
+    }
+    case HttpOutcome::kFailed:
+      return fail(HttpFailureName(r.failure), absl::StrCat("http handler: ", r.error));
+    case HttpOutcome::kOk:
+      break;
+  }
+  auto replies = ParseReply(r.body, request.batch_id, ids, options_.limits);
+  if (!replies.ok()) {
+    return fail("bad_reply", absl::StrCat("http handler: ", options_.url, " answered ", r.status,
+                                          " with a reply that breaks the protocol: ",
+                                          replies.status().message()));
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    statuses->push_back(ItemStatus(*calls[i], (*replies)[i], options_.apply_effects));
+  }
+}
+
+absl::Status HttpHandler::Handle(HandlerCall& call) {
+  HandlerCall* one[] = {&call};
+  std::vector<absl::Status> statuses;
+  HandleBatch(one, &statuses);
+  return statuses.empty() ? absl::InternalError("http handler: no status") : statuses[0];
+}
+
+absl::StatusOr<std::unique_ptr<Handler>> ParseHttpSpec(absl::string_view spec,
+                                                       HttpHandlerOptions options) {
+  // "http:URL", and the URL alone ("http://...", "https://..."), which is
+  // what people type.
+  absl::string_view url = spec;
+  if (!IsHttpUrl(spec) && !absl::ConsumePrefix(&url, "http:")) {
+    return absl::InvalidArgumentError(absl::StrCat("handler \"", spec, "\" is not http:URL"));
+  }
+  if (!IsHttpUrl(url)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("handler \"", spec,
+                     "\": http:URL needs an http:// or https:// URL, like "
+                     "http:http://localhost:8080/handle"));
+  }
+  options.url = std::string(url);
+  auto handler = HttpHandler::Create(std::move(options));
+  if (!handler.ok()) return handler.status();
+  return std::unique_ptr<Handler>(std::move(*handler));
+}
+
+}  // namespace partq
