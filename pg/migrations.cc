@@ -345,6 +345,18 @@ BEGIN
 END
 $$;
 
+-- Both errors, for a reader of the queue (an enqueue reads it under its lock).
+CREATE FUNCTION {schema}.require_queue(queue text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  PERFORM {schema}.check_queue_name(queue);
+  PERFORM 1 FROM {schema}.queues q WHERE q.name = queue;
+  IF NOT FOUND THEN
+    PERFORM {schema}.unknown_queue(queue);
+  END IF;
+END
+$$;
+
 -- The enqueue of Store::Enqueue, in the caller's transaction: the item
 -- exists, and its wake-up goes out, exactly when that transaction commits.
 -- The same checks (CheckNewItem), part, dedup and notice as the C++ producer
@@ -498,11 +510,7 @@ DECLARE
   r record;
   high_water bigint;
 BEGIN
-  PERFORM {schema}.check_queue_name(q);
-  PERFORM 1 FROM {schema}.queues qq WHERE qq.name = q;
-  IF NOT FOUND THEN
-    PERFORM {schema}.unknown_queue(q);
-  END IF;
+  PERFORM {schema}.require_queue(q);
   SELECT 'pending' AS s, i.queue, i.attempts, NULL::bytea AS result, i.last_error INTO r
   FROM {schema}.items i WHERE i.id = want;
   IF NOT FOUND THEN
@@ -541,11 +549,7 @@ DECLARE
   q CONSTANT text := queue;
   dk CONSTANT text := dedup_key;
 BEGIN
-  PERFORM {schema}.check_queue_name(q);
-  PERFORM 1 FROM {schema}.queues qq WHERE qq.name = q;
-  IF NOT FOUND THEN
-    PERFORM {schema}.unknown_queue(q);
-  END IF;
+  PERFORM {schema}.require_queue(q);
   RETURN QUERY
     SELECT i.id, 'pending'::text, i.attempts, NULL::bytea, i.last_error
     FROM {schema}.items i WHERE i.queue = q AND i.dedup_key = dk;

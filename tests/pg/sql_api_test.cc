@@ -148,6 +148,18 @@ class SqlApiTest : public ::testing::Test {
     return o;
   }
 
+  // Starts DeleteQueue(q, kDelete) on a thread of its own, into `out`, and
+  // returns once it waits for a lock (held by the caller's transaction).
+  std::thread DeleteWhenFree(const std::string& queue, absl::StatusOr<DeletedQueue>* out) {
+    PgOptions deleter = schema_.options();
+    deleter.application_name = "sqlapi-delete";
+    std::thread t([deleter, queue, out] {
+      *out = (*ConnectPg(deleter))->DeleteQueue(queue, QueueContents::kDelete);
+    });
+    EXPECT_TRUE(WaitUntil([&] { return WaitingForALock("sqlapi-delete"); }));
+    return t;
+  }
+
   // The backend of a connection whose application_name is `name` waits for
   // a lock.
   bool WaitingForALock(const std::string& name) {
@@ -582,12 +594,8 @@ TEST_F(SqlApiTest, AnEnqueueWaitsForTheDeleteOfItsQueueAndThenFails) {
   pqxx::work hold(holder);
   hold.exec(
       WithSchema("SELECT 1 FROM {schema}.queues WHERE name = 'q' FOR KEY SHARE", schema_.name()));
-  PgOptions deleter = schema_.options();
-  deleter.application_name = "sqlapi-delete";
   absl::StatusOr<DeletedQueue> deleted;
-  std::thread del(
-      [&] { deleted = (*ConnectPg(deleter))->DeleteQueue("q", QueueContents::kDelete); });
-  ASSERT_TRUE(WaitUntil([&] { return WaitingForALock("sqlapi-delete"); }));
+  std::thread del = DeleteWhenFree("q", &deleted);
 
   std::string state, message;
   std::thread enq([&] {
@@ -619,12 +627,8 @@ TEST_F(SqlApiTest, ADeleteWaitsForAnOpenEnqueueAndDeletesItsItem) {
   pqxx::connection c(schema_.dsn());
   pqxx::work w(c);
   w.exec(WithSchema("SELECT {schema}.enqueue('q', 'in time')", schema_.name()));
-  PgOptions deleter = schema_.options();
-  deleter.application_name = "sqlapi-delete";
   absl::StatusOr<DeletedQueue> deleted;
-  std::thread del(
-      [&] { deleted = (*ConnectPg(deleter))->DeleteQueue("q", QueueContents::kDelete); });
-  ASSERT_TRUE(WaitUntil([&] { return WaitingForALock("sqlapi-delete"); }));
+  std::thread del = DeleteWhenFree("q", &deleted);
   w.commit();
   del.join();
   ASSERT_TRUE(deleted.ok()) << deleted.status();
