@@ -26,6 +26,8 @@
 // Lifecycle (STYLE.md 10): Start() joins and returns once the first join
 // succeeded; Stop() revokes every part, leaves and joins the threads. Stop is
 // safe before Start and twice; both go through the checked state transition.
+// On a ManualClock, Start's retries and a Stop whose leave must be retried
+// wait for the clock to move (a test starts such a session on a thread).
 // Thread-safe: owned(), state() and the waiting helpers may be called from
 // any thread.
 #ifndef PARTQ_COORDINATOR_SESSION_H_
