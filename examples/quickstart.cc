@@ -3,15 +3,18 @@
 // same transaction that acknowledges the item.
 //
 //   ./build/examples/quickstart "host=127.0.0.1 user=postgres dbname=postgres"
+//
+// It includes partq's umbrella headers, as a program built against an
+// installed partq does (README, "Using it from C++").
 #include <cstdio>
 #include <pqxx/pqxx>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "consumer/consumer.h"
-#include "pg/pg_store.h"
-#include "producer/producer.h"
+#include "partq/admin.h"
+#include "partq/consumer.h"
+#include "partq/producer.h"
 
 int main(int argc, char** argv) {
   partq::PgOptions pg;

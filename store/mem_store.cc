@@ -5,7 +5,6 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "partitioner/part.h"
 #include "store/validate.h"
 
@@ -564,26 +563,6 @@ StoreFactory MemDatabase::Factory() {
   return [this]() -> absl::StatusOr<std::unique_ptr<Store>> { return Connect(); };
 }
 
-void MemDatabase::FailNext(int n, absl::Status status) {
-  absl::MutexLock l(&mu_);
-  fail_next_ = n;
-  fail_status_ = std::move(status);
-}
-
-void MemDatabase::SlowCallsOf(const std::string& method, absl::Duration d) {
-  absl::MutexLock l(&mu_);
-  slow_[method] = d;
-}
-
-void MemDatabase::FailCallsOf(const std::string& method, bool fail) {
-  absl::MutexLock l(&mu_);
-  if (fail) {
-    failing_.insert(method);
-  } else {
-    failing_.erase(method);
-  }
-}
-
 absl::StatusOr<QueueConfig*> MemDatabase::QueueLocked(absl::string_view name) {
   auto it = queues_.find(std::string(name));
   if (it == queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
@@ -593,25 +572,6 @@ absl::StatusOr<QueueConfig*> MemDatabase::QueueLocked(absl::string_view name) {
 std::vector<OutboxEvent> MemDatabase::Outbox() const {
   absl::MutexLock l(&mu_);
   return outbox_;
-}
-
-int64_t MemDatabase::Calls(const std::string& method) const {
-  absl::MutexLock l(&mu_);
-  auto it = calls_.find(method);
-  return it == calls_.end() ? 0 : it->second;
-}
-
-absl::Status MemDatabase::Enter(const char* method) {
-  ++calls_[method];
-  if (auto slow = slow_.find(method); slow != slow_.end()) absl::SleepFor(slow->second);
-  if (failing_.count(method) > 0) {
-    return absl::UnavailableError(absl::StrCat("injected failure of ", method));
-  }
-  if (fail_next_ > 0) {
-    --fail_next_;
-    return fail_status_;
-  }
-  return absl::OkStatus();
 }
 
 void MemDatabase::ExpireLocked(const std::string& queue, const std::string& except,

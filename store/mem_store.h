@@ -2,8 +2,7 @@
 // consumer's dispatch). It follows the same contracts as PgStore, with a Clock
 // as its database clock, but has no SQL: Tx::Exec is Unimplemented (the rest
 // of Tx — savepoints, enqueue, publish — works) and Listen is Unimplemented
-// (sessions then poll). Fault injection: FailNext()
-// makes the next calls return an error, like a dropped connection.
+// (sessions then poll). Faults are injected by wrapping it (store/fault_store.h).
 //
 // Thread-safe: all handles share one MemDatabase guarded by a mutex.
 #ifndef PARTQ_STORE_MEM_STORE_H_
@@ -29,16 +28,6 @@ class MemDatabase {
   // A new handle ("connection") on this database.
   std::unique_ptr<Store> Connect();
   StoreFactory Factory();
-  // The next `n` store calls (on any handle) fail with `status`.
-  void FailNext(int n, absl::Status status = absl::UnavailableError("injected failure"));
-  // Calls of `method` (e.g. "ReleaseParts") fail with Unavailable until
-  // FailCallsOf(method, false).
-  void FailCallsOf(const std::string& method, bool fail = true);
-  // Calls of `method` take `d` longer: the handle sleeps holding the whole
-  // database, as a query that scans a big table holds a connection.
-  void SlowCallsOf(const std::string& method, absl::Duration d);
-  // Every store call so far, by method name (for cost assertions).
-  int64_t Calls(const std::string& method) const;
   // What committed transactions published (Tx::Publish), oldest first.
   std::vector<OutboxEvent> Outbox() const;
 
@@ -66,7 +55,12 @@ class MemDatabase {
     std::vector<int64_t> ids;
   };
 
-  absl::Status Enter(const char* method) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where every call starts, with the database locked. Nothing can fail here
+  // now (faults: store/fault_store.h); it stays the one place a check common
+  // to every call would go.
+  absl::Status Enter(const char* method) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return absl::OkStatus();
+  }
   // The queue's config, or NotFound ("unknown queue").
   absl::StatusOr<QueueConfig*> QueueLocked(absl::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -94,11 +88,6 @@ class MemDatabase {
   int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_item_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
-  int fail_next_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> failing_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, absl::Duration> slow_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace partq
