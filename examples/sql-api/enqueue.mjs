@@ -51,7 +51,8 @@ try {
     console.log(`error ${e.code}: ${e.message}`);
   }
 
-  const st = await client.query(`SELECT state, attempts FROM ${s}.item_state($1, $2)`, [queue, item]);
+  const st = await client.query(`SELECT state, attempts FROM ${s}.item_state($1, $2)`,
+    [queue, item]);
   console.log(`item ${item} is ${st.rows[0].state}`);
 } finally {
   await client.end();

@@ -61,7 +61,9 @@ except psycopg2.Error as e:
     print(f"error {e.pgcode}: {e.diag.message_primary}")
 
 with conn, conn.cursor() as cur:
-    cur.execute(sql.SQL("SELECT state, attempts FROM {}.item_state(%s, %s)").format(schema), (queue, item))
+    cur.execute(
+        sql.SQL("SELECT state, attempts FROM {}.item_state(%s, %s)").format(schema), (queue, item)
+    )
     state, attempts = cur.fetchone()
     print(f"item {item} is {state}")
 conn.close()
