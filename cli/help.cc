@@ -63,7 +63,9 @@ constexpr char kFooter[] =
     "Schema: --schema or $PARTQ_SCHEMA (default \"partq\"). Payload limit: --max-payload BYTES.\n";
 constexpr char kHandlers[] =
     "Handlers (chain with commas): noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD,\n"
-    "  publish:TOPIC.\n";
+    "  publish:TOPIC, and last in a chain sql:STATEMENT (one SQL statement per item, in the\n"
+    "  ack transaction: $1 id, $2 payload, $3 key, $4 attempt, $5 queue, $6 dedup key,\n"
+    "  $7 part, $8 priority, $9 enqueued at; e.g. --handler 'sql:CALL app.handle($1, $2)').\n";
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include "consumer/builtin_handlers.h"
 #include "consumer/consumer.h"
 #include "consumer/metrics.h"
+#include "handlers/sql_handler.h"
 
 namespace partq::cli {
 namespace {}  // namespace
@@ -63,7 +64,7 @@ int CmdWorker(const std::vector<std::string>& argv) {
     return Fail(absl::InvalidArgumentError("--instance-id is longer than 200 characters"));
   }
   if (absl::Status st = SetLogLevelFlag(*args); !st.ok()) return Fail(st);
-  auto handler = ParseHandlerSpec(args->GetOr("handler", "noop"));
+  auto handler = ParseHandlerSpec(args->GetOr("handler", "noop"), {SqlStageKind(o.queue)});
   if (!handler.ok()) return Fail(handler.status());
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());

@@ -24,6 +24,7 @@ PARTQ_PACKAGES=(
   prometheus  # promtool: the metrics page, alert rules and their unit tests are checked in ctest
   kcat        # the Kafka tests put a real client on the wire
   gnuplot-nox # partq bench --plot
+  python3-psycopg2 # tests/pg/sql_api_test runs examples/sql-api/enqueue.py with Debian's Python
   "${PARTQ_CHECKER_PACKAGES[@]}"
 )
 

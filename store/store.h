@@ -44,6 +44,17 @@ namespace partq {
 // A row of a query result, NULL as nullopt.
 using Row = std::vector<std::optional<std::string>>;
 
+// What the server made of a statement prepared with Tx::Prepare. Types are
+// PostgreSQL's names of the base type (a domain's is its base type's):
+// "bigint", "bytea", "jsonb", "text", "timestamp with time zone".
+struct PreparedStatement {
+  // $1..$n: n is the highest parameter the statement uses.
+  std::vector<std::string> param_types;
+  // The columns of its rows; empty for a statement that returns none (a
+  // CALL returns one row of its procedure's OUT and INOUT parameters).
+  std::vector<std::string> column_types;
+};
+
 // The transaction a handler's own writes go into; it commits exactly when the
 // items it processes are acknowledged, or not at all. Everything a handler
 // asks partq to do with an item — its SQL, follow-up items, messages for
@@ -64,6 +75,20 @@ class Tx {
   // rows are dropped. For strings of utility statements (a list of SET
   // LOCAL). The default runs `sql` as one Exec.
   virtual absl::Status ExecScript(absl::string_view sql) { return Exec(sql).status(); }
+  // Prepares `sql` on this transaction's connection (once per connection:
+  // later calls with the same text answer from memory) and describes it;
+  // Exec of the same text then runs the prepared statement, so a handler
+  // that calls Prepare before each Exec parses and plans it once per
+  // connection. A parameter whose type the statement leaves open (one it
+  // does not use, below the highest it uses, or one used where any type
+  // fits, as in `$2 IS NULL`) is declared fallback_types[i] for $i+1 (a
+  // type name; text past the end of the list). Returns the server's error when `sql`
+  // does not parse or names something missing; the transaction stays usable
+  // either way. Unimplemented when the store runs no SQL (MemStore).
+  virtual absl::StatusOr<PreparedStatement> Prepare(
+      absl::string_view sql, const std::vector<std::string>& fallback_types = {}) {
+    return absl::UnimplementedError("this store prepares no SQL");
+  }
 
   // --- savepoints ---------------------------------------------------------------
   // `name` is a lowercase identifier ([a-z_][a-z0-9_]*) chosen by the caller,
