@@ -51,7 +51,8 @@ using Row = std::vector<std::optional<std::string>>;
 //
 // A statement that fails leaves the transaction unusable until a rollback
 // to a savepoint taken before it (PostgreSQL's rule; MemStore follows it for
-// its own operations).
+// its own operations). Input refused before any statement runs (a malformed
+// item or topic, an unknown queue) leaves the transaction as it was.
 class Tx {
  public:
   virtual ~Tx() = default;
@@ -83,7 +84,8 @@ class Tx {
   virtual absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) = 0;
   // Writes `event` to the outbox in this transaction: `partq bridge publish`
   // sends it to Kafka once the transaction has committed. InvalidArgument for
-  // a malformed topic or headers.
+  // a malformed topic (refused before the write) or headers that are not JSON
+  // (a failed statement).
   virtual absl::Status Publish(const OutboxEvent& event) = 0;
 
   // The libpqxx transaction object, for handlers that want the full API;
@@ -140,7 +142,8 @@ struct ClaimPart {
 // until `limit` are taken in all; parts after that are not read at all. So a
 // caller that rotates the order gets a batch mostly from one part, which
 // keeps an ack's fence and claim record to one part and its rows on a few
-// pages. Items the caller has in flight are skipped. Each item comes with the
+// pages. Items the caller has in flight are skipped. The items come in
+// (priority, id) order, whatever their parts. Each item comes with the
 // epoch of its part and `attempts` = the attempts already used + 1 (this
 // one). The claim then records, per part it took items from, the ids of
 // `in_flight` in that part plus the new ones (part_claims; only while the
@@ -407,7 +410,7 @@ class Store {
   // A new LISTEN connection for `queue` (PgStore); Unimplemented elsewhere.
   virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) = 0;
 
-  // --- dead items (PgStore; Unimplemented elsewhere) ---------------------------
+  // --- dead items (Unimplemented in a store that keeps none) -------------------
   // The most recently dead-lettered items of `queue`, newest first, at most
   // `limit`. NotFound for an unknown queue.
   virtual absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) {
