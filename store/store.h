@@ -368,9 +368,14 @@ class Store {
   // alive=false when our row (this incarnation) is gone: the session is dead.
   virtual absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
                                               int64_t incarnation) = 0;
+  // The group as it stands: the members not yet expired (by the database
+  // clock) and every ownership row, those of expired members included until
+  // a heartbeat deletes them; deletes nothing. NotFound for an unknown queue.
   virtual absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) = 0;
   // Inserts ownership rows for those of `parts` that are free, at fresh
-  // epochs; returns the ones acquired. Parts owned by anyone stay as they are.
+  // epochs; returns the ones acquired, in part order. Parts owned by anyone
+  // stay as they are; parts the queue does not have are skipped, a negative
+  // one is InvalidArgument. FailedPrecondition when the session is gone.
   // A claim record left in an acquired part by an owner that died is turned
   // into abandoned items (one attempt counted each; see "Claims" above).
   virtual absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
@@ -403,8 +408,10 @@ class Store {
   virtual absl::StatusOr<QueueStatus> Status(absl::string_view queue) = 0;
   // What Status says of the group, in one read that costs O(parts): Status
   // counts every item, seconds on a backlog of millions that workers drain,
-  // so a caller that polls ownership while work flows uses this. Reads only
-  // (expires no session, unlike ReadGroup). NotFound for an unknown queue.
+  // so a caller that polls ownership while work flows uses this. Reads only,
+  // and lists every session of the queue, those past their TTL too (which
+  // ReadGroup leaves out of its members and Heartbeat deletes). NotFound for
+  // an unknown queue.
   virtual absl::StatusOr<QueueOwners> Owners(absl::string_view queue) = 0;
 
   // A new LISTEN connection for `queue` (PgStore); Unimplemented elsewhere.
