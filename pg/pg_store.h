@@ -27,7 +27,7 @@ struct PgOptions {
   // Schema holding partq's tables; validated by ValidateSchemaName.
   std::string schema = "partq";
   // Payloads larger than this are refused with kInvalidArgument.
-  int64_t max_payload_bytes = 1 << 20;
+  int64_t max_payload_bytes = kDefaultMaxPayloadBytes;
   // application_name reported to the server.
   std::string application_name = "partq";
 };

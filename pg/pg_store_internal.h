@@ -99,7 +99,7 @@ struct EnqueueArgs {
   int priority = 0;
   int64_t delay_us = 0;
 };
-// Checks an item against the limits (payload size, priority range, delay).
+// Checks an item (ValidateNewItem) and turns it into the enqueue's parameters.
 absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payload_bytes);
 // The shared body of Enqueue and EnqueueInTx: runs the enqueue statement in
 // `tx` (prepared when `prepared`, else as a parameterized statement) and looks

@@ -31,9 +31,6 @@ namespace partq {
 namespace pg_internal {
 namespace {
 
-// Keys and dedup keys live in btree indexes, whose entries must fit in a
-// third of a page; well below that, a clear error beats the server's.
-constexpr size_t kMaxKeyBytes = 1024;
 // A claim larger than this is a caller bug; it would also make one statement
 // hold many row locks.
 constexpr int kMaxClaim = 10000;
@@ -401,33 +398,7 @@ std::optional<std::string> HandlerStatements::NameFor(pqxx::connection_base& con
 // --- enqueue ------------------------------------------------------------------------
 
 absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payload_bytes) {
-  if (static_cast<int64_t>(item.payload.size()) > max_payload_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("payload is ", item.payload.size(),
-                                                   " bytes; the limit is ", max_payload_bytes,
-                                                   " (--max-payload)"));
-  }
-  if (item.priority < -32768 || item.priority > 32767) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("priority ", item.priority, " is out of range -32768..32767"));
-  }
-  if (item.key && item.key->size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("key is ", item.key->size(), " bytes; the limit is ", kMaxKeyBytes));
-  }
-  if (item.dedup_key && item.dedup_key->size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("dedup key is ", item.dedup_key->size(),
-                                                   " bytes; the limit is ", kMaxKeyBytes));
-  }
-  // Text parameters end at a NUL byte, so such a key would be stored cut
-  // short while its part came from the whole key.
-  if ((item.key && item.key->find('\0') != std::string::npos) ||
-      (item.dedup_key && item.dedup_key->find('\0') != std::string::npos)) {
-    return absl::InvalidArgumentError("keys and dedup keys may not contain NUL bytes");
-  }
-  if (item.delay > absl::Hours(24 * 3650)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("delay ", absl::FormatDuration(item.delay), " is longer than 10 years"));
-  }
+  if (absl::Status st = ValidateNewItem(item, max_payload_bytes); !st.ok()) return st;
   EnqueueArgs args;
   if (item.key) {
     args.key = item.key;

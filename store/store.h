@@ -62,7 +62,8 @@ struct PreparedStatement {
 //
 // A statement that fails leaves the transaction unusable until a rollback
 // to a savepoint taken before it (PostgreSQL's rule; MemStore follows it for
-// its own operations).
+// its own operations). Input refused before any statement runs (a malformed
+// item or topic, an unknown queue) leaves the transaction as it was.
 class Tx {
  public:
   virtual ~Tx() = default;
@@ -108,7 +109,8 @@ class Tx {
   virtual absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) = 0;
   // Writes `event` to the outbox in this transaction: `partq bridge publish`
   // sends it to Kafka once the transaction has committed. InvalidArgument for
-  // a malformed topic or headers.
+  // a malformed topic (refused before the write) or headers that are not JSON
+  // (a failed statement).
   virtual absl::Status Publish(const OutboxEvent& event) = 0;
 
   // The libpqxx transaction object, for handlers that want the full API;
@@ -165,7 +167,8 @@ struct ClaimPart {
 // until `limit` are taken in all; parts after that are not read at all. So a
 // caller that rotates the order gets a batch mostly from one part, which
 // keeps an ack's fence and claim record to one part and its rows on a few
-// pages. Items the caller has in flight are skipped. Each item comes with the
+// pages. Items the caller has in flight are skipped. The items come in
+// (priority, id) order, whatever their parts. Each item comes with the
 // epoch of its part and `attempts` = the attempts already used + 1 (this
 // one). The claim then records, per part it took items from, the ids of
 // `in_flight` in that part plus the new ones (part_claims; only while the
@@ -390,9 +393,14 @@ class Store {
   // alive=false when our row (this incarnation) is gone: the session is dead.
   virtual absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
                                               int64_t incarnation) = 0;
+  // The group as it stands: the members not yet expired (by the database
+  // clock) and every ownership row, those of expired members included until
+  // a heartbeat deletes them; deletes nothing. NotFound for an unknown queue.
   virtual absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) = 0;
   // Inserts ownership rows for those of `parts` that are free, at fresh
-  // epochs; returns the ones acquired. Parts owned by anyone stay as they are.
+  // epochs; returns the ones acquired, in part order. Parts owned by anyone
+  // stay as they are; parts the queue does not have are skipped, a negative
+  // one is InvalidArgument. FailedPrecondition when the session is gone.
   // A claim record left in an acquired part by an owner that died is turned
   // into abandoned items (one attempt counted each; see "Claims" above).
   virtual absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
@@ -425,14 +433,16 @@ class Store {
   virtual absl::StatusOr<QueueStatus> Status(absl::string_view queue) = 0;
   // What Status says of the group, in one read that costs O(parts): Status
   // counts every item, seconds on a backlog of millions that workers drain,
-  // so a caller that polls ownership while work flows uses this. Reads only
-  // (expires no session, unlike ReadGroup). NotFound for an unknown queue.
+  // so a caller that polls ownership while work flows uses this. Reads only,
+  // and lists every session of the queue, those past their TTL too (which
+  // ReadGroup leaves out of its members and Heartbeat deletes). NotFound for
+  // an unknown queue.
   virtual absl::StatusOr<QueueOwners> Owners(absl::string_view queue) = 0;
 
   // A new LISTEN connection for `queue` (PgStore); Unimplemented elsewhere.
   virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) = 0;
 
-  // --- dead items (PgStore; Unimplemented elsewhere) ---------------------------
+  // --- dead items (Unimplemented in a store that keeps none) -------------------
   // The most recently dead-lettered items of `queue`, newest first, at most
   // `limit`. NotFound for an unknown queue.
   virtual absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) {
