@@ -1,5 +1,6 @@
 #include "base/clock.h"
 
+#include <iterator>
 #include <vector>
 
 namespace partq {
@@ -22,16 +23,16 @@ Clock* Clock::Real() {
   return clock;
 }
 
-void ManualClock::AddWaiter(absl::Mutex* mu) {
+void ManualClock::AddWaiter(absl::Mutex* mu, int64_t until) {
   absl::MutexLock lock(&waiters_mu_);
   ++waiters_[mu];
-  ++waiting_;
+  deadlines_.insert(until);
 }
 
-void ManualClock::RemoveWaiter(absl::Mutex* mu) {
+void ManualClock::RemoveWaiter(absl::Mutex* mu, int64_t until) {
   absl::MutexLock lock(&waiters_mu_);
   if (--waiters_[mu] == 0) waiters_.erase(mu);
-  --waiting_;
+  deadlines_.erase(deadlines_.find(until));
 }
 
 // absl::Mutex re-evaluates the conditions of its waiters whenever it is
@@ -42,9 +43,9 @@ bool ManualClock::AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& cond
   const int64_t until =
       deadline == absl::InfiniteFuture() ? INT64_MAX : absl::ToUnixNanos(deadline);
   auto done = [&] { return cond.Eval() || now_ns_.load() >= until; };
-  AddWaiter(&mu);
+  AddWaiter(&mu, until);
   mu.Await(absl::Condition(&done));
-  RemoveWaiter(&mu);
+  RemoveWaiter(&mu, until);
   return cond.Eval();
 }
 
@@ -52,9 +53,9 @@ void ManualClock::SleepFor(absl::Duration d) {
   const int64_t until = absl::ToUnixNanos(Now() + d);
   absl::MutexLock lock(&sleep_mu_);
   auto done = [&] { return now_ns_.load() >= until; };
-  AddWaiter(&sleep_mu_);
+  AddWaiter(&sleep_mu_, until);
   sleep_mu_.Await(absl::Condition(&done));
-  RemoveWaiter(&sleep_mu_);
+  RemoveWaiter(&sleep_mu_, until);
 }
 
 void ManualClock::Advance(absl::Duration d) {
@@ -68,11 +69,18 @@ void ManualClock::Advance(absl::Duration d) {
     mu->Lock();
     mu->Unlock();
   }
+  { absl::MutexLock wake_await_waiters(&waiters_mu_); }  // its count depends on the time
 }
 
 bool ManualClock::AwaitWaiters(int n, absl::Duration timeout) const {
   absl::MutexLock lock(&waiters_mu_);
-  auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_) { return waiting_ >= n; };
+  // A wait whose deadline has passed is ending: counting it, a test could
+  // advance again before the thread ran on (it would fall behind the clock
+  // by the machine's load).
+  auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_) {
+    const auto blocked = deadlines_.upper_bound(now_ns_.load());
+    return std::distance(blocked, deadlines_.end()) >= n;
+  };
   return waiters_mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <set>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -42,6 +43,14 @@ class Clock {
 // deadline. Thread-safe. Advance must not be called with the mutex of any
 // wait on this clock held, nor while an object waiting on it is destroyed
 // (tests advance from their own thread, which also owns the objects).
+//
+// Stepping background threads: AwaitWaiters(n) counts only waits whose
+// deadline is still to come, so after an Advance it returns once the threads
+// it woke have run on to their next wait. A test that knows how many threads
+// wait on the clock when idle can thus move them in lockstep: Advance,
+// AwaitWaiters(n), look. A wait's mutex must outlive the wait by as long as an
+// Advance may still wake it: wait on long-lived mutexes, not on a local of a
+// frame that returns.
 class ManualClock : public Clock {
  public:
   explicit ManualClock(absl::Time start = absl::FromUnixSeconds(1'700'000'000))
@@ -53,19 +62,23 @@ class ManualClock : public Clock {
   // Moves the time on by `d` (>= 0) and wakes the waits whose deadline came.
   void Advance(absl::Duration d);
   // Waits on the real clock, at most `timeout`, until at least `n` threads
-  // are waiting or sleeping on this clock: a test's way to know that a
-  // background thread has reached its next timed wait before advancing.
+  // are waiting or sleeping on this clock for a time still to come (a wait
+  // whose deadline has passed is about to return and does not count): a
+  // test's way to know that a background thread has reached its next timed
+  // wait before advancing.
   bool AwaitWaiters(int n, absl::Duration timeout = absl::Seconds(30)) const;
 
  private:
-  void AddWaiter(absl::Mutex* mu);
-  void RemoveWaiter(absl::Mutex* mu);
+  // `until`: the wait's deadline in Unix nanoseconds (INT64_MAX: none).
+  void AddWaiter(absl::Mutex* mu, int64_t until);
+  void RemoveWaiter(absl::Mutex* mu, int64_t until);
 
   std::atomic<int64_t> now_ns_;
   mutable absl::Mutex waiters_mu_;
   // The mutexes of the waits under way, with how many waits use each.
   std::map<absl::Mutex*, int> waiters_ ABSL_GUARDED_BY(waiters_mu_);
-  int waiting_ ABSL_GUARDED_BY(waiters_mu_) = 0;
+  // The deadlines of those waits, as AddWaiter's `until`.
+  std::multiset<int64_t> deadlines_ ABSL_GUARDED_BY(waiters_mu_);
   absl::Mutex sleep_mu_;  // SleepFor waits on it
 };
 

@@ -66,7 +66,9 @@ constexpr char kHandlers[] =
     "  exec:COMMAND   a child process per worker thread (JSON Lines on stdin/stdout)\n"
     "  http:URL       each batch POSTed to URL (a sidecar); --handler-ca for a private CA\n"
     "Built-in (chain with commas): noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD,\n"
-    "  publish:TOPIC.\n";
+    "  publish:TOPIC, and last in a chain sql:STATEMENT (one SQL statement per item, in the\n"
+    "  ack transaction: $1 id, $2 payload, $3 key, $4 attempt, $5 queue, $6 dedup key,\n"
+    "  $7 part, $8 priority, $9 enqueued at; e.g. --handler 'sql:CALL app.handle($1, $2)').\n";
 
 }  // namespace
 

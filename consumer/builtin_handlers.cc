@@ -7,6 +7,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -193,9 +194,8 @@ class Chain : public Handler {
   std::vector<std::unique_ptr<Handler>> stages_;
 };
 
-absl::StatusOr<std::unique_ptr<Handler>> ParseOne(absl::string_view spec) {
-  std::pair<absl::string_view, absl::string_view> kv =
-      absl::StrSplit(spec, absl::MaxSplits(':', 1));
+absl::StatusOr<std::unique_ptr<Handler>> ParseOne(absl::string_view spec, absl::string_view known) {
+  std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(spec, absl::MaxSplits(':', 1));
   const absl::string_view name = kv.first, arg = kv.second;
   const bool has_arg = spec.find(':') != absl::string_view::npos;
   auto bad = [&](absl::string_view why) {
@@ -242,17 +242,37 @@ absl::StatusOr<std::unique_ptr<Handler>> ParseOne(absl::string_view spec) {
     return std::make_unique<Crash>(std::string(arg));
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown handler \"", name, "\" (known: ", kKnown, ")"));
+      absl::StrCat("unknown handler \"", name, "\" (known: ", known, ")"));
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Handler>> ParseHandlerSpec(absl::string_view spec) {
-  if (spec.empty())
-    return absl::InvalidArgumentError(absl::StrCat("empty handler (known: ", kKnown, ")"));
+absl::StatusOr<std::unique_ptr<Handler>> ParseHandlerSpec(
+    absl::string_view spec, const std::vector<HandlerStageKind>& more_kinds) {
+  std::string known = kKnown;
+  for (const HandlerStageKind& k : more_kinds) absl::StrAppend(&known, ", ", k.usage);
+  if (spec.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("empty handler (known: ", known, ")"));
+  }
   std::vector<std::unique_ptr<Handler>> stages;
-  for (absl::string_view one : absl::StrSplit(spec, ',')) {
-    auto h = ParseOne(absl::StripAsciiWhitespace(one));
+  absl::string_view rest = spec;
+  for (bool more = true; more;) {
+    rest = absl::StripLeadingAsciiWhitespace(rest);
+    const HandlerStageKind* kind = nullptr;
+    for (const HandlerStageKind& k : more_kinds) {
+      if (absl::StartsWith(rest, absl::StrCat(k.name, ":"))) kind = &k;
+    }
+    absl::StatusOr<std::unique_ptr<Handler>> h;
+    if (kind != nullptr) {
+      // The rest of the spec is its argument.
+      h = kind->make(absl::StripAsciiWhitespace(rest.substr(kind->name.size() + 1)));
+      more = false;
+    } else {
+      const size_t comma = rest.find(',');
+      more = comma != absl::string_view::npos;
+      h = ParseOne(absl::StripAsciiWhitespace(rest.substr(0, comma)), known);
+      if (more) rest.remove_prefix(comma + 1);
+    }
     if (!h.ok()) return h.status();
     stages.push_back(std::move(*h));
   }

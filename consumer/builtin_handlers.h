@@ -15,7 +15,10 @@
 #ifndef PARTQ_CONSUMER_BUILTIN_HANDLERS_H_
 #define PARTQ_CONSUMER_BUILTIN_HANDLERS_H_
 
+#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -23,8 +26,21 @@
 
 namespace partq {
 
+// A kind of stage that is not built in, defined by a layer above consumer/
+// (the CLI adds `sql:STATEMENT` from handlers/). Its argument is the rest of
+// the spec, commas included (a statement has commas), so it is the last
+// stage: "fail:0.01,sql:CALL app.handle($1, $2)".
+struct HandlerStageKind {
+  std::string name;   // "sql": the stage is "sql:ARGUMENT"
+  std::string usage;  // "sql:STATEMENT", for the list of known handlers
+  // Makes the stage from ARGUMENT (without surrounding whitespace);
+  // InvalidArgument for a bad one.
+  std::function<absl::StatusOr<std::unique_ptr<Handler>>(absl::string_view argument)> make;
+};
+
 // InvalidArgument with a message naming the bad part of `spec`.
-absl::StatusOr<std::unique_ptr<Handler>> ParseHandlerSpec(absl::string_view spec);
+absl::StatusOr<std::unique_ptr<Handler>> ParseHandlerSpec(
+    absl::string_view spec, const std::vector<HandlerStageKind>& more_kinds = {});
 
 }  // namespace partq
 

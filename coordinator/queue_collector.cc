@@ -4,7 +4,6 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "base/log.h"
 
 namespace partq {
@@ -23,11 +22,12 @@ constexpr char kFromCollector[] =
 
 QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
                                std::function<bool()> is_collector, prometheus::Registry& r,
-                               absl::Duration interval)
+                               absl::Duration interval, Clock* clock)
     : factory_(std::move(factory)),
       queue_(std::move(queue)),
       is_collector_(std::move(is_collector)),
       interval_(interval),
+      clock_(clock),
       ready_(Gauge(r, "partq_queue_ready_items",
                    std::string("Items ready to be claimed now.") + kFromCollector, queue_)),
       delayed_(Gauge(
@@ -94,7 +94,7 @@ void QueueCollector::Run() {
     }
     const absl::Duration wait = WaitAfter(interval_, took);
     absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait)) return;
+    if (clock_->AwaitWithTimeout(mu_, absl::Condition(&stopping_), wait)) return;
   }
 }
 
@@ -119,12 +119,12 @@ absl::Status QueueCollector::CollectOnce() {
       }
       store_ = std::move(*s);
     }
-    const absl::Time start = absl::Now();
+    const absl::Time start = clock_->Now();
     status = store_->Status(queue_);
     // Only a query that ran spaces out the next: a failure (a database that
     // is away, a connect that timed out) is retried after `interval`.
     if (status.ok()) {
-      last_took_ = absl::Now() - start;
+      last_took_ = clock_->Now() - start;
       duration_.Set(absl::ToDoubleSeconds(last_took_));
     }
     if (!status.ok() && absl::IsUnavailable(status.status())) store_.reset();

@@ -47,6 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "store/store.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -74,10 +75,11 @@ class QueueCollector {
     return std::max(interval, took * kCollectSpacing);
   }
 
-  // `is_collector` is asked before every collection; `registry` must outlive
-  // this object.
+  // `is_collector` is asked before every collection; `registry` and `clock`
+  // (the query timing and the wait between rounds) must outlive this object.
   QueueCollector(StoreFactory factory, std::string queue, std::function<bool()> is_collector,
-                 prometheus::Registry& registry, absl::Duration interval = absl::Seconds(5));
+                 prometheus::Registry& registry, absl::Duration interval = absl::Seconds(5),
+                 Clock* clock = Clock::Real());
   ~QueueCollector();
   QueueCollector(const QueueCollector&) = delete;
   QueueCollector& operator=(const QueueCollector&) = delete;
@@ -99,6 +101,7 @@ class QueueCollector {
   const std::string queue_;
   const std::function<bool()> is_collector_;
   const absl::Duration interval_;
+  Clock* const clock_;
 
   prometheus::Gauge& ready_;
   prometheus::Gauge& delayed_;

@@ -7,9 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "base/log.h"
-#include "partitioner/assign.h"
+#include "coordinator/rebalance.h"
 
 namespace partq {
 namespace {
@@ -34,12 +33,18 @@ bool Transient(const absl::Status& st) {
 
 const char* Session::StateName(State s) {
   switch (s) {
-    case State::kIdle: return "idle";
-    case State::kJoining: return "joining";
-    case State::kActive: return "active";
-    case State::kLost: return "lost";
-    case State::kLeaving: return "leaving";
-    case State::kStopped: return "stopped";
+    case State::kIdle:
+      return "idle";
+    case State::kJoining:
+      return "joining";
+    case State::kActive:
+      return "active";
+    case State::kLost:
+      return "lost";
+    case State::kLeaving:
+      return "leaving";
+    case State::kStopped:
+      return "stopped";
   }
   return "?";
 }
@@ -47,23 +52,40 @@ const char* Session::StateName(State s) {
 Session::Session(StoreFactory factory, SessionOptions options, PartListener* listener)
     : factory_(std::move(factory)),
       options_(std::move(options)),
+      clock_(options_.clock),
       listener_(listener),
       metrics_(options_.metrics != nullptr ? *options_.metrics : SessionMetrics::Discard()) {}
 
 Session::~Session() { Stop(); }
 
-// The one place state changes; transitions outside this table are bugs.
 void Session::SetState(State next) {
   absl::MutexLock lock(&mu_);
+  SetStateLocked(next);
+}
+
+// The one place state changes; transitions outside this table are bugs.
+void Session::SetStateLocked(State next) {
   const State prev = state_;
   bool valid = false;
   switch (next) {
-    case State::kJoining: valid = prev == State::kIdle || prev == State::kLost; break;
-    case State::kActive: valid = prev == State::kJoining; break;
-    case State::kLost: valid = prev == State::kActive || prev == State::kJoining; break;
-    case State::kLeaving: valid = prev == State::kActive || prev == State::kLost; break;
-    case State::kStopped: valid = prev != State::kStopped; break;
-    case State::kIdle: valid = false; break;
+    case State::kJoining:
+      valid = prev == State::kIdle || prev == State::kLost;
+      break;
+    case State::kActive:
+      valid = prev == State::kJoining;
+      break;
+    case State::kLost:
+      valid = prev == State::kActive || prev == State::kJoining;
+      break;
+    case State::kLeaving:
+      valid = prev == State::kActive || prev == State::kLost;
+      break;
+    case State::kStopped:
+      valid = prev != State::kStopped;
+      break;
+    case State::kIdle:
+      valid = false;
+      break;
   }
   if (!valid) {
     PARTQ_LOG(Error) << "session " << id_ << ": invalid transition " << StateName(prev) << " -> "
@@ -91,15 +113,12 @@ SessionId Session::id() const {
 
 std::vector<OwnedPart> Session::owned() const {
   absl::MutexLock lock(&mu_);
-  return owned_;
+  return parts_.Held();
 }
 
 std::optional<Epoch> Session::EpochOf(int part) const {
   absl::MutexLock lock(&mu_);
-  for (const auto& p : owned_) {
-    if (p.part == part) return p.epoch;
-  }
-  return std::nullopt;
+  return parts_.EpochOf(part);
 }
 
 int64_t Session::rounds() const {
@@ -109,7 +128,7 @@ int64_t Session::rounds() const {
 
 bool Session::WaitStable(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(&stable_), timeout);
+  return clock_->AwaitWithTimeout(mu_, absl::Condition(&stable_), timeout);
 }
 
 void Session::SetItemsCallback(ItemsCallback cb) {
@@ -145,10 +164,11 @@ absl::Status Session::Join() {
     absl::MutexLock lock(&mu_);
     id_ = joined->id;
     incarnation_ = joined->incarnation;
-    owned_ = kept;
+    parts_.set_who(absl::StrCat("session ", id_.value));
+    parts_.Set(kept, PartState::kOwned);
     stable_ = false;
   }
-  last_heartbeat_ok_ = absl::Now();
+  heartbeat_->Alive();
   PARTQ_LOG(Info) << "session " << joined->id << " joined " << options_.queue
                   << (kept.empty() ? "" : absl::StrCat(", kept parts ", PartList(kept)));
   SetState(State::kActive);
@@ -156,12 +176,19 @@ absl::Status Session::Join() {
   return absl::OkStatus();
 }
 
+absl::Status Session::Rejoin() {
+  SetState(State::kJoining);
+  absl::Status st = Join();
+  if (!st.ok()) SetState(State::kLost);
+  return st;
+}
+
 absl::Status Session::Start(absl::Duration timeout) {
   {
     absl::MutexLock lock(&mu_);
     if (state_ != State::kIdle) return absl::FailedPreconditionError("session already started");
   }
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = clock_->Now() + timeout;
   absl::Status st;
   for (;;) {
     st = EnsureStore();
@@ -173,20 +200,25 @@ absl::Status Session::Start(absl::Duration timeout) {
         break;
       }
     }
-    if (!Transient(st) || absl::Now() >= deadline) return st;
+    if (!Transient(st) || clock_->Now() >= deadline) return st;
     store_.reset();
-    absl::SleepFor(options_.retry_backoff);
+    clock_->SleepFor(options_.retry_backoff);
   }
+  heartbeat_.emplace(clock_,
+                     options_.heartbeat_interval > absl::ZeroDuration()
+                         ? options_.heartbeat_interval
+                         : config_.session_ttl / 4,
+                     config_.session_ttl);
   SetState(State::kJoining);
   for (;;) {
     st = Join();
     if (st.ok()) break;
-    if (!Transient(st) || absl::Now() >= deadline) {
+    if (!Transient(st) || clock_->Now() >= deadline) {
       SetState(State::kStopped);
       return st;
     }
     store_.reset();
-    absl::SleepFor(options_.retry_backoff);
+    clock_->SleepFor(options_.retry_backoff);
     if (absl::Status e = EnsureStore(); !e.ok()) st = e;
   }
   thread_ = std::thread([this] { Run(); });
@@ -198,7 +230,7 @@ void Session::Stop() {
   {
     absl::MutexLock lock(&mu_);
     if (state_ == State::kIdle) {
-      state_ = State::kStopped;
+      SetStateLocked(State::kStopped);
       return;
     }
     stopping_ = true;
@@ -215,18 +247,29 @@ void Session::Abandon() {
   Stop();
 }
 
-void Session::LoseAll(const char* why) {
-  std::vector<OwnedPart> lost;
+void Session::Lose(const std::vector<OwnedPart>& parts, Loss loss, const char* why) {
   {
     absl::MutexLock lock(&mu_);
-    lost.swap(owned_);
-    stable_ = false;
+    parts_.Set(parts, PartState::kLost);
+    if (loss == Loss::kSession) stable_ = false;
   }
-  PARTQ_LOG(Warning) << "session " << id() << " lost " << lost.size() << " parts: " << why;
-  metrics_.Lost();
-  metrics_.SetPartsOwned(0);
-  SetState(State::kLost);
-  listener_->OnLost(lost);
+  PARTQ_LOG(Warning) << "session " << id() << " lost " << parts.size() << " parts"
+                     << (parts.empty() ? "" : absl::StrCat(" (", PartList(parts), ")")) << ": "
+                     << why;
+  if (loss == Loss::kSession) {
+    metrics_.Lost();
+    metrics_.SetPartsOwned(0);
+    SetState(State::kLost);
+  }
+  listener_->OnLost(parts);
+}
+
+void Session::Assign(const std::vector<OwnedPart>& parts) {
+  {
+    absl::MutexLock lock(&mu_);
+    parts_.Set(parts, PartState::kOwned);
+  }
+  listener_->OnAssign(parts);
 }
 
 // OnRevoke may wait for in-flight batches (up to the drain timeout), and this
@@ -235,24 +278,23 @@ void Session::LoseAll(const char* why) {
 // be fenced (found by the handler_timeout fault scenario). So while the
 // listener drains, a helper thread heartbeats on its own connection.
 void Session::RevokeKeepingAlive(const std::vector<OwnedPart>& parts) {
-  const absl::Duration every = options_.heartbeat_interval > absl::ZeroDuration()
-                                   ? options_.heartbeat_interval
-                                   : config_.session_ttl / 4;
-  absl::Mutex done_mu;
-  bool done = false;
-  absl::Time last_ok = absl::InfinitePast();  // keepalive thread only, read after join
+  const absl::Duration every = heartbeat_->interval();
+  SessionId me;
+  int64_t inc;
+  {
+    absl::MutexLock lock(&mu_);
+    me = id_;
+    inc = incarnation_;
+    revoked_ = false;
+  }
+  absl::Time last_alive = absl::InfinitePast();  // keepalive thread only, read after join
   std::thread keepalive([&] {
     std::unique_ptr<Store> store;
-    SessionId me;
-    int64_t inc;
-    {
-      absl::MutexLock lock(&mu_);
-      me = id_;
-      inc = incarnation_;
-    }
-    absl::MutexLock lock(&done_mu);
-    while (!done_mu.AwaitWithTimeout(absl::Condition(&done), every)) {
-      done_mu.Unlock();
+    // Waits on mu_, not on a mutex of this frame: a ManualClock's Advance
+    // may still touch a wait's mutex after the wait has ended.
+    absl::MutexLock lock(&mu_);
+    while (!clock_->AwaitWithTimeout(mu_, absl::Condition(&revoked_), every)) {
+      mu_.Unlock();
       if (store == nullptr) {
         auto s = factory_();
         if (s.ok()) store = std::move(*s);
@@ -262,60 +304,41 @@ void Session::RevokeKeepingAlive(const std::vector<OwnedPart>& parts) {
         if (!view.ok()) {
           store.reset();
         } else if (view->alive) {
-          last_ok = absl::Now();
+          last_alive = clock_->Now();
         }
       }
-      done_mu.Lock();
+      mu_.Lock();
     }
   });
   listener_->OnRevoke(parts);
   {
-    absl::MutexLock lock(&done_mu);
-    done = true;
+    absl::MutexLock lock(&mu_);
+    revoked_ = true;
   }
   keepalive.join();
-  last_heartbeat_ok_ = std::max(last_heartbeat_ok_, last_ok);
+  heartbeat_->AliveAt(last_alive);
 }
 
 void Session::Run() {
-  const absl::Duration ttl = config_.session_ttl;
-  const absl::Duration hb_every = options_.heartbeat_interval > absl::ZeroDuration()
-                                      ? options_.heartbeat_interval
-                                      : ttl / 4;
-  absl::Time next_hb = absl::Now() + hb_every;
-  absl::Time next_tick = absl::Now();  // rebalance once right after joining
-  absl::Time last_tick = absl::InfinitePast();
-  for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      auto wake = [this] { return poked_ || stopping_; };
-      mu_.AwaitWithDeadline(absl::Condition(&wake), std::min(next_hb, next_tick));
-      if (stopping_) break;
-      // Group notices come in bursts (every join, release and acquire of any
-      // member sends one), and each would make every member read the group:
-      // 100 sessions starting together read it 36k times. Reading at most
-      // once per min_tick_gap folds a burst into one read.
-      if (poked_ && absl::Now() < last_tick + options_.min_tick_gap) {
-        auto stop = [this] { return stopping_; };
-        mu_.AwaitWithDeadline(absl::Condition(&stop), last_tick + options_.min_tick_gap);
-        if (stopping_) break;
-      }
-      poked_ = false;
-    }
-    const absl::Time now = absl::Now();
-    const bool heartbeat = now >= next_hb;
-    last_tick = now;
+  heartbeat_->Sent(clock_->Now());        // the join was the first heartbeat
+  absl::Time next_round = clock_->Now();  // rebalance once right after joining
+  absl::Time last_round = absl::InfinitePast();
+  while (AwaitRound(next_round, last_round)) {
+    const absl::Time now = clock_->Now();
+    const bool heartbeat = heartbeat_->Due(now);
+    last_round = now;
     absl::Status st = Tick(heartbeat);
     metrics_.SetPartsOwned(owned().size());
     if (st.ok()) {
-      if (heartbeat) next_hb = now + hb_every;
+      if (heartbeat) heartbeat_->Sent(now);
       bool stable;
       {
         absl::MutexLock lock(&mu_);
         stable = stable_;
       }
-      next_tick = now + (stable ? (options_.poll_only ? options_.group_poll : hb_every)
-                                : options_.handoff_poll);
+      next_round =
+          now + (stable ? (options_.poll_only ? options_.group_poll : heartbeat_->interval())
+                        : options_.handoff_poll);
       continue;
     }
     if (absl::IsNotFound(st)) {
@@ -324,26 +347,48 @@ void Session::Run() {
       // cannot help, and a worker polling for a queue nobody will create
       // again is a silent fault; stop and let the owner report it.
       PARTQ_LOG(Error) << "session " << id() << ": " << st << "; stopping";
-      if (state() == State::kActive) LoseAll("the queue is gone");
+      if (state() == State::kActive) Lose(owned(), Loss::kSession, "the queue is gone");
       absl::MutexLock lock(&mu_);
       ended_ = st;
       stopping_ = true;  // the listener thread too
       break;
     }
-    PARTQ_LOG(Warning) << "session " << id() << ": " << st;
-    if (absl::IsUnavailable(st)) store_.reset();
-    // Without a heartbeat for a whole TTL the others may have expired us: stop
-    // working on our parts (their acks would be fenced anyway) and re-join.
-    if (state() == State::kActive && absl::Now() - last_heartbeat_ok_ > ttl) {
-      LoseAll("no successful heartbeat within the session TTL");
-    }
-    next_tick = absl::Now() + options_.retry_backoff;
-    // The heartbeat goes with the retry at the latest; one that just failed
-    // (its time is past) goes with it too, not at once again: a loop that
-    // retried at once would spin on a database that refuses connections.
-    next_hb = heartbeat ? next_tick : std::min(next_hb, next_tick);
+    RoundFailed(st, heartbeat, &next_round);
   }
+  Leave();
+}
 
+bool Session::AwaitRound(absl::Time next_round, absl::Time last_round) {
+  absl::MutexLock lock(&mu_);
+  auto wake = [this] { return poked_ || stopping_; };
+  clock_->AwaitWithDeadline(mu_, absl::Condition(&wake), std::min(heartbeat_->next(), next_round));
+  if (stopping_) return false;
+  // Group notices come in bursts (every join, release and acquire of any
+  // member sends one), and each would make every member read the group: 100
+  // sessions starting together read it 36k times. Reading at most once per
+  // min_tick_gap folds a burst into one read.
+  if (poked_ && clock_->Now() < last_round + options_.min_tick_gap) {
+    auto stop = [this] { return stopping_; };
+    clock_->AwaitWithDeadline(mu_, absl::Condition(&stop), last_round + options_.min_tick_gap);
+    if (stopping_) return false;
+  }
+  poked_ = false;
+  return true;
+}
+
+void Session::RoundFailed(const absl::Status& st, bool heartbeat, absl::Time* next_round) {
+  PARTQ_LOG(Warning) << "session " << id() << ": " << st;
+  if (absl::IsUnavailable(st)) store_.reset();
+  // Without a heartbeat for a whole TTL the others may have expired us: stop
+  // working on our parts (their acks would be fenced anyway) and re-join.
+  if (state() == State::kActive && heartbeat_->Expired()) {
+    Lose(owned(), Loss::kSession, "no successful heartbeat within the session TTL");
+  }
+  *next_round = clock_->Now() + options_.retry_backoff;
+  heartbeat_->Retry(*next_round, heartbeat);
+}
+
+void Session::Leave() {
   bool abandon;
   {
     absl::MutexLock lock(&mu_);
@@ -351,19 +396,26 @@ void Session::Run() {
   }
   if (!abandon && state() == State::kActive) {
     SetState(State::kLeaving);
-    std::vector<OwnedPart> parts = owned();
-    if (!parts.empty()) RevokeKeepingAlive(parts);
+    std::vector<OwnedPart> held;
+    {
+      absl::MutexLock lock(&mu_);
+      held = parts_.Held();
+      parts_.Set(held, PartState::kRevoking);
+    }
+    if (!held.empty()) RevokeKeepingAlive(held);
     absl::Status st;
     for (int attempt = 0; attempt < 5; ++attempt) {
       st = EnsureStore();
       if (st.ok()) st = store_->Leave(options_.queue, id(), incarnation_);
       if (st.ok() || !Transient(st)) break;
       store_.reset();
-      absl::SleepFor(options_.retry_backoff);
+      clock_->SleepFor(options_.retry_backoff);
     }
+    // Given up either way: a failed leave only means the others wait for
+    // the TTL instead of taking the parts at once.
     if (!st.ok()) PARTQ_LOG(Warning) << "leave failed (the session will expire): " << st;
     absl::MutexLock lock(&mu_);
-    owned_.clear();
+    parts_.Set(held, PartState::kReleased);
   }
   SetState(State::kStopped);
   metrics_.SetPartsOwned(0);
@@ -376,11 +428,7 @@ absl::Status Session::Tick(bool heartbeat) {
     return st;
   }
   if (state() == State::kLost) {
-    SetState(State::kJoining);
-    if (absl::Status st = Join(); !st.ok()) {
-      SetState(State::kLost);
-      return st;
-    }
+    if (absl::Status st = Rejoin(); !st.ok()) return st;
   }
   absl::StatusOr<GroupView> view;
   if (heartbeat) {
@@ -397,16 +445,12 @@ absl::Status Session::Tick(bool heartbeat) {
       return view.status();
     }
     if (!view->alive) {
-      LoseAll("session row gone (expired, or replaced by a static re-join)");
-      SetState(State::kJoining);
-      if (absl::Status st = Join(); !st.ok()) {
-        SetState(State::kLost);
-        return st;
-      }
+      Lose(owned(), Loss::kSession, "session row gone (expired, or replaced by a static re-join)");
+      if (absl::Status st = Rejoin(); !st.ok()) return st;
       view = store_->ReadGroup(options_.queue);
       if (!view.ok()) return view.status();
     }
-    last_heartbeat_ok_ = absl::Now();
+    heartbeat_->Alive();
     if (view->expired > 0) {
       metrics_.Expired(view->expired);
       PARTQ_LOG(Info) << "expired " << view->expired << " session(s) of " << options_.queue;
@@ -419,145 +463,87 @@ absl::Status Session::Tick(bool heartbeat) {
 }
 
 absl::Status Session::Rebalance(const GroupView& view) {
-  const int parts = config_.parts;
   const SessionId me = id();
-  std::vector<std::string> members;
-  members.reserve(view.members.size() + 1);
-  bool found = false;
-  for (const auto& m : view.members) {
-    members.push_back(m.value);
-    found = found || m == me;
+  const Reconciled reconciled = Reconcile(me, owned(), view, config_.parts);
+  if (!reconciled.lost.empty()) {
+    Lose(reconciled.lost, Loss::kParts, "the database no longer lists them as ours");
   }
-  if (!found) {  // a group read can race our own heartbeat; we are alive
-    members.insert(std::upper_bound(members.begin(), members.end(), me.value), me.value);
-  }
-  std::vector<std::optional<std::string>> current(parts);
-  std::map<int, Epoch> mine_in_db;
-  for (const auto& o : view.owners) {
-    if (o.part < 0 || o.part >= parts) continue;
-    current[o.part] = o.session.value;
-    if (o.session == me) mine_in_db[o.part] = o.epoch;
-  }
+  if (!reconciled.adopted.empty()) Assign(reconciled.adopted);
 
-  // Reconcile what we think we own with what the database says.
-  std::vector<OwnedPart> lost, adopted;
-  {
-    absl::MutexLock lock(&mu_);
-    std::vector<OwnedPart> keep;
-    for (const auto& p : owned_) {
-      auto it = mine_in_db.find(p.part);
-      if (it != mine_in_db.end() && it->second == p.epoch) {
-        keep.push_back(p);
-      } else {
-        lost.push_back(p);
-      }
-    }
-    for (const auto& [part, epoch] : mine_in_db) {
-      bool known = std::any_of(keep.begin(), keep.end(),
-                               [part = part](const OwnedPart& p) { return p.part == part; });
-      if (!known) {
-        adopted.push_back({part, epoch});
-        keep.push_back({part, epoch});
-      }
-    }
-    std::sort(keep.begin(), keep.end(),
-              [](const OwnedPart& a, const OwnedPart& b) { return a.part < b.part; });
-    owned_ = std::move(keep);
-  }
-  if (!lost.empty()) {
-    PARTQ_LOG(Warning) << "session " << me << " no longer owns " << PartList(lost);
-    listener_->OnLost(lost);
-  }
-  if (!adopted.empty()) listener_->OnAssign(adopted);
-
-  const Assignment target = config_.assignment == AssignmentKind::kSticky
-                                ? StickyAssign(members, current, parts)
-                                : LexicalAssign(members, parts);
-  const auto plans = PlanMoves(members, current, target);
-  const auto plan_it = plans.find(me.value);
-  MemberPlan plan = plan_it == plans.end() ? MemberPlan{} : plan_it->second;
-  {
-    // A hand-off lasts from the first round that wants a part to the round
-    // that acquires it; a part the plan no longer wants starts over.
-    std::map<int, absl::Time> wanted;
-    for (int part : plan.acquire) {
-      auto it = wanted_since_.find(part);
-      wanted[part] = it == wanted_since_.end() ? absl::Now() : it->second;
-    }
-    wanted_since_ = std::move(wanted);
-  }
+  const RoundPlan plan = PlanRound(me, view, config_.parts, config_.assignment);
+  TrackHandOffs(plan.wanted);
   bool changed = false;
-
   if (!plan.release.empty()) {
-    std::vector<OwnedPart> give;
-    {
-      absl::MutexLock lock(&mu_);
-      for (int part : plan.release) {
-        for (const auto& p : owned_) {
-          if (p.part == part) give.push_back(p);
-        }
-      }
-    }
-    PARTQ_LOG(Info) << "session " << me << " releasing " << PartList(give);
-    const absl::Time revoke_start = absl::Now();
-    RevokeKeepingAlive(give);
-    if (absl::Status st = store_->ReleaseParts(options_.queue, me, give); !st.ok()) {
-      // Still ours (same epochs): hand them back to the listener, so they are
-      // not left unworked if the next round's plan no longer releases them.
-      listener_->OnAssign(give);
-      absl::MutexLock lock(&mu_);
-      stable_ = false;
-      return st;
-    }
-    metrics_.Revoked(absl::Now() - revoke_start);
+    if (absl::Status st = Release(plan.release); !st.ok()) return st;
     changed = true;
-    absl::MutexLock lock(&mu_);
-    owned_.erase(std::remove_if(owned_.begin(), owned_.end(),
-                                [&](const OwnedPart& p) {
-                                  return std::find(plan.release.begin(), plan.release.end(),
-                                                   p.part) != plan.release.end();
-                                }),
-                 owned_.end());
   }
-
-  bool pending = false;
-  std::vector<int> want;
-  for (int part : plan.acquire) {
-    if (current[part].has_value()) {
-      pending = true;  // its owner must release it first
-    } else {
-      want.push_back(part);
-    }
-  }
-  if (!want.empty()) {
-    auto got = store_->AcquireParts(options_.queue, me, want);
-    if (!got.ok()) {
-      absl::MutexLock lock(&mu_);
-      stable_ = false;
-      return got.status();
-    }
-    if (got->size() < want.size()) pending = true;  // someone else was quicker
-    if (!got->empty()) {
-      {
-        absl::MutexLock lock(&mu_);
-        owned_.insert(owned_.end(), got->begin(), got->end());
-        std::sort(owned_.begin(), owned_.end(),
-                  [](const OwnedPart& a, const OwnedPart& b) { return a.part < b.part; });
-      }
-      PARTQ_LOG(Info) << "session " << me << " acquired " << PartList(*got);
-      listener_->OnAssign(*got);
-      for (const auto& p : *got) {
-        metrics_.HandedOff(absl::Now() - wanted_since_[p.part]);
-        wanted_since_.erase(p.part);
-      }
-      changed = true;
-    }
+  bool pending = plan.pending();  // their owners must release them first
+  if (!plan.acquire.empty()) {
+    auto got = Acquire(plan.acquire);
+    if (!got.ok()) return got.status();
+    pending = pending || got->size() < plan.acquire.size();  // someone else was quicker
+    changed = changed || !got->empty();
   }
   if (changed) metrics_.Rebalanced();
   absl::MutexLock lock(&mu_);
   stable_ = !pending;
   ++rounds_;
   return absl::OkStatus();
+}
+
+// A hand-off lasts from the first round that wants a part to the round that
+// acquires it; a part the plan no longer wants starts over.
+void Session::TrackHandOffs(const std::vector<int>& wanted) {
+  std::map<int, absl::Time> since;
+  for (int part : wanted) {
+    auto it = wanted_since_.find(part);
+    since[part] = it == wanted_since_.end() ? clock_->Now() : it->second;
+  }
+  wanted_since_ = std::move(since);
+}
+
+absl::Status Session::Release(const std::vector<int>& parts) {
+  std::vector<OwnedPart> give;
+  {
+    absl::MutexLock lock(&mu_);
+    give = parts_.HeldOf(parts);
+    parts_.Set(give, PartState::kRevoking);
+  }
+  PARTQ_LOG(Info) << "session " << id() << " releasing " << PartList(give);
+  const absl::Time revoke_start = clock_->Now();
+  RevokeKeepingAlive(give);
+  if (absl::Status st = store_->ReleaseParts(options_.queue, id(), give); !st.ok()) {
+    // Still ours (same epochs): hand them back to the listener, so they are
+    // not left unworked if the next round's plan no longer releases them.
+    {
+      absl::MutexLock lock(&mu_);
+      stable_ = false;
+    }
+    Assign(give);
+    return st;
+  }
+  metrics_.Revoked(clock_->Now() - revoke_start);
+  absl::MutexLock lock(&mu_);
+  parts_.Set(give, PartState::kReleased);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<OwnedPart>> Session::Acquire(const std::vector<int>& parts) {
+  auto got = store_->AcquireParts(options_.queue, id(), parts);
+  if (!got.ok()) {
+    absl::MutexLock lock(&mu_);
+    stable_ = false;
+    return got.status();
+  }
+  if (got->empty()) return got;
+  PARTQ_LOG(Info) << "session " << id() << " acquired " << PartList(*got);
+  Assign(*got);
+  const absl::Time now = clock_->Now();
+  for (const auto& p : *got) {
+    metrics_.HandedOff(now - wanted_since_[p.part]);
+    wanted_since_.erase(p.part);
+  }
+  return got;
 }
 
 void Session::ListenLoop() {
@@ -583,7 +569,9 @@ void Session::ListenLoop() {
       if (absl::IsUnimplemented(st)) return;
       if (listener == nullptr) {
         store.reset();
-        absl::SleepFor(options_.retry_backoff);
+        // Stop ends the backoff: on a ManualClock nothing else would.
+        absl::MutexLock lock(&mu_);
+        clock_->AwaitWithTimeout(mu_, absl::Condition(&stopping_), options_.retry_backoff);
         continue;
       }
       // Notices may have been missed while we were not listening.
@@ -595,6 +583,8 @@ void Session::ListenLoop() {
       }
       if (cb) cb(-1);
     }
+    // A blocking read of the LISTEN socket, bounded on the real clock: it
+    // only bounds how late a Stop is seen, so it needs no injected time.
     auto notices = listener->Wait(absl::Milliseconds(250));
     if (!notices.ok()) {
       listener.reset();

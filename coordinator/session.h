@@ -16,10 +16,20 @@
 //                    longer owns them). Acks under those epochs will fail.
 // Listener callbacks run on the session thread, one at a time.
 //
+// Inside, a round is: heartbeat (HeartbeatTimer, heartbeat.h, says when one is
+// due and when the session must count itself lost), then rebalance as
+// reconcile -> plan -> apply (rebalance.h holds the pure steps); every part the
+// session knows has a state in a PartTable (part_table.h) changed by one
+// checked transition, and every loss of parts goes through one function.
+// All time (reads, sleeps, timed waits) comes from SessionOptions::clock.
+//
 // Lifecycle (STYLE.md 10): Start() joins and returns once the first join
 // succeeded; Stop() revokes every part, leaves and joins the threads. Stop is
-// safe before Start and twice. Thread-safe: owned(), state() and the waiting
-// helpers may be called from any thread.
+// safe before Start and twice; both go through the checked state transition.
+// On a ManualClock, Start's retries and a Stop whose leave must be retried
+// wait for the clock to move (a test starts such a session on a thread).
+// Thread-safe: owned(), state() and the waiting helpers may be called from
+// any thread.
 #ifndef PARTQ_COORDINATOR_SESSION_H_
 #define PARTQ_COORDINATOR_SESSION_H_
 
@@ -35,6 +45,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
+#include "coordinator/heartbeat.h"
+#include "coordinator/part_table.h"
 #include "coordinator/session_metrics.h"
 #include "store/store.h"
 #include "store/types.h"
@@ -69,6 +82,7 @@ struct SessionOptions {
   // Where the session reports parts, rebalances and heartbeats; null: nowhere.
   // Must outlive the session.
   SessionMetrics* metrics = nullptr;
+  Clock* clock = Clock::Real();  // time, sleeps and deadline waits; must outlive the session
 };
 
 class Session {
@@ -87,12 +101,14 @@ class Session {
   // Joins (retrying while the database is unavailable, up to `timeout`) and
   // starts the background threads. Errors: NotFound for an unknown queue,
   // FailedPrecondition for a missing schema, the last error on timeout.
+  // FailedPrecondition too once started or stopped: a session starts once.
   absl::Status Start(absl::Duration timeout = absl::Seconds(30));
   // Graceful leave: revoke all parts (the listener drains), delete the session
   // so the others take the parts at once, stop the threads.
   void Stop();
   // Leaves without revoking or deleting anything: the session simply stops
   // heartbeating, as if the process died (tests and crash simulation).
+  // owned() still lists what it held.
   void Abandon();
 
   // Called for every item notice (from the listener thread).
@@ -113,24 +129,52 @@ class Session {
   // Rebalance rounds completed so far (for tests waiting on progress).
   int64_t rounds() const;
   // Waits until the session's parts equal its target in the last view it read
-  // and no hand-off is pending; false on timeout.
+  // and no hand-off is pending; false on timeout (on the session's clock).
   bool WaitStable(absl::Duration timeout) const;
 
  private:
+  // How parts go without a revoke: some of them (the view no longer lists
+  // them as ours), or the whole session (expired, fenced or its queue gone:
+  // it must re-join).
+  enum class Loss { kParts, kSession };
+
   void Run();
+  // Waits for the next round: its time, the heartbeat's, or a poke (folded
+  // with others into one round per min_tick_gap). False when stopping.
+  bool AwaitRound(absl::Time next_round, absl::Time last_round);
+  // After a failed round: decides whether the session is lost, and when the
+  // next round and heartbeat come.
+  void RoundFailed(const absl::Status& st, bool heartbeat, absl::Time* next_round);
+  // The graceful end of Run (unless abandoned): revoke, leave, stopped.
+  void Leave();
   void ListenLoop();
   absl::Status EnsureStore();
   absl::Status Join();
+  // From kLost: joining, then active again, or lost again on failure.
+  absl::Status Rejoin();
   // One heartbeat (or group read) and the rebalance that follows.
   absl::Status Tick(bool heartbeat);
+  // Reconcile, plan, apply (coordinator/rebalance.h).
   absl::Status Rebalance(const GroupView& view);
-  void LoseAll(const char* why);
+  // Apply: revoke and release `parts` (those we hold); handed back to the
+  // listener if the release fails.
+  absl::Status Release(const std::vector<int>& parts);
+  // Apply: acquire the free parts `parts`; returns those acquired.
+  absl::StatusOr<std::vector<OwnedPart>> Acquire(const std::vector<int>& parts);
+  // `parts` are ours now: table, then listener.
+  void Assign(const std::vector<OwnedPart>& parts);
+  // The one path for losing parts: table, log, metrics, state, listener.
+  void Lose(const std::vector<OwnedPart>& parts, Loss loss, const char* why);
+  // Hand-off metric: when each part the plan wants was first wanted.
+  void TrackHandOffs(const std::vector<int>& wanted);
   // listener_->OnRevoke(parts), heartbeating meanwhile from a helper thread.
   void RevokeKeepingAlive(const std::vector<OwnedPart>& parts);
   void SetState(State next);
+  void SetStateLocked(State next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const StoreFactory factory_;
   const SessionOptions options_;
+  Clock* const clock_;
   PartListener* const listener_;
   SessionMetrics& metrics_;
   QueueConfig config_;
@@ -140,16 +184,18 @@ class Session {
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
   SessionId id_ ABSL_GUARDED_BY(mu_);
   int64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<OwnedPart> owned_ ABSL_GUARDED_BY(mu_);  // sorted by part
+  PartTable parts_ ABSL_GUARDED_BY(mu_);
   bool stable_ ABSL_GUARDED_BY(mu_) = false;
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool abandon_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status ended_ ABSL_GUARDED_BY(mu_);
   int64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
+  bool revoked_ ABSL_GUARDED_BY(mu_) = false;  // OnRevoke returned: the keepalive stops
   ItemsCallback items_cb_ ABSL_GUARDED_BY(mu_);
 
-  absl::Time last_heartbeat_ok_;  // session thread only
+  // Session thread only (made by Start before the thread runs).
+  std::optional<HeartbeatTimer> heartbeat_;
   // Parts the last plan wants us to acquire, and since when (hand-off metric).
   std::map<int, absl::Time> wanted_since_;  // session thread only
   std::thread thread_;

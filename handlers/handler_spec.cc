@@ -6,6 +6,7 @@
 #include "consumer/builtin_handlers.h"
 #include "handlers/exec_handler.h"
 #include "handlers/http_handler.h"
+#include "handlers/sql_handler.h"
 
 namespace partq {
 
@@ -30,7 +31,7 @@ absl::StatusOr<std::unique_ptr<Handler>> MakeHandler(absl::string_view spec,
     o.metrics = metrics("http");
     return ParseHttpSpec(spec, std::move(o));
   }
-  return ParseHandlerSpec(spec);
+  return ParseHandlerSpec(spec, {SqlStageKind(options.queue.name)});
 }
 
 }  // namespace partq

@@ -6,7 +6,8 @@
 //                     (http://..., https://...) works too
 //   a chain of built-ins, comma-separated (consumer/builtin_handlers.h):
 //                     noop, sleep:MS, fail:RATE, record:TABLE, crash:PAYLOAD,
-//                     publish:TOPIC
+//                     publish:TOPIC, and last in a chain sql:STATEMENT
+//                     (sql_handler.h)
 // exec and http take the whole spec: they are not part of a chain.
 #ifndef PARTQ_HANDLERS_HANDLER_SPEC_H_
 #define PARTQ_HANDLERS_HANDLER_SPEC_H_

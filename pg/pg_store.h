@@ -27,13 +27,13 @@ struct PgOptions {
   // Schema holding partq's tables; validated by ValidateSchemaName.
   std::string schema = "partq";
   // Payloads larger than this are refused with kInvalidArgument.
-  int64_t max_payload_bytes = 1 << 20;
+  int64_t max_payload_bytes = kDefaultMaxPayloadBytes;
   // application_name reported to the server.
   std::string application_name = "partq";
 };
 
 // The schema version this binary writes and understands.
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 // Connects (and checks the connection). InvalidArgument for a malformed DSN,
 // Unavailable when the server cannot be reached, PermissionDenied/Unauthenticated

@@ -99,7 +99,7 @@ struct EnqueueArgs {
   int priority = 0;
   int64_t delay_us = 0;
 };
-// Checks an item against the limits (payload size, priority range, delay).
+// Checks an item (ValidateNewItem) and turns it into the enqueue's parameters.
 absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payload_bytes);
 // The shared body of Enqueue and EnqueueInTx: runs the enqueue statement in
 // `tx` (prepared when `prepared`, else as a parameterized statement) and looks
@@ -115,16 +115,41 @@ absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepare
 // statements for every batch, and a prepared one skips the parse and plan.
 // Only plain DML is cached (it is what repeats; a utility statement such as
 // SAVEPOINT or CREATE is run as it comes), and at most kMaxEntries texts.
+// Besides, the statements Tx::Prepare prepared (any statement, CALL
+// included): those are prepared and run on the connection's libpq handle,
+// because libpqxx 6.4 can neither declare parameter types nor describe a
+// statement; libpqxx does not know them.
 class HandlerStatements {
  public:
   static constexpr size_t kMaxEntries = 256;
   // The prepared statement's name for `sql`, preparing it on `conn` first
   // if needed; nullopt when `sql` is not cached.
   std::optional<std::string> NameFor(pqxx::connection_base& conn, absl::string_view sql);
-  void Clear() { names_.clear(); }
+
+  // A statement Tx::Prepare prepared on the server connection `generation`
+  // (PgConnection::generation).
+  struct Described {
+    std::string name;
+    uint64_t generation = 0;
+    PreparedStatement info;
+  };
+  // The one for `sql` on that connection, or nullptr.
+  const Described* FindDescribed(uint64_t generation, absl::string_view sql) const;
+  // A name to prepare the next one under, never handed out before (a
+  // statement prepared under it may exist even if it was never added);
+  // nullopt when kMaxEntries are kept.
+  std::optional<std::string> NewDescribedName();
+  void AddDescribed(std::string sql, Described described);
+
+  void Clear() {
+    names_.clear();
+    described_.clear();
+  }
 
  private:
   std::map<std::string, std::string, std::less<>> names_;
+  std::map<std::string, Described, std::less<>> described_;
+  size_t described_names_ = 0;  // names handed out so far
 };
 
 class PgStore final : public Store, public BridgeStore {

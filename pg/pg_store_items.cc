@@ -1,5 +1,7 @@
 // PgStore: items — enqueue (single, COPY batch, in the caller's transaction),
 // claim, finish, item state and queue status.
+#include <libpq-fe.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -29,9 +31,6 @@ namespace partq {
 namespace pg_internal {
 namespace {
 
-// Keys and dedup keys live in btree indexes, whose entries must fit in a
-// third of a page; well below that, a clear error beats the server's.
-constexpr size_t kMaxKeyBytes = 1024;
 // A claim larger than this is a caller bug; it would also make one statement
 // hold many row locks.
 constexpr int kMaxClaim = 10000;
@@ -52,6 +51,54 @@ std::string TimestampText(absl::Time t) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%E6S+00", t, absl::UTCTimeZone());
 }
 
+// --- statements on the libpq handle (Tx::Prepare) -------------------------------------
+
+using PgResultPtr = std::unique_ptr<PGresult, void (*)(PGresult*)>;
+
+// The server's error as a person reads it: the message, its detail and hint,
+// and where in the statement it points; without libpq's "ERROR:" and the
+// CONTEXT lines (which name partq's own call path as much as the user's).
+std::string ServerMessage(PGconn* c, const PGresult* r) {
+  const char* primary = r != nullptr ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  if (primary == nullptr) return CleanMessage(PQerrorMessage(c));
+  std::string out = primary;
+  if (const char* d = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL)) {
+    absl::StrAppend(&out, " (", d, ")");
+  }
+  if (const char* h = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT)) {
+    absl::StrAppend(&out, " (hint: ", h, ")");
+  }
+  if (const char* p = PQresultErrorField(r, PG_DIAG_STATEMENT_POSITION)) {
+    absl::StrAppend(&out, " (at character ", p, ")");
+  }
+  return out;
+}
+
+// The exception libpqxx would have thrown for a failed libpq call, so that
+// ClassifyException maps it like any other.
+[[noreturn]] void ThrowFailure(PGconn* c, const PGresult* r, absl::string_view sql) {
+  if (r == nullptr || PQstatus(c) != CONNECTION_OK) {
+    throw pqxx::broken_connection(CleanMessage(PQerrorMessage(c)));
+  }
+  const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+  throw pqxx::sql_error(ServerMessage(c, r), std::string(sql), state != nullptr ? state : "");
+}
+
+// N of "... parameter $N" in the server's message (the number is kept in
+// every translation), or 0.
+int ParameterNumber(const char* primary) {
+  if (primary == nullptr) return 0;
+  const absl::string_view message = primary;
+  for (size_t at = message.find('$'); at != absl::string_view::npos;
+       at = message.find('$', at + 1)) {
+    size_t end = at + 1;
+    while (end < message.size() && absl::ascii_isdigit(message[end])) ++end;
+    int n = 0;
+    if (end > at + 1 && absl::SimpleAtoi(message.substr(at + 1, end - at - 1), &n)) return n;
+  }
+  return 0;
+}
+
 // The Tx a FinishBody sees: the Finish transaction itself. PostgreSQL aborts
 // the whole transaction when a statement fails, until a ROLLBACK TO SAVEPOINT
 // (which handlers may use to isolate items); only those succeed then. So the
@@ -59,12 +106,16 @@ std::string TimestampText(absl::Time t) {
 // knows whether the transaction can still commit.
 class PgTx final : public Tx {
  public:
-  PgTx(pqxx::transaction_base& tx, pqxx::connection_base& conn, HandlerStatements& statements,
+  PgTx(pqxx::transaction_base& tx, PgConnection& conn, HandlerStatements& statements,
        const PgOptions& options)
       : tx_(tx), conn_(conn), statements_(statements), options_(options), schema_(options.schema) {}
 
   absl::StatusOr<std::vector<Row>> Exec(
       absl::string_view sql, const std::vector<std::optional<std::string>>& params) override {
+    if (const HandlerStatements::Described* d =
+            statements_.FindDescribed(conn_.generation(), sql)) {
+      return ExecDescribed(*d, sql, params);
+    }
     try {
       const std::optional<std::string> name = statements_.NameFor(conn_, sql);
       pqxx::result r =
@@ -93,6 +144,8 @@ class PgTx final : public Tx {
       return Failed();
     }
   }
+  absl::StatusOr<PreparedStatement> Prepare(
+      absl::string_view sql, const std::vector<std::string>& fallback_types) override;
   absl::Status Savepoint(absl::string_view name) override { return Utility("SAVEPOINT ", name); }
   absl::Status ReleaseSavepoint(absl::string_view name) override {
     return Utility("RELEASE SAVEPOINT ", name);
@@ -151,6 +204,10 @@ class PgTx final : public Tx {
     return ExecScript(absl::StrCat(verb, name));
   }
 
+  absl::StatusOr<std::vector<Row>> ExecDescribed(
+      const HandlerStatements::Described& d, absl::string_view sql,
+      const std::vector<std::optional<std::string>>& params);
+
   // In a catch block: remembers the statement's failure, and a lost
   // connection for good.
   absl::Status Failed() {
@@ -161,14 +218,166 @@ class PgTx final : public Tx {
   }
 
   pqxx::transaction_base& tx_;
-  pqxx::connection_base& conn_;
+  PgConnection& conn_;
   HandlerStatements& statements_;
   const PgOptions& options_;
   const std::string& schema_;
   PgError error_;
 };
 
+absl::StatusOr<PreparedStatement> PgTx::Prepare(absl::string_view sql,
+                                                const std::vector<std::string>& fallback_types) {
+  if (const HandlerStatements::Described* d = statements_.FindDescribed(conn_.generation(), sql)) {
+    return d->info;
+  }
+  const std::optional<std::string> name = statements_.NewDescribedName();
+  if (!name) {
+    return absl::ResourceExhaustedError(absl::StrCat("more than ", HandlerStatements::kMaxEntries,
+                                                     " statements prepared on one connection"));
+  }
+  const std::string text(sql);
+  try {
+    // A Parse that fails aborts the transaction; this savepoint keeps it
+    // usable, both for the retries below and for the caller.
+    tx_.exec("SAVEPOINT partq_prepare");
+    PGconn* c = conn_.raw();
+    // PostgreSQL infers each parameter's type from where the statement uses
+    // it, and refuses one it cannot type ("could not determine data type of
+    // parameter $N": 42P08 where it is used, as in `$2 IS NULL`; 42P18 for
+    // one not used at all): that one is then declared its fallback type and
+    // the Parse tried again, one parameter at a time.
+    std::vector<Oid> types;
+    std::optional<std::vector<Oid>> fallbacks;
+    for (;;) {
+      PgResultPtr r(PQprepare(c, name->c_str(), text.c_str(), static_cast<int>(types.size()),
+                              types.empty() ? nullptr : types.data()),
+                    PQclear);
+      if (r != nullptr && PQresultStatus(r.get()) == PGRES_COMMAND_OK) break;
+      if (r == nullptr || PQstatus(c) != CONNECTION_OK) ThrowFailure(c, r.get(), text);
+      const char* state = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+      const bool untyped = state != nullptr && (absl::string_view(state) == "42P18" ||
+                                                absl::string_view(state) == "42P08");
+      const int n =
+          untyped ? ParameterNumber(PQresultErrorField(r.get(), PG_DIAG_MESSAGE_PRIMARY)) : 0;
+      tx_.exec("ROLLBACK TO SAVEPOINT partq_prepare");
+      if (n < 1 || n > 1000 || (static_cast<size_t>(n) <= types.size() && types[n - 1] != 0)) {
+        tx_.exec("RELEASE SAVEPOINT partq_prepare");
+        error_ = PgError{};
+        return ClassifyException(
+                   std::make_exception_ptr(pqxx::sql_error(ServerMessage(c, r.get()), text,
+                                                           state != nullptr ? state : "")),
+                   "", "")
+            .status;
+      }
+      if (!fallbacks) {
+        fallbacks.emplace();
+        for (const pqxx::row& row :
+             tx_.exec_params("SELECT coalesce(to_regtype(t)::oid, 'text'::regtype::oid) "
+                             "FROM unnest($1::text[]) WITH ORDINALITY AS f(t, n) ORDER BY n",
+                             TextArray(std::vector<std::optional<std::string>>(
+                                 fallback_types.begin(), fallback_types.end())))) {
+          fallbacks->push_back(row[0].as<Oid>());
+        }
+      }
+      types.resize(std::max(types.size(), static_cast<size_t>(n)), 0);
+      types[n - 1] =
+          static_cast<size_t>(n) <= fallbacks->size() ? (*fallbacks)[n - 1] : 25;  // text
+    }
+    PgResultPtr described(PQdescribePrepared(c, name->c_str()), PQclear);
+    if (described == nullptr || PQresultStatus(described.get()) != PGRES_COMMAND_OK) {
+      ThrowFailure(c, described.get(), text);
+    }
+    std::vector<int64_t> oids;
+    const int params = PQnparams(described.get());
+    for (int i = 0; i < params; ++i) oids.push_back(PQparamtype(described.get(), i));
+    const int columns = PQnfields(described.get());
+    for (int i = 0; i < columns; ++i) oids.push_back(PQftype(described.get(), i));
+    // Names, not oids, for the handler: a domain by its base type (binding
+    // and decoding go by the base type's text form).
+    PreparedStatement info;
+    const pqxx::result names = tx_.exec_params(R"sql(
+SELECT format_type(CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END, NULL)
+FROM unnest($1::oid[]) WITH ORDINALITY AS u(o, n) JOIN pg_type t ON t.oid = u.o
+ORDER BY u.n)sql",
+                                               IntArray(oids));
+    for (int i = 0; i < static_cast<int>(names.size()); ++i) {
+      (i < params ? info.param_types : info.column_types).push_back(names[i][0].as<std::string>());
+    }
+    tx_.exec("RELEASE SAVEPOINT partq_prepare");
+    error_ = PgError{};
+    statements_.AddDescribed(text, {*name, conn_.generation(), info});
+    return info;
+  } catch (...) {
+    return Failed();
+  }
+}
+
+absl::StatusOr<std::vector<Row>> PgTx::ExecDescribed(
+    const HandlerStatements::Described& d, absl::string_view sql,
+    const std::vector<std::optional<std::string>>& params) {
+  if (params.size() != d.info.param_types.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the statement takes ", d.info.param_types.size(), " parameters; given ", params.size()));
+  }
+  try {
+    PGconn* c = conn_.raw();
+    if (c == nullptr) throw pqxx::broken_connection("no connection");
+    // Text format: libpq reads each as a C string, so the caller must not
+    // pass NUL bytes (a bytea goes as its "\x..." text form).
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    PgResultPtr r(PQexecPrepared(c, d.name.c_str(), static_cast<int>(values.size()), values.data(),
+                                 nullptr, nullptr, 0),
+                  PQclear);
+    const ExecStatusType status = r != nullptr ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) ThrowFailure(c, r.get(), sql);
+    if (PQtransactionStatus(c) == PQTRANS_IDLE) {
+      // The statement ended the transaction it was to run in (a COMMIT):
+      // whatever it wrote committed without the ack. Nothing more may run
+      // on this connection as if the transaction were still open.
+      error_.drop_connection = true;
+      error_.status = absl::InternalError(
+          "handler statement: it ended the ack transaction; a handler must not commit it");
+      return error_.status;
+    }
+    std::vector<Row> rows(PQntuples(r.get()));
+    const int columns = PQnfields(r.get());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      rows[i].reserve(columns);
+      for (int k = 0; k < columns; ++k) {
+        if (PQgetisnull(r.get(), static_cast<int>(i), k)) {
+          rows[i].push_back(std::nullopt);
+        } else {
+          rows[i].push_back(std::string(PQgetvalue(r.get(), static_cast<int>(i), k),
+                                        PQgetlength(r.get(), static_cast<int>(i), k)));
+        }
+      }
+    }
+    error_ = PgError{};
+    return rows;
+  } catch (...) {
+    return Failed();
+  }
+}
+
 }  // namespace
+
+const HandlerStatements::Described* HandlerStatements::FindDescribed(uint64_t generation,
+                                                                     absl::string_view sql) const {
+  auto it = described_.find(sql);
+  if (it == described_.end() || it->second.generation != generation) return nullptr;
+  return &it->second;
+}
+
+std::optional<std::string> HandlerStatements::NewDescribedName() {
+  if (described_.size() >= kMaxEntries) return std::nullopt;
+  return absl::StrCat("partq_prepared_", described_names_++);
+}
+
+void HandlerStatements::AddDescribed(std::string sql, Described described) {
+  described_.insert_or_assign(std::move(sql), std::move(described));
+}
 
 std::optional<std::string> HandlerStatements::NameFor(pqxx::connection_base& conn,
                                                       absl::string_view sql) {
@@ -189,33 +398,7 @@ std::optional<std::string> HandlerStatements::NameFor(pqxx::connection_base& con
 // --- enqueue ------------------------------------------------------------------------
 
 absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payload_bytes) {
-  if (static_cast<int64_t>(item.payload.size()) > max_payload_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("payload is ", item.payload.size(),
-                                                   " bytes; the limit is ", max_payload_bytes,
-                                                   " (--max-payload)"));
-  }
-  if (item.priority < -32768 || item.priority > 32767) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("priority ", item.priority, " is out of range -32768..32767"));
-  }
-  if (item.key && item.key->size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("key is ", item.key->size(), " bytes; the limit is ", kMaxKeyBytes));
-  }
-  if (item.dedup_key && item.dedup_key->size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("dedup key is ", item.dedup_key->size(),
-                                                   " bytes; the limit is ", kMaxKeyBytes));
-  }
-  // Text parameters end at a NUL byte, so such a key would be stored cut
-  // short while its part came from the whole key.
-  if ((item.key && item.key->find('\0') != std::string::npos) ||
-      (item.dedup_key && item.dedup_key->find('\0') != std::string::npos)) {
-    return absl::InvalidArgumentError("keys and dedup keys may not contain NUL bytes");
-  }
-  if (item.delay > absl::Hours(24 * 3650)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("delay ", absl::FormatDuration(item.delay), " is longer than 10 years"));
-  }
+  if (absl::Status st = ValidateNewItem(item, max_payload_bytes); !st.ok()) return st;
   EnqueueArgs args;
   if (item.key) {
     args.key = item.key;

@@ -26,6 +26,7 @@ PARTQ_PACKAGES=(
   gnuplot-nox # partq bench --plot
   openssl     # the HTTP client tests make their own CA and certificates
   python3     # ... serve https with its ssl module; the exec handler tests run Python children
+  python3-psycopg2 # tests/pg/sql_api_test runs examples/sql-api/enqueue.py with Debian's Python
   "${PARTQ_CHECKER_PACKAGES[@]}"
 )
 

@@ -1,11 +1,14 @@
 #include "store/mem_store.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/random/random.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
+#include "base/utf8.h"
+#include "nlohmann/json.hpp"
 #include "partitioner/part.h"
 #include "store/validate.h"
 
@@ -13,7 +16,8 @@ namespace partq {
 
 class MemStore : public Store {
  public:
-  explicit MemStore(MemDatabase* db) : db_(db) {}
+  MemStore(MemDatabase* db, int64_t max_payload_bytes)
+      : db_(db), max_payload_bytes_(max_payload_bytes) {}
 
   absl::Status Migrate() override {
     absl::MutexLock l(&db_->mu_);
@@ -27,12 +31,7 @@ class MemStore : public Store {
   absl::Status CreateQueue(const QueueConfig& config) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("CreateQueue"); !st.ok()) return st;
-    if (config.parts < 1 || config.parts > 4096) {
-      return absl::InvalidArgumentError("parts must be between 1 and 4096");
-    }
-    if (config.dlq_topic) {
-      if (absl::Status st = ValidateTopicName(*config.dlq_topic); !st.ok()) return st;
-    }
+    if (absl::Status st = ValidateQueueConfig(config); !st.ok()) return st;
     if (!db_->queues_.emplace(config.name, config).second) {
       return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
     }
@@ -56,6 +55,7 @@ class MemStore : public Store {
                                   const std::optional<std::string>& topic) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("SetDeadLetterTopic"); !st.ok()) return st;
+    if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
     if (topic) {
       if (absl::Status st = ValidateTopicName(*topic); !st.ok()) return st;
     }
@@ -97,7 +97,9 @@ class MemStore : public Store {
     for (auto it = db_->claims_.begin(); it != db_->claims_.end();) {
       it = it->first.first == q ? db_->claims_.erase(it) : std::next(it);
     }
-    // results_ is by item id alone (no queue), so a queue's results stay.
+    for (auto it = db_->results_.begin(); it != db_->results_.end();) {
+      it = it->second.queue == q ? db_->results_.erase(it) : std::next(it);
+    }
     return out;
   }
 
@@ -106,13 +108,18 @@ class MemStore : public Store {
     if (auto st = db_->Enter("Join"); !st.ok()) return st;
     absl::StatusOr<QueueConfig*> q = db_->QueueLocked(req.queue);
     if (!q.ok()) return q.status();
+    if (req.instance_id.size() > 255) {
+      return absl::InvalidArgumentError("instance id is longer than 255 characters");
+    }
     const absl::Time now = db_->clock_->Now();
     JoinResult out;
     std::string id;
     if (req.instance_id.empty()) {
-      id = absl::StrFormat("%08x-0000-4000-8000-%012x", absl::Uniform<uint32_t>(gen_),
-                           db_->next_session_++);
+      id = NewSessionId();
     } else {
+      // Stable for (queue, instance), as PgStore's md5-based uuid is, but
+      // readable and sorting by instance name, which tests of the layers
+      // above rely on (tests/coordinator/session_test.cc): not a uuid.
       id = absl::StrCat("static-", req.queue, "/", req.instance_id);
     }
     auto [it, inserted] = db_->sessions_.try_emplace(id);
@@ -164,6 +171,7 @@ class MemStore : public Store {
   absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("ReadGroup"); !st.ok()) return st;
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
     return db_->ViewLocked(std::string(queue));
   }
 
@@ -172,11 +180,20 @@ class MemStore : public Store {
                                                       const std::vector<int>& parts) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("AcquireParts"); !st.ok()) return st;
-    if (db_->sessions_.count(session.value) == 0) {
-      return absl::FailedPreconditionError("session gone");
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue);
+    if (!q.ok()) return q.status();
+    std::set<int> wanted(parts.begin(), parts.end());
+    if (!wanted.empty() && *wanted.begin() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("negative part ", *wanted.begin()));
+    }
+    auto s = db_->sessions_.find(session.value);
+    if (s == db_->sessions_.end() || s->second.queue != queue) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("session ", session.value, " is gone (expired or left): join again"));
     }
     std::vector<OwnedPart> got;
-    for (int p : parts) {
+    for (int p : wanted) {  // ascending, as PgStore returns them
+      if (p >= (*q)->parts) break;
       auto [it, inserted] =
           db_->owners_.try_emplace({std::string(queue), p}, MemDatabase::Owner{session.value, 0});
       if (!inserted) continue;
@@ -191,6 +208,7 @@ class MemStore : public Store {
                             const std::vector<OwnedPart>& parts) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("ReleaseParts"); !st.ok()) return st;
+    if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
     for (const auto& p : parts) {
       auto it = db_->owners_.find({std::string(queue), p.part});
       if (it == db_->owners_.end() || it->second.session != session.value ||
@@ -207,6 +225,7 @@ class MemStore : public Store {
                      int64_t incarnation) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Leave"); !st.ok()) return st;
+    if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
     auto it = db_->sessions_.find(session.value);
     if (it == db_->sessions_.end() || it->second.incarnation != incarnation) {
       return absl::OkStatus();
@@ -223,9 +242,10 @@ class MemStore : public Store {
     return absl::OkStatus();
   }
 
-  absl::Status NotifyGroup(absl::string_view) override {
+  absl::Status NotifyGroup(absl::string_view queue) override {
     absl::MutexLock l(&db_->mu_);
-    return db_->Enter("NotifyGroup");
+    if (auto st = db_->Enter("NotifyGroup"); !st.ok()) return st;
+    return ValidateQueueName(queue);
   }
 
   absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) override {
@@ -238,27 +258,46 @@ class MemStore : public Store {
                                        const std::vector<NewItem>& items) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("EnqueueBatch"); !st.ok()) return st;
-    for (const auto& item : items) {
-      auto r = EnqueueLocked(std::string(queue), item);
-      if (!r.ok()) return r.status();
+    // All or none: every item is checked before the first is written.
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue);
+    if (!q.ok()) return q.status();
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (absl::Status st = CheckItem(items[i]); !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("item ", i, " of the batch: ", st.message()));
+      }
     }
-    return static_cast<int64_t>(items.size());
+    int64_t written = 0;
+    for (const auto& item : items) {
+      absl::StatusOr<EnqueueResult> r = EnqueueLocked(std::string(queue), item);
+      if (!r.ok()) return r.status();  // cannot happen: checked above
+      written += r->duplicate ? 0 : 1;
+    }
+    return written;
   }
 
   absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& req) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Claim"); !st.ok()) return st;
+    if (absl::Status st = ValidateQueueName(req.queue); !st.ok()) return st;
     return db_->ClaimLocked(req, {});
   }
 
   absl::StatusOr<FinishResult> Finish(const FinishRequest& req, const FinishBody& body) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Finish"); !st.ok()) return st;
+    if (absl::Status st = ValidateQueueName(req.queue); !st.ok()) return st;
+    // The fence: an item is ours when the request lists its part at its
+    // claim epoch and the part is still ours at that epoch. The database is
+    // locked throughout, so the body sees only those, as PgStore's second
+    // run (locking first) would.
     FinishResult result;
     std::vector<Item> owned;
     for (const auto& item : req.items) {
+      const bool listed = std::any_of(req.parts.begin(), req.parts.end(), [&](const OwnedPart& p) {
+        return p.part == item.part && p.epoch == item.claim_epoch;
+      });
       auto o = db_->owners_.find({req.queue, item.part});
-      const bool ok = o != db_->owners_.end() && o->second.session == req.session.value &&
+      const bool ok = listed && o != db_->owners_.end() && o->second.session == req.session.value &&
                       o->second.epoch == item.claim_epoch.value && db_->items_.count(item.id) > 0;
       if (ok) {
         owned.push_back(item);
@@ -272,9 +311,14 @@ class MemStore : public Store {
       tx.Abort();
       return outcomes.status();
     }
-    if (outcomes->size() != owned.size()) {
+    if (!tx.error().ok()) {
+      // A failed statement the body did not roll back to a savepoint.
       tx.Abort();
-      return absl::InternalError("one outcome per item");
+      return tx.error();
+    }
+    if (absl::Status st = CheckOutcomes(*outcomes, owned); !st.ok()) {
+      tx.Abort();
+      return st;
     }
     const absl::Time now = db_->clock_->Now();
     std::set<int64_t> batch;
@@ -282,27 +326,29 @@ class MemStore : public Store {
     for (const auto& oc : *outcomes) {
       if (oc.kind == Outcome::Kind::kLeave) continue;
       auto s = db_->items_.find(oc.id);
-      if (s == db_->items_.end()) return absl::InternalError("outcome for an unknown item");
       auto& st = s->second;
       const bool refund = oc.kind == Outcome::Kind::kRetry && oc.refund_attempt;
-      const bool dead =
-          oc.kind == Outcome::Kind::kDead ||
-          (oc.kind == Outcome::Kind::kRetry && !refund && st.item.attempts + 1 >= req.max_attempts);
+      const bool dead = oc.kind == Outcome::Kind::kDead ||
+                        (oc.kind == Outcome::Kind::kRetry && !refund &&
+                         st.item.attempts + 1 >= std::max(1, req.max_attempts));
       if (oc.kind == Outcome::Kind::kAck) {
-        if (oc.result || st.item.dedup_key) db_->results_[oc.id] = oc.result;
+        if (oc.result || st.item.dedup_key) {
+          db_->results_[oc.id] = {req.queue, st.item.dedup_key, oc.result};
+        }
         db_->items_.erase(s);
         result.acked.push_back(oc.id);
       } else if (dead) {
         Unrecord(req.queue, st.item.part, oc.id);
         st.last_error = oc.error;
         st.item.attempts += 1;
+        st.failed_at = now;
         db_->dead_[oc.id] = st;
         db_->items_.erase(s);
         result.dead.push_back(oc.id);
       } else {
         Unrecord(req.queue, st.item.part, oc.id);
         if (!refund) st.item.attempts += 1;
-        st.item.run_at = now + oc.retry_delay;
+        st.item.run_at = now + std::max(absl::ZeroDuration(), oc.retry_delay);
         st.abandoned_epoch = 0;
         st.last_error = oc.error;
         result.retried.push_back(oc.id);
@@ -316,42 +362,69 @@ class MemStore : public Store {
     return result;
   }
 
-  absl::StatusOr<ItemState> GetItemState(absl::string_view, int64_t id) override {
+  absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("GetItemState"); !st.ok()) return st;
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
     ItemState out;
     out.id = id;
+    bool elsewhere = false;
     if (auto it = db_->items_.find(id); it != db_->items_.end()) {
-      out.kind = ItemState::Kind::kPending;
-      out.attempts = it->second.item.attempts;
-      out.error = it->second.last_error;
+      elsewhere = it->second.queue != queue;
+      if (!elsewhere) {
+        out.kind = ItemState::Kind::kPending;
+        out.attempts = it->second.item.attempts;
+        out.error = it->second.last_error;
+      }
     } else if (auto d = db_->dead_.find(id); d != db_->dead_.end()) {
-      out.kind = ItemState::Kind::kDead;
-      out.error = d->second.last_error;
-      out.attempts = d->second.item.attempts;
+      elsewhere = d->second.queue != queue;
+      if (!elsewhere) {
+        out.kind = ItemState::Kind::kDead;
+        out.error = d->second.last_error;
+        out.attempts = d->second.item.attempts;
+      }
     } else if (auto r = db_->results_.find(id); r != db_->results_.end()) {
+      elsewhere = r->second.queue != queue;
+      if (!elsewhere) {
+        out.kind = ItemState::Kind::kDone;
+        out.result = r->second.result;
+      }
+    } else if (id >= 1 && id < db_->next_item_) {
+      // Allocated and kept nowhere: acked without a result (ids are shared
+      // by all queues, and a vanished one does not say which it had).
       out.kind = ItemState::Kind::kDone;
-      out.result = r->second;
-    } else {
-      out.kind = id < db_->next_item_ ? ItemState::Kind::kDone : ItemState::Kind::kUnknown;
     }
     return out;
   }
 
   absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
                                                    absl::string_view key) override {
-    int64_t id = 0;
-    {
-      absl::MutexLock l(&db_->mu_);
-      for (const auto& [i, s] : db_->items_) {
-        if (s.queue == queue && s.item.dedup_key == std::string(key)) id = i;
-      }
-      for (const auto& [i, s] : db_->dead_) {
-        if (id == 0 && s.queue == queue && s.item.dedup_key == std::string(key)) id = i;
-      }
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("GetItemStateByDedupKey"); !st.ok()) return st;
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
+    auto is_it = [&](const std::string& q, const std::optional<std::string>& k) {
+      return q == queue && k == std::optional<std::string>(std::string(key));
+    };
+    // The live item first, else the newest finished one.
+    for (const auto& [id, s] : db_->items_) {
+      if (!is_it(s.queue, s.item.dedup_key)) continue;
+      ItemState out;
+      out.kind = ItemState::Kind::kPending;
+      out.id = id;
+      out.attempts = s.item.attempts;
+      out.error = s.last_error;
+      return out;
     }
-    if (id == 0) return ItemState{};
-    return GetItemState(queue, id);
+    ItemState out;
+    for (const auto& [id, r] : db_->results_) {
+      if (!is_it(r.queue, r.dedup_key) || id < out.id) continue;
+      out = ItemState{ItemState::Kind::kDone, id, r.result, "", 0};
+    }
+    for (const auto& [id, d] : db_->dead_) {
+      if (!is_it(d.queue, d.item.dedup_key) || id < out.id) continue;
+      out = ItemState{ItemState::Kind::kDead, id, std::nullopt, d.last_error, d.item.attempts};
+    }
+    return out;
   }
 
   absl::StatusOr<QueueStatus> Status(absl::string_view queue) override {
@@ -432,7 +505,98 @@ class MemStore : public Store {
     return absl::UnimplementedError("MemStore has no LISTEN");
   }
 
+  absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("ListDead"); !st.ok()) return st;
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
+    std::vector<DeadItem> out;
+    for (const auto& [id, d] : db_->dead_) {
+      if (d.queue != queue) continue;
+      out.push_back({id, d.item.part, d.item.key, d.item.dedup_key, d.item.attempts,
+                     d.item.enqueued_at, d.failed_at, d.last_error,
+                     static_cast<int64_t>(d.item.payload.size())});
+    }
+    // Newest first: by failure time, then id, as PgStore orders them.
+    std::sort(out.begin(), out.end(), [](const DeadItem& a, const DeadItem& b) {
+      return std::tie(b.failed_at, b.id) < std::tie(a.failed_at, a.id);
+    });
+    if (static_cast<int>(out.size()) > std::max(0, limit)) out.resize(std::max(0, limit));
+    return out;
+  }
+
+  absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
+                                       const std::vector<int64_t>& ids) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("RequeueDead"); !st.ok()) return st;
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
+    const std::set<int64_t> asked(ids.begin(), ids.end());
+    const absl::Time now = db_->clock_->Now();
+    Requeued out;
+    for (auto it = db_->dead_.begin(); it != db_->dead_.end();) {
+      MemDatabase::StoredItem& d = it->second;
+      if (d.queue != queue || (!asked.empty() && asked.count(it->first) == 0)) {
+        ++it;
+        continue;
+      }
+      const bool key_taken =
+          d.item.dedup_key && std::any_of(db_->items_.begin(), db_->items_.end(), [&](auto& kv) {
+            return kv.second.queue == d.queue && kv.second.item.dedup_key == d.item.dedup_key;
+          });
+      if (key_taken) {
+        ++out.kept;
+        ++it;
+        continue;
+      }
+      // A new item in all but its id and enqueue time.
+      d.item.attempts = 0;
+      d.item.run_at = now;
+      d.abandoned_epoch = 0;
+      d.last_error.clear();
+      d.failed_at = absl::Time();
+      db_->items_.emplace(it->first, std::move(d));
+      it = db_->dead_.erase(it);
+      ++out.requeued;
+    }
+    return out;
+  }
+
  private:
+  // A dynamic member's id: random, in UUID form (members sort by it).
+  std::string NewSessionId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->mu_) {
+    return absl::StrFormat("%08x-0000-4000-8000-%012x", absl::Uniform<uint32_t>(gen_),
+                           db_->next_session_++);
+  }
+
+  // What every store refuses (ValidateNewItem), and keys that are not
+  // UTF-8: PostgreSQL's text columns refuse those.
+  absl::Status CheckItem(const NewItem& item) const {
+    if (absl::Status st = ValidateNewItem(item, max_payload_bytes_); !st.ok()) return st;
+    for (const std::optional<std::string>* k : {&item.key, &item.dedup_key}) {
+      if (*k && !IsValidUtf8(**k)) {
+        return absl::InvalidArgumentError("keys and dedup keys must be UTF-8 text");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // One outcome per item the body was given, none twice (PgStore's rule).
+  static absl::Status CheckOutcomes(const std::vector<Outcome>& outcomes,
+                                    const std::vector<Item>& given) {
+    if (outcomes.size() != given.size()) {
+      return absl::InternalError(absl::StrCat("finish: the handler returned ", outcomes.size(),
+                                              " outcomes for ", given.size(), " items"));
+    }
+    std::set<int64_t> left;
+    for (const Item& i : given) left.insert(i.id);
+    for (const Outcome& o : outcomes) {
+      if (left.erase(o.id) == 0) {
+        return absl::InternalError(absl::StrCat("finish: the handler returned an outcome for item ",
+                                                o.id, ", which it was not given, or twice"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // A retried or dead item is no longer in flight: off its part's record.
   void Unrecord(const std::string& queue, int part, int64_t id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->mu_) {
@@ -445,7 +609,10 @@ class MemStore : public Store {
   // The Tx of a Finish, run while the database is locked: its enqueues and
   // publishes are written at once and undone on a rollback (to a savepoint,
   // or of the whole transaction), so no other handle ever sees them before
-  // the commit.
+  // the commit. A statement that fails (a savepoint that does not exist,
+  // headers that are not JSON) leaves it aborted, as PostgreSQL does, until
+  // a rollback to a savepoint; input refused before any statement would run
+  // (a malformed topic or item, an unknown queue) does not.
   class MemTx : public Tx {
    public:
     explicit MemTx(MemStore* store) : store_(store) {}
@@ -454,20 +621,23 @@ class MemStore : public Store {
       return absl::UnimplementedError("MemStore runs no SQL");
     }
     absl::Status Savepoint(absl::string_view name) override {
+      if (!error_.ok()) return Aborted();
       savepoints_.emplace_back(std::string(name), undo_.size());
       return absl::OkStatus();
     }
     absl::Status ReleaseSavepoint(absl::string_view name) override {
+      if (!error_.ok()) return Aborted();
       auto it = Find(name);
-      if (it == savepoints_.end()) return NoSavepoint(name);
+      if (it == savepoints_.end()) return Fail(NoSavepoint(name));
       savepoints_.erase(it, savepoints_.end());
       return absl::OkStatus();
     }
     absl::Status RollbackToSavepoint(absl::string_view name) override {
       auto it = Find(name);
-      if (it == savepoints_.end()) return NoSavepoint(name);
+      if (it == savepoints_.end()) return Fail(NoSavepoint(name));
       UndoTo(it->second);
       savepoints_.erase(std::next(it), savepoints_.end());
+      error_ = absl::OkStatus();
       return absl::OkStatus();
     }
     absl::Status RenewSavepoint(absl::string_view name) override {
@@ -477,12 +647,20 @@ class MemStore : public Store {
     absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue,
                                           const NewItem& item) override
         ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Finish holds the database lock
+      if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+      if (absl::Status st = store_->CheckItem(item); !st.ok()) return st;
+      if (!error_.ok()) return Aborted();
       auto r = store_->EnqueueLocked(std::string(queue), item);
       if (r.ok() && !r->duplicate) undo_.push_back({Undo::kItem, r->id});
       return r;
     }
     absl::Status Publish(const OutboxEvent& event) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
       if (absl::Status st = ValidateTopicName(event.topic); !st.ok()) return st;
+      if (!error_.ok()) return Aborted();
+      if (event.headers_json && !nlohmann::json::accept(*event.headers_json)) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(
+            "invalid value: the headers are not JSON: ", absl::CHexEscape(*event.headers_json))));
+      }
       store_->db_->outbox_.push_back(event);
       undo_.push_back({Undo::kOutbox, 0});
       return absl::OkStatus();
@@ -490,6 +668,9 @@ class MemStore : public Store {
     pqxx::transaction_base* pqxx() override { return nullptr; }
     const std::string& schema() const override { return schema_; }
 
+    // The last failed statement not rolled back to a savepoint (OK if none):
+    // the transaction cannot commit.
+    const absl::Status& error() const { return error_; }
     // The whole transaction rolls back.
     void Abort() { UndoTo(0); }
 
@@ -509,6 +690,14 @@ class MemStore : public Store {
     static absl::Status NoSavepoint(absl::string_view name) {
       return absl::InternalError(absl::StrCat("savepoint \"", name, "\" does not exist"));
     }
+    absl::Status Fail(absl::Status st) {
+      error_ = st;
+      return st;
+    }
+    static absl::Status Aborted() {
+      return absl::InternalError(
+          "current transaction is aborted, commands ignored until end of transaction block");
+    }
     void UndoTo(size_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
       while (undo_.size() > size) {
         const Undo u = undo_.back();
@@ -524,11 +713,15 @@ class MemStore : public Store {
     MemStore* const store_;
     std::vector<Undo> undo_;
     std::vector<std::pair<std::string, size_t>> savepoints_;
+    absl::Status error_;
     std::string schema_ = "mem";
   };
 
   absl::StatusOr<EnqueueResult> EnqueueLocked(const std::string& queue, const NewItem& item)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_->mu_) {
+    // The item is checked before the queue is looked up, as PgStore does.
+    if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+    if (absl::Status st = CheckItem(item); !st.ok()) return st;
     absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue);
     if (!q.ok()) return q.status();
     if (item.dedup_key) {
@@ -548,43 +741,28 @@ class MemStore : public Store {
     s.item.priority = item.priority;
     s.item.payload = item.payload;
     s.item.enqueued_at = now;
-    s.item.run_at = now + item.delay;
+    // A negative delay means now.
+    s.item.run_at = now + std::max(absl::ZeroDuration(), item.delay);
     const EnqueueResult r{s.item.id, s.item.part, false};
     db_->items_.emplace(s.item.id, std::move(s));
     return r;
   }
 
   MemDatabase* const db_;
+  const int64_t max_payload_bytes_;
   absl::BitGen gen_;
 };
 
-std::unique_ptr<Store> MemDatabase::Connect() { return std::make_unique<MemStore>(this); }
+std::unique_ptr<Store> MemDatabase::Connect(int64_t max_payload_bytes) {
+  return std::make_unique<MemStore>(this, max_payload_bytes);
+}
 
 StoreFactory MemDatabase::Factory() {
   return [this]() -> absl::StatusOr<std::unique_ptr<Store>> { return Connect(); };
 }
 
-void MemDatabase::FailNext(int n, absl::Status status) {
-  absl::MutexLock l(&mu_);
-  fail_next_ = n;
-  fail_status_ = std::move(status);
-}
-
-void MemDatabase::SlowCallsOf(const std::string& method, absl::Duration d) {
-  absl::MutexLock l(&mu_);
-  slow_[method] = d;
-}
-
-void MemDatabase::FailCallsOf(const std::string& method, bool fail) {
-  absl::MutexLock l(&mu_);
-  if (fail) {
-    failing_.insert(method);
-  } else {
-    failing_.erase(method);
-  }
-}
-
 absl::StatusOr<QueueConfig*> MemDatabase::QueueLocked(absl::string_view name) {
+  if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
   auto it = queues_.find(std::string(name));
   if (it == queues_.end()) return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\""));
   return &it->second;
@@ -593,25 +771,6 @@ absl::StatusOr<QueueConfig*> MemDatabase::QueueLocked(absl::string_view name) {
 std::vector<OutboxEvent> MemDatabase::Outbox() const {
   absl::MutexLock l(&mu_);
   return outbox_;
-}
-
-int64_t MemDatabase::Calls(const std::string& method) const {
-  absl::MutexLock l(&mu_);
-  auto it = calls_.find(method);
-  return it == calls_.end() ? 0 : it->second;
-}
-
-absl::Status MemDatabase::Enter(const char* method) {
-  ++calls_[method];
-  if (auto slow = slow_.find(method); slow != slow_.end()) absl::SleepFor(slow->second);
-  if (failing_.count(method) > 0) {
-    return absl::UnavailableError(absl::StrCat("injected failure of ", method));
-  }
-  if (fail_next_ > 0) {
-    --fail_next_;
-    return fail_status_;
-  }
-  return absl::OkStatus();
 }
 
 void MemDatabase::ExpireLocked(const std::string& queue, const std::string& except,
@@ -719,6 +878,10 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
       taken_in[best->item.part] = best_epoch;
     }
   }
+  // One order for the whole claim, suspect included, as PgStore returns it.
+  std::sort(out.begin(), out.end(), [](const Item& a, const Item& b) {
+    return ItemKey{a.priority, a.id} < ItemKey{b.priority, b.id};
+  });
   for (const auto& [part, epoch] : taken_in) {
     ClaimRecord rec{epoch, {}};
     for (const auto& [p, id] : req.in_flight) {

@@ -44,6 +44,17 @@ namespace partq {
 // A row of a query result, NULL as nullopt.
 using Row = std::vector<std::optional<std::string>>;
 
+// What the server made of a statement prepared with Tx::Prepare. Types are
+// PostgreSQL's names of the base type (a domain's is its base type's):
+// "bigint", "bytea", "jsonb", "text", "timestamp with time zone".
+struct PreparedStatement {
+  // $1..$n: n is the highest parameter the statement uses.
+  std::vector<std::string> param_types;
+  // The columns of its rows; empty for a statement that returns none (a
+  // CALL returns one row of its procedure's OUT and INOUT parameters).
+  std::vector<std::string> column_types;
+};
+
 // The transaction a handler's own writes go into; it commits exactly when the
 // items it processes are acknowledged, or not at all. Everything a handler
 // asks partq to do with an item — its SQL, follow-up items, messages for
@@ -51,7 +62,8 @@ using Row = std::vector<std::optional<std::string>>;
 //
 // A statement that fails leaves the transaction unusable until a rollback
 // to a savepoint taken before it (PostgreSQL's rule; MemStore follows it for
-// its own operations).
+// its own operations). Input refused before any statement runs (a malformed
+// item or topic, an unknown queue) leaves the transaction as it was.
 class Tx {
  public:
   virtual ~Tx() = default;
@@ -64,6 +76,20 @@ class Tx {
   // rows are dropped. For strings of utility statements (a list of SET
   // LOCAL). The default runs `sql` as one Exec.
   virtual absl::Status ExecScript(absl::string_view sql) { return Exec(sql).status(); }
+  // Prepares `sql` on this transaction's connection (once per connection:
+  // later calls with the same text answer from memory) and describes it;
+  // Exec of the same text then runs the prepared statement, so a handler
+  // that calls Prepare before each Exec parses and plans it once per
+  // connection. A parameter whose type the statement leaves open (one it
+  // does not use, below the highest it uses, or one used where any type
+  // fits, as in `$2 IS NULL`) is declared fallback_types[i] for $i+1 (a
+  // type name; text past the end of the list). Returns the server's error when `sql`
+  // does not parse or names something missing; the transaction stays usable
+  // either way. Unimplemented when the store runs no SQL (MemStore).
+  virtual absl::StatusOr<PreparedStatement> Prepare(
+      absl::string_view sql, const std::vector<std::string>& fallback_types = {}) {
+    return absl::UnimplementedError("this store prepares no SQL");
+  }
 
   // --- savepoints ---------------------------------------------------------------
   // `name` is a lowercase identifier ([a-z_][a-z0-9_]*) chosen by the caller,
@@ -83,7 +109,8 @@ class Tx {
   virtual absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) = 0;
   // Writes `event` to the outbox in this transaction: `partq bridge publish`
   // sends it to Kafka once the transaction has committed. InvalidArgument for
-  // a malformed topic or headers.
+  // a malformed topic (refused before the write) or headers that are not JSON
+  // (a failed statement).
   virtual absl::Status Publish(const OutboxEvent& event) = 0;
 
   // The libpqxx transaction object, for handlers that want the full API;
@@ -140,7 +167,8 @@ struct ClaimPart {
 // until `limit` are taken in all; parts after that are not read at all. So a
 // caller that rotates the order gets a batch mostly from one part, which
 // keeps an ack's fence and claim record to one part and its rows on a few
-// pages. Items the caller has in flight are skipped. Each item comes with the
+// pages. Items the caller has in flight are skipped. The items come in
+// (priority, id) order, whatever their parts. Each item comes with the
 // epoch of its part and `attempts` = the attempts already used + 1 (this
 // one). The claim then records, per part it took items from, the ids of
 // `in_flight` in that part plus the new ones (part_claims; only while the
@@ -365,9 +393,14 @@ class Store {
   // alive=false when our row (this incarnation) is gone: the session is dead.
   virtual absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
                                               int64_t incarnation) = 0;
+  // The group as it stands: the members not yet expired (by the database
+  // clock) and every ownership row, those of expired members included until
+  // a heartbeat deletes them; deletes nothing. NotFound for an unknown queue.
   virtual absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) = 0;
   // Inserts ownership rows for those of `parts` that are free, at fresh
-  // epochs; returns the ones acquired. Parts owned by anyone stay as they are.
+  // epochs; returns the ones acquired, in part order. Parts owned by anyone
+  // stay as they are; parts the queue does not have are skipped, a negative
+  // one is InvalidArgument. FailedPrecondition when the session is gone.
   // A claim record left in an acquired part by an owner that died is turned
   // into abandoned items (one attempt counted each; see "Claims" above).
   virtual absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
@@ -400,14 +433,16 @@ class Store {
   virtual absl::StatusOr<QueueStatus> Status(absl::string_view queue) = 0;
   // What Status says of the group, in one read that costs O(parts): Status
   // counts every item, seconds on a backlog of millions that workers drain,
-  // so a caller that polls ownership while work flows uses this. Reads only
-  // (expires no session, unlike ReadGroup). NotFound for an unknown queue.
+  // so a caller that polls ownership while work flows uses this. Reads only,
+  // and lists every session of the queue, those past their TTL too (which
+  // ReadGroup leaves out of its members and Heartbeat deletes). NotFound for
+  // an unknown queue.
   virtual absl::StatusOr<QueueOwners> Owners(absl::string_view queue) = 0;
 
   // A new LISTEN connection for `queue` (PgStore); Unimplemented elsewhere.
   virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) = 0;
 
-  // --- dead items (PgStore; Unimplemented elsewhere) ---------------------------
+  // --- dead items (Unimplemented in a store that keeps none) -------------------
   // The most recently dead-lettered items of `queue`, newest first, at most
   // `limit`. NotFound for an unknown queue.
   virtual absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) {

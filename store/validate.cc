@@ -97,4 +97,35 @@ absl::Status ValidateQueueConfig(const QueueConfig& config) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes) {
+  if (static_cast<int64_t>(item.payload.size()) > max_payload_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("payload is ", item.payload.size(),
+                                                   " bytes; the limit is ", max_payload_bytes,
+                                                   " (--max-payload)"));
+  }
+  if (item.priority < -32768 || item.priority > 32767) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority ", item.priority, " is out of range -32768..32767"));
+  }
+  if (item.key && item.key->size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key is ", item.key->size(), " bytes; the limit is ", kMaxKeyBytes));
+  }
+  if (item.dedup_key && item.dedup_key->size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("dedup key is ", item.dedup_key->size(),
+                                                   " bytes; the limit is ", kMaxKeyBytes));
+  }
+  // Text parameters end at a NUL byte, so such a key would be stored cut
+  // short while its part came from the whole key.
+  if ((item.key && item.key->find('\0') != std::string::npos) ||
+      (item.dedup_key && item.dedup_key->find('\0') != std::string::npos)) {
+    return absl::InvalidArgumentError("keys and dedup keys may not contain NUL bytes");
+  }
+  if (item.delay > absl::Hours(24 * 3650)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("delay ", absl::FormatDuration(item.delay), " is longer than 10 years"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace partq

@@ -4,6 +4,9 @@
 #ifndef PARTQ_STORE_VALIDATE_H_
 #define PARTQ_STORE_VALIDATE_H_
 
+#include <cstddef>
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "store/types.h"
@@ -19,6 +22,17 @@ absl::Status ValidateSchemaName(absl::string_view name);
 absl::Status ValidateTopicName(absl::string_view name);
 // All of the above for a queue's settings (name, ranges, dlq_topic).
 absl::Status ValidateQueueConfig(const QueueConfig& config);
+
+// The payload limit a store applies unless told otherwise (PgOptions,
+// MemDatabase::Connect).
+inline constexpr int64_t kDefaultMaxPayloadBytes = 1 << 20;
+// Keys and dedup keys are at most this long (PostgreSQL keeps them in btree
+// indexes, whose entries must fit in a third of a page).
+inline constexpr size_t kMaxKeyBytes = 1024;
+// An item to enqueue: a payload of at most `max_payload_bytes`, a priority
+// in -32768..32767, keys and dedup keys of at most kMaxKeyBytes without NUL
+// bytes, a delay of at most 10 years. InvalidArgument saying which if not.
+absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes);
 
 }  // namespace partq
 

@@ -9,8 +9,11 @@ TOOLS_CACHE=${PARTQ_TOOLS_CACHE:-${XDG_CACHE_HOME:-${HOME:?}/.cache}/partq-tools
 tools_key() { cat "$@" | sha256sum | cut -c1-16; }
 # shellcheck disable=SC2034 # used by the scripts that source this file
 HELM_TEMPLATE_BIN=$TOOLS_CACHE/helm-template-$(tools_key "$TOOLS_DIR"/src/helm-template/*.go)/helm-template
+# tools_npm_dir DIR: where `setup` installs the npm packages pinned by DIR's package.json and
+# package-lock.json (node_modules inside it).
+tools_npm_dir() { echo "$TOOLS_CACHE/npm-$(tools_key "$1"/package.json "$1"/package-lock.json)"; }
 # shellcheck disable=SC2034
-NPM_DIR=$TOOLS_CACHE/npm-$(tools_key "$TOOLS_DIR"/package.json "$TOOLS_DIR"/package-lock.json)
+NPM_DIR=$(tools_npm_dir "$TOOLS_DIR")
 
 # tools_ensure PATH...: runs tools/setup when one of the paths is missing; exits on failure.
 tools_ensure() {

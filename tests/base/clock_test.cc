@@ -71,6 +71,23 @@ TEST(ManualClock, SleepForReturnsOnceTheTimeHasPassed) {
   EXPECT_TRUE(woke);
 }
 
+// Once the clock passed a wait's deadline the wait is ending: AwaitWaiters
+// does not count it, whether or not its thread has run yet, so a test that
+// steps the clock cannot get ahead of the threads it woke.
+TEST(ManualClock, AWaitWhoseDeadlinePassedNoLongerCounts) {
+  ManualClock clock;
+  absl::Mutex mu;
+  bool never = false;
+  std::thread waiter([&] {
+    absl::MutexLock lock(&mu);
+    clock.AwaitWithTimeout(mu, absl::Condition(&never), absl::Seconds(1));
+  });
+  ASSERT_TRUE(clock.AwaitWaiters(1));
+  clock.Advance(absl::Seconds(1));
+  EXPECT_FALSE(clock.AwaitWaiters(1, absl::ZeroDuration()));
+  waiter.join();
+}
+
 // An Advance that comes before the thread starts to wait is not lost.
 TEST(ManualClock, AnAdvanceBeforeTheWaitIsNotLost) {
   ManualClock clock;

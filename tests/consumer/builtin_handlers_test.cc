@@ -41,6 +41,36 @@ TEST(ParseHandlerSpec, RejectsMalformedSpecsWithTheReason) {
   }
 }
 
+// A stage kind from above consumer/ (as the CLI adds sql:) takes the rest of
+// the spec, commas included, as its argument.
+TEST(ParseHandlerSpec, AnAddedStageKindTakesTheRestOfTheSpec) {
+  std::vector<std::string> made;
+  HandlerStageKind kind;
+  kind.name = "sql";
+  kind.usage = "sql:STATEMENT";
+  kind.make = [&](absl::string_view arg) -> absl::StatusOr<std::unique_ptr<Handler>> {
+    if (arg.empty()) return absl::InvalidArgumentError("sql:STATEMENT needs a statement");
+    made.emplace_back(arg);
+    return MakeHandler([](HandlerCall&) { return absl::OkStatus(); });
+  };
+  EXPECT_TRUE(ParseHandlerSpec("sql:CALL p($1, $2)", {kind}).ok());
+  EXPECT_TRUE(
+      ParseHandlerSpec("fail:0, sleep:0 , sql: INSERT INTO t VALUES ($1, 'a,b') ", {kind}).ok());
+  EXPECT_EQ(made, (std::vector<std::string>{"CALL p($1, $2)", "INSERT INTO t VALUES ($1, 'a,b')"}));
+
+  auto empty = ParseHandlerSpec("noop,sql:", {kind});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("needs a statement"), std::string::npos);
+  // Unknown without the kind, and the known list names it when it is there.
+  auto without = ParseHandlerSpec("sql:SELECT 1");
+  ASSERT_FALSE(without.ok());
+  EXPECT_NE(without.status().message().find("unknown handler \"sql\""), std::string::npos);
+  auto bogus = ParseHandlerSpec("bogus", {kind});
+  ASSERT_FALSE(bogus.ok());
+  EXPECT_NE(bogus.status().message().find("publish:TOPIC, sql:STATEMENT"), std::string::npos)
+      << bogus.status();
+}
+
 TEST(ParseHandlerSpec, FailRateOneAlwaysFailsAndZeroNever) {
   Item item;
   HandlerCall call;

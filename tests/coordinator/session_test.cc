@@ -1,17 +1,22 @@
 // The session protocol (join, heartbeat, expiry, rebalance, leave, static
-// membership) on MemStore, with a manual database clock.
+// membership) on MemStore behind a FaultInjector, with one ManualClock for the
+// sessions and their database: time is moved on, never slept.
 #include "coordinator/session.h"
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
-#include "store/mem_store.h"
+#include "base/clock.h"
 #include "gtest/gtest.h"
+#include "store/fault_store.h"
+#include "store/mem_store.h"
 #include "tests/testing/wait.h"
 
 namespace partq {
@@ -198,6 +203,14 @@ std::vector<int> Range(int from, int to) {
   return out;
 }
 
+constexpr absl::Duration kTtl = absl::Seconds(10);
+constexpr absl::Duration kHeartbeat = absl::Seconds(1);
+constexpr absl::Duration kHandoffPoll = absl::Milliseconds(100);
+constexpr absl::Duration kRetry = absl::Milliseconds(100);
+// The clock moves in steps no longer than any of the periods above, so every
+// timed wait ends at its deadline.
+constexpr absl::Duration kStep = absl::Milliseconds(100);
+
 class SessionTest : public ::testing::Test {
  protected:
   void CreateQueue(int parts, AssignmentKind kind = AssignmentKind::kLexical) {
@@ -205,23 +218,71 @@ class SessionTest : public ::testing::Test {
     q.name = "q";
     q.parts = parts;
     q.assignment = kind;
-    q.session_ttl = absl::Seconds(10);  // database time: moved by clock_ only
+    q.session_ttl = kTtl;
     ASSERT_TRUE(db_.Connect()->CreateQueue(q).ok());
   }
 
-  Session* Add(const std::string& instance, absl::Duration retry_backoff = absl::Milliseconds(2)) {
-    auto listener = std::make_unique<RecordingListener>(&registry_, instance);
+  SessionOptions Options(const std::string& instance, absl::Duration retry_backoff = kRetry) {
     SessionOptions o;
     o.queue = "q";
     o.instance_id = instance;
-    o.heartbeat_interval = absl::Milliseconds(5);  // real time between ticks
-    o.handoff_poll = absl::Milliseconds(2);
+    o.heartbeat_interval = kHeartbeat;
+    o.handoff_poll = kHandoffPoll;
     o.retry_backoff = retry_backoff;
-    auto s = std::make_unique<Session>(db_.Factory(), o, listener.get());
-    EXPECT_TRUE(s->Start().ok());
+    o.clock = &clock_;
+    return o;
+  }
+
+  // A session, not started.
+  Session* New(const std::string& instance, absl::Duration retry_backoff = kRetry) {
+    auto listener = std::make_unique<RecordingListener>(&registry_, instance);
+    auto s = std::make_unique<Session>(faults_.Wrap(db_.Factory()),
+                                       Options(instance, retry_backoff), listener.get());
     listeners_.push_back(std::move(listener));
     sessions_.push_back(std::move(s));
     return sessions_.back().get();
+  }
+
+  // Start retries on the clock only when the store fails; none does here.
+  Session* Add(const std::string& instance, absl::Duration retry_backoff = kRetry) {
+    Session* s = New(instance, retry_backoff);
+    EXPECT_TRUE(s->Start().ok());
+    return s;
+  }
+
+  // Sessions whose thread runs; each waits on the clock between rounds.
+  int Running() {
+    int n = 0;
+    for (const auto& s : sessions_) {
+      const Session::State st = s->state();
+      n += st != Session::State::kIdle && st != Session::State::kStopped;
+    }
+    return n;
+  }
+
+  // Waits until every running session (and `starting_`) is back in a timed
+  // wait: what the last step of the clock made due has been done.
+  void Settle() {
+    ASSERT_TRUE(WaitUntil([&] {
+      return clock_.AwaitWaiters(Running() + (starting_ ? starting_() : 0), absl::ZeroDuration());
+    }));
+  }
+
+  // Moves the clock on in steps until `done` holds, letting the sessions run
+  // after each; false if it did not within `limit` of clock time. The default
+  // limit stays within the TTL, so no live session expires meanwhile.
+  bool RunUntil(const std::function<bool()>& done, absl::Duration limit = kTtl - kHeartbeat,
+                absl::Duration step = kStep) {
+    const absl::Time end = clock_.Now() + limit;
+    for (;;) {
+      Settle();
+      if (done()) return true;
+      if (clock_.Now() >= end) return false;
+      clock_.Advance(step);
+    }
+  }
+  void RunFor(absl::Duration d, absl::Duration step = kStep) {
+    EXPECT_FALSE(RunUntil([] { return false; }, d, step));
   }
 
   // Every live session stable and every part owned exactly once.
@@ -238,34 +299,37 @@ class SessionTest : public ::testing::Test {
     return true;
   }
 
-  // Moves the database clock forward in steps, letting `live` heartbeat at
-  // each step so that only the others expire.
-  void AdvanceDbClock(absl::Duration total, const std::vector<Session*>& live) {
-    const absl::Duration step = absl::Seconds(1);
-    for (absl::Duration done; done < total; done += step) {
-      clock_.Advance(step);
-      int64_t hb = db_.Calls("Heartbeat");
-      ASSERT_TRUE(WaitUntil([&] { return db_.Calls("Heartbeat") >= hb + 2 * (int64_t)live.size(); }));
+  // When the database last saw `s` heartbeat (or join).
+  absl::Time LastSeen(const Session& s) {
+    auto status = db_.Connect()->Status("q");
+    EXPECT_TRUE(status.ok()) << status.status();
+    for (const SessionInfo& info : status->sessions) {
+      if (info.id == s.id()) return status->db_now - info.since_heartbeat;
     }
+    ADD_FAILURE() << "no session " << s.id();
+    return absl::InfinitePast();
   }
 
   ManualClock clock_;
   MemDatabase db_{&clock_};
+  FaultInjector faults_{&clock_};
   Registry registry_;
   std::vector<std::unique_ptr<RecordingListener>> listeners_;
   std::vector<std::unique_ptr<Session>> sessions_;
+  // Threads other than the sessions' own that use the clock now.
+  std::function<int()> starting_;
 };
 
 TEST_F(SessionTest, SeedExampleTwoThenThirdInTheMiddle) {
   CreateQueue(8);
   Session* a = Add("a");
   Session* c = Add("c");
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, c}, 8); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, c}, 8); }));
   EXPECT_EQ(Parts(*a), Range(0, 4));
   EXPECT_EQ(Parts(*c), Range(4, 8));
 
   Session* b = Add("b");  // sorts between a and c
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c}, 8); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b, c}, 8); }));
   EXPECT_EQ(Parts(*a), (std::vector<int>{0, 1}));
   EXPECT_EQ(Parts(*b), (std::vector<int>{2, 3, 4}));
   EXPECT_EQ(Parts(*c), (std::vector<int>{5, 6, 7}));
@@ -276,9 +340,12 @@ TEST_F(SessionTest, GracefulLeaveHandsPartsOverWithoutExpiry) {
   Session* a = Add("a");
   Session* b = Add("b");
   Session* c = Add("c");
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c}, 8); }));
-  b->Stop();  // the database clock does not move: no expiry can help
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, c}, 8); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b, c}, 8); }));
+  b->Stop();
+  const absl::Time left = clock_.Now();
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, c}, 8); }));
+  // At the others' next heartbeat, long before b's row could have expired.
+  EXPECT_LE(clock_.Now() - left, kHeartbeat);
   EXPECT_EQ(Parts(*a), Range(0, 4));
   EXPECT_EQ(Parts(*c), Range(4, 8));
   EXPECT_EQ(b->state(), Session::State::kStopped);
@@ -288,20 +355,23 @@ TEST_F(SessionTest, SilentSessionLosesPartsAfterTtlAndNotBefore) {
   CreateQueue(6);
   Session* a = Add("a");
   Session* b = Add("b");
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b}, 6); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b}, 6); }));
   const auto b_parts = Parts(*b);
   const auto b_owned = b->owned();
+  const absl::Time b_seen = LastSeen(*b);
   b->Abandon();  // stops heartbeating, deletes nothing: a crash
   registry_.Drop("b", b_owned);  // a dead process holds nothing
 
-  AdvanceDbClock(absl::Seconds(9), {a});  // within the 10 s TTL
+  RunFor(b_seen + kTtl - clock_.Now());  // up to the TTL, a heartbeating
   EXPECT_EQ(Parts(*a), Range(0, 3)) << "parts moved before the TTL";
   auto status = db_.Connect()->Status("q");
   ASSERT_TRUE(status.ok());
   for (int p : b_parts) EXPECT_TRUE(status->parts[p].owner.has_value());
 
-  AdvanceDbClock(absl::Seconds(3), {a});  // past the TTL
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 6); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 6); }, absl::Seconds(3)));  // past the TTL
+  // At a's first heartbeat after it.
+  EXPECT_GT(clock_.Now(), b_seen + kTtl);
+  EXPECT_LE(clock_.Now(), b_seen + kTtl + kHeartbeat);
 }
 
 TEST_F(SessionTest, StaticRejoinWithinTtlKeepsPartsAndMovesNothingElse) {
@@ -309,13 +379,13 @@ TEST_F(SessionTest, StaticRejoinWithinTtlKeepsPartsAndMovesNothingElse) {
   Session* a = Add("a");
   Session* b = Add("b");
   Session* c = Add("c");
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c}, 9); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b, c}, 9); }));
   const auto a_before = a->owned();
   const auto b_before = b->owned();
   const auto c_before = c->owned();
   b->Abandon();  // pod restart: same instance id comes back within the TTL
   Session* b2 = Add("b");
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b2, c}, 9); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b2, c}, 9); }));
   EXPECT_EQ(a->owned(), a_before);
   EXPECT_EQ(c->owned(), c_before);
   ASSERT_EQ(Parts(*b2), (std::vector<int>{3, 4, 5}));
@@ -329,13 +399,13 @@ TEST_F(SessionTest, StickyJoinMovesOnlyItsShare) {
   Session* a = Add("a");
   Session* b = Add("b");
   Session* c = Add("c");
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c}, 12); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b, c}, 12); }));
   std::map<int, std::string> before;
   for (auto [s, n] : {std::pair{a, "a"}, {b, "b"}, {c, "c"}}) {
     for (int p : Parts(*s)) before[p] = n;
   }
   Session* d = Add("0");  // sorts first: lexical would shift everything
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c, d}, 12); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b, c, d}, 12); }));
   EXPECT_EQ(Parts(*d).size(), 3u);  // floor(12 / 4)
   int moved = 0;
   for (auto [s, n] : {std::pair{a, "a"}, {b, "b"}, {c, "c"}}) {
@@ -349,10 +419,23 @@ TEST_F(SessionTest, SurvivesDatabaseErrorsAndConverges) {
   CreateQueue(16);
   Session* a = Add("a");
   Session* b = Add("b");
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b}, 16); }));
-  db_.FailNext(20);
-  Session* c = Add("c");  // Start retries through the failures
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b, c}, 16); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b}, 16); }));
+  faults_.FailNext(20);
+  // Start retries through the failures, on the clock this thread moves.
+  Session* c = New("c");
+  absl::Status started = absl::UnknownError("not yet");
+  std::atomic<bool> done{false};
+  // Until it joins, Start's thread is c's (Running() counts c from then on).
+  starting_ = [&] { return !done && c->state() == Session::State::kIdle ? 1 : 0; };
+  std::thread starter([&] {
+    started = c->Start();
+    done = true;
+  });
+  const bool returned = RunUntil([&] { return done.load(); });
+  starter.join();
+  ASSERT_TRUE(returned);
+  ASSERT_TRUE(started.ok()) << started;
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b, c}, 16); }));
 }
 
 // A release that fails after OnRevoke leaves the parts ours in the database;
@@ -362,14 +445,14 @@ TEST_F(SessionTest, PartsWhoseReleaseFailedAreHandedBackToTheListener) {
   CreateQueue(8);
   Session* a = Add("a");
   Session* b = Add("b");
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b}, 8); }));
-  db_.FailCallsOf("ReleaseParts");
-  const int64_t releases = db_.Calls("ReleaseParts");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b}, 8); }));
+  faults_.FailCallsOf("ReleaseParts");
+  const int64_t releases = faults_.Calls("ReleaseParts");
   Session* c = Add("c");  // a and b revoke parts for c, and cannot release them
-  ASSERT_TRUE(WaitUntil([&] { return db_.Calls("ReleaseParts") >= releases + 4; }));
+  ASSERT_TRUE(RunUntil([&] { return faults_.Calls("ReleaseParts") >= releases + 4; }));
   c->Stop();  // the plan for {a, b} is what they hold again
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a, b}, 8); }));
-  db_.FailCallsOf("ReleaseParts", false);
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b}, 8); }));
+  faults_.FailCallsOf("ReleaseParts", false);
   EXPECT_EQ(registry_.Of("a"), Parts(*a));
   EXPECT_EQ(registry_.Of("b"), Parts(*b));
 }
@@ -377,13 +460,61 @@ TEST_F(SessionTest, PartsWhoseReleaseFailedAreHandedBackToTheListener) {
 TEST_F(SessionTest, ExpiredSessionNoticesAndRejoins) {
   CreateQueue(4);
   Session* a = Add("a");
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }));
   // Someone else expires a: delete its row as if its heartbeats had stopped.
   auto other = db_.Connect();
   ASSERT_TRUE(other->Leave("q", a->id(), 1).ok());
-  ASSERT_TRUE(WaitUntil([&] { return listeners_[0]->lost() > 0; }));
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
+  ASSERT_TRUE(RunUntil([&] { return listeners_[0]->lost() > 0 && Converged({a}, 4); }));
   EXPECT_EQ(a->state(), Session::State::kActive);
+}
+
+// Heartbeats that fail for longer than the TTL: the session stops counting on
+// its parts (reports them lost) right after the TTL, not before, and re-joins
+// once the database answers.
+TEST_F(SessionTest, NoSuccessfulHeartbeatWithinTheTtlLosesTheParts) {
+  CreateQueue(4);
+  Session* a = Add("a");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }));
+  const absl::Time seen = LastSeen(*a);
+  faults_.FailCallsOf("Heartbeat");
+  ASSERT_TRUE(RunUntil([&] { return listeners_[0]->lost() > 0; }, kTtl + kHeartbeat));
+  EXPECT_GT(clock_.Now(), seen + kTtl);
+  EXPECT_LE(clock_.Now(), seen + kTtl + kRetry);
+  EXPECT_EQ(a->state(), Session::State::kLost);
+  EXPECT_TRUE(a->owned().empty());
+  faults_.FailCallsOf("Heartbeat", false);
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }));
+  EXPECT_EQ(a->state(), Session::State::kActive);
+}
+
+// A stable session heartbeats once per interval, and does nothing else.
+TEST_F(SessionTest, HeartbeatsComeOncePerInterval) {
+  CreateQueue(4);
+  Session* a = Add("a");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }));
+  const int64_t heartbeats = faults_.Calls("Heartbeat");
+  const int64_t reads = faults_.Calls("ReadGroup");
+  RunFor(5 * kHeartbeat);
+  EXPECT_EQ(faults_.Calls("Heartbeat") - heartbeats, 5);
+  EXPECT_EQ(faults_.Calls("ReadGroup") - reads, 0);
+}
+
+// While a part it wants still has an owner, a session re-reads the group every
+// handoff_poll (a group notice usually comes sooner; MemStore sends none).
+TEST_F(SessionTest, APendingHandOffIsPolledEveryHandoffPoll) {
+  CreateQueue(4);
+  Session* a = Add("a");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }));
+  a->Abandon();  // its row and parts stay until the TTL: b waits for 2 and 3
+  Session* b = Add("b");
+  Settle();  // its first round, right after the join
+  ASSERT_FALSE(b->WaitStable(absl::ZeroDuration()));
+  const int64_t heartbeats = faults_.Calls("Heartbeat");
+  const int64_t reads = faults_.Calls("ReadGroup");
+  RunFor(kHeartbeat);
+  EXPECT_EQ(faults_.Calls("Heartbeat") - heartbeats, 1);
+  EXPECT_EQ(faults_.Calls("ReadGroup") - reads, kHeartbeat / kHandoffPoll - 1);
+  EXPECT_TRUE(Parts(*b).empty());
 }
 
 // A heartbeat that fails is retried after retry_backoff, not at once: the
@@ -391,22 +522,27 @@ TEST_F(SessionTest, ExpiredSessionNoticesAndRejoins) {
 // wake-up spun, reconnecting hundreds of times a second to a database that
 // refused every call (found with a deleted queue).
 TEST_F(SessionTest, FailingHeartbeatsRetryAfterTheBackoff) {
+  constexpr absl::Duration kBackoff = absl::Milliseconds(50);
+  constexpr absl::Duration kFine = absl::Milliseconds(10);
   CreateQueue(4);
-  Session* a = Add("a", absl::Milliseconds(50));
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
-  db_.FailCallsOf("Heartbeat");
-  const int64_t before = db_.Calls("Heartbeat");
-  const absl::Time t0 = absl::Now();
-  absl::SleepFor(absl::Milliseconds(500));
-  const int64_t failed = db_.Calls("Heartbeat") - before;
-  // As long as this thread really slept (more on a loaded machine).
-  const int64_t slept_ms = absl::ToInt64Milliseconds(absl::Now() - t0);
-  db_.FailCallsOf("Heartbeat", false);
+  Session* a = Add("a", kBackoff);
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }));
+  faults_.FailCallsOf("Heartbeat");
+  const int64_t first = faults_.Calls("Heartbeat") + 1;
+  ASSERT_TRUE(RunUntil([&] { return faults_.Calls("Heartbeat") == first; }, 2 * kHeartbeat, kFine));
+  // While the clock stands still the session waits: no spinning.
+  EXPECT_EQ(faults_.Calls("Heartbeat"), first);
+  const absl::Time t0 = clock_.Now();
+  RunFor(absl::Milliseconds(500), kFine);
+  const int64_t failed = faults_.Calls("Heartbeat") - first;
+  const int64_t elapsed_ms = absl::ToInt64Milliseconds(clock_.Now() - t0);
+  faults_.FailCallsOf("Heartbeat", false);
   // One every 50 ms at the most (and the one under way when failures began);
   // without the backoff it made thousands.
   EXPECT_GE(failed, 3);
-  EXPECT_LE(failed, slept_ms / 50 + 2) << slept_ms << " ms";
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
+  EXPECT_LE(failed, elapsed_ms / 50 + 2) << elapsed_ms << " ms";
+  EXPECT_EQ(failed, elapsed_ms / 50) << "one exactly every backoff";
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }));
 }
 
 // A queue deleted under a session: the re-join finds no queue, and the
@@ -414,11 +550,11 @@ TEST_F(SessionTest, FailingHeartbeatsRetryAfterTheBackoff) {
 TEST_F(SessionTest, DeletedQueueEndsTheSession) {
   CreateQueue(4);
   Session* a = Add("a");
-  ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 4); }));
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }));
   EXPECT_TRUE(a->ended().ok());
   auto other = db_.Connect();
   ASSERT_TRUE(other->DeleteQueue("q", QueueContents::kDelete).ok());
-  ASSERT_TRUE(WaitUntil([&] { return a->state() == Session::State::kStopped; }));
+  ASSERT_TRUE(RunUntil([&] { return a->state() == Session::State::kStopped; }));
   EXPECT_TRUE(absl::IsNotFound(a->ended())) << a->ended();
   EXPECT_TRUE(Parts(*a).empty());
   EXPECT_TRUE(registry_.Of("a").empty());
@@ -427,17 +563,28 @@ TEST_F(SessionTest, DeletedQueueEndsTheSession) {
 TEST_F(SessionTest, StopBeforeStartAndTwiceIsSafe) {
   CreateQueue(2);
   RecordingListener l(&registry_, "x");
-  SessionOptions o;
-  o.queue = "q";
-  Session s(db_.Factory(), o, &l);
+  Session s(db_.Factory(), Options("x"), &l);
   s.Stop();
   s.Stop();
   EXPECT_EQ(s.state(), Session::State::kStopped);
+  EXPECT_EQ(s.Start().code(), absl::StatusCode::kFailedPrecondition) << "a stopped session started";
+  EXPECT_EQ(s.state(), Session::State::kStopped);
+}
+
+TEST_F(SessionTest, StopAfterStartTwiceIsSafe) {
+  CreateQueue(2);
+  Session* a = Add("a");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 2); }));
+  a->Stop();
+  a->Stop();
+  EXPECT_EQ(a->state(), Session::State::kStopped);
+  EXPECT_TRUE(a->owned().empty());
+  EXPECT_EQ(a->Start().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(SessionTest, UnknownQueueFailsToStart) {
   RecordingListener l(&registry_, "x");
-  SessionOptions o;
+  SessionOptions o = Options("x");
   o.queue = "nope";
   Session s(db_.Factory(), o, &l);
   EXPECT_TRUE(absl::IsNotFound(s.Start()));

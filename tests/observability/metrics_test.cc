@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "store/fault_store.h"
 #include "store/mem_store.h"
 #include "coordinator/queue_collector.h"
 #include "coordinator/session.h"
@@ -56,11 +57,12 @@ class MetricsTest : public ::testing::Test {
     o.handoff_poll = absl::Milliseconds(2);
     o.retry_backoff = absl::Milliseconds(2);
     o.metrics = metrics;
-    return std::make_unique<Session>(db_.Factory(), o, &listener_);
+    return std::make_unique<Session>(faults_.Wrap(db_.Factory()), o, &listener_);
   }
 
   ManualClock clock_;
   MemDatabase db_{&clock_};
+  FaultInjector faults_{&clock_};
   NullListener listener_;
 };
 
@@ -107,7 +109,7 @@ TEST_F(MetricsTest, SessionCountsHeartbeatFailuresAndLoss) {
   auto s = NewSession(&m, absl::Hours(1));
   ASSERT_TRUE(s->Start().ok());
   ASSERT_TRUE(WaitUntil([&] { return V(r, "partq_parts_owned") == 2; }));
-  db_.FailNext(3);
+  faults_.FailNext(3);
   ASSERT_TRUE(WaitUntil([&] {
     return V(r, "partq_heartbeat_failures_total") >= 1 && s->WaitStable(absl::ZeroDuration());
   }));
@@ -116,7 +118,7 @@ TEST_F(MetricsTest, SessionCountsHeartbeatFailuresAndLoss) {
   // finds it gone, and the session re-joins.
   clock_.Advance(absl::Seconds(11));
   ASSERT_TRUE(db_.Connect()->Heartbeat("q", SessionId{"nobody"}, 1).ok());
-  db_.FailNext(1);
+  faults_.FailNext(1);
   ASSERT_TRUE(WaitUntil(
       [&] { return V(r, "partq_sessions_lost_total") == 1 && V(r, "partq_parts_owned") == 2; }));
   s->Stop();
@@ -170,7 +172,7 @@ TEST_F(MetricsTest, CollectorPublishesOnlyWhileItIsTheCollector) {
   prometheus::Registry r;
   bool collector = true;
   QueueCollector c(
-      db_.Factory(), "q", [&] { return collector; }, r);
+      faults_.Wrap(db_.Factory()), "q", [&] { return collector; }, r);
   ASSERT_TRUE(c.CollectOnce().ok());
   EXPECT_EQ(V(r, "partq_queue_ready_items"), 5);
   EXPECT_EQ(V(r, "partq_queue_delayed_items"), 1);
@@ -193,7 +195,7 @@ TEST_F(MetricsTest, CollectorPublishesOnlyWhileItIsTheCollector) {
   // A failed query counts an error and keeps the last values.
   collector = true;
   ASSERT_TRUE(c.CollectOnce().ok());
-  db_.FailNext(1);
+  faults_.FailNext(1);
   EXPECT_FALSE(c.CollectOnce().ok());
   EXPECT_EQ(V(r, "partq_queue_collect_errors_total"), 1);
   EXPECT_EQ(V(r, "partq_queue_ready_items"), 5);
@@ -207,34 +209,47 @@ TEST_F(MetricsTest, CollectorPublishesOnlyWhileItIsTheCollector) {
 
 // A slow status query (a backlog of millions) spaces the next one out: at
 // most 1/kCollectSpacing of the time goes to collecting, whatever `interval`.
+// On the test's clock: the collector's thread is its only user, so after each
+// step AwaitWaiters(1) says it has done what the step made due.
 TEST_F(MetricsTest, CollectorSpacesOutSlowStatusQueries) {
   EXPECT_EQ(QueueCollector::WaitAfter(absl::Seconds(5), absl::Milliseconds(10)), absl::Seconds(5));
   EXPECT_EQ(QueueCollector::WaitAfter(absl::Seconds(5), absl::Seconds(1)),
             absl::Seconds(QueueCollector::kCollectSpacing));
 
   CreateQueue(4);
-  db_.SlowCallsOf("Status", absl::Milliseconds(100));
+  faults_.SlowCallsOf("Status", absl::Milliseconds(100));
+  auto run_for = [&](absl::Duration d) {
+    for (absl::Duration done; done < d; done += absl::Milliseconds(10)) {
+      ASSERT_TRUE(clock_.AwaitWaiters(1));
+      clock_.Advance(absl::Milliseconds(10));
+    }
+    ASSERT_TRUE(clock_.AwaitWaiters(1));
+  };
   prometheus::Registry r;
   QueueCollector c(
-      db_.Factory(), "q", [] { return true; }, r, absl::Milliseconds(10));
+      faults_.Wrap(db_.Factory()), "q", [] { return true; }, r, absl::Milliseconds(10), &clock_);
   c.Start();
   // At a 10 ms interval about ten queries would run in this second; after
   // one of 100 ms the next waits 2 s.
-  absl::SleepFor(absl::Seconds(1));
+  run_for(absl::Seconds(1));
   EXPECT_GE(V(r, "partq_queue_collect_duration_seconds"), 0.1);
   c.Stop();
-  EXPECT_EQ(db_.Calls("Status"), 1);
+  EXPECT_EQ(faults_.Calls("Status"), 1);
   EXPECT_EQ(V(r, "partq_queue_collect_duration_seconds"), 0);  // zero-filled
 
   // A query that fails (the database is away) does not: the collector
   // tries again after `interval`, so it reports soon after the database is back.
-  db_.FailCallsOf("Status");
+  faults_.FailCallsOf("Status");
   QueueCollector again(
-      db_.Factory(), "q", [] { return true; }, r, absl::Milliseconds(10));
+      faults_.Wrap(db_.Factory()), "q", [] { return true; }, r, absl::Milliseconds(10), &clock_);
   again.Start();
-  absl::SleepFor(absl::Seconds(1));
+  run_for(absl::Seconds(1));
+  EXPECT_GE(faults_.Calls("Status"), 1 + 3);  // about 9 of 110 ms each
+  // Stop ends the wait between rounds, not a query under way: let that end.
+  faults_.SlowCallsOf("Status", absl::ZeroDuration());
+  clock_.Advance(absl::Milliseconds(100));
+  ASSERT_TRUE(clock_.AwaitWaiters(1));
   again.Stop();
-  EXPECT_GE(db_.Calls("Status"), 1 + 3);  // about 9 of 110 ms each
 }
 
 TEST_F(MetricsTest, ConsumerProbeCountsOutcomes) {

@@ -1,7 +1,11 @@
-// PgStore against a real PostgreSQL: the Store contracts (store.h), the
-// invariants of DESIGN.md that the database enforces, and the error mapping.
-// Each test gets a fresh schema (TestSchema). Timings printed here are
-// informational; no test fails because the machine is slow.
+// What only PgStore does, against a real PostgreSQL: migrations, plans, ctid
+// locators, the pipelined ack, lock waits, the SQL a handler runs, LISTEN,
+// the dead-letter topic's outbox rows, the Kafka bridge's operations, the
+// error mapping, and what the Store contract leaves to the tables (which rows
+// a delete or an ack leaves). The Store contract itself, which MemStore keeps
+// too, is tests/store/store_conformance.cc. Each test gets a fresh schema
+// (TestSchema). Timings printed here are informational; no test fails because
+// the machine is slow.
 #include "pg/pg_store.h"
 
 #include <algorithm>
@@ -27,43 +31,29 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "partitioner/part.h"
 #include "pg/migrations.h"
 #include "pg/pg_connection.h"
 #include "pg/pg_store_internal.h"
 #include "store/store.h"
-#include "gtest/gtest.h"
-#include "partitioner/part.h"
+#include "tests/store/store_test_util.h"
 #include "tests/testing/pg_env.h"
 
 namespace partq {
 namespace {
 
 using ::partq::testing::TestSchema;
-
-inline absl::Status ToStatus(const absl::Status& s) { return s; }
-template <typename T>
-absl::Status ToStatus(const absl::StatusOr<T>& s) {
-  return s.status();
-}
-
-#define ASSERT_OK(expr)                               \
-  do {                                                \
-    const absl::Status assert_ok_ = ToStatus((expr)); \
-    ASSERT_TRUE(assert_ok_.ok()) << assert_ok_;       \
-  } while (0)
-#define EXPECT_OK(expr)                               \
-  do {                                                \
-    const absl::Status expect_ok_ = ToStatus((expr)); \
-    EXPECT_TRUE(expect_ok_.ok()) << expect_ok_;       \
-  } while (0)
-#define PQ_CONCAT_INNER_(a, b) a##b
-#define PQ_CONCAT_(a, b) PQ_CONCAT_INNER_(a, b)
-#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  ASSERT_OK_AND_ASSIGN_IMPL_(PQ_CONCAT_(status_or_, __LINE__), lhs, expr)
-#define ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                               \
-  ASSERT_TRUE(tmp.ok()) << tmp.status();           \
-  lhs = std::move(*tmp)
+using store_testing::AckAll;
+using store_testing::ClaimAll;
+using store_testing::FinishOf;
+using store_testing::Ids;
+using store_testing::JoinWith;
+using store_testing::kAllParts;
+using store_testing::Keyed;
+using store_testing::Member;
+using store_testing::Payload;
+using store_testing::ToStatus;
 
 // Polls `cond` every 10ms until it holds or `timeout` passes.
 bool WaitUntil(const std::function<bool()>& cond, absl::Duration timeout = absl::Seconds(10)) {
@@ -73,34 +63,6 @@ bool WaitUntil(const std::function<bool()>& cond, absl::Duration timeout = absl:
     absl::SleepFor(absl::Milliseconds(10));
   }
   return cond();
-}
-
-NewItem Payload(std::string payload) {
-  NewItem item;
-  item.payload = std::move(payload);
-  return item;
-}
-
-NewItem Keyed(std::string key, std::string payload = "x") {
-  NewItem item;
-  item.key = std::move(key);
-  item.payload = std::move(payload);
-  return item;
-}
-
-std::vector<int64_t> Ids(const std::vector<Item>& items) {
-  std::vector<int64_t> ids;
-  for (const Item& i : items) ids.push_back(i.id);
-  return ids;
-}
-
-// Acks every item it is given.
-FinishBody AckAll() {
-  return [](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
-    std::vector<Outcome> out;
-    for (const Item& i : items) out.push_back(Outcome{i.id, i.part});
-    return out;
-  };
 }
 
 class PgStoreTest : public ::testing::Test {
@@ -114,69 +76,7 @@ class PgStoreTest : public ::testing::Test {
 
   void MakeQueue(const std::string& name, int parts, absl::Duration ttl = absl::Seconds(10),
                  bool ordered = false, int max_attempts = 25) {
-    QueueConfig c;
-    c.name = name;
-    c.parts = parts;
-    c.session_ttl = ttl;
-    c.ordered = ordered;
-    c.max_attempts = max_attempts;
-    ASSERT_OK(store_->CreateQueue(c));
-  }
-
-  // Joins `queue` and acquires `parts` (kAll: every part of the queue).
-  static inline const std::vector<int> kAll = {-1};
-  struct Member {
-    JoinResult join;
-    std::vector<OwnedPart> parts;
-  };
-  Member JoinWith(Store& store, const std::string& queue, std::vector<int> parts,
-                  const std::string& instance = "") {
-    Member m;
-    JoinRequest req;
-    req.queue = queue;
-    req.instance_id = instance;
-    req.host = "test";
-    req.pid = 1;
-    absl::StatusOr<JoinResult> j = store.Join(req);
-    EXPECT_TRUE(j.ok()) << j.status();
-    if (!j.ok()) return m;
-    m.join = *j;
-    if (parts == kAll) {
-      absl::StatusOr<QueueConfig> q = store.GetQueue(queue);
-      EXPECT_TRUE(q.ok()) << q.status();
-      parts.clear();
-      for (int p = 0; q.ok() && p < q->parts; ++p) parts.push_back(p);
-    }
-    absl::StatusOr<std::vector<OwnedPart>> got = store.AcquireParts(queue, j->id, parts);
-    EXPECT_TRUE(got.ok()) << got.status();
-    if (got.ok()) m.parts = *got;
-    return m;
-  }
-
-  // Claims from the head of every part of `m` (the first `limit` parts if
-  // there are more), `limit` items shared equally as the consumer shares
-  // them, skipping `in_flight`.
-  ClaimRequest ClaimAll(const std::string& queue, const Member& m, int limit = 100,
-                        const std::vector<Item>& in_flight = {}) {
-    ClaimRequest req;
-    req.queue = queue;
-    req.session = m.join.id;
-    const int n = std::min<int>(limit, static_cast<int>(m.parts.size()));
-    for (int i = 0; i < n; ++i) {
-      req.parts.push_back({m.parts[i].part, m.parts[i].epoch, std::nullopt, limit / n});
-    }
-    for (const Item& i : in_flight) req.in_flight.emplace_back(i.part, i.id);
-    return req;
-  }
-
-  FinishRequest FinishOf(const std::string& queue, const Member& m,
-                         const std::vector<Item>& items) {
-    FinishRequest req;
-    req.queue = queue;
-    req.session = m.join.id;
-    req.parts = m.parts;
-    req.items = items;
-    return req;
+    store_testing::MakeQueue(*store_, name, parts, ttl, ordered, max_attempts);
   }
 
   // Transactions waiting for a lock on the items table (a DeleteQueue or a
@@ -336,88 +236,13 @@ TEST_F(PgStoreTest, PartForIdInSqlMatchesPartitioner) {
 
 // --- queues -------------------------------------------------------------------------
 
-TEST_F(PgStoreTest, QueueCreateGetListDelete) {
-  QueueConfig c;
-  c.name = "emails.v2";
-  c.parts = 12;
-  c.assignment = AssignmentKind::kSticky;
-  c.session_ttl = absl::Milliseconds(2500);
-  c.max_attempts = 7;
-  c.ordered = true;
-  ASSERT_OK(store_->CreateQueue(c));
-  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kAlreadyExists);
-  MakeQueue("a-first", 1);
-
-  ASSERT_OK_AND_ASSIGN(QueueConfig got, store_->GetQueue("emails.v2"));
-  EXPECT_EQ(got.name, "emails.v2");
-  EXPECT_EQ(got.parts, 12);
-  EXPECT_EQ(got.assignment, AssignmentKind::kSticky);
-  EXPECT_EQ(got.session_ttl, absl::Milliseconds(2500));
-  EXPECT_EQ(got.max_attempts, 7);
-  EXPECT_TRUE(got.ordered);
-
-  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
-  ASSERT_EQ(all.size(), 2u);
-  EXPECT_EQ(all[0].name, "a-first");
-  EXPECT_EQ(all[1].name, "emails.v2");
-
-  // Deleting takes the queue's sessions, parts, items, dead items and results.
-  Member m = JoinWith(*store_, "emails.v2", {0, 1});
-  ASSERT_OK(store_->Enqueue("emails.v2", Payload("one")));
-  ASSERT_OK(store_->Enqueue("a-first", Payload("other queue")));
-  ASSERT_OK_AND_ASSIGN(DeletedQueue gone, store_->DeleteQueue("emails.v2", QueueContents::kDelete));
-  EXPECT_EQ(gone.items, 1);
-  EXPECT_EQ(Count("sessions"), 0);
-  EXPECT_EQ(Count("session_parts"), 0);
-  EXPECT_EQ(Count("items", "queue = 'emails.v2'"), 0);
-  EXPECT_EQ(Count("items", "queue = 'a-first'"), 1);
-
-  absl::Status st = store_->GetQueue("emails.v2").status();
-  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
-  // Test schemas are not the default one, so the hint names it.
-  EXPECT_EQ(st.message(), absl::StrCat("unknown queue \"emails.v2\" in schema \"", schema_.name(),
-                                       "\" (create it with: partq queue create emails.v2 --parts N "
-                                       "--schema ",
-                                       schema_.name(), ")"));
-  EXPECT_EQ(store_->DeleteQueue("emails.v2", QueueContents::kDelete).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(store_->Enqueue("emails.v2", Payload("x")).status().code(),
-            absl::StatusCode::kNotFound);
-}
-
-// A queue that holds work is kept unless the caller says to delete the work
-// with it; the refusal counts the work as `partq status` does, and a delete
-// says what went.
-TEST_F(PgStoreTest, DeleteQueueRefusesAQueueThatHoldsWorkUnlessToldToDeleteIt) {
-  MakeQueue("orders", 1);
+// What DeleteQueue leaves in the tables (a refusal: everything; a delete: no
+// row of the queue), and what its errors say, with the command that fixes
+// them.
+TEST_F(PgStoreTest, DeleteQueueRemovesEveryRowOfTheQueueAndItsErrorsNameTheFix) {
   MakeQueue("other", 1);
   ASSERT_OK(store_->Enqueue("other", Payload("stays")));
-  for (const char* p : {"acked", "dies", "flies", "ready 1", "ready 2"}) {
-    ASSERT_OK(store_->Enqueue("orders", Payload(p)));
-  }
-  NewItem later = Payload("later");
-  later.delay = absl::Hours(1);
-  ASSERT_OK(store_->Enqueue("orders", later));
-  Member m = JoinWith(*store_, "orders", kAll);
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("orders", m, 3)));
-  ASSERT_EQ(claimed.size(), 3u);
-  // "acked" is acked with a result, "dies" dead-lettered, "flies" stays in flight.
-  FinishBody ack_and_kill =
-      [](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
-    Outcome acked{items[0].id, items[0].part};
-    acked.result = "done";
-    Outcome dead{items[1].id, items[1].part, Outcome::Kind::kDead};
-    dead.error = "boom";
-    return std::vector<Outcome>{acked, dead};
-  };
-  ASSERT_OK(store_->Finish(FinishOf("orders", m, {claimed[0], claimed[1]}), ack_and_kill));
-  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("orders"));
-  ASSERT_EQ(status.parts.size(), 1u);
-  EXPECT_EQ(status.parts[0].ready, 2);
-  EXPECT_EQ(status.parts[0].delayed, 1);
-  EXPECT_EQ(status.parts[0].in_flight, 1);
-  EXPECT_EQ(status.parts[0].dead, 1);
-
+  store_testing::MakeWorkOfEveryKind(*store_, "orders");
   absl::StatusOr<DeletedQueue> refused = store_->DeleteQueue("orders", QueueContents::kRefuse);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(refused.status().message(),
@@ -425,7 +250,6 @@ TEST_F(PgStoreTest, DeleteQueueRefusesAQueueThatHoldsWorkUnlessToldToDeleteIt) {
                          "and 1 dead item; nothing was deleted. To delete them with the queue: "
                          "partq queue delete orders --force --schema ",
                          schema_.name()));
-  EXPECT_OK(store_->GetQueue("orders"));
   EXPECT_EQ(Count("items", "queue = 'orders'"), 4);
   EXPECT_EQ(Count("dead_items", "queue = 'orders'"), 1);
   EXPECT_EQ(Count("results", "queue = 'orders'"), 1);
@@ -433,49 +257,35 @@ TEST_F(PgStoreTest, DeleteQueueRefusesAQueueThatHoldsWorkUnlessToldToDeleteIt) {
   EXPECT_EQ(Count("sessions"), 1);
   EXPECT_EQ(Count("session_parts"), 1);
 
-  ASSERT_OK_AND_ASSIGN(DeletedQueue gone, store_->DeleteQueue("orders", QueueContents::kDelete));
-  EXPECT_EQ(gone.items, 4);
-  EXPECT_EQ(gone.dead_items, 1);
-  EXPECT_EQ(store_->GetQueue("orders").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_OK(store_->DeleteQueue("orders", QueueContents::kDelete));
   for (const char* table : {"items", "dead_items", "results", "part_claims"}) {
     EXPECT_EQ(Count(table, "queue = 'orders'"), 0) << table;
   }
   EXPECT_EQ(Count("sessions"), 0);
   EXPECT_EQ(Count("session_parts"), 0);
   EXPECT_EQ(Count("items", "queue = 'other'"), 1);
-}
+  // Test schemas are not the default one, so the hint names it.
+  absl::Status st = store_->GetQueue("orders").status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(st.message(), absl::StrCat("unknown queue \"orders\" in schema \"", schema_.name(),
+                                       "\" (create it with: partq queue create orders --parts N "
+                                       "--schema ",
+                                       schema_.name(), ")"));
 
-// Dead items alone are work to keep; results alone (items finished) are not.
-TEST_F(PgStoreTest, DeleteQueueRefusesDeadItemsAloneAndDeletesAQueueWithOnlyResults) {
+  // Dead items alone are named as such.
   MakeQueue("dead", 1);
-  MakeQueue("done", 1);
-  for (const char* queue : {"dead", "done"}) {
-    ASSERT_OK(store_->Enqueue(queue, Payload("x")));
-    Member m = JoinWith(*store_, queue, kAll);
-    ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll(queue, m)));
-    ASSERT_EQ(claimed.size(), 1u);
-    const bool kill = queue == std::string("dead");
-    ASSERT_OK(store_->Finish(
-        FinishOf(queue, m, claimed),
-        [kill](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
-          Outcome o{items[0].id, items[0].part, kill ? Outcome::Kind::kDead : Outcome::Kind::kAck};
-          if (kill) o.error = "boom";
-          o.result = kill ? std::nullopt : std::optional<std::string>("ok");
-          return std::vector<Outcome>{o};
-        }));
-  }
-  absl::Status st = store_->DeleteQueue("dead", QueueContents::kRefuse).status();
-  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK(store_->Enqueue("dead", Payload("x")));
+  Member m = JoinWith(*store_, "dead", kAllParts);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("dead", m)));
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_OK(store_->Finish(FinishOf("dead", m, claimed), [](Tx&, absl::Span<const Item> items) {
+    return absl::StatusOr<std::vector<Outcome>>(
+        std::vector<Outcome>{{items[0].id, items[0].part, Outcome::Kind::kDead}});
+  }));
+  st = store_->DeleteQueue("dead", QueueContents::kRefuse).status();
   EXPECT_TRUE(absl::StrContains(st.message(), "queue \"dead\" still holds 1 dead item; nothing"))
       << st;
   EXPECT_EQ(Count("dead_items", "queue = 'dead'"), 1);
-
-  ASSERT_EQ(Count("results", "queue = 'done'"), 1);
-  ASSERT_OK_AND_ASSIGN(DeletedQueue gone, store_->DeleteQueue("done", QueueContents::kRefuse));
-  EXPECT_EQ(gone.items, 0);
-  EXPECT_EQ(gone.dead_items, 0);
-  EXPECT_EQ(Count("results", "queue = 'done'"), 0);
-  EXPECT_EQ(Count("queues"), 1);
 }
 
 // A deleted queue takes the bridge's stored offsets with it: the same name
@@ -586,43 +396,7 @@ TEST_F(PgStoreTest, BatchWritersRacingQueueDeleteLeaveNoItemsBehind) {
   EXPECT_EQ(Count("kafka_offsets"), 0) << "the ingest's offsets rolled back with it";
 }
 
-TEST_F(PgStoreTest, QueueValidationRejectsBadInput) {
-  for (const std::string& name :
-       {std::string("a'; drop table x;--"), std::string("\"quoted\""), std::string("it's"),
-        std::string(""), std::string(64, 'a'), std::string("-leading"), std::string("sp ace"),
-        std::string("semi;colon"), std::string("new\nline")}) {
-    QueueConfig c;
-    c.name = name;
-    absl::Status st = store_->CreateQueue(c);
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << name;
-    EXPECT_TRUE(absl::StrContains(st.message(), "invalid queue name")) << st;
-    EXPECT_EQ(store_->Enqueue(name, Payload("x")).status().code(),
-              absl::StatusCode::kInvalidArgument);
-  }
-  QueueConfig c;
-  c.name = std::string(63, 'q');
-  EXPECT_OK(store_->CreateQueue(c));
-  for (int parts : {0, 4097, -1}) {
-    c.name = "p";
-    c.parts = parts;
-    absl::Status st = store_->CreateQueue(c);
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_TRUE(absl::StrContains(st.message(), "1..4096")) << st;
-  }
-  c.parts = 4096;
-  c.max_attempts = 0;
-  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
-  c.max_attempts = 1001;
-  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
-  c.max_attempts = 1;
-  c.session_ttl = absl::Milliseconds(99);
-  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
-  c.session_ttl = absl::Hours(25);
-  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
-  c.session_ttl = absl::Milliseconds(100);
-  EXPECT_OK(store_->CreateQueue(c));
-  EXPECT_EQ(Count("queues"), 2);
-
+TEST_F(PgStoreTest, SchemaNamesAreValidated) {
   for (const char* schema : {"Partq", "1abc", "a-b", "x\"; drop schema public;--", "pg_mine"}) {
     PgOptions o = schema_.options();
     o.schema = schema;
@@ -631,45 +405,9 @@ TEST_F(PgStoreTest, QueueValidationRejectsBadInput) {
   EXPECT_OK(ValidateSchemaName("_partq_2"));
 }
 
-TEST_F(PgStoreTest, DeadLetterTopicIsSetClearedAndValidated) {
-  QueueConfig c;
-  c.name = "orders";
-  c.dlq_topic = "orders.dlq";
-  ASSERT_OK(store_->CreateQueue(c));
+// The table refuses what the producer would refuse, even from plain SQL.
+TEST_F(PgStoreTest, TheQueuesTableRefusesAMalformedDeadLetterTopic) {
   MakeQueue("plain", 1);
-  ASSERT_OK_AND_ASSIGN(QueueConfig got, store_->GetQueue("orders"));
-  EXPECT_EQ(got.dlq_topic, std::optional<std::string>("orders.dlq"));
-  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
-  ASSERT_EQ(all.size(), 2u);
-  EXPECT_EQ(all[0].dlq_topic, std::optional<std::string>("orders.dlq"));
-  EXPECT_FALSE(all[1].dlq_topic.has_value());
-
-  ASSERT_OK(store_->SetDeadLetterTopic("plain", std::string("Plain_dead-1")));
-  ASSERT_OK(store_->SetDeadLetterTopic("orders", std::nullopt));
-  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("plain"));
-  EXPECT_EQ(got.dlq_topic, std::optional<std::string>("Plain_dead-1"));
-  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("orders"));
-  EXPECT_FALSE(got.dlq_topic.has_value());
-  EXPECT_EQ(store_->SetDeadLetterTopic("nope", std::string("t")).code(),
-            absl::StatusCode::kNotFound);
-
-  for (const std::string& topic :
-       {std::string(""), std::string("."), std::string(".."), std::string(250, 't'),
-        std::string("with space"), std::string("quote'd"), std::string("slash/ed"),
-        std::string("ümlaut")}) {
-    absl::Status st = store_->SetDeadLetterTopic("plain", topic);
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << topic;
-    EXPECT_TRUE(absl::StrContains(st.message(), "invalid Kafka topic name")) << st;
-    c.name = "other";
-    c.dlq_topic = topic;
-    st = store_->CreateQueue(c);
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << topic;
-    EXPECT_TRUE(absl::StrContains(st.message(), "dead-letter topic")) << st;
-  }
-  EXPECT_OK(ValidateTopicName(std::string(249, 't')));
-  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("plain"));
-  EXPECT_EQ(got.dlq_topic, std::optional<std::string>("Plain_dead-1"));
-  // The table refuses what the producer would refuse, even from plain SQL.
   pqxx::connection conn(schema_.dsn());
   pqxx::nontransaction tx(conn);
   EXPECT_THROW(
@@ -679,101 +417,14 @@ TEST_F(PgStoreTest, DeadLetterTopicIsSetClearedAndValidated) {
 
 // --- sessions -------------------------------------------------------------------------
 
-TEST_F(PgStoreTest, JoinDynamicAndStaticMembers) {
+// The static id is md5(queue/instance) as a uuid: stable across processes.
+TEST_F(PgStoreTest, AStaticMembersIdIsTheMd5OfQueueAndInstance) {
   MakeQueue("q", 4);
   JoinRequest req;
   req.queue = "q";
-  req.host = "h";
-  req.pid = 7;
-  ASSERT_OK_AND_ASSIGN(JoinResult a, store_->Join(req));
-  ASSERT_OK_AND_ASSIGN(JoinResult b, store_->Join(req));
-  EXPECT_NE(a.id, b.id);
-  EXPECT_EQ(a.incarnation, 1);
   req.instance_id = "worker-0";
   ASSERT_OK_AND_ASSIGN(JoinResult s, store_->Join(req));
-  EXPECT_EQ(s.incarnation, 1);
-  EXPECT_TRUE(s.kept.empty());
-  // The static id is md5(queue/instance) as a uuid: stable across processes.
   EXPECT_EQ(s.id.value, schema_.Q("SELECT md5('q/worker-0')::uuid::text")[0][0].value());
-
-  ASSERT_OK_AND_ASSIGN(GroupView g, store_->ReadGroup("q"));
-  ASSERT_EQ(g.members.size(), 3u);
-  EXPECT_TRUE(std::is_sorted(g.members.begin(), g.members.end()));
-
-  req.queue = "nope";
-  EXPECT_EQ(store_->Join(req).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(store_->ReadGroup("nope").status().code(), absl::StatusCode::kNotFound);
-}
-
-TEST_F(PgStoreTest, StaticRejoinKeepsPartsAtNewEpochsAndFencesTheOldIncarnation) {
-  MakeQueue("q", 4);
-  Member first = JoinWith(*store_, "q", {0, 1, 2}, "worker-0");
-  ASSERT_EQ(first.parts.size(), 3u);
-  auto other = schema_.NewStore();
-  Member second = JoinWith(*other, "q", {}, "worker-0");  // same instance: a restart
-  EXPECT_EQ(second.join.id, first.join.id);
-  EXPECT_EQ(second.join.incarnation, 2);
-  ASSERT_EQ(second.join.kept.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(second.join.kept[i].part, first.parts[i].part);
-    EXPECT_GT(second.join.kept[i].epoch.value, first.parts[i].epoch.value);
-  }
-  ASSERT_OK_AND_ASSIGN(GroupView old_view,
-                       store_->Heartbeat("q", first.join.id, first.join.incarnation));
-  EXPECT_FALSE(old_view.alive);
-  ASSERT_OK_AND_ASSIGN(GroupView new_view,
-                       other->Heartbeat("q", second.join.id, second.join.incarnation));
-  EXPECT_TRUE(new_view.alive);
-  ASSERT_EQ(new_view.owners.size(), 3u);
-  EXPECT_EQ(new_view.owners[0].epoch, second.join.kept[0].epoch);
-  // The old incarnation's Leave does nothing; the new one's Leave frees all.
-  ASSERT_OK(store_->Leave("q", first.join.id, first.join.incarnation));
-  EXPECT_EQ(Count("session_parts"), 3);
-  ASSERT_OK(other->Leave("q", second.join.id, second.join.incarnation));
-  EXPECT_EQ(Count("session_parts"), 0);
-  EXPECT_EQ(Count("sessions"), 0);
-}
-
-TEST_F(PgStoreTest, HeartbeatExpiresSilentSessionsByDatabaseTime) {
-  MakeQueue("q", 4, absl::Milliseconds(200));
-  Member a = JoinWith(*store_, "q", {0, 1});
-  auto other = schema_.NewStore();
-  Member b = JoinWith(*other, "q", {2, 3});  // b never heartbeats again
-  const std::string b_expiry =
-      schema_
-          .Q(absl::StrCat("SELECT expires_at::text FROM {schema}.sessions WHERE id = '",
-                          b.join.id.value, "'"))[0][0]
-          .value();
-  bool saw_alive_b = false;
-  bool expired = false;
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!expired && absl::Now() < deadline) {
-    ASSERT_OK_AND_ASSIGN(GroupView v, store_->Heartbeat("q", a.join.id, a.join.incarnation));
-    ASSERT_TRUE(v.alive);
-    // Database time after the heartbeat: if b's expiry is still ahead, the
-    // heartbeat (which ran earlier) must not have deleted b.
-    const bool b_due = schema_.QInt(absl::StrCat("SELECT (clock_timestamp() >= '", b_expiry,
-                                                 "'::timestamptz)::int")) == 1;
-    const bool b_member =
-        std::find(v.members.begin(), v.members.end(), b.join.id) != v.members.end();
-    if (!b_due) {
-      EXPECT_TRUE(b_member);
-      EXPECT_EQ(v.expired, 0);
-      saw_alive_b = saw_alive_b || b_member;
-    }
-    if (v.expired > 0) {
-      EXPECT_EQ(v.expired, 1);
-      EXPECT_FALSE(b_member);
-      for (const PartOwner& o : v.owners) EXPECT_EQ(o.session, a.join.id);
-      expired = true;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  EXPECT_TRUE(expired);
-  EXPECT_TRUE(saw_alive_b);
-  EXPECT_EQ(Count("session_parts"), 2);  // b's parts cascaded away
-  ASSERT_OK_AND_ASSIGN(GroupView dead_b, other->Heartbeat("q", b.join.id, b.join.incarnation));
-  EXPECT_FALSE(dead_b.alive);
 }
 
 // Finish runs the handler before it locks anything, so a session paused in
@@ -908,175 +559,7 @@ TEST_F(PgStoreTest, HeartbeatIsAHotUpdate) {
   EXPECT_GE(hot, upd - 2) << "heartbeats should be HOT updates";
 }
 
-// --- parts ----------------------------------------------------------------------------
-
-TEST_F(PgStoreTest, AcquireNeverGivesAPartTwoOwners) {
-  MakeQueue("q", 16);
-  auto other = schema_.NewStore();
-  Member a = JoinWith(*store_, "q", {});
-  Member b = JoinWith(*other, "q", {});
-  ASSERT_TRUE(a.parts.empty() || b.parts.empty());
-  for (int round = 0; round < 40; ++round) {
-    std::vector<int> all(16);
-    for (int p = 0; p < 16; ++p) all[p] = p;
-    std::vector<int> reversed(all.rbegin(), all.rend());
-    std::vector<OwnedPart> got_a, got_b;
-    std::thread ta([&] {
-      auto r = store_->AcquireParts("q", a.join.id, all);
-      ASSERT_TRUE(r.ok()) << r.status();
-      got_a = *r;
-    });
-    std::thread tb([&] {
-      auto r = other->AcquireParts("q", b.join.id, reversed);
-      ASSERT_TRUE(r.ok()) << r.status();
-      got_b = *r;
-    });
-    ta.join();
-    tb.join();
-    std::set<int> seen;
-    for (const auto& p : got_a) EXPECT_TRUE(seen.insert(p.part).second) << p.part;
-    for (const auto& p : got_b) EXPECT_TRUE(seen.insert(p.part).second) << "two owners: " << p.part;
-    EXPECT_EQ(seen.size(), 16u);
-    EXPECT_EQ(Count("session_parts"), 16);
-    ASSERT_OK(store_->ReleaseParts("q", a.join.id, got_a));
-    ASSERT_OK(other->ReleaseParts("q", b.join.id, got_b));
-    ASSERT_EQ(Count("session_parts"), 0);
-  }
-}
-
-TEST_F(PgStoreTest, ReleaseAndLeaveFreePartsAndDropTheirClaimRecords) {
-  MakeQueue("q", 2);
-  Member a = JoinWith(*store_, "q", {0, 1, 5, -0});
-  ASSERT_EQ(a.parts.size(), 2u);  // part 5 does not exist
-  for (int i = 0; i < 6; ++i) ASSERT_OK(store_->Enqueue("q", Payload("x")));
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("q", a)));
-  ASSERT_EQ(claimed.size(), 6u);
-  EXPECT_EQ(Count("part_claims"), 2);  // one record per part, listing its claims
-  EXPECT_EQ(Count("part_claims", "cardinality(ids) > 0"), 2);
-  // Releasing part 0 drops its record: its items are simply ready for the
-  // next owner, no attempt counted (a graceful hand-off is not a failure).
-  const OwnedPart p0 = a.parts[0];
-  ASSERT_OK(store_->ReleaseParts("q", a.join.id, {p0}));
-  EXPECT_EQ(Count("session_parts"), 1);
-  EXPECT_EQ(Count("part_claims", "part = 0"), 0);
-  EXPECT_EQ(Count("part_claims", "part = 1"), 1);
-  Member b = JoinWith(*store_, "q", {0});
-  ASSERT_EQ(b.parts.size(), 1u);
-  EXPECT_EQ(Count("items", "attempts <> 0 OR abandoned_epoch IS NOT NULL"), 0);
-  // A release at a stale epoch does nothing.
-  OwnedPart stale = a.parts[1];
-  stale.epoch.value -= 1;
-  ASSERT_OK(store_->ReleaseParts("q", a.join.id, {stale}));
-  EXPECT_EQ(Count("session_parts"), 2);
-  // Leave deletes the session, its parts and their records.
-  ASSERT_OK(store_->Leave("q", a.join.id, a.join.incarnation));
-  EXPECT_EQ(Count("sessions"), 1);  // b's
-  EXPECT_EQ(Count("session_parts"), 1);
-  EXPECT_EQ(Count("part_claims"), 1) << "b's, made empty when b took part 0";
-  EXPECT_EQ(Count("part_claims", "part = 0 AND cardinality(ids) = 0"), 1);
-  Member c = JoinWith(*store_, "q", {1});
-  ASSERT_EQ(c.parts.size(), 1u);
-  EXPECT_EQ(Count("items", "attempts <> 0 OR abandoned_epoch IS NOT NULL"), 0);
-  // The session is gone: acquiring fails cleanly.
-  absl::StatusOr<std::vector<OwnedPart>> r = store_->AcquireParts("q", a.join.id, {0});
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
-  EXPECT_TRUE(absl::StrContains(r.status().message(), "gone")) << r.status();
-}
-
 // --- enqueue --------------------------------------------------------------------------
-
-TEST_F(PgStoreTest, EnqueuePlacesItemsByKeyOrId) {
-  MakeQueue("q", 16);
-  for (const std::string key : {"user-42", "", "ключ", "a\tb"}) {
-    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed(key)));
-    EXPECT_EQ(r.part, PartForKey(key, 16)) << key;
-    EXPECT_FALSE(r.duplicate);
-    EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT part FROM {schema}.items WHERE id = ", r.id)),
-              r.part);
-  }
-  for (int i = 0; i < 20; ++i) {
-    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload("p")));
-    EXPECT_EQ(r.part, PartForId(r.id, 16)) << r.id;
-  }
-  // Binary payloads round-trip.
-  const std::string binary("\0\x01\xff\\x\"'", 7);
-  ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(binary)));
-  EXPECT_EQ(schema_
-                .Q(absl::StrCat("SELECT encode(payload, 'hex') FROM {schema}.items WHERE id = ",
-                                r.id))[0][0]
-                .value(),
-            "0001ff5c782227");
-  // Priority and delay.
-  NewItem later = Payload("later");
-  later.priority = -5;
-  later.delay = absl::Seconds(30);
-  ASSERT_OK_AND_ASSIGN(EnqueueResult l, store_->Enqueue("q", later));
-  EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT (run_at > now() + interval '25 seconds')::int + "
-                                      "(priority = -5)::int FROM {schema}.items WHERE id = ",
-                                      l.id)),
-            2);
-  NewItem bad = Payload("x");
-  bad.priority = 40000;
-  EXPECT_EQ(store_->Enqueue("q", bad).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-TEST_F(PgStoreTest, DedupReturnsTheLiveItemAndFreesTheKeyAfterAck) {
-  MakeQueue("q", 4);
-  NewItem item = Payload("once");
-  item.dedup_key = "order-17";
-  ASSERT_OK_AND_ASSIGN(EnqueueResult first, store_->Enqueue("q", item));
-  EXPECT_FALSE(first.duplicate);
-  ASSERT_OK_AND_ASSIGN(EnqueueResult again, store_->Enqueue("q", item));
-  EXPECT_TRUE(again.duplicate);
-  EXPECT_EQ(again.id, first.id);
-  EXPECT_EQ(again.part, first.part);
-  EXPECT_EQ(Count("items"), 1);
-
-  Member m = JoinWith(*store_, "q", kAll);
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("q", m)));
-  ASSERT_EQ(claimed.size(), 1u);
-  EXPECT_EQ(claimed[0].dedup_key, "order-17");
-  ASSERT_OK_AND_ASSIGN(FinishResult done, store_->Finish(FinishOf("q", m, claimed), AckAll()));
-  EXPECT_EQ(done.acked, std::vector<int64_t>{first.id});
-  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemStateByDedupKey("q", "order-17"));
-  EXPECT_EQ(st.kind, ItemState::Kind::kDone);
-  EXPECT_EQ(st.id, first.id);
-
-  ASSERT_OK_AND_ASSIGN(EnqueueResult fresh, store_->Enqueue("q", item));
-  EXPECT_FALSE(fresh.duplicate);
-  EXPECT_GT(fresh.id, first.id);
-  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("q", "order-17"));
-  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
-  EXPECT_EQ(st.id, fresh.id);
-
-  // The batch path skips duplicates (of live items and within the batch).
-  std::vector<NewItem> batch;
-  for (int i = 0; i < 10; ++i) {
-    NewItem b = Payload("b");
-    b.dedup_key = absl::StrCat("k", i % 5);
-    batch.push_back(b);
-  }
-  batch.push_back(item);  // live
-  ASSERT_OK_AND_ASSIGN(int64_t written, store_->EnqueueBatch("q", batch));
-  EXPECT_EQ(written, 5);
-  EXPECT_EQ(Count("items"), 6);
-}
-
-TEST_F(PgStoreTest, OversizePayloadIsRejectedAndNothingIsWritten) {
-  PgOptions o = schema_.options();
-  o.max_payload_bytes = 100;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> small, ConnectPg(o));
-  MakeQueue("q", 2);
-  ASSERT_OK(small->Enqueue("q", Payload(std::string(100, 'a'))));
-  absl::Status st = small->Enqueue("q", Payload(std::string(101, 'a'))).status();
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(st.message(), "payload is 101 bytes; the limit is 100 (--max-payload)");
-  std::vector<NewItem> batch(10, Payload("ok"));
-  batch.push_back(Payload(std::string(500, 'b')));
-  st = small->EnqueueBatch("q", batch).status();
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
-  EXPECT_EQ(Count("items"), 1);
-}
 
 TEST_F(PgStoreTest, EnqueueBatchCopiesAHundredThousandItems) {
   MakeQueue("q", 16);
@@ -1124,24 +607,6 @@ TEST_F(PgStoreTest, EnqueueBatchCopiesAHundredThousandItems) {
   EXPECT_EQ(store_->EnqueueBatch("nope", delayed).status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(PgStoreTest, EnqueueBatchIsAllOrNothing) {
-  MakeQueue("q", 4);
-  std::vector<NewItem> batch(1000, Payload("fine"));
-  batch[700].key = std::string("\xff\xfe not utf-8");  // the server rejects it mid-COPY
-  absl::Status st = store_->EnqueueBatch("q", batch).status();
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
-  EXPECT_EQ(Count("items"), 0);
-  batch[700].key = std::string("nul\0inside", 10);
-  st = store_->EnqueueBatch("q", batch).status();
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
-  EXPECT_EQ(store_->Enqueue("q", batch[700]).status().code(), absl::StatusCode::kInvalidArgument);
-  // The connection is still good.
-  batch[700].key = "ok";
-  ASSERT_OK_AND_ASSIGN(int64_t n, store_->EnqueueBatch("q", batch));
-  EXPECT_EQ(n, 1000);
-  EXPECT_EQ(Count("items"), 1000);
-}
-
 TEST_F(PgStoreTest, EnqueueInTxCommitsWithTheCallersTransaction) {
   MakeQueue("q", 4);
   pqxx::connection conn(schema_.dsn());
@@ -1162,175 +627,6 @@ TEST_F(PgStoreTest, EnqueueInTxCommitsWithTheCallersTransaction) {
   pqxx::work tx(conn);
   EXPECT_EQ(EnqueueInTx(tx, schema_.options(), "nope", Payload("x")).status().code(),
             absl::StatusCode::kNotFound);
-}
-
-// --- claim ----------------------------------------------------------------------------
-
-TEST_F(PgStoreTest, ClaimTakesOwnedPartsInPriorityThenIdOrder) {
-  MakeQueue("q", 4);
-  // Keys that land in each part.
-  std::map<int, std::string> key_of;
-  for (int i = 0; key_of.size() < 4; ++i) {
-    const std::string k = absl::StrCat("k", i);
-    key_of.emplace(PartForKey(k, 4), k);
-  }
-  std::vector<int64_t> expected;
-  for (int round = 0; round < 3; ++round) {
-    for (int part = 0; part < 4; ++part) {
-      NewItem item = Keyed(key_of[part], absl::StrCat(part, "/", round));
-      item.priority = round == 1 ? -1 : 0;
-      ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", item));
-      if (part < 2) expected.push_back(r.id);
-    }
-  }
-  NewItem delayed = Keyed(key_of[0]);
-  delayed.delay = absl::Hours(1);
-  ASSERT_OK(store_->Enqueue("q", delayed));
-  Member m = JoinWith(*store_, "q", {0, 1});
-  ASSERT_EQ(m.parts.size(), 2u);
-
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("q", m, 4)));
-  ASSERT_EQ(got.size(), 4u);
-  // Priority -1 (round 1) first, then round 0, by id.
-  EXPECT_EQ(got[0].id, expected[2]);
-  EXPECT_EQ(got[1].id, expected[3]);
-  EXPECT_EQ(got[2].id, expected[0]);
-  EXPECT_EQ(got[3].id, expected[1]);
-  for (const Item& i : got) {
-    EXPECT_LT(i.part, 2);
-    EXPECT_EQ(i.attempts, 1);
-    EXPECT_FALSE(i.suspect);
-    EXPECT_EQ(i.key, key_of[i.part]);
-    EXPECT_EQ(i.claim_epoch, m.parts[i.part].epoch);
-    EXPECT_LE(i.enqueued_at, absl::Now() + absl::Seconds(5));
-  }
-  // A claim writes nothing on the items: what is in flight is skipped
-  // because the caller says so.
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> rest, store_->Claim(ClaimAll("q", m, 100, got)));
-  ASSERT_EQ(rest.size(), 2u);  // the delayed one and parts 2, 3 stay
-  EXPECT_EQ(rest[0].payload, "0/2");
-  std::vector<Item> all = got;
-  all.insert(all.end(), rest.begin(), rest.end());
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(ClaimAll("q", m, 100, all)));
-  EXPECT_TRUE(none.empty());
-  // A part we do not hold at that epoch yields nothing.
-  ClaimRequest stale = ClaimAll("q", m);
-  stale.parts = {ClaimPart{2, Epoch{m.parts[0].epoch}, std::nullopt, 100}};
-  ASSERT_OK_AND_ASSIGN(none, store_->Claim(stale));
-  EXPECT_TRUE(none.empty());
-  EXPECT_EQ(Count("items", "attempts <> 0"), 0);
-}
-
-TEST_F(PgStoreTest, ClaimResumesAfterTheCursorWithoutRereadingTheHead) {
-  MakeQueue("q", 1);
-  std::vector<int64_t> ids;
-  for (int i = 0; i < 6; ++i) {
-    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
-    ids.push_back(r.id);
-  }
-  Member m = JoinWith(*store_, "q", {0});
-  ClaimRequest req = ClaimAll("q", m, 2);
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(req));
-  ASSERT_EQ(Ids(first), (std::vector<int64_t>{ids[0], ids[1]}));
-  // After the cursor: no in-flight list needed, the head is not read.
-  req.parts[0].after = ItemKey{first[1].priority, first[1].id};
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> second, store_->Claim(req));
-  ASSERT_EQ(Ids(second), (std::vector<int64_t>{ids[2], ids[3]}));
-  // A higher priority enqueued now sorts before the cursor: only a read from
-  // the head (which skips what is in flight) finds it.
-  NewItem urgent = Payload("urgent");
-  urgent.priority = -5;
-  ASSERT_OK_AND_ASSIGN(EnqueueResult u, store_->Enqueue("q", urgent));
-  req.parts[0].after = ItemKey{second[1].priority, second[1].id};
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> past, store_->Claim(req));
-  EXPECT_EQ(Ids(past), (std::vector<int64_t>{ids[4], ids[5]}));
-  std::vector<Item> flying = first;
-  flying.insert(flying.end(), second.begin(), second.end());
-  flying.insert(flying.end(), past.begin(), past.end());
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> head, store_->Claim(ClaimAll("q", m, 2, flying)));
-  EXPECT_EQ(Ids(head), (std::vector<int64_t>{u.id}));
-  // Each claim rewrote the part's record: the in-flight list plus the new ids.
-  ClaimRequest rec = ClaimAll("q", m, 2, flying);
-  ASSERT_OK(store_->Claim(rec));
-  EXPECT_EQ(schema_.QInt("SELECT cardinality(ids) FROM {schema}.part_claims"), 7);
-}
-
-TEST_F(PgStoreTest, ClaimReturnsAbandonedItemsAsSuspectsOneAtATime) {
-  MakeQueue("q", 1);
-  std::vector<int64_t> ids;
-  for (int i = 0; i < 5; ++i) {
-    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
-    ids.push_back(r.id);
-  }
-  Member a = JoinWith(*store_, "q", {0});
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> a_items, store_->Claim(ClaimAll("q", a, 2)));
-  ASSERT_EQ(Ids(a_items), (std::vector<int64_t>{ids[0], ids[1]}));
-  // a dies mid-item: its row goes (as expiry would delete it), its parts cascade.
-  schema_.Q(absl::StrCat("DELETE FROM {schema}.sessions WHERE id = '", a.join.id.value, "'"));
-  auto other = schema_.NewStore();
-  Member b = JoinWith(*other, "q", {0});
-  ASSERT_EQ(b.parts.size(), 1u);
-
-  ClaimRequest no_suspects = ClaimAll("q", b, 10);
-  no_suspects.include_suspect = false;
-  // b's acquisition found a's claim record: those two are abandoned, one
-  // attempt counted each, and only the suspect probe returns them.
-  EXPECT_EQ(Count("items", "abandoned_epoch IS NOT NULL AND attempts = 1"), 2);
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> plain, other->Claim(no_suspects));
-  ASSERT_EQ(Ids(plain), (std::vector<int64_t>{ids[2], ids[3], ids[4]}));
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, other->Claim(ClaimAll("q", b, 10, plain)));
-  ASSERT_EQ(first.size(), 1u);
-  EXPECT_EQ(first[0].id, ids[0]);
-  EXPECT_TRUE(first[0].suspect);
-  EXPECT_EQ(first[0].attempts, 2);
-  EXPECT_EQ(first[0].claim_epoch, b.parts[0].epoch);
-  std::vector<Item> flying = plain;
-  flying.push_back(first[0]);
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> second, other->Claim(ClaimAll("q", b, 10, flying)));
-  ASSERT_EQ(second.size(), 1u);
-  EXPECT_EQ(second[0].id, ids[1]);
-  EXPECT_TRUE(second[0].suspect);
-  flying.push_back(second[0]);
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, other->Claim(ClaimAll("q", b, 10, flying)));
-  EXPECT_TRUE(none.empty());
-  // A retry clears the mark (it failed in the open); an ack deletes it.
-  FinishBody retry_first = [&](Tx&, absl::Span<const Item> owned) {
-    std::vector<Outcome> out;
-    for (const Item& i : owned) {
-      out.push_back(
-          Outcome{i.id, i.part, i.id == ids[0] ? Outcome::Kind::kRetry : Outcome::Kind::kAck});
-    }
-    return absl::StatusOr<std::vector<Outcome>>(out);
-  };
-  ASSERT_OK(other->Finish(FinishOf("q", b, {first[0], second[0]}), retry_first));
-  EXPECT_EQ(Count("items", "abandoned_epoch IS NOT NULL"), 0);
-  EXPECT_EQ(Count("items", absl::StrCat("id = ", ids[0], " AND attempts = 2")), 1);
-  // a's late ack is fenced: nothing of it commits.
-  ASSERT_OK_AND_ASSIGN(FinishResult late, store_->Finish(FinishOf("q", a, a_items), AckAll()));
-  EXPECT_TRUE(late.acked.empty());
-  EXPECT_EQ(late.fenced.size(), 2u);
-  EXPECT_EQ(Count("items"), 4);
-}
-
-TEST_F(PgStoreTest, OrderedClaimTakesOnlyTheHeadOfEachKey) {
-  MakeQueue("q", 1, absl::Seconds(10), /*ordered=*/true);
-  ASSERT_OK_AND_ASSIGN(EnqueueResult a1, store_->Enqueue("q", Keyed("a", "a1")));
-  ASSERT_OK_AND_ASSIGN(EnqueueResult a2, store_->Enqueue("q", Keyed("a", "a2")));
-  ASSERT_OK_AND_ASSIGN(EnqueueResult b1, store_->Enqueue("q", Keyed("b", "b1")));
-  ASSERT_OK_AND_ASSIGN(EnqueueResult c1, store_->Enqueue("q", Payload("c1")));
-  ASSERT_OK_AND_ASSIGN(EnqueueResult c2, store_->Enqueue("q", Payload("c2")));
-  Member m = JoinWith(*store_, "q", {0});
-  ClaimRequest req = ClaimAll("q", m, 10);
-  req.ordered = true;
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
-  EXPECT_EQ(Ids(got), (std::vector<int64_t>{a1.id, b1.id, c1.id, c2.id}));
-  for (const Item& i : got) req.in_flight.emplace_back(i.part, i.id);
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
-  EXPECT_TRUE(none.empty());  // a2 waits for a1
-  ASSERT_OK(store_->Finish(FinishOf("q", m, {got[0]}), AckAll()));
-  req.in_flight.erase(req.in_flight.begin());
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> next, store_->Claim(req));
-  EXPECT_EQ(Ids(next), (std::vector<int64_t>{a2.id}));
 }
 
 // --- finish ---------------------------------------------------------------------------
@@ -1378,80 +674,9 @@ class FinishTest : public PgStoreTest {
   Member member_;
 };
 
-TEST_F(FinishTest, AckDeletesItemsAndCommitsTheHandlersWrites) {
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
-  ASSERT_EQ(items.size(), 6u);
-  ASSERT_OK_AND_ASSIGN(FinishResult r,
-                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
-  std::vector<int64_t> acked = r.acked;
-  std::sort(acked.begin(), acked.end());
-  EXPECT_EQ(acked, ids_);
-  EXPECT_TRUE(r.fenced.empty());
-  EXPECT_EQ(Count("items"), 0);
-  EXPECT_EQ(Count("effects"), 6);
-  EXPECT_EQ(Count("results"), 0);  // no result, no dedup key: nothing to keep
-  // Finishing the same claim again writes nothing: every item is fenced.
-  ASSERT_OK_AND_ASSIGN(FinishResult again,
-                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
-  EXPECT_TRUE(again.acked.empty());
-  EXPECT_EQ(again.fenced.size(), 6u);
-  EXPECT_EQ(Count("effects"), 6);
-}
-
-TEST_F(FinishTest, ItemsOfAReleasedPartAreFencedAndTheirWritesNeverCommit) {
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
-  ASSERT_EQ(items.size(), 6u);
-  // Part 0 changes hands between claim and finish.
-  ASSERT_OK(store_->ReleaseParts("q", member_.join.id, {member_.parts[0]}));
-  auto other = schema_.NewStore();
-  Member b = JoinWith(*other, "q", {0});
-  ASSERT_EQ(b.parts.size(), 1u);
-  std::vector<int64_t> handled;
-  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items),
-                                                      Record(Outcome::Kind::kAck, &handled)));
-  std::vector<int64_t> in_part0, in_part1;
-  for (const Item& i : items) (i.part == 0 ? in_part0 : in_part1).push_back(i.id);
-  std::sort(r.fenced.begin(), r.fenced.end());
-  std::sort(r.acked.begin(), r.acked.end());
-  EXPECT_EQ(r.fenced, in_part0);
-  EXPECT_EQ(r.acked, in_part1);
-  std::sort(handled.begin(), handled.end());
-  // The first run saw them all and rolled back when the fence failed; the
-  // run that committed saw only what is still ours.
-  EXPECT_EQ(handled, in_part1);
-  EXPECT_EQ(Count("effects", "item_id IN (SELECT id FROM {schema}.items)"), 0);
-  EXPECT_EQ(Count("items"), static_cast<int64_t>(in_part0.size()));
-
-  // Everything fenced: the body sees no items and nothing of theirs is written.
-  ASSERT_OK(other->ReleaseParts("q", b.join.id, b.parts));
-  handled.clear();
-  ASSERT_OK_AND_ASSIGN(FinishResult none, store_->Finish(FinishOf("q", member_, items),
-                                                         Record(Outcome::Kind::kAck, &handled)));
-  EXPECT_TRUE(none.acked.empty());
-  EXPECT_TRUE(handled.empty());
-  EXPECT_EQ(none.fenced.size(), items.size());
-}
-
-TEST_F(FinishTest, AStaticRejoinFencesTheOldIncarnationsAcks) {
-  MakeQueue("s", 1);
-  ASSERT_OK(store_->Enqueue("s", Payload("x")));
-  Member old = JoinWith(*store_, "s", {0}, "w1");
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("s", old)));
-  ASSERT_EQ(items.size(), 1u);
-  auto other = schema_.NewStore();
-  Member fresh = JoinWith(*other, "s", {}, "w1");
-  ASSERT_EQ(fresh.join.kept.size(), 1u);
-  ASSERT_OK_AND_ASSIGN(FinishResult r,
-                       store_->Finish(FinishOf("s", old, items), Record(Outcome::Kind::kAck)));
-  EXPECT_TRUE(r.acked.empty());
-  EXPECT_EQ(r.fenced, Ids(items));
-  EXPECT_EQ(Count("effects"), 0);
-  EXPECT_EQ(Count("items", "queue = 's'"), 1);
-  // The old incarnation died with the item in flight: it is abandoned.
-  EXPECT_EQ(Count("items", "queue = 's' AND abandoned_epoch IS NOT NULL AND attempts = 1"), 1);
-}
-
-TEST_F(FinishTest, BodyErrorRollsBackEverything) {
+// The handler's SQL rolls back with a body that fails, and with a failed
+// statement the body carried on after: the server aborted the transaction.
+TEST_F(FinishTest, AHandlersSqlRollsBackWithAFailedBodyOrStatement) {
   ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
   FinishBody failing = [](Tx& tx,
                           absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
@@ -1463,7 +688,6 @@ TEST_F(FinishTest, BodyErrorRollsBackEverything) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(Count("effects"), 0);
   EXPECT_EQ(Count("items"), 6);
-  // A failed handler statement aborts the transaction even if the body goes on.
   FinishBody sloppy = [](Tx& tx,
                          absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
     EXPECT_FALSE(tx.Exec("SELECT * FROM no_such_table").ok());
@@ -1474,16 +698,26 @@ TEST_F(FinishTest, BodyErrorRollsBackEverything) {
   r = store_->Finish(FinishOf("q", member_, items), sloppy);
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(Count("items"), 6);
-  // Outcomes that do not match the items are a bug in the caller.
-  FinishBody short_body = [](Tx&, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
-    return std::vector<Outcome>{};
-  };
-  r = store_->Finish(FinishOf("q", member_, items), short_body);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(Count("items"), 6);
-  // And the store works on.
   ASSERT_OK_AND_ASSIGN(FinishResult ok, store_->Finish(FinishOf("q", member_, items), AckAll()));
   EXPECT_EQ(ok.acked.size(), 6u);
+}
+
+// Results rows are kept only where `partq wait` needs them: for an item with
+// a result or a dedup key (one the caller's copy of the item does not show
+// included).
+TEST_F(FinishTest, AnAckKeepsAResultsRowOnlyForAResultOrADedupKey) {
+  NewItem keyed = Payload("keyed");
+  keyed.dedup_key = "k-1";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult e, store_->Enqueue("q", keyed));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 100)));
+  ASSERT_EQ(items.size(), 7u);
+  for (Item& i : items) i.dedup_key.reset();
+  ASSERT_OK_AND_ASSIGN(FinishResult r,
+                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
+  EXPECT_EQ(r.acked.size(), 7u);
+  EXPECT_EQ(Count("results", absl::StrCat("id = ", e.id, " AND dedup_key = 'k-1'")), 1);
+  EXPECT_EQ(Count("results"), 1) << "items without key or result leave no results row";
+  EXPECT_EQ(Count("effects"), 7) << "the handler's writes committed once";
 }
 
 TEST_F(FinishTest, ASavepointRecoversFromAFailedHandlerStatement) {
@@ -1544,73 +778,6 @@ TEST_F(FinishTest, AScriptRunsSeveralStatementsAndItsFailureIsRolledBackToASavep
   EXPECT_EQ(Count("effects", absl::StrCat("item_id = ", ids_[0])), 1);
 }
 
-TEST_F(FinishTest, WithoutItemsTheBodyStillRunsAndCommits) {
-  FinishRequest setup;
-  setup.queue = "q";
-  bool ran = false;
-  ASSERT_OK_AND_ASSIGN(
-      FinishResult r,
-      store_->Finish(
-          setup, [&](Tx& tx, absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
-            ran = true;
-            EXPECT_TRUE(owned.empty());
-            auto c = tx.Exec(absl::StrCat("CREATE TABLE \"", tx.schema(), "\".setup_done (x int)"));
-            if (!c.ok()) return c.status();
-            return std::vector<Outcome>{};
-          }));
-  EXPECT_TRUE(ran);
-  EXPECT_TRUE(r.acked.empty() && r.fenced.empty());
-  EXPECT_EQ(Count("setup_done"), 0);  // exists: the transaction committed
-}
-
-// Items a Finish leaves (kLeave) stay as they were: not acked, retried or
-// counted, still in the claim record, and the caller finishes them in a
-// later Finish.
-TEST_F(FinishTest, LeftItemsStayInFlightForALaterFinish) {
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
-  ASSERT_EQ(items.size(), 6u);
-  FinishBody half = [](Tx&, absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
-    std::vector<Outcome> out;
-    for (size_t k = 0; k < owned.size(); ++k) {
-      out.push_back(
-          Outcome{owned[k].id, owned[k].part, k < 3 ? Outcome::Kind::kAck : Outcome::Kind::kLeave});
-    }
-    return out;
-  };
-  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items), half));
-  EXPECT_EQ(r.acked.size(), 3u);
-  EXPECT_TRUE(r.retried.empty() && r.dead.empty() && r.fenced.empty());
-  EXPECT_EQ(Count("items"), 3);
-  EXPECT_EQ(Count("items", "attempts = 0 AND last_error IS NULL"), 3);
-  // Still in the claim records (what a new owner would count as abandoned).
-  const std::vector<Item> rest(items.begin() + 3, items.end());
-  for (const Item& i : rest) {
-    EXPECT_EQ(Count("part_claims", absl::StrCat("queue = 'q' AND ", i.id, " = ANY(ids)")), 1)
-        << i.id;
-  }
-  ASSERT_OK_AND_ASSIGN(r, store_->Finish(FinishOf("q", member_, rest), AckAll()));
-  EXPECT_EQ(r.acked.size(), 3u);
-  EXPECT_EQ(Count("items"), 0);
-}
-
-TEST_F(FinishTest, RetryReschedulesAndFreesTheClaim) {
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
-  ASSERT_OK_AND_ASSIGN(
-      FinishResult r, store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kRetry)));
-  EXPECT_EQ(r.retried.size(), 6u);
-  EXPECT_EQ(Count("items",
-                  "abandoned_epoch IS NULL AND attempts = 1 AND "
-                  "last_error = 'boom' AND run_at > now() + interval '4 minutes'"),
-            6);
-  EXPECT_EQ(Count("effects"), 6);  // the handler's writes commit with the retry
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(ClaimAll("q", member_)));
-  EXPECT_TRUE(none.empty());
-  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", ids_[0]));
-  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
-  EXPECT_EQ(st.attempts, 1);
-  EXPECT_EQ(st.error, "boom");
-}
-
 // A retry's delay counts from its ack, not from when the transaction began:
 // the handler ran in between (and a chained transaction began even earlier,
 // at the previous batch's COMMIT).
@@ -1633,131 +800,6 @@ TEST_F(FinishTest, ARetrysDelayCountsFromTheAckNotTheTransactionStart) {
   EXPECT_EQ(Count("items", absl::StrCat("id = ", items[0].id,
                                         " AND run_at > clock_timestamp() + interval '1.5 s'")),
             1);
-}
-
-TEST_F(FinishTest, RefundedRetryGivesTheAttemptBack) {
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 1)));
-  FinishBody refund = [](Tx&, absl::Span<const Item> owned) {
-    std::vector<Outcome> out;
-    for (const Item& i : owned) {
-      Outcome o{i.id, i.part, Outcome::Kind::kRetry};
-      o.refund_attempt = true;
-      out.push_back(o);
-    }
-    return absl::StatusOr<std::vector<Outcome>>(out);
-  };
-  ASSERT_OK(store_->Finish(FinishOf("q", member_, items), refund));
-  EXPECT_EQ(Count("items", "attempts = 0 AND abandoned_epoch IS NULL AND run_at <= now()"), 6);
-}
-
-TEST_F(FinishTest, DeadMovesToDeadItemsAndMaxAttemptsIsEnforced) {
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 1)));
-  ASSERT_OK_AND_ASSIGN(FinishResult r,
-                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kDead)));
-  EXPECT_EQ(r.dead, Ids(items));
-  EXPECT_EQ(Count("items"), 5);
-  EXPECT_EQ(Count("dead_items", "last_error = 'boom' AND attempts = 1 AND queue = 'q'"), 1);
-  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", items[0].id));
-  EXPECT_EQ(st.kind, ItemState::Kind::kDead);
-  EXPECT_EQ(st.error, "boom");
-
-  // max_attempts = 3: the third failed attempt dead-letters even as a retry.
-  const int64_t id = ids_[0] == items[0].id ? ids_[1] : ids_[0];
-  FinishBody retry_now = [](Tx&, absl::Span<const Item> owned) {
-    std::vector<Outcome> out;
-    for (const Item& i : owned) {
-      Outcome o{i.id, i.part, Outcome::Kind::kRetry};
-      o.error = absl::StrCat("attempt ", i.attempts);
-      out.push_back(o);
-    }
-    return absl::StatusOr<std::vector<Outcome>>(out);
-  };
-  for (int attempt = 1; attempt <= 3; ++attempt) {
-    // Claims are reads: take everything, keep the one under test.
-    ASSERT_OK_AND_ASSIGN(std::vector<Item> all, store_->Claim(ClaimAll("q", member_, 100)));
-    std::vector<Item> got;
-    for (const Item& i : all) {
-      if (i.id == id) got.push_back(i);
-    }
-    ASSERT_EQ(got.size(), 1u);
-    ASSERT_EQ(got[0].attempts, attempt);
-    FinishRequest req = FinishOf("q", member_, got);
-    req.max_attempts = 3;
-    ASSERT_OK_AND_ASSIGN(FinishResult fr, store_->Finish(req, retry_now));
-    if (attempt < 3) {
-      EXPECT_EQ(fr.retried, std::vector<int64_t>{id});
-    } else {
-      EXPECT_EQ(fr.dead, std::vector<int64_t>{id});
-    }
-  }
-  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", id));
-  EXPECT_EQ(st.kind, ItemState::Kind::kDead);
-  EXPECT_EQ(st.attempts, 3);
-  EXPECT_EQ(st.error, "attempt 3");
-}
-
-// Claim ahead: the ack statement also claims the next items, skipping the
-// ones it finishes (they still look ready in its snapshot), and records them.
-TEST_F(FinishTest, AnAckClaimsTheNextItemsInTheSameTransaction) {
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(ClaimAll("q", member_, 2)));
-  ASSERT_EQ(first.size(), 2u);
-  FinishRequest req = FinishOf("q", member_, first);
-  int asked = 0;
-  req.next = [&]() -> std::optional<ClaimRequest> {
-    ++asked;
-    return ClaimAll("q", member_, 100);
-  };
-  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(req, Record(Outcome::Kind::kAck)));
-  EXPECT_EQ(asked, 1);
-  EXPECT_EQ(r.acked.size(), 2u);
-  EXPECT_FALSE(r.next_begun);  // not asked for
-  std::vector<int64_t> next = Ids(r.next), rest;
-  std::sort(next.begin(), next.end());
-  for (int64_t id : ids_) {
-    if (std::find(r.acked.begin(), r.acked.end(), id) == r.acked.end()) rest.push_back(id);
-  }
-  EXPECT_EQ(next, rest) << "the four left, not the two just acked";
-  // The records list the four in flight (and may still list acked ids of a
-  // part it took nothing from: those are gone, and count for nothing).
-  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("q"));
-  int64_t in_flight = 0;
-  for (const PartStatus& p : status.parts) in_flight += p.in_flight;
-  EXPECT_EQ(in_flight, 4);
-  // A Finish that rolls back claims nothing.
-  FinishRequest failing = FinishOf("q", member_, r.next);
-  failing.next = [&]() -> std::optional<ClaimRequest> { return ClaimAll("q", member_, 100); };
-  absl::StatusOr<FinishResult> rolled = store_->Finish(
-      failing, [](Tx&, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
-        return absl::UnknownError("handler failed");
-      });
-  EXPECT_EQ(rolled.status().code(), absl::StatusCode::kUnknown);
-  EXPECT_EQ(Count("items"), 4);
-}
-
-// begin_next: the ack's COMMIT begins the next transaction when it claimed
-// items; the next Finish uses it, and any other call ends it first.
-// The ack writes a results row for an item with a dedup key even when the
-// caller's copy of the item does not say it has one (the row is what
-// counts), so `partq wait` by key can answer.
-TEST_F(FinishTest, AnAckOfADedupKeyTheCallerDidNotKnowStillRecordsIt) {
-  NewItem keyed = Payload("keyed");
-  keyed.dedup_key = "k-1";
-  ASSERT_OK_AND_ASSIGN(EnqueueResult e, store_->Enqueue("q", keyed));
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 100)));
-  ASSERT_EQ(items.size(), 7u);
-  for (Item& i : items) {
-    if (i.id == e.id) {
-      EXPECT_EQ(i.dedup_key, std::optional<std::string>("k-1")) << "the claim says";
-    }
-    i.dedup_key.reset();
-  }
-  ASSERT_OK_AND_ASSIGN(FinishResult r,
-                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
-  EXPECT_EQ(r.acked.size(), 7u);
-  EXPECT_EQ(Count("items"), 0);
-  EXPECT_EQ(Count("results", absl::StrCat("id = ", e.id, " AND dedup_key = 'k-1'")), 1);
-  EXPECT_EQ(Count("results"), 1) << "items without key or result leave no results row";
-  EXPECT_EQ(Count("effects"), 7) << "the handler's writes committed once";
 }
 
 TEST_F(FinishTest, AnAckThatClaimedAheadBeginsTheNextTransaction) {
@@ -2131,7 +1173,7 @@ class DeadLetterTopicTest : public PgStoreTest {
   // the error "boom <payload>". Returns item ids by payload.
   std::map<std::string, int64_t> FinishAll(const std::string& queue) {
     std::map<std::string, int64_t> ids;
-    if (!members_.count(queue)) members_[queue] = JoinWith(*store_, queue, kAll);
+    if (!members_.count(queue)) members_[queue] = JoinWith(*store_, queue, kAllParts);
     const Member& m = members_[queue];
     absl::StatusOr<std::vector<Item>> items = store_->Claim(ClaimAll(queue, m));
     EXPECT_TRUE(items.ok()) << items.status();
@@ -2256,69 +1298,36 @@ TEST_F(DeadLetterTopicTest, AQueueWithoutATopicWritesNoOutboxRow) {
   EXPECT_EQ(rows[0][2], std::optional<std::string>("later"));
 }
 
-// Dead items are listed newest first with their errors, and requeued as new
-// items (attempts 0, same id, part and origin) that a claim takes again; one
-// whose dedup key a live item holds stays dead, and ids that are not dead
-// items of the queue are ignored.
-TEST_F(DeadLetterTopicTest, DeadItemsAreListedAndRequeued) {
+// A requeued dead item keeps its Kafka origin, and the owner of its part
+// hears of it as of an enqueue.
+TEST_F(DeadLetterTopicTest, RequeuedDeadItemsKeepTheirKafkaOriginAndWakeTheOwner) {
   MakeQueue("plain", 2, absl::Seconds(10), false, /*max_attempts=*/1);
   Ingest("plain", {Message(0, std::string("k"))});
-  NewItem keyed = Payload("keyed");
-  keyed.dedup_key = "d1";
-  ASSERT_OK(store_->Enqueue("plain", keyed));
-  ASSERT_OK(store_->Enqueue("plain", Payload("plain")));
   std::map<std::string, int64_t> ids = FinishAll("plain");
-  ASSERT_EQ(Count("dead_items"), 3);
-
-  ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> dead, store_->ListDead("plain", 2));
-  ASSERT_EQ(dead.size(), 2u);  // the limit
-  ASSERT_OK_AND_ASSIGN(dead, store_->ListDead("plain", 10));
-  ASSERT_EQ(dead.size(), 3u);
-  std::map<int64_t, DeadItem> by_id;
-  for (const DeadItem& d : dead) by_id[d.id] = d;
-  EXPECT_EQ(by_id[ids["keyed"]].last_error, "boom keyed");
-  EXPECT_EQ(by_id[ids["keyed"]].dedup_key, std::optional<std::string>("d1"));
-  EXPECT_EQ(by_id[ids["keyed"]].attempts, 1);
-  EXPECT_EQ(by_id[ids["m0"]].key, std::optional<std::string>("k"));
-  EXPECT_EQ(by_id[ids["plain"]].payload_bytes, 5);  // "plain"
-  EXPECT_EQ(by_id[ids["m0"]].payload_bytes, 2);     // "m0"
-  EXPECT_GE(dead[0].failed_at, dead[2].failed_at);
-
-  // A live item takes the dedup key: that dead item must stay dead.
-  NewItem again = Payload("keyed again");
-  again.dedup_key = "d1";
-  ASSERT_OK(store_->Enqueue("plain", again));
+  ASSERT_EQ(Count("dead_items"), 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> dead, store_->ListDead("plain", 10));
+  ASSERT_EQ(dead.size(), 1u);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Listener> listener, store_->Listen("plain"));
-  ASSERT_OK_AND_ASSIGN(Requeued r,
-                       store_->RequeueDead("plain", {ids["keyed"], ids["plain"], 999999}));
+  ASSERT_OK_AND_ASSIGN(Requeued r, store_->RequeueDead("plain", {ids["m0"]}));
   EXPECT_EQ(r.requeued, 1);
-  EXPECT_EQ(r.kept, 1);
-  // The owner of the requeued item's part hears of it, as of an enqueue.
   ASSERT_OK_AND_ASSIGN(std::vector<Notice> heard, listener->Wait(absl::Seconds(5)));
   ASSERT_EQ(heard.size(), 1u);
   EXPECT_EQ(heard[0].kind, Notice::Kind::kItems);
-  EXPECT_EQ(heard[0].part, by_id[ids["plain"]].part);
-  ASSERT_OK_AND_ASSIGN(r, store_->RequeueDead("plain", {}));  // all that are left
-  EXPECT_EQ(r.requeued, 1);  // m0
-  EXPECT_EQ(r.kept, 1);      // keyed, still
-  EXPECT_EQ(Count("dead_items"), 1);
-  EXPECT_EQ(Count("items", absl::StrCat("id IN (", ids["plain"], ",", ids["m0"],
-                                        ") AND attempts = 0 AND run_at <= now()")),
-            2);
-  EXPECT_EQ(Count("items", absl::StrCat("id = ", ids["m0"], " AND origin_topic = 'events'")), 1);
-  // A claim takes them again, as new items.
-  std::map<std::string, int64_t> again_ids = FinishAll("plain");
-  EXPECT_EQ(again_ids.count("plain"), 1u);
-  EXPECT_EQ(again_ids.count("m0"), 1u);
-  EXPECT_EQ(store_->ListDead("nope", 5).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(store_->RequeueDead("nope", {}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(heard[0].part, dead[0].part);
+  EXPECT_EQ(Count("items", absl::StrCat("id = ", ids["m0"],
+                                        " AND origin_topic = 'events' AND attempts = 0 AND "
+                                        "run_at <= now()")),
+            1);
+  EXPECT_EQ(Count("dead_items"), 0);
 }
+
+// --- claim and finish at volume --------------------------------------------------------
 
 TEST_F(PgStoreTest, ClaimAndFinishBatchesOfAHundred) {
   MakeQueue("q", 8);
   std::vector<NewItem> items(10000, Payload(std::string(100, 'p')));
   ASSERT_OK(store_->EnqueueBatch("q", items));
-  Member m = JoinWith(*store_, "q", kAll);
+  Member m = JoinWith(*store_, "q", kAllParts);
   absl::Duration claim_time, finish_time;
   int batches = 0;
   int64_t acked = 0;
@@ -2458,139 +1467,6 @@ TEST_F(PgStoreTest, AClaimAheadPlannedOnAnEmptyQueueNeverScansTheTable) {
   // Reads of the small table may scan it (the join, the first claim, custom
   // plans of other statements); one per batch of the backlog would be 40.
   EXPECT_LE(seq_scans, 8) << "acks or claims of the backlog read the whole items table";
-}
-
-// --- item state and status -----------------------------------------------------------
-
-TEST_F(PgStoreTest, ItemStateFollowsAnItemToItsEnd) {
-  MakeQueue("q", 1);
-  MakeQueue("other", 1);
-  NewItem with_key = Payload("x");
-  with_key.dedup_key = "d1";
-  ASSERT_OK_AND_ASSIGN(EnqueueResult a, store_->Enqueue("q", with_key));
-  ASSERT_OK_AND_ASSIGN(EnqueueResult b, store_->Enqueue("q", Payload("y")));
-  ASSERT_OK_AND_ASSIGN(EnqueueResult o, store_->Enqueue("other", Payload("z")));
-  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", a.id));
-  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
-  EXPECT_EQ(st.attempts, 0);
-  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", o.id));
-  EXPECT_EQ(st.kind, ItemState::Kind::kUnknown);  // it is another queue's
-  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", o.id + 1000));
-  EXPECT_EQ(st.kind, ItemState::Kind::kUnknown);  // never allocated
-  EXPECT_EQ(store_->GetItemState("nope", a.id).status().code(), absl::StatusCode::kNotFound);
-
-  Member m = JoinWith(*store_, "q", {0});
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("q", m)));
-  ASSERT_EQ(got.size(), 2u);
-  FinishBody with_result = [](Tx&, absl::Span<const Item> owned) {
-    std::vector<Outcome> out;
-    for (const Item& i : owned) {
-      Outcome oc{i.id, i.part};
-      if (i.dedup_key) oc.result = std::string("r\0sult", 6);
-      out.push_back(oc);
-    }
-    return absl::StatusOr<std::vector<Outcome>>(out);
-  };
-  ASSERT_OK(store_->Finish(FinishOf("q", m, got), with_result));
-  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", a.id));
-  EXPECT_EQ(st.kind, ItemState::Kind::kDone);
-  EXPECT_EQ(st.result, std::string("r\0sult", 6));
-  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("q", "d1"));
-  EXPECT_EQ(st.kind, ItemState::Kind::kDone);
-  EXPECT_EQ(st.id, a.id);
-  EXPECT_EQ(st.result, std::string("r\0sult", 6));
-  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", b.id));
-  EXPECT_EQ(st.kind, ItemState::Kind::kDone);  // acked without a result row
-  EXPECT_FALSE(st.result.has_value());
-  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("q", "never"));
-  EXPECT_EQ(st.kind, ItemState::Kind::kUnknown);
-}
-
-// Owners says what Status says of the group (a free part included), and
-// whether items are left, without counting them.
-TEST_F(PgStoreTest, OwnersSaysWhatStatusSaysOfTheGroup) {
-  MakeQueue("q", 4);
-  auto other = schema_.NewStore();
-  Member a = JoinWith(*store_, "q", {0, 1});
-  Member b = JoinWith(*other, "q", {2});
-  auto agree = [&](bool items) {
-    ASSERT_OK_AND_ASSIGN(QueueOwners o, store_->Owners("q"));
-    ASSERT_OK_AND_ASSIGN(QueueStatus s, store_->Status("q"));
-    ASSERT_EQ(o.sessions.size(), s.sessions.size());
-    for (size_t i = 0; i < o.sessions.size(); ++i) {
-      EXPECT_EQ(o.sessions[i].id, s.sessions[i].id);
-      EXPECT_EQ(o.sessions[i].host, s.sessions[i].host);
-      EXPECT_EQ(o.sessions[i].pid, s.sessions[i].pid);
-    }
-    ASSERT_EQ(o.owners.size(), s.parts.size());
-    for (size_t p = 0; p < o.owners.size(); ++p) EXPECT_EQ(o.owners[p], s.parts[p].owner) << p;
-    EXPECT_EQ(o.has_items, items);
-  };
-  agree(false);
-  ASSERT_OK(store_->Enqueue("q", Payload("x")));
-  agree(true);
-  ASSERT_OK_AND_ASSIGN(QueueOwners o, store_->Owners("q"));
-  EXPECT_EQ(o.owners[0], a.join.id);
-  EXPECT_EQ(o.owners[2], b.join.id);
-  EXPECT_FALSE(o.owners[3].has_value());
-  EXPECT_EQ(store_->Owners("nope").status().code(), absl::StatusCode::kNotFound);
-}
-
-TEST_F(PgStoreTest, StatusZeroFillsPartsAndCounts) {
-  MakeQueue("q", 8);
-  std::map<int, std::string> key_of;
-  for (int i = 0; key_of.size() < 8; ++i) {
-    const std::string k = absl::StrCat("k", i);
-    key_of.emplace(PartForKey(k, 8), k);
-  }
-  for (int i = 0; i < 3; ++i) ASSERT_OK(store_->Enqueue("q", Keyed(key_of[2])));
-  NewItem later = Keyed(key_of[2]);
-  later.delay = absl::Hours(1);
-  ASSERT_OK(store_->Enqueue("q", later));
-  for (int i = 0; i < 2; ++i) ASSERT_OK(store_->Enqueue("q", Keyed(key_of[5])));
-  Member m = JoinWith(*store_, "q", {5, 6});
-  ClaimRequest one = ClaimAll("q", m, 1);
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(one));
-  ASSERT_EQ(got.size(), 1u);
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> got2, store_->Claim(ClaimAll("q", m, 1, got)));
-  ASSERT_EQ(got2.size(), 1u);
-  FinishBody dead = [](Tx&, absl::Span<const Item> owned) {
-    std::vector<Outcome> out;
-    for (const Item& i : owned) out.push_back(Outcome{i.id, i.part, Outcome::Kind::kDead});
-    return absl::StatusOr<std::vector<Outcome>>(out);
-  };
-  ASSERT_OK(store_->Finish(FinishOf("q", m, got2), dead));
-
-  ASSERT_OK_AND_ASSIGN(QueueStatus s, store_->Status("q"));
-  EXPECT_EQ(s.config.parts, 8);
-  EXPECT_LT(absl::AbsDuration(s.db_now - absl::Now()), absl::Seconds(60));
-  ASSERT_EQ(s.sessions.size(), 1u);
-  EXPECT_EQ(s.sessions[0].id, m.join.id);
-  EXPECT_EQ(s.sessions[0].parts_owned, 2);
-  EXPECT_EQ(s.sessions[0].host, "test");
-  EXPECT_GT(s.sessions[0].expires_in, absl::Seconds(5));
-  EXPECT_GE(s.sessions[0].since_heartbeat, absl::ZeroDuration());
-  ASSERT_EQ(s.parts.size(), 8u);
-  for (int p = 0; p < 8; ++p) {
-    const PartStatus& ps = s.parts[p];
-    EXPECT_EQ(ps.part, p);
-    EXPECT_EQ(ps.owner.has_value(), p == 5 || p == 6) << p;
-    if (p == 2) {
-      EXPECT_EQ(ps.ready, 3);
-      EXPECT_EQ(ps.delayed, 1);
-      EXPECT_GE(ps.oldest_ready_age, absl::ZeroDuration());
-    } else if (p == 5) {
-      EXPECT_EQ(ps.owner, m.join.id);
-      EXPECT_EQ(ps.epoch, m.parts[0].epoch);
-      EXPECT_EQ(ps.ready, 0);
-      EXPECT_EQ(ps.in_flight, 1);
-      EXPECT_EQ(ps.dead, 1);
-    } else {
-      EXPECT_EQ(ps.ready + ps.delayed + ps.in_flight + ps.dead, 0) << p;
-      EXPECT_EQ(ps.oldest_ready_age, absl::ZeroDuration());
-    }
-  }
-  EXPECT_EQ(store_->Status("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
 // --- listen ---------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+// When a session heartbeats, and when it must consider itself lost: the two
+// timers of Kafka's consumer Heartbeat (heartbeat interval, session timeout),
+// on an injected clock. It does no I/O and starts no thread: the session
+// thread asks it what is due and tells it what happened.
+//
+//   next()     the next heartbeat is due at this time. The join counts as the
+//              first heartbeat; after a round that heartbeated it moves one
+//              interval on; after a failed round, to the retry.
+//   Alive()    the database saw our row alive now (a heartbeat moved it, or a
+//              join created it). AliveAt(t): the same, seen at t by another
+//              connection (the keepalive that heartbeats during a revoke).
+//   Expired()  nothing saw our row alive for more than the TTL: the others
+//              may have expired the session, so its parts are no longer sure
+//              to be ours (the database's clock may differ; the TTL is the
+//              session's promise, not a measurement of it).
+//
+// Not thread-safe: one thread (the session's) uses it.
+#ifndef PARTQ_COORDINATOR_HEARTBEAT_H_
+#define PARTQ_COORDINATOR_HEARTBEAT_H_
+
+#include "absl/time/time.h"
+#include "base/clock.h"
+
+namespace partq {
+
+class HeartbeatTimer {
+ public:
+  // `interval` between heartbeats (> 0), `ttl` of the session; `clock` must
+  // outlive the timer. The TTL and the first heartbeat count from now.
+  HeartbeatTimer(Clock* clock, absl::Duration interval, absl::Duration ttl);
+
+  absl::Duration interval() const { return interval_; }
+  absl::Time next() const { return next_; }
+  // Whether a round that begins at `now` should heartbeat.
+  bool Due(absl::Time now) const { return now >= next_; }
+
+  // The round that began at `start` completed with its heartbeat (if it was
+  // due): the next one is due an interval after `start`.
+  void Sent(absl::Time start) { next_ = start + interval_; }
+  // The round failed; the session retries at `retry`. A heartbeat that was
+  // due in it (`heartbeat`) goes with the retry, not at once: a loop that
+  // kept its past due time would spin on a database that refuses every call.
+  // One not yet due goes with the retry at the latest.
+  void Retry(absl::Time retry, bool heartbeat);
+
+  void Alive() { AliveAt(clock_->Now()); }
+  void AliveAt(absl::Time t);
+  absl::Time last_alive() const { return last_alive_; }
+  bool Expired() const { return clock_->Now() - last_alive_ > ttl_; }
+
+ private:
+  Clock* clock_;
+  absl::Duration interval_;
+  absl::Duration ttl_;
+  absl::Time next_;
+  absl::Time last_alive_;
+};
+
+}  // namespace partq
+
+#endif  // PARTQ_COORDINATOR_HEARTBEAT_H_

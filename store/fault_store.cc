@@ -1,0 +1,181 @@
+#include "store/fault_store.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace partq {
+namespace {
+
+// Forwards every call to `inner_` once the injector let it through (leveldb's
+// EnvWrapper forwards the same way; the faults are all in FaultInjector).
+class FaultStore : public Store {
+ public:
+  FaultStore(FaultInjector* faults, std::unique_ptr<Store> inner)
+      : faults_(faults), inner_(std::move(inner)) {}
+
+  absl::Status Migrate() override {
+    return Call("Migrate", [&] { return inner_->Migrate(); });
+  }
+  absl::Status CheckSchema() override {
+    return Call("CheckSchema", [&] { return inner_->CheckSchema(); });
+  }
+  absl::Status CreateQueue(const QueueConfig& config) override {
+    return Call("CreateQueue", [&] { return inner_->CreateQueue(config); });
+  }
+  absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) override {
+    return Call("GetQueue", [&] { return inner_->GetQueue(name); });
+  }
+  absl::StatusOr<std::vector<QueueConfig>> ListQueues() override {
+    return Call("ListQueues", [&] { return inner_->ListQueues(); });
+  }
+  absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
+                                           QueueContents contents) override {
+    return Call("DeleteQueue", [&] { return inner_->DeleteQueue(name, contents); });
+  }
+  absl::Status SetDeadLetterTopic(absl::string_view queue,
+                                  const std::optional<std::string>& topic) override {
+    return Call("SetDeadLetterTopic", [&] { return inner_->SetDeadLetterTopic(queue, topic); });
+  }
+  absl::StatusOr<JoinResult> Join(const JoinRequest& request) override {
+    return Call("Join", [&] { return inner_->Join(request); });
+  }
+  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
+                                      int64_t incarnation) override {
+    return Call("Heartbeat", [&] { return inner_->Heartbeat(queue, session, incarnation); });
+  }
+  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
+    return Call("ReadGroup", [&] { return inner_->ReadGroup(queue); });
+  }
+  absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
+                                                      const SessionId& session,
+                                                      const std::vector<int>& parts) override {
+    return Call("AcquireParts", [&] { return inner_->AcquireParts(queue, session, parts); });
+  }
+  absl::Status ReleaseParts(absl::string_view queue, const SessionId& session,
+                            const std::vector<OwnedPart>& parts) override {
+    return Call("ReleaseParts", [&] { return inner_->ReleaseParts(queue, session, parts); });
+  }
+  absl::Status Leave(absl::string_view queue, const SessionId& session,
+                     int64_t incarnation) override {
+    return Call("Leave", [&] { return inner_->Leave(queue, session, incarnation); });
+  }
+  absl::Status NotifyGroup(absl::string_view queue) override {
+    return Call("NotifyGroup", [&] { return inner_->NotifyGroup(queue); });
+  }
+  absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) override {
+    return Call("Enqueue", [&] { return inner_->Enqueue(queue, item); });
+  }
+  absl::StatusOr<int64_t> EnqueueBatch(absl::string_view queue,
+                                       const std::vector<NewItem>& items) override {
+    return Call("EnqueueBatch", [&] { return inner_->EnqueueBatch(queue, items); });
+  }
+  absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) override {
+    return Call("Claim", [&] { return inner_->Claim(request); });
+  }
+  absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
+                                      const FinishBody& body) override {
+    return Call("Finish", [&] { return inner_->Finish(request, body); });
+  }
+  absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override {
+    return Call("GetItemState", [&] { return inner_->GetItemState(queue, id); });
+  }
+  absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
+                                                   absl::string_view dedup_key) override {
+    return Call("GetItemStateByDedupKey",
+                [&] { return inner_->GetItemStateByDedupKey(queue, dedup_key); });
+  }
+  absl::StatusOr<QueueStatus> Status(absl::string_view queue) override {
+    return Call("Status", [&] { return inner_->Status(queue); });
+  }
+  absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override {
+    return Call("Owners", [&] { return inner_->Owners(queue); });
+  }
+  absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override {
+    return Call("Listen", [&] { return inner_->Listen(queue); });
+  }
+  absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) override {
+    return Call("ListDead", [&] { return inner_->ListDead(queue, limit); });
+  }
+  absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
+                                       const std::vector<int64_t>& ids) override {
+    return Call("RequeueDead", [&] { return inner_->RequeueDead(queue, ids); });
+  }
+
+ private:
+  template <typename F>
+  auto Call(const char* method, F call) -> decltype(call()) {
+    if (absl::Status st = faults_->Enter(method); !st.ok()) return st;
+    return call();
+  }
+
+  FaultInjector* const faults_;
+  const std::unique_ptr<Store> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> FaultInjector::Wrap(std::unique_ptr<Store> store) {
+  return std::make_unique<FaultStore>(this, std::move(store));
+}
+
+StoreFactory FaultInjector::Wrap(StoreFactory factory) {
+  return [this, factory = std::move(factory)]() -> absl::StatusOr<std::unique_ptr<Store>> {
+    auto store = factory();
+    if (!store.ok()) return store.status();
+    return Wrap(std::move(*store));
+  };
+}
+
+void FaultInjector::FailNext(int n, absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  fail_next_ = n;
+  fail_status_ = std::move(status);
+}
+
+void FaultInjector::FailCallsOf(const std::string& method, bool fail) {
+  absl::MutexLock lock(&mu_);
+  if (fail) {
+    failing_.insert(method);
+  } else {
+    failing_.erase(method);
+  }
+}
+
+void FaultInjector::SlowCallsOf(const std::string& method, absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  if (d > absl::ZeroDuration()) {
+    slow_[method] = d;
+  } else {
+    slow_.erase(method);
+  }
+}
+
+int64_t FaultInjector::Calls(const std::string& method) const {
+  absl::MutexLock lock(&mu_);
+  auto it = calls_.find(method);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+absl::Status FaultInjector::Enter(const char* method) {
+  absl::Duration slow;
+  {
+    absl::MutexLock lock(&mu_);
+    ++calls_[method];
+    if (auto it = slow_.find(method); it != slow_.end()) slow = it->second;
+  }
+  // Not under mu_: other stores' calls go on meanwhile, as other connections'
+  // would.
+  if (slow > absl::ZeroDuration()) clock_->SleepFor(slow);
+  absl::MutexLock lock(&mu_);
+  if (failing_.count(method) > 0) {
+    return absl::UnavailableError(absl::StrCat("injected failure of ", method));
+  }
+  if (fail_next_ > 0) {
+    --fail_next_;
+    return fail_status_;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace partq

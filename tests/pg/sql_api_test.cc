@@ -1,0 +1,743 @@
+// The SQL API (migration 6: enqueue(), enqueue_item(), item_state(), ...)
+// against a real PostgreSQL, checked against the C++ producer and store it
+// mirrors: the same parts, channel, dedup, checks and states; the caller's
+// transaction decides; DeleteQueue keeps items out of a deleted queue; and
+// the Python and Node examples of docs/sql-api.md run.
+#include <filesystem>
+#include <map>
+#include <pqxx/pqxx>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "consumer/consumer.h"
+#include "gtest/gtest.h"
+#include "partitioner/part.h"
+#include "pg/migrations.h"
+#include "pg/pg_store.h"
+#include "producer/producer.h"
+#include "tests/testing/pg_env.h"
+#include "tests/testing/process.h"
+#include "tests/testing/wait.h"
+
+namespace partq {
+namespace {
+
+using testing::TestSchema;
+using testing::WaitUntil;
+
+// A text[] literal of `values` (elements quoted, so any text goes).
+std::string TextArrayLiteral(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    absl::StrAppend(&out, i ? "," : "", "\"");
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out.push_back('\\');
+      out.push_back(c);
+    }
+    out.push_back('"');
+  }
+  return out + "}";
+}
+
+// UTF-8 of a code point.
+std::string Utf8(char32_t c) {
+  std::string out;
+  if (c < 0x80) {
+    out.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out.push_back(static_cast<char>(0xc0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  } else if (c < 0x10000) {
+    out.push_back(static_cast<char>(0xe0 | (c >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  } else {
+    out.push_back(static_cast<char>(0xf0 | (c >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  }
+  return out;
+}
+
+// Keys of every kind a producer sends: empty, short ASCII, non-ASCII from
+// each UTF-8 length, and long ones up to the 1024-byte limit (every length
+// mod 4, so each murmur2 tail is covered).
+std::vector<std::string> ManyKeys() {
+  std::mt19937 gen(20240611);
+  std::vector<std::string> keys = {"", "a", "ab", "abc", "abcd", "customer-42", "\x7f"};
+  const char32_t kNonAscii[] = {U'é', U'ß', U'Ж', U'中', U'日', U'本', U'€', U'😀', U'𝄞', U'ﬁ'};
+  auto ascii = [&](size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n; ++i) s.push_back(static_cast<char>(' ' + gen() % 95));
+    return s;
+  };
+  for (int i = 0; i < 2000; ++i) keys.push_back(ascii(gen() % 40));
+  for (int i = 0; i < 800; ++i) {
+    std::string s;
+    const int n = 1 + gen() % 12;
+    for (int k = 0; k < n; ++k) {
+      s += gen() % 3 == 0 ? ascii(1 + gen() % 3) : Utf8(kNonAscii[gen() % std::size(kNonAscii)]);
+    }
+    keys.push_back(s);
+  }
+  for (int i = 0; i < 200; ++i) {
+    std::string s = ascii(100 + gen() % 800);
+    while (s.size() < 1024 && gen() % 4 != 0) s += Utf8(kNonAscii[gen() % std::size(kNonAscii)]);
+    keys.push_back(s.substr(0, 1024));
+  }
+  keys.push_back(std::string(1024, 'k'));
+  keys.push_back(std::string(1021, 'k'));
+  return keys;
+}
+
+class SqlApiTest : public ::testing::Test {
+ protected:
+  void CreateQueue(const std::string& name, int parts, int max_attempts = 25) {
+    QueueConfig q;
+    q.name = name;
+    q.parts = parts;
+    q.max_attempts = max_attempts;
+    ASSERT_TRUE(schema_.NewStore()->CreateQueue(q).ok());
+  }
+
+  // `sql` with {schema} replaced, run in a transaction of its own.
+  pqxx::result Run(const std::string& sql) {
+    pqxx::connection c(schema_.dsn());
+    pqxx::work w(c);
+    pqxx::result r = w.exec(WithSchema(sql, schema_.name()));
+    w.commit();
+    return r;
+  }
+
+  // The SQLSTATE and message `sql` fails with ("" and "" when it does not).
+  std::pair<std::string, std::string> Fails(const std::string& sql) {
+    pqxx::connection c(schema_.dsn());
+    pqxx::work w(c);
+    try {
+      w.exec(WithSchema(sql, schema_.name()));
+    } catch (const pqxx::sql_error& e) {
+      return {e.sqlstate(), e.what()};
+    }
+    return {"", ""};
+  }
+
+  int64_t Left(const std::string& queue) {
+    return schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = '" + queue + "'");
+  }
+
+  ConsumerOptions Options(const std::string& queue) {
+    ConsumerOptions o;
+    o.queue = queue;
+    o.concurrency = 1;
+    o.batch = 10;
+    o.poll_interval = absl::Milliseconds(50);
+    o.backoff.base = absl::Milliseconds(10);
+    o.backoff.max = absl::Milliseconds(50);
+    return o;
+  }
+
+  // Starts DeleteQueue(q, kDelete) on a thread of its own, into `out`, and
+  // returns once it waits for a lock (held by the caller's transaction).
+  std::thread DeleteWhenFree(const std::string& queue, absl::StatusOr<DeletedQueue>* out) {
+    PgOptions deleter = schema_.options();
+    deleter.application_name = "sqlapi-delete";
+    std::thread t([deleter, queue, out] {
+      *out = (*ConnectPg(deleter))->DeleteQueue(queue, QueueContents::kDelete);
+    });
+    EXPECT_TRUE(WaitUntil([&] { return WaitingForALock("sqlapi-delete"); }));
+    return t;
+  }
+
+  // The backend of a connection whose application_name is `name` waits for
+  // a lock.
+  bool WaitingForALock(const std::string& name) {
+    return testing::QueryInt(schema_.dsn(),
+                             "SELECT count(*) FROM pg_stat_activity WHERE application_name = '" +
+                                 name + "' AND wait_event_type = 'Lock'") > 0;
+  }
+
+  TestSchema schema_;
+};
+
+TEST_F(SqlApiTest, PartForKeyIsThePartitionersForThousandsOfKeys) {
+  const std::vector<std::string> keys = ManyKeys();
+  pqxx::connection c(schema_.dsn());
+  pqxx::work w(c);
+  for (int parts : {1, 2, 3, 7, 16, 97, 1000, 4096}) {
+    pqxx::result r =
+        w.exec_params(WithSchema("SELECT {schema}.part_for_key(k, $2) FROM unnest($1::text[]) "
+                                 "WITH ORDINALITY AS t(k, n) ORDER BY n",
+                                 schema_.name()),
+                      TextArrayLiteral(keys), parts);
+    ASSERT_EQ(r.size(), keys.size());
+    int wrong = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (r[i][0].as<int>() != PartForKey(keys[i], parts) && ++wrong <= 3) {
+        ADD_FAILURE() << "key \"" << absl::CHexEscape(keys[i]) << "\" with " << parts
+                      << " parts: SQL " << r[i][0].as<int>() << ", C++ "
+                      << PartForKey(keys[i], parts);
+      }
+    }
+    EXPECT_EQ(wrong, 0) << parts << " parts";
+  }
+}
+
+TEST_F(SqlApiTest, Murmur2IsTheCppOneOverArbitraryBytes) {
+  std::mt19937 gen(7);
+  std::vector<std::string> data, hex;
+  for (int i = 0; i < 1000; ++i) {
+    std::string s(gen() % 70, '\0');
+    for (char& ch : s) ch = static_cast<char>(gen());
+    hex.push_back(absl::BytesToHexString(s));
+    data.push_back(std::move(s));
+  }
+  pqxx::connection c(schema_.dsn());
+  pqxx::work w(c);
+  pqxx::result r =
+      w.exec_params(WithSchema("SELECT {schema}.murmur2(decode(h, 'hex')) FROM unnest($1::text[]) "
+                               "WITH ORDINALITY AS t(h, n) ORDER BY n",
+                               schema_.name()),
+                    TextArrayLiteral(hex));
+  ASSERT_EQ(r.size(), data.size());
+  for (size_t i = 0; i < data.size(); ++i) {
+    ASSERT_EQ(r[i][0].as<int64_t>(), static_cast<int64_t>(Murmur2(data[i]))) << hex[i];
+  }
+}
+
+TEST_F(SqlApiTest, KeyedItemsGoToTheCppProducersPart) {
+  CreateQueue("a", 16);
+  CreateQueue("b", 5);
+  std::vector<std::string> keys = ManyKeys();
+  keys.resize(400);
+  auto store = schema_.NewStore();
+  pqxx::connection c(schema_.dsn());
+  for (const char* queue : {"a", "b"}) {
+    pqxx::work w(c);
+    pqxx::result r = w.exec_params(
+        WithSchema("SELECT e.id, e.part, t.k FROM unnest($2::text[]) WITH ORDINALITY AS t(k, n), "
+                   "LATERAL {schema}.enqueue_item($1, 'p', key => t.k) e ORDER BY t.n",
+                   schema_.name()),
+        std::string(queue), TextArrayLiteral(keys));
+    w.commit();
+    ASSERT_EQ(r.size(), keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      NewItem item;
+      item.key = keys[i];
+      auto cpp = store->Enqueue(queue, item);
+      ASSERT_TRUE(cpp.ok()) << cpp.status();
+      ASSERT_EQ(r[i][1].as<int>(), cpp->part)
+          << queue << " \"" << absl::CHexEscape(keys[i]) << "\"";
+      ASSERT_EQ(r[i][2].as<std::string>(), keys[i]) << "the key is stored as given";
+    }
+  }
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items i WHERE i.part <> "
+                         "{schema}.part_for_key(i.key, (SELECT parts FROM {schema}.queues q "
+                         "WHERE q.name = i.queue))"),
+            0);
+}
+
+TEST_F(SqlApiTest, KeylessItemsTakeThePartOfTheirId) {
+  CreateQueue("q", 12);
+  // (The call refers to g: a call that does not is run once for all rows.)
+  pqxx::result r =
+      Run("SELECT e.id, e.part FROM generate_series(1, 300) AS g, "
+          "LATERAL {schema}.enqueue_item('q', 'p' || g) e");
+  ASSERT_EQ(r.size(), 300u);
+  std::set<int> parts;
+  for (const auto& row : r) {
+    EXPECT_EQ(row[1].as<int>(), PartForId(row[0].as<int64_t>(), 12));
+    parts.insert(row[1].as<int>());
+  }
+  EXPECT_EQ(parts.size(), 12u) << "spread over every part";
+}
+
+TEST_F(SqlApiTest, ChannelIsTheOneTheConsumersListenOn) {
+  for (const std::string& q :
+       std::vector<std::string>{"q", "orders.v2", "A-b_c", std::string(63, 'x'), "9"}) {
+    EXPECT_EQ(testing::Query(schema_.dsn(), WithSchema("SELECT {schema}.channel_for('" + q + "')",
+                                                       schema_.name()))[0][0],
+              ChannelFor(schema_.name(), q))
+        << q;
+  }
+}
+
+// A notice per inserted item, on commit: none for a rolled-back enqueue or a
+// dedup hit. Notifications reach a listener in commit order, so everything
+// before the final marker came from the transactions before it.
+TEST_F(SqlApiTest, EnqueueNotifiesTheQueuesChannelOnCommitOnly) {
+  CreateQueue("q", 8);
+  struct Receiver : pqxx::notification_receiver {
+    Receiver(pqxx::connection_base& c, const std::string& channel)
+        : pqxx::notification_receiver(c, channel) {}
+    void operator()(const std::string& payload, int) override { got.push_back(payload); }
+    std::vector<std::string> got;
+  };
+  pqxx::connection listener(schema_.dsn());
+  Receiver receiver(listener, ChannelFor(schema_.name(), "q"));
+  listener.get_notifs();  // LISTEN is sent
+
+  pqxx::connection c(schema_.dsn());
+  {
+    pqxx::work w(c);
+    w.exec(WithSchema("SELECT {schema}.enqueue('q', 'rolled back')", schema_.name()));
+    w.abort();
+  }
+  std::vector<std::string> want;
+  for (const char* dedup : {"d1", "d1", "d2"}) {
+    pqxx::work w(c);
+    pqxx::row r = w.exec_params1(
+        WithSchema("SELECT part, duplicate FROM {schema}.enqueue_item('q', 'x', dedup_key => $1)",
+                   schema_.name()),
+        std::string(dedup));
+    w.commit();
+    if (!r[1].as<bool>()) want.push_back(absl::StrCat("i:", r[0].as<int>()));
+  }
+  ASSERT_EQ(want.size(), 2u);
+  {
+    pqxx::work w(c);
+    w.exec_params("SELECT pg_notify($1, 'end')", ChannelFor(schema_.name(), "q"));
+    w.commit();
+  }
+  ASSERT_TRUE(WaitUntil([&] {
+    listener.await_notification(0, 50000);
+    return !receiver.got.empty() && receiver.got.back() == "end";
+  }));
+  receiver.got.pop_back();
+  EXPECT_EQ(receiver.got, want);
+}
+
+TEST_F(SqlApiTest, ALongPollingConsumerIsWokenBySqlEnqueues) {
+  CreateQueue("q", 8);
+  auto handler = MakeHandler([](HandlerCall&) { return absl::OkStatus(); });
+  ConsumerOptions o = Options("q");
+  o.poll_interval = absl::Minutes(10);  // only a NOTIFY can wake it in time
+  Consumer consumer(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(consumer.Start().ok());
+  ASSERT_TRUE(consumer.session().WaitStable(absl::Seconds(30)));
+  auto store = schema_.NewStore();
+  for (int i = 0; i < 5; ++i) {
+    const int64_t id =
+        Run(absl::StrCat("SELECT {schema}.enqueue('q', 'wake ", i, "')"))[0][0].as<int64_t>();
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          auto st = store->GetItemState("q", id);
+          return st.ok() && st->kind == ItemState::Kind::kDone;
+        },
+        absl::Seconds(60)))
+        << "item " << i << " was not picked up";
+  }
+  consumer.Stop();
+  EXPECT_EQ(consumer.stats().acked, 5);
+}
+
+TEST_F(SqlApiTest, DelayAndPriorityAreHonouredByAConsumer) {
+  CreateQueue("q", 1);
+  Run("CREATE TABLE {schema}.handled (payload text, at timestamptz DEFAULT clock_timestamp(), "
+      "n serial)");
+  for (int i = 0; i < 5; ++i) {
+    Run(absl::StrCat("SELECT {schema}.enqueue('q', 'low", i, "', priority => 5)"));
+  }
+  Run("SELECT {schema}.enqueue('q', 'urgent', priority => -5)");
+  // First of all by priority, but not before its time.
+  Run("SELECT {schema}.enqueue('q', 'later', priority => -10, delay => '1.5 seconds')");
+  EXPECT_EQ(schema_.QInt("SELECT (extract(epoch FROM run_at - enqueued_at) * 1000)::bigint "
+                         "FROM {schema}.items WHERE payload = 'later'"),
+            1500);
+  Run("CREATE TABLE {schema}.due AS "
+      "SELECT convert_from(payload, 'UTF8') AS payload, run_at FROM {schema}.items");
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE payload = 'urgent' "
+                         "AND priority = -5 AND run_at = enqueued_at"),
+            1);
+  auto handler = MakeHandler([](HandlerCall& call) {
+    return call.tx
+        ->Exec("INSERT INTO \"" + call.tx->schema() + "\".handled (payload) VALUES ($1)",
+               {call.item->payload})
+        .status();
+  });
+  ConsumerOptions o = Options("q");
+  o.batch = 1;
+  Consumer consumer(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(consumer.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  consumer.Stop();
+  std::vector<std::string> order;
+  for (const auto& row : schema_.Q("SELECT payload FROM {schema}.handled "
+                                   "WHERE payload <> 'later' ORDER BY n")) {
+    order.push_back(*row[0]);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"urgent", "low0", "low1", "low2", "low3", "low4"}));
+  // Handled no earlier than its run_at (both the database's clock).
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.handled h JOIN {schema}.due d USING "
+                         "(payload) WHERE h.at >= d.run_at"),
+            7);
+}
+
+TEST_F(SqlApiTest, DedupIsTheCppProducersAndTheKeyIsFreeOnceTheItemIsDone) {
+  CreateQueue("q", 4);
+  auto store = schema_.NewStore();
+  auto enqueue_sql = [&] {
+    auto r = Run("SELECT id, duplicate FROM {schema}.enqueue_item('q', 'x', dedup_key => 'd')");
+    return std::make_pair(r[0][0].as<int64_t>(), r[0][1].as<bool>());
+  };
+  const auto [first, first_dup] = enqueue_sql();
+  EXPECT_FALSE(first_dup);
+  const auto [again, again_dup] = enqueue_sql();
+  EXPECT_EQ(again, first);
+  EXPECT_TRUE(again_dup);
+  NewItem item;
+  item.payload = "y";
+  item.dedup_key = "d";
+  auto cpp = store->Enqueue("q", item);
+  ASSERT_TRUE(cpp.ok()) << cpp.status();
+  EXPECT_EQ(cpp->id, first);
+  EXPECT_TRUE(cpp->duplicate);
+  // And the other way round: a live C++ item is a hit for SQL.
+  item.dedup_key = "c";
+  auto cpp_first = store->Enqueue("q", item);
+  ASSERT_TRUE(cpp_first.ok());
+  EXPECT_EQ(Run("SELECT {schema}.enqueue('q', 'x', dedup_key => 'c')")[0][0].as<int64_t>(),
+            cpp_first->id);
+  auto pending = Run("SELECT id, state FROM {schema}.item_state_by_dedup_key('q', 'd')");
+  EXPECT_EQ(pending[0][0].as<int64_t>(), first);
+  EXPECT_EQ(pending[0][1].as<std::string>(), "pending");
+
+  auto handler = MakeHandler([](HandlerCall& call) {
+    call.result = "r" + std::to_string(call.item->id);
+    return absl::OkStatus();
+  });
+  Consumer consumer(schema_.Factory(), Options("q"), handler.get());
+  ASSERT_TRUE(consumer.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  consumer.Stop();
+  auto done =
+      Run("SELECT id, state, encode(result, 'escape') FROM "
+          "{schema}.item_state_by_dedup_key('q', 'd')");
+  EXPECT_EQ(done[0][0].as<int64_t>(), first);
+  EXPECT_EQ(done[0][1].as<std::string>(), "done");
+  EXPECT_EQ(done[0][2].as<std::string>(), "r" + std::to_string(first));
+  const auto [next, next_dup] = enqueue_sql();
+  EXPECT_NE(next, first) << "the key is free once its item is done";
+  EXPECT_FALSE(next_dup);
+}
+
+TEST_F(SqlApiTest, ItemStateIsTheStoresForEveryState) {
+  CreateQueue("q", 2, /*max_attempts=*/1);
+  CreateQueue("other", 2);
+  auto store = schema_.NewStore();
+  auto enqueue = [&](const std::string& queue, const std::string& payload,
+                     absl::Duration delay = absl::ZeroDuration()) {
+    NewItem item;
+    item.payload = payload;
+    item.delay = delay;
+    auto r = store->Enqueue(queue, item);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->id : 0;
+  };
+  const int64_t with_result = enqueue("q", "result");
+  const int64_t plain = enqueue("q", "plain");
+  const int64_t bad = enqueue("q", "bad");
+  const int64_t later = enqueue("q", "later", absl::Hours(1));
+  const int64_t elsewhere = enqueue("other", "x");
+  auto handler = MakeHandler([](HandlerCall& call) -> absl::Status {
+    if (call.item->payload == "bad") return absl::InternalError("bad payload \"bad\"");
+    if (call.item->payload == "result") call.result = std::string("\x00\xffok", 4);
+    return absl::OkStatus();
+  });
+  Consumer consumer(schema_.Factory(), Options("q"), handler.get());
+  ASSERT_TRUE(consumer.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 1; }));
+  consumer.Stop();
+
+  const char* kKinds[] = {"pending", "done", "dead", "unknown"};
+  for (int64_t id : {with_result, plain, bad, later, elsewhere, int64_t{1} << 40, int64_t{-1}}) {
+    auto want = store->GetItemState("q", id);
+    ASSERT_TRUE(want.ok()) << want.status();
+    auto got = Run(absl::StrCat(
+        "SELECT state, attempts, encode(result, 'hex'), last_error FROM {schema}.item_state('q', ",
+        id, ")"));
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0][0].as<std::string>(), kKinds[static_cast<int>(want->kind)]) << id;
+    EXPECT_EQ(got[0][1].as<int>(), want->attempts) << id;
+    EXPECT_EQ(got[0][2].is_null() ? std::string() : absl::HexStringToBytes(got[0][2].c_str()),
+              want->result.value_or(""))
+        << id;
+    EXPECT_EQ(got[0][3].is_null() ? std::string() : got[0][3].as<std::string>(), want->error) << id;
+  }
+  // The states the loop should have met.
+  EXPECT_EQ(Run(absl::StrCat("SELECT state FROM {schema}.item_state('q', ", bad, ")"))[0][0]
+                .as<std::string>(),
+            "dead");
+  EXPECT_EQ(Run(absl::StrCat("SELECT encode(result, 'hex') FROM {schema}.item_state('q', ",
+                             with_result, ")"))[0][0]
+                .as<std::string>(),
+            "00ff6f6b");
+}
+
+TEST_F(SqlApiTest, OnlyACommittedTransactionLeavesAnItem) {
+  CreateQueue("q", 4);
+  pqxx::connection c(schema_.dsn());
+  {
+    pqxx::work w(c);
+    w.exec(WithSchema("SELECT {schema}.enqueue('q', 'never')", schema_.name()));
+    EXPECT_EQ(Left("q"), 0) << "visible before commit";
+    w.abort();
+  }
+  EXPECT_EQ(Left("q"), 0);
+  {
+    pqxx::work w(c);
+    w.exec(WithSchema("SELECT {schema}.enqueue('q', 'once')", schema_.name()));
+    w.commit();
+  }
+  EXPECT_EQ(Left("q"), 1);
+}
+
+TEST_F(SqlApiTest, PayloadsAreTextAsUtf8OrBytes) {
+  CreateQueue("q", 4);
+  // A plain literal is text: no "function is not unique".
+  const int64_t text = Run("SELECT {schema}.enqueue('q', 'héllo')")[0][0].as<int64_t>();
+  const int64_t bytes = Run("SELECT {schema}.enqueue('q', '\\x00ff'::bytea)")[0][0].as<int64_t>();
+  const int64_t named =
+      Run("SELECT {schema}.enqueue(queue => 'q', payload => 'n')")[0][0].as<int64_t>();
+  auto payload = [&](int64_t id) {
+    return absl::HexStringToBytes(*schema_.Q(
+        absl::StrCat("SELECT encode(payload, 'hex') FROM {schema}.items WHERE id = ", id))[0][0]);
+  };
+  EXPECT_EQ(payload(text), "h\xc3\xa9llo");
+  EXPECT_EQ(payload(bytes), std::string("\x00\xff", 2));
+  EXPECT_EQ(payload(named), "n");
+}
+
+TEST_F(SqlApiTest, BadArgumentsFailWithTheCppProducersMessages) {
+  CreateQueue("q", 4);
+  auto store = schema_.NewStore();
+  struct Case {
+    std::string sql;
+    std::string state;
+    std::string says;
+    std::optional<NewItem> cpp;  // the same item through C++, which must say the same
+  };
+  NewItem big_priority;
+  big_priority.priority = 40000;
+  NewItem long_key;
+  long_key.key = std::string(1025, 'k');
+  NewItem long_dedup;
+  long_dedup.dedup_key = std::string(1025, 'd');
+  NewItem long_delay;
+  long_delay.delay = absl::Hours(24 * 3651);
+  const Case cases[] = {
+      {"SELECT {schema}.enqueue('nope', 'x')", "42704",
+       absl::StrCat("unknown queue \"nope\" in schema \"", schema_.name(),
+                    "\" (create it with: partq queue create nope --parts N --schema ",
+                    schema_.name(), ")"),
+       std::nullopt},
+      {"SELECT {schema}.enqueue('bad name!', 'x')", "22023", "invalid queue name \"bad name!\"",
+       std::nullopt},
+      {"SELECT {schema}.enqueue(NULL, 'x')", "22023", "invalid queue name NULL", std::nullopt},
+      {"SELECT {schema}.enqueue('q', NULL::bytea)", "22023", "payload must not be NULL",
+       std::nullopt},
+      {"SELECT {schema}.enqueue('q', 'x', priority => 40000)", "22023",
+       "priority 40000 is out of range -32768..32767", big_priority},
+      {"SELECT {schema}.enqueue('q', 'x', key => repeat('k', 1025))", "22023",
+       "key is 1025 bytes; the limit is 1024", long_key},
+      {"SELECT {schema}.enqueue('q', 'x', dedup_key => repeat('d', 1025))", "22023",
+       "dedup key is 1025 bytes; the limit is 1024", long_dedup},
+      {"SELECT {schema}.enqueue('q', 'x', delay => '3651 days')", "22023",
+       "is longer than 10 years", long_delay},
+      {"SELECT {schema}.enqueue('q', repeat('p', 1048577))", "22023",
+       "payload is 1048577 bytes; the limit is 1048576 (partq.max_payload_bytes)", std::nullopt},
+      {"SET LOCAL partq.max_payload_bytes = 10; SELECT {schema}.enqueue('q', 'eleven byte')",
+       "22023", "payload is 11 bytes; the limit is 10 (partq.max_payload_bytes)", std::nullopt},
+      {"SELECT * FROM {schema}.item_state('nope', 1)", "42704", "unknown queue \"nope\"",
+       std::nullopt},
+      {"SELECT * FROM {schema}.item_state_by_dedup_key('nope', 'd')", "42704",
+       "unknown queue \"nope\"", std::nullopt},
+  };
+  for (const Case& c : cases) {
+    auto [state, message] = Fails(c.sql);
+    EXPECT_EQ(state, c.state) << c.sql << ": " << message;
+    EXPECT_TRUE(absl::StrContains(message, c.says)) << c.sql << ": " << message;
+    if (c.cpp) {
+      auto cpp = store->Enqueue("q", *c.cpp);
+      ASSERT_FALSE(cpp.ok()) << c.sql;
+      EXPECT_TRUE(absl::StrContains(cpp.status().message(), c.says)) << cpp.status();
+    }
+  }
+  auto cpp_unknown = store->Enqueue("nope", NewItem{});
+  EXPECT_TRUE(absl::StrContains(cpp_unknown.status().message(), cases[0].says))
+      << cpp_unknown.status();
+  // At the limits, all is well.
+  Run("SELECT {schema}.enqueue('q', repeat('p', 1048576), key => repeat('k', 1024), "
+      "dedup_key => repeat('d', 1024), priority => -32768, delay => '-1 day')");
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE run_at = enqueued_at"), 1)
+      << "a negative delay means now";
+}
+
+// DeleteQueue (C++) holds items' SHARE ROW EXCLUSIVE lock while it deletes
+// the queue: an enqueue through SQL waits for it, then finds no queue.
+TEST_F(SqlApiTest, AnEnqueueWaitsForTheDeleteOfItsQueueAndThenFails) {
+  CreateQueue("q", 4);
+  // Holds the queue row, so the delete stops right after taking its lock on
+  // items (it locks the row next) until this transaction ends.
+  pqxx::connection holder(schema_.dsn());
+  pqxx::work hold(holder);
+  hold.exec(
+      WithSchema("SELECT 1 FROM {schema}.queues WHERE name = 'q' FOR KEY SHARE", schema_.name()));
+  absl::StatusOr<DeletedQueue> deleted;
+  std::thread del = DeleteWhenFree("q", &deleted);
+
+  std::string state, message;
+  std::thread enq([&] {
+    pqxx::connection c(schema_.dsn());
+    pqxx::work w(c);
+    w.exec("SET application_name = 'sqlapi-enqueue'");
+    try {
+      w.exec(WithSchema("SELECT {schema}.enqueue('q', 'too late')", schema_.name()));
+      w.commit();
+    } catch (const pqxx::sql_error& e) {
+      state = e.sqlstate();
+      message = e.what();
+    }
+  });
+  ASSERT_TRUE(WaitUntil([&] { return WaitingForALock("sqlapi-enqueue"); }));
+  hold.commit();
+  del.join();
+  enq.join();
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(state, "42704") << message;
+  EXPECT_TRUE(absl::StrContains(message, "unknown queue \"q\"")) << message;
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items"), 0);
+}
+
+// The other order: a transaction that enqueued makes the delete wait, and
+// the delete then deletes its item with the queue.
+TEST_F(SqlApiTest, ADeleteWaitsForAnOpenEnqueueAndDeletesItsItem) {
+  CreateQueue("q", 4);
+  pqxx::connection c(schema_.dsn());
+  pqxx::work w(c);
+  w.exec(WithSchema("SELECT {schema}.enqueue('q', 'in time')", schema_.name()));
+  absl::StatusOr<DeletedQueue> deleted;
+  std::thread del = DeleteWhenFree("q", &deleted);
+  w.commit();
+  del.join();
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(deleted->items, 1);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items"), 0);
+}
+
+// A REPEATABLE READ transaction keeps the snapshot it started with, where a
+// queue deleted since still exists: the enqueue fails (40001, retry) rather
+// than write an item into a queue that is gone.
+TEST_F(SqlApiTest, ARepeatableReadEnqueueIntoAQueueDeletedSinceItsSnapshotFails) {
+  CreateQueue("q", 4);
+  CreateQueue("kept", 4);
+  pqxx::connection c(schema_.dsn());
+  pqxx::transaction<pqxx::repeatable_read> w(c);
+  w.exec(WithSchema("SELECT count(*) FROM {schema}.queues", schema_.name()));  // the snapshot
+  ASSERT_TRUE(schema_.NewStore()->DeleteQueue("q", QueueContents::kRefuse).ok());
+  try {
+    w.exec(WithSchema("SELECT {schema}.enqueue('q', 'x')", schema_.name()));
+    ADD_FAILURE() << "enqueued into a deleted queue";
+  } catch (const pqxx::serialization_failure& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "could not serialize")) << e.what();
+  }
+  w.abort();
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items"), 0);
+  // A live queue is fine in REPEATABLE READ.
+  pqxx::transaction<pqxx::repeatable_read> ok(c);
+  ok.exec(WithSchema("SELECT {schema}.enqueue('kept', 'x')", schema_.name()));
+  ok.commit();
+  EXPECT_EQ(Left("kept"), 1);
+}
+
+// The examples of docs/sql-api.md, run as a reader would, against the test
+// database: Debian's Python with python3-psycopg2, and Node with the pg of
+// examples/sql-api/package-lock.json (tools/setup installs it into its cache,
+// like the checkers' packages).
+class SqlApiExampleTest : public SqlApiTest {
+ protected:
+  // libpq's PG* variables for the test database, which both drivers read.
+  std::map<std::string, std::string> Env() {
+    pqxx::connection c(schema_.dsn());
+    return {{"PGHOST", c.hostname() != nullptr ? c.hostname() : ""},
+            {"PGPORT", c.port() != nullptr ? c.port() : ""},
+            {"PGUSER", c.username()},
+            {"PGDATABASE", c.dbname()},
+            {"PARTQ_SCHEMA", schema_.name()},
+            {"PARTQ_DSN", ""}};
+  }
+
+  // What the examples print and write, the same for both.
+  void ExpectTheExamplesWork(const std::string& out) {
+    const std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+    ASSERT_EQ(lines.size(), 6u) << out;
+    const auto order = schema_.Q(
+        "SELECT id, part FROM {schema}.items WHERE dedup_key = 'order-1001' AND key = 'c-42' AND "
+        "convert_from(payload, 'UTF8')::jsonb = "
+        "'{\"order\": 1001, \"customer\": \"c-42\", \"amount\": 19.5}'");
+    ASSERT_EQ(order.size(), 1u) << "one order item";
+    const std::string id = *order[0][0], part = *order[0][1];
+    EXPECT_EQ(part, std::to_string(PartForKey("c-42", 6)));
+    EXPECT_EQ(lines[0], absl::StrCat("item ", id, " part ", part, " duplicate false"));
+    EXPECT_EQ(lines[1], absl::StrCat("item ", id, " part ", part, " duplicate true"));
+    const auto bytes = schema_.Q(
+        "SELECT id FROM {schema}.items WHERE payload = '\\x00ff726177'::bytea AND priority = -1 "
+        "AND run_at - enqueued_at = interval '5 minutes'");
+    ASSERT_EQ(bytes.size(), 1u) << "the bytes item";
+    EXPECT_EQ(lines[2], absl::StrCat("bytes item ", *bytes[0][0]));
+    EXPECT_EQ(lines[3], "rolled back");
+    EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE payload = 'never'"), 0);
+    EXPECT_TRUE(absl::StartsWith(lines[4], "error 42704: unknown queue \"no-such-queue\"")) << out;
+    EXPECT_EQ(lines[5], absl::StrCat("item ", id, " is pending"));
+    EXPECT_EQ(Left("orders"), 2);
+  }
+};
+
+TEST_F(SqlApiExampleTest, PythonExampleEnqueuesThroughPsycopg2) {
+  CreateQueue("orders", 6);
+  std::string out;
+  const int code = testing::RunCommand(
+      {PARTQ_SYSTEM_PYTHON3, std::string(PARTQ_SOURCE_DIR) + "/examples/sql-api/enqueue.py",
+       "orders"},
+      &out, Env());
+  ASSERT_EQ(code, 0) << out;
+  ExpectTheExamplesWork(out);
+}
+
+TEST_F(SqlApiExampleTest, NodeExampleEnqueuesThroughPg) {
+  CreateQueue("orders", 6);
+  const std::string dir = std::string(PARTQ_SOURCE_DIR) + "/examples/sql-api";
+  std::string npm_dir;
+  ASSERT_EQ(
+      testing::RunCommand({std::string(PARTQ_SOURCE_DIR) + "/tools/setup", "npm", dir}, &npm_dir),
+      0)
+      << "tools/setup could not install examples/sql-api's npm packages";
+  npm_dir = std::string(absl::StripAsciiWhitespace(npm_dir));
+  // Node resolves `import 'pg'` from the script's own directory upwards: the
+  // script runs from a directory whose node_modules is the installed one.
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/partq-sql-api-XXXXXX";
+  const fs::path run = mkdtemp(tmpl);
+  fs::copy_file(dir + "/enqueue.mjs", run / "enqueue.mjs");
+  fs::create_directory_symlink(fs::path(npm_dir) / "node_modules", run / "node_modules");
+  std::string out;
+  const int code =
+      testing::RunCommand({PARTQ_NODE, (run / "enqueue.mjs").string(), "orders"}, &out, Env());
+  fs::remove_all(run);
+  ASSERT_EQ(code, 0) << out;
+  ExpectTheExamplesWork(out);
+}
+
+}  // namespace
+}  // namespace partq

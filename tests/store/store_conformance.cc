@@ -1,0 +1,1782 @@
+// The Store contract, one case per rule (store_conformance.h says how it
+// runs). Sections follow store.h: queues, sessions and parts, items, claims,
+// finishing, the transaction's effects, item state and status, dead items.
+#include "tests/store/store_conformance.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "partitioner/part.h"
+#include "store/validate.h"
+
+namespace partq::conformance {
+
+using store_testing::AckAll;
+using store_testing::ClaimAll;
+using store_testing::FinishOf;
+using store_testing::Ids;
+using store_testing::JoinWith;
+using store_testing::kAllParts;
+using store_testing::Keyed;
+using store_testing::MakeQueue;
+using store_testing::Member;
+using store_testing::Payload;
+using store_testing::WorkOfEveryKind;
+
+void StoreConformance::SetUp() {
+  harness_ = GetParam().make();
+  ASSERT_NE(harness_, nullptr);
+  store_ = harness_->Connect();
+  ASSERT_NE(store_, nullptr);
+}
+
+StoreConformance::Counts StoreConformance::CountsOf(const std::string& queue) {
+  Counts c;
+  absl::StatusOr<QueueStatus> s = store_->Status(queue);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return c;
+  for (const PartStatus& p : s->parts) {
+    c.ready += p.ready;
+    c.delayed += p.delayed;
+    c.in_flight += p.in_flight;
+    c.dead += p.dead;
+  }
+  return c;
+}
+
+std::vector<std::string> StoreConformance::Published(const std::string& topic) {
+  std::vector<std::string> out;
+  for (const OutboxEvent& e : harness_->Outbox()) {
+    if (e.topic == topic) out.push_back(e.payload);
+  }
+  return out;
+}
+
+void StoreFinishConformance::SetUp() {
+  StoreConformance::SetUp();
+  MakeQueue(*store_, "q", 2, absl::Seconds(60), false, /*max_attempts=*/3);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
+    ids_.push_back(r.id);
+  }
+  member_ = JoinWith(*store_, "q", {0, 1});
+  ASSERT_EQ(member_.parts.size(), 2u);
+}
+
+FinishBody StoreFinishConformance::Record(Outcome::Kind kind, std::vector<int64_t>* seen) {
+  return
+      [kind, seen](Tx& tx, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+        if (seen != nullptr) seen->clear();
+        std::vector<Outcome> out;
+        for (const Item& i : items) {
+          OutboxEvent e;
+          e.topic = "effects";
+          e.payload = absl::StrCat(i.id);
+          if (absl::Status st = tx.Publish(e); !st.ok()) return st;
+          if (seen != nullptr) seen->push_back(i.id);
+          Outcome o{i.id, i.part, kind};
+          o.retry_delay = absl::Minutes(5);
+          o.error = "boom";
+          out.push_back(o);
+        }
+        return out;
+      };
+}
+
+std::vector<int64_t> StoreFinishConformance::Effects() {
+  std::vector<int64_t> ids;
+  for (const std::string& p : Published("effects")) {
+    int64_t id = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(p, &id)) << p;
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+std::string StoreKindName(const ::testing::TestParamInfo<StoreKind>& info) {
+  return info.param.name;
+}
+
+namespace {
+
+std::vector<int64_t> Sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// A key for each of the `parts` parts.
+std::map<int, std::string> KeyPerPart(int parts) {
+  std::map<int, std::string> key_of;
+  for (int i = 0; static_cast<int>(key_of.size()) < parts; ++i) {
+    const std::string k = absl::StrCat("k", i);
+    key_of.emplace(PartForKey(k, parts), k);
+  }
+  return key_of;
+}
+
+// Canonical UUID text: 8-4-4-4-12 lowercase hex digits.
+bool IsUuid(const std::string& s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    const char c = s[i];
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// --- queues ---------------------------------------------------------------------------
+
+TEST_P(StoreConformance, QueueCreateGetListDelete) {
+  QueueConfig c;
+  c.name = "emails.v2";
+  c.parts = 12;
+  c.assignment = AssignmentKind::kSticky;
+  c.session_ttl = absl::Milliseconds(2500);
+  c.max_attempts = 7;
+  c.ordered = true;
+  ASSERT_OK(store_->CreateQueue(c));
+  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kAlreadyExists);
+  MakeQueue(*store_, "a-first", 1);
+
+  ASSERT_OK_AND_ASSIGN(QueueConfig got, store_->GetQueue("emails.v2"));
+  EXPECT_EQ(got.name, "emails.v2");
+  EXPECT_EQ(got.parts, 12);
+  EXPECT_EQ(got.assignment, AssignmentKind::kSticky);
+  EXPECT_EQ(got.session_ttl, absl::Milliseconds(2500));
+  EXPECT_EQ(got.max_attempts, 7);
+  EXPECT_TRUE(got.ordered);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].name, "a-first");
+  EXPECT_EQ(all[1].name, "emails.v2");
+
+  // Deleting takes the queue's sessions, parts and items; not another queue's.
+  Member m = JoinWith(*store_, "emails.v2", {0, 1});
+  ASSERT_EQ(m.parts.size(), 2u);
+  ASSERT_OK(store_->Enqueue("emails.v2", Payload("one")));
+  ASSERT_OK(store_->Enqueue("a-first", Payload("other queue")));
+  ASSERT_OK_AND_ASSIGN(DeletedQueue gone, store_->DeleteQueue("emails.v2", QueueContents::kDelete));
+  EXPECT_EQ(gone.items, 1);
+  EXPECT_EQ(gone.dead_items, 0);
+  EXPECT_EQ(CountsOf("a-first").ready, 1);
+
+  absl::Status st = store_->GetQueue("emails.v2").status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StartsWith(st.message(), "unknown queue \"emails.v2\"")) << st;
+  EXPECT_EQ(store_->DeleteQueue("emails.v2", QueueContents::kDelete).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Enqueue("emails.v2", Payload("x")).status().code(),
+            absl::StatusCode::kNotFound);
+
+  // Created again, the queue starts empty: no session, owner or item is left.
+  ASSERT_OK(store_->CreateQueue(c));
+  ASSERT_OK_AND_ASSIGN(QueueStatus fresh, store_->Status("emails.v2"));
+  EXPECT_TRUE(fresh.sessions.empty());
+  for (const PartStatus& p : fresh.parts) {
+    EXPECT_FALSE(p.owner.has_value()) << p.part;
+    EXPECT_EQ(p.ready + p.delayed + p.in_flight + p.dead, 0) << p.part;
+  }
+  ASSERT_OK_AND_ASSIGN(GroupView old, store_->Heartbeat("emails.v2", m.join.id, 1));
+  EXPECT_FALSE(old.alive) << "the session went with the queue";
+}
+
+// A queue that holds work is kept unless the caller says to delete the work
+// with it; a delete says what went.
+TEST_P(StoreConformance, DeleteQueueRefusesAQueueThatHoldsWorkUnlessToldToDeleteIt) {
+  MakeQueue(*store_, "other", 1);
+  ASSERT_OK(store_->Enqueue("other", Payload("stays")));
+  WorkOfEveryKind work = store_testing::MakeWorkOfEveryKind(*store_, "orders");
+  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("orders"));
+  ASSERT_EQ(status.parts.size(), 1u);
+  EXPECT_EQ(status.parts[0].ready, 2);
+  EXPECT_EQ(status.parts[0].delayed, 1);
+  EXPECT_EQ(status.parts[0].in_flight, 1);
+  EXPECT_EQ(status.parts[0].dead, 1);
+
+  absl::Status refused = store_->DeleteQueue("orders", QueueContents::kRefuse).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StartsWith(refused.message(), "queue \"orders\" still holds")) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "nothing was deleted")) << refused;
+  // Nothing changed: items, dead items, results, claim records, sessions.
+  EXPECT_OK(store_->GetQueue("orders"));
+  ASSERT_OK_AND_ASSIGN(status, store_->Status("orders"));
+  EXPECT_EQ(status.parts[0].ready, 2);
+  EXPECT_EQ(status.parts[0].delayed, 1);
+  EXPECT_EQ(status.parts[0].in_flight, 1);
+  EXPECT_EQ(status.parts[0].dead, 1);
+  ASSERT_OK_AND_ASSIGN(ItemState acked, store_->GetItemState("orders", work.acked));
+  EXPECT_EQ(acked.kind, ItemState::Kind::kDone);
+  EXPECT_EQ(acked.result, std::optional<std::string>("done"));
+  ASSERT_OK_AND_ASSIGN(GroupView group, store_->ReadGroup("orders"));
+  EXPECT_EQ(group.members.size(), 1u);
+  EXPECT_EQ(group.owners.size(), 1u);
+
+  ASSERT_OK_AND_ASSIGN(DeletedQueue gone, store_->DeleteQueue("orders", QueueContents::kDelete));
+  EXPECT_EQ(gone.items, 4);
+  EXPECT_EQ(gone.dead_items, 1);
+  EXPECT_EQ(store_->GetQueue("orders").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(CountsOf("other").ready, 1);
+  // Created again: no item, dead item, result or session of the old one.
+  MakeQueue(*store_, "orders", 1);
+  Counts counts = CountsOf("orders");
+  EXPECT_EQ(counts.items() + counts.dead, 0);
+  ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> dead, store_->ListDead("orders", 10));
+  EXPECT_TRUE(dead.empty());
+  ASSERT_OK_AND_ASSIGN(acked, store_->GetItemState("orders", work.acked));
+  EXPECT_FALSE(acked.result.has_value()) << "the result went with the queue";
+  ASSERT_OK_AND_ASSIGN(group, store_->ReadGroup("orders"));
+  EXPECT_TRUE(group.members.empty());
+  EXPECT_TRUE(group.owners.empty());
+}
+
+// Dead items alone are work to keep; results alone (items finished) are not.
+TEST_P(StoreConformance, DeleteQueueRefusesDeadItemsAloneAndDeletesAQueueWithOnlyResults) {
+  MakeQueue(*store_, "dead", 1);
+  MakeQueue(*store_, "done", 1);
+  std::map<std::string, int64_t> id_in;
+  for (const char* queue : {"dead", "done"}) {
+    ASSERT_OK(store_->Enqueue(queue, Payload("x")));
+    Member m = JoinWith(*store_, queue, kAllParts);
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll(queue, m)));
+    ASSERT_EQ(claimed.size(), 1u);
+    id_in[queue] = claimed[0].id;
+    const bool kill = queue == std::string("dead");
+    ASSERT_OK(store_->Finish(
+        FinishOf(queue, m, claimed),
+        [kill](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+          Outcome o{items[0].id, items[0].part, kill ? Outcome::Kind::kDead : Outcome::Kind::kAck};
+          if (kill) o.error = "boom";
+          o.result = kill ? std::nullopt : std::optional<std::string>("ok");
+          return std::vector<Outcome>{o};
+        }));
+  }
+  absl::Status st = store_->DeleteQueue("dead", QueueContents::kRefuse).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StartsWith(st.message(), "queue \"dead\" still holds")) << st;
+  ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> dead, store_->ListDead("dead", 10));
+  EXPECT_EQ(dead.size(), 1u);
+
+  ASSERT_OK_AND_ASSIGN(ItemState done, store_->GetItemState("done", id_in["done"]));
+  ASSERT_EQ(done.result, std::optional<std::string>("ok"));
+  ASSERT_OK_AND_ASSIGN(DeletedQueue gone, store_->DeleteQueue("done", QueueContents::kRefuse));
+  EXPECT_EQ(gone.items, 0);
+  EXPECT_EQ(gone.dead_items, 0);
+  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> queues, store_->ListQueues());
+  EXPECT_EQ(queues.size(), 1u);
+  MakeQueue(*store_, "done", 1);
+  ASSERT_OK_AND_ASSIGN(done, store_->GetItemState("done", id_in["done"]));
+  EXPECT_FALSE(done.result.has_value()) << "the result went with the queue";
+}
+
+TEST_P(StoreConformance, QueueValidationRejectsBadInput) {
+  for (const std::string& name :
+       {std::string("a'; drop table x;--"), std::string("\"quoted\""), std::string("it's"),
+        std::string(""), std::string(64, 'a'), std::string("-leading"), std::string("sp ace"),
+        std::string("semi;colon"), std::string("new\nline")}) {
+    QueueConfig c;
+    c.name = name;
+    absl::Status st = store_->CreateQueue(c);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_TRUE(absl::StrContains(st.message(), "invalid queue name")) << st;
+    EXPECT_EQ(store_->Enqueue(name, Payload("x")).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(store_->GetQueue(name).status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(store_->Status(name).status().code(), absl::StatusCode::kInvalidArgument);
+    JoinRequest join;
+    join.queue = name;
+    EXPECT_EQ(store_->Join(join).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  QueueConfig c;
+  c.name = std::string(63, 'q');
+  EXPECT_OK(store_->CreateQueue(c));
+  for (int parts : {0, 4097, -1}) {
+    c.name = "p";
+    c.parts = parts;
+    absl::Status st = store_->CreateQueue(c);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(st.message(), "1..4096")) << st;
+  }
+  c.parts = 4096;
+  c.max_attempts = 0;
+  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
+  c.max_attempts = 1001;
+  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
+  c.max_attempts = 1;
+  c.session_ttl = absl::Milliseconds(99);
+  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
+  c.session_ttl = absl::Hours(25);
+  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
+  c.session_ttl = absl::Milliseconds(100);
+  EXPECT_OK(store_->CreateQueue(c));
+  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
+  EXPECT_EQ(all.size(), 2u);
+}
+
+TEST_P(StoreConformance, DeadLetterTopicIsSetClearedAndValidated) {
+  QueueConfig c;
+  c.name = "orders";
+  c.dlq_topic = "orders.dlq";
+  ASSERT_OK(store_->CreateQueue(c));
+  MakeQueue(*store_, "plain", 1);
+  ASSERT_OK_AND_ASSIGN(QueueConfig got, store_->GetQueue("orders"));
+  EXPECT_EQ(got.dlq_topic, std::optional<std::string>("orders.dlq"));
+  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].dlq_topic, std::optional<std::string>("orders.dlq"));
+  EXPECT_FALSE(all[1].dlq_topic.has_value());
+
+  ASSERT_OK(store_->SetDeadLetterTopic("plain", std::string("Plain_dead-1")));
+  ASSERT_OK(store_->SetDeadLetterTopic("orders", std::nullopt));
+  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("plain"));
+  EXPECT_EQ(got.dlq_topic, std::optional<std::string>("Plain_dead-1"));
+  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("orders"));
+  EXPECT_FALSE(got.dlq_topic.has_value());
+  EXPECT_EQ(store_->SetDeadLetterTopic("nope", std::string("t")).code(),
+            absl::StatusCode::kNotFound);
+
+  for (const std::string& topic :
+       {std::string(""), std::string("."), std::string(".."), std::string(250, 't'),
+        std::string("with space"), std::string("quote'd"), std::string("slash/ed"),
+        std::string("ümlaut")}) {
+    absl::Status st = store_->SetDeadLetterTopic("plain", topic);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << topic;
+    EXPECT_TRUE(absl::StrContains(st.message(), "invalid Kafka topic name")) << st;
+    c.name = "other";
+    c.dlq_topic = topic;
+    st = store_->CreateQueue(c);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << topic;
+    EXPECT_TRUE(absl::StrContains(st.message(), "dead-letter topic")) << st;
+  }
+  EXPECT_OK(ValidateTopicName(std::string(249, 't')));
+  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("plain"));
+  EXPECT_EQ(got.dlq_topic, std::optional<std::string>("Plain_dead-1"));
+}
+
+// --- sessions -------------------------------------------------------------------------
+
+TEST_P(StoreConformance, JoinDynamicAndStaticMembers) {
+  MakeQueue(*store_, "q", 4);
+  JoinRequest req;
+  req.queue = "q";
+  req.host = "h";
+  req.pid = 7;
+  ASSERT_OK_AND_ASSIGN(JoinResult a, store_->Join(req));
+  ASSERT_OK_AND_ASSIGN(JoinResult b, store_->Join(req));
+  EXPECT_NE(a.id, b.id);
+  EXPECT_EQ(a.incarnation, 1);
+  req.instance_id = "worker-0";
+  ASSERT_OK_AND_ASSIGN(JoinResult s, store_->Join(req));
+  EXPECT_EQ(s.incarnation, 1);
+  EXPECT_TRUE(s.kept.empty());
+  // Dynamic members get uuids. (MemStore names static ones "static-q/worker-0",
+  // so they sort by instance for the session tests: store/mem_store.cc.)
+  for (const JoinResult* j : {&a, &b}) EXPECT_TRUE(IsUuid(j->id.value)) << j->id;
+
+  ASSERT_OK_AND_ASSIGN(GroupView g, store_->ReadGroup("q"));
+  ASSERT_EQ(g.members.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(g.members.begin(), g.members.end()));
+  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("q"));
+  ASSERT_EQ(status.sessions.size(), 3u);
+  for (const SessionInfo& info : status.sessions) {
+    EXPECT_EQ(info.host, "h");
+    EXPECT_EQ(info.pid, 7);
+    EXPECT_EQ(info.instance_id, info.id == s.id ? "worker-0" : "");
+  }
+
+  req.queue = "nope";
+  EXPECT_EQ(store_->Join(req).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->ReadGroup("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(StoreConformance, StaticRejoinKeepsPartsAtNewEpochsAndFencesTheOldIncarnation) {
+  MakeQueue(*store_, "q", 4);
+  Member first = JoinWith(*store_, "q", {0, 1, 2}, "worker-0");
+  ASSERT_EQ(first.parts.size(), 3u);
+  auto other = harness_->Connect();
+  Member second = JoinWith(*other, "q", {}, "worker-0");  // same instance: a restart
+  EXPECT_EQ(second.join.id, first.join.id);
+  EXPECT_EQ(second.join.incarnation, 2);
+  ASSERT_EQ(second.join.kept.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(second.join.kept[i].part, first.parts[i].part);
+    EXPECT_GT(second.join.kept[i].epoch.value, first.parts[i].epoch.value);
+  }
+  ASSERT_OK_AND_ASSIGN(GroupView old_view,
+                       store_->Heartbeat("q", first.join.id, first.join.incarnation));
+  EXPECT_FALSE(old_view.alive);
+  ASSERT_OK_AND_ASSIGN(GroupView new_view,
+                       other->Heartbeat("q", second.join.id, second.join.incarnation));
+  EXPECT_TRUE(new_view.alive);
+  ASSERT_EQ(new_view.owners.size(), 3u);
+  EXPECT_EQ(new_view.owners[0].epoch, second.join.kept[0].epoch);
+  // The old incarnation's Leave does nothing; the new one's Leave frees all.
+  ASSERT_OK(store_->Leave("q", first.join.id, first.join.incarnation));
+  ASSERT_OK_AND_ASSIGN(GroupView g, store_->ReadGroup("q"));
+  EXPECT_EQ(g.owners.size(), 3u);
+  ASSERT_OK(other->Leave("q", second.join.id, second.join.incarnation));
+  ASSERT_OK_AND_ASSIGN(g, store_->ReadGroup("q"));
+  EXPECT_TRUE(g.owners.empty());
+  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("q"));
+  EXPECT_TRUE(status.sessions.empty());
+}
+
+// Expiry is by the database clock: a session that stops heartbeating is
+// still a member until its TTL has passed, then the next heartbeat of
+// another member deletes it and its parts.
+TEST_P(StoreConformance, HeartbeatExpiresSilentSessionsByDatabaseTime) {
+  MakeQueue(*store_, "q", 4, absl::Seconds(60));
+  Member a = JoinWith(*store_, "q", {0, 1});
+  auto other = harness_->Connect();
+  Member b = JoinWith(*other, "q", {2, 3});  // b never heartbeats again
+  harness_->Advance(absl::Seconds(30));
+  ASSERT_OK_AND_ASSIGN(GroupView v, store_->Heartbeat("q", a.join.id, a.join.incarnation));
+  EXPECT_TRUE(v.alive);
+  EXPECT_EQ(v.expired, 0);
+  EXPECT_EQ(v.members, (std::vector<SessionId>{std::min(a.join.id, b.join.id),
+                                               std::max(a.join.id, b.join.id)}));
+  EXPECT_EQ(v.owners.size(), 4u);
+
+  harness_->Advance(absl::Seconds(31));  // past b's TTL, not a's (renewed 31 s ago)
+  // ReadGroup no longer counts b as a member, but deletes nothing.
+  ASSERT_OK_AND_ASSIGN(GroupView read, store_->ReadGroup("q"));
+  EXPECT_EQ(read.members, std::vector<SessionId>{a.join.id});
+  EXPECT_EQ(read.owners.size(), 4u);
+  ASSERT_OK_AND_ASSIGN(v, store_->Heartbeat("q", a.join.id, a.join.incarnation));
+  EXPECT_TRUE(v.alive);
+  EXPECT_EQ(v.expired, 1);
+  EXPECT_EQ(v.members, std::vector<SessionId>{a.join.id});
+  ASSERT_EQ(v.owners.size(), 2u);  // b's parts went with it
+  for (const PartOwner& o : v.owners) EXPECT_EQ(o.session, a.join.id);
+  ASSERT_OK_AND_ASSIGN(read, store_->ReadGroup("q"));
+  EXPECT_EQ(read.owners.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(GroupView dead_b, other->Heartbeat("q", b.join.id, b.join.incarnation));
+  EXPECT_FALSE(dead_b.alive);
+}
+
+TEST_P(StoreConformance, HeartbeatMovesTheExpiry) {
+  MakeQueue(*store_, "q", 2, absl::Seconds(60));
+  Member a = JoinWith(*store_, "q", {0});
+  Member b = JoinWith(*store_, "q", {1});
+  harness_->Advance(absl::Seconds(40));
+  ASSERT_OK_AND_ASSIGN(GroupView v, store_->Heartbeat("q", b.join.id, b.join.incarnation));
+  EXPECT_TRUE(v.alive);
+  EXPECT_EQ(v.expired, 0);
+  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("q"));
+  ASSERT_EQ(status.sessions.size(), 2u);
+  for (const SessionInfo& s : status.sessions) {
+    if (s.id == b.join.id) {
+      EXPECT_LT(s.since_heartbeat, absl::Seconds(30));
+      EXPECT_GT(s.expires_in, absl::Seconds(30));
+    } else {
+      EXPECT_GE(s.since_heartbeat, absl::Seconds(40));
+      EXPECT_LE(s.expires_in, absl::Seconds(20));
+    }
+    EXPECT_LE(s.expires_in, absl::Seconds(60));
+    EXPECT_EQ(s.parts_owned, 1);
+  }
+  harness_->Advance(absl::Seconds(40));  // a: 80 s silent; b: 40 s
+  ASSERT_OK_AND_ASSIGN(v, store_->Heartbeat("q", b.join.id, b.join.incarnation));
+  EXPECT_TRUE(v.alive);
+  EXPECT_EQ(v.expired, 1);
+  EXPECT_EQ(v.members, std::vector<SessionId>{b.join.id});
+  ASSERT_EQ(v.owners.size(), 1u);
+  EXPECT_EQ(v.owners[0].part, 1);
+  ASSERT_OK_AND_ASSIGN(v, store_->Heartbeat("q", a.join.id, a.join.incarnation));
+  EXPECT_FALSE(v.alive);
+}
+
+// --- parts ----------------------------------------------------------------------------
+
+TEST_P(StoreConformance, AcquireTakesOnlyFreePartsAtFreshEpochs) {
+  MakeQueue(*store_, "q", 4);
+  Member a = JoinWith(*store_, "q", {0, 1});
+  ASSERT_EQ(a.parts.size(), 2u);
+  Member b = JoinWith(*store_, "q", {});
+  ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> got,
+                       store_->AcquireParts("q", b.join.id, {3, 1, 2, 4, 7}));
+  ASSERT_EQ(got.size(), 2u);  // 1 is a's; 4 and 7 are not parts of the queue
+  EXPECT_EQ(got[0].part, 2);
+  EXPECT_EQ(got[1].part, 3);
+  std::set<int64_t> epochs;
+  for (const OwnedPart& p : a.parts) epochs.insert(p.epoch.value);
+  const int64_t a_newest = *epochs.rbegin();
+  for (const OwnedPart& p : got) {
+    EXPECT_GT(p.epoch.value, a_newest) << p.part;
+    epochs.insert(p.epoch.value);
+  }
+  EXPECT_EQ(epochs.size(), 4u);
+  // Owned parts stay as they are, even when their owner asks again.
+  ASSERT_OK_AND_ASSIGN(got, store_->AcquireParts("q", a.join.id, {0, 1, 2}));
+  EXPECT_TRUE(got.empty());
+  ASSERT_OK_AND_ASSIGN(GroupView g, store_->ReadGroup("q"));
+  ASSERT_EQ(g.owners.size(), 4u);
+  for (const PartOwner& o : g.owners) {
+    EXPECT_EQ(o.session, o.part < 2 ? a.join.id : b.join.id) << o.part;
+    EXPECT_TRUE(epochs.count(o.epoch.value)) << o.part;
+  }
+  // A part released and taken again gets a fresh epoch.
+  ASSERT_OK(store_->ReleaseParts("q", a.join.id, {a.parts[1]}));
+  ASSERT_OK_AND_ASSIGN(got, store_->AcquireParts("q", b.join.id, {1}));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_GT(got[0].epoch.value, *epochs.rbegin());
+  EXPECT_EQ(store_->AcquireParts("q", b.join.id, {-1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(StoreConformance, AcquireNeverGivesAPartTwoOwners) {
+  MakeQueue(*store_, "q", 16);
+  auto other = harness_->Connect();
+  Member a = JoinWith(*store_, "q", {});
+  Member b = JoinWith(*other, "q", {});
+  ASSERT_TRUE(a.parts.empty() && b.parts.empty());
+  for (int round = 0; round < 40; ++round) {
+    std::vector<int> all(16);
+    for (int p = 0; p < 16; ++p) all[p] = p;
+    std::vector<int> reversed(all.rbegin(), all.rend());
+    absl::StatusOr<std::vector<OwnedPart>> got_a, got_b;
+    std::thread ta([&] { got_a = store_->AcquireParts("q", a.join.id, all); });
+    std::thread tb([&] { got_b = other->AcquireParts("q", b.join.id, reversed); });
+    ta.join();
+    tb.join();
+    ASSERT_OK(got_a);
+    ASSERT_OK(got_b);
+    std::set<int> seen;
+    for (const auto& p : *got_a) EXPECT_TRUE(seen.insert(p.part).second) << p.part;
+    for (const auto& p : *got_b)
+      EXPECT_TRUE(seen.insert(p.part).second) << "two owners: " << p.part;
+    EXPECT_EQ(seen.size(), 16u);
+    ASSERT_OK_AND_ASSIGN(GroupView g, store_->ReadGroup("q"));
+    EXPECT_EQ(g.owners.size(), 16u);
+    ASSERT_OK(store_->ReleaseParts("q", a.join.id, *got_a));
+    ASSERT_OK(other->ReleaseParts("q", b.join.id, *got_b));
+    ASSERT_OK_AND_ASSIGN(g, store_->ReadGroup("q"));
+    ASSERT_TRUE(g.owners.empty());
+  }
+}
+
+// A graceful release or leave drops the part's claim record: what was in
+// flight there is simply ready for the next owner, no attempt counted.
+TEST_P(StoreConformance, ReleaseAndLeaveFreePartsAndDropTheirClaimRecords) {
+  MakeQueue(*store_, "q", 2);
+  Member a = JoinWith(*store_, "q", {0, 1, 5, -0});
+  ASSERT_EQ(a.parts.size(), 2u);  // part 5 does not exist
+  for (int i = 0; i < 6; ++i) ASSERT_OK(store_->Enqueue("q", Payload("x")));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("q", a)));
+  ASSERT_EQ(claimed.size(), 6u);
+  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("q"));
+  const int64_t in_part1 = status.parts[1].in_flight;
+  EXPECT_GT(status.parts[0].in_flight, 0);  // both records list their claims
+  EXPECT_GT(in_part1, 0);
+  EXPECT_EQ(status.parts[0].in_flight + in_part1, 6);
+  const OwnedPart p0 = a.parts[0];
+  ASSERT_OK(store_->ReleaseParts("q", a.join.id, {p0}));
+  ASSERT_OK_AND_ASSIGN(status, store_->Status("q"));
+  EXPECT_EQ(status.parts[0].in_flight, 0);
+  EXPECT_EQ(status.parts[1].in_flight, in_part1);
+  ASSERT_OK_AND_ASSIGN(GroupView g, store_->ReadGroup("q"));
+  EXPECT_EQ(g.owners.size(), 1u);
+  Member b = JoinWith(*store_, "q", {0});
+  ASSERT_EQ(b.parts.size(), 1u);
+  ClaimRequest plain = ClaimAll("q", b);
+  plain.include_suspect = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> handed, store_->Claim(plain));
+  EXPECT_EQ(static_cast<int64_t>(handed.size()), 6 - in_part1);
+  for (const Item& i : handed) {
+    EXPECT_EQ(i.attempts, 1) << "no attempt counted for a hand-off";
+    EXPECT_FALSE(i.suspect);
+  }
+  // A release at a stale epoch does nothing.
+  OwnedPart stale = a.parts[1];
+  stale.epoch.value -= 1;
+  ASSERT_OK(store_->ReleaseParts("q", a.join.id, {stale}));
+  ASSERT_OK_AND_ASSIGN(g, store_->ReadGroup("q"));
+  EXPECT_EQ(g.owners.size(), 2u);
+  // Leave deletes the session, its parts and their records.
+  ASSERT_OK(store_->Leave("q", a.join.id, a.join.incarnation));
+  ASSERT_OK_AND_ASSIGN(status, store_->Status("q"));
+  ASSERT_EQ(status.sessions.size(), 1u);  // b's
+  EXPECT_EQ(status.sessions[0].id, b.join.id);
+  EXPECT_EQ(status.parts[1].in_flight, 0);
+  EXPECT_FALSE(status.parts[1].owner.has_value());
+  Member c = JoinWith(*store_, "q", {1});
+  ASSERT_EQ(c.parts.size(), 1u);
+  for (const Item& i : claimed) {
+    ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", i.id));
+    EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+    EXPECT_EQ(st.attempts, 0) << i.id;
+  }
+  // The session is gone: acquiring fails cleanly.
+  absl::StatusOr<std::vector<OwnedPart>> r = store_->AcquireParts("q", a.join.id, {0});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "gone")) << r.status();
+}
+
+// --- enqueue --------------------------------------------------------------------------
+
+TEST_P(StoreConformance, EnqueuePlacesItemsByKeyOrId) {
+  MakeQueue(*store_, "q", 16);
+  std::map<int64_t, int> part_of;
+  for (const std::string key : {"user-42", "", "ключ", "a\tb"}) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed(key)));
+    EXPECT_EQ(r.part, PartForKey(key, 16)) << key;
+    EXPECT_FALSE(r.duplicate);
+    part_of[r.id] = r.part;
+  }
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload("p")));
+    EXPECT_EQ(r.part, PartForId(r.id, 16)) << r.id;
+    part_of[r.id] = r.part;
+  }
+  // Binary payloads round-trip.
+  const std::string binary("\0\x01\xff\\x\"'", 7);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult bin, store_->Enqueue("q", Payload(binary)));
+  part_of[bin.id] = bin.part;
+  // Priority and delay.
+  NewItem later = Payload("later");
+  later.priority = -5;
+  later.delay = absl::Seconds(30);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult l, store_->Enqueue("q", later));
+  NewItem bad = Payload("x");
+  bad.priority = 40000;
+  EXPECT_EQ(store_->Enqueue("q", bad).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // Each item is stored in the part Enqueue said.
+  Member m = JoinWith(*store_, "q", kAllParts);
+  ClaimRequest req = ClaimAll("q", m, 16 * 100);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
+  ASSERT_EQ(got.size(), part_of.size()) << "the delayed one waits";
+  for (const Item& i : got) {
+    EXPECT_EQ(i.part, part_of[i.id]) << i.id;
+    if (i.id == bin.id) EXPECT_EQ(i.payload, binary);
+  }
+  EXPECT_EQ(CountsOf("q").delayed, 1);
+  harness_->Advance(absl::Seconds(30));
+  ClaimRequest head = ClaimAll("q", m, 16, got);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> due, store_->Claim(head));
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].id, l.id);
+  EXPECT_EQ(due[0].priority, -5);
+  EXPECT_EQ(due[0].payload, "later");
+}
+
+TEST_P(StoreConformance, EnqueueRefusesWhatNoStoreCanKeep) {
+  MakeQueue(*store_, "q", 4);
+  auto refused = [&](const NewItem& item, const std::string& words) {
+    absl::Status st = store_->Enqueue("q", item).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << words << ": " << st;
+    EXPECT_TRUE(absl::StrContains(st.message(), words)) << st;
+  };
+  NewItem item = Payload("x");
+  item.priority = -32769;
+  refused(item, "priority -32769 is out of range");
+  item = Keyed(std::string(kMaxKeyBytes + 1, 'k'));
+  refused(item, "key is 1025 bytes");
+  item = Payload("x");
+  item.dedup_key = std::string(kMaxKeyBytes + 1, 'd');
+  refused(item, "dedup key is 1025 bytes");
+  item = Keyed(std::string("nul\0inside", 10));
+  refused(item, "NUL");
+  item = Payload("x");
+  item.dedup_key = std::string("\0", 1);
+  refused(item, "NUL");
+  item = Payload("x");
+  item.delay = absl::Hours(24 * 3651);
+  refused(item, "longer than 10 years");
+  // Keys are text: bytes that are not UTF-8 are refused (PostgreSQL's text
+  // columns refuse them; the words are the server's).
+  item = Keyed(std::string("\xff\xfe not utf-8"));
+  EXPECT_EQ(store_->Enqueue("q", item).status().code(), absl::StatusCode::kInvalidArgument);
+  // At the edges: accepted.
+  item = Keyed(std::string(kMaxKeyBytes, 'k'));
+  item.priority = 32767;
+  item.delay = -absl::Seconds(5);  // as now
+  ASSERT_OK_AND_ASSIGN(EnqueueResult ok, store_->Enqueue("q", item));
+  Counts counts = CountsOf("q");
+  EXPECT_EQ(counts.ready, 1);
+  EXPECT_EQ(counts.items(), 1);
+}
+
+TEST_P(StoreConformance, DedupReturnsTheLiveItemAndFreesTheKeyAfterAck) {
+  MakeQueue(*store_, "q", 4);
+  NewItem item = Payload("once");
+  item.dedup_key = "order-17";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult first, store_->Enqueue("q", item));
+  EXPECT_FALSE(first.duplicate);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult again, store_->Enqueue("q", item));
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_EQ(again.id, first.id);
+  EXPECT_EQ(again.part, first.part);
+  EXPECT_EQ(CountsOf("q").items(), 1);
+
+  Member m = JoinWith(*store_, "q", kAllParts);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("q", m)));
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].dedup_key, "order-17");
+  ASSERT_OK_AND_ASSIGN(FinishResult done, store_->Finish(FinishOf("q", m, claimed), AckAll()));
+  EXPECT_EQ(done.acked, std::vector<int64_t>{first.id});
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemStateByDedupKey("q", "order-17"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDone);
+  EXPECT_EQ(st.id, first.id);
+
+  ASSERT_OK_AND_ASSIGN(EnqueueResult fresh, store_->Enqueue("q", item));
+  EXPECT_FALSE(fresh.duplicate);
+  EXPECT_GT(fresh.id, first.id);
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("q", "order-17"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+  EXPECT_EQ(st.id, fresh.id);
+
+  // The batch path skips duplicates (of live items and within the batch).
+  std::vector<NewItem> batch;
+  for (int i = 0; i < 10; ++i) {
+    NewItem b = Payload("b");
+    b.dedup_key = absl::StrCat("k", i % 5);
+    batch.push_back(b);
+  }
+  batch.push_back(item);  // live
+  ASSERT_OK_AND_ASSIGN(int64_t written, store_->EnqueueBatch("q", batch));
+  EXPECT_EQ(written, 5);
+  EXPECT_EQ(CountsOf("q").items(), 6);
+  // Another queue's key is another key.
+  MakeQueue(*store_, "other", 1);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult elsewhere, store_->Enqueue("other", item));
+  EXPECT_FALSE(elsewhere.duplicate);
+}
+
+TEST_P(StoreConformance, OversizePayloadIsRejectedAndNothingIsWritten) {
+  std::unique_ptr<Store> small = harness_->Connect(/*max_payload_bytes=*/100);
+  MakeQueue(*store_, "q", 2);
+  ASSERT_OK(small->Enqueue("q", Payload(std::string(100, 'a'))));
+  absl::Status st = small->Enqueue("q", Payload(std::string(101, 'a'))).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "payload is 101 bytes; the limit is 100 (--max-payload)");
+  std::vector<NewItem> batch(10, Payload("ok"));
+  batch.push_back(Payload(std::string(500, 'b')));
+  st = small->EnqueueBatch("q", batch).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_EQ(st.message(),
+            "item 10 of the batch: payload is 500 bytes; the limit is 100 "
+            "(--max-payload)");
+  EXPECT_EQ(CountsOf("q").items(), 1);
+  // The limit is the handle's: another takes the big one.
+  ASSERT_OK(store_->Enqueue("q", Payload(std::string(500, 'b'))));
+}
+
+TEST_P(StoreConformance, EnqueueBatchIsAllOrNothing) {
+  MakeQueue(*store_, "q", 4);
+  std::vector<NewItem> batch(1000, Payload("fine"));
+  batch[700].key = std::string("\xff\xfe not utf-8");  // PostgreSQL rejects it mid-COPY
+  absl::Status st = store_->EnqueueBatch("q", batch).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_EQ(CountsOf("q").items(), 0);
+  batch[700].key = std::string("nul\0inside", 10);
+  st = store_->EnqueueBatch("q", batch).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_EQ(store_->Enqueue("q", batch[700]).status().code(), absl::StatusCode::kInvalidArgument);
+  // The store is still good.
+  batch[700].key = "ok";
+  ASSERT_OK_AND_ASSIGN(int64_t n, store_->EnqueueBatch("q", batch));
+  EXPECT_EQ(n, 1000);
+  EXPECT_EQ(CountsOf("q").items(), 1000);
+}
+
+TEST_P(StoreConformance, EnqueueBatchPlacesAndDelaysItemsAsEnqueueDoes) {
+  MakeQueue(*store_, "q", 8);
+  std::vector<NewItem> batch;
+  for (int i = 0; i < 40; ++i) {
+    NewItem item =
+        i % 2 ? Keyed(absl::StrCat("key-", i % 7), absl::StrCat(i)) : Payload(absl::StrCat(i));
+    if (i % 10 == 3) item.delay = absl::Hours(1);
+    batch.push_back(item);
+  }
+  ASSERT_OK_AND_ASSIGN(int64_t n, store_->EnqueueBatch("q", batch));
+  EXPECT_EQ(n, 40);
+  Counts counts = CountsOf("q");
+  EXPECT_EQ(counts.delayed, 4);
+  EXPECT_EQ(counts.ready, 36);
+  Member m = JoinWith(*store_, "q", kAllParts);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("q", m, 800)));
+  ASSERT_EQ(got.size(), 36u);
+  for (const Item& i : got) {
+    EXPECT_EQ(i.part, i.key ? PartForKey(*i.key, 8) : PartForId(i.id, 8)) << i.id;
+  }
+  EXPECT_EQ(store_->EnqueueBatch("nope", batch).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(n, store_->EnqueueBatch("q", {}));
+  EXPECT_EQ(n, 0);
+}
+
+// --- claim ----------------------------------------------------------------------------
+
+TEST_P(StoreConformance, ClaimTakesOwnedPartsInPriorityThenIdOrder) {
+  MakeQueue(*store_, "q", 4);
+  std::map<int, std::string> key_of = KeyPerPart(4);
+  std::vector<int64_t> expected;
+  for (int round = 0; round < 3; ++round) {
+    for (int part = 0; part < 4; ++part) {
+      NewItem item = Keyed(key_of[part], absl::StrCat(part, "/", round));
+      item.priority = round == 1 ? -1 : 0;
+      ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", item));
+      if (part < 2) expected.push_back(r.id);
+    }
+  }
+  NewItem delayed = Keyed(key_of[0]);
+  delayed.delay = absl::Hours(1);
+  ASSERT_OK(store_->Enqueue("q", delayed));
+  Member m = JoinWith(*store_, "q", {0, 1});
+  ASSERT_EQ(m.parts.size(), 2u);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("q", m, 4)));
+  ASSERT_EQ(got.size(), 4u);
+  // Priority -1 (round 1) first, then round 0, by id.
+  EXPECT_EQ(got[0].id, expected[2]);
+  EXPECT_EQ(got[1].id, expected[3]);
+  EXPECT_EQ(got[2].id, expected[0]);
+  EXPECT_EQ(got[3].id, expected[1]);
+  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("q"));
+  for (const Item& i : got) {
+    EXPECT_LT(i.part, 2);
+    EXPECT_EQ(i.attempts, 1);
+    EXPECT_FALSE(i.suspect);
+    EXPECT_EQ(i.key, key_of[i.part]);
+    EXPECT_EQ(i.claim_epoch, m.parts[i.part].epoch);
+    EXPECT_LE(i.enqueued_at, status.db_now);
+    EXPECT_LE(i.run_at, status.db_now);
+  }
+  // A claim writes nothing on the items: what is in flight is skipped
+  // because the caller says so.
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> rest, store_->Claim(ClaimAll("q", m, 100, got)));
+  ASSERT_EQ(rest.size(), 2u);  // the delayed one and parts 2, 3 stay
+  EXPECT_EQ(rest[0].payload, "0/2");
+  std::vector<Item> all = got;
+  all.insert(all.end(), rest.begin(), rest.end());
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(ClaimAll("q", m, 100, all)));
+  EXPECT_TRUE(none.empty());
+  // A part we do not hold at that epoch yields nothing.
+  ClaimRequest stale = ClaimAll("q", m);
+  stale.parts = {ClaimPart{2, Epoch{m.parts[0].epoch}, std::nullopt, 100}};
+  ASSERT_OK_AND_ASSIGN(none, store_->Claim(stale));
+  EXPECT_TRUE(none.empty());
+  for (const Item& i : all) {
+    ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", i.id));
+    EXPECT_EQ(st.attempts, 0) << "a claim counts no attempt";
+  }
+}
+
+// Parts are read in the order given, up to each one's limit, until the
+// total is reached; the parts after that are not read.
+TEST_P(StoreConformance, ClaimReadsPartsInTheGivenOrderUpToEachLimitAndTheTotal) {
+  MakeQueue(*store_, "q", 4);
+  std::map<int, std::string> key_of = KeyPerPart(4);
+  std::map<int, std::vector<int64_t>> ids_in;
+  for (int i = 0; i < 5; ++i) {
+    for (int part = 0; part < 4; ++part) {
+      ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed(key_of[part])));
+      ids_in[part].push_back(r.id);
+    }
+  }
+  Member m = JoinWith(*store_, "q", kAllParts);
+  ASSERT_EQ(m.parts.size(), 4u);
+  ClaimRequest req;
+  req.queue = "q";
+  req.session = m.join.id;
+  req.limit = 7;
+  for (int part : {2, 0, 3, 1}) req.parts.push_back({part, m.parts[part].epoch, std::nullopt, 3});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
+  std::map<int, std::vector<int64_t>> took;
+  for (const Item& i : got) took[i.part].push_back(i.id);
+  EXPECT_EQ(got.size(), 7u);
+  EXPECT_EQ(Sorted(took[2]), std::vector<int64_t>(ids_in[2].begin(), ids_in[2].begin() + 3));
+  EXPECT_EQ(Sorted(took[0]), std::vector<int64_t>(ids_in[0].begin(), ids_in[0].begin() + 3));
+  EXPECT_EQ(took[3], std::vector<int64_t>{ids_in[3][0]});
+  EXPECT_EQ(took.count(1), 0u) << "read after the total was reached";
+  // Only the parts it took items from record them.
+  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("q"));
+  EXPECT_EQ(status.parts[1].in_flight, 0);
+  EXPECT_EQ(status.parts[3].in_flight, 1);
+}
+
+TEST_P(StoreConformance, ClaimResumesAfterTheCursorWithoutRereadingTheHead) {
+  MakeQueue(*store_, "q", 1);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
+    ids.push_back(r.id);
+  }
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest req = ClaimAll("q", m, 2);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(req));
+  ASSERT_EQ(Ids(first), (std::vector<int64_t>{ids[0], ids[1]}));
+  // After the cursor: no in-flight list needed, the head is not read.
+  req.parts[0].after = ItemKey{first[1].priority, first[1].id};
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> second, store_->Claim(req));
+  ASSERT_EQ(Ids(second), (std::vector<int64_t>{ids[2], ids[3]}));
+  // A higher priority enqueued now sorts before the cursor: only a read from
+  // the head (which skips what is in flight) finds it.
+  NewItem urgent = Payload("urgent");
+  urgent.priority = -5;
+  ASSERT_OK_AND_ASSIGN(EnqueueResult u, store_->Enqueue("q", urgent));
+  req.parts[0].after = ItemKey{second[1].priority, second[1].id};
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> past, store_->Claim(req));
+  EXPECT_EQ(Ids(past), (std::vector<int64_t>{ids[4], ids[5]}));
+  std::vector<Item> flying = first;
+  flying.insert(flying.end(), second.begin(), second.end());
+  flying.insert(flying.end(), past.begin(), past.end());
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> head, store_->Claim(ClaimAll("q", m, 2, flying)));
+  EXPECT_EQ(Ids(head), (std::vector<int64_t>{u.id}));
+  // Each claim rewrote the part's record: the in-flight list plus the new ids.
+  ASSERT_OK(store_->Claim(ClaimAll("q", m, 2, flying)));
+  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("q"));
+  EXPECT_EQ(status.parts[0].in_flight, 7);
+}
+
+// An owner that dies (its session expires) leaves its claim record behind;
+// the next owner of the part counts one attempt for each item listed there
+// and gets them back as suspects, one at a time.
+TEST_P(StoreConformance, ClaimReturnsAbandonedItemsAsSuspectsOneAtATime) {
+  MakeQueue(*store_, "q", 1, absl::Seconds(60));
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
+    ids.push_back(r.id);
+  }
+  Member a = JoinWith(*store_, "q", {0});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> a_items, store_->Claim(ClaimAll("q", a, 2)));
+  ASSERT_EQ(Ids(a_items), (std::vector<int64_t>{ids[0], ids[1]}));
+  // a dies mid-item: it goes silent, expires, and b's heartbeat deletes it.
+  auto other = harness_->Connect();
+  Member b = JoinWith(*other, "q", {});
+  harness_->Advance(absl::Seconds(61));
+  ASSERT_OK_AND_ASSIGN(GroupView v, other->Heartbeat("q", b.join.id, b.join.incarnation));
+  ASSERT_EQ(v.expired, 1);
+  ASSERT_OK_AND_ASSIGN(b.parts, other->AcquireParts("q", b.join.id, {0}));
+  ASSERT_EQ(b.parts.size(), 1u);
+
+  // b's acquisition found a's claim record: those two are abandoned, one
+  // attempt counted each, and only the suspect probe returns them.
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", ids[k]));
+    EXPECT_EQ(st.attempts, 1) << k;
+  }
+  ClaimRequest no_suspects = ClaimAll("q", b, 10);
+  no_suspects.include_suspect = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> plain, other->Claim(no_suspects));
+  ASSERT_EQ(Ids(plain), (std::vector<int64_t>{ids[2], ids[3], ids[4]}));
+  // The suspect does not count against the limit.
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, other->Claim(ClaimAll("q", b, 10, plain)));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].id, ids[0]);
+  EXPECT_TRUE(first[0].suspect);
+  EXPECT_EQ(first[0].attempts, 2);
+  EXPECT_EQ(first[0].claim_epoch, b.parts[0].epoch);
+  std::vector<Item> flying = plain;
+  flying.push_back(first[0]);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> second, other->Claim(ClaimAll("q", b, 10, flying)));
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].id, ids[1]);
+  EXPECT_TRUE(second[0].suspect);
+  flying.push_back(second[0]);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, other->Claim(ClaimAll("q", b, 10, flying)));
+  EXPECT_TRUE(none.empty());
+  // A retry clears the mark (it failed in the open); an ack deletes it.
+  FinishBody retry_first = [&](Tx&, absl::Span<const Item> owned) {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) {
+      out.push_back(
+          Outcome{i.id, i.part, i.id == ids[0] ? Outcome::Kind::kRetry : Outcome::Kind::kAck});
+    }
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  };
+  ASSERT_OK(other->Finish(FinishOf("q", b, {first[0], second[0]}), retry_first));
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", ids[0]));
+  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+  EXPECT_EQ(st.attempts, 2);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> retried, other->Claim(ClaimAll("q", b, 10, plain)));
+  ASSERT_EQ(Ids(retried), std::vector<int64_t>{ids[0]});
+  EXPECT_FALSE(retried[0].suspect) << "the retry cleared the mark";
+  EXPECT_EQ(retried[0].attempts, 3);
+  // a's late ack is fenced: nothing of it commits.
+  ASSERT_OK_AND_ASSIGN(FinishResult late, store_->Finish(FinishOf("q", a, a_items), AckAll()));
+  EXPECT_TRUE(late.acked.empty());
+  EXPECT_EQ(late.fenced.size(), 2u);
+  EXPECT_EQ(CountsOf("q").items(), 4);
+}
+
+TEST_P(StoreConformance, OrderedClaimTakesOnlyTheHeadOfEachKey) {
+  MakeQueue(*store_, "q", 1, absl::Seconds(60), /*ordered=*/true);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a1, store_->Enqueue("q", Keyed("a", "a1")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a2, store_->Enqueue("q", Keyed("a", "a2")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult b1, store_->Enqueue("q", Keyed("b", "b1")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult c1, store_->Enqueue("q", Payload("c1")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult c2, store_->Enqueue("q", Payload("c2")));
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest req = ClaimAll("q", m, 10);
+  req.ordered = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
+  EXPECT_EQ(Ids(got), (std::vector<int64_t>{a1.id, b1.id, c1.id, c2.id}));
+  for (const Item& i : got) req.in_flight.emplace_back(i.part, i.id);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
+  EXPECT_TRUE(none.empty());  // a2 waits for a1
+  ASSERT_OK(store_->Finish(FinishOf("q", m, {got[0]}), AckAll()));
+  req.in_flight.erase(req.in_flight.begin());
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> next, store_->Claim(req));
+  EXPECT_EQ(Ids(next), (std::vector<int64_t>{a2.id}));
+}
+
+// --- finish ---------------------------------------------------------------------------
+
+TEST_P(StoreFinishConformance, AckDeletesItemsAndCommitsTheHandlersWrites) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_EQ(items.size(), 6u);
+  ASSERT_OK_AND_ASSIGN(FinishResult r,
+                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
+  EXPECT_EQ(Sorted(r.acked), ids_);
+  EXPECT_TRUE(r.fenced.empty() && r.retried.empty() && r.dead.empty());
+  EXPECT_EQ(CountsOf("q").items(), 0);
+  EXPECT_EQ(Sorted(Effects()), ids_);
+  // Finishing the same claim again writes nothing: every item is fenced.
+  ASSERT_OK_AND_ASSIGN(FinishResult again,
+                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
+  EXPECT_TRUE(again.acked.empty());
+  EXPECT_EQ(again.fenced.size(), 6u);
+  EXPECT_EQ(Effects().size(), 6u);
+}
+
+TEST_P(StoreFinishConformance, ItemsOfAReleasedPartAreFencedAndTheirWritesNeverCommit) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_EQ(items.size(), 6u);
+  // Part 0 changes hands between claim and finish.
+  ASSERT_OK(store_->ReleaseParts("q", member_.join.id, {member_.parts[0]}));
+  auto other = harness_->Connect();
+  Member b = JoinWith(*other, "q", {0});
+  ASSERT_EQ(b.parts.size(), 1u);
+  std::vector<int64_t> handled;
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items),
+                                                      Record(Outcome::Kind::kAck, &handled)));
+  std::vector<int64_t> in_part0, in_part1;
+  for (const Item& i : items) (i.part == 0 ? in_part0 : in_part1).push_back(i.id);
+  ASSERT_FALSE(in_part0.empty());
+  EXPECT_EQ(Sorted(r.fenced), Sorted(in_part0));
+  EXPECT_EQ(Sorted(r.acked), Sorted(in_part1));
+  // The run that committed saw only what is still ours.
+  EXPECT_EQ(Sorted(handled), Sorted(in_part1));
+  EXPECT_EQ(Sorted(Effects()), Sorted(in_part1));
+  EXPECT_EQ(CountsOf("q").items(), static_cast<int64_t>(in_part0.size()));
+
+  // Everything fenced: the body sees no items and nothing of theirs is written.
+  ASSERT_OK(other->ReleaseParts("q", b.join.id, b.parts));
+  handled.clear();
+  ASSERT_OK_AND_ASSIGN(FinishResult none, store_->Finish(FinishOf("q", member_, items),
+                                                         Record(Outcome::Kind::kAck, &handled)));
+  EXPECT_TRUE(none.acked.empty());
+  EXPECT_TRUE(handled.empty());
+  EXPECT_EQ(none.fenced.size(), items.size());
+  EXPECT_EQ(Effects().size(), in_part1.size());
+}
+
+// The fence is the request's parts at the items' claim epochs: an item whose
+// part the request does not list is fenced like one whose part was lost.
+TEST_P(StoreFinishConformance, ItemsOutsideTheRequestsPartsAreFenced) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  FinishRequest req = FinishOf("q", member_, items);
+  req.parts = {member_.parts[1]};
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(req, Record(Outcome::Kind::kAck)));
+  std::vector<int64_t> in_part0, in_part1;
+  for (const Item& i : items) (i.part == 0 ? in_part0 : in_part1).push_back(i.id);
+  EXPECT_EQ(Sorted(r.fenced), Sorted(in_part0));
+  EXPECT_EQ(Sorted(r.acked), Sorted(in_part1));
+  EXPECT_EQ(CountsOf("q").items(), static_cast<int64_t>(in_part0.size()));
+}
+
+TEST_P(StoreFinishConformance, AStaticRejoinFencesTheOldIncarnationsAcks) {
+  MakeQueue(*store_, "s", 1);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult e, store_->Enqueue("s", Payload("x")));
+  Member old = JoinWith(*store_, "s", {0}, "w1");
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("s", old)));
+  ASSERT_EQ(items.size(), 1u);
+  auto other = harness_->Connect();
+  Member fresh = JoinWith(*other, "s", {}, "w1");
+  ASSERT_EQ(fresh.join.kept.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(FinishResult r,
+                       store_->Finish(FinishOf("s", old, items), Record(Outcome::Kind::kAck)));
+  EXPECT_TRUE(r.acked.empty());
+  EXPECT_EQ(r.fenced, Ids(items));
+  EXPECT_TRUE(Effects().empty());
+  EXPECT_EQ(CountsOf("s").items(), 1);
+  // The old incarnation died with the item in flight: it is abandoned, one
+  // attempt counted, and comes back to the new incarnation as a suspect.
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("s", e.id));
+  EXPECT_EQ(st.attempts, 1);
+  fresh.parts = fresh.join.kept;
+  ClaimRequest plain = ClaimAll("s", fresh);
+  plain.include_suspect = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, other->Claim(plain));
+  EXPECT_TRUE(none.empty());
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> suspect, other->Claim(ClaimAll("s", fresh)));
+  ASSERT_EQ(suspect.size(), 1u);
+  EXPECT_TRUE(suspect[0].suspect);
+  EXPECT_EQ(suspect[0].attempts, 2);
+}
+
+TEST_P(StoreFinishConformance, BodyErrorRollsBackEverything) {
+  MakeQueue(*store_, "follow-ups", 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  FinishBody failing = [](Tx& tx,
+                          absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    if (absl::Status st = tx.Publish(OutboxEvent{"effects", std::nullopt, "1", std::nullopt});
+        !st.ok()) {
+      return st;
+    }
+    if (auto r = tx.Enqueue("follow-ups", Payload("x")); !r.ok()) return r.status();
+    return absl::DataLossError("handler failed");
+  };
+  absl::StatusOr<FinishResult> r = store_->Finish(FinishOf("q", member_, items), failing);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(Effects().empty());
+  EXPECT_EQ(CountsOf("follow-ups").items(), 0);
+  EXPECT_EQ(CountsOf("q").items(), 6);
+  // Outcomes that do not match the items are a bug in the caller.
+  FinishBody short_body = [](Tx&, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
+    return std::vector<Outcome>{};
+  };
+  r = store_->Finish(FinishOf("q", member_, items), short_body);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  FinishBody twice = [](Tx&, absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out(owned.size(), Outcome{owned[0].id, owned[0].part});
+    return out;
+  };
+  r = store_->Finish(FinishOf("q", member_, items), twice);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(CountsOf("q").items(), 6);
+  // And the store works on.
+  ASSERT_OK_AND_ASSIGN(FinishResult ok, store_->Finish(FinishOf("q", member_, items), AckAll()));
+  EXPECT_EQ(ok.acked.size(), 6u);
+}
+
+TEST_P(StoreFinishConformance, WithoutItemsTheBodyStillRunsAndCommits) {
+  FinishRequest setup;
+  setup.queue = "q";
+  bool ran = false;
+  ASSERT_OK_AND_ASSIGN(
+      FinishResult r,
+      store_->Finish(
+          setup, [&](Tx& tx, absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+            ran = true;
+            EXPECT_TRUE(owned.empty());
+            if (absl::Status st =
+                    tx.Publish(OutboxEvent{"setup", std::nullopt, "done", std::nullopt});
+                !st.ok()) {
+              return st;
+            }
+            return std::vector<Outcome>{};
+          }));
+  EXPECT_TRUE(ran);
+  EXPECT_TRUE(r.acked.empty() && r.fenced.empty());
+  EXPECT_EQ(Published("setup"), std::vector<std::string>{"done"});
+}
+
+// Items a Finish leaves (kLeave) stay as they were: not acked, retried or
+// counted, still in the claim record, and the caller finishes them in a
+// later Finish.
+TEST_P(StoreFinishConformance, LeftItemsStayInFlightForALaterFinish) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_EQ(items.size(), 6u);
+  FinishBody half = [](Tx&, absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (size_t k = 0; k < owned.size(); ++k) {
+      out.push_back(
+          Outcome{owned[k].id, owned[k].part, k < 3 ? Outcome::Kind::kAck : Outcome::Kind::kLeave});
+    }
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items), half));
+  EXPECT_EQ(r.acked.size(), 3u);
+  EXPECT_TRUE(r.retried.empty() && r.dead.empty() && r.fenced.empty());
+  const std::vector<Item> rest(items.begin() + 3, items.end());
+  for (const Item& i : rest) {
+    ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", i.id));
+    EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+    EXPECT_EQ(st.attempts, 0);
+    EXPECT_EQ(st.error, "");
+  }
+  // Still in the claim records (what a new owner would count as abandoned).
+  Counts counts = CountsOf("q");
+  EXPECT_EQ(counts.in_flight, 3);
+  EXPECT_EQ(counts.items(), 3);
+  ASSERT_OK_AND_ASSIGN(r, store_->Finish(FinishOf("q", member_, rest), AckAll()));
+  EXPECT_EQ(r.acked.size(), 3u);
+  EXPECT_EQ(CountsOf("q").items(), 0);
+}
+
+TEST_P(StoreFinishConformance, RetryReschedulesAndFreesTheClaim) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_OK_AND_ASSIGN(
+      FinishResult r, store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kRetry)));
+  EXPECT_EQ(r.retried.size(), 6u);
+  EXPECT_EQ(Effects().size(), 6u);  // the handler's writes commit with the retry
+  Counts counts = CountsOf("q");
+  EXPECT_EQ(counts.delayed, 6);
+  EXPECT_EQ(counts.in_flight, 0);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(ClaimAll("q", member_)));
+  EXPECT_TRUE(none.empty());
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", ids_[0]));
+  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+  EXPECT_EQ(st.attempts, 1);
+  EXPECT_EQ(st.error, "boom");
+  harness_->Advance(absl::Minutes(4));
+  ASSERT_OK_AND_ASSIGN(none, store_->Claim(ClaimAll("q", member_)));
+  EXPECT_TRUE(none.empty()) << "due five minutes after the retry";
+  harness_->Advance(absl::Minutes(1));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> again, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_EQ(again.size(), 6u);
+  for (const Item& i : again) {
+    EXPECT_EQ(i.attempts, 2);
+    EXPECT_FALSE(i.suspect);
+  }
+}
+
+TEST_P(StoreFinishConformance, RefundedRetryGivesTheAttemptBack) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 1)));
+  ASSERT_EQ(items.size(), 1u);
+  FinishBody refund = [](Tx&, absl::Span<const Item> owned) {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) {
+      Outcome o{i.id, i.part, Outcome::Kind::kRetry};
+      o.refund_attempt = true;
+      out.push_back(o);
+    }
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items), refund));
+  EXPECT_EQ(r.retried, Ids(items));
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", items[0].id));
+  EXPECT_EQ(st.attempts, 0);
+  // Ready now, not abandoned: all six come back as first attempts.
+  ClaimRequest all = ClaimAll("q", member_);
+  all.include_suspect = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> again, store_->Claim(all));
+  ASSERT_EQ(again.size(), 6u);
+  for (const Item& i : again) EXPECT_EQ(i.attempts, 1) << i.id;
+}
+
+TEST_P(StoreFinishConformance, DeadMovesToDeadItemsAndMaxAttemptsIsEnforced) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 1)));
+  ASSERT_OK_AND_ASSIGN(FinishResult r,
+                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kDead)));
+  EXPECT_EQ(r.dead, Ids(items));
+  Counts counts = CountsOf("q");
+  EXPECT_EQ(counts.items(), 5);
+  EXPECT_EQ(counts.dead, 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> dead, store_->ListDead("q", 10));
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].id, items[0].id);
+  EXPECT_EQ(dead[0].last_error, "boom");
+  EXPECT_EQ(dead[0].attempts, 1);
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", items[0].id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDead);
+  EXPECT_EQ(st.error, "boom");
+
+  // max_attempts = 3: the third failed attempt dead-letters even as a retry.
+  const int64_t id = ids_[0] == items[0].id ? ids_[1] : ids_[0];
+  FinishBody retry_now = [](Tx&, absl::Span<const Item> owned) {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) {
+      Outcome o{i.id, i.part, Outcome::Kind::kRetry};
+      o.error = absl::StrCat("attempt ", i.attempts);
+      out.push_back(o);
+    }
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  };
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    // Claims are reads: take everything, keep the one under test.
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> all, store_->Claim(ClaimAll("q", member_, 100)));
+    std::vector<Item> got;
+    for (const Item& i : all) {
+      if (i.id == id) got.push_back(i);
+    }
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].attempts, attempt);
+    FinishRequest req = FinishOf("q", member_, got);
+    req.max_attempts = 3;
+    ASSERT_OK_AND_ASSIGN(FinishResult fr, store_->Finish(req, retry_now));
+    if (attempt < 3) {
+      EXPECT_EQ(fr.retried, std::vector<int64_t>{id});
+    } else {
+      EXPECT_EQ(fr.dead, std::vector<int64_t>{id});
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDead);
+  EXPECT_EQ(st.attempts, 3);
+  EXPECT_EQ(st.error, "attempt 3");
+}
+
+// Claim ahead: the finish also claims the next items, skipping the ones it
+// finishes, and records them.
+TEST_P(StoreFinishConformance, AnAckClaimsTheNextItemsInTheSameTransaction) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(ClaimAll("q", member_, 2)));
+  ASSERT_EQ(first.size(), 2u);
+  FinishRequest req = FinishOf("q", member_, first);
+  int asked = 0;
+  req.next = [&]() -> std::optional<ClaimRequest> {
+    ++asked;
+    return ClaimAll("q", member_, 100);
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(req, Record(Outcome::Kind::kAck)));
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(r.acked.size(), 2u);
+  EXPECT_FALSE(r.next_begun);  // not asked for
+  std::vector<int64_t> rest;
+  for (int64_t id : ids_) {
+    if (std::find(r.acked.begin(), r.acked.end(), id) == r.acked.end()) rest.push_back(id);
+  }
+  EXPECT_EQ(Sorted(Ids(r.next)), rest) << "the four left, not the two just acked";
+  for (const Item& i : r.next) EXPECT_EQ(i.attempts, 1);
+  // The records list the four in flight.
+  EXPECT_EQ(CountsOf("q").in_flight, 4);
+  // A Finish that rolls back claims nothing.
+  FinishRequest failing = FinishOf("q", member_, r.next);
+  failing.next = [&]() -> std::optional<ClaimRequest> { return ClaimAll("q", member_, 100); };
+  absl::StatusOr<FinishResult> rolled = store_->Finish(
+      failing, [](Tx&, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
+        return absl::UnknownError("handler failed");
+      });
+  EXPECT_EQ(rolled.status().code(), absl::StatusCode::kUnknown);
+  EXPECT_EQ(CountsOf("q").items(), 4);
+}
+
+// The ack records the result of an item with a dedup key even when the
+// caller's copy of the item does not say it has one (the stored item is what
+// counts), so `partq wait` by key can answer.
+TEST_P(StoreFinishConformance, AnAckOfADedupKeyTheCallerDidNotKnowStillRecordsIt) {
+  NewItem keyed = Payload("keyed");
+  keyed.dedup_key = "k-1";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult e, store_->Enqueue("q", keyed));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 100)));
+  ASSERT_EQ(items.size(), 7u);
+  for (Item& i : items) {
+    if (i.id == e.id) {
+      EXPECT_EQ(i.dedup_key, std::optional<std::string>("k-1")) << "the claim says";
+    }
+    i.dedup_key.reset();
+  }
+  ASSERT_OK_AND_ASSIGN(FinishResult r,
+                       store_->Finish(FinishOf("q", member_, items), Record(Outcome::Kind::kAck)));
+  EXPECT_EQ(r.acked.size(), 7u);
+  EXPECT_EQ(CountsOf("q").items(), 0);
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemStateByDedupKey("q", "k-1"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDone);
+  EXPECT_EQ(st.id, e.id);
+  EXPECT_EQ(Effects().size(), 7u) << "the handler's writes committed once";
+}
+
+// --- the transaction's effects ------------------------------------------------------------
+
+// Enqueue and Publish through the Tx commit exactly with the Finish: a run
+// rolled back for a lost part leaves none of them, the run that commits
+// leaves each once.
+TEST_P(StoreFinishConformance, TxEnqueueAndPublishCommitExactlyWithTheFinish) {
+  MakeQueue(*store_, "follow-ups", 4);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_OK(store_->ReleaseParts("q", member_.join.id, {member_.parts[0]}));
+  FinishBody follow_up = [](Tx& tx,
+                            absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) {
+      NewItem next = Keyed(absl::StrCat("after-", i.id), absl::StrCat(i.id));
+      absl::StatusOr<EnqueueResult> e = tx.Enqueue("follow-ups", next);
+      if (!e.ok()) return e.status();
+      EXPECT_EQ(e->part, PartForKey(*next.key, 4));
+      if (absl::Status st = tx.Publish(
+              OutboxEvent{"effects", std::string("k"), absl::StrCat(i.id), std::nullopt});
+          !st.ok()) {
+        return st;
+      }
+      out.push_back(Outcome{i.id, i.part});
+    }
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items), follow_up));
+  ASSERT_FALSE(r.fenced.empty());
+  EXPECT_EQ(Sorted(Effects()), Sorted(r.acked));
+  EXPECT_EQ(CountsOf("follow-ups").ready, static_cast<int64_t>(r.acked.size()));
+  for (const OutboxEvent& e : harness_->Outbox()) {
+    EXPECT_EQ(e.key, std::optional<std::string>("k"));
+    EXPECT_FALSE(e.headers_json.has_value());
+  }
+  // A Tx::Enqueue deduplicates against live items as Store::Enqueue does.
+  NewItem once = Payload("once");
+  once.dedup_key = "d";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult live, store_->Enqueue("follow-ups", once));
+  ASSERT_OK(
+      store_->Finish(FinishOf("q", member_, {}),
+                     [&](Tx& tx, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
+                       absl::StatusOr<EnqueueResult> e = tx.Enqueue("follow-ups", once);
+                       if (!e.ok()) return e.status();
+                       EXPECT_TRUE(e->duplicate);
+                       EXPECT_EQ(e->id, live.id);
+                       return std::vector<Outcome>{};
+                     }));
+  EXPECT_EQ(CountsOf("follow-ups").ready, static_cast<int64_t>(r.acked.size()) + 1);
+}
+
+// Rolling back to a savepoint undoes the enqueues and publishes made since,
+// and keeps the savepoint; releasing keeps them.
+TEST_P(StoreFinishConformance, RollbackToSavepointUndoesEnqueuesAndPublishes) {
+  MakeQueue(*store_, "follow-ups", 1);
+  FinishBody body = [](Tx& tx, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
+    auto step = [&](const std::string& what) -> absl::Status {
+      if (auto e = tx.Enqueue("follow-ups", Payload(what)); !e.ok()) return e.status();
+      return tx.Publish(OutboxEvent{"effects", std::nullopt, what, std::nullopt});
+    };
+    std::vector<absl::Status> st;
+    st.push_back(step("kept 1"));
+    st.push_back(tx.Savepoint("a"));
+    st.push_back(step("undone 1"));
+    st.push_back(tx.RollbackToSavepoint("a"));
+    st.push_back(step("undone 2"));
+    st.push_back(tx.RollbackToSavepoint("a"));  // the savepoint is still there
+    st.push_back(step("kept 2"));
+    st.push_back(tx.RenewSavepoint("a"));  // release (keeps "kept 2"), take again
+    st.push_back(step("undone 3"));
+    st.push_back(tx.Savepoint("b"));
+    st.push_back(step("undone 4"));
+    st.push_back(tx.RollbackToSavepoint("a"));  // undoes b's work too
+    st.push_back(tx.ReleaseSavepoint("a"));
+    for (const absl::Status& s : st) {
+      if (!s.ok()) return s;
+    }
+    return std::vector<Outcome>{};
+  };
+  ASSERT_OK(store_->Finish(FinishOf("q", member_, {}), body));
+  EXPECT_EQ(Published("effects"), (std::vector<std::string>{"kept 1", "kept 2"}));
+  Member m = JoinWith(*store_, "follow-ups", kAllParts);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("follow-ups", m)));
+  std::vector<std::string> payloads;
+  for (const Item& i : got) payloads.push_back(i.payload);
+  EXPECT_EQ(payloads, (std::vector<std::string>{"kept 1", "kept 2"}));
+}
+
+// A statement that fails leaves the transaction unusable until a rollback to
+// a savepoint taken before it: the Finish cannot commit otherwise. Refused
+// input (a malformed topic, an unknown queue) is not a failed statement.
+TEST_P(StoreFinishConformance, AFailedStatementAbortsTheTransactionUntilARollbackToASavepoint) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  const OutboxEvent bad_headers{"effects", std::nullopt, "bad", std::string("{not json")};
+  // Uncaught: nothing commits.
+  absl::StatusOr<FinishResult> r = store_->Finish(
+      FinishOf("q", member_, items),
+      [&](Tx& tx, absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+        EXPECT_OK(tx.Publish(OutboxEvent{"effects", std::nullopt, "before", std::nullopt}));
+        absl::Status st = tx.Publish(bad_headers);
+        EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+        EXPECT_FALSE(tx.Publish(OutboxEvent{"effects", std::nullopt, "after", std::nullopt}).ok())
+            << "the transaction is aborted";
+        std::vector<Outcome> out;
+        for (const Item& i : owned) out.push_back(Outcome{i.id, i.part});
+        return out;
+      });
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(Effects().empty());
+  EXPECT_EQ(CountsOf("q").items(), 6);
+  // Rolled back to a savepoint: the rest commits.
+  r = store_->Finish(
+      FinishOf("q", member_, items),
+      [&](Tx& tx, absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+        EXPECT_OK(tx.Publish(OutboxEvent{"effects", std::nullopt, "1", std::nullopt}));
+        EXPECT_OK(tx.Savepoint("item"));
+        EXPECT_FALSE(tx.Publish(bad_headers).ok());
+        EXPECT_FALSE(tx.RollbackToSavepoint("no_such_savepoint").ok());
+        EXPECT_OK(tx.RollbackToSavepoint("item"));
+        // Refused before any statement: the transaction goes on.
+        EXPECT_EQ(tx.Publish(OutboxEvent{"bad topic", std::nullopt, "x", std::nullopt}).code(),
+                  absl::StatusCode::kInvalidArgument);
+        EXPECT_EQ(tx.Enqueue("nope", Payload("x")).status().code(), absl::StatusCode::kNotFound);
+        EXPECT_OK(tx.Publish(OutboxEvent{"effects", std::nullopt, "2", std::nullopt}));
+        std::vector<Outcome> out;
+        for (const Item& i : owned) out.push_back(Outcome{i.id, i.part});
+        return out;
+      });
+  ASSERT_OK(r);
+  EXPECT_EQ(r->acked.size(), 6u);
+  EXPECT_EQ(Effects(), (std::vector<int64_t>{1, 2}));
+  // A savepoint that does not exist fails like any statement.
+  r = store_->Finish(FinishOf("q", member_, {}),
+                     [&](Tx& tx, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
+                       EXPECT_FALSE(tx.ReleaseSavepoint("never_taken").ok());
+                       return std::vector<Outcome>{};
+                     });
+  EXPECT_FALSE(r.ok());
+}
+
+// --- item state, status, owners ----------------------------------------------------------
+
+TEST_P(StoreConformance, ItemStateFollowsAnItemToItsEnd) {
+  MakeQueue(*store_, "q", 1);
+  MakeQueue(*store_, "other", 1);
+  NewItem with_key = Payload("x");
+  with_key.dedup_key = "d1";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a, store_->Enqueue("q", with_key));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult b, store_->Enqueue("q", Payload("y")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult o, store_->Enqueue("other", Payload("z")));
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", a.id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+  EXPECT_EQ(st.attempts, 0);
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", o.id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kUnknown);  // it is another queue's
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", o.id + 1000));
+  EXPECT_EQ(st.kind, ItemState::Kind::kUnknown);  // never allocated
+  EXPECT_EQ(store_->GetItemState("nope", a.id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetItemStateByDedupKey("nope", "d1").status().code(),
+            absl::StatusCode::kNotFound);
+
+  Member m = JoinWith(*store_, "q", {0});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("q", m)));
+  ASSERT_EQ(got.size(), 2u);
+  FinishBody with_result = [](Tx&, absl::Span<const Item> owned) {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) {
+      Outcome oc{i.id, i.part};
+      if (i.dedup_key) oc.result = std::string("r\0sult", 6);
+      out.push_back(oc);
+    }
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  };
+  ASSERT_OK(store_->Finish(FinishOf("q", m, got), with_result));
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", a.id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDone);
+  EXPECT_EQ(st.result, std::string("r\0sult", 6));
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("q", "d1"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDone);
+  EXPECT_EQ(st.id, a.id);
+  EXPECT_EQ(st.result, std::string("r\0sult", 6));
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", b.id));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDone);  // acked without a result
+  EXPECT_FALSE(st.result.has_value());
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("q", "never"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kUnknown);
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("other", "d1"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kUnknown) << "another queue's key";
+
+  // By key: the live item first, else the newest finished one.
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a2, store_->Enqueue("q", with_key));
+  ASSERT_OK_AND_ASSIGN(got, store_->Claim(ClaimAll("q", m)));
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("q", "d1"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+  EXPECT_EQ(st.id, a2.id);
+  FinishBody kill = [](Tx&, absl::Span<const Item> owned) {
+    Outcome oc{owned[0].id, owned[0].part, Outcome::Kind::kDead};
+    oc.error = "gave up";
+    return absl::StatusOr<std::vector<Outcome>>(std::vector<Outcome>{oc});
+  };
+  ASSERT_OK(store_->Finish(FinishOf("q", m, got), kill));
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemStateByDedupKey("q", "d1"));
+  EXPECT_EQ(st.kind, ItemState::Kind::kDead);
+  EXPECT_EQ(st.id, a2.id);
+  EXPECT_EQ(st.error, "gave up");
+  EXPECT_EQ(st.attempts, 1);
+}
+
+// Owners says what Status says of the group (a free part included), and
+// whether items are left, without counting them.
+TEST_P(StoreConformance, OwnersSaysWhatStatusSaysOfTheGroup) {
+  MakeQueue(*store_, "q", 4);
+  auto other = harness_->Connect();
+  Member a = JoinWith(*store_, "q", {0, 1});
+  Member b = JoinWith(*other, "q", {2});
+  auto agree = [&](bool items) {
+    ASSERT_OK_AND_ASSIGN(QueueOwners o, store_->Owners("q"));
+    ASSERT_OK_AND_ASSIGN(QueueStatus s, store_->Status("q"));
+    ASSERT_EQ(o.sessions.size(), s.sessions.size());
+    for (size_t i = 0; i < o.sessions.size(); ++i) {
+      EXPECT_EQ(o.sessions[i].id, s.sessions[i].id);
+      EXPECT_EQ(o.sessions[i].host, s.sessions[i].host);
+      EXPECT_EQ(o.sessions[i].pid, s.sessions[i].pid);
+    }
+    ASSERT_EQ(o.owners.size(), s.parts.size());
+    for (size_t p = 0; p < o.owners.size(); ++p) EXPECT_EQ(o.owners[p], s.parts[p].owner) << p;
+    EXPECT_EQ(o.has_items, items);
+  };
+  agree(false);
+  NewItem later = Payload("x");
+  later.delay = absl::Hours(1);  // not ready: still an item
+  ASSERT_OK(store_->Enqueue("q", later));
+  agree(true);
+  ASSERT_OK_AND_ASSIGN(QueueOwners o, store_->Owners("q"));
+  EXPECT_EQ(o.owners[0], a.join.id);
+  EXPECT_EQ(o.owners[2], b.join.id);
+  EXPECT_FALSE(o.owners[3].has_value());
+  EXPECT_EQ(store_->Owners("nope").status().code(), absl::StatusCode::kNotFound);
+  // Owners reads only: a session past its TTL is still listed, and no one is
+  // expired by it.
+  harness_->Advance(absl::Seconds(61));
+  ASSERT_OK_AND_ASSIGN(o, store_->Owners("q"));
+  EXPECT_EQ(o.sessions.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(GroupView v, store_->Heartbeat("q", a.join.id, a.join.incarnation));
+  EXPECT_EQ(v.expired, 1) << "b was still there to expire";
+}
+
+TEST_P(StoreConformance, StatusZeroFillsPartsAndCounts) {
+  MakeQueue(*store_, "q", 8);
+  std::map<int, std::string> key_of = KeyPerPart(8);
+  for (int i = 0; i < 3; ++i) ASSERT_OK(store_->Enqueue("q", Keyed(key_of[2])));
+  NewItem later = Keyed(key_of[2]);
+  later.delay = absl::Hours(1);
+  ASSERT_OK(store_->Enqueue("q", later));
+  for (int i = 0; i < 2; ++i) ASSERT_OK(store_->Enqueue("q", Keyed(key_of[5])));
+  Member m = JoinWith(*store_, "q", {5, 6});
+  ClaimRequest one = ClaimAll("q", m, 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(one));
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got2, store_->Claim(ClaimAll("q", m, 1, got)));
+  ASSERT_EQ(got2.size(), 1u);
+  FinishBody dead = [](Tx&, absl::Span<const Item> owned) {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) out.push_back(Outcome{i.id, i.part, Outcome::Kind::kDead});
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  };
+  ASSERT_OK(store_->Finish(FinishOf("q", m, got2), dead));
+  harness_->Advance(absl::Seconds(10));
+
+  ASSERT_OK_AND_ASSIGN(QueueStatus s, store_->Status("q"));
+  EXPECT_EQ(s.config.parts, 8);
+  EXPECT_LT(absl::AbsDuration(s.db_now - harness_->Now()), absl::Seconds(60));
+  ASSERT_EQ(s.sessions.size(), 1u);
+  EXPECT_EQ(s.sessions[0].id, m.join.id);
+  EXPECT_EQ(s.sessions[0].parts_owned, 2);
+  EXPECT_EQ(s.sessions[0].host, "test");
+  EXPECT_EQ(s.sessions[0].pid, 1);
+  EXPECT_GT(s.sessions[0].expires_in, absl::ZeroDuration());
+  EXPECT_LE(s.sessions[0].expires_in, absl::Seconds(50));
+  EXPECT_GE(s.sessions[0].since_heartbeat, absl::Seconds(10));
+  ASSERT_EQ(s.parts.size(), 8u);
+  for (int p = 0; p < 8; ++p) {
+    const PartStatus& ps = s.parts[p];
+    EXPECT_EQ(ps.part, p);
+    EXPECT_EQ(ps.owner.has_value(), p == 5 || p == 6) << p;
+    if (p == 2) {
+      EXPECT_EQ(ps.ready, 3);
+      EXPECT_EQ(ps.delayed, 1);
+      EXPECT_EQ(ps.in_flight + ps.dead, 0);
+      EXPECT_GE(ps.oldest_ready_age, absl::Seconds(10));
+    } else if (p == 5) {
+      EXPECT_EQ(ps.owner, m.join.id);
+      EXPECT_EQ(ps.epoch, m.parts[0].epoch);
+      EXPECT_EQ(ps.ready, 0);
+      EXPECT_EQ(ps.in_flight, 1);
+      EXPECT_EQ(ps.dead, 1);
+      EXPECT_EQ(ps.oldest_ready_age, absl::ZeroDuration()) << "none is ready";
+    } else {
+      EXPECT_EQ(ps.ready + ps.delayed + ps.in_flight + ps.dead, 0) << p;
+      EXPECT_EQ(ps.oldest_ready_age, absl::ZeroDuration());
+    }
+  }
+  EXPECT_EQ(store_->Status("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+// --- dead items -------------------------------------------------------------------------
+
+// Dead items are listed newest first with their errors, and requeued as new
+// items (attempts 0, same id, part, key, priority and payload) that a claim
+// takes again; one whose dedup key a live item holds stays dead, and ids
+// that are not dead items of the queue are ignored.
+TEST_P(StoreConformance, DeadItemsAreListedNewestFirstAndRequeued) {
+  MakeQueue(*store_, "plain", 2, absl::Seconds(60), false, /*max_attempts=*/1);
+  MakeQueue(*store_, "other", 1);
+  NewItem keyed = Keyed("k", "keyed");
+  keyed.dedup_key = "d1";
+  keyed.priority = 3;
+  ASSERT_OK(store_->Enqueue("plain", keyed));
+  ASSERT_OK(store_->Enqueue("plain", Keyed("k", "m0")));
+  ASSERT_OK(store_->Enqueue("plain", Payload("plain")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult elsewhere, store_->Enqueue("other", Payload("x")));
+  Member m = JoinWith(*store_, "plain", kAllParts);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("plain", m)));
+  ASSERT_EQ(claimed.size(), 3u);
+  std::map<std::string, int64_t> ids;
+  for (const Item& i : claimed) ids[i.payload] = i.id;
+  // They die in two transactions: "plain" last.
+  for (bool last : {false, true}) {
+    std::vector<Item> batch;
+    for (const Item& i : claimed) {
+      if ((i.payload == "plain") == last) batch.push_back(i);
+    }
+    FinishRequest req = FinishOf("plain", m, batch);
+    req.max_attempts = 1;
+    ASSERT_OK(store_->Finish(req, [](Tx&, absl::Span<const Item> owned) {
+      std::vector<Outcome> out;
+      for (const Item& i : owned) {
+        Outcome o{i.id, i.part, Outcome::Kind::kRetry};  // the last attempt: dead
+        o.error = absl::StrCat("boom ", i.payload);
+        out.push_back(o);
+      }
+      return absl::StatusOr<std::vector<Outcome>>(out);
+    }));
+    harness_->Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(CountsOf("plain").dead, 3);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> dead, store_->ListDead("plain", 2));
+  ASSERT_EQ(dead.size(), 2u);  // the limit
+  EXPECT_EQ(dead[0].id, ids["plain"]) << "newest first";
+  ASSERT_OK_AND_ASSIGN(dead, store_->ListDead("plain", 10));
+  ASSERT_EQ(dead.size(), 3u);
+  EXPECT_GE(dead[0].failed_at, dead[2].failed_at);
+  EXPECT_GT(dead[0].failed_at, dead[1].failed_at);
+  std::map<int64_t, DeadItem> by_id;
+  for (const DeadItem& d : dead) by_id[d.id] = d;
+  EXPECT_EQ(by_id[ids["keyed"]].last_error, "boom keyed");
+  EXPECT_EQ(by_id[ids["keyed"]].dedup_key, std::optional<std::string>("d1"));
+  EXPECT_EQ(by_id[ids["keyed"]].attempts, 1);
+  EXPECT_EQ(by_id[ids["keyed"]].part, PartForKey("k", 2));
+  EXPECT_EQ(by_id[ids["m0"]].key, std::optional<std::string>("k"));
+  EXPECT_EQ(by_id[ids["plain"]].payload_bytes, 5);  // "plain"
+  EXPECT_EQ(by_id[ids["m0"]].payload_bytes, 2);     // "m0"
+  EXPECT_LE(by_id[ids["m0"]].enqueued_at, by_id[ids["m0"]].failed_at);
+
+  // A live item takes the dedup key: that dead item must stay dead.
+  NewItem again = Payload("keyed again");
+  again.dedup_key = "d1";
+  ASSERT_OK(store_->Enqueue("plain", again));
+  ASSERT_OK_AND_ASSIGN(
+      Requeued r, store_->RequeueDead("plain", {ids["keyed"], ids["plain"], elsewhere.id, 999999}));
+  EXPECT_EQ(r.requeued, 1);
+  EXPECT_EQ(r.kept, 1);
+  ASSERT_OK_AND_ASSIGN(r, store_->RequeueDead("plain", {}));  // all that are left
+  EXPECT_EQ(r.requeued, 1);                                   // m0
+  EXPECT_EQ(r.kept, 1);                                       // keyed, still
+  EXPECT_EQ(CountsOf("plain").dead, 1);
+  for (const char* p : {"plain", "m0"}) {
+    ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("plain", ids[p]));
+    EXPECT_EQ(st.kind, ItemState::Kind::kPending) << p;
+    EXPECT_EQ(st.attempts, 0) << p;
+  }
+  EXPECT_EQ(CountsOf("other").ready, 1) << "another queue's item is not a dead item here";
+  // A claim takes them again, as new items, from the head.
+  ClaimRequest req = ClaimAll("plain", m);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> back, store_->Claim(req));
+  std::map<std::string, Item> back_by;
+  for (const Item& i : back) back_by[i.payload] = i;
+  ASSERT_EQ(back_by.count("plain"), 1u);
+  ASSERT_EQ(back_by.count("m0"), 1u);
+  EXPECT_EQ(back_by["plain"].id, ids["plain"]);
+  EXPECT_EQ(back_by["m0"].key, std::optional<std::string>("k"));
+  EXPECT_EQ(back_by["m0"].attempts, 1);
+  EXPECT_FALSE(back_by["m0"].suspect);
+  EXPECT_EQ(store_->ListDead("nope", 5).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->RequeueDead("nope", {}).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace partq::conformance
