@@ -26,6 +26,8 @@ PARTQ_PACKAGES=(
   gnuplot-nox # partq bench --plot
   openssl     # the HTTP client tests make their own CA and certificates
   python3     # ... serve https with its ssl module; the exec handler tests run Python children
+  nodejs      # the http handler example (examples/node) in the handler fault tests; Debian's 18
+              # will do, and a node already on PATH counts (partq_install_packages)
   "${PARTQ_CHECKER_PACKAGES[@]}"
 )
 
