@@ -14,6 +14,7 @@
 // loaded machine meets them.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "consumer/consumer.h"
@@ -106,6 +108,20 @@ class ConsumerHandlersTest : public ::testing::Test {
     o.max_attempts = max_attempts_;
     o.metrics = Metrics("exec");
     return o;
+  }
+
+  std::unique_ptr<Handler> HttpTo(const std::string& url) {
+    HttpHandlerOptions o;
+    o.url = url;
+    o.queue = kQueue;
+    o.max_attempts = max_attempts_;
+    // The low-speed rule over 1 s windows rather than 5: a trickle fails in
+    // 1-2 s per attempt.
+    o.client.low_speed_window = absl::Seconds(1);
+    o.metrics = Metrics("http");
+    auto h = HttpHandler::Create(std::move(o));
+    EXPECT_TRUE(h.ok()) << h.status();
+    return h.ok() ? std::move(*h) : nullptr;
   }
 
   // What a run of the consumer left: whether `wait_for` held in time, and
@@ -281,51 +297,6 @@ TEST_F(ConsumerHandlersTest, ChildThatAlwaysExitsDeadLettersEveryItemSayingWhy) 
   EXPECT_TRUE(absl::StrContains(run.log, "exec[pid")) << "the child's stderr reaches the log";
 }
 
-// --- the example handler ------------------------------------------------------
-
-// examples/python/handler.py through a real Consumer, its effects applied in
-// the ack transactions (MemStore's Tx): a result and one follow-up per item,
-// {"n": n*n} keyed as its item, and the bad payload dead-lettered.
-TEST_F(ConsumerHandlersTest, TheExampleHandlersEffectsCommitWithItsAcks) {
-  CreateQueue(5);
-  QueueConfig squares;
-  squares.name = "squares";
-  squares.parts = 4;
-  ASSERT_TRUE(admin_->CreateQueue(squares).ok());
-  std::vector<int64_t> ids;
-  for (int i = 0; i < 20; ++i) {
-    NewItem item;
-    item.payload = i == 7 ? "not json" : absl::StrCat(R"({"n": )", i, "}");
-    item.key = absl::StrCat("k", i);
-    auto r = admin_->Enqueue(kQueue, item);
-    ASSERT_TRUE(r.ok()) << r.status();
-    ids.push_back(r->id);
-  }
-  ExecHandler handler(Exec(
-      absl::StrCat("FOLLOWUP_QUEUE=squares exec ", Quoted(PYTHON3), " ", Quoted(EXAMPLE_HANDLER))));
-  const Run run = Consume(handler, absl::Minutes(1),
-                          [](const ConsumerStats& s) { return s.acked + s.dead == 20; });
-  ASSERT_TRUE(run.done) << Tail(run.log);
-  EXPECT_EQ(run.stats.acked, 19);
-  EXPECT_EQ(run.stats.dead, 1);
-  auto status = admin_->Status("squares");
-  ASSERT_TRUE(status.ok()) << status.status();
-  int64_t ready = 0;
-  for (const PartStatus& p : status->parts) ready += p.ready;
-  EXPECT_EQ(ready, 19);
-  for (int i = 0; i < 20; ++i) {
-    if (i == 7) continue;
-    const ItemState s = State(ids[i]);
-    EXPECT_EQ(s.kind, ItemState::Kind::kDone);
-    EXPECT_EQ(s.result, absl::StrCat(i * i));
-  }
-  const ItemState dead = State(ids[7]);
-  EXPECT_EQ(dead.kind, ItemState::Kind::kDead);
-  EXPECT_TRUE(absl::StartsWith(dead.error, "bad payload: ")) << dead.error;
-  if (!kConsumerActsOnHints) GTEST_SKIP() << kNeedsHints;
-  EXPECT_EQ(dead.attempts, 1) << "dead: true gives up at once";
-}
-
 // --- failure hints (exec; the hints are the transport's, the policy the consumer's) ---
 
 TEST_F(ConsumerHandlersTest, DeadTrueIsDeadLetteredAtItsFirstAttempt) {
@@ -373,17 +344,7 @@ class HttpConsumerTest : public ConsumerHandlersTest {
   }
 
   std::unique_ptr<Handler> Http(const std::string& path) {
-    HttpHandlerOptions o;
-    o.url = absl::StrCat("http://127.0.0.1:", server_->port(), path);
-    o.queue = kQueue;
-    o.max_attempts = max_attempts_;
-    // The low-speed rule over 1 s windows rather than 5: a trickle fails in
-    // 1-2 s per attempt.
-    o.client.low_speed_window = absl::Seconds(1);
-    o.metrics = Metrics("http");
-    auto h = HttpHandler::Create(std::move(o));
-    EXPECT_TRUE(h.ok()) << h.status();
-    return h.ok() ? std::move(*h) : nullptr;
+    return HttpTo(absl::StrCat("http://127.0.0.1:", server_->port(), path));
   }
 
   // The batches the server received, oldest first.
@@ -467,6 +428,105 @@ TEST_F(HttpConsumerTest, ThrottledBatchComesBackWholeAfterRetryAfterWithItsAttem
   ASSERT_EQ(received[1]["items"].size(), 3u) << "not split into one request per item";
   for (const auto& item : received[1]["items"]) EXPECT_EQ(item["attempt"], 1) << received.dump();
 }
+
+// --- the examples ---------------------------------------------------------------
+
+// examples/python/handler.py (exec) and examples/node/server.mjs (http)
+// through a real Consumer, their effects applied in the ack transactions
+// (MemStore's Tx): a result and one follow-up per item, {"n": n*n} keyed as
+// its item, and the bad payload dead-lettered. Both write the same bytes.
+class ExampleTest : public ConsumerHandlersTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::unique_ptr<Handler> Example() {
+    if (GetParam() == "PythonExec") {
+      return std::make_unique<ExecHandler>(Exec(absl::StrCat(
+          "FOLLOWUP_QUEUE=squares exec ", Quoted(PYTHON3), " ", Quoted(EXAMPLE_HANDLER))));
+    }
+    const int port = testing::FreePort();
+    node_log_ = absl::StrCat(::testing::TempDir(), "/node_example_", port, ".log");
+    node_ = std::make_unique<testing::ChildProcess>(
+        std::vector<std::string>{NODE, NODE_EXAMPLE},
+        std::map<std::string, std::string>{{"PORT", absl::StrCat(port)},
+                                           {"FOLLOWUP_QUEUE", "squares"}},
+        node_log_);
+    std::string body;
+    testing::WaitUntil(
+        [&] { return testing::HttpGet(port, "/healthz", &body) == 200 || !node_->Running(); });
+    EXPECT_TRUE(node_->Running()) << "see " << node_log_;
+    return HttpTo(absl::StrCat("http://127.0.0.1:", port, "/"));
+  }
+
+  std::string node_log_;
+  std::unique_ptr<testing::ChildProcess> node_;
+};
+
+TEST_P(ExampleTest, ResultsAndFollowUpsCommitWithTheAcks) {
+  CreateQueue(5);
+  QueueConfig squares;
+  squares.name = "squares";
+  squares.parts = 4;
+  ASSERT_TRUE(admin_->CreateQueue(squares).ok());
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 20; ++i) {
+    NewItem item;
+    item.payload = i == 7 ? "not json" : absl::StrCat(R"({"n": )", i, "}");
+    item.key = absl::StrCat("k", i);
+    auto r = admin_->Enqueue(kQueue, item);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ids.push_back(r->id);
+  }
+  std::unique_ptr<Handler> handler = Example();
+  ASSERT_NE(handler, nullptr);
+  const Run run = Consume(*handler, absl::Minutes(1),
+                          [](const ConsumerStats& s) { return s.acked + s.dead == 20; });
+  ASSERT_TRUE(run.done) << Tail(run.log);
+  EXPECT_EQ(run.stats.acked, 19);
+  EXPECT_EQ(run.stats.dead, 1);
+  for (int i = 0; i < 20; ++i) {
+    if (i == 7) continue;
+    const ItemState s = State(ids[i]);
+    EXPECT_EQ(s.kind, ItemState::Kind::kDone);
+    EXPECT_EQ(s.result, absl::StrCat(i * i));
+  }
+
+  // The follow-ups, read back by a consumer of squares: one per item.
+  absl::Mutex mu;
+  std::map<std::string, std::string> follow_ups;  // payload by key
+  int64_t seen = 0;
+  auto record = MakeHandler([&](HandlerCall& call) {
+    absl::MutexLock lock(&mu);
+    ++seen;
+    follow_ups[call.item->key.value_or("")] = call.item->payload;
+    return absl::OkStatus();
+  });
+  ConsumerOptions o;
+  o.queue = "squares";
+  o.poll_only = true;
+  o.poll_interval = absl::Milliseconds(20);
+  {
+    Consumer c(db_.Factory(), o, record.get());
+    ASSERT_TRUE(c.Start().ok());
+    EXPECT_TRUE(testing::WaitUntil([&] { return c.stats().acked == 19; }));
+    c.Stop();
+  }
+  EXPECT_EQ(seen, 19);
+  std::map<std::string, std::string> expected;
+  for (int i = 0; i < 20; ++i) {
+    if (i != 7) expected[absl::StrCat("k", i)] = absl::StrCat(R"({"n": )", i * i, "}");
+  }
+  EXPECT_EQ(follow_ups, expected);
+
+  const ItemState dead = State(ids[7]);
+  EXPECT_EQ(dead.kind, ItemState::Kind::kDead);
+  EXPECT_TRUE(absl::StartsWith(dead.error, "bad payload: ")) << dead.error;
+  // (DeadTrueIsDeadLetteredAtItsFirstAttempt skips until then.)
+  if (kConsumerActsOnHints) {
+    EXPECT_EQ(dead.attempts, 1) << "dead: true gives up at once";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, ExampleTest, ::testing::Values("PythonExec", "NodeHttp"),
+                         [](const auto& test) { return test.param; });
 
 }  // namespace
 }  // namespace partq
