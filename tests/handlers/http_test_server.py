@@ -25,11 +25,12 @@ HTTP/1.1 with keep-alive.
 import argparse
 import http.server
 import json
-import os
 import sys
 import threading
 import time
 import urllib.parse
+
+import port_file
 
 HTML = (b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n"
         b"<body><h1>Bad Gateway</h1><p>The upstream server is not answering.</p></body></html>\n")
@@ -109,10 +110,7 @@ def main():
     a = p.parse_args()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    tmp = a.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(tmp, a.port_file)  # the reader never sees a partial number
+    port_file.write_port(server, a.port_file)
     server.serve_forever()
 
 
