@@ -158,9 +158,9 @@ void ExpectOneResultAndOneFollowUpEach(FaultScenario& s) {
 }
 
 // Items the handler logged at attempt 2 or later ("item 17 (attempt 2):
-// 16^2 = 256"): claimed again after a kill cut their batch, however far it
-// had gone. A lower bound: a SIGKILLed worker loses the lines of its
-// children it had not copied to its log yet.
+// 16^2 = 256"): claimed again after a kill cut their batch, answered by the
+// handler before it or not. A lower bound: a SIGKILLed worker loses the
+// lines of its children it had not copied to its log yet.
 int64_t RunsAgain(const std::vector<std::string>& logs) {
   int64_t n = 0;
   for (const std::string& path : logs) {
@@ -194,8 +194,10 @@ TEST(HandlerFault, ExecWorkersAndTheirChildrenSigkilledMidBatch) {
                           child_kills += n;
                           return n;
                         }));
-  printf("exec_sigkill: %d worker kills, %d child kills; at least %lld items ran again\n",
-         worker_kills, child_kills, static_cast<long long>(RunsAgain(s.LogPaths())));
+  printf(
+      "exec_sigkill: %d worker kills, %d child kills; at least %lld items handled again at attempt "
+      "2+\n",
+      worker_kills, child_kills, static_cast<long long>(RunsAgain(s.LogPaths())));
   ExpectExactlyOnce(s, r, 0);
   ExpectOneResultAndOneFollowUpEach(s);
   EXPECT_GE(worker_kills, 3);
@@ -223,7 +225,7 @@ TEST(HandlerFault, HttpWorkersSigkilledMidBatch) {
                           kills += n;
                           return n;
                         }));
-  printf("http_sigkill: %d worker kills; at least %lld items ran again\n", kills,
+  printf("http_sigkill: %d worker kills; at least %lld items handled again at attempt 2+\n", kills,
          static_cast<long long>(RunsAgain({server_log})));
   ExpectExactlyOnce(s, r, 0);
   ExpectOneResultAndOneFollowUpEach(s);
