@@ -80,8 +80,9 @@ function onBatch(req, res, body) {
     log(`unsupported protocol version ${request.version}`);
     return send(res, 400, 'text/plain', `unsupported protocol version ${request.version}\n`);
   }
-  // The same key comes with every resend of a batch (after a crash or a
-  // rollback): side effects of your own belong under it, or under item ids.
+  // Items can come more than once (after a crash, or when another item of
+  // their batch failed): key side effects of your own by item id. The
+  // Idempotency-Key names the batch's items.
   log(`batch ${request.batch} (Idempotency-Key ${req.headers['idempotency-key'] ?? 'none'}):`,
       `${request.items.length} item(s)`);
   const reply = { version: 1, batch: request.batch, results: request.items.map(handle) };

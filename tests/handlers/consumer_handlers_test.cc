@@ -13,7 +13,10 @@
 // the faults under test, and generous enough that a healthy child on a
 // loaded machine meets them.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -124,8 +127,8 @@ class ConsumerHandlersTest : public ::testing::Test {
     return h.ok() ? std::move(*h) : nullptr;
   }
 
-  // What a run of the consumer left: whether `wait_for` held in time, and
-  // the log it wrote meanwhile.
+  // What a run of the consumer left: whether it got done in time, its
+  // counters, and the log written meanwhile.
   struct Run {
     bool done = false;
     std::string log;
@@ -454,6 +457,11 @@ class ExampleTest : public ConsumerHandlersTest, public ::testing::WithParamInte
         [&] { return testing::HttpGet(port, "/healthz", &body) == 200 || !node_->Running(); });
     EXPECT_TRUE(node_->Running()) << "see " << node_log_;
     return HttpTo(absl::StrCat("http://127.0.0.1:", port, "/"));
+  }
+
+  void TearDown() override {
+    node_.reset();
+    if (!node_log_.empty() && !HasFailure()) std::remove(node_log_.c_str());
   }
 
   std::string node_log_;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 #include "tests/testing/wait.h"
 
 #ifndef PARTQ_BINARY
@@ -134,17 +136,23 @@ std::string ReadFile(const std::string& path) {
 }
 }  // namespace
 
-PortFileServer::PortFileServer(std::vector<std::string> argv, const std::string& dir,
-                               std::map<std::string, std::string> env) {
+PortFileServer::PortFileServer(std::vector<std::string> argv, const std::string& dir) {
   static std::atomic<int> servers{0};
   const std::string name = absl::StrCat(dir, "/server-", getpid(), "-", ++servers);
-  const std::string port_file = name + ".port";
+  port_file_ = name + ".port";
   log_ = name + ".log";
-  argv.insert(argv.end(), {"--port-file", port_file});
-  process_ = std::make_unique<ChildProcess>(std::move(argv), std::move(env), log_);
-  WaitUntil([&] { return std::filesystem::exists(port_file) || !process_->Running(); },
+  argv.insert(argv.end(), {"--port-file", port_file_});
+  process_ =
+      std::make_unique<ChildProcess>(std::move(argv), std::map<std::string, std::string>{}, log_);
+  WaitUntil([&] { return std::filesystem::exists(port_file_) || !process_->Running(); },
             absl::Minutes(1));
-  port_ = std::atoi(ReadFile(port_file).c_str());
+  port_ = std::atoi(ReadFile(port_file_).c_str());
+}
+
+PortFileServer::~PortFileServer() {
+  process_.reset();
+  std::remove(port_file_.c_str());
+  if (!::testing::Test::HasFailure()) std::remove(log_.c_str());
 }
 
 std::vector<ProcessInfo> AllProcesses() {

@@ -41,16 +41,17 @@ class ChildProcess {
 // A server in a child process that says where it listens by writing its
 // port to a file: `--port-file PATH` is appended to argv, PATH in `dir`,
 // and the constructor waits (up to a minute) until the file appears or the
-// process exits. Its output goes to log(). Killed on destruction.
+// process exits. Its output goes to log(). Destruction kills it and removes
+// its files, but the log of a test that failed.
 class PortFileServer {
  public:
-  PortFileServer(std::vector<std::string> argv, const std::string& dir,
-                 std::map<std::string, std::string> env = {});
+  PortFileServer(std::vector<std::string> argv, const std::string& dir);
+  ~PortFileServer();
   int port() const { return port_; }  // 0 when it did not start
   const std::string& log() const { return log_; }
-  ChildProcess& process() { return *process_; }
 
  private:
+  std::string port_file_;
   std::string log_;
   std::unique_ptr<ChildProcess> process_;
   int port_ = 0;
