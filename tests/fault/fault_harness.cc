@@ -51,6 +51,24 @@ std::string UnownedPartsSql(int parts) {
 
 }  // namespace
 
+void ExpectExactlyOnce(FaultScenario& s, const CheckResult& r, int64_t expected_dead) {
+  EXPECT_EQ(r.duplicates, 0) << "I3: items acknowledged more than once";
+  EXPECT_EQ(r.lost, 0) << "I4: items neither recorded nor dead-lettered";
+  EXPECT_EQ(r.phantom, 0) << "recorded ids that were never enqueued";
+  EXPECT_EQ(r.left, 0) << "items left in the queue";
+  EXPECT_EQ(r.unowned_parts_at_end, 0) << "parts without a live owner at the end";
+  EXPECT_EQ(r.sessions_at_end, r.workers_at_end) << "workers without a live session at the end";
+  // I5 with room for a loaded 2-core machine: each membership change gets a
+  // TTL plus a rebalance tick; faults every 1.5 s can chain a few of those
+  // (RELIABILITY.md: 3.4 s at worst, 2 s TTL). Six TTLs means a stuck part.
+  EXPECT_LE(s.max_unowned(), 6 * s.options().ttl) << "I5: a part went without a live owner";
+  if (expected_dead >= 0) {
+    EXPECT_EQ(r.dead, expected_dead);
+  }
+  EXPECT_EQ(r.recorded + r.dead, r.items);
+  if (::testing::Test::HasFailure()) s.DumpLogs();
+}
+
 FaultScenario::FaultScenario(ScenarioOptions options) : options_(std::move(options)) {}
 
 FaultScenario::~FaultScenario() {
@@ -103,21 +121,30 @@ bool FaultScenario::SetUp() {
     ADD_FAILURE() << st;
     return false;
   }
-  QueueConfig q;
-  q.name = kQueue;
-  q.parts = options_.parts;
-  q.session_ttl = options_.ttl;
-  q.max_attempts = options_.max_attempts;
-  if (absl::Status st = (*store)->CreateQueue(q); !st.ok()) {
-    ADD_FAILURE() << st;
-    return false;
+  std::vector<std::string> queues = {kQueue};
+  queues.insert(queues.end(), options_.more_queues.begin(), options_.more_queues.end());
+  for (const std::string& name : queues) {
+    QueueConfig q;
+    q.name = name;
+    q.parts = options_.parts;
+    q.session_ttl = options_.ttl;
+    q.max_attempts = options_.max_attempts;
+    if (absl::Status st = (*store)->CreateQueue(q); !st.ok()) {
+      ADD_FAILURE() << st;
+      return false;
+    }
   }
   std::vector<NewItem> batch;
   for (int i = 0; i < options_.items; ++i) {
     NewItem it;
-    it.payload = (!options_.poison_payload.empty() && i == options_.items / 2)
-                     ? options_.poison_payload
-                     : absl::StrCat("p", i);
+    if (options_.item) {
+      it = options_.item(i);
+    } else {
+      it.payload = absl::StrCat("p", i);
+    }
+    if (!options_.poison_payload.empty() && i == options_.items / 2) {
+      it.payload = options_.poison_payload;
+    }
     batch.push_back(std::move(it));
     if (batch.size() == 5000 || i + 1 == options_.items) {
       auto n = (*store)->EnqueueBatch(kQueue, batch);
@@ -128,12 +155,12 @@ bool FaultScenario::SetUp() {
       batch.clear();
     }
   }
-  auto ids = TryQuery(dsn_, "SELECT id FROM partq.items ORDER BY id");
+  auto ids = TryQuery(dsn_, "SELECT id, payload FROM partq.items");
   if (!ids || static_cast<int>(ids->size()) != options_.items) {
     ADD_FAILURE() << "could not read back the enqueued ids";
     return false;
   }
-  for (const auto& row : *ids) enqueued_.push_back(row[0].as<int64_t>());
+  for (const auto& row : *ids) enqueued_[row[0].as<int64_t>()] = pqxx::binarystring(row[1]).str();
   supervisor_ = std::thread([this] { Supervise(); });
   monitor_ = std::thread([this] { Monitor(); });
   return true;
@@ -162,8 +189,7 @@ int FaultScenario::Add(WorkerSpec spec) {
   const int index = static_cast<int>(workers_.size());
   Worker w;
   w.spec = std::move(spec);
-  w.process = std::make_unique<ChildProcess>(Argv(w.spec), std::map<std::string, std::string>{},
-                                             LogPath(index));
+  w.process = std::make_unique<ChildProcess>(Argv(w.spec), w.spec.env, LogPath(index));
   workers_.push_back(std::move(w));
   return index;
 }
@@ -180,6 +206,21 @@ int FaultScenario::Signal(int index, int sig) {
   if (!w.process->Running()) return -1;
   w.process->Signal(sig);
   return w.process->pid();
+}
+
+std::vector<pid_t> FaultScenario::Children(int index) {
+  pid_t parent;
+  {
+    absl::MutexLock lock(&mu_);
+    Worker& w = workers_[index];
+    if (!w.process->Running()) return {};
+    parent = w.process->pid();
+  }
+  std::vector<pid_t> out;
+  for (const ProcessInfo& p : AllProcesses()) {
+    if (p.ppid == parent && p.state != 'Z') out.push_back(p.pid);
+  }
+  return out;
 }
 
 std::vector<int> FaultScenario::Active() {
@@ -207,8 +248,8 @@ void FaultScenario::Supervise() {
         }
         ++restarts_;
         ++w.generation;
-        w.process = std::make_unique<ChildProcess>(
-            Argv(w.spec), std::map<std::string, std::string>{}, LogPath(static_cast<int>(i)));
+        w.process =
+            std::make_unique<ChildProcess>(Argv(w.spec), w.spec.env, LogPath(static_cast<int>(i)));
       }
     }
     absl::SleepFor(absl::Milliseconds(50));
@@ -257,7 +298,8 @@ absl::Duration FaultScenario::max_unowned() const {
 }
 
 int64_t FaultScenario::Left() {
-  auto r = TryQuery(dsn_, "SELECT count(*) FROM partq.items");
+  auto r =
+      TryQuery(dsn_, absl::StrCat("SELECT count(*) FROM partq.items WHERE queue = '", kQueue, "'"));
   if (!r) return -1;
   return (*r)[0][0].as<int64_t>();
 }
@@ -349,9 +391,10 @@ CheckResult FaultScenario::Check() {
   std::map<int64_t, int64_t> recorded;
   std::set<int64_t> dead;
   std::set<std::string> errors;
-  auto effects = TryQuery(dsn_, "SELECT item_id, count(*) FROM partq.effects GROUP BY 1");
-  auto dead_rows = TryQuery(dsn_, "SELECT id, last_error FROM partq.dead_items");
-  auto left = TryQuery(dsn_, "SELECT count(*) FROM partq.items");
+  const std::string in_queue = absl::StrCat(" WHERE queue = '", kQueue, "'");
+  auto effects = TryQuery(dsn_, options_.done_sql);
+  auto dead_rows = TryQuery(dsn_, "SELECT id, last_error FROM partq.dead_items" + in_queue);
+  auto left = TryQuery(dsn_, "SELECT count(*) FROM partq.items" + in_queue);
   if (!effects || !dead_rows || !left) {
     ADD_FAILURE() << "checker could not read the database";
     r.lost = r.items;
@@ -363,16 +406,15 @@ CheckResult FaultScenario::Check() {
     errors.insert(row[1].as<std::string>());
   }
   r.left = (*left)[0][0].as<int64_t>();
-  const std::set<int64_t> enqueued(enqueued_.begin(), enqueued_.end());
   for (const auto& [id, n] : recorded) {
     r.duplicates += n - 1;
     if (dead.count(id)) ++r.duplicates;
-    if (!enqueued.count(id)) ++r.phantom;
+    if (!enqueued_.count(id)) ++r.phantom;
   }
   for (int64_t id : dead) {
-    if (!enqueued.count(id)) ++r.phantom;
+    if (!enqueued_.count(id)) ++r.phantom;
   }
-  for (int64_t id : enqueued_) {
+  for (const auto& [id, payload] : enqueued_) {
     if (!recorded.count(id) && !dead.count(id)) ++r.lost;
   }
   r.recorded = static_cast<int64_t>(recorded.size());
@@ -407,6 +449,13 @@ FaultScenario::LoggedStats FaultScenario::Logged() {
     }
   }
   return s;
+}
+
+std::vector<std::string> FaultScenario::LogPaths() {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < workers_.size(); ++i) out.push_back(LogPath(static_cast<int>(i)));
+  return out;
 }
 
 void FaultScenario::DumpLogs() {

@@ -4,11 +4,12 @@
 // Kubernetes pod), faults injected by the scenario while they drain, and a
 // checker that reads the database back and proves invariants I3 and I4:
 // every enqueued item is in the `effects` table (written by the record
-// handler inside the ack transaction) exactly once, or in dead_items where
-// the scenario expects dead letters; nothing is left in the queue; every part
-// has a live owner at the end. A monitor thread polls part ownership every
-// ~30 ms and reports the longest continuous stretch any part had no live
-// owner (no session_parts row, or one whose session has expired).
+// handler inside the ack transaction; or whatever ScenarioOptions::done_sql
+// names) exactly once, or in dead_items where the scenario expects dead
+// letters; nothing is left in the queue; every part has a live owner at the
+// end. A monitor thread polls part ownership every ~30 ms and reports the
+// longest continuous stretch any part had no live owner (no session_parts
+// row, or one whose session has expired).
 //
 // Threads: the scenario (test) thread drives Run(); the supervisor and the
 // monitor run on their own threads. Worker-fleet methods are thread-safe.
@@ -28,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pg/embedded_postgres.h"
+#include "store/types.h"
 #include "tests/testing/process.h"
 
 namespace partq::testing {
@@ -42,6 +44,16 @@ struct ScenarioOptions {
   std::string poison_payload;
   // Where faults stop and the run gives up waiting for the queue to drain.
   absl::Duration deadline = absl::Minutes(3);
+  // Item i; null: payload "p<i>", no key. (The poison payload still
+  // replaces the middle one's.)
+  std::function<NewItem(int)> item;
+  // Queues created beside the scenario's own (with its parts and TTL): where
+  // a handler enqueues follow-ups. The checker looks only at the scenario's.
+  std::vector<std::string> more_queues;
+  // Rows (item id, count) of what proves an item done, one row per id: by
+  // default the rows record:effects wrote. Handlers that return results:
+  // "SELECT id, count(*) FROM partq.results WHERE queue = 'q' GROUP BY 1".
+  std::string done_sql = "SELECT item_id, count(*) FROM partq.effects GROUP BY 1";
 };
 
 // How to start one worker: the handler, an optional static instance id and
@@ -52,6 +64,7 @@ struct WorkerSpec {
   std::string instance_id;  // empty: dynamic membership
   std::vector<std::string> extra;
   int dsn_port = 0;
+  std::map<std::string, std::string> env;  // added to the worker's environment
 };
 
 struct CheckResult {
@@ -69,6 +82,14 @@ struct CheckResult {
   int64_t workers_at_end = 0;
   std::vector<std::string> dead_errors;  // distinct last_error values
 };
+
+class FaultScenario;
+
+// The assertions every scenario shares: I3 (no duplicates), I4 (no loss,
+// nothing left), a live owner for every part at the end (I5 within six
+// TTLs), and `expected_dead` dead letters (-1: any number). Dumps the worker
+// logs on failure.
+void ExpectExactlyOnce(FaultScenario& s, const CheckResult& r, int64_t expected_dead);
 
 class FaultScenario {
  public:
@@ -90,6 +111,9 @@ class FaultScenario {
   void Retire(int index);
   // Sends `sig` to worker `index` if running; returns its pid or -1.
   int Signal(int index, int sig);
+  // The processes worker `index` started and that still run (an exec
+  // handler's children), at this moment.
+  std::vector<pid_t> Children(int index);
   // Indexes of workers that are supervised (not retired).
   std::vector<int> Active();
   int restarts() const { return restarts_.load(); }
@@ -105,9 +129,13 @@ class FaultScenario {
                   const std::function<int64_t()>& count_after = nullptr);
 
   int64_t faults() const { return faults_; }
+  // What was enqueued: payload by item id.
+  const std::map<int64_t, std::string>& enqueued() const { return enqueued_; }
   absl::Duration max_unowned() const;
   // Items still in the queue (-1 if the server cannot be reached).
   int64_t Left();
+  // Each worker's log (all its restarts), by index.
+  std::vector<std::string> LogPaths();
   // Dumps the tail of each worker log to stderr (for failures).
   void DumpLogs();
   // Totals of the "worker stopped: N acked, N retried, N dead-lettered, N
@@ -138,7 +166,7 @@ class FaultScenario {
   std::unique_ptr<EmbeddedPostgres> server_;
   std::string dsn_;
   std::string dir_;
-  std::vector<int64_t> enqueued_;
+  std::map<int64_t, std::string> enqueued_;
   int64_t faults_ = 0;
   std::atomic<int> restarts_{0};
   std::atomic<bool> stop_{false};

@@ -27,26 +27,6 @@ namespace {
 
 constexpr char kHandler[] = "sleep:8,record:effects";
 
-// The assertions every scenario shares: I3 (no duplicates), I4 (no loss,
-// nothing left), a live owner for every part at the end.
-void ExpectExactlyOnce(FaultScenario& s, const CheckResult& r, int64_t expected_dead) {
-  EXPECT_EQ(r.duplicates, 0) << "I3: items acknowledged more than once";
-  EXPECT_EQ(r.lost, 0) << "I4: items neither recorded nor dead-lettered";
-  EXPECT_EQ(r.phantom, 0) << "recorded ids that were never enqueued";
-  EXPECT_EQ(r.left, 0) << "items left in the queue";
-  EXPECT_EQ(r.unowned_parts_at_end, 0) << "parts without a live owner at the end";
-  EXPECT_EQ(r.sessions_at_end, r.workers_at_end) << "workers without a live session at the end";
-  // I5 with room for a loaded 2-core machine: each membership change gets a
-  // TTL plus a rebalance tick; faults every 1.5 s can chain a few of those
-  // (RELIABILITY.md: 3.4 s at worst, 2 s TTL). Six TTLs means a stuck part.
-  EXPECT_LE(s.max_unowned(), 6 * s.options().ttl) << "I5: a part went without a live owner";
-  if (expected_dead >= 0) {
-    EXPECT_EQ(r.dead, expected_dead);
-  }
-  EXPECT_EQ(r.recorded + r.dead, r.items);
-  if (::testing::Test::HasFailure()) s.DumpLogs();
-}
-
 ScenarioOptions Options(const std::string& name, int items, int max_attempts = 25,
                         const std::string& poison = "") {
   ScenarioOptions o;

@@ -1,8 +1,9 @@
 // The exec transport with real child processes: tests/handlers/test_child.py
 // (which misbehaves on request), the example handler and plain sh commands.
-// No database, except an in-memory one for the consumer test. Nothing here
-// sleeps to wait: calls end by their own deadlines, processes are checked in
-// /proc once the calls that must have ended them returned.
+// No database; the same children seen through a Consumer are in
+// consumer_handlers_test.cc. Nothing here sleeps to wait: calls end by their
+// own deadlines, processes are checked in /proc once the calls that must have
+// ended them returned.
 #include "handlers/exec_handler.h"
 
 #include <gtest/gtest.h>
@@ -10,12 +11,10 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,8 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
-#include "consumer/consumer.h"
-#include "store/mem_store.h"
+#include "tests/testing/process.h"
 #include "tests/testing/wait.h"
 
 namespace partq {
@@ -38,30 +36,8 @@ namespace {
 
 // --- processes, from /proc --------------------------------------------------
 
-struct Proc {
-  pid_t pid = 0;
-  char state = '?';
-  pid_t ppid = 0;
-  pid_t pgrp = 0;
-};
-
-std::vector<Proc> AllProcesses() {
-  std::vector<Proc> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    pid_t pid;
-    if (!absl::SimpleAtoi(e.path().filename().string(), &pid)) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t paren = stat.rfind(')');  // the command name may hold spaces
-    if (paren == std::string::npos) continue;
-    std::istringstream rest(stat.substr(paren + 2));
-    Proc p;
-    p.pid = pid;
-    rest >> p.state >> p.ppid >> p.pgrp;
-    out.push_back(p);
-  }
-  return out;
-}
+using Proc = testing::ProcessInfo;
+using testing::AllProcesses;
 
 // Our children, zombies included.
 std::vector<Proc> Children() {
@@ -452,105 +428,6 @@ TEST_F(ExecHandlerTest, PayloadThatCrashesTheChildFailsAloneWhileTheOthersSuccee
       << crash;
   EXPECT_TRUE(RunAlone(h, "c").ok());
   EXPECT_EQ(h.stats().starts, 3);  // the first, after the batch's crash, after the lone crash
-}
-
-// The same through a real Consumer (on the in-memory store): the batch with
-// the poison item fails without blame, every item runs alone, and the poison
-// item alone uses up its attempts and is dead-lettered.
-TEST_F(ExecHandlerTest, ConsumerDeadLettersOnlyThePoisonItem) {
-  MemDatabase db;
-  QueueConfig q;
-  q.name = "q";
-  q.parts = 1;
-  q.max_attempts = 2;
-  auto admin = db.Connect();
-  ASSERT_TRUE(admin->CreateQueue(q).ok());
-  std::vector<NewItem> items(10);
-  for (int i = 0; i < 10; ++i) items[i].payload = i == 4 ? "crash" : absl::StrCat("p", i);
-  ASSERT_TRUE(admin->EnqueueBatch("q", items).ok());
-
-  ExecHandler h(Options(Child("serve")));
-  ConsumerOptions co;
-  co.queue = "q";
-  co.concurrency = 1;
-  co.batch = 10;
-  co.poll_only = true;
-  co.poll_interval = absl::Milliseconds(20);
-  co.rescan_interval = absl::Milliseconds(20);
-  co.backoff.base = absl::Milliseconds(10);
-  co.backoff.max = absl::Milliseconds(20);
-  {
-    Consumer c(db.Factory(), co, &h);
-    ASSERT_TRUE(c.Start().ok());
-    ASSERT_TRUE(testing::WaitUntil([&] {
-      const ConsumerStats s = c.stats();
-      return s.acked + s.dead == 10;
-    }));
-    c.Stop();
-    EXPECT_EQ(c.stats().acked, 9);
-    EXPECT_EQ(c.stats().dead, 1);
-  }
-}
-
-// The example handler through a real Consumer, with the default applier:
-// its results and follow-up items are written in the ack transactions
-// (MemStore's Tx), one follow-up per item, and the bad payload is
-// dead-lettered at once (dead: true) without using up its attempts.
-TEST_F(ExecHandlerTest, TheExampleHandlersEffectsCommitWithItsAcks) {
-  MemDatabase db;
-  auto admin = db.Connect();
-  for (const char* name : {"numbers", "squares"}) {
-    QueueConfig q;
-    q.name = name;
-    q.parts = 4;
-    q.max_attempts = 5;
-    ASSERT_TRUE(admin->CreateQueue(q).ok());
-  }
-  std::vector<NewItem> items(20);
-  for (int i = 0; i < 20; ++i) {
-    items[i].payload = i == 7 ? "not json" : absl::StrCat(R"({"n": )", i, "}");
-    items[i].key = absl::StrCat("k", i);
-  }
-  ASSERT_TRUE(admin->EnqueueBatch("numbers", items).ok());
-
-  ExecOptions o = Options(absl::StrCat("FOLLOWUP_QUEUE=squares exec ", Quoted(PYTHON3), " ",
-                                       Quoted(EXAMPLE_HANDLER)));
-  ExecHandler h(o);
-  ConsumerOptions co;
-  co.queue = "numbers";
-  co.concurrency = 2;
-  co.batch = 8;
-  co.poll_only = true;
-  co.poll_interval = absl::Milliseconds(20);
-  {
-    Consumer c(db.Factory(), co, &h);
-    ASSERT_TRUE(c.Start().ok());
-    ASSERT_TRUE(testing::WaitUntil([&] {
-      const ConsumerStats s = c.stats();
-      return s.acked + s.dead == 20;
-    }));
-    c.Stop();
-    EXPECT_EQ(c.stats().acked, 19);
-    EXPECT_EQ(c.stats().dead, 1);
-  }
-  // One follow-up per acked item, {"n": n*n}, keyed as its item.
-  auto squares = admin->Status("squares");
-  ASSERT_TRUE(squares.ok()) << squares.status();
-  int64_t ready = 0;
-  for (const PartStatus& p : squares->parts) ready += p.ready;
-  EXPECT_EQ(ready, 19);
-  for (int64_t id = 1; id <= 20; ++id) {
-    auto state = admin->GetItemState("numbers", id);
-    ASSERT_TRUE(state.ok()) << state.status();
-    if (id == 8) {  // the 8th item: "not json"
-      EXPECT_EQ(state->kind, ItemState::Kind::kDead);
-      EXPECT_EQ(state->attempts, 1) << "dead: true gives up at once";
-      EXPECT_TRUE(absl::StartsWith(state->error, "bad payload: ")) << state->error;
-    } else {
-      EXPECT_EQ(state->kind, ItemState::Kind::kDone);
-      EXPECT_EQ(state->result, absl::StrCat((id - 1) * (id - 1)));
-    }
-  }
 }
 
 // --- logs and lifecycle ---------------------------------------------------------

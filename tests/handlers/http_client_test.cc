@@ -674,32 +674,24 @@ class HttpsTest : public ::testing::Test {
   // requiring a client certificate from `client_ca` when given.
   class Server {
    public:
-    explicit Server(const std::string& name, const std::string& client_ca = "") {
-      static int servers = 0;
-      port_file_ = Path(absl::StrCat("server-", ++servers, ".port"));
-      log_ = Path(absl::StrCat("server-", servers, ".log"));
-      std::vector<std::string> argv = {
-          "/usr/bin/env", "python3",           HTTPS_TEST_SERVER, "--cert",  Path(name + ".crt"),
-          "--key",        Path(name + ".key"), "--port-file",     port_file_};
-      if (!client_ca.empty()) argv.insert(argv.end(), {"--client-ca", client_ca});
-      child_ =
-          std::make_unique<testing::ChildProcess>(argv, std::map<std::string, std::string>{}, log_);
-      testing::WaitUntil([&] { return std::filesystem::exists(port_file_) || !child_->Running(); });
-      port_ = std::atoi(ReadFile(port_file_).c_str());
-    }
+    explicit Server(const std::string& name, const std::string& client_ca = "")
+        : server_(Argv(name, client_ca), *dir_) {}
     // Whether it serves; otherwise, why not.
     ::testing::AssertionResult ok() const {
-      if (port_ > 0) return ::testing::AssertionSuccess();
+      if (server_.port() > 0) return ::testing::AssertionSuccess();
       return ::testing::AssertionFailure() << "https_test_server.py did not start:\n"
-                                           << ReadFile(log_);
+                                           << ReadFile(server_.log());
     }
-    std::string Url() const { return absl::StrCat("https://127.0.0.1:", port_, "/batch"); }
+    std::string Url() const { return absl::StrCat("https://127.0.0.1:", server_.port(), "/batch"); }
 
    private:
-    std::string port_file_;
-    std::string log_;
-    std::unique_ptr<testing::ChildProcess> child_;
-    int port_ = 0;
+    static std::vector<std::string> Argv(const std::string& name, const std::string& client_ca) {
+      std::vector<std::string> argv = {"/usr/bin/env",      "python3", HTTPS_TEST_SERVER,  "--cert",
+                                       Path(name + ".crt"), "--key",   Path(name + ".key")};
+      if (!client_ca.empty()) argv.insert(argv.end(), {"--client-ca", client_ca});
+      return argv;
+    }
+    testing::PortFileServer server_;
   };
 
   static std::string* dir_;

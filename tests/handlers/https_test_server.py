@@ -13,9 +13,10 @@ whether calls shared a connection. HTTP/1.1 with keep-alive.
 import argparse
 import http.server
 import json
-import os
 import ssl
 import sys
+
+import port_file
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -53,10 +54,7 @@ def main():
     # that fails it cannot hold up the others.
     server.socket = ctx.wrap_socket(server.socket, server_side=True,
                                     do_handshake_on_connect=False)
-    tmp = a.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(tmp, a.port_file)  # the reader never sees a partial number
+    port_file.write_port(server, a.port_file)
     server.serve_forever()
 
 

@@ -18,7 +18,12 @@ Modes:
   padded N         answer with replies padded with spaces to N bytes (without '\n')
 Payload rules (serve):
   crash            exit with status 3 before answering
+  misbehave:MODE   misbehave in MODE (one of the modes above) for the batch that
+                   holds this item; in mode fewer, leave out this item's result
   fail             answer ok: false, retry_in 7, dead
+  dead             answer ok: false, dead
+  retry:SECONDS    at attempt 1, answer ok: false, retry_in SECONDS; later, ok
+                   with the result "attempt N"
   effects          answer with a result, enqueue and publish effects
   log:TEXT         write TEXT to stderr, then answer ok
   anything else    answer ok with the payload's bytes as the result
@@ -42,6 +47,13 @@ def result_for(item):
     if payload == b"fail":
         return {"id": item["id"], "ok": False, "error": "failed as asked", "retry_in": 7,
                 "dead": True}
+    if payload == b"dead":
+        return {"id": item["id"], "ok": False, "error": "can never succeed", "dead": True}
+    if payload.startswith(b"retry:"):
+        if item["attempt"] == 1:
+            return {"id": item["id"], "ok": False, "error": "not yet",
+                    "retry_in": float(payload[6:])}
+        return {"id": item["id"], "ok": True, "result": f"attempt {item['attempt']}"}
     if payload == b"effects":
         return {
             "id": item["id"], "ok": True, "result": "done",
@@ -62,10 +74,14 @@ def send(obj):
 
 
 def main():
-    mode = sys.argv[1] if len(sys.argv) > 1 else "serve"
+    process_mode = sys.argv[1] if len(sys.argv) > 1 else "serve"
     for line in sys.stdin:
         request = json.loads(line)
         items = request["items"]
+        mode = process_mode
+        misbehaving = [i for i in items if payload_of(i).startswith(b"misbehave:")]
+        if misbehaving:
+            mode = payload_of(misbehaving[0])[len(b"misbehave:"):].decode("utf-8")
         reply = {"version": 1, "batch": request["batch"], "results": []}
         if mode == "partial-hang":
             sys.stdout.write('{"version": 1, "batch": ')
@@ -89,7 +105,9 @@ def main():
         reply["results"] = [result_for(i) for i in items]
         if mode == "unknown-id":
             reply["results"][0]["id"] += 1000
-        if mode == "fewer":
+        if mode == "fewer" and misbehaving:
+            reply["results"] = [r for r in reply["results"] if r["id"] != misbehaving[0]["id"]]
+        elif mode == "fewer":
             reply["results"] = reply["results"][:1]
         if mode == "padded":
             text = json.dumps(reply)

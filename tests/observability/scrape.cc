@@ -15,13 +15,29 @@
 
 namespace partq::testing {
 
-std::optional<double> MetricValue(const prometheus::Registry& registry, const std::string& name) {
+namespace {
+
+bool HasLabels(const prometheus::ClientMetric& m,
+               const std::map<std::string, std::string>& labels) {
+  size_t found = 0;
+  for (const auto& l : m.label) {
+    auto it = labels.find(l.name);
+    if (it != labels.end() && it->second == l.value) ++found;
+  }
+  return found == labels.size();
+}
+
+}  // namespace
+
+std::optional<double> MetricValue(const prometheus::Registry& registry, const std::string& name,
+                                  const std::map<std::string, std::string>& labels) {
   std::optional<double> out;
   for (const auto& family : registry.Collect()) {
     const bool count = family.name + "_count" == name;
     const bool sum = family.name + "_sum" == name;
     if (family.name != name && !count && !sum) continue;
     for (const auto& m : family.metric) {
+      if (!HasLabels(m, labels)) continue;
       double v = 0;
       switch (family.type) {
         case prometheus::MetricType::Counter: v = m.counter.value; break;

@@ -12,7 +12,9 @@ namespace partq::testing {
 
 // The value of `name` (a counter or gauge, summed over its series; for a
 // histogram, `name` may end in _count or _sum), or nullopt when absent.
-std::optional<double> MetricValue(const prometheus::Registry& registry, const std::string& name);
+// With `labels`, only the series that carry all of them count.
+std::optional<double> MetricValue(const prometheus::Registry& registry, const std::string& name,
+                                  const std::map<std::string, std::string>& labels = {});
 
 // Samples of a Prometheus text page, by metric name with labels as printed
 // ("partq_items_acked_total{queue=\"q\"}"); values of series of one name summed

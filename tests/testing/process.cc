@@ -5,13 +5,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/wait.h"
 
 #ifndef PARTQ_BINARY
 #error "PARTQ_BINARY must be defined by the build"
@@ -128,6 +135,43 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 }  // namespace
+
+PortFileServer::PortFileServer(std::vector<std::string> argv, const std::string& dir) {
+  static std::atomic<int> servers{0};
+  const std::string name = absl::StrCat(dir, "/server-", getpid(), "-", ++servers);
+  port_file_ = name + ".port";
+  log_ = name + ".log";
+  argv.insert(argv.end(), {"--port-file", port_file_});
+  process_ =
+      std::make_unique<ChildProcess>(std::move(argv), std::map<std::string, std::string>{}, log_);
+  WaitUntil([&] { return std::filesystem::exists(port_file_) || !process_->Running(); },
+            absl::Minutes(1));
+  port_ = std::atoi(ReadFile(port_file_).c_str());
+}
+
+PortFileServer::~PortFileServer() {
+  process_.reset();
+  std::remove(port_file_.c_str());
+  if (!::testing::Test::HasFailure()) std::remove(log_.c_str());
+}
+
+std::vector<ProcessInfo> AllProcesses() {
+  std::vector<ProcessInfo> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    pid_t pid;
+    if (!absl::SimpleAtoi(e.path().filename().string(), &pid)) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');  // the command name may hold spaces
+    if (paren == std::string::npos || paren + 2 > stat.size()) continue;
+    std::istringstream rest(stat.substr(paren + 2));
+    ProcessInfo p;
+    p.pid = pid;
+    rest >> p.state >> p.ppid >> p.pgrp;
+    out.push_back(p);
+  }
+  return out;
+}
 
 // Through files rather than pipes: nothing to drain while the child runs.
 PartqResult Partq(const std::vector<std::string>& args, const std::string& input) {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,35 @@ class ChildProcess {
   pid_t pid_ = -1;
   std::optional<int> status_;
 };
+
+// A server in a child process that says where it listens by writing its
+// port to a file: `--port-file PATH` is appended to argv, PATH in `dir`,
+// and the constructor waits (up to a minute) until the file appears or the
+// process exits. Its output goes to log(). Destruction kills it and removes
+// its files, but the log of a test that failed.
+class PortFileServer {
+ public:
+  PortFileServer(std::vector<std::string> argv, const std::string& dir);
+  ~PortFileServer();
+  int port() const { return port_; }  // 0 when it did not start
+  const std::string& log() const { return log_; }
+
+ private:
+  std::string port_file_;
+  std::string log_;
+  std::unique_ptr<ChildProcess> process_;
+  int port_ = 0;
+};
+
+// A process as /proc/PID/stat shows it.
+struct ProcessInfo {
+  pid_t pid = 0;
+  char state = '?';  // 'Z': a zombie, not reaped yet
+  pid_t ppid = 0;
+  pid_t pgrp = 0;
+};
+// Every process on the machine, at one moment (some may be gone already).
+std::vector<ProcessInfo> AllProcesses();
 
 // Runs a command to completion; returns its exit code and stdout.
 int RunCommand(const std::vector<std::string>& argv, std::string* out,

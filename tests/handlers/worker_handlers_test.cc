@@ -1,0 +1,138 @@
+// `partq worker --handler exec:... | http:...` on a real PostgreSQL, with a
+// handler that breaks the protocol for one item: what an operator sees. The
+// failure is counted on the worker's /metrics page by reason, said in its
+// log and in `partq dead list`; the item is dead-lettered by the retry
+// policy, the others are acked, and the worker stays up and healthy. The
+// faults one by one are in consumer_handlers_test.cc; this is the wiring.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/observability/scrape.h"
+#include "tests/testing/pg_env.h"
+#include "tests/testing/process.h"
+#include "tests/testing/wait.h"
+
+namespace partq {
+namespace {
+
+using testing::ChildProcess;
+using testing::HttpGet;
+using testing::ParseSamples;
+using testing::WaitUntil;
+
+struct WorkerCase {
+  std::string name;
+  std::string transport;  // "exec" or "http"
+  std::string poison;     // the payload the handler misbehaves on
+  std::string reason;     // partq_handler_request_failures_total{reason}
+  std::string error;      // in the log and `partq dead list`
+};
+
+void PrintTo(const WorkerCase& c, std::ostream* os) { *os << c.name; }
+
+class WorkerHandlersTest : public ::testing::TestWithParam<WorkerCase> {
+ protected:
+  std::vector<std::string> Cli(std::vector<std::string> args) {
+    args.insert(args.begin(), testing::PartqBinary());
+    args.insert(args.end(), {"--dsn", schema_.dsn(), "--schema", schema_.name()});
+    return args;
+  }
+
+  // The handler spec: test_child.py serving, or http_test_server.py's /500.
+  std::string Spec() {
+    if (GetParam().transport == "exec") {
+      return absl::StrCat("exec:exec ", PYTHON3, " ", TEST_CHILD, " serve");
+    }
+    server_ = std::make_unique<testing::PortFileServer>(
+        std::vector<std::string>{PYTHON3, HTTP_TEST_SERVER}, ::testing::TempDir());
+    EXPECT_GT(server_->port(), 0) << "see " << server_->log();
+    return absl::StrCat("http:http://127.0.0.1:", server_->port(), "/500");
+  }
+
+  std::map<std::string, double> Scrape() {
+    std::string body;
+    if (HttpGet(port_, "/metrics", &body) != 200) return {};
+    return ParseSamples(body);
+  }
+
+  testing::TestSchema schema_;
+  int port_ = testing::FreePort();
+  std::unique_ptr<testing::PortFileServer> server_;
+};
+
+TEST_P(WorkerHandlersTest, FailuresReachMetricsLogAndDeadListAndTheWorkerStaysUp) {
+  const WorkerCase& c = GetParam();
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 1;
+  q.max_attempts = 2;
+  auto store = schema_.NewStore();
+  ASSERT_TRUE(store->CreateQueue(q).ok());
+  for (const std::string& payload :
+       {std::string("a"), std::string("b"), c.poison, std::string("c")}) {
+    NewItem item;
+    item.payload = payload;
+    ASSERT_TRUE(store->Enqueue("q", item).ok());
+  }
+  const std::string spec = Spec();
+  const std::string log = absl::StrCat(::testing::TempDir(), "/worker_handlers_", c.name, ".log");
+  std::remove(log.c_str());
+  ChildProcess worker(Cli({"worker", "q", "--handler", spec, "--concurrency", "1", "--batch", "10",
+                           "--poll-interval", "100ms", "--retry-base", "10ms", "--retry-max",
+                           "20ms", "--metrics-addr", absl::StrCat("127.0.0.1:", port_)}),
+                      {}, log);
+  std::map<std::string, double> m;
+  ASSERT_TRUE(WaitUntil([&] {
+    m = Scrape();
+    return m["partq_items_acked_total"] + m["partq_items_dead_lettered_total"] == 4;
+  })) << "acked "
+      << m["partq_items_acked_total"] << ", dead " << m["partq_items_dead_lettered_total"]
+      << "; see " << log;
+  EXPECT_EQ(m["partq_items_acked_total"], 3);
+  EXPECT_EQ(m["partq_items_dead_lettered_total"], 1);
+  const std::string failures =
+      absl::StrCat("partq_handler_request_failures_total{queue=\"q\",reason=\"", c.reason,
+                   "\",transport=\"", c.transport, "\"}");
+  EXPECT_GE(m[failures], q.max_attempts) << failures;
+  EXPECT_GE(
+      m[absl::StrCat("partq_handler_requests_total{queue=\"q\",transport=\"", c.transport, "\"}")],
+      m[failures] + 1);
+
+  std::string body;
+  EXPECT_EQ(HttpGet(port_, "/healthz", &body), 200);
+  EXPECT_TRUE(worker.Running());
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(Cli({"dead", "list", "q"}), &out), 0);
+  EXPECT_TRUE(absl::StrContains(out, c.error)) << out;
+
+  worker.Signal(SIGTERM);
+  const std::optional<int> status = worker.Wait(absl::Seconds(30));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  std::stringstream text;
+  text << std::ifstream(log).rdbuf();
+  EXPECT_TRUE(absl::StrContains(text.str(), c.error)) << text.str();
+  if (!HasFailure()) std::remove(log.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, WorkerHandlersTest,
+                         ::testing::Values(WorkerCase{"Exec", "exec", "misbehave:fewer",
+                                                      "bad_reply", "no result for item"},
+                                           WorkerCase{"Http", "http", "poison", "server_error",
+                                                      "HTTP 500 Internal Server Error"}),
+                         [](const auto& test) { return test.param.name; });
+
+}  // namespace
+}  // namespace partq
