@@ -22,11 +22,12 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DPARTQ_BUILD_TESTS=OFF -DPA
  && /build/cli/partq version
 
 FROM ${DEBIAN_IMAGE}
-# Runtime libraries only (libpq5 and libssl come with libpqxx); ca-certificates for TLS to
-# servers with publicly trusted certificates (sslrootcert=/etc/ssl/certs/ca-certificates.crt).
+# Runtime libraries only (libpq5 and libssl come with libpqxx; libcurl4 serves http: handlers);
+# ca-certificates for TLS to servers with publicly trusted certificates
+# (sslrootcert=/etc/ssl/certs/ca-certificates.crt).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libpqxx-6.4 librdkafka++1 libabsl20220623 libprometheus-cpp-core1.0 libcivetweb1 \
+      libpqxx-6.4 librdkafka++1 libabsl20220623 libprometheus-cpp-core1.0 libcivetweb1 libcurl4 \
       ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 partq \
