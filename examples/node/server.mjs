@@ -20,6 +20,10 @@
 import http from 'node:http';
 
 const PORT = Number(process.env.PORT ?? 8080);
+// Localhost only by default: partq is the only client. In a Kubernetes pod,
+// LISTEN_HOST=0.0.0.0 lets the kubelet's probes reach /healthz (they connect
+// to the pod's IP, not to localhost).
+const LISTEN_HOST = process.env.LISTEN_HOST || '127.0.0.1';
 const FOLLOWUP_QUEUE = process.env.FOLLOWUP_QUEUE ?? '';
 // A request larger than this is refused (partq's own replies are capped at 16 MiB).
 const MAX_REQUEST_BYTES = 64 << 20;
@@ -135,7 +139,7 @@ function stop(signal) {
 process.on('SIGTERM', () => stop('SIGTERM'));
 process.on('SIGINT', () => stop('SIGINT'));
 
-server.listen(PORT, '127.0.0.1', () => {
-  log(`ready on http://127.0.0.1:${server.address().port}/ (pid ${process.pid},`,
+server.listen(PORT, LISTEN_HOST, () => {
+  log(`ready on http://${LISTEN_HOST}:${server.address().port}/ (pid ${process.pid},`,
       `follow-ups to ${FOLLOWUP_QUEUE || 'nowhere'})`);
 });

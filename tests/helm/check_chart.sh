@@ -10,7 +10,9 @@
 #      rendering under tests/helm/golden/ (UPDATE_GOLDEN=1 rewrites them);
 #   4. bad values fail: a misspelled key (schema), HPA and KEDA together, replicas or
 #      maxReplicas above the part count, no connection, a bridge without brokers, extraArgs
-#      that set a flag the chart derives the grace period or probes from.
+#      that set a flag the chart derives the grace period, probes or handler from, handler
+#      kinds together or incomplete (an image without a tag, a CA for a plain-http URL...),
+#      native sidecars on Kubernetes < 1.29.
 # Usage: tests/helm/check_chart.sh          (UPDATE_GOLDEN=1 / SYNC_FILES=1 to regenerate)
 set -euo pipefail
 start=$SECONDS
@@ -104,6 +106,25 @@ if want != text:
         sys.exit(1)
 PY
 
+# The README's image recipe for an exec handler (your runtime + the partq binary) installs the
+# runtime libraries of the partq image: the packages of the Dockerfile's last apt-get install.
+python3 - "$ROOT/Dockerfile" "$readme" <<'PY' || fail "helm/partq/README.md's exec image recipe misses runtime packages of the Dockerfile's last stage (add them to its apt-get install)"
+import re, sys
+dockerfile, readme = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+last_stage = dockerfile[dockerfile.rindex("\nFROM "):]
+words = last_stage[last_stage.index("apt-get install"):].replace("\\\n", " ").split()
+runtime = []
+for w in words[2:]:
+    if w == "&&":
+        break
+    if not w.startswith("-"):
+        runtime.append(w)
+recipe = re.search(r"```dockerfile\n(.*?)```", readme, re.S)
+missing = [p for p in runtime if not recipe or p not in recipe.group(1).split()]
+if not runtime or missing:
+    sys.exit(f"check_chart: Dockerfile runtime packages {runtime}, missing from the recipe: {missing}")
+PY
+
 # --- 3. renderings: golden files and schema validation ------------------------------------
 # name | values file (relative to tests/helm/values, or -) | extra helm-template flags
 cases=(
@@ -117,6 +138,10 @@ cases=(
   "dashboards|dashboards.yaml|"
   "bridge|bridge.yaml|-a monitoring.coreos.com/v1"
   "custom-image|custom-image.yaml|"
+  "handler-exec|handler-exec.yaml|"
+  "handler-http|handler-http.yaml|"
+  "handler-http-native|handler-http-native.yaml|"
+  "handler-http-remote|handler-http-remote.yaml|"
 )
 dash_chart=$CHART
 packaged=("$chart_dash"/*.json)
@@ -221,6 +246,37 @@ expect_not default '^kind: PodMonitor$'
 expect_not servicemonitor '^kind: PodMonitor$'
 expect custom-image 'image: "registry.example.com/acme/order-worker:2024.06.1"'
 expect custom-image 'image: "registry.example.com/partq@sha256:0+"'
+expect default '^            - "--handler=noop"$'
+# Your own code (README "Running your own code"). exec: the command, with `$` escaped from
+# Kubernetes' $(VAR) expansion, in the user's image; the migration keeps the partq image.
+expect handler-exec '^            - "--handler=exec:exec python3 /app/handler.py --log-prefix \\"\$\$POD_NAME\\""$'
+expect handler-exec '^          image: "registry.example.com/acme/squares-worker:1.4.0"$'
+expect handler-exec '^          image: "partq:0.1.0"$'
+expect handler-exec '^      terminationGracePeriodSeconds: 37$'
+expect_not handler-exec 'name: handler$'
+# http with a sidecar: a second container, first, on its port; the worker's URL follows the
+# port; the sidecar stops only after the worker's preStop pause and drain (2 + 10 s).
+expect handler-http '^        - name: handler$'
+expect handler-http '^            - "--handler=http:http://127.0.0.1:8081/"$'
+expect handler-http '^              containerPort: 8081$'
+expect handler-http '^              path: /healthz$'
+expect handler-http '^                command: \["sleep", "12"\]$'
+expect handler-http '^      terminationGracePeriodSeconds: 17$'
+expect handler-http 'kubectl.kubernetes.io/default-container: worker$'
+expect_not handler-http '^      initContainers:$'
+grep -A1 -E '^      containers:$' "$work/out/handler-http.yaml" | grep -qxF '        # Listed first, so that it starts before the worker. On pod termination its preStop' ||
+  fail "case handler-http: the sidecar is not the first container"
+# Native: an init container that Kubernetes stops after the worker, so no preStop sleep.
+expect handler-http-native '^      initContainers:$'
+expect handler-http-native '^          restartPolicy: Always$'
+expect handler-http-native '^            - "--handler=http:http://127.0.0.1:8080/batches"$'
+expect handler-http-native '^      terminationGracePeriodSeconds: 27$'
+expect_not handler-http-native '"sleep", "2[0-9]"'
+expect_not handler-http-native 'default-container'
+expect handler-http-remote '^            - "--handler=http:https://squares.handlers.svc.cluster.local:8443/partq"$'
+expect handler-http-remote '^            - "--handler-ca=/etc/partq/handler-ca/ca.pem"$'
+expect handler-http-remote '^              mountPath: /etc/partq/handler-ca$'
+expect_not handler-http-remote 'name: handler$'
 for f in "${rendered[@]}"; do
   # Credentials only ever come from Secrets.
   if grep -A1 -E 'name: (PGPASSWORD|PARTQ_DSN)$' "$f" | grep -qE '^\s+value:'; then
@@ -235,6 +291,15 @@ grep -q 'of the worker and bridge pods another way' "$work/noapi.notes" ||
   fail "without monitoring.coreos.com/v1 the notes do not say to scrape the bridge pods another way"
 
 # --- 4. bad values fail, with the message that explains them ------------------------------
+# Native sidecars need Kubernetes 1.29 (where they are on by default and stopped after the
+# worker); the bad/ files render for the default version, so this one is checked here.
+if "$TOOLS/helm-template" --strict --kube-version v1.28.9 -f "$here/values/handler-http-native.yaml" "$CHART" >/dev/null 2>"$work/native.err"; then
+  fail "handler.http.sidecar.native rendered for Kubernetes 1.28"
+elif ! grep -qF "handler.http.sidecar.native needs Kubernetes 1.29 or later" "$work/native.err"; then
+  fail "handler.http.sidecar.native on Kubernetes 1.28 failed with an unexpected error: $(cat "$work/native.err")"
+fi
+"$TOOLS/helm-template" --strict --kube-version v1.28.9 -f "$here/values/handler-http.yaml" "$CHART" >/dev/null 2>"$work/sidecar.err" ||
+  fail "the (non-native) sidecar does not render for Kubernetes 1.28: $(cat "$work/sidecar.err")"
 # The schema verdicts of all bad files in one run, as for the cases above ("FILE: ..." lines).
 "$TOOLS/check-values" --each "$CHART" "$here"/bad/*.yaml >"$work/bad-values.out" 2>&1 || true
 for bad in "$here"/bad/*.yaml; do

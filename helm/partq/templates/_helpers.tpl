@@ -48,24 +48,37 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
-{{/* The image: repository@digest, else repository:tag (tag defaults to the appVersion). */}}
-{{- define "partq.image" -}}
-{{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{/* An image reference: repository@digest, else repository:tag; call with (dict "image"
+VALUES "tag" DEFAULT-TAG). */}}
+{{- define "partq.imageRef" -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" .image.repository .image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (toString (default .Chart.AppVersion .Values.image.tag)) -}}
+{{- printf "%s:%s" .image.repository (toString (default .tag .image.tag)) -}}
 {{- end -}}
 {{- end -}}
 
-{{/* The migration job's image: migration.image when its repository is set, else the workers' image. */}}
-{{- define "partq.migrationImage" -}}
-{{- $m := .Values.migration.image -}}
-{{- if not $m.repository -}}
-{{- include "partq.image" . -}}
-{{- else if $m.digest -}}
-{{- printf "%s@%s" $m.repository $m.digest -}}
+{{/* The image: repository@digest, else repository:tag (tag defaults to the appVersion). */}}
+{{- define "partq.image" -}}
+{{- include "partq.imageRef" (dict "image" .Values.image "tag" .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The workers' image: worker.image when its repository is set (partq.validateHandler
+requires its tag or digest), else the image. */}}
+{{- define "partq.workerImage" -}}
+{{- if .Values.worker.image.repository -}}
+{{- include "partq.imageRef" (dict "image" .Values.worker.image "tag" "") -}}
 {{- else -}}
-{{- printf "%s:%s" $m.repository (toString (default .Chart.AppVersion $m.tag)) -}}
+{{- include "partq.image" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The migration job's image: migration.image when its repository is set, else the image. */}}
+{{- define "partq.migrationImage" -}}
+{{- if .Values.migration.image.repository -}}
+{{- include "partq.imageRef" (dict "image" .Values.migration.image "tag" .Chart.AppVersion) -}}
+{{- else -}}
+{{- include "partq.image" . -}}
 {{- end -}}
 {{- end -}}
 
@@ -159,14 +172,14 @@ securityContext:
   {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- end -}}
 
-{{/* An HTTP probe on the metrics port, for workers and bridge pods: dict "kind"
-(startupProbe, livenessProbe or readinessProbe: /readyz for readiness, /healthz for the
-others) and "probe" (its values; timeoutSeconds optional). */}}
+{{/* An HTTP probe: dict "kind" (startupProbe, livenessProbe or readinessProbe) and "probe"
+(its values; timeoutSeconds optional); on the metrics port of workers and bridge pods (/readyz
+for readiness, /healthz for the others) unless "path" and "port" say otherwise. */}}
 {{- define "partq.httpProbe" -}}
 {{ .kind }}:
   httpGet:
-    path: {{ ternary "/readyz" "/healthz" (eq .kind "readinessProbe") }}
-    port: metrics
+    path: {{ get . "path" | default (ternary "/readyz" "/healthz" (eq .kind "readinessProbe")) }}
+    port: {{ get . "port" | default "metrics" }}
   periodSeconds: {{ .probe.periodSeconds }}
   {{- if hasKey .probe "timeoutSeconds" }}
   timeoutSeconds: {{ .probe.timeoutSeconds }}
@@ -175,18 +188,98 @@ others) and "probe" (its values; timeoutSeconds optional). */}}
 {{- end -}}
 
 {{/* Refuses extraArgs that set a flag the chart sets from a value other settings follow:
---metrics-addr (the probes, the scrape port) and, where "drain" names its value,
---drain-timeout (the grace period). Call with (dict "args" $w.extraArgs "key"
-"worker.extraArgs" "drain" "worker.drainTimeoutSeconds"). */}}
+--metrics-addr (the probes, the scrape port), where "drain" names its value --drain-timeout
+(the grace period), and with "handler" --handler and --handler-ca (one handler per worker,
+the sidecar's URL, the CA's mount). Call with (dict "args" $w.extraArgs "key"
+"worker.extraArgs" "drain" "worker.drainTimeoutSeconds" "handler" true). */}}
 {{- define "partq.refuseGeneratedFlags" -}}
-{{- $flags := dict "--metrics-addr" "metrics.port" -}}
-{{- if .drain -}}{{- $_ := set $flags "--drain-timeout" .drain -}}{{- end -}}
+{{- $why := "which the grace period or probes follow" -}}
+{{- $flags := dict "--metrics-addr" (list "metrics.port" $why) -}}
+{{- if .drain -}}{{- $_ := set $flags "--drain-timeout" (list .drain $why) -}}{{- end -}}
+{{- if get . "handler" -}}
+{{- $_ := set $flags "--handler" (list "worker.handler, handler.exec or handler.http" "of which exactly one applies") -}}
+{{- $_ := set $flags "--handler-ca" (list "handler.http.caFile" "which it mounts") -}}
+{{- end -}}
 {{- range .args -}}
 {{- $arg := toString . -}}
-{{- range $flag, $value := $flags -}}
+{{- range $flag, $from := $flags -}}
 {{- if or (eq $arg $flag) (hasPrefix (printf "%s=" $flag) $arg) -}}
-{{- fail (printf "%s: %q is set by the chart from %s, which the grace period or probes follow: set that value instead" $.key $arg $value) -}}
+{{- fail (printf "%s: %q is set by the chart from %s, %s: set that value instead" $.key $arg (index $from 0) (index $from 1)) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the workers' handler is an HTTP server (handler.http's url or sidecar). */}}
+{{- define "partq.httpHandler" -}}
+{{- if or .Values.handler.http.url .Values.handler.http.sidecar.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The workers' --handler spec: handler.exec.command, handler.http.url (default: the
+sidecar on localhost) or worker.handler, else noop. partq.validateHandler has made sure
+that at most one is set. */}}
+{{- define "partq.handlerSpec" -}}
+{{- $h := .Values.handler -}}
+{{- if $h.exec.command -}}
+{{- printf "exec:%s" $h.exec.command -}}
+{{- else if include "partq.httpHandler" . -}}
+{{- printf "http:%s" (default (printf "http://127.0.0.1:%d/" (int $h.http.sidecar.port)) $h.http.url) -}}
+{{- else -}}
+{{- default "noop" .Values.worker.handler -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether handler.http.caFile names a Secret or a ConfigMap. */}}
+{{- define "partq.handlerCA" -}}
+{{- with .Values.handler.http.caFile -}}
+{{- if or .secretName .configMapName -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Checks of the handler values (the schema checks each value alone). */}}
+{{- define "partq.validateHandler" -}}
+{{- $w := .Values.worker -}}
+{{- $h := .Values.handler -}}
+{{- $http := include "partq.httpHandler" . -}}
+{{- $set := list -}}
+{{- if $w.handler -}}{{- $set = append $set "worker.handler" -}}{{- end -}}
+{{- if $h.exec.command -}}{{- $set = append $set "handler.exec.command" -}}{{- end -}}
+{{- if $http -}}{{- $set = append $set "handler.http" -}}{{- end -}}
+{{- if gt (len $set) 1 -}}
+{{- fail (printf "%s are %s set, but a worker runs one handler: set only one of worker.handler (a built-in), handler.exec.command (a program in the worker's image) and handler.http (a server: url and/or sidecar)" (join " and " $set) (ternary "both" "all" (eq (len $set) 2))) -}}
+{{- end -}}
+{{- if hasPrefix "exec:" $w.handler -}}
+{{- fail (printf "worker.handler %q is an exec handler: set handler.exec.command to the command instead (worker.handler is for built-in handlers)" $w.handler) -}}
+{{- end -}}
+{{- if hasPrefix "http:" $w.handler -}}
+{{- fail (printf "worker.handler %q is an HTTP handler: set handler.http.url (or handler.http.sidecar for a server in the pod) instead (worker.handler is for built-in handlers)" $w.handler) -}}
+{{- end -}}
+{{- if and $w.args (or $h.exec.command $http) -}}
+{{- fail "handler.exec and handler.http set the worker's --handler flag, but worker.args replaces the generated args: leave worker.args empty (more flags go in worker.extraArgs), or give your binary its handler in worker.args and leave handler unset" -}}
+{{- end -}}
+{{- if and $w.image.repository (not (or $w.image.tag $w.image.digest)) -}}
+{{- fail (printf "worker.image.repository is %q without a tag or digest: set worker.image.tag (or digest) to the version of your image" $w.image.repository) -}}
+{{- end -}}
+{{- $sc := $h.http.sidecar -}}
+{{- if and $sc.enabled (not (and $sc.image.repository (or $sc.image.tag $sc.image.digest))) -}}
+{{- fail "handler.http.sidecar.enabled needs image.repository and image.tag (or image.digest): the image of your HTTP handler" -}}
+{{- end -}}
+{{- if and $sc.enabled (eq (int $sc.port) (int .Values.metrics.port)) -}}
+{{- fail (printf "handler.http.sidecar.port and metrics.port are both %d: the sidecar and the worker share the pod's network, so they need different ports" (int $sc.port)) -}}
+{{- end -}}
+{{- if and $sc.enabled $sc.native (semverCompare "<1.29.0-0" .Capabilities.KubeVersion.Version) -}}
+{{- fail (printf "handler.http.sidecar.native needs Kubernetes 1.29 or later (native sidecar containers, stopped after the worker), and this cluster is %s: set native to false" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- $ca := $h.http.caFile -}}
+{{- if and $ca.secretName $ca.configMapName -}}
+{{- fail "handler.http.caFile: set secretName or configMapName, not both" -}}
+{{- end -}}
+{{- if include "partq.handlerCA" . -}}
+{{- if not $http -}}
+{{- fail "handler.http.caFile is set but handler.http has neither a url nor a sidecar: set handler.http.url to your handler's https:// URL" -}}
+{{- end -}}
+{{- if not (hasPrefix "https://" (trimPrefix "http:" (include "partq.handlerSpec" .))) -}}
+{{- fail (printf "handler.http.caFile verifies the certificate of an https:// url, but the handler is %q: set handler.http.url to an https:// URL, or drop caFile" (include "partq.handlerSpec" .)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -240,6 +333,7 @@ others) and "probe" (its values; timeoutSeconds optional). */}}
 {{- fail "database: set dsnKey (a key of database.existingSecret holding a libpq DSN) or host (+ port, database, user/userKey, passwordKey)" -}}
 {{- end -}}
 {{- if .Values.worker.enabled -}}
+{{- include "partq.validateHandler" . -}}
 {{- $parts := int (include "partq.queueParts" .) -}}
 {{- if and (not (include "partq.autoscaled" .)) (gt (int .Values.worker.replicas) $parts) -}}
 {{- fail (printf "worker.replicas is %d but queue %q has %d parts: a worker beyond the part count owns no part and does nothing" (int .Values.worker.replicas) .Values.worker.queue $parts) -}}
@@ -261,4 +355,67 @@ others) and "probe" (its values; timeoutSeconds optional). */}}
 {{- fail "autoscaling.hpa: set targetCPUUtilizationPercentage or enable externalMetric (at least one metric)" -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The HTTP handler's sidecar container (handler.http.sidecar), for containers (it then
+sleeps through the worker's preStop pause and drain before its SIGTERM) or, when native,
+for initContainers (restartPolicy Always: Kubernetes stops it after the worker). */}}
+{{- define "partq.handlerSidecar" -}}
+{{- $sc := .Values.handler.http.sidecar -}}
+{{- $w := .Values.worker -}}
+- name: handler
+  image: {{ include "partq.imageRef" (dict "image" $sc.image "tag" "") | quote }}
+  imagePullPolicy: {{ $sc.image.pullPolicy }}
+  {{- if $sc.native }}
+  restartPolicy: Always
+  {{- end }}
+  {{- with $sc.command }}
+  command:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $sc.args }}
+  args:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  env:
+    - name: PORT
+      value: {{ $sc.port | quote }}
+    {{- with $sc.env }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with $sc.envFrom }}
+  envFrom:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  ports:
+    - name: handler
+      containerPort: {{ $sc.port }}
+      protocol: TCP
+  {{- range $kind := list "startupProbe" "readinessProbe" }}
+  {{- $probe := index $sc $kind }}
+  {{- if $probe.enabled }}
+  {{- include "partq.httpProbe" (dict "kind" $kind "probe" $probe "path" $sc.readinessProbe.path "port" "handler") | nindent 2 }}
+  {{- end }}
+  {{- end }}
+  {{- if not $sc.native }}
+  {{- $sleep := add $w.preStopSleepSeconds $w.drainTimeoutSeconds }}
+  {{- if $sleep }}
+  # Its SIGTERM comes after the worker's preStop pause and drain, so it answers every batch
+  # the worker drains. Needs `sleep` in the image (else use native: true).
+  lifecycle:
+    preStop:
+      exec:
+        command: ["sleep", "{{ $sleep }}"]
+  {{- end }}
+  {{- end }}
+  resources:
+    {{- toYaml $sc.resources | nindent 4 }}
+  securityContext:
+    {{- toYaml (default .Values.securityContext $sc.securityContext) | nindent 4 }}
+  volumeMounts:
+    - name: handler-tmp
+      mountPath: /tmp
+    {{- with $sc.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end -}}
