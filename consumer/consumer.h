@@ -90,9 +90,8 @@ struct ConsumerOptions {
   absl::Duration status_interval = absl::Seconds(5);
   // Every time read, sleep and timed wait of the consumer and its session
   // (polls, rescans, the drain, handler deadlines, backoff after database
-  // errors) goes through this clock; handlers' deadlines are on it too. A
-  // test passes a ManualClock (with a MemDatabase on the same clock). Must
-  // outlive the consumer.
+  // errors) goes through this clock. A test passes a ManualClock (and a
+  // MemDatabase on the same clock). Must outlive the consumer.
   Clock* clock = Clock::Real();
 };
 
@@ -164,6 +163,7 @@ class Consumer : private PartListener {
   std::unique_ptr<BatchRunner> runner_;
 
   mutable absl::Mutex mu_;
+  // What to claim, and what is in flight (its locking contract: claim_scheduler.h).
   ClaimScheduler scheduler_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

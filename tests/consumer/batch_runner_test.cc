@@ -29,20 +29,16 @@ class RoundTripTx : public Tx {
     return tx_.Exec(sql, params);
   }
   absl::Status Savepoint(absl::string_view name) override {
-    RoundTrip();
-    return tx_.Savepoint(name);
+    return RoundTrip(&Tx::Savepoint, name);
   }
   absl::Status ReleaseSavepoint(absl::string_view name) override {
-    RoundTrip();
-    return tx_.ReleaseSavepoint(name);
+    return RoundTrip(&Tx::ReleaseSavepoint, name);
   }
   absl::Status RollbackToSavepoint(absl::string_view name) override {
-    RoundTrip();
-    return tx_.RollbackToSavepoint(name);
+    return RoundTrip(&Tx::RollbackToSavepoint, name);
   }
   absl::Status RenewSavepoint(absl::string_view name) override {
-    RoundTrip();
-    return tx_.RenewSavepoint(name);
+    return RoundTrip(&Tx::RenewSavepoint, name);
   }
   absl::StatusOr<EnqueueResult> Enqueue(absl::string_view queue, const NewItem& item) override {
     return tx_.Enqueue(queue, item);
@@ -53,9 +49,10 @@ class RoundTripTx : public Tx {
   int savepoints() const { return savepoints_; }
 
  private:
-  void RoundTrip() {
+  absl::Status RoundTrip(absl::Status (Tx::*statement)(absl::string_view), absl::string_view name) {
     ++savepoints_;
     clock_.Advance(absl::Microseconds(100));
+    return (tx_.*statement)(name);
   }
   Tx& tx_;
   ManualClock& clock_;

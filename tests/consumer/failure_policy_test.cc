@@ -45,10 +45,11 @@ TEST(RetryDelay, DoublesFromBaseUpToMax) {
   EXPECT_EQ(RetryDelay(p, 1000, gen), absl::Seconds(30));
 }
 
+// Base 4 s, the default cap, +-25 %.
+constexpr BackoffPolicy kJittered{absl::Seconds(4), absl::Minutes(10), 0.25};
+
 TEST(RetryDelay, JitterScalesByAFactorFromTheInjectedGenerator) {
-  BackoffPolicy p;
-  p.base = absl::Seconds(4);
-  p.jitter = 0.25;
+  BackoffPolicy p = kJittered;
   FixedBits lowest(0);
   EXPECT_EQ(RetryDelay(p, 1, lowest), absl::Seconds(3));
   FixedBits middle(uint64_t{1} << 63);
@@ -60,9 +61,7 @@ TEST(RetryDelay, JitterScalesByAFactorFromTheInjectedGenerator) {
 }
 
 TEST(RetryDelay, JitterStaysWithinItsBandAndSpreads) {
-  BackoffPolicy p;
-  p.base = absl::Seconds(4);
-  p.jitter = 0.25;
+  const BackoffPolicy p = kJittered;
   std::mt19937_64 gen(20240611);  // seeded: the same draws every run
   absl::Duration lo = absl::InfiniteDuration(), hi = absl::ZeroDuration();
   for (int i = 0; i < 2000; ++i) {
@@ -98,10 +97,7 @@ TEST(FailurePolicy, RetriesAfterTheBackoffWhileAttemptsRemainThenDeadLetters) {
 }
 
 TEST(FailurePolicy, RetryJitterComesFromTheCallersGenerator) {
-  BackoffPolicy b;
-  b.base = absl::Seconds(4);
-  b.jitter = 0.25;
-  const FailurePolicy policy(b, 5);
+  const FailurePolicy policy(kJittered, 5);
   FixedBits lowest(0);
   EXPECT_EQ(policy.Failed(ItemAt(1), "x", lowest).retry_delay, absl::Seconds(3));
 }
