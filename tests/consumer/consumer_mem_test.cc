@@ -205,6 +205,24 @@ TEST_F(ConsumerMemTest, AFinishThatFailsIsRetriedAfterTheRetryBackoff) {
   EXPECT_EQ(StateOf(id).kind, ItemState::Kind::kDone);
 }
 
+// A claim that fails (the claimer's connection) is retried after
+// retry_backoff on the clock; nothing else claims meanwhile.
+TEST_F(ConsumerMemTest, AClaimThatFailsIsRetriedAfterTheRetryBackoff) {
+  CreateQueue(1);
+  Enqueue(3);
+  auto handler = MakeHandler([](HandlerCall&) { return absl::OkStatus(); });
+  ConsumerOptions o = Options();
+  db_.FailCallsOf("Claim");
+  Consumer c(db_.Factory(), o, handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return db_.Calls("Claim") >= 1; }));
+  db_.FailCallsOf("Claim", false);
+  const absl::Time failed_at = clock_.Now();
+  ASSERT_TRUE(AdvanceUntil([&] { return c.stats().acked == 3; }, absl::Minutes(1)));
+  EXPECT_GE(clock_.Now() - failed_at, o.retry_backoff);
+  c.Stop();
+}
+
 // Stop waits for in-flight batches up to drain_timeout, then gives the parts
 // up anyway: the batch here cannot finish (its Finish keeps failing and its
 // worker waits retry_backoff, longer than the drain timeout). The item stays
