@@ -81,16 +81,17 @@ bool ClaimScheduler::WantClaim() const {
   return std::any_of(parts_.begin(), parts_.end(), [](const auto& p) { return p.second.hungry; });
 }
 
-std::optional<ClaimRequest> ClaimScheduler::BeginClaimAhead(const SessionId& session,
-                                                            int idle_workers,
-                                                            const std::vector<Item>& finishing,
-                                                            absl::Time now) {
+std::optional<int> ClaimScheduler::ClaimAheadBatches(int idle_workers,
+                                                     const std::vector<Item>& finishing) const {
+  if (claiming_) return std::nullopt;
   const int short_by = idle_workers + 1 - static_cast<int>(queue_.size());
+  const bool want = WantClaim();
+  if (short_by > 0 && want) return short_by;
   // The ack of a suspect looks for the next one even when the queue is full.
   const bool next_suspect = suspect_id_ != 0 && finishing.size() == 1 &&
                             finishing[0].id == suspect_id_ && suspects_pending_;
-  if (claiming_ || ((short_by <= 0 || !WantClaim()) && !next_suspect)) return std::nullopt;
-  return BeginClaim(session, WantClaim() ? short_by : 0, finishing, now);
+  if (next_suspect) return want ? short_by : 0;
+  return std::nullopt;
 }
 
 std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session, int batches,

@@ -89,13 +89,13 @@ class ClaimScheduler {
   // is.
   std::optional<ClaimRequest> BeginClaim(const SessionId& session, int batches,
                                          const std::vector<Item>& finishing, absl::Time now);
-  // The claim ahead in the ack of `finishing` (FinishRequest::next): one for
-  // as many batches as the queued ones lack to feed `idle_workers` and the
-  // finishing worker, or for the next suspect when `finishing` is the one in
-  // flight and more are pending, even if the queue is full. nullopt when a
-  // claim is under way or none is due; else as BeginClaim.
-  std::optional<ClaimRequest> BeginClaimAhead(const SessionId& session, int idle_workers,
-                                              const std::vector<Item>& finishing, absl::Time now);
+  // The claim ahead in the ack of `finishing` (FinishRequest::next): the
+  // `batches` to BeginClaim it with, or nullopt when none is due. One is due
+  // for as many batches as the queued ones lack to feed `idle_workers` and
+  // the finishing worker; or, for 0 batches (the suspect probe only), when
+  // `finishing` is the suspect in flight and more are pending, even with the
+  // queue full. Never while a claim is under way.
+  std::optional<int> ClaimAheadBatches(int idle_workers, const std::vector<Item>& finishing) const;
   // Takes the items the claim `req` (started at `started`) returned and ends
   // it: moves the cursors, sets what each part read says of it, records the
   // items in flight and queues them as batches (a suspect alone, at the

@@ -319,7 +319,9 @@ bool Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
     absl::MutexLock lock(&mu_);
     if (ahead) return ahead;
     if (stopping_) return std::nullopt;
-    ahead = scheduler_.BeginClaimAhead(req.session, idle_workers_, batch.items, clock_->Now());
+    const std::optional<int> batches = scheduler_.ClaimAheadBatches(idle_workers_, batch.items);
+    if (!batches) return std::nullopt;
+    ahead = scheduler_.BeginClaim(req.session, *batches, batch.items, clock_->Now());
     if (ahead) claim_started = clock_->Now();
     return ahead;
   };

@@ -250,13 +250,14 @@ TEST_F(ClaimSchedulerTest, AClaimAheadFeedsTheIdleWorkersAndTheFinishingOne) {
                  kT0);
   Batch mine;
   ASSERT_TRUE(s_.TakeQueued(&mine));  // one batch left queued
-  EXPECT_FALSE(s_.BeginClaimAhead(kMe, 0, mine.items, kT0).has_value())
+  EXPECT_FALSE(s_.ClaimAheadBatches(0, mine.items).has_value())
       << "the queued batch is the finishing worker's next";
-  std::optional<ClaimRequest> ahead = s_.BeginClaimAhead(kMe, 2, mine.items, kT0);
+  ASSERT_EQ(s_.ClaimAheadBatches(2, mine.items), 2) << "2 idle + 1 finishing - 1 queued";
+  std::optional<ClaimRequest> ahead = s_.BeginClaim(kMe, 2, mine.items, kT0);
   ASSERT_TRUE(ahead.has_value());
-  EXPECT_EQ(ahead->limit, 4);  // 2 idle + 1 - 1 queued
+  EXPECT_EQ(ahead->limit, 4);
   EXPECT_EQ(ahead->in_flight.size(), 2u) << "3 and 4; not the finishing 1 and 2";
-  EXPECT_FALSE(s_.BeginClaimAhead(kMe, 2, mine.items, kT0).has_value()) << "one claim at a time";
+  EXPECT_FALSE(s_.ClaimAheadBatches(2, mine.items).has_value()) << "one claim at a time";
 }
 
 TEST_F(ClaimSchedulerTest, SuspectsRunAloneOneAtATime) {
@@ -278,8 +279,10 @@ TEST_F(ClaimSchedulerTest, SuspectsRunAloneOneAtATime) {
   EXPECT_FALSE(req->include_suspect);
   s_.FailClaim();
   // ...but its own ack looks for the next one, even with the queue full.
-  std::optional<ClaimRequest> ahead = s_.BeginClaimAhead(kMe, 0, first.items, kT0);
+  ASSERT_EQ(s_.ClaimAheadBatches(0, first.items), 0) << "the suspect probe only";
+  std::optional<ClaimRequest> ahead = s_.BeginClaim(kMe, 0, first.items, kT0);
   ASSERT_TRUE(ahead.has_value());
+  EXPECT_TRUE(ahead->parts.empty());
   EXPECT_TRUE(ahead->include_suspect);
   s_.AcceptClaim(*ahead, {}, kT0);  // none left
   s_.Release(first.items);
