@@ -5,8 +5,8 @@
 //
 // MemStore has no LISTEN, so new items are found by the poll; and it holds
 // its one lock for a whole Finish, handler included, so a batch is kept in
-// flight here by a failing Finish (the worker waits retry_backoff), not by a
-// blocked handler.
+// flight here by a Finish that is slow on the clock before it reaches the
+// store (store/fault_store.h), not by a blocked handler.
 #include <atomic>
 #include <map>
 #include <memory>
@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "consumer/consumer.h"
 #include "gtest/gtest.h"
+#include "store/fault_store.h"
 #include "store/mem_store.h"
 #include "tests/testing/wait.h"
 
@@ -34,9 +35,9 @@ class ConsumerMemTest : public ::testing::Test {
     q.name = "q";
     q.parts = parts;
     q.max_attempts = max_attempts;
-    // Long enough that no advance of a test comes near it, whichever clock
-    // the session heartbeats on.
-    q.session_ttl = absl::Hours(24 * 7);
+    // The session heartbeats on the test's clock, every TTL / 4: the longest
+    // TTL a queue may have keeps that far apart from every advance here.
+    q.session_ttl = absl::Hours(24);
     ASSERT_TRUE(db_.Connect()->CreateQueue(q).ok());
   }
 
@@ -94,6 +95,9 @@ class ConsumerMemTest : public ::testing::Test {
 
   ManualClock clock_;
   MemDatabase db_{&clock_};
+  FaultInjector faults_{&clock_};
+  // What the consumers connect with: the database, through the faults.
+  StoreFactory factory_ = faults_.Wrap(db_.Factory());
 };
 
 TEST_F(ConsumerMemTest, DrainsEveryItemExactlyOnceAndFindsNewOnesAtThePoll) {
@@ -108,7 +112,7 @@ TEST_F(ConsumerMemTest, DrainsEveryItemExactlyOnceAndFindsNewOnesAtThePoll) {
   });
   ConsumerOptions o = Options();
   o.concurrency = 3;
-  Consumer c(db_.Factory(), o, handler.get());
+  Consumer c(factory_, o, handler.get());
   ASSERT_TRUE(c.Start().ok());
   ASSERT_TRUE(WaitUntil([&] { return c.stats().acked == 400; }));
   // Without LISTEN, items enqueued now are found by the poll, on the clock.
@@ -141,7 +145,7 @@ TEST_F(ConsumerMemTest, AFailingItemRetriesWhenItsBackoffHasPassedThenIsDead) {
     return absl::InternalError("boom: downstream said no");
   });
   const absl::Time t0 = clock_.Now();
-  Consumer c(db_.Factory(), Options(), handler.get());
+  Consumer c(factory_, Options(), handler.get());
   ASSERT_TRUE(c.Start().ok());
   ASSERT_TRUE(WaitUntil([&] { return c.stats().retried == 1; }));
   clock_.Advance(absl::Seconds(1));  // the first backoff (and a poll)
@@ -173,7 +177,7 @@ TEST_F(ConsumerMemTest, AHandlerOverItsTimeoutFailsAndTheRestOfItsBatchIsAcked) 
   ConsumerOptions o = Options();
   o.concurrency = 1;
   o.handler_timeout = absl::Seconds(1);
-  Consumer c(db_.Factory(), o, handler.get());
+  Consumer c(factory_, o, handler.get());
   ASSERT_TRUE(c.Start().ok());
   ASSERT_TRUE(WaitUntil([&] { return c.stats().acked + c.stats().dead == 3; }));
   c.Stop();
@@ -190,13 +194,13 @@ TEST_F(ConsumerMemTest, AFinishThatFailsIsRetriedAfterTheRetryBackoff) {
   CreateQueue(1);
   auto handler = MakeHandler([](HandlerCall&) { return absl::OkStatus(); });
   ConsumerOptions o = Options();
-  Consumer c(db_.Factory(), o, handler.get());
+  Consumer c(factory_, o, handler.get());
   ASSERT_TRUE(c.Start().ok());  // its Setup finishes first
-  db_.FailCallsOf("Finish");
+  faults_.FailCallsOf("Finish");
   const int64_t id = Enqueue(1)[0];
   clock_.Advance(o.poll_interval);
   ASSERT_TRUE(WaitUntil([&] { return c.stats().finish_errors == 1; }));
-  db_.FailCallsOf("Finish", false);
+  faults_.FailCallsOf("Finish", false);
   const absl::Time failed_at = clock_.Now();
   ASSERT_TRUE(AdvanceUntil([&] { return c.stats().acked == 1; }, absl::Minutes(1)));
   EXPECT_GE(clock_.Now() - failed_at, o.retry_backoff);
@@ -212,11 +216,11 @@ TEST_F(ConsumerMemTest, AClaimThatFailsIsRetriedAfterTheRetryBackoff) {
   Enqueue(3);
   auto handler = MakeHandler([](HandlerCall&) { return absl::OkStatus(); });
   ConsumerOptions o = Options();
-  db_.FailCallsOf("Claim");
-  Consumer c(db_.Factory(), o, handler.get());
+  faults_.FailCallsOf("Claim");
+  Consumer c(factory_, o, handler.get());
   ASSERT_TRUE(c.Start().ok());
-  ASSERT_TRUE(WaitUntil([&] { return db_.Calls("Claim") >= 1; }));
-  db_.FailCallsOf("Claim", false);
+  ASSERT_TRUE(WaitUntil([&] { return faults_.Calls("Claim") >= 1; }));
+  faults_.FailCallsOf("Claim", false);
   const absl::Time failed_at = clock_.Now();
   ASSERT_TRUE(AdvanceUntil([&] { return c.stats().acked == 3; }, absl::Minutes(1)));
   EXPECT_GE(clock_.Now() - failed_at, o.retry_backoff);
@@ -224,23 +228,21 @@ TEST_F(ConsumerMemTest, AClaimThatFailsIsRetriedAfterTheRetryBackoff) {
 }
 
 // Stop waits for in-flight batches up to drain_timeout, then gives the parts
-// up anyway: the batch here cannot finish (its Finish keeps failing and its
-// worker waits retry_backoff, longer than the drain timeout). The item stays
-// for the next owner, with no attempt counted, and its late ack is fenced.
+// up anyway: the batch here cannot finish in time (its Finish takes a day on
+// the clock before it reaches the store). The item stays for the next owner,
+// with no attempt counted, and the late ack is fenced.
 TEST_F(ConsumerMemTest, StopGivesUpOnAnInFlightBatchAfterTheDrainTimeout) {
   CreateQueue(1);
   auto handler = MakeHandler([](HandlerCall&) { return absl::OkStatus(); });
   ConsumerOptions o = Options();
   o.concurrency = 1;
-  // So long that the part is released before the batch could end, however
-  // many steps the test takes to see it.
-  o.retry_backoff = absl::Hours(24);
-  Consumer c(db_.Factory(), o, handler.get());
-  ASSERT_TRUE(c.Start().ok());
-  db_.FailCallsOf("Finish");
+  Consumer c(factory_, o, handler.get());
+  ASSERT_TRUE(c.Start().ok());  // its Setup finishes first
+  const absl::Duration slow = absl::Hours(24);
+  faults_.SlowCallsOf("Finish", slow);
   const int64_t id = Enqueue(1)[0];
   clock_.Advance(o.poll_interval);
-  ASSERT_TRUE(WaitUntil([&] { return c.stats().finish_errors == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return faults_.Calls("Finish") == 2; }));
   EXPECT_EQ(c.in_flight(), 1);
 
   const absl::Time stop_began = clock_.Now();
@@ -252,16 +254,17 @@ TEST_F(ConsumerMemTest, StopGivesUpOnAnInFlightBatchAfterTheDrainTimeout) {
   ASSERT_TRUE(WaitUntil([&] { return c.session().state() == Session::State::kLeaving; }));
   ASSERT_TRUE(AdvanceUntil([&] { return !Owned(0); }, absl::Seconds(1)));
   EXPECT_GE(clock_.Now() - stop_began, o.drain_timeout) << "released before the drain timeout";
-  EXPECT_LT(clock_.Now() - stop_began, o.retry_backoff) << "the batch was not still in flight";
-  EXPECT_FALSE(stopped) << "the worker is still waiting to retry its batch";
-  db_.FailCallsOf("Finish", false);
+  EXPECT_LT(clock_.Now() - stop_began, slow) << "the batch was not still in flight";
+  EXPECT_FALSE(stopped) << "its worker is still finishing the batch";
   ASSERT_TRUE(AdvanceUntil([&] { return stopped.load(); }, absl::Hours(1)));
   stopper.join();
-  EXPECT_EQ(c.stats().fenced, 1);
-  EXPECT_EQ(c.stats().acked, 0);
-  const ItemState st = StateOf(id);
-  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
-  EXPECT_EQ(st.attempts, 0) << "a graceful stop is not a failed attempt";
+  const ConsumerStats st = c.stats();
+  EXPECT_EQ(st.fenced, 1);
+  EXPECT_EQ(st.acked, 0);
+  EXPECT_EQ(st.finish_errors, 0);
+  const ItemState item = StateOf(id);
+  EXPECT_EQ(item.kind, ItemState::Kind::kPending);
+  EXPECT_EQ(item.attempts, 0) << "a graceful stop is not a failed attempt";
 }
 
 }  // namespace
