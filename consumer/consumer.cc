@@ -34,7 +34,7 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
   if (metrics_ != nullptr) {
     collector_ = std::make_unique<QueueCollector>(
         factory_, options_.queue, [this] { return session_->EpochOf(0).has_value(); },
-        metrics_->registry(), options_.status_interval);
+        metrics_->registry(), options_.status_interval, clock_);
   }
 }
 

@@ -88,9 +88,9 @@ struct ConsumerOptions {
   // With metrics: how often the queue's collector (the owner of part 0)
   // refreshes the depth gauges (coordinator/queue_collector.h).
   absl::Duration status_interval = absl::Seconds(5);
-  // Every time read, sleep and timed wait of the consumer and its session
-  // (polls, rescans, the drain, handler deadlines, backoff after database
-  // errors) goes through this clock. A test passes a ManualClock (and a
+  // Every time read, sleep and timed wait of the consumer, its session and
+  // its queue collector (polls, rescans, the drain, handler deadlines,
+  // backoff after database errors) goes through this clock. A test passes a ManualClock (and a
   // MemDatabase on the same clock). Must outlive the consumer.
   Clock* clock = Clock::Real();
 };
