@@ -36,7 +36,9 @@ struct HandlerCall {
   const Item* item = nullptr;
   Tx* tx = nullptr;  // the ack transaction
   const SessionId* session = nullptr;
-  absl::Time deadline = absl::InfiniteFuture();  // handler timeout; honour it if you can
+  // The handler timeout, on the consumer's clock (ConsumerOptions::clock);
+  // honour it if you can.
+  absl::Time deadline = absl::InfiniteFuture();
   // Optional result, returned by `partq wait` / Producer::Wait.
   std::optional<std::string> result;
 };
@@ -58,7 +60,7 @@ class Handler {
   // consumer rolls the whole transaction back and runs the batch again, so
   // one failure never drops another's writes: the items whose status was OK
   // together under one savepoint when that is expected to pay (cheap items,
-  // reruns that seldom fail: Consumer::GroupRoundPays; a group that fails
+  // reruns that seldom fail: BatchRunner::GroupRoundPays; a group that fails
   // again sheds the items it blames, up to 8 rounds), the rest each alone
   // under its own savepoint, after the group (at most 48 savepoints kept per
   // transaction; items beyond run in the next one). A failure is recorded

@@ -547,25 +547,6 @@ TEST_F(ConsumerTest, AnIsolatingGroupThatFailsAgainShedsTheItemsItBlames) {
   }
 }
 
-// The cost model of the group rounds.
-TEST(GroupRoundPays, OnlyWhenTheRoundTripsItSavesOutweighTheWorkItRisks) {
-  const absl::Duration sp = absl::Microseconds(100), cheap = absl::Microseconds(2),
-                       slow = absl::Milliseconds(8);
-  // Reruns that never fail: a group always pays, however slow its items.
-  EXPECT_TRUE(Consumer::GroupRoundPays(0, 2, slow, sp));
-  EXPECT_TRUE(Consumer::GroupRoundPays(0, 99, cheap, sp));
-  EXPECT_FALSE(Consumer::GroupRoundPays(0, 1, cheap, sp));  // one item: alone
-  // 1% of reruns fail: a group of 99 succeeds 37% of the time; worth it for
-  // a batch INSERT, not for handlers of 8 ms (0.8 s risked to save 20 ms).
-  EXPECT_TRUE(Consumer::GroupRoundPays(0.01, 99, cheap, sp));
-  EXPECT_FALSE(Consumer::GroupRoundPays(0.01, 99, slow, sp));
-  // 5%: a group of 95 almost never succeeds.
-  EXPECT_FALSE(Consumer::GroupRoundPays(0.05, 95, cheap, sp));
-  // 20% with slow handlers (Fault.HandlersFailingAtRandom).
-  EXPECT_FALSE(Consumer::GroupRoundPays(0.2, 40, slow, sp));
-  EXPECT_FALSE(Consumer::GroupRoundPays(1, 10, cheap, sp));
-}
-
 // A group that cannot say which item failed (it threw) is rolled back and
 // every item of it runs alone.
 TEST_F(ConsumerTest, AnIsolatingGroupThatCannotSayWhichFailedRunsItsItemsAlone) {

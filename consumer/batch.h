@@ -1,0 +1,38 @@
+// A claimed batch on its way through a worker: made by the ClaimScheduler,
+// its handlers run by the BatchRunner inside a Finish, driven by the
+// Consumer. Besides its items it carries what its runs so far learned, which
+// the next run of the same batch acts on.
+#ifndef PARTQ_CONSUMER_BATCH_H_
+#define PARTQ_CONSUMER_BATCH_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "store/types.h"
+
+namespace partq {
+
+struct Batch {
+  std::vector<Item> items;
+  bool isolate = false;  // rerun with savepoints: a group, and the blamed items alone
+  // A lone item that failed in a transaction that was rolled back: its id
+  // and error, so the rerun records the failure without running it again.
+  std::optional<std::pair<int64_t, std::string>> failed_alone;
+  // After a batch attempt that failed: the items whose handler reported a
+  // failure, when it could tell (a status for every item, in time). Empty:
+  // it could not, and on the isolating run every item runs alone.
+  std::vector<int64_t> blamed;
+  absl::Duration item_cost;  // the batch attempt's handler time per item
+  // Items the isolating run left for another transaction (its savepoints
+  // reached BatchRunner::kMaxKeptSavepoints); the Consumer finishes them
+  // next.
+  std::vector<int64_t> left;
+};
+
+}  // namespace partq
+
+#endif  // PARTQ_CONSUMER_BATCH_H_

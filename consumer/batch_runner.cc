@@ -1,0 +1,257 @@
+#include "consumer/batch_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "consumer/metrics.h"
+
+namespace partq {
+namespace {
+
+// Returned by the body to make Finish roll back so the batch can run again
+// with one savepoint per item (or a lone item's failure be recorded).
+absl::Status IsolateSignal() { return absl::AbortedError("partq: isolating a failed item"); }
+
+}  // namespace
+
+BatchRunner::BatchRunner(Handler* handler, FailurePolicy failures, absl::Duration handler_timeout,
+                         Clock* clock, ConsumerMetrics* metrics)
+    : handler_(handler),
+      failures_(failures),
+      handler_timeout_(handler_timeout),
+      clock_(clock),
+      metrics_(metrics) {}
+
+absl::Status BatchRunner::RunAlone(HandlerCall& call) {
+  const absl::Time t0 = clock_->Now();
+  call.deadline = t0 + handler_timeout_;
+  absl::Status st = CallHandle(*handler_, call);
+  const absl::Time t1 = clock_->Now();
+  if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
+  if (st.ok() && t1 > call.deadline) {
+    st = absl::DeadlineExceededError(
+        absl::StrCat("handler timed out after ", absl::FormatDuration(t1 - t0)));
+  }
+  return st;
+}
+
+absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const Item> items,
+                                                      const SessionId& session, absl::BitGenRef gen,
+                                                      Batch& batch, bool* need_isolation) {
+  const bool isolate = batch.isolate;
+  std::vector<Outcome> outcomes(items.size());
+  std::vector<HandlerCall> calls(items.size());
+  std::vector<HandlerCall*> run;
+  std::vector<size_t> run_index;
+  const absl::Time start = clock_->Now();
+  const absl::Time deadline = start + handler_timeout_;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& item = items[i];
+    if (std::optional<Outcome> dead = failures_.CrashLoop(item)) {
+      outcomes[i] = *std::move(dead);
+      continue;
+    }
+    calls[i].item = &item;
+    calls[i].tx = &tx;
+    calls[i].session = &session;
+    calls[i].deadline = deadline;
+    run.push_back(&calls[i]);
+    run_index.push_back(i);
+  }
+  auto ack = [&](size_t i) {
+    outcomes[i].id = items[i].id;
+    outcomes[i].part = items[i].part;
+    outcomes[i].kind = Outcome::Kind::kAck;
+    outcomes[i].result = std::move(calls[i].result);
+  };
+  // A lone item runs without a savepoint (two round trips fewer). If it
+  // fails, the transaction rolls back, its writes with it, and the rerun
+  // records the failure without running the handler again: its failure is
+  // its own, unlike an item of a batch whose transaction another item broke.
+  if (items.size() == 1 && batch.items.size() == 1 && run.size() == 1) {
+    const size_t i = run_index[0];
+    if (batch.failed_alone && batch.failed_alone->first == items[i].id) {
+      outcomes[i] = failures_.Failed(items[i], batch.failed_alone->second, gen);
+      return outcomes;
+    }
+    if (!isolate) {
+      const absl::Status st = RunAlone(calls[i]);
+      if (st.ok()) {
+        ack(i);
+        return outcomes;
+      }
+      batch.failed_alone.emplace(items[i].id, std::string(st.message()));
+      *need_isolation = true;
+      return IsolateSignal();
+    }
+  }
+  if (!isolate) {
+    std::vector<absl::Status> statuses;
+    const absl::Time t0 = clock_->Now();
+    try {
+      handler_->HandleBatch(absl::MakeConstSpan(run), &statuses);
+    } catch (...) {
+      *need_isolation = true;
+      return IsolateSignal();
+    }
+    const absl::Time t1 = clock_->Now();
+    if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
+    batch.item_cost = (t1 - t0) / static_cast<int64_t>(run.size());
+    const bool told = statuses.size() == run.size() && t1 <= deadline;
+    bool all_ok = told;
+    for (const auto& st : statuses) all_ok = all_ok && st.ok();
+    if (!all_ok) {
+      batch.blamed.clear();
+      for (size_t k = 0; told && k < run.size(); ++k) {
+        if (!statuses[k].ok()) batch.blamed.push_back(items[run_index[k]].id);
+      }
+      *need_isolation = true;
+      return IsolateSignal();
+    }
+    for (size_t i : run_index) ack(i);
+    return outcomes;
+  }
+  // Isolating. The items the batch attempt did not blame may run again
+  // together under a savepoint: with a bad item among cheap ones (a batch
+  // INSERT), a batch then costs a savepoint or two instead of two round trips
+  // per item. A group that fails again sheds the items it blames now and may
+  // try again (a flaky downstream fails others each time), up to
+  // kGroupRounds. Each round runs only if it is expected to cost less than
+  // running its items alone (GroupRoundPays): a failed round runs every item
+  // of it once more, which for slow handlers, or when reruns fail often,
+  // costs more than the round trips it could save. Blamed items, and
+  // whatever remains, run alone after the group.
+  //
+  // Savepoints whose writes this transaction keeps until its commit (a group
+  // that succeeded, items alone that succeeded) are counted: PostgreSQL keeps
+  // the ids of 64 subtransactions per session in shared memory; past that,
+  // every other session's visibility checks of rows this transaction wrote go
+  // through pg_subtrans until it ends. So after kMaxKeptSavepoints (room left
+  // for the handler's own) the items still to run alone are left (kLeave)
+  // for another transaction, which the consumer runs right after this one
+  // commits.
+  int kept_savepoints = 0;
+  batch.left.clear();
+  std::vector<size_t> alone;  // positions in `run`
+  std::vector<size_t> group;
+  std::vector<bool> unblamed(run.size(), false);
+  {
+    const absl::flat_hash_set<int64_t> blamed(batch.blamed.begin(), batch.blamed.end());
+    for (size_t k = 0; k < run.size(); ++k) {
+      unblamed[k] = !blamed.empty() && blamed.count(items[run_index[k]].id) == 0;
+      (unblamed[k] ? group : alone).push_back(k);
+    }
+  }
+  absl::Duration item_cost = batch.item_cost;
+  for (int round = 0; group.size() >= 2 && round < kGroupRounds; ++round) {
+    const absl::Time s0 = clock_->Now();
+    if (absl::Status sp = tx.Savepoint("partq_group"); !sp.ok()) return sp;
+    const absl::Duration savepoint_cost = 2 * (clock_->Now() - s0);  // with its RELEASE
+    if (!GroupRoundPays(RerunFailureRate(), group.size(), item_cost, savepoint_cost)) break;
+    std::vector<HandlerCall*> calls_of_group;
+    const absl::Time t0 = clock_->Now();
+    for (size_t k : group) {
+      run[k]->deadline = t0 + handler_timeout_;
+      calls_of_group.push_back(run[k]);
+    }
+    std::vector<absl::Status> statuses;
+    bool told = true;
+    try {
+      handler_->HandleBatch(absl::MakeConstSpan(calls_of_group), &statuses);
+    } catch (...) {
+      told = false;
+    }
+    const absl::Time t1 = clock_->Now();
+    if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
+    item_cost = (t1 - t0) / static_cast<int64_t>(group.size());
+    told = told && statuses.size() == group.size() && t1 <= t0 + handler_timeout_;
+    const bool ok = told && std::all_of(statuses.begin(), statuses.end(),
+                                        [](const absl::Status& st) { return st.ok(); });
+    if (ok) {
+      if (absl::Status r = tx.ReleaseSavepoint("partq_group"); !r.ok()) return r;
+      NoteRerun(group.size(), 0);
+      ++kept_savepoints;
+      for (size_t k : group) ack(run_index[k]);
+      group.clear();
+      break;
+    }
+    if (absl::Status r = tx.RollbackToSavepoint("partq_group"); !r.ok()) return r;
+    for (size_t k : group) calls[run_index[k]].result.reset();
+    if (!told) break;  // it cannot say which: all of them alone
+    std::vector<size_t> still;
+    for (size_t j = 0; j < group.size(); ++j) {
+      (statuses[j].ok() ? still : alone).push_back(group[j]);
+    }
+    NoteRerun(group.size(), group.size() - still.size());
+    group = std::move(still);
+  }
+  alone.insert(alone.end(), group.begin(), group.end());
+  std::sort(alone.begin(), alone.end());
+  // Each item alone runs under the savepoint partq_item, and one round trip
+  // between two items moves it on: after a success, "RELEASE SAVEPOINT;
+  // SAVEPOINT" (the item's writes stay, the next item gets a savepoint of
+  // its own; one is open at a time); after a failure, the ROLLBACK TO that
+  // undid its writes leaves the savepoint in place, clean. The last one is
+  // left to the commit.
+  bool open = false;   // partq_item is established
+  bool holds = false;  // and holds an acked item's writes
+  for (size_t k : alone) {
+    const size_t i = run_index[k];
+    if (kept_savepoints >= kMaxKeptSavepoints) {
+      outcomes[i].id = items[i].id;
+      outcomes[i].part = items[i].part;
+      outcomes[i].kind = Outcome::Kind::kLeave;
+      batch.left.push_back(items[i].id);
+      continue;
+    }
+    if (!open || holds) {
+      absl::Status sp = open ? tx.RenewSavepoint("partq_item") : tx.Savepoint("partq_item");
+      if (!sp.ok()) return sp;
+      open = true;
+      holds = false;
+    }
+    const absl::Status st = RunAlone(calls[i]);
+    if (unblamed[k]) NoteRerun(1, st.ok() ? 0 : 1);
+    if (st.ok()) {
+      holds = true;
+      ++kept_savepoints;
+      ack(i);
+    } else {
+      if (absl::Status r = tx.RollbackToSavepoint("partq_item"); !r.ok()) return r;
+      outcomes[i] = failures_.Failed(items[i], std::string(st.message()), gen);
+    }
+  }
+  return outcomes;
+}
+
+void BatchRunner::NoteRerun(size_t runs, size_t failed) {
+  // Counts that decay by item, not by call (a group round is many items, a
+  // run alone one): the last hundred or so reruns weigh.
+  const double decay = std::pow(0.99, static_cast<double>(runs));
+  absl::MutexLock lock(&mu_);
+  rerun_runs_ = rerun_runs_ * decay + static_cast<double>(runs);
+  rerun_failed_ = rerun_failed_ * decay + static_cast<double>(failed);
+}
+
+double BatchRunner::RerunFailureRate() const {
+  absl::MutexLock lock(&mu_);
+  return rerun_runs_ > 0 ? rerun_failed_ / rerun_runs_ : 0;
+}
+
+bool BatchRunner::GroupRoundPays(double rerun_failure_rate, size_t items, absl::Duration item_cost,
+                                 absl::Duration savepoint_cost) {
+  const double g = static_cast<double>(items);
+  const double item = absl::ToDoubleMicroseconds(item_cost);
+  const double sp = absl::ToDoubleMicroseconds(savepoint_cost);
+  const double success = std::pow(1 - rerun_failure_rate, g);
+  // The round costs g items and a savepoint; if it succeeds it saves running
+  // the g items alone, each with its savepoint. (If it fails, they run alone
+  // anyway.) With reruns that never fail it pays for any g >= 2.
+  return g * item + sp < success * g * (item + sp);
+}
+
+}  // namespace partq

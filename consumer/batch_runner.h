@@ -1,0 +1,112 @@
+// Runs a batch's handlers inside the transaction that finishes it (the body
+// of Store::Finish), and isolates a batch in which an item failed, so one
+// failure never drops another's writes (consumer/README.md, "How a batch
+// flows", step 4):
+//
+//   batch attempt   every item in one HandleBatch call. All OK: all acked.
+//                   Any failure (or a throw, or too few statuses, or over the
+//                   handler timeout): the body returns an error so that the
+//                   transaction rolls back, and the batch is to run again,
+//                   isolating (what it learned, the blamed items and the cost
+//                   per item, is kept in the Batch).
+//   isolating run   the items the attempt did not blame together under one
+//                   savepoint, when that is expected to pay (GroupRoundPays);
+//                   a group that fails again sheds the items it blames, up to
+//                   kGroupRounds. Then the rest each alone under a savepoint.
+//                   A failure is recorded (FailurePolicy) only from a run of
+//                   the item alone. At most kMaxKeptSavepoints savepoints are
+//                   kept per transaction; the items beyond are left (kLeave,
+//                   listed in Batch::left) for the next transaction.
+//   a lone item     a batch of one runs without a savepoint; if it fails, the
+//                   rollback takes its writes and the rerun records the
+//                   failure without running the handler again.
+//
+// Thread-safe: one runner serves every worker of a consumer at once (each
+// with its own transaction and batch); the only state it shares between
+// them is the recent rerun failure rate, behind its own mutex.
+#ifndef PARTQ_CONSUMER_BATCH_RUNNER_H_
+#define PARTQ_CONSUMER_BATCH_RUNNER_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/random/bit_gen_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "base/clock.h"
+#include "consumer/batch.h"
+#include "consumer/failure_policy.h"
+#include "consumer/handler.h"
+#include "store/store.h"
+
+namespace partq {
+
+class ConsumerMetrics;
+
+class BatchRunner {
+ public:
+  // A failed group round: how many rounds a group may try before its items
+  // run alone.
+  static constexpr int kGroupRounds = 8;
+  // Savepoints that succeeded (a group's, items alone) that one transaction
+  // keeps: room under PostgreSQL's 64 cached subtransactions per session,
+  // with some left for the handler's own.
+  static constexpr int kMaxKeptSavepoints = 48;
+
+  // `handler`, `clock` and `metrics` (null: none) must outlive the runner.
+  // Handler calls get deadlines `handler_timeout` after they start, on
+  // `clock`; a call that returns later has failed.
+  BatchRunner(Handler* handler, FailurePolicy failures, absl::Duration handler_timeout,
+              Clock* clock, ConsumerMetrics* metrics);
+  BatchRunner(const BatchRunner&) = delete;
+  BatchRunner& operator=(const BatchRunner&) = delete;
+
+  // The Finish body for `batch`: runs the handlers of `items` (those of the
+  // batch still owned) in `tx` for session `session`, returning one Outcome
+  // per item, in order. Retry delays draw their jitter from `gen`.
+  // Without batch.isolate this is the batch attempt: when it fails it records
+  // what it learned in `batch`, sets *need_isolation and returns an error
+  // (Finish then rolls back), and the caller runs the batch again with
+  // batch.isolate set. An isolating run fills batch.left. Other errors are
+  // the transaction's (a savepoint statement failed).
+  absl::StatusOr<std::vector<Outcome>> Run(Tx& tx, absl::Span<const Item> items,
+                                           const SessionId& session, absl::BitGenRef gen,
+                                           Batch& batch, bool* need_isolation);
+
+  // Whether running `items` that succeeded in the batch attempt together
+  // again, under one savepoint, is expected to cost less than running each
+  // alone under its own, when such reruns fail at `rerun_failure_rate`, an
+  // item's handler takes `item_cost` and a savepoint (with its release)
+  // `savepoint_cost`.
+  static bool GroupRoundPays(double rerun_failure_rate, size_t items, absl::Duration item_cost,
+                             absl::Duration savepoint_cost);
+
+  // How often an item that succeeded in its batch attempt failed when run
+  // again, lately (0 before any rerun).
+  double RerunFailureRate() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // Isolating runs: `runs` items that succeeded in their batch attempt ran
+  // again, and `failed` of them failed.
+  void NoteRerun(size_t runs, size_t failed) ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs `call` alone, with its own deadline; a handler over time has failed.
+  absl::Status RunAlone(HandlerCall& call);
+
+  Handler* const handler_;
+  const FailurePolicy failures_;
+  const absl::Duration handler_timeout_;
+  Clock* const clock_;
+  ConsumerMetrics* const metrics_;
+
+  mutable absl::Mutex mu_;
+  // Decayed counts of items rerun by isolating runs and of those that failed.
+  double rerun_runs_ ABSL_GUARDED_BY(mu_) = 0;
+  double rerun_failed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace partq
+
+#endif  // PARTQ_CONSUMER_BATCH_RUNNER_H_

@@ -1,0 +1,272 @@
+#include "consumer/claim_scheduler.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+
+namespace partq {
+
+void ClaimScheduler::Assign(const std::vector<OwnedPart>& parts) {
+  for (const auto& p : parts) {
+    PartState st;
+    st.epoch = p.epoch;
+    parts_[p.part] = st;
+  }
+  suspects_pending_ = true;  // a dead owner's items were marked when we took them
+}
+
+void ClaimScheduler::Remove(const std::vector<int>& parts) {
+  for (int p : parts) parts_.erase(p);
+  DropQueued(parts);
+}
+
+void ClaimScheduler::DropQueued(const std::vector<int>& parts) {
+  const std::set<int> gone(parts.begin(), parts.end());
+  for (auto& b : queue_) {
+    b.items.erase(std::remove_if(b.items.begin(), b.items.end(),
+                                 [&](const Item& i) {
+                                   if (gone.count(i.part) == 0) return false;
+                                   // A dropped suspect never reaches a worker,
+                                   // which is what would clear the slot.
+                                   if (i.id == suspect_id_) suspect_id_ = 0;
+                                   in_flight_.erase(i.id);
+                                   return true;
+                                 }),
+                  b.items.end());
+  }
+  queue_.erase(
+      std::remove_if(queue_.begin(), queue_.end(), [](const Batch& b) { return b.items.empty(); }),
+      queue_.end());
+}
+
+bool ClaimScheduler::Drained(const std::vector<int>& parts) const {
+  if (claiming_) return false;
+  for (int p : parts) {
+    auto it = busy_parts_.find(p);
+    if (it != busy_parts_.end() && it->second > 0) return false;
+  }
+  return true;
+}
+
+bool ClaimScheduler::HoldsAny(const std::vector<Item>& items) const {
+  return std::any_of(items.begin(), items.end(), [this](const Item& i) {
+    auto it = parts_.find(i.part);
+    return it != parts_.end() && it->second.epoch == i.claim_epoch;
+  });
+}
+
+void ClaimScheduler::Mark(PartState& st) {
+  st.rescan = true;
+  st.hungry = true;
+  st.noticed = notice_gen_;
+}
+
+void ClaimScheduler::Notice(int part) {
+  ++notice_gen_;
+  for (auto& [p, st] : parts_) {
+    if (part < 0 || p == part) Mark(st);
+  }
+}
+
+void ClaimScheduler::Poll() {
+  ++notice_gen_;
+  for (auto& [p, st] : parts_) {
+    if (!st.hungry) Mark(st);
+  }
+}
+
+bool ClaimScheduler::WantClaim() const {
+  return std::any_of(parts_.begin(), parts_.end(), [](const auto& p) { return p.second.hungry; });
+}
+
+std::optional<int> ClaimScheduler::ClaimAheadBatches(int idle_workers,
+                                                     const std::vector<Item>& finishing) const {
+  if (claiming_) return std::nullopt;
+  const int short_by = idle_workers + 1 - static_cast<int>(queue_.size());
+  const bool want = WantClaim();
+  if (short_by > 0 && want) return short_by;
+  // The ack of a suspect looks for the next one even when the queue is full.
+  const bool next_suspect = suspect_id_ != 0 && finishing.size() == 1 &&
+                            finishing[0].id == suspect_id_ && suspects_pending_;
+  if (next_suspect) return want ? short_by : 0;
+  return std::nullopt;
+}
+
+std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session, int batches,
+                                                       const std::vector<Item>& finishing,
+                                                       absl::Time now) {
+  // One suspect in flight at a time; the ack of the one in flight may claim
+  // the next.
+  const bool slot_free =
+      suspect_id_ == 0 || std::any_of(finishing.begin(), finishing.end(),
+                                      [&](const Item& i) { return i.id == suspect_id_; });
+  std::vector<int> hungry;
+  for (auto& [part, st] : parts_) {
+    if (batches <= 0 || !st.hungry) continue;
+    if (options_.ordered || !st.cursor || now - st.last_rescan >= options_.rescan_interval) {
+      st.rescan = true;
+    }
+    hungry.push_back(part);
+  }
+  if (hungry.empty() && !(slot_free && suspects_pending_)) return std::nullopt;
+  const int limit = options_.batch * std::max(1, batches);
+  // Parts take turns: each claim starts one part further on and reads parts
+  // only until it has `limit` items, so a batch mostly comes from one part
+  // (its ack then locks one session_parts row and rewrites one claim record,
+  // and its rows sit together). A part is read from its cursor, or from its
+  // head when due.
+  if (!hungry.empty()) {
+    std::rotate(hungry.begin(), hungry.begin() + rotation_++ % hungry.size(), hungry.end());
+  }
+  ClaimRequest req;
+  req.queue = options_.queue;
+  req.session = session;
+  req.limit = limit;
+  req.ordered = options_.ordered;
+  for (int part : hungry) {
+    const PartState& st = parts_.at(part);
+    ClaimPart cp;
+    cp.part = part;
+    cp.epoch = st.epoch;
+    if (!st.rescan) cp.after = st.cursor;
+    cp.limit = limit;
+    req.parts.push_back(cp);
+    // A backlog: this part fills a batch by itself. A one-part claim is
+    // also the one the store can pipeline with the ack (PgStore, Finish).
+    if (req.parts.size() == 1 && st.full && limit == options_.batch) break;
+  }
+  // Suspects appear when parts are assigned (a dead owner's claims are
+  // marked then), so the probe runs while the last one found some, and with
+  // every read from a part's head as a safety net.
+  req.include_suspect =
+      slot_free && (suspects_pending_ || std::any_of(req.parts.begin(), req.parts.end(),
+                                                     [](const ClaimPart& p) { return !p.after; }));
+  absl::flat_hash_set<int64_t> done;
+  done.reserve(finishing.size());
+  for (const Item& item : finishing) done.insert(item.id);
+  for (const auto& [id, part] : in_flight_) {
+    if (done.count(id) == 0) req.in_flight.emplace_back(part, id);
+  }
+  claim_gen_ = notice_gen_;
+  claiming_ = true;
+  return req;
+}
+
+int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> items,
+                                    absl::Time started, Batch* keep) {
+  claiming_ = false;
+  // Per part: items taken (not counting a suspect) and the last key.
+  std::map<int, std::pair<int, ItemKey>> got;
+  int taken_normal = 0;
+  for (const Item& item : items) {
+    if (item.suspect) continue;
+    auto& g = got[item.part];
+    const ItemKey key{item.priority, item.id};
+    g.second = g.first == 0 ? key : std::max(g.second, key);
+    ++g.first;
+    ++taken_normal;
+  }
+  // The claim read its parts in order until it had req.limit items: if it
+  // got fewer, it read every part to its end; if not, every part before the
+  // last one it took from, while the last may have more and the ones after
+  // it were not read at all.
+  const bool full = taken_normal >= req.limit;
+  int last = -1;
+  for (size_t i = 0; i < req.parts.size(); ++i) {
+    if (got.count(req.parts[i].part)) last = static_cast<int>(i);
+  }
+  for (size_t i = 0; i < req.parts.size(); ++i) {
+    const ClaimPart& cp = req.parts[i];
+    if (full && static_cast<int>(i) > last) break;  // not read
+    auto it = parts_.find(cp.part);
+    if (it == parts_.end() || it->second.epoch != cp.epoch) continue;  // revoked meanwhile
+    PartState& st = it->second;
+    auto g = got.find(cp.part);
+    const int n = g == got.end() ? 0 : g->second.first;
+    const bool to_the_end = !full || static_cast<int>(i) < last;
+    const std::optional<ItemKey> before = st.cursor;
+    if (n > 0) st.cursor = before ? std::max(*before, g->second.second) : g->second.second;
+    st.full = !to_the_end && n >= std::min(cp.limit, req.limit);
+    if (!cp.after) {
+      st.last_rescan = started;
+      // Stopped early, before where the cursor was: more may wait between.
+      st.rescan = !to_the_end && n > 0 && before.has_value() && g->second.second < *before;
+    }
+    st.hungry = !to_the_end || st.rescan;
+    if (st.noticed > claim_gen_) {  // noticed while this claim was under way
+      st.rescan = true;
+      st.hungry = true;
+    }
+  }
+  if (req.include_suspect) {
+    suspects_pending_ =
+        std::any_of(items.begin(), items.end(), [](const Item& i) { return i.suspect; });
+  }
+  int64_t taken = 0;
+  std::optional<Batch> suspect;
+  std::vector<Batch> normal;
+  for (auto& item : items) {
+    auto it = parts_.find(item.part);
+    if (it == parts_.end() || it->second.epoch != item.claim_epoch) continue;  // revoked meanwhile
+    in_flight_[item.id] = item.part;
+    ++taken;
+    if (item.suspect) {
+      suspect_id_ = item.id;
+      suspect.emplace();
+      suspect->isolate = true;
+      suspect->items.push_back(std::move(item));
+      continue;
+    }
+    if (normal.empty() || static_cast<int>(normal.back().items.size()) >= options_.batch) {
+      normal.emplace_back();
+    }
+    normal.back().items.push_back(std::move(item));
+  }
+  // The claimer's own next batch first (it began its transaction already),
+  // then a suspect, alone, at the front of the queue (abandoned items are
+  // old ones, and the next suspect is claimed only when this one is
+  // finished), then the rest in order.
+  auto next = normal.begin();
+  if (keep != nullptr) {
+    if (suspect) {
+      *keep = *std::move(suspect);
+      suspect.reset();
+    } else if (next != normal.end()) {
+      *keep = std::move(*next++);
+    }
+    for (const auto& i : keep->items) ++busy_parts_[i.part];
+  }
+  if (suspect) queue_.push_front(*std::move(suspect));
+  for (; next != normal.end(); ++next) queue_.push_back(std::move(*next));
+  return taken;
+}
+
+bool ClaimScheduler::TakeQueued(Batch* batch) {
+  if (queue_.empty()) return false;
+  *batch = std::move(queue_.front());
+  queue_.pop_front();
+  for (const auto& i : batch->items) ++busy_parts_[i.part];
+  return true;
+}
+
+void ClaimScheduler::Release(const std::vector<Item>& items) {
+  for (const auto& i : items) {
+    if (--busy_parts_[i.part] == 0) busy_parts_.erase(i.part);
+    if (i.id == suspect_id_) suspect_id_ = 0;
+    in_flight_.erase(i.id);
+    // Ordered: the key's next item may be claimed now, and it sorts before
+    // the cursor. No notice says so; read the part's head at once.
+    if (options_.ordered) Notice(i.part);
+  }
+}
+
+int64_t ClaimScheduler::held() const {
+  int64_t n = 0;
+  for (const auto& b : queue_) n += b.items.size();
+  for (const auto& [part, count] : busy_parts_) n += count;
+  return n;
+}
+
+}  // namespace partq

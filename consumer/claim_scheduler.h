@@ -1,0 +1,159 @@
+// What a consumer claims, from where, and what it then holds (consumer.h
+// explains the mechanisms). Per owned part it keeps a cursor (the last key
+// claimed there: a claim reads on from it) and whether the part is due a
+// read from its head ("rescan"), may have ready items ("hungry") or stopped
+// its last read at the limit ("full"); parts take turns at the front of a
+// claim ("rotation"). It also holds what is in flight: the claimed ids, the
+// batches claimed but not started (the queue workers take from), the items
+// being processed per part, and the one suspect (an item whose previous
+// attempt was abandoned) allowed in flight at a time.
+//
+// Pure logic: no store, no clock (callers pass the time), no threads.
+//
+// Locking contract: not thread-safe, and deliberately without a mutex of its
+// own. The Consumer keeps its scheduler ABSL_GUARDED_BY(its mutex) and calls
+// every method with that mutex held, because its waits (workers for a batch,
+// the claimer for room, a revoke for the drain) are conditions on this state
+// under that same mutex. Nothing here blocks or does I/O, so the mutex is
+// held for the computation only; the claim itself runs unlocked between
+// BeginClaim and AcceptClaim (or FailClaim).
+#ifndef PARTQ_CONSUMER_CLAIM_SCHEDULER_H_
+#define PARTQ_CONSUMER_CLAIM_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "consumer/batch.h"
+#include "store/store.h"
+#include "store/types.h"
+
+namespace partq {
+
+struct ClaimSchedulerOptions {
+  std::string queue;
+  int batch = 100;  // items per batch; a claim for n batches reads up to n * batch
+  // Every part is read from its head at least this often.
+  absl::Duration rescan_interval = absl::Seconds(1);
+  // Ordered queue: every claim reads from the parts' heads, and a finished
+  // item's part is read from its head at once (the key's next item sorts
+  // before the cursor).
+  bool ordered = false;
+};
+
+class ClaimScheduler {
+ public:
+  explicit ClaimScheduler(ClaimSchedulerOptions options = {}) : options_(std::move(options)) {}
+
+  // --- ownership ----------------------------------------------------------------
+  // Parts acquired at these epochs: claimable, read from their heads first.
+  // Suspects are probed for (a dead owner's items were marked abandoned when
+  // they were acquired).
+  void Assign(const std::vector<OwnedPart>& parts);
+  // Parts revoked or lost: never claimed from again, and their queued
+  // (unstarted) items dropped: they stay ready in the store for the next
+  // owner. Items being processed stay counted until Release.
+  void Remove(const std::vector<int>& parts);
+  // Drops the queued items of `parts` again: a claim under way when they were
+  // removed may have queued more.
+  void DropQueued(const std::vector<int>& parts);
+  // No claim is under way and no item of `parts` is being processed.
+  bool Drained(const std::vector<int>& parts) const;
+  // Whether the part of any of `items` is still held at the epoch the item
+  // was claimed under (a batch whose parts are all gone is the new owner's).
+  bool HoldsAny(const std::vector<Item>& items) const;
+
+  // --- wake-ups -----------------------------------------------------------------
+  // Items may have come to `part` (-1: to any part): read it from its head.
+  void Notice(int part);
+  // The poll: parts that went quiet may have items that came without a
+  // notice (retries and delayed items coming due, or no LISTEN at all).
+  void Poll();
+
+  // --- claims -------------------------------------------------------------------
+  // Some part may have ready items.
+  bool WantClaim() const;
+  // A claim is under way (between BeginClaim and AcceptClaim or FailClaim).
+  bool claiming() const { return claiming_; }
+  // A claim for `batches` batches (0: only the suspect probe), or nullopt
+  // when there is nothing worth reading; `finishing` are the items being
+  // finished by the call that carries the claim (not in flight any more, and
+  // a finishing suspect frees the suspect slot). With a request, a claim is
+  // under way until AcceptClaim or FailClaim. Must not be called while one
+  // is.
+  std::optional<ClaimRequest> BeginClaim(const SessionId& session, int batches,
+                                         const std::vector<Item>& finishing, absl::Time now);
+  // The claim ahead in the ack of `finishing` (FinishRequest::next): the
+  // `batches` to BeginClaim it with, or nullopt when none is due. One is due
+  // for as many batches as the queued ones lack to feed `idle_workers` and
+  // the finishing worker; or, for 0 batches (the suspect probe only), when
+  // `finishing` is the suspect in flight and more are pending, even with the
+  // queue full. Never while a claim is under way.
+  std::optional<int> ClaimAheadBatches(int idle_workers, const std::vector<Item>& finishing) const;
+  // Takes the items the claim `req` (started at `started`) returned and ends
+  // it: moves the cursors, sets what each part read says of it, records the
+  // items in flight and queues them as batches (a suspect alone, at the
+  // front). With `keep`, the first batch goes there instead, counted as
+  // being processed. Items of parts lost meanwhile are ignored. Returns how
+  // many items it took.
+  int64_t AcceptClaim(const ClaimRequest& req, std::vector<Item> items, absl::Time started,
+                      Batch* keep = nullptr);
+  // The claim under way failed: nothing was claimed.
+  void FailClaim() { claiming_ = false; }
+
+  // --- batches ------------------------------------------------------------------
+  // Batches claimed and not started.
+  size_t queued() const { return queue_.size(); }
+  // Moves the oldest queued batch to `*batch`, counted as being processed;
+  // false when none is queued.
+  bool TakeQueued(Batch* batch);
+  // Forgets the queued batches without releasing anything (a crash, for
+  // Consumer::Abandon).
+  void ClearQueued() { queue_.clear(); }
+  // `items` are finished or given up: no longer processed nor in flight.
+  void Release(const std::vector<Item>& items);
+  // Items queued or being processed.
+  int64_t held() const;
+
+ private:
+  // What the consumer knows of a part it owns.
+  struct PartState {
+    Epoch epoch;
+    std::optional<ItemKey> cursor;  // the last key claimed in this tenure
+    bool rescan = true;             // the next claim reads from the head
+    bool hungry = true;             // may have ready items: claims include it
+    // Its last read stopped at the claim's limit: it likely has a batch's
+    // worth more, so a claim that starts here need not list other parts.
+    bool full = false;
+    absl::Time last_rescan = absl::InfinitePast();
+    int64_t noticed = 0;  // notice_gen_ at the last notice or poll for it
+  };
+  // The part may have items no claim has seen: read it from its head.
+  void Mark(PartState& st);
+
+  ClaimSchedulerOptions options_;
+  std::map<int, PartState> parts_;               // claimable parts
+  absl::flat_hash_map<int64_t, int> in_flight_;  // claimed id -> part
+  std::deque<Batch> queue_;                      // claimed, not yet started
+  std::map<int, int> busy_parts_;                // part -> items being processed
+  int64_t suspect_id_ = 0;                       // the suspect in flight; 0: none
+  // The last probe found a suspect (or parts came that may hold some): the
+  // ack of a suspect probes for the next one.
+  bool suspects_pending_ = true;
+  size_t rotation_ = 0;    // first part of the next claim, if not all fit
+  bool claiming_ = false;  // a claim is under way
+  // Counts notices and polls; a claim started at claim_gen_ does not clear a
+  // part's rescan if the part was noticed after that.
+  int64_t notice_gen_ = 0;
+  int64_t claim_gen_ = 0;
+};
+
+}  // namespace partq
+
+#endif  // PARTQ_CONSUMER_CLAIM_SCHEDULER_H_

@@ -1,0 +1,48 @@
+#include "consumer/failure_policy.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/random/distributions.h"
+#include "absl/strings/str_cat.h"
+
+namespace partq {
+
+absl::Duration RetryDelay(const BackoffPolicy& policy, int attempts, absl::BitGenRef gen) {
+  absl::Duration d = policy.base;
+  for (int i = 1; i < attempts && d < policy.max; ++i) d *= 2;
+  d = std::min(d, policy.max);
+  if (policy.jitter > 0) {
+    d *= absl::Uniform(gen, 1.0 - policy.jitter, 1.0 + policy.jitter);
+  }
+  return d;
+}
+
+Outcome FailurePolicy::Failed(const Item& item, std::string error, absl::BitGenRef gen) const {
+  Outcome o;
+  o.id = item.id;
+  o.part = item.part;
+  o.error = std::move(error);
+  if (item.attempts >= max_attempts_) {
+    o.kind = Outcome::Kind::kDead;
+  } else {
+    o.kind = Outcome::Kind::kRetry;
+    o.retry_delay = RetryDelay(backoff_, item.attempts, gen);
+  }
+  return o;
+}
+
+std::optional<Outcome> FailurePolicy::CrashLoop(const Item& item) const {
+  if (item.attempts <= max_attempts_) return std::nullopt;
+  Outcome o;
+  o.id = item.id;
+  o.part = item.part;
+  o.kind = Outcome::Kind::kDead;
+  // attempts counts this claim too: the ones before it were all abandoned.
+  o.error = absl::StrCat("gave up after ", item.attempts - 1,
+                         " attempts: the worker processing it died or lost its session "
+                         "each time (crash loop)");
+  return o;
+}
+
+}  // namespace partq

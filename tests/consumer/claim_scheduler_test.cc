@@ -1,0 +1,360 @@
+// The consumer's claim decisions alone: no store, no threads, the time passed
+// in. Claims are "answered" by hand with the items a store would return.
+#include "consumer/claim_scheduler.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace partq {
+namespace {
+
+const SessionId kMe{"me"};
+const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
+
+Item MakeItem(int64_t id, int part, int64_t epoch, bool suspect = false) {
+  Item i;
+  i.id = id;
+  i.part = part;
+  i.claim_epoch = Epoch{epoch};
+  i.suspect = suspect;
+  return i;
+}
+
+std::vector<int> PartsOf(const ClaimRequest& req) {
+  std::vector<int> out;
+  for (const auto& p : req.parts) out.push_back(p.part);
+  return out;
+}
+
+class ClaimSchedulerTest : public ::testing::Test {
+ protected:
+  // Batches of 2 items; every part of `parts` owned at epoch 1.
+  explicit ClaimSchedulerTest(std::vector<int> parts = {0}, bool ordered = false)
+      : s_(ClaimSchedulerOptions{"q", 2, absl::Seconds(1), ordered}) {
+    std::vector<OwnedPart> owned;
+    for (int p : parts) owned.push_back({p, Epoch{1}});
+    s_.Assign(owned);
+  }
+
+  // Claims one batch at `now` and answers it with `items`.
+  ClaimRequest ClaimAndAccept(absl::Time now, std::vector<Item> items) {
+    std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, now);
+    EXPECT_TRUE(req.has_value());
+    if (!req) return {};
+    s_.AcceptClaim(*req, std::move(items), now);
+    return *req;
+  }
+
+  ClaimScheduler s_;
+};
+
+TEST_F(ClaimSchedulerTest, AFirstClaimReadsFromTheHeadThenOnFromTheCursor) {
+  std::optional<ClaimRequest> first = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(s_.claiming());
+  ASSERT_EQ(PartsOf(*first), std::vector<int>{0});
+  EXPECT_FALSE(first->parts[0].after.has_value()) << "a new part is read from its head";
+  EXPECT_EQ(first->parts[0].epoch, Epoch{1});
+  EXPECT_EQ(first->limit, 2);
+  EXPECT_TRUE(first->include_suspect) << "a new part may hold a dead owner's items";
+  // A full batch: the part has more, and the next claim reads on from the
+  // last key taken.
+  EXPECT_EQ(s_.AcceptClaim(*first, {MakeItem(5, 0, 1), MakeItem(9, 0, 1)}, kT0), 2);
+  EXPECT_FALSE(s_.claiming());
+  EXPECT_EQ(s_.queued(), 1u);
+  EXPECT_EQ(s_.held(), 2);
+  std::optional<ClaimRequest> second = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Milliseconds(100));
+  ASSERT_TRUE(second.has_value());
+  ASSERT_EQ(PartsOf(*second), std::vector<int>{0});
+  ASSERT_TRUE(second->parts[0].after.has_value());
+  EXPECT_EQ(*second->parts[0].after, (ItemKey{0, 9}));
+  EXPECT_FALSE(second->include_suspect) << "no suspect found, and no read from the head";
+  // What is in flight is listed, so a read from the head skips it.
+  EXPECT_EQ(second->in_flight.size(), 2u);
+}
+
+TEST_F(ClaimSchedulerTest, APartReadToItsEndIsNotClaimedAgainUntilANoticeOrAPoll) {
+  ClaimAndAccept(kT0, {MakeItem(1, 0, 1)});  // one item, fewer than the limit
+  EXPECT_FALSE(s_.WantClaim());
+  EXPECT_FALSE(s_.BeginClaim(kMe, 1, {}, kT0).has_value());
+  s_.Poll();
+  EXPECT_TRUE(s_.WantClaim());
+  ClaimAndAccept(kT0, {});
+  EXPECT_FALSE(s_.WantClaim());
+  s_.Notice(0);
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->parts[0].after.has_value()) << "a notice reads the part from its head";
+}
+
+TEST(ClaimScheduler, APollReadsQuietPartsFromTheHeadAndLeavesBusyOnesAtTheirCursor) {
+  ClaimScheduler s(ClaimSchedulerOptions{"q", 2, absl::Seconds(1), false});
+  s.Assign({{0, Epoch{1}}, {1, Epoch{1}}});
+  std::optional<ClaimRequest> req = s.BeginClaim(kMe, 2, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  s.AcceptClaim(*req, {MakeItem(1, 0, 1), MakeItem(2, 1, 1)}, kT0);  // both read to the end
+  EXPECT_FALSE(s.WantClaim());
+  s.Notice(0);
+  req = s.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(PartsOf(*req), std::vector<int>{0}) << "a notice names one part";
+  s.AcceptClaim(*req, {MakeItem(5, 0, 1), MakeItem(6, 0, 1)}, kT0);  // a backlog
+  s.Poll();
+  req = s.BeginClaim(kMe, 2, {}, kT0 + absl::Milliseconds(10));
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(req->parts.size(), 2u);
+  for (const ClaimPart& cp : req->parts) {
+    if (cp.part == 0) {
+      ASSERT_TRUE(cp.after.has_value());
+      EXPECT_EQ(*cp.after, (ItemKey{0, 6}));
+    } else {
+      EXPECT_FALSE(cp.after.has_value()) << "the quiet part";
+    }
+  }
+}
+
+TEST_F(ClaimSchedulerTest, EveryPartIsReadFromItsHeadAtLeastEveryRescanInterval) {
+  ClaimAndAccept(kT0, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});  // full: hungry
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Milliseconds(999));
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->parts[0].after.has_value());
+  s_.AcceptClaim(*req, {MakeItem(3, 0, 1), MakeItem(4, 0, 1)}, kT0 + absl::Milliseconds(999));
+  req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(1));
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->parts[0].after.has_value()) << "retries come due behind the cursor";
+  EXPECT_TRUE(req->include_suspect) << "every read from the head probes for suspects";
+}
+
+TEST_F(ClaimSchedulerTest, ANoticeWhileAClaimIsUnderWayKeepsThePartDueForARescan) {
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  s_.Notice(0);  // an enqueue committed while the claim read
+  s_.AcceptClaim(*req, {MakeItem(1, 0, 1)}, kT0);
+  EXPECT_TRUE(s_.WantClaim());
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->parts[0].after.has_value());
+}
+
+TEST_F(ClaimSchedulerTest, AReadFromTheHeadThatStopsBeforeTheCursorReadsFromTheHeadAgain) {
+  ClaimAndAccept(kT0, {MakeItem(10, 0, 1), MakeItem(11, 0, 1)});
+  s_.Notice(0);  // e.g. a higher priority item came
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_FALSE(req->parts[0].after.has_value());
+  Item urgent = MakeItem(12, 0, 1);
+  urgent.priority = -1;
+  Item early = MakeItem(3, 0, 1);  // an id that committed late
+  s_.AcceptClaim(*req, {urgent, early}, kT0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->parts[0].after.has_value()) << "more may wait between head and cursor";
+  // This read gets past the cursor: the next one reads on from there.
+  s_.AcceptClaim(*req, {MakeItem(6, 0, 1), MakeItem(13, 0, 1)}, kT0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_TRUE(req->parts[0].after.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 13}));
+}
+
+class OrderedClaimSchedulerTest : public ClaimSchedulerTest {
+ protected:
+  OrderedClaimSchedulerTest() : ClaimSchedulerTest({0}, /*ordered=*/true) {}
+};
+
+TEST_F(OrderedClaimSchedulerTest, EveryClaimReadsFromTheHeadAndAFinishedKeyWakesItsPart) {
+  ClaimAndAccept(kT0, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->ordered);
+  EXPECT_FALSE(req->parts[0].after.has_value());
+  s_.AcceptClaim(*req, {}, kT0);
+  EXPECT_FALSE(s_.WantClaim());
+  Batch b;
+  ASSERT_TRUE(s_.TakeQueued(&b));
+  s_.Release(b.items);  // the keys' next items may be claimable now
+  EXPECT_TRUE(s_.WantClaim());
+}
+
+TEST(ClaimScheduler, PartsTakeTurnsAtTheFrontOfAClaim) {
+  ClaimScheduler s(ClaimSchedulerOptions{"q", 2, absl::Seconds(1), false});
+  s.Assign({{0, Epoch{1}}, {1, Epoch{1}}, {2, Epoch{1}}});
+  std::vector<std::vector<int>> orders;
+  for (int i = 0; i < 4; ++i) {
+    std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0);
+    ASSERT_TRUE(req.has_value());
+    orders.push_back(PartsOf(*req));
+    s.FailClaim();
+  }
+  EXPECT_EQ(orders, (std::vector<std::vector<int>>{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}, {0, 1, 2}}));
+}
+
+// A part whose last read stopped at the limit (a backlog) is claimed from
+// alone when it comes first, for one batch; parts after the last one a full
+// claim took from were not read and keep their state.
+TEST(ClaimScheduler, AFullPartAtTheFrontIsClaimedFromAlone) {
+  ClaimScheduler s(ClaimSchedulerOptions{"q", 2, absl::Seconds(1), false});
+  s.Assign({{0, Epoch{1}}, {1, Epoch{1}}});
+  std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0);  // [0, 1]
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(PartsOf(*req), (std::vector<int>{0, 1}));
+  s.AcceptClaim(*req, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)}, kT0);
+  req = s.BeginClaim(kMe, 1, {}, kT0);  // [1, 0]: part 1 is not full
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(PartsOf(*req), (std::vector<int>{1, 0}));
+  EXPECT_FALSE(req->parts[0].after.has_value()) << "part 1 was never read";
+  s.FailClaim();
+  req = s.BeginClaim(kMe, 1, {}, kT0);  // [0, ...]: part 0 is full
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(PartsOf(*req), std::vector<int>{0});
+  s.FailClaim();
+  req = s.BeginClaim(kMe, 2, {}, kT0);  // two batches: more than a full part promises
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->parts.size(), 2u);
+  EXPECT_EQ(req->limit, 4);
+}
+
+TEST_F(ClaimSchedulerTest, ItemsAreQueuedInBatchesAndTheClaimersOwnGoesToKeep) {
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 3, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->limit, 6);
+  Batch keep;
+  EXPECT_EQ(s_.AcceptClaim(*req,
+                           {MakeItem(1, 0, 1), MakeItem(2, 0, 1), MakeItem(3, 0, 1),
+                            MakeItem(4, 0, 1), MakeItem(5, 0, 1)},
+                           kT0, &keep),
+            5);
+  ASSERT_EQ(keep.items.size(), 2u);
+  EXPECT_EQ(keep.items[0].id, 1);
+  EXPECT_EQ(s_.queued(), 2u);  // {3, 4}, {5}
+  EXPECT_EQ(s_.held(), 5) << "the kept batch counts as being processed";
+  EXPECT_FALSE(s_.Drained({0}));
+  s_.Release(keep.items);
+  Batch b;
+  ASSERT_TRUE(s_.TakeQueued(&b));
+  EXPECT_EQ(b.items.size(), 2u);
+  EXPECT_EQ(b.items[0].id, 3);
+  EXPECT_FALSE(s_.Drained({0}));
+  s_.Release(b.items);
+  EXPECT_TRUE(s_.Drained({0})) << "queued items are not being processed";
+  EXPECT_EQ(s_.held(), 1);
+}
+
+// A claim ahead tops the queue up to the idle workers plus the finishing
+// one, and the finishing items are no longer in flight.
+TEST_F(ClaimSchedulerTest, AClaimAheadFeedsTheIdleWorkersAndTheFinishingOne) {
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 2, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  s_.AcceptClaim(*req, {MakeItem(1, 0, 1), MakeItem(2, 0, 1), MakeItem(3, 0, 1), MakeItem(4, 0, 1)},
+                 kT0);
+  Batch mine;
+  ASSERT_TRUE(s_.TakeQueued(&mine));  // one batch left queued
+  EXPECT_FALSE(s_.ClaimAheadBatches(0, mine.items).has_value())
+      << "the queued batch is the finishing worker's next";
+  ASSERT_EQ(s_.ClaimAheadBatches(2, mine.items), 2) << "2 idle + 1 finishing - 1 queued";
+  std::optional<ClaimRequest> ahead = s_.BeginClaim(kMe, 2, mine.items, kT0);
+  ASSERT_TRUE(ahead.has_value());
+  EXPECT_EQ(ahead->limit, 4);
+  EXPECT_EQ(ahead->in_flight.size(), 2u) << "3 and 4; not the finishing 1 and 2";
+  EXPECT_FALSE(s_.ClaimAheadBatches(2, mine.items).has_value()) << "one claim at a time";
+}
+
+TEST_F(ClaimSchedulerTest, SuspectsRunAloneOneAtATime) {
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_TRUE(req->include_suspect);
+  const Item suspect = MakeItem(7, 0, 1, /*suspect=*/true);
+  s_.AcceptClaim(*req, {MakeItem(1, 0, 1), suspect}, kT0);
+  ASSERT_EQ(s_.queued(), 2u);
+  Batch first;
+  ASSERT_TRUE(s_.TakeQueued(&first));
+  ASSERT_EQ(first.items.size(), 1u);
+  EXPECT_EQ(first.items[0].id, 7) << "the suspect goes first, alone";
+  EXPECT_TRUE(first.isolate);
+  // While it is in flight no claim probes for another...
+  s_.Notice(0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->include_suspect);
+  s_.FailClaim();
+  // ...but its own ack looks for the next one, even with the queue full.
+  ASSERT_EQ(s_.ClaimAheadBatches(0, first.items), 0) << "the suspect probe only";
+  std::optional<ClaimRequest> ahead = s_.BeginClaim(kMe, 0, first.items, kT0);
+  ASSERT_TRUE(ahead.has_value());
+  EXPECT_TRUE(ahead->parts.empty());
+  EXPECT_TRUE(ahead->include_suspect);
+  s_.AcceptClaim(*ahead, {}, kT0);  // none left
+  s_.Release(first.items);
+  // No suspect pending and none in flight: a claim that reads on from the
+  // cursor does not probe.
+  ClaimAndAccept(kT0, {MakeItem(2, 0, 1), MakeItem(3, 0, 1)});
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->parts[0].after.has_value());
+  EXPECT_FALSE(req->include_suspect);
+}
+
+TEST_F(ClaimSchedulerTest, ADroppedSuspectFreesTheSlot) {
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  s_.AcceptClaim(*req, {MakeItem(7, 0, 1, /*suspect=*/true)}, kT0);
+  s_.Remove({0});
+  EXPECT_EQ(s_.queued(), 0u);
+  EXPECT_EQ(s_.held(), 0);
+  s_.Assign({{0, Epoch{2}}});
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->include_suspect);
+  EXPECT_TRUE(req->in_flight.empty());
+}
+
+TEST(ClaimScheduler, APartRevokedWhileAClaimIsUnderWayGetsNoneOfItsItems) {
+  ClaimScheduler s(ClaimSchedulerOptions{"q", 10, absl::Seconds(1), false});
+  s.Assign({{0, Epoch{1}}, {1, Epoch{1}}, {2, Epoch{1}}});
+  std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  s.Remove({1});
+  EXPECT_FALSE(s.Drained({1})) << "the claim under way may still bring part 1's items";
+  s.Remove({2});
+  s.Assign({{2, Epoch{5}}});  // taken back at once, at a new epoch
+  EXPECT_EQ(s.AcceptClaim(*req, {MakeItem(1, 0, 1), MakeItem(2, 1, 1), MakeItem(3, 2, 1)}, kT0), 1);
+  EXPECT_TRUE(s.Drained({1}));
+  EXPECT_EQ(s.held(), 1);
+  Batch b;
+  ASSERT_TRUE(s.TakeQueued(&b));
+  ASSERT_EQ(b.items.size(), 1u);
+  EXPECT_EQ(b.items[0].id, 1);
+  EXPECT_TRUE(s.HoldsAny(b.items));
+  EXPECT_FALSE(s.HoldsAny({MakeItem(3, 2, 1)})) << "claimed under the old epoch";
+  // Part 2's new tenure starts from its head, with nothing in flight there.
+  req = s.BeginClaim(kMe, 1, b.items, kT0);
+  ASSERT_TRUE(req.has_value());
+  for (const ClaimPart& cp : req->parts) {
+    if (cp.part == 2) {
+      EXPECT_EQ(cp.epoch, Epoch{5});
+      EXPECT_FALSE(cp.after.has_value());
+    }
+  }
+  EXPECT_TRUE(req->in_flight.empty());
+}
+
+TEST_F(ClaimSchedulerTest, ARemovedPartsQueuedItemsAreDroppedButItsBusyOnesDrainFirst) {
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 2, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  s_.AcceptClaim(*req, {MakeItem(1, 0, 1), MakeItem(2, 0, 1), MakeItem(3, 0, 1)}, kT0);
+  Batch busy;
+  ASSERT_TRUE(s_.TakeQueued(&busy));
+  s_.Remove({0});
+  EXPECT_EQ(s_.queued(), 0u);
+  EXPECT_EQ(s_.held(), 2) << "being processed";
+  EXPECT_FALSE(s_.Drained({0}));
+  EXPECT_FALSE(s_.HoldsAny(busy.items));
+  EXPECT_FALSE(s_.WantClaim());
+  s_.Release(busy.items);
+  EXPECT_TRUE(s_.Drained({0}));
+  EXPECT_EQ(s_.held(), 0);
+}
+
+}  // namespace
+}  // namespace partq
