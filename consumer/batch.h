@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "store/types.h"
 
@@ -20,8 +21,14 @@ struct Batch {
   std::vector<Item> items;
   bool isolate = false;  // rerun with savepoints: a group, and the blamed items alone
   // A lone item that failed in a transaction that was rolled back: its id
-  // and error, so the rerun records the failure without running it again.
-  std::optional<std::pair<int64_t, std::string>> failed_alone;
+  // and failure (hints too), so the rerun records the failure without
+  // running it again.
+  std::optional<std::pair<int64_t, absl::Status>> failed_alone;
+  // Items the batch attempt's handler reported Throttled (handler.h): it did
+  // nothing with them, so the rerun records their retries without running
+  // them again, and without running them alone first (a 429 for a whole
+  // batch must not become one request per item).
+  std::vector<std::pair<int64_t, absl::Status>> throttled;
   // After a batch attempt that failed: the items whose handler reported a
   // failure, when it could tell (a status for every item, in time). Empty:
   // it could not, and on the isolating run every item runs alone.

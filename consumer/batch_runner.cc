@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "consumer/metrics.h"
@@ -84,7 +85,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
         ack(i);
         return outcomes;
       }
-      batch.failed_alone.emplace(items[i].id, std::string(st.message()));
+      batch.failed_alone.emplace(items[i].id, st);
       *need_isolation = true;
       return IsolateSignal();
     }
@@ -106,8 +107,15 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     for (const auto& st : statuses) all_ok = all_ok && st.ok();
     if (!all_ok) {
       batch.blamed.clear();
+      batch.throttled.clear();
       for (size_t k = 0; told && k < run.size(); ++k) {
-        if (!statuses[k].ok()) batch.blamed.push_back(items[run_index[k]].id);
+        if (statuses[k].ok()) continue;
+        const int64_t id = items[run_index[k]].id;
+        if (IsThrottled(statuses[k])) {
+          batch.throttled.emplace_back(id, statuses[k]);
+        } else {
+          batch.blamed.push_back(id);
+        }
       }
       *need_isolation = true;
       return IsolateSignal();
@@ -134,6 +142,9 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
   // for the handler's own) the items still to run alone are left (kLeave)
   // for another transaction, which the consumer runs right after this one
   // commits.
+  //
+  // Items the batch attempt reported throttled are not run again: their
+  // retries are recorded (with the attempt given back) and the rest go on.
   int kept_savepoints = 0;
   batch.left.clear();
   std::vector<size_t> alone;  // positions in `run`
@@ -141,8 +152,17 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
   std::vector<bool> unblamed(run.size(), false);
   {
     const absl::flat_hash_set<int64_t> blamed(batch.blamed.begin(), batch.blamed.end());
+    const absl::flat_hash_map<int64_t, absl::Status> throttled(batch.throttled.begin(),
+                                                               batch.throttled.end());
+    // The batch attempt told which items failed (else every item runs alone).
+    const bool told = !blamed.empty() || !throttled.empty();
     for (size_t k = 0; k < run.size(); ++k) {
-      unblamed[k] = !blamed.empty() && blamed.count(items[run_index[k]].id) == 0;
+      const size_t i = run_index[k];
+      if (auto t = throttled.find(items[i].id); t != throttled.end()) {
+        outcomes[i] = failures_.Failed(items[i], t->second, gen);
+        continue;
+      }
+      unblamed[k] = told && blamed.count(items[i].id) == 0;
       (unblamed[k] ? group : alone).push_back(k);
     }
   }
@@ -184,7 +204,16 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     if (!told) break;  // it cannot say which: all of them alone
     std::vector<size_t> still;
     for (size_t j = 0; j < group.size(); ++j) {
-      (statuses[j].ok() ? still : alone).push_back(group[j]);
+      if (statuses[j].ok()) {
+        still.push_back(group[j]);
+      } else if (IsThrottled(statuses[j])) {
+        // It did nothing (and the rollback took nothing of it): recorded
+        // now, not run alone.
+        const size_t i = run_index[group[j]];
+        outcomes[i] = failures_.Failed(items[i], statuses[j], gen);
+      } else {
+        alone.push_back(group[j]);
+      }
     }
     NoteRerun(group.size(), group.size() - still.size());
     group = std::move(still);
@@ -222,7 +251,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
       ack(i);
     } else {
       if (absl::Status r = tx.RollbackToSavepoint("partq_item"); !r.ok()) return r;
-      outcomes[i] = failures_.Failed(items[i], std::string(st.message()), gen);
+      outcomes[i] = failures_.Failed(items[i], st, gen);
     }
   }
   return outcomes;

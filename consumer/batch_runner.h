@@ -20,6 +20,11 @@
 //   a lone item     a batch of one runs without a savepoint; if it fails, the
 //                   rollback takes its writes and the rerun records the
 //                   failure without running the handler again.
+//   throttled       items whose handler answered Throttled (handler.h) did
+//                   nothing: the isolating run records their retries (the
+//                   attempt given back) without running them again, alone
+//                   or in a group, so a 429 for a whole batch costs one
+//                   rollback, not one request per item.
 //
 // Thread-safe: one runner serves every worker of a consumer at once (each
 // with its own transaction and batch); the only state it shares between

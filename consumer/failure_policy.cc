@@ -5,6 +5,7 @@
 
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
+#include "consumer/handler.h"
 
 namespace partq {
 
@@ -18,16 +19,23 @@ absl::Duration RetryDelay(const BackoffPolicy& policy, int attempts, absl::BitGe
   return d;
 }
 
-Outcome FailurePolicy::Failed(const Item& item, std::string error, absl::BitGenRef gen) const {
+Outcome FailurePolicy::Failed(const Item& item, const absl::Status& failure,
+                              absl::BitGenRef gen) const {
   Outcome o;
   o.id = item.id;
   o.part = item.part;
-  o.error = std::move(error);
-  if (item.attempts >= max_attempts_) {
+  o.error = std::string(failure.message());
+  const std::optional<absl::Duration> hinted = RetryInOf(failure);
+  if (IsThrottled(failure)) {
+    o.kind = Outcome::Kind::kRetry;
+    o.retry_delay = std::max(absl::ZeroDuration(), hinted.value_or(absl::ZeroDuration()));
+    o.refund_attempt = true;
+  } else if (IsDeadNow(failure) || item.attempts >= max_attempts_) {
     o.kind = Outcome::Kind::kDead;
   } else {
     o.kind = Outcome::Kind::kRetry;
-    o.retry_delay = RetryDelay(backoff_, item.attempts, gen);
+    o.retry_delay =
+        hinted ? std::max(absl::ZeroDuration(), *hinted) : RetryDelay(backoff_, item.attempts, gen);
   }
   return o;
 }
@@ -38,6 +46,7 @@ std::optional<Outcome> FailurePolicy::CrashLoop(const Item& item) const {
   o.id = item.id;
   o.part = item.part;
   o.kind = Outcome::Kind::kDead;
+  o.refund_attempt = true;
   // attempts counts this claim too: the ones before it were all abandoned.
   o.error = absl::StrCat("gave up after ", item.attempts - 1,
                          " attempts: the worker processing it died or lost its session "

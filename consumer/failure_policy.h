@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/random/bit_gen_ref.h"
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "store/store.h"
 #include "store/types.h"
@@ -36,15 +37,25 @@ class FailurePolicy {
   FailurePolicy(BackoffPolicy backoff, int max_attempts)
       : backoff_(backoff), max_attempts_(max_attempts) {}
 
-  // `item` failed on its attempt `item.attempts` with `error`: kRetry after
-  // RetryDelay(item.attempts) while attempts remain, else kDead. The error is
-  // kept either way (the item's last error).
-  Outcome Failed(const Item& item, std::string error, absl::BitGenRef gen) const;
+  // `item` failed on its attempt `item.attempts` with `failure`, whose
+  // message is kept either way (the item's last error). By the failure's
+  // hints (handler.h), first that applies:
+  //   Throttled(d)  kRetry after d, the attempt given back (refund_attempt):
+  //                 the handler did nothing with the item, so even an item on
+  //                 its last attempt is not dead-lettered for it;
+  //   DeadNow       kDead now;
+  //   (no attempts left)  kDead;
+  //   RetryIn(d)    kRetry after d instead of the backoff;
+  //   (none)        kRetry after RetryDelay(item.attempts).
+  // A negative hinted delay counts as zero.
+  Outcome Failed(const Item& item, const absl::Status& failure, absl::BitGenRef gen) const;
 
   // An item claimed more than max_attempts times without ever finishing:
   // every worker that took it died or lost its session (its attempts were
   // counted from the claim records they left). kDead without running it
-  // again; nullopt for an item that may run.
+  // again; nullopt for an item that may run. The outcome gives its claim's
+  // attempt back (refund_attempt): the item did not run, and its dead row
+  // says the attempts it used, as the error does.
   std::optional<Outcome> CrashLoop(const Item& item) const;
 
   int max_attempts() const { return max_attempts_; }

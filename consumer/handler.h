@@ -83,9 +83,10 @@ class Handler {
 //                   run it again after `d`, and give the attempt back (being
 //                   told to wait is not the item's failure).
 // They travel as payloads of the status, so they survive copies and the
-// statuses of HandleBatch. NOT YET ACTED ON: the consumer reads neither
-// today (the item is retried by the backoff policy); see handlers/README.md
-// for what it must do with them.
+// statuses of HandleBatch. The consumer acts on them (FailurePolicy::Failed)
+// when it records the failure: from a run of the item alone, as for any
+// failure, except Throttled, which it records from the batch attempt (the
+// handler did nothing with the item, so there is nothing to isolate).
 absl::Status RetryIn(absl::Status failure, absl::Duration delay);
 absl::Status DeadNow(absl::Status failure);
 // The hints on `status`: nullopt / false when it carries none.

@@ -872,7 +872,7 @@ absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes
       a.o_parts.push_back(item.part);
       a.o_dead.push_back(o.kind == Outcome::Kind::kDead);
       a.o_delays.push_back(std::max<int64_t>(0, Micros(o.retry_delay)));
-      a.o_refund.push_back(o.kind == Outcome::Kind::kRetry && o.refund_attempt);
+      a.o_refund.push_back(o.refund_attempt);
       a.o_errors.push_back(o.error);
     }
   }

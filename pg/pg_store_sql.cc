@@ -218,7 +218,8 @@ res AS (
 //   was not found there (a table rewrite moves rows).
 // - Results are recorded when there is one or a dedup key (`partq wait`).
 // - Retries count the attempt unless refunded and clear the abandoned mark;
-//   retries that used up max_attempts, and dead items, move to dead_items.
+//   retries that used up max_attempts, and dead items, move to dead_items
+//   (counting the attempt unless refunded: an item dead-lettered unrun).
 //   retried and dead select disjoint rows, as one statement must.
 // - Dead items keep their Kafka origin and headers, and `dlq` writes one
 //   outbox row per dead item of a queue with a dead-letter topic (store.h
@@ -262,7 +263,8 @@ retried AS (
 dead AS (
   DELETE FROM {schema}.items i USING o
   WHERE i.id = o.id AND (o.dead OR (NOT o.refund AND i.attempts + 1 >= $15::int))
-  RETURNING i.id, i.queue, i.part, i.key, i.dedup_key, i.priority, i.attempts + 1 AS attempts,
+  RETURNING i.id, i.queue, i.part, i.key, i.dedup_key, i.priority,
+            i.attempts + (NOT o.refund)::int AS attempts,
             i.enqueued_at, i.payload, coalesce(o.error, '') AS error,
             i.origin_topic, i.origin_partition, i.origin_offset, i.headers),
 buried AS (

@@ -340,7 +340,7 @@ class MemStore : public Store {
       } else if (dead) {
         Unrecord(req.queue, st.item.part, oc.id);
         st.last_error = oc.error;
-        st.item.attempts += 1;
+        if (!oc.refund_attempt) st.item.attempts += 1;
         st.failed_at = now;
         db_->dead_[oc.id] = st;
         db_->items_.erase(s);

@@ -136,7 +136,9 @@ struct Outcome {
   absl::Duration retry_delay;         // kRetry: run again after this
   std::string error;                  // kRetry/kDead: the handler's error, kept
   std::optional<std::string> result;  // kAck: optional result for `partq wait`
-  // kRetry only: give the attempt back (graceful hand-off of an unstarted item).
+  // Give the attempt back. kRetry: it does not count (an unstarted item
+  // handed off, a throttled one) and cannot dead-letter the item; kDead: the
+  // dead item's attempts leave it out (dead-lettered without running).
   bool refund_attempt = false;
 };
 

@@ -71,7 +71,9 @@ class FollowUpHandler : public Handler {
   // Fails in a HandleBatch call of exactly `fails_in_company_of` items.
   std::string fails_in_company;
   size_t fails_in_company_of = 0;
-  bool batch_throws = false;  // HandleBatch cannot say which failed
+  bool batch_throws = false;        // HandleBatch cannot say which failed
+  std::set<std::string> throttled;  // answered Throttled(7 s), having done nothing
+  std::set<std::string> dead_now;   // fail with DeadNow, after enqueueing
   absl::Duration cost = absl::Microseconds(2);
   std::string slow;  // this payload costs slow_cost instead
   absl::Duration slow_cost;
@@ -95,11 +97,15 @@ class FollowUpHandler : public Handler {
   absl::Status Work(HandlerCall& call, size_t company) {
     const std::string& p = call.item->payload;
     clock_.Advance(p == slow ? slow_cost : cost);
+    if (throttled.count(p) > 0) {
+      return Throttled(absl::UnavailableError(p + " throttled"), absl::Seconds(7));
+    }
     NewItem f;
     f.payload = "after " + p;
     f.dedup_key = "after-" + p;
     auto r = call.tx->Enqueue("follow", f);
     if (!r.ok()) return r.status();
+    if (dead_now.count(p) > 0) return DeadNow(absl::InvalidArgumentError(p + " can never work"));
     if (failing.count(p) > 0 || (p == fails_in_company && company == fails_in_company_of)) {
       return absl::InternalError(p + " fails after enqueueing");
     }
@@ -313,6 +319,86 @@ TEST_F(BatchRunnerTest, AnItemInACrashLoopIsDeadWithoutRunning) {
   EXPECT_EQ(r->acked.size(), 2u);
   EXPECT_FALSE(FollowedUp("p1"));
   EXPECT_NE(StateOf(b.items[1]).error.find("(crash loop)"), std::string::npos);
+}
+
+// A whole batch throttled (an HTTP 429): one rollback, then every item's
+// retry recorded without running it again, its attempt given back even on
+// its last attempt.
+TEST_F(BatchRunnerTest, AThrottledBatchIsRetriedWithoutRunningItItemByItem) {
+  handler_.throttled = {"p0", "p1", "p2", "p3", "p4"};
+  Batch b = Claim(5);
+  b.items[0].attempts = kMaxAttempts;  // as claimed on its last attempt
+  auto r = Finish(b);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(handler_.batches, std::vector<size_t>{5});
+  EXPECT_TRUE(handler_.alone.empty());
+  EXPECT_EQ(savepoints_, 0);
+  EXPECT_EQ(r->retried.size(), 5u);
+  EXPECT_TRUE(r->dead.empty());
+  for (const Item& item : b.items) {
+    const ItemState st = StateOf(item);
+    EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+    EXPECT_EQ(st.attempts, 0) << "being told to wait is not the item's failure";
+    EXPECT_EQ(st.error, item.payload + " throttled");
+  }
+  // They come back after the 7 s the handler asked for, not the 1 s backoff.
+  auto claim = [&] {
+    ClaimRequest c;
+    c.queue = "q";
+    c.session = session_;
+    c.parts = {{0, epoch_, std::nullopt, 5}};
+    c.limit = 5;
+    c.include_suspect = false;
+    auto items = store_->Claim(c);
+    EXPECT_TRUE(items.ok()) << items.status();
+    return items.ok() ? items->size() : 0u;
+  };
+  clock_.Advance(absl::Seconds(6));
+  EXPECT_EQ(claim(), 0u);
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(claim(), 5u);
+}
+
+// One item throttled among others: the others are acked together, and the
+// throttled one is not run again, alone or in their group.
+TEST_F(BatchRunnerTest, AThrottledItemIsNotRunAgainAndTheOthersAreAcked) {
+  handler_.throttled = {"p1"};
+  Batch b = Claim(4);
+  auto r = Finish(b);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(handler_.batches, (std::vector<size_t>{4, 3}));
+  EXPECT_TRUE(handler_.alone.empty());
+  EXPECT_EQ(r->acked.size(), 3u);
+  EXPECT_EQ(r->retried, std::vector<int64_t>{b.items[1].id});
+  EXPECT_EQ(FollowUps(), 3);
+  EXPECT_EQ(StateOf(b.items[1]).attempts, 0);
+}
+
+TEST_F(BatchRunnerTest, ALoneThrottledItemRunsOnceAndKeepsItsAttempt) {
+  handler_.throttled = {"p0"};
+  Batch b = Claim(1);
+  auto r = Finish(b);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(handler_.alone, std::vector<std::string>{"p0"});
+  EXPECT_EQ(r->retried.size(), 1u);
+  EXPECT_EQ(StateOf(b.items[0]).attempts, 0);
+}
+
+// DeadNow is a failure like another: recorded from a run of the item alone
+// (its enqueue undone), then dead on its first attempt.
+TEST_F(BatchRunnerTest, DeadNowDeadLettersOnTheFirstAttempt) {
+  handler_.dead_now = {"p1"};
+  Batch b = Claim(3);
+  auto r = Finish(b);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(handler_.alone, std::vector<std::string>{"p1"});
+  EXPECT_EQ(r->dead, std::vector<int64_t>{b.items[1].id});
+  EXPECT_EQ(r->acked.size(), 2u);
+  EXPECT_FALSE(FollowedUp("p1"));
+  const ItemState st = StateOf(b.items[1]);
+  EXPECT_EQ(st.kind, ItemState::Kind::kDead);
+  EXPECT_EQ(st.error, "p1 can never work");
+  EXPECT_EQ(st.attempts, 1);
 }
 
 TEST_F(BatchRunnerTest, AHandlerOverItsDeadlineHasFailed) {

@@ -14,9 +14,9 @@
 #include "absl/time/clock.h"
 #include "bench/tracking_store.h"
 #include "consumer/builtin_handlers.h"
-#include "pg/pg_store.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
+#include "pg/pg_store.h"
 #include "producer/producer.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
@@ -838,6 +838,9 @@ TEST_F(ConsumerTest, PoisonItemThatKillsWorkersIsDeadLetteredAndTheRestAreUnaffe
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items WHERE payload = 'POISON' "
                          "AND last_error LIKE '%crash loop%'"),
             1);
+  // "gave up after 3 attempts", and its dead row says 3: the claim that found
+  // the crash loop did not run it.
+  EXPECT_EQ(schema_.QInt("SELECT attempts FROM {schema}.dead_items WHERE payload = 'POISON'"), 3);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <limits>
 #include <random>
 
+#include "absl/status/status.h"
+#include "consumer/handler.h"
 #include "gtest/gtest.h"
 
 namespace partq {
@@ -81,17 +83,17 @@ TEST(FailurePolicy, RetriesAfterTheBackoffWhileAttemptsRemainThenDeadLetters) {
   b.jitter = 0;
   const FailurePolicy policy(b, /*max_attempts=*/3);
   FixedBits gen(0);
-  const Outcome first = policy.Failed(ItemAt(1), "boom", gen);
+  const Outcome first = policy.Failed(ItemAt(1), absl::InternalError("boom"), gen);
   EXPECT_EQ(first.kind, Outcome::Kind::kRetry);
   EXPECT_EQ(first.id, 42);
   EXPECT_EQ(first.part, 3);
   EXPECT_EQ(first.error, "boom");
   EXPECT_EQ(first.retry_delay, absl::Seconds(1));
   EXPECT_FALSE(first.refund_attempt);
-  const Outcome second = policy.Failed(ItemAt(2), "boom", gen);
+  const Outcome second = policy.Failed(ItemAt(2), absl::InternalError("boom"), gen);
   EXPECT_EQ(second.kind, Outcome::Kind::kRetry);
   EXPECT_EQ(second.retry_delay, absl::Seconds(2));
-  const Outcome last = policy.Failed(ItemAt(3), "boom again", gen);
+  const Outcome last = policy.Failed(ItemAt(3), absl::InternalError("boom again"), gen);
   EXPECT_EQ(last.kind, Outcome::Kind::kDead);
   EXPECT_EQ(last.error, "boom again") << "the last error is kept";
 }
@@ -99,7 +101,49 @@ TEST(FailurePolicy, RetriesAfterTheBackoffWhileAttemptsRemainThenDeadLetters) {
 TEST(FailurePolicy, RetryJitterComesFromTheCallersGenerator) {
   const FailurePolicy policy(kJittered, 5);
   FixedBits lowest(0);
-  EXPECT_EQ(policy.Failed(ItemAt(1), "x", lowest).retry_delay, absl::Seconds(3));
+  EXPECT_EQ(policy.Failed(ItemAt(1), absl::InternalError("x"), lowest).retry_delay,
+            absl::Seconds(3));
+}
+
+TEST(FailurePolicy, RetryInReplacesTheBackoffButTheAttemptCounts) {
+  const FailurePolicy policy(kJittered, /*max_attempts=*/3);
+  FixedBits gen(0);
+  const Outcome o =
+      policy.Failed(ItemAt(1), RetryIn(absl::InternalError("later"), absl::Seconds(30)), gen);
+  EXPECT_EQ(o.kind, Outcome::Kind::kRetry);
+  EXPECT_EQ(o.retry_delay, absl::Seconds(30)) << "no jitter either";
+  EXPECT_FALSE(o.refund_attempt);
+  EXPECT_EQ(o.error, "later");
+  EXPECT_EQ(policy.Failed(ItemAt(1), RetryIn(absl::InternalError("now"), -absl::Seconds(1)), gen)
+                .retry_delay,
+            absl::ZeroDuration());
+  const Outcome last =
+      policy.Failed(ItemAt(3), RetryIn(absl::InternalError("later"), absl::Seconds(30)), gen);
+  EXPECT_EQ(last.kind, Outcome::Kind::kDead) << "past max_attempts as usual";
+}
+
+TEST(FailurePolicy, DeadNowDeadLettersWhateverAttemptsRemain) {
+  const FailurePolicy policy(kJittered, /*max_attempts=*/10);
+  FixedBits gen(0);
+  const Outcome o = policy.Failed(
+      ItemAt(1), DeadNow(RetryIn(absl::InvalidArgumentError("bad payload"), absl::Seconds(5))),
+      gen);
+  EXPECT_EQ(o.kind, Outcome::Kind::kDead) << "dead wins over retry_in";
+  EXPECT_EQ(o.error, "bad payload");
+  EXPECT_FALSE(o.refund_attempt);
+}
+
+TEST(FailurePolicy, AThrottledItemIsRetriedWithItsAttemptGivenBackEvenOnItsLast) {
+  const FailurePolicy policy(kJittered, /*max_attempts=*/3);
+  FixedBits gen(0);
+  for (int attempts : {1, 3, 7}) {
+    const Outcome o = policy.Failed(
+        ItemAt(attempts), Throttled(absl::UnavailableError("429"), absl::Seconds(12)), gen);
+    EXPECT_EQ(o.kind, Outcome::Kind::kRetry) << attempts;
+    EXPECT_TRUE(o.refund_attempt) << attempts;
+    EXPECT_EQ(o.retry_delay, absl::Seconds(12)) << attempts;
+    EXPECT_EQ(o.error, "429");
+  }
 }
 
 TEST(FailurePolicy, AnItemClaimedMoreThanMaxAttemptsTimesIsACrashLoop) {
@@ -114,6 +158,7 @@ TEST(FailurePolicy, AnItemClaimedMoreThanMaxAttemptsTimesIsACrashLoop) {
   EXPECT_EQ(dead->error,
             "gave up after 3 attempts: the worker processing it died or lost its session each "
             "time (crash loop)");
+  EXPECT_TRUE(dead->refund_attempt) << "its dead row says the 3 attempts, as the error does";
 }
 
 }  // namespace

@@ -42,13 +42,6 @@
 namespace partq {
 namespace {
 
-// The consumer does not act on failure hints yet (DeadNow, RetryIn,
-// Throttled in consumer/handler.h; handlers/README.md says what it must do).
-// The assertions that depend on it are written, and skipped while this is
-// false: flip it when the consumer acts on them.
-constexpr bool kConsumerActsOnHints = false;
-constexpr char kNeedsHints[] = "needs the consumer to act on failure hints";
-
 constexpr char kQueue[] = "q";
 
 std::string Quoted(const std::string& s) {
@@ -315,7 +308,6 @@ TEST_F(ConsumerHandlersTest, DeadTrueIsDeadLetteredAtItsFirstAttempt) {
   EXPECT_EQ(dead.error, "can never succeed");
   // The handler answered: an item's failure, not the request's.
   EXPECT_EQ(Metric("partq_handler_request_failures_total"), 0);
-  if (!kConsumerActsOnHints) GTEST_SKIP() << kNeedsHints;
   EXPECT_EQ(dead.attempts, 1) << "dead: true gives up at once, with attempts left";
 }
 
@@ -331,7 +323,6 @@ TEST_F(ConsumerHandlersTest, RetryInIsHonouredInsteadOfTheBackoff) {
   const absl::Duration took = absl::Now() - start;
   ASSERT_TRUE(run.done) << Tail(run.log);
   EXPECT_EQ(State(ids[0]).result, "attempt 2");  // the attempt counted
-  if (!kConsumerActsOnHints) GTEST_SKIP() << kNeedsHints;
   EXPECT_GE(took, absl::Milliseconds(1500));
 }
 
@@ -422,7 +413,6 @@ TEST_F(HttpConsumerTest, ThrottledBatchComesBackWholeAfterRetryAfterWithItsAttem
   ASSERT_GE(received.size(), 2u) << received.dump();
   EXPECT_EQ(received[0]["status"], 429);
   EXPECT_EQ(received[0]["items"].size(), 3u);
-  if (!kConsumerActsOnHints) GTEST_SKIP() << kNeedsHints;
   // One more request, for the whole batch, no sooner than Retry-After, each
   // item at attempt 1 again.
   ASSERT_EQ(received.size(), 2u) << received.dump();
@@ -527,10 +517,7 @@ TEST_P(ExampleTest, ResultsAndFollowUpsCommitWithTheAcks) {
   const ItemState dead = State(ids[7]);
   EXPECT_EQ(dead.kind, ItemState::Kind::kDead);
   EXPECT_TRUE(absl::StartsWith(dead.error, "bad payload: ")) << dead.error;
-  // (DeadTrueIsDeadLetteredAtItsFirstAttempt skips until then.)
-  if (kConsumerActsOnHints) {
-    EXPECT_EQ(dead.attempts, 1) << "dead: true gives up at once";
-  }
+  EXPECT_EQ(dead.attempts, 1) << "dead: true gives up at once";
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, ExampleTest, ::testing::Values("PythonExec", "NodeHttp"),

@@ -1270,6 +1270,34 @@ TEST_P(StoreFinishConformance, RefundedRetryGivesTheAttemptBack) {
   for (const Item& i : again) EXPECT_EQ(i.attempts, 1) << i.id;
 }
 
+// A dead outcome with its attempt given back (an item dead-lettered without
+// running: a crash loop) keeps the attempts the item had; its dead row says
+// no more than its error does.
+TEST_P(StoreFinishConformance, RefundedDeadKeepsTheAttemptsItHad) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 2)));
+  ASSERT_EQ(items.size(), 2u);
+  FinishBody dead = [](Tx&, absl::Span<const Item> owned) {
+    std::vector<Outcome> out;
+    for (const Item& i : owned) {
+      Outcome o{i.id, i.part, Outcome::Kind::kDead};
+      o.error = "gave up";
+      o.refund_attempt = i.id == owned[0].id;
+      out.push_back(o);
+    }
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items), dead));
+  ASSERT_EQ(r.dead.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(ItemState refunded, store_->GetItemState("q", items[0].id));
+  EXPECT_EQ(refunded.kind, ItemState::Kind::kDead);
+  EXPECT_EQ(refunded.attempts, 0);
+  ASSERT_OK_AND_ASSIGN(ItemState counted, store_->GetItemState("q", items[1].id));
+  EXPECT_EQ(counted.attempts, 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> rows, store_->ListDead("q", 10));
+  ASSERT_EQ(rows.size(), 2u);
+  for (const DeadItem& d : rows) EXPECT_EQ(d.attempts, d.id == items[0].id ? 0 : 1) << d.id;
+}
+
 TEST_P(StoreFinishConformance, DeadMovesToDeadItemsAndMaxAttemptsIsEnforced) {
   ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 1)));
   ASSERT_OK_AND_ASSIGN(FinishResult r,
