@@ -1,5 +1,5 @@
-// The worker runtime (DESIGN.md protocols 5-9): a Consumer joins a queue's
-// group through a coordinator Session, claims ready items of the parts it
+// The worker runtime (docs/architecture.md, Protocols): a Consumer joins a
+// queue's group through a coordinator Session, claims ready items of the parts it
 // owns, runs a Handler on N threads and finishes each batch in one
 // transaction that is fenced by the parts' epochs (see Store::Finish).
 //

@@ -1,4 +1,4 @@
-// How an item's failure ends (DESIGN.md protocol 7; consumer/README.md,
+// How an item's failure ends (docs/architecture.md, Failures; consumer/README.md,
 // "Failures"): retried after an exponential backoff with jitter, or
 // dead-lettered once it has used the queue's max_attempts, or dead-lettered
 // without running when it keeps killing the workers that take it ("crash

@@ -1,5 +1,6 @@
 // One member of a queue's consumer group: joins, heartbeats, expires dead
-// members, rebalances its parts and leaves (DESIGN.md protocols 1-4 and 8).
+// members, rebalances its parts and leaves (docs/architecture.md,
+// Protocols).
 //
 // A Session runs one background thread with its own Store connection, and
 // (when the store supports LISTEN) a second one that waits for the queue's

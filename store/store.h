@@ -388,7 +388,7 @@ class Store {
   virtual absl::Status SetDeadLetterTopic(absl::string_view queue,
                                           const std::optional<std::string>& topic) = 0;
 
-  // --- sessions (protocol steps 1-4, 8 of DESIGN.md) --------------------------
+  // --- sessions (docs/architecture.md: join, heartbeat, rebalance, leave) --
   virtual absl::StatusOr<JoinResult> Join(const JoinRequest& request) = 0;
   // Moves our expires_at (now() + the queue's TTL, database time), deletes
   // expired sessions of the queue (cascading their parts) and returns the group.

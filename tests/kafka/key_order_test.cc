@@ -1,4 +1,4 @@
-// Per-key order from topic to ack (DESIGN.md I7 through the bridge), on the
+// Per-key order from topic to ack (docs/architecture.md I7 through the bridge), on the
 // mock cluster and a real PostgreSQL: keyed messages on a multi-partition
 // topic, ingested while consumer sessions of an ordered queue process them,
 // with a session joining and another leaving mid-way so parts change hands.
