@@ -208,6 +208,12 @@ class ConsumerHandlersTest : public ::testing::Test {
 
 // --- exec ----------------------------------------------------------------------
 
+// The handler timeout of the cases whose child hangs: each of the poison
+// item's attempts waits it out. It also bounds a good item's run alone in a
+// freshly restarted child (a Python start), which on a loaded 2-core machine
+// took over 2 s.
+constexpr absl::Duration kHangTimeout = absl::Seconds(5);
+
 struct ExecCase {
   std::string name;
   std::string payload;                        // what makes test_child.py misbehave (see its modes)
@@ -235,7 +241,7 @@ INSTANTIATE_TEST_SUITE_P(
     Children, ExecPoisonTest,
     ::testing::Values(
         ExecCase{"PartialLineThenSilence", "misbehave:partial-hang", "timeout",
-                 "of a line but not its end by the deadline", absl::Seconds(2)},
+                 "of a line but not its end by the deadline", kHangTimeout},
         ExecCase{"HundredMegabyteLine", "misbehave:huge-line", "bad_reply",
                  "wrote a reply line longer than the limit of 16777216 bytes"},
         ExecCase{"IdsItWasNotGiven", "misbehave:unknown-id", "bad_reply",
@@ -244,7 +250,7 @@ INSTANTIATE_TEST_SUITE_P(
         ExecCase{"ExitsBeforeAnswering", "crash", "died",
                  "exited with status 3; its last stderr line: \"crashing on purpose\""},
         ExecCase{"NeverAnswers", "misbehave:never", "timeout", "did not answer by the deadline",
-                 absl::Seconds(2)}),
+                 kHangTimeout}),
     [](const auto& test) { return test.param.name; });
 
 // A command whose first starts exit at once (a handler that crashes on
