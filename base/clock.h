@@ -1,4 +1,4 @@
-// Injected time (STYLE.md 5). Everything in partq that reads the time, sleeps
+// Injected time (architecture.md, Conventions). Everything in partq that reads the time, sleeps
 // or waits with a deadline does it through a Clock: the real one in programs,
 // a ManualClock in tests, which then move time on instead of sleeping. A
 // MemStore uses its Clock as the "database clock" too, so one ManualClock

@@ -432,16 +432,18 @@ BridgeIngest::BridgeIngest(BridgeStoreFactory stores, BridgeIngestOptions option
 BridgeIngest::~BridgeIngest() { Stop(); }
 
 absl::Status BridgeIngest::Start() {
-  if (started_) return absl::FailedPreconditionError("bridge ingest already started");
-  if (absl::Status st = impl_->Init(); !st.ok()) return st;
-  started_ = true;
-  thread_ = std::thread([this] { impl_->Run(); });
-  return absl::OkStatus();
+  if (absl::Status st = lifecycle_.BeginStart("bridge ingest"); !st.ok()) return st;
+  absl::Status st = impl_->Init();
+  if (st.ok()) thread_ = std::thread([this] { impl_->Run(); });
+  lifecycle_.EndStart(st.ok());
+  return st;
 }
 
 void BridgeIngest::Stop() {
+  if (!lifecycle_.BeginStop()) return;
   impl_->RequestStop();
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
+  lifecycle_.EndStop();
 }
 
 absl::Status BridgeIngest::status() const { return impl_->status(); }

@@ -14,7 +14,7 @@
 // partition is paused; they resume once it holds fewer than `low_water`. The
 // consumer keeps polling meanwhile, so it stays in its group.
 //
-// Lifecycle (STYLE.md 10): Start() once; Stop() is safe before Start and
+// Lifecycle (base/service.h): Start() once; Stop() is safe before Start and
 // twice. One background thread owns the Kafka consumer and a Store.
 #ifndef PARTQ_BRIDGE_BRIDGE_INGEST_H_
 #define PARTQ_BRIDGE_BRIDGE_INGEST_H_
@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/service.h"
 #include "bridge/bridge_metrics.h"
 #include "store/bridge_store.h"
 
@@ -85,7 +86,7 @@ class BridgeIngest {
   class Impl;
   std::unique_ptr<Impl> impl_;
   std::thread thread_;
-  bool started_ = false;
+  StartStop lifecycle_;
 };
 
 }  // namespace partq

@@ -1,4 +1,4 @@
-// The Kafka bridge's Prometheus metrics (a probe, STYLE.md 9):
+// The Kafka bridge's Prometheus metrics (a probe, architecture.md, Conventions):
 //
 //   partq_bridge_lag_messages{topic,queue}          gauge    high watermark - stored next
 //                                                            offset, summed over the

@@ -275,16 +275,18 @@ BridgePublish::BridgePublish(BridgeStoreFactory stores, BridgePublishOptions opt
 BridgePublish::~BridgePublish() { Stop(); }
 
 absl::Status BridgePublish::Start() {
-  if (started_) return absl::FailedPreconditionError("bridge publish already started");
-  if (absl::Status st = impl_->Init(); !st.ok()) return st;
-  started_ = true;
-  thread_ = std::thread([this] { impl_->Run(); });
-  return absl::OkStatus();
+  if (absl::Status st = lifecycle_.BeginStart("bridge publish"); !st.ok()) return st;
+  absl::Status st = impl_->Init();
+  if (st.ok()) thread_ = std::thread([this] { impl_->Run(); });
+  lifecycle_.EndStart(st.ok());
+  return st;
 }
 
 void BridgePublish::Stop() {
+  if (!lifecycle_.BeginStop()) return;
   impl_->RequestStop();
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
+  lifecycle_.EndStop();
 }
 
 BridgePublishStats BridgePublish::stats() const { return impl_->stats(); }

@@ -19,7 +19,7 @@
 // written before the purge reaches Kafka twice (at-least-once toward Kafka).
 //
 // Run one publisher per schema: rows are read from the head of the outbox.
-// Lifecycle (STYLE.md 10): Start() once; Stop() safe before Start and twice.
+// Lifecycle (base/service.h): Start() once; Stop() safe before Start and twice.
 #ifndef PARTQ_BRIDGE_BRIDGE_PUBLISH_H_
 #define PARTQ_BRIDGE_BRIDGE_PUBLISH_H_
 
@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/service.h"
 #include "bridge/bridge_metrics.h"
 #include "store/bridge_store.h"
 
@@ -76,7 +77,7 @@ class BridgePublish {
   class Impl;
   std::unique_ptr<Impl> impl_;
   std::thread thread_;
-  bool started_ = false;
+  StartStop lifecycle_;
 };
 
 }  // namespace partq

@@ -41,6 +41,13 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
 Consumer::~Consumer() { Stop(); }
 
 absl::Status Consumer::Start() {
+  if (absl::Status st = lifecycle_.BeginStart("consumer"); !st.ok()) return st;
+  absl::Status st = StartThreads();
+  lifecycle_.EndStart(st.ok());
+  return st;
+}
+
+absl::Status Consumer::StartThreads() {
   if (options_.concurrency < 1 || options_.concurrency > 1024) {
     return absl::InvalidArgumentError("concurrency must be between 1 and 1024");
   }
@@ -75,10 +82,6 @@ absl::Status Consumer::Start() {
                                                       options_.rescan_interval, config_.ordered});
   }
   if (absl::Status st = session_->Start(); !st.ok()) return st;
-  {
-    absl::MutexLock lock(&mu_);
-    started_ = true;
-  }
   claimer_ = std::thread([this] { ClaimLoop(); });
   for (int i = 0; i < options_.concurrency; ++i) {
     workers_.emplace_back([this, i] { WorkLoop(i); });
@@ -89,31 +92,27 @@ absl::Status Consumer::Start() {
 }
 
 void Consumer::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!started_) return;
-  }
+  if (!lifecycle_.BeginStop()) return;
   if (collector_ != nullptr) collector_->Stop();
   // Revokes every part (OnRevoke drains), then leaves the group.
   session_->Stop();
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    started_ = false;
   }
   if (claimer_.joinable()) claimer_.join();
   for (auto& w : workers_) {
     if (w.joinable()) w.join();
   }
   workers_.clear();
+  lifecycle_.EndStop();
 }
 
 void Consumer::Abandon() {
+  if (!lifecycle_.BeginStop()) return;
   {
     absl::MutexLock lock(&mu_);
-    if (!started_) return;
     stopping_ = true;
-    started_ = false;
     scheduler_.ClearQueued();
   }
   if (collector_ != nullptr) collector_->Stop();
@@ -123,6 +122,7 @@ void Consumer::Abandon() {
     if (w.joinable()) w.join();
   }
   workers_.clear();
+  lifecycle_.EndStop();
 }
 
 ConsumerStats Consumer::stats() const {

@@ -42,7 +42,9 @@
 // Lifecycle: Start() joins; Stop() stops claiming, drains in-flight batches
 // (bounded by drain_timeout; unstarted items are returned to the queue),
 // leaves the group so others take the parts at once, and joins all threads.
-// Stop is safe before Start and twice. All methods are thread-safe.
+// Start, Stop and Abandon keep the rules of base/service.h (Stop is safe
+// before Start and twice; a stopped consumer does not start again). All
+// methods are thread-safe.
 #ifndef PARTQ_CONSUMER_CONSUMER_H_
 #define PARTQ_CONSUMER_CONSUMER_H_
 
@@ -58,6 +60,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/service.h"
 #include "consumer/batch.h"
 #include "consumer/batch_runner.h"
 #include "consumer/claim_scheduler.h"
@@ -131,6 +134,8 @@ class Consumer : private PartListener {
   int64_t in_flight() const;
 
  private:
+  // Start's work, between the lifecycle's BeginStart and EndStart.
+  absl::Status StartThreads();
   // PartListener (called on the session thread).
   void OnRevoke(const std::vector<OwnedPart>& parts) override;
   void OnAssign(const std::vector<OwnedPart>& parts) override;
@@ -162,11 +167,11 @@ class Consumer : private PartListener {
   // (and thread-safe) after that.
   std::unique_ptr<BatchRunner> runner_;
 
+  StartStop lifecycle_;
   mutable absl::Mutex mu_;
   // What to claim, and what is in flight (its locking contract: claim_scheduler.h).
   ClaimScheduler scheduler_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
   ConsumerStats stats_ ABSL_GUARDED_BY(mu_);
 

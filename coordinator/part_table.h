@@ -1,5 +1,5 @@
 // The parts a session knows, each in one state, changed by one checked
-// transition (STYLE.md 6; redpanda's group.h: valid_previous_state() and a
+// transition (architecture.md, Conventions; redpanda's group.h: valid_previous_state() and a
 // checked, logged set_state()).
 //
 //   unowned --acquire/adopt/join--> owned --revoke--> revoking --release--> released

@@ -44,9 +44,9 @@ QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
                                           "ready item; 0 when none is ready.") +
                                   kFromCollector,
                               queue_)),
-      unowned_parts_(
-          Gauge(r, "partq_queue_unowned_parts",
-                std::string("Parts no live session owns (their items wait).") + kFromCollector, queue_)),
+      unowned_parts_(Gauge(
+          r, "partq_queue_unowned_parts",
+          std::string("Parts no live session owns (their items wait).") + kFromCollector, queue_)),
       sessions_(Gauge(r, "partq_sessions",
                       std::string("Live (unexpired) sessions of the queue.") + kFromCollector,
                       queue_)),
@@ -67,19 +67,21 @@ QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
 QueueCollector::~QueueCollector() { Stop(); }
 
 void QueueCollector::Start() {
-  absl::MutexLock lock(&mu_);
-  if (started_ || stopping_) return;
-  started_ = true;
+  if (!lifecycle_.BeginStart("queue collector").ok()) return;
   thread_ = std::thread([this] { Run(); });
+  lifecycle_.EndStart(true);
 }
 
 void QueueCollector::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
+  if (lifecycle_.BeginStop()) {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    thread_.join();
+    lifecycle_.EndStop();
   }
-  if (thread_.joinable()) thread_.join();
-  ZeroFill();
+  ZeroFill();  // whatever it published last is stale now, collected or not
 }
 
 void QueueCollector::Run() {

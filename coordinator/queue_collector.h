@@ -31,8 +31,8 @@
 // time, and the gauges then lag by that much. A query that failed does not
 // space out the next one.
 //
-// Lifecycle (STYLE.md 10): Start() starts one thread; Stop() zero-fills and
-// joins it; safe before Start and twice. CollectOnce() and the gauges are
+// Lifecycle (base/service.h): Start() starts one thread; Stop() joins it and
+// zero-fills; safe before Start and twice. CollectOnce() and the gauges are
 // thread-safe.
 #ifndef PARTQ_COORDINATOR_QUEUE_COLLECTOR_H_
 #define PARTQ_COORDINATOR_QUEUE_COLLECTOR_H_
@@ -48,10 +48,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
-#include "store/store.h"
+#include "base/service.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
+#include "store/store.h"
 
 namespace partq {
 
@@ -121,7 +122,7 @@ class QueueCollector {
   absl::Duration last_took_ ABSL_GUARDED_BY(store_mu_);
 
   absl::Mutex mu_;
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  StartStop lifecycle_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

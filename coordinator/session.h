@@ -24,9 +24,11 @@
 // checked transition, and every loss of parts goes through one function.
 // All time (reads, sleeps, timed waits) comes from SessionOptions::clock.
 //
-// Lifecycle (STYLE.md 10): Start() joins and returns once the first join
+// Lifecycle (base/service.h): Start() joins and returns once the first join
 // succeeded; Stop() revokes every part, leaves and joins the threads. Stop is
-// safe before Start and twice; both go through the checked state transition.
+// safe before Start and twice, and a stopped session does not start again;
+// both go through the checked state transition (the rules of base/service.h,
+// kept by the session's own states).
 // On a ManualClock, Start's retries and a Stop whose leave must be retried
 // wait for the clock to move (a test starts such a session on a thread).
 // Thread-safe: owned(), state() and the waiting helpers may be called from

@@ -1,4 +1,4 @@
-// A Session's Prometheus metrics (a probe, STYLE.md 9: the session calls it,
+// A Session's Prometheus metrics (a probe, architecture.md, Conventions: the session calls it,
 // it owns the metric handles). Labels: queue only — never session ids; tell
 // sessions apart by the scrape's `instance` label.
 //

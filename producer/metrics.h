@@ -1,4 +1,4 @@
-// The producer's Prometheus metrics (a probe, STYLE.md 9):
+// The producer's Prometheus metrics (a probe, architecture.md, Conventions):
 //
 //   partq_items_enqueued_total{queue}  counter  items this process enqueued
 //                                               through a Producer (duplicates,

@@ -1,4 +1,4 @@
-// Faults for tests, between any Store and its caller (STYLE.md 3): the way
+// Faults for tests, between any Store and its caller (architecture.md, Conventions): the way
 // leveldb's FaultInjectionTestEnv wraps an Env, a FaultInjector wraps stores
 // (or a StoreFactory, so every connection a component makes is wrapped) and
 // decides, before each call reaches the store, whether it fails, how long it

@@ -1,4 +1,4 @@
-// The metric probes on fresh registries (STYLE.md 9): sessions, the queue
+// The metric probes on fresh registries (architecture.md, Conventions): sessions, the queue
 // collector, the consumer and the producer, on MemStore.
 #include "consumer/metrics.h"
 

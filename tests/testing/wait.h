@@ -1,5 +1,5 @@
 // Waiting for a condition that background threads or processes make true.
-// Tests wait on progress, never for a fixed time (STYLE.md 5); the timeout
+// Tests wait on progress, never for a fixed time (architecture.md, Conventions); the timeout
 // only bounds a failing test.
 #ifndef PARTQ_TESTS_TESTING_WAIT_H_
 #define PARTQ_TESTS_TESTING_WAIT_H_
