@@ -60,6 +60,14 @@ bool IsThrottled(const absl::Status& status) {
   return status.GetPayload(kThrottledUrl).has_value();
 }
 
+absl::Status HandleAsBatch(Handler& handler, HandlerCall& call) {
+  HandlerCall* one[] = {&call};
+  std::vector<absl::Status> statuses;
+  handler.HandleBatch(one, &statuses);
+  if (statuses.empty()) return absl::InternalError("the handler gave no status for its one item");
+  return statuses[0];
+}
+
 namespace {
 class FunctionHandler : public Handler {
  public:

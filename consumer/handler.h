@@ -101,6 +101,10 @@ std::unique_ptr<Handler> MakeHandler(std::function<absl::Status(HandlerCall&)> f
 // Runs Handle, turning exceptions into a status.
 absl::Status CallHandle(Handler& handler, HandlerCall& call);
 
+// Handle for a handler whose work is the batch (exec, http): `call` as a
+// batch of one through HandleBatch, and its status.
+absl::Status HandleAsBatch(Handler& handler, HandlerCall& call);
+
 }  // namespace partq
 
 #endif  // PARTQ_CONSUMER_HANDLER_H_

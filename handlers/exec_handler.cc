@@ -208,12 +208,7 @@ void ExecHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
   }
 }
 
-absl::Status ExecHandler::Handle(HandlerCall& call) {
-  HandlerCall* one[] = {&call};
-  std::vector<absl::Status> statuses;
-  HandleBatch(one, &statuses);
-  return statuses.empty() ? absl::InternalError("exec handler: no status") : statuses[0];
-}
+absl::Status ExecHandler::Handle(HandlerCall& call) { return HandleAsBatch(*this, call); }
 
 absl::StatusOr<std::unique_ptr<Handler>> ParseExecSpec(absl::string_view spec,
                                                        ExecOptions options) {

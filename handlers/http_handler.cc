@@ -129,12 +129,7 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
   }
 }
 
-absl::Status HttpHandler::Handle(HandlerCall& call) {
-  HandlerCall* one[] = {&call};
-  std::vector<absl::Status> statuses;
-  HandleBatch(one, &statuses);
-  return statuses.empty() ? absl::InternalError("http handler: no status") : statuses[0];
-}
+absl::Status HttpHandler::Handle(HandlerCall& call) { return HandleAsBatch(*this, call); }
 
 absl::StatusOr<std::unique_ptr<Handler>> ParseHttpSpec(absl::string_view spec,
                                                        HttpHandlerOptions options) {

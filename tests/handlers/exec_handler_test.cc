@@ -390,7 +390,11 @@ TEST_F(ExecHandlerTest, OutputBeyondOneLinePerRequestKillsTheChild) {
       EXPECT_TRUE(st.ok() || absl::IsFailedPrecondition(st) || absl::IsInvalidArgument(st))
           << mode << ": " << st;
     }
-    EXPECT_EQ(h.stats().kills, 1) << mode;
+    // Killed for it. A chattering child may be caught twice in one call: its
+    // line is seen while idle (kill), and the fresh child's answer can arrive
+    // in one read with its own chatter (kill again).
+    EXPECT_GE(h.stats().kills, 1) << mode;
+    EXPECT_LE(h.stats().kills, 2) << mode;
   }
 }
 

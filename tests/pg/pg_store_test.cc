@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,6 +38,7 @@
 #include "store/store.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/pg_env.h"
+#include "tests/testing/wait.h"
 
 namespace partq {
 namespace {
@@ -55,15 +55,7 @@ using store_testing::Member;
 using store_testing::Payload;
 using store_testing::ToStatus;
 
-// Polls `cond` every 10ms until it holds or `timeout` passes.
-bool WaitUntil(const std::function<bool()>& cond, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (cond()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return cond();
-}
+using ::partq::testing::WaitUntil;
 
 class PgStoreTest : public ::testing::Test {
  protected:
