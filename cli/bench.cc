@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/log.h"
+#include "bench/handler_peers.h"
 #include "cli/common.h"
 #include "pg/embedded_postgres.h"
 
@@ -213,6 +214,12 @@ int CmdBench(const std::vector<std::string>& argv) {
     if (o.verbose) fprintf(stderr, "partq bench: plot written to %s\n", plot->c_str());
   }
   return 0;
+}
+
+int CmdBenchPeer(const std::vector<std::string>& argv) {
+  if (argv.size() == 1 && argv[0] == "exec") return bench::RunExecPeer();
+  if (argv.size() == 1 && argv[0] == "http") return bench::RunHttpPeer();
+  return Usage("usage: partq bench-peer exec|http (the peers of partq bench's handler drains)");
 }
 
 }  // namespace partq::cli
