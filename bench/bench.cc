@@ -169,6 +169,8 @@ class Bench {
   absl::StatusOr<DrainHandlers> MakeHandlers(const std::string& system, int sessions);
   // Whether this run can drive `system` (its peer's binary or script known).
   absl::Status CanRun(const std::string& system) const;
+  // The example a partq_exec_python or partq_http_node drain runs.
+  std::string ExampleScript(const std::string& system) const;
 
   // One drain of `items`: how long it took and, for HandlerSystems(), how
   // many of its items left a results row with a result (checked).
@@ -360,11 +362,19 @@ absl::Status Bench::CanRun(const std::string& system) const {
     return absl::FailedPreconditionError(
         absl::StrCat("bench: ", system, " needs the partq binary for its peer (worker_binary)"));
   }
-  if (Squares(system) && o_.examples_dir.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "bench: ", system, " needs the examples directory of the source tree (--examples DIR)"));
+  // Checked before the run: a script that is not there would only show as
+  // a child failing and restarted until the warm-up gives up.
+  if (Squares(system) && access(ExampleScript(system).c_str(), R_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("bench: ", system, " runs ", ExampleScript(system),
+                     ", which cannot be read; --examples DIR names the examples directory"));
   }
   return absl::OkStatus();
+}
+
+std::string Bench::ExampleScript(const std::string& system) const {
+  return absl::StrCat(o_.examples_dir,
+                      system == "partq_exec_python" ? "/python/handler.py" : "/node/server.mjs");
 }
 
 absl::StatusOr<Bench::DrainHandlers> Bench::MakeHandlers(const std::string& system, int sessions) {
@@ -379,11 +389,9 @@ absl::StatusOr<Bench::DrainHandlers> Bench::MakeHandlers(const std::string& syst
   for (int i = 0; i < sessions; ++i) {
     if (system == "partq_exec" || system == "partq_exec_python") {
       ExecOptions eo;
-      eo.command =
-          system == "partq_exec"
-              ? absl::StrCat("exec ", self, " bench-peer exec")
-              : absl::StrCat("exec python3 ",
-                             ShellQuote(absl::StrCat(o_.examples_dir, "/python/handler.py")));
+      eo.command = system == "partq_exec"
+                       ? absl::StrCat("exec ", self, " bench-peer exec")
+                       : absl::StrCat("exec python3 ", ShellQuote(ExampleScript(system)));
       eo.queue = kQueue;
       eo.max_attempts = QueueConfig{}.max_attempts;
       // The Python example logs a line per item on stderr, which partq
@@ -394,11 +402,9 @@ absl::StatusOr<Bench::DrainHandlers> Bench::MakeHandlers(const std::string& syst
       // The Node example runs in the background of a shell that waits for
       // the end of its stdin, so a bench killed outright leaves no server.
       const std::string command =
-          system == "partq_http"
-              ? absl::StrCat("exec ", self, " bench-peer http")
-              : absl::StrCat("PORT=0 node ",
-                             ShellQuote(absl::StrCat(o_.examples_dir, "/node/server.mjs")),
-                             " & p=$!; cat >/dev/null; kill $p");
+          system == "partq_http" ? absl::StrCat("exec ", self, " bench-peer http")
+                                 : absl::StrCat("PORT=0 node ", ShellQuote(ExampleScript(system)),
+                                                " & p=$!; cat >/dev/null; kill $p");
       auto peer = PeerServer::Start(command, absl::Seconds(30));
       if (!peer.ok()) return peer.status();
       HttpHandlerOptions ho;
