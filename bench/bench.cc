@@ -30,17 +30,37 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "bench/baselines.h"
+#include "bench/handler_peers.h"
 #include "bench/tracking_store.h"
 #include "consumer/builtin_handlers.h"
 #include "consumer/consumer.h"
-#include "base/log.h"
+#include "handlers/exec_handler.h"
+#include "handlers/http_handler.h"
 
 namespace partq::bench {
 namespace {
 
 constexpr char kQueue[] = "bench";
 constexpr char kRecordTable[] = "bench_effects";
+
+bool Among(const std::vector<std::string>& systems, const std::string& system) {
+  return std::find(systems.begin(), systems.end(), system) != systems.end();
+}
+
+// The examples square the n of a payload {"n": K}; every other system's
+// payload is K itself, which the bench's peers and partq_result answer as
+// the result. So the results rows of a drain add up to a known sum.
+bool Squares(const std::string& system) {
+  return system == "partq_exec_python" || system == "partq_http_node";
+}
+std::string PayloadOf(const std::string& system, int64_t k) {
+  return Squares(system) ? absl::StrCat("{\"n\": ", k, "}") : absl::StrCat(k);
+}
+int64_t ResultOf(const std::string& system, int64_t k) { return Squares(system) ? k * k : k; }
+// Warm-up items are numbered apart from the drain's 0..N-1.
+int64_t WarmK(int64_t i) { return -(i + 1); }
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -122,19 +142,50 @@ class Bench {
   absl::Status Setup();
   absl::Status ResetQueue(int parts);
   absl::Status CheckResults(const std::string& table, int64_t items);
+  // The results rows of a drain of `system` (HandlerSystems()): one per item,
+  // each with a result, adding up to what the `warm` warm-up items and the
+  // `items` drained ones should give. Returns how many have a result.
+  absl::StatusOr<int64_t> CheckResultRows(const std::string& system, int64_t warm, int64_t items);
   StoreFactory Factory() const { return PgStoreFactory(o_.pg); }
-  // Starts `n` consumers reporting to `tracker` and waits until they own every
-  // part, balanced.
+  // Starts `handlers.size()` consumers, the i-th running handlers[i] and all
+  // reporting to `tracker`, and waits until they own every part, balanced.
+  absl::StatusOr<std::vector<std::unique_ptr<Consumer>>> StartConsumers(
+      const std::vector<Handler*>& handlers, int batch, Tracker* tracker, int parts);
   absl::StatusOr<std::vector<std::unique_ptr<Consumer>>> StartConsumers(int n, int batch,
-                                                                         Tracker* tracker,
-                                                                         int parts);
+                                                                        Tracker* tracker,
+                                                                        int parts) {
+    return StartConsumers(std::vector<Handler*>(n, handler_.get()), batch, tracker, parts);
+  }
   static void StopAll(std::vector<std::unique_ptr<Consumer>>& consumers);
 
-  absl::StatusOr<double> Drain(const std::string& system, int sessions, int batch, int64_t items);
-  absl::StatusOr<double> DrainPartq(int sessions, int batch, int64_t items);
-  // Runs a few batches per session through the consumers just started; returns
-  // how many items the tracker has seen acked by then.
-  absl::StatusOr<int64_t> WarmUp(Tracker& tracker, int sessions, int batch);
+  // What one drain of a partq system runs: a handler per session, the
+  // peers they talk to. Members go in reverse order: the handlers (an exec
+  // handler closes its children's stdin and waits for them) before the peers.
+  struct DrainHandlers {
+    std::vector<std::unique_ptr<PeerServer>> peers;
+    std::vector<std::unique_ptr<Handler>> owned;
+    std::vector<Handler*> handlers;
+  };
+  absl::StatusOr<DrainHandlers> MakeHandlers(const std::string& system, int sessions);
+  // Whether this run can drive `system` (its peer's binary or script known).
+  absl::Status CanRun(const std::string& system) const;
+  // The example a partq_exec_python or partq_http_node drain runs.
+  std::string ExampleScript(const std::string& system) const;
+
+  // One drain of `items`: how long it took and, for HandlerSystems(), how
+  // many of its items left a results row with a result (checked).
+  struct DrainRun {
+    double seconds = 0;
+    int64_t results = 0;
+  };
+  absl::StatusOr<DrainRun> Drain(const std::string& system, int sessions, int batch, int64_t items);
+  absl::StatusOr<DrainRun> DrainPartq(const std::string& system, int sessions, int batch,
+                                      int64_t items);
+  // Runs a few batches per session through the consumers just started, with
+  // payloads PayloadOf(system, WarmK(i)); returns how many items the tracker
+  // has seen acked by then.
+  absl::StatusOr<int64_t> WarmUp(Tracker& tracker, int sessions, int batch,
+                                 const std::string& system = "partq");
   absl::Status Steady(BenchReport& r, std::vector<double>& p50, std::vector<double>& p99,
                       std::vector<double>& max, std::vector<double>& achieved);
   absl::Status Pickup(std::vector<double>& claim_ms, std::vector<double>& ack_ms);
@@ -148,7 +199,8 @@ class Bench {
   const std::string schema_;
   std::unique_ptr<Sql> sql_;
   std::unique_ptr<Store> store_;
-  std::unique_ptr<Handler> handler_;
+  std::unique_ptr<Handler> handler_;         // record:, partq's
+  std::unique_ptr<Handler> result_handler_;  // partq_result's
   int postmaster_ = 0;
   absl::Time start_ = absl::Now();
 };
@@ -177,6 +229,11 @@ absl::Status Bench::Setup() {
   auto h = ParseHandlerSpec(absl::StrCat("record:", kRecordTable));
   if (!h.ok()) return h.status();
   handler_ = std::move(*h);
+  // What the bench's peers answer, without a transport.
+  result_handler_ = MakeHandler([](HandlerCall& call) {
+    call.result = call.item->payload;
+    return absl::OkStatus();
+  });
   postmaster_ = o_.postmaster_pid;
   if (postmaster_ == 0) {
     auto pid = sql_->Scalar("SELECT split_part(pg_read_file('postmaster.pid'), E'\\n', 1)");
@@ -210,17 +267,39 @@ absl::Status Bench::CheckResults(const std::string& table, int64_t items) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Consumer>>> Bench::StartConsumers(int n, int batch,
-                                                                              Tracker* tracker,
-                                                                              int parts) {
+absl::StatusOr<int64_t> Bench::CheckResultRows(const std::string& system, int64_t warm,
+                                               int64_t items) {
+  int64_t sum = 0;
+  for (int64_t i = 0; i < warm; ++i) sum += ResultOf(system, WarmK(i));
+  for (int64_t k = 0; k < items; ++k) sum += ResultOf(system, k);
+  auto rows = sql_->Query(absl::StrCat(
+      "SELECT count(*), count(result), coalesce(sum(convert_from(result, 'UTF8')::numeric), 0) "
+      "FROM \"",
+      schema_, "\".results"));
+  if (!rows.ok()) return rows.status();
+  const std::vector<std::string> want = {absl::StrCat(warm + items), absl::StrCat(warm + items),
+                                         absl::StrCat(sum)};
+  std::vector<std::string> got;
+  for (const auto& v : rows->at(0)) got.push_back(v.value_or("NULL"));
+  if (got != want) {
+    return absl::InternalError(
+        absl::StrCat("bench: ", system, " left results (rows, with a result, their sum) ",
+                     absl::StrJoin(got, ", "), ", expected ", absl::StrJoin(want, ", ")));
+  }
+  return warm + items;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Consumer>>> Bench::StartConsumers(
+    const std::vector<Handler*>& handlers, int batch, Tracker* tracker, int parts) {
+  const int n = static_cast<int>(handlers.size());
   std::vector<std::unique_ptr<Consumer>> consumers;
   for (int i = 0; i < n; ++i) {
     ConsumerOptions co;
     co.queue = kQueue;
     co.concurrency = 1;  // one worker connection per session, like the baselines
     co.batch = batch;
-    consumers.push_back(std::make_unique<Consumer>(TrackingFactory(Factory(), tracker), co,
-                                                   handler_.get()));
+    consumers.push_back(
+        std::make_unique<Consumer>(TrackingFactory(Factory(), tracker), co, handlers[i]));
     if (auto st = consumers.back()->Start(); !st.ok()) {
       StopAll(consumers);
       return st;
@@ -259,7 +338,8 @@ void Bench::StopAll(std::vector<std::unique_ptr<Consumer>>& consumers) {
   consumers.clear();
 }
 
-absl::StatusOr<int64_t> Bench::WarmUp(Tracker& tracker, int sessions, int batch) {
+absl::StatusOr<int64_t> Bench::WarmUp(Tracker& tracker, int sessions, int batch,
+                                      const std::string& system) {
   // Eight batches per session through the statements the measurement uses:
   // a new connection plans a prepared statement afresh for its first five
   // runs (custom plans) and loads its catalog caches, a few milliseconds for
@@ -267,27 +347,95 @@ absl::StatusOr<int64_t> Bench::WarmUp(Tracker& tracker, int sessions, int batch)
   // 20000 items would count as ~20% of its time.
   const int64_t n = static_cast<int64_t>(sessions) * batch * 8;
   std::vector<NewItem> warm(n);
-  for (int64_t i = 0; i < n; ++i) warm[i].payload = absl::StrCat("warm-", i);
+  for (int64_t i = 0; i < n; ++i) warm[i].payload = PayloadOf(system, WarmK(i));
   const int64_t before = tracker.acked();
   if (auto st = store_->EnqueueBatch(kQueue, warm); !st.ok()) return st.status();
   if (!tracker.WaitAcked(before + n, absl::Now() + absl::Minutes(2))) {
-    return absl::DeadlineExceededError("bench: partq warm-up did not finish in 2 minutes");
+    return absl::DeadlineExceededError(
+        absl::StrCat("bench: ", system, " warm-up did not finish in 2 minutes"));
   }
   return before + n;
 }
 
-absl::StatusOr<double> Bench::DrainPartq(int sessions, int batch, int64_t items) {
+absl::Status Bench::CanRun(const std::string& system) const {
+  if ((system == "partq_exec" || system == "partq_http") && o_.worker_binary.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("bench: ", system, " needs the partq binary for its peer (worker_binary)"));
+  }
+  // Checked before the run: a script that is not there would only show as
+  // a child failing and restarted until the warm-up gives up.
+  if (Squares(system) && access(ExampleScript(system).c_str(), R_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("bench: ", system, " runs ", ExampleScript(system),
+                     ", which cannot be read; --examples DIR names the examples directory"));
+  }
+  return absl::OkStatus();
+}
+
+std::string Bench::ExampleScript(const std::string& system) const {
+  return absl::StrCat(o_.examples_dir,
+                      system == "partq_exec_python" ? "/python/handler.py" : "/node/server.mjs");
+}
+
+absl::StatusOr<Bench::DrainHandlers> Bench::MakeHandlers(const std::string& system, int sessions) {
+  DrainHandlers d;
+  if (system == "partq" || system == "partq_result") {
+    d.handlers.assign(sessions, system == "partq" ? handler_.get() : result_handler_.get());
+    return d;
+  }
+  const std::string self = ShellQuote(o_.worker_binary);
+  // A handler per session, as each worker process has its own: an exec
+  // handler's child, an http handler's connection and its sidecar.
+  for (int i = 0; i < sessions; ++i) {
+    if (system == "partq_exec" || system == "partq_exec_python") {
+      ExecOptions eo;
+      eo.command = system == "partq_exec"
+                       ? absl::StrCat("exec ", self, " bench-peer exec")
+                       : absl::StrCat("exec python3 ", ShellQuote(ExampleScript(system)));
+      eo.queue = kQueue;
+      eo.max_attempts = QueueConfig{}.max_attempts;
+      // The Python example logs a line per item on stderr, which partq
+      // reads either way; below the log level, they are dropped.
+      eo.stderr_level = system == "partq_exec" ? LogLevel::kWarning : LogLevel::kDebug;
+      d.owned.push_back(std::make_unique<ExecHandler>(std::move(eo)));
+    } else {
+      // The Node example runs in the background of a shell that waits for
+      // the end of its stdin, so a bench killed outright leaves no server.
+      const std::string command =
+          system == "partq_http" ? absl::StrCat("exec ", self, " bench-peer http")
+                                 : absl::StrCat("PORT=0 node ", ShellQuote(ExampleScript(system)),
+                                                " & p=$!; cat >/dev/null; kill $p");
+      auto peer = PeerServer::Start(command, absl::Seconds(30));
+      if (!peer.ok()) return peer.status();
+      HttpHandlerOptions ho;
+      ho.url = (*peer)->url();
+      ho.queue = kQueue;
+      ho.max_attempts = QueueConfig{}.max_attempts;
+      d.peers.push_back(std::move(*peer));
+      auto h = HttpHandler::Create(std::move(ho));
+      if (!h.ok()) return h.status();
+      d.owned.push_back(std::move(*h));
+    }
+    d.handlers.push_back(d.owned.back().get());
+  }
+  return d;
+}
+
+absl::StatusOr<Bench::DrainRun> Bench::DrainPartq(const std::string& system, int sessions,
+                                                  int batch, int64_t items) {
   if (auto st = ResetQueue(o_.parts); !st.ok()) return st;
+  auto handlers = MakeHandlers(system, sessions);
+  if (!handlers.ok()) return handlers.status();
   Tracker tracker;
-  auto consumers = StartConsumers(sessions, batch, &tracker, o_.parts);
+  auto consumers = StartConsumers(handlers->handlers, batch, &tracker, o_.parts);
   if (!consumers.ok()) return consumers.status();
-  auto warm = WarmUp(tracker, sessions, batch);
+  auto warm = WarmUp(tracker, sessions, batch, system);
   if (!warm.ok()) {
     StopAll(*consumers);
     return warm.status();
   }
   std::vector<NewItem> batch_items(items);
-  for (int64_t i = 0; i < items; ++i) batch_items[i].payload = absl::StrCat(i);
+  for (int64_t i = 0; i < items; ++i) batch_items[i].payload = PayloadOf(system, i);
   if (auto st = sql_->Exec("CHECKPOINT"); !st.ok()) return st;
   auto n = store_->EnqueueBatch(kQueue, batch_items);
   const absl::Time t0 = absl::Now();
@@ -298,19 +446,34 @@ absl::StatusOr<double> Bench::DrainPartq(int sessions, int batch, int64_t items)
   const bool done = tracker.WaitAcked(*warm + items, absl::Now() + absl::Minutes(5));
   const absl::Time t1 = absl::Now();
   StopAll(*consumers);
-  if (!done) return absl::DeadlineExceededError("bench: partq drain did not finish in 5 minutes");
-  if (auto st = CheckResults(kRecordTable, *warm + items); !st.ok()) return st;
-  return absl::ToDoubleSeconds(t1 - t0);
+  handlers->owned.clear();  // exec children stopped, then the peers
+  handlers->peers.clear();
+  if (!done) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("bench: ", system, " drain did not finish in 5 minutes"));
+  }
+  DrainRun run{absl::ToDoubleSeconds(t1 - t0), 0};
+  if (system == "partq") {
+    if (auto st = CheckResults(kRecordTable, *warm + items); !st.ok()) return st;
+    return run;
+  }
+  // The tracker started at zero, so *warm is the number of warm-up items.
+  auto results = CheckResultRows(system, *warm, items);
+  if (!results.ok()) return results.status();
+  run.results = *results - *warm;
+  return run;
 }
 
-absl::StatusOr<double> Bench::Drain(const std::string& system, int sessions, int batch,
-                                    int64_t items) {
-  if (system == "partq") return DrainPartq(sessions, batch, items);
+absl::StatusOr<Bench::DrainRun> Bench::Drain(const std::string& system, int sessions, int batch,
+                                             int64_t items) {
+  if (system == "partq" || Among(HandlerSystems(), system)) {
+    return DrainPartq(system, sessions, batch, items);
+  }
   if (auto st = LoadBaseline(*sql_, schema_, items); !st.ok()) return st;
   auto secs = DrainBaseline(o_.pg.dsn, schema_, system, sessions, batch, items);
   if (!secs.ok()) return secs.status();
   if (auto st = CheckResults("bl_results", items); !st.ok()) return st;
-  return *secs;
+  return DrainRun{*secs, 0};
 }
 
 absl::Status Bench::Steady(BenchReport& r, std::vector<double>& p50, std::vector<double>& p99,
@@ -649,6 +812,7 @@ absl::StatusOr<BenchReport> Bench::Run() {
     for (int s : o_.sessions) {
       if (!o_.full && b != max_batch && s != o_.sweep_sessions) continue;
       Cell c{s, b, {"floor", "partq", b == 1 ? "skip_locked_one" : "skip_locked_batch"}};
+      c.systems.insert(c.systems.end(), HandlerSystems().begin(), HandlerSystems().end());
       // One-at-a-time systems take no batch: they run in the session sweep.
       if (b == max_batch && b != 1) {
         c.systems.push_back("skip_locked_one");
@@ -656,11 +820,16 @@ absl::StatusOr<BenchReport> Bench::Run() {
       } else if (b == 1) {
         c.systems.push_back("naive_update");
       }
-      if (!o_.systems.empty()) {
-        c.systems.erase(std::remove_if(c.systems.begin(), c.systems.end(),
-                                       [&](const std::string& x) { return !o_.systems.count(x); }),
-                        c.systems.end());
-        if (c.systems.empty()) continue;
+      // Chosen systems only; by default all but the opt-in ones.
+      c.systems.erase(std::remove_if(c.systems.begin(), c.systems.end(),
+                                     [&](const std::string& x) {
+                                       return o_.systems.empty() ? Among(OptInSystems(), x)
+                                                                 : !o_.systems.count(x);
+                                     }),
+                      c.systems.end());
+      if (c.systems.empty()) continue;
+      for (const std::string& x : c.systems) {
+        if (absl::Status st = CanRun(x); !st.ok()) return st;
       }
       cells.push_back(c);
     }
@@ -676,9 +845,10 @@ absl::StatusOr<BenchReport> Bench::Run() {
       for (const std::string& system : order) {
         const bool one = system == "skip_locked_one" || system == "naive_update";
         const int64_t n = ItemsFor(o_.items, one ? 1 : c.batch);
-        auto secs = Drain(system, c.sessions, c.batch, n);
-        if (!secs.ok()) return secs.status();
-        DrainSample s{system, c.sessions, c.batch, round, n, *secs, n / *secs};
+        auto run = Drain(system, c.sessions, c.batch, n);
+        if (!run.ok()) return run.status();
+        DrainSample s{system, c.sessions,   c.batch,          round,
+                      n,      run->seconds, n / run->seconds, run->results};
         Log(absl::StrFormat("round %d  %-18s sessions %2d batch %3d  %6lld items  %8.0f items/s",
                             round, system, c.sessions, c.batch, static_cast<long long>(n),
                             s.items_per_s));
@@ -708,21 +878,26 @@ absl::StatusOr<BenchReport> Bench::Run() {
   // Cells: medians and within-round ratios to the floor.
   for (const Cell& c : cells) {
     for (const std::string& system : c.systems) {
-      DrainCell dc{system, c.sessions, c.batch, 0, 0, {}};
-      std::vector<double> ratios;
+      DrainCell dc{system, c.sessions, c.batch, 0, 0, {}, {}};
+      std::map<std::string, std::vector<double>> ratios;  // by the system divided by
       for (const auto& s : r.samples) {
         if (s.system != system || s.sessions != c.sessions || s.batch != c.batch) continue;
         dc.per_round.push_back(s.items_per_s);
         for (const auto& f : r.samples) {
-          if (f.system == "floor" && f.round == s.round && f.sessions == s.sessions &&
-              f.batch == s.batch) {
-            ratios.push_back(s.items_per_s / f.items_per_s);
+          // The floor's own ratio is 1; a reference is not given a ratio to itself.
+          const bool reference =
+              f.system == "floor" || (Among(ReferenceSystems(), f.system) && f.system != system);
+          if (reference && f.round == s.round && f.sessions == s.sessions && f.batch == s.batch) {
+            ratios[f.system].push_back(s.items_per_s / f.items_per_s);
           }
         }
       }
       if (dc.per_round.empty()) continue;
       dc.median_items_per_s = Median(dc.per_round);
-      dc.median_ratio_to_floor = Median(ratios);
+      dc.median_ratio_to_floor = Median(ratios["floor"]);
+      for (const std::string& ref : ReferenceSystems()) {
+        if (ratios.count(ref)) dc.median_ratio_to[ref] = Median(ratios[ref]);
+      }
       r.cells.push_back(dc);
     }
   }

@@ -23,8 +23,34 @@ namespace partq::bench {
 
 // The drain systems, in table order.
 inline const std::vector<std::string>& DrainSystems() {
-  static const std::vector<std::string> s = {"floor", "partq", "skip_locked_batch",
-                                             "skip_locked_one", "naive_update"};
+  static const std::vector<std::string> s = {
+      "floor",        "partq",      "skip_locked_batch", "skip_locked_one",   "naive_update",
+      "partq_result", "partq_exec", "partq_http",        "partq_exec_python", "partq_http_node"};
+  return s;
+}
+
+// The drain systems whose handler answers each item with a result, which
+// partq writes as a results row in the ack statement (bench/README.md):
+// in-process (partq_result), through the exec and http transports to the
+// bench's own peers (handler_peers.h), and to the examples. They have a table
+// of their own, with ratios to partq and partq_result too.
+inline const std::vector<std::string>& HandlerSystems() {
+  static const std::vector<std::string> s = {"partq_result", "partq_exec", "partq_http",
+                                             "partq_exec_python", "partq_http_node"};
+  return s;
+}
+
+// The systems that run only when --systems names them: the examples need
+// python3 and node, and their speed is their runtime's.
+inline const std::vector<std::string>& OptInSystems() {
+  static const std::vector<std::string> s = {"partq_exec_python", "partq_http_node"};
+  return s;
+}
+
+// The systems each drain cell also gives ratios to (besides the floor), when
+// they ran in the same round: the in-process handlers.
+inline const std::vector<std::string>& ReferenceSystems() {
+  static const std::vector<std::string> s = {"partq", "partq_result"};
   return s;
 }
 
@@ -65,9 +91,14 @@ struct BenchOptions {
   int idle_sessions = 100;
   double idle_seconds = 10;
   int pickup_samples = 100;
-  std::string worker_binary;          // `partq` itself, for the memory workload
-  int postmaster_pid = 0;             // for the server's CPU; 0: read postmaster.pid if possible
-  bool verbose = true;                // progress lines on stderr
+  // `partq` itself: the memory workload's worker, and the exec and http peers
+  // (`partq bench-peer exec|http`) of partq_exec and partq_http.
+  std::string worker_binary;
+  // The examples/ directory of the source tree: partq_exec_python runs
+  // python/handler.py, partq_http_node node/server.mjs.
+  std::string examples_dir;
+  int postmaster_pid = 0;  // for the server's CPU; 0: read postmaster.pid if possible
+  bool verbose = true;     // progress lines on stderr
   // Diagnostic run: needs pg_stat_statements preloaded; adds the top
   // statements by total time (and EXPLAIN ANALYZE of a claim) to the notes.
   bool diagnose = false;
@@ -82,6 +113,9 @@ struct DrainSample {
   int64_t items = 0;
   double seconds = 0;
   double items_per_s = 0;
+  // HandlerSystems(): the drained items that left a result (checked against
+  // their payloads); 0 for the others.
+  int64_t results = 0;
 };
 
 struct DrainCell {
@@ -90,7 +124,9 @@ struct DrainCell {
   int batch = 0;
   double median_items_per_s = 0;
   double median_ratio_to_floor = 0;  // median over rounds of (this / floor in that round)
-  std::vector<double> per_round;     // items/s
+  // The same, to each of ReferenceSystems() that ran in this cell's rounds.
+  std::map<std::string, double> median_ratio_to;
+  std::vector<double> per_round;  // items/s
 };
 
 struct Latency {

@@ -33,6 +33,18 @@ const DrainCell* Find(const BenchReport& r, const std::string& system, int sessi
   return nullptr;
 }
 
+bool IsHandlerSystem(const std::string& system) {
+  return std::find(HandlerSystems().begin(), HandlerSystems().end(), system) !=
+         HandlerSystems().end();
+}
+
+// A ratio in `width` characters ("0.61x"), or "-" for none: 0 is what a
+// cell gets when the system it is divided by did not run in its rounds.
+std::string Ratio(double ratio, int width) {
+  return ratio > 0 ? absl::StrFormat("%*.2fx", width - 1, ratio)
+                   : absl::StrFormat("%*s", width, "-");
+}
+
 nlohmann::json LatencyJson(const Latency& l) {
   return {{"samples", l.samples}, {"p50_ms", l.p50_ms}, {"p99_ms", l.p99_ms}, {"max_ms", l.max_ms}};
 }
@@ -44,28 +56,70 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
   std::vector<int> batches = o.batches;
   std::sort(batches.rbegin(), batches.rend());
   for (int b : batches) {
+    // The sessions with a cell at this batch, whichever systems ran.
     std::vector<int> sessions;
     for (int s : o.sessions) {
-      if (Find(r, "floor", s, b) != nullptr) sessions.push_back(s);
-    }
-    if (sessions.empty()) continue;
-    absl::StrAppendFormat(&out, "\nDrain, batch %d: median items/s over %d round(s) (ratio to the floor in the same round)\n",
-                          b, o.rounds);
-    absl::StrAppendFormat(&out, "%-8s", "sessions");
-    for (const auto& sys : DrainSystems()) absl::StrAppendFormat(&out, " %22s", sys);
-    out += "\n";
-    for (int s : sessions) {
-      absl::StrAppendFormat(&out, "%-8d", s);
       for (const auto& sys : DrainSystems()) {
-        const DrainCell* c = Find(r, sys, s, b);
-        if (c == nullptr) {
-          absl::StrAppendFormat(&out, " %22s", "-");
-        } else {
-          absl::StrAppendFormat(&out, " %13.0f (%5.2fx)", c->median_items_per_s,
-                                c->median_ratio_to_floor);
+        if (Find(r, sys, s, b) != nullptr) {
+          sessions.push_back(s);
+          break;
         }
       }
+    }
+    if (sessions.empty()) continue;
+    // The table's columns, every one in its place whatever ran, so tables
+    // of runs with different --systems line up; the handlers have a table of
+    // their own.
+    std::vector<std::string> systems;
+    bool any = false;
+    for (const auto& sys : DrainSystems()) {
+      if (IsHandlerSystem(sys)) continue;
+      systems.push_back(sys);
+      for (int s : sessions) any = any || Find(r, sys, s, b) != nullptr;
+    }
+    if (any) {
+      absl::StrAppendFormat(&out,
+                            "\nDrain, batch %d: median items/s over %d round(s) (ratio to the "
+                            "floor in the same round)\n",
+                            b, o.rounds);
+      absl::StrAppendFormat(&out, "%-8s", "sessions");
+      for (const auto& sys : systems) absl::StrAppendFormat(&out, " %22s", sys);
       out += "\n";
+      for (int s : sessions) {
+        absl::StrAppendFormat(&out, "%-8d", s);
+        for (const auto& sys : systems) {
+          const DrainCell* c = Find(r, sys, s, b);
+          if (c == nullptr) {
+            absl::StrAppendFormat(&out, " %22s", "-");
+          } else {
+            absl::StrAppendFormat(&out, " %13.0f (%s)", c->median_items_per_s,
+                                  Ratio(c->median_ratio_to_floor, 6));
+          }
+        }
+        out += "\n";
+      }
+    }
+    // The handlers: a row each, with ratios to the in-process systems too.
+    std::string rows;
+    for (int s : sessions) {
+      for (const auto& sys : HandlerSystems()) {
+        const DrainCell* c = Find(r, sys, s, b);
+        if (c == nullptr) continue;
+        absl::StrAppendFormat(&rows, "%-8d %-18s %13.0f", s, sys, c->median_items_per_s);
+        for (const auto& ref : ReferenceSystems()) {
+          auto it = c->median_ratio_to.find(ref);
+          absl::StrAppend(&rows, " ", Ratio(it == c->median_ratio_to.end() ? 0 : it->second, 14));
+        }
+        absl::StrAppend(&rows, " ", Ratio(c->median_ratio_to_floor, 10), "\n");
+      }
+    }
+    if (!rows.empty()) {
+      absl::StrAppendFormat(&out,
+                            "\nHandlers writing a result per item, batch %d: median items/s over "
+                            "%d round(s) (median of per-round ratios)\n%-8s %-18s %13s",
+                            b, o.rounds, "sessions", "system", "items/s");
+      for (const auto& ref : ReferenceSystems()) absl::StrAppendFormat(&out, " %14s", "to " + ref);
+      absl::StrAppendFormat(&out, " %10s\n%s", "to floor", rows);
     }
   }
   if (r.steady_rate > 0) {
@@ -124,6 +178,7 @@ std::string ToJson(const BenchReport& r, const BenchOptions& o) {
                           {"batch", c.batch},
                           {"median_items_per_s", c.median_items_per_s},
                           {"median_ratio_to_floor", c.median_ratio_to_floor},
+                          {"median_ratio_to", c.median_ratio_to},
                           {"per_round_items_per_s", c.per_round}});
   }
   j["samples"] = nlohmann::json::array();
@@ -134,7 +189,8 @@ std::string ToJson(const BenchReport& r, const BenchOptions& o) {
                             {"round", s.round},
                             {"items", s.items},
                             {"seconds", s.seconds},
-                            {"items_per_s", s.items_per_s}});
+                            {"items_per_s", s.items_per_s},
+                            {"results", s.results}});
   }
   if (r.steady_rate > 0) {
     j["steady"] = {{"rate", r.steady_rate},

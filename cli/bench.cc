@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/log.h"
+#include "bench/handler_peers.h"
 #include "cli/common.h"
 #include "pg/embedded_postgres.h"
 
@@ -90,13 +91,13 @@ std::string SelfPath() {
 }  // namespace
 
 int CmdBench(const std::vector<std::string>& argv) {
-  auto args =
-      Args::Parse(argv,
-                  With(ConnectionFlags(),
-                       {"sessions", "batch", "items", "rounds", "parts", "sweep-sessions", "only",
-                        "systems", "steady-rate", "steady-seconds", "steady-sessions",
-                        "idle-sessions", "idle-seconds", "pickup-samples", "out", "plot"}),
-                  {"json", "full", "quiet", "keep", "diagnose"});
+  auto args = Args::Parse(
+      argv,
+      With(ConnectionFlags(),
+           {"sessions", "batch", "items", "rounds", "parts", "sweep-sessions", "only", "systems",
+            "steady-rate", "steady-seconds", "steady-sessions", "idle-sessions", "idle-seconds",
+            "pickup-samples", "out", "plot", "examples"}),
+      {"json", "full", "quiet", "keep", "diagnose"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {},
                                 "usage: partq bench [options]; partq bench --help lists them")) {
@@ -154,6 +155,7 @@ int CmdBench(const std::vector<std::string>& argv) {
   o.verbose = !args->Has("quiet");
   o.diagnose = args->Has("diagnose");
   o.worker_binary = SelfPath();
+  o.examples_dir = args->Get("examples").value_or(PARTQ_SOURCE_DIR "/examples");
   // What the run will write is checked before it starts: a run takes minutes.
   for (const char* flag : {"out", "plot"}) {
     if (auto path = args->Get(flag)) {
@@ -213,6 +215,12 @@ int CmdBench(const std::vector<std::string>& argv) {
     if (o.verbose) fprintf(stderr, "partq bench: plot written to %s\n", plot->c_str());
   }
   return 0;
+}
+
+int CmdBenchPeer(const std::vector<std::string>& argv) {
+  if (argv.size() == 1 && argv[0] == "exec") return bench::RunExecPeer();
+  if (argv.size() == 1 && argv[0] == "http") return bench::RunHttpPeer();
+  return Usage("usage: partq bench-peer exec|http (the peers of partq bench's handler drains)");
 }
 
 }  // namespace partq::cli

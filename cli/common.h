@@ -85,6 +85,8 @@ int CmdStatus(const std::vector<std::string>& argv);
 int CmdDead(const std::vector<std::string>& argv);
 int CmdDemo(const std::vector<std::string>& argv);
 int CmdBench(const std::vector<std::string>& argv);
+// `partq bench-peer exec|http`: a handler peer of `partq bench` (not in the help).
+int CmdBenchPeer(const std::vector<std::string>& argv);
 int CmdBridge(const std::vector<std::string>& argv);
 
 }  // namespace partq::cli

@@ -76,7 +76,9 @@ const char* BenchUsage() {
   return R"(usage: partq bench [--sessions 1,2,4,8,16] [--batch 1,10,100] [--items N]
                    [--rounds N] [--parts N] [--full] [--sweep-sessions N]
                    [--only drain,steady,pickup,enqueue,idle,memory]
-                   [--systems floor,partq,skip_locked_batch,skip_locked_one,naive_update]
+                   [--systems floor,partq,skip_locked_batch,skip_locked_one,naive_update,
+                              partq_result,partq_exec,partq_http,
+                              partq_exec_python,partq_http_node] [--examples DIR]
                    [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
                    [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
                    [--json] [--out FILE] [--plot FILE.svg|FILE.png] [--quiet]
@@ -84,7 +86,12 @@ const char* BenchUsage() {
 Without --dsn or $PARTQ_DSN, runs against an embedded PostgreSQL (default
 settings, max_connections raised for the idle workload; with --dsn, idle needs
 about 4 free connections a session or is skipped). The bench uses its own
-schema (default partq_bench), dropped and recreated.)";
+schema (default partq_bench), dropped and recreated. partq_result,
+partq_exec and partq_http answer each item with a result, in process, through
+an exec child and through an HTTP server (partq's own peers); the example
+handlers (partq_exec_python: DIR/python/handler.py, partq_http_node:
+DIR/node/server.mjs; DIR defaults to the source tree's examples/) run only
+when --systems names them.)";
 }
 
 std::string MainHelp() {

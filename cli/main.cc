@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   if (cmd == "dead") return CmdDead(rest);
   if (cmd == "demo") return CmdDemo(rest);
   if (cmd == "bench") return CmdBench(rest);
+  if (cmd == "bench-peer") return CmdBenchPeer(rest);
   if (cmd == "bridge") return CmdBridge(rest);
   return Usage("unknown command \"" + cmd + "\"");
 }

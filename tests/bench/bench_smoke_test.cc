@@ -40,8 +40,8 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
     EXPECT_GT(c.at("median_items_per_s").get<double>(), 0) << c.dump();
     seen.insert(c.at("system").get<std::string>());
   }
-  for (const std::string s :
-       {"floor", "partq", "skip_locked_batch", "skip_locked_one", "naive_update"}) {
+  for (const std::string s : {"floor", "partq", "skip_locked_batch", "skip_locked_one",
+                              "naive_update", "partq_result", "partq_exec", "partq_http"}) {
     EXPECT_TRUE(seen.count(s)) << "missing system " << s;
   }
   for (const std::string k : {"single", "batch_100", "copy"}) {
@@ -60,6 +60,41 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
   for (const std::string s :
        {">floor<", ">partq<", ">skip_locked_batch<", ">skip_locked_one<", ">naive_update<"}) {
     EXPECT_NE(svg.str().find(s), std::string::npos) << "plot has no " << s;
+  }
+}
+
+// The handler drains (issue 22): partq_result in process, partq_exec and
+// partq_http through the transports to the bench's own peers. Each drains
+// its items and leaves a result per item, which the bench checks against the
+// payloads (it exits 1 otherwise) and counts in the JSON; and the transports
+// get ratios to the in-process handler of the same round. Speed is not
+// checked.
+TEST(BenchSmoke, HandlerDrainsLeaveAResultPerItem) {
+  const std::string out = testing::TempDir() + "/partq_bench_handlers.json";
+  std::remove(out.c_str());
+  const std::string cmd = std::string(PARTQ_BINARY) + " bench --dsn '" + partq::testing::TestDsn() +
+                          "' --only drain --systems partq_result,partq_exec,partq_http"
+                          " --items 2000 --sessions 2 --batch 10 --rounds 1 --quiet"
+                          " --schema partq_bench_handlers --out " +
+                          out + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str());
+
+  std::set<std::string> seen;
+  for (const auto& s : j.at("samples")) {
+    const std::string system = s.at("system").get<std::string>();
+    seen.insert(system);
+    EXPECT_GT(s.at("items").get<int64_t>(), 0) << s.dump();
+    EXPECT_EQ(s.at("results").get<int64_t>(), s.at("items").get<int64_t>()) << s.dump();
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"partq_result", "partq_exec", "partq_http"}));
+  for (const auto& c : j.at("drain")) {
+    const std::string system = c.at("system").get<std::string>();
+    if (system == "partq_result") continue;
+    EXPECT_GT(c.at("median_ratio_to").at("partq_result").get<double>(), 0) << c.dump();
   }
 }
 
