@@ -23,6 +23,10 @@
 namespace partq::cli {
 namespace {
 
+// `partq status` names what holds the vacuum horizon once it has held it
+// this long (the alert PartqVacuumHorizonHeld waits five minutes).
+constexpr absl::Duration kHorizonWorthSaying = absl::Minutes(1);
+
 // Standard input is a pipe or a regular file (not a terminal, not /dev/null).
 bool StdinIsPipeOrFile() {
   struct stat st {};
@@ -490,6 +494,14 @@ int CmdStatus(const std::vector<std::string>& argv) {
            {"dead", p.dead},
            {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
     }
+    if (st->horizon) {
+      out["vacuum_horizon"] = {{"holder", st->horizon->holder},
+                               {"who", st->horizon->who},
+                               {"age_seconds", absl::ToDoubleSeconds(st->horizon->age)},
+                               {"age_xids", st->horizon->xid_age}};
+    } else {
+      out["vacuum_horizon"] = nullptr;
+    }
     printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -499,6 +511,16 @@ int CmdStatus(const std::vector<std::string>& argv) {
          static_cast<long long>(t.ready), static_cast<long long>(t.delayed),
          static_cast<long long>(t.in_flight), static_cast<long long>(t.dead),
          t.ready > 0 ? Seconds(t.oldest_ready_age).c_str() : "-");
+  // Said only when it matters: a worker's own transactions hold the horizon
+  // for milliseconds all the time.
+  if (st->horizon &&
+      (st->horizon->age >= kHorizonWorthSaying || st->horizon->holder == "replication slot")) {
+    printf(
+        "vacuum held back for %s (%lld transactions) by %s %s: acked items' rows stay until it "
+        "ends\n",
+        Seconds(st->horizon->age).c_str(), static_cast<long long>(st->horizon->xid_age),
+        st->horizon->holder.c_str(), st->horizon->who.c_str());
+  }
   printf("\n%lld live session(s)", static_cast<long long>(t.live_sessions));
   if (t.expired_sessions > 0) {
     // Only a live member's heartbeat deletes an expired session (and frees

@@ -62,7 +62,19 @@ QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
                       absl::StrCat("How long the collector's last status query took; the next "
                                    "one waits at least ",
                                    kCollectSpacing, " times as long.", kFromCollector),
-                      queue_)) {}
+                      queue_)),
+      horizon_age_(Gauge(r, "partq_vacuum_horizon_age_seconds",
+                         std::string("How long the oldest transaction holding back the "
+                                     "database's vacuum horizon has been open (0 for a "
+                                     "replication slot; see partq status). While it is held, "
+                                     "acked items' rows are not removed.") +
+                             kFromCollector,
+                         queue_)),
+      horizon_xids_(Gauge(r, "partq_vacuum_horizon_age_xids",
+                          std::string("Transactions begun since the database's vacuum horizon "
+                                      "(age of the oldest snapshot or slot xmin).") +
+                              kFromCollector,
+                          queue_)) {}
 
 QueueCollector::~QueueCollector() { Stop(); }
 
@@ -176,12 +188,15 @@ void QueueCollector::Publish(const QueueStatus& status) {
   oldest_ready_age_.Set(absl::ToDoubleSeconds(t.oldest_ready_age));
   unowned_parts_.Set(static_cast<double>(t.unowned_parts));
   sessions_.Set(static_cast<double>(t.live_sessions));
+  horizon_age_.Set(status.horizon ? absl::ToDoubleSeconds(status.horizon->age) : 0);
+  horizon_xids_.Set(status.horizon ? static_cast<double>(status.horizon->xid_age) : 0);
   collector_.Set(1);
 }
 
 void QueueCollector::ZeroFill() {
-  for (prometheus::Gauge* g : {&ready_, &delayed_, &in_flight_, &dead_, &oldest_ready_age_,
-                               &unowned_parts_, &sessions_, &collector_, &duration_}) {
+  for (prometheus::Gauge* g :
+       {&ready_, &delayed_, &in_flight_, &dead_, &oldest_ready_age_, &unowned_parts_, &sessions_,
+        &collector_, &duration_, &horizon_age_, &horizon_xids_}) {
     g->Set(0);
   }
 }

@@ -15,6 +15,15 @@
 //   partq_queue_collector                  gauge  1 while this process is the collector
 //   partq_queue_collect_errors_total       counter Status queries that failed
 //   partq_queue_collect_duration_seconds   gauge  how long the last Status query took
+//   partq_vacuum_horizon_age_seconds       gauge  how long the oldest holder of the
+//                                                 database's vacuum horizon has held it
+//   partq_vacuum_horizon_age_xids          gauge  transactions begun since that horizon
+//
+// The horizon is the database's, not the queue's (QueueStatus::horizon):
+// while a long transaction, an idle-in-transaction session, a prepared
+// transaction or a replication slot holds it, vacuum removes no acked item's
+// row, and the items table and its index grow. An operator sees the cause
+// here and in `partq status` (alert PartqVacuumHorizonHeld).
 //
 // Every other worker exports the same gauges at zero (zero-filled), and the
 // collector zeroes its own when it stops being one, so when part 0 moves (or
@@ -114,6 +123,8 @@ class QueueCollector {
   prometheus::Gauge& collector_;
   prometheus::Counter& errors_;
   prometheus::Gauge& duration_;
+  prometheus::Gauge& horizon_age_;
+  prometheus::Gauge& horizon_xids_;
 
   absl::Mutex store_mu_;  // CollectOnce may run on the thread and in tests
   std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);

@@ -1352,6 +1352,14 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
       p.oldest_ready_age = absl::Microseconds(row[7].as<int64_t>());
       status.parts.push_back(std::move(p));
     }
+    for (const pqxx::row& row : tx.exec_prepared("status_horizon")) {
+      VacuumHorizon h;
+      h.holder = row[0].as<std::string>();
+      h.who = row[1].as<std::string>();
+      h.xid_age = row[2].as<int64_t>();
+      h.age = absl::Microseconds(row[3].as<int64_t>());
+      status.horizon = std::move(h);
+    }
     tx.commit();
     return status;
   });

@@ -779,6 +779,31 @@ UNION ALL SELECT 's', id::text, host, pid FROM {schema}.sessions WHERE queue = $
 UNION ALL SELECT 'p', session_id::text, NULL, part FROM {schema}.session_parts WHERE queue = $1
 UNION ALL SELECT 'i', NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM {schema}.items WHERE queue = $1)
 )sql"},
+      // The oldest holder of this database's vacuum horizon: backends of
+      // this database (and walsenders, whose hot_standby_feedback holds every
+      // database's), prepared transactions, replication slots. Our own
+      // snapshot (the status transaction) is left out. Oldest by xid age;
+      // the time is the holder's transaction's.
+      {"status_horizon", R"sql(
+WITH h AS (
+  SELECT 'transaction' AS holder,
+         format('pid %s (%s, %s)', pid, coalesce(nullif(application_name, ''), backend_type),
+                coalesce(state, 'unknown')) AS who,
+         age(backend_xmin) AS xid_age,
+         coalesce(now() - xact_start, interval '0') AS held
+  FROM pg_stat_activity
+  WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+    AND (datname = current_database() OR backend_type = 'walsender')
+  UNION ALL
+  SELECT 'prepared transaction', format('gid %s', gid), age(transaction), now() - prepared
+  FROM pg_prepared_xacts WHERE database = current_database()
+  UNION ALL
+  SELECT 'replication slot', format('slot %s', slot_name), age(xmin), interval '0'
+  FROM pg_replication_slots WHERE xmin IS NOT NULL
+)
+SELECT holder, who, xid_age, (extract(epoch FROM held) * 1000000)::bigint
+FROM h ORDER BY xid_age DESC, held DESC LIMIT 1
+)sql"},
       {"status_parts", R"sql(
 WITH own AS (SELECT part, session_id, epoch FROM {schema}.session_parts WHERE queue = $1),
 fly AS (

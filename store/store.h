@@ -282,11 +282,31 @@ struct PartStatus {
   int64_t dead = 0;
   absl::Duration oldest_ready_age;  // zero when none is ready
 };
+// What holds the database's vacuum horizon back: the oldest snapshot (a
+// transaction, a prepared transaction) or replication slot still needing
+// rows that are dead for everyone else. While it is held, vacuum can remove
+// no acked item's row, and the items table and its index grow with them.
+struct VacuumHorizon {
+  // "transaction", "prepared transaction" or "replication slot".
+  std::string holder;
+  // Which one, for an operator: "pid 4711 (psql, idle in transaction)",
+  // "gid tx1", "slot standby1".
+  std::string who;
+  // How long the holder's transaction has been open (zero for a slot, whose
+  // age is in transactions only).
+  absl::Duration age;
+  // Transactions begun since the horizon: how much may have died behind it.
+  int64_t xid_age = 0;
+};
 struct QueueStatus {
   QueueConfig config;
   absl::Time db_now;
   std::vector<SessionInfo> sessions;
   std::vector<PartStatus> parts;  // one per part, 0..P-1
+  // The oldest holder of the database's vacuum horizon other than this
+  // query, as far as the store's role may see (pg_monitor sees all);
+  // nullopt when none holds it, or the store has no such thing (MemStore).
+  std::optional<VacuumHorizon> horizon;
 };
 // Who owns each part, and whether any item is left, without counting items
 // (Store::Owners).

@@ -6,15 +6,15 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "store/fault_store.h"
-#include "store/mem_store.h"
+#include "bridge/bridge_metrics.h"
 #include "coordinator/queue_collector.h"
 #include "coordinator/session.h"
 #include "coordinator/session_metrics.h"
 #include "gtest/gtest.h"
-#include "bridge/bridge_metrics.h"
 #include "producer/metrics.h"
 #include "producer/producer.h"
+#include "store/fault_store.h"
+#include "store/mem_store.h"
 #include "tests/observability/scrape.h"
 #include "tests/testing/wait.h"
 
@@ -205,6 +205,29 @@ TEST_F(MetricsTest, CollectorPublishesOnlyWhileItIsTheCollector) {
   c.Stop();
   EXPECT_EQ(V(r, "partq_queue_ready_items"), 0);
   c.Stop();  // twice is fine
+}
+
+// The database's vacuum horizon, as Status read it, is published with the
+// queue's gauges, and zero-filled with them.
+TEST_F(MetricsTest, CollectorPublishesTheVacuumHorizon) {
+  prometheus::Registry r;
+  QueueCollector c(
+      db_.Factory(), "q", [] { return true; }, r);
+  QueueStatus st;
+  st.horizon =
+      VacuumHorizon{"transaction", "pid 7 (psql, idle in transaction)", absl::Seconds(600), 123456};
+  c.Publish(st);
+  EXPECT_EQ(V(r, "partq_vacuum_horizon_age_seconds"), 600);
+  EXPECT_EQ(V(r, "partq_vacuum_horizon_age_xids"), 123456);
+  st.horizon.reset();  // none holds it (or MemStore)
+  c.Publish(st);
+  EXPECT_EQ(V(r, "partq_vacuum_horizon_age_seconds"), 0);
+  EXPECT_EQ(V(r, "partq_vacuum_horizon_age_xids"), 0);
+  st.horizon = VacuumHorizon{"replication slot", "slot standby1", absl::ZeroDuration(), 99};
+  c.Publish(st);
+  EXPECT_EQ(V(r, "partq_vacuum_horizon_age_xids"), 99);
+  c.ZeroFill();
+  EXPECT_EQ(V(r, "partq_vacuum_horizon_age_xids"), 0);
 }
 
 // A slow status query (a backlog of millions) spaces the next one out: at

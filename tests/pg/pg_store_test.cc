@@ -8,6 +8,8 @@
 // the machine is slow.
 #include "pg/pg_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -1459,6 +1461,39 @@ TEST_F(PgStoreTest, AClaimAheadPlannedOnAnEmptyQueueNeverScansTheTable) {
   // Reads of the small table may scan it (the join, the first claim, custom
   // plans of other statements); one per batch of the backlog would be 40.
   EXPECT_LE(seq_scans, 8) << "acks or claims of the backlog read the whole items table";
+}
+
+// --- the vacuum horizon ------------------------------------------------------------------
+
+// A snapshot held open (an idle REPEATABLE READ transaction) is what Status
+// names as holding the vacuum horizon, with the transactions begun since,
+// and it is gone from Status once it ends. Other tests' transactions may be
+// older for a moment, so the checks wait for ours to be the oldest.
+TEST_F(PgStoreTest, StatusNamesWhatHoldsTheVacuumHorizon) {
+  MakeQueue("q", 2);
+  const std::string name = absl::StrCat("horizon_holder_", getpid());
+  pqxx::connection conn(schema_.dsn());
+  conn.set_variable("application_name", conn.quote(name));
+  auto held = std::make_unique<pqxx::transaction<pqxx::repeatable_read>>(conn);
+  held->exec("SELECT 1");  // takes the snapshot
+  for (int i = 0; i < 5; ++i) ASSERT_OK(store_->Enqueue("q", Payload("x")).status());
+
+  std::optional<VacuumHorizon> seen;
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::StatusOr<QueueStatus> st = store_->Status("q");
+    seen = st.ok() ? st->horizon : std::nullopt;
+    return seen && absl::StrContains(seen->who, name) && seen->age >= absl::Seconds(1);
+  })) << (seen ? seen->who : "no horizon");
+  EXPECT_EQ(seen->holder, "transaction");
+  EXPECT_TRUE(absl::StrContains(seen->who, "idle in transaction")) << seen->who;
+  EXPECT_GE(seen->xid_age, 5) << "the five enqueues began after it";
+
+  held->commit();
+  held.reset();
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::StatusOr<QueueStatus> st = store_->Status("q");
+    return st.ok() && (!st->horizon || !absl::StrContains(st->horizon->who, name));
+  }));
 }
 
 // --- listen ---------------------------------------------------------------------------
