@@ -392,6 +392,11 @@ std::string ChildProcess::ended() const {
   return absl::StrCat("ended with wait status ", wait_status_);
 }
 
+std::optional<int> ChildProcess::exit_code() const {
+  if (!reaped_ || wait_status_ == -1 || !WIFEXITED(wait_status_)) return std::nullopt;
+  return WEXITSTATUS(wait_status_);
+}
+
 std::string ChildProcess::last_stderr_line() const {
   absl::MutexLock lock(&mu_);
   return last_stderr_line_;

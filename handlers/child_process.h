@@ -91,6 +91,8 @@ class ChildProcess {
   // How it ended ("exited with status 3", "was killed by SIGKILL"); empty
   // while it runs.
   std::string ended() const;
+  // Its exit status once it has exited (not when killed by a signal).
+  std::optional<int> exit_code() const;
   // The largest number of bytes the reply buffer ever held.
   size_t peak_line_bytes() const { return peak_line_bytes_.load(); }
   // The last line the child wrote to stderr (at most 512 bytes), or "".

@@ -18,7 +18,8 @@ namespace partq {
 
 struct ExecHandler::Slot {
   std::unique_ptr<ChildProcess> child;
-  int failures = 0;  // failed batches in a row: the restart backoff
+  bool answered = false;  // the child has answered a request
+  int failures = 0;       // failed batches in a row: the restart backoff
   absl::Time failed_at;
   std::string last_failure;
 };
@@ -103,6 +104,13 @@ absl::Status ExecHandler::Failed(Slot& slot, pid_t pid, const absl::Status& st) 
   return absl::Status(st.code(), message);
 }
 
+absl::Duration ExecHandler::RestartBackoff(const Slot& slot) const {
+  if (slot.failures <= 0) return absl::ZeroDuration();
+  const int doublings = std::min(slot.failures - 1, 30);
+  return std::min(options_.restart_backoff * (int64_t{1} << doublings),
+                  options_.max_restart_backoff);
+}
+
 absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline) {
   if (slot.child) {
     const pid_t pid = slot.child->pid();
@@ -120,15 +128,17 @@ absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline) {
     }
   }
   if (slot.failures > 0) {
-    const int doublings = std::min(slot.failures - 1, 30);
-    const absl::Duration backoff = std::min(options_.restart_backoff * (int64_t{1} << doublings),
-                                            options_.max_restart_backoff);
-    const absl::Time next = slot.failed_at + backoff;
+    const absl::Time next = slot.failed_at + RestartBackoff(slot);
     if (next > deadline) {
-      return absl::UnavailableError(absl::StrCat(
-          "exec handler: not restarted in time for this batch (next start in ",
-          absl::FormatDuration(next - absl::Now()), ", after its deadline); it failed ",
-          slot.failures, " time(s) in a row, the last time: ", slot.last_failure));
+      // Nothing was sent: the batch waits for the next start, its items'
+      // attempts given back.
+      return Throttled(absl::UnavailableError(absl::StrCat(
+                           "exec handler: not restarted in time for this batch (next start in ",
+                           absl::FormatDuration(next - absl::Now()),
+                           ", after its deadline); it "
+                           "failed ",
+                           slot.failures, " time(s) in a row, the last time: ", slot.last_failure)),
+                       next - absl::Now());
     }
     // Back-pressure: this worker thread waits rather than failing items
     // that are not to blame.
@@ -146,9 +156,11 @@ absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline) {
     ++slot.failures;
     slot.failed_at = absl::Now();
     slot.last_failure = absl::StrCat("exec handler: cannot start: ", child.status().message());
-    return absl::Status(child.status().code(), slot.last_failure);
+    return Throttled(absl::Status(child.status().code(), slot.last_failure),
+                     options_.restart_backoff);
   }
   slot.child = std::move(*child);
+  slot.answered = false;
   if (starts_.fetch_add(1) > 0 && options_.metrics != nullptr) options_.metrics->Restarted();
   PARTQ_LOG(Info) << "exec handler (pid " << slot.child->pid() << "): started " << options_.command;
   return absl::OkStatus();
@@ -181,7 +193,21 @@ absl::StatusOr<std::vector<ItemReply>> ExecHandler::Run(absl::Span<HandlerCall* 
   auto line = slot->child->Exchange(EncodeRequest(request, items), deadline);
   if (options_.metrics != nullptr) options_.metrics->Request(absl::Now() - sent);
   MaxInto(peak_line_bytes_, slot->child->peak_line_bytes());
-  if (!line.ok()) return Failed(*slot, pid, line.status());
+  if (!line.ok()) {
+    // The shell's 126 and 127 (not executable, not found) from a child that
+    // never answered: the command could not be run, so no item is to blame
+    // and none uses an attempt; the batch waits for the next start.
+    const bool never_ran = !slot->answered && !slot->child->running() &&
+                           (slot->child->exit_code() == 126 || slot->child->exit_code() == 127);
+    absl::Status failed = Failed(*slot, pid, line.status());
+    if (!never_ran) return failed;
+    const absl::Duration wait = RestartBackoff(*slot);
+    return Throttled(absl::Status(failed.code(), absl::StrCat(failed.message(),
+                                                              "; the command could not be run, "
+                                                              "so no item used an attempt")),
+                     wait);
+  }
+  slot->answered = true;
   auto replies = ParseReply(*line, request.batch_id, ids, options_.limits);
   if (!replies.ok()) {
     // Out of step with the protocol: whatever it does next cannot be trusted.
@@ -197,6 +223,11 @@ void ExecHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
   statuses->clear();
   if (calls.empty()) return;
   auto replies = Run(calls);
+  if (!replies.ok() && IsThrottled(replies.status())) {
+    // The child was not there to take the batch: every item waits.
+    statuses->assign(calls.size(), replies.status());
+    return;
+  }
   if (!replies.ok()) {
     // Alone, the failure is the item's. In a batch it is no one's in
     // particular: no statuses, and the consumer runs each item alone.

@@ -14,7 +14,11 @@
 // that exits at once is not restarted in a loop). The batch then fails
 // without blame (HandleBatch reports no statuses), so the consumer runs each
 // item alone, and only an item that breaks the child on its own accumulates
-// failed attempts.
+// failed attempts. When no child could take the batch — the command cannot be
+// run (the shell's status 126 or 127 before any answer), no child could be
+// started, or the restart backoff outlasts the batch's deadline — nothing was
+// sent: every item's status is Throttled (consumer/handler.h) until the next
+// start, and no item uses an attempt for it.
 //
 // Each line of a child's stderr goes to partq's log as `exec[pid N]: LINE`
 // (at options.stderr_level).
@@ -95,6 +99,8 @@ class ExecHandler : public Handler {
   // A running, idle child in `slot` (started or restarted, after the
   // backoff, if needed), or why there is none by `deadline`.
   absl::Status Ready(Slot& slot, absl::Time deadline);
+  // The wait before the next start of `slot`'s child, after its failures.
+  absl::Duration RestartBackoff(const Slot& slot) const;
   // The child of `slot` failed a batch with `st`: kill it, count the failure.
   absl::Status Failed(Slot& slot, pid_t pid, const absl::Status& st);
   Slot* Acquire() ABSL_LOCKS_EXCLUDED(mu_);

@@ -160,6 +160,28 @@ struct Transfer {
 
 }  // namespace
 
+absl::Status CheckHttpUrl(absl::string_view url) {
+  const std::string shown = absl::CHexEscape(url.substr(0, 200));
+  CURLU* u = curl_url();
+  if (u == nullptr) return absl::ResourceExhaustedError("cannot allocate a URL handle");
+  const CURLUcode rc = curl_url_set(u, CURLUPART_URL, std::string(url).c_str(), 0);
+  std::string scheme;
+  char* part = nullptr;
+  if (rc == CURLUE_OK && curl_url_get(u, CURLUPART_SCHEME, &part, 0) == CURLUE_OK) {
+    scheme = absl::AsciiStrToLower(part);
+    curl_free(part);
+  }
+  curl_url_cleanup(u);
+  if (rc != CURLUE_OK) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a usable URL: \"", shown, "\": ", curl_url_strerror(rc)));
+  }
+  if (scheme != "http" && scheme != "https") {
+    return absl::InvalidArgumentError(absl::StrCat("not an http or https URL: \"", shown, "\""));
+  }
+  return absl::OkStatus();
+}
+
 absl::string_view HttpFailureName(HttpFailure failure) {
   switch (failure) {
     case HttpFailure::kNone:
@@ -416,13 +438,11 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
     return std::move(result);
   };
 
+  if (absl::Status ok = CheckHttpUrl(url); !ok.ok()) {
+    return fail(HttpFailure::kInvalidRequest, std::string(ok.message()));
+  }
   std::string scheme;
   const std::string where = RedactedUrl(url, &scheme);
-  if (where.empty() || (scheme != "http" && scheme != "https")) {
-    return fail(
-        HttpFailure::kInvalidRequest,
-        absl::StrCat("not an http or https URL: \"", absl::CHexEscape(url.substr(0, 200)), "\""));
-  }
   if (!headers.idempotency_key.empty() && HasLineBreakOrNul(headers.idempotency_key)) {
     return fail(HttpFailure::kInvalidRequest,
                 "the Idempotency-Key contains a line break or NUL character");

@@ -118,6 +118,11 @@ enum class HttpFailure {
 // A stable lower-case name ("too_slow"), for logs and metric labels.
 absl::string_view HttpFailureName(HttpFailure failure);
 
+// OK if `url` is an http:// or https:// URL libcurl can use; else
+// InvalidArgument saying what is wrong with it (libcurl's words: no host,
+// a port out of range...), so a worker can refuse it at start.
+absl::Status CheckHttpUrl(absl::string_view url);
+
 struct HttpResult {
   HttpOutcome outcome = HttpOutcome::kFailed;
   HttpFailure failure = HttpFailure::kNone;

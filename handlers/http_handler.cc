@@ -15,6 +15,9 @@
 namespace partq {
 namespace {
 
+// The longest a batch waits for a handler that cannot be reached.
+constexpr absl::Duration kMaxConnectWait = absl::Seconds(30);
+
 bool IsHttpUrl(absl::string_view url) {
   return absl::StartsWithIgnoreCase(url, "http://") || absl::StartsWithIgnoreCase(url, "https://");
 }
@@ -22,9 +25,8 @@ bool IsHttpUrl(absl::string_view url) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpHandler>> HttpHandler::Create(HttpHandlerOptions options) {
-  if (!IsHttpUrl(options.url)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("http handler: \"", options.url, "\" is not an http:// or https:// URL"));
+  if (absl::Status url = CheckHttpUrl(options.url); !url.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("http handler: ", url.message()));
   }
   // The client options are checked now (a CA file that cannot be read), so
   // a worker refuses to start instead of failing every batch.
@@ -103,6 +105,7 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
 
   switch (r.outcome) {
     case HttpOutcome::kThrottled: {
+      connect_failures_.store(0);
       // The server did nothing with the batch and said when to come back:
       // every item waits that long, its attempt given back.
       if (options_.metrics != nullptr) options_.metrics->Throttled();
@@ -114,8 +117,24 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
       return;
     }
     case HttpOutcome::kFailed:
+      if (r.failure == HttpFailure::kConnect) {
+        // Nothing reached the server: not the items' failure. They wait,
+        // longer while it stays away, without using an attempt.
+        if (options_.metrics != nullptr) options_.metrics->Failure(HttpFailureName(r.failure));
+        const int n = std::min(connect_failures_.fetch_add(1) + 1, 16);
+        const absl::Duration wait =
+            std::min(options_.default_retry_after * (int64_t{1} << (n - 1)), kMaxConnectWait);
+        const std::string message =
+            absl::StrCat("http handler: ", r.error, "; nothing was sent, so no item used an ",
+                         "attempt; retrying in ", absl::FormatDuration(wait));
+        PARTQ_LOG(Warning) << message;
+        statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), wait));
+        return;
+      }
+      connect_failures_.store(0);
       return fail(HttpFailureName(r.failure), absl::StrCat("http handler: ", r.error));
     case HttpOutcome::kOk:
+      connect_failures_.store(0);
       break;
   }
   auto replies = ParseReply(r.body, request.batch_id, ids, options_.limits);

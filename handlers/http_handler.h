@@ -11,9 +11,14 @@
 //                                Throttled): run again after Retry-After
 //                                (default_retry_after when the server sent
 //                                none), the attempt given back
+//   no connection                nothing was sent (name not resolved,
+//                                refused, unreachable: the sidecar is not up
+//                                yet): every item is throttled the same way,
+//                                after default_retry_after doubled with each
+//                                such failure in a row, up to 30 s
 //   anything else                a failure of the whole batch, without blame
 //                                (no statuses; the consumer runs each item
-//                                alone): connection refused, timeout,
+//                                alone): timeout,
 //                                trickling, 5xx, 4xx, a redirect (never
 //                                followed), a body that is not JSON (an HTML
 //                                error page) or too large, a reply that
@@ -84,6 +89,7 @@ class HttpHandler : public Handler {
   const HttpHandlerOptions options_;
   const std::string batch_prefix_;  // random, so batch ids differ across processes
   std::atomic<int64_t> batches_{0};
+  std::atomic<int> connect_failures_{0};  // in a row: the wait after the next
   absl::Mutex mu_;
   std::vector<std::unique_ptr<HttpClient>> idle_ ABSL_GUARDED_BY(mu_);
 };

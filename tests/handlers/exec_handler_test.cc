@@ -398,6 +398,27 @@ TEST_F(ExecHandlerTest, OutputBeyondOneLinePerRequestKillsTheChild) {
   }
 }
 
+// A command the shell cannot run (status 127, or 126) never took the batch:
+// the items are throttled until the next start, not failed, so a misspelt
+// command does not dead-letter a queue.
+TEST_F(ExecHandlerTest, ACommandThatCannotBeRunThrottlesInsteadOfFailing) {
+  ExecHandler h(Options("/nonexistent/partq-test-handler"));
+  for (int i = 0; i < 2; ++i) {
+    const absl::Status st = RunAlone(h, "x");
+    EXPECT_TRUE(IsThrottled(st)) << st;
+    EXPECT_TRUE(absl::StrContains(st.message(), "status 127")) << st;
+    EXPECT_TRUE(absl::StrContains(st.message(), "could not be run, so no item used an attempt"))
+        << st;
+  }
+  // A child that ran and then dies before answering is a failure like
+  // another: its items use attempts.
+  ExecHandler served(Options(Child("serve")));
+  EXPECT_TRUE(RunAlone(served, "x").ok());
+  const absl::Status crash = RunAlone(served, "crash");
+  EXPECT_FALSE(crash.ok());
+  EXPECT_FALSE(IsThrottled(crash)) << crash;
+}
+
 TEST_F(ExecHandlerTest, ChildThatNeverAnswersIsKilledAtTheDeadline) {
   ExecHandler h(Options(Child("never")));
   absl::Status st = RunAlone(h, "x", absl::Milliseconds(500));

@@ -28,8 +28,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "consumer/handler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "handlers/http_handler.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/process.h"
 #include "tests/testing/wait.h"
@@ -552,6 +554,52 @@ TEST(HttpClient, ConnectionRefusedFails) {
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.error, HasSubstr("cannot connect"));
   EXPECT_THAT(r.error, HasSubstr(absl::StrCat(port.port())));
+}
+
+// Nothing listens (a sidecar that is not up yet): nothing was sent, so the
+// handler throttles every item of the batch instead of failing it, and waits
+// longer while the server stays away.
+TEST(HttpHandlerTest, NoConnectionThrottlesEveryItemLongerEachTime) {
+  RefusingPort port;
+  ASSERT_GT(port.port(), 0);
+  HttpHandlerOptions o;
+  o.url = absl::StrCat("http://127.0.0.1:", port.port(), "/");
+  o.queue = "q";
+  o.max_attempts = 3;
+  auto h = HttpHandler::Create(std::move(o));
+  ASSERT_TRUE(h.ok()) << h.status();
+  Item a, b;
+  a.id = 1;
+  b.id = 2;
+  HandlerCall ca, cb;
+  ca.item = &a;
+  cb.item = &b;
+  ca.deadline = cb.deadline = Deadline();
+  std::vector<HandlerCall*> calls = {&ca, &cb};
+  for (absl::Duration expected : {absl::Seconds(1), absl::Seconds(2), absl::Seconds(4)}) {
+    std::vector<absl::Status> statuses;
+    (*h)->HandleBatch(absl::MakeConstSpan(calls), &statuses);
+    ASSERT_EQ(statuses.size(), 2u);
+    for (const absl::Status& st : statuses) {
+      EXPECT_TRUE(IsThrottled(st)) << st;
+      EXPECT_EQ(RetryInOf(st), expected) << st;
+      EXPECT_THAT(st.message(), HasSubstr("cannot connect"));
+      EXPECT_THAT(st.message(), HasSubstr("nothing was sent, so no item used an attempt"));
+    }
+  }
+}
+
+TEST(HttpHandlerTest, AUrlLibcurlCannotUseIsRefusedAtStart) {
+  for (const char* url : {"http://127.0.0.1:99999/", "http://", "ftp://127.0.0.1/"}) {
+    HttpHandlerOptions o;
+    o.url = url;
+    auto h = HttpHandler::Create(std::move(o));
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << url;
+  }
+  HttpHandlerOptions o;
+  o.url = "http://127.0.0.1:99999/";
+  EXPECT_THAT(std::string(HttpHandler::Create(std::move(o)).status().message()),
+              HasSubstr("not a usable URL: \"http://127.0.0.1:99999/\": "));
 }
 
 TEST(HttpClient, UnresolvableHostFails) {
