@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/utf8.h"
 #include "cli/common.h"
 #include "coordinator/queue_collector.h"
 #include "pg/pg_store.h"
@@ -175,7 +176,10 @@ int CmdQueue(const std::vector<std::string>& argv) {
             WrongPositionals(pos, 1, {"NAME"}, "usage: partq queue create NAME --parts N [...]")) {
       return *u;
     }
-    if (!args->Has("parts")) return Usage("queue create needs --parts N (1..4096)");
+    if (!args->Has("parts")) {
+      return Usage("queue create needs --parts N (1..4096), e.g. partq queue create " + pos[1] +
+                   " --parts 8");
+    }
     QueueConfig q;
     q.name = pos[1];
     auto parts = args->Int("parts", 0, 1, 4096);
@@ -302,9 +306,17 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   const bool from_stdin = args->Has("stdin");
-  if (pos.empty() || pos.size() > (from_stdin ? 1u : 2u)) {
-    return Usage(from_stdin ? "usage: partq enqueue QUEUE --stdin"
-                            : "usage: partq enqueue QUEUE [--key K] [...] [PAYLOAD]");
+  {
+    // The payload is optional ('' by default): only the queue can be missing.
+    const std::string usage = from_stdin
+                                  ? "usage: partq enqueue QUEUE --stdin"
+                                  : "usage: partq enqueue QUEUE [--key K] [...] [PAYLOAD]; quote "
+                                    "a payload that has spaces";
+    const std::vector<std::string> names = from_stdin
+                                               ? std::vector<std::string>{"QUEUE"}
+                                               : std::vector<std::string>{"QUEUE", "PAYLOAD"};
+    if (pos.size() > names.size()) return *WrongPositionals(pos, 0, names, usage);
+    if (pos.empty()) return *WrongPositionals(pos, 0, {"QUEUE"}, usage);
   }
   const std::string& queue = pos[0];
   if (!from_stdin && pos.size() == 1 && StdinIsPipeOrFile()) {
@@ -432,11 +444,18 @@ int CmdWait(const std::vector<std::string>& argv) {
   }
   if (!state.ok()) return Fail(state.status());
   if (state->kind == ItemState::Kind::kDead) {
-    fprintf(stderr, "partq: item %lld was dead-lettered after %d attempts: %s\n",
-            static_cast<long long>(state->id), state->attempts, state->error.c_str());
+    fprintf(stderr, "partq: item %lld was dead-lettered after %d attempt%s: %s\n",
+            static_cast<long long>(state->id), state->attempts, state->attempts == 1 ? "" : "s",
+            state->error.c_str());
     return kWaitDead;
   }
-  if (state->result) fwrite(state->result->data(), 1, state->result->size(), stdout);
+  if (state->result) {
+    fwrite(state->result->data(), 1, state->result->size(), stdout);
+    // The bytes as they are for a pipe; a line of its own on a terminal.
+    if (isatty(STDOUT_FILENO) && !state->result->empty() && state->result->back() != '\n') {
+      fputc('\n', stdout);
+    }
+  }
   return 0;
 }
 
@@ -595,8 +614,9 @@ int CmdDead(const std::vector<std::string>& argv) {
     for (const DeadItem& d : *dead) {
       printf("%12lld %5d %8d %-20s %s\n", static_cast<long long>(d.id), d.part, d.attempts,
              absl::FormatTime("%Y-%m-%d %H:%M:%S", d.failed_at, absl::UTCTimeZone()).c_str(),
-             // An error is the handler's text: one line, control bytes escaped.
-             absl::Utf8SafeCEscape(d.last_error).c_str());
+             // An error is the handler's text: one line, control bytes
+             // escaped (quotes and apostrophes left as they are).
+             PrintableUtf8(d.last_error).c_str());
     }
     return 0;
   }

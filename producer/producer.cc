@@ -2,13 +2,15 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace partq {
 
 absl::StatusOr<ItemState> Producer::WaitFor(
-    absl::Duration timeout, const std::function<absl::StatusOr<ItemState>()>& poll) {
+    absl::Duration timeout, absl::string_view what,
+    const std::function<absl::StatusOr<ItemState>()>& poll) {
   const absl::Time deadline = absl::Now() + timeout;
   // Polls with a growing interval: items usually finish within milliseconds,
   // and a long wait should not cost many queries.
@@ -21,18 +23,16 @@ absl::StatusOr<ItemState> Producer::WaitFor(
         return state;
       }
       if (state->kind == ItemState::Kind::kUnknown) {
-        return absl::NotFoundError("no such item");
+        return absl::NotFoundError(absl::StrCat("no such item: ", what));
       }
     }
     if (absl::Now() >= deadline) {
-      std::string so_far = state.ok() ? absl::StrCat("pending after ", state->attempts,
-                                                     " attempt(s)",
-                                                     state->error.empty() ? "" : ", last error: ",
-                                                     state->error)
-                                      : std::string(state.status().message());
-      return absl::DeadlineExceededError(
-          absl::StrCat("item not finished within ", absl::FormatDuration(timeout), " (", so_far,
-                       ")"));
+      std::string so_far =
+          state.ok() ? absl::StrCat("pending after ", state->attempts, " attempt(s)",
+                                    state->error.empty() ? "" : ", last error: ", state->error)
+                     : std::string(state.status().message());
+      return absl::DeadlineExceededError(absl::StrCat(
+          "item not finished within ", absl::FormatDuration(timeout), " (", so_far, ")"));
     }
     absl::SleepFor(std::min(every, deadline - absl::Now()));
     every = std::min(every * 2, absl::Milliseconds(250));
@@ -41,13 +41,16 @@ absl::StatusOr<ItemState> Producer::WaitFor(
 
 absl::StatusOr<ItemState> Producer::Wait(absl::string_view queue, int64_t id,
                                          absl::Duration timeout) {
-  return WaitFor(timeout, [&] { return store_->GetItemState(queue, id); });
+  return WaitFor(timeout, absl::StrCat("item ", id, " of queue ", queue),
+                 [&] { return store_->GetItemState(queue, id); });
 }
 
 absl::StatusOr<ItemState> Producer::WaitByDedupKey(absl::string_view queue,
                                                    absl::string_view dedup_key,
                                                    absl::Duration timeout) {
-  return WaitFor(timeout, [&] { return store_->GetItemStateByDedupKey(queue, dedup_key); });
+  return WaitFor(timeout,
+                 absl::StrCat("dedup key \"", absl::CHexEscape(dedup_key), "\" in queue ", queue),
+                 [&] { return store_->GetItemStateByDedupKey(queue, dedup_key); });
 }
 
 }  // namespace partq

@@ -26,8 +26,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "store/store.h"
 #include "producer/metrics.h"
+#include "store/store.h"
 
 namespace partq {
 
@@ -60,7 +60,8 @@ class Producer {
   Store& store() { return *store_; }
 
  private:
-  absl::StatusOr<ItemState> WaitFor(absl::Duration timeout,
+  // `what` names the item in a NotFound error ("item 42 of queue q").
+  absl::StatusOr<ItemState> WaitFor(absl::Duration timeout, absl::string_view what,
                                     const std::function<absl::StatusOr<ItemState>()>& poll);
   std::unique_ptr<Store> store_;
   ProducerMetrics* metrics_ = nullptr;

@@ -244,7 +244,8 @@ TEST_F(BadInputTest, WaitsExitStatusSaysHowTheItemEnded) {
   EXPECT_TRUE(absl::StrContains(waited.err, "not finished within")) << waited.err;
   waited = Partq(With({"wait", "q", "999999999"}));
   EXPECT_EQ(waited.code, 1) << waited.err;
-  EXPECT_TRUE(absl::StrContains(waited.err, "no such item")) << waited.err;
+  EXPECT_TRUE(absl::StrContains(waited.err, "no such item: item 999999999 of queue q"))
+      << waited.err;
 
   std::string log_q, log_d;
   auto acker = StartWorker("q", {"--handler", "noop"}, &log_q);
@@ -253,7 +254,7 @@ TEST_F(BadInputTest, WaitsExitStatusSaysHowTheItemEnded) {
   EXPECT_EQ(waited.code, 0) << waited.err;
   waited = Partq(With({"wait", "d", id(doomed), "--timeout", "30s"}));
   EXPECT_EQ(waited.code, 4) << waited.err;
-  EXPECT_TRUE(absl::StrContains(waited.err, "dead-lettered after 1 attempts")) << waited.err;
+  EXPECT_TRUE(absl::StrContains(waited.err, "dead-lettered after 1 attempt: ")) << waited.err;
   std::remove(log_q.c_str());
   std::remove(log_d.c_str());
 }

@@ -563,6 +563,10 @@ TEST_F(SqlApiTest, BadArgumentsFailWithTheCppProducersMessages) {
        std::nullopt},
       {"SELECT * FROM {schema}.item_state_by_dedup_key('nope', 'd')", "42704",
        "unknown queue \"nope\"", std::nullopt},
+      {"SELECT {schema}.part_for_key('a', 0)", "22023", "parts must be between 1 and 4096, not 0",
+       std::nullopt},
+      {"SELECT {schema}.part_for_key('a', 4097)", "22023",
+       "parts must be between 1 and 4096, not 4097", std::nullopt},
   };
   for (const Case& c : cases) {
     auto [state, message] = Fails(c.sql);
