@@ -118,7 +118,8 @@ int64_t ServerCpuTicks(int postmaster) {
 }
 
 double RssMb(pid_t pid, const char* field) {
-  for (absl::string_view line : absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/status")), '\n')) {
+  for (absl::string_view line :
+       absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/status")), '\n')) {
     if (absl::ConsumePrefix(&line, field)) {
       line = absl::StripLeadingAsciiWhitespace(absl::StripPrefix(line, ":"));
       int64_t kb;
@@ -136,8 +137,8 @@ class Bench {
 
  private:
   void Log(const std::string& line) {
-    if (o_.verbose) fprintf(stderr, "[%6.1fs] %s\n", absl::ToDoubleSeconds(absl::Now() - start_),
-                            line.c_str());
+    if (o_.verbose)
+      fprintf(stderr, "[%6.1fs] %s\n", absl::ToDoubleSeconds(absl::Now() - start_), line.c_str());
   }
   absl::Status Setup();
   absl::Status ResetQueue(int parts);
@@ -201,6 +202,7 @@ class Bench {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Handler> handler_;         // record:, partq's
   std::unique_ptr<Handler> result_handler_;  // partq_result's
+  std::unique_ptr<Handler> noop_handler_;    // partq_noop's
   int postmaster_ = 0;
   absl::Time start_ = absl::Now();
 };
@@ -234,6 +236,7 @@ absl::Status Bench::Setup() {
     call.result = call.item->payload;
     return absl::OkStatus();
   });
+  noop_handler_ = MakeHandler([](HandlerCall&) { return absl::OkStatus(); });
   postmaster_ = o_.postmaster_pid;
   if (postmaster_ == 0) {
     auto pid = sql_->Scalar("SELECT split_part(pg_read_file('postmaster.pid'), E'\\n', 1)");
@@ -245,9 +248,9 @@ absl::Status Bench::Setup() {
 
 absl::Status Bench::ResetQueue(int parts) {
   (void)store_->DeleteQueue(kQueue, QueueContents::kDelete);  // a run's leftovers
-  if (auto st = sql_->Exec(absl::StrCat("TRUNCATE \"", schema_, "\".items, \"", schema_,
-                                        "\".results, \"", schema_, "\".dead_items, \"", schema_,
-                                        "\".", kRecordTable));
+  if (auto st =
+          sql_->Exec(absl::StrCat("TRUNCATE \"", schema_, "\".items, \"", schema_, "\".results, \"",
+                                  schema_, "\".dead_items, \"", schema_, "\".", kRecordTable));
       !st.ok()) {
     return st;
   }
@@ -269,15 +272,18 @@ absl::Status Bench::CheckResults(const std::string& table, int64_t items) {
 
 absl::StatusOr<int64_t> Bench::CheckResultRows(const std::string& system, int64_t warm,
                                                int64_t items) {
+  // A handler that answers without a result leaves no results row (the
+  // bench's items have no dedup key).
+  const int64_t rows_expected = NoResult(system) ? 0 : warm + items;
   int64_t sum = 0;
-  for (int64_t i = 0; i < warm; ++i) sum += ResultOf(system, WarmK(i));
-  for (int64_t k = 0; k < items; ++k) sum += ResultOf(system, k);
+  for (int64_t i = 0; rows_expected > 0 && i < warm; ++i) sum += ResultOf(system, WarmK(i));
+  for (int64_t k = 0; rows_expected > 0 && k < items; ++k) sum += ResultOf(system, k);
   auto rows = sql_->Query(absl::StrCat(
       "SELECT count(*), count(result), coalesce(sum(convert_from(result, 'UTF8')::numeric), 0) "
       "FROM \"",
       schema_, "\".results"));
   if (!rows.ok()) return rows.status();
-  const std::vector<std::string> want = {absl::StrCat(warm + items), absl::StrCat(warm + items),
+  const std::vector<std::string> want = {absl::StrCat(rows_expected), absl::StrCat(rows_expected),
                                          absl::StrCat(sum)};
   std::vector<std::string> got;
   for (const auto& v : rows->at(0)) got.push_back(v.value_or("NULL"));
@@ -286,7 +292,7 @@ absl::StatusOr<int64_t> Bench::CheckResultRows(const std::string& system, int64_
         absl::StrCat("bench: ", system, " left results (rows, with a result, their sum) ",
                      absl::StrJoin(got, ", "), ", expected ", absl::StrJoin(want, ", ")));
   }
-  return warm + items;
+  return rows_expected;
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Consumer>>> Bench::StartConsumers(
@@ -358,7 +364,9 @@ absl::StatusOr<int64_t> Bench::WarmUp(Tracker& tracker, int sessions, int batch,
 }
 
 absl::Status Bench::CanRun(const std::string& system) const {
-  if ((system == "partq_exec" || system == "partq_http") && o_.worker_binary.empty()) {
+  if ((system == "partq_exec" || system == "partq_http" || system == "partq_exec_noop" ||
+       system == "partq_http_noop") &&
+      o_.worker_binary.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("bench: ", system, " needs the partq binary for its peer (worker_binary)"));
   }
@@ -379,32 +387,36 @@ std::string Bench::ExampleScript(const std::string& system) const {
 
 absl::StatusOr<Bench::DrainHandlers> Bench::MakeHandlers(const std::string& system, int sessions) {
   DrainHandlers d;
-  if (system == "partq" || system == "partq_result") {
-    d.handlers.assign(sessions, system == "partq" ? handler_.get() : result_handler_.get());
+  if (system == "partq" || system == "partq_result" || system == "partq_noop") {
+    d.handlers.assign(sessions, system == "partq"          ? handler_.get()
+                                : system == "partq_result" ? result_handler_.get()
+                                                           : noop_handler_.get());
     return d;
   }
+  const std::string peer_flags = NoResult(system) ? " --no-result" : "";
   const std::string self = ShellQuote(o_.worker_binary);
   // A handler per session, as each worker process has its own: an exec
   // handler's child, an http handler's connection and its sidecar.
   for (int i = 0; i < sessions; ++i) {
-    if (system == "partq_exec" || system == "partq_exec_python") {
+    if (system == "partq_exec" || system == "partq_exec_noop" || system == "partq_exec_python") {
       ExecOptions eo;
-      eo.command = system == "partq_exec"
-                       ? absl::StrCat("exec ", self, " bench-peer exec")
+      eo.command = system != "partq_exec_python"
+                       ? absl::StrCat("exec ", self, " bench-peer exec", peer_flags)
                        : absl::StrCat("exec python3 ", ShellQuote(ExampleScript(system)));
       eo.queue = kQueue;
       eo.max_attempts = QueueConfig{}.max_attempts;
       // The Python example logs a line per item on stderr, which partq
       // reads either way; below the log level, they are dropped.
-      eo.stderr_level = system == "partq_exec" ? LogLevel::kWarning : LogLevel::kDebug;
+      eo.stderr_level = system != "partq_exec_python" ? LogLevel::kWarning : LogLevel::kDebug;
       d.owned.push_back(std::make_unique<ExecHandler>(std::move(eo)));
     } else {
       // The Node example runs in the background of a shell that waits for
       // the end of its stdin, so a bench killed outright leaves no server.
       const std::string command =
-          system == "partq_http" ? absl::StrCat("exec ", self, " bench-peer http")
-                                 : absl::StrCat("PORT=0 node ", ShellQuote(ExampleScript(system)),
-                                                " & p=$!; cat >/dev/null; kill $p");
+          system != "partq_http_node"
+              ? absl::StrCat("exec ", self, " bench-peer http", peer_flags)
+              : absl::StrCat("PORT=0 node ", ShellQuote(ExampleScript(system)),
+                             " & p=$!; cat >/dev/null; kill $p");
       auto peer = PeerServer::Start(command, absl::Seconds(30));
       if (!peer.ok()) return peer.status();
       HttpHandlerOptions ho;
@@ -460,6 +472,16 @@ absl::StatusOr<Bench::DrainRun> Bench::DrainPartq(const std::string& system, int
   // The tracker started at zero, so *warm is the number of warm-up items.
   auto results = CheckResultRows(system, *warm, items);
   if (!results.ok()) return results.status();
+  if (NoResult(system)) {
+    // Nothing to add up: the check is that every item is gone, acked.
+    auto left = sql_->Scalar(absl::StrCat("SELECT count(*) FROM \"", schema_, "\".items"));
+    if (!left.ok()) return left.status();
+    if (*left != "0") {
+      return absl::InternalError(
+          absl::StrCat("bench: ", system, " left ", *left, " items after its drain"));
+    }
+    return run;
+  }
   run.results = *results - *warm;
   return run;
 }
@@ -701,11 +723,20 @@ absl::Status Bench::Memory(BenchReport& r) {
   }
   if (auto st = ResetQueue(o_.parts); !st.ok()) return st;
   const int batch = *std::max_element(o_.batches.begin(), o_.batches.end());
-  std::vector<std::string> argv = {o_.worker_binary, "worker",  kQueue,
-                                   "--dsn",          o_.pg.dsn, "--schema",
-                                   schema_,          "--handler", absl::StrCat("record:", kRecordTable),
-                                   "--concurrency",  "16",      "--batch",
-                                   absl::StrCat(batch), "--quiet"};
+  std::vector<std::string> argv = {o_.worker_binary,
+                                   "worker",
+                                   kQueue,
+                                   "--dsn",
+                                   o_.pg.dsn,
+                                   "--schema",
+                                   schema_,
+                                   "--handler",
+                                   absl::StrCat("record:", kRecordTable),
+                                   "--concurrency",
+                                   "16",
+                                   "--batch",
+                                   absl::StrCat(batch),
+                                   "--quiet"};
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("bench memory: fork failed");
   if (pid == 0) {
@@ -747,8 +778,8 @@ void Bench::Machine(BenchReport& r) {
   r.machine["nproc"] = absl::StrCat(std::thread::hardware_concurrency());
   for (absl::string_view line : absl::StrSplit(ReadFile("/proc/cpuinfo"), '\n')) {
     if (absl::ConsumePrefix(&line, "model name")) {
-      r.machine["cpu"] = std::string(absl::StripAsciiWhitespace(absl::StripPrefix(
-          absl::StripLeadingAsciiWhitespace(line), ":")));
+      r.machine["cpu"] = std::string(absl::StripAsciiWhitespace(
+          absl::StripPrefix(absl::StripLeadingAsciiWhitespace(line), ":")));
       break;
     }
   }
@@ -758,9 +789,9 @@ void Bench::Machine(BenchReport& r) {
       break;
     }
   }
-  for (const char* s : {"server_version", "shared_buffers", "max_connections", "fsync",
-                        "synchronous_commit", "wal_level", "full_page_writes", "max_wal_size",
-                        "checkpoint_timeout", "work_mem"}) {
+  for (const char* s :
+       {"server_version", "shared_buffers", "max_connections", "fsync", "synchronous_commit",
+        "wal_level", "full_page_writes", "max_wal_size", "checkpoint_timeout", "work_mem"}) {
     auto v = sql_->Scalar(absl::StrCat("SHOW ", s));
     if (v.ok()) r.machine[absl::StrCat("pg.", s)] = *v;
   }
@@ -870,9 +901,8 @@ absl::StatusOr<BenchReport> Bench::Run() {
     }
     if (o_.only.count("enqueue")) {
       if (auto st = Enqueue(enq); !st.ok()) return st;
-      Log(absl::StrFormat("round %d  enqueue: single %.0f/s, batch_100 %.0f/s, copy %.0f/s",
-                          round, enq["single"].back(), enq["batch_100"].back(),
-                          enq["copy"].back()));
+      Log(absl::StrFormat("round %d  enqueue: single %.0f/s, batch_100 %.0f/s, copy %.0f/s", round,
+                          enq["single"].back(), enq["batch_100"].back(), enq["copy"].back()));
     }
   }
   // Cells: medians and within-round ratios to the floor.

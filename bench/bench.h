@@ -24,20 +24,30 @@ namespace partq::bench {
 // The drain systems, in table order.
 inline const std::vector<std::string>& DrainSystems() {
   static const std::vector<std::string> s = {
-      "floor",        "partq",      "skip_locked_batch", "skip_locked_one",   "naive_update",
-      "partq_result", "partq_exec", "partq_http",        "partq_exec_python", "partq_http_node"};
+      "floor",          "partq",           "skip_locked_batch", "skip_locked_one",
+      "naive_update",   "partq_result",    "partq_exec",        "partq_http",
+      "partq_noop",     "partq_exec_noop", "partq_http_noop",   "partq_exec_python",
+      "partq_http_node"};
   return s;
 }
 
-// The drain systems whose handler answers each item with a result, which
-// partq writes as a results row in the ack statement (bench/README.md):
-// in-process (partq_result), through the exec and http transports to the
-// bench's own peers (handler_peers.h), and to the examples. They have a table
-// of their own, with ratios to partq and partq_result too.
+// The drain systems of handlers (bench/README.md): in process
+// (partq_result), through the exec and http transports to the bench's own
+// peers (handler_peers.h), and to the examples, each answering every item ok
+// with a result, which partq writes as a results row in the ack statement;
+// and the same three answering ok with nothing (the *_noop systems: the
+// transports' own cost, against an in-process handler that does nothing).
+// They have a table of their own, with ratios to the in-process ones too.
 inline const std::vector<std::string>& HandlerSystems() {
-  static const std::vector<std::string> s = {"partq_result", "partq_exec", "partq_http",
-                                             "partq_exec_python", "partq_http_node"};
+  static const std::vector<std::string> s = {
+      "partq_result",    "partq_exec",      "partq_http",        "partq_noop",
+      "partq_exec_noop", "partq_http_noop", "partq_exec_python", "partq_http_node"};
   return s;
+}
+
+// The handler systems whose handler answers ok without a result.
+inline bool NoResult(const std::string& system) {
+  return system == "partq_noop" || system == "partq_exec_noop" || system == "partq_http_noop";
 }
 
 // The systems that run only when --systems names them: the examples need
@@ -50,14 +60,14 @@ inline const std::vector<std::string>& OptInSystems() {
 // The systems each drain cell also gives ratios to (besides the floor), when
 // they ran in the same round: the in-process handlers.
 inline const std::vector<std::string>& ReferenceSystems() {
-  static const std::vector<std::string> s = {"partq", "partq_result"};
+  static const std::vector<std::string> s = {"partq", "partq_result", "partq_noop"};
   return s;
 }
 
 // The workloads `--only` chooses from, in the order a run takes them.
 inline const std::vector<std::string>& Workloads() {
-  static const std::vector<std::string> w = {"drain", "steady", "pickup",
-                                             "enqueue", "idle", "memory"};
+  static const std::vector<std::string> w = {"drain",   "steady", "pickup",
+                                             "enqueue", "idle",   "memory"};
   return w;
 }
 
@@ -67,7 +77,7 @@ inline const std::vector<std::string>& Workloads() {
 inline constexpr int kIdleConnectionsPerSession = 4;
 
 struct BenchOptions {
-  PgOptions pg;                       // schema is the bench's own (dropped and recreated)
+  PgOptions pg;  // schema is the bench's own (dropped and recreated)
   std::vector<int> sessions = {1, 2, 4, 8, 16};
   std::vector<int> batches = {1, 10, 100};
   // The batch sweep (every batch) runs at this session count; the session
@@ -79,12 +89,12 @@ struct BenchOptions {
   // (50 ms) the rounds of one cell spread by ±20 %.
   int64_t items = 100000;
   int rounds = 3;
-  int parts = 16;                     // parts of the bench queue
+  int parts = 16;  // parts of the bench queue
   // Drain systems to run (DrainSystems() names); empty: all. Ratios need "floor".
   std::set<std::string> systems;
   // Workloads() to run; all by default.
   std::set<std::string> only{Workloads().begin(), Workloads().end()};
-  double steady_rate = 5000;          // items/s
+  double steady_rate = 5000;  // items/s
   double steady_seconds = 3;
   int steady_sessions = 4;
   // Each idle session holds ~kIdleConnectionsPerSession connections.

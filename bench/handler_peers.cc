@@ -36,6 +36,7 @@ bool WriteAll(int fd, absl::string_view data) {
 // it Nagle holds the body until the client ACKs the headers.
 class EchoHandler : public CivetHandler {
  public:
+  explicit EchoHandler(bool with_result) : with_result_(with_result) {}
   bool handlePost(CivetServer*, mg_connection* conn) override {
     const mg_request_info* info = mg_get_request_info(conn);
     // Read straight into the body: civetweb's worker threads have small
@@ -48,7 +49,7 @@ class EchoHandler : public CivetHandler {
       if (got == body.size()) body.resize(body.size() * 2);
     }
     body.resize(got);
-    absl::StatusOr<std::string> reply = EchoReply(body);
+    absl::StatusOr<std::string> reply = EchoReply(body, with_result_);
     const bool ok = reply.ok();
     const std::string& content = ok ? *reply : std::string(reply.status().message());
     const std::string out =
@@ -58,11 +59,14 @@ class EchoHandler : public CivetHandler {
     mg_write(conn, out.data(), out.size());
     return true;
   }
+
+ private:
+  const bool with_result_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::string> EchoReply(absl::string_view request) {
+absl::StatusOr<std::string> EchoReply(absl::string_view request, bool with_result) {
   try {
     const json r = json::parse(request.begin(), request.end());
     if (r.at("version") != 1) {
@@ -71,10 +75,14 @@ absl::StatusOr<std::string> EchoReply(absl::string_view request) {
     }
     json results = json::array();
     for (const json& item : r.at("items")) {
-      results.push_back({{"id", item.at("id")},
-                         {"ok", true},
-                         {"result", item.at("payload")},
-                         {"result_encoding", item.at("payload_encoding")}});
+      if (with_result) {
+        results.push_back({{"id", item.at("id")},
+                           {"ok", true},
+                           {"result", item.at("payload")},
+                           {"result_encoding", item.at("payload_encoding")}});
+      } else {
+        results.push_back({{"id", item.at("id")}, {"ok", true}});
+      }
     }
     const json reply = {{"version", 1}, {"batch", r.at("batch")}, {"results", std::move(results)}};
     return reply.dump();
@@ -83,7 +91,7 @@ absl::StatusOr<std::string> EchoReply(absl::string_view request) {
   }
 }
 
-int RunExecPeer() {
+int RunExecPeer(bool with_result) {
   std::string pending;
   size_t scanned = 0;  // no '\n' in pending before this
   std::vector<char> chunk(64 << 10);
@@ -99,7 +107,7 @@ int RunExecPeer() {
     size_t start = 0;
     for (size_t nl; (nl = pending.find('\n', scanned)) != std::string::npos; scanned = start) {
       absl::StatusOr<std::string> reply =
-          EchoReply(absl::string_view(pending).substr(start, nl - start));
+          EchoReply(absl::string_view(pending).substr(start, nl - start), with_result);
       start = nl + 1;
       if (!reply.ok()) {
         fprintf(stderr, "partq bench-peer exec: %s\n",
@@ -114,7 +122,7 @@ int RunExecPeer() {
   }
 }
 
-int RunHttpPeer() {
+int RunHttpPeer(bool with_result) {
   // One thread per connection (civetweb's model): a peer serves one
   // session, so a few suffice. Keep-alive is off by default in civetweb, and
   // its 500 ms idle limit would drop the connection between the warm-up and
@@ -129,7 +137,7 @@ int RunHttpPeer() {
     fprintf(stderr, "partq bench-peer http: cannot start: %s\n", e.what());
     return 1;
   }
-  EchoHandler handler;
+  EchoHandler handler(with_result);
   server->addHandler("/", handler);
   const std::vector<int> ports = server->getListeningPorts();
   if (ports.empty() || ports[0] <= 0) {

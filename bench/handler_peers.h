@@ -28,22 +28,23 @@ class ChildProcess;
 namespace partq::bench {
 
 // The reply to one request of the handler protocol (docs/handler-protocol.md)
-// that answers each item ok, with its payload as the result in the payload's
-// encoding, on one line without '\n'. InvalidArgument for a request that is
-// not version 1 or lacks what the reply needs.
-absl::StatusOr<std::string> EchoReply(absl::string_view request);
+// that answers each item ok — `with_result`: with its payload as the result
+// in the payload's encoding; else with nothing — on one line without '\n'.
+// InvalidArgument for a request that is not version 1 or lacks what the
+// reply needs.
+absl::StatusOr<std::string> EchoReply(absl::string_view request, bool with_result = true);
 
-// `partq bench-peer exec`: reads request lines on stdin and writes an
-// EchoReply line for each on stdout, until stdin ends. Returns the exit
-// code: 0 at the end of stdin, 1 after a request it cannot answer (said on
-// stderr).
-int RunExecPeer();
+// `partq bench-peer exec [--no-result]`: reads request lines on stdin and
+// writes an EchoReply line for each on stdout, until stdin ends. Returns the
+// exit code: 0 at the end of stdin, 1 after a request it cannot answer (said
+// on stderr).
+int RunExecPeer(bool with_result = true);
 
-// `partq bench-peer http`: serves EchoReply to POSTs on 127.0.0.1, on a port
+// `partq bench-peer http [--no-result]`: serves EchoReply to POSTs on 127.0.0.1, on a port
 // the system picks, with keep-alive; writes "ready on http://127.0.0.1:PORT/"
 // on stderr once it listens, and stops when its stdin ends (so it never
 // outlives the bench that started it). Returns the exit code.
-int RunHttpPeer();
+int RunHttpPeer(bool with_result = true);
 
 // A handler server in a process of its own, started with /bin/sh -c
 // `command`, which is expected to write "ready on http://HOST:PORT/" on

@@ -218,9 +218,14 @@ int CmdBench(const std::vector<std::string>& argv) {
 }
 
 int CmdBenchPeer(const std::vector<std::string>& argv) {
-  if (argv.size() == 1 && argv[0] == "exec") return bench::RunExecPeer();
-  if (argv.size() == 1 && argv[0] == "http") return bench::RunHttpPeer();
-  return Usage("usage: partq bench-peer exec|http (the peers of partq bench's handler drains)");
+  const bool with_result = !(argv.size() == 2 && argv[1] == "--no-result");
+  if (argv.size() == 1 || !with_result) {
+    if (argv[0] == "exec") return bench::RunExecPeer(with_result);
+    if (argv[0] == "http") return bench::RunHttpPeer(with_result);
+  }
+  return Usage(
+      "usage: partq bench-peer exec|http [--no-result] (the peers of partq bench's handler "
+      "drains)");
 }
 
 }  // namespace partq::cli
