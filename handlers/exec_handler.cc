@@ -132,13 +132,12 @@ absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline) {
     if (next > deadline) {
       // Nothing was sent: the batch waits for the next start, its items'
       // attempts given back.
-      return Throttled(absl::UnavailableError(absl::StrCat(
-                           "exec handler: not restarted in time for this batch (next start in ",
-                           absl::FormatDuration(next - absl::Now()),
-                           ", after its deadline); it "
-                           "failed ",
-                           slot.failures, " time(s) in a row, the last time: ", slot.last_failure)),
-                       next - absl::Now());
+      const absl::Duration wait = next - absl::Now();
+      std::string message =
+          absl::StrCat("exec handler: not restarted in time for this batch (next start in ",
+                       absl::FormatDuration(wait), ", after its deadline); it failed ",
+                       slot.failures, " time(s) in a row, the last time: ", slot.last_failure);
+      return Throttled(absl::UnavailableError(std::move(message)), wait);
     }
     // Back-pressure: this worker thread waits rather than failing items
     // that are not to blame.
