@@ -155,8 +155,7 @@ absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline) {
     ++slot.failures;
     slot.failed_at = absl::Now();
     slot.last_failure = absl::StrCat("exec handler: cannot start: ", child.status().message());
-    return Throttled(absl::Status(child.status().code(), slot.last_failure),
-                     options_.restart_backoff);
+    return Throttled(absl::Status(child.status().code(), slot.last_failure), RestartBackoff(slot));
   }
   slot.child = std::move(*child);
   slot.answered = false;

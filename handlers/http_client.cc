@@ -438,11 +438,17 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
     return std::move(result);
   };
 
-  if (absl::Status ok = CheckHttpUrl(url); !ok.ok()) {
-    return fail(HttpFailure::kInvalidRequest, std::string(ok.message()));
-  }
+  // One parse of the URL per request; CheckHttpUrl parses it again only to
+  // say what is wrong with it.
   std::string scheme;
   const std::string where = RedactedUrl(url, &scheme);
+  if (where.empty() || (scheme != "http" && scheme != "https")) {
+    absl::Status bad = CheckHttpUrl(url);
+    return fail(
+        HttpFailure::kInvalidRequest,
+        bad.ok() ? absl::StrCat("not a usable URL: \"", absl::CHexEscape(url.substr(0, 200)), "\"")
+                 : std::string(bad.message()));
+  }
   if (!headers.idempotency_key.empty() && HasLineBreakOrNul(headers.idempotency_key)) {
     return fail(HttpFailure::kInvalidRequest,
                 "the Idempotency-Key contains a line break or NUL character");
