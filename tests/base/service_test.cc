@@ -48,18 +48,25 @@ TEST(StartStop, AFailedStartLeavesItNewToTryAgain) {
 }
 
 // Of two Stops at once, one stops the service; the other returns only once
-// it has stopped.
+// it has stopped. The main thread holds the first Stop open until the other
+// thread is calling the second and has had time to return if it would.
 TEST(StartStop, ASecondStopReturnsOnlyOnceTheFirstHasStopped) {
   StartStop s;
   ASSERT_TRUE(s.BeginStart("svc").ok());
   s.EndStart(true);
   ASSERT_TRUE(s.BeginStop());
+  absl::Notification calling, returned;
   bool second = true;
   State seen = State::kNew;
   std::thread other([&] {
+    calling.Notify();
     second = s.BeginStop();
     seen = s.state();
+    returned.Notify();
   });
+  calling.WaitForNotification();
+  EXPECT_FALSE(returned.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
+      << "the second Stop returned while the first was still stopping";
   s.EndStop();
   other.join();
   EXPECT_FALSE(second);
@@ -70,15 +77,19 @@ TEST(StartStop, ASecondStopReturnsOnlyOnceTheFirstHasStopped) {
 TEST(StartStop, AStopDuringAStartStopsWhatItStarted) {
   StartStop s;
   ASSERT_TRUE(s.BeginStart("svc").ok());
-  absl::Notification stopped;
+  absl::Notification calling, returned;
   bool stops = false;
   std::thread other([&] {
+    calling.Notify();
     stops = s.BeginStop();
     if (stops) s.EndStop();
-    stopped.Notify();
+    returned.Notify();
   });
+  calling.WaitForNotification();
+  EXPECT_FALSE(returned.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
+      << "the Stop returned while the Start was under way";
   s.EndStart(true);
-  stopped.WaitForNotification();
+  returned.WaitForNotification();
   other.join();
   EXPECT_TRUE(stops);
   EXPECT_EQ(s.state(), State::kStopped);

@@ -89,18 +89,23 @@ TEST(BenchSmoke, HandlerDrainsLeaveAResultPerItem) {
   for (const auto& s : j.at("samples")) {
     const std::string system = s.at("system").get<std::string>();
     seen.insert(system);
+    // The same drain for every system (the bench sizes it by batch).
     EXPECT_GT(s.at("items").get<int64_t>(), 0) << s.dump();
+    EXPECT_EQ(s.at("items"), j.at("samples")[0].at("items")) << s.dump();
     const bool noop = absl::EndsWith(system, "_noop");
     EXPECT_EQ(s.at("results").get<int64_t>(), noop ? 0 : s.at("items").get<int64_t>()) << s.dump();
   }
   EXPECT_EQ(seen, (std::set<std::string>{"partq_result", "partq_exec", "partq_http", "partq_noop",
                                          "partq_exec_noop", "partq_http_noop"}));
+  std::set<std::string> drained;
   for (const auto& c : j.at("drain")) {
     const std::string system = c.at("system").get<std::string>();
+    drained.insert(system);
     if (system == "partq_result" || system == "partq_noop") continue;
     const std::string ref = absl::EndsWith(system, "_noop") ? "partq_noop" : "partq_result";
     EXPECT_GT(c.at("median_ratio_to").at(ref).get<double>(), 0) << c.dump();
   }
+  EXPECT_EQ(drained, seen) << "every system has a drain cell";
 }
 
 // A server without room for the idle sessions' connections (a --dsn with

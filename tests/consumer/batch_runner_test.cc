@@ -315,6 +315,7 @@ TEST_F(BatchRunnerTest, AnItemInACrashLoopIsDeadWithoutRunning) {
   auto r = Finish(b);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(handler_.batches, std::vector<size_t>{2});
+  EXPECT_TRUE(handler_.alone.empty()) << "nor alone";
   EXPECT_EQ(r->dead, std::vector<int64_t>{b.items[1].id});
   EXPECT_EQ(r->acked.size(), 2u);
   EXPECT_FALSE(FollowedUp("p1"));

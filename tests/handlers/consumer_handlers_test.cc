@@ -312,7 +312,9 @@ TEST_F(ConsumerHandlersTest, DeadTrueIsDeadLetteredAtItsFirstAttempt) {
   const ItemState dead = State(ids[1]);
   EXPECT_EQ(dead.kind, ItemState::Kind::kDead);
   EXPECT_EQ(dead.error, "can never succeed");
-  // The handler answered: an item's failure, not the request's.
+  // The handler answered: an item's failure, not the request's (and the
+  // metrics are wired: the requests were counted).
+  EXPECT_GE(Metric("partq_handler_requests_total"), 1);
   EXPECT_EQ(Metric("partq_handler_request_failures_total"), 0);
   EXPECT_EQ(dead.attempts, 1) << "dead: true gives up at once, with attempts left";
 }
