@@ -58,7 +58,6 @@ class FailurePolicy {
   // says the attempts it used, as the error does.
   std::optional<Outcome> CrashLoop(const Item& item) const;
 
-  int max_attempts() const { return max_attempts_; }
 
  private:
   const BackoffPolicy backoff_;
