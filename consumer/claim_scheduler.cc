@@ -60,20 +60,41 @@ bool ClaimScheduler::HoldsAny(const std::vector<Item>& items) const {
 void ClaimScheduler::Mark(PartState& st) {
   st.rescan = true;
   st.hungry = true;
-  st.noticed = notice_gen_;
+  st.noticed = st.noticed_head = notice_gen_;
 }
 
-void ClaimScheduler::Notice(int part) {
+void ClaimScheduler::Wake(PartState& st, std::optional<ItemKey> floor) {
+  st.hungry = true;
+  st.noticed = notice_gen_;
+  if (floor && (!st.noticed_floor || *floor < *st.noticed_floor)) st.noticed_floor = floor;
+}
+
+void ClaimScheduler::Notice(int part, std::optional<ItemKey> from) {
   ++notice_gen_;
   for (auto& [p, st] : parts_) {
-    if (part < 0 || p == part) Mark(st);
+    if (part >= 0 && p != part) continue;
+    if (!from || !st.cursor) {
+      Mark(st);
+    } else {
+      // The next claim reads from just before `from` ((priority, id - 1)
+      // sorts right before it) if that is behind the cursor then: a late
+      // commit, a higher priority, or an item past the cursor now that a
+      // claim under way passes without seeing it (it began before the item
+      // committed, and moves the cursor when it ends).
+      Wake(st, ItemKey{from->priority, from->id - 1});
+    }
   }
 }
 
 void ClaimScheduler::Poll() {
   ++notice_gen_;
   for (auto& [p, st] : parts_) {
-    if (!st.hungry) Mark(st);
+    if (st.hungry) continue;
+    if (options_.notices) {
+      Wake(st, std::nullopt);
+    } else {
+      Mark(st);
+    }
   }
 }
 
@@ -104,8 +125,13 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
                                       [&](const Item& i) { return i.id == suspect_id_; });
   std::vector<int> hungry;
   for (auto& [part, st] : parts_) {
+    if (st.noticed_floor) {
+      if (!st.floor || *st.noticed_floor < *st.floor) st.floor = st.noticed_floor;
+      st.noticed_floor.reset();
+    }
     if (batches <= 0 || !st.hungry) continue;
-    if (options_.ordered || !st.cursor || now - st.last_rescan >= options_.rescan_interval) {
+    if (options_.ordered || !st.cursor ||
+        (!options_.notices && now - st.last_rescan >= options_.rescan_interval)) {
       st.rescan = true;
     }
     hungry.push_back(part);
@@ -115,8 +141,8 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
   // Parts take turns: each claim starts one part further on and reads parts
   // only until it has `limit` items, so a batch mostly comes from one part
   // (its ack then locks one session_parts row and rewrites one claim record,
-  // and its rows sit together). A part is read from its cursor, or from its
-  // head when due.
+  // and its rows sit together). A part is read from its cursor, from its
+  // floor behind the cursor, or from its head when due.
   if (!hungry.empty()) {
     std::rotate(hungry.begin(), hungry.begin() + rotation_++ % hungry.size(), hungry.end());
   }
@@ -130,7 +156,8 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     ClaimPart cp;
     cp.part = part;
     cp.epoch = st.epoch;
-    if (!st.rescan) cp.after = st.cursor;
+    if (!st.rescan) cp.after = st.floor && *st.floor < *st.cursor ? st.floor : st.cursor;
+    cp.cursor = st.cursor;
     cp.limit = limit;
     req.parts.push_back(cp);
     // A backlog: this part fills a batch by itself. A one-part claim is
@@ -191,14 +218,25 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     st.full = !to_the_end && n >= std::min(cp.limit, req.limit);
     if (!cp.after) {
       st.last_rescan = started;
-      // Stopped early, before where the cursor was: more may wait between.
-      st.rescan = !to_the_end && n > 0 && before.has_value() && g->second.second < *before;
+      st.rescan = false;
+    }
+    // Where the next read starts behind the cursor. A read that stopped
+    // early, before where the cursor was, goes on from its last item (more
+    // may wait between); if the items that came due behind its start filled
+    // it, from the same start again (those taken are in flight now, and the
+    // rest come next).
+    st.floor.reset();
+    if (!to_the_end && n > 0 && before) {
+      const ItemKey got_last = g->second.second;
+      if (cp.after && !(*cp.after < got_last)) {
+        if (*cp.after < *before) st.floor = cp.after;
+      } else if (got_last < *before) {
+        st.floor = got_last;
+      }
     }
     st.hungry = !to_the_end || st.rescan;
-    if (st.noticed > claim_gen_) {  // noticed while this claim was under way
-      st.rescan = true;
-      st.hungry = true;
-    }
+    if (st.noticed > claim_gen_) st.hungry = true;  // noticed while this claim was under way
+    if (st.noticed_head > claim_gen_) st.rescan = true;
   }
   if (req.include_suspect) {
     suspects_pending_ =

@@ -1,9 +1,11 @@
 // What a consumer claims, from where, and what it then holds (consumer.h
 // explains the mechanisms). Per owned part it keeps a cursor (the last key
-// claimed there: a claim reads on from it) and whether the part is due a
-// read from its head ("rescan"), may have ready items ("hungry") or stopped
-// its last read at the limit ("full"); parts take turns at the front of a
-// claim ("rotation"). It also holds what is in flight: the claimed ids, the
+// claimed there: a claim reads on from it), where to read from behind the
+// cursor instead ("floor": a notice named an item that sorts there, or the
+// last read stopped short of the cursor), and whether the part is due a read
+// from its head ("rescan"), may have ready items ("hungry") or stopped its
+// last read at the limit ("full"); parts take turns at the front of a claim
+// ("rotation"). It also holds what is in flight: the claimed ids, the
 // batches claimed but not started (the queue workers take from), the items
 // being processed per part, and the one suspect (an item whose previous
 // attempt was abandoned) allowed in flight at a time.
@@ -39,12 +41,21 @@ namespace partq {
 struct ClaimSchedulerOptions {
   std::string queue;
   int batch = 100;  // items per batch; a claim for n batches reads up to n * batch
-  // Every part is read from its head at least this often.
+  // Without notices (see `notices`): every part is read from its head this often.
   absl::Duration rescan_interval = absl::Seconds(1);
   // Ordered queue: every claim reads from the parts' heads, and a finished
   // item's part is read from its head at once (the key's next item sorts
   // before the cursor).
   bool ordered = false;
+  // Enqueue notices arrive (LISTEN) and say where their items are
+  // (Notice::from): a part is then read from its head only when it is
+  // acquired and on a notice that does not say (an older producer, a
+  // listener that reconnected). Without notices, every part is read from its
+  // head every rescan_interval: an item that committed late, behind the
+  // cursor, has nothing else to tell of it. Items that come due behind the
+  // cursor (retries, delays) need neither: every claim finds them
+  // (ClaimPart::after).
+  bool notices = true;
 };
 
 class ClaimScheduler {
@@ -70,10 +81,13 @@ class ClaimScheduler {
   bool HoldsAny(const std::vector<Item>& items) const;
 
   // --- wake-ups -----------------------------------------------------------------
-  // Items may have come to `part` (-1: to any part): read it from its head.
-  void Notice(int part);
+  // Items may have come to `part` (-1: to any part), the lowest at key
+  // `from`: read the part from below that key if it sorts behind the cursor,
+  // on from the cursor if not. Without `from`, read the part from its head.
+  void Notice(int part, std::optional<ItemKey> from = std::nullopt);
   // The poll: parts that went quiet may have items that came without a
-  // notice (retries and delayed items coming due, or no LISTEN at all).
+  // notice (retries and delayed items coming due; anything at all without
+  // notices, which then reads them from their heads).
   void Poll();
 
   // --- claims -------------------------------------------------------------------
@@ -127,15 +141,23 @@ class ClaimScheduler {
     Epoch epoch;
     std::optional<ItemKey> cursor;  // the last key claimed in this tenure
     bool rescan = true;             // the next claim reads from the head
+    // The next claim reads from after this key, behind the cursor.
+    std::optional<ItemKey> floor;
+    // A notice lowered the floor: merged into it when the next claim begins
+    // (a claim under way does not overwrite it).
+    std::optional<ItemKey> noticed_floor;
     bool hungry = true;             // may have ready items: claims include it
     // Its last read stopped at the claim's limit: it likely has a batch's
     // worth more, so a claim that starts here need not list other parts.
     bool full = false;
     absl::Time last_rescan = absl::InfinitePast();
-    int64_t noticed = 0;  // notice_gen_ at the last notice or poll for it
+    int64_t noticed = 0;         // notice_gen_ at the last notice or poll for it
+    int64_t noticed_head = 0;    // ... at the last one that wants a read from the head
   };
   // The part may have items no claim has seen: read it from its head.
   void Mark(PartState& st);
+  // The part may have items after `floor` (nullopt: after its cursor).
+  void Wake(PartState& st, std::optional<ItemKey> floor);
 
   ClaimSchedulerOptions options_;
   std::map<int, PartState> parts_;               // claimable parts
@@ -149,7 +171,7 @@ class ClaimScheduler {
   size_t rotation_ = 0;    // first part of the next claim, if not all fit
   bool claiming_ = false;  // a claim is under way
   // Counts notices and polls; a claim started at claim_gen_ does not clear a
-  // part's rescan if the part was noticed after that.
+  // part's hunger (or rescan) if the part was noticed after that.
   int64_t notice_gen_ = 0;
   int64_t claim_gen_ = 0;
 };

@@ -27,9 +27,9 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
   so.clock = clock_;
   if (metrics_ != nullptr) so.metrics = &metrics_->session();
   session_ = std::make_unique<Session>(factory_, so, static_cast<PartListener*>(this));
-  session_->SetItemsCallback([this](int part) {
+  session_->SetItemsCallback([this](int part, std::optional<ItemKey> from) {
     absl::MutexLock lock(&mu_);
-    scheduler_.Notice(part);
+    scheduler_.Notice(part, from);
   });
   if (metrics_ != nullptr) {
     collector_ = std::make_unique<QueueCollector>(
@@ -78,8 +78,13 @@ absl::Status Consumer::StartThreads() {
   {
     // Before joining: a static re-join assigns the parts it kept at once.
     absl::MutexLock lock(&mu_);
-    scheduler_ = ClaimScheduler(ClaimSchedulerOptions{options_.queue, options_.batch,
-                                                      options_.rescan_interval, config_.ordered});
+    ClaimSchedulerOptions so;
+    so.queue = options_.queue;
+    so.batch = options_.batch;
+    so.notices = !options_.poll_only;
+    so.rescan_interval = options_.rescan_interval;
+    so.ordered = config_.ordered;
+    scheduler_ = ClaimScheduler(so);
   }
   if (absl::Status st = session_->Start(); !st.ok()) return st;
   claimer_ = std::thread([this] { ClaimLoop(); });
@@ -182,8 +187,8 @@ void Consumer::ClaimLoop() {
       };
       // A poll every poll_interval, for whatever comes without a notice (a
       // retry or a delayed item coming due, or anything at all without
-      // LISTEN) in the parts that have gone quiet; the busy ones read their
-      // heads every rescan_interval anyway. Due by the clock, not by a quiet
+      // LISTEN) in the parts that have gone quiet; the busy ones find what
+      // came due with every claim. Due by the clock, not by a quiet
       // interval: notices for one part must not postpone another's poll.
       clock_->AwaitWithDeadline(mu_, absl::Condition(&ready), last_poll + options_.poll_interval);
       const absl::Time now = clock_->Now();

@@ -7,12 +7,16 @@
 // parts, so a claim is a read and the consumer remembers what it has in
 // flight. Per part it keeps a cursor, the last key it claimed, and reads on
 // from there, so the items it acked a moment ago (dead in the index until
-// vacuum) are not walked again. It reads from the part's head instead
-// ("rescan", skipping what is in flight) when it gets the part, when an
-// enqueue notice names the part (a new item may sort before the cursor: a
-// higher priority, or an earlier id that committed late), at least every
-// `rescan_interval` (retries and delayed items come due behind the cursor),
-// and always for ordered queues.
+// vacuum, and for as long as a long transaction holds vacuum back) are not
+// walked again. What comes due behind the cursor (retries, delayed items)
+// every claim finds through an index of such items alone (store.h,
+// ClaimPart). An enqueue notice carries the lowest key its transaction
+// added to the part; one that sorts behind the cursor (a higher priority,
+// or an earlier id that committed late) makes the next claim read from just
+// before it. A part is read from its head ("rescan", skipping what is in
+// flight) when it is acquired, on a notice that carries no key (an older
+// producer; the listener reconnected), every `rescan_interval` when there
+// are no notices (poll_only), and always for ordered queues.
 //
 // Threads: workers (`concurrency`, each with its own connection and
 // transaction) finish batches and, when the queue of claimed batches is
@@ -81,7 +85,8 @@ struct ConsumerOptions {
   std::string instance_id;  // static membership (see SessionOptions)
   bool poll_only = false;   // no LISTEN (PgBouncer transaction pooling)
   absl::Duration poll_interval = absl::Seconds(1);
-  // Every part is read from its head at least this often (see above).
+  // poll_only: every part is read from its head at least this often (see
+  // above); with LISTEN, the notices say where to read.
   absl::Duration rescan_interval = absl::Seconds(1);
   absl::Duration heartbeat_interval = absl::ZeroDuration();  // zero: TTL / 4
   absl::Duration drain_timeout = absl::Seconds(10);

@@ -581,7 +581,7 @@ void Session::ListenLoop() {
         absl::MutexLock lock(&mu_);
         cb = items_cb_;
       }
-      if (cb) cb(-1);
+      if (cb) cb(-1, std::nullopt);
     }
     // A blocking read of the LISTEN socket, bounded on the real clock: it
     // only bounds how late a Stop is seen, so it needs no injected time.
@@ -600,7 +600,7 @@ void Session::ListenLoop() {
       if (n.kind == Notice::Kind::kGroup) {
         Poke();
       } else if (cb) {
-        cb(n.part);
+        cb(n.part, n.from);
       }
     }
   }

@@ -93,7 +93,9 @@ class Session {
   enum class State { kIdle, kJoining, kActive, kLost, kLeaving, kStopped };
   static const char* StateName(State s);
 
-  using ItemsCallback = std::function<void(int part)>;
+  // An item notice: the part (-1: any part) and the lowest key added there
+  // (nullopt: not said, anything may have come anywhere; Notice::from).
+  using ItemsCallback = std::function<void(int part, std::optional<ItemKey> from)>;
 
   // `listener` must outlive the session.
   Session(StoreFactory factory, SessionOptions options, PartListener* listener);

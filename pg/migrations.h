@@ -14,7 +14,7 @@ namespace partq {
 struct Migration {
   int version;
   const char* description;
-  const char* sql;  // with {schema} placeholders
+  std::string sql;  // with {schema} placeholders
 };
 
 // All migrations in version order; the last one's version is kSchemaVersion.

@@ -731,8 +731,17 @@ class PgListener final : public Listener {
       if (p == "g") {
         n.kind = Notice::Kind::kGroup;
       } else if (absl::ConsumePrefix(&p, "i:")) {
+        // "i:PART" or "i:PART:PRIORITY:ID" (ItemsNotice); anything else
+        // wakes every part from its head.
         n.kind = Notice::Kind::kItems;
-        if (!absl::SimpleAtoi(p, &n.part)) n.part = -1;
+        std::vector<absl::string_view> f = absl::StrSplit(p, ':');
+        ItemKey from;
+        if (!absl::SimpleAtoi(f[0], &n.part)) {
+          n.part = -1;
+        } else if (f.size() == 3 && absl::SimpleAtoi(f[1], &from.priority) &&
+                   absl::SimpleAtoi(f[2], &from.id)) {
+          n.from = from;
+        }
       } else {
         continue;  // not ours
       }

@@ -510,15 +510,36 @@ Reservation ReserveIds(pqxx::transaction_base& tx, const std::string& queue, siz
   return out;
 }
 
-void NotifyParts(pqxx::transaction_base& tx, const std::string& channel,
-                 const absl::flat_hash_set<int>& parts) {
-  if (parts.size() > kMaxPartNotices) {
-    tx.exec_prepared("notify", channel, std::string("i:-1"));
+// The lowest key added to each part: what the enqueue notices carry.
+using LowestKeys = absl::flat_hash_map<int, ItemKey>;
+void AddKey(LowestKeys& lowest, int part, ItemKey key) {
+  auto [it, fresh] = lowest.try_emplace(part, key);
+  if (!fresh && key < it->second) it->second = key;
+}
+
+// The enqueue notices of a transaction: one per part with the lowest key it
+// added there, so an owner reads from below that key rather than from the
+// part's head (Notice::from); too many parts, one notice with the lowest key
+// of all for every part.
+void NotifyParts(pqxx::transaction_base& tx, const std::string& channel, const LowestKeys& lowest) {
+  if (lowest.empty()) return;
+  if (lowest.size() > kMaxPartNotices) {
+    ItemKey low = lowest.begin()->second;
+    for (const auto& [part, key] : lowest) low = std::min(low, key);
+    tx.exec_prepared("notify", channel, absl::StrCat("i:-1:", low.priority, ":", low.id));
     return;
   }
-  std::vector<int> list(parts.begin(), parts.end());
-  std::sort(list.begin(), list.end());
-  tx.exec_prepared("notify_parts", channel, IntArray(list));
+  std::vector<std::pair<int, ItemKey>> list(lowest.begin(), lowest.end());
+  std::sort(list.begin(), list.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<int> parts, prios;
+  std::vector<int64_t> ids;
+  for (const auto& [part, key] : list) {
+    parts.push_back(part);
+    prios.push_back(key.priority);
+    ids.push_back(key.id);
+  }
+  tx.exec_prepared("notify_parts", channel, IntArray(parts), IntArray(prios), IntArray(ids));
 }
 
 }  // namespace
@@ -539,11 +560,11 @@ absl::StatusOr<int64_t> PgStore::CopyItems(pqxx::transaction_base& tx, absl::str
   // come together.
   std::vector<int> row_parts(rows.size());
   std::vector<size_t> order(rows.size());
-  absl::flat_hash_set<int> parts;
+  LowestKeys parts;
   for (size_t i = 0; i < rows.size(); ++i) {
     row_parts[i] = rows[i].part_key ? PartForKey(*rows[i].part_key, res.parts)
                                     : PartForId(res.ids[i], res.parts);
-    parts.insert(row_parts[i]);
+    AddKey(parts, row_parts[i], ItemKey{rows[i].priority, res.ids[i]});
     order[i] = i;
   }
   std::stable_sort(order.begin(), order.end(),
@@ -619,7 +640,7 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchInsert(absl::string_view queue,
     pqxx::work tx(*conn_);
     Reservation res = ReserveIds(tx, q, items.size());
     if (res.parts == 0) return UnknownQueue(queue, options_.schema);
-    absl::flat_hash_set<int> parts;
+    LowestKeys parts;
     int64_t written = 0;
     for (size_t begin = 0; begin < items.size(); begin += kInsertChunk) {
       const size_t end = std::min(items.size(), begin + kInsertChunk);
@@ -629,7 +650,7 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchInsert(absl::string_view queue,
       for (size_t i = begin; i < end; ++i) {
         const int part =
             args[i].key ? PartForKey(*args[i].key, res.parts) : PartForId(res.ids[i], res.parts);
-        parts.insert(part);
+        AddKey(parts, part, ItemKey{args[i].priority, res.ids[i]});
         ids.push_back(res.ids[i]);
         ps.push_back(part);
         keys.push_back(args[i].key);
@@ -661,12 +682,16 @@ struct ClaimArgs {
   bool ordered = false, suspect = false;
   std::string fly_parts, fly_ids;
   int limit = 0;
+  std::string cursor_prio, cursor_id;
 };
 
 // The cursor sentinel: sorts before every item, so the scan starts at the
 // part's head (see ClaimCtes).
 constexpr int kHeadPriority = -32768;
 constexpr int64_t kHeadId = INT64_MIN;
+// A cursor past every item: with no cursor, every item read may be in flight.
+constexpr int kLastPriority = 32767;
+constexpr int64_t kLastId = INT64_MAX;
 
 // A claim's limits, per part and in all, are 1..kMaxClaim.
 absl::Status CheckClaimLimits(const ClaimRequest& request) {
@@ -692,15 +717,19 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   if (absl::Status st = CheckClaimLimits(request); !st.ok()) return st;
   ClaimArgs a;
   if (!request.session.value.empty()) a.session = request.session.value;
-  std::vector<int> parts, prios, limits;
-  std::vector<int64_t> epochs, ids;
+  std::vector<int> parts, prios, limits, cursor_prios;
+  std::vector<int64_t> epochs, ids, cursor_ids;
   for (const ClaimPart& p : request.parts) {
     parts.push_back(p.part);
     epochs.push_back(p.epoch.value);
     prios.push_back(p.after ? p.after->priority : kHeadPriority);
     ids.push_back(p.after ? p.after->id : kHeadId);
     limits.push_back(p.limit);
+    cursor_prios.push_back(p.cursor ? p.cursor->priority : kLastPriority);
+    cursor_ids.push_back(p.cursor ? p.cursor->id : kLastId);
   }
+  a.cursor_prio = IntArray(cursor_prios);
+  a.cursor_id = IntArray(cursor_ids);
   a.parts = IntArray(parts);
   a.epochs = IntArray(epochs);
   a.after_prio = IntArray(prios);
@@ -818,7 +847,8 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
     pqxx::nontransaction tx(*conn_);
     pqxx::result r = tx.exec_prepared("claim", request.queue, a->session, a->parts, a->epochs,
                                       a->after_prio, a->after_id, a->limits, a->ordered, a->suspect,
-                                      a->fly_parts, a->fly_ids, a->limit);
+                                      a->fly_parts, a->fly_ids, a->limit, a->cursor_prio,
+                                      a->cursor_id);
     std::vector<Item> out;
     out.reserve(r.size());
     for (const pqxx::row& row : r) {
@@ -1031,21 +1061,22 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             params.push_back(absl::StrCat(cp.after ? cp.after->id : kHeadId));
             params.push_back(absl::StrCat(std::min(cp.limit, claim->limit)));
             params.push_back(claim->ordered ? "t" : "f");
-            // In flight there (the new claim record keeps them), and what a
-            // read from the head skips: those and the items finished now (a
-            // read from the cursor on skips nothing).
-            std::vector<int64_t> fly, skip;
+            // In flight there (the new claim record keeps them), and what the
+            // read skips up to the cursor: those and the items finished now
+            // (past the cursor it looks at neither).
+            std::vector<int64_t> fly;
             for (const auto& [part, id] : claim->in_flight) {
               if (part == cp.part) fly.push_back(id);
             }
-            if (!cp.after) {
-              skip = a->ack_ids;
-              skip.insert(skip.end(), fly.begin(), fly.end());
-            }
+            std::vector<int64_t> skip = a->ack_ids;
+            skip.insert(skip.end(), fly.begin(), fly.end());
             params.push_back(BinaryInt8Array(fly));
             params.push_back(BinaryInt8Array(skip));
             binary_params.resize(params.size(), false);
             binary_params.end()[-1] = binary_params.end()[-2] = true;
+            params.push_back(absl::StrCat(cp.cursor ? cp.cursor->priority : kLastPriority));
+            params.push_back(absl::StrCat(cp.cursor ? cp.cursor->id : kLastId));
+            binary_params.resize(params.size(), false);
           }
           const bool chain = claim.has_value() && request.begin_next;
           std::vector<PipelineResult> res;
@@ -1128,7 +1159,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                                  IntArray(result_ids), TextArray(results), next->parts,
                                  next->epochs, next->after_prio, next->after_id, next->limits,
                                  next->ordered, next->suspect, next->fly_parts, next->fly_ids,
-                                 next->limit);
+                                 next->limit, next->cursor_prio, next->cursor_id);
           } else if (lean) {
             r = tx.exec_prepared("ack", request.queue, request.session.value, IntArray(parts),
                                  IntArray(epochs), IntArray(a->ack_ids), ctids,
@@ -1140,7 +1171,8 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                      BoolArray(a->o_dead), IntArray(a->o_delays), BoolArray(a->o_refund),
                      TextArray(a->o_errors), std::max(1, request.max_attempts), next->parts,
                      next->epochs, next->after_prio, next->after_id, next->limits, next->ordered,
-                     next->suspect, next->fly_parts, next->fly_ids, next->limit);
+                     next->suspect, next->fly_parts, next->fly_ids, next->limit,
+                     next->cursor_prio, next->cursor_id);
           } else {
             r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,
@@ -1455,8 +1487,9 @@ absl::StatusOr<Requeued> PgStore::RequeueDead(absl::string_view queue,
     // A new item in all but its id and enqueue time: no attempt counted, due
     // now, no abandoned mark. ON CONFLICT leaves an item whose dedup key a
     // live item holds where it is (its id cannot be live: ids are never
-    // reused). Owners find the items at their next rescan of the part, at
-    // once with the notice (NotifyParts, as an enqueue sends it).
+    // reused). Owners find the items behind their cursors (run_at is later
+    // than enqueued_at: the claim's `later` read), at once with the notice
+    // (NotifyParts, as an enqueue sends it).
     const pqxx::row r = tx.exec_params1(WithSchema(R"sql(
 WITH asked AS (
   SELECT d.* FROM {schema}.dead_items d
@@ -1469,18 +1502,24 @@ moved AS (
          origin_topic, origin_partition, origin_offset, headers
   FROM asked
   ON CONFLICT DO NOTHING
-  RETURNING id, part),
+  RETURNING id, part, priority),
 gone AS (DELETE FROM {schema}.dead_items d USING moved m WHERE d.id = m.id RETURNING 1)
 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM asked) - (SELECT count(*) FROM gone),
-       (SELECT coalesce(string_agg(DISTINCT part::text, ','), '') FROM moved))sql",
+       (SELECT coalesce(string_agg(m.part || ':' || m.priority || ':' || m.id, ','), '')
+        FROM moved m))sql",
                                                    options_.schema),
                                         q, IntArray(ids));
-    absl::flat_hash_set<int> parts;
-    for (absl::string_view p : absl::StrSplit(r[2].c_str(), ',', absl::SkipEmpty())) {
+    LowestKeys parts;
+    for (absl::string_view m : absl::StrSplit(r[2].c_str(), ',', absl::SkipEmpty())) {
+      std::vector<absl::string_view> f = absl::StrSplit(m, ':');
       int part = 0;
-      if (absl::SimpleAtoi(p, &part)) parts.insert(part);
+      ItemKey key;
+      if (f.size() == 3 && absl::SimpleAtoi(f[0], &part) && absl::SimpleAtoi(f[1], &key.priority) &&
+          absl::SimpleAtoi(f[2], &key.id)) {
+        AddKey(parts, part, key);
+      }
     }
-    if (!parts.empty()) NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
+    NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
     tx.commit();
     Requeued out;
     out.requeued = r[0].as<int64_t>();

@@ -38,51 +38,86 @@ ins AS (
   ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
   RETURNING id, part)
 SELECT q.parts, ins.id, ins.part,
-       CASE WHEN ins.id IS NOT NULL THEN pg_notify($8, 'i:' || ins.part) END
+       CASE WHEN ins.id IS NOT NULL
+            THEN pg_notify($8, 'i:' || ins.part || ':' || $5 || ':' || ins.id) END
 FROM q LEFT JOIN ins ON true
 )sql";
 
-// The items a claim reads in one part: the conditions and order of a scan
-// of `items i` (items_ready serves it), written once for the general claim
-// (ClaimCtes, `ready`) and the pipelined one (PipelinedAck, `pick`). The
-// arguments are SQL expressions: the queue, the part, the cursor (priority,
-// id; the id must be a bigint expression), the bigint[] a read from the
-// head skips, and whether the queue is ordered. Reads from the cursor on;
-// at the sentinel (-32768, minimum bigint) from the head, skipping `skip`;
-// an ordered queue yields only each key's oldest live item. Ready means
-// ready when the claim reads: statement_timestamp(), not now() (the
-// transaction's start), because a claim ahead runs in an ack transaction
-// that began before its handler, and must see what was enqueued meanwhile.
+// The items a claim reads in one part, as a subquery: the columns of
+// `items i` that both claim forms return, in (priority, id) order, at most
+// `limit`. Written once for the general claim (ClaimCtes, `ready`) and the
+// pipelined one (PipelinedAck, `pick`). The arguments are SQL expressions:
+// the queue, the part, where to read from (priority, id; the id must be a
+// bigint expression: the sentinel -32768, minimum bigint reads from the
+// head), the session's cursor there (nothing past it can be in flight), the
+// bigint[] of what is in flight (and being finished), whether the queue is
+// ordered, and the limit. Two reads, in key order one after the other:
+// - `later`: behind where the read starts, the items that came due there
+//   (retried, delayed or requeued: run_at later than enqueued_at). They are
+//   found through items_later (migration 8), which holds only such rows, in
+//   run_at order: a read never walks the part's acked rows, whose index
+//   entries stay until vacuum removes them (and while a snapshot holds the
+//   vacuum horizon, vacuum removes none). The casts keep the planner off
+//   items_ready here, whose order it would otherwise buy with that walk.
+// - `onward`: from where the read starts on, in items_ready. Items up to the
+//   cursor may be in flight and are skipped; past it, the skip list is not
+//   even looked at.
+// Ready means ready when the claim reads: statement_timestamp(), not now()
+// (the transaction's start), because a claim ahead runs in an ack
+// transaction that began before its handler, and must see what was enqueued
+// meanwhile. An ordered queue yields only each key's oldest live item
+// (items_key serves the probe).
 std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,
-                       absl::string_view skip, absl::string_view ordered) {
-  return absl::StrCat("i.queue = ", queue, " AND i.part = ", part, R"sql(
-      AND (i.priority, i.id) > ()sql",
-                      after_prio, "::smallint, ", after_id, R"sql()
+                       absl::string_view cursor_prio, absl::string_view cursor_id,
+                       absl::string_view skip, absl::string_view ordered,
+                       absl::string_view limit) {
+  const std::string columns =
+      "i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload, "
+      "i.enqueued_at, i.run_at";
+  const std::string common = absl::StrCat("i.queue = ", queue, " AND i.part = ", part, R"sql(
       AND i.run_at <= statement_timestamp() AND i.abandoned_epoch IS NULL
-      AND ()sql",
-                      after_id, " <> -9223372036854775808 OR i.id <> ALL(", skip, R"sql())
       AND (NOT )sql",
-                      ordered, R"sql(::bool OR i.key IS NULL OR NOT EXISTS (
+                                          ordered, R"sql(::bool OR i.key IS NULL OR NOT EXISTS (
         SELECT 1 FROM {schema}.items j
         WHERE j.queue = )sql",
-                      queue, R"sql( AND j.part = i.part AND j.key = i.key
-          AND j.id < i.id))
-    ORDER BY i.priority, i.id)sql");
+                                          queue, R"sql( AND j.part = i.part AND j.key = i.key
+          AND j.id < i.id)))sql");
+  return absl::StrCat("SELECT * FROM ((SELECT ", columns, R"sql(
+    FROM {schema}.items i
+    WHERE )sql",
+                      common, R"sql(
+      AND i.run_at > i.enqueued_at AND )sql",
+                      after_id, R"sql( <> -9223372036854775808
+      AND (i.priority::int, i.id) <= ()sql",
+                      after_prio, "::int, ", after_id, ") AND i.id <> ALL(", skip, R"sql()
+    ORDER BY i.priority::int, i.id LIMIT )sql",
+                      limit, R"sql()
+  UNION ALL
+  (SELECT )sql",
+                      columns, R"sql(
+    FROM {schema}.items i
+    WHERE )sql",
+                      common, R"sql(
+      AND (i.priority, i.id) > ()sql",
+                      after_prio, "::smallint, ", after_id, R"sql()
+      AND ((i.priority, i.id) > ()sql",
+                      cursor_prio, "::smallint, ", cursor_id, ") OR i.id <> ALL(", skip, R"sql())
+    ORDER BY i.priority, i.id LIMIT )sql",
+                      limit, ")) r LIMIT ", limit);
 }
 
 // The claim's CTEs, ending with `pick` (the claimed rows) and `recorded` (the
 // claim records written). Why they look like this:
 // - `own` keeps the requested parts that are still ours at their epochs, so
 //   a session that lost a part reads nothing there, in the order requested.
-// - `ready`: per part, one scan of items_ready in (priority, id) order from
-//   the part's cursor (ReadyItems); the parts go in order in a nested loop
-//   under the total LIMIT, which stops pulling (and so reading parts) once it
-//   has enough. A read from the head must skip what the session has in
-//   flight; past a real cursor nothing can be in flight (the cursor is the
-//   last key this session claimed), so the skip test is not even evaluated.
-//   Ordered queues keep only each key's oldest live item (items_key serves
-//   the probe).
+// - `ready`: per part, the items due behind where the read starts and then
+//   a scan of items_ready in (priority, id) order from there (ReadyItems);
+//   the parts go in order in a nested loop under the total LIMIT, which stops
+//   pulling (and so reading parts) once it has enough. Items up to the
+//   part's cursor must be checked against what the session has in flight;
+//   past it nothing can be in flight (the cursor is the last key this
+//   session claimed), so the skip test is not even evaluated there.
 // - `suspect`: at most one abandoned item in any part this session owns, in
 //   (priority, id) order; items_abandoned holds only such rows, so the probe
 //   costs an index page when there are none.
@@ -90,20 +125,21 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
 //   what the session has in flight there plus the new items. An owner whose epoch is older than the
 //   record's (a session that lost the part and does not know it yet) cannot overwrite it.
 // - The skip and in-flight lists are arrays compared linearly; they hold
-//   what one session has in flight (a few batches), and only head scans use
-//   them.
+//   what one session has in flight (a few batches), and only rows at or
+//   before a cursor are compared with them.
 //
 // Parameters: $1 queue, $2 session, then from `first` on: parts, epochs,
-// cursor priorities, cursor ids, limits, ordered, suspect probe, in-flight
-// parts and ids, total limit (ClaimRequest, as PgStore::Claim binds them).
+// priorities and ids to read after, limits, ordered, suspect probe,
+// in-flight parts and ids, total limit, cursor priorities and ids
+// (ClaimRequest, as PgStore::Claim binds them).
 std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit) {
   struct {
     int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect,
-        fly_parts, fly_ids, total;
+        fly_parts, fly_ids, total, cursor_prio, cursor_id;
   } p;
   int n = first;
   for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.ordered, &p.suspect,
-                 &p.fly_parts, &p.fly_ids, &p.total}) {
+                 &p.fly_parts, &p.fly_ids, &p.total, &p.cursor_prio, &p.cursor_id}) {
     *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
@@ -123,11 +159,12 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
 pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql");
   return absl::StrCat(
       R"sql(own AS (
-  SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim
+  SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim, o.cursor_prio, o.cursor_id
   FROM unnest()sql",
       d(p.parts), "::int[], ", d(p.epochs), "::bigint[], ", d(p.after_prio), "::int[], ",
-      d(p.after_id), "::bigint[], ", d(p.limits), R"sql(::int[])
-       WITH ORDINALITY AS o(part, epoch, after_prio, after_id, lim, n)
+      d(p.after_id), "::bigint[], ", d(p.limits), "::int[], ", d(p.cursor_prio), "::int[], ",
+      d(p.cursor_id), R"sql(::bigint[])
+       WITH ORDINALITY AS o(part, epoch, after_prio, after_id, lim, cursor_prio, cursor_id, n)
   JOIN {schema}.session_parts sp
     ON sp.queue = )sql",
       d(p.queue), R"sql( AND sp.part = o.part AND sp.epoch = o.epoch)sql",
@@ -138,14 +175,10 @@ skip AS (SELECT )sql",
       d(p.fly_ids), "::bigint[] || ", extra_skip, R"sql( AS ids),
 ready AS (
   SELECT own.part, own.epoch, c.*, false AS suspect
-  FROM own CROSS JOIN LATERAL (
-    SELECT i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload,
-           i.enqueued_at, i.run_at
-    FROM {schema}.items i
-    WHERE )sql",
-      ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id",
-                 "(SELECT ids FROM skip)::bigint[]", d(p.ordered)),
-      R"sql( LIMIT own.lim) c
+  FROM own CROSS JOIN LATERAL ()sql",
+      ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
+                 "own.cursor_id", "(SELECT ids FROM skip)::bigint[]", d(p.ordered), "own.lim"),
+      R"sql() c
   LIMIT )sql",
       d(p.total), "),\n", pick, R"sql(,
 recorded AS (
@@ -370,7 +403,8 @@ constexpr const char* kTypedPad =
 //   what the caller has in flight there ($13) and the claimed ids, without
 //   the general claim's unnest, LATERAL and DISTINCT (with the binary rows:
 //   4 sessions 142k/154k/178k -> 147k/190k/204k items/s, BENCHMARKS.md).
-//   $14 are the ids a read from the head ($10 at the sentinel) skips.
+//   $14 are the ids the read skips at or before the cursor ($15, $16): in
+//   flight or being finished.
 // - Its rows are raw columns, returned in binary by the pipeline
 //   (ItemFromBinary): no date_part, no hex, no text conversion of a ctid.
 // It returns the claimed rows (one row of NULLs when there are none, so the
@@ -394,14 +428,12 @@ res AS (
   if (!with_claim) return absl::StrCat(head, "\n", check, "\n");
   return absl::StrCat(head, R"sql(,
 pick AS (
-  SELECT i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload,
-         i.enqueued_at, i.run_at
-  FROM {schema}.items i
+  SELECT r.* FROM ()sql",
+                      ReadyItems("$1", "$7", "$9", "$10::bigint", "$15", "$16::bigint",
+                                 "$14::bigint[]", "$12", "$11"),
+                      R"sql() r
   WHERE EXISTS (SELECT 1 FROM {schema}.session_parts sp
-                WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8)
-    AND )sql",
-                      ReadyItems("$1", "$7", "$9", "$10::bigint", "$14::bigint[]", "$12"),
-                      R"sql( LIMIT $11),
+                WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8)),
 recorded AS (
   UPDATE {schema}.part_claims c
   SET ids = $13::bigint[] || ARRAY(SELECT k.id FROM pick k), claimed_at = now()
@@ -599,7 +631,11 @@ SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM rec),
        (SELECT count(pg_notify($4, 'g')) FROM s)
 )sql"},
       {"notify", "SELECT pg_notify($1, $2)"},
-      {"notify_parts", "SELECT count(pg_notify($1, 'i:' || p)) FROM unnest($2::int[]) AS p"},
+      // One notice per part, with the lowest key the transaction added
+      // there (Notice::from): "i:PART:PRIORITY:ID".
+      {"notify_parts",
+       "SELECT count(pg_notify($1, 'i:' || t.p || ':' || t.pr || ':' || t.id)) "
+       "FROM unnest($2::int[], $3::int[], $4::bigint[]) AS t(p, pr, id)"},
       // Tx::Publish: a message for `partq bridge publish`, in the caller's
       // transaction.
       {"write_outbox", R"sql(

@@ -349,6 +349,7 @@ class MemStore : public Store {
         Unrecord(req.queue, st.item.part, oc.id);
         if (!refund) st.item.attempts += 1;
         st.item.run_at = now + std::max(absl::ZeroDuration(), oc.retry_delay);
+        st.later = true;
         st.abandoned_epoch = 0;
         st.last_error = oc.error;
         result.retried.push_back(oc.id);
@@ -550,6 +551,7 @@ class MemStore : public Store {
       // A new item in all but its id and enqueue time.
       d.item.attempts = 0;
       d.item.run_at = now;
+      d.later = true;
       d.abandoned_epoch = 0;
       d.last_error.clear();
       d.failed_at = absl::Time();
@@ -743,6 +745,7 @@ class MemStore : public Store {
     s.item.enqueued_at = now;
     // A negative delay means now.
     s.item.run_at = now + std::max(absl::ZeroDuration(), item.delay);
+    s.later = item.delay > absl::ZeroDuration();
     const EnqueueResult r{s.item.id, s.item.part, false};
     db_->items_.emplace(s.item.id, std::move(s));
     return r;
@@ -847,7 +850,11 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
       if (req.ordered && s.item.key && !keys_seen.insert(*s.item.key).second) continue;
       if (s.item.run_at > now || s.abandoned_epoch != 0) continue;
       const ItemKey k{s.item.priority, s.item.id};
-      if (cp.after ? !(*cp.after < k) : skip.count(id) > 0) continue;
+      // Behind `after`, only what came due there; up to the cursor, not
+      // what is in flight.
+      const bool behind = cp.after && !(*cp.after < k);
+      if (behind && !s.later) continue;
+      if ((behind || !cp.cursor || !(*cp.cursor < k)) && skip.count(id) > 0) continue;
       cands.push_back(&s);
     }
     std::stable_sort(cands.begin(), cands.end(), [](const StoredItem* a, const StoredItem* b) {

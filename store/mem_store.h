@@ -56,6 +56,9 @@ class MemDatabase {
     int64_t abandoned_epoch = 0;  // 0: not abandoned
     std::string last_error;
     absl::Time failed_at;  // dead items: when they died
+    // Retried, enqueued with a delay or requeued: it may come due behind a
+    // cursor (ClaimPart::after). PgStore: run_at later than enqueued_at.
+    bool later = false;
   };
   // What an ack leaves (results): only for an item with a result or a dedup key.
   struct Result {

@@ -157,11 +157,22 @@ struct ClaimPart {
   int part = 0;
   Epoch epoch;  // claim only while the part is ours at this epoch
   // Read only items that sort after this key (the last one this session
-  // claimed in the part): the part's head, where the items acked a moment ago
-  // still sit in the index until vacuum, is not walked again. nullopt: read
-  // from the head ("rescan"), skipping `in_flight`.
+  // claimed in the part, or lower: see below): the part's head, where the
+  // items acked a moment ago still sit in the index until vacuum (and for as
+  // long as a snapshot holds the vacuum horizon back), is not walked again.
+  // nullopt: read from the head ("rescan").
+  // Behind `after` the claim still returns the items that can come due
+  // there: those retried, enqueued with a delay or requeued from the dead
+  // items (their run_at is later than their enqueued_at), once due. A new
+  // item that sorts behind `after` (a higher priority, or an earlier id that
+  // committed late) is not returned: its enqueue notice carries its key
+  // (Notice::from), and the caller reads from below that key.
   std::optional<ItemKey> after;
   int limit = 100;  // at most this many items from this part
+  // The last key this session claimed in the part in this tenure: no item
+  // past it can be in flight, so only items at or before it are checked
+  // against `in_flight`. nullopt: every item is checked.
+  std::optional<ItemKey> cursor;
 };
 
 // Claim: ready items (run_at <= now()) of `parts`, read in the order given:
@@ -366,6 +377,10 @@ struct Notice {
   enum class Kind { kItems, kGroup };
   Kind kind = Kind::kItems;
   int part = -1;  // kItems: the part that got items, -1 when unknown
+  // kItems: the lowest key the notifying transaction added there (in all
+  // parts when part is -1); nullopt when the notifier did not say (an older
+  // producer), and then anything may have come anywhere in the part.
+  std::optional<ItemKey> from;
 };
 
 // A dedicated LISTEN connection for one queue.

@@ -27,11 +27,22 @@ std::vector<int> PartsOf(const ClaimRequest& req) {
   return out;
 }
 
+ClaimSchedulerOptions Options(bool ordered = false, bool notices = true) {
+  ClaimSchedulerOptions o;
+  o.queue = "q";
+  o.batch = 2;
+  o.rescan_interval = absl::Seconds(1);
+  o.ordered = ordered;
+  o.notices = notices;
+  return o;
+}
+
 class ClaimSchedulerTest : public ::testing::Test {
  protected:
   // Batches of 2 items; every part of `parts` owned at epoch 1.
-  explicit ClaimSchedulerTest(std::vector<int> parts = {0}, bool ordered = false)
-      : s_(ClaimSchedulerOptions{"q", 2, absl::Seconds(1), ordered}) {
+  explicit ClaimSchedulerTest(std::vector<int> parts = {0}, bool ordered = false,
+                              bool notices = true)
+      : s_(Options(ordered, notices)) {
     std::vector<OwnedPart> owned;
     for (int p : parts) owned.push_back({p, Epoch{1}});
     s_.Assign(owned);
@@ -85,11 +96,12 @@ TEST_F(ClaimSchedulerTest, APartReadToItsEndIsNotClaimedAgainUntilANoticeOrAPoll
   s_.Notice(0);
   std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
-  EXPECT_FALSE(req->parts[0].after.has_value()) << "a notice reads the part from its head";
+  EXPECT_FALSE(req->parts[0].after.has_value())
+      << "a notice that does not say where reads the part from its head";
 }
 
-TEST(ClaimScheduler, APollReadsQuietPartsFromTheHeadAndLeavesBusyOnesAtTheirCursor) {
-  ClaimScheduler s(ClaimSchedulerOptions{"q", 2, absl::Seconds(1), false});
+TEST(ClaimScheduler, WithoutNoticesAPollReadsQuietPartsFromTheHeadAndLeavesBusyOnesAtTheirCursor) {
+  ClaimScheduler s(Options(/*ordered=*/false, /*notices=*/false));
   s.Assign({{0, Epoch{1}}, {1, Epoch{1}}});
   std::optional<ClaimRequest> req = s.BeginClaim(kMe, 2, {}, kT0);
   ASSERT_TRUE(req.has_value());
@@ -114,7 +126,12 @@ TEST(ClaimScheduler, APollReadsQuietPartsFromTheHeadAndLeavesBusyOnesAtTheirCurs
   }
 }
 
-TEST_F(ClaimSchedulerTest, EveryPartIsReadFromItsHeadAtLeastEveryRescanInterval) {
+class PollOnlyClaimSchedulerTest : public ClaimSchedulerTest {
+ protected:
+  PollOnlyClaimSchedulerTest() : ClaimSchedulerTest({0}, /*ordered=*/false, /*notices=*/false) {}
+};
+
+TEST_F(PollOnlyClaimSchedulerTest, WithoutNoticesEveryPartIsReadFromItsHeadEveryRescanInterval) {
   ClaimAndAccept(kT0, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});  // full: hungry
   std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Milliseconds(999));
   ASSERT_TRUE(req.has_value());
@@ -122,11 +139,103 @@ TEST_F(ClaimSchedulerTest, EveryPartIsReadFromItsHeadAtLeastEveryRescanInterval)
   s_.AcceptClaim(*req, {MakeItem(3, 0, 1), MakeItem(4, 0, 1)}, kT0 + absl::Milliseconds(999));
   req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(1));
   ASSERT_TRUE(req.has_value());
-  EXPECT_FALSE(req->parts[0].after.has_value()) << "retries come due behind the cursor";
+  EXPECT_FALSE(req->parts[0].after.has_value()) << "a late commit behind the cursor tells nobody";
   EXPECT_TRUE(req->include_suspect) << "every read from the head probes for suspects";
 }
 
-TEST_F(ClaimSchedulerTest, ANoticeWhileAClaimIsUnderWayKeepsThePartDueForARescan) {
+TEST_F(ClaimSchedulerTest, WithNoticesABusyPartStaysAtItsCursorHoweverLongItRuns) {
+  absl::Time now = kT0;
+  ClaimAndAccept(now, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});  // full: hungry
+  for (int64_t id = 3; id < 40; id += 2) {
+    now += absl::Seconds(5);
+    s_.Poll();
+    s_.Notice(0, ItemKey{0, id + 100});  // new items past the cursor
+    std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, now);
+    ASSERT_TRUE(req.has_value());
+    ASSERT_TRUE(req->parts[0].after.has_value()) << "no read from the head, at " << id;
+    EXPECT_EQ(*req->parts[0].after, (ItemKey{0, id - 1}));
+    ASSERT_TRUE(req->parts[0].cursor.has_value());
+    EXPECT_EQ(*req->parts[0].cursor, (ItemKey{0, id - 1}));
+    s_.AcceptClaim(*req, {MakeItem(id, 0, 1), MakeItem(id + 1, 0, 1)}, now);
+  }
+}
+
+TEST_F(ClaimSchedulerTest, ANoticeOfAnItemBehindTheCursorReadsFromJustBeforeIt) {
+  ClaimAndAccept(kT0, {MakeItem(10, 0, 1)});  // read to the end: not hungry
+  ASSERT_FALSE(s_.WantClaim());
+  s_.Notice(0, ItemKey{0, 7});  // an id that committed late
+  ASSERT_TRUE(s_.WantClaim());
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_TRUE(req->parts[0].after.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 6}));
+  EXPECT_EQ(*req->parts[0].cursor, (ItemKey{0, 10})) << "up to here, in-flight items are skipped";
+  EXPECT_FALSE(req->include_suspect) << "not a read from the head";
+  s_.AcceptClaim(*req, {MakeItem(7, 0, 1)}, kT0);  // read to the end
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  EXPECT_FALSE(req.has_value()) << "nothing more to read";
+  // A higher priority sorts before every key of priority 0.
+  s_.Notice(0, ItemKey{-5, 50});
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{-5, 49}));
+  s_.AcceptClaim(*req, {}, kT0);
+  // A notice of items past the cursor only wakes the part.
+  s_.Notice(0, ItemKey{0, 11});
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 10}));
+}
+
+TEST_F(ClaimSchedulerTest, ANoticeWhileAClaimIsUnderWayIsReadByTheNextClaim) {
+  ClaimAndAccept(kT0, {MakeItem(10, 0, 1), MakeItem(11, 0, 1)});
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  s_.Notice(0, ItemKey{0, 4});  // committed while the claim read
+  s_.AcceptClaim(*req, {MakeItem(12, 0, 1)}, kT0);  // read to the end
+  EXPECT_TRUE(s_.WantClaim());
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_TRUE(req->parts[0].after.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 3}));
+  // A claim that fails leaves the floor for the next one.
+  s_.FailClaim();
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 3}));
+}
+
+// The claim under way began before the item committed and reads past it
+// without seeing it; the notice came while the cursor was still before it.
+TEST_F(ClaimSchedulerTest, ANoticeOfAnItemThatAClaimUnderWayPassesIsReadFromBeforeIt) {
+  ClaimAndAccept(kT0, {MakeItem(10, 0, 1), MakeItem(11, 0, 1)});
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 11}));
+  s_.Notice(0, ItemKey{0, 13});  // past the cursor of now, and committed late
+  s_.AcceptClaim(*req, {MakeItem(12, 0, 1), MakeItem(14, 0, 1)}, kT0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_TRUE(req->parts[0].after.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 12})) << "item 13 is behind the cursor now";
+  EXPECT_EQ(*req->parts[0].cursor, (ItemKey{0, 14}));
+}
+
+TEST_F(ClaimSchedulerTest, ItemsThatCameDueBehindTheStartAndFilledTheReadAreReadFromThereAgain) {
+  ClaimAndAccept(kT0, {MakeItem(10, 0, 1), MakeItem(11, 0, 1)});
+  s_.Notice(0, ItemKey{0, 8});
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(*req->parts[0].after, (ItemKey{0, 7}));
+  // Two retries due behind the start (ids 2 and 3) filled the batch.
+  s_.AcceptClaim(*req, {MakeItem(2, 0, 1), MakeItem(3, 0, 1)}, kT0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_TRUE(req->parts[0].after.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 7})) << "item 8 is still to be read";
+}
+
+TEST_F(ClaimSchedulerTest, ANoticeThatDoesNotSayWhereWhileAClaimIsUnderWayKeepsThePartDueForARescan) {
   std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
   s_.Notice(0);  // an enqueue committed while the claim read
@@ -137,7 +246,7 @@ TEST_F(ClaimSchedulerTest, ANoticeWhileAClaimIsUnderWayKeepsThePartDueForARescan
   EXPECT_FALSE(req->parts[0].after.has_value());
 }
 
-TEST_F(ClaimSchedulerTest, AReadFromTheHeadThatStopsBeforeTheCursorReadsFromTheHeadAgain) {
+TEST_F(ClaimSchedulerTest, AReadFromTheHeadThatStopsBeforeTheCursorGoesOnFromItsLastItem) {
   ClaimAndAccept(kT0, {MakeItem(10, 0, 1), MakeItem(11, 0, 1)});
   s_.Notice(0);  // e.g. a higher priority item came
   std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
@@ -149,7 +258,8 @@ TEST_F(ClaimSchedulerTest, AReadFromTheHeadThatStopsBeforeTheCursorReadsFromTheH
   s_.AcceptClaim(*req, {urgent, early}, kT0);
   req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
-  EXPECT_FALSE(req->parts[0].after.has_value()) << "more may wait between head and cursor";
+  ASSERT_TRUE(req->parts[0].after.has_value()) << "more may wait between there and the cursor";
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 3})) << "not the head again";
   // This read gets past the cursor: the next one reads on from there.
   s_.AcceptClaim(*req, {MakeItem(6, 0, 1), MakeItem(13, 0, 1)}, kT0);
   req = s_.BeginClaim(kMe, 1, {}, kT0);
@@ -178,7 +288,7 @@ TEST_F(OrderedClaimSchedulerTest, EveryClaimReadsFromTheHeadAndAFinishedKeyWakes
 }
 
 TEST(ClaimScheduler, PartsTakeTurnsAtTheFrontOfAClaim) {
-  ClaimScheduler s(ClaimSchedulerOptions{"q", 2, absl::Seconds(1), false});
+  ClaimScheduler s(Options());
   s.Assign({{0, Epoch{1}}, {1, Epoch{1}}, {2, Epoch{1}}});
   std::vector<std::vector<int>> orders;
   for (int i = 0; i < 4; ++i) {
@@ -194,7 +304,7 @@ TEST(ClaimScheduler, PartsTakeTurnsAtTheFrontOfAClaim) {
 // alone when it comes first, for one batch; parts after the last one a full
 // claim took from were not read and keep their state.
 TEST(ClaimScheduler, AFullPartAtTheFrontIsClaimedFromAlone) {
-  ClaimScheduler s(ClaimSchedulerOptions{"q", 2, absl::Seconds(1), false});
+  ClaimScheduler s(Options());
   s.Assign({{0, Epoch{1}}, {1, Epoch{1}}});
   std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0);  // [0, 1]
   ASSERT_TRUE(req.has_value());
@@ -310,7 +420,9 @@ TEST_F(ClaimSchedulerTest, ADroppedSuspectFreesTheSlot) {
 }
 
 TEST(ClaimScheduler, APartRevokedWhileAClaimIsUnderWayGetsNoneOfItsItems) {
-  ClaimScheduler s(ClaimSchedulerOptions{"q", 10, absl::Seconds(1), false});
+  ClaimSchedulerOptions o = Options();
+  o.batch = 10;
+  ClaimScheduler s(o);
   s.Assign({{0, Epoch{1}}, {1, Epoch{1}}, {2, Epoch{1}}});
   std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());

@@ -16,6 +16,7 @@
 #include "consumer/builtin_handlers.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
+#include "pg/migrations.h"
 #include "pg/pg_store.h"
 #include "producer/producer.h"
 #include "tests/testing/pg_env.h"
@@ -681,6 +682,53 @@ TEST_F(ConsumerTest, ARetryInAQuietPartIsTakenWhileAnotherPartKeepsGettingNotice
   // Due 50 ms after its failure, found by the next poll (300 ms): well under
   // the 30 s the chatter would otherwise hold it back.
   EXPECT_LT(took, absl::Seconds(5));
+}
+
+// An item whose transaction commits after the consumer has read past its id
+// (ids come from a sequence, commits in any order) is behind the cursor; its
+// notice carries its key, and the consumer reads from just before it at once
+// (the poll is ten minutes away and reads no head). Then a long run of
+// producers racing each other: every item acked, none left behind.
+TEST_F(ConsumerTest, ALateCommitBehindTheCursorIsTakenAtOnce) {
+  CreateQueue("q", 1);
+  auto handler = ParseHandlerSpec("record:effects");
+  ASSERT_TRUE(handler.ok());
+  ConsumerOptions o = Options("q");
+  o.poll_interval = absl::Minutes(10);
+  Consumer c(schema_.Factory(), o, handler->get());
+  ASSERT_TRUE(c.Start().ok());
+  Producer p(schema_.NewStore());
+  ASSERT_TRUE(p.Enqueue("q", NewItem{"first"}).ok());
+  ASSERT_TRUE(WaitUntil([&] { return c.stats().acked == 1; }));
+  pqxx::connection late(schema_.dsn());
+  pqxx::work tx(late);
+  const int64_t late_id =
+      tx.exec1(WithSchema("SELECT {schema}.enqueue('q', 'late')", schema_.name()))[0].as<int64_t>();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(p.Enqueue("q", NewItem{"after"}).ok());
+  ASSERT_TRUE(WaitUntil([&] { return c.stats().acked == 6; }));  // past the late id
+  tx.commit();
+  const absl::Time committed = absl::Now();
+  auto st = p.Wait("q", late_id, absl::Seconds(20));
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->kind, ItemState::Kind::kDone);
+  EXPECT_LT(absl::Now() - committed, absl::Seconds(5));
+
+  std::vector<std::thread> producers;
+  for (int t = 0; t < 4; ++t) {
+    producers.emplace_back([&] {
+      Producer q(schema_.NewStore());
+      for (int b = 0; b < 200; ++b) {
+        std::vector<NewItem> batch(20, NewItem{"racing"});
+        EXPECT_TRUE(q.EnqueueBatch("q", batch).ok());
+        absl::SleepFor(absl::Milliseconds(2));  // a pace the consumer keeps up with
+      }
+    });
+  }
+  for (auto& t : producers) t.join();
+  EXPECT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Seconds(20)))
+      << Left("q") << " items left behind";
+  c.Stop();
+  ExpectExactlyOnce("effects", 7 + 4 * 200 * 20);
 }
 
 // In an ordered queue a key's next item becomes claimable when the previous

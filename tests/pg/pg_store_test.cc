@@ -1513,6 +1513,10 @@ TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].kind, Notice::Kind::kItems);
   EXPECT_EQ(got[0].part, r.part);
+  // The item's key, so an owner whose cursor is past it reads from there,
+  // not from the part's head (Notice::from).
+  ASSERT_TRUE(got[0].from.has_value());
+  EXPECT_EQ(*got[0].from, (ItemKey{0, r.id}));
   EXPECT_LT(latency, absl::Milliseconds(100));
   std::printf("[ perf ] enqueue -> listener wake-up: %.2f ms\n",
               absl::ToDoubleMilliseconds(latency));
@@ -1525,6 +1529,7 @@ TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
   // A join is a group change too; a big batch says "some part" (-1).
   Member m = JoinWith(*store_, "q", {});
   std::vector<NewItem> batch(200, Payload("b"));
+  batch[150].priority = -2;
   ASSERT_OK(store_->EnqueueBatch("q", batch));
   std::vector<Notice> all;
   ASSERT_TRUE(WaitUntil(
@@ -1537,6 +1542,42 @@ TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
   EXPECT_EQ(all[0].kind, Notice::Kind::kGroup);
   EXPECT_EQ(all[1].kind, Notice::Kind::kItems);
   EXPECT_EQ(all[1].part, -1);
+  ASSERT_TRUE(all[1].from.has_value()) << "the lowest key of the batch, for every part";
+  EXPECT_EQ(all[1].from->priority, -2);
+  EXPECT_GT(all[1].from->id, r.id);
+
+  // A batch over few parts: one notice per part, with the lowest key there.
+  std::vector<NewItem> two;
+  for (int prio : {3, -1, 3}) {
+    NewItem i = Keyed("same-key", "x");
+    i.priority = prio;
+    two.push_back(i);
+  }
+  ASSERT_OK(store_->EnqueueBatch("q", two));
+  std::vector<Notice> one;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto more = listener->Wait(absl::Milliseconds(50));
+        if (more.ok()) one.insert(one.end(), more->begin(), more->end());
+        return !one.empty();
+      },
+      absl::Seconds(5)));
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_TRUE(one[0].from.has_value());
+  EXPECT_EQ(one[0].from->priority, -1);
+  // Payloads from an older producer ("i:PART") still parse, without a key.
+  testing::Query(schema_.dsn(), absl::StrCat("SELECT pg_notify('", ChannelFor(schema_.name(), "q"),
+                                             "', 'i:5')"));
+  std::vector<Notice> old;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto more = listener->Wait(absl::Milliseconds(50));
+        if (more.ok()) old.insert(old.end(), more->begin(), more->end());
+        return !old.empty();
+      },
+      absl::Seconds(5)));
+  EXPECT_EQ(old[0].part, 5);
+  EXPECT_FALSE(old[0].from.has_value());
 }
 
 // --- connection -------------------------------------------------------------------------

@@ -941,6 +941,64 @@ TEST_P(StoreConformance, ClaimResumesAfterTheCursorWithoutRereadingTheHead) {
   EXPECT_EQ(status.parts[0].in_flight, 7);
 }
 
+// A claim that reads on from a cursor still finds what came due behind it:
+// an item retried there and one requeued from the dead items (both sort
+// behind the cursor). Up to `cursor`, what is in flight is skipped; a claim
+// that starts further back (a notice named an item there) reads everything
+// between that is not in flight.
+TEST_P(StoreConformance, AClaimFromTheCursorFindsWhatCameDueBehindIt) {
+  MakeQueue(*store_, "q", 1);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
+    ids.push_back(r.id);
+  }
+  Member m = JoinWith(*store_, "q", {0});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(ClaimAll("q", m, 4)));
+  ASSERT_EQ(Ids(first), (std::vector<int64_t>{ids[0], ids[1], ids[2], ids[3]}));
+  // ids[0] retried, due at once; ids[1] dead, then requeued; ids[2] acked;
+  // ids[3] still in flight.
+  FinishBody body = [&](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (const Item& i : items) {
+      Outcome o{i.id, i.part, Outcome::Kind::kLeave};
+      if (i.id == ids[0]) o.kind = Outcome::Kind::kRetry;
+      if (i.id == ids[1]) o.kind = Outcome::Kind::kDead;
+      if (i.id == ids[2]) o.kind = Outcome::Kind::kAck;
+      o.error = "again";
+      out.push_back(o);
+    }
+    return out;
+  };
+  ASSERT_OK(store_->Finish(FinishOf("q", m, first), body));
+  ASSERT_OK_AND_ASSIGN(Requeued rq, store_->RequeueDead("q", {ids[1]}));
+  ASSERT_EQ(rq.requeued, 1);
+  const ItemKey cursor{first[3].priority, first[3].id};
+  ClaimRequest req = ClaimAll("q", m, 10, {first[3]});
+  req.parts[0].after = cursor;
+  req.parts[0].cursor = cursor;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> next, store_->Claim(req));
+  EXPECT_EQ(Ids(next), (std::vector<int64_t>{ids[0], ids[1], ids[4], ids[5]}))
+      << "what came due behind the cursor, then what follows it; not ids[3], in flight";
+  // Everything is in flight now: a read from before ids[0] finds nothing...
+  std::vector<Item> flying = next;
+  flying.push_back(first[3]);
+  const ItemKey last{next.back().priority, next.back().id};
+  req = ClaimAll("q", m, 10, flying);
+  req.parts[0].after = ItemKey{first[0].priority, first[0].id - 1};
+  req.parts[0].cursor = last;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
+  EXPECT_TRUE(none.empty()) << Ids(none).size() << " items claimed twice";
+  // ...and what it is not told is in flight, up to the cursor, it reads again.
+  flying.erase(std::find_if(flying.begin(), flying.end(),
+                            [&](const Item& i) { return i.id == ids[4]; }));
+  req = ClaimAll("q", m, 10, flying);
+  req.parts[0].after = ItemKey{first[0].priority, first[0].id - 1};
+  req.parts[0].cursor = last;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> again, store_->Claim(req));
+  EXPECT_EQ(Ids(again), (std::vector<int64_t>{ids[4]}));
+}
+
 // An owner that dies (its session expires) leaves its claim record behind;
 // the next owner of the part counts one attempt for each item listed there
 // and gets them back as suspects, one at a time.
