@@ -158,6 +158,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     cp.epoch = st.epoch;
     if (!st.rescan) cp.after = st.floor && *st.floor < *st.cursor ? st.floor : st.cursor;
     cp.cursor = st.cursor;
+    cp.record = st.record;
     cp.limit = limit;
     req.parts.push_back(cp);
     // A backlog: this part fills a batch by itself. A one-part claim is
@@ -248,6 +249,7 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
   for (auto& item : items) {
     auto it = parts_.find(item.part);
     if (it == parts_.end() || it->second.epoch != item.claim_epoch) continue;  // revoked meanwhile
+    if (item.claim_record != 0) it->second.record = item.claim_record;
     in_flight_[item.id] = item.part;
     ++taken;
     if (item.suspect) {

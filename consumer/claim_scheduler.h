@@ -151,6 +151,7 @@ class ClaimScheduler {
     // worth more, so a claim that starts here need not list other parts.
     bool full = false;
     absl::Time last_rescan = absl::InfinitePast();
+    int64_t record = 0;          // the claim record our last claim here wrote (0: unknown)
     int64_t noticed = 0;         // notice_gen_ at the last notice or poll for it
     int64_t noticed_head = 0;    // ... at the last one that wants a read from the head
   };

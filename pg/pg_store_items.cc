@@ -682,7 +682,7 @@ struct ClaimArgs {
   bool ordered = false, suspect = false;
   std::string fly_parts, fly_ids;
   int limit = 0;
-  std::string cursor_prio, cursor_id;
+  std::string cursor_prio, cursor_id, records;
 };
 
 // The cursor sentinel: sorts before every item, so the scan starts at the
@@ -718,7 +718,7 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   ClaimArgs a;
   if (!request.session.value.empty()) a.session = request.session.value;
   std::vector<int> parts, prios, limits, cursor_prios;
-  std::vector<int64_t> epochs, ids, cursor_ids;
+  std::vector<int64_t> epochs, ids, cursor_ids, records;
   for (const ClaimPart& p : request.parts) {
     parts.push_back(p.part);
     epochs.push_back(p.epoch.value);
@@ -727,9 +727,11 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
     limits.push_back(p.limit);
     cursor_prios.push_back(p.cursor ? p.cursor->priority : kLastPriority);
     cursor_ids.push_back(p.cursor ? p.cursor->id : kLastId);
+    records.push_back(p.record);
   }
   a.cursor_prio = IntArray(cursor_prios);
   a.cursor_id = IntArray(cursor_ids);
+  a.records = IntArray(records);
   a.parts = IntArray(parts);
   a.epochs = IntArray(epochs);
   a.after_prio = IntArray(prios);
@@ -774,7 +776,7 @@ std::string CtidArray(const std::vector<uint64_t>& locators) {
 
 // A claimed item from its columns, starting at column `c`: id, part, key,
 // dedup_key, priority, attempts, payload, enqueued (µs), run_at (µs), epoch,
-// suspect, ctid.
+// suspect, ctid, claim record (NULL: none written).
 absl::StatusOr<Item> ItemFromRow(const pqxx::row& row, int c) {
   Item it;
   it.id = row[c].as<int64_t>();
@@ -791,6 +793,7 @@ absl::StatusOr<Item> ItemFromRow(const pqxx::row& row, int c) {
   it.claim_epoch.value = row[c + 9].as<int64_t>();
   it.suspect = row[c + 10].as<bool>();
   it.locator = LocatorFromCtid(absl::string_view(row[c + 11].c_str(), row[c + 11].size()));
+  if (!row[c + 12].is_null()) it.claim_record = row[c + 12].as<int64_t>();
   return it;
 }
 
@@ -807,7 +810,8 @@ bool FromBinary(absl::string_view cell, T* out) {
 // A row of the pipelined claim (pg_store_sql.cc, PipelinedAck) in binary:
 // id int8, key text, dedup_key text, priority int2, attempts int4, payload
 // bytea, enqueued_at and run_at timestamptz (µs since 2000-01-01), ctid tid
-// (block uint32, offset uint16). The claim read `part` at `epoch`.
+// (block uint32, offset uint16), claim record int8 (NULL: none written). The
+// claim read `part` at `epoch`.
 absl::StatusOr<Item> ItemFromBinary(const PipelineResult& r, int row, int part, Epoch epoch) {
   constexpr int64_t kPostgresEpochUs = 946684800LL * 1000000;  // 2000-01-01 in Unix µs
   Item it;
@@ -822,7 +826,8 @@ absl::StatusOr<Item> ItemFromBinary(const PipelineResult& r, int row, int part, 
   if (!FromBinary(r.get(row, 0), &it.id) || !FromBinary(r.get(row, 3), &priority) ||
       !FromBinary(r.get(row, 4), &attempts) || !FromBinary(r.get(row, 6), &enqueued) ||
       !FromBinary(r.get(row, 7), &run) || tid.size() != 6 ||
-      !FromBinary(tid.substr(0, 4), &block) || !FromBinary(tid.substr(4), &offset)) {
+      !FromBinary(tid.substr(0, 4), &block) || !FromBinary(tid.substr(4), &offset) ||
+      (!r.is_null(row, 9) && !FromBinary(r.get(row, 9), &it.claim_record))) {
     return absl::InternalError("claim: malformed binary row");
   }
   if (!r.is_null(row, 1)) it.key = std::string(r.get(row, 1));
@@ -848,7 +853,7 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
     pqxx::result r = tx.exec_prepared("claim", request.queue, a->session, a->parts, a->epochs,
                                       a->after_prio, a->after_id, a->limits, a->ordered, a->suspect,
                                       a->fly_parts, a->fly_ids, a->limit, a->cursor_prio,
-                                      a->cursor_id);
+                                      a->cursor_id, a->records);
     std::vector<Item> out;
     out.reserve(r.size());
     for (const pqxx::row& row : r) {
@@ -1076,6 +1081,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             binary_params.end()[-1] = binary_params.end()[-2] = true;
             params.push_back(absl::StrCat(cp.cursor ? cp.cursor->priority : kLastPriority));
             params.push_back(absl::StrCat(cp.cursor ? cp.cursor->id : kLastId));
+            params.push_back(absl::StrCat(cp.record));
             binary_params.resize(params.size(), false);
           }
           const bool chain = claim.has_value() && request.begin_next;
@@ -1159,7 +1165,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                                  IntArray(result_ids), TextArray(results), next->parts,
                                  next->epochs, next->after_prio, next->after_id, next->limits,
                                  next->ordered, next->suspect, next->fly_parts, next->fly_ids,
-                                 next->limit, next->cursor_prio, next->cursor_id);
+                                 next->limit, next->cursor_prio, next->cursor_id, next->records);
           } else if (lean) {
             r = tx.exec_prepared("ack", request.queue, request.session.value, IntArray(parts),
                                  IntArray(epochs), IntArray(a->ack_ids), ctids,
@@ -1172,7 +1178,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                      TextArray(a->o_errors), std::max(1, request.max_attempts), next->parts,
                      next->epochs, next->after_prio, next->after_id, next->limits, next->ordered,
                      next->suspect, next->fly_parts, next->fly_ids, next->limit,
-                     next->cursor_prio, next->cursor_id);
+                     next->cursor_prio, next->cursor_id, next->records);
           } else {
             r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,

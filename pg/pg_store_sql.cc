@@ -121,25 +121,30 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
 // - `suspect`: at most one abandoned item in any part this session owns, in
 //   (priority, id) order; items_abandoned holds only such rows, so the probe
 //   costs an index page when there are none.
-// - `recorded` rewrites the claim record of every part it took items from:
-//   what the session has in flight there plus the new items. An owner whose epoch is older than the
-//   record's (a session that lost the part and does not know it yet) cannot overwrite it.
+// - `recorded` replaces the claim record of every part it took items from
+//   with what the session has in flight there plus the new items: a new
+//   row, the old one deleted (`replaced`), never an update (migration 9 says
+//   why). The old one is the row the session wrote last (ClaimPart::record:
+//   one primary-key lookup), else the part's latest (read from the end of
+//   the part's records: a planner may choose to read them all). An owner whose epoch is older than the record's
+//   (a session that lost the part and does not know it yet) finds nothing to
+//   replace, so it cannot write one.
 // - The skip and in-flight lists are arrays compared linearly; they hold
 //   what one session has in flight (a few batches), and only rows at or
 //   before a cursor are compared with them.
 //
 // Parameters: $1 queue, $2 session, then from `first` on: parts, epochs,
 // priorities and ids to read after, limits, ordered, suspect probe,
-// in-flight parts and ids, total limit, cursor priorities and ids
-// (ClaimRequest, as PgStore::Claim binds them).
+// in-flight parts and ids, total limit, cursor priorities and ids, records
+// to replace (ClaimRequest, as PgStore::Claim binds them).
 std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit) {
   struct {
     int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect,
-        fly_parts, fly_ids, total, cursor_prio, cursor_id;
+        fly_parts, fly_ids, total, cursor_prio, cursor_id, records;
   } p;
   int n = first;
   for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.ordered, &p.suspect,
-                 &p.fly_parts, &p.fly_ids, &p.total, &p.cursor_prio, &p.cursor_id}) {
+                 &p.fly_parts, &p.fly_ids, &p.total, &p.cursor_prio, &p.cursor_id, &p.records}) {
     *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
@@ -159,12 +164,13 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
 pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql");
   return absl::StrCat(
       R"sql(own AS (
-  SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim, o.cursor_prio, o.cursor_id
+  SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim, o.cursor_prio, o.cursor_id, o.record
   FROM unnest()sql",
       d(p.parts), "::int[], ", d(p.epochs), "::bigint[], ", d(p.after_prio), "::int[], ",
       d(p.after_id), "::bigint[], ", d(p.limits), "::int[], ", d(p.cursor_prio), "::int[], ",
-      d(p.cursor_id), R"sql(::bigint[])
-       WITH ORDINALITY AS o(part, epoch, after_prio, after_id, lim, cursor_prio, cursor_id, n)
+      d(p.cursor_id), "::bigint[], ", d(p.records), R"sql(::bigint[])
+       WITH ORDINALITY AS o(part, epoch, after_prio, after_id, lim, cursor_prio, cursor_id, record,
+                            n)
   JOIN {schema}.session_parts sp
     ON sp.queue = )sql",
       d(p.queue), R"sql( AND sp.part = o.part AND sp.epoch = o.epoch)sql",
@@ -181,31 +187,52 @@ ready AS (
       R"sql() c
   LIMIT )sql",
       d(p.total), "),\n", pick, R"sql(,
+current_records AS (
+  SELECT r.part, r.epoch,
+         coalesce((SELECT c.seq FROM {schema}.part_claims c
+                   WHERE c.queue = )sql",
+      d(p.queue), R"sql( AND c.part = r.part AND c.seq = r.record),
+                  (SELECT c.seq FROM {schema}.part_claims c
+                   WHERE c.queue = )sql",
+      d(p.queue), R"sql( AND c.part = r.part ORDER BY c.seq DESC LIMIT 1)) AS seq
+  FROM (SELECT DISTINCT k.part, k.epoch, o.record
+        FROM pick k LEFT JOIN own o ON o.part = k.part) r),
+replaced AS (
+  DELETE FROM {schema}.part_claims c USING current_records l
+  WHERE c.queue = )sql",
+      d(p.queue), R"sql( AND c.part = l.part AND c.seq = l.seq AND c.epoch = l.epoch
+  RETURNING c.part, c.epoch),
 recorded AS (
-  UPDATE {schema}.part_claims c
-  SET ids = ARRAY(SELECT f.id FROM unnest()sql",
+  INSERT INTO {schema}.part_claims (queue, part, epoch, ids)
+  SELECT )sql",
+      d(p.queue), R"sql(, r.part, r.epoch,
+         ARRAY(SELECT f.id FROM unnest()sql",
       d(p.fly_parts), "::int[], ", d(p.fly_ids),
       R"sql(::bigint[]) AS f(part, id)
-                  WHERE f.part = c.part
-                  UNION ALL SELECT k.id FROM pick k WHERE k.part = c.part),
-      claimed_at = now()
-  FROM (SELECT DISTINCT part, epoch FROM pick) r
-  WHERE c.queue = )sql",
-      d(p.queue), R"sql( AND c.part = r.part AND c.epoch = r.epoch
-  RETURNING 1))sql");
+               WHERE f.part = r.part
+               UNION ALL SELECT k.id FROM pick k WHERE k.part = r.part)
+  FROM replaced r
+  RETURNING part, seq))sql");
 }
 
 // A CTE for the general Finish: retried and dead items ($9 ids, $10 parts)
 // are no longer in flight, so they come off their parts' claim records (a
 // record that still listed them would count them in flight in `partq
 // status`, and as abandoned if this session died). With a claim in the same
-// statement, the parts it takes from are left to it: `recorded` rewrites
-// those without them, and one statement must not update a row twice.
+// statement, the parts it takes from are left to it: `recorded` replaces
+// those without them, and one statement must not change a row twice.
+// Only each part's latest record is current (migration 9): that row is
+// changed in place, which a retry or a dead item (rare) can afford.
 std::string UnrecordCte(bool with_claim) {
   return absl::StrCat(R"sql(unrecorded AS (
   UPDATE {schema}.part_claims c
   SET ids = ARRAY(SELECT x FROM unnest(c.ids) AS x WHERE x <> ALL($9::bigint[]))
-  WHERE c.queue = $1 AND c.part = ANY($10::int[]) AND cardinality($9::bigint[]) > 0)sql",
+  FROM (SELECT p.part, l.seq FROM (SELECT DISTINCT part FROM unnest($10::int[]) AS u(part)) p
+        CROSS JOIN LATERAL (
+          SELECT c2.seq FROM {schema}.part_claims c2
+          WHERE c2.queue = $1 AND c2.part = p.part ORDER BY c2.seq DESC LIMIT 1) l) cur
+  WHERE c.queue = $1 AND c.part = cur.part AND c.seq = cur.seq
+    AND cardinality($9::bigint[]) > 0)sql",
                       with_claim ? "\n    AND c.part NOT IN (SELECT part FROM pick)" : "",
                       R"sql(
   RETURNING 1))sql");
@@ -334,9 +361,9 @@ dlq AS (
 // session just took over: the claim record an earlier owner left there is
 // read (a graceful owner deleted its own, so only a dead owner's remain) and
 // its items marked abandoned, one attempt counted each (store.h, "Claims");
-// then the part gets an empty record at the new epoch, which the tenure's
-// claims update (only at that epoch: a session that lost the part cannot
-// write it). $1 is the queue.
+// then those records go and the part gets an empty one at the new epoch,
+// which the tenure's claims replace (only at that epoch: a session that lost
+// the part cannot write it). $1 is the queue.
 std::string TakeOverClaims(absl::string_view src) {
   return absl::StrCat(R"sql(left_claims AS (
   SELECT c.part, c.epoch, c.ids FROM {schema}.part_claims c JOIN )sql",
@@ -346,17 +373,16 @@ abandoned AS (
   UPDATE {schema}.items i SET attempts = i.attempts + 1, abandoned_epoch = l.epoch
   FROM left_claims l WHERE i.id = ANY(l.ids) AND i.queue = $1 AND i.part = l.part
   RETURNING 1),
-renewed AS (
-  UPDATE {schema}.part_claims c SET epoch = n.epoch, ids = '{}', claimed_at = now()
-  FROM )sql",
+cleared AS (
+  DELETE FROM {schema}.part_claims c USING )sql",
                       src, R"sql( n WHERE c.queue = $1 AND c.part = n.part AND c.epoch < n.epoch
-  RETURNING c.part),
+  RETURNING 1),
 fresh AS (
   INSERT INTO {schema}.part_claims (queue, part, epoch, ids)
   SELECT $1, n.part, n.epoch, '{}' FROM )sql",
                       src, R"sql( n
-  WHERE NOT EXISTS (SELECT 1 FROM {schema}.part_claims c WHERE c.queue = $1 AND c.part = n.part)
-  ON CONFLICT DO NOTHING
+  WHERE NOT EXISTS (SELECT 1 FROM {schema}.part_claims c
+                    WHERE c.queue = $1 AND c.part = n.part AND c.epoch >= n.epoch)
   RETURNING 1)
 )sql");
 }
@@ -367,12 +393,13 @@ fresh AS (
 constexpr const char* kPickColumns =
     R"sql(p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
        (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
-       (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text)sql";
-constexpr const char* kPad = "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
+       (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text,
+       (SELECT r.seq FROM recorded r WHERE r.part = p.part))sql";
+constexpr const char* kPad = "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
 // The same NULLs typed, for the first row, which sets the columns' types.
 constexpr const char* kTypedPad =
     "NULL::int, NULL::text, NULL::text, NULL::smallint, NULL::int, NULL::bytea, NULL::bigint, "
-    "NULL::bigint, NULL::bigint, NULL::bool, NULL::text";
+    "NULL::bigint, NULL::bigint, NULL::bool, NULL::text, NULL::bigint";
 
 // The pipelined ack (PgStore::FinishOnce; pg_connection.h says why a
 // pipeline): the common Finish — every item acked where its claim saw it, no
@@ -400,11 +427,16 @@ constexpr const char* kTypedPad =
 //   refused: nothing of it commits.
 // - The claim reads one part ($7 at epoch $8, after ($9, $10), at most $11,
 //   ordered $12), so the claim record is that part's row, rewritten from
-//   what the caller has in flight there ($13) and the claimed ids, without
-//   the general claim's unnest, LATERAL and DISTINCT (with the binary rows:
+//   what the caller has in flight there ($13) and the claimed ids, replaced
+//   as the general claim replaces it (ClaimCtes) but without its unnest,
+//   LATERAL and DISTINCT (with the binary rows:
 //   4 sessions 142k/154k/178k -> 147k/190k/204k items/s, BENCHMARKS.md).
 //   $14 are the ids the read skips at or before the cursor ($15, $16): in
-//   flight or being finished.
+//   flight or being finished. $17 is the record to replace
+//   (ClaimPart::record, 0: the latest); a claim that takes nothing leaves
+//   the record as it is (its ids that were acked now are gone, and a
+//   record's ids count only while their items are there), so the caller's
+//   record stays the one to replace.
 // - Its rows are raw columns, returned in binary by the pipeline
 //   (ItemFromBinary): no date_part, no hex, no text conversion of a ctid.
 // It returns the claimed rows (one row of NULLs when there are none, so the
@@ -434,13 +466,20 @@ pick AS (
                       R"sql() r
   WHERE EXISTS (SELECT 1 FROM {schema}.session_parts sp
                 WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8)),
+replaced AS (
+  DELETE FROM {schema}.part_claims c
+  WHERE c.queue = $1 AND c.part = $7 AND c.epoch = $8 AND EXISTS (SELECT 1 FROM pick)
+    AND c.seq = coalesce(
+      (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7 AND l.seq = $17),
+      (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7
+       ORDER BY l.seq DESC LIMIT 1))
+  RETURNING 1),
 recorded AS (
-  UPDATE {schema}.part_claims c
-  SET ids = $13::bigint[] || ARRAY(SELECT k.id FROM pick k), claimed_at = now()
-  WHERE c.queue = $1 AND c.part = $7 AND c.epoch = $8
-  RETURNING 1)
+  INSERT INTO {schema}.part_claims (queue, part, epoch, ids)
+  SELECT $1, $7, $8, $13::bigint[] || ARRAY(SELECT k.id FROM pick k) FROM replaced
+  RETURNING seq)
 SELECT p.id, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload, p.enqueued_at,
-       p.run_at, p.tid
+       p.run_at, p.tid, (SELECT seq FROM recorded)
 FROM ()sql",
                       check, R"sql() c LEFT JOIN pick p ON c.ok
 )sql");

@@ -173,6 +173,11 @@ struct ClaimPart {
   // past it can be in flight, so only items at or before it are checked
   // against `in_flight`. nullopt: every item is checked.
   std::optional<ItemKey> cursor;
+  // The claim record this session wrote last for the part
+  // (Item::claim_record of its last items there): the claim replaces exactly
+  // that one. 0, or a record that is no longer there: the part's latest
+  // record, which the store must look for.
+  int64_t record = 0;
 };
 
 // Claim: ready items (run_at <= now()) of `parts`, read in the order given:

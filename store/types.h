@@ -100,6 +100,10 @@ struct Item {
   absl::Time enqueued_at;
   absl::Time run_at;
   Epoch claim_epoch;     // the epoch of the part's ownership this item was claimed under
+  // The claim record that lists this item (PgStore: part_claims.seq; 0 when
+  // the store keeps no such rows). The session passes it back as
+  // ClaimPart::record, so its next claim there replaces exactly that row.
+  int64_t claim_record = 0;
   bool suspect = false;  // a previous attempt was abandoned (its owner died mid-item)
   // Where the store found the row, so the ack can go straight to it (PgStore:
   // the row's ctid, block << 16 | offset); 0 when unknown. Only a hint: the

@@ -221,6 +221,23 @@ TEST_F(ClaimSchedulerTest, ANoticeOfAnItemThatAClaimUnderWayPassesIsReadFromBefo
   EXPECT_EQ(*req->parts[0].cursor, (ItemKey{0, 14}));
 }
 
+TEST_F(ClaimSchedulerTest, AClaimNamesTheRecordTheLastClaimThereWrote) {
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->parts[0].record, 0) << "a new tenure knows none";
+  Item a = MakeItem(1, 0, 1), b = MakeItem(2, 0, 1);
+  a.claim_record = b.claim_record = 7;
+  s_.AcceptClaim(*req, {a, b}, kT0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->parts[0].record, 7);
+  s_.AcceptClaim(*req, {}, kT0);  // took nothing: the record stays
+  s_.Notice(0, ItemKey{0, 9});
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->parts[0].record, 7);
+}
+
 TEST_F(ClaimSchedulerTest, ItemsThatCameDueBehindTheStartAndFilledTheReadAreReadFromThereAgain) {
   ClaimAndAccept(kT0, {MakeItem(10, 0, 1), MakeItem(11, 0, 1)});
   s_.Notice(0, ItemKey{0, 8});

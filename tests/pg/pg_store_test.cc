@@ -1349,6 +1349,68 @@ TEST_F(PgStoreTest, ClaimAndFinishBatchesOfAHundred) {
   EXPECT_EQ(Count("items"), 10000 - acked);
 }
 
+// A claim replaces the record its session wrote last (ClaimPart::record, one
+// primary-key lookup) with a new row and tells the items which row lists
+// them; with none given, or one no longer there, it replaces the part's
+// latest. Either way the part has one record.
+TEST_F(PgStoreTest, AClaimReplacesTheRecordItIsGivenOrElseThePartsLatest) {
+  MakeQueue("q", 1);
+  std::vector<NewItem> items(10, Payload("x"));
+  ASSERT_OK(store_->EnqueueBatch("q", items));
+  Member m = JoinWith(*store_, "q", {0});
+  auto records = [&] {
+    return testing::Query(schema_.dsn(),
+                          absl::StrCat("SELECT seq FROM ", schema_.name(),
+                                       ".part_claims WHERE queue = 'q' AND part = 0"));
+  };
+  ClaimRequest req = ClaimAll("q", m, 2);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(req));
+  ASSERT_EQ(first.size(), 2u);
+  const int64_t r1 = first[0].claim_record;
+  EXPECT_GT(r1, 0);
+  EXPECT_EQ(first[1].claim_record, r1);
+  ASSERT_EQ(records().size(), 1u);
+  EXPECT_EQ(*records()[0][0], absl::StrCat(r1));
+  // Given: replaced by a new row.
+  req = ClaimAll("q", m, 2, first);
+  req.parts[0].after = req.parts[0].cursor = ItemKey{0, first[1].id};
+  req.parts[0].record = r1;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> second, store_->Claim(req));
+  ASSERT_EQ(second.size(), 2u);
+  const int64_t r2 = second[0].claim_record;
+  EXPECT_GT(r2, r1);
+  ASSERT_EQ(records().size(), 1u);
+  EXPECT_EQ(*records()[0][0], absl::StrCat(r2));
+  // Not there any more (r1): the latest is replaced.
+  std::vector<Item> flying = first;
+  flying.insert(flying.end(), second.begin(), second.end());
+  req = ClaimAll("q", m, 2, flying);
+  req.parts[0].after = req.parts[0].cursor = ItemKey{0, second[1].id};
+  req.parts[0].record = r1;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> third, store_->Claim(req));
+  ASSERT_EQ(third.size(), 2u);
+  ASSERT_EQ(records().size(), 1u);
+  EXPECT_EQ(*records()[0][0], absl::StrCat(third[0].claim_record));
+  EXPECT_EQ(schema_.QInt("SELECT cardinality(ids) FROM {schema}.part_claims"), 6);
+  // The pipelined ack's claim ahead, given the record: the same.
+  FinishRequest fin = FinishOf("q", m, third);
+  flying.insert(flying.end(), third.begin(), third.end());
+  fin.next = [&]() -> std::optional<ClaimRequest> {
+    std::vector<Item> others(flying.begin(), flying.end() - 2);
+    ClaimRequest c = ClaimAll("q", m, 2, others);
+    c.parts[0].after = c.parts[0].cursor = ItemKey{0, third[1].id};
+    c.parts[0].record = third[0].claim_record;
+    c.include_suspect = false;  // the pipelined form has no suspect probe
+    return c;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(fin, AckAll()));
+  ASSERT_EQ(r.next.size(), 2u);
+  EXPECT_GT(r.next[0].claim_record, third[0].claim_record);
+  ASSERT_EQ(records().size(), 1u);
+  EXPECT_EQ(*records()[0][0], absl::StrCat(r.next[0].claim_record));
+  EXPECT_TRUE(Prepared(*store_, "q", pg_internal::kPipelinedAckClaim));
+}
+
 TEST_F(PgStoreTest, ClaimsWriteNoItemRowsOnlyOneRecordPerPart) {
   MakeQueue("q", 16);
   std::vector<NewItem> items(4000, Payload(std::string(100, 'p')));
@@ -1385,6 +1447,12 @@ TEST_F(PgStoreTest, ClaimsWriteNoItemRowsOnlyOneRecordPerPart) {
   EXPECT_EQ(item_writes, 0) << "claims update or delete no item row";
   EXPECT_LE(record_writes, 2 * claims + 2)
       << "one record made per part when it was acquired, then at most one write per part and claim";
+  // Records are replaced (a new row, the old one deleted), never updated: a
+  // chain of versions of one row is what a held snapshot makes every read
+  // walk (migration 9).
+  EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT n_tup_upd FROM pg_stat_user_tables WHERE schemaname = '",
+                                      schema_.name(), "' AND relname = 'part_claims'")),
+            0);
 }
 
 // A worker that starts on an idle queue runs its ack statement on a nearly
