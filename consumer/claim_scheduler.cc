@@ -92,6 +92,7 @@ void ClaimScheduler::Poll() {
     if (st.hungry) continue;
     if (options_.notices) {
       Wake(st, std::nullopt);
+      st.look_behind = true;
     } else {
       Mark(st);
     }
@@ -159,6 +160,8 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     if (!st.rescan) cp.after = st.floor && *st.floor < *st.cursor ? st.floor : st.cursor;
     cp.cursor = st.cursor;
     cp.record = st.record;
+    cp.behind = cp.after.has_value() &&
+                (st.look_behind || now - st.last_behind >= options_.rescan_interval);
     cp.limit = limit;
     req.parts.push_back(cp);
     // A backlog: this part fills a batch by itself. A one-part claim is
@@ -221,6 +224,10 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
       st.last_rescan = started;
       st.rescan = false;
     }
+    if (!cp.after || cp.behind) {  // a read from the head has nothing behind it
+      st.last_behind = started;
+      st.look_behind = false;
+    }
     // Where the next read starts behind the cursor. A read that stopped
     // early, before where the cursor was, goes on from its last item (more
     // may wait between); if the items that came due behind its start filled
@@ -231,6 +238,7 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
       const ItemKey got_last = g->second.second;
       if (cp.after && !(*cp.after < got_last)) {
         if (*cp.after < *before) st.floor = cp.after;
+        st.look_behind = true;
       } else if (got_last < *before) {
         st.floor = got_last;
       }

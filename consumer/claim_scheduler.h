@@ -41,7 +41,9 @@ namespace partq {
 struct ClaimSchedulerOptions {
   std::string queue;
   int batch = 100;  // items per batch; a claim for n batches reads up to n * batch
-  // Without notices (see `notices`): every part is read from its head this often.
+  // Without notices (see `notices`): every part is read from its head this
+  // often. With them, a busy part's claims look behind its cursor (for
+  // retries and delayed items come due) this often.
   absl::Duration rescan_interval = absl::Seconds(1);
   // Ordered queue: every claim reads from the parts' heads, and a finished
   // item's part is read from its head at once (the key's next item sorts
@@ -152,6 +154,11 @@ class ClaimScheduler {
     bool full = false;
     absl::Time last_rescan = absl::InfinitePast();
     int64_t record = 0;          // the claim record our last claim here wrote (0: unknown)
+    // Whether the next claim looks behind the cursor for what came due
+    // there (ClaimPart::behind): after a poll, after such items filled a
+    // read, and at least every rescan_interval.
+    bool look_behind = true;
+    absl::Time last_behind = absl::InfinitePast();
     int64_t noticed = 0;         // notice_gen_ at the last notice or poll for it
     int64_t noticed_head = 0;    // ... at the last one that wants a read from the head
   };

@@ -9,8 +9,8 @@
 // from there, so the items it acked a moment ago (dead in the index until
 // vacuum, and for as long as a long transaction holds vacuum back) are not
 // walked again. What comes due behind the cursor (retries, delayed items)
-// every claim finds through an index of such items alone (store.h,
-// ClaimPart). An enqueue notice carries the lowest key its transaction
+// a claim finds through an index of such items alone (store.h, ClaimPart),
+// after a poll and at least every `rescan_interval`. An enqueue notice carries the lowest key its transaction
 // added to the part; one that sorts behind the cursor (a higher priority,
 // or an earlier id that committed late) makes the next claim read from just
 // before it. A part is read from its head ("rescan", skipping what is in
@@ -86,7 +86,8 @@ struct ConsumerOptions {
   bool poll_only = false;   // no LISTEN (PgBouncer transaction pooling)
   absl::Duration poll_interval = absl::Seconds(1);
   // poll_only: every part is read from its head at least this often (see
-  // above); with LISTEN, the notices say where to read.
+  // above); with LISTEN, the notices say where to read, and a busy part's
+  // claims look for what came due behind its cursor this often.
   absl::Duration rescan_interval = absl::Seconds(1);
   absl::Duration heartbeat_interval = absl::ZeroDuration();  // zero: TTL / 4
   absl::Duration drain_timeout = absl::Seconds(10);

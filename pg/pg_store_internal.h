@@ -85,6 +85,8 @@ std::vector<Statement> PreparedStatements(absl::string_view schema);
 inline constexpr char kPlanGuard[] = "partq_pl_plan_guard";
 inline constexpr char kPipelinedAck[] = "partq_pl_ack";
 inline constexpr char kPipelinedAckClaim[] = "partq_pl_ack_claim";
+// The same, also reading what came due behind the cursor (ClaimPart::behind).
+inline constexpr char kPipelinedAckClaimBehind[] = "partq_pl_ack_claim_behind";
 inline constexpr char kPipelinedCommit[] = "partq_pl_commit";
 inline constexpr char kPipelinedChain[] = "partq_pl_chain";
 std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema);

@@ -682,7 +682,7 @@ struct ClaimArgs {
   bool ordered = false, suspect = false;
   std::string fly_parts, fly_ids;
   int limit = 0;
-  std::string cursor_prio, cursor_id, records;
+  std::string cursor_prio, cursor_id, records, behind;
 };
 
 // The cursor sentinel: sorts before every item, so the scan starts at the
@@ -719,6 +719,7 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   if (!request.session.value.empty()) a.session = request.session.value;
   std::vector<int> parts, prios, limits, cursor_prios;
   std::vector<int64_t> epochs, ids, cursor_ids, records;
+  std::vector<bool> behind;
   for (const ClaimPart& p : request.parts) {
     parts.push_back(p.part);
     epochs.push_back(p.epoch.value);
@@ -728,7 +729,9 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
     cursor_prios.push_back(p.cursor ? p.cursor->priority : kLastPriority);
     cursor_ids.push_back(p.cursor ? p.cursor->id : kLastId);
     records.push_back(p.record);
+    behind.push_back(p.behind);
   }
+  a.behind = BoolArray(behind);
   a.cursor_prio = IntArray(cursor_prios);
   a.cursor_id = IntArray(cursor_ids);
   a.records = IntArray(records);
@@ -853,7 +856,7 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
     pqxx::result r = tx.exec_prepared("claim", request.queue, a->session, a->parts, a->epochs,
                                       a->after_prio, a->after_id, a->limits, a->ordered, a->suspect,
                                       a->fly_parts, a->fly_ids, a->limit, a->cursor_prio,
-                                      a->cursor_id, a->records);
+                                      a->cursor_id, a->records, a->behind);
     std::vector<Item> out;
     out.reserve(r.size());
     for (const pqxx::row& row : r) {
@@ -1088,7 +1091,10 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           std::vector<PipelineResult> res;
           try {
             res = pipeline_.Run(*conn_, {{kPlanGuard, {}},
-                                         {claim ? kPipelinedAckClaim : kPipelinedAck, params,
+                                         {!claim                     ? kPipelinedAck
+                                          : claim->parts[0].behind ? kPipelinedAckClaimBehind
+                                                                   : kPipelinedAckClaim,
+                                          params,
                                           /*binary=*/true, binary_params},
                                          {chain ? kPipelinedChain : kPipelinedCommit, {}}});
           } catch (const pqxx::broken_connection& e) {
@@ -1165,7 +1171,8 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                                  IntArray(result_ids), TextArray(results), next->parts,
                                  next->epochs, next->after_prio, next->after_id, next->limits,
                                  next->ordered, next->suspect, next->fly_parts, next->fly_ids,
-                                 next->limit, next->cursor_prio, next->cursor_id, next->records);
+                                 next->limit, next->cursor_prio, next->cursor_id, next->records,
+                                 next->behind);
           } else if (lean) {
             r = tx.exec_prepared("ack", request.queue, request.session.value, IntArray(parts),
                                  IntArray(epochs), IntArray(a->ack_ids), ctids,
@@ -1178,7 +1185,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                      TextArray(a->o_errors), std::max(1, request.max_attempts), next->parts,
                      next->epochs, next->after_prio, next->after_id, next->limits, next->ordered,
                      next->suspect, next->fly_parts, next->fly_ids, next->limit,
-                     next->cursor_prio, next->cursor_id, next->records);
+                     next->cursor_prio, next->cursor_id, next->records, next->behind);
           } else {
             r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,

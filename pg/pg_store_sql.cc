@@ -51,7 +51,9 @@ FROM q LEFT JOIN ins ON true
 // bigint expression: the sentinel -32768, minimum bigint reads from the
 // head), the session's cursor there (nothing past it can be in flight), the
 // bigint[] of what is in flight (and being finished), whether the queue is
-// ordered, and the limit. Two reads, in key order one after the other:
+// ordered, the limit, and whether to look behind the start
+// (ClaimPart::behind; "false" leaves that read out of the statement). Two
+// reads, in key order one after the other:
 // - `later`: behind where the read starts, the items that came due there
 //   (retried, delayed or requeued: run_at later than enqueued_at). They are
 //   found through items_later (migration 8), which holds only such rows, in
@@ -71,7 +73,7 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
                        absl::string_view skip, absl::string_view ordered,
-                       absl::string_view limit) {
+                       absl::string_view limit, absl::string_view behind) {
   const std::string columns =
       "i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload, "
       "i.enqueued_at, i.run_at";
@@ -83,28 +85,28 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
         WHERE j.queue = )sql",
                                           queue, R"sql( AND j.part = i.part AND j.key = i.key
           AND j.id < i.id)))sql");
+  const std::string onward = absl::StrCat("SELECT ", columns, R"sql(
+    FROM {schema}.items i
+    WHERE )sql",
+                                          common, R"sql(
+      AND (i.priority, i.id) > ()sql",
+                                          after_prio, "::smallint, ", after_id, R"sql()
+      AND ((i.priority, i.id) > ()sql",
+                                          cursor_prio, "::smallint, ", cursor_id,
+                                          ") OR i.id <> ALL(", skip, R"sql())
+    ORDER BY i.priority, i.id LIMIT )sql",
+                                          limit);
+  if (behind == "false") return onward;
   return absl::StrCat("SELECT * FROM ((SELECT ", columns, R"sql(
     FROM {schema}.items i
     WHERE )sql",
                       common, R"sql(
       AND i.run_at > i.enqueued_at AND )sql",
-                      after_id, R"sql( <> -9223372036854775808
+                      behind, " AND ", after_id, R"sql( <> -9223372036854775808
       AND (i.priority::int, i.id) <= ()sql",
                       after_prio, "::int, ", after_id, ") AND i.id <> ALL(", skip, R"sql()
     ORDER BY i.priority::int, i.id LIMIT )sql",
-                      limit, R"sql()
-  UNION ALL
-  (SELECT )sql",
-                      columns, R"sql(
-    FROM {schema}.items i
-    WHERE )sql",
-                      common, R"sql(
-      AND (i.priority, i.id) > ()sql",
-                      after_prio, "::smallint, ", after_id, R"sql()
-      AND ((i.priority, i.id) > ()sql",
-                      cursor_prio, "::smallint, ", cursor_id, ") OR i.id <> ALL(", skip, R"sql())
-    ORDER BY i.priority, i.id LIMIT )sql",
-                      limit, ")) r LIMIT ", limit);
+                      limit, ")\n  UNION ALL\n  (", onward, ")) r LIMIT ", limit);
 }
 
 // The claim's CTEs, ending with `pick` (the claimed rows) and `recorded` (the
@@ -140,11 +142,12 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
 std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit) {
   struct {
     int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect,
-        fly_parts, fly_ids, total, cursor_prio, cursor_id, records;
+        fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind;
   } p;
   int n = first;
   for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.ordered, &p.suspect,
-                 &p.fly_parts, &p.fly_ids, &p.total, &p.cursor_prio, &p.cursor_id, &p.records}) {
+                 &p.fly_parts, &p.fly_ids, &p.total, &p.cursor_prio, &p.cursor_id, &p.records,
+                 &p.behind}) {
     *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
@@ -164,13 +167,14 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
 pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql");
   return absl::StrCat(
       R"sql(own AS (
-  SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim, o.cursor_prio, o.cursor_id, o.record
+  SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim, o.cursor_prio, o.cursor_id, o.record,
+         o.behind
   FROM unnest()sql",
       d(p.parts), "::int[], ", d(p.epochs), "::bigint[], ", d(p.after_prio), "::int[], ",
       d(p.after_id), "::bigint[], ", d(p.limits), "::int[], ", d(p.cursor_prio), "::int[], ",
-      d(p.cursor_id), "::bigint[], ", d(p.records), R"sql(::bigint[])
+      d(p.cursor_id), "::bigint[], ", d(p.records), "::bigint[], ", d(p.behind), R"sql(::bool[])
        WITH ORDINALITY AS o(part, epoch, after_prio, after_id, lim, cursor_prio, cursor_id, record,
-                            n)
+                            behind, n)
   JOIN {schema}.session_parts sp
     ON sp.queue = )sql",
       d(p.queue), R"sql( AND sp.part = o.part AND sp.epoch = o.epoch)sql",
@@ -183,7 +187,8 @@ ready AS (
   SELECT own.part, own.epoch, c.*, false AS suspect
   FROM own CROSS JOIN LATERAL ()sql",
       ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
-                 "own.cursor_id", "(SELECT ids FROM skip)::bigint[]", d(p.ordered), "own.lim"),
+                 "own.cursor_id", "(SELECT ids FROM skip)::bigint[]", d(p.ordered), "own.lim",
+                 "own.behind"),
       R"sql() c
   LIMIT )sql",
       d(p.total), "),\n", pick, R"sql(,
@@ -441,7 +446,7 @@ constexpr const char* kTypedPad =
 //   (ItemFromBinary): no date_part, no hex, no text conversion of a ctid.
 // It returns the claimed rows (one row of NULLs when there are none, so the
 // check always runs).
-std::string PipelinedAck(bool with_claim) {
+std::string PipelinedAck(bool with_claim, bool behind = false) {
   const std::string check = R"sql(SELECT CASE
   WHEN (SELECT count(*) FROM f) = cardinality($3::int[])
        AND (SELECT array_agg(id ORDER BY id) FROM done) = $5::bigint[] THEN true
@@ -462,7 +467,7 @@ res AS (
 pick AS (
   SELECT r.* FROM ()sql",
                       ReadyItems("$1", "$7", "$9", "$10::bigint", "$15", "$16::bigint",
-                                 "$14::bigint[]", "$12", "$11"),
+                                 "$14::bigint[]", "$12", "$11", behind ? "true" : "false"),
                       R"sql() r
   WHERE EXISTS (SELECT 1 FROM {schema}.session_parts sp
                 WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8)),
@@ -502,6 +507,7 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
        "set_config('plan_cache_mode', 'force_generic_plan', true)"},
       {kPipelinedAck, PipelinedAck(/*with_claim=*/false)},
       {kPipelinedAckClaim, PipelinedAck(/*with_claim=*/true)},
+      {kPipelinedAckClaimBehind, PipelinedAck(/*with_claim=*/true, /*behind=*/true)},
       {kPipelinedCommit, "COMMIT"},
       // Commits and begins the next transaction, where the claimed batch
       // runs (FinishRequest::begin_next).

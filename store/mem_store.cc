@@ -853,7 +853,7 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
       // Behind `after`, only what came due there; up to the cursor, not
       // what is in flight.
       const bool behind = cp.after && !(*cp.after < k);
-      if (behind && !s.later) continue;
+      if (behind && (!cp.behind || !s.later)) continue;
       if ((behind || !cp.cursor || !(*cp.cursor < k)) && skip.count(id) > 0) continue;
       cands.push_back(&s);
     }

@@ -178,6 +178,11 @@ struct ClaimPart {
   // that one. 0, or a record that is no longer there: the part's latest
   // record, which the store must look for.
   int64_t record = 0;
+  // Also read what came due behind `after` (see above). It costs a probe of
+  // its own on every claim, so a caller reading on from its cursor may look
+  // behind it less often: a later claim that looks finds what came due
+  // meanwhile.
+  bool behind = true;
 };
 
 // Claim: ready items (run_at <= now()) of `parts`, read in the order given:

@@ -221,6 +221,28 @@ TEST_F(ClaimSchedulerTest, ANoticeOfAnItemThatAClaimUnderWayPassesIsReadFromBefo
   EXPECT_EQ(*req->parts[0].cursor, (ItemKey{0, 14}));
 }
 
+// Looking behind the cursor costs a probe per claim: a busy part's claims
+// look at least every rescan_interval, and the first claim after a poll.
+TEST_F(ClaimSchedulerTest, ABusyPartLooksBehindItsCursorEveryRescanIntervalAndAfterAPoll) {
+  ClaimAndAccept(kT0, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});  // from the head: full
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Milliseconds(10));
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->parts[0].behind) << "the read from the head just now saw everything";
+  s_.AcceptClaim(*req, {MakeItem(3, 0, 1), MakeItem(4, 0, 1)}, kT0 + absl::Milliseconds(10));
+  req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(1));
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->parts[0].behind) << "a second since";
+  s_.AcceptClaim(*req, {MakeItem(5, 0, 1), MakeItem(6, 0, 1)}, kT0 + absl::Seconds(1));
+  req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Milliseconds(1100));
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->parts[0].behind);
+  s_.AcceptClaim(*req, {MakeItem(7, 0, 1)}, kT0 + absl::Milliseconds(1100));  // to the end
+  s_.Poll();
+  req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Milliseconds(1200));
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->parts[0].behind) << "a poll: a retry may have come due";
+}
+
 TEST_F(ClaimSchedulerTest, AClaimNamesTheRecordTheLastClaimThereWrote) {
   std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());

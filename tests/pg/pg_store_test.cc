@@ -1408,7 +1408,7 @@ TEST_F(PgStoreTest, AClaimReplacesTheRecordItIsGivenOrElseThePartsLatest) {
   EXPECT_GT(r.next[0].claim_record, third[0].claim_record);
   ASSERT_EQ(records().size(), 1u);
   EXPECT_EQ(*records()[0][0], absl::StrCat(r.next[0].claim_record));
-  EXPECT_TRUE(Prepared(*store_, "q", pg_internal::kPipelinedAckClaim));
+  EXPECT_TRUE(Prepared(*store_, "q", pg_internal::kPipelinedAckClaimBehind));
 }
 
 TEST_F(PgStoreTest, ClaimsWriteNoItemRowsOnlyOneRecordPerPart) {
@@ -1507,6 +1507,7 @@ TEST_F(PgStoreTest, AClaimAheadPlannedOnAnEmptyQueueNeverScansTheTable) {
       }
       ASSERT_FALSE(batch.empty());
       next.parts[0].after = ItemKey{batch.back().priority, batch.back().id};
+      next.parts[0].behind = b % 2 == 0;  // both forms of the claim ahead
       FinishRequest req = FinishOf("q", m, batch);
       req.begin_next = true;
       req.next = [&]() -> std::optional<ClaimRequest> { return next; };
@@ -1523,6 +1524,7 @@ TEST_F(PgStoreTest, AClaimAheadPlannedOnAnEmptyQueueNeverScansTheTable) {
   ASSERT_OK(store_->EnqueueBatch("q", big));
   drain(40, 100);
   EXPECT_TRUE(Prepared(*store, "q", pg_internal::kPipelinedAckClaim));
+  EXPECT_TRUE(Prepared(*store, "q", pg_internal::kPipelinedAckClaimBehind));
   store.reset();  // its backend exits and flushes its statistics
   const auto [seq_scans, deleted] = ItemsScansOnceDeleted(4040);
   EXPECT_EQ(deleted, 4040);
@@ -1594,19 +1596,25 @@ TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].kind, Notice::Kind::kGroup);
 
+  // Waits for at least `n` notices.
+  auto hear = [&](size_t n) {
+    std::vector<Notice> heard;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          auto more = listener->Wait(absl::Milliseconds(50));
+          if (more.ok()) heard.insert(heard.end(), more->begin(), more->end());
+          return heard.size() >= n;
+        },
+        absl::Seconds(5)));
+    return heard;
+  };
   // A join is a group change too; a big batch says "some part" (-1).
   Member m = JoinWith(*store_, "q", {});
   std::vector<NewItem> batch(200, Payload("b"));
   batch[150].priority = -2;
   ASSERT_OK(store_->EnqueueBatch("q", batch));
-  std::vector<Notice> all;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto more = listener->Wait(absl::Milliseconds(50));
-        if (more.ok()) all.insert(all.end(), more->begin(), more->end());
-        return all.size() >= 2;
-      },
-      absl::Seconds(5)));
+  std::vector<Notice> all = hear(2);
+  ASSERT_GE(all.size(), 2u);
   EXPECT_EQ(all[0].kind, Notice::Kind::kGroup);
   EXPECT_EQ(all[1].kind, Notice::Kind::kItems);
   EXPECT_EQ(all[1].part, -1);
@@ -1622,28 +1630,15 @@ TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
     two.push_back(i);
   }
   ASSERT_OK(store_->EnqueueBatch("q", two));
-  std::vector<Notice> one;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto more = listener->Wait(absl::Milliseconds(50));
-        if (more.ok()) one.insert(one.end(), more->begin(), more->end());
-        return !one.empty();
-      },
-      absl::Seconds(5)));
+  std::vector<Notice> one = hear(1);
   ASSERT_EQ(one.size(), 1u);
   ASSERT_TRUE(one[0].from.has_value());
   EXPECT_EQ(one[0].from->priority, -1);
   // Payloads from an older producer ("i:PART") still parse, without a key.
   testing::Query(schema_.dsn(), absl::StrCat("SELECT pg_notify('", ChannelFor(schema_.name(), "q"),
                                              "', 'i:5')"));
-  std::vector<Notice> old;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto more = listener->Wait(absl::Milliseconds(50));
-        if (more.ok()) old.insert(old.end(), more->begin(), more->end());
-        return !old.empty();
-      },
-      absl::Seconds(5)));
+  std::vector<Notice> old = hear(1);
+  ASSERT_FALSE(old.empty());
   EXPECT_EQ(old[0].part, 5);
   EXPECT_FALSE(old[0].from.has_value());
 }

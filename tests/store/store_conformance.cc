@@ -113,6 +113,18 @@ std::vector<int64_t> Sorted(std::vector<int64_t> v) {
   return v;
 }
 
+// Enqueues items "0".."n-1" one by one; their ids, in order (fewer on error).
+std::vector<int64_t> EnqueueNumbered(Store& store, const std::string& queue, int n) {
+  std::vector<int64_t> ids;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<EnqueueResult> r = store.Enqueue(queue, Payload(absl::StrCat(i)));
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) break;
+    ids.push_back(r->id);
+  }
+  return ids;
+}
+
 // A key for each of the `parts` parts.
 std::map<int, std::string> KeyPerPart(int parts) {
   std::map<int, std::string> key_of;
@@ -909,11 +921,8 @@ TEST_P(StoreConformance, ClaimReadsPartsInTheGivenOrderUpToEachLimitAndTheTotal)
 
 TEST_P(StoreConformance, ClaimResumesAfterTheCursorWithoutRereadingTheHead) {
   MakeQueue(*store_, "q", 1);
-  std::vector<int64_t> ids;
-  for (int i = 0; i < 6; ++i) {
-    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
-    ids.push_back(r.id);
-  }
+  std::vector<int64_t> ids = EnqueueNumbered(*store_, "q", 6);
+  ASSERT_EQ(ids.size(), 6u);
   Member m = JoinWith(*store_, "q", {0});
   ClaimRequest req = ClaimAll("q", m, 2);
   ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(req));
@@ -948,11 +957,8 @@ TEST_P(StoreConformance, ClaimResumesAfterTheCursorWithoutRereadingTheHead) {
 // between that is not in flight.
 TEST_P(StoreConformance, AClaimFromTheCursorFindsWhatCameDueBehindIt) {
   MakeQueue(*store_, "q", 1);
-  std::vector<int64_t> ids;
-  for (int i = 0; i < 6; ++i) {
-    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
-    ids.push_back(r.id);
-  }
+  std::vector<int64_t> ids = EnqueueNumbered(*store_, "q", 6);
+  ASSERT_EQ(ids.size(), 6u);
   Member m = JoinWith(*store_, "q", {0});
   ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(ClaimAll("q", m, 4)));
   ASSERT_EQ(Ids(first), (std::vector<int64_t>{ids[0], ids[1], ids[2], ids[3]}));
