@@ -731,7 +731,7 @@ class PgListener final : public Listener {
       if (p == "g") {
         n.kind = Notice::Kind::kGroup;
       } else if (absl::ConsumePrefix(&p, "i:")) {
-        // "i:PART" or "i:PART:PRIORITY:ID" (ItemsNotice); anything else
+        // "i:PART" or "i:PART:PRIORITY:ID" (NotifyParts, kEnqueue); anything else
         // wakes every part from its head.
         n.kind = Notice::Kind::kItems;
         std::vector<absl::string_view> f = absl::StrSplit(p, ':');
