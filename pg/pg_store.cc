@@ -208,6 +208,17 @@ std::string IntArray(const std::vector<int>& values) {
 std::string IntArray(const std::vector<int64_t>& values) {
   return absl::StrCat("{", absl::StrJoin(values, ","), "}");
 }
+bool ParsePartKey(absl::string_view text, int* part, std::optional<ItemKey>* key) {
+  std::vector<absl::string_view> f = absl::StrSplit(text, ':');
+  if (!absl::SimpleAtoi(f[0], part)) return false;
+  ItemKey k;
+  key->reset();
+  if (f.size() == 3 && absl::SimpleAtoi(f[1], &k.priority) && absl::SimpleAtoi(f[2], &k.id)) {
+    *key = k;
+  }
+  return true;
+}
+
 std::string BoolArray(const std::vector<bool>& values) {
   std::string out = "{";
   for (size_t i = 0; i < values.size(); ++i) {
@@ -734,14 +745,7 @@ class PgListener final : public Listener {
         // "i:PART" or "i:PART:PRIORITY:ID" (NotifyParts, kEnqueue); anything else
         // wakes every part from its head.
         n.kind = Notice::Kind::kItems;
-        std::vector<absl::string_view> f = absl::StrSplit(p, ':');
-        ItemKey from;
-        if (!absl::SimpleAtoi(f[0], &n.part)) {
-          n.part = -1;
-        } else if (f.size() == 3 && absl::SimpleAtoi(f[1], &from.priority) &&
-                   absl::SimpleAtoi(f[2], &from.id)) {
-          n.from = from;
-        }
+        if (!ParsePartKey(p, &n.part, &n.from)) n.part = -1;
       } else {
         continue;  // not ours
       }

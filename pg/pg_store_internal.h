@@ -57,6 +57,9 @@ std::string TextArray(const std::vector<std::optional<std::string>>& values);
 std::string IntArray(const std::vector<int>& values);
 std::string IntArray(const std::vector<int64_t>& values);
 std::string BoolArray(const std::vector<bool>& values);
+// "PART" or "PART:PRIORITY:ID", as enqueue notices name a part and the
+// lowest key added there (NotifyParts); false when PART is not a number.
+bool ParsePartKey(absl::string_view text, int* part, std::optional<ItemKey>* key);
 // Microseconds of `d`, rounded toward zero; infinite durations saturate.
 int64_t Micros(absl::Duration d);
 

@@ -1076,8 +1076,13 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             for (const auto& [part, id] : claim->in_flight) {
               if (part == cp.part) fly.push_back(id);
             }
-            std::vector<int64_t> skip = a->ack_ids;
-            skip.insert(skip.end(), fly.begin(), fly.end());
+            // A read that starts at the cursor and does not look behind it
+            // meets none of them: it sends none.
+            std::vector<int64_t> skip;
+            if (cp.behind || !cp.after || !cp.cursor || *cp.after < *cp.cursor) {
+              skip = a->ack_ids;
+              skip.insert(skip.end(), fly.begin(), fly.end());
+            }
             params.push_back(BinaryInt8Array(fly));
             params.push_back(BinaryInt8Array(skip));
             binary_params.resize(params.size(), false);
@@ -1524,13 +1529,9 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM asked) - (SELECT count
                                         q, IntArray(ids));
     LowestKeys parts;
     for (absl::string_view m : absl::StrSplit(r[2].c_str(), ',', absl::SkipEmpty())) {
-      std::vector<absl::string_view> f = absl::StrSplit(m, ':');
       int part = 0;
-      ItemKey key;
-      if (f.size() == 3 && absl::SimpleAtoi(f[0], &part) && absl::SimpleAtoi(f[1], &key.priority) &&
-          absl::SimpleAtoi(f[2], &key.id)) {
-        AddKey(parts, part, key);
-      }
+      std::optional<ItemKey> key;
+      if (ParsePartKey(m, &part, &key) && key) AddKey(parts, part, *key);
     }
     NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
     tx.commit();

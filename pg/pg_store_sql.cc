@@ -52,7 +52,8 @@ FROM q LEFT JOIN ins ON true
 // head), the session's cursor there (nothing past it can be in flight), the
 // bigint[] of what is in flight (and being finished), whether the queue is
 // ordered, the limit, and whether to look behind the start
-// (ClaimPart::behind; "false" leaves that read out of the statement). Two
+// (ClaimPart::behind, a boolean expression; empty leaves that read out of
+// the statement). Two
 // reads, in key order one after the other:
 // - `later`: behind where the read starts, the items that came due there
 //   (retried, delayed or requeued: run_at later than enqueued_at). They are
@@ -96,7 +97,7 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                                           ") OR i.id <> ALL(", skip, R"sql())
     ORDER BY i.priority, i.id LIMIT )sql",
                                           limit);
-  if (behind == "false") return onward;
+  if (behind.empty()) return onward;
   return absl::StrCat("SELECT * FROM ((SELECT ", columns, R"sql(
     FROM {schema}.items i
     WHERE )sql",
@@ -467,7 +468,7 @@ res AS (
 pick AS (
   SELECT r.* FROM ()sql",
                       ReadyItems("$1", "$7", "$9", "$10::bigint", "$15", "$16::bigint",
-                                 "$14::bigint[]", "$12", "$11", behind ? "true" : "false"),
+                                 "$14::bigint[]", "$12", "$11", behind ? "true" : ""),
                       R"sql() r
   WHERE EXISTS (SELECT 1 FROM {schema}.session_parts sp
                 WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8)),
