@@ -13,11 +13,13 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -91,7 +93,9 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// utime + stime (clock ticks) of the postmaster and its children.
+// utime + stime (clock ticks) of the postmaster and its children, with
+// those of the children that have exited (the postmaster's cutime and
+// cstime): a backend that disconnects keeps its share in the sum.
 int64_t ServerCpuTicks(int postmaster) {
   if (postmaster <= 0) return -1;
   int64_t total = 0;
@@ -112,6 +116,11 @@ int64_t ServerCpuTicks(int postmaster) {
       continue;
     }
     if (pid == postmaster || ppid == postmaster) total += ut + st;
+    int64_t cut, cst;
+    if (pid == postmaster && f.size() > 14 && absl::SimpleAtoi(f[13], &cut) &&
+        absl::SimpleAtoi(f[14], &cst)) {
+      total += cut + cst;
+    }
   }
   closedir(d);
   return total;
@@ -192,6 +201,11 @@ class Bench {
   absl::Status Pickup(std::vector<double>& claim_ms, std::vector<double>& ack_ms);
   absl::Status Enqueue(std::map<std::string, std::vector<double>>& rates);
   absl::Status Idle(BenchReport& r);
+  // The soak (SoakOptions): its samples to o_.soak.out, its summary to r.soak.
+  absl::Status Soak(BenchReport& r);
+  // The server's postmaster, from postmaster.pid through SQL; 0 when the
+  // server is not on this host or cannot be asked.
+  int PostmasterPid(Sql& sql) const;
   absl::Status Memory(BenchReport& r);
   void Machine(BenchReport& r);
   void Diagnose(BenchReport& r);
@@ -237,13 +251,15 @@ absl::Status Bench::Setup() {
     return absl::OkStatus();
   });
   noop_handler_ = MakeHandler([](HandlerCall&) { return absl::OkStatus(); });
-  postmaster_ = o_.postmaster_pid;
-  if (postmaster_ == 0) {
-    auto pid = sql_->Scalar("SELECT split_part(pg_read_file('postmaster.pid'), E'\\n', 1)");
-    if (!pid.ok() || !absl::SimpleAtoi(*pid, &postmaster_)) postmaster_ = 0;
-    if (postmaster_ != 0 && kill(postmaster_, 0) != 0) postmaster_ = 0;  // not on this host
-  }
+  postmaster_ = o_.postmaster_pid != 0 ? o_.postmaster_pid : PostmasterPid(*sql_);
   return absl::OkStatus();
+}
+
+int Bench::PostmasterPid(Sql& sql) const {
+  int pid = 0;
+  auto text = sql.Scalar("SELECT split_part(pg_read_file('postmaster.pid'), E'\\n', 1)");
+  if (!text.ok() || !absl::SimpleAtoi(*text, &pid)) return 0;
+  return kill(pid, 0) == 0 ? pid : 0;  // else not on this host
 }
 
 absl::Status Bench::ResetQueue(int parts) {
@@ -716,6 +732,364 @@ SELECT current_setting('max_connections')::int
   return absl::OkStatus();
 }
 
+namespace {
+
+double CpuSecondsOfSelf() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// One row of the soak's table: what the sampler read at the end of an
+// interval; the rates and latencies are filled in after the run, from the
+// tracker's per-item times.
+struct SoakSample {
+  double t = 0;
+  int sessions = 0;
+  int64_t backlog = 0;  // enqueued (confirmed) minus acked (tracked), in process
+  // From the server; -1 when it could not be asked (restarting).
+  double items_mb = -1, index_mb = -1, claims_kb = -1;
+  int64_t dead = -1, live = -1, autovacuums = -1, claims_dead = -1, horizon_xids = -1;
+  double server_cpu = -1, client_cpu = -1;  // % of one core over the interval
+  std::string events;
+  // After the run.
+  double enq_per_s = 0, acked_per_s = 0, p50_ms = 0, p99_ms = 0;
+};
+
+}  // namespace
+
+absl::Status Bench::Soak(BenchReport& r) {
+  const SoakOptions& so = o_.soak;
+  if (so.out.empty()) return absl::InvalidArgumentError("bench soak: needs a file for its samples");
+  if (auto st = ResetQueue(o_.parts); !st.ok()) return st;
+  const int64_t total = static_cast<int64_t>(so.rate * so.seconds);
+  Tracker tracker(total);
+  const int batch = *std::max_element(o_.batches.begin(), o_.batches.end());
+  auto started = StartConsumers(so.sessions, batch, &tracker, o_.parts);
+  if (!started.ok()) return started.status();
+  std::deque<std::unique_ptr<Consumer>> consumers;
+  for (auto& c : *started) consumers.push_back(std::move(c));
+  auto stop_all = [&] {
+    std::vector<std::unique_ptr<Consumer>> v;
+    for (auto& c : consumers) v.push_back(std::move(c));
+    consumers.clear();
+    StopAll(v);
+  };
+  auto warm = WarmUp(tracker, so.sessions, batch);
+  if (!warm.ok()) {
+    stop_all();
+    return warm.status();
+  }
+  Log(absl::StrFormat("soak: %.0f items/s for %.0f s, %d sessions, churn every %.0f s", so.rate,
+                      so.seconds, so.sessions, so.churn_seconds));
+
+  // Producers as the steady workload's, but living through a restart: a
+  // batch whose COPY failed may or may not have committed, so it is not sent
+  // again (that could enqueue it twice) but counted as unsure; the exactly-
+  // once check at the end allows for it.
+  constexpr int kProducers = 2;
+  constexpr absl::Duration kTick = absl::Milliseconds(10);
+  std::vector<int64_t> enq_us(total, 0);
+  std::atomic<int64_t> enqueued{0}, unsure{0}, enqueue_errors{0};
+  std::atomic<bool> quit{false};
+  const absl::Time t0 = absl::Now();
+  std::vector<std::thread> threads;
+  for (int p = 0; p < kProducers; ++p) {
+    threads.emplace_back([&, p] {
+      std::unique_ptr<Store> store;
+      int64_t next = p;
+      for (int64_t tick = 1; next < total && !quit; ++tick) {
+        absl::SleepFor(t0 + tick * kTick - absl::Now());
+        if (store == nullptr) {
+          auto s = ConnectPg(o_.pg);
+          if (!s.ok()) {
+            ++enqueue_errors;
+            continue;  // what is due stays due
+          }
+          store = std::move(*s);
+        }
+        const double due = so.rate * absl::ToDoubleSeconds(absl::Now() - t0);
+        std::vector<NewItem> items;
+        std::vector<int64_t> seqs;
+        while (next < total && next < static_cast<int64_t>(due)) {
+          NewItem it;
+          it.payload = absl::StrCat(next);
+          items.push_back(std::move(it));
+          seqs.push_back(next);
+          next += kProducers;
+        }
+        if (items.empty()) continue;
+        auto n = store->EnqueueBatch(kQueue, items);
+        if (!n.ok()) {
+          ++enqueue_errors;
+          unsure += static_cast<int64_t>(items.size());
+          store.reset();
+          continue;
+        }
+        const int64_t now_us = absl::ToUnixMicros(absl::Now());
+        for (int64_t s : seqs) enq_us[s] = now_us;
+        enqueued += static_cast<int64_t>(items.size());
+      }
+    });
+  }
+  std::atomic<int> restart_rc{-1};
+  if (so.restart_at > 0 && !so.restart_command.empty()) {
+    threads.emplace_back([&] {
+      absl::SleepFor(t0 + absl::Seconds(so.restart_at) - absl::Now());
+      if (quit) return;
+      Log(absl::StrCat("soak: restarting the server: ", so.restart_command));
+      const int rc = std::system(so.restart_command.c_str());
+      restart_rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+      Log(absl::StrCat("soak: restart command exited ", restart_rc.load()));
+    });
+  }
+  for (const auto& [at, length] : so.holds) {
+    threads.emplace_back([&, at = at, length = length] {
+      absl::SleepFor(t0 + absl::Seconds(at) - absl::Now());
+      if (quit) return;
+      auto sql = Sql::Open(o_.pg.dsn);
+      if (!sql.ok()) {
+        Log(absl::StrCat("soak: the snapshot at ", at, " s was not held: ", sql.status().message()));
+        return;
+      }
+      Log(absl::StrFormat("soak: holding a snapshot for %.0f s", length));
+      // One simple query: the transaction's snapshot is held while it sleeps.
+      auto st = (*sql)->Exec(absl::StrFormat(
+          "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1; SELECT pg_sleep(%f); COMMIT", length));
+      Log(absl::StrCat("soak: snapshot released", st.ok() ? "" : ": ", st.message()));
+    });
+  }
+
+  // The sampler, on the main thread, which also makes the churn.
+  const std::string items_rel = absl::StrCat("\"", schema_, "\".items");
+  const std::string claims_rel = absl::StrCat("\"", schema_, "\".part_claims");
+  const std::string sample_sql = absl::StrCat(
+      "SELECT pg_relation_size('", items_rel, "'), pg_indexes_size('", items_rel,
+      "'), pg_total_relation_size('", claims_rel,
+      "'), i.n_dead_tup, i.n_live_tup, i.autovacuum_count, c.n_dead_tup, "
+      "(SELECT coalesce(max(age(backend_xmin)), 0) FROM pg_stat_activity) "
+      "FROM pg_stat_user_tables i, pg_stat_user_tables c WHERE i.relid = '",
+      items_rel, "'::regclass AND c.relid = '", claims_rel, "'::regclass");
+  std::unique_ptr<Sql> sampler;
+  std::vector<SoakSample> samples;
+  const absl::Duration every = absl::Seconds(so.sample_seconds);
+  int64_t cpu_ticks = ServerCpuTicks(postmaster_);
+  double self_cpu = CpuSecondsOfSelf();
+  absl::Time last = t0, next_churn = t0 + absl::Seconds(so.churn_seconds);
+  bool join_next = true;
+  std::string events;
+  absl::Status failure;
+  for (int k = 1; absl::Now() < t0 + absl::Seconds(so.seconds); ++k) {
+    const absl::Time due = t0 + k * every;
+    while (so.churn_seconds > 0 && next_churn <= due) {
+      absl::SleepFor(next_churn - absl::Now());
+      if (join_next) {
+        ConsumerOptions co;
+        co.queue = kQueue;
+        co.concurrency = 1;
+        co.batch = batch;
+        consumers.push_back(
+            std::make_unique<Consumer>(TrackingFactory(Factory(), &tracker), co, handler_.get()));
+        if (auto st = consumers.back()->Start(); !st.ok()) {
+          consumers.pop_back();
+          Log(absl::StrCat("soak: a session could not join: ", st.message()));
+        } else {
+          ++r.soak.joins;
+          absl::StrAppend(&events, events.empty() ? "" : ",", "join");
+        }
+      } else if (consumers.size() > 1) {
+        // The oldest leaves, so every session in turn is replaced.
+        std::unique_ptr<Consumer> c = std::move(consumers.front());
+        consumers.pop_front();
+        c->Stop();
+        ++r.soak.leaves;
+        absl::StrAppend(&events, events.empty() ? "" : ",", "leave");
+      }
+      join_next = !join_next;
+      next_churn += absl::Seconds(so.churn_seconds);
+    }
+    absl::SleepFor(due - absl::Now());
+    const absl::Time now = absl::Now();
+    SoakSample s;
+    s.t = absl::ToDoubleSeconds(now - t0);
+    s.sessions = static_cast<int>(consumers.size());
+    s.backlog = enqueued.load() - (tracker.acked() - *warm);
+    if (sampler == nullptr) {
+      auto q = Sql::Open(o_.pg.dsn);
+      if (q.ok()) sampler = std::move(*q);
+    }
+    if (sampler != nullptr) {
+      auto rows = sampler->Query(sample_sql);
+      if (rows.ok() && !rows->empty() && rows->at(0).size() == 8) {
+        auto num = [&](int i) {
+          double v = -1;
+          if (rows->at(0)[i]) (void)absl::SimpleAtod(*rows->at(0)[i], &v);
+          return v;
+        };
+        s.items_mb = num(0) / 1048576;
+        s.index_mb = num(1) / 1048576;
+        s.claims_kb = num(2) / 1024;
+        s.dead = static_cast<int64_t>(num(3));
+        s.live = static_cast<int64_t>(num(4));
+        s.autovacuums = static_cast<int64_t>(num(5));
+        s.claims_dead = static_cast<int64_t>(num(6));
+        s.horizon_xids = static_cast<int64_t>(num(7));
+      } else {
+        sampler.reset();  // the server restarting: asked again next time
+      }
+    }
+    // The postmaster changes with a restart.
+    if (postmaster_ != 0 && kill(postmaster_, 0) != 0) postmaster_ = 0;
+    if (postmaster_ == 0 && sampler != nullptr && o_.postmaster_pid == 0) {
+      postmaster_ = PostmasterPid(*sampler);
+      cpu_ticks = -1;
+    }
+    const double secs = absl::ToDoubleSeconds(now - last);
+    const int64_t ticks = ServerCpuTicks(postmaster_);
+    if (ticks >= 0 && cpu_ticks >= 0 && ticks >= cpu_ticks) {
+      s.server_cpu = 100.0 * (ticks - cpu_ticks) / sysconf(_SC_CLK_TCK) / secs;
+    }
+    cpu_ticks = ticks;
+    const double self = CpuSecondsOfSelf();
+    s.client_cpu = 100.0 * (self - self_cpu) / secs;
+    self_cpu = self;
+    s.events = events.empty() ? "-" : events;
+    events.clear();
+    last = now;
+    samples.push_back(s);
+    if (k % 6 == 0) {
+      Log(absl::StrFormat("soak: t=%.0fs sessions %d backlog %lld items %.0f MB index %.0f MB "
+                          "dead %lld server CPU %.0f%%",
+                          s.t, s.sessions, static_cast<long long>(s.backlog), s.items_mb,
+                          s.index_mb, static_cast<long long>(s.dead), s.server_cpu));
+    }
+  }
+  quit = true;
+  for (auto& t : threads) t.join();
+  // What is left is drained before the consumers stop; acks whose reply was
+  // lost in the restart are not tracked, so the server says when it is done.
+  const absl::Time drain_deadline = absl::Now() + absl::Minutes(5);
+  bool drained = false;
+  while (!drained && absl::Now() < drain_deadline) {
+    auto left = sql_->Scalar(
+        absl::StrCat("SELECT count(*) FROM ", items_rel, " WHERE queue = '", kQueue, "'"));
+    if (!left.ok()) {
+      auto q = Sql::Open(o_.pg.dsn);  // our own connection died in the restart
+      if (q.ok()) sql_ = std::move(*q);
+    } else {
+      drained = *left == "0";
+    }
+    if (!drained) absl::SleepFor(absl::Milliseconds(500));
+  }
+  stop_all();
+  if (!drained) return absl::DeadlineExceededError("bench soak: the backlog did not drain");
+
+  // Rates and latencies per interval, by the time of each item's ack.
+  const int64_t t0_us = absl::ToUnixMicros(t0);
+  const int64_t every_us = absl::ToInt64Microseconds(every);
+  const size_t n = samples.size();
+  std::vector<std::vector<float>> ms(n);
+  std::vector<int64_t> enq_n(n, 0);
+  auto bucket = [&](int64_t us) -> int64_t {
+    const int64_t b = (us - t0_us) / every_us;
+    return std::clamp<int64_t>(b, 0, static_cast<int64_t>(n) - 1);
+  };
+  int64_t tracked = 0;
+  for (int64_t i = 0; i < total && n > 0; ++i) {
+    if (enq_us[i] == 0) continue;
+    ++enq_n[bucket(enq_us[i])];
+    const int64_t a = tracker.acked_us(i);
+    if (a == 0) continue;  // its ack's reply lost in the restart
+    ms[bucket(a)].push_back(static_cast<float>(std::max<int64_t>(0, a - enq_us[i]) / 1000.0));
+    ++tracked;
+  }
+  const double window = 300;  // the first and last five minutes
+  std::vector<double> first_ms, last_ms;
+  int64_t first_n = 0, last_n = 0;
+  double first_s = 0, last_s = 0;
+  const double end_t = n ? samples.back().t : 0;
+  for (size_t i = 0; i < n; ++i) {
+    SoakSample& s = samples[i];
+    const double len = i == 0 ? s.t : s.t - samples[i - 1].t;
+    s.enq_per_s = enq_n[i] / len;
+    s.acked_per_s = ms[i].size() / len;
+    Latency l = LatencyOf(std::vector<double>(ms[i].begin(), ms[i].end()));
+    s.p50_ms = l.p50_ms;
+    s.p99_ms = l.p99_ms;
+    if (s.t <= window) {
+      first_ms.insert(first_ms.end(), ms[i].begin(), ms[i].end());
+      first_n += ms[i].size();
+      first_s += len;
+    }
+    if (s.t > end_t - window) {
+      last_ms.insert(last_ms.end(), ms[i].begin(), ms[i].end());
+      last_n += ms[i].size();
+      last_s += len;
+    }
+    r.soak.max_table_mb = std::max(r.soak.max_table_mb, s.items_mb);
+    r.soak.max_index_mb = std::max(r.soak.max_index_mb, s.index_mb);
+    if (s.items_mb >= 0) {
+      r.soak.end_table_mb = s.items_mb;
+      r.soak.end_index_mb = s.index_mb;
+    }
+  }
+  r.soak.ran = true;
+  r.soak.first = LatencyOf(first_ms);
+  r.soak.last = LatencyOf(last_ms);
+  r.soak.first_rate = first_s > 0 ? first_n / first_s : 0;
+  r.soak.last_rate = last_s > 0 ? last_n / last_s : 0;
+  r.soak.enqueued = enqueued;
+  r.soak.unsure = unsure;
+
+  std::ofstream f(so.out);
+  f << "t\tsessions\tenq_per_s\tacked_per_s\tbacklog\tp50_ms\tp99_ms\titems_mb\tindex_mb\t"
+       "dead_tup\tlive_tup\tautovacuums\tclaims_kb\tclaims_dead\thorizon_xids\tserver_cpu\t"
+       "client_cpu\tevents\n";
+  for (const SoakSample& s : samples) {
+    f << absl::StrFormat(
+        "%.1f\t%d\t%.0f\t%.0f\t%lld\t%.2f\t%.2f\t%.2f\t%.2f\t%lld\t%lld\t%lld\t%.0f\t%lld\t%lld\t%.1f"
+        "\t%.1f\t%s\n",
+        s.t, s.sessions, s.enq_per_s, s.acked_per_s, static_cast<long long>(s.backlog), s.p50_ms,
+        s.p99_ms, s.items_mb, s.index_mb, static_cast<long long>(s.dead),
+        static_cast<long long>(s.live), static_cast<long long>(s.autovacuums), s.claims_kb,
+        static_cast<long long>(s.claims_dead), static_cast<long long>(s.horizon_xids),
+        s.server_cpu, s.client_cpu, s.events);
+  }
+  f.close();
+  if (!f) return absl::InternalError(absl::StrCat("bench soak: could not write ", so.out));
+
+  // Exactly once: one record row per item acked, none twice; every item
+  // whose enqueue was confirmed among them, and at most the unsure ones more.
+  auto rows = sql_->Query(absl::StrCat("SELECT count(*), count(DISTINCT item_id) FROM \"", schema_,
+                                       "\".", kRecordTable));
+  if (!rows.ok()) return rows.status();
+  int64_t count = 0, distinct = 0;
+  if (!absl::SimpleAtoi(rows->at(0)[0].value_or(""), &count) ||
+      !absl::SimpleAtoi(rows->at(0)[1].value_or(""), &distinct)) {
+    return absl::InternalError("bench soak: could not count the record rows");
+  }
+  r.soak.acked_rows = count - *warm;
+  const std::string summary = absl::StrFormat(
+      "soak: %lld items enqueued (%lld more unsure: their COPY failed, %lld errors), %lld record "
+      "rows (%lld distinct), %lld acks tracked; restart command exit %d",
+      static_cast<long long>(enqueued.load()), static_cast<long long>(unsure.load()),
+      static_cast<long long>(enqueue_errors.load()), static_cast<long long>(r.soak.acked_rows),
+      static_cast<long long>(distinct - *warm), static_cast<long long>(tracked),
+      restart_rc.load());
+  r.notes.push_back(summary);
+  Log(summary);
+  if (count != distinct) {
+    return absl::InternalError(
+        absl::StrCat("bench soak: ", count - distinct, " items were recorded twice"));
+  }
+  if (r.soak.acked_rows < enqueued || r.soak.acked_rows > enqueued + unsure) {
+    return absl::InternalError(absl::StrCat("bench soak: ", r.soak.acked_rows,
+                                            " items recorded, expected ", enqueued.load(), " to ",
+                                            enqueued + unsure));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Bench::Memory(BenchReport& r) {
   if (o_.worker_binary.empty()) {
     r.notes.push_back("memory: no worker binary given; skipped");
@@ -937,6 +1311,9 @@ absl::StatusOr<BenchReport> Bench::Run() {
     r.steady_latency.p50_ms = Median(sp50);
     r.steady_latency.p99_ms = Median(sp99);
     r.steady_latency.max_ms = *std::max_element(smax.begin(), smax.end());
+  }
+  if (o_.only.count("soak")) {
+    if (auto st = Soak(r); !st.ok()) return st;
   }
   r.pickup_claim = LatencyOf(pc);
   r.pickup_ack = LatencyOf(pa);

@@ -64,12 +64,39 @@ inline const std::vector<std::string>& ReferenceSystems() {
   return s;
 }
 
-// The workloads `--only` chooses from, in the order a run takes them.
+// The workloads a run takes by default, in the order it takes them.
 inline const std::vector<std::string>& Workloads() {
   static const std::vector<std::string> w = {"drain",   "steady", "pickup",
                                              "enqueue", "idle",   "memory"};
   return w;
 }
+
+// The workloads that run only when `--only` names them: the soak takes half
+// an hour and more.
+inline const std::vector<std::string>& OptInWorkloads() {
+  static const std::vector<std::string> w = {"soak"};
+  return w;
+}
+
+// The soak (issue 27): producers at a steady rate for a long time, consumers
+// with the record handler, a session joining or leaving every churn period,
+// optionally a server restart and held snapshots, sampled every
+// sample_seconds into `out` (a table bench/soak.sh plots).
+struct SoakOptions {
+  double rate = 20000;  // items/s
+  double seconds = 1800;
+  int sessions = 4;  // at the start; churn moves between this and one more
+  double churn_seconds = 60;  // 0: no churn
+  double sample_seconds = 10;
+  // A shell command run at restart_at seconds (0: none), e.g.
+  // "pg_ctl -D DIR restart -m fast"; the bench lives through it.
+  double restart_at = 0;
+  std::string restart_command;
+  // Snapshots held by a REPEATABLE READ transaction of another connection:
+  // (start, length) in seconds from the start.
+  std::vector<std::pair<double, double>> holds;
+  std::string out;  // the samples, tab-separated; required
+};
 
 // Connections one idle session holds (heartbeat, LISTEN, claims, the worker;
 // 20 sessions held 83 with the bench's own): the idle workload needs this
@@ -97,6 +124,7 @@ struct BenchOptions {
   double steady_rate = 5000;  // items/s
   double steady_seconds = 3;
   int steady_sessions = 4;
+  SoakOptions soak;
   // Each idle session holds ~kIdleConnectionsPerSession connections.
   int idle_sessions = 100;
   double idle_seconds = 10;
@@ -163,6 +191,17 @@ struct BenchReport {
   double worker_rss_mb = -1, worker_peak_rss_mb = -1;
   // idle pick-up: enqueue commit -> claim returned, and -> ack committed
   Latency pickup_claim, pickup_ack;
+  // The soak's summary: acked items/s and enqueue commit -> ack commit
+  // latency over its first and its last five minutes, the largest items
+  // table and index sizes sampled and those at the end (MB).
+  struct SoakSummary {
+    bool ran = false;
+    double first_rate = 0, last_rate = 0;
+    Latency first, last;
+    double max_table_mb = 0, max_index_mb = 0, end_table_mb = 0, end_index_mb = 0;
+    int64_t enqueued = 0, unsure = 0, acked_rows = 0;
+    int joins = 0, leaves = 0;
+  } soak;
   std::vector<std::string> notes;
 };
 

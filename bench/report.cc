@@ -129,6 +129,21 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
                           r.steady_rate, r.steady_achieved, o.steady_sessions,
                           r.steady_latency.p50_ms, r.steady_latency.p99_ms, r.steady_latency.max_ms);
   }
+  if (r.soak.ran) {
+    const SoakOptions& so = o.soak;
+    const auto& k = r.soak;
+    absl::StrAppendFormat(
+        &out,
+        "\nSoak at %.0f items/s for %.0f s (%d sessions, %d joins, %d leaves; samples in %s):\n"
+        "  first 5 min: %.0f acked/s, p50 %.1f ms, p99 %.1f ms\n"
+        "  last 5 min:  %.0f acked/s, p50 %.1f ms, p99 %.1f ms (%.2fx and %.2fx the first)\n"
+        "  items table at most %.0f MB (index %.0f MB), at the end %.0f MB (index %.0f MB)\n",
+        so.rate, so.seconds, so.sessions, k.joins, k.leaves, so.out, k.first_rate, k.first.p50_ms,
+        k.first.p99_ms, k.last_rate, k.last.p50_ms, k.last.p99_ms,
+        k.first_rate > 0 ? k.last_rate / k.first_rate : 0,
+        k.first.p99_ms > 0 ? k.last.p99_ms / k.first.p99_ms : 0, k.max_table_mb, k.max_index_mb,
+        k.end_table_mb, k.end_index_mb);
+  }
   if (r.pickup_claim.samples > 0) {
     absl::StrAppendFormat(&out,
                           "Idle pick-up (%lld items one at a time): enqueue commit -> claimed "
@@ -197,6 +212,22 @@ std::string ToJson(const BenchReport& r, const BenchOptions& o) {
                    {"achieved", r.steady_achieved},
                    {"sessions", o.steady_sessions},
                    {"latency", LatencyJson(r.steady_latency)}};
+  }
+  if (r.soak.ran) {
+    const auto& k = r.soak;
+    j["soak"] = {{"rate", o.soak.rate},
+                 {"seconds", o.soak.seconds},
+                 {"sessions", o.soak.sessions},
+                 {"joins", k.joins},
+                 {"leaves", k.leaves},
+                 {"samples_file", o.soak.out},
+                 {"first_5min", {{"acked_per_s", k.first_rate}, {"latency", LatencyJson(k.first)}}},
+                 {"last_5min", {{"acked_per_s", k.last_rate}, {"latency", LatencyJson(k.last)}}},
+                 {"items_mb", {{"max", k.max_table_mb}, {"end", k.end_table_mb}}},
+                 {"index_mb", {{"max", k.max_index_mb}, {"end", k.end_index_mb}}},
+                 {"enqueued", k.enqueued},
+                 {"unsure", k.unsure},
+                 {"recorded", k.acked_rows}};
   }
   if (r.pickup_claim.samples > 0) {
     j["pickup"] = {{"claimed", LatencyJson(r.pickup_claim)}, {"acked", LatencyJson(r.pickup_ack)}};

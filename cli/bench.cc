@@ -14,6 +14,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -96,7 +98,9 @@ int CmdBench(const std::vector<std::string>& argv) {
       With(ConnectionFlags(),
            {"sessions", "batch", "items", "rounds", "parts", "sweep-sessions", "only", "systems",
             "steady-rate", "steady-seconds", "steady-sessions", "idle-sessions", "idle-seconds",
-            "pickup-samples", "out", "plot", "examples"}),
+            "pickup-samples", "out", "plot", "examples", "soak-rate", "soak-seconds",
+            "soak-sessions", "soak-churn", "soak-sample", "soak-restart-at", "soak-restart",
+            "soak-hold", "soak-out"}),
       {"json", "full", "quiet", "keep", "diagnose"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {},
@@ -141,9 +145,43 @@ int CmdBench(const std::vector<std::string>& argv) {
   auto idle = args->Double("idle-seconds", o.idle_seconds, 1, 3600);
   if (!idle.ok()) return Fail(idle.status());
   o.idle_seconds = *idle;
+  for (const auto& [flag, out, lo, hi] : std::vector<std::tuple<const char*, double*, double, double>>{
+           {"soak-rate", &o.soak.rate, 1, 1e7},
+           {"soak-seconds", &o.soak.seconds, 10, 86400},
+           {"soak-churn", &o.soak.churn_seconds, 0, 86400},
+           {"soak-sample", &o.soak.sample_seconds, 1, 3600},
+           {"soak-restart-at", &o.soak.restart_at, 0, 86400}}) {
+    auto v = args->Double(flag, *out, lo, hi);
+    if (!v.ok()) return Fail(v.status());
+    *out = *v;
+  }
+  auto soak_sessions = args->Int("soak-sessions", o.soak.sessions, 1, 64);
+  if (!soak_sessions.ok()) return Fail(soak_sessions.status());
+  o.soak.sessions = static_cast<int>(*soak_sessions);
+  o.soak.restart_command = args->Get("soak-restart").value_or("");
+  if (o.soak.restart_at > 0 && o.soak.restart_command.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--soak-restart-at needs --soak-restart COMMAND (the shell command that restarts the "
+        "server)"));
+  }
+  // --soak-hold AT:FOR[,AT:FOR...], seconds from the start.
+  for (absl::string_view h : absl::StrSplit(args->Get("soak-hold").value_or(""), ',',
+                                            absl::SkipEmpty())) {
+    std::pair<std::string, std::string> p = absl::StrSplit(h, absl::MaxSplits(':', 1));
+    double at, length;
+    if (!absl::SimpleAtod(p.first, &at) || !absl::SimpleAtod(p.second, &length) || at < 0 ||
+        length <= 0) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "--soak-hold: \"", h, "\" is not START:SECONDS (e.g. 300:120,900:600)")));
+    }
+    o.soak.holds.emplace_back(at, length);
+  }
+  o.soak.out = args->Get("soak-out").value_or("");
   o.full = args->Has("full");
   if (auto only = args->Get("only")) {
-    auto chosen = Choices("only", "workload", *only, bench::Workloads());
+    std::vector<std::string> known = bench::Workloads();
+    known.insert(known.end(), bench::OptInWorkloads().begin(), bench::OptInWorkloads().end());
+    auto chosen = Choices("only", "workload", *only, known);
     if (!chosen.ok()) return Fail(chosen.status());
     o.only = *std::move(chosen);
   }
@@ -156,8 +194,12 @@ int CmdBench(const std::vector<std::string>& argv) {
   o.diagnose = args->Has("diagnose");
   o.worker_binary = SelfPath();
   o.examples_dir = args->Get("examples").value_or(PARTQ_SOURCE_DIR "/examples");
+  if (o.only.count("soak") && o.soak.out.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--only soak needs --soak-out FILE, where its samples go (bench/soak.sh plots them)"));
+  }
   // What the run will write is checked before it starts: a run takes minutes.
-  for (const char* flag : {"out", "plot"}) {
+  for (const char* flag : {"out", "plot", "soak-out"}) {
     if (auto path = args->Get(flag)) {
       if (absl::Status st = CheckWritable(flag, *path); !st.ok()) return Fail(st);
     }

@@ -81,6 +81,9 @@ const char* BenchUsage() {
                               partq_exec_python,partq_http_node] [--examples DIR]
                    [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
                    [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
+                   [--only soak --soak-out FILE [--soak-rate 20000] [--soak-seconds 1800]
+                    [--soak-sessions 4] [--soak-churn 60] [--soak-sample 10]
+                    [--soak-restart-at S --soak-restart 'COMMAND'] [--soak-hold AT:FOR,...]]
                    [--json] [--out FILE] [--plot FILE.svg|FILE.png] [--quiet]
                    [--dsn DSN] [--keep] [--diagnose]
 Without --dsn or $PARTQ_DSN, runs against an embedded PostgreSQL (default
@@ -91,7 +94,11 @@ partq_exec and partq_http answer each item with a result, in process, through
 an exec child and through an HTTP server (partq's own peers); the example
 handlers (partq_exec_python: DIR/python/handler.py, partq_http_node:
 DIR/node/server.mjs; DIR defaults to the source tree's examples/) run only
-when --systems names them.)";
+when --systems names them. The soak (issue 27; bench/soak.sh runs and plots
+it) runs only when --only names it: producers at --soak-rate, the record
+handler, a session joining or leaving every --soak-churn seconds, optionally a
+server restart (a shell command) and snapshots held for FOR seconds from AT;
+one row every --soak-sample seconds to --soak-out.)";
 }
 
 std::string MainHelp() {
