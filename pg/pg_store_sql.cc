@@ -370,6 +370,14 @@ dlq AS (
 // then those records go and the part gets an empty one at the new epoch,
 // which the tenure's claims replace (only at that epoch: a session that lost
 // the part cannot write it). $1 is the queue.
+// The abandoned items are found by id alone (ids are unique across queues):
+// with `i.queue = $1` the planner could read the queue through items_ready
+// and match ids on the way, and it did whenever the table's statistics were
+// taken while the queue was empty (most moments of a queue that keeps up):
+// every join and every acquisition then read the whole backlog, 3-10 s each
+// under millions of items (issue 27's soak), long enough for sessions to
+// expire and rebalance again. Without a condition on queue, the only cheap
+// way is items_pkey; a scan of the table is costed by its real size.
 std::string TakeOverClaims(absl::string_view src) {
   return absl::StrCat(R"sql(left_claims AS (
   SELECT c.part, c.epoch, c.ids FROM {schema}.part_claims c JOIN )sql",
@@ -377,7 +385,7 @@ std::string TakeOverClaims(absl::string_view src) {
   WHERE c.queue = $1 AND c.epoch < n.epoch),
 abandoned AS (
   UPDATE {schema}.items i SET attempts = i.attempts + 1, abandoned_epoch = l.epoch
-  FROM left_claims l WHERE i.id = ANY(l.ids) AND i.queue = $1 AND i.part = l.part
+  FROM left_claims l WHERE i.id = ANY(l.ids) AND i.part = l.part
   RETURNING 1),
 cleared AS (
   DELETE FROM {schema}.part_claims c USING )sql",
