@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "base/log.h"
+#include "pg/dsn.h"
 
 namespace partq::cli {
 
@@ -74,6 +76,20 @@ absl::Status SetLogLevelFlag(const Args& args) {
   }
   SetLogLevel(it->second);
   return absl::OkStatus();
+}
+
+void HidePasswordsInArgv(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    char* value = nullptr;
+    if (std::strcmp(argv[i], "--dsn") == 0 && i + 1 < argc) {
+      value = argv[i + 1];
+    } else if (std::strncmp(argv[i], "--dsn=", 6) == 0) {
+      value = argv[i] + 6;
+    }
+    if (value == nullptr) continue;
+    const std::string masked = MaskDsnPasswords(value);
+    std::memcpy(value, masked.data(), masked.size());  // the same length
+  }
 }
 
 int Fail(const absl::Status& st) {

@@ -68,6 +68,13 @@ void StopWithin(const std::function<void()>& stop, absl::Duration limit, const s
 void InstallStopSignals();
 int StopSignals();
 
+// Writes x's over every password in the value of each --dsn (`--dsn V` and
+// `--dsn=V`) in argv, in place (MaskDsnPasswords): the command line that
+// `ps` and /proc/PID/cmdline show. Call it once the arguments are copied.
+// The password is visible from exec until this runs; PARTQ_DSN, PGPASSWORD
+// or a PGPASSFILE keep it out of the command line altogether.
+void HidePasswordsInArgv(int argc, char** argv);
+
 // Help text (help.cc): `partq help`; `partq COMMAND --help` (nullopt for an
 // unknown command); the bench's options. WantsHelp: --help or -h among the
 // arguments, before a "--" (after it they are positional: a payload).

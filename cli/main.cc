@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
   // Connection flags may come before the command (`partq --dsn D status q`,
   // as with psql): they go to the command, which parses them.
   std::vector<std::string> words(argv + 1, argv + argc);
+  // A password in --dsn is copied above; the command line every local user
+  // can read (ps, /proc/PID/cmdline) keeps only x's in its place.
+  HidePasswordsInArgv(argc, argv);
   std::vector<std::string> leading;
   while (!words.empty() && words[0].rfind("--", 0) == 0) {
     const std::string& w = words[0];

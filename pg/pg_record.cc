@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "pg/dsn.h"
 #include "pg/pg_store.h"
 
 namespace partq {
@@ -35,7 +36,7 @@ absl::StatusOr<RecordProof> ReadRecordProof(const PgOptions& options, absl::stri
   } catch (const pqxx::undefined_table&) {
     return RecordProof{};
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("reading ", *name, ": ", e.what()));
+    return absl::UnavailableError(absl::StrCat("reading ", *name, ": ", RedactDsnPasswords(e.what(), options.dsn)));
   }
 }
 
@@ -49,7 +50,7 @@ absl::StatusOr<int64_t> CountRecords(const PgOptions& options, absl::string_view
   } catch (const pqxx::undefined_table&) {
     return int64_t{0};
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("counting ", *name, ": ", e.what()));
+    return absl::UnavailableError(absl::StrCat("counting ", *name, ": ", RedactDsnPasswords(e.what(), options.dsn)));
   }
 }
 
@@ -62,7 +63,7 @@ absl::Status DropRecordTable(const PgOptions& options, absl::string_view table) 
     tx.exec0(absl::StrCat("DROP TABLE IF EXISTS ", *name));
     return absl::OkStatus();
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("dropping ", *name, ": ", e.what()));
+    return absl::UnavailableError(absl::StrCat("dropping ", *name, ": ", RedactDsnPasswords(e.what(), options.dsn)));
   }
 }
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "partitioner/part.h"
+#include "pg/dsn.h"
 #include "pg/migrations.h"
 #include "pg/pg_store_internal.h"
 
@@ -240,9 +241,9 @@ absl::StatusOr<std::unique_ptr<PgConnection>> OpenConnection(const PgOptions& op
   try {
     conn = std::make_unique<PgConnection>(options.dsn);
   } catch (const pqxx::broken_connection& e) {
-    return ClassifyConnectError(e.what());
+    return ClassifyConnectError(RedactDsnPasswords(e.what(), options.dsn));
   } catch (const std::exception& e) {
-    return ClassifyConnectError(e.what());
+    return ClassifyConnectError(RedactDsnPasswords(e.what(), options.dsn));
   }
   try {
     // Set here rather than in the DSN, which may be a URI or key=value text.
