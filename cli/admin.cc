@@ -20,6 +20,7 @@
 #include "coordinator/queue_collector.h"
 #include "pg/pg_store.h"
 #include "producer/producer.h"
+#include "store/validate.h"
 
 namespace partq::cli {
 namespace {
@@ -329,6 +330,15 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   NewItem item;
   if (auto k = args->Get("key")) item.key = *k;
   if (auto k = args->Get("dedup-key")) item.dedup_key = *k;
+  // Refused here, naming the flag (with --stdin too, where --key is every
+  // line's), rather than by the server's "invalid byte sequence".
+  for (const char* flag : {"key", "dedup-key"}) {
+    if (auto k = args->Get(flag)) {
+      if (absl::Status st = ValidateKeyText(absl::StrCat("--", flag), *k); !st.ok()) {
+        return Fail(st);
+      }
+    }
+  }
   auto prio = args->Int("priority", 0, -32768, 32767);
   if (!prio.ok()) return Fail(prio.status());
   item.priority = static_cast<int>(*prio);
@@ -418,6 +428,11 @@ int CmdWait(const std::vector<std::string>& argv) {
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   const bool by_key = args->Has("dedup-key");
+  if (by_key) {
+    if (absl::Status st = ValidateKeyText("--dedup-key", *args->Get("dedup-key")); !st.ok()) {
+      return Fail(st);
+    }
+  }
   if (pos.size() != (by_key ? 1u : 2u)) {
     return Usage("usage: partq wait QUEUE ITEM | partq wait QUEUE --dedup-key K");
   }

@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/utf8.h"
 
 namespace partq {
 
@@ -57,8 +58,11 @@ absl::Status ValidateSchemaName(absl::string_view name) {
       return bad(absl::StrCat("'", absl::CHexEscape(absl::string_view(&c, 1)), "' is not allowed"));
     }
   }
-  // PostgreSQL reserves the pg_ prefix for system schemas.
+  // PostgreSQL reserves the pg_ prefix for system schemas (pg_catalog,
+  // pg_toast, ...); information_schema is its other one, which a user can
+  // create tables in.
   if (absl::StartsWith(name, "pg_")) return bad("the pg_ prefix is reserved by PostgreSQL");
+  if (name == "information_schema") return bad("it is one of PostgreSQL's system schemas");
   return absl::OkStatus();
 }
 
@@ -97,6 +101,12 @@ absl::Status ValidateQueueConfig(const QueueConfig& config) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateKeyText(absl::string_view what, absl::string_view key) {
+  if (IsValidUtf8(key)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, " \"", PrintableUtf8(key),
+                                                 "\" is not valid UTF-8 (keys are text)"));
+}
+
 absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes) {
   if (static_cast<int64_t>(item.payload.size()) > max_payload_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("payload is ", item.payload.size(),
@@ -120,6 +130,12 @@ absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes) {
   if ((item.key && item.key->find('\0') != std::string::npos) ||
       (item.dedup_key && item.dedup_key->find('\0') != std::string::npos)) {
     return absl::InvalidArgumentError("keys and dedup keys may not contain NUL bytes");
+  }
+  // Keys are text: the server refuses bytes that are not UTF-8 with a
+  // message about an unnamed portal parameter.
+  if (absl::Status st = ValidateKeyText("key", item.key.value_or("")); !st.ok()) return st;
+  if (absl::Status st = ValidateKeyText("dedup key", item.dedup_key.value_or("")); !st.ok()) {
+    return st;
   }
   if (item.delay > absl::Hours(24 * 3650)) {
     return absl::InvalidArgumentError(

@@ -30,9 +30,12 @@ inline constexpr int64_t kDefaultMaxPayloadBytes = 1 << 20;
 // indexes, whose entries must fit in a third of a page).
 inline constexpr size_t kMaxKeyBytes = 1024;
 // An item to enqueue: a payload of at most `max_payload_bytes`, a priority
-// in -32768..32767, keys and dedup keys of at most kMaxKeyBytes without NUL
-// bytes, a delay of at most 10 years. InvalidArgument saying which if not.
+// in -32768..32767, keys and dedup keys of at most kMaxKeyBytes of UTF-8
+// without NUL bytes, a delay of at most 10 years. InvalidArgument saying which if not.
 absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes);
+// A key or dedup key is text: well-formed UTF-8 (InvalidArgument naming
+// `what`, the bytes escaped, if not).
+absl::Status ValidateKeyText(absl::string_view what, absl::string_view key);
 
 }  // namespace partq
 

@@ -123,7 +123,8 @@ TEST_F(BadInputTest, InvalidQueueNames) {
 TEST_F(BadInputTest, InvalidSchemaNames) {
   for (const std::string& schema :
        {std::string("x; DROP SCHEMA public"), std::string("x\""), std::string("X"),
-        std::string(64, 'a'), std::string(""), std::string("pg_x"), std::string("1x")}) {
+        std::string(64, 'a'), std::string(""), std::string("pg_x"), std::string("1x"),
+        std::string("information_schema"), std::string("pg_catalog")}) {
     Result r = Partq({"enqueue", "q", "x", "--dsn", schema_.dsn(), "--schema", schema});
     EXPECT_EQ(r.code, 2) << schema;
     EXPECT_TRUE(absl::StrContains(r.err, "invalid schema name")) << r.err;
@@ -167,6 +168,77 @@ TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
   EXPECT_TRUE(absl::StrContains(out, "queue \"q\" was deleted while this worker ran")) << out;
   EXPECT_LT(std::count(out.begin(), out.end(), '\n'), 12) << out;
   std::remove(log.c_str());
+}
+
+// A password in --dsn (`--dsn V` and `--dsn=V`) is not left in the command
+// line other local users can read (/proc/PID/cmdline, ps), while the worker
+// runs on that DSN.
+TEST_F(BadInputTest, APasswordInTheDsnIsHiddenFromTheCommandLine) {
+  const std::string dsn = schema_.dsn() + " password=s3cret-pw";
+  std::vector<std::unique_ptr<testing::ChildProcess>> workers;
+  std::vector<std::string> logs;
+  for (const bool joined : {false, true}) {
+    char tmpl[] = "/tmp/partq-worker-log-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    if (fd >= 0) close(fd);
+    logs.push_back(tmpl);
+    std::vector<std::string> argv = {testing::PartqBinary(), "worker", "q", "--handler", "noop",
+                                     "--schema", schema_.name()};
+    if (joined) {
+      argv.push_back("--dsn=" + dsn);
+    } else {
+      argv.insert(argv.end(), {"--dsn", dsn});
+    }
+    workers.push_back(std::make_unique<testing::ChildProcess>(
+        argv, std::map<std::string, std::string>{}, logs.back()));
+  }
+  for (size_t i = 0; i < workers.size(); ++i) {
+    ASSERT_TRUE(testing::WaitUntil([&] { return absl::StrContains(ReadFile(logs[i]), "joined"); },
+                                   absl::Seconds(30)))
+        << ReadFile(logs[i]);
+    std::string cmdline = ReadFile(absl::StrCat("/proc/", workers[i]->pid(), "/cmdline"));
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    EXPECT_FALSE(absl::StrContains(cmdline, "s3cret")) << cmdline;
+    EXPECT_TRUE(absl::StrContains(cmdline, "password=xxxxxxxxx")) << cmdline;
+    EXPECT_FALSE(absl::StrContains(ReadFile(logs[i]), "s3cret")) << ReadFile(logs[i]);
+  }
+  // They work on it: an item enqueued is acknowledged.
+  Result e = Partq(With({"enqueue", "q", "x"}));
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_TRUE(testing::WaitUntil([&] { return Items() == 0; }, absl::Seconds(30)));
+  for (auto& w : workers) w->Signal(SIGTERM);
+  for (auto& w : workers) EXPECT_TRUE(w->Wait(absl::Seconds(20)).has_value());
+  for (const auto& l : logs) std::remove(l.c_str());
+}
+
+// libpq quotes back what it cannot parse in a URI, the password with it: the
+// message partq prints has it replaced.
+TEST(BadConnection, AMalformedUriDoesNotPrintItsPassword) {
+  for (const std::string& dsn : {std::string("postgresql://u:s3cret%zz@127.0.0.1:1/db"),
+                                 std::string("postgresql://u:s3cret@[::1/db")}) {
+    Result r = Partq({"migrate", "--dsn", dsn});
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "malformed connection string")) << r.err;
+    EXPECT_FALSE(absl::StrContains(r.err, "s3cret")) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "xxxxx")) << r.err;
+  }
+}
+
+// Keys are text: bytes that are not UTF-8 are refused before they reach the
+// server, naming the flag, with --stdin too; nothing is written.
+TEST_F(BadInputTest, AKeyThatIsNotUtf8IsRefusedNamingTheFlag) {
+  const std::string bad = "k\xff\xfe";
+  ExpectRejected(With({"enqueue", "q", "x", "--key", bad}), 2,
+                 "--key \"k\\xff\\xfe\" is not valid UTF-8");
+  ExpectRejected(With({"enqueue", "q", "x", "--dedup-key", bad}), 2,
+                 "--dedup-key \"k\\xff\\xfe\" is not valid UTF-8");
+  ExpectRejected(With({"enqueue", "q", "--stdin", "--key", bad}), 2, "--key \"k\\xff", "a\nb\n");
+  ExpectRejected(With({"wait", "q", "--dedup-key", bad, "--timeout", "1s"}), 2,
+                 "--dedup-key \"k\\xff");
+  // Well-formed UTF-8 beyond ASCII is a key like any other.
+  Result ok = Partq(With({"enqueue", "q", "x", "--key", "kunde-\xc3\xa4\xe2\x82\xac"}));
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(Items(), 1);
 }
 
 // `partq dead` refuses what it cannot mean before connecting.
@@ -669,6 +741,7 @@ TEST(BadConnection, WrongPassword) {
     EXPECT_EQ(r.code, 1);
     EXPECT_TRUE(absl::StrContains(r.err, "PostgreSQL rejected the login")) << r.err;
     EXPECT_TRUE(absl::StrContains(r.err, "password authentication failed")) << r.err;
+    EXPECT_FALSE(absl::StrContains(r.err, "password=")) << r.err;  // the DSN is not echoed
   }
   EXPECT_EQ(testing::QueryInt(admin, "SELECT count(*) FROM pg_namespace WHERE nspname = 'partq'"),
             0);
