@@ -211,7 +211,10 @@ absl::Status Session::Start(absl::Duration timeout) {
                      config_.session_ttl);
   SetState(State::kJoining);
   for (;;) {
-    st = Join();
+    // A reconnect that failed leaves no store to join through: wait and
+    // connect again (a server restarting refuses connections for seconds).
+    st = EnsureStore();
+    if (st.ok()) st = Join();
     if (st.ok()) break;
     if (!Transient(st) || clock_->Now() >= deadline) {
       SetState(State::kStopped);
@@ -219,7 +222,6 @@ absl::Status Session::Start(absl::Duration timeout) {
     }
     store_.reset();
     clock_->SleepFor(options_.retry_backoff);
-    if (absl::Status e = EnsureStore(); !e.ok()) st = e;
   }
   thread_ = std::thread([this] { Run(); });
   if (!options_.poll_only) listen_thread_ = std::thread([this] { ListenLoop(); });

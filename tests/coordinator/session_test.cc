@@ -438,6 +438,41 @@ TEST_F(SessionTest, SurvivesDatabaseErrorsAndConverges) {
   ASSERT_TRUE(RunUntil([&] { return Converged({a, b, c}, 16); }));
 }
 
+// A join that fails and a reconnect that fails after it (a server
+// restarting while a session starts): Start went on to join through the
+// store it had just dropped, and the process crashed (issue 27's soak, a
+// session joining as the server restarted). It must wait and retry.
+TEST_F(SessionTest, StartOutlastsAJoinAndAReconnectThatFail) {
+  CreateQueue(4);
+  StoreFactory inner = faults_.Wrap(db_.Factory());
+  std::atomic<int> connects{0};
+  StoreFactory restarting = [&]() -> absl::StatusOr<std::unique_ptr<Store>> {
+    const int n = ++connects;
+    if (n == 2 || n == 3) return absl::UnavailableError("the database system is starting up");
+    if (n >= 4) faults_.FailCallsOf("Join", false);
+    return inner();
+  };
+  faults_.FailCallsOf("Join");
+  auto listener = std::make_unique<RecordingListener>(&registry_, "c");
+  sessions_.push_back(std::make_unique<Session>(restarting, Options("c"), listener.get()));
+  listeners_.push_back(std::move(listener));
+  Session* c = sessions_.back().get();
+  absl::Status started = absl::UnknownError("not yet");
+  std::atomic<bool> done{false};
+  // Until it joins, Start's thread is c's (Running() counts c from then on).
+  starting_ = [&] { return !done && c->state() == Session::State::kIdle ? 1 : 0; };
+  std::thread starter([&] {
+    started = c->Start();
+    done = true;
+  });
+  const bool returned = RunUntil([&] { return done.load(); });
+  starter.join();
+  ASSERT_TRUE(returned);
+  ASSERT_TRUE(started.ok()) << started;
+  EXPECT_GE(connects.load(), 4);
+  ASSERT_TRUE(RunUntil([&] { return Converged({c}, 4); }));
+}
+
 // A release that fails after OnRevoke leaves the parts ours in the database;
 // if the next plan keeps them, the listener must be told it has them again,
 // or nobody works them (a stuck state found in review).
