@@ -247,8 +247,17 @@ absl::StatusOr<std::unique_ptr<PgConnection>> OpenConnection(const PgOptions& op
   }
   try {
     // Set here rather than in the DSN, which may be a URI or key=value text.
+    // JIT off: partq's statements are short, and their plans' costs follow
+    // the items table's statistics; once those describe a backlog of
+    // millions, PostgreSQL's default thresholds (jit_above_cost 100000)
+    // made every ack and claim compile 131 functions with inlining and
+    // optimization, 2-3 s of CPU each, so the backlog grew and the queue
+    // stopped (issue 27's soak, found with auto_explain). A handler that
+    // wants JIT for its own statements can SET LOCAL jit = on.
     pqxx::nontransaction tx(*conn);
-    tx.exec_params("SELECT set_config('application_name', $1, false)", options.application_name);
+    tx.exec_params(
+        "SELECT set_config('application_name', $1, false), set_config('jit', 'off', false)",
+        options.application_name);
   } catch (...) {
     return ClassifyException(std::current_exception(), "connecting", "").status;
   }

@@ -509,11 +509,14 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       // started on an idle queue) would otherwise scan the whole table for
       // every batch once a backlog has come; and the claim's LIMIT $n makes
       // the planner prefer a custom plan, planned anew on every run (over a
-      // millisecond for this statement). The handler's statements ran
-      // before it, under the session's own settings.
+      // millisecond for this statement). JIT off again here (OpenConnection
+      // sets it for the session) in case a handler turned it on. The
+      // handler's statements ran before it, under the session's own
+      // settings.
       {kPlanGuard,
        "SELECT set_config('enable_seqscan', 'off', true), "
-       "set_config('plan_cache_mode', 'force_generic_plan', true)"},
+       "set_config('plan_cache_mode', 'force_generic_plan', true), "
+       "set_config('jit', 'off', true)"},
       {kPipelinedAck, PipelinedAck(/*with_claim=*/false)},
       {kPipelinedAckClaim, PipelinedAck(/*with_claim=*/true)},
       {kPipelinedAckClaimBehind, PipelinedAck(/*with_claim=*/true, /*behind=*/true)},

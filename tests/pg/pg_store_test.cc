@@ -668,6 +668,27 @@ class FinishTest : public PgStoreTest {
   Member member_;
 };
 
+// partq's connections run without JIT: with a backlog in the statistics,
+// PostgreSQL's default thresholds made every ack compile its plan (131
+// functions, inlined and optimized: seconds each), and the queue stopped
+// (issue 27's soak). The handler's transaction is on such a connection.
+TEST_F(FinishTest, ConnectionsRunWithoutJit) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  std::string jit;
+  FinishBody body = [&](Tx& tx,
+                        absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    auto r = tx.Exec("SELECT current_setting('jit')");
+    if (!r.ok()) return r.status();
+    jit = r->at(0).at(0).value_or("");
+    std::vector<Outcome> out;
+    for (const Item& i : owned) out.push_back(Outcome{i.id, i.part});
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items), body));
+  EXPECT_EQ(r.acked.size(), items.size());
+  EXPECT_EQ(jit, "off");
+}
+
 // The handler's SQL rolls back with a body that fails, and with a failed
 // statement the body carried on after: the server aborted the transaction.
 TEST_F(FinishTest, AHandlersSqlRollsBackWithAFailedBodyOrStatement) {
