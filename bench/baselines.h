@@ -9,6 +9,7 @@
 #define PARTQ_BENCH_BASELINES_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,10 +50,12 @@ absl::Status LoadBaseline(Sql& sql, const std::string& schema, int64_t items);
 // skip_locked_batch, skip_locked_one, naive_update, floor) at `batch`;
 // returns the seconds from the moment every connection was ready until the
 // last one found nothing left. Every item's ack deletes it and inserts one
-// bl_results row in the same transaction.
+// bl_results row in the same transaction. `mark`, when given, is called with
+// true when the clock starts and with false when it stops.
 absl::StatusOr<double> DrainBaseline(const std::string& dsn, const std::string& schema,
                                      const std::string& system, int sessions, int batch,
-                                     int64_t items);
+                                     int64_t items,
+                                     const std::function<void(bool)>& mark = nullptr);
 
 }  // namespace partq::bench
 

@@ -126,6 +126,14 @@ int64_t ServerCpuTicks(int postmaster) {
   return total;
 }
 
+// CPU seconds (user + system) of this process: the bench's clients, partq's
+// consumers among them.
+double CpuSecondsOfSelf() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
 double RssMb(pid_t pid, const char* field) {
   for (absl::string_view line :
        absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/status")), '\n')) {
@@ -187,7 +195,23 @@ class Bench {
   struct DrainRun {
     double seconds = 0;
     int64_t results = 0;
+    // CPU seconds over the timed part: the server's (postmaster and
+    // children; -1 when it is not on this host) and this process's.
+    double server_cpu_s = -1, client_cpu_s = -1;
   };
+  // What a drain's CPU marks record (Mark at its start and at its end).
+  struct CpuMark {
+    int64_t server_ticks = -1;
+    double client_s = 0;
+  };
+  CpuMark Mark() const { return {ServerCpuTicks(postmaster_), CpuSecondsOfSelf()}; }
+  static void SetCpu(DrainRun& run, const CpuMark& a, const CpuMark& b) {
+    if (a.server_ticks >= 0 && b.server_ticks >= a.server_ticks) {
+      run.server_cpu_s = static_cast<double>(b.server_ticks - a.server_ticks) /
+                         static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+    run.client_cpu_s = b.client_s - a.client_s;
+  }
   absl::StatusOr<DrainRun> Drain(const std::string& system, int sessions, int batch, int64_t items);
   absl::StatusOr<DrainRun> DrainPartq(const std::string& system, int sessions, int batch,
                                       int64_t items);
@@ -466,6 +490,7 @@ absl::StatusOr<Bench::DrainRun> Bench::DrainPartq(const std::string& system, int
   for (int64_t i = 0; i < items; ++i) batch_items[i].payload = PayloadOf(system, i);
   if (auto st = sql_->Exec("CHECKPOINT"); !st.ok()) return st;
   auto n = store_->EnqueueBatch(kQueue, batch_items);
+  const CpuMark m0 = Mark();  // reading /proc takes a moment: before the clock starts
   const absl::Time t0 = absl::Now();
   if (!n.ok()) {
     StopAll(*consumers);
@@ -473,6 +498,7 @@ absl::StatusOr<Bench::DrainRun> Bench::DrainPartq(const std::string& system, int
   }
   const bool done = tracker.WaitAcked(*warm + items, absl::Now() + absl::Minutes(5));
   const absl::Time t1 = absl::Now();
+  const CpuMark m1 = Mark();
   StopAll(*consumers);
   handlers->owned.clear();  // exec children stopped, then the peers
   handlers->peers.clear();
@@ -481,6 +507,7 @@ absl::StatusOr<Bench::DrainRun> Bench::DrainPartq(const std::string& system, int
         absl::StrCat("bench: ", system, " drain did not finish in 5 minutes"));
   }
   DrainRun run{absl::ToDoubleSeconds(t1 - t0), 0};
+  SetCpu(run, m0, m1);
   if (system == "partq") {
     if (auto st = CheckResults(kRecordTable, *warm + items); !st.ok()) return st;
     return run;
@@ -508,10 +535,14 @@ absl::StatusOr<Bench::DrainRun> Bench::Drain(const std::string& system, int sess
     return DrainPartq(system, sessions, batch, items);
   }
   if (auto st = LoadBaseline(*sql_, schema_, items); !st.ok()) return st;
-  auto secs = DrainBaseline(o_.pg.dsn, schema_, system, sessions, batch, items);
+  CpuMark m0, m1;
+  auto secs = DrainBaseline(o_.pg.dsn, schema_, system, sessions, batch, items,
+                            [&](bool start) { (start ? m0 : m1) = Mark(); });
   if (!secs.ok()) return secs.status();
   if (auto st = CheckResults("bl_results", items); !st.ok()) return st;
-  return DrainRun{*secs, 0};
+  DrainRun run{*secs, 0};
+  SetCpu(run, m0, m1);
+  return run;
 }
 
 absl::Status Bench::Steady(BenchReport& r, std::vector<double>& p50, std::vector<double>& p99,
@@ -734,12 +765,6 @@ SELECT current_setting('max_connections')::int
 
 namespace {
 
-double CpuSecondsOfSelf() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
 // One row of the soak's table: what the sampler read at the end of an
 // interval; the rates and latencies are filled in after the run, from the
 // tracker's per-item times.
@@ -849,7 +874,8 @@ absl::Status Bench::Soak(BenchReport& r) {
       if (quit) return;
       auto sql = Sql::Open(o_.pg.dsn);
       if (!sql.ok()) {
-        Log(absl::StrCat("soak: the snapshot at ", at, " s was not held: ", sql.status().message()));
+        Log(absl::StrCat("soak: the snapshot at ", at,
+                         " s was not held: ", sql.status().message()));
         return;
       }
       Log(absl::StrFormat("soak: holding a snapshot for %.0f s", length));
@@ -863,13 +889,13 @@ absl::Status Bench::Soak(BenchReport& r) {
   // The sampler, on the main thread, which also makes the churn.
   const std::string items_rel = absl::StrCat("\"", schema_, "\".items");
   const std::string claims_rel = absl::StrCat("\"", schema_, "\".part_claims");
-  const std::string sample_sql = absl::StrCat(
-      "SELECT pg_relation_size('", items_rel, "'), pg_indexes_size('", items_rel,
-      "'), pg_total_relation_size('", claims_rel,
-      "'), i.n_dead_tup, i.n_live_tup, i.autovacuum_count, c.n_dead_tup, "
-      "(SELECT coalesce(max(age(backend_xmin)), 0) FROM pg_stat_activity) "
-      "FROM pg_stat_user_tables i, pg_stat_user_tables c WHERE i.relid = '",
-      items_rel, "'::regclass AND c.relid = '", claims_rel, "'::regclass");
+  const std::string sample_sql =
+      absl::StrCat("SELECT pg_relation_size('", items_rel, "'), pg_indexes_size('", items_rel,
+                   "'), pg_total_relation_size('", claims_rel,
+                   "'), i.n_dead_tup, i.n_live_tup, i.autovacuum_count, c.n_dead_tup, "
+                   "(SELECT coalesce(max(age(backend_xmin)), 0) FROM pg_stat_activity) "
+                   "FROM pg_stat_user_tables i, pg_stat_user_tables c WHERE i.relid = '",
+                   items_rel, "'::regclass AND c.relid = '", claims_rel, "'::regclass");
   std::unique_ptr<Sql> sampler;
   std::vector<SoakSample> samples;
   const absl::Duration every = absl::Seconds(so.sample_seconds);
@@ -958,7 +984,8 @@ absl::Status Bench::Soak(BenchReport& r) {
     last = now;
     samples.push_back(s);
     if (k % 6 == 0) {
-      Log(absl::StrFormat("soak: t=%.0fs sessions %d backlog %lld items %.0f MB index %.0f MB "
+      Log(
+          absl::StrFormat("soak: t=%.0fs sessions %d backlog %lld items %.0f MB index %.0f MB "
                           "dead %lld server CPU %.0f%%",
                           s.t, s.sessions, static_cast<long long>(s.backlog), s.items_mb,
                           s.index_mb, static_cast<long long>(s.dead), s.server_cpu));
@@ -1047,13 +1074,14 @@ absl::Status Bench::Soak(BenchReport& r) {
        "client_cpu\tevents\n";
   for (const SoakSample& s : samples) {
     f << absl::StrFormat(
-        "%.1f\t%d\t%.0f\t%.0f\t%lld\t%.2f\t%.2f\t%.2f\t%.2f\t%lld\t%lld\t%lld\t%.0f\t%lld\t%lld\t%.1f"
+        "%.1f\t%d\t%.0f\t%.0f\t%lld\t%.2f\t%.2f\t%.2f\t%.2f\t%lld\t%lld\t%lld\t%.0f\t%lld\t%lld\t%."
+        "1f"
         "\t%.1f\t%s\n",
         s.t, s.sessions, s.enq_per_s, s.acked_per_s, static_cast<long long>(s.backlog), s.p50_ms,
         s.p99_ms, s.items_mb, s.index_mb, static_cast<long long>(s.dead),
         static_cast<long long>(s.live), static_cast<long long>(s.autovacuums), s.claims_kb,
-        static_cast<long long>(s.claims_dead), static_cast<long long>(s.horizon_xids),
-        s.server_cpu, s.client_cpu, s.events);
+        static_cast<long long>(s.claims_dead), static_cast<long long>(s.horizon_xids), s.server_cpu,
+        s.client_cpu, s.events);
   }
   f.close();
   if (!f) return absl::InternalError(absl::StrCat("bench soak: could not write ", so.out));
@@ -1074,8 +1102,7 @@ absl::Status Bench::Soak(BenchReport& r) {
       "rows (%lld distinct), %lld acks tracked; restart command exit %d",
       static_cast<long long>(enqueued.load()), static_cast<long long>(unsure.load()),
       static_cast<long long>(enqueue_errors.load()), static_cast<long long>(r.soak.acked_rows),
-      static_cast<long long>(distinct - *warm), static_cast<long long>(tracked),
-      restart_rc.load());
+      static_cast<long long>(distinct - *warm), static_cast<long long>(tracked), restart_rc.load());
   r.notes.push_back(summary);
   Log(summary);
   if (count != distinct) {
@@ -1254,6 +1281,8 @@ absl::StatusOr<BenchReport> Bench::Run() {
         if (!run.ok()) return run.status();
         DrainSample s{system, c.sessions,   c.batch,          round,
                       n,      run->seconds, n / run->seconds, run->results};
+        if (run->server_cpu_s >= 0) s.server_us_per_item = run->server_cpu_s * 1e6 / n;
+        s.client_us_per_item = run->client_cpu_s * 1e6 / n;
         Log(absl::StrFormat("round %d  %-18s sessions %2d batch %3d  %6lld items  %8.0f items/s",
                             round, system, c.sessions, c.batch, static_cast<long long>(n),
                             s.items_per_s));
@@ -1299,6 +1328,23 @@ absl::StatusOr<BenchReport> Bench::Run() {
       if (dc.per_round.empty()) continue;
       dc.median_items_per_s = Median(dc.per_round);
       dc.median_ratio_to_floor = Median(ratios["floor"]);
+      // CPU per item: medians, and the server's per round over the floor's.
+      std::vector<double> server, client, server_ratio;
+      for (const auto& s : r.samples) {
+        if (s.system != system || s.sessions != c.sessions || s.batch != c.batch) continue;
+        client.push_back(s.client_us_per_item);
+        if (s.server_us_per_item < 0) continue;
+        server.push_back(s.server_us_per_item);
+        for (const auto& f : r.samples) {
+          if (f.system == "floor" && f.round == s.round && f.sessions == s.sessions &&
+              f.batch == s.batch && f.server_us_per_item > 0) {
+            server_ratio.push_back(s.server_us_per_item / f.server_us_per_item);
+          }
+        }
+      }
+      if (!server.empty()) dc.median_server_us_per_item = Median(server);
+      dc.median_client_us_per_item = Median(client);
+      dc.median_server_cpu_to_floor = Median(server_ratio);
       for (const std::string& ref : ReferenceSystems()) {
         if (ratios.count(ref)) dc.median_ratio_to[ref] = Median(ratios[ref]);
       }

@@ -85,7 +85,7 @@ inline const std::vector<std::string>& OptInWorkloads() {
 struct SoakOptions {
   double rate = 20000;  // items/s
   double seconds = 1800;
-  int sessions = 4;  // at the start; churn moves between this and one more
+  int sessions = 4;           // at the start; churn moves between this and one more
   double churn_seconds = 60;  // 0: no churn
   double sample_seconds = 10;
   // A shell command run at restart_at seconds (0: none), e.g.
@@ -154,6 +154,10 @@ struct DrainSample {
   // HandlerSystems(): the drained items that left a result (checked against
   // their payloads); 0 for the others.
   int64_t results = 0;
+  // CPU per item drained, in µs: the server's (postmaster and its children,
+  // from /proc; -1 when the server is not on this host) and this process's
+  // (the clients: partq's consumers or the baseline's connections).
+  double server_us_per_item = -1, client_us_per_item = -1;
 };
 
 struct DrainCell {
@@ -165,6 +169,10 @@ struct DrainCell {
   // The same, to each of ReferenceSystems() that ran in this cell's rounds.
   std::map<std::string, double> median_ratio_to;
   std::vector<double> per_round;  // items/s
+  // CPU per item (DrainSample), medians over rounds; and the median of the
+  // per-round ratios of the server's CPU per item to the floor's (0: none).
+  double median_server_us_per_item = -1, median_client_us_per_item = -1;
+  double median_server_cpu_to_floor = 0;
 };
 
 struct Latency {

@@ -99,6 +99,26 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
         out += "\n";
       }
     }
+    // CPU per item of the same drains: where a fleet's limit is (the
+    // server's share: in production the workers run elsewhere).
+    std::string cpu;
+    for (int s : sessions) {
+      for (const auto& sys : systems) {
+        const DrainCell* c = Find(r, sys, s, b);
+        if (c == nullptr || c->median_server_us_per_item < 0) continue;
+        absl::StrAppendFormat(&cpu, "%-8d %-18s %12.2f %9s %12.2f\n", s, sys,
+                              c->median_server_us_per_item, Ratio(c->median_server_cpu_to_floor, 9),
+                              c->median_client_us_per_item);
+      }
+    }
+    if (!cpu.empty()) {
+      absl::StrAppendFormat(&out,
+                            "\nCPU per item, batch %d: median µs over %d round(s) (server: the "
+                            "postmaster and its children; client: this process)\n%-8s %-18s "
+                            "%12s %9s %12s\n%s",
+                            b, o.rounds, "sessions", "system", "server µs", "to floor", "client µs",
+                            cpu);
+    }
     // The handlers: a row each, with ratios to the in-process systems too.
     std::string rows;
     for (int s : sessions) {
@@ -194,7 +214,10 @@ std::string ToJson(const BenchReport& r, const BenchOptions& o) {
                           {"median_items_per_s", c.median_items_per_s},
                           {"median_ratio_to_floor", c.median_ratio_to_floor},
                           {"median_ratio_to", c.median_ratio_to},
-                          {"per_round_items_per_s", c.per_round}});
+                          {"per_round_items_per_s", c.per_round},
+                          {"median_server_cpu_us_per_item", c.median_server_us_per_item},
+                          {"median_client_cpu_us_per_item", c.median_client_us_per_item},
+                          {"median_server_cpu_to_floor", c.median_server_cpu_to_floor}});
   }
   j["samples"] = nlohmann::json::array();
   for (const auto& s : r.samples) {
@@ -205,7 +228,9 @@ std::string ToJson(const BenchReport& r, const BenchOptions& o) {
                             {"items", s.items},
                             {"seconds", s.seconds},
                             {"items_per_s", s.items_per_s},
-                            {"results", s.results}});
+                            {"results", s.results},
+                            {"server_cpu_us_per_item", s.server_us_per_item},
+                            {"client_cpu_us_per_item", s.client_us_per_item}});
   }
   if (r.steady_rate > 0) {
     j["steady"] = {{"rate", r.steady_rate},

@@ -94,13 +94,15 @@ std::string SelfPath() {
 
 int CmdBench(const std::vector<std::string>& argv) {
   auto args = Args::Parse(
-      argv,
-      With(ConnectionFlags(),
-           {"sessions", "batch", "items", "rounds", "parts", "sweep-sessions", "only", "systems",
-            "steady-rate", "steady-seconds", "steady-sessions", "idle-sessions", "idle-seconds",
-            "pickup-samples", "out", "plot", "examples", "soak-rate", "soak-seconds",
-            "soak-sessions", "soak-churn", "soak-sample", "soak-restart-at", "soak-restart",
-            "soak-hold", "soak-out"}),
+      argv, With(ConnectionFlags(), {"sessions",       "batch",           "items",
+                                     "rounds",         "parts",           "sweep-sessions",
+                                     "only",           "systems",         "steady-rate",
+                                     "steady-seconds", "steady-sessions", "idle-sessions",
+                                     "idle-seconds",   "pickup-samples",  "out",
+                                     "plot",           "examples",        "soak-rate",
+                                     "soak-seconds",   "soak-sessions",   "soak-churn",
+                                     "soak-sample",    "soak-restart-at", "soak-restart",
+                                     "soak-hold",      "soak-out"}),
       {"json", "full", "quiet", "keep", "diagnose"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {},
@@ -145,7 +147,8 @@ int CmdBench(const std::vector<std::string>& argv) {
   auto idle = args->Double("idle-seconds", o.idle_seconds, 1, 3600);
   if (!idle.ok()) return Fail(idle.status());
   o.idle_seconds = *idle;
-  for (const auto& [flag, out, lo, hi] : std::vector<std::tuple<const char*, double*, double, double>>{
+  for (const auto& [flag, out, lo, hi] :
+       std::vector<std::tuple<const char*, double*, double, double>>{
            {"soak-rate", &o.soak.rate, 1, 1e7},
            {"soak-seconds", &o.soak.seconds, 10, 86400},
            {"soak-churn", &o.soak.churn_seconds, 0, 86400},
@@ -165,14 +168,14 @@ int CmdBench(const std::vector<std::string>& argv) {
         "server)"));
   }
   // --soak-hold AT:FOR[,AT:FOR...], seconds from the start.
-  for (absl::string_view h : absl::StrSplit(args->Get("soak-hold").value_or(""), ',',
-                                            absl::SkipEmpty())) {
+  for (absl::string_view h :
+       absl::StrSplit(args->Get("soak-hold").value_or(""), ',', absl::SkipEmpty())) {
     std::pair<std::string, std::string> p = absl::StrSplit(h, absl::MaxSplits(':', 1));
     double at, length;
     if (!absl::SimpleAtod(p.first, &at) || !absl::SimpleAtod(p.second, &length) || at < 0 ||
         length <= 0) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "--soak-hold: \"", h, "\" is not START:SECONDS (e.g. 300:120,900:600)")));
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--soak-hold: \"", h, "\" is not START:SECONDS (e.g. 300:120,900:600)")));
     }
     o.soak.holds.emplace_back(at, length);
   }

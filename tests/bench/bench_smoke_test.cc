@@ -40,6 +40,15 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
   for (const auto& c : j.at("drain")) {
     EXPECT_GT(c.at("median_items_per_s").get<double>(), 0) << c.dump();
     seen.insert(c.at("system").get<std::string>());
+    // CPU per item: the client's always; the server's, with its ratio to
+    // the floor's, when the server runs on this host (-1 when it does not:
+    // a PARTQ_TEST_DSN elsewhere).
+    EXPECT_GT(c.at("median_client_cpu_us_per_item").get<double>(), 0) << c.dump();
+    const double server = c.at("median_server_cpu_us_per_item").get<double>();
+    if (server != -1) {
+      EXPECT_GT(server, 0) << c.dump();
+      EXPECT_GT(c.at("median_server_cpu_to_floor").get<double>(), 0) << c.dump();
+    }
   }
   for (const std::string s : {"floor", "partq", "skip_locked_batch", "skip_locked_one",
                               "naive_update", "partq_result", "partq_exec", "partq_http"}) {

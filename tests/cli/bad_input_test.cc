@@ -182,8 +182,8 @@ TEST_F(BadInputTest, APasswordInTheDsnIsHiddenFromTheCommandLine) {
     const int fd = mkstemp(tmpl);
     if (fd >= 0) close(fd);
     logs.push_back(tmpl);
-    std::vector<std::string> argv = {testing::PartqBinary(), "worker", "q", "--handler", "noop",
-                                     "--schema", schema_.name()};
+    std::vector<std::string> argv = {
+        testing::PartqBinary(), "worker", "q", "--handler", "noop", "--schema", schema_.name()};
     if (joined) {
       argv.push_back("--dsn=" + dsn);
     } else {
@@ -678,6 +678,13 @@ TEST(BenchFlags, RefusedBeforeTheRun) {
            {{"--only", "drain,nope"}, "unknown workload \"nope\" (one of drain, "},
            {{"--systems", "partq,pgmq"}, "unknown system \"pgmq\" (one of floor, "},
            {{"--sessions", "4,0"}, "--sessions: \"0\" is not a number from 1 to 64"},
+           {{"--only", "soak"}, "--only soak needs --soak-out FILE"},
+           {{"--only", "soak", "--soak-out", dir + "/no/such/dir/s.tsv"},
+            "--soak-out: cannot write"},
+           {{"--soak-hold", "300"}, "--soak-hold: \"300\" is not START:SECONDS"},
+           {{"--soak-hold", "300:0"}, "--soak-hold: \"300:0\" is not START:SECONDS"},
+           {{"--soak-restart-at", "900"}, "--soak-restart-at needs --soak-restart COMMAND"},
+           {{"--soak-rate", "0"}, "--soak-rate"},
        }) {
     std::vector<std::string> args = {"bench", "--dsn", dsn};
     args.insert(args.end(), c.args.begin(), c.args.end());
