@@ -8,7 +8,7 @@
 #   DSN='host=... dbname=...' RESTART='pg_ctl -D DIR restart -m fast' bench/soak.sh
 # Environment: DSN (required), PARTQ (default build/cli/partq), RATE (75000),
 # SECS (1800), SESSIONS (4), CHURN (60), RESTART (none), RESTART_AT (SECS/2),
-# HOLD (none; AT:FOR,... in seconds), SAMPLE (10), OUT (/tmp/partq-soak).
+# HOLD (none; AT:FOR,... in seconds), SAMPLE (10), OUT (/tmp/partq-soak), PLOT_ONLY.
 set -euo pipefail
 : "${DSN:?set DSN to the server to measure (partq must reach it)}"
 PARTQ=${PARTQ:-build/cli/partq}
@@ -22,10 +22,11 @@ if [[ -n "${RESTART:-}" ]]; then
   args+=(--soak-restart-at "${RESTART_AT:-$((SECS / 2))}" --soak-restart "$RESTART")
 fi
 [[ -n "${HOLD:-}" ]] && args+=(--soak-hold "$HOLD")
-"$PARTQ" "${args[@]}" 2>&1 | tee "$OUT/bench.txt"
+# PLOT_ONLY=1: plot $OUT/samples.tsv of an earlier run again.
+[[ -n "${PLOT_ONLY:-}" ]] || "$PARTQ" "${args[@]}" 2>&1 | tee "$OUT/bench.txt"
 command -v gnuplot >/dev/null || { echo "soak.sh: no gnuplot, no plot" >&2; exit 0; }
 gnuplot <<GP
-set terminal pngcairo size 1100,1300 font ',10'
+set terminal pngcairo size 1100,1300 font ',10' noenhanced
 set output '$OUT/soak.png'
 set datafile separator '\t'
 set key autotitle columnhead left top

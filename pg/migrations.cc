@@ -530,7 +530,8 @@ $$;
 -- limit is the setting partq.max_payload_bytes (1 MiB, the C++ default,
 -- when unset), as the C++ limit is the client's option.
 -- A dedup hit returns the live item's id with duplicate = true.
-)sql", "CREATE ", EnqueueItemFunction("'i:' || new_part"), R"sql(
+)sql",
+                    "CREATE ", EnqueueItemFunction("'i:' || new_part"), R"sql(
 -- A text payload is its UTF-8 bytes. A plain string literal resolves to
 -- this overload (PostgreSQL prefers the string category for unknown-type
 -- arguments), a bytea value to the one above.

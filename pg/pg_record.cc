@@ -36,7 +36,8 @@ absl::StatusOr<RecordProof> ReadRecordProof(const PgOptions& options, absl::stri
   } catch (const pqxx::undefined_table&) {
     return RecordProof{};
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("reading ", *name, ": ", RedactDsnPasswords(e.what(), options.dsn)));
+    return absl::UnavailableError(
+        absl::StrCat("reading ", *name, ": ", RedactDsnPasswords(e.what(), options.dsn)));
   }
 }
 
@@ -50,7 +51,8 @@ absl::StatusOr<int64_t> CountRecords(const PgOptions& options, absl::string_view
   } catch (const pqxx::undefined_table&) {
     return int64_t{0};
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("counting ", *name, ": ", RedactDsnPasswords(e.what(), options.dsn)));
+    return absl::UnavailableError(
+        absl::StrCat("counting ", *name, ": ", RedactDsnPasswords(e.what(), options.dsn)));
   }
 }
 
@@ -63,7 +65,8 @@ absl::Status DropRecordTable(const PgOptions& options, absl::string_view table) 
     tx.exec0(absl::StrCat("DROP TABLE IF EXISTS ", *name));
     return absl::OkStatus();
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("dropping ", *name, ": ", RedactDsnPasswords(e.what(), options.dsn)));
+    return absl::UnavailableError(
+        absl::StrCat("dropping ", *name, ": ", RedactDsnPasswords(e.what(), options.dsn)));
   }
 }
 

@@ -103,8 +103,8 @@ absl::Status ValidateQueueConfig(const QueueConfig& config) {
 
 absl::Status ValidateKeyText(absl::string_view what, absl::string_view key) {
   if (IsValidUtf8(key)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(what, " \"", PrintableUtf8(key),
-                                                 "\" is not valid UTF-8 (keys are text)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " \"", PrintableUtf8(key), "\" is not valid UTF-8 (keys are text)"));
 }
 
 absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes) {

@@ -12,8 +12,7 @@ namespace {
 TEST(DsnTest, KeyValuePasswordsAreMaskedInPlace) {
   EXPECT_EQ(MaskDsnPasswords("host=db password=s3cret dbname=app"),
             "host=db password=xxxxxx dbname=app");
-  EXPECT_EQ(MaskDsnPasswords("password = 's3 cr\\'et' host=db"),
-            "password = 'xxxxxxxxx' host=db");
+  EXPECT_EQ(MaskDsnPasswords("password = 's3 cr\\'et' host=db"), "password = 'xxxxxxxxx' host=db");
   EXPECT_EQ(MaskDsnPasswords("host=db password=a\\ b"), "host=db password=xxxx");
   // Two of them (libpq takes the last): both hidden.
   EXPECT_EQ(MaskDsnPasswords("password=one password=two"), "password=xxx password=xxx");
@@ -31,8 +30,9 @@ TEST(DsnTest, KeyValuePasswordsAreMaskedInPlace) {
 TEST(DsnTest, UriPasswordsAreMaskedInPlace) {
   EXPECT_EQ(MaskDsnPasswords("postgresql://app:s3cret@db:5432/app"),
             "postgresql://app:xxxxxx@db:5432/app");
-  EXPECT_EQ(MaskDsnPasswords("postgres://app:s%40cret@h1:1,h2:2/app?target_session_attrs=read-write"),
-            "postgres://app:xxxxxxxx@h1:1,h2:2/app?target_session_attrs=read-write");
+  EXPECT_EQ(
+      MaskDsnPasswords("postgres://app:s%40cret@h1:1,h2:2/app?target_session_attrs=read-write"),
+      "postgres://app:xxxxxxxx@h1:1,h2:2/app?target_session_attrs=read-write");
   EXPECT_EQ(MaskDsnPasswords("postgresql://db/app?user=u&password=s3cret&sslmode=require"),
             "postgresql://db/app?user=u&password=xxxxxx&sslmode=require");
   EXPECT_EQ(MaskDsnPasswords("postgresql://app:pw@db/app?password=s3cret"),
@@ -48,12 +48,11 @@ TEST(DsnTest, LibpqMessagesLoseThePasswordsTheyQuote) {
   EXPECT_EQ(RedactDsnPasswords("invalid percent-encoded token: \"s3cret%zz\"",
                                "postgresql://u:s3cret%zz@127.0.0.1:1/db"),
             "invalid percent-encoded token: \"xxxxx\"");
-  EXPECT_EQ(
-      RedactDsnPasswords("end of string reached when looking for matching \"]\" in IPv6 host "
-                         "address in URI: \"postgresql://u:s3cret@[::1/db\"",
-                         "postgresql://u:s3cret@[::1/db"),
-      "end of string reached when looking for matching \"]\" in IPv6 host address in URI: "
-      "\"postgresql://u:xxxxx@[::1/db\"");
+  EXPECT_EQ(RedactDsnPasswords("end of string reached when looking for matching \"]\" in IPv6 host "
+                               "address in URI: \"postgresql://u:s3cret@[::1/db\"",
+                               "postgresql://u:s3cret@[::1/db"),
+            "end of string reached when looking for matching \"]\" in IPv6 host address in URI: "
+            "\"postgresql://u:xxxxx@[::1/db\"");
   // Outside quotes the words are libpq's own, and left alone.
   EXPECT_EQ(RedactDsnPasswords("connection to server at \"db\" failed: a", "host=db password=a"),
             "connection to server at \"db\" failed: a");

@@ -1389,15 +1389,13 @@ TEST_F(PgStoreTest, ClaimAndFinishBatchesOfAHundred) {
 TEST_F(PgStoreTest, JoinAndTakeOverReadItemsByIdWhateverTheStatistics) {
   MakeQueue("q", 4);
   // Statistics of an empty table, then a backlog they do not know of.
-  testing::Query(schema_.dsn(),
-                 absl::StrCat("ALTER TABLE ", schema_.name(),
-                              ".items SET (autovacuum_enabled = false); ANALYZE ",
-                              schema_.name(), ".items"));
+  testing::Query(schema_.dsn(), absl::StrCat("ALTER TABLE ", schema_.name(),
+                                             ".items SET (autovacuum_enabled = false); ANALYZE ",
+                                             schema_.name(), ".items"));
   std::vector<NewItem> items(20000, Payload("x"));
   ASSERT_OK(store_->EnqueueBatch("q", items));
-  std::map<std::string, std::string> args = {
-      {"acquire", "'q', gen_random_uuid(), '{0,1}'::int[]"},
-      {"join", "'q', 'worker-1', 'host', 1, 'chan'"}};
+  std::map<std::string, std::string> args = {{"acquire", "'q', gen_random_uuid(), '{0,1}'::int[]"},
+                                             {"join", "'q', 'worker-1', 'host', 1, 'chan'"}};
   for (const pg_internal::Statement& st : pg_internal::PreparedStatements(schema_.name())) {
     auto it = args.find(st.name);
     if (it == args.end()) continue;
