@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # The partq image: the `partq` binary on Debian 12 (bookworm), running as a non-root user.
 #   docker build -t registry.example.com/partq:0.1.0 .
+# or, with Debian's podman and no registry, scripts/image (localhost/partq:<version>, a smoke test).
 # Stage 1 builds with the repository's CMake (Release) from Debian's own -dev packages; stage 2
 # holds only the runtime libraries. Tests and benchmarks are not built (./scripts/test runs
 # them). Used by the Helm chart in helm/partq (uid/gid 10001 match its securityContext).

@@ -32,6 +32,10 @@ PARTQ_PACKAGES=(
   "${PARTQ_CHECKER_PACKAGES[@]}"
 )
 
+# Debian 12 packages that build and run the container image (scripts/image, the image test):
+# podman with runc, mmdebstrap for a Debian base made here instead of pulled from a registry.
+PARTQ_IMAGE_PACKAGES=(podman runc mmdebstrap)
+
 partq_install_deps() {
   partq_install_packages "${PARTQ_PACKAGES[@]}" "$@"
 }
