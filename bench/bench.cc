@@ -134,6 +134,26 @@ double CpuSecondsOfSelf() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+// What a producer on a fixed schedule owes by now: the items numbered from
+// *next, every `stride`-th (producer p of n enqueues p, p+n, ...), below
+// `total` and below what `rate` items/s since `t0` make due. Their numbers
+// go to *seqs (cleared first), their payloads are the numbers; *next moves
+// past them.
+std::vector<NewItem> DueItems(double rate, absl::Time t0, int64_t total, int stride, int64_t* next,
+                              std::vector<int64_t>* seqs) {
+  const double due = rate * absl::ToDoubleSeconds(absl::Now() - t0);
+  std::vector<NewItem> items;
+  seqs->clear();
+  while (*next < total && *next < static_cast<int64_t>(due)) {
+    NewItem it;
+    it.payload = absl::StrCat(*next);
+    items.push_back(std::move(it));
+    seqs->push_back(*next);
+    *next += stride;
+  }
+  return items;
+}
+
 double RssMb(pid_t pid, const char* field) {
   for (absl::string_view line :
        absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/status")), '\n')) {
@@ -579,16 +599,8 @@ absl::Status Bench::Steady(BenchReport& r, std::vector<double>& p50, std::vector
       int64_t next = p;  // this producer's sequence numbers: p, p+2, ...
       for (int64_t tick = 1; next < total; ++tick) {
         absl::SleepFor(t0 + tick * kTick - absl::Now());
-        const double due = o_.steady_rate * absl::ToDoubleSeconds(absl::Now() - t0);
-        std::vector<NewItem> items;
         std::vector<int64_t> seqs;
-        while (next < total && next < static_cast<int64_t>(due)) {
-          NewItem it;
-          it.payload = absl::StrCat(next);
-          items.push_back(std::move(it));
-          seqs.push_back(next);
-          next += kProducers;
-        }
+        std::vector<NewItem> items = DueItems(o_.steady_rate, t0, total, kProducers, &next, &seqs);
         if (items.empty()) continue;
         auto n = (*store)->EnqueueBatch(kQueue, items);
         const absl::Time now = absl::Now();
@@ -833,16 +845,8 @@ absl::Status Bench::Soak(BenchReport& r) {
           }
           store = std::move(*s);
         }
-        const double due = so.rate * absl::ToDoubleSeconds(absl::Now() - t0);
-        std::vector<NewItem> items;
         std::vector<int64_t> seqs;
-        while (next < total && next < static_cast<int64_t>(due)) {
-          NewItem it;
-          it.payload = absl::StrCat(next);
-          items.push_back(std::move(it));
-          seqs.push_back(next);
-          next += kProducers;
-        }
+        std::vector<NewItem> items = DueItems(so.rate, t0, total, kProducers, &next, &seqs);
         if (items.empty()) continue;
         auto n = store->EnqueueBatch(kQueue, items);
         if (!n.ok()) {

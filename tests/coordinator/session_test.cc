@@ -260,6 +260,24 @@ class SessionTest : public ::testing::Test {
     return n;
   }
 
+  // Starts `s` on a thread of its own while this thread moves the clock, on
+  // which Start waits between its retries; Start's status, or
+  // DeadlineExceeded if it did not return within RunUntil's limit.
+  absl::Status StartMovingTheClock(Session* s) {
+    absl::Status started = absl::UnknownError("not yet");
+    std::atomic<bool> done{false};
+    // Until it joins, Start's thread is s's (Running() counts s from then on).
+    starting_ = [&] { return !done && s->state() == Session::State::kIdle ? 1 : 0; };
+    std::thread starter([&] {
+      started = s->Start();
+      done = true;
+    });
+    const bool returned = RunUntil([&] { return done.load(); });
+    starter.join();
+    starting_ = nullptr;
+    return returned ? started : absl::DeadlineExceededError("Start did not return");
+  }
+
   // Waits until every running session (and `starting_`) is back in a timed
   // wait: what the last step of the clock made due has been done.
   void Settle() {
@@ -423,17 +441,7 @@ TEST_F(SessionTest, SurvivesDatabaseErrorsAndConverges) {
   faults_.FailNext(20);
   // Start retries through the failures, on the clock this thread moves.
   Session* c = New("c");
-  absl::Status started = absl::UnknownError("not yet");
-  std::atomic<bool> done{false};
-  // Until it joins, Start's thread is c's (Running() counts c from then on).
-  starting_ = [&] { return !done && c->state() == Session::State::kIdle ? 1 : 0; };
-  std::thread starter([&] {
-    started = c->Start();
-    done = true;
-  });
-  const bool returned = RunUntil([&] { return done.load(); });
-  starter.join();
-  ASSERT_TRUE(returned);
+  absl::Status started = StartMovingTheClock(c);
   ASSERT_TRUE(started.ok()) << started;
   ASSERT_TRUE(RunUntil([&] { return Converged({a, b, c}, 16); }));
 }
@@ -457,17 +465,7 @@ TEST_F(SessionTest, StartOutlastsAJoinAndAReconnectThatFail) {
   sessions_.push_back(std::make_unique<Session>(restarting, Options("c"), listener.get()));
   listeners_.push_back(std::move(listener));
   Session* c = sessions_.back().get();
-  absl::Status started = absl::UnknownError("not yet");
-  std::atomic<bool> done{false};
-  // Until it joins, Start's thread is c's (Running() counts c from then on).
-  starting_ = [&] { return !done && c->state() == Session::State::kIdle ? 1 : 0; };
-  std::thread starter([&] {
-    started = c->Start();
-    done = true;
-  });
-  const bool returned = RunUntil([&] { return done.load(); });
-  starter.join();
-  ASSERT_TRUE(returned);
+  absl::Status started = StartMovingTheClock(c);
   ASSERT_TRUE(started.ok()) << started;
   EXPECT_GE(connects.load(), 4);
   ASSERT_TRUE(RunUntil([&] { return Converged({c}, 4); }));
