@@ -1103,10 +1103,12 @@ absl::Status Bench::Soak(BenchReport& r) {
   r.soak.acked_rows = count - *warm;
   const std::string summary = absl::StrFormat(
       "soak: %lld items enqueued (%lld more unsure: their COPY failed, %lld errors), %lld record "
-      "rows (%lld distinct), %lld acks tracked; restart command exit %d",
+      "rows (%lld distinct), %lld acks tracked; %s",
       static_cast<long long>(enqueued.load()), static_cast<long long>(unsure.load()),
       static_cast<long long>(enqueue_errors.load()), static_cast<long long>(r.soak.acked_rows),
-      static_cast<long long>(distinct - *warm), static_cast<long long>(tracked), restart_rc.load());
+      static_cast<long long>(distinct - *warm), static_cast<long long>(tracked),
+      restart_rc.load() < 0 ? std::string("no restart")
+                            : absl::StrCat("restart command exit ", restart_rc.load()));
   r.notes.push_back(summary);
   Log(summary);
   if (count != distinct) {
