@@ -185,6 +185,9 @@ class Bench {
   // `items` drained ones should give. Returns how many have a result.
   absl::StatusOr<int64_t> CheckResultRows(const std::string& system, int64_t warm, int64_t items);
   StoreFactory Factory() const { return PgStoreFactory(o_.pg); }
+  // A consumer of the bench queue (not started): one worker, `batch`, its
+  // store reporting to `tracker`.
+  std::unique_ptr<Consumer> NewConsumer(Handler* handler, int batch, Tracker* tracker);
   // Starts `handlers.size()` consumers, the i-th running handlers[i] and all
   // reporting to `tracker`, and waits until they own every part, balanced.
   absl::StatusOr<std::vector<std::unique_ptr<Consumer>>> StartConsumers(
@@ -355,17 +358,20 @@ absl::StatusOr<int64_t> Bench::CheckResultRows(const std::string& system, int64_
   return rows_expected;
 }
 
+std::unique_ptr<Consumer> Bench::NewConsumer(Handler* handler, int batch, Tracker* tracker) {
+  ConsumerOptions co;
+  co.queue = kQueue;
+  co.concurrency = 1;  // one worker connection per session, like the baselines
+  co.batch = batch;
+  return std::make_unique<Consumer>(TrackingFactory(Factory(), tracker), co, handler);
+}
+
 absl::StatusOr<std::vector<std::unique_ptr<Consumer>>> Bench::StartConsumers(
     const std::vector<Handler*>& handlers, int batch, Tracker* tracker, int parts) {
   const int n = static_cast<int>(handlers.size());
   std::vector<std::unique_ptr<Consumer>> consumers;
   for (int i = 0; i < n; ++i) {
-    ConsumerOptions co;
-    co.queue = kQueue;
-    co.concurrency = 1;  // one worker connection per session, like the baselines
-    co.batch = batch;
-    consumers.push_back(
-        std::make_unique<Consumer>(TrackingFactory(Factory(), tracker), co, handlers[i]));
+    consumers.push_back(NewConsumer(handlers[i], batch, tracker));
     if (auto st = consumers.back()->Start(); !st.ok()) {
       StopAll(consumers);
       return st;
@@ -914,12 +920,7 @@ absl::Status Bench::Soak(BenchReport& r) {
     while (so.churn_seconds > 0 && next_churn <= due) {
       absl::SleepFor(next_churn - absl::Now());
       if (join_next) {
-        ConsumerOptions co;
-        co.queue = kQueue;
-        co.concurrency = 1;
-        co.batch = batch;
-        consumers.push_back(
-            std::make_unique<Consumer>(TrackingFactory(Factory(), &tracker), co, handler_.get()));
+        consumers.push_back(NewConsumer(handler_.get(), batch, &tracker));
         if (auto st = consumers.back()->Start(); !st.ok()) {
           consumers.pop_back();
           Log(absl::StrCat("soak: a session could not join: ", st.message()));
