@@ -380,6 +380,15 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   auto flush = [&]() -> absl::Status {
     if (batch.empty()) return absl::OkStatus();
     auto n = producer.EnqueueBatch(queue, batch);
+    if (!n.ok() && OutcomeUnknown(n.status())) {
+      // The connection broke during this chunk's COMMIT: a failover may have kept it.
+      const int64_t last = total + static_cast<int64_t>(batch.size());
+      return absl::Status(
+          n.status().code(),
+          absl::StrCat(n.status().message(), " (lines ", total + 1, " to ", last,
+                       " may or may not have been enqueued; the ", total,
+                       " lines before them were, lines after them were not)"));
+    }
     if (!n.ok()) {
       return absl::Status(n.status().code(),
                           total == 0 ? absl::StrCat(n.status().message(), " (nothing enqueued)")

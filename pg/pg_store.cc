@@ -112,11 +112,11 @@ PgError ClassifyException(std::exception_ptr error, absl::string_view what,
     std::rethrow_exception(error);
   } catch (const pqxx::in_doubt_error& e) {
     out.drop_connection = true;
-    out.status = absl::UnavailableError(
+    out.status = MarkOutcomeUnknown(absl::UnavailableError(
         absl::StrCat(prefix,
                      "the connection broke during COMMIT; the transaction may or may not have "
                      "committed: ",
-                     CleanMessage(e.what())));
+                     CleanMessage(e.what()))));
   } catch (const pqxx::broken_connection& e) {
     out.drop_connection = true;
     out.status = absl::UnavailableError(

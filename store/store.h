@@ -8,6 +8,9 @@
 // Errors are values (absl::Status):
 //   kUnavailable         the connection broke or the server is gone; the store
 //                        reconnects on the next call, so retrying is right.
+//                        When it broke during a COMMIT, OutcomeUnknown(status)
+//                        is true: the writes may or may not have committed (a
+//                        failover can keep them), so a retry may do them twice.
 //   kAborted             serialization failure or deadlock: retry the operation.
 //   kNotFound            unknown queue / item.
 //   kAlreadyExists       queue exists.
@@ -40,6 +43,12 @@ class transaction_base;
 }
 
 namespace partq {
+
+// The mark of a kUnavailable status whose transaction may have committed (the
+// connection broke during its COMMIT); PgStore sets it, callers that report
+// what was written (enqueue --stdin) read it.
+absl::Status MarkOutcomeUnknown(absl::Status status);
+bool OutcomeUnknown(const absl::Status& status);
 
 // A row of a query result, NULL as nullopt.
 using Row = std::vector<std::optional<std::string>>;

@@ -21,6 +21,8 @@
 #include "gtest/gtest.h"
 #include "tests/fault/fault_harness.h"
 #include "tests/fault/tcp_proxy.h"
+#include "tests/testing/pg_env.h"
+#include "tests/testing/process.h"
 
 namespace partq::testing {
 namespace {
@@ -232,6 +234,40 @@ TEST(Fault, PoisonItemCrashesEveryWorkerThatTakesIt) {
   ASSERT_EQ(r.dead_errors.size(), 1u);
   EXPECT_TRUE(absl::StrContains(r.dead_errors[0], "crash loop")) << r.dead_errors[0];
   EXPECT_GE(s.restarts(), 3);
+}
+
+// A connection that breaks after the server received a chunk's COMMIT (here a
+// proxy forwards it and closes the connection before the reply; a failover
+// does the same): the chunk may be there or not, and `enqueue --stdin` must
+// not say "not enqueued" of it. Here the server committed it.
+TEST(Fault, EnqueueStdinNamesTheLinesInDoubtWhenACommitBreaks) {
+  TestSchema schema;
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 4;
+  ASSERT_TRUE(schema.NewStore()->CreateQueue(q).ok());
+  const std::string& dsn = schema.dsn();
+  const size_t at = dsn.find("port=");
+  ASSERT_NE(at, std::string::npos) << dsn;
+  auto proxy = TcpProxy::Start(std::stoi(dsn.substr(at + 5)));
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  // Chunks of 10 lines, one COMMIT each: the second is lines 11 to 20.
+  (*proxy)->CutAfterClientSends("COMMIT", 2);
+  std::string input;
+  for (int i = 1; i <= 25; ++i) absl::StrAppend(&input, "line-", i, "\n");
+  const PartqResult r = Partq({"enqueue", "q", "--stdin", "--chunk", "10", "--dsn",
+                               absl::StrCat("host=127.0.0.1 port=", (*proxy)->port(),
+                                            " user=postgres dbname=postgres"),
+                               "--schema", schema.name()},
+                              input);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "the connection broke during COMMIT")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err,
+                                "(lines 11 to 20 may or may not have been enqueued; the 10 lines "
+                                "before them were, lines after them were not)"))
+      << r.err;
+  EXPECT_EQ(schema.QInt("SELECT count(*) FROM {schema}.items"), 20);
+  EXPECT_EQ(schema.QInt("SELECT count(*) FROM {schema}.items WHERE payload = 'line-20'"), 1);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 
 namespace partq::testing {
@@ -92,6 +93,12 @@ void TcpProxy::Stall(absl::Duration d) {
   stalled_until_ = absl::Now() + d;
 }
 
+void TcpProxy::CutAfterClientSends(std::string needle, int nth) {
+  absl::MutexLock lock(&mu_);
+  cut_needle_ = std::move(needle);
+  cut_countdown_ = nth;
+}
+
 int TcpProxy::connections() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(pairs_.size());
@@ -132,7 +139,11 @@ void TcpProxy::Loop() {
         const int to = from == p.client ? p.server : p.client;
         ssize_t n = recv(from, buf, sizeof(buf), MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
-        if (n <= 0 || !SendAll(to, buf, static_cast<size_t>(n))) {
+        const bool cut = n > 0 && from == p.client && cut_countdown_ > 0 &&
+                         absl::string_view(buf, static_cast<size_t>(n)).find(cut_needle_) !=
+                             absl::string_view::npos &&
+                         --cut_countdown_ == 0;
+        if (n <= 0 || !SendAll(to, buf, static_cast<size_t>(n)) || cut) {
           CloseFd(p.client, false);
           CloseFd(p.server, false);
           pairs_.erase(pairs_.begin() + static_cast<std::ptrdiff_t>(k));

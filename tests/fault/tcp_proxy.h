@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,6 +36,10 @@ class TcpProxy {
   int ResetAll();
   // Forwards nothing (and accepts nothing) for `d`; connections stay open.
   void Stall(absl::Duration d);
+  // From now on, the `nth` read from a client that contains `needle` (e.g. a
+  // "COMMIT" query) is forwarded and then its connection closed before any
+  // reply comes back: the server runs the statement, the client cannot know.
+  void CutAfterClientSends(std::string needle, int nth);
   int connections() const;
 
  private:
@@ -54,6 +59,8 @@ class TcpProxy {
   mutable absl::Mutex mu_;
   std::vector<Pair> pairs_ ABSL_GUARDED_BY(mu_);
   absl::Time stalled_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::string cut_needle_ ABSL_GUARDED_BY(mu_);
+  int cut_countdown_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace partq::testing
