@@ -38,7 +38,9 @@ absl::StatusOr<int> PickFreePort() {
   return port;
 }
 
-std::string FindBindir() {
+}  // namespace
+
+std::string PostgresBindir() {
   if (const char* env = std::getenv("PARTQ_PG_BINDIR"); env != nullptr && *env) return env;
   for (const char* v : {"15", "16", "17", "14", "13"}) {
     std::string dir = absl::StrCat("/usr/lib/postgresql/", v, "/bin");
@@ -46,6 +48,8 @@ std::string FindBindir() {
   }
   return "";
 }
+
+namespace {
 
 // Runs argv (optionally as `user`), output appended to `log`; waits for it.
 absl::Status RunCommand(const std::vector<std::string>& argv, const std::string& log,
@@ -85,6 +89,10 @@ absl::Status RunCommand(const std::vector<std::string>& argv, const std::string&
 
 }  // namespace
 
+absl::Status RunAsServerOwner(const std::vector<std::string>& argv, const std::string& log) {
+  return RunCommand(argv, log, geteuid() == 0 ? getpwnam("postgres") : nullptr);
+}
+
 absl::Status EmbeddedPostgres::RunAsOwner(const std::vector<std::string>& argv,
                                           const std::string& log) const {
   return RunCommand(argv, log, as_postgres_ ? getpwnam("postgres") : nullptr);
@@ -93,7 +101,7 @@ absl::Status EmbeddedPostgres::RunAsOwner(const std::vector<std::string>& argv,
 absl::StatusOr<std::unique_ptr<EmbeddedPostgres>> EmbeddedPostgres::Start(const Options& options) {
   std::unique_ptr<EmbeddedPostgres> pg(new EmbeddedPostgres());
   pg->options_ = options;
-  pg->bindir_ = FindBindir();
+  pg->bindir_ = PostgresBindir();
   if (pg->bindir_.empty()) {
     return absl::FailedPreconditionError(
         "no PostgreSQL server binaries found (install Debian's postgresql-15, or set "

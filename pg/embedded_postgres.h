@@ -62,6 +62,13 @@ class EmbeddedPostgres {
   bool as_postgres_ = false;
 };
 
+// For tests that run servers of their own (tests/ha: streaming replicas, Patroni):
+// Debian's server binaries directory ($PARTQ_PG_BINDIR first; "" when there are none);
+// argv run to completion as the user servers run as (`postgres` when this process is
+// root), output appended to `log`.
+std::string PostgresBindir();
+absl::Status RunAsServerOwner(const std::vector<std::string>& argv, const std::string& log);
+
 }  // namespace partq
 
 #endif  // PARTQ_PG_EMBEDDED_POSTGRES_H_

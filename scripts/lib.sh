@@ -36,6 +36,12 @@ PARTQ_PACKAGES=(
 # podman with runc, mmdebstrap for a Debian base made here instead of pulled from a registry.
 PARTQ_IMAGE_PACKAGES=(podman runc mmdebstrap)
 
+# Debian 12 packages of the `ha` tests (tests/ha): a Patroni 3.0 cluster with etcd as its
+# store. The tests run their own etcd and Patroni on free ports; on a machine with systemd,
+# installing etcd-server also starts Debian's etcd service on 127.0.0.1:2379
+# (`systemctl disable --now etcd` stops it; the tests do not need it).
+PARTQ_HA_PACKAGES=(patroni python3-etcd etcd-server)
+
 partq_install_deps() {
   partq_install_packages "${PARTQ_PACKAGES[@]}" "$@"
 }
