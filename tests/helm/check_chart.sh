@@ -142,6 +142,7 @@ cases=(
   "handler-http|handler-http.yaml|"
   "handler-http-native|handler-http-native.yaml|"
   "handler-http-remote|handler-http-remote.yaml|"
+  "ha|ha.yaml|"
 )
 dash_chart=$CHART
 packaged=("$chart_dash"/*.json)
@@ -227,6 +228,12 @@ expect keda 'LIMIT 4001\)'
 expect keda-age 'kind: StatefulSet$'
 expect keda-age 'parameter: password'
 expect statefulset '^kind: StatefulSet$'
+# A highly available PostgreSQL by fields: libpq's host and port lists, read-write only.
+expect ha 'value: "pg-0.pg.db.svc.cluster.local,pg-1.pg.db.svc.cluster.local"'
+expect ha 'value: "5432,5432"'
+expect ha 'name: PGTARGETSESSIONATTRS'
+expect ha 'value: "read-write"'
+expect_not default 'PGTARGETSESSIONATTRS'
 expect statefulset 'instance-id=\$\(POD_NAME\)'
 expect statefulset "create 'emails.outbound' --parts=4 --assignment=sticky --max-attempts=5 --session-ttl=30s --ordered"
 expect servicemonitor '^kind: ServiceMonitor$'

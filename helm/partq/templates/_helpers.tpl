@@ -129,6 +129,10 @@ No credential is ever a literal value here: user and password come from the Secr
 - name: PGSSLMODE
   value: {{ $db.sslmode | quote }}
 {{- end }}
+{{- if $db.targetSessionAttrs }}
+- name: PGTARGETSESSIONATTRS
+  value: {{ $db.targetSessionAttrs | quote }}
+{{- end }}
 {{- if $db.sslRootCert.secretName }}
 - name: PGSSLROOTCERT
   value: /etc/partq/db-ca/{{ $db.sslRootCert.key }}
