@@ -65,6 +65,11 @@ class TrackingStore : public Store {
     t_->Call("leave");
     return inner_->Leave(queue, session, incarnation);
   }
+  absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
+                             int64_t incarnation) override {
+    t_->Call("release_claims");
+    return inner_->ReleaseClaims(queue, session, incarnation);
+  }
   absl::Status NotifyGroup(absl::string_view queue) override {
     t_->Call("notify_group");
     return inner_->NotifyGroup(queue);

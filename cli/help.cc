@@ -36,7 +36,8 @@ constexpr CommandUsage kCommands[] = {
      "      --timeout, 4 dead-lettered (its error on stderr), 1 no such item or an error\n"},
     {"worker",
      "  worker QUEUE [--concurrency N] [--batch N] [--handler SPEC] [--instance-id ID]\n"
-     "               [--metrics-addr HOST:PORT] [--poll-only] [--drain-timeout 10s]\n"
+     "               [--leave-on-stop] [--metrics-addr HOST:PORT] [--poll-only]\n"
+     "               [--drain-timeout 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--retry-base 1s]\n"
      "               [--retry-max 10m] [--handler-ca FILE] [--log-level warning] [--quiet]\n"},
     {"status", "  status QUEUE [--json]\n"},

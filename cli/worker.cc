@@ -21,7 +21,7 @@ int CmdWorker(const std::vector<std::string>& argv) {
       With(ConnectionFlags(), {"concurrency", "batch", "handler", "instance-id", "metrics-addr",
                                "drain-timeout", "handler-timeout", "poll-interval", "retry-base",
                                "retry-max", "log-level", "handler-ca"}),
-      {"poll-only", "quiet"});
+      {"poll-only", "quiet", "leave-on-stop"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
                                 "usage: partq worker QUEUE [options]")) {
@@ -59,8 +59,14 @@ int CmdWorker(const std::vector<std::string>& argv) {
   o.backoff.max = *rmax;
   o.instance_id = args->GetOr("instance-id", "");
   o.poll_only = args->Has("poll-only");
+  o.leave_on_stop = args->Has("leave-on-stop");
   if (o.instance_id.size() > 200) {
     return Fail(absl::InvalidArgumentError("--instance-id is longer than 200 characters"));
+  }
+  if (o.leave_on_stop && o.instance_id.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--leave-on-stop is for static members (--instance-id): a worker without one always "
+        "leaves when it stops"));
   }
   if (absl::Status st = SetLogLevelFlag(*args); !st.ok()) return Fail(st);
   auto pg = ConnectionOptions(*args);
@@ -116,7 +122,16 @@ int CmdWorker(const std::vector<std::string>& argv) {
   while (StopSignals() == 0 && (ended = consumer.session().ended()).ok()) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  if (!quiet && ended.ok()) fprintf(stderr, "partq: draining and leaving...\n");
+  if (!quiet && ended.ok()) {
+    if (o.instance_id.empty() || o.leave_on_stop) {
+      fprintf(stderr, "partq: draining and leaving...\n");
+    } else {
+      fprintf(stderr,
+              "partq: draining; the parts of instance \"%s\" stay reserved for its restart "
+              "until the session TTL (--leave-on-stop hands them over at once)\n",
+              o.instance_id.c_str());
+    }
+  }
   // Stop waits for the handlers that are running. After the drain timeout
   // their parts are released (their acks cannot commit: the fence fails),
   // but a handler that runs on (sleeps, hangs) would hold the process for as

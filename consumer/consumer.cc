@@ -21,6 +21,7 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
   SessionOptions so;
   so.queue = options_.queue;
   so.instance_id = options_.instance_id;
+  so.leave_on_stop = options_.leave_on_stop;
   so.poll_only = options_.poll_only;
   so.heartbeat_interval = options_.heartbeat_interval;
   so.retry_backoff = options_.retry_backoff;

@@ -83,6 +83,7 @@ struct ConsumerOptions {
   int concurrency = 4;      // worker threads (each one connection)
   int batch = 100;          // items per claim and per ack transaction
   std::string instance_id;  // static membership (see SessionOptions)
+  bool leave_on_stop = false;  // a static member leaves on Stop() (SessionOptions)
   bool poll_only = false;   // no LISTEN (PgBouncer transaction pooling)
   absl::Duration poll_interval = absl::Seconds(1);
   // poll_only: every part is read from its head at least this often (see

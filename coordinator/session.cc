@@ -405,17 +405,32 @@ void Session::Leave() {
       parts_.Set(held, PartState::kRevoking);
     }
     if (!held.empty()) RevokeKeepingAlive(held);
+    // A static member keeps its session and parts for its restart: only what
+    // it claimed and did not start goes back (no attempt counted).
+    const bool keep = !options_.instance_id.empty() && !options_.leave_on_stop;
     absl::Status st;
     for (int attempt = 0; attempt < 5; ++attempt) {
       st = EnsureStore();
-      if (st.ok()) st = store_->Leave(options_.queue, id(), incarnation_);
+      if (st.ok()) {
+        st = keep ? store_->ReleaseClaims(options_.queue, id(), incarnation_)
+                  : store_->Leave(options_.queue, id(), incarnation_);
+      }
       if (st.ok() || !Transient(st)) break;
       store_.reset();
       clock_->SleepFor(options_.retry_backoff);
     }
     // Given up either way: a failed leave only means the others wait for
     // the TTL instead of taking the parts at once.
-    if (!st.ok()) PARTQ_LOG(Warning) << "leave failed (the session will expire): " << st;
+    if (!st.ok() && !keep) {
+      PARTQ_LOG(Warning) << "leave failed (the session will expire): " << st;
+    } else if (!st.ok()) {
+      // Its unfinished claims are then abandoned: one attempt each, as after a crash.
+      PARTQ_LOG(Warning) << "releasing the claims of static member \"" << options_.instance_id
+                         << "\" failed: " << st;
+    } else if (keep) {
+      PARTQ_LOG(Info) << "static member \"" << options_.instance_id << "\" stopped; its "
+                      << held.size() << " parts stay reserved for it until its session TTL";
+    }
     absl::MutexLock lock(&mu_);
     parts_.Set(held, PartState::kReleased);
   }

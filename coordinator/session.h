@@ -68,6 +68,11 @@ class PartListener {
 struct SessionOptions {
   std::string queue;
   std::string instance_id;  // non-empty: static membership
+  // A static member's Stop() drains its parts but does not leave: its session
+  // and parts stay reserved until its TTL, so a restart with the same
+  // instance id takes them back at once and nobody else's parts move (Kafka's
+  // KIP-345). True: it leaves like a dynamic member (a scale-down for good).
+  bool leave_on_stop = false;
   std::string host;         // reported in `partq status`; default: hostname
   // Heartbeat period; zero: a quarter of the queue's session TTL.
   absl::Duration heartbeat_interval = absl::ZeroDuration();
@@ -109,7 +114,9 @@ class Session {
   // FailedPrecondition too once started or stopped: a session starts once.
   absl::Status Start(absl::Duration timeout = absl::Seconds(30));
   // Graceful leave: revoke all parts (the listener drains), delete the session
-  // so the others take the parts at once, stop the threads.
+  // so the others take the parts at once, stop the threads. A static member
+  // (unless leave_on_stop) drains the same way but keeps its session and
+  // parts until its TTL (Store::ReleaseClaims) for its next incarnation.
   void Stop();
   // Leaves without revoking or deleting anything: the session simply stops
   // heartbeating, as if the process died (tests and crash simulation).

@@ -703,6 +703,16 @@ absl::Status PgStore::Leave(absl::string_view queue, const SessionId& session,
   });
 }
 
+absl::Status PgStore::ReleaseClaims(absl::string_view queue, const SessionId& session,
+                                    int64_t incarnation) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("release claims", [&]() -> absl::Status {
+    pqxx::nontransaction tx(*conn_);
+    tx.exec_prepared("release_claims", std::string(queue), session.value, incarnation);
+    return absl::OkStatus();
+  });
+}
+
 absl::Status PgStore::NotifyGroup(absl::string_view queue) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("notify group", [&]() -> absl::Status {

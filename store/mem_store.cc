@@ -221,6 +221,23 @@ class MemStore : public Store {
     return absl::OkStatus();
   }
 
+  absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
+                             int64_t incarnation) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("ReleaseClaims"); !st.ok()) return st;
+    if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+    auto it = db_->sessions_.find(session.value);
+    if (it == db_->sessions_.end() || it->second.incarnation != incarnation) {
+      return absl::OkStatus();
+    }
+    for (const auto& [key, owner] : db_->owners_) {
+      if (key.first != queue || owner.session != session.value) continue;
+      auto rec = db_->claims_.find(key);
+      if (rec != db_->claims_.end() && rec->second.epoch == owner.epoch) rec->second.ids.clear();
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Leave(absl::string_view queue, const SessionId& session,
                      int64_t incarnation) override {
     absl::MutexLock l(&db_->mu_);

@@ -471,6 +471,15 @@ class Store {
   // parts, like ReleaseParts.
   virtual absl::Status Leave(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) = 0;
+  // A static member stopping to be restarted (KIP-345): empties the claim
+  // records of this incarnation's parts, so what it claimed and did not
+  // finish is ready again with no attempt counted, and keeps the session and
+  // its ownership rows. The parts stay reserved until the session expires;
+  // the same instance id joining before then takes them back at once (Join's
+  // `kept`), and nobody else's parts move. Does nothing for another
+  // incarnation or a session that is gone.
+  virtual absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
+                                     int64_t incarnation) = 0;
   // Tells the queue's listeners the group changed (join/leave/release).
   virtual absl::Status NotifyGroup(absl::string_view queue) = 0;
 

@@ -537,6 +537,8 @@ TEST_F(BadInputTest, MalformedDurationsAndNumbers) {
                  "--retry-base (10s) must not exceed --retry-max (1s)");
   ExpectRejected(With({"worker", "q", "--concurrency", "0"}), 2,
                  "--concurrency must be between 1 and 1024");
+  ExpectRejected(With({"worker", "q", "--leave-on-stop"}), 2,
+                 "--leave-on-stop is for static members (--instance-id)");
   ExpectRejected(With({"worker", "q", "--batch", "100000"}), 2, "--batch must be between");
   ExpectRejected(With({"worker", "q", "--handler-timeout", "0"}), 2,
                  "--handler-timeout must be between");

@@ -226,6 +226,7 @@ class SessionTest : public ::testing::Test {
     SessionOptions o;
     o.queue = "q";
     o.instance_id = instance;
+    o.leave_on_stop = leave_on_stop_;
     o.heartbeat_interval = kHeartbeat;
     o.handoff_poll = kHandoffPoll;
     o.retry_backoff = retry_backoff;
@@ -336,6 +337,9 @@ class SessionTest : public ::testing::Test {
   std::vector<std::unique_ptr<Session>> sessions_;
   // Threads other than the sessions' own that use the clock now.
   std::function<int()> starting_;
+  // The sessions here are static members (named, for readable tests); unless a
+  // test says otherwise they leave on Stop() like dynamic ones.
+  bool leave_on_stop_ = true;
 };
 
 TEST_F(SessionTest, SeedExampleTwoThenThirdInTheMiddle) {
@@ -410,6 +414,68 @@ TEST_F(SessionTest, StaticRejoinWithinTtlKeepsPartsAndMovesNothingElse) {
   for (size_t i = 0; i < b_before.size(); ++i) {
     EXPECT_LT(b_before[i].epoch, b2->owned()[i].epoch) << "old incarnation not fenced";
   }
+}
+
+// KIP-345: a static member that stops (SIGTERM in a rolling restart) drains
+// and keeps its session and parts; its restart within the TTL takes them back
+// and nothing else moves; one that does not come back loses them at its TTL.
+TEST_F(SessionTest, AStoppedStaticMemberKeepsItsPartsForItsRestartUntilItsTtl) {
+  CreateQueue(9);
+  Session* a = Add("a");
+  leave_on_stop_ = false;
+  Session* b = Add("b");
+  leave_on_stop_ = true;
+  Session* c = Add("c");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b, c}, 9); }));
+  const auto a_before = a->owned();
+  const auto b_before = b->owned();
+  const auto c_before = c->owned();
+  b->Stop();
+  EXPECT_EQ(b->state(), Session::State::kStopped);
+  EXPECT_TRUE(registry_.Of("b").empty()) << "b revoked (drained) its parts";
+  const absl::Time b_seen = LastSeen(*b);
+  RunFor(b_seen + kTtl - kHeartbeat - clock_.Now());
+  EXPECT_EQ(a->owned(), a_before) << "parts moved while b's were reserved";
+  EXPECT_EQ(c->owned(), c_before);
+  auto status = db_.Connect()->Status("q");
+  ASSERT_TRUE(status.ok());
+  for (const OwnedPart& p : b_before) {
+    ASSERT_TRUE(status->parts[p.part].owner.has_value());
+    EXPECT_EQ(*status->parts[p.part].owner, b->id()) << p.part;
+  }
+
+  leave_on_stop_ = false;
+  Session* b2 = Add("b");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b2, c}, 9); }, kHeartbeat));
+  EXPECT_EQ(a->owned(), a_before);
+  EXPECT_EQ(c->owned(), c_before);
+  ASSERT_EQ(b2->owned().size(), b_before.size());
+  for (size_t i = 0; i < b_before.size(); ++i) {
+    EXPECT_EQ(b2->owned()[i].part, b_before[i].part);
+    EXPECT_LT(b_before[i].epoch, b2->owned()[i].epoch) << "old incarnation not fenced";
+  }
+
+  // Stopped for good: its parts wait for its TTL, then move.
+  b2->Stop();
+  const absl::Time b2_seen = LastSeen(*b2);
+  RunFor(b2_seen + kTtl - clock_.Now());
+  EXPECT_EQ(a->owned(), a_before);
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, c}, 9); }, absl::Seconds(3)));
+  EXPECT_GT(clock_.Now(), b2_seen + kTtl);
+}
+
+TEST_F(SessionTest, AStaticMemberWithLeaveOnStopHandsItsPartsOverAtOnce) {
+  CreateQueue(6);
+  Session* a = Add("a");
+  Session* b = Add("b");  // leave_on_stop_ is the fixture's default
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b}, 6); }));
+  b->Stop();
+  const absl::Time left = clock_.Now();
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 6); }));
+  EXPECT_LE(clock_.Now() - left, kHeartbeat);
+  auto status = db_.Connect()->Status("q");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->sessions.size(), 1u);
 }
 
 TEST_F(SessionTest, StickyJoinMovesOnlyItsShare) {

@@ -194,6 +194,12 @@ int FaultScenario::Add(WorkerSpec spec) {
   return index;
 }
 
+void FaultScenario::Restart(int index) {
+  absl::MutexLock lock(&mu_);
+  workers_[index].restarting = true;
+  workers_[index].process->Signal(SIGTERM);
+}
+
 void FaultScenario::Retire(int index) {
   absl::MutexLock lock(&mu_);
   workers_[index].retired = true;
@@ -240,7 +246,9 @@ void FaultScenario::Supervise() {
         Worker& w = workers_[i];
         if (w.process->Running() || w.retired) continue;
         const int status = w.process->Wait(absl::ZeroDuration()).value_or(-1);
-        if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+        const bool planned = w.restarting && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        w.restarting = false;
+        if (!planned && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
           // Not one of ours (SIGKILL, crash:PAYLOAD): say why, it may be a bug.
           fprintf(stderr, "worker %zu exited on its own (%s %d); restarting\n", i,
                   WIFSIGNALED(status) ? "signal" : "status",
@@ -258,7 +266,12 @@ void FaultScenario::Supervise() {
 
 void FaultScenario::Monitor() {
   const std::string sql = UnownedPartsSql(options_.parts);
+  const std::string owners_sql = absl::StrCat(
+      "SELECT sp.part, coalesce(s.instance_id, s.id::text) FROM partq.session_parts sp JOIN "
+      "partq.sessions s ON s.id = sp.session_id WHERE sp.queue = '",
+      kQueue, "'");
   std::vector<absl::Time> since(options_.parts, absl::InfiniteFuture());
+  std::vector<std::string> owner(options_.parts);  // the last member seen owning each part
   std::unique_ptr<pqxx::connection> conn;
   while (!stop_) {
     absl::SleepFor(absl::Milliseconds(30));
@@ -270,10 +283,14 @@ void FaultScenario::Monitor() {
       }
     }
     std::vector<bool> unowned(options_.parts, false);
+    std::vector<std::string> now_owner(options_.parts);
     try {
       if (conn == nullptr) conn = std::make_unique<pqxx::connection>(dsn_);
       pqxx::nontransaction tx(*conn);
       for (const auto& row : tx.exec(sql)) unowned[row[0].as<int>()] = true;
+      for (const auto& row : tx.exec(owners_sql)) {
+        now_owner[row[0].as<int>()] = row[1].as<std::string>();
+      }
     } catch (const std::exception&) {
       // The server is restarting: no sample. A stretch that began before
       // the outage keeps running until a sample shows the part owned.
@@ -283,6 +300,10 @@ void FaultScenario::Monitor() {
     const absl::Time now = absl::Now();
     absl::MutexLock lock(&mon_mu_);
     for (int p = 0; p < options_.parts; ++p) {
+      if (!now_owner[p].empty()) {
+        if (!owner[p].empty() && owner[p] != now_owner[p]) ++moves_;
+        owner[p] = now_owner[p];
+      }
       if (unowned[p] && since[p] == absl::InfiniteFuture()) since[p] = now;
       if (since[p] != absl::InfiniteFuture()) {
         max_unowned_ = std::max(max_unowned_, now - since[p]);
@@ -290,6 +311,11 @@ void FaultScenario::Monitor() {
       }
     }
   }
+}
+
+int64_t FaultScenario::moves() const {
+  absl::MutexLock lock(&mon_mu_);
+  return moves_;
 }
 
 absl::Duration FaultScenario::max_unowned() const {

@@ -109,6 +109,9 @@ class FaultScenario {
   // exits, until Retire() (graceful stop: SIGTERM, not restarted).
   int Add(WorkerSpec spec);
   void Retire(int index);
+  // Stops worker `index` gracefully (SIGTERM) for the supervisor to start it
+  // again with the same spec: a rolling restart's step.
+  void Restart(int index);
   // Sends `sig` to worker `index` if running; returns its pid or -1.
   int Signal(int index, int sig);
   // The processes worker `index` started and that still run (an exec
@@ -132,6 +135,9 @@ class FaultScenario {
   // What was enqueued: payload by item id.
   const std::map<int64_t, std::string>& enqueued() const { return enqueued_; }
   absl::Duration max_unowned() const;
+  // Times the monitor saw a part's owner change to another member (a static
+  // member is its instance id across incarnations, a dynamic one its session).
+  int64_t moves() const;
   // Items still in the queue (-1 if the server cannot be reached).
   int64_t Left();
   // Each worker's log (all its restarts), by index.
@@ -152,6 +158,7 @@ class FaultScenario {
     WorkerSpec spec;
     std::unique_ptr<ChildProcess> process;
     bool retired = false;
+    bool restarting = false;  // stopped by Restart(): start again, say nothing
     int generation = 0;
   };
   std::vector<std::string> Argv(const WorkerSpec& spec) const;
@@ -178,6 +185,7 @@ class FaultScenario {
   mutable absl::Mutex mon_mu_;
   bool monitoring_ ABSL_GUARDED_BY(mon_mu_) = false;
   absl::Duration max_unowned_ ABSL_GUARDED_BY(mon_mu_);
+  int64_t moves_ ABSL_GUARDED_BY(mon_mu_) = 0;
   std::thread monitor_;
 };
 

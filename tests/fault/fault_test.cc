@@ -23,6 +23,7 @@
 #include "tests/fault/tcp_proxy.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
+#include "tests/testing/wait.h"
 
 namespace partq::testing {
 namespace {
@@ -155,6 +156,70 @@ TEST(Fault, NetworkDroppedResetAndStalledByAProxy) {
   printf("network_proxy: %d drops, %d resets, %d stalls\n", drops, resets, stalls);
   ExpectExactlyOnce(s, r, 0);
   EXPECT_GE(stalls, 1);
+}
+
+// A rolling restart, as Kubernetes does one to a StatefulSet of static
+// members (KIP-345): each of ten workers in turn gets SIGTERM, drains, exits
+// and is started again with its instance id. Its parts wait for it (the
+// session TTL, 10 s, is longer than a restart) and nobody else's move: the
+// monitor sees no part change owner, and each restart is measured from the
+// SIGTERM to the new incarnation owning every part the old one had.
+TEST(Fault, RollingRestartOfStaticMembersMovesNoPart) {
+  ScenarioOptions o = Options("rolling_restart", 30000);
+  o.ttl = absl::Seconds(10);
+  FaultScenario s(o);
+  ASSERT_TRUE(s.SetUp());
+  constexpr int kWorkers = 10;
+  for (int i = 0; i < kWorkers; ++i) s.Add(Spec(kHandler, absl::StrCat("w", i)));
+  std::vector<absl::Duration> took;
+  int64_t moves_before = -1;  // the moves of the fleet's first assignment, before the restarts
+  CheckResult r = s.Run(absl::Milliseconds(500), [&](int round) {
+    if (round >= kWorkers) return 0;
+    if (round == 0) {
+      // The fleet settled first: every member owns 3 or 4 of the 32 parts.
+      EXPECT_TRUE(WaitUntil(
+          [&] {
+            return QueryInt(s.dsn(),
+                            "SELECT count(*) FROM (SELECT s.instance_id, count(*) AS n FROM "
+                            "partq.session_parts sp JOIN partq.sessions s ON s.id = "
+                            "sp.session_id GROUP BY 1) o WHERE n BETWEEN 3 AND 4") == kWorkers;
+          },
+          absl::Seconds(30), absl::Milliseconds(20)))
+          << "the fleet did not settle";
+      absl::SleepFor(absl::Milliseconds(200));  // the monitor has seen it
+      moves_before = s.moves();
+    }
+    const std::string instance = absl::StrCat("w", round);
+    const std::string parts_sql = absl::StrCat(
+        "SELECT count(*), coalesce(min(s.incarnation), 0) FROM partq.session_parts sp JOIN "
+        "partq.sessions s ON s.id = sp.session_id WHERE s.instance_id = '",
+        instance, "'");
+    auto before = Query(s.dsn(), parts_sql);
+    const int64_t parts = std::stoll(*before[0][0]);
+    const int64_t incarnation = std::stoll(*before[0][1]);
+    const absl::Time t0 = absl::Now();
+    s.Restart(round);
+    // Back: a new incarnation owns as many parts as the old one did.
+    const bool back = WaitUntil(
+        [&] {
+          auto now = Query(s.dsn(), parts_sql);
+          return std::stoll(*now[0][0]) == parts && std::stoll(*now[0][1]) > incarnation;
+        },
+        absl::Seconds(15), absl::Milliseconds(20));
+    EXPECT_TRUE(back) << instance << " did not take its " << parts << " parts back";
+    took.push_back(absl::Now() - t0);
+    return 1;
+  });
+  ExpectExactlyOnce(s, r, 0);
+  EXPECT_EQ(s.faults(), kWorkers) << "the queue drained before every worker was restarted";
+  const int64_t moved = s.moves() - moves_before;
+  EXPECT_EQ(moved, 0) << "parts moved between members during a rolling restart";
+  absl::Duration longest;
+  for (absl::Duration d : took) longest = std::max(longest, d);
+  printf("rolling restart: %zu restarts, the longest %.0f ms from SIGTERM to owning its parts "
+         "again; %lld parts changed owner\n",
+         took.size(), absl::ToDoubleMilliseconds(longest), static_cast<long long>(moved));
+  EXPECT_LT(longest, o.ttl) << "a restart took longer than the TTL";
 }
 
 TEST(Fault, MembershipChurnEverySecond) {

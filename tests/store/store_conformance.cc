@@ -445,6 +445,52 @@ TEST_P(StoreConformance, StaticRejoinKeepsPartsAtNewEpochsAndFencesTheOldIncarna
   EXPECT_TRUE(status.sessions.empty());
 }
 
+// A static member stopping for a restart (KIP-345): what it claimed and did
+// not finish goes back with no attempt counted, its session and parts stay
+// (nobody else can take them before its TTL), and its next incarnation gets
+// them back at once with nothing abandoned.
+TEST_P(StoreConformance, ReleaseClaimsKeepsAStaticMembersPartsForItsRestart) {
+  MakeQueue(*store_, "q", 2);
+  Member a = JoinWith(*store_, "q", {0, 1}, "worker-0");
+  ASSERT_EQ(a.parts.size(), 2u);
+  for (int i = 0; i < 6; ++i) ASSERT_OK(store_->Enqueue("q", Payload("x")));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("q", a)));
+  ASSERT_EQ(claimed.size(), 6u);
+  // Another incarnation's call changes nothing.
+  ASSERT_OK(store_->ReleaseClaims("q", a.join.id, a.join.incarnation + 1));
+  ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("q"));
+  EXPECT_EQ(status.parts[0].in_flight + status.parts[1].in_flight, 6);
+
+  ASSERT_OK(store_->ReleaseClaims("q", a.join.id, a.join.incarnation));
+  ASSERT_OK_AND_ASSIGN(status, store_->Status("q"));
+  EXPECT_EQ(status.parts[0].in_flight + status.parts[1].in_flight, 0);
+  ASSERT_EQ(status.sessions.size(), 1u) << "the session stays";
+  ASSERT_OK_AND_ASSIGN(GroupView g, store_->ReadGroup("q"));
+  ASSERT_EQ(g.owners.size(), 2u) << "and so do its parts";
+  // Someone else finds them taken.
+  auto other = harness_->Connect();
+  Member b = JoinWith(*other, "q", {0, 1});
+  EXPECT_TRUE(b.parts.empty());
+
+  // The restart: the same instance gets both parts at once, abandons nothing.
+  auto restarted = harness_->Connect();
+  Member a2 = JoinWith(*restarted, "q", {}, "worker-0");
+  EXPECT_EQ(a2.join.id, a.join.id);
+  ASSERT_EQ(a2.join.kept.size(), 2u);
+  a2.parts = a2.join.kept;
+  ClaimRequest plain = ClaimAll("q", a2);
+  plain.include_suspect = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> again, restarted->Claim(plain));
+  EXPECT_EQ(Sorted(Ids(again)), Sorted(Ids(claimed)));
+  for (const Item& i : again) {
+    EXPECT_EQ(i.attempts, 1) << "no attempt counted for the stop";
+    EXPECT_FALSE(i.suspect);
+  }
+  // The stopped incarnation's late acks are fenced.
+  ASSERT_OK_AND_ASSIGN(FinishResult late, store_->Finish(FinishOf("q", a, claimed), AckAll()));
+  EXPECT_TRUE(late.acked.empty());
+}
+
 // Expiry is by the database clock: a session that stops heartbeating is
 // still a member until its TTL has passed, then the next heartbeat of
 // another member deletes it and its parts.
