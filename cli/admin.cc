@@ -225,14 +225,20 @@ int CmdQueue(const std::vector<std::string>& argv) {
                                   "usage: partq queue set NAME --dlq-topic TOPIC|''")) {
       return *u;
     }
-    if (!args->Has("dlq-topic")) {
-      return Usage("queue set needs a setting to change: --dlq-topic TOPIC (or '' for none)");
-    }
+    // Checked first: `queue set q --parts 64` is a request to change the part
+    // count, and deserves an answer about it rather than a usage line.
     for (const char* fixed : {"parts", "assignment", "max-attempts", "session-ttl", "ordered"}) {
       if (args->Has(fixed)) {
-        return Usage(absl::StrCat("queue set cannot change --", fixed,
-                                  " (fixed when the queue is created)"));
+        return Usage(absl::StrCat(
+            "queue set cannot change --", fixed, " (fixed when the queue is created)",
+            absl::string_view(fixed) == "parts"
+                ? ": a queue's part count can neither grow nor shrink yet; create a queue with "
+                  "more parts and point producers at it once the old one is drained"
+                : ""));
       }
+    }
+    if (!args->Has("dlq-topic")) {
+      return Usage("queue set needs a setting to change: --dlq-topic TOPIC (or '' for none)");
     }
     if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
     auto dlq = DlqTopicFlag(*args);
