@@ -65,6 +65,10 @@ class TrackingStore : public Store {
     t_->Call("leave");
     return inner_->Leave(queue, session, incarnation);
   }
+  absl::Status SetPaused(absl::string_view queue, bool paused) override {
+    t_->Call("set_paused");
+    return inner_->SetPaused(queue, paused);
+  }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
     t_->Call("release_claims");

@@ -169,7 +169,9 @@ int CmdQueue(const std::vector<std::string>& argv) {
       {"ordered", "json", "force"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
-  if (pos.empty()) return Usage("queue needs a subcommand: create, set, list or delete");
+  if (pos.empty()) {
+    return Usage("queue needs a subcommand: create, set, pause, resume, list or delete");
+  }
   const std::string& sub = pos[0];
   if (args->Has("force") && sub != "delete") return Usage("--force goes with queue delete");
   if (sub == "create") {
@@ -254,6 +256,24 @@ int CmdQueue(const std::vector<std::string>& argv) {
     }
     return 0;
   }
+  if (sub == "pause" || sub == "resume") {
+    // A flag on the queue row and a group notice: workers stop (or start)
+    // claiming at once with LISTEN, within --poll-interval without; what
+    // they hold runs to its end, their parts and heartbeats stay.
+    if (auto u = WrongPositionals(pos, 1, {"NAME"}, absl::StrCat("usage: partq queue ", sub,
+                                                                 " NAME"))) {
+      return *u;
+    }
+    if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
+    auto store = ConnectChecked(*args);
+    if (!store.ok()) return Fail(store.status());
+    const bool pause = sub == "pause";
+    if (absl::Status st = (*store)->SetPaused(pos[1], pause); !st.ok()) return Fail(st);
+    printf(pause ? "queue \"%s\" paused: its workers claim nothing until `partq queue resume`\n"
+                 : "queue \"%s\" resumed\n",
+           pos[1].c_str());
+    return 0;
+  }
   if (sub == "list") {
     if (auto u = WrongPositionals(pos, 1, {}, "usage: partq queue list")) return *u;
     auto store = ConnectChecked(*args);
@@ -269,17 +289,19 @@ int CmdQueue(const std::vector<std::string>& argv) {
                        {"session_ttl_seconds", absl::ToDoubleSeconds(q.session_ttl)},
                        {"max_attempts", q.max_attempts},
                        {"ordered", q.ordered},
-                       {"dlq_topic", DlqTopicJson(q)}});
+                       {"dlq_topic", DlqTopicJson(q)},
+                       {"paused", q.paused}});
       }
       printf("%s\n", out.dump(2).c_str());
       return 0;
     }
-    printf("%-32s %6s %-10s %10s %12s %-7s %s\n", "NAME", "PARTS", "ASSIGNMENT", "TTL",
-           "MAX_ATTEMPTS", "ORDERED", "DLQ_TOPIC");
+    printf("%-32s %6s %-10s %10s %12s %-7s %-6s %s\n", "NAME", "PARTS", "ASSIGNMENT", "TTL",
+           "MAX_ATTEMPTS", "ORDERED", "PAUSED", "DLQ_TOPIC");
     for (const auto& q : *queues) {
-      printf("%-32s %6d %-10s %10s %12d %-7s %s\n", q.name.c_str(), q.parts,
+      printf("%-32s %6d %-10s %10s %12d %-7s %-6s %s\n", q.name.c_str(), q.parts,
              AssignmentName(q.assignment), absl::FormatDuration(q.session_ttl).c_str(),
-             q.max_attempts, q.ordered ? "yes" : "no", q.dlq_topic ? q.dlq_topic->c_str() : "-");
+             q.max_attempts, q.ordered ? "yes" : "no", q.paused ? "yes" : "no",
+             q.dlq_topic ? q.dlq_topic->c_str() : "-");
     }
     return 0;
   }
@@ -304,7 +326,8 @@ int CmdQueue(const std::vector<std::string>& argv) {
     }
     return 0;
   }
-  return Usage("unknown queue subcommand \"" + sub + "\" (create, set, list, delete)");
+  return Usage("unknown queue subcommand \"" + sub +
+               "\" (create, set, pause, resume, list, delete)");
 }
 
 int CmdEnqueue(const std::vector<std::string>& argv) {
@@ -510,7 +533,8 @@ int CmdStatus(const std::vector<std::string>& argv) {
                     {"session_ttl_seconds", absl::ToDoubleSeconds(st->config.session_ttl)},
                     {"max_attempts", st->config.max_attempts},
                     {"ordered", st->config.ordered},
-                    {"dlq_topic", DlqTopicJson(st->config)}};
+                    {"dlq_topic", DlqTopicJson(st->config)},
+                    {"paused", st->config.paused}};
     out["totals"] = {{"ready", t.ready},
                      {"delayed", t.delayed},
                      {"in_flight", t.in_flight},
@@ -556,6 +580,9 @@ int CmdStatus(const std::vector<std::string>& argv) {
   }
   const auto& c = st->config;
   printf("queue %s: %s\n", c.name.c_str(), Settings(c).c_str());
+  if (c.paused) {
+    printf("PAUSED: its workers claim nothing (partq queue resume %s)\n", c.name.c_str());
+  }
   printf("items: %lld ready, %lld delayed, %lld in flight, %lld dead; oldest ready %s\n",
          static_cast<long long>(t.ready), static_cast<long long>(t.delayed),
          static_cast<long long>(t.in_flight), static_cast<long long>(t.dead),

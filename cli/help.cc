@@ -24,6 +24,8 @@ constexpr CommandUsage kCommands[] = {
      "  queue create NAME --parts N [--assignment lexical|sticky] [--ordered]\n"
      "               [--max-attempts N] [--session-ttl 10s] [--dlq-topic TOPIC]\n"
      "  queue set NAME --dlq-topic TOPIC|''      dead-lettered items go to TOPIC ('' for none)\n"
+     "  queue pause NAME | queue resume NAME     its workers stop claiming (what they hold\n"
+     "                                           finishes; parts and sessions stay) / go on\n"
      "  queue list [--json]\n"
      "  queue delete NAME [--force]              refused while it holds items or dead items;\n"
      "                                           --force deletes them with it\n"},

@@ -99,13 +99,19 @@ void ClaimScheduler::Poll() {
   }
 }
 
+void ClaimScheduler::SetPaused(bool paused) {
+  if (paused_ && !paused) Poll();
+  paused_ = paused;
+}
+
 bool ClaimScheduler::WantClaim() const {
+  if (paused_) return false;
   return std::any_of(parts_.begin(), parts_.end(), [](const auto& p) { return p.second.hungry; });
 }
 
 std::optional<int> ClaimScheduler::ClaimAheadBatches(int idle_workers,
                                                      const std::vector<Item>& finishing) const {
-  if (claiming_) return std::nullopt;
+  if (claiming_ || paused_) return std::nullopt;
   const int short_by = idle_workers + 1 - static_cast<int>(queue_.size());
   const bool want = WantClaim();
   if (short_by > 0 && want) return short_by;
@@ -119,6 +125,7 @@ std::optional<int> ClaimScheduler::ClaimAheadBatches(int idle_workers,
 std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session, int batches,
                                                        const std::vector<Item>& finishing,
                                                        absl::Time now) {
+  if (paused_) return std::nullopt;
   // One suspect in flight at a time; the ack of the one in flight may claim
   // the next.
   const bool slot_free =

@@ -92,8 +92,15 @@ class ClaimScheduler {
   // notices, which then reads them from their heads).
   void Poll();
 
+  // --- pause ----------------------------------------------------------------------
+  // A paused queue (Store::SetPaused): no claim at all, not even ahead in an
+  // ack; what is claimed already is still processed. Resuming polls every
+  // part (notices that came meanwhile are kept).
+  void SetPaused(bool paused);
+  bool paused() const { return paused_; }
+
   // --- claims -------------------------------------------------------------------
-  // Some part may have ready items.
+  // Some part may have ready items (never while paused).
   bool WantClaim() const;
   // A claim is under way (between BeginClaim and AcceptClaim or FailClaim).
   bool claiming() const { return claiming_; }
@@ -178,6 +185,7 @@ class ClaimScheduler {
   bool suspects_pending_ = true;
   size_t rotation_ = 0;    // first part of the next claim, if not all fit
   bool claiming_ = false;  // a claim is under way
+  bool paused_ = false;    // SetPaused
   // Counts notices and polls; a claim started at claim_gen_ does not clear a
   // part's hunger (or rescan) if the part was noticed after that.
   int64_t notice_gen_ = 0;

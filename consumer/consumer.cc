@@ -32,6 +32,10 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
     absl::MutexLock lock(&mu_);
     scheduler_.Notice(part, from);
   });
+  session_->SetPausedCallback([this](bool paused) {
+    absl::MutexLock lock(&mu_);
+    scheduler_.SetPaused(paused);
+  });
   if (metrics_ != nullptr) {
     collector_ = std::make_unique<QueueCollector>(
         factory_, options_.queue, [this] { return session_->EpochOf(0).has_value(); },

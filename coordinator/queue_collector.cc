@@ -50,6 +50,11 @@ QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
       sessions_(Gauge(r, "partq_sessions",
                       std::string("Live (unexpired) sessions of the queue.") + kFromCollector,
                       queue_)),
+      paused_(Gauge(r, "partq_queue_paused",
+                    std::string("1 while the queue is paused (partq queue pause): its workers "
+                                "claim nothing.") +
+                        kFromCollector,
+                    queue_)),
       collector_(Gauge(r, "partq_queue_collector",
                        "1 while this worker collects the queue's depth gauges (owns part 0).",
                        queue_)),
@@ -188,6 +193,7 @@ void QueueCollector::Publish(const QueueStatus& status) {
   oldest_ready_age_.Set(absl::ToDoubleSeconds(t.oldest_ready_age));
   unowned_parts_.Set(static_cast<double>(t.unowned_parts));
   sessions_.Set(static_cast<double>(t.live_sessions));
+  paused_.Set(status.config.paused ? 1 : 0);
   horizon_age_.Set(status.horizon ? absl::ToDoubleSeconds(status.horizon->age) : 0);
   horizon_xids_.Set(status.horizon ? static_cast<double>(status.horizon->xid_age) : 0);
   collector_.Set(1);
@@ -196,7 +202,7 @@ void QueueCollector::Publish(const QueueStatus& status) {
 void QueueCollector::ZeroFill() {
   for (prometheus::Gauge* g :
        {&ready_, &delayed_, &in_flight_, &dead_, &oldest_ready_age_, &unowned_parts_, &sessions_,
-        &collector_, &duration_, &horizon_age_, &horizon_xids_}) {
+        &paused_, &collector_, &duration_, &horizon_age_, &horizon_xids_}) {
     g->Set(0);
   }
 }

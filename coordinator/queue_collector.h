@@ -120,6 +120,7 @@ class QueueCollector {
   prometheus::Gauge& oldest_ready_age_;
   prometheus::Gauge& unowned_parts_;
   prometheus::Gauge& sessions_;
+  prometheus::Gauge& paused_;
   prometheus::Gauge& collector_;
   prometheus::Counter& errors_;
   prometheus::Gauge& duration_;

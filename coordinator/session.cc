@@ -136,6 +136,28 @@ void Session::SetItemsCallback(ItemsCallback cb) {
   items_cb_ = std::move(cb);
 }
 
+void Session::SetPausedCallback(PausedCallback cb) {
+  absl::MutexLock lock(&mu_);
+  paused_cb_ = std::move(cb);
+}
+
+bool Session::paused() const {
+  absl::MutexLock lock(&mu_);
+  return paused_;
+}
+
+void Session::NotePaused(bool paused) {
+  PausedCallback cb;
+  {
+    absl::MutexLock lock(&mu_);
+    if (paused == paused_) return;
+    paused_ = paused;
+    cb = paused_cb_;
+  }
+  PARTQ_LOG(Info) << "queue " << options_.queue << (paused ? " paused" : " resumed");
+  if (cb) cb(paused);
+}
+
 void Session::Poke() {
   absl::MutexLock lock(&mu_);
   poked_ = true;
@@ -476,6 +498,7 @@ absl::Status Session::Tick(bool heartbeat) {
     view = store_->ReadGroup(options_.queue);
     if (!view.ok()) return view.status();
   }
+  NotePaused(view->paused);  // before any part is assigned in this round
   return Rebalance(*view);
 }
 

@@ -125,6 +125,13 @@ class Session {
 
   // Called for every item notice (from the listener thread).
   void SetItemsCallback(ItemsCallback cb);
+  // Called (from the session thread) when the queue's paused flag, as the
+  // group views read it, changes; the first view after a join counts as a
+  // change when the queue is paused. Set before Start.
+  using PausedCallback = std::function<void(bool paused)>;
+  void SetPausedCallback(PausedCallback cb);
+  // The queue is paused, as of the last group view (Store::SetPaused).
+  bool paused() const;
   // Wakes the rebalancer now (e.g. after a group notice from elsewhere).
   void Poke();
 
@@ -168,6 +175,8 @@ class Session {
   absl::Status Tick(bool heartbeat);
   // Reconcile, plan, apply (coordinator/rebalance.h).
   absl::Status Rebalance(const GroupView& view);
+  // Tells the paused callback when the view's paused flag differs from ours.
+  void NotePaused(bool paused);
   // Apply: revoke and release `parts` (those we hold); handed back to the
   // listener if the release fails.
   absl::Status Release(const std::vector<int>& parts);
@@ -205,6 +214,8 @@ class Session {
   int64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
   bool revoked_ ABSL_GUARDED_BY(mu_) = false;  // OnRevoke returned: the keepalive stops
   ItemsCallback items_cb_ ABSL_GUARDED_BY(mu_);
+  PausedCallback paused_cb_ ABSL_GUARDED_BY(mu_);
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
 
   // Session thread only (made by Start before the thread runs).
   std::optional<HeartbeatTimer> heartbeat_;

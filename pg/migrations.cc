@@ -681,6 +681,9 @@ ALTER TABLE {schema}.part_claims SET (
   autovacuum_vacuum_scale_factor = 0,
   autovacuum_vacuum_threshold = 1000);
 )sql"},
+      {11, "queues.paused: a paused queue's workers claim nothing (partq queue pause)", R"sql(
+ALTER TABLE {schema}.queues ADD COLUMN paused boolean NOT NULL DEFAULT false;
+)sql"},
   };
   return *migrations;
 }

@@ -404,6 +404,7 @@ QueueConfig QueueFromRow(const pqxx::row& r) {
   c.max_attempts = r[4].as<int>();
   c.ordered = r[5].as<bool>();
   c.dlq_topic = Text(r[6]);
+  c.paused = r[7].as<bool>();
   return c;
 }
 
@@ -624,6 +625,7 @@ absl::StatusOr<GroupView> PgStore::Heartbeat(absl::string_view queue, const Sess
     view.alive = r[0][0].as<int64_t>() > 0;
     view.expired = r[0][1].as<int64_t>();
     ParseGroup(Text(r[0][2]), Text(r[0][3]), &view);
+    view.paused = !r[0][5].is_null() && r[0][5].as<bool>();
     return view;
   });
 }
@@ -636,6 +638,7 @@ absl::StatusOr<GroupView> PgStore::ReadGroup(absl::string_view queue) {
     if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
     GroupView view;
     ParseGroup(Text(r[0][1]), Text(r[0][2]), &view);
+    view.paused = !r[0][3].is_null() && r[0][3].as<bool>();
     return view;
   });
 }
@@ -701,6 +704,18 @@ absl::Status PgStore::Leave(absl::string_view queue, const SessionId& session,
                      ChannelFor(options_.schema, queue));
     return absl::OkStatus();
   });
+}
+
+absl::Status PgStore::SetPaused(absl::string_view queue, bool paused) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run(absl::StrCat(paused ? "pause" : "resume", " queue \"", queue, "\""),
+             [&]() -> absl::Status {
+               pqxx::nontransaction tx(*conn_);
+               pqxx::result r = tx.exec_prepared("set_paused", std::string(queue), paused,
+                                                 ChannelFor(options_.schema, queue));
+               if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
+               return absl::OkStatus();
+             });
 }
 
 absl::Status PgStore::ReleaseClaims(absl::string_view queue, const SessionId& session,

@@ -543,13 +543,18 @@ RETURNING name
 )sql"},
       {"get_queue", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic
+       max_attempts, ordered, dlq_topic, paused
 FROM {schema}.queues WHERE name = $1
 )sql"},
       {"list_queues", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic
+       max_attempts, ordered, dlq_topic, paused
 FROM {schema}.queues ORDER BY name
+)sql"},
+      // SetPaused: the flag, and a group notice so sessions re-read at once.
+      {"set_paused", R"sql(
+WITH u AS (UPDATE {schema}.queues SET paused = $2 WHERE name = $1 RETURNING 1)
+SELECT count(pg_notify($3, 'g')) FROM u
 )sql"},
 
       // --- sessions -------------------------------------------------------------
@@ -625,14 +630,16 @@ SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM gone),
        (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
         FROM {schema}.session_parts
         WHERE queue = $1 AND session_id NOT IN (SELECT id FROM gone)),
-       (SELECT count(pg_notify($4, 'g')) FROM (SELECT 1 FROM gone LIMIT 1) g)
+       (SELECT count(pg_notify($4, 'g')) FROM (SELECT 1 FROM gone LIMIT 1) g),
+       (SELECT paused FROM {schema}.queues WHERE name = $1)
 )sql"},
       {"read_group", R"sql(
 SELECT (SELECT count(*) FROM {schema}.queues WHERE name = $1),
        (SELECT string_agg(id::text, ',' ORDER BY id) FROM {schema}.sessions
         WHERE queue = $1 AND expires_at >= now()),
        (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
-        FROM {schema}.session_parts WHERE queue = $1)
+        FROM {schema}.session_parts WHERE queue = $1),
+       (SELECT paused FROM {schema}.queues WHERE name = $1)
 )sql"},
       // AcquireParts: the primary key (queue, part) makes a second owner
       // impossible (I1); ON CONFLICT DO NOTHING skips owned parts. Rows go in

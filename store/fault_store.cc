@@ -60,6 +60,9 @@ class FaultStore : public Store {
                      int64_t incarnation) override {
     return Call("Leave", [&] { return inner_->Leave(queue, session, incarnation); });
   }
+  absl::Status SetPaused(absl::string_view queue, bool paused) override {
+    return Call("SetPaused", [&] { return inner_->SetPaused(queue, paused); });
+  }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
     return Call("ReleaseClaims", [&] { return inner_->ReleaseClaims(queue, session, incarnation); });

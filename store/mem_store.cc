@@ -32,7 +32,9 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("CreateQueue"); !st.ok()) return st;
     if (absl::Status st = ValidateQueueConfig(config); !st.ok()) return st;
-    if (!db_->queues_.emplace(config.name, config).second) {
+    QueueConfig created = config;
+    created.paused = false;  // as PgStore: a queue starts running
+    if (!db_->queues_.emplace(config.name, created).second) {
       return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
     }
     return absl::OkStatus();
@@ -62,6 +64,15 @@ class MemStore : public Store {
     absl::StatusOr<QueueConfig*> q = db_->QueueLocked(name);
     if (!q.ok()) return q.status();
     (*q)->dlq_topic = topic;
+    return absl::OkStatus();
+  }
+  absl::Status SetPaused(absl::string_view name, bool paused) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("SetPaused"); !st.ok()) return st;
+    if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(name);
+    if (!q.ok()) return q.status();
+    (*q)->paused = paused;
     return absl::OkStatus();
   }
   absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
@@ -811,6 +822,7 @@ void MemDatabase::ExpireLocked(const std::string& queue, const std::string& exce
 
 GroupView MemDatabase::ViewLocked(const std::string& queue) {
   GroupView view;
+  if (auto q = queues_.find(queue); q != queues_.end()) view.paused = q->second.paused;
   const absl::Time now = clock_->Now();
   for (const auto& [id, s] : sessions_) {
     if (s.queue == queue && s.expires_at >= now) view.members.push_back(SessionId{id});

@@ -441,6 +441,11 @@ class Store {
   // NotFound for an unknown queue.
   virtual absl::Status SetDeadLetterTopic(absl::string_view queue,
                                           const std::optional<std::string>& topic) = 0;
+  // Pauses or resumes a queue: its sessions see `paused` in their next group
+  // view (a group notice wakes them at once) and stop or resume claiming;
+  // nothing else changes (parts, heartbeats, items in flight). NotFound for
+  // an unknown queue. Idempotent.
+  virtual absl::Status SetPaused(absl::string_view queue, bool paused) = 0;
 
   // --- sessions (docs/architecture.md: join, heartbeat, rebalance, leave) --
   virtual absl::StatusOr<JoinResult> Join(const JoinRequest& request) = 0;

@@ -52,6 +52,9 @@ struct QueueConfig {
   // Kafka Connect-style context headers (store.h, "Dead-letter topic").
   // nullopt: no dead-letter topic. Validated by ValidateTopicName.
   std::optional<std::string> dlq_topic;
+  // Paused (Store::SetPaused): its workers claim nothing and finish what they
+  // have; they keep their parts and heartbeats. Not a creation setting.
+  bool paused = false;
 };
 
 // A part this session owns, and the epoch of that ownership.
@@ -76,6 +79,7 @@ struct GroupView {
   std::vector<SessionId> members;  // sessions not yet expired, sorted by id
   std::vector<PartOwner> owners;   // session_parts rows, sorted by part
   int64_t expired = 0;             // sessions this call deleted as expired
+  bool paused = false;             // the queue is paused (Store::SetPaused)
 };
 
 struct SessionInfo {

@@ -100,6 +100,24 @@ TEST_F(ClaimSchedulerTest, APartReadToItsEndIsNotClaimedAgainUntilANoticeOrAPoll
       << "a notice that does not say where reads the part from its head";
 }
 
+TEST_F(ClaimSchedulerTest, APausedQueueClaimsNothingNotEvenAheadAndResumesWithARead) {
+  ClaimAndAccept(kT0, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});  // a full batch: more to read
+  ASSERT_TRUE(s_.WantClaim());
+  s_.SetPaused(true);
+  EXPECT_TRUE(s_.paused());
+  EXPECT_FALSE(s_.WantClaim());
+  EXPECT_FALSE(s_.BeginClaim(kMe, 1, {}, kT0).has_value());
+  EXPECT_FALSE(s_.ClaimAheadBatches(2, {MakeItem(1, 0, 1)}).has_value())
+      << "no claim ahead in an ack while paused";
+  s_.Notice(0);  // items keep coming; they wait
+  s_.Poll();
+  EXPECT_FALSE(s_.WantClaim());
+  EXPECT_EQ(s_.queued(), 1u) << "what was claimed before the pause is still processed";
+  s_.SetPaused(false);
+  EXPECT_TRUE(s_.WantClaim());
+  EXPECT_TRUE(s_.BeginClaim(kMe, 1, {}, kT0).has_value());
+}
+
 TEST(ClaimScheduler, WithoutNoticesAPollReadsQuietPartsFromTheHeadAndLeavesBusyOnesAtTheirCursor) {
   ClaimScheduler s(Options(/*ordered=*/false, /*notices=*/false));
   s.Assign({{0, Epoch{1}}, {1, Epoch{1}}});

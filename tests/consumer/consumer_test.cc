@@ -147,6 +147,60 @@ TEST_F(ConsumerTest, ThreeConsumersDrainWithRecordHandlerExactlyOnce) {
   EXPECT_EQ(acked, 6000);
 }
 
+// `partq queue pause`: a LISTEN consumer and a --poll-only one stop claiming
+// (the flag reaches them in a group view: a notice, or the next group poll),
+// keep their parts, and after `resume` drain what came meanwhile, each item
+// once, without a rebalance.
+TEST_F(ConsumerTest, APausedQueueIsNotClaimedAndResumesWhereItWas) {
+  CreateQueue("q", 4, absl::Seconds(1));  // a short TTL: rounds every 250 ms
+  auto handler = ParseHandlerSpec("record:effects");
+  ASSERT_TRUE(handler.ok());
+  ConsumerOptions polling = Options("q");
+  polling.poll_only = true;
+  Consumer a(schema_.Factory(), Options("q"), handler->get());
+  Consumer b(schema_.Factory(), polling, handler->get());
+  ASSERT_TRUE(a.Start().ok());
+  ASSERT_TRUE(b.Start().ok());
+  EnqueueN("q", 100, "a");
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+
+  const testing::PartqResult paused =
+      testing::Partq({"queue", "pause", "q", "--dsn", schema_.dsn(), "--schema", schema_.name()});
+  ASSERT_EQ(paused.code, 0) << paused.err;
+  ASSERT_TRUE(WaitUntil([&] { return a.session().paused() && b.session().paused(); }));
+  const std::string owners_sql =
+      "SELECT string_agg(part || ':' || epoch, ',' ORDER BY part) FROM {schema}.session_parts";
+  const auto owners = schema_.Q(owners_sql);
+  EnqueueN("q", 200, "b");
+  // Nothing is claimed while both sessions run three more rounds (heartbeats
+  // and group reads) and the claimers poll every 100 ms.
+  const int64_t a_rounds = a.session().rounds(), b_rounds = b.session().rounds();
+  ASSERT_TRUE(WaitUntil([&] {
+    return a.session().rounds() >= a_rounds + 3 && b.session().rounds() >= b_rounds + 3;
+  }));
+  EXPECT_EQ(Left("q"), 200);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.effects"), 100);
+  const testing::PartqResult listed = testing::Partq(
+      {"queue", "list", "--json", "--dsn", schema_.dsn(), "--schema", schema_.name()});
+  EXPECT_NE(listed.out.find("\"paused\": true"), std::string::npos) << listed.out;
+
+  const testing::PartqResult resumed =
+      testing::Partq({"queue", "resume", "q", "--dsn", schema_.dsn(), "--schema", schema_.name()});
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  EXPECT_FALSE(a.session().paused());
+  EXPECT_EQ(schema_.Q(owners_sql), owners) << "pausing moved parts";
+  a.Stop();
+  b.Stop();
+  ExpectExactlyOnce("effects", 300);
+  EXPECT_GT(a.stats().acked, 0);
+  EXPECT_GT(b.stats().acked, 0);
+  const testing::PartqResult unknown = testing::Partq(
+      {"queue", "pause", "nosuch", "--dsn", schema_.dsn(), "--schema", schema_.name()});
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_NE(unknown.err.find("unknown queue \"nosuch\""), std::string::npos) << unknown.err;
+}
+
 TEST_F(ConsumerTest, FourWorkerProcessesDrain50kExactlyOnce) {
   CreateQueue("big", 16);
   EnqueueN("big", 50000);

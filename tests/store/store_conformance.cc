@@ -337,6 +337,40 @@ TEST_P(StoreConformance, QueueValidationRejectsBadInput) {
   EXPECT_EQ(all.size(), 2u);
 }
 
+TEST_P(StoreConformance, APausedQueueSaysSoInItsConfigAndEveryGroupView) {
+  MakeQueue(*store_, "q", 2);
+  Member a = JoinWith(*store_, "q", {0});
+  ASSERT_OK_AND_ASSIGN(QueueConfig c, store_->GetQueue("q"));
+  EXPECT_FALSE(c.paused);
+  ASSERT_OK(store_->SetPaused("q", true));
+  ASSERT_OK(store_->SetPaused("q", true));  // idempotent
+  ASSERT_OK_AND_ASSIGN(c, store_->GetQueue("q"));
+  EXPECT_TRUE(c.paused);
+  ASSERT_OK_AND_ASSIGN(GroupView g, store_->ReadGroup("q"));
+  EXPECT_TRUE(g.paused);
+  EXPECT_EQ(g.owners.size(), 1u) << "pausing moves no part";
+  ASSERT_OK_AND_ASSIGN(g, store_->Heartbeat("q", a.join.id, a.join.incarnation));
+  EXPECT_TRUE(g.paused);
+  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_TRUE(all[0].paused);
+  ASSERT_OK_AND_ASSIGN(QueueStatus st, store_->Status("q"));
+  EXPECT_TRUE(st.config.paused);
+  ASSERT_OK(store_->SetPaused("q", false));
+  ASSERT_OK_AND_ASSIGN(g, store_->Heartbeat("q", a.join.id, a.join.incarnation));
+  EXPECT_FALSE(g.paused);
+  EXPECT_EQ(store_->SetPaused("nosuch", true).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->SetPaused("bad name", true).code(), absl::StatusCode::kInvalidArgument);
+  // A queue made with paused set starts running: pausing is not a creation setting.
+  QueueConfig q2;
+  q2.name = "q2";
+  q2.parts = 1;
+  q2.paused = true;
+  ASSERT_OK(store_->CreateQueue(q2));
+  ASSERT_OK_AND_ASSIGN(c, store_->GetQueue("q2"));
+  EXPECT_FALSE(c.paused);
+}
+
 TEST_P(StoreConformance, DeadLetterTopicIsSetClearedAndValidated) {
   QueueConfig c;
   c.name = "orders";
