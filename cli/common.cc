@@ -37,6 +37,25 @@ absl::StatusOr<PgOptions> ConnectionOptions(const Args& args) {
     o.schema = env;
   }
   if (absl::Status st = ValidateSchemaName(o.schema); !st.ok()) return st;
+  // The pooler between partq and PostgreSQL, named as PgBouncer's pool_mode.
+  std::string pool_mode = "none";
+  if (auto mode = args.Get("pool-mode")) {
+    pool_mode = *mode;
+  } else if (const char* env = std::getenv("PARTQ_POOL_MODE"); env != nullptr && *env) {
+    pool_mode = env;
+  }
+  if (pool_mode == "transaction") {
+    o.transaction_pooler = true;
+  } else if (pool_mode == "statement") {
+    return absl::InvalidArgumentError(
+        "--pool-mode statement: partq needs transactions of several statements, which a pooler "
+        "in statement mode refuses; point partq at a pool in transaction or session mode");
+  } else if (pool_mode != "none" && pool_mode != "session") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--pool-mode (or PARTQ_POOL_MODE): \"", absl::CHexEscape(pool_mode),
+        "\" is not one of none, session, transaction (PgBouncer's pool_mode of the pool partq "
+        "connects to; none for a direct connection)"));
+  }
   auto max = args.Int("max-payload", o.max_payload_bytes, 1, int64_t{1} << 30);
   if (!max.ok()) return max.status();
   o.max_payload_bytes = *max;

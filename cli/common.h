@@ -20,13 +20,14 @@ namespace partq::cli {
 
 // Flags every command that talks to the database accepts.
 inline const std::set<std::string>& ConnectionFlags() {
-  static const std::set<std::string> flags = {"dsn", "schema", "max-payload"};
+  static const std::set<std::string> flags = {"dsn", "schema", "max-payload", "pool-mode"};
   return flags;
 }
 std::set<std::string> With(std::set<std::string> a, const std::set<std::string>& b);
 
 // --dsn, else $PARTQ_DSN, else libpq's PG* variables; --schema, else
-// $PARTQ_SCHEMA, else "partq".
+// $PARTQ_SCHEMA, else "partq"; --pool-mode, else $PARTQ_POOL_MODE, else none
+// (`transaction` sets PgOptions::transaction_pooler).
 absl::StatusOr<PgOptions> ConnectionOptions(const Args& args);
 absl::StatusOr<std::unique_ptr<Store>> Connect(const Args& args);
 // Connect, then Store::CheckSchema: a missing, older or newer schema is

@@ -63,7 +63,10 @@ constexpr CommandUsage kCommands[] = {
 constexpr char kFooter[] =
     "Connection: --dsn or $PARTQ_DSN, else libpq's PGHOST/PGPORT/PGUSER/... variables;\n"
     "connecting gives up after 10 s ($PGCONNECT_TIMEOUT, or connect_timeout in the DSN).\n"
-    "Schema: --schema or $PARTQ_SCHEMA (default \"partq\"). Payload limit: --max-payload BYTES.\n";
+    "Schema: --schema or $PARTQ_SCHEMA (default \"partq\"). Payload limit: --max-payload BYTES.\n"
+    "Through PgBouncer in transaction pooling mode: --pool-mode transaction or\n"
+    "$PARTQ_POOL_MODE=transaction (no prepared statements or session settings; a worker\n"
+    "then polls, as with --poll-only). none (default) and session need nothing.\n";
 constexpr char kHandlers[] =
     "Handlers: your code in any language, speaking docs/handler-protocol.md:\n"
     "  exec:COMMAND   a child process per worker thread (JSON Lines on stdin/stdout)\n"

@@ -72,6 +72,8 @@ int CmdWorker(const std::vector<std::string>& argv) {
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());
   pg->application_name = "partq worker";
+  // LISTEN cannot work through a transaction pooler: --pool-mode transaction implies --poll-only.
+  o.poll_only = o.poll_only || pg->transaction_pooler;
   // Fail fast on a bad DSN, a missing schema or an unknown queue.
   HandlerSpecOptions ho;
   {

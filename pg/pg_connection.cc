@@ -82,12 +82,15 @@ std::string ErrorText(PGconn* c, const PGresult* r) {
 
 }  // namespace
 
-void Pipeline::Prepare(PgConnection& conn, const char* name) {
-  const std::string* sql = nullptr;
+const std::string& Pipeline::Sql(const char* name) const {
   for (const auto& [n, text] : sql_) {
-    if (n == name) sql = &text;
+    if (n == name) return text;
   }
-  if (sql == nullptr) throw pqxx::usage_error(absl::StrCat("pipeline: no statement ", name));
+  throw pqxx::usage_error(absl::StrCat("pipeline: no statement ", name));
+}
+
+void Pipeline::Prepare(PgConnection& conn, const char* name) {
+  const std::string* sql = &Sql(name);
   PGconn* c = conn.raw();
   std::unique_ptr<PGresult, void (*)(PGresult*)> r(PQprepare(c, name, sql->c_str(), 0, nullptr),
                                                    PQclear);
@@ -107,7 +110,7 @@ std::vector<PipelineResult> Pipeline::Run(PgConnection& conn, const std::vector<
     prepared_generation_ = conn.generation();
   }
   for (const Step& s : steps) {
-    if (!prepared_.contains(s.name)) Prepare(conn, s.name);
+    if (!unnamed_ && !prepared_.contains(s.name)) Prepare(conn, s.name);
   }
 
   if (PQenterPipelineMode(c) != 1) Broken(c, nullptr);
@@ -125,10 +128,13 @@ std::vector<PipelineResult> Pipeline::Run(PgConnection& conn, const std::vector<
       lengths[k] = p ? static_cast<int>(p->size()) : 0;
       formats[k] = k < s.binary_params.size() && s.binary_params[k] ? 1 : 0;
     }
-    if (PQsendQueryPrepared(c, s.name, static_cast<int>(n), values.data(), lengths.data(),
-                            formats.data(), s.binary ? 1 : 0) != 1) {
-      Broken(c, nullptr);
-    }
+    const int sent =
+        unnamed_
+            ? PQsendQueryParams(c, Sql(s.name).c_str(), static_cast<int>(n), nullptr, values.data(),
+                                lengths.data(), formats.data(), s.binary ? 1 : 0)
+            : PQsendQueryPrepared(c, s.name, static_cast<int>(n), values.data(), lengths.data(),
+                                  formats.data(), s.binary ? 1 : 0);
+    if (sent != 1) Broken(c, nullptr);
   }
   if (PQpipelineSync(c) != 1) Broken(c, nullptr);
 

@@ -85,6 +85,10 @@ class Pipeline {
   // Registers a statement; it is prepared on first use on each server
   // connection.
   void Define(const char* name, std::string sql);
+  // `unnamed`: nothing is prepared; each step is sent whole as the unnamed
+  // statement (Parse, Bind, Execute in the same flight), for a transaction
+  // pooler, where a name prepared on one server connection is not on the next.
+  void SetUnnamed(bool unnamed) { unnamed_ = unnamed; }
   // Sends `steps` in one flight and reads one result per step. A statement
   // that fails makes the server skip the ones after it (kSkipped) and leaves
   // an open transaction aborted. Throws pqxx::broken_connection if the
@@ -94,10 +98,12 @@ class Pipeline {
 
  private:
   void Prepare(PgConnection& conn, const char* name);
+  const std::string& Sql(const char* name) const;  // of a statement Define'd
 
   std::vector<std::pair<std::string, std::string>> sql_;  // name -> text
   uint64_t prepared_generation_ = 0;
   absl::flat_hash_set<std::string> prepared_;  // on prepared_generation_
+  bool unnamed_ = false;
 };
 
 // One-dimensional arrays in PostgreSQL's binary format (array_recv), for a

@@ -2,6 +2,8 @@
 // Items live in pg_store_items.cc, the SQL in pg_store_sql.cc.
 #include "pg/pg_store.h"
 
+#include <libpq-fe.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "partitioner/part.h"
@@ -89,6 +92,18 @@ absl::Status FromSqlState(absl::string_view sqlstate, const std::string& prefix,
                                                         MigrateCommand(schema), " (", msg, ")"));
     }
     return absl::InternalError(text(""));
+  }
+  if (sqlstate == "42P05" || sqlstate == "26000") {
+    // A prepared statement of partq's that exists already, or no longer:
+    // every statement went to a server connection the connection did not
+    // prepare it on, which only a pooler in transaction mode does.
+    *drop = true;
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, msg,
+        " (partq's prepared statements vanish or exist already from one statement to the next: "
+        "the connection goes through a pooler in transaction mode, such as PgBouncer's "
+        "pool_mode = transaction; run partq with --pool-mode transaction or "
+        "PARTQ_POOL_MODE=transaction, PgOptions::transaction_pooler in C++)"));
   }
   if (sqlstate == "23505") return absl::AlreadyExistsError(text(""));
   if (sqlstate == "23503") return absl::FailedPreconditionError(text(""));
@@ -236,15 +251,59 @@ int64_t KeyHash(absl::string_view key) { return Murmur2(key) & 0x7fffffffu; }
 
 // --- connection ---------------------------------------------------------------------
 
+const char* BeginSql(bool local_settings) {
+  static const std::string with = absl::StrCat("BEGIN; ", kLocalSettings);
+  return local_settings ? with.c_str() : "BEGIN";
+}
+
+namespace {
+
+// A libpq connection string: `dsn` (key=value words or a URI) with
+// application_name set to `name`, written as key=value words (libpq parses
+// `dsn`; what it cannot parse is left as it is, for the connection to refuse
+// with libpq's message).
+std::string WithApplicationName(const std::string& dsn, absl::string_view name) {
+  // Values in single quotes, with backslashes and quotes escaped, as libpq reads them.
+  auto quoted = [](absl::string_view v) {
+    return absl::StrCat("'", absl::StrReplaceAll(v, {{"\\", "\\\\"}, {"'", "\\'"}}), "'");
+  };
+  std::string out;
+  if (!dsn.empty()) {
+    char* error = nullptr;
+    PQconninfoOption* options = PQconninfoParse(dsn.c_str(), &error);
+    if (options == nullptr) {
+      PQfreemem(error);
+      return dsn;
+    }
+    for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+      if (o->val == nullptr || absl::string_view(o->keyword) == "application_name") continue;
+      absl::StrAppend(&out, o->keyword, "=", quoted(o->val), " ");
+    }
+    PQconninfoFree(options);
+  }
+  absl::StrAppend(&out, "application_name=", quoted(name));
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<PgConnection>> OpenConnection(const PgOptions& options) {
   std::unique_ptr<PgConnection> conn;
   try {
-    conn = std::make_unique<PgConnection>(options.dsn);
+    // Through a transaction pooler a session setting would stay on one server
+    // connection (and reach other clients of it), so application_name goes
+    // in the startup packet, which PgBouncer passes on to each server
+    // connection it lends this client; jit is set per transaction (PgWork,
+    // BeginSql).
+    conn = std::make_unique<PgConnection>(
+        options.transaction_pooler ? WithApplicationName(options.dsn, options.application_name)
+                                   : options.dsn);
   } catch (const pqxx::broken_connection& e) {
     return ClassifyConnectError(RedactDsnPasswords(e.what(), options.dsn));
   } catch (const std::exception& e) {
     return ClassifyConnectError(RedactDsnPasswords(e.what(), options.dsn));
   }
+  if (options.transaction_pooler) return conn;
   try {
     // Set here rather than in the DSN, which may be a URI or key=value text.
     // JIT off: partq's statements are short, and their plans' costs follow
@@ -265,10 +324,22 @@ absl::StatusOr<std::unique_ptr<PgConnection>> OpenConnection(const PgOptions& op
 }
 
 PgStore::PgStore(PgOptions options)
-    : options_(std::move(options)), qschema_(WithSchema("{schema}", options_.schema)) {
+    : options_(std::move(options)),
+      qschema_(WithSchema("{schema}", options_.schema)),
+      handler_statements_(/*named=*/!options_.transaction_pooler) {
+  pipeline_.SetUnnamed(options_.transaction_pooler);
   for (auto& [name, sql] : PipelinedStatements(options_.schema)) {
     pipeline_.Define(name, std::move(sql));
   }
+}
+
+pqxx::transaction_base& PgStore::Autocommit() {
+  if (options_.transaction_pooler) {
+    autocommit_ = std::make_unique<PgWork<>>(*conn_, /*local_settings=*/true);
+  } else {
+    autocommit_ = std::make_unique<pqxx::nontransaction>(*conn_);
+  }
+  return *autocommit_;
 }
 
 PgStore::~PgStore() = default;
@@ -281,7 +352,9 @@ absl::Status PgStore::EnsureConnected() {
     // Definitions only: libpqxx sends each Parse on first use.
     unprepared_.clear();
     for (Statement& st : PreparedStatements(options_.schema)) {
-      if (st.prepared) {
+      // Through a transaction pooler the next statement may run on another
+      // server connection, where a name prepared here does not exist.
+      if (st.prepared && !options_.transaction_pooler) {
         (*conn)->prepare(st.name, st.sql);
       } else {
         unprepared_.emplace(st.name, std::move(st.sql));
@@ -320,7 +393,7 @@ absl::Status PgStore::Fail(absl::string_view what, std::exception_ptr error) {
 
 absl::Status PgStore::Migrate() {
   return Run("migrate", [&]() -> absl::Status {
-    pqxx::work tx(*conn_);
+    PgWork<> tx(*conn_, options_.transaction_pooler);
     // The lock comes first: until it is held nothing else may look at the
     // schema, so 20 processes migrating at once run one after another, and
     // each later one sees the schema the earlier ones committed.
@@ -361,7 +434,7 @@ CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
 
 absl::Status PgStore::CheckSchema() {
   return Run("checking the schema", [&]() -> absl::Status {
-    pqxx::nontransaction tx(*conn_);
+    pqxx::transaction_base& tx = Autocommit();
     pqxx::result r = tx.exec_params(
         "SELECT to_regclass(quote_ident($1) || '.schema_migrations') IS NOT NULL", options_.schema);
     if (!r[0][0].as<bool>()) {
@@ -447,10 +520,11 @@ void ParseGroup(const std::optional<std::string>& members, const std::optional<s
 absl::Status PgStore::CreateQueue(const QueueConfig& config) {
   if (absl::Status st = ValidateQueueConfig(config); !st.ok()) return st;
   return Run(absl::StrCat("create queue \"", config.name, "\""), [&]() -> absl::Status {
-    pqxx::nontransaction tx(*conn_);
-    pqxx::result r = tx.exec_prepared(
-        "create_queue", config.name, config.parts, std::string(AssignmentName(config.assignment)),
-        Micros(config.session_ttl), config.max_attempts, config.ordered, config.dlq_topic);
+    pqxx::transaction_base& tx = Autocommit();
+    pqxx::result r =
+        Exec(tx, "create_queue", config.name, config.parts,
+             std::string(AssignmentName(config.assignment)), Micros(config.session_ttl),
+             config.max_attempts, config.ordered, config.dlq_topic);
     if (r.empty()) {
       return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
     }
@@ -461,8 +535,8 @@ absl::Status PgStore::CreateQueue(const QueueConfig& config) {
 absl::StatusOr<QueueConfig> PgStore::GetQueue(absl::string_view name) {
   if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
   return Run(absl::StrCat("get queue \"", name, "\""), [&]() -> absl::StatusOr<QueueConfig> {
-    pqxx::nontransaction tx(*conn_);
-    pqxx::result r = tx.exec_prepared("get_queue", std::string(name));
+    pqxx::transaction_base& tx = Autocommit();
+    pqxx::result r = Exec(tx, "get_queue", std::string(name));
     if (r.empty()) return UnknownQueue(name, options_.schema);
     return QueueFromRow(r[0]);
   });
@@ -470,9 +544,9 @@ absl::StatusOr<QueueConfig> PgStore::GetQueue(absl::string_view name) {
 
 absl::StatusOr<std::vector<QueueConfig>> PgStore::ListQueues() {
   return Run("list queues", [&]() -> absl::StatusOr<std::vector<QueueConfig>> {
-    pqxx::nontransaction tx(*conn_);
+    pqxx::transaction_base& tx = Autocommit();
     std::vector<QueueConfig> out;
-    for (const pqxx::row& row : tx.exec_prepared("list_queues")) out.push_back(QueueFromRow(row));
+    for (const pqxx::row& row : Exec(tx, "list_queues")) out.push_back(QueueFromRow(row));
     return out;
   });
 }
@@ -503,7 +577,7 @@ std::string Count(int64_t n, absl::string_view noun) {
 absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueContents contents) {
   if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
   return Run(absl::StrCat("delete queue \"", name, "\""), [&]() -> absl::StatusOr<DeletedQueue> {
-    pqxx::work tx(*conn_);
+    PgWork<> tx(*conn_, options_.transaction_pooler);
     // No enqueue locks the queue row (items have no FK to queues: it would
     // cost a lookup per insert), so a lock on that row alone would not keep
     // enqueues out. This lock on items does (SHARE ROW EXCLUSIVE: as SHARE
@@ -579,7 +653,7 @@ absl::Status PgStore::SetDeadLetterTopic(absl::string_view name,
   }
   return Run(absl::StrCat("set the dead-letter topic of queue \"", name, "\""),
              [&]() -> absl::Status {
-               pqxx::nontransaction tx(*conn_);
+               pqxx::transaction_base& tx = Autocommit();
                if (tx.exec_params(WithSchema("UPDATE {schema}.queues SET dlq_topic = $2 "
                                              "WHERE name = $1",
                                              options_.schema),
@@ -600,7 +674,7 @@ absl::StatusOr<JoinResult> PgStore::Join(const JoinRequest& request) {
   }
   return Run(absl::StrCat("join queue \"", request.queue, "\""),
              [&]() -> absl::StatusOr<JoinResult> {
-               pqxx::nontransaction tx(*conn_);
+               pqxx::transaction_base& tx = Autocommit();
                std::optional<std::string> instance;
                if (!request.instance_id.empty()) instance = request.instance_id;
                pqxx::result r = Exec(tx, "join", request.queue, instance, request.host, request.pid,
@@ -618,9 +692,9 @@ absl::StatusOr<GroupView> PgStore::Heartbeat(absl::string_view queue, const Sess
                                              int64_t incarnation) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("heartbeat", [&]() -> absl::StatusOr<GroupView> {
-    pqxx::nontransaction tx(*conn_);
-    pqxx::result r = tx.exec_prepared("heartbeat", std::string(queue), session.value, incarnation,
-                                      ChannelFor(options_.schema, queue));
+    pqxx::transaction_base& tx = Autocommit();
+    pqxx::result r = Exec(tx, "heartbeat", std::string(queue), session.value, incarnation,
+                          ChannelFor(options_.schema, queue));
     GroupView view;
     view.alive = r[0][0].as<int64_t>() > 0;
     view.expired = r[0][1].as<int64_t>();
@@ -633,8 +707,8 @@ absl::StatusOr<GroupView> PgStore::Heartbeat(absl::string_view queue, const Sess
 absl::StatusOr<GroupView> PgStore::ReadGroup(absl::string_view queue) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("read group", [&]() -> absl::StatusOr<GroupView> {
-    pqxx::nontransaction tx(*conn_);
-    pqxx::result r = tx.exec_prepared("read_group", std::string(queue));
+    pqxx::transaction_base& tx = Autocommit();
+    pqxx::result r = Exec(tx, "read_group", std::string(queue));
     if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
     GroupView view;
     ParseGroup(Text(r[0][1]), Text(r[0][2]), &view);
@@ -659,7 +733,7 @@ absl::StatusOr<std::vector<OwnedPart>> PgStore::AcquireParts(absl::string_view q
   };
   std::vector<OwnedPart> out;
   absl::Status st = Run("acquire parts", [&]() -> absl::Status {
-    pqxx::nontransaction tx(*conn_);
+    pqxx::transaction_base& tx = Autocommit();
     try {
       for (const pqxx::row& row :
            Exec(tx, "acquire", std::string(queue), session.value, IntArray(sorted))) {
@@ -688,9 +762,9 @@ absl::Status PgStore::ReleaseParts(absl::string_view queue, const SessionId& ses
     es.push_back(p.epoch.value);
   }
   return Run("release parts", [&]() -> absl::Status {
-    pqxx::nontransaction tx(*conn_);
-    tx.exec_prepared("release", std::string(queue), session.value, IntArray(ps), IntArray(es),
-                     ChannelFor(options_.schema, queue));
+    pqxx::transaction_base& tx = Autocommit();
+    Exec(tx, "release", std::string(queue), session.value, IntArray(ps), IntArray(es),
+         ChannelFor(options_.schema, queue));
     return absl::OkStatus();
   });
 }
@@ -699,9 +773,9 @@ absl::Status PgStore::Leave(absl::string_view queue, const SessionId& session,
                             int64_t incarnation) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("leave", [&]() -> absl::Status {
-    pqxx::nontransaction tx(*conn_);
-    tx.exec_prepared("leave", std::string(queue), session.value, incarnation,
-                     ChannelFor(options_.schema, queue));
+    pqxx::transaction_base& tx = Autocommit();
+    Exec(tx, "leave", std::string(queue), session.value, incarnation,
+         ChannelFor(options_.schema, queue));
     return absl::OkStatus();
   });
 }
@@ -710,9 +784,8 @@ absl::Status PgStore::SetPaused(absl::string_view queue, bool paused) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run(absl::StrCat(paused ? "pause" : "resume", " queue \"", queue, "\""),
              [&]() -> absl::Status {
-               pqxx::nontransaction tx(*conn_);
-               pqxx::result r = tx.exec_prepared("set_paused", std::string(queue), paused,
-                                                 ChannelFor(options_.schema, queue));
+               pqxx::result r = Exec(Autocommit(), "set_paused", std::string(queue), paused,
+                                     ChannelFor(options_.schema, queue));
                if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
                return absl::OkStatus();
              });
@@ -722,8 +795,7 @@ absl::Status PgStore::ReleaseClaims(absl::string_view queue, const SessionId& se
                                     int64_t incarnation) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("release claims", [&]() -> absl::Status {
-    pqxx::nontransaction tx(*conn_);
-    tx.exec_prepared("release_claims", std::string(queue), session.value, incarnation);
+    Exec(Autocommit(), "release_claims", std::string(queue), session.value, incarnation);
     return absl::OkStatus();
   });
 }
@@ -731,8 +803,8 @@ absl::Status PgStore::ReleaseClaims(absl::string_view queue, const SessionId& se
 absl::Status PgStore::NotifyGroup(absl::string_view queue) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("notify group", [&]() -> absl::Status {
-    pqxx::nontransaction tx(*conn_);
-    tx.exec_prepared("notify", ChannelFor(options_.schema, queue), std::string("g"));
+    pqxx::transaction_base& tx = Autocommit();
+    Exec(tx, "notify", ChannelFor(options_.schema, queue), std::string("g"));
     return absl::OkStatus();
   });
 }
@@ -810,6 +882,13 @@ class PgListener final : public Listener {
 
 absl::StatusOr<std::unique_ptr<Listener>> PgStore::Listen(absl::string_view queue) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (options_.transaction_pooler) {
+    // LISTEN registers the session of one server connection, which the
+    // pooler lends to other clients after each transaction.
+    return absl::FailedPreconditionError(
+        "LISTEN does not work through a transaction pooler (PgBouncer's pool_mode = "
+        "transaction): poll instead (ConsumerOptions::poll_only, `partq worker --poll-only`)");
+  }
   PgOptions options = options_;
   options.application_name = absl::StrCat(options_.application_name, "/listen");
   absl::StatusOr<std::unique_ptr<PgConnection>> conn = OpenConnection(options);

@@ -30,6 +30,17 @@ struct PgOptions {
   int64_t max_payload_bytes = kDefaultMaxPayloadBytes;
   // application_name reported to the server.
   std::string application_name = "partq";
+  // The connection goes through a pooler that hands each transaction to any
+  // server connection (PgBouncer's pool_mode = transaction): nothing may
+  // outlive a transaction on the server. Then no statement is prepared under
+  // a name (each is sent whole, unnamed, in the same round trip as before),
+  // application_name travels in the startup packet, `jit = off` is set per
+  // transaction (SET LOCAL, in the flight that begins it; a statement run on
+  // its own becomes BEGIN and SET LOCAL, the statement, COMMIT: two more
+  // round trips) and Listen is refused (FailedPrecondition): a Consumer on
+  // such a store needs ConsumerOptions::poll_only. Off: a direct connection,
+  // or a pooler in session mode, where all of that works as on the server.
+  bool transaction_pooler = false;
 };
 
 // The schema version this binary writes and understands.

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "pg/pg_connection.h"
@@ -92,9 +93,60 @@ inline constexpr char kPipelinedAckClaim[] = "partq_pl_ack_claim";
 inline constexpr char kPipelinedAckClaimBehind[] = "partq_pl_ack_claim_behind";
 inline constexpr char kPipelinedCommit[] = "partq_pl_commit";
 inline constexpr char kPipelinedChain[] = "partq_pl_chain";
+// After kPipelinedChain through a transaction pooler: the new transaction's
+// SET LOCAL jit = off (LocalSettings), in the same flight.
+inline constexpr char kPipelinedLocalSettings[] = "partq_pl_local_settings";
 std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema);
 // The single-item enqueue statement (also run unprepared by EnqueueInTx).
 std::string EnqueueSql(absl::string_view schema);
+
+// Through a transaction pooler (PgOptions::transaction_pooler), what every
+// transaction sets for itself, since a session's settings stay behind on
+// whichever server connection they were made on: JIT off (OpenConnection
+// says why). Run in the same simple query as the BEGIN.
+inline constexpr char kLocalSettings[] = "SET LOCAL jit = off";
+// "BEGIN", and with `local_settings` "BEGIN; " kLocalSettings.
+const char* BeginSql(bool local_settings);
+
+// pqxx::transaction<L, RW> (pqxx::work by default), whose BEGIN with
+// `local_settings` also runs kLocalSettings in the same simple query, so in
+// the round trip the BEGIN takes anyway. Without, it is pqxx::transaction.
+template <pqxx::isolation_level L = pqxx::read_committed,
+          pqxx::readwrite_policy RW = pqxx::read_write>
+class PgWork final : public pqxx::internal::basic_transaction {
+ public:
+  PgWork(pqxx::connection_base& conn, bool local_settings)
+      : pqxx::internal::namedclass("PgWork"),
+        pqxx::internal::basic_transaction(conn, pqxx::isolation_traits<L>::name(), RW),
+        local_settings_(local_settings) {
+    Begin();
+  }
+  ~PgWork() noexcept override { End(); }
+
+ private:
+  void do_begin() override {
+    if (!local_settings_) return dbtransaction::do_begin();
+    std::string sql = "BEGIN";
+    if (L != pqxx::read_committed)
+      absl::StrAppend(&sql, " ISOLATION LEVEL ", pqxx::isolation_traits<L>::name());
+    if (RW == pqxx::read_only) sql += " READ ONLY";
+    absl::StrAppend(&sql, "; ", kLocalSettings);
+    direct_exec(sql.c_str());
+  }
+
+  bool local_settings_;
+};
+
+// Runs statement `name` in `tx`: prepared (by name) unless `unprepared`
+// holds its SQL (PgStore::unprepared_), then sent whole with its parameters.
+template <typename... Args>
+pqxx::result ExecStatement(pqxx::transaction_base& tx,
+                           const std::map<std::string, std::string, std::less<>>& unprepared,
+                           const char* name, Args&&... args) {
+  auto it = unprepared.find(absl::string_view(name));
+  if (it != unprepared.end()) return tx.exec_params(it->second, std::forward<Args>(args)...);
+  return tx.exec_prepared(name, std::forward<Args>(args)...);
+}
 
 // The parameters of one enqueue, checked and encoded.
 struct EnqueueArgs {
@@ -127,6 +179,10 @@ absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepare
 class HandlerStatements {
  public:
   static constexpr size_t kMaxEntries = 256;
+  // `named` false (PgOptions::transaction_pooler): NameFor caches nothing,
+  // and Tx::Prepare describes statements through the unnamed statement.
+  explicit HandlerStatements(bool named = true) : named_(named) {}
+  bool named() const { return named_; }
   // The prepared statement's name for `sql`, preparing it on `conn` first
   // if needed; nullopt when `sql` is not cached.
   std::optional<std::string> NameFor(pqxx::connection_base& conn, absl::string_view sql);
@@ -134,9 +190,10 @@ class HandlerStatements {
   // A statement Tx::Prepare prepared on the server connection `generation`
   // (PgConnection::generation).
   struct Described {
-    std::string name;
+    std::string name;  // "" when not named(): run by its text with param_oids
     uint64_t generation = 0;
     PreparedStatement info;
+    std::vector<uint32_t> param_oids;  // the parameters' types, as described
   };
   // The one for `sql` on that connection, or nullptr.
   const Described* FindDescribed(uint64_t generation, absl::string_view sql) const;
@@ -155,6 +212,7 @@ class HandlerStatements {
   std::map<std::string, std::string, std::less<>> names_;
   std::map<std::string, Described, std::less<>> described_;
   size_t described_names_ = 0;  // names handed out so far
+  bool named_ = true;
 };
 
 class PgStore final : public Store, public BridgeStore {
@@ -232,11 +290,23 @@ class PgStore final : public Store, public BridgeStore {
         pqxx::nontransaction tx(*conn_);
         tx.exec("ROLLBACK");
       }
-      return f();
+      auto result = f();
+      if (autocommit_ != nullptr) {
+        // What `f` ran committed as it ran (autocommit), whatever it returns.
+        autocommit_->commit();
+        autocommit_.reset();
+      }
+      return result;
     } catch (...) {
+      autocommit_.reset();  // a PgWork rolls back
       return Fail(what, std::current_exception());
     }
   }
+  // The transaction of the statements `f` runs one by one, each committed on
+  // its own, for Run to end: a pqxx::nontransaction; through a transaction
+  // pooler a PgWork with the local settings (its statements commit together
+  // when `f` returns, or none does if it throws).
+  pqxx::transaction_base& Autocommit();
   absl::Status Fail(absl::string_view what, std::exception_ptr error);
 
   // One row of CopyItems.
@@ -271,18 +341,18 @@ class PgStore final : public Store, public BridgeStore {
   // for these arguments when it is not one to prepare.
   template <typename... Args>
   pqxx::result Exec(pqxx::transaction_base& tx, const char* name, Args&&... args) {
-    auto it = unprepared_.find(name);
-    if (it != unprepared_.end()) return tx.exec_params(it->second, std::forward<Args>(args)...);
-    return tx.exec_prepared(name, std::forward<Args>(args)...);
+    return ExecStatement(tx, unprepared_, name, std::forward<Args>(args)...);
   }
 
   PgOptions options_;
-  std::map<std::string, std::string> unprepared_;  // name -> SQL, of the ones not prepared
-  std::string qschema_;                            // the schema as a quoted identifier
+  // name -> SQL, of the ones not prepared (all of them through a transaction pooler)
+  std::map<std::string, std::string, std::less<>> unprepared_;
+  std::string qschema_;  // the schema as a quoted identifier
   std::unique_ptr<PgConnection> conn_;
   HandlerStatements handler_statements_;  // of conn_
   Pipeline pipeline_;                     // on conn_: PipelinedStatements
   bool begun_ = false;                    // conn_ is in a transaction begun for the next Finish
+  std::unique_ptr<pqxx::transaction_base> autocommit_;  // Autocommit(), while Run runs
 };
 
 // Opens a connection with application_name set. Unavailable/InvalidArgument/

@@ -107,8 +107,13 @@ int ParameterNumber(const char* primary) {
 class PgTx final : public Tx {
  public:
   PgTx(pqxx::transaction_base& tx, PgConnection& conn, HandlerStatements& statements,
-       const PgOptions& options)
-      : tx_(tx), conn_(conn), statements_(statements), options_(options), schema_(options.schema) {}
+       const std::map<std::string, std::string, std::less<>>& unprepared, const PgOptions& options)
+      : tx_(tx),
+        conn_(conn),
+        statements_(statements),
+        unprepared_(unprepared),
+        options_(options),
+        schema_(options.schema) {}
 
   absl::StatusOr<std::vector<Row>> Exec(
       absl::string_view sql, const std::vector<std::optional<std::string>>& params) override {
@@ -162,7 +167,7 @@ class PgTx final : public Tx {
     absl::StatusOr<EnqueueArgs> args = CheckNewItem(item, options_.max_payload_bytes);
     if (!args.ok()) return args.status();
     try {
-      auto r = EnqueueIn(tx_, true, schema_, queue, item, *args);
+      auto r = EnqueueIn(tx_, !options_.transaction_pooler, schema_, queue, item, *args);
       error_ = PgError{};
       return r;
     } catch (...) {
@@ -174,8 +179,8 @@ class PgTx final : public Tx {
     std::optional<std::string> key;
     if (event.key) key = absl::BytesToHexString(*event.key);
     try {
-      tx_.exec_prepared("write_outbox", event.topic, key, absl::BytesToHexString(event.payload),
-                        event.headers_json);
+      ExecStatement(tx_, unprepared_, "write_outbox", event.topic, key,
+                    absl::BytesToHexString(event.payload), event.headers_json);
       error_ = PgError{};
       return absl::OkStatus();
     } catch (...) {
@@ -220,6 +225,7 @@ class PgTx final : public Tx {
   pqxx::transaction_base& tx_;
   PgConnection& conn_;
   HandlerStatements& statements_;
+  const std::map<std::string, std::string, std::less<>>& unprepared_;  // PgStore's
   const PgOptions& options_;
   const std::string& schema_;
   PgError error_;
@@ -236,6 +242,10 @@ absl::StatusOr<PreparedStatement> PgTx::Prepare(absl::string_view sql,
                                                      " statements prepared on one connection"));
   }
   const std::string text(sql);
+  // Not named() (a transaction pooler): described through the unnamed
+  // statement, within this transaction, so on one server connection; run by
+  // its text and the parameter types found here (ExecDescribed).
+  const std::string prepare_as = statements_.named() ? *name : "";
   try {
     // A Parse that fails aborts the transaction; this savepoint keeps it
     // usable, both for the retries below and for the caller.
@@ -249,7 +259,7 @@ absl::StatusOr<PreparedStatement> PgTx::Prepare(absl::string_view sql,
     std::vector<Oid> types;
     std::optional<std::vector<Oid>> fallbacks;
     for (;;) {
-      PgResultPtr r(PQprepare(c, name->c_str(), text.c_str(), static_cast<int>(types.size()),
+      PgResultPtr r(PQprepare(c, prepare_as.c_str(), text.c_str(), static_cast<int>(types.size()),
                               types.empty() ? nullptr : types.data()),
                     PQclear);
       if (r != nullptr && PQresultStatus(r.get()) == PGRES_COMMAND_OK) break;
@@ -283,13 +293,17 @@ absl::StatusOr<PreparedStatement> PgTx::Prepare(absl::string_view sql,
       types[n - 1] =
           static_cast<size_t>(n) <= fallbacks->size() ? (*fallbacks)[n - 1] : 25;  // text
     }
-    PgResultPtr described(PQdescribePrepared(c, name->c_str()), PQclear);
+    PgResultPtr described(PQdescribePrepared(c, prepare_as.c_str()), PQclear);
     if (described == nullptr || PQresultStatus(described.get()) != PGRES_COMMAND_OK) {
       ThrowFailure(c, described.get(), text);
     }
     std::vector<int64_t> oids;
+    std::vector<uint32_t> param_oids;
     const int params = PQnparams(described.get());
-    for (int i = 0; i < params; ++i) oids.push_back(PQparamtype(described.get(), i));
+    for (int i = 0; i < params; ++i) {
+      oids.push_back(PQparamtype(described.get(), i));
+      param_oids.push_back(PQparamtype(described.get(), i));
+    }
     const int columns = PQnfields(described.get());
     for (int i = 0; i < columns; ++i) oids.push_back(PQftype(described.get(), i));
     // Names, not oids, for the handler: a domain by its base type (binding
@@ -305,7 +319,7 @@ ORDER BY u.n)sql",
     }
     tx_.exec("RELEASE SAVEPOINT partq_prepare");
     error_ = PgError{};
-    statements_.AddDescribed(text, {*name, conn_.generation(), info});
+    statements_.AddDescribed(text, {prepare_as, conn_.generation(), info, std::move(param_oids)});
     return info;
   } catch (...) {
     return Failed();
@@ -327,8 +341,12 @@ absl::StatusOr<std::vector<Row>> PgTx::ExecDescribed(
     std::vector<const char*> values;
     values.reserve(params.size());
     for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-    PgResultPtr r(PQexecPrepared(c, d.name.c_str(), static_cast<int>(values.size()), values.data(),
-                                 nullptr, nullptr, 0),
+    const std::string text = d.name.empty() ? std::string(sql) : std::string();
+    PgResultPtr r(d.name.empty()
+                      ? PQexecParams(c, text.c_str(), static_cast<int>(values.size()),
+                                     d.param_oids.data(), values.data(), nullptr, nullptr, 0)
+                      : PQexecPrepared(c, d.name.c_str(), static_cast<int>(values.size()),
+                                       values.data(), nullptr, nullptr, 0),
                   PQclear);
     const ExecStatusType status = r != nullptr ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
     if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) ThrowFailure(c, r.get(), sql);
@@ -387,7 +405,8 @@ std::optional<std::string> HandlerStatements::NameFor(pqxx::connection_base& con
   const bool dml =
       std::any_of(std::begin(kCachedVerbs), std::end(kCachedVerbs),
                   [&](absl::string_view verb) { return absl::StartsWithIgnoreCase(head, verb); });
-  if (!dml || names_.size() >= kMaxEntries) return std::nullopt;
+  // Not named(): every statement goes as it comes, unnamed.
+  if (!named_ || !dml || names_.size() >= kMaxEntries) return std::nullopt;
   std::string name = absl::StrCat("partq_handler_", names_.size());
   // Registers the definition; libpqxx sends the Parse on first use.
   conn.prepare(name, std::string(sql));
@@ -446,9 +465,10 @@ absl::StatusOr<EnqueueResult> PgStore::Enqueue(absl::string_view queue, const Ne
   absl::StatusOr<EnqueueArgs> args = CheckNewItem(item, options_.max_payload_bytes);
   if (!args.ok()) return args.status();
   return Run(absl::StrCat("enqueue into \"", queue, "\""), [&]() {
-    // Autocommit: the statement is its own transaction (one round trip).
-    pqxx::nontransaction tx(*conn_);
-    return EnqueueIn(tx, true, options_.schema, queue, item, *args);
+    // Autocommit: the statement is its own transaction (one round trip; three
+    // through a transaction pooler, Autocommit says why).
+    pqxx::transaction_base& tx = Autocommit();
+    return EnqueueIn(tx, !options_.transaction_pooler, options_.schema, queue, item, *args);
   });
 }
 
@@ -487,10 +507,12 @@ struct Reservation {
   std::vector<int64_t> ids;
   absl::Time now;
 };
-Reservation ReserveIds(pqxx::transaction_base& tx, const std::string& queue, size_t n) {
+Reservation ReserveIds(pqxx::transaction_base& tx,
+                       const std::map<std::string, std::string, std::less<>>& unprepared,
+                       const std::string& queue, size_t n) {
   Reservation out;
-  tx.exec_prepared("lock_items_for_enqueue");
-  pqxx::result r = tx.exec_prepared("reserve_ids", queue, static_cast<int64_t>(n));
+  ExecStatement(tx, unprepared, "lock_items_for_enqueue");
+  pqxx::result r = ExecStatement(tx, unprepared, "reserve_ids", queue, static_cast<int64_t>(n));
   if (r[0][0].is_null()) return out;
   out.parts = r[0][0].as<int>();
   out.now = absl::FromUnixMicros(r[0][4].as<int64_t>());
@@ -503,7 +525,8 @@ Reservation ReserveIds(pqxx::transaction_base& tx, const std::string& queue, siz
   } else {
     // Someone else's nextval interleaved with ours: ask for an explicit list
     // (the first n values become a gap, which sequences have anyway).
-    for (const pqxx::row& row : tx.exec_prepared("reserve_id_list", static_cast<int64_t>(n))) {
+    for (const pqxx::row& row :
+         ExecStatement(tx, unprepared, "reserve_id_list", static_cast<int64_t>(n))) {
       out.ids.push_back(row[0].as<int64_t>());
     }
   }
@@ -521,12 +544,15 @@ void AddKey(LowestKeys& lowest, int part, ItemKey key) {
 // added there, so an owner reads from below that key rather than from the
 // part's head (Notice::from); too many parts, one notice with the lowest key
 // of all for every part.
-void NotifyParts(pqxx::transaction_base& tx, const std::string& channel, const LowestKeys& lowest) {
+void NotifyParts(pqxx::transaction_base& tx,
+                 const std::map<std::string, std::string, std::less<>>& unprepared,
+                 const std::string& channel, const LowestKeys& lowest) {
   if (lowest.empty()) return;
   if (lowest.size() > kMaxPartNotices) {
     ItemKey low = lowest.begin()->second;
     for (const auto& [part, key] : lowest) low = std::min(low, key);
-    tx.exec_prepared("notify", channel, absl::StrCat("i:-1:", low.priority, ":", low.id));
+    ExecStatement(tx, unprepared, "notify", channel,
+                  absl::StrCat("i:-1:", low.priority, ":", low.id));
     return;
   }
   std::vector<std::pair<int, ItemKey>> list(lowest.begin(), lowest.end());
@@ -539,7 +565,8 @@ void NotifyParts(pqxx::transaction_base& tx, const std::string& channel, const L
     prios.push_back(key.priority);
     ids.push_back(key.id);
   }
-  tx.exec_prepared("notify_parts", channel, IntArray(parts), IntArray(prios), IntArray(ids));
+  ExecStatement(tx, unprepared, "notify_parts", channel, IntArray(parts), IntArray(prios),
+                IntArray(ids));
 }
 
 }  // namespace
@@ -547,7 +574,7 @@ void NotifyParts(pqxx::transaction_base& tx, const std::string& channel, const L
 absl::StatusOr<int64_t> PgStore::CopyItems(pqxx::transaction_base& tx, absl::string_view queue,
                                            const std::vector<CopyRow>& rows) {
   const std::string q(queue);
-  Reservation res = ReserveIds(tx, q, rows.size());
+  Reservation res = ReserveIds(tx, unprepared_, q, rows.size());
   if (res.parts == 0) return UnknownQueue(queue, options_.schema);
   bool delayed = false, origin = false;
   for (const CopyRow& r : rows) {
@@ -609,7 +636,7 @@ absl::StatusOr<int64_t> PgStore::CopyItems(pqxx::transaction_base& tx, absl::str
     }
     copy.complete();
   }
-  NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
+  NotifyParts(tx, unprepared_, ChannelFor(options_.schema, queue), parts);
   return static_cast<int64_t>(rows.size());
 }
 
@@ -625,7 +652,7 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchCopy(absl::string_view queue,
       rows[i].payload = items[i].payload;
       rows[i].delay_us = args[i].delay_us;
     }
-    pqxx::work tx(*conn_);
+    PgWork<> tx(*conn_, options_.transaction_pooler);
     absl::StatusOr<int64_t> n = CopyItems(tx, queue, rows);
     if (n.ok()) tx.commit();
     return n;
@@ -637,8 +664,8 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchInsert(absl::string_view queue,
                                                     const std::vector<EnqueueArgs>& args) {
   return Run(absl::StrCat("enqueue batch into \"", queue, "\""), [&]() -> absl::StatusOr<int64_t> {
     const std::string q(queue);
-    pqxx::work tx(*conn_);
-    Reservation res = ReserveIds(tx, q, items.size());
+    PgWork<> tx(*conn_, options_.transaction_pooler);
+    Reservation res = ReserveIds(tx, unprepared_, q, items.size());
     if (res.parts == 0) return UnknownQueue(queue, options_.schema);
     LowestKeys parts;
     int64_t written = 0;
@@ -659,12 +686,12 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchInsert(absl::string_view queue,
         delays.push_back(args[i].delay_us);
         payloads.push_back(absl::BytesToHexString(items[i].payload));
       }
-      pqxx::result r = tx.exec_prepared("insert_batch", q, IntArray(ids), IntArray(ps),
-                                        TextArray(keys), TextArray(dedups), IntArray(prios),
-                                        IntArray(delays), TextArray(payloads));
+      pqxx::result r =
+          Exec(tx, "insert_batch", q, IntArray(ids), IntArray(ps), TextArray(keys),
+               TextArray(dedups), IntArray(prios), IntArray(delays), TextArray(payloads));
       written += r[0][0].as<int64_t>();
     }
-    NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
+    NotifyParts(tx, unprepared_, ChannelFor(options_.schema, queue), parts);
     tx.commit();
     return written;
   });
@@ -852,11 +879,11 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
   absl::StatusOr<ClaimArgs> a = MakeClaimArgs(request);
   if (!a.ok()) return a.status();
   return Run("claim", [&]() -> absl::StatusOr<std::vector<Item>> {
-    pqxx::nontransaction tx(*conn_);
-    pqxx::result r = tx.exec_prepared("claim", request.queue, a->session, a->parts, a->epochs,
-                                      a->after_prio, a->after_id, a->limits, a->ordered, a->suspect,
-                                      a->fly_parts, a->fly_ids, a->limit, a->cursor_prio,
-                                      a->cursor_id, a->records, a->behind);
+    pqxx::transaction_base& tx = Autocommit();
+    pqxx::result r =
+        Exec(tx, "claim", request.queue, a->session, a->parts, a->epochs, a->after_prio,
+             a->after_id, a->limits, a->ordered, a->suspect, a->fly_parts, a->fly_ids, a->limit,
+             a->cursor_prio, a->cursor_id, a->records, a->behind);
     std::vector<Item> out;
     out.reserve(r.size());
     for (const pqxx::row& row : r) {
@@ -964,7 +991,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
         if (begun_) {
           begun_ = false;
         } else {
-          tx.exec("BEGIN");
+          tx.exec(BeginSql(options_.transaction_pooler));
         }
         bool open = true;
         auto rollback = absl::MakeCleanup([&] {
@@ -983,9 +1010,8 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           std::vector<int64_t> ids;
           for (const Item& item : request.items) ids.push_back(item.id);
           absl::flat_hash_set<int64_t> held, there;
-          for (const pqxx::row& row :
-               tx.exec_prepared("fence", request.queue, request.session.value, IntArray(parts),
-                                IntArray(epochs), IntArray(ids))) {
+          for (const pqxx::row& row : Exec(tx, "fence", request.queue, request.session.value,
+                                           IntArray(parts), IntArray(epochs), IntArray(ids))) {
             (row[0].c_str()[0] == 'p' ? held : there).insert(row[1].as<int64_t>());
           }
           for (const Item& item : request.items) {
@@ -1009,7 +1035,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
 
         // The body runs even with no items (a handler's one-time setup uses
         // that); its writes commit with the outcomes.
-        PgTx handler_tx(tx, *conn_, handler_statements_, options_);
+        PgTx handler_tx(tx, *conn_, handler_statements_, unprepared_, options_);
         absl::StatusOr<std::vector<Outcome>> outcomes = body(handler_tx, given);
         drop = handler_tx.error().drop_connection;
         if (!outcomes.ok()) return outcomes.status();
@@ -1095,21 +1121,33 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           const bool chain = claim.has_value() && request.begin_next;
           std::vector<PipelineResult> res;
           try {
-            res = pipeline_.Run(*conn_, {{kPlanGuard, {}},
-                                         {!claim                     ? kPipelinedAck
-                                          : claim->parts[0].behind ? kPipelinedAckClaimBehind
-                                                                   : kPipelinedAckClaim,
-                                          params,
-                                          /*binary=*/true, binary_params},
-                                         {chain ? kPipelinedChain : kPipelinedCommit, {}}});
+            std::vector<Pipeline::Step> steps = {
+                {kPlanGuard, {}},
+                {!claim                   ? kPipelinedAck
+                 : claim->parts[0].behind ? kPipelinedAckClaimBehind
+                                          : kPipelinedAckClaim,
+                 params,
+                 /*binary=*/true, binary_params},
+                {chain ? kPipelinedChain : kPipelinedCommit, {}}};
+            // COMMIT AND CHAIN keeps the transaction's characteristics, not
+            // its SET LOCALs: the next one sets them again.
+            if (chain && options_.transaction_pooler) {
+              steps.push_back({kPipelinedLocalSettings, {}});
+            }
+            res = pipeline_.Run(*conn_, steps);
           } catch (const pqxx::broken_connection& e) {
             // The COMMIT was in the flight: it may or may not have run.
             open = false;
             throw pqxx::in_doubt_error(e.what());
           }
-          for (int i = 0; i < 3; ++i) {
+          bool settings_failed = false;  // kPipelinedLocalSettings, after the COMMIT
+          for (int i = 0; i < static_cast<int>(res.size()); ++i) {
             const PipelineResult& step = res[i];
             if (step.kind == PipelineResult::Kind::kOk) continue;
+            if (i == 3) {
+              settings_failed = true;  // the ack committed; the new transaction is not used
+              continue;
+            }
             if (step.kind == PipelineResult::Kind::kError && step.sqlstate == "PQ001") {
               // A part was lost or an item is gone: nothing committed. Roll
               // back and run again locking first (Finish).
@@ -1134,7 +1172,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             if (!item.ok()) continue;
             out.next.push_back(*std::move(item));
           }
-          if (chain && out.next.empty()) {
+          if (chain && (out.next.empty() || settings_failed)) {
             // Nothing to run in the transaction the COMMIT began: end it, so
             // the next batch's transaction does not start with a stale now().
             // The ack has committed; a failure here only costs the connection.
@@ -1146,7 +1184,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           } else {
             begun_ = chain;
           }
-          out.next_begun = chain && !out.next.empty();
+          out.next_begun = chain && !out.next.empty() && !settings_failed;
           return absl::OkStatus();
         }
         std::optional<ClaimArgs> next;
@@ -1171,17 +1209,16 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             }
           }
           if (lean && next) {
-            r = tx.exec_prepared("ack_claim", request.queue, request.session.value, IntArray(parts),
-                                 IntArray(epochs), IntArray(a->ack_ids), ctids,
-                                 IntArray(result_ids), TextArray(results), next->parts,
-                                 next->epochs, next->after_prio, next->after_id, next->limits,
-                                 next->ordered, next->suspect, next->fly_parts, next->fly_ids,
-                                 next->limit, next->cursor_prio, next->cursor_id, next->records,
-                                 next->behind);
+            r = Exec(tx, "ack_claim", request.queue, request.session.value, IntArray(parts),
+                     IntArray(epochs), IntArray(a->ack_ids), ctids, IntArray(result_ids),
+                     TextArray(results), next->parts, next->epochs, next->after_prio,
+                     next->after_id, next->limits, next->ordered, next->suspect, next->fly_parts,
+                     next->fly_ids, next->limit, next->cursor_prio, next->cursor_id, next->records,
+                     next->behind);
           } else if (lean) {
-            r = tx.exec_prepared("ack", request.queue, request.session.value, IntArray(parts),
-                                 IntArray(epochs), IntArray(a->ack_ids), ctids,
-                                 IntArray(result_ids), TextArray(results));
+            r = Exec(tx, "ack", request.queue, request.session.value, IntArray(parts),
+                     IntArray(epochs), IntArray(a->ack_ids), ctids, IntArray(result_ids),
+                     TextArray(results));
           } else if (next) {
             r = Exec(tx, "finish_claim", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,
@@ -1243,7 +1280,9 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
         }
         const bool chain = request.begin_next && claimed_rows;
         try {
-          tx.exec(chain ? "COMMIT; BEGIN" : "COMMIT");
+          tx.exec(!chain                        ? "COMMIT"
+                  : options_.transaction_pooler ? absl::StrCat("COMMIT; ", BeginSql(true))
+                                                : "COMMIT; BEGIN");
         } catch (const pqxx::broken_connection& e) {
           open = false;
           throw pqxx::in_doubt_error(e.what());
@@ -1278,8 +1317,8 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
 absl::StatusOr<ItemState> PgStore::GetItemState(absl::string_view queue, int64_t id) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("item state", [&]() -> absl::StatusOr<ItemState> {
-    pqxx::nontransaction tx(*conn_);
-    pqxx::result r = tx.exec_prepared("item_state", std::string(queue), id);
+    pqxx::transaction_base& tx = Autocommit();
+    pqxx::result r = Exec(tx, "item_state", std::string(queue), id);
     ItemState state;
     state.id = id;
     bool elsewhere = false;
@@ -1334,9 +1373,8 @@ absl::StatusOr<ItemState> PgStore::GetItemStateByDedupKey(absl::string_view queu
                                                           absl::string_view dedup_key) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("item state", [&]() -> absl::StatusOr<ItemState> {
-    pqxx::nontransaction tx(*conn_);
-    pqxx::result r =
-        tx.exec_prepared("item_state_dedup", std::string(queue), std::string(dedup_key));
+    pqxx::transaction_base& tx = Autocommit();
+    pqxx::result r = Exec(tx, "item_state_dedup", std::string(queue), std::string(dedup_key));
     ItemState pending, finished;
     for (const pqxx::row& row : r) {
       const char k = row[0].c_str()[0];
@@ -1372,12 +1410,12 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
   if (!config.ok()) return config.status();
   return Run("status", [&]() -> absl::StatusOr<QueueStatus> {
     // One snapshot for sessions and parts, so the numbers agree.
-    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(*conn_);
+    PgWork<pqxx::repeatable_read, pqxx::read_only> tx(*conn_, options_.transaction_pooler);
     QueueStatus status;
     status.config = *config;
     status.db_now = absl::FromUnixMicros(
         tx.exec("SELECT (extract(epoch FROM now()) * 1000000)::bigint")[0][0].as<int64_t>());
-    for (const pqxx::row& row : tx.exec_prepared("status_sessions", std::string(queue))) {
+    for (const pqxx::row& row : Exec(tx, "status_sessions", std::string(queue))) {
       SessionInfo s;
       s.id.value = row[0].as<std::string>();
       s.instance_id = row[1].as<std::string>();
@@ -1389,8 +1427,7 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
       status.sessions.push_back(std::move(s));
     }
     status.parts.reserve(config->parts);
-    for (const pqxx::row& row :
-         tx.exec_prepared("status_parts", std::string(queue), config->parts)) {
+    for (const pqxx::row& row : Exec(tx, "status_parts", std::string(queue), config->parts)) {
       PartStatus p;
       p.part = row[0].as<int>();
       if (!row[1].is_null()) p.owner = SessionId{row[1].as<std::string>()};
@@ -1402,7 +1439,7 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
       p.oldest_ready_age = absl::Microseconds(row[7].as<int64_t>());
       status.parts.push_back(std::move(p));
     }
-    for (const pqxx::row& row : tx.exec_prepared("status_horizon")) {
+    for (const pqxx::row& row : Exec(tx, "status_horizon")) {
       VacuumHorizon h;
       h.holder = row[0].as<std::string>();
       h.who = row[1].as<std::string>();
@@ -1418,11 +1455,11 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
 absl::StatusOr<QueueOwners> PgStore::Owners(absl::string_view queue) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("owners", [&]() -> absl::StatusOr<QueueOwners> {
-    pqxx::nontransaction tx(*conn_);
+    pqxx::transaction_base& tx = Autocommit();
     QueueOwners out;
     bool found = false;
     std::vector<std::pair<int, std::string>> owned;
-    for (const pqxx::row& row : tx.exec_prepared("owners", std::string(queue))) {
+    for (const pqxx::row& row : Exec(tx, "owners", std::string(queue))) {
       switch (row[0].c_str()[0]) {
         case 'q':
           found = true;
@@ -1456,7 +1493,7 @@ absl::StatusOr<QueueOwners> PgStore::Owners(absl::string_view queue) {
 absl::StatusOr<std::vector<DeadItem>> PgStore::ListDead(absl::string_view queue, int limit) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("list dead items", [&]() -> absl::StatusOr<std::vector<DeadItem>> {
-    pqxx::nontransaction tx(*conn_);
+    pqxx::transaction_base& tx = Autocommit();
     const std::string q(queue);
     if (tx.exec_params(WithSchema("SELECT 1 FROM {schema}.queues WHERE name = $1", options_.schema),
                        q)
@@ -1492,10 +1529,10 @@ absl::StatusOr<Requeued> PgStore::RequeueDead(absl::string_view queue,
                                               const std::vector<int64_t>& ids) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("requeue dead items", [&]() -> absl::StatusOr<Requeued> {
-    pqxx::work tx(*conn_);
+    PgWork<> tx(*conn_, options_.transaction_pooler);
     // Items' lock before the queue row is read, as every writer of items
     // takes it (DeleteQueue says why).
-    tx.exec_prepared("lock_items_for_enqueue");
+    Exec(tx, "lock_items_for_enqueue");
     const std::string q(queue);
     if (tx.exec_params(WithSchema("SELECT 1 FROM {schema}.queues WHERE name = $1", options_.schema),
                        q)
@@ -1533,7 +1570,7 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM asked) - (SELECT count
       std::optional<ItemKey> key;
       if (ParsePartKey(m, &part, &key) && key) AddKey(parts, part, *key);
     }
-    NotifyParts(tx, ChannelFor(options_.schema, queue), parts);
+    NotifyParts(tx, unprepared_, ChannelFor(options_.schema, queue), parts);
     tx.commit();
     Requeued out;
     out.requeued = r[0].as<int64_t>();

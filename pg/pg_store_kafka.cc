@@ -96,11 +96,11 @@ absl::StatusOr<int64_t> PgStore::IngestKafka(const KafkaIngestRequest& request) 
     return std::tie(a.topic, a.partition) < std::tie(b.topic, b.partition);
   });
   return Run(absl::StrCat("ingest into \"", request.queue, "\""), [&]() -> absl::StatusOr<int64_t> {
-    pqxx::work tx(*conn_);
+    PgWork<> tx(*conn_, options_.transaction_pooler);
     // Items' lock first, as every writer of items takes it, and
     // before the offsets' rows: DeleteQueue locks items, then
     // deletes the queue's offsets (the other order deadlocks).
-    tx.exec_prepared("lock_items_for_enqueue");
+    Exec(tx, "lock_items_for_enqueue");
     const std::string cas = WithSchema(kOffsetCas, options_.schema);
     for (const KafkaOffsetAdvance& o : offsets) {
       pqxx::result r =
@@ -135,7 +135,7 @@ absl::StatusOr<std::vector<KafkaOffset>> PgStore::ReadKafkaOffsets(absl::string_
                                                                    absl::string_view topic) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("read kafka offsets", [&]() -> absl::StatusOr<std::vector<KafkaOffset>> {
-    pqxx::nontransaction tx(*conn_);
+    pqxx::transaction_base& tx = Autocommit();
     std::vector<KafkaOffset> out;
     for (const pqxx::row& row : tx.exec_params(WithSchema(kReadOffsets, options_.schema),
                                                std::string(queue), std::string(topic))) {
@@ -148,7 +148,7 @@ absl::StatusOr<std::vector<KafkaOffset>> PgStore::ReadKafkaOffsets(absl::string_
 absl::StatusOr<int64_t> PgStore::CountItems(absl::string_view queue, int64_t limit) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("count items", [&]() -> absl::StatusOr<int64_t> {
-    pqxx::nontransaction tx(*conn_);
+    pqxx::transaction_base& tx = Autocommit();
     pqxx::result r = tx.exec_params(WithSchema(kCountItems, options_.schema), std::string(queue),
                                     std::max<int64_t>(limit, 0));
     return r[0][0].as<int64_t>();
@@ -157,7 +157,7 @@ absl::StatusOr<int64_t> PgStore::CountItems(absl::string_view queue, int64_t lim
 
 absl::StatusOr<std::vector<OutboxRow>> PgStore::ReadOutbox(int limit) {
   return Run("read outbox", [&]() -> absl::StatusOr<std::vector<OutboxRow>> {
-    pqxx::nontransaction tx(*conn_);
+    pqxx::transaction_base& tx = Autocommit();
     std::vector<OutboxRow> out;
     for (const pqxx::row& row :
          tx.exec_params(WithSchema(kReadOutbox, options_.schema), std::max(limit, 0))) {
@@ -182,7 +182,7 @@ absl::StatusOr<std::vector<OutboxRow>> PgStore::ReadOutbox(int limit) {
 absl::Status PgStore::DeleteOutbox(const std::vector<int64_t>& ids) {
   if (ids.empty()) return absl::OkStatus();
   return Run("delete outbox rows", [&]() -> absl::Status {
-    pqxx::nontransaction tx(*conn_);
+    pqxx::transaction_base& tx = Autocommit();
     tx.exec_params(WithSchema(kDeleteOutbox, options_.schema), IntArray(ids));
     return absl::OkStatus();
   });

@@ -524,6 +524,7 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       // Commits and begins the next transaction, where the claimed batch
       // runs (FinishRequest::begin_next).
       {kPipelinedChain, "COMMIT AND CHAIN"},
+      {kPipelinedLocalSettings, kLocalSettings},
   };
   for (auto& st : s) st.second = WithSchema(st.second, schema);
   return s;

@@ -21,6 +21,7 @@ PARTQ_PACKAGES=(
   nlohmann-json3-dev libcivetweb-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   postgresql-15 postgresql-contrib
+  pgbouncer   # tests/pg/pgbouncer_test puts a real PgBouncer (1.18) between partq and the server
   prometheus  # promtool: the metrics page, alert rules and their unit tests are checked in ctest
   kcat        # the Kafka tests put a real client on the wire
   gnuplot-nox # partq bench --plot

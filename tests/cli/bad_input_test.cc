@@ -291,7 +291,13 @@ TEST_F(BadInputTest, ConnectionFlagsBeforeTheCommand) {
                  "--dsn needs a value (got the option --schema");
   ExpectRejected({"--schema", schema_.name(), "--bogus", "enqueue", "q", "x"}, 2,
                  "unknown option \"--bogus\" before the command: only connection flags "
-                 "(--dsn, --max-payload, --schema) may come first");
+                 "(--dsn, --max-payload, --pool-mode, --schema) may come first");
+  // A pool mode partq cannot run under, or that is no pool mode at all.
+  ExpectRejected({"--pool-mode", "statement", "--dsn", schema_.dsn(), "enqueue", "q", "x"}, 2,
+                 "--pool-mode statement: partq needs transactions of several statements");
+  ExpectRejected(With({"enqueue", "q", "x", "--pool-mode", "transactions"}), 2,
+                 "--pool-mode (or PARTQ_POOL_MODE): \"transactions\" is not one of none, "
+                 "session, transaction");
   Result r =
       Partq({"--dsn", schema_.dsn(), "--schema=" + schema_.name(), "enqueue", "q", "--", "--odd"});
   EXPECT_EQ(r.code, 0) << r.err;

@@ -124,14 +124,6 @@ absl::Status HaCluster::MakeDir(const std::string& prefix) {
   return absl::OkStatus();
 }
 
-std::vector<std::string> HaCluster::AsServerOwner(std::vector<std::string> argv) {
-  if (geteuid() != 0) return argv;
-  std::vector<std::string> out = {"/usr/bin/setpriv", "--reuid=postgres", "--regid=postgres",
-                                  "--init-groups", "--"};
-  out.insert(out.end(), argv.begin(), argv.end());
-  return out;
-}
-
 void HaCluster::StopServers(const std::vector<std::string>& data_dirs) {
   for (const std::string& d : data_dirs) {
     if (!std::filesystem::exists(d + "/postmaster.pid")) continue;

@@ -50,9 +50,6 @@ class HaCluster {
   HaCluster() = default;
   // A fresh temporary directory owned by the servers' user.
   absl::Status MakeDir(const std::string& prefix);
-  // argv run as the servers' user (setpriv when root, which execs in place
-  // so a signal reaches the server itself).
-  static std::vector<std::string> AsServerOwner(std::vector<std::string> argv);
   // pg_ctl -m immediate stop on each data directory with a postmaster.pid.
   void StopServers(const std::vector<std::string>& data_dirs);
 

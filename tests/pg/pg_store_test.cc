@@ -689,6 +689,62 @@ TEST_F(FinishTest, ConnectionsRunWithoutJit) {
   EXPECT_EQ(jit, "off");
 }
 
+// Through a transaction pooler (PgBouncer's pool_mode = transaction) nothing
+// may outlive a transaction on its server connection: JIT is off in each
+// transaction instead of the session (the Finish's BEGIN, the transaction a
+// claim ahead begins, pipelined or not), no statement is prepared under a
+// name, and application_name comes with the connection's startup packet.
+// tests/pg/pgbouncer_test.cc runs partq through a real PgBouncer.
+TEST_F(FinishTest, ThroughATransactionPoolerEachTransactionTurnsJitOffAndPreparesNothing) {
+  PgOptions o = schema_.options();
+  o.transaction_pooler = true;
+  o.application_name = absl::StrCat("pgtest_", schema_.name());
+  ASSERT_OK_AND_ASSIGN(store_, ConnectPg(o));
+  MakeQueue("one", 1);
+  for (int i = 0; i < 6; ++i) ASSERT_OK(store_->Enqueue("one", Payload(absl::StrCat(i))));
+  Member m = JoinWith(*store_, "one", {0});
+  std::vector<std::string> seen;  // per Finish: jit, prepared statements, application_name
+  FinishBody body = [&](Tx& tx,
+                        absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+    auto r = tx.Exec(
+        "SELECT current_setting('jit'), (SELECT count(*) FROM pg_prepared_statements), "
+        "current_setting('application_name')");
+    if (!r.ok()) return r.status();
+    seen.push_back(absl::StrCat(*r->at(0).at(0), " ", *r->at(0).at(1), " ", *r->at(0).at(2)));
+    std::vector<Outcome> out;
+    for (const Item& i : items) out.push_back(Outcome{i.id, i.part});
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(ClaimAll("one", m, 1)));
+  ASSERT_EQ(first.size(), 1u);
+  // A one-part claim ahead without a suspect probe: the pipelined flight,
+  // ending in COMMIT AND CHAIN.
+  FinishRequest req = FinishOf("one", m, first);
+  req.begin_next = true;
+  req.next = [&]() -> std::optional<ClaimRequest> {
+    ClaimRequest c = ClaimAll("one", m, 2);
+    c.parts[0].after = ItemKey{first[0].priority, first[0].id};
+    c.include_suspect = false;
+    return c;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r1, store_->Finish(req, body));
+  ASSERT_TRUE(r1.next_begun);
+  ASSERT_EQ(r1.next.size(), 2u);
+  // In that transaction; its claim ahead probes for suspects, so the general
+  // statement and `COMMIT; BEGIN ...` begin the next.
+  FinishRequest second = FinishOf("one", m, r1.next);
+  second.begin_next = true;
+  second.next = [&]() -> std::optional<ClaimRequest> { return ClaimAll("one", m, 100); };
+  ASSERT_OK_AND_ASSIGN(FinishResult r2, store_->Finish(second, body));
+  ASSERT_TRUE(r2.next_begun);
+  ASSERT_EQ(r2.next.size(), 3u);
+  ASSERT_OK_AND_ASSIGN(FinishResult r3, store_->Finish(FinishOf("one", m, r2.next), body));
+  EXPECT_EQ(r3.acked.size(), 3u);
+  EXPECT_EQ(Count("items", "queue = 'one'"), 0);
+  const std::string expected = absl::StrCat("off 0 ", o.application_name);
+  EXPECT_EQ(seen, std::vector<std::string>(3, expected));
+}
+
 // The handler's SQL rolls back with a body that fails, and with a failed
 // statement the body carried on after: the server aborted the transaction.
 TEST_F(FinishTest, AHandlersSqlRollsBackWithAFailedBodyOrStatement) {

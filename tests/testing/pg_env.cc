@@ -97,6 +97,10 @@ PgOptions TestSchema::options() const {
   PgOptions o;
   o.dsn = dsn_;
   o.schema = name_;
+  // The suites run once more as through PgBouncer in transaction mode
+  // (tests/pg/CMakeLists.txt): no named statements, per-transaction settings.
+  const char* pool_mode = std::getenv("PARTQ_TEST_POOL_MODE");
+  o.transaction_pooler = pool_mode != nullptr && std::string(pool_mode) == "transaction";
   return o;
 }
 

@@ -36,6 +36,8 @@ class TestSchema {
   ~TestSchema();
   const std::string& name() const { return name_; }
   const std::string& dsn() const { return dsn_; }
+  // dsn() and name(); transaction_pooler when $PARTQ_TEST_POOL_MODE is
+  // "transaction" (the pg suites run once that way too).
   PgOptions options() const;
   // A new connected store on this schema (fails the test if it cannot connect).
   std::unique_ptr<Store> NewStore() const;

@@ -87,6 +87,14 @@ std::optional<int> ChildProcess::Wait(absl::Duration timeout) {
   return status_;
 }
 
+std::vector<std::string> AsServerOwner(std::vector<std::string> argv) {
+  if (geteuid() != 0) return argv;
+  std::vector<std::string> out = {"/usr/bin/setpriv", "--reuid=postgres", "--regid=postgres",
+                                  "--init-groups", "--"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
 int RunCommand(const std::vector<std::string>& argv, std::string* out,
                std::map<std::string, std::string> env, const std::string& input) {
   int outp[2], inp[2];

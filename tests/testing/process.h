@@ -67,6 +67,12 @@ struct ProcessInfo {
 // Every process on the machine, at one moment (some may be gone already).
 std::vector<ProcessInfo> AllProcesses();
 
+// argv run as the user PostgreSQL's servers run as: through setpriv as
+// `postgres` when this process is root (setpriv execs in place, so a signal
+// reaches the server itself), else unchanged. For servers that refuse root
+// (postgres, Patroni's, pgbouncer).
+std::vector<std::string> AsServerOwner(std::vector<std::string> argv);
+
 // Runs a command to completion; returns its exit code and stdout.
 int RunCommand(const std::vector<std::string>& argv, std::string* out,
                std::map<std::string, std::string> env = {}, const std::string& input = "");
