@@ -143,6 +143,7 @@ cases=(
   "handler-http-native|handler-http-native.yaml|"
   "handler-http-remote|handler-http-remote.yaml|"
   "ha|ha.yaml|"
+  "pgbouncer|pgbouncer.yaml|"
 )
 dash_chart=$CHART
 packaged=("$chart_dash"/*.json)
@@ -234,6 +235,9 @@ expect ha 'value: "5432,5432"'
 expect ha 'name: PGTARGETSESSIONATTRS'
 expect ha 'value: "read-write"'
 expect_not default 'PGTARGETSESSIONATTRS'
+expect pgbouncer 'name: PARTQ_POOL_MODE'
+expect pgbouncer 'value: "transaction"'
+expect_not default 'PARTQ_POOL_MODE'
 expect statefulset 'instance-id=\$\(POD_NAME\)'
 expect statefulset "create 'emails.outbound' --parts=4 --assignment=sticky --max-attempts=5 --session-ttl=30s --ordered"
 expect servicemonitor '^kind: ServiceMonitor$'

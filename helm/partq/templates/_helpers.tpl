@@ -139,6 +139,10 @@ No credential is ever a literal value here: user and password come from the Secr
 {{- end }}
 - name: PGCONNECT_TIMEOUT
   value: {{ $db.connectTimeoutSeconds | quote }}
+{{- if $db.poolMode }}
+- name: PARTQ_POOL_MODE
+  value: {{ $db.poolMode | quote }}
+{{- end }}
 {{- end -}}
 
 {{- define "partq.databaseVolumes" -}}
