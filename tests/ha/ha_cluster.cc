@@ -190,6 +190,7 @@ absl::StatusOr<std::unique_ptr<PatroniCluster>> PatroniCluster::Start() {
     return absl::UnavailableError(
         absl::StrCat(st.message(), "; see ", c->dir_, "/patroni-n2.log\n", c->Members()));
   }
+  if (absl::Status st = c->WaitSyncStandby(c->ports_[1], absl::Seconds(60)); !st.ok()) return st;
   return c;
 }
 
@@ -246,6 +247,22 @@ postgresql:
                                    {"{DIR}", dir_}});
 }
 
+absl::Status PatroniCluster::WaitSyncStandby(int port, absl::Duration timeout) const {
+  // Patroni's own view (its REST API answers /sync with 200 on the member its
+  // DCS names synchronous), which may lag pg_stat_replication: a switchover
+  // to a candidate not named there yet is dropped (seen: "received switchover
+  // request", then nothing).
+  const int rest = rest_ports_[port == ports_[0] ? 0 : 1];
+  std::string body;
+  if (WaitUntil([&] { return HttpGet(rest, "/sync", &body) == 200; }, timeout,
+                absl::Milliseconds(100))) {
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(absl::StrCat("Patroni does not name ", NameOf(port),
+                                                  " the synchronous standby after ",
+                                                  absl::FormatDuration(timeout), "\n", Members()));
+}
+
 std::string PatroniCluster::NameOf(int port) const { return port == ports_[0] ? "n1" : "n2"; }
 
 std::string PatroniCluster::Members() const {
@@ -258,6 +275,7 @@ absl::StatusOr<int> PatroniCluster::Switchover() {
   const int leader = Leader();
   if (leader == 0) return absl::FailedPreconditionError("no leader to switch over from");
   const int candidate = Other(leader);
+  if (absl::Status st = WaitSyncStandby(candidate, absl::Seconds(60)); !st.ok()) return st;
   std::string out;
   const int rc = RunCommand({FindInPath("patronictl"), "-c", configs_[0], "switchover", "--leader",
                              NameOf(leader), "--candidate", NameOf(candidate), "--force"},
@@ -271,6 +289,8 @@ absl::StatusOr<int> PatroniCluster::Switchover() {
 absl::StatusOr<int> PatroniCluster::KillLeaderPostgres() {
   const int leader = Leader();
   if (leader == 0) return absl::FailedPreconditionError("no leader to kill");
+  // Patroni fails over only to the member it names synchronous.
+  if (absl::Status st = WaitSyncStandby(Other(leader), absl::Seconds(60)); !st.ok()) return st;
   auto pid = KillPostmaster(data_dirs_[leader == ports_[0] ? 0 : 1]);
   if (!pid.ok()) return pid.status();
   return Other(leader);

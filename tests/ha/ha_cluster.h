@@ -68,14 +68,17 @@ class PatroniCluster : public HaCluster {
   static absl::StatusOr<std::unique_ptr<PatroniCluster>> Start();
   ~PatroniCluster() override;
 
-  // `patronictl switchover --leader <current> --candidate <other> --force`.
-  // Returns the candidate's port.
+  // `patronictl switchover --leader <current> --candidate <other> --force`,
+  // once Patroni names the candidate its synchronous standby. Returns the
+  // candidate's port.
   absl::StatusOr<int> Switchover();
   // SIGKILLs the leader's postmaster (Patroni then fails over). Returns the
   // port of the node that should take over.
   absl::StatusOr<int> KillLeaderPostgres();
   // `patronictl list`, for logs.
   std::string Members() const;
+  // Waits until Patroni names the member on `port` its synchronous standby.
+  absl::Status WaitSyncStandby(int port, absl::Duration timeout) const;
 
  private:
   PatroniCluster() = default;
