@@ -59,6 +59,23 @@ using store_testing::ToStatus;
 
 using ::partq::testing::WaitUntil;
 
+// A Finish of `first` (one item of a one-part member) that begins the next
+// transaction and claims up to `limit` items after it in the same flight,
+// without a suspect probe: the pipelined form, ending in COMMIT AND CHAIN.
+FinishRequest FinishClaimingAhead(const std::string& queue, const Member& m,
+                                  const std::vector<Item>& first, int limit) {
+  FinishRequest req = FinishOf(queue, m, first);
+  req.begin_next = true;
+  const ItemKey after{first[0].priority, first[0].id};
+  req.next = [queue, m, after, limit]() -> std::optional<ClaimRequest> {
+    ClaimRequest c = ClaimAll(queue, m, limit);
+    c.parts[0].after = after;
+    c.include_suspect = false;
+    return c;
+  };
+  return req;
+}
+
 class PgStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -719,14 +736,7 @@ TEST_F(FinishTest, ThroughATransactionPoolerEachTransactionTurnsJitOffAndPrepare
   ASSERT_EQ(first.size(), 1u);
   // A one-part claim ahead without a suspect probe: the pipelined flight,
   // ending in COMMIT AND CHAIN.
-  FinishRequest req = FinishOf("one", m, first);
-  req.begin_next = true;
-  req.next = [&]() -> std::optional<ClaimRequest> {
-    ClaimRequest c = ClaimAll("one", m, 2);
-    c.parts[0].after = ItemKey{first[0].priority, first[0].id};
-    c.include_suspect = false;
-    return c;
-  };
+  FinishRequest req = FinishClaimingAhead("one", m, first, 2);
   ASSERT_OK_AND_ASSIGN(FinishResult r1, store_->Finish(req, body));
   ASSERT_TRUE(r1.next_begun);
   ASSERT_EQ(r1.next.size(), 2u);
@@ -981,14 +991,7 @@ TEST_F(FinishTest, AnAckClaimingOnePartAheadReturnsItemsAsAClaimDoes) {
   Member m = JoinWith(*store_, "one", {0});
   ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(ClaimAll("one", m, 1)));
   ASSERT_EQ(first.size(), 1u);
-  FinishRequest req = FinishOf("one", m, first);
-  req.begin_next = true;
-  req.next = [&]() -> std::optional<ClaimRequest> {
-    ClaimRequest c = ClaimAll("one", m, 100);
-    c.parts[0].after = ItemKey{first[0].priority, first[0].id};
-    c.include_suspect = false;  // the pipelined form has no suspect probe
-    return c;
-  };
+  FinishRequest req = FinishClaimingAhead("one", m, first, 100);
   ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(req, AckAll()));
   ASSERT_EQ(r.acked, std::vector<int64_t>{first[0].id});
   ASSERT_EQ(r.next.size(), 4u);
