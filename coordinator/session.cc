@@ -194,6 +194,9 @@ absl::Status Session::Join() {
   PARTQ_LOG(Info) << "session " << joined->id << " joined " << options_.queue
                   << (kept.empty() ? "" : absl::StrCat(", kept parts ", PartList(kept)));
   SetState(State::kActive);
+  // Before the kept parts reach the listener: a static member restarting on
+  // a paused queue must not claim in them (its first group view comes later).
+  NotePaused(joined->paused);
   if (!kept.empty()) listener_->OnAssign(kept);
   return absl::OkStatus();
 }

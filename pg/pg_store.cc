@@ -684,6 +684,7 @@ absl::StatusOr<JoinResult> PgStore::Join(const JoinRequest& request) {
                out.id.value = r[0][0].as<std::string>();
                out.incarnation = r[0][1].as<int64_t>();
                out.kept = ParseOwned(Text(r[0][2]));
+               out.paused = !r[0][4].is_null() && r[0][4].as<bool>();
                return out;
              });
 }

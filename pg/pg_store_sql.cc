@@ -569,7 +569,7 @@ SELECT count(pg_notify($3, 'g')) FROM u
       // commit; the statement is its own transaction.
       {"join",
        absl::StrCat(R"sql(
-WITH q AS (SELECT name, session_ttl FROM {schema}.queues WHERE name = $1),
+WITH q AS (SELECT name, session_ttl, paused FROM {schema}.queues WHERE name = $1),
 up AS (
   INSERT INTO {schema}.sessions AS t (id, queue, instance_id, host, pid, expires_at)
   SELECT CASE WHEN $2::text IS NULL THEN gen_random_uuid()
@@ -588,7 +588,7 @@ kept AS (
                     TakeOverClaims("kept"), R"sql(
 SELECT up.id, up.incarnation,
        (SELECT string_agg(part || ':' || epoch, ',' ORDER BY part) FROM kept),
-       pg_notify($5, 'g')
+       pg_notify($5, 'g'), (SELECT paused FROM q)
 FROM up
 )sql"),
        /*prepared=*/false},

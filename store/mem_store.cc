@@ -153,6 +153,7 @@ class MemStore : public Store {
     s.expires_at = now + (*q)->session_ttl;
     out.id = SessionId{id};
     out.incarnation = s.incarnation;
+    out.paused = (*q)->paused;
     return out;
   }
 

@@ -296,6 +296,8 @@ struct JoinResult {
   // now at fresh epochs (fencing the previous incarnation's acks). What the
   // previous incarnation had in flight there is marked abandoned.
   std::vector<OwnedPart> kept;
+  // The queue is paused (Store::SetPaused): known before any part is used.
+  bool paused = false;
 };
 
 // Per-part and per-session state for `partq status` and the metrics.
@@ -478,7 +480,8 @@ class Store {
                              int64_t incarnation) = 0;
   // A static member stopping to be restarted (KIP-345): empties the claim
   // records of this incarnation's parts, so what it claimed and did not
-  // finish is ready again with no attempt counted, and keeps the session and
+  // finish (unstarted batches; a handler still running past the drain
+  // timeout too) is ready again with no attempt counted, and keeps the session and
   // its ownership rows. The parts stay reserved until the session expires;
   // the same instance id joining before then takes them back at once (Join's
   // `kept`), and nobody else's parts move. Does nothing for another

@@ -464,6 +464,24 @@ TEST_F(SessionTest, AStoppedStaticMemberKeepsItsPartsForItsRestartUntilItsTtl) {
   EXPECT_GT(clock_.Now(), b2_seen + kTtl);
 }
 
+// A static member restarting on a paused queue takes its parts back in its
+// join: it must know the queue is paused by then, before any group view.
+TEST_F(SessionTest, AJoinSaysTheQueueIsPausedBeforeItHandsOverKeptParts) {
+  CreateQueue(4);
+  leave_on_stop_ = false;
+  Session* a = Add("a");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }));
+  a->Stop();
+  ASSERT_TRUE(db_.Connect()->SetPaused("q", true).ok());
+  Session* a2 = New("a");
+  bool paused_at_assign = false;
+  a2->SetPausedCallback([&](bool paused) { paused_at_assign = paused && registry_.Of("a").empty(); });
+  ASSERT_TRUE(a2->Start().ok());
+  EXPECT_TRUE(a2->paused()) << "known from the join, before the first round";
+  EXPECT_TRUE(paused_at_assign) << "told before the kept parts reached the listener";
+  EXPECT_EQ(registry_.Of("a").size(), 4u) << "and it has them back";
+}
+
 TEST_F(SessionTest, AStaticMemberWithLeaveOnStopHandsItsPartsOverAtOnce) {
   CreateQueue(6);
   Session* a = Add("a");
