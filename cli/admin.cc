@@ -388,6 +388,16 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   if (!from_stdin) {
     if (pos.size() == 2) item.payload = pos[1];
     auto r = producer.Enqueue(queue, item);
+    if (!r.ok() && OutcomeUnknown(r.status())) {
+      return Fail(absl::Status(
+          r.status().code(),
+          absl::StrCat(r.status().message(),
+                       " (the item may or may not have been enqueued: the connection broke while "
+                       "the server ran the statement; ",
+                       item.dedup_key ? "running the command again is safe with its --dedup-key)"
+                                      : "running it again may enqueue it twice; a --dedup-key "
+                                        "makes that safe)")));
+    }
     if (!r.ok()) return Fail(r.status());
     if (r->duplicate) {
       fprintf(stderr, "partq: dedup key \"%s\" matches live item %lld; nothing enqueued\n",

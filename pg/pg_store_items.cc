@@ -464,12 +464,22 @@ absl::StatusOr<EnqueueResult> PgStore::Enqueue(absl::string_view queue, const Ne
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   absl::StatusOr<EnqueueArgs> args = CheckNewItem(item, options_.max_payload_bytes);
   if (!args.ok()) return args.status();
-  return Run(absl::StrCat("enqueue into \"", queue, "\""), [&]() {
+  bool sent = false;
+  absl::StatusOr<EnqueueResult> r = Run(absl::StrCat("enqueue into \"", queue, "\""), [&]() {
     // Autocommit: the statement is its own transaction (one round trip; three
     // through a transaction pooler, Autocommit says why).
     pqxx::transaction_base& tx = Autocommit();
+    sent = true;
     return EnqueueIn(tx, !options_.transaction_pooler, options_.schema, queue, item, *args);
   });
+  // An autocommit INSERT commits as it runs: a connection that broke while the
+  // server ran it leaves the item there or not (through a pooler the explicit
+  // COMMIT says so itself: in_doubt_error).
+  if (!r.ok() && sent && !options_.transaction_pooler && absl::IsUnavailable(r.status()) &&
+      !OutcomeUnknown(r.status())) {
+    return MarkOutcomeUnknown(r.status());
+  }
+  return r;
 }
 
 absl::StatusOr<int64_t> PgStore::EnqueueBatch(absl::string_view queue,

@@ -335,5 +335,34 @@ TEST(Fault, EnqueueStdinNamesTheLinesInDoubtWhenACommitBreaks) {
   EXPECT_EQ(schema.QInt("SELECT count(*) FROM {schema}.items WHERE payload = 'line-20'"), 1);
 }
 
+// The same for a single enqueue: its INSERT commits as it runs, so a
+// connection cut after the server got it leaves the item there, and the
+// command must not say it failed plainly.
+TEST(Fault, EnqueueNamesTheItemInDoubtWhenTheConnectionBreaksAsItRuns) {
+  TestSchema schema;
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 4;
+  ASSERT_TRUE(schema.NewStore()->CreateQueue(q).ok());
+  const std::string& dsn = schema.dsn();
+  const size_t at = dsn.find("port=");
+  ASSERT_NE(at, std::string::npos) << dsn;
+  auto proxy = TcpProxy::Start(std::stoi(dsn.substr(at + 5)));
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  // The payload travels in the statement's Bind message: cut right after it.
+  (*proxy)->CutAfterClientSends("payload-to-cut-after", 1);
+  const PartqResult r = Partq({"enqueue", "q", "payload-to-cut-after", "--dsn",
+                               absl::StrCat("host=127.0.0.1 port=", (*proxy)->port(),
+                                            " user=postgres dbname=postgres"),
+                               "--schema", schema.name()});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "(the item may or may not have been enqueued")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "a --dedup-key makes that safe")) << r.err;
+  EXPECT_TRUE(WaitUntil([&] {
+    return schema.QInt("SELECT count(*) FROM {schema}.items WHERE payload = "
+                       "'payload-to-cut-after'") == 1;
+  })) << "the server committed it";
+}
+
 }  // namespace
 }  // namespace partq::testing
