@@ -135,9 +135,11 @@ int CmdWorker(const std::vector<std::string>& argv) {
     }
   }
   // Stop waits for the handlers that are running. After the drain timeout
-  // their parts are released (their acks cannot commit: the fence fails),
-  // but a handler that runs on (sleeps, hangs) would hold the process for as
-  // long, past what --drain-timeout promised.
+  // their parts are given up (released, or for a static member kept for its
+  // restart, which moves them to a new epoch: either way their acks cannot
+  // commit once someone holds them again), but a handler that runs on (sleeps,
+  // hangs) would hold the process for as long, past what --drain-timeout
+  // promised.
   StopWithin([&] { consumer.Stop(); }, o.drain_timeout + kStopGrace, "handlers still running",
              "without them (their items were released and run again elsewhere)");
   const ConsumerStats s = consumer.stats();

@@ -155,8 +155,8 @@ void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
   scheduler_.Remove(nums);
   auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return scheduler_.Drained(nums); };
   if (!clock_->AwaitWithTimeout(mu_, absl::Condition(&drained), options_.drain_timeout)) {
-    PARTQ_LOG(Warning) << "drain timeout: releasing parts with items still in flight (their "
-                          "acks will be fenced)";
+    PARTQ_LOG(Warning) << "drain timeout: giving parts up with items still in flight (their "
+                          "acks will be fenced once the parts have a new owner or epoch)";
   }
   scheduler_.DropQueued(nums);  // a claim that was under way may have queued more
 }
