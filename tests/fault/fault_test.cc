@@ -301,12 +301,8 @@ TEST(Fault, PoisonItemCrashesEveryWorkerThatTakesIt) {
   EXPECT_GE(s.restarts(), 3);
 }
 
-// A connection that breaks after the server received a chunk's COMMIT (here a
-// proxy forwards it and closes the connection before the reply; a failover
-// does the same): the chunk may be there or not, and `enqueue --stdin` must
-// not say "not enqueued" of it. Here the server committed it.
-TEST(Fault, EnqueueStdinNamesTheLinesInDoubtWhenACommitBreaks) {
-  TestSchema schema;
+// Queue "q" (4 parts) in `schema`, and a proxy in front of the suite's server.
+void QueueBehindAProxy(const TestSchema& schema, std::unique_ptr<TcpProxy>* proxy) {
   QueueConfig q;
   q.name = "q";
   q.parts = 4;
@@ -314,16 +310,29 @@ TEST(Fault, EnqueueStdinNamesTheLinesInDoubtWhenACommitBreaks) {
   const std::string& dsn = schema.dsn();
   const size_t at = dsn.find("port=");
   ASSERT_NE(at, std::string::npos) << dsn;
-  auto proxy = TcpProxy::Start(std::stoi(dsn.substr(at + 5)));
-  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  auto started = TcpProxy::Start(std::stoi(dsn.substr(at + 5)));
+  ASSERT_TRUE(started.ok()) << started.status();
+  *proxy = std::move(*started);
+}
+
+std::string ProxyDsn(const TcpProxy& proxy) {
+  return absl::StrCat("host=127.0.0.1 port=", proxy.port(), " user=postgres dbname=postgres");
+}
+
+// A connection that breaks after the server received a chunk's COMMIT (here a
+// proxy forwards it and closes the connection before the reply; a failover
+// does the same): the chunk may be there or not, and `enqueue --stdin` must
+// not say "not enqueued" of it. Here the server committed it.
+TEST(Fault, EnqueueStdinNamesTheLinesInDoubtWhenACommitBreaks) {
+  TestSchema schema;
+  std::unique_ptr<TcpProxy> proxy;
+  ASSERT_NO_FATAL_FAILURE(QueueBehindAProxy(schema, &proxy));
   // Chunks of 10 lines, one COMMIT each: the second is lines 11 to 20.
-  (*proxy)->CutAfterClientSends("COMMIT", 2);
+  proxy->CutAfterClientSends("COMMIT", 2);
   std::string input;
   for (int i = 1; i <= 25; ++i) absl::StrAppend(&input, "line-", i, "\n");
   const PartqResult r = Partq({"enqueue", "q", "--stdin", "--chunk", "10", "--dsn",
-                               absl::StrCat("host=127.0.0.1 port=", (*proxy)->port(),
-                                            " user=postgres dbname=postgres"),
-                               "--schema", schema.name()},
+                               ProxyDsn(*proxy), "--schema", schema.name()},
                               input);
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "the connection broke during COMMIT")) << r.err;
@@ -340,21 +349,12 @@ TEST(Fault, EnqueueStdinNamesTheLinesInDoubtWhenACommitBreaks) {
 // command must not say it failed plainly.
 TEST(Fault, EnqueueNamesTheItemInDoubtWhenTheConnectionBreaksAsItRuns) {
   TestSchema schema;
-  QueueConfig q;
-  q.name = "q";
-  q.parts = 4;
-  ASSERT_TRUE(schema.NewStore()->CreateQueue(q).ok());
-  const std::string& dsn = schema.dsn();
-  const size_t at = dsn.find("port=");
-  ASSERT_NE(at, std::string::npos) << dsn;
-  auto proxy = TcpProxy::Start(std::stoi(dsn.substr(at + 5)));
-  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  std::unique_ptr<TcpProxy> proxy;
+  ASSERT_NO_FATAL_FAILURE(QueueBehindAProxy(schema, &proxy));
   // The payload travels in the statement's Bind message: cut right after it.
-  (*proxy)->CutAfterClientSends("payload-to-cut-after", 1);
-  const PartqResult r = Partq({"enqueue", "q", "payload-to-cut-after", "--dsn",
-                               absl::StrCat("host=127.0.0.1 port=", (*proxy)->port(),
-                                            " user=postgres dbname=postgres"),
-                               "--schema", schema.name()});
+  proxy->CutAfterClientSends("payload-to-cut-after", 1);
+  const PartqResult r = Partq(
+      {"enqueue", "q", "payload-to-cut-after", "--dsn", ProxyDsn(*proxy), "--schema", schema.name()});
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "(the item may or may not have been enqueued")) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "a --dedup-key makes that safe")) << r.err;
