@@ -258,8 +258,8 @@ int CmdQueue(const std::vector<std::string>& argv) {
   }
   if (sub == "pause" || sub == "resume") {
     // A flag on the queue row and a group notice: workers stop (or start)
-    // claiming at once with LISTEN, within --poll-interval without; what
-    // they hold runs to its end, their parts and heartbeats stay.
+    // claiming at once with LISTEN, at their next group read (every second)
+    // without; what they hold runs to its end, their parts and heartbeats stay.
     if (auto u = WrongPositionals(pos, 1, {"NAME"}, absl::StrCat("usage: partq queue ", sub,
                                                                  " NAME"))) {
       return *u;

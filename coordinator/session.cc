@@ -431,7 +431,7 @@ void Session::Leave() {
     }
     if (!held.empty()) RevokeKeepingAlive(held);
     // A static member keeps its session and parts for its restart: only what
-    // it claimed and did not start goes back (no attempt counted).
+    // it claimed and did not finish goes back (no attempt counted).
     const bool keep = !options_.instance_id.empty() && !options_.leave_on_stop;
     absl::Status st;
     for (int attempt = 0; attempt < 5; ++attempt) {

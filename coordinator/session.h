@@ -125,9 +125,10 @@ class Session {
 
   // Called for every item notice (from the listener thread).
   void SetItemsCallback(ItemsCallback cb);
-  // Called (from the session thread) when the queue's paused flag, as the
-  // group views read it, changes; the first view after a join counts as a
-  // change when the queue is paused. Set before Start.
+  // Called when the queue's paused flag changes, as a join or a group view
+  // reads it (a join on a paused queue counts as a change, and comes before
+  // the kept parts reach the listener); from the thread that joined or the
+  // session thread. Set before Start.
   using PausedCallback = std::function<void(bool paused)>;
   void SetPausedCallback(PausedCallback cb);
   // The queue is paused, as of the last group view (Store::SetPaused).

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <pqxx/pqxx>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -29,13 +28,6 @@ bool WriteFile(const std::string& path, const std::string& text) {
   std::ofstream f(path);
   f << text;
   return static_cast<bool>(f);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 // The node answers and is (not) in recovery; nullopt when it does not answer.

@@ -51,17 +51,11 @@ namespace {
 
 using testing::ChildProcess;
 using testing::HaCluster;
+using testing::ReadFile;
 
 constexpr int kWorkers = 3;
 constexpr int kParts = 16;
 constexpr absl::Duration kSessionTtl = absl::Seconds(10);
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // One statement on a fresh connection; its first value, or nullopt on any
 // error (the cluster may be failing over).

@@ -18,7 +18,6 @@
 #include <memory>
 #include <optional>
 #include <pqxx/pqxx>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -41,13 +40,7 @@ namespace {
 
 using testing::ChildProcess;
 using testing::PartqResult;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::ReadFile;
 
 // One PgBouncer in `pool_mode`, `pool_size` server connections, in front of the server of
 // `server_dsn`, as its database "partq"; stopped and its directory removed on destruction (its log

@@ -135,14 +135,12 @@ int RunCommand(const std::vector<std::string>& argv, std::string* out,
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-namespace {
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
-}  // namespace
 
 PortFileServer::PortFileServer(std::vector<std::string> argv, const std::string& dir) {
   static std::atomic<int> servers{0};

@@ -73,6 +73,9 @@ std::vector<ProcessInfo> AllProcesses();
 // (postgres, Patroni's, pgbouncer).
 std::vector<std::string> AsServerOwner(std::vector<std::string> argv);
 
+// The whole of a file ("" when it cannot be read): logs, pid and port files.
+std::string ReadFile(const std::string& path);
+
 // Runs a command to completion; returns its exit code and stdout.
 int RunCommand(const std::vector<std::string>& argv, std::string* out,
                std::map<std::string, std::string> env = {}, const std::string& input = "");
