@@ -29,7 +29,9 @@ echo "image test: uid 10001, read-only root, $out"
 
 schema=image_$$_$RANDOM
 name=partq-image-test-$$
-port=$((30000 + RANDOM % 20000))
+# A port free now (the kernel picks it), not a random one: the suite's other tests hold
+# ephemeral ports, and a clash left the worker unable to serve /metrics.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 n=20000
 cleanup() {
   "${podman[@]}" rm -f "$name" >/dev/null 2>&1 || true
@@ -48,6 +50,9 @@ left=$n
 for _ in $(seq 1 600); do
   left=$(psql "$DSN" -Atc "SELECT count(*) FROM $schema.items")
   [[ $left == 0 ]] && break
+  # A worker that exited (a bad flag, a port it cannot bind) is reported now, not in 60 s.
+  [[ $("${podman[@]}" inspect -f '{{.State.Running}}' "$name" 2>/dev/null) == true ]] ||
+    fail "the worker container stopped with $left of $n items left; it said: $("${podman[@]}" logs "$name" 2>&1 | tail -5)"
   sleep 0.1
 done
 [[ $left == 0 ]] || fail "$left of $n items left after 60 s; the worker said: $("${podman[@]}" logs "$name" 2>&1 | tail -5)"
