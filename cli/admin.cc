@@ -332,7 +332,8 @@ int CmdQueue(const std::vector<std::string>& argv) {
 
 int CmdEnqueue(const std::vector<std::string>& argv) {
   auto args = Args::Parse(
-      argv, With(ConnectionFlags(), {"key", "priority", "delay", "dedup-key", "chunk"}), {"stdin"});
+      argv, With(ConnectionFlags(), {"key", "priority", "delay", "dedup-key", "chunk", "group"}),
+      {"stdin"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   const bool from_stdin = args->Has("stdin");
@@ -359,6 +360,10 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   NewItem item;
   if (auto k = args->Get("key")) item.key = *k;
   if (auto k = args->Get("dedup-key")) item.dedup_key = *k;
+  if (auto g = args->Get("group")) {
+    if (absl::Status st = ValidateGroupId(*g); !st.ok()) return Fail(st);
+    item.group = *g;
+  }
   // Refused here, naming the flag (with --stdin too, where --key is every
   // line's), rather than by the server's "invalid byte sequence".
   for (const char* flag : {"key", "dedup-key"}) {
@@ -375,6 +380,9 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
       args->Duration("delay", absl::ZeroDuration(), absl::ZeroDuration(), absl::Hours(24 * 365));
   if (!delay.ok()) return Fail(delay.status());
   item.delay = *delay;
+  if (item.group && item.delay > absl::ZeroDuration()) {
+    return Usage("--delay cannot be used with --group: a group's items run when it starts");
+  }
   auto chunk = args->Int("chunk", 50000, 1, 1000000);
   if (!chunk.ok()) return Fail(chunk.status());
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return Fail(st);
@@ -547,6 +555,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
                     {"paused", st->config.paused}};
     out["totals"] = {{"ready", t.ready},
                      {"delayed", t.delayed},
+                     {"held", t.held},
                      {"in_flight", t.in_flight},
                      {"dead", t.dead},
                      {"unowned_parts", t.unowned_parts},
@@ -573,6 +582,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
            {"epoch", p.epoch.value},
            {"ready", p.ready},
            {"delayed", p.delayed},
+           {"held", p.held},
            {"in_flight", p.in_flight},
            {"dead", p.dead},
            {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
@@ -597,6 +607,11 @@ int CmdStatus(const std::vector<std::string>& argv) {
          static_cast<long long>(t.ready), static_cast<long long>(t.delayed),
          static_cast<long long>(t.in_flight), static_cast<long long>(t.dead),
          t.ready > 0 ? Seconds(t.oldest_ready_age).c_str() : "-");
+  if (t.held > 0) {
+    printf("%lld item(s) of queue groups not started (held until `partq group start`; "
+           "`partq group list %s`)\n",
+           static_cast<long long>(t.held), c.name.c_str());
+  }
   // Said only when it matters: a worker's own transactions hold the horizon
   // for milliseconds all the time.
   if (st->horizon &&

@@ -34,6 +34,10 @@ QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
           r, "partq_queue_delayed_items",
           std::string("Items waiting for their run time (delayed or retrying).") + kFromCollector,
           queue_)),
+      held_(Gauge(r, "partq_queue_held_items",
+                  std::string("Items of queue groups not started yet (partq group start).") +
+                      kFromCollector,
+                  queue_)),
       in_flight_(Gauge(r, "partq_queue_in_flight_items",
                        std::string("Items claimed by a worker and not finished.") + kFromCollector,
                        queue_)),
@@ -176,6 +180,7 @@ QueueTotals SumUp(const QueueStatus& status) {
   for (const auto& p : status.parts) {
     t.ready += p.ready;
     t.delayed += p.delayed;
+    t.held += p.held;
     t.in_flight += p.in_flight;
     t.dead += p.dead;
     t.unowned_parts += p.owner.has_value() && live.count(p.owner->value) ? 0 : 1;
@@ -188,6 +193,7 @@ void QueueCollector::Publish(const QueueStatus& status) {
   const QueueTotals t = SumUp(status);
   ready_.Set(static_cast<double>(t.ready));
   delayed_.Set(static_cast<double>(t.delayed));
+  held_.Set(static_cast<double>(t.held));
   in_flight_.Set(static_cast<double>(t.in_flight));
   dead_.Set(static_cast<double>(t.dead));
   oldest_ready_age_.Set(absl::ToDoubleSeconds(t.oldest_ready_age));
