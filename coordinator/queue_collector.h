@@ -116,6 +116,13 @@ class QueueCollector {
   prometheus::Gauge& ready_;
   prometheus::Gauge& delayed_;
   prometheus::Gauge& held_;
+  // partq_queue_groups{state="held"|"started"|"ended"}, and the items the
+  // groups not ended have pending.
+  prometheus::Family<prometheus::Gauge>& groups_;
+  prometheus::Gauge& groups_held_;
+  prometheus::Gauge& groups_started_;
+  prometheus::Gauge& groups_ended_;
+  prometheus::Gauge& group_pending_;
   prometheus::Gauge& in_flight_;
   prometheus::Gauge& dead_;
   prometheus::Gauge& oldest_ready_age_;

@@ -1506,6 +1506,13 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
       p.held = row[8].as<int64_t>();
       status.parts.push_back(std::move(p));
     }
+    {
+      const pqxx::row g = Exec(tx, "status_groups", std::string(queue))[0];
+      status.groups.held = g[0].as<int64_t>();
+      status.groups.started = g[1].as<int64_t>();
+      status.groups.ended = g[2].as<int64_t>();
+      status.groups.pending = g[3].as<int64_t>();
+    }
     for (const pqxx::row& row : Exec(tx, "status_horizon")) {
       VacuumHorizon h;
       h.holder = row[0].as<std::string>();

@@ -965,6 +965,14 @@ WITH h AS (
 SELECT holder, who, xid_age, (extract(epoch FROM held) * 1000000)::bigint
 FROM h ORDER BY xid_age DESC, held DESC LIMIT 1
 )sql"},
+      // The queue's groups by state, and what the open ones have pending.
+      {"status_groups", R"sql(
+SELECT count(*) FILTER (WHERE started_at IS NULL AND ended_at IS NULL),
+       count(*) FILTER (WHERE started_at IS NOT NULL AND ended_at IS NULL),
+       count(*) FILTER (WHERE ended_at IS NOT NULL),
+       coalesce(sum(pending) FILTER (WHERE ended_at IS NULL), 0)
+FROM {schema}.groups WHERE queue = $1
+)sql"},
       {"status_parts", R"sql(
 WITH own AS (SELECT part, session_id, epoch FROM {schema}.session_parts WHERE queue = $1),
 fly AS (

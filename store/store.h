@@ -341,6 +341,16 @@ struct QueueStatus {
   // query, as far as the store's role may see (pg_monitor sees all);
   // nullopt when none holds it, or the store has no such thing (MemStore).
   std::optional<VacuumHorizon> horizon;
+  // The queue's groups (store.h, "Queue groups"): how many are held (not
+  // started), started and ended (kept until the queue is deleted), and the
+  // items pending in those not ended. Zero in a store without groups.
+  struct GroupCounts {
+    int64_t held = 0;
+    int64_t started = 0;
+    int64_t ended = 0;
+    int64_t pending = 0;
+  };
+  GroupCounts groups;
 };
 // Who owns each part, and whether any item is left, without counting items
 // (Store::Owners).

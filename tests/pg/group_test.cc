@@ -17,13 +17,16 @@
 #include "absl/synchronization/barrier.h"
 #include "absl/time/time.h"
 #include "consumer/consumer.h"
+#include "coordinator/queue_collector.h"
 #include "consumer/handler.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
 #include "pg/migrations.h"
 #include "pg/pg_store.h"
 #include "producer/producer.h"
+#include "prometheus/registry.h"
 #include "store/store.h"
+#include "tests/observability/scrape.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/wait.h"
@@ -424,6 +427,26 @@ TEST_F(GroupTest, TheSqlApiEnqueuesStartsAndReadsGroups) {
   run("SELECT {schema}.enqueue('jobs', 'plain')");
   run("SELECT * FROM {schema}.enqueue_item('jobs', 'plain', key => 'k', dedup_key => 'd')");
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE group_id IS NULL"), 2);
+}
+
+TEST_F(GroupTest, TheCollectorCountsGroupsByStateAndTheirItems) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->Enqueue("jobs", InGroup("held")).ok());
+  ASSERT_TRUE(store_->EnqueueBatch("jobs", {InGroup("running"), InGroup("running")}).ok());
+  ASSERT_TRUE(store_->StartGroup("jobs", "running").ok());
+  ASSERT_TRUE(store_->StartGroup("jobs", "empty").ok());  // ends at once
+  prometheus::Registry r;
+  QueueCollector c(schema_.Factory(), "jobs", [] { return true; }, r);
+  ASSERT_TRUE(c.CollectOnce().ok());
+  auto v = [&](const std::string& name, const std::map<std::string, std::string>& labels = {}) {
+    return testing::MetricValue(r, name, labels).value_or(-1);
+  };
+  EXPECT_EQ(v("partq_queue_held_items"), 3);
+  EXPECT_EQ(v("partq_queue_delayed_items"), 0);
+  EXPECT_EQ(v("partq_queue_ready_items"), 2);
+  EXPECT_EQ(v("partq_queue_groups", {{"state", "held"}}), 1);
+  EXPECT_EQ(v("partq_queue_groups", {{"state", "started"}}), 1);
+  EXPECT_EQ(v("partq_queue_groups", {{"state", "ended"}}), 1);
+  EXPECT_EQ(v("partq_queue_group_pending_items"), 5);
 }
 
 // Workers drain many groups at once, started at different moments and
