@@ -587,6 +587,10 @@ int CmdStatus(const std::vector<std::string>& argv) {
            {"dead", p.dead},
            {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
     }
+    out["groups"] = {{"held", st->groups.held},
+                     {"started", st->groups.started},
+                     {"ended", st->groups.ended},
+                     {"pending_items", st->groups.pending}};
     if (st->horizon) {
       out["vacuum_horizon"] = {{"holder", st->horizon->holder},
                                {"who", st->horizon->who},
@@ -607,10 +611,13 @@ int CmdStatus(const std::vector<std::string>& argv) {
          static_cast<long long>(t.ready), static_cast<long long>(t.delayed),
          static_cast<long long>(t.in_flight), static_cast<long long>(t.dead),
          t.ready > 0 ? Seconds(t.oldest_ready_age).c_str() : "-");
-  if (t.held > 0) {
-    printf("%lld item(s) of queue groups not started (held until `partq group start`; "
-           "`partq group list %s`)\n",
-           static_cast<long long>(t.held), c.name.c_str());
+  const QueueStatus::GroupCounts& g = st->groups;
+  if (g.held + g.started + g.ended > 0) {
+    printf("groups: %lld held (not started, %lld items), %lld started, %lld ended; %lld items "
+           "pending in those not ended (partq group list %s)\n",
+           static_cast<long long>(g.held), static_cast<long long>(t.held),
+           static_cast<long long>(g.started), static_cast<long long>(g.ended),
+           static_cast<long long>(g.pending), c.name.c_str());
   }
   // Said only when it matters: a worker's own transactions hold the horizon
   // for milliseconds all the time.
