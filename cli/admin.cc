@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -78,11 +80,43 @@ nlohmann::json DlqTopicJson(const QueueConfig& q) {
 
 // "16 parts, lexical assignment, session TTL 10s, max attempts 25[, ordered]
 // [, dead-letter topic T]".
+std::string RateText(std::optional<double> rate) {
+  return rate ? absl::StrCat(*rate, "/s") : "none";
+}
+
 std::string Settings(const QueueConfig& q) {
   return absl::StrCat(q.parts, " parts, ", AssignmentName(q.assignment),
                       " assignment, session TTL ", absl::FormatDuration(q.session_ttl),
                       ", max attempts ", q.max_attempts, q.ordered ? ", ordered" : "",
-                      q.dlq_topic ? absl::StrCat(", dead-letter topic ", *q.dlq_topic) : "");
+                      q.dlq_topic ? absl::StrCat(", dead-letter topic ", *q.dlq_topic) : "",
+                      q.rate ? absl::StrCat(", rate limit ", RateText(q.rate)) : "");
+}
+
+// --rate: items a second for the whole fleet, as N/s, N/min or N/h (N alone
+// is per second); "none" or '' for no limit.
+absl::StatusOr<std::optional<double>> RateFlag(const Args& args) {
+  std::string text = args.GetOr("rate", "");
+  if (text.empty() || text == "none") return std::optional<double>();
+  double per = 1;
+  for (const auto& [suffix, seconds] :
+       {std::pair<const char*, double>{"/s", 1}, {"/min", 60}, {"/m", 60}, {"/h", 3600}}) {
+    if (absl::EndsWith(text, suffix)) {
+      text.resize(text.size() - strlen(suffix));
+      per = seconds;
+      break;
+    }
+  }
+  double n = 0;
+  if (!absl::SimpleAtod(text, &n) || !std::isfinite(n)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rate must be N/s, N/min or N/h (e.g. 500/s), or none; got \"", args.GetOr("rate", ""),
+        "\""));
+  }
+  const std::optional<double> rate = n / per;
+  if (absl::Status st = ValidateRate(rate); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--rate: ", st.message()));
+  }
+  return rate;
 }
 
 // `queue create` of a queue that exists already, with `have` its settings
@@ -165,7 +199,8 @@ int CmdMigrate(const std::vector<std::string>& argv) {
 int CmdQueue(const std::vector<std::string>& argv) {
   auto args = Args::Parse(
       argv,
-      With(ConnectionFlags(), {"parts", "assignment", "max-attempts", "session-ttl", "dlq-topic"}),
+      With(ConnectionFlags(),
+           {"parts", "assignment", "max-attempts", "session-ttl", "dlq-topic", "rate"}),
       {"ordered", "json", "force"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
@@ -208,6 +243,9 @@ int CmdQueue(const std::vector<std::string>& argv) {
     auto dlq = DlqTopicFlag(*args);
     if (!dlq.ok()) return Fail(dlq.status());
     q.dlq_topic = *dlq;
+    auto rate = RateFlag(*args);
+    if (!rate.ok()) return Fail(rate.status());
+    q.rate = *rate;
     if (absl::Status st = ValidateQueueConfig(q); !st.ok()) return Fail(st);
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
@@ -224,7 +262,8 @@ int CmdQueue(const std::vector<std::string>& argv) {
     // Only settings that can change under a running group: the part count,
     // assignment and ordering are fixed at creation.
     if (auto u = WrongPositionals(pos, 1, {"NAME"},
-                                  "usage: partq queue set NAME --dlq-topic TOPIC|''")) {
+                                  "usage: partq queue set NAME --dlq-topic TOPIC|'' | "
+                                  "--rate N/s|none")) {
       return *u;
     }
     // Checked first: `queue set q --parts 64` is a request to change the part
@@ -239,10 +278,28 @@ int CmdQueue(const std::vector<std::string>& argv) {
                 : ""));
       }
     }
-    if (!args->Has("dlq-topic")) {
-      return Usage("queue set needs a setting to change: --dlq-topic TOPIC (or '' for none)");
+    if (!args->Has("dlq-topic") && !args->Has("rate")) {
+      return Usage(
+          "queue set needs a setting to change: --dlq-topic TOPIC (or '' for none), --rate N/s "
+          "(or none)");
     }
     if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
+    if (args->Has("rate")) {
+      if (args->Has("dlq-topic")) return Usage("queue set changes one setting at a time");
+      auto rate = RateFlag(*args);
+      if (!rate.ok()) return Fail(rate.status());
+      auto store = ConnectChecked(*args);
+      if (!store.ok()) return Fail(store.status());
+      if (absl::Status st = (*store)->SetRate(pos[1], *rate); !st.ok()) return Fail(st);
+      if (*rate) {
+        printf("queue \"%s\": its workers claim at most %s in all (each part's owner its part's "
+               "share)\n",
+               pos[1].c_str(), RateText(*rate).c_str());
+      } else {
+        printf("queue \"%s\": no rate limit\n", pos[1].c_str());
+      }
+      return 0;
+    }
     auto dlq = DlqTopicFlag(*args);
     if (!dlq.ok()) return Fail(dlq.status());
     auto store = ConnectChecked(*args);
@@ -290,18 +347,19 @@ int CmdQueue(const std::vector<std::string>& argv) {
                        {"max_attempts", q.max_attempts},
                        {"ordered", q.ordered},
                        {"dlq_topic", DlqTopicJson(q)},
-                       {"paused", q.paused}});
+                       {"paused", q.paused},
+                       {"rate_per_second", q.rate ? nlohmann::json(*q.rate) : nullptr}});
       }
       printf("%s\n", out.dump(2).c_str());
       return 0;
     }
-    printf("%-32s %6s %-10s %10s %12s %-7s %-6s %s\n", "NAME", "PARTS", "ASSIGNMENT", "TTL",
-           "MAX_ATTEMPTS", "ORDERED", "PAUSED", "DLQ_TOPIC");
+    printf("%-32s %6s %-10s %10s %12s %-7s %-6s %-10s %s\n", "NAME", "PARTS", "ASSIGNMENT", "TTL",
+           "MAX_ATTEMPTS", "ORDERED", "PAUSED", "RATE", "DLQ_TOPIC");
     for (const auto& q : *queues) {
-      printf("%-32s %6d %-10s %10s %12d %-7s %-6s %s\n", q.name.c_str(), q.parts,
+      printf("%-32s %6d %-10s %10s %12d %-7s %-6s %-10s %s\n", q.name.c_str(), q.parts,
              AssignmentName(q.assignment), absl::FormatDuration(q.session_ttl).c_str(),
              q.max_attempts, q.ordered ? "yes" : "no", q.paused ? "yes" : "no",
-             q.dlq_topic ? q.dlq_topic->c_str() : "-");
+             q.rate ? RateText(q.rate).c_str() : "-", q.dlq_topic ? q.dlq_topic->c_str() : "-");
     }
     return 0;
   }
@@ -552,7 +610,9 @@ int CmdStatus(const std::vector<std::string>& argv) {
                     {"max_attempts", st->config.max_attempts},
                     {"ordered", st->config.ordered},
                     {"dlq_topic", DlqTopicJson(st->config)},
-                    {"paused", st->config.paused}};
+                    {"paused", st->config.paused},
+                    {"rate_per_second",
+                     st->config.rate ? nlohmann::json(*st->config.rate) : nullptr}};
     out["totals"] = {{"ready", t.ready},
                      {"delayed", t.delayed},
                      {"held", t.held},

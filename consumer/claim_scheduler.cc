@@ -104,16 +104,65 @@ void ClaimScheduler::SetPaused(bool paused) {
   paused_ = paused;
 }
 
-bool ClaimScheduler::WantClaim() const {
+void ClaimScheduler::SetRate(std::optional<double> per_second, int queue_parts) {
+  if (per_second && (*per_second <= 0 || queue_parts <= 0)) per_second.reset();
+  if (per_second == rate_) return;
+  rate_ = per_second;
+  part_rate_ = rate_ ? *rate_ / queue_parts : 0;
+  burst_ = std::max(1.0, part_rate_ * absl::ToDoubleSeconds(kRateBurst));
+  // Budgets start again from nothing under the new rate.
+  for (auto& [part, st] : parts_) {
+    st.budget = 0;
+    st.budget_at = absl::InfinitePast();
+  }
+}
+
+double ClaimScheduler::BudgetAt(const PartState& st, absl::Time now) const {
+  if (st.budget_at == absl::InfinitePast()) return 0;
+  if (now == absl::InfiniteFuture()) return burst_;
+  return std::min(burst_,
+                  st.budget + std::max(0.0, absl::ToDoubleSeconds(now - st.budget_at)) * part_rate_);
+}
+
+absl::Time ClaimScheduler::RateReadyAt(absl::Time now) const {
+  if (!rate_ || paused_) return absl::InfiniteFuture();
+  absl::Time at = absl::InfiniteFuture();
+  for (const auto& [part, st] : parts_) {
+    if (!st.hungry) continue;
+    // A part not counted yet starts counting at its first claim: due now.
+    if (st.budget_at == absl::InfinitePast()) return now;
+    const double have = BudgetAt(st, now);
+    if (have >= 1) return now;
+    at = std::min(at, now + absl::Seconds((1 - have) / part_rate_));
+  }
+  return at;
+}
+
+void ClaimScheduler::FailClaim() {
+  claiming_ = false;
+  for (const auto& [part, n] : reserved_) {
+    auto it = parts_.find(part);
+    if (it != parts_.end()) it->second.budget += n;
+  }
+  reserved_.clear();
+}
+
+bool ClaimScheduler::WantClaim(absl::Time now) const {
   if (paused_) return false;
-  return std::any_of(parts_.begin(), parts_.end(), [](const auto& p) { return p.second.hungry; });
+  return std::any_of(parts_.begin(), parts_.end(), [&](const auto& p) {
+    // A part not counted yet has nothing, but is due its first look (where
+    // its budget starts counting).
+    return p.second.hungry && (!rate_ || p.second.budget_at == absl::InfinitePast() ||
+                               BudgetAt(p.second, now) >= 1);
+  });
 }
 
 std::optional<int> ClaimScheduler::ClaimAheadBatches(int idle_workers,
-                                                     const std::vector<Item>& finishing) const {
+                                                     const std::vector<Item>& finishing,
+                                                     absl::Time now) const {
   if (claiming_ || paused_) return std::nullopt;
   const int short_by = idle_workers + 1 - static_cast<int>(queue_.size());
-  const bool want = WantClaim();
+  const bool want = WantClaim(now);
   if (short_by > 0 && want) return short_by;
   // The ack of a suspect looks for the next one even when the queue is full.
   const bool next_suspect = suspect_id_ != 0 && finishing.size() == 1 &&
@@ -144,8 +193,29 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     }
     hungry.push_back(part);
   }
-  if (hungry.empty() && !(slot_free && suspects_pending_)) return std::nullopt;
   const int limit = options_.batch * std::max(1, batches);
+  // Under a rate limit a part is read for at most the whole items its
+  // budget holds, taken now (what the read does not use goes back in
+  // AcceptClaim); a part with less than one item's budget is not read.
+  std::map<int, int> allowed;
+  if (rate_) {
+    std::vector<int> funded;
+    for (int part : hungry) {
+      PartState& st = parts_.at(part);
+      if (st.budget_at == absl::InfinitePast()) {
+        st.budget_at = now;  // its budget starts from nothing, now
+        continue;
+      }
+      st.budget = BudgetAt(st, now);
+      st.budget_at = now;
+      const int n = std::min(limit, static_cast<int>(st.budget));
+      if (n < 1) continue;
+      allowed[part] = n;
+      funded.push_back(part);
+    }
+    hungry = std::move(funded);
+  }
+  if (hungry.empty() && !(slot_free && suspects_pending_)) return std::nullopt;
   // Parts take turns: each claim starts one part further on and reads parts
   // only until it has `limit` items, so a batch mostly comes from one part
   // (its ack then locks one session_parts row and rewrites one claim record,
@@ -170,6 +240,11 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     cp.behind = cp.after.has_value() &&
                 (st.look_behind || now - st.last_behind >= options_.rescan_interval);
     cp.limit = limit;
+    if (rate_) {
+      cp.limit = allowed.at(part);
+      parts_.at(part).budget -= cp.limit;
+      reserved_[part] = cp.limit;
+    }
     req.parts.push_back(cp);
     // A backlog: this part fills a batch by itself. A one-part claim is
     // also the one the store can pipeline with the ack (PgStore, Finish).
@@ -195,6 +270,10 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
 int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> items,
                                     absl::Time started, Batch* keep) {
   claiming_ = false;
+  // Budget reserved for parts this loop does not reach (not read, or gone)
+  // is given back below or with the part.
+  std::map<int, int> reserved = std::move(reserved_);
+  reserved_.clear();
   // Per part: items taken (not counting a suspect) and the last key.
   std::map<int, std::pair<int, ItemKey>> got;
   int taken_normal = 0;
@@ -223,7 +302,13 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     PartState& st = it->second;
     auto g = got.find(cp.part);
     const int n = g == got.end() ? 0 : g->second.first;
-    const bool to_the_end = !full || static_cast<int>(i) < last;
+    // A read that stopped at its own part's limit (a rate limit's budget)
+    // did not reach the end either.
+    const bool to_the_end = (!full || static_cast<int>(i) < last) && n < cp.limit;
+    if (auto r = reserved.find(cp.part); r != reserved.end()) {
+      st.budget += std::max(0, r->second - n);  // what the read did not use
+      reserved.erase(r);
+    }
     const std::optional<ItemKey> before = st.cursor;
     if (n > 0) st.cursor = before ? std::max(*before, g->second.second) : g->second.second;
     st.full = !to_the_end && n >= std::min(cp.limit, req.limit);
@@ -253,6 +338,13 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     st.hungry = !to_the_end || st.rescan;
     if (st.noticed > claim_gen_) st.hungry = true;  // noticed while this claim was under way
     if (st.noticed_head > claim_gen_) st.rescan = true;
+  }
+  for (const ClaimPart& cp : req.parts) {  // parts the claim did not read
+    auto r = reserved.find(cp.part);
+    auto it = parts_.find(cp.part);
+    if (r != reserved.end() && it != parts_.end() && it->second.epoch == cp.epoch) {
+      it->second.budget += r->second;
+    }
   }
   if (req.include_suspect) {
     suspects_pending_ =

@@ -99,9 +99,26 @@ class ClaimScheduler {
   void SetPaused(bool paused);
   bool paused() const { return paused_; }
 
+  // --- rate -----------------------------------------------------------------------
+  // A fleet-wide limit of `per_second` items claimed a second from a queue of
+  // `queue_parts` parts (Store::SetRate; nullopt: none). Each part's owner
+  // claims at most per_second / queue_parts items a second there, from a
+  // budget that starts empty when the part is acquired and keeps at most
+  // kRateBurst of that rate (at least one item): no counter shared between
+  // sessions, and a part handed off cannot have its budget spent twice (the
+  // new owner starts from nothing). A suspect probe is not counted.
+  static constexpr absl::Duration kRateBurst = absl::Milliseconds(200);
+  void SetRate(std::optional<double> per_second, int queue_parts);
+  std::optional<double> rate() const { return rate_; }
+  // When some part that may have items next has the budget for one (`now`
+  // or earlier: it has); InfiniteFuture without a limit or such a part.
+  absl::Time RateReadyAt(absl::Time now) const;
+
   // --- claims -------------------------------------------------------------------
-  // Some part may have ready items (never while paused).
-  bool WantClaim() const;
+  // Some part may have ready items (never while paused) and, under a rate
+  // limit, the budget at `now` to claim one; without `now`, the budget is
+  // not looked at.
+  bool WantClaim(absl::Time now = absl::InfiniteFuture()) const;
   // A claim is under way (between BeginClaim and AcceptClaim or FailClaim).
   bool claiming() const { return claiming_; }
   // A claim for `batches` batches (0: only the suspect probe), or nullopt
@@ -118,7 +135,9 @@ class ClaimScheduler {
   // the finishing worker; or, for 0 batches (the suspect probe only), when
   // `finishing` is the suspect in flight and more are pending, even with the
   // queue full. Never while a claim is under way.
-  std::optional<int> ClaimAheadBatches(int idle_workers, const std::vector<Item>& finishing) const;
+  // Under a rate limit, as WantClaim(now) says.
+  std::optional<int> ClaimAheadBatches(int idle_workers, const std::vector<Item>& finishing,
+                                       absl::Time now = absl::InfiniteFuture()) const;
   // Takes the items the claim `req` (started at `started`) returned and ends
   // it: moves the cursors, sets what each part read says of it, records the
   // items in flight and queues them as batches (a suspect alone, at the
@@ -127,8 +146,8 @@ class ClaimScheduler {
   // many items it took.
   int64_t AcceptClaim(const ClaimRequest& req, std::vector<Item> items, absl::Time started,
                       Batch* keep = nullptr);
-  // The claim under way failed: nothing was claimed.
-  void FailClaim() { claiming_ = false; }
+  // The claim under way failed: nothing was claimed (its budget is given back).
+  void FailClaim();
 
   // --- batches ------------------------------------------------------------------
   // Batches claimed and not started.
@@ -168,7 +187,13 @@ class ClaimScheduler {
     absl::Time last_behind = absl::InfinitePast();
     int64_t noticed = 0;         // notice_gen_ at the last notice or poll for it
     int64_t noticed_head = 0;    // ... at the last one that wants a read from the head
+    // Under a rate limit: items it may claim (SetRate), as of budget_at
+    // (InfinitePast: not counted yet; it starts from nothing then).
+    double budget = 0;
+    absl::Time budget_at = absl::InfinitePast();
   };
+  // A part's budget at `now` (at most the burst).
+  double BudgetAt(const PartState& st, absl::Time now) const;
   // The part may have items no claim has seen: read it from its head.
   void Mark(PartState& st);
   // The part may have items after `floor` (nullopt: after its cursor).
@@ -186,6 +211,10 @@ class ClaimScheduler {
   size_t rotation_ = 0;    // first part of the next claim, if not all fit
   bool claiming_ = false;  // a claim is under way
   bool paused_ = false;    // SetPaused
+  std::optional<double> rate_;  // SetRate: items a second, the whole queue
+  double part_rate_ = 0;        // ... per part
+  double burst_ = 0;            // the most budget a part keeps
+  std::map<int, int> reserved_;  // budget the claim under way took, per part
   // Counts notices and polls; a claim started at claim_gen_ does not clear a
   // part's hunger (or rescan) if the part was noticed after that.
   int64_t notice_gen_ = 0;

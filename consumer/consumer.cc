@@ -36,6 +36,10 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
     absl::MutexLock lock(&mu_);
     scheduler_.SetPaused(paused);
   });
+  session_->SetRateCallback([this](std::optional<double> per_second, int parts) {
+    absl::MutexLock lock(&mu_);
+    scheduler_.SetRate(per_second, parts);
+  });
   if (metrics_ != nullptr) {
     collector_ = std::make_unique<QueueCollector>(
         factory_, options_.queue, [this] { return session_->EpochOf(0).has_value(); },
@@ -188,14 +192,21 @@ void Consumer::ClaimLoop() {
         return !scheduler_.claiming() && static_cast<int>(scheduler_.queued()) < idle_workers_;
       };
       auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || (room() && scheduler_.WantClaim());
+        return stopping_ || (room() && scheduler_.WantClaim(clock_->Now()));
       };
       // A poll every poll_interval, for whatever comes without a notice (a
       // retry or a delayed item coming due, or anything at all without
       // LISTEN) in the parts that have gone quiet; the busy ones find what
       // came due with every claim. Due by the clock, not by a quiet
       // interval: notices for one part must not postpone another's poll.
-      clock_->AwaitWithDeadline(mu_, absl::Condition(&ready), last_poll + options_.poll_interval);
+      // Under a rate limit, also when a part's budget next allows an item
+      // (a budget there already is for `ready` to see, with room).
+      const absl::Time now_before = clock_->Now();
+      const absl::Time budget_at = scheduler_.RateReadyAt(now_before);
+      clock_->AwaitWithDeadline(
+          mu_, absl::Condition(&ready),
+          std::min(last_poll + options_.poll_interval,
+                   budget_at > now_before ? budget_at : absl::InfiniteFuture()));
       const absl::Time now = clock_->Now();
       if (now >= last_poll + options_.poll_interval) {
         scheduler_.Poll();
@@ -329,7 +340,8 @@ bool Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
     absl::MutexLock lock(&mu_);
     if (ahead) return ahead;
     if (stopping_) return std::nullopt;
-    const std::optional<int> batches = scheduler_.ClaimAheadBatches(idle_workers_, batch.items);
+    const std::optional<int> batches =
+        scheduler_.ClaimAheadBatches(idle_workers_, batch.items, clock_->Now());
     if (!batches) return std::nullopt;
     ahead = scheduler_.BeginClaim(req.session, *batches, batch.items, clock_->Now());
     if (ahead) claim_started = clock_->Now();

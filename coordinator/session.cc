@@ -146,6 +146,24 @@ bool Session::paused() const {
   return paused_;
 }
 
+void Session::SetRateCallback(RateCallback cb) {
+  absl::MutexLock lock(&mu_);
+  rate_cb_ = std::move(cb);
+}
+
+void Session::NoteRate(std::optional<double> rate) {
+  RateCallback cb;
+  {
+    absl::MutexLock lock(&mu_);
+    if (rate == rate_) return;
+    rate_ = rate;
+    cb = rate_cb_;
+  }
+  PARTQ_LOG(Info) << "queue " << options_.queue << ": "
+                  << (rate ? absl::StrCat("rate limit ", *rate, " items/s") : "no rate limit");
+  if (cb) cb(rate, config_.parts);
+}
+
 void Session::NotePaused(bool paused) {
   PausedCallback cb;
   {
@@ -197,6 +215,7 @@ absl::Status Session::Join() {
   // Before the kept parts reach the listener: a static member restarting on
   // a paused queue must not claim in them (its first group view comes later).
   NotePaused(joined->paused);
+  NoteRate(joined->rate);
   if (!kept.empty()) listener_->OnAssign(kept);
   return absl::OkStatus();
 }
@@ -502,6 +521,7 @@ absl::Status Session::Tick(bool heartbeat) {
     if (!view.ok()) return view.status();
   }
   NotePaused(view->paused);  // before any part is assigned in this round
+  NoteRate(view->rate);
   return Rebalance(*view);
 }
 

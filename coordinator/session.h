@@ -133,6 +133,13 @@ class Session {
   void SetPausedCallback(PausedCallback cb);
   // The queue is paused, as of the last group view (Store::SetPaused).
   bool paused() const;
+  // Called when the queue's rate limit changes (Store::SetRate; nullopt:
+  // none), as a join or a group view reads it, with the queue's part count;
+  // a join on a limited queue counts as a change and comes before the kept
+  // parts reach the listener. From the thread that joined or the session
+  // thread. Set before Start.
+  using RateCallback = std::function<void(std::optional<double> per_second, int parts)>;
+  void SetRateCallback(RateCallback cb);
   // Wakes the rebalancer now (e.g. after a group notice from elsewhere).
   void Poke();
 
@@ -217,6 +224,9 @@ class Session {
   ItemsCallback items_cb_ ABSL_GUARDED_BY(mu_);
   PausedCallback paused_cb_ ABSL_GUARDED_BY(mu_);
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  RateCallback rate_cb_ ABSL_GUARDED_BY(mu_);
+  std::optional<double> rate_ ABSL_GUARDED_BY(mu_);
+  void NoteRate(std::optional<double> rate);
 
   // Session thread only (made by Start before the thread runs).
   std::optional<HeartbeatTimer> heartbeat_;

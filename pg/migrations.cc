@@ -996,6 +996,11 @@ RETURNS bigint LANGUAGE sql VOLATILE
 RETURN (SELECT e.id FROM {schema}.enqueue_item(queue, convert_to(payload, 'UTF8'), key,
                                                dedup_key, delay, priority, group_id) e);
 )sql")},
+      {13, "queues.rate: a fleet-wide rate limit, kept per part by its owner (partq queue set --rate)",
+       R"sql(
+ALTER TABLE {schema}.queues ADD COLUMN rate double precision
+  CHECK (rate IS NULL OR (rate > 0 AND rate <= 1000000));
+)sql"},
   };
   return *migrations;
 }

@@ -489,6 +489,7 @@ QueueConfig QueueFromRow(const pqxx::row& r) {
   c.ordered = r[5].as<bool>();
   c.dlq_topic = Text(r[6]);
   c.paused = r[7].as<bool>();
+  if (!r[8].is_null()) c.rate = r[8].as<double>();
   return c;
 }
 
@@ -535,7 +536,7 @@ absl::Status PgStore::CreateQueue(const QueueConfig& config) {
     pqxx::result r =
         Exec(tx, "create_queue", config.name, config.parts,
              std::string(AssignmentName(config.assignment)), Micros(config.session_ttl),
-             config.max_attempts, config.ordered, config.dlq_topic);
+             config.max_attempts, config.ordered, config.dlq_topic, config.rate);
     if (r.empty()) {
       return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
     }
@@ -696,6 +697,7 @@ absl::StatusOr<JoinResult> PgStore::Join(const JoinRequest& request) {
                out.incarnation = r[0][1].as<int64_t>();
                out.kept = ParseOwned(Text(r[0][2]));
                out.paused = !r[0][4].is_null() && r[0][4].as<bool>();
+               if (!r[0][5].is_null()) out.rate = r[0][5].as<double>();
                return out;
              });
 }
@@ -712,6 +714,7 @@ absl::StatusOr<GroupView> PgStore::Heartbeat(absl::string_view queue, const Sess
     view.expired = r[0][1].as<int64_t>();
     ParseGroup(Text(r[0][2]), Text(r[0][3]), &view);
     view.paused = !r[0][5].is_null() && r[0][5].as<bool>();
+    if (!r[0][6].is_null()) view.rate = r[0][6].as<double>();
     return view;
   });
 }
@@ -725,6 +728,7 @@ absl::StatusOr<GroupView> PgStore::ReadGroup(absl::string_view queue) {
     GroupView view;
     ParseGroup(Text(r[0][1]), Text(r[0][2]), &view);
     view.paused = !r[0][3].is_null() && r[0][3].as<bool>();
+    if (!r[0][4].is_null()) view.rate = r[0][4].as<double>();
     return view;
   });
 }
@@ -801,6 +805,17 @@ absl::Status PgStore::SetPaused(absl::string_view queue, bool paused) {
                if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
                return absl::OkStatus();
              });
+}
+
+absl::Status PgStore::SetRate(absl::string_view queue, std::optional<double> per_second) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (absl::Status st = ValidateRate(per_second); !st.ok()) return st;
+  return Run(absl::StrCat("set the rate of queue \"", queue, "\""), [&]() -> absl::Status {
+    pqxx::result r = Exec(Autocommit(), "set_rate", std::string(queue), per_second,
+                          ChannelFor(options_.schema, queue));
+    if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status PgStore::ReleaseClaims(absl::string_view queue, const SessionId& session,

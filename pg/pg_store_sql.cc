@@ -549,20 +549,25 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
       // --- queues ---------------------------------------------------------------
       {"create_queue", R"sql(
 INSERT INTO {schema}.queues (name, parts, assignment, session_ttl, max_attempts, ordered,
-                            dlq_topic)
-VALUES ($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6, $7)
+                            dlq_topic, rate)
+VALUES ($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6, $7, $8::double precision)
 ON CONFLICT (name) DO NOTHING
 RETURNING name
 )sql"},
       {"get_queue", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic, paused
+       max_attempts, ordered, dlq_topic, paused, rate
 FROM {schema}.queues WHERE name = $1
 )sql"},
       {"list_queues", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic, paused
+       max_attempts, ordered, dlq_topic, paused, rate
 FROM {schema}.queues ORDER BY name
+)sql"},
+      // SetRate: the limit, and a group notice so sessions re-read at once.
+      {"set_rate", R"sql(
+WITH u AS (UPDATE {schema}.queues SET rate = $2::double precision WHERE name = $1 RETURNING 1)
+SELECT count(pg_notify($3, 'g')) FROM u
 )sql"},
       // SetPaused: the flag, and a group notice so sessions re-read at once.
       {"set_paused", R"sql(
@@ -581,7 +586,7 @@ SELECT count(pg_notify($3, 'g')) FROM u
       // commit; the statement is its own transaction.
       {"join",
        absl::StrCat(R"sql(
-WITH q AS (SELECT name, session_ttl, paused FROM {schema}.queues WHERE name = $1),
+WITH q AS (SELECT name, session_ttl, paused, rate FROM {schema}.queues WHERE name = $1),
 up AS (
   INSERT INTO {schema}.sessions AS t (id, queue, instance_id, host, pid, expires_at)
   SELECT CASE WHEN $2::text IS NULL THEN gen_random_uuid()
@@ -600,7 +605,7 @@ kept AS (
                     TakeOverClaims("kept"), R"sql(
 SELECT up.id, up.incarnation,
        (SELECT string_agg(part || ':' || epoch, ',' ORDER BY part) FROM kept),
-       pg_notify($5, 'g'), (SELECT paused FROM q)
+       pg_notify($5, 'g'), (SELECT paused FROM q), (SELECT rate FROM q)
 FROM up
 )sql"),
        /*prepared=*/false},
@@ -644,7 +649,8 @@ SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM gone),
         FROM {schema}.session_parts
         WHERE queue = $1 AND session_id NOT IN (SELECT id FROM gone)),
        (SELECT count(pg_notify($4, 'g')) FROM (SELECT 1 FROM gone LIMIT 1) g),
-       (SELECT paused FROM {schema}.queues WHERE name = $1)
+       q.paused, q.rate
+FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
 )sql"},
       {"read_group", R"sql(
 SELECT (SELECT count(*) FROM {schema}.queues WHERE name = $1),
@@ -652,7 +658,8 @@ SELECT (SELECT count(*) FROM {schema}.queues WHERE name = $1),
         WHERE queue = $1 AND expires_at >= now()),
        (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
         FROM {schema}.session_parts WHERE queue = $1),
-       (SELECT paused FROM {schema}.queues WHERE name = $1)
+       q.paused, q.rate
+FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
 )sql"},
       // AcquireParts: the primary key (queue, part) makes a second owner
       // impossible (I1); ON CONFLICT DO NOTHING skips owned parts. Rows go in

@@ -298,6 +298,7 @@ struct JoinResult {
   std::vector<OwnedPart> kept;
   // The queue is paused (Store::SetPaused): known before any part is used.
   bool paused = false;
+  std::optional<double> rate;  // its rate limit (Store::SetRate)
 };
 
 // Per-part and per-session state for `partq status` and the metrics.
@@ -506,6 +507,14 @@ class Store {
   // nothing else changes (parts, heartbeats, items in flight). NotFound for
   // an unknown queue. Idempotent.
   virtual absl::Status SetPaused(absl::string_view queue, bool paused) = 0;
+  // Sets (or with nullopt removes) the queue's rate limit, items claimed a
+  // second by the whole fleet (QueueConfig::rate): its sessions see it in
+  // their next group view (a group notice wakes them at once), each part's
+  // owner keeps its part's share. InvalidArgument outside (0, 1e6];
+  // NotFound for an unknown queue.
+  virtual absl::Status SetRate(absl::string_view queue, std::optional<double> per_second) {
+    return absl::UnimplementedError("rate limits need PostgreSQL");
+  }
 
   // --- sessions (docs/architecture.md: join, heartbeat, rebalance, leave) --
   virtual absl::StatusOr<JoinResult> Join(const JoinRequest& request) = 0;

@@ -55,6 +55,10 @@ struct QueueConfig {
   // Paused (Store::SetPaused): its workers claim nothing and finish what they
   // have; they keep their parts and heartbeats. Not a creation setting.
   bool paused = false;
+  // A fleet-wide limit: items claimed a second from the whole queue, kept by
+  // each part's owner for its part's share (ClaimScheduler::SetRate).
+  // nullopt: none. Validated by ValidateRate.
+  std::optional<double> rate;
 };
 
 // A part this session owns, and the epoch of that ownership.
@@ -80,6 +84,7 @@ struct GroupView {
   std::vector<PartOwner> owners;   // session_parts rows, sorted by part
   int64_t expired = 0;             // sessions this call deleted as expired
   bool paused = false;             // the queue is paused (Store::SetPaused)
+  std::optional<double> rate;      // the queue's rate limit (Store::SetRate)
 };
 
 struct SessionInfo {

@@ -98,6 +98,9 @@ absl::Status ValidateQueueConfig(const QueueConfig& config) {
           absl::StrCat("queue \"", config.name, "\": dead-letter topic: ", st.message()));
     }
   }
+  if (absl::Status st = ValidateRate(config.rate); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("queue \"", config.name, "\": ", st.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -149,6 +152,14 @@ absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes) {
                        "(group \"",
                        absl::CHexEscape(*item.group), "\")"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRate(std::optional<double> per_second) {
+  if (per_second && !(*per_second > 0 && *per_second <= 1e6)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a rate must be more than 0 and at most 1000000 items a second, not ", *per_second));
   }
   return absl::OkStatus();
 }

@@ -527,3 +527,108 @@ TEST_F(ClaimSchedulerTest, ARemovedPartsQueuedItemsAreDroppedButItsBusyOnesDrain
 
 }  // namespace
 }  // namespace partq
+
+namespace partq {
+namespace {
+
+// Rate limits (SetRate): 160 items/s over a 16-part queue is 10 a second per
+// part; a part keeps at most 200 ms of that (2 items).
+class RateTest : public ClaimSchedulerTest {
+ protected:
+  RateTest() : ClaimSchedulerTest({0, 1}) { s_.SetRate(160, 16); }
+
+  // The first claim at `t`: it reads no part (their budgets start counting
+  // now), only probes for suspects, which finds none.
+  void StartBudgets(absl::Time t) {
+    std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t);
+    ASSERT_TRUE(req.has_value());
+    EXPECT_TRUE(req->parts.empty());
+    EXPECT_TRUE(req->include_suspect);
+    s_.AcceptClaim(*req, {}, t);
+  }
+
+  // Items ids from..from+n-1 of `part` (epoch 1).
+  static std::vector<Item> Items(int part, int64_t from, int n) {
+    std::vector<Item> out;
+    for (int i = 0; i < n; ++i) out.push_back(MakeItem(from + i, part, 1));
+    return out;
+  }
+};
+
+TEST_F(RateTest, APartsBudgetStartsEmptyAndGrowsAtItsShareUpToTheBurst) {
+  // The first look only starts the budgets: nothing to read with.
+  EXPECT_TRUE(s_.WantClaim(kT0));
+  StartBudgets(kT0);
+  EXPECT_FALSE(s_.WantClaim(kT0));
+  EXPECT_FALSE(s_.BeginClaim(kMe, 50, {}, kT0).has_value());
+  EXPECT_EQ(s_.RateReadyAt(kT0), kT0 + absl::Milliseconds(100));  // one item at 10/s
+  EXPECT_FALSE(s_.WantClaim(kT0 + absl::Milliseconds(99)));
+  EXPECT_TRUE(s_.WantClaim(kT0 + absl::Milliseconds(100)));
+  // A second later each part may take only its burst (2), however long it waited.
+  const absl::Time t1 = kT0 + absl::Seconds(1);
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t1);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(req->parts.size(), 2u);
+  for (const ClaimPart& p : req->parts) EXPECT_EQ(p.limit, 2);
+  s_.AcceptClaim(*req, {}, t1);  // neither had items: the budget goes back
+  EXPECT_EQ(s_.RateReadyAt(t1), absl::InfiniteFuture()) << "read to their ends: nothing wanted";
+  s_.Notice(-1);
+  req = s_.BeginClaim(kMe, 50, {}, t1);
+  ASSERT_TRUE(req.has_value());
+  for (const ClaimPart& p : req->parts) EXPECT_EQ(p.limit, 2) << "the unused budget was kept";
+}
+
+TEST_F(RateTest, OverTenSecondsAPartClaimsItsShareAndNoMore) {
+  // Claims as fast as they are allowed, each part always full of items.
+  int64_t next_id = 1, claimed = 0;
+  StartBudgets(kT0);
+  for (absl::Time t = kT0; t <= kT0 + absl::Seconds(10); t += absl::Milliseconds(7)) {
+    if (!s_.WantClaim(t)) continue;
+    std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t);
+    ASSERT_TRUE(req.has_value());
+    std::vector<Item> got;
+    for (const ClaimPart& p : req->parts) {
+      std::vector<Item> items = Items(p.part, next_id, p.limit);
+      next_id += p.limit;
+      got.insert(got.end(), items.begin(), items.end());
+    }
+    claimed += static_cast<int64_t>(got.size());
+    s_.AcceptClaim(*req, got, t);
+    Batch b;
+    while (s_.TakeQueued(&b)) s_.Release(b.items);
+  }
+  // 2 parts at 10/s for 10 s, give or take the last step.
+  EXPECT_GE(claimed, 198);
+  EXPECT_LE(claimed, 200);
+}
+
+TEST_F(RateTest, APartHandedOffAndBackStartsFromNothing) {
+  StartBudgets(kT0);
+  const absl::Time t1 = kT0 + absl::Seconds(1);
+  ASSERT_TRUE(s_.WantClaim(t1));
+  s_.Remove({0});
+  s_.Assign({{0, Epoch{2}}});
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t1);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(PartsOf(*req), std::vector<int>{1}) << "part 0's new tenure has no budget yet";
+}
+
+TEST_F(RateTest, AFailedClaimGivesItsBudgetBackAndNoLimitMeansNone) {
+  StartBudgets(kT0);
+  const absl::Time t1 = kT0 + absl::Seconds(1);
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t1);
+  ASSERT_TRUE(req.has_value());
+  s_.FailClaim();
+  req = s_.BeginClaim(kMe, 50, {}, t1);
+  ASSERT_TRUE(req.has_value());
+  for (const ClaimPart& p : req->parts) EXPECT_EQ(p.limit, 2);
+  s_.FailClaim();
+  s_.SetRate(std::nullopt, 16);
+  req = s_.BeginClaim(kMe, 50, {}, t1);
+  ASSERT_TRUE(req.has_value());
+  for (const ClaimPart& p : req->parts) EXPECT_EQ(p.limit, 100);
+  EXPECT_EQ(s_.RateReadyAt(t1), absl::InfiniteFuture());
+}
+
+}  // namespace
+}  // namespace partq

@@ -201,6 +201,42 @@ TEST_F(ConsumerTest, APausedQueueIsNotClaimedAndResumesWhereItWas) {
   EXPECT_NE(unknown.err.find("unknown queue \"nosuch\""), std::string::npos) << unknown.err;
 }
 
+// A fleet-wide rate limit (queue set --rate), kept per part by its owner:
+// 100 items/s over 8 parts with two consumers. The upper bound is the
+// property (a slow machine only spreads the acks out further); the lower one
+// is generous. Removing the limit takes effect while they run.
+TEST_F(ConsumerTest, ARateLimitHoldsTheFleetToItAndCanBeLiftedLive) {
+  CreateQueue("q", 8, absl::Seconds(2));
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--dsn", schema_.dsn(), "--schema", schema_.name()});
+    const testing::PartqResult r = testing::Partq(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+  };
+  cli({"queue", "set", "q", "--rate", "100/s"});
+  auto handler = ParseHandlerSpec("record:effects");
+  ASSERT_TRUE(handler.ok());
+  Consumer a(schema_.Factory(), Options("q"), handler->get());
+  Consumer b(schema_.Factory(), Options("q"), handler->get());
+  ASSERT_TRUE(a.Start().ok());
+  ASSERT_TRUE(b.Start().ok());
+  EnqueueN("q", 2000);
+  ASSERT_TRUE(WaitUntil([&] { return schema_.QInt("SELECT count(*) FROM {schema}.effects") >= 300; },
+                        absl::Seconds(60)));
+  // The first 300 acks: at 100/s plus at most each part's burst (8 parts x
+  // max(1, 12.5/s x 200 ms) = 20 items), they span at least 2.79 s.
+  const double span = std::stod(*schema_.Q(
+      "SELECT extract(epoch FROM max(acked_at) - min(acked_at)) FROM "
+      "(SELECT acked_at FROM {schema}.effects ORDER BY acked_at LIMIT 300) f")[0][0]);
+  printf("first 300 acks under 100/s took %.2f s\n", span);
+  EXPECT_GE(span, 2.7);
+  EXPECT_LE(span, 15.0);
+  cli({"queue", "set", "q", "--rate", "none"});
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Seconds(60)));
+  a.Stop();
+  b.Stop();
+  ExpectExactlyOnce("effects", 2000);
+}
+
 TEST_F(ConsumerTest, FourWorkerProcessesDrain50kExactlyOnce) {
   CreateQueue("big", 16);
   EnqueueN("big", 50000);
