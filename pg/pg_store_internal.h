@@ -264,6 +264,11 @@ class PgStore final : public Store, public BridgeStore {
 
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override;
 
+  absl::StatusOr<std::vector<CancelOutcome>> CancelItems(absl::string_view queue,
+                                                         const std::vector<int64_t>& ids) override;
+  absl::StatusOr<CancelOutcome> CancelByDedupKey(absl::string_view queue,
+                                                 absl::string_view dedup_key) override;
+
   absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) override;
   absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
                                        const std::vector<int64_t>& ids) override;

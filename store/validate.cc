@@ -144,4 +144,14 @@ absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateItemIds(const std::vector<int64_t>& ids) {
+  for (int64_t id : ids) {
+    if (id < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("item id ", id, " is not an item id (ids start at 1)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace partq

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -36,6 +37,8 @@ absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes);
 // A key or dedup key is text: well-formed UTF-8 (InvalidArgument naming
 // `what`, the bytes escaped, if not).
 absl::Status ValidateKeyText(absl::string_view what, absl::string_view key);
+// Item ids a caller names (Store::CancelItems): each at least 1, as ids are.
+absl::Status ValidateItemIds(const std::vector<int64_t>& ids);
 
 }  // namespace partq
 
