@@ -1976,7 +1976,11 @@ TEST_P(StoreConformance, CancelRemovesReadyAndDelayedItemsAndReportsTheRest) {
   FinishBody ack_and_kill = [&](Tx&, absl::Span<const Item> items) {
     std::vector<Outcome> out;
     for (const Item& i : items) {
-      out.push_back({i.id, i.part, i.id == dies ? Outcome::Kind::kDead : Outcome::Kind::kAck});
+      Outcome o;
+      o.id = i.id;
+      o.part = i.part;
+      o.kind = i.id == dies ? Outcome::Kind::kDead : Outcome::Kind::kAck;
+      out.push_back(o);
     }
     return absl::StatusOr<std::vector<Outcome>>(out);
   };
