@@ -19,7 +19,8 @@ absl::StatusOr<ItemState> Producer::WaitFor(
     auto state = poll();
     if (!state.ok() && !absl::IsUnavailable(state.status())) return state.status();
     if (state.ok()) {
-      if (state->kind == ItemState::Kind::kDone || state->kind == ItemState::Kind::kDead) {
+      if (state->kind == ItemState::Kind::kDone || state->kind == ItemState::Kind::kDead ||
+          state->kind == ItemState::Kind::kCancelled) {
         return state;
       }
       if (state->kind == ItemState::Kind::kUnknown) {

@@ -49,8 +49,9 @@ class Producer {
     return n;
   }
 
-  // Waits until the item is done or dead-lettered and returns its state
-  // (kDone with the handler's result, or kDead with the last error).
+  // Waits until the item is done, dead-lettered or cancelled and returns its
+  // state (kDone with the handler's result, kDead with the last error, or
+  // kCancelled).
   // DeadlineExceeded after `timeout` (the state so far is in the message);
   // NotFound if the id was never enqueued.
   absl::StatusOr<ItemState> Wait(absl::string_view queue, int64_t id, absl::Duration timeout);

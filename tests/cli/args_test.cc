@@ -45,8 +45,8 @@ TEST(ArgsParse, AValueFlagDoesNotSwallowTheNextOption) {
 // worker.extraArgs after the flags it generates, so `--batch=200` there
 // overrides the chart's --batch (the convention of Go's flag package too).
 TEST(ArgsParse, AFlagGivenTwiceCountsTheLastTime) {
-  auto a = Args::Parse({"q", "--batch=100", "--poll-only", "--batch", "200"}, {"batch"},
-                       {"poll-only"});
+  auto a =
+      Args::Parse({"q", "--batch=100", "--poll-only", "--batch", "200"}, {"batch"}, {"poll-only"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(*a->Get("batch"), "200");
   EXPECT_TRUE(a->Has("poll-only"));
@@ -62,8 +62,8 @@ TEST(Help, WantsHelpStopsAtTheSeparator) {
 
 TEST(Help, EveryCommandOfTheMainHelpHasItsOwn) {
   const std::string main = MainHelp();
-  for (const char* cmd :
-       {"migrate", "queue", "enqueue", "wait", "worker", "status", "bench", "demo", "bridge"}) {
+  for (const char* cmd : {"migrate", "queue", "enqueue", "wait", "cancel", "worker", "status",
+                          "bench", "demo", "bridge"}) {
     EXPECT_TRUE(absl::StrContains(main, absl::StrCat("  ", cmd, " "))) << cmd;
     ASSERT_TRUE(CommandHelp(cmd).has_value()) << cmd;
     EXPECT_TRUE(absl::StrContains(*CommandHelp(cmd), absl::StrCat("partq ", cmd))) << cmd;
