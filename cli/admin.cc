@@ -266,8 +266,8 @@ int CmdQueue(const std::vector<std::string>& argv) {
     // A flag on the queue row and a group notice: workers stop (or start)
     // claiming at once with LISTEN, at their next group read (every second)
     // without; what they hold runs to its end, their parts and heartbeats stay.
-    if (auto u =
-            WrongPositionals(pos, 1, {"NAME"}, absl::StrCat("usage: partq queue ", sub, " NAME"))) {
+    if (auto u = WrongPositionals(pos, 1, {"NAME"}, absl::StrCat("usage: partq queue ", sub,
+                                                                 " NAME"))) {
       return *u;
     }
     if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
@@ -428,10 +428,11 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
     if (!n.ok() && OutcomeUnknown(n.status())) {
       // The connection broke during this chunk's COMMIT: a failover may have kept it.
       const int64_t last = total + static_cast<int64_t>(batch.size());
-      return absl::Status(n.status().code(),
-                          absl::StrCat(n.status().message(), " (lines ", total + 1, " to ", last,
-                                       " may or may not have been enqueued; the ", total,
-                                       " lines before them were, lines after them were not)"));
+      return absl::Status(
+          n.status().code(),
+          absl::StrCat(n.status().message(), " (lines ", total + 1, " to ", last,
+                       " may or may not have been enqueued; the ", total,
+                       " lines before them were, lines after them were not)"));
     }
     if (!n.ok()) {
       return absl::Status(n.status().code(),
@@ -634,6 +635,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
                      {"delayed", t.delayed},
                      {"in_flight", t.in_flight},
                      {"dead", t.dead},
+                     {"cancelled", t.cancelled},
                      {"unowned_parts", t.unowned_parts},
                      {"live_sessions", t.live_sessions},
                      {"expired_sessions", t.expired_sessions},

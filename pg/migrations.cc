@@ -12,8 +12,7 @@ namespace {
 // notice carrying the item's key too, Notice::from): `notice` is the
 // payload's SQL expression. Kept once, so the two cannot drift apart.
 std::string EnqueueItemFunction(absl::string_view notice) {
-  return absl::StrReplaceAll(
-      R"sql(FUNCTION {schema}.enqueue_item(queue text, payload bytea, key text DEFAULT NULL,
+  return absl::StrReplaceAll(R"sql(FUNCTION {schema}.enqueue_item(queue text, payload bytea, key text DEFAULT NULL,
                                       dedup_key text DEFAULT NULL, delay interval DEFAULT '0',
                                       priority int DEFAULT 0)
 RETURNS TABLE (id bigint, part int, duplicate boolean)
@@ -119,7 +118,7 @@ BEGIN
 END
 $$;
 )sql",
-      {{"{notice}", notice}});
+                             {{"{notice}", notice}});
 }
 
 }  // namespace

@@ -73,8 +73,8 @@ FROM q LEFT JOIN ins ON true
 std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
-                       absl::string_view skip, absl::string_view ordered, absl::string_view limit,
-                       absl::string_view behind) {
+                       absl::string_view skip, absl::string_view ordered,
+                       absl::string_view limit, absl::string_view behind) {
   const std::string columns =
       "i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload, "
       "i.enqueued_at, i.run_at";
@@ -86,17 +86,17 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
         WHERE j.queue = )sql",
                                           queue, R"sql( AND j.part = i.part AND j.key = i.key
           AND j.id < i.id)))sql");
-  const std::string onward =
-      absl::StrCat("SELECT ", columns, R"sql(
+  const std::string onward = absl::StrCat("SELECT ", columns, R"sql(
     FROM {schema}.items i
     WHERE )sql",
-                   common, R"sql(
+                                          common, R"sql(
       AND (i.priority, i.id) > ()sql",
-                   after_prio, "::smallint, ", after_id, R"sql()
+                                          after_prio, "::smallint, ", after_id, R"sql()
       AND ((i.priority, i.id) > ()sql",
-                   cursor_prio, "::smallint, ", cursor_id, ") OR i.id <> ALL(", skip, R"sql())
+                                          cursor_prio, "::smallint, ", cursor_id,
+                                          ") OR i.id <> ALL(", skip, R"sql())
     ORDER BY i.priority, i.id LIMIT )sql",
-                   limit);
+                                          limit);
   if (behind.empty()) return onward;
   return absl::StrCat("SELECT * FROM ((SELECT ", columns, R"sql(
     FROM {schema}.items i
@@ -150,9 +150,9 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
         fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind;
   } p;
   int n = first;
-  for (int* f :
-       {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.ordered, &p.suspect,
-        &p.fly_parts, &p.fly_ids, &p.total, &p.cursor_prio, &p.cursor_id, &p.records, &p.behind}) {
+  for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.ordered, &p.suspect,
+                 &p.fly_parts, &p.fly_ids, &p.total, &p.cursor_prio, &p.cursor_id, &p.records,
+                 &p.behind}) {
     *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
@@ -420,8 +420,7 @@ constexpr const char* kPickColumns =
 // items in a snapshot that may still show cancelled ones, so it returns
 // none from that part; the items stay ready for its next claim.
 constexpr const char* kPickFrom = "pick p JOIN recorded r ON r.part = p.part";
-constexpr const char* kPad =
-    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
+constexpr const char* kPad = "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
 // The same NULLs typed, for the first row, which sets the columns' types.
 constexpr const char* kTypedPad =
     "NULL::int, NULL::text, NULL::text, NULL::smallint, NULL::int, NULL::bytea, NULL::bigint, "
@@ -973,14 +972,16 @@ it AS (
   FROM (SELECT part, run_at, enqueued_at, id IN (SELECT id FROM fly) AS fl
         FROM {schema}.items WHERE queue = $1) x
   GROUP BY part),
-dd AS (SELECT part, count(*) AS n FROM {schema}.dead_items WHERE queue = $1 GROUP BY part)
+dd AS (SELECT part, count(*) AS n FROM {schema}.dead_items WHERE queue = $1 GROUP BY part),
+cc AS (SELECT part, count(*) AS n FROM {schema}.cancelled_items WHERE queue = $1 GROUP BY part)
 SELECT p, own.session_id, coalesce(own.epoch, 0), coalesce(it.ready, 0),
        coalesce(it.delayed, 0), coalesce(it.in_flight, 0), coalesce(dd.n, 0),
-       coalesce((extract(epoch FROM now() - it.oldest) * 1000000)::bigint, 0)
+       coalesce((extract(epoch FROM now() - it.oldest) * 1000000)::bigint, 0), coalesce(cc.n, 0)
 FROM generate_series(0, $2::int - 1) AS p
 LEFT JOIN own ON own.part = p
 LEFT JOIN it ON it.part = p
 LEFT JOIN dd ON dd.part = p
+LEFT JOIN cc ON cc.part = p
 ORDER BY p
 )sql"},
   };

@@ -40,6 +40,26 @@ absl::StatusOr<ItemState> Producer::WaitFor(
   }
 }
 
+absl::StatusOr<std::vector<CancelOutcome>> Producer::Cancel(absl::string_view queue,
+                                                            const std::vector<int64_t>& ids) {
+  auto r = store_->CancelItems(queue, ids);
+  if (r.ok() && metrics_ != nullptr) {
+    metrics_->Cancelled(queue, std::count_if(r->begin(), r->end(), [](const CancelOutcome& o) {
+                          return o.kind == CancelOutcome::Kind::kCancelled;
+                        }));
+  }
+  return r;
+}
+
+absl::StatusOr<CancelOutcome> Producer::CancelByDedupKey(absl::string_view queue,
+                                                         absl::string_view dedup_key) {
+  auto r = store_->CancelByDedupKey(queue, dedup_key);
+  if (r.ok() && r->kind == CancelOutcome::Kind::kCancelled && metrics_ != nullptr) {
+    metrics_->Cancelled(queue, 1);
+  }
+  return r;
+}
+
 absl::StatusOr<ItemState> Producer::Wait(absl::string_view queue, int64_t id,
                                          absl::Duration timeout) {
   return WaitFor(timeout, absl::StrCat("item ", id, " of queue ", queue),

@@ -58,6 +58,13 @@ class Producer {
   absl::StatusOr<ItemState> WaitByDedupKey(absl::string_view queue, absl::string_view dedup_key,
                                            absl::Duration timeout);
 
+  // Store::CancelItems and CancelByDedupKey; the items removed count in
+  // partq_items_cancelled_total.
+  absl::StatusOr<std::vector<CancelOutcome>> Cancel(absl::string_view queue,
+                                                    const std::vector<int64_t>& ids);
+  absl::StatusOr<CancelOutcome> CancelByDedupKey(absl::string_view queue,
+                                                 absl::string_view dedup_key);
+
   Store& store() { return *store_; }
 
  private:

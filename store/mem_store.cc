@@ -563,6 +563,9 @@ class MemStore : public Store {
     for (const auto& [id, s] : db_->dead_) {
       if (s.queue == q.name) ++out.parts[s.item.part].dead;
     }
+    for (const auto& [id, s] : db_->cancelled_) {
+      if (s.queue == q.name) ++out.parts[s.item.part].cancelled;
+    }
     return out;
   }
 

@@ -312,6 +312,7 @@ struct PartStatus {
   // taken since.
   int64_t in_flight = 0;
   int64_t dead = 0;
+  int64_t cancelled = 0;            // records of cancelled items (Store::CancelItems)
   absl::Duration oldest_ready_age;  // zero when none is ready
 };
 // What holds the database's vacuum horizon back: the oldest snapshot (a

@@ -103,7 +103,7 @@ struct Item {
   std::string payload;
   absl::Time enqueued_at;
   absl::Time run_at;
-  Epoch claim_epoch;  // the epoch of the part's ownership this item was claimed under
+  Epoch claim_epoch;     // the epoch of the part's ownership this item was claimed under
   // The claim record that lists this item (PgStore: part_claims.seq; 0 when
   // the store keeps no such rows). The session passes it back as
   // ClaimPart::record, so its next claim there replaces exactly that row.

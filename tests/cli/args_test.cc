@@ -45,8 +45,8 @@ TEST(ArgsParse, AValueFlagDoesNotSwallowTheNextOption) {
 // worker.extraArgs after the flags it generates, so `--batch=200` there
 // overrides the chart's --batch (the convention of Go's flag package too).
 TEST(ArgsParse, AFlagGivenTwiceCountsTheLastTime) {
-  auto a =
-      Args::Parse({"q", "--batch=100", "--poll-only", "--batch", "200"}, {"batch"}, {"poll-only"});
+  auto a = Args::Parse({"q", "--batch=100", "--poll-only", "--batch", "200"}, {"batch"},
+                       {"poll-only"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(*a->Get("batch"), "200");
   EXPECT_TRUE(a->Has("poll-only"));

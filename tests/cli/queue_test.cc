@@ -94,8 +94,7 @@ TEST_F(QueueCommandTest, DeleteRejectsBadInputAndDeletesNothing) {
            {{"queue", "delete", "q'--", "--force"}, 2, "invalid queue name"},
            {{"queue", "delete", "--force"}, 2, "usage: partq queue delete NAME [--force]"},
            {{"queue", "delete", "q", "extra", "--force"}, 2, "usage: partq queue delete NAME"},
-           {{"queue", "create", "p", "--parts", "1", "--force"},
-            2,
+           {{"queue", "create", "p", "--parts", "1", "--force"}, 2,
             "--force goes with queue delete"},
            {{"queue", "list", "--force"}, 2, "--force goes with queue delete"},
        }) {

@@ -298,11 +298,11 @@ TEST_F(SqlApiTest, EnqueueNotifiesTheQueuesChannelOnCommitOnly) {
   std::vector<std::string> want;
   for (const char* dedup : {"d1", "d1", "d2"}) {
     pqxx::work w(c);
-    pqxx::row r =
-        w.exec_params1(WithSchema("SELECT part, duplicate, id FROM {schema}.enqueue_item('q', 'x', "
-                                  "dedup_key => $1, priority => -3)",
-                                  schema_.name()),
-                       std::string(dedup));
+    pqxx::row r = w.exec_params1(
+        WithSchema("SELECT part, duplicate, id FROM {schema}.enqueue_item('q', 'x', "
+                   "dedup_key => $1, priority => -3)",
+                   schema_.name()),
+        std::string(dedup));
     w.commit();
     // The part and the item's key (Notice::from), as the C++ producer says it.
     if (!r[1].as<bool>()) {
