@@ -121,6 +121,96 @@ $$;
                              {{"{notice}", notice}});
 }
 
+// item_state() and item_state_by_dedup_key() of the SQL API, as migration 6
+// made them and migration 13 remade them (cancelled items, from
+// cancelled_items): `cancelled` is the SQL that looks there (empty for
+// migration 6). Kept once, so the versions cannot drift apart.
+std::string ItemStateFunction(absl::string_view cancelled) {
+  return absl::StrReplaceAll(R"sql(FUNCTION {schema}.item_state(queue text, id bigint)
+RETURNS TABLE (state text, attempts int, result bytea, last_error text)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+  q CONSTANT text := queue;
+  want CONSTANT bigint := id;
+  r record;
+  high_water bigint;
+BEGIN
+  PERFORM {schema}.require_queue(q);
+  SELECT 'pending' AS s, i.queue, i.attempts, NULL::bytea AS result, i.last_error INTO r
+  FROM {schema}.items i WHERE i.id = want;
+  IF NOT FOUND THEN
+    SELECT 'dead' AS s, d.queue, d.attempts, NULL::bytea AS result, d.last_error INTO r
+    FROM {schema}.dead_items d WHERE d.id = want;
+  END IF;
+  IF NOT FOUND THEN
+    SELECT 'done' AS s, x.queue, 0 AS attempts, x.result, NULL::text AS last_error INTO r
+    FROM {schema}.results x WHERE x.id = want;
+  END IF;
+{cancelled}  IF FOUND THEN
+    IF r.queue = q THEN
+      RETURN QUERY SELECT r.s::text, r.attempts::int, r.result::bytea, r.last_error::text;
+    ELSE
+      RETURN QUERY SELECT 'unknown'::text, 0, NULL::bytea, NULL::text;
+    END IF;
+    RETURN;
+  END IF;
+  SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END INTO high_water
+  FROM {schema}.items_id_seq s;
+  -- Ids are shared by all queues of the schema, and a vanished id does not
+  -- say which queue it had (pg/README.md), as in C++.
+  RETURN QUERY SELECT CASE WHEN want BETWEEN 1 AND high_water THEN 'done' ELSE 'unknown' END,
+                      0, NULL::bytea, NULL::text;
+END
+$$;
+)sql",
+                             {{"{cancelled}", cancelled}});
+}
+std::string ItemStateByDedupKeyFunction(absl::string_view cancelled) {
+  return absl::StrReplaceAll(R"sql(FUNCTION {schema}.item_state_by_dedup_key(queue text, dedup_key text)
+RETURNS TABLE (id bigint, state text, attempts int, result bytea, last_error text)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+  q CONSTANT text := queue;
+  dk CONSTANT text := dedup_key;
+BEGIN
+  PERFORM {schema}.require_queue(q);
+  RETURN QUERY
+    SELECT i.id, 'pending'::text, i.attempts, NULL::bytea, i.last_error
+    FROM {schema}.items i WHERE i.queue = q AND i.dedup_key = dk;
+  IF FOUND THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+    SELECT f.id, f.s, f.attempts, f.result, f.last_error FROM (
+      SELECT x.id, 'done'::text AS s, 0 AS attempts, x.result, NULL::text AS last_error
+      FROM {schema}.results x WHERE x.queue = q AND x.dedup_key = dk
+      UNION ALL
+      SELECT d.id, 'dead', d.attempts, NULL, d.last_error
+      FROM {schema}.dead_items d WHERE d.queue = q AND d.dedup_key = dk{cancelled}) f
+    ORDER BY f.id DESC LIMIT 1;
+  IF FOUND THEN
+    RETURN;
+  END IF;
+  RETURN QUERY SELECT NULL::bigint, 'unknown'::text, 0, NULL::bytea, NULL::text;
+END
+$$;
+)sql",
+                             {{"{cancelled}", cancelled}});
+}
+// The SQL both look into cancelled_items with (migration 13).
+constexpr const char* kItemStateCancelled = R"sql(  IF NOT FOUND THEN
+    SELECT 'cancelled' AS s, c.queue, c.attempts, NULL::bytea AS result,
+           NULL::text AS last_error INTO r
+    FROM {schema}.cancelled_items c WHERE c.id = want;
+  END IF;
+)sql";
+constexpr const char* kItemStateByDedupKeyCancelled = R"sql(
+      UNION ALL
+      SELECT c.id, 'cancelled', c.attempts, NULL, NULL
+      FROM {schema}.cancelled_items c WHERE c.queue = q AND c.dedup_key = dk)sql";
+
 }  // namespace
 
 // Why the schema looks like this:
@@ -561,77 +651,13 @@ RETURN (SELECT e.id FROM {schema}.enqueue_item(queue, convert_to(payload, 'UTF8'
 -- row, or an allocated id found nowhere, as acks without a result leave no
 -- row), dead (in dead_items), or unknown (never allocated, or an item of
 -- another queue). attempts and last_error as the C++ ItemState has them.
-CREATE FUNCTION {schema}.item_state(queue text, id bigint)
-RETURNS TABLE (state text, attempts int, result bytea, last_error text)
-LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
-DECLARE
-  q CONSTANT text := queue;
-  want CONSTANT bigint := id;
-  r record;
-  high_water bigint;
-BEGIN
-  PERFORM {schema}.require_queue(q);
-  SELECT 'pending' AS s, i.queue, i.attempts, NULL::bytea AS result, i.last_error INTO r
-  FROM {schema}.items i WHERE i.id = want;
-  IF NOT FOUND THEN
-    SELECT 'dead' AS s, d.queue, d.attempts, NULL::bytea AS result, d.last_error INTO r
-    FROM {schema}.dead_items d WHERE d.id = want;
-  END IF;
-  IF NOT FOUND THEN
-    SELECT 'done' AS s, x.queue, 0 AS attempts, x.result, NULL::text AS last_error INTO r
-    FROM {schema}.results x WHERE x.id = want;
-  END IF;
-  IF FOUND THEN
-    IF r.queue = q THEN
-      RETURN QUERY SELECT r.s::text, r.attempts::int, r.result::bytea, r.last_error::text;
-    ELSE
-      RETURN QUERY SELECT 'unknown'::text, 0, NULL::bytea, NULL::text;
-    END IF;
-    RETURN;
-  END IF;
-  SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END INTO high_water
-  FROM {schema}.items_id_seq s;
-  -- Ids are shared by all queues of the schema, and a vanished id does not
-  -- say which queue it had (pg/README.md), as in C++.
-  RETURN QUERY SELECT CASE WHEN want BETWEEN 1 AND high_water THEN 'done' ELSE 'unknown' END,
-                      0, NULL::bytea, NULL::text;
-END
-$$;
-
+)sql",
+                    "CREATE ", ItemStateFunction(""), R"sql(
 -- Store::GetItemStateByDedupKey: the live item with that dedup key, else the
 -- newest finished one (done with a result row, or dead), else unknown (id
 -- NULL).
-CREATE FUNCTION {schema}.item_state_by_dedup_key(queue text, dedup_key text)
-RETURNS TABLE (id bigint, state text, attempts int, result bytea, last_error text)
-LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
-DECLARE
-  q CONSTANT text := queue;
-  dk CONSTANT text := dedup_key;
-BEGIN
-  PERFORM {schema}.require_queue(q);
-  RETURN QUERY
-    SELECT i.id, 'pending'::text, i.attempts, NULL::bytea, i.last_error
-    FROM {schema}.items i WHERE i.queue = q AND i.dedup_key = dk;
-  IF FOUND THEN
-    RETURN;
-  END IF;
-  RETURN QUERY
-    SELECT f.id, f.s, f.attempts, f.result, f.last_error FROM (
-      SELECT x.id, 'done'::text AS s, 0 AS attempts, x.result, NULL::text AS last_error
-      FROM {schema}.results x WHERE x.queue = q AND x.dedup_key = dk
-      UNION ALL
-      SELECT d.id, 'dead', d.attempts, NULL, d.last_error
-      FROM {schema}.dead_items d WHERE d.queue = q AND d.dedup_key = dk) f
-    ORDER BY f.id DESC LIMIT 1;
-  IF FOUND THEN
-    RETURN;
-  END IF;
-  RETURN QUERY SELECT NULL::bigint, 'unknown'::text, 0, NULL::bytea, NULL::text;
-END
-$$;
-)sql")},
+)sql",
+                    "CREATE ", ItemStateByDedupKeyFunction(""))},
       {7, "part_for_key() refuses a part count outside 1..4096", R"sql(
 -- A part count of 0 was "division by zero", a negative one a negative part.
 -- Still a plain SQL function (inlined where it is used): the CASE calls the
@@ -683,7 +709,7 @@ ALTER TABLE {schema}.part_claims SET (
 ALTER TABLE {schema}.queues ADD COLUMN paused boolean NOT NULL DEFAULT false;
 )sql"},
       {13, "cancel: cancelled_items, cancel_items(), cancel(); item_state() says cancelled",
-       R"sql(
+       absl::StrCat(R"sql(
 CREATE TABLE {schema}.cancelled_items (
   id            bigint PRIMARY KEY,
   queue         text COLLATE "C" NOT NULL,
@@ -875,83 +901,12 @@ CREATE FUNCTION {schema}.cancel(queue text, id bigint) RETURNS text
 LANGUAGE sql VOLATILE
 RETURN (SELECT c.state FROM {schema}.cancel_items(queue, ARRAY[id]) c);
 
--- item_state() of migration 6, with cancelled items.
-CREATE OR REPLACE FUNCTION {schema}.item_state(queue text, id bigint)
-RETURNS TABLE (state text, attempts int, result bytea, last_error text)
-LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
-DECLARE
-  q CONSTANT text := queue;
-  want CONSTANT bigint := id;
-  r record;
-  high_water bigint;
-BEGIN
-  PERFORM {schema}.require_queue(q);
-  SELECT 'pending' AS s, i.queue, i.attempts, NULL::bytea AS result, i.last_error INTO r
-  FROM {schema}.items i WHERE i.id = want;
-  IF NOT FOUND THEN
-    SELECT 'dead' AS s, d.queue, d.attempts, NULL::bytea AS result, d.last_error INTO r
-    FROM {schema}.dead_items d WHERE d.id = want;
-  END IF;
-  IF NOT FOUND THEN
-    SELECT 'done' AS s, x.queue, 0 AS attempts, x.result, NULL::text AS last_error INTO r
-    FROM {schema}.results x WHERE x.id = want;
-  END IF;
-  IF NOT FOUND THEN
-    SELECT 'cancelled' AS s, c.queue, c.attempts, NULL::bytea AS result,
-           NULL::text AS last_error INTO r
-    FROM {schema}.cancelled_items c WHERE c.id = want;
-  END IF;
-  IF FOUND THEN
-    IF r.queue = q THEN
-      RETURN QUERY SELECT r.s::text, r.attempts::int, r.result::bytea, r.last_error::text;
-    ELSE
-      RETURN QUERY SELECT 'unknown'::text, 0, NULL::bytea, NULL::text;
-    END IF;
-    RETURN;
-  END IF;
-  SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END INTO high_water
-  FROM {schema}.items_id_seq s;
-  RETURN QUERY SELECT CASE WHEN want BETWEEN 1 AND high_water THEN 'done' ELSE 'unknown' END,
-                      0, NULL::bytea, NULL::text;
-END
-$$;
-
--- item_state_by_dedup_key() of migration 6, with cancelled items among the
--- finished ones.
-CREATE OR REPLACE FUNCTION {schema}.item_state_by_dedup_key(queue text, dedup_key text)
-RETURNS TABLE (id bigint, state text, attempts int, result bytea, last_error text)
-LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
-DECLARE
-  q CONSTANT text := queue;
-  dk CONSTANT text := dedup_key;
-BEGIN
-  PERFORM {schema}.require_queue(q);
-  RETURN QUERY
-    SELECT i.id, 'pending'::text, i.attempts, NULL::bytea, i.last_error
-    FROM {schema}.items i WHERE i.queue = q AND i.dedup_key = dk;
-  IF FOUND THEN
-    RETURN;
-  END IF;
-  RETURN QUERY
-    SELECT f.id, f.s, f.attempts, f.result, f.last_error FROM (
-      SELECT x.id, 'done'::text AS s, 0 AS attempts, x.result, NULL::text AS last_error
-      FROM {schema}.results x WHERE x.queue = q AND x.dedup_key = dk
-      UNION ALL
-      SELECT d.id, 'dead', d.attempts, NULL, d.last_error
-      FROM {schema}.dead_items d WHERE d.queue = q AND d.dedup_key = dk
-      UNION ALL
-      SELECT c.id, 'cancelled', c.attempts, NULL, NULL
-      FROM {schema}.cancelled_items c WHERE c.queue = q AND c.dedup_key = dk) f
-    ORDER BY f.id DESC LIMIT 1;
-  IF FOUND THEN
-    RETURN;
-  END IF;
-  RETURN QUERY SELECT NULL::bigint, 'unknown'::text, 0, NULL::bytea, NULL::text;
-END
-$$;
-)sql"},
+-- item_state() and item_state_by_dedup_key() of migration 6, with cancelled
+-- items.
+)sql",
+                    "CREATE OR REPLACE ", ItemStateFunction(kItemStateCancelled),
+                    "\nCREATE OR REPLACE ",
+                    ItemStateByDedupKeyFunction(kItemStateByDedupKeyCancelled))},
   };
   return *migrations;
 }
