@@ -37,8 +37,9 @@ bool StdinIsPipeOrFile() {
 
 std::string Seconds(absl::Duration d) { return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(d)); }
 
-// `partq wait`'s exit status for an item that did not finish in time, and
-// for one that was dead-lettered (0 done, 1 other errors, 2 usage).
+// `partq wait`'s exit status for an item that did not finish in time, for
+// one that was dead-lettered, and for one that was cancelled (0 done, 1
+// other errors, 2 usage).
 constexpr int kWaitTimedOut = 3;
 constexpr int kWaitDead = 4;
 constexpr int kWaitCancelled = 5;
@@ -514,7 +515,7 @@ int CmdWait(const std::vector<std::string>& argv) {
   }
   if (!state.ok()) return Fail(state.status());
   if (state->kind == ItemState::Kind::kCancelled) {
-    fprintf(stderr, "partq: item %lld was cancelled (partq cancel) before it ran to the end\n",
+    fprintf(stderr, "partq: item %lld was cancelled (partq cancel); it will not run\n",
             static_cast<long long>(state->id));
     return kWaitCancelled;
   }

@@ -495,8 +495,9 @@ class MemStore : public Store {
       return q == queue && k == std::optional<std::string>(std::string(key));
     };
     for (const auto& [id, s] : db_->items_) {
-      if (is_it(s.queue, s.item.dedup_key))
+      if (is_it(s.queue, s.item.dedup_key)) {
         return CancelOutcome{id, db_->CancelLocked(s.queue, id)};
+      }
     }
     // None live: the newest finished one says what became of the key.
     CancelOutcome out;

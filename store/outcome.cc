@@ -17,22 +17,4 @@ bool OutcomeUnknown(const absl::Status& status) {
   return status.GetPayload(kOutcomeUnknownUrl).has_value();
 }
 
-const char* CancelOutcomeName(CancelOutcome::Kind kind) {
-  switch (kind) {
-    case CancelOutcome::Kind::kCancelled:
-      return "cancelled";
-    case CancelOutcome::Kind::kAlreadyCancelled:
-      return "already cancelled";
-    case CancelOutcome::Kind::kInFlight:
-      return "in flight";
-    case CancelOutcome::Kind::kDone:
-      return "done";
-    case CancelOutcome::Kind::kDead:
-      return "dead";
-    case CancelOutcome::Kind::kUnknown:
-      break;
-  }
-  return "unknown";
-}
-
 }  // namespace partq

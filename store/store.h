@@ -389,8 +389,6 @@ struct CancelOutcome {
   int64_t id = 0;  // 0 when a dedup key named no item
   Kind kind = Kind::kUnknown;
 };
-// "cancelled", "already cancelled", "in flight", "done", "dead", "unknown".
-const char* CancelOutcomeName(CancelOutcome::Kind kind);
 
 // A dead-lettered item, as `partq dead list` shows it.
 struct DeadItem {
@@ -447,8 +445,9 @@ class Store {
   virtual absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) = 0;
   virtual absl::StatusOr<std::vector<QueueConfig>> ListQueues() = 0;
   // Deletes the queue with its sessions, parts, claim records, results and
-  // records of cancelled items, in one transaction. With QueueContents::kRefuse a queue that still
-  // holds work (items ready, delayed or in flight, or dead items) is not deleted:
+  // records of cancelled items, in one transaction. With
+  // QueueContents::kRefuse a queue that still holds work (items ready,
+  // delayed or in flight, or dead items) is not deleted:
   // FailedPrecondition, with the counts in the message, and nothing changes.
   // With kDelete its items and dead items go with it. Returns what was
   // deleted. NotFound for an unknown queue. Enqueues into the queue wait
