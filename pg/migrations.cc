@@ -327,6 +327,13 @@ constexpr const char* kItemStateByDedupKeyCancelled = R"sql(
 //   the next do not (TakeOverClaims, AckCtes). Per-table settings, so nothing else on the server
 //   changes; the launcher still visits a database once per autovacuum_naptime (1 min by default),
 //   which sets the table's size (README, "Running it hard").
+// - Migration 13 (cancel): cancelled_items keeps what a cancel removed (no
+//   payload: the record answers `partq wait` and item_state(), it is not
+//   work to run again), deleted with its queue, as results are. The cancel
+//   itself is a function, cancel_items(), so the C++ store and the SQL API
+//   share its lock order (its comment, and docs/architecture.md, "Cancel").
+//   The numbers skip 12 in the branch that made this one (queue groups took
+//   it); Migrate() applies whatever is missing, in order.
 // The coordinator README ("PgStore") has the longer story.
 const std::vector<Migration>& Migrations() {
   static const auto* migrations = new std::vector<Migration>{
