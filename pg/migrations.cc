@@ -332,8 +332,6 @@ constexpr const char* kItemStateByDedupKeyCancelled = R"sql(
 //   work to run again), deleted with its queue, as results are. The cancel
 //   itself is a function, cancel_items(), so the C++ store and the SQL API
 //   share its lock order (its comment, and docs/architecture.md, "Cancel").
-//   The numbers skip 12 in the branch that made this one (queue groups took
-//   it); Migrate() applies whatever is missing, in order.
 // The coordinator README ("PgStore") has the longer story.
 const std::vector<Migration>& Migrations() {
   static const auto* migrations = new std::vector<Migration>{
