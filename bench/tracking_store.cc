@@ -124,6 +124,14 @@ class TrackingStore : public Store {
                                                    absl::string_view dedup_key) override {
     return inner_->GetItemStateByDedupKey(queue, dedup_key);
   }
+  absl::StatusOr<std::vector<CancelOutcome>> CancelItems(absl::string_view queue,
+                                                         const std::vector<int64_t>& ids) override {
+    return inner_->CancelItems(queue, ids);
+  }
+  absl::StatusOr<CancelOutcome> CancelByDedupKey(absl::string_view queue,
+                                                 absl::string_view dedup_key) override {
+    return inner_->CancelByDedupKey(queue, dedup_key);
+  }
   absl::StatusOr<QueueStatus> Status(absl::string_view queue) override {
     return inner_->Status(queue);
   }

@@ -39,10 +39,17 @@ bool StdinIsPipeOrFile() {
 
 std::string Seconds(absl::Duration d) { return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(d)); }
 
-// `partq wait`'s exit status for an item that did not finish in time, and
-// for one that was dead-lettered (0 done, 1 other errors, 2 usage).
+// `partq wait`'s exit status for an item that did not finish in time, for
+// one that was dead-lettered, and for one that was cancelled (0 done, 1
+// other errors, 2 usage).
 constexpr int kWaitTimedOut = 3;
 constexpr int kWaitDead = 4;
+constexpr int kWaitCancelled = 5;
+// `partq cancel`'s exit status when an asked-for item was not cancelled:
+// too late (in flight, done or dead), or not an item of the queue at all
+// (which wins: most likely a wrong id or queue).
+constexpr int kCancelTooLate = 3;
+constexpr int kCancelUnknown = 4;
 
 // An item id as given on the command line; InvalidArgument (exit 2) if not
 // a positive whole number.
@@ -565,13 +572,19 @@ int CmdWait(const std::vector<std::string>& argv) {
   Producer producer(std::move(*store));
   auto state = by_key ? producer.WaitByDedupKey(pos[0], *args->Get("dedup-key"), *timeout)
                       : producer.Wait(pos[0], id, *timeout);
-  // Exit status: 0 done, 3 not finished in time, 4 dead-lettered (kWait*),
-  // else 1 (no such item, errors) or 2 (usage): a script can tell them apart.
+  // Exit status: 0 done, 3 not finished in time, 4 dead-lettered, 5
+  // cancelled (kWait*), else 1 (no such item, errors) or 2 (usage): a script
+  // can tell them apart.
   if (absl::IsDeadlineExceeded(state.status())) {
     Fail(state.status());
     return kWaitTimedOut;
   }
   if (!state.ok()) return Fail(state.status());
+  if (state->kind == ItemState::Kind::kCancelled) {
+    fprintf(stderr, "partq: item %lld was cancelled (partq cancel); it will not run\n",
+            static_cast<long long>(state->id));
+    return kWaitCancelled;
+  }
   if (state->kind == ItemState::Kind::kDead) {
     fprintf(stderr, "partq: item %lld was dead-lettered after %d attempt%s: %s\n",
             static_cast<long long>(state->id), state->attempts, state->attempts == 1 ? "" : "s",
@@ -586,6 +599,80 @@ int CmdWait(const std::vector<std::string>& argv) {
     }
   }
   return 0;
+}
+
+int CmdCancel(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, With(ConnectionFlags(), {"dedup-key"}), {});
+  if (!args.ok()) return Fail(args.status());
+  const auto& pos = args->positional();
+  constexpr const char* kUsage =
+      "usage: partq cancel QUEUE ID... | partq cancel QUEUE --dedup-key K";
+  const bool by_key = args->Has("dedup-key");
+  if (by_key) {
+    if (absl::Status st = ValidateKeyText("--dedup-key", *args->Get("dedup-key")); !st.ok()) {
+      return Fail(st);
+    }
+    if (pos.size() != 1) return Usage(kUsage);
+  } else if (pos.size() < 2) {
+    return Usage(pos.empty() ? kUsage : absl::StrCat("ID is missing (", kUsage, ")"));
+  }
+  if (absl::Status st = ValidateQueueName(pos[0]); !st.ok()) return Fail(st);
+  // Every id is checked before anything is cancelled: bad input changes nothing.
+  std::vector<int64_t> ids;
+  for (size_t i = 1; i < pos.size(); ++i) {
+    absl::StatusOr<int64_t> id = ParseItemId(pos[i]);
+    if (!id.ok()) return Fail(id.status());
+    ids.push_back(*id);
+  }
+  auto store = ConnectChecked(*args);
+  if (!store.ok()) return Fail(store.status());
+  std::vector<CancelOutcome> outcomes;
+  if (by_key) {
+    auto one = (*store)->CancelByDedupKey(pos[0], *args->Get("dedup-key"));
+    if (!one.ok()) return Fail(one.status());
+    outcomes.push_back(*one);
+  } else {
+    auto all = (*store)->CancelItems(pos[0], ids);
+    if (!all.ok()) return Fail(all.status());
+    outcomes = *std::move(all);
+  }
+  int status = 0;
+  for (const CancelOutcome& o : outcomes) {
+    const std::string item =
+        by_key && o.id == 0
+            ? absl::StrCat("dedup key \"", absl::CHexEscape(*args->Get("dedup-key")), "\"")
+            : absl::StrCat("item ", o.id);
+    switch (o.kind) {
+      case CancelOutcome::Kind::kCancelled:
+        printf("%s: cancelled\n", item.c_str());
+        break;
+      case CancelOutcome::Kind::kAlreadyCancelled:
+        printf("%s: already cancelled\n", item.c_str());
+        break;
+      case CancelOutcome::Kind::kInFlight:
+        printf(
+            "%s: in flight, not cancelled (a worker has claimed it; it runs, and its ack "
+            "wins)\n",
+            item.c_str());
+        status = std::max(status, kCancelTooLate);
+        break;
+      case CancelOutcome::Kind::kDone:
+        printf("%s: done, not cancelled (it was acknowledged already)\n", item.c_str());
+        status = std::max(status, kCancelTooLate);
+        break;
+      case CancelOutcome::Kind::kDead:
+        printf("%s: dead, not cancelled (it was dead-lettered; see partq dead list %s)\n",
+               item.c_str(), pos[0].c_str());
+        status = std::max(status, kCancelTooLate);
+        break;
+      case CancelOutcome::Kind::kUnknown:
+        printf("%s: unknown, not cancelled (no such item in queue %s)\n", item.c_str(),
+               pos[0].c_str());
+        status = kCancelUnknown;
+        break;
+    }
+  }
+  return status;
 }
 
 int CmdStatus(const std::vector<std::string>& argv) {
@@ -618,6 +705,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
                      {"held", t.held},
                      {"in_flight", t.in_flight},
                      {"dead", t.dead},
+                     {"cancelled", t.cancelled},
                      {"unowned_parts", t.unowned_parts},
                      {"live_sessions", t.live_sessions},
                      {"expired_sessions", t.expired_sessions},

@@ -16,7 +16,7 @@ namespace {
 
 constexpr char kSubcommands[] =
     "create QUEUE ID [--end-queue Q [--end-payload JSON]], start QUEUE ID, status QUEUE ID "
-    "[--json], list QUEUE [--all] [--limit N] [--json]";
+    "[--json], cancel QUEUE ID [--no-end], list QUEUE [--all] [--limit N] [--json]";
 
 nlohmann::json TimeJson(const std::optional<absl::Time>& t) {
   if (!t) return nullptr;
@@ -87,7 +87,7 @@ void PrintStatus(const std::string& queue, const GroupStatus& g) {
 
 int CmdGroup(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, With(ConnectionFlags(), {"end-queue", "end-payload", "limit"}),
-                          {"json", "all"});
+                          {"json", "all", "no-end"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   const std::string sub = pos.empty() ? "" : pos[0];
@@ -121,11 +121,16 @@ int CmdGroup(const std::vector<std::string>& argv) {
     }
     return 0;
   }
-  if (sub == "create" || sub == "start" || sub == "status") {
+  if (sub == "create" || sub == "start" || sub == "status" || sub == "cancel") {
     const std::string usage =
         sub == "create" ? "usage: partq group create QUEUE ID [--end-queue Q [--end-payload JSON]]"
                         : absl::StrCat("usage: partq group ", sub, " QUEUE ID",
-                                       sub == "status" ? " [--json]" : "");
+                                       sub == "status"   ? " [--json]"
+                                       : sub == "cancel" ? " [--no-end]"
+                                                         : "");
+    if (args->Has("no-end") && sub != "cancel") {
+      return Usage(absl::StrCat("--no-end goes with group cancel (", usage, ")"));
+    }
     if (auto u = WrongPositionals(pos, 1, {"QUEUE", "ID"}, usage)) return *u;
     const std::string& queue = pos[1];
     const std::string& id = pos[2];
@@ -169,7 +174,9 @@ int CmdGroup(const std::vector<std::string>& argv) {
       return 0;
     }
     absl::StatusOr<GroupStatus> g =
-        sub == "start" ? (*store)->StartGroup(queue, id) : (*store)->GetGroup(queue, id);
+        sub == "start"    ? (*store)->StartGroup(queue, id)
+        : sub == "cancel" ? (*store)->CancelGroup(queue, id, !args->Has("no-end"))
+                          : (*store)->GetGroup(queue, id);
     if (!g.ok()) return Fail(g.status());
     if (args->Has("json")) {
       printf("%s\n", GroupJson(*g, /*with_live_counts=*/true).dump(2).c_str());

@@ -44,11 +44,20 @@ constexpr CommandUsage kCommands[] = {
      "      (payload {queue, group, done, dead, cancelled, payload: JSON}), exactly once\n"
      "  group start QUEUE ID                     its held items run; ends at once if empty\n"
      "  group status QUEUE ID [--json]           pending (held, in flight), done, dead\n"
+     "  group cancel QUEUE ID [--no-end]         no more items; its waiting items cancelled,\n"
+     "      those in flight finish; it ends then, with its end item unless --no-end\n"
      "  group list QUEUE [--all] [--limit 50] [--json]   open groups (--all: ended too)\n"},
     {"wait",
      "  wait QUEUE ITEM|--dedup-key K [--timeout 30s]\n"
      "      prints the item's result when it is done; exit 0 done, 3 not finished within\n"
-     "      --timeout, 4 dead-lettered (its error on stderr), 1 no such item or an error\n"},
+     "      --timeout, 4 dead-lettered (its error on stderr), 5 cancelled, 1 no such item\n"
+     "      or an error\n"},
+    {"cancel",
+     "  cancel QUEUE ID...|--dedup-key K         remove ready or delayed items before they run\n"
+     "      one line per item: cancelled, already cancelled, in flight (a worker has it: it\n"
+     "      runs, its ack wins), done, dead or unknown; exit 0 all cancelled, 3 some too late\n"
+     "      (in flight, done or dead), 4 some unknown, 1 an error such as an unknown queue,\n"
+     "      2 bad input such as an id that is not a number (then nothing is cancelled)\n"},
     {"worker",
      "  worker QUEUE [--concurrency N] [--batch N] [--handler SPEC] [--instance-id ID]\n"
      "               [--leave-on-stop] [--metrics-addr HOST:PORT] [--poll-only]\n"

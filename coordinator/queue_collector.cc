@@ -57,6 +57,10 @@ QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
                        queue_)),
       dead_(Gauge(r, "partq_queue_dead_items",
                   std::string("Dead-lettered items kept in dead_items.") + kFromCollector, queue_)),
+      cancelled_(
+          Gauge(r, "partq_queue_cancelled_items",
+                std::string("Records of cancelled items kept in cancelled_items.") + kFromCollector,
+                queue_)),
       oldest_ready_age_(Gauge(r, "partq_queue_oldest_ready_age_seconds",
                               std::string("Age (since enqueue, database clock) of the oldest "
                                           "ready item; 0 when none is ready.") +
@@ -197,6 +201,7 @@ QueueTotals SumUp(const QueueStatus& status) {
     t.held += p.held;
     t.in_flight += p.in_flight;
     t.dead += p.dead;
+    t.cancelled += p.cancelled;
     t.unowned_parts += p.owner.has_value() && live.count(p.owner->value) ? 0 : 1;
     t.oldest_ready_age = std::max(t.oldest_ready_age, p.oldest_ready_age);
   }
@@ -214,6 +219,7 @@ void QueueCollector::Publish(const QueueStatus& status) {
   group_pending_.Set(static_cast<double>(status.groups.pending));
   in_flight_.Set(static_cast<double>(t.in_flight));
   dead_.Set(static_cast<double>(t.dead));
+  cancelled_.Set(static_cast<double>(t.cancelled));
   oldest_ready_age_.Set(absl::ToDoubleSeconds(t.oldest_ready_age));
   unowned_parts_.Set(static_cast<double>(t.unowned_parts));
   sessions_.Set(static_cast<double>(t.live_sessions));
@@ -226,8 +232,8 @@ void QueueCollector::Publish(const QueueStatus& status) {
 void QueueCollector::ZeroFill() {
   for (prometheus::Gauge* g :
        {&ready_, &delayed_, &held_, &groups_held_, &groups_started_, &groups_ended_,
-        &group_pending_, &in_flight_, &dead_, &oldest_ready_age_, &unowned_parts_, &sessions_,
-        &paused_, &collector_, &duration_, &horizon_age_, &horizon_xids_}) {
+        &group_pending_, &in_flight_, &dead_, &cancelled_, &oldest_ready_age_, &unowned_parts_,
+        &sessions_, &paused_, &collector_, &duration_, &horizon_age_, &horizon_xids_}) {
     g->Set(0);
   }
 }

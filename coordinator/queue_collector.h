@@ -70,7 +70,7 @@ namespace partq {
 // owns it: its owner's session may have expired without anyone (a live
 // member's heartbeat) having deleted it yet, and its items wait either way.
 struct QueueTotals {
-  int64_t ready = 0, delayed = 0, in_flight = 0, dead = 0, held = 0;
+  int64_t ready = 0, delayed = 0, in_flight = 0, dead = 0, held = 0, cancelled = 0;
   int64_t unowned_parts = 0;
   int64_t live_sessions = 0, expired_sessions = 0;
   absl::Duration oldest_ready_age;  // zero when none is ready
@@ -125,6 +125,7 @@ class QueueCollector {
   prometheus::Gauge& group_pending_;
   prometheus::Gauge& in_flight_;
   prometheus::Gauge& dead_;
+  prometheus::Gauge& cancelled_;
   prometheus::Gauge& oldest_ready_age_;
   prometheus::Gauge& unowned_parts_;
   prometheus::Gauge& sessions_;

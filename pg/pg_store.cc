@@ -647,6 +647,7 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
     out.items = delete_from("items");
     out.dead_items = delete_from("dead_items");
     delete_from("results");
+    delete_from("cancelled_items");
     delete_from("part_claims");
     // The bridge's offsets into this queue: a queue created again under the
     // name starts from the topic's committed group offsets, not from where

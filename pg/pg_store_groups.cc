@@ -126,5 +126,32 @@ absl::StatusOr<std::vector<GroupStatus>> PgStore::ListGroups(absl::string_view q
              });
 }
 
+absl::StatusOr<GroupStatus> PgStore::CancelGroup(absl::string_view queue, absl::string_view id,
+                                                 bool run_end) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (absl::Status st = ValidateGroupId(id); !st.ok()) return st;
+  // First the group (no more items; maybe no end work), then its items part
+  // by part as CancelItems takes them: a transaction that held one part's
+  // claim record while waiting for another's could deadlock with a claim.
+  std::vector<int64_t> ids;
+  absl::Status st = Run(absl::StrCat("cancel group \"", id, "\" of queue \"", queue, "\""),
+                        [&]() -> absl::Status {
+                          PgWork<> tx(*conn_, options_.transaction_pooler);
+                          pqxx::result r = tx.exec_params(
+                              WithSchema("SELECT unnest({schema}.group_mark_cancelled($1, $2, $3))",
+                                         options_.schema),
+                              std::string(queue), std::string(id), run_end);
+                          for (const pqxx::row& row : r) ids.push_back(row[0].as<int64_t>());
+                          tx.commit();
+                          return absl::OkStatus();
+                        });
+  if (!st.ok()) return st;
+  if (!ids.empty()) {
+    absl::StatusOr<std::vector<CancelOutcome>> done = CancelItems(queue, ids);
+    if (!done.ok()) return done.status();
+  }
+  return GetGroup(queue, id);
+}
+
 }  // namespace pg_internal
 }  // namespace partq

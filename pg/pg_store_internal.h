@@ -267,6 +267,11 @@ class PgStore final : public Store, public BridgeStore {
 
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override;
 
+  absl::StatusOr<std::vector<CancelOutcome>> CancelItems(absl::string_view queue,
+                                                         const std::vector<int64_t>& ids) override;
+  absl::StatusOr<CancelOutcome> CancelByDedupKey(absl::string_view queue,
+                                                 absl::string_view dedup_key) override;
+
   absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) override;
   absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
                                        const std::vector<int64_t>& ids) override;
@@ -277,6 +282,8 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<GroupStatus> GetGroup(absl::string_view queue, absl::string_view id) override;
   absl::StatusOr<std::vector<GroupStatus>> ListGroups(absl::string_view queue, bool include_ended,
                                                       int limit) override;
+  absl::StatusOr<GroupStatus> CancelGroup(absl::string_view queue, absl::string_view id,
+                                          bool run_end) override;
 
   // Kafka bridge (pg_store_kafka.cc).
   absl::StatusOr<int64_t> IngestKafka(const KafkaIngestRequest& request) override;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -1411,6 +1412,10 @@ absl::StatusOr<ItemState> PgStore::GetItemState(absl::string_view queue, int64_t
           state.attempts = row[2].as<int>();
           state.error = Text(row[3]).value_or("");
           break;
+        case 'c':
+          state.kind = ItemState::Kind::kCancelled;
+          state.attempts = row[2].as<int>();
+          break;
         case 'r': {
           state.kind = ItemState::Kind::kDone;
           if (!row[4].is_null()) {
@@ -1456,6 +1461,8 @@ absl::StatusOr<ItemState> PgStore::GetItemStateByDedupKey(absl::string_view queu
         s.kind = ItemState::Kind::kPending;
       } else if (k == 'd') {
         s.kind = ItemState::Kind::kDead;
+      } else if (k == 'c') {
+        s.kind = ItemState::Kind::kCancelled;
       } else {
         s.kind = ItemState::Kind::kDone;
         std::string result;
@@ -1467,6 +1474,94 @@ absl::StatusOr<ItemState> PgStore::GetItemStateByDedupKey(absl::string_view queu
     }
     return pending.kind != ItemState::Kind::kUnknown ? pending : finished;
   });
+}
+
+// --- cancel ---------------------------------------------------------------------------
+
+namespace {
+
+// cancel_items()'s names of the outcomes (migration 13).
+CancelOutcome::Kind CancelKind(absl::string_view state) {
+  using Kind = CancelOutcome::Kind;
+  if (state == "cancelled") return Kind::kCancelled;
+  if (state == "already_cancelled") return Kind::kAlreadyCancelled;
+  if (state == "in_flight") return Kind::kInFlight;
+  if (state == "done") return Kind::kDone;
+  if (state == "dead") return Kind::kDead;
+  return Kind::kUnknown;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<CancelOutcome>> PgStore::CancelItems(absl::string_view queue,
+                                                                const std::vector<int64_t>& ids) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (absl::Status st = ValidateItemIds(ids); !st.ok()) return st;
+  const std::string q(queue);
+  const std::string what = absl::StrCat("cancel items of queue \"", queue, "\"");
+  // The asked ids by part; those no longer items of the queue go with the
+  // first call (cancel_items() only tells their state).
+  std::map<int, std::vector<int64_t>> by_part;
+  absl::Status st = Run(what, [&]() -> absl::Status {
+    bool known = false;
+    for (const pqxx::row& row : Exec(Autocommit(), "cancel_parts", q, IntArray(ids))) {
+      if (row[0].is_null()) {
+        known = row[1].as<int64_t>() > 0;
+      } else {
+        by_part[row[0].as<int>()].push_back(row[1].as<int64_t>());
+      }
+    }
+    if (!known) return UnknownQueue(queue, options_.schema);
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  absl::flat_hash_set<int64_t> live;
+  for (const auto& [part, part_ids] : by_part) live.insert(part_ids.begin(), part_ids.end());
+  std::vector<int64_t> rest;
+  for (int64_t id : ids) {
+    if (live.count(id) == 0) rest.push_back(id);
+  }
+  std::vector<std::vector<int64_t>> calls;
+  for (auto& [part, part_ids] : by_part) calls.push_back(std::move(part_ids));
+  if (calls.empty()) calls.emplace_back();
+  calls.front().insert(calls.front().end(), rest.begin(), rest.end());
+  // One part per transaction (cancel_items() says why): each call is a
+  // Run of its own, so through a transaction pooler too.
+  absl::flat_hash_map<int64_t, CancelOutcome::Kind> kind_of;
+  for (const std::vector<int64_t>& call : calls) {
+    if (call.empty()) continue;
+    st = Run(what, [&]() -> absl::Status {
+      pqxx::result r = Exec(Autocommit(), "cancel_items", q, IntArray(call));
+      if (r.empty()) return UnknownQueue(queue, options_.schema);  // deleted meanwhile
+      for (const pqxx::row& row : r) kind_of[row[0].as<int64_t>()] = CancelKind(row[1].c_str());
+      return absl::OkStatus();
+    });
+    if (!st.ok()) return st;
+  }
+  std::vector<CancelOutcome> out;
+  absl::flat_hash_set<int64_t> seen;
+  for (int64_t id : ids) {
+    if (!seen.insert(id).second) continue;
+    auto it = kind_of.find(id);
+    out.push_back({id, it == kind_of.end() ? CancelOutcome::Kind::kUnknown : it->second});
+  }
+  return out;
+}
+
+absl::StatusOr<CancelOutcome> PgStore::CancelByDedupKey(absl::string_view queue,
+                                                        absl::string_view dedup_key) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (absl::Status st = ValidateKeyText("dedup key", dedup_key); !st.ok()) return st;
+  return Run(absl::StrCat("cancel in queue \"", queue, "\" by dedup key"),
+             [&]() -> absl::StatusOr<CancelOutcome> {
+               pqxx::result r = Exec(Autocommit(), "cancel_by_dedup_key", std::string(queue),
+                                     std::string(dedup_key));
+               if (r.empty()) return UnknownQueue(queue, options_.schema);
+               CancelOutcome out;
+               if (!r[0][0].is_null()) out.id = r[0][0].as<int64_t>();
+               out.kind = CancelKind(r[0][1].c_str());
+               return out;
+             });
 }
 
 // --- status ---------------------------------------------------------------------------
@@ -1504,6 +1599,7 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
       p.dead = row[6].as<int64_t>();
       p.oldest_ready_age = absl::Microseconds(row[7].as<int64_t>());
       p.held = row[8].as<int64_t>();
+      p.cancelled = row[9].as<int64_t>();
       status.parts.push_back(std::move(p));
     }
     {

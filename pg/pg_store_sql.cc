@@ -136,10 +136,14 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
 //   with what the session has in flight there plus the new items: a new
 //   row, the old one deleted (`replaced`), never an update (migration 9 says
 //   why). The old one is the row the session wrote last (ClaimPart::record:
-//   one primary-key lookup), else the part's latest (read from the end of
-//   the part's records: a planner may choose to read them all). An owner whose epoch is older than the record's
-//   (a session that lost the part and does not know it yet) finds nothing to
-//   replace, so it cannot write one.
+//   one primary-key lookup), else the part's latest at the owner's epoch
+//   (read from the end of the part's records: a planner may choose to read
+//   them all; a stale owner's record at an older epoch, which migration 9
+//   says a race can leave, is passed over rather than blocking the part).
+//   An owner whose epoch is older than the record's (a session that lost
+//   the part and does not know it yet) finds nothing to replace, so it
+//   cannot write one; and a claim that replaced no record returns nothing
+//   from that part (kPickFrom says why).
 // - The skip and in-flight lists are arrays compared linearly; they hold
 //   what one session has in flight (a few batches), and only rows at or
 //   before a cursor are compared with them.
@@ -208,7 +212,8 @@ current_records AS (
       d(p.queue), R"sql( AND c.part = r.part AND c.seq = r.record),
                   (SELECT c.seq FROM {schema}.part_claims c
                    WHERE c.queue = )sql",
-      d(p.queue), R"sql( AND c.part = r.part ORDER BY c.seq DESC LIMIT 1)) AS seq
+      d(p.queue), R"sql( AND c.part = r.part AND c.epoch = r.epoch
+                   ORDER BY c.seq DESC LIMIT 1)) AS seq
   FROM (SELECT DISTINCT k.part, k.epoch, o.record
         FROM pick k LEFT JOIN own o ON o.part = k.part) r),
 replaced AS (
@@ -416,7 +421,13 @@ constexpr const char* kPickColumns =
     R"sql(p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
        (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
        (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text,
-       (SELECT r.seq FROM recorded r WHERE r.part = p.part), p.group_id)sql";
+       r.seq, p.group_id)sql";
+// Where every claiming statement reads its claimed rows from: only those of
+// parts whose claim record it replaced. A claim that found its record
+// replaced under it (a cancel took it: cancel_items(), migration 13) read
+// items in a snapshot that may still show cancelled ones, so it returns
+// none from that part; the items stay ready for its next claim.
+constexpr const char* kPickFrom = "pick p JOIN recorded r ON r.part = p.part";
 constexpr const char* kPad =
     "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
 // The same NULLs typed, for the first row, which sets the columns' types.
@@ -456,10 +467,11 @@ constexpr const char* kTypedPad =
 //   4 sessions 142k/154k/178k -> 147k/190k/204k items/s, BENCHMARKS.md).
 //   $14 are the ids the read skips at or before the cursor ($15, $16): in
 //   flight or being finished. $17 is the record to replace
-//   (ClaimPart::record, 0: the latest); a claim that takes nothing leaves
-//   the record as it is (its ids that were acked now are gone, and a
+//   (ClaimPart::record, 0: the latest at $8); a claim that takes nothing
+//   leaves the record as it is (its ids that were acked now are gone, and a
 //   record's ids count only while their items are there), so the caller's
-//   record stays the one to replace.
+//   record stays the one to replace. As every claim, it returns no rows
+//   when it replaced no record (kPickFrom says why); the ack commits still.
 // - Its rows are raw columns, returned in binary by the pipeline
 //   (ItemFromBinary): no date_part, no hex, no text conversion of a ctid.
 // It returns the claimed rows (one row of NULLs when there are none, so the
@@ -495,6 +507,7 @@ replaced AS (
     AND c.seq = coalesce(
       (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7 AND l.seq = $17),
       (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7
+         AND l.epoch = $8
        ORDER BY l.seq DESC LIMIT 1))
   RETURNING 1),
 recorded AS (
@@ -504,7 +517,7 @@ recorded AS (
 SELECT p.id, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload, p.enqueued_at,
        p.run_at, p.tid, (SELECT seq FROM recorded), p.group_id
 FROM ()sql",
-                      check, R"sql() c LEFT JOIN pick p ON c.ok
+                      check, R"sql() c LEFT JOIN pick p ON c.ok AND EXISTS (SELECT 1 FROM recorded)
 )sql");
 }
 
@@ -668,14 +681,18 @@ FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
       // row is gone; a session deleted concurrently surfaces as an FK error.
       // A claim record in an acquired part was left by an owner that died
       // (a graceful one deletes it): its items are marked abandoned.
+      // The queue row is locked FOR SHARE before anything is written, so a
+      // part gets no owner while a cancel holds the row (cancel_items(),
+      // migration 13, says why); acquisitions do not wait for each other.
       {"acquire",
        absl::StrCat(R"sql(
 WITH s AS (SELECT id FROM {schema}.sessions WHERE id = $2 AND queue = $1),
+q AS (SELECT parts FROM {schema}.queues WHERE name = $1 FOR SHARE),
 ins AS (
   INSERT INTO {schema}.session_parts (queue, part, session_id, epoch)
   SELECT $1, p.part, s.id, nextval('{schema}.epochs')
-  FROM s, {schema}.queues q, unnest($3::int[]) AS p(part)
-  WHERE q.name = $1 AND p.part >= 0 AND p.part < q.parts
+  FROM s, q, unnest($3::int[]) AS p(part)
+  WHERE p.part >= 0 AND p.part < q.parts
   ORDER BY p.part
   ON CONFLICT DO NOTHING
   RETURNING part, epoch),
@@ -823,7 +840,8 @@ SELECT {schema}.groups_finished($1, $2::text[], $3::bigint[], $4::bigint[], $5::
                     R"sql(
 SELECT )sql",
                     kPickColumns, R"sql(
-FROM pick p
+FROM )sql",
+                    kPickFrom, R"sql(
 ORDER BY p.priority, p.id
 )sql")},
       // The slow path of Finish: lock first, so the handler sees only items
@@ -873,8 +891,8 @@ FROM dead
 UNION ALL
 SELECT 'c', )sql",
                     kPickColumns, R"sql(
-FROM pick p
-)sql"),
+FROM )sql",
+                    kPickFrom, "\n"),
        /*prepared=*/false},
       // The common Finish (AckCtes), without and with a claim ahead.
       {"ack", absl::StrCat("WITH ", AckCtes(), R"sql(
@@ -893,8 +911,8 @@ FROM done
 UNION ALL
 SELECT 'c', )sql",
                                  kPickColumns, R"sql(
-FROM pick p
-)sql")},
+FROM )sql",
+                                 kPickFrom, "\n")},
       // GetItemState by id: where the id is now, in any queue, and the id
       // sequence's high-water mark (an allocated id found nowhere finished
       // without leaving a result row).
@@ -905,9 +923,31 @@ SELECT 'd', queue, attempts, last_error, NULL FROM {schema}.dead_items WHERE id 
 UNION ALL
 SELECT 'r', queue, 0, NULL, result FROM {schema}.results WHERE id = $2
 UNION ALL
+SELECT 'c', queue, attempts, NULL, NULL FROM {schema}.cancelled_items WHERE id = $2
+UNION ALL
 SELECT 's', NULL, (SELECT count(*) FROM {schema}.queues WHERE name = $1)::int,
        CASE WHEN is_called THEN last_value ELSE last_value - 1 END::text, NULL
 FROM {schema}.items_id_seq
+)sql"},
+      // CancelItems: whether the queue exists, and the parts of the asked
+      // items still in it (each part is cancelled in its own transaction).
+      {"cancel_parts", R"sql(
+SELECT NULL::int, (SELECT count(*) FROM {schema}.queues WHERE name = $1)::bigint
+UNION ALL
+SELECT part, id FROM {schema}.items WHERE queue = $1 AND id = ANY($2::bigint[])
+)sql"},
+      // cancel_items() and cancel_by_dedup_key() (migration 13), called only
+      // for a queue that exists: no rows for one that does not (NotFound),
+      // where the functions would raise an error of their own.
+      {"cancel_items", R"sql(
+SELECT c.id, c.state FROM {schema}.queues q
+CROSS JOIN LATERAL {schema}.cancel_items(q.name, $2::bigint[]) c
+WHERE q.name = $1
+)sql"},
+      {"cancel_by_dedup_key", R"sql(
+SELECT c.id, c.state FROM {schema}.queues q
+CROSS JOIN LATERAL {schema}.cancel_by_dedup_key(q.name, $2) c
+WHERE q.name = $1
 )sql"},
       // By dedup key: the live item first, else the newest finished one.
       {"item_state_dedup", R"sql(
@@ -919,6 +959,9 @@ UNION ALL
    WHERE queue = $1 AND dedup_key = $2
    UNION ALL
    SELECT 'd', id, attempts, last_error, NULL FROM {schema}.dead_items
+   WHERE queue = $1 AND dedup_key = $2
+   UNION ALL
+   SELECT 'c', id, attempts, NULL, NULL FROM {schema}.cancelled_items
    WHERE queue = $1 AND dedup_key = $2) f
  ORDER BY id DESC LIMIT 1)
 UNION ALL
@@ -996,15 +1039,17 @@ it AS (
   FROM (SELECT part, run_at, enqueued_at, id IN (SELECT id FROM fly) AS fl
         FROM {schema}.items WHERE queue = $1) x
   GROUP BY part),
-dd AS (SELECT part, count(*) AS n FROM {schema}.dead_items WHERE queue = $1 GROUP BY part)
+dd AS (SELECT part, count(*) AS n FROM {schema}.dead_items WHERE queue = $1 GROUP BY part),
+cc AS (SELECT part, count(*) AS n FROM {schema}.cancelled_items WHERE queue = $1 GROUP BY part)
 SELECT p, own.session_id, coalesce(own.epoch, 0), coalesce(it.ready, 0),
        coalesce(it.delayed, 0), coalesce(it.in_flight, 0), coalesce(dd.n, 0),
        coalesce((extract(epoch FROM now() - it.oldest) * 1000000)::bigint, 0),
-       coalesce(it.held, 0)
+       coalesce(it.held, 0), coalesce(cc.n, 0)
 FROM generate_series(0, $2::int - 1) AS p
 LEFT JOIN own ON own.part = p
 LEFT JOIN it ON it.part = p
 LEFT JOIN dd ON dd.part = p
+LEFT JOIN cc ON cc.part = p
 ORDER BY p
 )sql"},
   };

@@ -3,6 +3,10 @@
 //   partq_items_enqueued_total{queue}  counter  items this process enqueued
 //                                               through a Producer (duplicates,
 //                                               i.e. dedup-key hits, excluded)
+//   partq_items_cancelled_total{queue} counter  items this process cancelled
+//                                               through a Producer (removed
+//                                               now; not those found in
+//                                               flight, done or cancelled)
 //
 // Only processes that keep running and serve a registry export it: library
 // users and long-lived producers. `partq enqueue` exits at once and exports
@@ -28,9 +32,11 @@ class ProducerMetrics {
   explicit ProducerMetrics(prometheus::Registry& registry);
 
   void Enqueued(absl::string_view queue, int64_t n);
+  void Cancelled(absl::string_view queue, int64_t n);
 
  private:
   prometheus::Family<prometheus::Counter>& enqueued_;
+  prometheus::Family<prometheus::Counter>& cancelled_;
 };
 
 }  // namespace partq

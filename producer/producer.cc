@@ -19,7 +19,8 @@ absl::StatusOr<ItemState> Producer::WaitFor(
     auto state = poll();
     if (!state.ok() && !absl::IsUnavailable(state.status())) return state.status();
     if (state.ok()) {
-      if (state->kind == ItemState::Kind::kDone || state->kind == ItemState::Kind::kDead) {
+      if (state->kind == ItemState::Kind::kDone || state->kind == ItemState::Kind::kDead ||
+          state->kind == ItemState::Kind::kCancelled) {
         return state;
       }
       if (state->kind == ItemState::Kind::kUnknown) {
@@ -37,6 +38,26 @@ absl::StatusOr<ItemState> Producer::WaitFor(
     absl::SleepFor(std::min(every, deadline - absl::Now()));
     every = std::min(every * 2, absl::Milliseconds(250));
   }
+}
+
+absl::StatusOr<std::vector<CancelOutcome>> Producer::Cancel(absl::string_view queue,
+                                                            const std::vector<int64_t>& ids) {
+  auto r = store_->CancelItems(queue, ids);
+  if (r.ok() && metrics_ != nullptr) {
+    metrics_->Cancelled(queue, std::count_if(r->begin(), r->end(), [](const CancelOutcome& o) {
+                          return o.kind == CancelOutcome::Kind::kCancelled;
+                        }));
+  }
+  return r;
+}
+
+absl::StatusOr<CancelOutcome> Producer::CancelByDedupKey(absl::string_view queue,
+                                                         absl::string_view dedup_key) {
+  auto r = store_->CancelByDedupKey(queue, dedup_key);
+  if (r.ok() && r->kind == CancelOutcome::Kind::kCancelled && metrics_ != nullptr) {
+    metrics_->Cancelled(queue, 1);
+  }
+  return r;
 }
 
 absl::StatusOr<ItemState> Producer::Wait(absl::string_view queue, int64_t id,

@@ -49,13 +49,21 @@ class Producer {
     return n;
   }
 
-  // Waits until the item is done or dead-lettered and returns its state
-  // (kDone with the handler's result, or kDead with the last error).
+  // Waits until the item is done, dead-lettered or cancelled and returns its
+  // state (kDone with the handler's result, kDead with the last error, or
+  // kCancelled).
   // DeadlineExceeded after `timeout` (the state so far is in the message);
   // NotFound if the id was never enqueued.
   absl::StatusOr<ItemState> Wait(absl::string_view queue, int64_t id, absl::Duration timeout);
   absl::StatusOr<ItemState> WaitByDedupKey(absl::string_view queue, absl::string_view dedup_key,
                                            absl::Duration timeout);
+
+  // Store::CancelItems and CancelByDedupKey; the items removed count in
+  // partq_items_cancelled_total.
+  absl::StatusOr<std::vector<CancelOutcome>> Cancel(absl::string_view queue,
+                                                    const std::vector<int64_t>& ids);
+  absl::StatusOr<CancelOutcome> CancelByDedupKey(absl::string_view queue,
+                                                 absl::string_view dedup_key);
 
   Store& store() { return *store_; }
 

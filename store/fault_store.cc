@@ -101,6 +101,14 @@ class FaultStore : public Store {
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override {
     return Call("Listen", [&] { return inner_->Listen(queue); });
   }
+  absl::StatusOr<std::vector<CancelOutcome>> CancelItems(absl::string_view queue,
+                                                         const std::vector<int64_t>& ids) override {
+    return Call("CancelItems", [&] { return inner_->CancelItems(queue, ids); });
+  }
+  absl::StatusOr<CancelOutcome> CancelByDedupKey(absl::string_view queue,
+                                                 absl::string_view dedup_key) override {
+    return Call("CancelByDedupKey", [&] { return inner_->CancelByDedupKey(queue, dedup_key); });
+  }
   absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) override {
     return Call("ListDead", [&] { return inner_->ListDead(queue, limit); });
   }

@@ -111,6 +111,9 @@ class MemStore : public Store {
     for (auto it = db_->results_.begin(); it != db_->results_.end();) {
       it = it->second.queue == q ? db_->results_.erase(it) : std::next(it);
     }
+    for (auto it = db_->cancelled_.begin(); it != db_->cancelled_.end();) {
+      it = in_queue(*it) ? db_->cancelled_.erase(it) : std::next(it);
+    }
     return out;
   }
 
@@ -419,6 +422,12 @@ class MemStore : public Store {
         out.kind = ItemState::Kind::kDone;
         out.result = r->second.result;
       }
+    } else if (auto c = db_->cancelled_.find(id); c != db_->cancelled_.end()) {
+      elsewhere = c->second.queue != queue;
+      if (!elsewhere) {
+        out.kind = ItemState::Kind::kCancelled;
+        out.attempts = c->second.item.attempts;
+      }
     } else if (id >= 1 && id < db_->next_item_) {
       // Allocated and kept nowhere: acked without a result (ids are shared
       // by all queues, and a vanished one does not say which it had).
@@ -453,6 +462,55 @@ class MemStore : public Store {
     for (const auto& [id, d] : db_->dead_) {
       if (!is_it(d.queue, d.item.dedup_key) || id < out.id) continue;
       out = ItemState{ItemState::Kind::kDead, id, std::nullopt, d.last_error, d.item.attempts};
+    }
+    for (const auto& [id, c] : db_->cancelled_) {
+      if (!is_it(c.queue, c.item.dedup_key) || id < out.id) continue;
+      out = ItemState{ItemState::Kind::kCancelled, id, std::nullopt, "", c.item.attempts};
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<CancelOutcome>> CancelItems(absl::string_view queue,
+                                                         const std::vector<int64_t>& ids) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("CancelItems"); !st.ok()) return st;
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
+    if (absl::Status st = ValidateItemIds(ids); !st.ok()) return st;
+    std::vector<CancelOutcome> out;
+    std::set<int64_t> seen;
+    for (int64_t id : ids) {
+      if (!seen.insert(id).second) continue;
+      out.push_back({id, db_->CancelLocked(std::string(queue), id)});
+    }
+    return out;
+  }
+
+  absl::StatusOr<CancelOutcome> CancelByDedupKey(absl::string_view queue,
+                                                 absl::string_view key) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("CancelByDedupKey"); !st.ok()) return st;
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
+    if (absl::Status st = ValidateKeyText("dedup key", key); !st.ok()) return st;
+    auto is_it = [&](const std::string& q, const std::optional<std::string>& k) {
+      return q == queue && k == std::optional<std::string>(std::string(key));
+    };
+    for (const auto& [id, s] : db_->items_) {
+      if (is_it(s.queue, s.item.dedup_key)) {
+        return CancelOutcome{id, db_->CancelLocked(s.queue, id)};
+      }
+    }
+    // None live: the newest finished one says what became of the key.
+    CancelOutcome out;
+    for (const auto& [id, r] : db_->results_) {
+      if (is_it(r.queue, r.dedup_key) && id > out.id) out = {id, CancelOutcome::Kind::kDone};
+    }
+    for (const auto& [id, d] : db_->dead_) {
+      if (is_it(d.queue, d.item.dedup_key) && id > out.id) out = {id, CancelOutcome::Kind::kDead};
+    }
+    for (const auto& [id, c] : db_->cancelled_) {
+      if (is_it(c.queue, c.item.dedup_key) && id > out.id) {
+        out = {id, CancelOutcome::Kind::kAlreadyCancelled};
+      }
     }
     return out;
   }
@@ -505,6 +563,9 @@ class MemStore : public Store {
     }
     for (const auto& [id, s] : db_->dead_) {
       if (s.queue == q.name) ++out.parts[s.item.part].dead;
+    }
+    for (const auto& [id, s] : db_->cancelled_) {
+      if (s.queue == q.name) ++out.parts[s.item.part].cancelled;
     }
     return out;
   }
@@ -834,6 +895,39 @@ GroupView MemDatabase::ViewLocked(const std::string& queue) {
     }
   }
   return view;
+}
+
+CancelOutcome::Kind MemDatabase::CancelLocked(const std::string& queue, int64_t id) {
+  using Kind = CancelOutcome::Kind;
+  auto it = items_.find(id);
+  if (it == items_.end()) {
+    if (auto d = dead_.find(id); d != dead_.end()) {
+      return d->second.queue == queue ? Kind::kDead : Kind::kUnknown;
+    }
+    if (auto c = cancelled_.find(id); c != cancelled_.end()) {
+      return c->second.queue == queue ? Kind::kAlreadyCancelled : Kind::kUnknown;
+    }
+    if (auto r = results_.find(id); r != results_.end()) {
+      return r->second.queue == queue ? Kind::kDone : Kind::kUnknown;
+    }
+    // As GetItemState: allocated and kept nowhere is an ack without a result.
+    return id >= 1 && id < next_item_ ? Kind::kDone : Kind::kUnknown;
+  }
+  if (it->second.queue != queue) return Kind::kUnknown;
+  const int part = it->second.item.part;
+  // In flight: on the claim record of the part's owner at its epoch. A
+  // record whose owner is gone (died) names items nobody runs.
+  auto rec = claims_.find({queue, part});
+  auto owner = owners_.find({queue, part});
+  if (rec != claims_.end() && owner != owners_.end() && owner->second.epoch == rec->second.epoch &&
+      std::find(rec->second.ids.begin(), rec->second.ids.end(), id) != rec->second.ids.end()) {
+    return Kind::kInFlight;
+  }
+  StoredItem gone = std::move(it->second);
+  gone.failed_at = clock_->Now();  // when it was cancelled
+  items_.erase(it);
+  cancelled_.emplace(id, std::move(gone));
+  return Kind::kCancelled;
 }
 
 void MemDatabase::AbandonLocked(const std::string& queue, int part, int64_t epoch) {

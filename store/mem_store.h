@@ -91,6 +91,9 @@ class MemDatabase {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<Item> ClaimLocked(const ClaimRequest& req, const std::set<int64_t>& skip)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cancels item `id` of `queue` (Store::CancelItems).
+  CancelOutcome::Kind CancelLocked(const std::string& queue, int64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
   mutable absl::Mutex mu_;
@@ -101,6 +104,7 @@ class MemDatabase {
   std::map<std::pair<std::string, int>, ClaimRecord> claims_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, StoredItem> dead_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Result> results_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, StoredItem> cancelled_ ABSL_GUARDED_BY(mu_);  // cancelled_items
   std::vector<OutboxEvent> outbox_ ABSL_GUARDED_BY(mu_);
   int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_item_ ABSL_GUARDED_BY(mu_) = 1;

@@ -315,6 +315,7 @@ struct PartStatus {
   int64_t dead = 0;
   // Items of queue groups not started yet (not counted as delayed).
   int64_t held = 0;
+  int64_t cancelled = 0;            // records of cancelled items (Store::CancelItems)
   absl::Duration oldest_ready_age;  // zero when none is ready
 };
 // What holds the database's vacuum horizon back: the oldest snapshot (a
@@ -379,12 +380,27 @@ struct DeletedQueue {
 
 // The state of one item, for `partq wait`.
 struct ItemState {
-  enum class Kind { kPending, kDone, kDead, kUnknown };
+  // kCancelled: removed before it ran (Store::CancelItems).
+  enum class Kind { kPending, kDone, kDead, kCancelled, kUnknown };
   Kind kind = Kind::kUnknown;
   int64_t id = 0;
   std::optional<std::string> result;  // kDone: the handler's result, if any
   std::string error;                  // kDead: the last error
   int attempts = 0;
+};
+
+// What Store::CancelItems did with one asked-for item.
+struct CancelOutcome {
+  enum class Kind {
+    kCancelled,         // it was ready or delayed: removed now, and recorded
+    kAlreadyCancelled,  // an earlier cancel removed it
+    kInFlight,          // claimed by an owner (or being claimed): left alone, its ack wins
+    kDone,              // acknowledged already
+    kDead,              // dead-lettered already (see RequeueDead)
+    kUnknown,           // not an item of this queue
+  };
+  int64_t id = 0;  // 0 when a dedup key named no item
+  Kind kind = Kind::kUnknown;
 };
 
 // A dead-lettered item, as `partq dead list` shows it.
@@ -487,9 +503,10 @@ class Store {
   virtual absl::Status CreateQueue(const QueueConfig& config) = 0;
   virtual absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) = 0;
   virtual absl::StatusOr<std::vector<QueueConfig>> ListQueues() = 0;
-  // Deletes the queue with its sessions, parts, claim records and results,
-  // in one transaction. With QueueContents::kRefuse a queue that still holds
-  // work (items ready, delayed or in flight, or dead items) is not deleted:
+  // Deletes the queue with its sessions, parts, claim records, results and
+  // records of cancelled items, in one transaction. With
+  // QueueContents::kRefuse a queue that still holds work (items ready,
+  // delayed or in flight, or dead items) is not deleted:
   // FailedPrecondition, with the counts in the message, and nothing changes.
   // With kDelete its items and dead items go with it. Returns what was
   // deleted. NotFound for an unknown queue. Enqueues into the queue wait
@@ -582,6 +599,26 @@ class Store {
   // A new LISTEN connection for `queue` (PgStore); Unimplemented elsewhere.
   virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) = 0;
 
+  // --- cancel ---------------------------------------------------------------
+  // Cancels items of `queue`: each ready or delayed one is removed and leaves
+  // a record (GetItemState then says kCancelled, for good); the others are
+  // left as they are and reported (CancelOutcome). One outcome per distinct
+  // id, in the order asked. An item its part's owner has claimed, or is
+  // claiming at that moment, is never removed: its owner runs it and its
+  // ack wins (kInFlight). Items a dead owner had claimed (no session holds
+  // the part at that claim's epoch any more) are not running and are
+  // cancelled. Not all or none across parts: each part's items are
+  // cancelled in a transaction of their own (PgStore says why), so an error
+  // part way may leave earlier parts' items cancelled. NotFound for an
+  // unknown queue, InvalidArgument for a malformed name or an id < 1.
+  virtual absl::StatusOr<std::vector<CancelOutcome>> CancelItems(
+      absl::string_view queue, const std::vector<int64_t>& ids) = 0;
+  // Cancels the live item holding `dedup_key` in `queue`, as CancelItems;
+  // with none, reports the newest finished one's state (done, dead or
+  // cancelled), else kUnknown with id 0.
+  virtual absl::StatusOr<CancelOutcome> CancelByDedupKey(absl::string_view queue,
+                                                         absl::string_view dedup_key) = 0;
+
   // --- dead items (Unimplemented in a store that keeps none) -------------------
   // The most recently dead-lettered items of `queue`, newest first, at most
   // `limit`. NotFound for an unknown queue.
@@ -623,6 +660,17 @@ class Store {
   // `in_flight` are 0 here (GetGroup counts them).
   virtual absl::StatusOr<std::vector<GroupStatus>> ListGroups(absl::string_view queue,
                                                               bool include_ended, int limit) {
+    return absl::UnimplementedError("queue groups need PostgreSQL");
+  }
+  // Cancels a group: it takes no more items; its ready, delayed and held
+  // items are cancelled (as CancelItems cancels them: recorded, counted in
+  // the group's `cancelled`); those in flight finish, and the group ends
+  // when nothing is pending, with its end item (its counts say what was
+  // cancelled) unless `run_end` is false. Returns the group as it then is.
+  // NotFound for an unknown queue or group, FailedPrecondition for one that
+  // ended.
+  virtual absl::StatusOr<GroupStatus> CancelGroup(absl::string_view queue, absl::string_view id,
+                                                  bool run_end) {
     return absl::UnimplementedError("queue groups need PostgreSQL");
   }
 };

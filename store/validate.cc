@@ -164,6 +164,16 @@ absl::Status ValidateRate(std::optional<double> per_second) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateItemIds(const std::vector<int64_t>& ids) {
+  for (int64_t id : ids) {
+    if (id < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("item id ", id, " is not an item id (ids start at 1)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateGroupId(absl::string_view id) {
   if (id.empty() || id.size() > kMaxGroupIdBytes) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -43,6 +44,8 @@ absl::Status ValidateRate(std::optional<double> per_second);
 // SQL API's check_group_id says the same).
 inline constexpr size_t kMaxGroupIdBytes = 200;
 absl::Status ValidateGroupId(absl::string_view id);
+// Item ids a caller names (Store::CancelItems): each at least 1, as ids are.
+absl::Status ValidateItemIds(const std::vector<int64_t>& ids);
 
 }  // namespace partq
 

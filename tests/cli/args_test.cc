@@ -62,8 +62,8 @@ TEST(Help, WantsHelpStopsAtTheSeparator) {
 
 TEST(Help, EveryCommandOfTheMainHelpHasItsOwn) {
   const std::string main = MainHelp();
-  for (const char* cmd :
-       {"migrate", "queue", "enqueue", "wait", "worker", "status", "bench", "demo", "bridge"}) {
+  for (const char* cmd : {"migrate", "queue", "enqueue", "wait", "cancel", "worker", "status",
+                          "bench", "demo", "bridge"}) {
     EXPECT_TRUE(absl::StrContains(main, absl::StrCat("  ", cmd, " "))) << cmd;
     ASSERT_TRUE(CommandHelp(cmd).has_value()) << cmd;
     EXPECT_TRUE(absl::StrContains(*CommandHelp(cmd), absl::StrCat("partq ", cmd))) << cmd;

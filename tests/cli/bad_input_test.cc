@@ -337,6 +337,73 @@ TEST_F(BadInputTest, WaitsExitStatusSaysHowTheItemEnded) {
   std::remove(log_d.c_str());
 }
 
+// `partq cancel`: one line per item, and an exit status that says whether
+// all of them were cancelled (0), some came too late (3) or some are not
+// items of the queue (4); `partq wait` on a cancelled item exits 5.
+TEST_F(BadInputTest, CancelSaysWhatBecameOfEachItemAndExitsByTheWorst) {
+  auto id = [](const Result& r) { return std::string(absl::StripAsciiWhitespace(r.out)); };
+  Result a = Partq(With({"enqueue", "q", "--delay", "1h", "a"}));
+  Result b = Partq(With({"enqueue", "q", "--dedup-key", "kb", "b"}));
+  Result c = Partq(With({"enqueue", "q", "c"}));
+  ASSERT_EQ(a.code + b.code + c.code, 0) << a.err << b.err << c.err;
+
+  Result r = Partq(With({"cancel", "q", id(a)}));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, absl::StrCat("item ", id(a), ": cancelled\n"));
+  Result waited = Partq(With({"wait", "q", id(a), "--timeout", "30s"}));
+  EXPECT_EQ(waited.code, 5) << waited.err;
+  EXPECT_TRUE(absl::StrContains(waited.err, "was cancelled")) << waited.err;
+
+  r = Partq(With({"cancel", "q", id(a), "999999999"}));
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_EQ(r.out, absl::StrCat("item ", id(a),
+                                ": already cancelled\nitem 999999999: unknown, not cancelled (no "
+                                "such item in queue q)\n"));
+  r = Partq(With({"cancel", "q", "--dedup-key", "kb"}));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, absl::StrCat("item ", id(b), ": cancelled\n"));
+  r = Partq(With({"cancel", "q", "--dedup-key", "nobody"}));
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_EQ(r.out, "dedup key \"nobody\": unknown, not cancelled (no such item in queue q)\n");
+
+  // Done: acknowledged by a worker before the cancel.
+  std::string log;
+  auto worker = StartWorker("q", {"--handler", "noop"}, &log);
+  waited = Partq(With({"wait", "q", id(c), "--timeout", "30s"}));
+  EXPECT_EQ(waited.code, 0) << waited.err;
+  r = Partq(With({"cancel", "q", id(c)}));
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(r.out,
+            absl::StrCat("item ", id(c), ": done, not cancelled (it was acknowledged already)\n"));
+  std::remove(log.c_str());
+}
+
+// Bad input is refused before anything is cancelled: an id that is not a
+// number among good ones cancels none of them.
+TEST_F(BadInputTest, CancelRefusesBadInputAndCancelsNothing) {
+  Result a = Partq(With({"enqueue", "q", "a"}));
+  ASSERT_EQ(a.code, 0) << a.err;
+  const std::string good(absl::StripAsciiWhitespace(a.out));
+  auto rejected = [&](const std::vector<std::string>& args, int code, const std::string& msg) {
+    SCOPED_TRACE(msg);
+    Result r = Partq(With(args));
+    EXPECT_EQ(r.code, code) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, msg)) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(Items(), 1);
+  };
+  rejected({"cancel", "q", good, "12x"}, 2,
+           "item id must be a positive whole number (got \"12x\")");
+  rejected({"cancel", "q", "0"}, 2, "item id must be a positive whole number (got \"0\")");
+  rejected({"cancel", "q", "-3"}, 2, "");
+  rejected({"cancel", "q"}, 2, "ID is missing");
+  rejected({"cancel"}, 2, "usage: partq cancel QUEUE ID...");
+  rejected({"cancel", "q", good, "--dedup-key", "k"}, 2, "usage: partq cancel");
+  rejected({"cancel", "nosuch", good}, 1, "unknown queue \"nosuch\"");
+  rejected({"cancel", "nosuch", "--dedup-key", "k"}, 1, "unknown queue \"nosuch\"");
+  rejected({"cancel", "bad name", good}, 2, "invalid queue name");
+}
+
 // `echo hi | partq enqueue q` (no PAYLOAD, no --stdin) used to enqueue one
 // empty item and drop the input. With stdin a pipe or a file it is refused;
 // '' is an empty payload on purpose.

@@ -4,11 +4,13 @@
 
 #include <signal.h>
 
+#include <map>
 #include <pqxx/pqxx>
 #include <set>
 #include <stdexcept>
 #include <thread>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -145,6 +147,101 @@ TEST_F(ConsumerTest, ThreeConsumersDrainWithRecordHandlerExactlyOnce) {
   int64_t acked = 0;
   for (auto& c : consumers) acked += c->stats().acked;
   EXPECT_EQ(acked, 6000);
+}
+
+// Cancel against the claim design (store.h, "Claims live in memory"):
+// three consumers drain a queue while a thread cancels random ids, again and
+// again, many of them claimed or being claimed at that moment. Every item
+// ends exactly once, acked or cancelled, never both; no handler runs a
+// cancelled item; no Finish is refused (fenced) or fails.
+TEST_F(ConsumerTest, CancelsRacingThreeConsumersEndEachItemOnceAckedOrCancelled) {
+  constexpr int kItems = 4000;
+  CreateQueue("q", 8);
+  EnqueueN("q", kItems);
+  std::vector<int64_t> ids;
+  for (const auto& row : schema_.Q("SELECT id FROM {schema}.items ORDER BY id")) {
+    ids.push_back(std::stoll(*row[0]));
+  }
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kItems));
+  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
+  absl::Mutex mu;
+  std::multiset<int64_t> ran;  // every handler run, committed or not
+  auto handler = MakeHandler([&](HandlerCall& call) -> absl::Status {
+    {
+      absl::MutexLock l(&mu);
+      ran.insert(call.item->id);
+    }
+    absl::SleepFor(absl::Milliseconds(1));  // work, so that items stay in flight a while
+    auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() + "\".writes VALUES ($1)",
+                           {std::to_string(call.item->id)});
+    return r.status();
+  });
+  // Small batches: many claims, so many claim records for cancels to meet.
+  ConsumerOptions o = Options("q");
+  o.batch = 10;
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  auto store = schema_.NewStore();
+  std::set<int64_t> cancelled;
+  std::map<CancelOutcome::Kind, int64_t> outcomes;
+  absl::BitGen gen;
+  // Ids from anywhere, and from the heads of the parts, where the owners
+  // are claiming (the lowest ids left: keyless items spread over the parts).
+  auto cancel_some = [&] {
+    std::vector<int64_t> head;
+    for (const auto& row : schema_.Q("SELECT id FROM {schema}.items ORDER BY id LIMIT 200")) {
+      head.push_back(std::stoll(*row[0]));
+    }
+    std::vector<int64_t> pick;
+    for (int k = 0; k < 2; ++k) pick.push_back(ids[absl::Uniform<size_t>(gen, 0, ids.size())]);
+    for (int k = 0; k < 6 && !head.empty(); ++k) {
+      pick.push_back(head[absl::Uniform<size_t>(gen, 0, head.size())]);
+    }
+    auto got = store->CancelItems("q", pick);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (const CancelOutcome& c : *got) {
+      ++outcomes[c.kind];
+      if (c.kind == CancelOutcome::Kind::kCancelled) {
+        EXPECT_TRUE(cancelled.insert(c.id).second) << "cancelled twice: " << c.id;
+      }
+    }
+  };
+  cancel_some();  // some before any worker runs, so cancels surely happen
+  for (int i = 0; i < 3; ++i) {
+    consumers.push_back(std::make_unique<Consumer>(schema_.Factory(), o, handler.get()));
+    ASSERT_TRUE(consumers.back()->Start().ok());
+  }
+  while (Left("q") > 0) cancel_some();
+  for (auto& c : consumers) c->Stop();
+
+  printf("cancel outcomes: %lld cancelled, %lld in flight, %lld done, %lld already cancelled\n",
+         static_cast<long long>(outcomes[CancelOutcome::Kind::kCancelled]),
+         static_cast<long long>(outcomes[CancelOutcome::Kind::kInFlight]),
+         static_cast<long long>(outcomes[CancelOutcome::Kind::kDone]),
+         static_cast<long long>(outcomes[CancelOutcome::Kind::kAlreadyCancelled]));
+  EXPECT_GT(cancelled.size(), 0u);
+  EXPECT_EQ(outcomes[CancelOutcome::Kind::kDead] + outcomes[CancelOutcome::Kind::kUnknown], 0);
+  // Cancelled exactly as reported, each acked item once, and never both.
+  std::set<int64_t> recorded;
+  for (const auto& row : schema_.Q("SELECT id FROM {schema}.cancelled_items")) {
+    recorded.insert(std::stoll(*row[0]));
+  }
+  EXPECT_EQ(recorded, cancelled);
+  ExpectExactlyOnce("writes", kItems - static_cast<int64_t>(cancelled.size()));
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.writes w JOIN {schema}.cancelled_items c "
+                         "ON c.id = w.item_id"),
+            0);
+  {
+    absl::MutexLock l(&mu);
+    for (int64_t id : cancelled) EXPECT_EQ(ran.count(id), 0u) << "a handler ran cancelled " << id;
+  }
+  int64_t acked = 0;
+  for (auto& c : consumers) {
+    acked += c->stats().acked;
+    EXPECT_EQ(c->stats().fenced, 0);
+    EXPECT_EQ(c->stats().finish_errors, 0);
+  }
+  EXPECT_EQ(acked, kItems - static_cast<int64_t>(cancelled.size()));
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items"), 0);
 }
 
 // `partq queue pause`: a LISTEN consumer and a --poll-only one stop claiming

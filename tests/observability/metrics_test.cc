@@ -178,6 +178,7 @@ TEST_F(MetricsTest, CollectorPublishesOnlyWhileItIsTheCollector) {
   EXPECT_EQ(V(r, "partq_queue_delayed_items"), 1);
   EXPECT_EQ(V(r, "partq_queue_in_flight_items"), 0);
   EXPECT_EQ(V(r, "partq_queue_dead_items"), 0);
+  EXPECT_EQ(V(r, "partq_queue_cancelled_items"), 0);
   EXPECT_EQ(V(r, "partq_queue_oldest_ready_age_seconds"), 30);
   EXPECT_EQ(V(r, "partq_queue_unowned_parts"), 4);
   EXPECT_EQ(V(r, "partq_sessions"), 0);
@@ -326,6 +327,35 @@ TEST_F(MetricsTest, ProducerCountsEnqueuedItemsButNotDuplicates) {
   EXPECT_EQ(V(r, "partq_items_enqueued_total"), 5);
   EXPECT_FALSE(p.Enqueue("nope", NewItem{"c"}).ok());
   EXPECT_EQ(V(r, "partq_items_enqueued_total"), 5);
+}
+
+// Cancels count where a process cancels through its Producer (only items
+// removed), and the collector exports the queue's records of cancelled items.
+TEST_F(MetricsTest, CancelsAreCountedByTheProducerAndRecordsByTheCollector) {
+  CreateQueue(2);
+  prometheus::Registry r;
+  ProducerMetrics m(r);
+  Producer p(db_.Connect(), &m);
+  std::vector<int64_t> ids;
+  for (const char* k : {"a", "b", "c"}) {
+    NewItem item{"x"};
+    item.dedup_key = k;
+    auto e = p.Enqueue("q", item);
+    ASSERT_TRUE(e.ok()) << e.status();
+    ids.push_back(e->id);
+  }
+  ASSERT_TRUE(p.Cancel("q", {ids[0], ids[1], 999999}).ok());
+  EXPECT_EQ(V(r, "partq_items_cancelled_total"), 2);
+  ASSERT_TRUE(p.Cancel("q", {ids[0]}).ok());  // already cancelled: not again
+  ASSERT_TRUE(p.CancelByDedupKey("q", "c").ok());
+  ASSERT_TRUE(p.CancelByDedupKey("q", "c").ok());
+  EXPECT_EQ(V(r, "partq_items_cancelled_total"), 3);
+
+  QueueCollector c(
+      db_.Factory(), "q", [] { return true; }, r);
+  ASSERT_TRUE(c.CollectOnce().ok());
+  EXPECT_EQ(V(r, "partq_queue_cancelled_items"), 3);
+  EXPECT_EQ(V(r, "partq_queue_ready_items"), 0);
 }
 
 TEST_F(MetricsTest, BridgeProbeLabelsByTopicAndQueueOnly) {

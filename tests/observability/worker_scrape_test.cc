@@ -122,6 +122,7 @@ TEST_F(WorkerScrapeTest, PagePassesPromtoolAndFollowsTheItems) {
            m["partq_queue_delayed_items" + jobs] == totals["delayed"].get<double>() &&
            m["partq_queue_in_flight_items" + jobs] == totals["in_flight"].get<double>() &&
            m["partq_queue_dead_items" + jobs] == totals["dead"].get<double>() &&
+           m["partq_queue_cancelled_items" + jobs] == totals["cancelled"].get<double>() &&
            m["partq_queue_unowned_parts" + jobs] == totals["unowned_parts"].get<double>() &&
            m["partq_sessions" + jobs] == static_cast<double>(status["sessions"].size()) &&
            m["partq_queue_collector" + jobs] == 1;  // the only worker owns part 0

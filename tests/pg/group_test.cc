@@ -429,6 +429,68 @@ TEST_F(GroupTest, TheSqlApiEnqueuesStartsAndReadsGroups) {
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE group_id IS NULL"), 2);
 }
 
+TEST_F(GroupTest, CancellingAHeldGroupCancelsItsItemsAndEndsItWithTheCount) {
+  ASSERT_TRUE(store_->CreateGroup("jobs", {"g", "ends", std::nullopt}).ok());
+  ASSERT_TRUE(store_->EnqueueBatch("jobs", {InGroup("g"), InGroup("g"), InGroup("g")}).ok());
+  absl::StatusOr<GroupStatus> g = store_->CancelGroup("jobs", "g", /*run_end=*/true);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(g->cancelled_at.has_value());
+  EXPECT_TRUE(g->ended_at.has_value());
+  EXPECT_EQ(g->cancelled, 3);
+  EXPECT_EQ(g->pending, 0);
+  std::vector<nlohmann::json> ends = EndItems();
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0]["cancelled"], 3);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = 'jobs'"), 0);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.cancelled_items WHERE group_id = 'g'"), 3);
+  EXPECT_TRUE(absl::IsFailedPrecondition(store_->Enqueue("jobs", InGroup("g")).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(store_->CancelGroup("jobs", "g", true).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->CancelGroup("jobs", "never", true).status()));
+}
+
+TEST_F(GroupTest, ACancelledGroupsItemsInFlightFinishAndTheLastEndsItWithoutItsEndWork) {
+  ASSERT_TRUE(store_->CreateGroup("jobs", {"g", "ends", std::nullopt}).ok());
+  store_testing::MakeQueue(*store_, "one", 1);
+  ASSERT_TRUE(store_->CreateGroup("one", {"g", "ends", std::nullopt}).ok());
+  ASSERT_TRUE(store_->EnqueueBatch("one", {InGroup("g"), InGroup("g"), InGroup("g")}).ok());
+  ASSERT_TRUE(store_->StartGroup("one", "g").ok());
+  Member m = JoinWith(*store_, "one", kAllParts);
+  ClaimRequest two = ClaimAll("one", m);
+  two.limit = 2;
+  two.parts[0].limit = 2;
+  absl::StatusOr<std::vector<Item>> flying = store_->Claim(two);
+  ASSERT_TRUE(flying.ok());
+  ASSERT_EQ(flying->size(), 2u);
+  absl::StatusOr<GroupStatus> g = store_->CancelGroup("one", "g", /*run_end=*/false);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->cancelled, 1);
+  EXPECT_EQ(g->pending, 2);
+  EXPECT_EQ(g->in_flight, 2);
+  EXPECT_FALSE(g->ended_at.has_value());
+  ASSERT_TRUE(store_->Finish(FinishOf("one", m, *flying), store_testing::AckAll()).ok());
+  absl::StatusOr<GroupStatus> after = store_->GetGroup("one", "g");
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->ended_at.has_value());
+  EXPECT_EQ(after->done, 2);
+  EXPECT_FALSE(after->end_item.has_value());
+  EXPECT_TRUE(after->end_error.has_value());
+  EXPECT_TRUE(EndItems().empty()) << "--no-end";
+}
+
+TEST_F(GroupTest, CancellingTheLastPendingItemOfAStartedGroupEndsIt) {
+  ASSERT_TRUE(store_->CreateGroup("jobs", {"g", "ends", std::nullopt}).ok());
+  absl::StatusOr<EnqueueResult> only = store_->Enqueue("jobs", InGroup("g"));
+  ASSERT_TRUE(only.ok());
+  ASSERT_TRUE(store_->StartGroup("jobs", "g").ok());
+  absl::StatusOr<std::vector<CancelOutcome>> c = store_->CancelItems("jobs", {only->id});
+  ASSERT_TRUE(c.ok()) << c.status();
+  GroupStatus g = Group("g");
+  EXPECT_TRUE(g.ended_at.has_value());
+  EXPECT_EQ(g.cancelled, 1);
+  ASSERT_EQ(EndItems().size(), 1u);
+  EXPECT_EQ(EndItems()[0]["cancelled"], 1);
+}
+
 TEST_F(GroupTest, TheCollectorCountsGroupsByStateAndTheirItems) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->Enqueue("jobs", InGroup("held")).ok());
   ASSERT_TRUE(store_->EnqueueBatch("jobs", {InGroup("running"), InGroup("running")}).ok());

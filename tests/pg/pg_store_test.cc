@@ -129,7 +129,9 @@ TEST_F(PgStoreTest, MigrateIsIdempotent) {
   ASSERT_OK(store_->Migrate());
   ASSERT_OK(store_->Migrate());
   EXPECT_OK(store_->CheckSchema());
-  EXPECT_EQ(Count("schema_migrations"), kSchemaVersion);  // one row per migration
+  // One row per migration (their numbers may leave gaps: a branch's
+  // migration keeps its number while another's is merged).
+  EXPECT_EQ(Count("schema_migrations"), static_cast<int64_t>(Migrations().size()));
   EXPECT_EQ(schema_.QInt("SELECT max(version) FROM {schema}.schema_migrations"), kSchemaVersion);
 }
 
@@ -156,7 +158,7 @@ TEST(PgStoreMigrate, ConcurrentMigrationsFromEightConnectionsApplyOnce) {
   for (int i = 0; i < 8; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
   EXPECT_EQ(testing::QueryInt(options.dsn, absl::StrCat("SELECT count(*) FROM ", options.schema,
                                                         ".schema_migrations")),
-            kSchemaVersion);
+            static_cast<int64_t>(Migrations().size()));
   testing::Query(options.dsn, absl::StrCat("DROP SCHEMA ", options.schema, " CASCADE"));
 }
 

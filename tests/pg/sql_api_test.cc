@@ -5,6 +5,7 @@
 // the Python and Node examples of docs/sql-api.md run.
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <pqxx/pqxx>
 #include <random>
 #include <set>
@@ -454,6 +455,8 @@ TEST_F(SqlApiTest, ItemStateIsTheStoresForEveryState) {
   const int64_t bad = enqueue("q", "bad");
   const int64_t later = enqueue("q", "later", absl::Hours(1));
   const int64_t elsewhere = enqueue("other", "x");
+  const int64_t cancelled = enqueue("q", "cancelled", absl::Hours(1));
+  ASSERT_TRUE(store->CancelItems("q", {cancelled}).ok());
   auto handler = MakeHandler([](HandlerCall& call) -> absl::Status {
     if (call.item->payload == "bad") return absl::InternalError("bad payload \"bad\"");
     if (call.item->payload == "result") call.result = std::string("\x00\xffok", 4);
@@ -464,8 +467,9 @@ TEST_F(SqlApiTest, ItemStateIsTheStoresForEveryState) {
   ASSERT_TRUE(WaitUntil([&] { return Left("q") == 1; }));
   consumer.Stop();
 
-  const char* kKinds[] = {"pending", "done", "dead", "unknown"};
-  for (int64_t id : {with_result, plain, bad, later, elsewhere, int64_t{1} << 40, int64_t{-1}}) {
+  const char* kKinds[] = {"pending", "done", "dead", "cancelled", "unknown"};
+  for (int64_t id :
+       {with_result, plain, bad, later, elsewhere, cancelled, int64_t{1} << 40, int64_t{-1}}) {
     auto want = store->GetItemState("q", id);
     ASSERT_TRUE(want.ok()) << want.status();
     auto got = Run(absl::StrCat(
@@ -483,10 +487,200 @@ TEST_F(SqlApiTest, ItemStateIsTheStoresForEveryState) {
   EXPECT_EQ(Run(absl::StrCat("SELECT state FROM {schema}.item_state('q', ", bad, ")"))[0][0]
                 .as<std::string>(),
             "dead");
+  EXPECT_EQ(Run(absl::StrCat("SELECT state FROM {schema}.item_state('q', ", cancelled, ")"))[0][0]
+                .as<std::string>(),
+            "cancelled");
   EXPECT_EQ(Run(absl::StrCat("SELECT encode(result, 'hex') FROM {schema}.item_state('q', ",
                              with_result, ")"))[0][0]
                 .as<std::string>(),
             "00ff6f6b");
+}
+
+// cancel() and cancel_by_dedup_key() say what CancelItems says, in the
+// caller's transaction: only a committed cancel removes the item.
+TEST_F(SqlApiTest, CancelIsTheStoresInTheCallersTransaction) {
+  CreateQueue("q", 2);
+  CreateQueue("other", 2);
+  auto store = schema_.NewStore();
+  auto enqueue = [&](const std::string& queue, const std::string& payload,
+                     std::optional<std::string> dedup = std::nullopt) {
+    NewItem item;
+    item.payload = payload;
+    item.dedup_key = dedup;
+    item.delay = absl::Hours(1);
+    auto r = store->Enqueue(queue, item);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->id : 0;
+  };
+  const int64_t a = enqueue("q", "a");
+  const int64_t b = enqueue("q", "b", "key-b");
+  const int64_t elsewhere = enqueue("other", "x");
+  auto cancel = [&](int64_t id) {
+    return Run(absl::StrCat("SELECT {schema}.cancel('q', ", id, ")"))[0][0].as<std::string>();
+  };
+  {
+    pqxx::connection c(schema_.dsn());
+    pqxx::work w(c);
+    EXPECT_EQ(w.exec(WithSchema(absl::StrCat("SELECT {schema}.cancel('q', ", a, ")"),
+                                schema_.name()))[0][0]
+                  .as<std::string>(),
+              "cancelled");
+    w.abort();
+  }
+  EXPECT_EQ(Left("q"), 2) << "a rolled-back cancel removes nothing";
+  EXPECT_EQ(cancel(a), "cancelled");
+  EXPECT_EQ(cancel(a), "already_cancelled");
+  EXPECT_EQ(cancel(elsewhere), "unknown");
+  EXPECT_EQ(cancel(int64_t{1} << 40), "unknown");
+  auto by_key = Run("SELECT id, state FROM {schema}.cancel_by_dedup_key('q', 'key-b')");
+  EXPECT_EQ(by_key[0][0].as<int64_t>(), b);
+  EXPECT_EQ(by_key[0][1].as<std::string>(), "cancelled");
+  by_key = Run("SELECT id, state FROM {schema}.cancel_by_dedup_key('q', 'none')");
+  EXPECT_TRUE(by_key[0][0].is_null());
+  EXPECT_EQ(by_key[0][1].as<std::string>(), "unknown");
+  auto state = store->GetItemState("q", b);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->kind, ItemState::Kind::kCancelled);
+  EXPECT_EQ(Left("q"), 0);
+  EXPECT_EQ(Left("other"), 1);
+
+  EXPECT_EQ(Fails("SELECT {schema}.cancel('nope', 1)").first, "42704");
+  EXPECT_EQ(Fails("SELECT {schema}.cancel('bad name', 1)").first, "22023");
+  EXPECT_EQ(Fails("SELECT {schema}.cancel('q', 0)").first, "22023");
+  EXPECT_EQ(Fails("SELECT {schema}.cancel('q', NULL)").first, "22023");
+  EXPECT_EQ(Fails("SELECT * FROM {schema}.cancel_by_dedup_key('nope', 'k')").first, "42704");
+}
+
+// The race cancel_items() is built for (migration 13): the part's owner
+// starts a claim while a cancel of one of its items is open. The claim's
+// snapshot still shows the item ready; it waits for the cancel's hold on
+// the claim record and then returns nothing from the part, and its next
+// claim gets the others, never the cancelled one.
+TEST_F(SqlApiTest, AClaimBehindAnOpenCancelReturnsNoneOfThePart) {
+  CreateQueue("q", 1);
+  PgOptions o = schema_.options();
+  o.application_name = "sqlapi-claim";
+  auto owner = ConnectPg(o);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  std::vector<int64_t> ids;
+  for (const char* p : {"x", "y", "z"}) {
+    NewItem item;
+    item.payload = p;
+    ids.push_back((*owner)->Enqueue("q", item)->id);
+  }
+  auto join = (*owner)->Join({"q", "", "h", 1});
+  ASSERT_TRUE(join.ok()) << join.status();
+  auto parts = (*owner)->AcquireParts("q", join->id, {0});
+  ASSERT_TRUE(parts.ok() && parts->size() == 1u);
+  ClaimRequest claim;
+  claim.queue = "q";
+  claim.session = join->id;
+  ClaimPart part;
+  part.epoch = (*parts)[0].epoch;
+  claim.parts = {part};
+  claim.limit = 10;
+
+  pqxx::connection c(schema_.dsn());
+  pqxx::work cancel(c);
+  EXPECT_EQ(cancel
+                .exec(WithSchema(absl::StrCat("SELECT {schema}.cancel('q', ", ids[1], ")"),
+                                 schema_.name()))[0][0]
+                .as<std::string>(),
+            "cancelled");
+  absl::StatusOr<std::vector<Item>> blocked;
+  std::thread claimer([&] { blocked = (*owner)->Claim(claim); });
+  ASSERT_TRUE(WaitUntil([&] { return WaitingForALock("sqlapi-claim"); }));
+  cancel.commit();
+  claimer.join();
+  ASSERT_TRUE(blocked.ok()) << blocked.status();
+  EXPECT_TRUE(blocked->empty()) << "claimed " << blocked->size() << " items, one cancelled";
+  auto next = (*owner)->Claim(claim);
+  ASSERT_TRUE(next.ok()) << next.status();
+  std::vector<int64_t> got;
+  for (const Item& i : *next) got.push_back(i.id);
+  EXPECT_EQ(got, (std::vector<int64_t>{ids[0], ids[2]}));
+  FinishRequest fin;
+  fin.queue = "q";
+  fin.session = join->id;
+  fin.parts = *parts;
+  fin.items = *next;
+  auto done = (*owner)->Finish(fin, [](Tx&, absl::Span<const Item> items) {
+    std::vector<Outcome> out;
+    for (const Item& i : items) {
+      Outcome ack;
+      ack.id = i.id;
+      ack.part = i.part;
+      out.push_back(ack);
+    }
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  });
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->acked.size(), 2u);
+  EXPECT_TRUE(done->fenced.empty());
+}
+
+// The other order: a claim that has replaced the record and not committed
+// (here its statements, in an open transaction) holds the record; the
+// cancel waits for it and then sees the item in flight, and leaves it.
+TEST_F(SqlApiTest, ACancelBehindAnOpenClaimSeesTheItemInFlight) {
+  CreateQueue("q", 1);
+  auto store = schema_.NewStore();
+  NewItem item;
+  item.payload = "x";
+  const int64_t id = store->Enqueue("q", item)->id;
+  auto join = store->Join({"q", "", "h", 1});
+  ASSERT_TRUE(join.ok()) << join.status();
+  auto parts = store->AcquireParts("q", join->id, {0});
+  ASSERT_TRUE(parts.ok() && parts->size() == 1u);
+  pqxx::connection c(schema_.dsn());
+  pqxx::work claim(c);
+  claim.exec(WithSchema(absl::StrCat(R"sql(
+WITH old AS (DELETE FROM {schema}.part_claims WHERE queue = 'q' AND part = 0 RETURNING epoch)
+INSERT INTO {schema}.part_claims (queue, part, epoch, ids) SELECT 'q', 0, epoch, '{)sql",
+                                     id, "}' FROM old"),
+                        schema_.name()));
+  PgOptions o = schema_.options();
+  o.application_name = "sqlapi-cancel";
+  absl::StatusOr<std::vector<CancelOutcome>> got;
+  std::thread canceller([&] { got = (*ConnectPg(o))->CancelItems("q", {id}); });
+  ASSERT_TRUE(WaitUntil([&] { return WaitingForALock("sqlapi-cancel"); }));
+  claim.commit();
+  canceller.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].kind, CancelOutcome::Kind::kInFlight);
+  EXPECT_EQ(Left("q"), 1);
+}
+
+// An open cancel holds off AcquireParts (an unowned part gets no owner,
+// whose claims could read the cancelled item before the cancel commits),
+// but not enqueues, joins or another queue's acquisition.
+TEST_F(SqlApiTest, AnOpenCancelHoldsOffAcquisitionsOfItsQueueOnly) {
+  CreateQueue("q", 1);
+  CreateQueue("r", 1);
+  auto store = schema_.NewStore();
+  NewItem item;
+  item.payload = "x";
+  const int64_t id = store->Enqueue("q", item)->id;
+  pqxx::connection c(schema_.dsn());
+  pqxx::work cancel(c);
+  cancel.exec(WithSchema(absl::StrCat("SELECT {schema}.cancel('q', ", id, ")"), schema_.name()));
+  ASSERT_TRUE(store->Enqueue("q", item).ok());
+  auto other = store->Join({"r", "", "h", 1});
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE(store->AcquireParts("r", other->id, {0}).ok());
+  auto join = store->Join({"q", "", "h", 1});
+  ASSERT_TRUE(join.ok()) << join.status();
+  PgOptions o = schema_.options();
+  o.application_name = "sqlapi-acquire";
+  absl::StatusOr<std::vector<OwnedPart>> acquired;
+  std::thread acquirer([&] { acquired = (*ConnectPg(o))->AcquireParts("q", join->id, {0}); });
+  ASSERT_TRUE(WaitUntil([&] { return WaitingForALock("sqlapi-acquire"); }));
+  cancel.commit();
+  acquirer.join();
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  EXPECT_EQ(acquired->size(), 1u);
+  EXPECT_EQ(Left("q"), 1);
 }
 
 TEST_F(SqlApiTest, OnlyACommittedTransactionLeavesAnItem) {

@@ -1951,4 +1951,174 @@ TEST_P(StoreConformance, DeadItemsAreListedNewestFirstAndRequeued) {
   EXPECT_EQ(store_->RequeueDead("nope", {}).status().code(), absl::StatusCode::kNotFound);
 }
 
+// --- cancel ---------------------------------------------------------------------------
+
+TEST_P(StoreConformance, CancelRemovesReadyAndDelayedItemsAndReportsTheRest) {
+  MakeQueue(*store_, "q", 1);
+  MakeQueue(*store_, "other", 1);
+  auto enqueue = [&](const char* payload, const char* dedup, absl::Duration delay) {
+    NewItem item = Payload(payload);
+    if (dedup != nullptr) item.dedup_key = dedup;
+    item.delay = delay;
+    absl::StatusOr<EnqueueResult> r = store_->Enqueue("q", item);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->id : 0;
+  };
+  const int64_t acked = enqueue("acked", "da", absl::ZeroDuration());
+  const int64_t dies = enqueue("dies", nullptr, absl::ZeroDuration());
+  const int64_t flies = enqueue("flies", nullptr, absl::ZeroDuration());
+  const int64_t ready = enqueue("ready", nullptr, absl::ZeroDuration());
+  const int64_t later = enqueue("later", "de", absl::Hours(1));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult elsewhere, store_->Enqueue("other", Payload("o")));
+  Member m = JoinWith(*store_, "q", kAllParts);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("q", m, 3)));
+  ASSERT_EQ(Ids(claimed), (std::vector<int64_t>{acked, dies, flies}));
+  FinishBody ack_and_kill = [&](Tx&, absl::Span<const Item> items) {
+    std::vector<Outcome> out;
+    for (const Item& i : items) {
+      Outcome o;
+      o.id = i.id;
+      o.part = i.part;
+      o.kind = i.id == dies ? Outcome::Kind::kDead : Outcome::Kind::kAck;
+      out.push_back(o);
+    }
+    return absl::StatusOr<std::vector<Outcome>>(out);
+  };
+  ASSERT_OK(store_->Finish(FinishOf("q", m, {claimed[0], claimed[1]}), ack_and_kill));
+
+  const int64_t never = elsewhere.id + 1000;
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<CancelOutcome> got,
+      store_->CancelItems("q", {ready, later, flies, acked, dies, elsewhere.id, never, ready}));
+  using K = CancelOutcome::Kind;
+  std::vector<std::pair<int64_t, K>> outcomes;
+  for (const CancelOutcome& o : got) outcomes.emplace_back(o.id, o.kind);
+  EXPECT_EQ(outcomes, (std::vector<std::pair<int64_t, K>>{{ready, K::kCancelled},
+                                                          {later, K::kCancelled},
+                                                          {flies, K::kInFlight},
+                                                          {acked, K::kDone},
+                                                          {dies, K::kDead},
+                                                          {elsewhere.id, K::kUnknown},
+                                                          {never, K::kUnknown}}));
+  // Gone from the queue, recorded for good; the in-flight one is untouched.
+  Counts c = CountsOf("q");
+  EXPECT_EQ(c.ready + c.delayed, 0);
+  EXPECT_EQ(c.in_flight, 1);
+  EXPECT_EQ(c.dead, 1);
+  EXPECT_EQ(CountsOf("other").ready, 1);
+  for (int64_t id : {ready, later}) {
+    ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", id));
+    EXPECT_EQ(st.kind, ItemState::Kind::kCancelled) << id;
+  }
+  ASSERT_OK_AND_ASSIGN(ItemState by_key, store_->GetItemStateByDedupKey("q", "de"));
+  EXPECT_EQ(by_key.kind, ItemState::Kind::kCancelled);
+  EXPECT_EQ(by_key.id, later);
+  ASSERT_OK_AND_ASSIGN(ItemState from_other, store_->GetItemState("other", ready));
+  EXPECT_EQ(from_other.kind, ItemState::Kind::kUnknown);
+  ASSERT_OK_AND_ASSIGN(got, store_->CancelItems("q", {ready}));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].kind, K::kAlreadyCancelled);
+
+  // No claim returns a cancelled item, and the in-flight one's ack wins.
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> more, store_->Claim(ClaimAll("q", m, 10, {claimed[2]})));
+  EXPECT_TRUE(more.empty());
+  ASSERT_OK_AND_ASSIGN(FinishResult fin, store_->Finish(FinishOf("q", m, {claimed[2]}), AckAll()));
+  EXPECT_EQ(fin.acked, std::vector<int64_t>{flies});
+  EXPECT_TRUE(fin.fenced.empty());
+  ASSERT_OK_AND_ASSIGN(got, store_->CancelItems("q", {flies}));
+  EXPECT_EQ(got[0].kind, K::kDone);
+
+  // By dedup key: the live item, else what became of the key's last one.
+  ASSERT_OK_AND_ASSIGN(CancelOutcome k, store_->CancelByDedupKey("q", "de"));
+  EXPECT_EQ(k.id, later);
+  EXPECT_EQ(k.kind, K::kAlreadyCancelled);
+  ASSERT_OK_AND_ASSIGN(k, store_->CancelByDedupKey("q", "da"));
+  EXPECT_EQ(k.id, acked);
+  EXPECT_EQ(k.kind, K::kDone);
+  ASSERT_OK_AND_ASSIGN(k, store_->CancelByDedupKey("q", "nobody"));
+  EXPECT_EQ(k.id, 0);
+  EXPECT_EQ(k.kind, K::kUnknown);
+  // The key is free again: a new item takes it, and is cancelled by it.
+  NewItem again = Payload("again");
+  again.dedup_key = "de";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult fresh, store_->Enqueue("q", again));
+  EXPECT_FALSE(fresh.duplicate);
+  ASSERT_OK_AND_ASSIGN(k, store_->CancelByDedupKey("q", "de"));
+  EXPECT_EQ(k.id, fresh.id);
+  EXPECT_EQ(k.kind, K::kCancelled);
+  EXPECT_EQ(CountsOf("q").items(), 0);
+}
+
+TEST_P(StoreConformance, CancelRefusesBadInputAndChangesNothing) {
+  MakeQueue(*store_, "q", 2);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload("x")));
+  EXPECT_EQ(store_->CancelItems("nope", {r.id}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->CancelItems("bad name", {r.id}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->CancelItems("q", {r.id, 0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->CancelItems("q", {-5}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->CancelByDedupKey("nope", "k").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->CancelByDedupKey("q", "\xff").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(std::vector<CancelOutcome> none, store_->CancelItems("q", {}));
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(CountsOf("q").ready, 1);
+}
+
+TEST_P(StoreConformance, ADeadOwnersClaimCanBeCancelledAndTheNextOwnerTakesOverTheRest) {
+  MakeQueue(*store_, "q", 1, absl::Seconds(60));
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
+    ids.push_back(r.id);
+  }
+  Member a = JoinWith(*store_, "q", {0});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> a_items, store_->Claim(ClaimAll("q", a, 2)));
+  ASSERT_EQ(Ids(a_items), (std::vector<int64_t>{ids[0], ids[1]}));
+  // While a owns the part, what it claimed is in flight.
+  ASSERT_OK_AND_ASSIGN(std::vector<CancelOutcome> got, store_->CancelItems("q", {ids[0]}));
+  EXPECT_EQ(got[0].kind, CancelOutcome::Kind::kInFlight);
+  // a dies: b's heartbeat deletes it, and the part has no owner; a's claim
+  // record names items nobody runs, which may be cancelled.
+  auto other = harness_->Connect();
+  Member b = JoinWith(*other, "q", {});
+  harness_->Advance(absl::Seconds(61));
+  ASSERT_OK_AND_ASSIGN(GroupView v, other->Heartbeat("q", b.join.id, b.join.incarnation));
+  ASSERT_EQ(v.expired, 1);
+  ASSERT_OK_AND_ASSIGN(got, store_->CancelItems("q", {ids[0]}));
+  EXPECT_EQ(got[0].kind, CancelOutcome::Kind::kCancelled);
+  // b takes over a record naming an item that is gone: the other one is
+  // abandoned (one attempt counted) and comes back as a suspect.
+  ASSERT_OK_AND_ASSIGN(b.parts, other->AcquireParts("q", b.join.id, {0}));
+  ASSERT_EQ(b.parts.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", ids[1]));
+  EXPECT_EQ(st.attempts, 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> plain, other->Claim(ClaimAll("q", b, 10)));
+  ASSERT_EQ(plain.size(), 2u);
+  std::set<int64_t> got_ids;
+  for (const Item& i : plain) got_ids.insert(i.id);
+  EXPECT_EQ(got_ids, (std::set<int64_t>{ids[1], ids[2]}));
+  ASSERT_OK_AND_ASSIGN(FinishResult fin, other->Finish(FinishOf("q", b, plain), AckAll()));
+  EXPECT_EQ(fin.acked.size(), 2u);
+  EXPECT_TRUE(fin.fenced.empty());
+  // a's late ack is fenced.
+  ASSERT_OK_AND_ASSIGN(FinishResult late, store_->Finish(FinishOf("q", a, a_items), AckAll()));
+  EXPECT_TRUE(late.acked.empty());
+  ASSERT_OK_AND_ASSIGN(st, store_->GetItemState("q", ids[0]));
+  EXPECT_EQ(st.kind, ItemState::Kind::kCancelled);
+  EXPECT_EQ(CountsOf("q").items(), 0);
+}
+
+TEST_P(StoreConformance, DeleteQueueDeletesItsCancelRecords) {
+  MakeQueue(*store_, "q", 1);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload("x")));
+  ASSERT_OK(store_->CancelItems("q", {r.id}));
+  // A cancelled item is no work: the queue is empty.
+  ASSERT_OK(store_->DeleteQueue("q", QueueContents::kRefuse));
+  MakeQueue(*store_, "q", 1);
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", r.id));
+  EXPECT_NE(st.kind, ItemState::Kind::kCancelled);
+}
+
 }  // namespace partq::conformance
