@@ -268,6 +268,12 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
                                        const std::vector<int64_t>& ids) override;
 
+  // Schedules (pg_store_schedules.cc).
+  absl::Status AddSchedule(const ScheduleSpec& spec) override;
+  absl::StatusOr<std::vector<Schedule>> ListSchedules(absl::string_view queue) override;
+  absl::Status DeleteSchedule(absl::string_view name) override;
+  absl::StatusOr<FiredSchedules> FireSchedules(absl::string_view queue) override;
+
   // Kafka bridge (pg_store_kafka.cc).
   absl::StatusOr<int64_t> IngestKafka(const KafkaIngestRequest& request) override;
   absl::StatusOr<std::vector<KafkaOffset>> ReadKafkaOffsets(absl::string_view queue,
@@ -336,6 +342,10 @@ class PgStore final : public Store, public BridgeStore {
   // was committed and Finish must run again with `lock_first`.
   absl::StatusOr<FinishResult> FinishOnce(const FinishRequest& request, const FinishBody& body,
                                           bool lock_first, bool* again);
+  // One transaction of FireSchedules: fires (or first computes the next
+  // tick of) one due schedule of `queue` that no other caller holds, into
+  // `out`. Returns false when none was due.
+  absl::StatusOr<bool> FireOneSchedule(absl::string_view queue, FiredSchedules* out);
 
   // Runs statement `name` (PreparedStatements) in `tx`: prepared, or planned
   // for these arguments when it is not one to prepare.

@@ -8,7 +8,9 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "schedule/timing.h"
 #include "store/types.h"
 
 namespace partq {
@@ -36,6 +38,16 @@ absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes);
 // A key or dedup key is text: well-formed UTF-8 (InvalidArgument naming
 // `what`, the bytes escaped, if not).
 absl::Status ValidateKeyText(absl::string_view what, absl::string_view key);
+
+// A schedule (Store::AddSchedule): its name (as a queue name), the queue
+// name, exactly one of `every` and `cron`, a time zone only with `cron`,
+// and the item each tick enqueues (ValidateNewItem with its dedup key).
+// Returns its timing; InvalidArgument saying what is wrong.
+absl::StatusOr<Timing> ValidateSchedule(const ScheduleSpec& spec, int64_t max_payload_bytes);
+// The item one tick of `spec` enqueues.
+NewItem ScheduledItem(const ScheduleSpec& spec, absl::Time tick);
+// Its dedup key: schedule:NAME:TICK.
+std::string ScheduleDedupKey(absl::string_view name, absl::Time tick);
 
 }  // namespace partq
 

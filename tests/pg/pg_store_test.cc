@@ -129,7 +129,8 @@ TEST_F(PgStoreTest, MigrateIsIdempotent) {
   ASSERT_OK(store_->Migrate());
   ASSERT_OK(store_->Migrate());
   EXPECT_OK(store_->CheckSchema());
-  EXPECT_EQ(Count("schema_migrations"), kSchemaVersion);  // one row per migration
+  // One row per migration (numbers may have gaps while branches land).
+  EXPECT_EQ(Count("schema_migrations"), static_cast<int64_t>(Migrations().size()));
   EXPECT_EQ(schema_.QInt("SELECT max(version) FROM {schema}.schema_migrations"), kSchemaVersion);
 }
 
