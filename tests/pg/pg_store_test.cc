@@ -157,7 +157,7 @@ TEST(PgStoreMigrate, ConcurrentMigrationsFromEightConnectionsApplyOnce) {
   for (int i = 0; i < 8; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
   EXPECT_EQ(testing::QueryInt(options.dsn, absl::StrCat("SELECT count(*) FROM ", options.schema,
                                                         ".schema_migrations")),
-            kSchemaVersion);
+            static_cast<int64_t>(Migrations().size()));
   testing::Query(options.dsn, absl::StrCat("DROP SCHEMA ", options.schema, " CASCADE"));
 }
 
