@@ -1076,8 +1076,8 @@ TEST_P(StoreConformance, AClaimFromTheCursorFindsWhatCameDueBehindIt) {
   ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
   EXPECT_TRUE(none.empty()) << Ids(none).size() << " items claimed twice";
   // ...and what it is not told is in flight, up to the cursor, it reads again.
-  flying.erase(std::find_if(flying.begin(), flying.end(),
-                            [&](const Item& i) { return i.id == ids[4]; }));
+  flying.erase(
+      std::find_if(flying.begin(), flying.end(), [&](const Item& i) { return i.id == ids[4]; }));
   req = ClaimAll("q", m, 10, flying);
   req.parts[0].after = ItemKey{first[0].priority, first[0].id - 1};
   req.parts[0].cursor = last;
@@ -2068,8 +2068,8 @@ TEST_P(StoreConformance, AScheduleFiresOncePerTickAndOnlyTheLatestAfterMissedOne
   // (PgStore's harness moves stored times by fractions of a second; ticks
   // are whole seconds.)
   EXPECT_LT(absl::AbsDuration(*f.next_due - (first.tick + absl::Hours(1))), absl::Seconds(1));
-  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemStateByDedupKey(
-                                         "q", ScheduleDedupKey("hourly", first.tick)));
+  ASSERT_OK_AND_ASSIGN(ItemState st,
+                       store_->GetItemStateByDedupKey("q", ScheduleDedupKey("hourly", first.tick)));
   EXPECT_EQ(st.kind, ItemState::Kind::kPending);
   EXPECT_EQ(st.id, first.item.id);
   ASSERT_OK_AND_ASSIGN(f, store_->FireSchedules("q"));
