@@ -1076,8 +1076,8 @@ TEST_P(StoreConformance, AClaimFromTheCursorFindsWhatCameDueBehindIt) {
   ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
   EXPECT_TRUE(none.empty()) << Ids(none).size() << " items claimed twice";
   // ...and what it is not told is in flight, up to the cursor, it reads again.
-  flying.erase(
-      std::find_if(flying.begin(), flying.end(), [&](const Item& i) { return i.id == ids[4]; }));
+  flying.erase(std::find_if(flying.begin(), flying.end(),
+                            [&](const Item& i) { return i.id == ids[4]; }));
   req = ClaimAll("q", m, 10, flying);
   req.parts[0].after = ItemKey{first[0].priority, first[0].id - 1};
   req.parts[0].cursor = last;
