@@ -98,6 +98,15 @@ absl::Status PgStore::AddSchedule(const ScheduleSpec& spec) {
       // unknown_queue()'s SQLSTATE, which the store's mapping leaves alone
       // (it means other things elsewhere).
       if (e.sqlstate() == "42704") return UnknownQueue(spec.queue, options_.schema);
+      // The function's own words, without PL/pgSQL's CONTEXT lines.
+      std::string msg = CleanMessage(e.what());
+      msg = msg.substr(0, msg.find("\nCONTEXT:"));
+      if (e.sqlstate() == "23505") {
+        return absl::AlreadyExistsError(absl::StrCat("add schedule \"", spec.name, "\": ", msg));
+      }
+      if (e.sqlstate() == "22023") {
+        return absl::InvalidArgumentError(absl::StrCat("add schedule \"", spec.name, "\": ", msg));
+      }
       throw;
     }
     tx.commit();
