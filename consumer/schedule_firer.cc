@@ -63,7 +63,13 @@ void ScheduleFirer::Run() {
 
 absl::Time ScheduleFirer::RunOnce() {
   const absl::Time now = clock_->Now();
-  if (!is_firer_()) return now + options_.poll_interval;
+  if (!is_firer_()) {
+    // Part 0 went elsewhere: so does the connection, which only the firer
+    // needs.
+    absl::MutexLock lock(&store_mu_);
+    store_.reset();
+    return now + options_.poll_interval;
+  }
   absl::StatusOr<FiredSchedules> r;
   {
     absl::MutexLock lock(&store_mu_);

@@ -9,7 +9,8 @@
 // `poll_interval`, which is also how soon a schedule added meanwhile starts
 // firing. Workers that do not own part 0 never ask. When part 0 comes to
 // this worker (Poke) it looks at once: ticks that came due while no worker
-// ran fire then, once (schedule/timing.h, PlanFiring).
+// ran fire then, once (schedule/timing.h, PlanFiring). The firer holds a
+// connection of its own while it is the firer, none otherwise.
 //
 // A store that keeps no schedules (Store::FireSchedules is Unimplemented)
 // ends the firer's rounds quietly.
