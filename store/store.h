@@ -429,8 +429,8 @@ class Store {
   virtual absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) = 0;
   virtual absl::StatusOr<std::vector<QueueConfig>> ListQueues() = 0;
   // Deletes the queue with its sessions, parts, claim records, results and
-  // schedules, in one transaction. With QueueContents::kRefuse a queue that still holds
-  // work (items ready, delayed or in flight, or dead items) is not deleted:
+  // schedules, in one transaction. With QueueContents::kRefuse a queue that
+  // still holds work (items ready, delayed or in flight, or dead items) is not deleted:
   // FailedPrecondition, with the counts in the message, and nothing changes.
   // With kDelete its items and dead items go with it. Returns what was
   // deleted. NotFound for an unknown queue. Enqueues into the queue wait
