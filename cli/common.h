@@ -93,6 +93,7 @@ int CmdWorker(const std::vector<std::string>& argv);
 int CmdStatus(const std::vector<std::string>& argv);
 int CmdDead(const std::vector<std::string>& argv);
 int CmdGroup(const std::vector<std::string>& argv);
+int CmdSchedule(const std::vector<std::string>& argv);
 int CmdDemo(const std::vector<std::string>& argv);
 int CmdBench(const std::vector<std::string>& argv);
 // `partq bench-peer exec|http`: a handler peer of `partq bench` (not in the help).

@@ -68,6 +68,14 @@ constexpr CommandUsage kCommands[] = {
     {"dead",
      "  dead list QUEUE [--limit 20] [--json]    dead-lettered items, newest first, with errors\n"
      "  dead requeue QUEUE ID...|--all           back to ready as new items (attempts 0)\n"},
+    {"schedule",
+     "  schedule add NAME QUEUE (--every 30s | --cron 'MIN HOUR DOM MON DOW' [--tz ZONE])\n"
+     "               [--key K] [--priority N] PAYLOAD\n"
+     "                                           an item into QUEUE at every tick, exactly once\n"
+     "                                           (fired by the worker owning part 0; after\n"
+     "                                           downtime only the latest missed tick fires)\n"
+     "  schedule list [QUEUE] [--json]           next and last tick, fired, missed\n"
+     "  schedule delete NAME                     names are unique per schema\n"},
     {"bench", "  bench [--json] [...]                     throughput/latency with baselines\n"},
     {"demo",
      "  demo [--keep] [--items N]                the whole story on an embedded database\n"},

@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   if (cmd == "status") return CmdStatus(rest);
   if (cmd == "dead") return CmdDead(rest);
   if (cmd == "group") return CmdGroup(rest);
+  if (cmd == "schedule") return CmdSchedule(rest);
   if (cmd == "demo") return CmdDemo(rest);
   if (cmd == "bench") return CmdBench(rest);
   if (cmd == "bench-peer") return CmdBenchPeer(rest);

@@ -70,6 +70,6 @@ function(partq_write_pc name description)
 endfunction()
 
 partq_write_pc(partq "Partitioned work queue on PostgreSQL: producer, consumer, admin"
-               LIBRARIES partq_base partq_partitioner partq_store partq_pg partq_coordinator
-                         partq_producer partq_consumer)
+               LIBRARIES partq_base partq_partitioner partq_schedule partq_store partq_pg
+                         partq_coordinator partq_producer partq_consumer)
 partq_write_pc(partq-bridge "partq's Kafka bridge" LIBRARIES partq_bridge REQUIRES partq)

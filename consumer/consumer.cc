@@ -1,5 +1,6 @@
 #include "consumer/consumer.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -7,6 +8,7 @@
 #include "absl/random/random.h"
 #include "base/log.h"
 #include "consumer/metrics.h"
+#include "consumer/schedule_firer.h"
 #include "coordinator/queue_collector.h"
 
 namespace partq {
@@ -45,6 +47,13 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
         factory_, options_.queue, [this] { return session_->EpochOf(0).has_value(); },
         metrics_->registry(), options_.status_interval, clock_);
   }
+  ScheduleFirerOptions fo;
+  fo.queue = options_.queue;
+  fo.poll_interval = options_.schedule_poll_interval;
+  fo.retry_backoff = std::max(options_.retry_backoff, absl::Milliseconds(100));
+  fo.clock = clock_;
+  firer_ = std::make_unique<ScheduleFirer>(
+      factory_, fo, [this] { return session_->EpochOf(0).has_value(); }, metrics_);
 }
 
 Consumer::~Consumer() { Stop(); }
@@ -102,12 +111,14 @@ absl::Status Consumer::StartThreads() {
   }
   if (metrics_ != nullptr) metrics_->SetConcurrency(options_.concurrency);
   if (collector_ != nullptr) collector_->Start();
+  firer_->Start();
   return absl::OkStatus();
 }
 
 void Consumer::Stop() {
   if (!lifecycle_.BeginStop()) return;
   if (collector_ != nullptr) collector_->Stop();
+  firer_->Stop();
   // Revokes every part (OnRevoke drains), then leaves the group.
   session_->Stop();
   {
@@ -130,6 +141,7 @@ void Consumer::Abandon() {
     scheduler_.ClearQueued();
   }
   if (collector_ != nullptr) collector_->Stop();
+  firer_->Stop();
   session_->Abandon();
   if (claimer_.joinable()) claimer_.join();
   for (auto& w : workers_) {
@@ -166,8 +178,14 @@ void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
 }
 
 void Consumer::OnAssign(const std::vector<OwnedPart>& parts) {
-  absl::MutexLock lock(&mu_);
-  scheduler_.Assign(parts);
+  {
+    absl::MutexLock lock(&mu_);
+    scheduler_.Assign(parts);
+  }
+  // Part 0 makes this worker the firer: what came due meanwhile fires now.
+  for (const OwnedPart& p : parts) {
+    if (p.part == 0) firer_->Poke();
+  }
 }
 
 void Consumer::OnLost(const std::vector<OwnedPart>& parts) {

@@ -40,8 +40,9 @@
 // The parts: a ClaimScheduler (claim_scheduler.h) decides what to claim and
 // holds what is in flight, a BatchRunner (batch_runner.h) runs a batch's
 // handlers in its Finish and isolates failures, a FailurePolicy
-// (failure_policy.h) turns a failure into a retry or a dead letter. This
-// class owns the threads and drives the store.
+// (failure_policy.h) turns a failure into a retry or a dead letter, a
+// ScheduleFirer (schedule_firer.h) fires the queue's schedules while this
+// worker owns part 0. This class owns the threads and drives the store.
 //
 // Lifecycle: Start() joins; Stop() stops claiming, drains in-flight batches
 // (bounded by drain_timeout; unstarted items are returned to the queue),
@@ -77,6 +78,7 @@ namespace partq {
 
 class ConsumerMetrics;
 class QueueCollector;
+class ScheduleFirer;
 
 struct ConsumerOptions {
   std::string queue;
@@ -98,8 +100,12 @@ struct ConsumerOptions {
   // With metrics: how often the queue's collector (the owner of part 0)
   // refreshes the depth gauges (coordinator/queue_collector.h).
   absl::Duration status_interval = absl::Seconds(5);
-  // Every time read, sleep and timed wait of the consumer, its session and
-  // its queue collector (polls, rescans, the drain, handler deadlines,
+  // While this worker owns part 0 it fires the queue's schedules
+  // (schedule_firer.h): it asks the database at each due tick and at least
+  // this often, which is how soon a schedule added meanwhile starts firing.
+  absl::Duration schedule_poll_interval = absl::Seconds(5);
+  // Every time read, sleep and timed wait of the consumer, its session, its
+  // queue collector and its schedule firer (polls, rescans, the drain, handler deadlines,
   // backoff after database errors) goes through this clock. A test passes a ManualClock (and a
   // MemDatabase on the same clock). Must outlive the consumer.
   Clock* clock = Clock::Real();
@@ -169,6 +175,7 @@ class Consumer : private PartListener {
   ConsumerMetrics* const metrics_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<QueueCollector> collector_;  // with metrics only
+  std::unique_ptr<ScheduleFirer> firer_;       // fires while we own part 0
   QueueConfig config_;
   // Made by Start from the queue's config, before the threads; read-only
   // (and thread-safe) after that.

@@ -64,7 +64,28 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& que
                    .Help("Duration of one handler call: a whole batch, or one item run alone "
                          "(under its own savepoint).")
                    .Register(r)
-                   .Add({{"queue", queue}}, LatencyBuckets())) {}
+                   .Add({{"queue", queue}}, LatencyBuckets())),
+      queue_(queue),
+      schedule_fired_(prometheus::BuildCounter()
+                          .Name("partq_schedule_fired_total")
+                          .Help("Schedule ticks this worker fired (one item each; "
+                                "consumer/schedule_firer.h).")
+                          .Register(r)),
+      schedule_missed_(prometheus::BuildCounter()
+                           .Name("partq_schedule_missed_total")
+                           .Help("Schedule ticks that came due while no worker fired them and "
+                                 "were skipped (only the latest fires on return).")
+                           .Register(r)),
+      schedule_errors_(Counter(r, "partq_schedule_fire_errors_total",
+                               "Rounds of the schedule firer that failed (database errors); "
+                               "retried.",
+                               queue)) {}
+
+void ConsumerMetrics::ScheduleFired(const std::string& schedule, int64_t missed) {
+  const prometheus::Labels labels{{"queue", queue_}, {"schedule", schedule}};
+  schedule_fired_.Add(labels).Increment();
+  schedule_missed_.Add(labels).Increment(static_cast<double>(missed));
+}
 
 void ConsumerMetrics::ClaimQuery(absl::Duration took, const std::vector<Item>& items,
                                  absl::Time now) {

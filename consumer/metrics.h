@@ -1,5 +1,6 @@
 // The consumer's Prometheus metrics (a probe: logic calls it, it owns the
-// handles). Labels: queue only — never item or session ids. It also holds the
+// handles). Labels: queue, and for schedules the schedule's name (chosen by
+// an operator, so bounded) — never item or session ids. It also holds the
 // probe of the consumer's session (coordinator/session_metrics.h), and its
 // registry is where the consumer's queue collector (queue_collector.h)
 // registers the depth gauges. docs/metrics.md lists every metric.
@@ -12,6 +13,7 @@
 #include "absl/time/time.h"
 #include "coordinator/session_metrics.h"
 #include "prometheus/counter.h"
+#include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -40,6 +42,10 @@ class ConsumerMetrics {
   // One finished batch: outcomes, its items, and the transaction's start/end.
   void Finished(const FinishResult& result, const std::vector<Item>& items, absl::Time start,
                 absl::Time end);
+  // Schedules (schedule_firer.h): one tick of `schedule` fired, after
+  // `missed` due ticks that were skipped; a firing round that failed.
+  void ScheduleFired(const std::string& schedule, int64_t missed);
+  void ScheduleError() { schedule_errors_.Increment(); }
 
  private:
   prometheus::Registry& registry_;
@@ -56,6 +62,10 @@ class ConsumerMetrics {
   prometheus::Histogram& claim_duration_;
   prometheus::Histogram& wait_;
   prometheus::Histogram& handler_;
+  const std::string queue_;
+  prometheus::Family<prometheus::Counter>& schedule_fired_;
+  prometheus::Family<prometheus::Counter>& schedule_missed_;
+  prometheus::Counter& schedule_errors_;
 };
 
 }  // namespace partq

@@ -641,7 +641,8 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
                        q)
           .affected_rows();
     };
-    // Sessions (and through them session_parts) cascade from queues.
+    // Sessions (and through them session_parts) and schedules cascade from
+    // queues.
     tx.exec_params(WithSchema("DELETE FROM {schema}.queues WHERE name = $1", options_.schema), q);
     DeletedQueue out;
     out.items = delete_from("items");

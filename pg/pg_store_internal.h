@@ -284,6 +284,11 @@ class PgStore final : public Store, public BridgeStore {
                                                       int limit) override;
   absl::StatusOr<GroupStatus> CancelGroup(absl::string_view queue, absl::string_view id,
                                           bool run_end) override;
+  // Schedules (pg_store_schedules.cc).
+  absl::Status AddSchedule(const ScheduleSpec& spec) override;
+  absl::StatusOr<std::vector<Schedule>> ListSchedules(absl::string_view queue) override;
+  absl::Status DeleteSchedule(absl::string_view name) override;
+  absl::StatusOr<FiredSchedules> FireSchedules(absl::string_view queue) override;
 
   // Kafka bridge (pg_store_kafka.cc).
   absl::StatusOr<int64_t> IngestKafka(const KafkaIngestRequest& request) override;
@@ -358,6 +363,10 @@ class PgStore final : public Store, public BridgeStore {
   // one of a started group ends it (groups_finished(), migration 12).
   void CountInGroups(pqxx::transaction_base& tx, const std::string& queue,
                      absl::Span<const Item> given, const FinishResult& out);
+  // One transaction of FireSchedules: fires (or first computes the next
+  // tick of) one due schedule of `queue` that no other caller holds, into
+  // `out`. Returns false when none was due.
+  absl::StatusOr<bool> FireOneSchedule(absl::string_view queue, FiredSchedules* out);
 
   // Runs statement `name` (PreparedStatements) in `tx`: prepared, or planned
   // for these arguments when it is not one to prepare.

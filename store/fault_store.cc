@@ -116,6 +116,18 @@ class FaultStore : public Store {
                                        const std::vector<int64_t>& ids) override {
     return Call("RequeueDead", [&] { return inner_->RequeueDead(queue, ids); });
   }
+  absl::Status AddSchedule(const ScheduleSpec& spec) override {
+    return Call("AddSchedule", [&] { return inner_->AddSchedule(spec); });
+  }
+  absl::StatusOr<std::vector<Schedule>> ListSchedules(absl::string_view queue) override {
+    return Call("ListSchedules", [&] { return inner_->ListSchedules(queue); });
+  }
+  absl::Status DeleteSchedule(absl::string_view name) override {
+    return Call("DeleteSchedule", [&] { return inner_->DeleteSchedule(name); });
+  }
+  absl::StatusOr<FiredSchedules> FireSchedules(absl::string_view queue) override {
+    return Call("FireSchedules", [&] { return inner_->FireSchedules(queue); });
+  }
 
  private:
   template <typename F>

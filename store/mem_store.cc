@@ -108,6 +108,9 @@ class MemStore : public Store {
     for (auto it = db_->claims_.begin(); it != db_->claims_.end();) {
       it = it->first.first == q ? db_->claims_.erase(it) : std::next(it);
     }
+    for (auto it = db_->schedules_.begin(); it != db_->schedules_.end();) {
+      it = it->second.spec.queue == q ? db_->schedules_.erase(it) : std::next(it);
+    }
     for (auto it = db_->results_.begin(); it != db_->results_.end();) {
       it = it->second.queue == q ? db_->results_.erase(it) : std::next(it);
     }
@@ -284,6 +287,79 @@ class MemStore : public Store {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Enqueue"); !st.ok()) return st;
     return EnqueueLocked(std::string(queue), item);
+  }
+
+  absl::Status AddSchedule(const ScheduleSpec& spec) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("AddSchedule"); !st.ok()) return st;
+    absl::StatusOr<Timing> timing = ValidateSchedule(spec, max_payload_bytes_);
+    if (!timing.ok()) return timing.status();
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(spec.queue); !q.ok()) return q.status();
+    if (auto it = db_->schedules_.find(spec.name); it != db_->schedules_.end()) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("schedule \"", spec.name, "\" already exists (on queue \"",
+                       it->second.spec.queue, "\"); delete it first to change it"));
+    }
+    Schedule s;
+    s.spec = spec;
+    s.created_at = db_->clock_->Now();
+    const absl::Time first = timing->Next(s.created_at);
+    if (first == absl::InfiniteFuture()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cron expression \"", spec.cron, "\" never fires (no matching day within 8 years)"));
+    }
+    s.next_tick = first;
+    db_->schedules_.emplace(spec.name, std::move(s));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Schedule>> ListSchedules(absl::string_view queue) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("ListSchedules"); !st.ok()) return st;
+    if (!queue.empty()) {
+      if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
+    }
+    std::vector<Schedule> out;
+    for (const auto& [name, s] : db_->schedules_) {
+      if (queue.empty() || s.spec.queue == queue) out.push_back(s);
+    }
+    return out;
+  }
+  absl::Status DeleteSchedule(absl::string_view name) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("DeleteSchedule"); !st.ok()) return st;
+    if (db_->schedules_.erase(std::string(name)) == 0) {
+      return absl::NotFoundError(absl::StrCat("unknown schedule \"", name, "\""));
+    }
+    return absl::OkStatus();
+  }
+  // Under the database's lock a firing cannot race another, so there is no
+  // compare-and-set to make: the tick moves with the item.
+  absl::StatusOr<FiredSchedules> FireSchedules(absl::string_view queue) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("FireSchedules"); !st.ok()) return st;
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
+    FiredSchedules out;
+    out.db_now = db_->clock_->Now();
+    for (auto& [name, s] : db_->schedules_) {
+      if (s.spec.queue != queue || !s.next_tick) continue;
+      if (*s.next_tick <= out.db_now) {
+        absl::StatusOr<Timing> timing = ValidateSchedule(s.spec, max_payload_bytes_);
+        if (!timing.ok()) return timing.status();  // validated when added
+        const FirePlan plan = PlanFiring(*timing, *s.next_tick, out.db_now);
+        absl::StatusOr<EnqueueResult> r =
+            EnqueueLocked(s.spec.queue, ScheduledItem(s.spec, plan.tick));
+        if (!r.ok()) return r.status();
+        s.next_tick = plan.next == absl::InfiniteFuture() ? std::nullopt
+                                                          : std::optional<absl::Time>(plan.next);
+        s.last_tick = plan.tick;
+        ++s.fired;
+        s.missed += plan.missed;
+        out.fired.push_back(ScheduleFiring{name, plan.tick, plan.missed, *r});
+      }
+      if (s.next_tick && (!out.next_due || *s.next_tick < *out.next_due))
+        out.next_due = s.next_tick;
+    }
+    return out;
   }
 
   absl::StatusOr<int64_t> EnqueueBatch(absl::string_view queue,

@@ -106,6 +106,7 @@ class MemDatabase {
   std::map<int64_t, Result> results_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, StoredItem> cancelled_ ABSL_GUARDED_BY(mu_);  // cancelled_items
   std::vector<OutboxEvent> outbox_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Schedule> schedules_ ABSL_GUARDED_BY(mu_);  // by name
   int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_item_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;

@@ -503,8 +503,8 @@ class Store {
   virtual absl::Status CreateQueue(const QueueConfig& config) = 0;
   virtual absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) = 0;
   virtual absl::StatusOr<std::vector<QueueConfig>> ListQueues() = 0;
-  // Deletes the queue with its sessions, parts, claim records, results and
-  // records of cancelled items, in one transaction. With
+  // Deletes the queue with its sessions, parts, claim records, results,
+  // records of cancelled items, groups and schedules, in one transaction. With
   // QueueContents::kRefuse a queue that still holds work (items ready,
   // delayed or in flight, or dead items) is not deleted:
   // FailedPrecondition, with the counts in the message, and nothing changes.
@@ -672,6 +672,39 @@ class Store {
   virtual absl::StatusOr<GroupStatus> CancelGroup(absl::string_view queue, absl::string_view id,
                                                   bool run_end) {
     return absl::UnimplementedError("queue groups need PostgreSQL");
+  }
+
+  // --- schedules (Unimplemented in a store that keeps none) -------------------
+  // Adds a schedule (ScheduleSpec); its first tick is the first after now
+  // (the database clock). InvalidArgument for a malformed name, interval,
+  // cron expression or time zone, neither or both of `every` and `cron`, or
+  // an item the queue would refuse (ValidateSchedule); NotFound for an
+  // unknown queue; AlreadyExists for a name the schema has. Nothing is
+  // written on error.
+  virtual absl::Status AddSchedule(const ScheduleSpec& spec) {
+    return absl::UnimplementedError("schedules need PostgreSQL");
+  }
+  // The schedules of `queue` (all queues' when empty), by name. NotFound for
+  // an unknown queue.
+  virtual absl::StatusOr<std::vector<Schedule>> ListSchedules(absl::string_view queue) {
+    return absl::UnimplementedError("schedules need PostgreSQL");
+  }
+  // NotFound for a name the schema does not have. A tick being fired at the
+  // moment still enqueues its item (the delete waits for it).
+  virtual absl::Status DeleteSchedule(absl::string_view name) {
+    return absl::UnimplementedError("schedules need PostgreSQL");
+  }
+  // Fires every schedule of `queue` whose next tick has come (the database
+  // clock), each in one transaction that locks its row (schedules another
+  // caller is firing are skipped, not waited for), enqueues one item through
+  // the same path as Enqueue (parts, notices, dedup) and moves the next tick
+  // on by compare-and-set, so a tick fires once however many callers race.
+  // Missed ticks: PlanFiring (schedule/timing.h). A schedule whose stored
+  // timing does not parse gets Schedule::error and no next tick (it stops
+  // firing until it is added again). Meant for the workers of the queue
+  // (consumer/schedule_firer.h). NotFound for an unknown queue.
+  virtual absl::StatusOr<FiredSchedules> FireSchedules(absl::string_view queue) {
+    return absl::UnimplementedError("schedules need PostgreSQL");
   }
 };
 

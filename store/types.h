@@ -154,6 +154,58 @@ struct EnqueueResult {
   bool duplicate = false;  // dedup key matched a live item; id is that item
 };
 
+// A schedule: an item for `queue` at every tick, fired by the queue's
+// workers exactly once per tick (Store::FireSchedules, docs/architecture.md).
+struct ScheduleSpec {
+  // Unique in the schema (not per queue): `partq schedule delete NAME`
+  // needs no queue, and the name reads the same in metrics and dedup keys
+  // whichever queue it feeds. Validated as a queue name is.
+  std::string name;
+  std::string queue;
+  // Exactly one of the two (schedule/timing.h): an interval of whole
+  // seconds (ticks on multiples of it since the Unix epoch), or a cron
+  // expression read in `time_zone` (an IANA name; empty: UTC).
+  absl::Duration every = absl::ZeroDuration();
+  std::string cron;
+  std::string time_zone;
+  // What each tick enqueues. Its dedup key is schedule:NAME:TICK (TICK as
+  // FormatTick, RFC 3339 UTC), a second guard against a tick firing twice.
+  std::string payload;
+  std::optional<std::string> key;
+  int priority = 0;
+};
+
+// A schedule as stored, with what its workers did with it.
+struct Schedule {
+  ScheduleSpec spec;
+  absl::Time created_at;
+  // The next tick to fire; nullopt when none was computed yet (one added
+  // through the SQL API, whose first worker computes it) or the expression
+  // never fires.
+  std::optional<absl::Time> next_tick;
+  std::optional<absl::Time> last_tick;  // the last tick fired
+  int64_t fired = 0;                    // ticks fired (items enqueued)
+  int64_t missed = 0;                   // due ticks skipped while no worker ran
+  // Why workers cannot fire it (an expression written through the SQL API
+  // that the C++ parser refuses); empty when fine.
+  std::string error;
+};
+
+// One tick fired by Store::FireSchedules.
+struct ScheduleFiring {
+  std::string name;
+  absl::Time tick;
+  int64_t missed = 0;  // due ticks before `tick` skipped in the same firing
+  EnqueueResult item;  // duplicate: the dedup key said the tick had fired
+};
+struct FiredSchedules {
+  std::vector<ScheduleFiring> fired;
+  absl::Time db_now;  // the database clock when the schedules were read
+  // The earliest next tick among the queue's schedules after these
+  // firings; nullopt when it has none.
+  std::optional<absl::Time> next_due;
+};
+
 // A message for Kafka, published through the outbox (Tx::Publish) by `partq
 // bridge publish`.
 struct OutboxEvent {

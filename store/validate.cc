@@ -185,4 +185,55 @@ absl::Status ValidateGroupId(absl::string_view id) {
   return ValidateKeyText("group id", id);
 }
 
+absl::StatusOr<Timing> ValidateSchedule(const ScheduleSpec& spec, int64_t max_payload_bytes) {
+  auto bad_name = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid schedule name \"", absl::CHexEscape(spec.name), "\": ", why,
+                     " (use 1-63 letters, digits, '_', '.' or '-', starting with a letter "
+                     "or digit)"));
+  };
+  if (absl::Status st = CheckNameChars(spec.name, 63, bad_name); !st.ok()) return st;
+  if (!absl::ascii_isalnum(static_cast<unsigned char>(spec.name[0]))) {
+    return bad_name("it must start with a letter or digit");
+  }
+  if (absl::Status st = ValidateQueueName(spec.queue); !st.ok()) return st;
+  const bool every = spec.every != absl::ZeroDuration();
+  if (every == !spec.cron.empty()) {
+    return absl::InvalidArgumentError(
+        every ? "give either --every or --cron, not both"
+              : "a schedule needs --every DURATION or --cron 'MIN HOUR DOM MON DOW'");
+  }
+  absl::StatusOr<Timing> timing;
+  if (every) {
+    if (!spec.time_zone.empty()) {
+      return absl::InvalidArgumentError(
+          "--tz applies to --cron only (an --every interval ticks on multiples of it since the "
+          "Unix epoch, the same in every time zone)");
+    }
+    timing = Timing::Every(spec.every);
+  } else {
+    timing = Timing::Cron(spec.cron, spec.time_zone);
+  }
+  if (!timing.ok()) return timing.status();
+  // Every tick's item has a dedup key of the same length.
+  if (absl::Status st = ValidateNewItem(ScheduledItem(spec, absl::UnixEpoch()), max_payload_bytes);
+      !st.ok()) {
+    return st;
+  }
+  return timing;
+}
+
+std::string ScheduleDedupKey(absl::string_view name, absl::Time tick) {
+  return absl::StrCat("schedule:", name, ":", FormatTick(tick));
+}
+
+NewItem ScheduledItem(const ScheduleSpec& spec, absl::Time tick) {
+  NewItem item;
+  item.payload = spec.payload;
+  item.key = spec.key;
+  item.priority = spec.priority;
+  item.dedup_key = ScheduleDedupKey(spec.name, tick);
+  return item;
+}
+
 }  // namespace partq

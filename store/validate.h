@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "schedule/timing.h"
 #include "store/types.h"
 
 namespace partq {
@@ -46,6 +48,16 @@ inline constexpr size_t kMaxGroupIdBytes = 200;
 absl::Status ValidateGroupId(absl::string_view id);
 // Item ids a caller names (Store::CancelItems): each at least 1, as ids are.
 absl::Status ValidateItemIds(const std::vector<int64_t>& ids);
+
+// A schedule (Store::AddSchedule): its name (as a queue name), the queue
+// name, exactly one of `every` and `cron`, a time zone only with `cron`,
+// and the item each tick enqueues (ValidateNewItem with its dedup key).
+// Returns its timing; InvalidArgument saying what is wrong.
+absl::StatusOr<Timing> ValidateSchedule(const ScheduleSpec& spec, int64_t max_payload_bytes);
+// The item one tick of `spec` enqueues.
+NewItem ScheduledItem(const ScheduleSpec& spec, absl::Time tick);
+// Its dedup key: schedule:NAME:TICK.
+std::string ScheduleDedupKey(absl::string_view name, absl::Time tick);
 
 }  // namespace partq
 

@@ -27,6 +27,7 @@
 #include "pg/migrations.h"
 #include "pg/pg_store.h"
 #include "producer/producer.h"
+#include "tests/store/store_test_util.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
 #include "tests/testing/wait.h"
@@ -788,6 +789,108 @@ TEST_F(SqlApiTest, BadArgumentsFailWithTheCppProducersMessages) {
 
 // DeleteQueue (C++) holds items' SHARE ROW EXCLUSIVE lock while it deletes
 // the queue: an enqueue through SQL waits for it, then finds no queue.
+// Schedules added through SQL (migration 15): the store lists them, and the
+// first worker to look computes the first tick (SQL has no cron parser).
+TEST_F(SqlApiTest, SchedulesAddedThroughSqlAreTheStoresAndGetTheirFirstTickFromAWorker) {
+  CreateQueue("q", 4);
+  Run("SELECT {schema}.add_schedule('hourly', 'q', 'ping', every => '1 hour', key => 'k', "
+      "priority => 2)");
+  Run("SELECT {schema}.add_schedule('berlin', 'q', '\\x00ff'::bytea, cron => ' 30 2 * * * ', "
+      "time_zone => 'Europe/Berlin')");
+  auto store = schema_.NewStore();
+  ASSERT_OK_AND_ASSIGN(std::vector<Schedule> all, store->ListSchedules("q"));
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].spec.name, "berlin");
+  EXPECT_EQ(all[0].spec.cron, "30 2 * * *");
+  EXPECT_EQ(all[0].spec.payload, std::string("\x00\xff", 2));
+  EXPECT_EQ(all[1].spec.every, absl::Hours(1));
+  EXPECT_EQ(all[1].spec.key, "k");
+  EXPECT_EQ(all[1].spec.priority, 2);
+  EXPECT_FALSE(all[0].next_tick.has_value());
+  EXPECT_FALSE(all[1].next_tick.has_value());
+
+  ASSERT_OK_AND_ASSIGN(FiredSchedules f, store->FireSchedules("q"));
+  EXPECT_TRUE(f.fired.empty());
+  ASSERT_OK_AND_ASSIGN(all, store->ListSchedules("q"));
+  ASSERT_TRUE(all[0].next_tick.has_value() && all[1].next_tick.has_value());
+  // 02:30 in Berlin: 00:30 or 01:30 UTC; the hourly one on the next hour.
+  const int64_t berlin = absl::ToUnixSeconds(*all[0].next_tick) % 86400;
+  EXPECT_TRUE(berlin == 1800 || berlin == 5400) << *all[0].next_tick;
+  EXPECT_EQ(absl::ToUnixSeconds(*all[1].next_tick) % 3600, 0);
+  EXPECT_GT(*all[1].next_tick, all[1].created_at);
+  EXPECT_LE(*all[1].next_tick, all[1].created_at + absl::Hours(1));
+
+  pqxx::result listed = Run("SELECT name, queue, fired FROM {schema}.list_schedules('q')");
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0][0].as<std::string>(), "berlin");
+  EXPECT_EQ(Run("SELECT count(*) FROM {schema}.list_schedules()")[0][0].as<int>(), 2);
+  Run("SELECT {schema}.delete_schedule('berlin')");
+  ASSERT_OK_AND_ASSIGN(all, store->ListSchedules(""));
+  EXPECT_EQ(all.size(), 1u);
+}
+
+// SQL checks the field count and characters of a cron expression; a field
+// only the C++ parser refuses stops the schedule with its error instead of
+// firing it wrongly.
+TEST_F(SqlApiTest, ACronFieldOnlyTheParserRefusesStopsTheScheduleWithTheError) {
+  CreateQueue("q", 1);
+  Run("SELECT {schema}.add_schedule('odd', 'q', 'x', cron => '99 * * * *')");
+  auto store = schema_.NewStore();
+  ASSERT_OK_AND_ASSIGN(FiredSchedules f, store->FireSchedules("q"));
+  EXPECT_TRUE(f.fired.empty());
+  EXPECT_FALSE(f.next_due.has_value());
+  ASSERT_OK_AND_ASSIGN(std::vector<Schedule> all, store->ListSchedules("q"));
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].error, "cron field 1 (minute): 99 is out of range 0-59");
+  EXPECT_FALSE(all[0].next_tick.has_value());
+  EXPECT_EQ(all[0].fired, 0);
+  EXPECT_EQ(Left("q"), 0);
+}
+
+TEST_F(SqlApiTest, BadScheduleArgumentsFailWithTheStoresMessages) {
+  CreateQueue("q", 1);
+  Run("SELECT {schema}.add_schedule('taken', 'q', 'x', every => '1 minute')");
+  struct Case {
+    std::string sql, state, says;
+  };
+  const Case bad[] = {
+      {"SELECT {schema}.add_schedule('s', 'nope', 'x', every => '1 s')", "42704",
+       "unknown queue \"nope\""},
+      {"SELECT {schema}.add_schedule('s', 'q', 'x', cron => '0 */5 * * * *')", "22023",
+       "cron expression \"0 */5 * * * *\" has 6 fields; partq takes 5: minute hour "
+       "day-of-month month day-of-week (no seconds or year field)"},
+      {"SELECT {schema}.add_schedule('s', 'q', 'x', cron => '* * * *')", "22023", "has 4 fields"},
+      {"SELECT {schema}.add_schedule('s', 'q', 'x', cron => '* * ? * *')", "22023",
+       "cron field 3 (day-of-month): \"?\" has characters cron does not use"},
+      {"SELECT {schema}.add_schedule('s', 'q', 'x', every => '0 s')", "22023",
+       "the interval must be a whole number of seconds from 1s to 366 days"},
+      {"SELECT {schema}.add_schedule('s', 'q', 'x', every => '1.5 s')", "22023",
+       "the interval must be a whole number of seconds"},
+      {"SELECT {schema}.add_schedule('s', 'q', 'x', every => '1 s', cron => '* * * * *')",
+       "22023", "give either every or cron, not both"},
+      {"SELECT {schema}.add_schedule('s', 'q', 'x')", "22023", "a schedule needs every"},
+      {"SELECT {schema}.add_schedule('s', 'q', 'x', cron => '* * * * *', "
+       "time_zone => 'Europe/Nowhere')",
+       "22023", "unknown time zone \"Europe/Nowhere\""},
+      {"SELECT {schema}.add_schedule('s', 'q', 'x', every => '1 s', time_zone => 'UTC')",
+       "22023", "time_zone applies to cron only"},
+      {"SELECT {schema}.add_schedule('taken', 'q', 'x', every => '1 s')", "23505",
+       "schedule \"taken\" already exists (on queue \"q\")"},
+      {"SELECT {schema}.add_schedule('bad name', 'q', 'x', every => '1 s')", "22023",
+       "invalid schedule name \"bad name\""},
+      {"SELECT {schema}.add_schedule('s', 'q', 'x', every => '1 s', priority => 40000)", "22023",
+       "priority 40000 is out of range"},
+      {"SELECT {schema}.delete_schedule('nope')", "42704", "unknown schedule \"nope\""},
+      {"SELECT * FROM {schema}.list_schedules('nope')", "42704", "unknown queue \"nope\""},
+  };
+  for (const Case& c : bad) {
+    auto [state, message] = Fails(c.sql);
+    EXPECT_EQ(state, c.state) << c.sql << ": " << message;
+    EXPECT_TRUE(absl::StrContains(message, c.says)) << c.sql << ": " << message;
+  }
+  EXPECT_EQ(Run("SELECT count(*) FROM {schema}.schedules")[0][0].as<int>(), 1);
+}
+
 TEST_F(SqlApiTest, AnEnqueueWaitsForTheDeleteOfItsQueueAndThenFails) {
   CreateQueue("q", 4);
   // Holds the queue row, so the delete stops right after taking its lock on

@@ -1,0 +1,98 @@
+// Fires a queue's schedules (Store::FireSchedules) from one worker of the
+// queue at a time: the one whose session owns part 0, as the queue
+// collector does (coordinator/queue_collector.h). docs/architecture.md
+// ("Schedules") says why each tick then gives exactly one item.
+//
+// Cost: the firer asks the database once per due tick (it sleeps until the
+// earliest next tick the last round reported, read as a distance on the
+// database clock, so the clocks need not agree) and otherwise once per
+// `poll_interval`, which is also how soon a schedule added meanwhile starts
+// firing. Workers that do not own part 0 never ask. When part 0 comes to
+// this worker (Poke) it looks at once: ticks that came due while no worker
+// ran fire then, once (schedule/timing.h, PlanFiring). The firer holds a
+// connection of its own while it is the firer, none otherwise.
+//
+// A store that keeps no schedules (Store::FireSchedules is Unimplemented)
+// ends the firer's rounds quietly.
+//
+// Lifecycle (base/service.h): Start() starts one thread; Stop() joins it;
+// safe before Start and twice. Poke, RunOnce and the counts are
+// thread-safe.
+#ifndef PARTQ_CONSUMER_SCHEDULE_FIRER_H_
+#define PARTQ_CONSUMER_SCHEDULE_FIRER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/clock.h"
+#include "base/service.h"
+#include "store/store.h"
+
+namespace partq {
+
+class ConsumerMetrics;
+
+struct ScheduleFirerOptions {
+  std::string queue;
+  // With no tick due sooner, ask the database this often.
+  absl::Duration poll_interval = absl::Seconds(5);
+  // After a failed round (the database is away), try again this soon.
+  absl::Duration retry_backoff = absl::Seconds(1);
+  // Reads, and waits between rounds; must outlive the firer.
+  Clock* clock = Clock::Real();
+};
+
+class ScheduleFirer {
+ public:
+  // `is_firer` is asked before every round (does this worker own part 0?);
+  // `metrics` may be null, else it must outlive the firer.
+  ScheduleFirer(StoreFactory factory, ScheduleFirerOptions options, std::function<bool()> is_firer,
+                ConsumerMetrics* metrics = nullptr);
+  ~ScheduleFirer();
+  ScheduleFirer(const ScheduleFirer&) = delete;
+  ScheduleFirer& operator=(const ScheduleFirer&) = delete;
+
+  void Start();
+  void Stop();
+  // Runs a round now rather than at the planned time (part 0 came to us).
+  void Poke();
+
+  // One round: fires what is due if this worker is the firer. Returns when
+  // the next round is due, on the options' clock (InfiniteFuture: never,
+  // the store keeps no schedules).
+  absl::Time RunOnce();
+
+  // Ticks fired and missed ticks counted by this firer so far.
+  int64_t fired() const;
+  int64_t missed() const;
+
+ private:
+  void Run();
+
+  const StoreFactory factory_;
+  const ScheduleFirerOptions options_;
+  Clock* const clock_;
+  const std::function<bool()> is_firer_;
+  ConsumerMetrics* const metrics_;
+
+  absl::Mutex store_mu_;  // RunOnce may run on the thread and in tests
+  std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);
+
+  mutable absl::Mutex mu_;
+  StartStop lifecycle_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t fired_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t missed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace partq
+
+#endif  // PARTQ_CONSUMER_SCHEDULE_FIRER_H_
