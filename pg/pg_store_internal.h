@@ -267,6 +267,8 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) override;
   absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
                                        const std::vector<int64_t>& ids) override;
+  absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
+                                     const std::vector<int64_t>& ids) override;
 
   // Kafka bridge (pg_store_kafka.cc).
   absl::StatusOr<int64_t> IngestKafka(const KafkaIngestRequest& request) override;

@@ -1236,8 +1236,8 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                      BoolArray(a->o_dead), IntArray(a->o_delays), BoolArray(a->o_refund),
                      TextArray(a->o_errors), std::max(1, request.max_attempts), next->parts,
                      next->epochs, next->after_prio, next->after_id, next->limits, next->ordered,
-                     next->suspect, next->fly_parts, next->fly_ids, next->limit,
-                     next->cursor_prio, next->cursor_id, next->records, next->behind);
+                     next->suspect, next->fly_parts, next->fly_ids, next->limit, next->cursor_prio,
+                     next->cursor_id, next->records, next->behind);
           } else {
             r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,
@@ -1514,11 +1514,12 @@ absl::StatusOr<std::vector<DeadItem>> PgStore::ListDead(absl::string_view queue,
     for (const pqxx::row& r : tx.exec_params(WithSchema(R"sql(
 SELECT id, part, key, dedup_key, attempts,
        (date_part('epoch', enqueued_at) * 1000000)::bigint,
-       (date_part('epoch', failed_at) * 1000000)::bigint, last_error, octet_length(payload)
+       (date_part('epoch', failed_at) * 1000000)::bigint, last_error, octet_length(payload),
+       substring(payload FROM 1 FOR $3)
 FROM {schema}.dead_items WHERE queue = $1
 ORDER BY failed_at DESC, id DESC LIMIT $2)sql",
                                                         options_.schema),
-                                             q, limit)) {
+                                             q, limit, kDeadPayloadHead)) {
       DeadItem d;
       d.id = r[0].as<int64_t>();
       d.part = r[1].as<int>();
@@ -1529,6 +1530,7 @@ ORDER BY failed_at DESC, id DESC LIMIT $2)sql",
       d.failed_at = absl::FromUnixMicros(r[6].as<int64_t>());
       d.last_error = r[7].as<std::string>();
       d.payload_bytes = r[8].as<int64_t>();
+      DecodeBytea(absl::string_view(r[9].c_str(), r[9].size()), &d.payload_head);
       out.push_back(std::move(d));
     }
     return out;
@@ -1586,6 +1588,29 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM asked) - (SELECT count
     out.requeued = r[0].as<int64_t>();
     out.kept = r[1].as<int64_t>();
     return out;
+  });
+}
+
+absl::StatusOr<int64_t> PgStore::DeleteDead(absl::string_view queue,
+                                            const std::vector<int64_t>& ids) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("delete dead items", [&]() -> absl::StatusOr<int64_t> {
+    // The queue check and the delete in one statement, one snapshot. Dead
+    // items that die meanwhile are not in it and stay: "all" is all that
+    // were dead when the delete began.
+    PgWork<> tx(*conn_, options_.transaction_pooler);
+    const pqxx::row r = tx.exec_params1(WithSchema(R"sql(
+WITH q AS (SELECT 1 FROM {schema}.queues WHERE name = $1),
+gone AS (
+  DELETE FROM {schema}.dead_items d
+  WHERE d.queue = $1 AND (cardinality($2::bigint[]) = 0 OR d.id = ANY($2::bigint[]))
+  RETURNING 1)
+SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM gone))sql",
+                                                   options_.schema),
+                                        std::string(queue), IntArray(ids));
+    if (r[0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
+    tx.commit();
+    return r[1].as<int64_t>();
   });
 }
 

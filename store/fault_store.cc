@@ -65,7 +65,8 @@ class FaultStore : public Store {
   }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
-    return Call("ReleaseClaims", [&] { return inner_->ReleaseClaims(queue, session, incarnation); });
+    return Call("ReleaseClaims",
+                [&] { return inner_->ReleaseClaims(queue, session, incarnation); });
   }
   absl::Status NotifyGroup(absl::string_view queue) override {
     return Call("NotifyGroup", [&] { return inner_->NotifyGroup(queue); });
@@ -107,6 +108,10 @@ class FaultStore : public Store {
   absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
                                        const std::vector<int64_t>& ids) override {
     return Call("RequeueDead", [&] { return inner_->RequeueDead(queue, ids); });
+  }
+  absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
+                                     const std::vector<int64_t>& ids) override {
+    return Call("DeleteDead", [&] { return inner_->DeleteDead(queue, ids); });
   }
 
  private:
