@@ -1236,8 +1236,8 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                      BoolArray(a->o_dead), IntArray(a->o_delays), BoolArray(a->o_refund),
                      TextArray(a->o_errors), std::max(1, request.max_attempts), next->parts,
                      next->epochs, next->after_prio, next->after_id, next->limits, next->ordered,
-                     next->suspect, next->fly_parts, next->fly_ids, next->limit, next->cursor_prio,
-                     next->cursor_id, next->records, next->behind);
+                     next->suspect, next->fly_parts, next->fly_ids, next->limit,
+                     next->cursor_prio, next->cursor_id, next->records, next->behind);
           } else {
             r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,

@@ -65,8 +65,7 @@ class FaultStore : public Store {
   }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
-    return Call("ReleaseClaims",
-                [&] { return inner_->ReleaseClaims(queue, session, incarnation); });
+    return Call("ReleaseClaims", [&] { return inner_->ReleaseClaims(queue, session, incarnation); });
   }
   absl::Status NotifyGroup(absl::string_view queue) override {
     return Call("NotifyGroup", [&] { return inner_->NotifyGroup(queue); });
