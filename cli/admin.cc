@@ -646,7 +646,9 @@ int CmdDead(const std::vector<std::string>& argv) {
   if (sub == "list") {
     constexpr char kUsage[] = "usage: partq dead list QUEUE [--limit 20] [--json]";
     if (auto u = WrongPositionals(pos, 1, {"QUEUE"}, kUsage)) return *u;
-    if (args->Has("all")) return Usage(absl::StrCat("--all goes with dead requeue (", kUsage, ")"));
+    if (args->Has("all")) {
+      return Usage(absl::StrCat("--all goes with dead requeue and delete (", kUsage, ")"));
+    }
     auto limit = args->Int("limit", 20, 1, 100000);
     if (!limit.ok()) return Fail(limit.status());
     auto store = ConnectChecked(*args);
@@ -687,10 +689,11 @@ int CmdDead(const std::vector<std::string>& argv) {
     }
     return 0;
   }
-  if (sub == "requeue") {
+  if (sub == "requeue" || sub == "delete") {
     const bool all = args->Has("all");
     if (pos.size() < 2 || (all == (pos.size() > 2))) {
-      return Usage("usage: partq dead requeue QUEUE ID... | partq dead requeue QUEUE --all");
+      return Usage(absl::StrCat("usage: partq dead ", sub, " QUEUE ID... | partq dead ", sub,
+                                " QUEUE --all"));
     }
     std::vector<int64_t> ids;
     for (size_t i = 2; i < pos.size(); ++i) {
@@ -702,6 +705,18 @@ int CmdDead(const std::vector<std::string>& argv) {
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
+    if (sub == "delete") {
+      auto n = (*store)->DeleteDead(pos[1], ids);
+      if (!n.ok()) return Fail(n.status());
+      printf("deleted %s\n", Count(*n, "dead item").c_str());
+      const int64_t missing = all ? 0 : static_cast<int64_t>(ids.size()) - *n;
+      if (missing > 0) {
+        return Fail(absl::NotFoundError(
+            absl::StrCat(missing, " of the ", ids.size(), " ids are not dead items of ", pos[1],
+                         " (`partq dead list ", pos[1], "` shows them)")));
+      }
+      return 0;
+    }
     auto r = (*store)->RequeueDead(pos[1], ids);
     if (!r.ok()) return Fail(r.status());
     printf("requeued %s", Count(r->requeued, "item").c_str());
@@ -721,9 +736,11 @@ int CmdDead(const std::vector<std::string>& argv) {
   }
   if (!sub.empty()) {
     return Usage(absl::StrCat("unknown dead subcommand \"", sub,
-                              "\": list QUEUE or requeue QUEUE ID...|--all"));
+                              "\": list QUEUE, requeue QUEUE ID...|--all or delete QUEUE "
+                              "ID...|--all"));
   }
-  return Usage("dead needs a subcommand: list QUEUE or requeue QUEUE ID...|--all");
+  return Usage(
+      "dead needs a subcommand: list QUEUE, requeue QUEUE ID...|--all or delete QUEUE ID...|--all");
 }
 
 }  // namespace partq::cli
