@@ -17,7 +17,7 @@ namespace partq::cli {
 absl::StatusOr<ServedConsole> ServeConsole(const std::string& listen, const PgOptions& pg,
                                            bool read_only,
                                            const std::optional<std::string>& token_file,
-                                           const std::string& flag) {
+                                           const std::string& flag, const std::string& token_flag) {
   console::ConsoleOptions o;
   o.read_only = read_only;
   if (token_file) {
@@ -25,7 +25,8 @@ absl::StatusOr<ServedConsole> ServeConsole(const std::string& listen, const PgOp
     if (!token.ok()) return token.status();
     o.token = *token;
   }
-  if (absl::Status st = console::CheckListenAddress(ListenHost(listen), o.token.has_value());
+  if (absl::Status st =
+          console::CheckListenAddress(ListenHost(listen), o.token.has_value(), token_flag);
       !st.ok()) {
     return st;
   }
@@ -72,8 +73,8 @@ int CmdConsole(const std::vector<std::string>& argv) {
   }
   const std::string listen = args->GetOr("listen", "127.0.0.1:8080");
   InstallStopSignals();
-  absl::StatusOr<ServedConsole> served =
-      ServeConsole(listen, *pg, args->Has("read-only"), args->Get("token-file"), "--listen");
+  absl::StatusOr<ServedConsole> served = ServeConsole(
+      listen, *pg, args->Has("read-only"), args->Get("token-file"), "--listen", "--token-file");
   if (!served.ok()) return Fail(served.status());
   const std::string host = ListenHost(listen);
   fprintf(stderr, "partq: console on http://%s%s/ (%s)\n",

@@ -26,11 +26,12 @@ struct ServedConsole {
 
 // Reads the token (if `token_file`), refuses a non-loopback `listen` without
 // one (console::CheckListenAddress), then serves a console over `pg` on
-// `listen` and starts its poller. `flag` names the address in errors.
+// `listen` and starts its poller. `flag` and `token_flag` name the address
+// and the token file in errors.
 absl::StatusOr<ServedConsole> ServeConsole(const std::string& listen, const PgOptions& pg,
                                            bool read_only,
                                            const std::optional<std::string>& token_file,
-                                           const std::string& flag);
+                                           const std::string& flag, const std::string& token_flag);
 
 }  // namespace partq::cli
 

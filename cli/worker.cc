@@ -118,8 +118,9 @@ int CmdWorker(const std::vector<std::string>& argv) {
   // The web console in this process, on its own port: a pod can serve it.
   std::optional<ServedConsole> console;
   if (auto addr = args->Get("console-listen")) {
-    auto served = ServeConsole(*addr, *pg, args->Has("console-read-only"),
-                               args->Get("console-token-file"), "--console-listen");
+    auto served =
+        ServeConsole(*addr, *pg, args->Has("console-read-only"), args->Get("console-token-file"),
+                     "--console-listen", "--console-token-file");
     if (!served.ok()) return Fail(served.status());
     console = std::move(*served);
   } else if (args->Has("console-read-only") || args->Has("console-token-file")) {

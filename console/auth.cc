@@ -55,12 +55,13 @@ bool IsLoopbackHost(absl::string_view host) {
   return (ntohl(ip.s_addr) >> 24) == 127;
 }
 
-absl::Status CheckListenAddress(absl::string_view host, bool has_token) {
+absl::Status CheckListenAddress(absl::string_view host, bool has_token,
+                                absl::string_view token_flag) {
   if (has_token || IsLoopbackHost(host)) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "refusing to serve the console on \"", host.empty() ? "*" : host,
-      "\" (reachable from other machines) without a token: give --token-file FILE (e.g. made "
-      "with `openssl rand -hex 32 > FILE`), or listen on 127.0.0.1"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("refusing to serve the console on \"", host.empty() ? "*" : host,
+                   "\" (reachable from other machines) without a token: give ", token_flag,
+                   " FILE (e.g. made with `openssl rand -hex 32 > FILE`), or listen on 127.0.0.1"));
 }
 
 }  // namespace partq::console
