@@ -55,11 +55,13 @@ function secs(s) {
 function num(n) { return n === null || n === undefined ? '–' : n.toLocaleString('en-US'); }
 function rate(r) { return r === null || r === undefined ? '–' : (r > 0 ? '+' : '') + r.toFixed(1); }
 
-// A colour per session, stable across redraws: its id hashed to a hue.
+// A colour per session, stable across redraws: the sessions this tab has seen
+// take hues in turn, each 137.5° (the golden angle) from the last, so any few
+// of them are far apart on the wheel.
+const hues = new Map();
 function hue(id) {
-  let h = 2166136261;
-  for (let i = 0; i < id.length; i++) { h ^= id.charCodeAt(i); h = Math.imul(h, 16777619); }
-  return ((h >>> 0) * 0.618033988749895 % 1) * 360;
+  if (!hues.has(id)) hues.set(id, (hues.size * 137.508 + 200) % 360);
+  return hues.get(id);
 }
 // Lag shades the owner's colour: light with nothing waiting, darker as the
 // oldest ready item ages (log scale, darkest from 10 minutes).
