@@ -44,7 +44,10 @@ constexpr CommandUsage kCommands[] = {
      "               [--retry-max 10m] [--handler-ca FILE] [--log-level warning] [--quiet]\n"
      "               [--console-listen HOST:PORT [--console-token-file F] [--console-read-only]]\n"
      "      --console-listen serves the web console (as `partq console`) from this process\n"},
-    {"status", "  status QUEUE [--json]\n"},
+    {"status",
+     "  status QUEUE [--parts] [--json]          sessions, depth, age, dead-lettered/s; a line\n"
+     "                                           per part up to 64 parts, past that a summary\n"
+     "                                           by owner (--parts: every part; --json: all)\n"},
     {"console",
      "  console [--listen 127.0.0.1:8080] [--read-only] [--token-file FILE]\n"
      "      the web console: queues, part maps, sessions, dead items. Actions (pause,\n"

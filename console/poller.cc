@@ -192,7 +192,7 @@ absl::Status Poller::PollStatusOnce() {
     s.status = *std::move(st);
     s.status_at = now;
     s.status_took = now - start;
-    s.samples.push_back({now, t.ready + t.delayed + t.in_flight, t.dead});
+    s.samples.push_back({now, t.ready + t.delayed + t.in_flight});
     while (!s.samples.empty() && s.samples.front().at < now - options_.rate_window) {
       s.samples.pop_front();
     }
@@ -240,20 +240,6 @@ std::optional<double> BacklogRate(const std::deque<Sample>& samples, absl::Durat
   if (!span) return std::nullopt;
   return (span->second->backlog - span->first->backlog) /
          absl::ToDoubleSeconds(span->second->at - span->first->at);
-}
-
-std::optional<double> DeadRate(const std::deque<Sample>& samples, absl::Duration window) {
-  auto span = Span(samples, window);
-  if (!span) return std::nullopt;
-  int64_t added = 0;
-  bool in = false;
-  const Sample* prev = nullptr;
-  for (const Sample& s : samples) {
-    if (&s == span->first) in = true;
-    if (in && prev != nullptr) added += std::max<int64_t>(0, s.dead - prev->dead);
-    if (in) prev = &s;
-  }
-  return added / absl::ToDoubleSeconds(span->second->at - span->first->at);
 }
 
 }  // namespace partq::console

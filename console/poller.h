@@ -15,8 +15,8 @@
 // ~0.3 s and is then read every 12 s, not every 10.
 //
 // What it sees is what it sampled: a part that moved and moved back between
-// two owners rounds shows no hand-off, and rates are backlog changes between
-// status samples (no history is kept in the database).
+// two owners rounds shows no hand-off, and the backlog's rate is its change
+// between status samples (no history is kept in the database).
 //
 // Lifecycle (base/service.h): Start() starts both lanes; Stop() joins them;
 // safe before Start and twice. All methods are thread-safe.
@@ -62,7 +62,6 @@ struct Handoff {
 struct Sample {
   absl::Time at;        // the console's clock
   int64_t backlog = 0;  // ready + delayed + in flight
-  int64_t dead = 0;
 };
 
 struct QueueState {
@@ -135,10 +134,6 @@ class Poller {
 // `window` (from the oldest sample inside it to the newest); nullopt with
 // fewer than two samples there.
 std::optional<double> BacklogRate(const std::deque<Sample>& samples, absl::Duration window);
-// Dead items added per second over the last `window`: only increases count,
-// so a requeue or delete does not make it negative.
-std::optional<double> DeadRate(const std::deque<Sample>& samples, absl::Duration window);
-
 }  // namespace partq::console
 
 #endif  // PARTQ_CONSOLE_POLLER_H_

@@ -1447,6 +1447,7 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
       p.in_flight = row[5].as<int64_t>();
       p.dead = row[6].as<int64_t>();
       p.oldest_ready_age = absl::Microseconds(row[7].as<int64_t>());
+      p.dead_last_minute = row[8].as<int64_t>();
       status.parts.push_back(std::move(p));
     }
     for (const pqxx::row& row : Exec(tx, "status_horizon")) {

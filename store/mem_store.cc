@@ -504,7 +504,9 @@ class MemStore : public Store {
       }
     }
     for (const auto& [id, s] : db_->dead_) {
-      if (s.queue == q.name) ++out.parts[s.item.part].dead;
+      if (s.queue != q.name) continue;
+      ++out.parts[s.item.part].dead;
+      if (s.failed_at > out.db_now - absl::Minutes(1)) ++out.parts[s.item.part].dead_last_minute;
     }
     return out;
   }

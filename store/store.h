@@ -312,6 +312,10 @@ struct PartStatus {
   // taken since.
   int64_t in_flight = 0;
   int64_t dead = 0;
+  // Of `dead`, those dead-lettered in the last minute (database clock): the
+  // failure rate `partq status` shows. Items requeued or deleted since are
+  // not counted.
+  int64_t dead_last_minute = 0;
   absl::Duration oldest_ready_age;  // zero when none is ready
 };
 // What holds the database's vacuum horizon back: the oldest snapshot (a

@@ -104,7 +104,7 @@ async function drawQueues() {
   const msg = el('div', {class: 'msg', id: 'msg'});
   const head = el('tr', {}, ...['queue', 'parts', 'sessions', 'unowned parts', 'ready', 'delayed',
     'in flight', 'dead', 'oldest ready', 'backlog/s (1 min)', 'backlog/s (5 min)',
-    'dead/s (5 min)', 'state', ''].map((h) => el('th', {}, h)));
+    'dead/s (1 min)', 'state', ''].map((h) => el('th', {}, h)));
   const body = el('tbody', {});
   for (const q of j.queues) {
     const toggle = el('button', {
@@ -126,16 +126,18 @@ async function drawQueues() {
       el('td', {class: 'num'}, secs(q.oldest_ready_seconds)),
       el('td', {class: 'num'}, rate(q.backlog_per_second_1m)),
       el('td', {class: 'num'}, rate(q.backlog_per_second_5m)),
-      el('td', {class: 'num'}, rate(q.dead_per_second_5m)),
+      el('td', {class: 'num'}, rate(q.dead_per_second_1m)),
       el('td', {class: q.paused ? 'paused' : ''}, q.paused ? 'paused' : 'running'),
       el('td', {}, toggle)));
   }
   view.append(el('table', {id: 'queues'}, el('thead', {}, head), body), msg,
     el('p', {class: 'note'}, 'Counts come from one status read per queue every 10 s or more ' +
       '(spaced so that it never keeps the database busy more than 1/40 of the time); ' +
-      'ownership is read every second. Rates are what this console saw the backlog ' +
-      '(ready + delayed + in flight) and the dead items do between its reads: ' +
-      'a falling backlog is negative. Acked/s per worker is in its metrics (partq_items_acked_total).'));
+      'ownership is read every second. The backlog\'s rate is how this console saw it ' +
+      '(ready + delayed + in flight) change between its reads: negative while it falls. ' +
+      'Dead/s counts the items dead-lettered in the last minute (still dead). ' +
+      'The database keeps no count of acks: acked/s is in the workers\' metrics ' +
+      '(partq_items_acked_total).'));
   const errs = [j.owners_error, j.status_error].filter((e) => e);
   footer(errs.length ? 'database: ' + errs.join('; ') : `${j.queues.length} queue(s)`);
 }

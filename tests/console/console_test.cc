@@ -192,6 +192,11 @@ TEST_F(ConsoleTest, DeadItemsShowEscapedAndAreRequeuedAndDeletedByActions) {
   // markup stays text for the page to set as text.
   EXPECT_EQ(by_id[ids[0]]["payload"], "\\x00<script>alert(1)</script>\\xff\\\\");
   EXPECT_EQ(by_id[ids[0]]["error"], "boom\\x0a<b>bad</b>");
+  // The queue list's dead/s is the database's count of the last minute.
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  ASSERT_TRUE(console->poller().PollStatusOnce().ok());
+  EXPECT_DOUBLE_EQ(Body(console->Handle(Get("/api/queues")))["queues"][0]["dead_per_second_1m"],
+                   3 / 60.0);
 
   r = console->Handle(Post(*console, "/api/dead/requeue", {{"queue", "d"}, {"ids", {ids[1]}}}));
   ASSERT_EQ(r.code, 200) << r.body;

@@ -1849,13 +1849,19 @@ TEST_P(StoreConformance, StatusZeroFillsPartsAndCounts) {
       EXPECT_EQ(ps.ready, 0);
       EXPECT_EQ(ps.in_flight, 1);
       EXPECT_EQ(ps.dead, 1);
+      EXPECT_EQ(ps.dead_last_minute, 1) << "dead-lettered 10 s ago";
       EXPECT_EQ(ps.oldest_ready_age, absl::ZeroDuration()) << "none is ready";
     } else {
-      EXPECT_EQ(ps.ready + ps.delayed + ps.in_flight + ps.dead, 0) << p;
+      EXPECT_EQ(ps.ready + ps.delayed + ps.in_flight + ps.dead + ps.dead_last_minute, 0) << p;
       EXPECT_EQ(ps.oldest_ready_age, absl::ZeroDuration());
     }
   }
   EXPECT_EQ(store_->Status("nope").status().code(), absl::StatusCode::kNotFound);
+  // A minute on, the dead item is still dead but no longer recent.
+  harness_->Advance(absl::Seconds(61));
+  ASSERT_OK_AND_ASSIGN(s, store_->Status("q"));
+  EXPECT_EQ(s.parts[5].dead, 1);
+  EXPECT_EQ(s.parts[5].dead_last_minute, 0);
 }
 
 // --- dead items -------------------------------------------------------------------------
