@@ -86,19 +86,28 @@ void Poller::Run(Lane lane) {
   }
 }
 
+absl::Status Poller::Connect(std::unique_ptr<Store>& store) {
+  if (store) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<Store>> s = factory_();
+  if (!s.ok()) return s.status();
+  store = std::move(*s);
+  return absl::OkStatus();
+}
+
+absl::Status Poller::Failed(std::unique_ptr<Store>& store, std::string PollerState::*error,
+                            const absl::Status& st) {
+  store.reset();  // a new connection next round
+  absl::MutexLock l(&mu_);
+  state_.*error = std::string(st.message());
+  return st;
+}
+
 absl::Status Poller::PollOwnersOnce() {
   absl::MutexLock sl(&owners_store_mu_);
   auto fail = [&](const absl::Status& st) {
-    owners_store_.reset();  // a new connection next round
-    absl::MutexLock l(&mu_);
-    state_.owners_error = std::string(st.message());
-    return st;
+    return Failed(owners_store_, &PollerState::owners_error, st);
   };
-  if (!owners_store_) {
-    absl::StatusOr<std::unique_ptr<Store>> s = factory_();
-    if (!s.ok()) return fail(s.status());
-    owners_store_ = std::move(*s);
-  }
+  if (absl::Status st = Connect(owners_store_); !st.ok()) return fail(st);
   absl::StatusOr<std::vector<QueueConfig>> queues = owners_store_->ListQueues();
   if (!queues.ok()) return fail(queues.status());
   std::map<std::string, QueueOwners> read;
@@ -155,16 +164,9 @@ absl::Status Poller::PollOwnersOnce() {
 absl::Status Poller::PollStatusOnce() {
   absl::MutexLock sl(&status_store_mu_);
   auto fail = [&](const absl::Status& st) {
-    status_store_.reset();
-    absl::MutexLock l(&mu_);
-    state_.status_error = std::string(st.message());
-    return st;
+    return Failed(status_store_, &PollerState::status_error, st);
   };
-  if (!status_store_) {
-    absl::StatusOr<std::unique_ptr<Store>> s = factory_();
-    if (!s.ok()) return fail(s.status());
-    status_store_ = std::move(*s);
-  }
+  if (absl::Status st = Connect(status_store_); !st.ok()) return fail(st);
   // The queues the owners lane knows; before its first round, the list.
   std::vector<std::string> names;
   {

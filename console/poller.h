@@ -113,6 +113,12 @@ class Poller {
  private:
   enum class Lane { kOwners, kStatus };
   void Run(Lane lane);
+  // A lane's connection, made on first use and again after a failed round.
+  absl::Status Connect(std::unique_ptr<Store>& store);
+  // A failed round: drops the lane's connection and keeps `st` as its
+  // `error` for the pages. Returns `st`.
+  absl::Status Failed(std::unique_ptr<Store>& store, std::string PollerState::*error,
+                      const absl::Status& st) ABSL_LOCKS_EXCLUDED(mu_);
 
   const StoreFactory factory_;
   const PollerOptions options_;

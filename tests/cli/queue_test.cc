@@ -30,6 +30,17 @@ class QueueCommandTest : public ::testing::Test {
     EXPECT_EQ(r.code, 0) << r.err;
     return r.out;
   }
+  // Moves the queue's oldest item to the dead items, as Finish moves it.
+  void DeadLetterOldest(const std::string& queue) const {
+    schema_.Q(absl::StrCat(R"sql(
+    WITH d AS (DELETE FROM {schema}.items
+               WHERE id = (SELECT min(id) FROM {schema}.items WHERE queue = ')sql",
+                           queue, R"sql(')
+               RETURNING *)
+    INSERT INTO {schema}.dead_items (id, queue, part, key, dedup_key, priority, attempts,
+                                     enqueued_at, last_error, payload)
+    SELECT id, queue, part, key, dedup_key, priority, 1, enqueued_at, 'boom', payload FROM d)sql"));
+  }
   int64_t Count(const std::string& table, const std::string& where) const {
     return schema_.QInt(absl::StrCat("SELECT count(*) FROM {schema}.", table, " WHERE ", where));
   }
@@ -44,13 +55,7 @@ TEST_F(QueueCommandTest, DeleteRefusesAQueueThatHoldsWorkAndSaysToPassForce) {
   Ok({"enqueue", "orders", "--stdin"}, "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n");
   Ok({"enqueue", "orders", "--delay", "1h", "later"});
   // One of them dead-lettered (moved as Finish moves it).
-  schema_.Q(R"sql(
-    WITH d AS (DELETE FROM {schema}.items
-               WHERE id = (SELECT min(id) FROM {schema}.items WHERE queue = 'orders')
-               RETURNING *)
-    INSERT INTO {schema}.dead_items (id, queue, part, key, dedup_key, priority, attempts,
-                                     enqueued_at, last_error, payload)
-    SELECT id, queue, part, key, dedup_key, priority, 1, enqueued_at, 'boom', payload FROM d)sql");
+  DeadLetterOldest("orders");
 
   PartqResult r = Partq(With({"queue", "delete", "orders"}));
   EXPECT_EQ(r.code, 1);
@@ -194,13 +199,7 @@ TEST_F(QueueCommandTest, CreateOfAnExistingQueueWithOtherSettingsFailsAndShowsBo
 TEST_F(QueueCommandTest, StatusSummarisesManyPartsAndCountsRecentDeadItems) {
   Ok({"queue", "create", "wide", "--parts", "100"});
   Ok({"enqueue", "wide", "--stdin"}, "1\n2\n3\n");
-  schema_.Q(R"sql(
-    WITH d AS (DELETE FROM {schema}.items
-               WHERE id = (SELECT min(id) FROM {schema}.items WHERE queue = 'wide')
-               RETURNING *)
-    INSERT INTO {schema}.dead_items (id, queue, part, key, dedup_key, priority, attempts,
-                                     enqueued_at, last_error, payload)
-    SELECT id, queue, part, key, dedup_key, priority, 1, enqueued_at, 'boom', payload FROM d)sql");
+  DeadLetterOldest("wide");
   const std::string summary = Ok({"status", "wide"});
   EXPECT_TRUE(absl::StrContains(summary, "100 parts (the table of every part: --parts), by owner:"))
       << summary;
