@@ -398,7 +398,8 @@ int CmdQueue(const std::vector<std::string>& argv) {
 
 int CmdEnqueue(const std::vector<std::string>& argv) {
   auto args = Args::Parse(
-      argv, With(ConnectionFlags(), {"key", "priority", "delay", "dedup-key", "chunk"}), {"stdin"});
+      argv, With(ConnectionFlags(), {"key", "priority", "delay", "dedup-key", "chunk", "group"}),
+      {"stdin"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   const bool from_stdin = args->Has("stdin");
@@ -425,6 +426,10 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   NewItem item;
   if (auto k = args->Get("key")) item.key = *k;
   if (auto k = args->Get("dedup-key")) item.dedup_key = *k;
+  if (auto g = args->Get("group")) {
+    if (absl::Status st = ValidateGroupId(*g); !st.ok()) return Fail(st);
+    item.group = *g;
+  }
   // Refused here, naming the flag (with --stdin too, where --key is every
   // line's), rather than by the server's "invalid byte sequence".
   for (const char* flag : {"key", "dedup-key"}) {
@@ -441,6 +446,9 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
       args->Duration("delay", absl::ZeroDuration(), absl::ZeroDuration(), absl::Hours(24 * 365));
   if (!delay.ok()) return Fail(delay.status());
   item.delay = *delay;
+  if (item.group && item.delay > absl::ZeroDuration()) {
+    return Usage("--delay cannot be used with --group: a group's items run when it starts");
+  }
   auto chunk = args->Int("chunk", 50000, 1, 1000000);
   if (!chunk.ok()) return Fail(chunk.status());
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return Fail(st);
@@ -613,6 +621,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
                     {"paused", st->config.paused}};
     out["totals"] = {{"ready", t.ready},
                      {"delayed", t.delayed},
+                     {"held", t.held},
                      {"in_flight", t.in_flight},
                      {"dead", t.dead},
                      {"dead_last_minute", t.dead_last_minute},
@@ -641,11 +650,16 @@ int CmdStatus(const std::vector<std::string>& argv) {
            {"epoch", p.epoch.value},
            {"ready", p.ready},
            {"delayed", p.delayed},
+           {"held", p.held},
            {"in_flight", p.in_flight},
            {"dead", p.dead},
            {"dead_last_minute", p.dead_last_minute},
            {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
     }
+    out["groups"] = {{"held", st->groups.held},
+                     {"started", st->groups.started},
+                     {"ended", st->groups.ended},
+                     {"pending_items", st->groups.pending}};
     if (st->horizon) {
       out["vacuum_horizon"] = {{"holder", st->horizon->holder},
                                {"who", st->horizon->who},
@@ -666,6 +680,14 @@ int CmdStatus(const std::vector<std::string>& argv) {
          static_cast<long long>(t.ready), static_cast<long long>(t.delayed),
          static_cast<long long>(t.in_flight), static_cast<long long>(t.dead),
          t.ready > 0 ? Seconds(t.oldest_ready_age).c_str() : "-");
+  const QueueStatus::GroupCounts& g = st->groups;
+  if (g.held + g.started + g.ended > 0) {
+    printf("groups: %lld held (not started, %lld items), %lld started, %lld ended; %lld items "
+           "pending in those not ended (partq group list %s)\n",
+           static_cast<long long>(g.held), static_cast<long long>(t.held),
+           static_cast<long long>(g.started), static_cast<long long>(g.ended),
+           static_cast<long long>(g.pending), c.name.c_str());
+  }
   // The database keeps no count of acks (that would be a write on every
   // ack): acked/s is the workers' partq_items_acked_total. Dead items carry
   // the time they died, so their rate is exact (for those still dead).

@@ -91,6 +91,7 @@ int CmdWait(const std::vector<std::string>& argv);
 int CmdWorker(const std::vector<std::string>& argv);
 int CmdStatus(const std::vector<std::string>& argv);
 int CmdDead(const std::vector<std::string>& argv);
+int CmdGroup(const std::vector<std::string>& argv);
 int CmdDemo(const std::vector<std::string>& argv);
 int CmdBench(const std::vector<std::string>& argv);
 // `partq bench-peer exec|http`: a handler peer of `partq bench` (not in the help).

@@ -30,8 +30,18 @@ constexpr CommandUsage kCommands[] = {
      "  queue delete NAME [--force]              refused while it holds items or dead items;\n"
      "                                           --force deletes them with it\n"},
     {"enqueue",
-     "  enqueue QUEUE [--key K] [--priority N] [--delay 10s] [--dedup-key K] [PAYLOAD]\n"
-     "  enqueue QUEUE --stdin [--chunk N]        one payload per line, via COPY\n"},
+     "  enqueue QUEUE [--key K] [--priority N] [--delay 10s] [--dedup-key K] [--group ID]\n"
+     "                [PAYLOAD]\n"
+     "  enqueue QUEUE --stdin [--chunk N]        one payload per line, via COPY\n"
+     "      --group ID: the item belongs to queue group ID (created if new) and is held\n"
+     "      until `partq group start`; no --delay with it\n"},
+    {"group",
+     "  group create QUEUE ID [--end-queue Q [--end-payload JSON]]\n"
+     "      when the started group's last item is acked or dead, one item goes into Q\n"
+     "      (payload {queue, group, done, dead, cancelled, payload: JSON}), exactly once\n"
+     "  group start QUEUE ID                     its held items run; ends at once if empty\n"
+     "  group status QUEUE ID [--json]           pending (held, in flight), done, dead\n"
+     "  group list QUEUE [--all] [--limit 50] [--json]   open groups (--all: ended too)\n"},
     {"wait",
      "  wait QUEUE ITEM|--dedup-key K [--timeout 30s]\n"
      "      prints the item's result when it is done; exit 0 done, 3 not finished within\n"

@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   if (cmd == "worker") return CmdWorker(rest);
   if (cmd == "status") return CmdStatus(rest);
   if (cmd == "dead") return CmdDead(rest);
+  if (cmd == "group") return CmdGroup(rest);
   if (cmd == "demo") return CmdDemo(rest);
   if (cmd == "bench") return CmdBench(rest);
   if (cmd == "bench-peer") return CmdBenchPeer(rest);

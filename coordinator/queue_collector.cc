@@ -34,6 +34,24 @@ QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
           r, "partq_queue_delayed_items",
           std::string("Items waiting for their run time (delayed or retrying).") + kFromCollector,
           queue_)),
+      held_(Gauge(r, "partq_queue_held_items",
+                  std::string("Items of queue groups not started yet (partq group start).") +
+                      kFromCollector,
+                  queue_)),
+      groups_(prometheus::BuildGauge()
+                  .Name("partq_queue_groups")
+                  .Help(std::string("Queue groups by state: held (not started), started, ended "
+                                    "(kept until the queue is deleted).") +
+                        kFromCollector)
+                  .Register(r)),
+      groups_held_(groups_.Add({{"queue", queue_}, {"state", "held"}})),
+      groups_started_(groups_.Add({{"queue", queue_}, {"state", "started"}})),
+      groups_ended_(groups_.Add({{"queue", queue_}, {"state", "ended"}})),
+      group_pending_(Gauge(r, "partq_queue_group_pending_items",
+                           std::string("Items pending in the queue's groups that have not ended "
+                                       "(held, ready, delayed or in flight).") +
+                               kFromCollector,
+                           queue_)),
       in_flight_(Gauge(r, "partq_queue_in_flight_items",
                        std::string("Items claimed by a worker and not finished.") + kFromCollector,
                        queue_)),
@@ -176,6 +194,7 @@ QueueTotals SumUp(const QueueStatus& status) {
   for (const auto& p : status.parts) {
     t.ready += p.ready;
     t.delayed += p.delayed;
+    t.held += p.held;
     t.in_flight += p.in_flight;
     t.dead += p.dead;
     t.dead_last_minute += p.dead_last_minute;
@@ -189,6 +208,11 @@ void QueueCollector::Publish(const QueueStatus& status) {
   const QueueTotals t = SumUp(status);
   ready_.Set(static_cast<double>(t.ready));
   delayed_.Set(static_cast<double>(t.delayed));
+  held_.Set(static_cast<double>(t.held));
+  groups_held_.Set(static_cast<double>(status.groups.held));
+  groups_started_.Set(static_cast<double>(status.groups.started));
+  groups_ended_.Set(static_cast<double>(status.groups.ended));
+  group_pending_.Set(static_cast<double>(status.groups.pending));
   in_flight_.Set(static_cast<double>(t.in_flight));
   dead_.Set(static_cast<double>(t.dead));
   oldest_ready_age_.Set(absl::ToDoubleSeconds(t.oldest_ready_age));
@@ -202,7 +226,8 @@ void QueueCollector::Publish(const QueueStatus& status) {
 
 void QueueCollector::ZeroFill() {
   for (prometheus::Gauge* g :
-       {&ready_, &delayed_, &in_flight_, &dead_, &oldest_ready_age_, &unowned_parts_, &sessions_,
+       {&ready_, &delayed_, &held_, &groups_held_, &groups_started_, &groups_ended_,
+        &group_pending_, &in_flight_, &dead_, &oldest_ready_age_, &unowned_parts_, &sessions_,
         &paused_, &collector_, &duration_, &horizon_age_, &horizon_xids_}) {
     g->Set(0);
   }

@@ -70,7 +70,7 @@ namespace partq {
 // owns it: its owner's session may have expired without anyone (a live
 // member's heartbeat) having deleted it yet, and its items wait either way.
 struct QueueTotals {
-  int64_t ready = 0, delayed = 0, in_flight = 0, dead = 0;
+  int64_t ready = 0, delayed = 0, in_flight = 0, dead = 0, held = 0;
   int64_t dead_last_minute = 0;  // PartStatus::dead_last_minute, summed
   int64_t unowned_parts = 0;
   int64_t live_sessions = 0, expired_sessions = 0;
@@ -116,6 +116,14 @@ class QueueCollector {
 
   prometheus::Gauge& ready_;
   prometheus::Gauge& delayed_;
+  prometheus::Gauge& held_;
+  // partq_queue_groups{state="held"|"started"|"ended"}, and the items the
+  // groups not ended have pending.
+  prometheus::Family<prometheus::Gauge>& groups_;
+  prometheus::Gauge& groups_held_;
+  prometheus::Gauge& groups_started_;
+  prometheus::Gauge& groups_ended_;
+  prometheus::Gauge& group_pending_;
   prometheus::Gauge& in_flight_;
   prometheus::Gauge& dead_;
   prometheus::Gauge& oldest_ready_age_;

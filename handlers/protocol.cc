@@ -300,7 +300,9 @@ class ReplyParser {
   absl::StatusOr<EnqueueEffect> ParseEnqueue(const json& e, const std::string& path) {
     if (!e.is_object()) return WrongType(path, "an object", e);
     if (absl::Status st = KnownFields(
-            e, {"queue", "payload", "payload_encoding", "key", "dedup_key", "delay", "priority"},
+            e,
+            {"queue", "payload", "payload_encoding", "key", "dedup_key", "group", "delay",
+             "priority"},
             path);
         !st.ok()) {
       return st;
@@ -318,6 +320,9 @@ class ReplyParser {
     auto dedup_key = Text(e, "dedup_key", path, false);
     if (!dedup_key.ok()) return dedup_key.status();
     out.item.dedup_key = std::move(*dedup_key);
+    auto group = Text(e, "group", path, false);
+    if (!group.ok()) return group.status();
+    out.item.group = std::move(*group);
     auto delay = Seconds(e, "delay", path, limits_.max_delay);
     if (!delay.ok()) return delay.status();
     out.item.delay = delay->value_or(absl::ZeroDuration());
@@ -394,6 +399,7 @@ std::string EncodeRequest(const BatchRequest& request, absl::Span<const Item* co
     i["part"] = item->part;
     i["key"] = OptionalText(item->key);
     i["dedup_key"] = OptionalText(item->dedup_key);
+    i["group"] = OptionalText(item->group);
     i["priority"] = item->priority;
     i["attempt"] = item->attempts;
     i["max_attempts"] = request.max_attempts;

@@ -11,10 +11,37 @@ namespace {
 // made it (the notice naming the part) and migration 8 remade it (the
 // notice carrying the item's key too, Notice::from): `notice` is the
 // payload's SQL expression. Kept once, so the two cannot drift apart.
-std::string EnqueueItemFunction(absl::string_view notice) {
-  return absl::StrReplaceAll(R"sql(FUNCTION {schema}.enqueue_item(queue text, payload bytea, key text DEFAULT NULL,
+//
+// With `with_group` (migration 12) it takes a queue group's id too: the
+// group's row is held (created when missing) for the rest of the caller's
+// transaction, an item of a group not yet started is held back (run_at
+// 'infinity' until group_start), and the group counts it.
+std::string EnqueueItemFunction(absl::string_view notice, bool with_group = false) {
+  const absl::string_view group_param = with_group ? ",\n                                      group_id text DEFAULT NULL" : "";
+  const absl::string_view group_decl = with_group ? "\n  grp CONSTANT text := group_id;\n  held boolean := false;" : "";
+  const absl::string_view group_hold = with_group ? R"sql(
+  IF grp IS NOT NULL THEN
+    IF d > interval '0' THEN
+      RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
+        'an item of a group runs when its group starts; it cannot have a delay (group "%s")', grp);
+    END IF;
+    held := NOT {schema}.group_hold(q, grp);
+  END IF;)sql" : "";
+  const absl::string_view insert_cols = with_group ? ", group_id" : "";
+  const absl::string_view insert_vals = with_group ? ", grp" : "";
+  const absl::string_view run_at = with_group ? "CASE WHEN held THEN 'infinity' ELSE now() + d END" : "now() + d";
+  const absl::string_view group_count = with_group ? R"sql(
+      IF grp IS NOT NULL THEN
+        UPDATE {schema}.groups g SET pending = g.pending + 1 WHERE g.queue = q AND g.id = grp;
+      END IF;
+      IF NOT held THEN
+        PERFORM pg_notify({schema}.channel_for(q), {notice});
+      END IF;)sql" : R"sql(
+      PERFORM pg_notify({schema}.channel_for(q), {notice});)sql";
+  return absl::StrReplaceAll(
+      absl::StrReplaceAll(R"sql(FUNCTION {schema}.enqueue_item(queue text, payload bytea, key text DEFAULT NULL,
                                       dedup_key text DEFAULT NULL, delay interval DEFAULT '0',
-                                      priority int DEFAULT 0)
+                                      priority int DEFAULT 0{group_param})
 RETURNS TABLE (id bigint, part int, duplicate boolean)
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
@@ -30,7 +57,7 @@ DECLARE
   nparts int;
   h bigint;
   new_id bigint;
-  new_part int;
+  new_part int;{group_decl}
 BEGIN
   PERFORM {schema}.check_queue_name(q);
   IF body IS NULL THEN
@@ -82,21 +109,20 @@ BEGIN
   END IF;
   IF k IS NOT NULL THEN
     h := {schema}.murmur2(convert_to(k, 'UTF8')) & 2147483647;
-  END IF;
+  END IF;{group_hold}
 
   -- A dedup hit whose live item is acked before the lookup: insert again
   -- (once; a second miss is a real race worth reporting), as EnqueueIn does.
   FOR attempt IN 1..2 LOOP
     new_id := nextval('{schema}.items_id_seq');
-    INSERT INTO {schema}.items AS i (id, queue, part, key, dedup_key, priority, run_at, payload)
+    INSERT INTO {schema}.items AS i (id, queue, part, key, dedup_key, priority, run_at, payload{insert_cols})
     VALUES (new_id, q,
             CASE WHEN h IS NULL THEN {schema}.part_for_id(new_id, nparts)
                  ELSE (h % nparts)::int END,
-            k, dk, prio::smallint, now() + d, body)
+            k, dk, prio::smallint, {run_at}, body{insert_vals})
     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
     RETURNING i.part INTO new_part;
-    IF new_part IS NOT NULL THEN
-      PERFORM pg_notify({schema}.channel_for(q), {notice});
+    IF new_part IS NOT NULL THEN{group_count}
       id := new_id;
       part := new_part;
       duplicate := false;
@@ -118,7 +144,14 @@ BEGIN
 END
 $$;
 )sql",
-                             {{"{notice}", notice}});
+                          {{"{group_param}", group_param},
+                           {"{group_decl}", group_decl},
+                           {"{group_hold}", group_hold},
+                           {"{insert_cols}", insert_cols},
+                           {"{insert_vals}", insert_vals},
+                           {"{run_at}", run_at},
+                           {"{group_count}", group_count}}),
+      {{"{notice}", notice}});
 }
 
 }  // namespace
@@ -684,6 +717,285 @@ ALTER TABLE {schema}.part_claims SET (
       {11, "queues.paused: a paused queue's workers claim nothing (partq queue pause)", R"sql(
 ALTER TABLE {schema}.queues ADD COLUMN paused boolean NOT NULL DEFAULT false;
 )sql"},
+      {12, "queue groups: items.group_id, groups, group_*(), enqueue_item(group_id)",
+       absl::StrCat(R"sql(
+-- Queue groups (store.h, "Queue groups"). An item of a group not yet started
+-- waits with run_at 'infinity' (claims read only what is due, and
+-- items_later holds it, so a claim never walks it); group_start makes it due.
+-- The group's row counts what is pending and how it ended; every writer of
+-- those counts holds the row (FOR UPDATE, or its UPDATE) until it commits,
+-- so the last finisher of a started group is decided by the row's lock, not
+-- by a snapshot: exactly one transaction sees pending reach 0, and it
+-- enqueues the end item.
+ALTER TABLE {schema}.items ADD COLUMN group_id text COLLATE "C";
+ALTER TABLE {schema}.dead_items ADD COLUMN group_id text COLLATE "C";
+CREATE INDEX items_group ON {schema}.items (queue, group_id, part) WHERE group_id IS NOT NULL;
+
+CREATE TABLE {schema}.groups (
+  queue         text COLLATE "C" NOT NULL REFERENCES {schema}.queues (name) ON DELETE CASCADE,
+  id            text COLLATE "C" NOT NULL,
+  end_queue     text COLLATE "C",
+  end_payload   jsonb,
+  pending       bigint NOT NULL DEFAULT 0,  -- enqueued, not yet acked, dead or cancelled
+  done          bigint NOT NULL DEFAULT 0,
+  dead          bigint NOT NULL DEFAULT 0,
+  cancelled     bigint NOT NULL DEFAULT 0,
+  created_at    timestamptz NOT NULL DEFAULT now(),
+  started_at    timestamptz,
+  cancelled_at  timestamptz,
+  ended_at      timestamptz,
+  end_item      bigint,   -- the end item's id
+  end_error     text,     -- why there is no end item though there was end work
+  PRIMARY KEY (queue, id)
+);
+
+CREATE FUNCTION {schema}.check_group_id(group_id text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+  IF group_id IS NULL OR group_id = '' OR octet_length(group_id) > 200 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
+      'invalid group id %s (use 1-200 bytes of text)', coalesce('"' || group_id || '"', 'NULL'));
+  END IF;
+END
+$$;
+
+-- Holds the group's row for the rest of the transaction, creating it (not
+-- started) when missing; returns whether it has started. A group that has
+-- ended takes no more items. The queue must exist (the caller checks).
+CREATE FUNCTION {schema}.group_hold(queue text, group_id text) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  q CONSTANT text := queue;
+  g CONSTANT text := group_id;
+  r record;
+BEGIN
+  PERFORM {schema}.check_group_id(g);
+  LOOP
+    SELECT x.started_at, x.ended_at INTO r FROM {schema}.groups x
+    WHERE x.queue = q AND x.id = g FOR UPDATE;
+    IF FOUND THEN
+      IF r.ended_at IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
+          'group "%s" of queue "%s" has ended; it takes no more items (use a new group id)', g, q);
+      END IF;
+      RETURN r.started_at IS NOT NULL;
+    END IF;
+    INSERT INTO {schema}.groups (queue, id) VALUES (q, g) ON CONFLICT DO NOTHING;
+  END LOOP;
+END
+$$;
+
+-- Ends a started group whose pending count reached 0, in the caller's
+-- transaction (which holds the row): marks it ended and enqueues its end
+-- work, once. The end item's payload is JSON: the queue, the group, its
+-- counts and the end payload given at group_create. An end queue deleted
+-- since leaves the group ended with end_error set, rather than failing the
+-- ack that finished the group's last item.
+CREATE FUNCTION {schema}.group_end(queue text, group_id text) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  q CONSTANT text := queue;
+  g CONSTANT text := group_id;
+  r record;
+  end_id bigint;
+BEGIN
+  UPDATE {schema}.groups x SET ended_at = now(), pending = 0
+  WHERE x.queue = q AND x.id = g AND x.ended_at IS NULL
+  RETURNING x.* INTO r;
+  IF NOT FOUND OR r.end_queue IS NULL THEN
+    RETURN;
+  END IF;
+  BEGIN
+    SELECT e.id INTO end_id
+    FROM {schema}.enqueue_item(r.end_queue,
+           convert_to(jsonb_build_object('queue', q, 'group', g, 'done', r.done, 'dead', r.dead,
+                                         'cancelled', r.cancelled,
+                                         'payload', r.end_payload)::text, 'UTF8'),
+           dedup_key => 'partq.group:' || q || ':' || g) e;
+    UPDATE {schema}.groups x SET end_item = end_id WHERE x.queue = q AND x.id = g;
+  EXCEPTION WHEN undefined_object THEN
+    UPDATE {schema}.groups x SET end_error = SQLERRM WHERE x.queue = q AND x.id = g;
+  END;
+END
+$$;
+
+-- Counts items of groups that finished in the caller's transaction (acked,
+-- dead-lettered, cancelled), and ends each started group whose last pending
+-- item this was. The rows are taken in group order, so two transactions
+-- finishing items of the same groups cannot deadlock on them.
+CREATE FUNCTION {schema}.groups_finished(queue text, group_ids text[], done bigint[],
+                                         dead bigint[], cancelled bigint[])
+RETURNS void LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  q CONSTANT text := queue;
+  t record;
+  r record;
+BEGIN
+  FOR t IN SELECT u.g, sum(u.d) AS d, sum(u.x) AS x, sum(u.c) AS c
+           FROM unnest(group_ids, done, dead, cancelled) AS u(g, d, x, c)
+           WHERE u.g IS NOT NULL GROUP BY u.g ORDER BY u.g LOOP
+    UPDATE {schema}.groups x
+    SET pending = x.pending - t.d - t.x - t.c, done = x.done + t.d, dead = x.dead + t.x,
+        cancelled = x.cancelled + t.c
+    WHERE x.queue = q AND x.id = t.g AND x.ended_at IS NULL
+    RETURNING x.pending, x.started_at INTO r;
+    IF FOUND AND r.pending <= 0 AND r.started_at IS NOT NULL THEN
+      PERFORM {schema}.group_end(q, t.g);
+    END IF;
+  END LOOP;
+END
+$$;
+
+-- Creates a group (not started) with its end work, or gives a group that
+-- enqueues created its end work. The same call again does nothing; other end
+-- work for a group that has some, or any for a group that ended, is refused.
+CREATE FUNCTION {schema}.group_create(queue text, group_id text, end_queue text DEFAULT NULL,
+                                      end_payload jsonb DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  q CONSTANT text := queue;
+  g CONSTANT text := group_id;
+  eq CONSTANT text := end_queue;
+  ep CONSTANT jsonb := end_payload;
+  r record;
+BEGIN
+  PERFORM {schema}.require_queue(q);
+  PERFORM {schema}.check_group_id(g);
+  IF eq IS NOT NULL THEN
+    PERFORM {schema}.require_queue(eq);
+  ELSIF ep IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = 'an end payload needs an end queue to go to';
+  END IF;
+  PERFORM {schema}.group_hold(q, g);
+  SELECT x.end_queue, x.end_payload INTO r FROM {schema}.groups x WHERE x.queue = q AND x.id = g;
+  IF r.end_queue IS NULL THEN
+    UPDATE {schema}.groups x SET end_queue = eq, end_payload = ep
+    WHERE x.queue = q AND x.id = g;
+  ELSIF r.end_queue IS DISTINCT FROM eq OR r.end_payload IS DISTINCT FROM ep THEN
+    RAISE EXCEPTION USING ERRCODE = '42710', MESSAGE = format(
+      'group "%s" of queue "%s" already has other end work (end queue "%s")', g, q, r.end_queue);
+  END IF;
+END
+$$;
+
+-- A group as `partq group status` shows it. pending = held (not started) +
+-- ready or delayed + in flight (listed in its part's claim record).
+CREATE FUNCTION {schema}.group_status(queue text, group_id text)
+RETURNS TABLE (pending bigint, held bigint, in_flight bigint, done bigint, dead bigint,
+               cancelled bigint, created_at timestamptz, started_at timestamptz,
+               cancelled_at timestamptz, ended_at timestamptz, end_queue text,
+               end_payload jsonb, end_item bigint, end_error text)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+  q CONSTANT text := queue;
+  g CONSTANT text := group_id;
+BEGIN
+  PERFORM {schema}.require_queue(q);
+  PERFORM {schema}.check_group_id(g);
+  RETURN QUERY
+    SELECT x.pending,
+           (SELECT count(*) FROM {schema}.items i
+            WHERE i.queue = q AND i.group_id = g AND i.run_at = 'infinity'),
+           (SELECT count(*) FROM {schema}.items i
+            WHERE i.queue = q AND i.group_id = g AND EXISTS (
+              SELECT 1 FROM {schema}.part_claims c
+              WHERE c.queue = q AND c.part = i.part AND i.id = ANY(c.ids))),
+           x.done, x.dead, x.cancelled, x.created_at, x.started_at, x.cancelled_at, x.ended_at,
+           x.end_queue::text, x.end_payload, x.end_item, x.end_error
+    FROM {schema}.groups x WHERE x.queue = q AND x.id = g;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = '42704',
+      MESSAGE = format('unknown group "%s" in queue "%s"', g, q);
+  END IF;
+END
+$$;
+
+-- Starts a group: its held items become due (one notice per part, with the
+-- lowest key released there, as an enqueue sends), and from now on its new
+-- items are due as they come. A group with nothing pending ends at once.
+-- Starting a started group does nothing; an ended one is refused.
+CREATE FUNCTION {schema}.group_start(queue text, group_id text) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  q CONSTANT text := queue;
+  g CONSTANT text := group_id;
+  n bigint;
+  ps int[];
+  prs int[];
+  ids bigint[];
+  lo int := 1;
+BEGIN
+  -- Items' lock before the queue row, as every writer of items takes it
+  -- (enqueue_item says why).
+  LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE;
+  PERFORM {schema}.require_queue(q);
+  PERFORM {schema}.group_hold(q, g);
+  UPDATE {schema}.groups x SET started_at = coalesce(x.started_at, now())
+  WHERE x.queue = q AND x.id = g RETURNING x.pending INTO n;
+  WITH released AS (
+    UPDATE {schema}.items i SET run_at = statement_timestamp()
+    WHERE i.queue = q AND i.group_id = g AND i.run_at = 'infinity'
+    RETURNING i.part, i.priority, i.id),
+  lowest AS (
+    SELECT DISTINCT ON (r.part) r.part, r.priority, r.id FROM released r
+    ORDER BY r.part, r.priority, r.id)
+  SELECT array_agg(l.part ORDER BY l.part), array_agg(l.priority ORDER BY l.part),
+         array_agg(l.id ORDER BY l.part)
+  INTO ps, prs, ids FROM lowest l;
+  IF cardinality(ps) > 32 THEN
+    -- Too many parts: one notice for all, from the lowest key of all.
+    FOR i IN 2..cardinality(ps) LOOP
+      IF (prs[i], ids[i]) < (prs[lo], ids[lo]) THEN lo := i; END IF;
+    END LOOP;
+    PERFORM pg_notify({schema}.channel_for(q), 'i:-1:' || prs[lo] || ':' || ids[lo]);
+  ELSIF ps IS NOT NULL THEN
+    FOR i IN 1..cardinality(ps) LOOP
+      PERFORM pg_notify({schema}.channel_for(q), 'i:' || ps[i] || ':' || prs[i] || ':' || ids[i]);
+    END LOOP;
+  END IF;
+  IF n <= 0 THEN
+    PERFORM {schema}.group_end(q, g);
+  END IF;
+  RETURN coalesce(cardinality(ids), 0);
+END
+$$;
+
+-- enqueue() and enqueue_item() take a group id (named group_id; the older
+-- calls, by position or by name, mean the same as before).
+DROP FUNCTION {schema}.enqueue(text, text, text, text, interval, int);
+DROP FUNCTION {schema}.enqueue(text, bytea, text, text, interval, int);
+DROP FUNCTION {schema}.enqueue_item(text, text, text, text, interval, int);
+DROP FUNCTION {schema}.enqueue_item(text, bytea, text, text, interval, int);
+CREATE )sql",
+                    EnqueueItemFunction("'i:' || new_part || ':' || prio || ':' || new_id",
+                                        /*with_group=*/true),
+                    R"sql(
+CREATE FUNCTION {schema}.enqueue_item(queue text, payload text, key text DEFAULT NULL,
+                                      dedup_key text DEFAULT NULL, delay interval DEFAULT '0',
+                                      priority int DEFAULT 0, group_id text DEFAULT NULL)
+RETURNS TABLE (id bigint, part int, duplicate boolean)
+LANGUAGE sql VOLATILE
+BEGIN ATOMIC
+  SELECT * FROM {schema}.enqueue_item(queue, convert_to(payload, 'UTF8'), key, dedup_key, delay,
+                                      priority, group_id);
+END;
+
+CREATE FUNCTION {schema}.enqueue(queue text, payload bytea, key text DEFAULT NULL,
+                                 dedup_key text DEFAULT NULL, delay interval DEFAULT '0',
+                                 priority int DEFAULT 0, group_id text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql VOLATILE
+RETURN (SELECT e.id FROM {schema}.enqueue_item(queue, payload, key, dedup_key, delay, priority,
+                                               group_id) e);
+
+CREATE FUNCTION {schema}.enqueue(queue text, payload text, key text DEFAULT NULL,
+                                 dedup_key text DEFAULT NULL, delay interval DEFAULT '0',
+                                 priority int DEFAULT 0, group_id text DEFAULT NULL)
+RETURNS bigint LANGUAGE sql VOLATILE
+RETURN (SELECT e.id FROM {schema}.enqueue_item(queue, convert_to(payload, 'UTF8'), key,
+                                               dedup_key, delay, priority, group_id) e);
+)sql")},
   };
   return *migrations;
 }

@@ -47,7 +47,11 @@ namespace pg_internal {
 // --- errors -----------------------------------------------------------------------
 
 std::string CleanMessage(absl::string_view message) {
-  absl::string_view m = absl::StripAsciiWhitespace(message);
+  absl::string_view m = message;
+  // The server's CONTEXT lines name partq's own PL/pgSQL functions (the SQL
+  // API raising a user's error), which says nothing to the user.
+  if (size_t at = m.find("\nCONTEXT:"); at != absl::string_view::npos) m = m.substr(0, at);
+  m = absl::StripAsciiWhitespace(m);
   for (absl::string_view prefix : {"ERROR:", "FATAL:", "PANIC:"}) {
     if (absl::ConsumePrefix(&m, prefix)) {
       m = absl::StripLeadingAsciiWhitespace(m);
@@ -105,7 +109,14 @@ absl::Status FromSqlState(absl::string_view sqlstate, const std::string& prefix,
         "pool_mode = transaction; run partq with --pool-mode transaction or "
         "PARTQ_POOL_MODE=transaction, PgOptions::transaction_pooler in C++)"));
   }
-  if (sqlstate == "23505") return absl::AlreadyExistsError(text(""));
+  // The SQL API's own errors (migrations 6 and 12): an unknown queue or
+  // group, a group that has ended, a group with other end work.
+  if (sqlstate == "42704" &&
+      (absl::StartsWith(msg, "unknown queue") || absl::StartsWith(msg, "unknown group"))) {
+    return absl::NotFoundError(text(""));
+  }
+  if (sqlstate == "55000") return absl::FailedPreconditionError(text(""));
+  if (sqlstate == "23505" || sqlstate == "42710") return absl::AlreadyExistsError(text(""));
   if (sqlstate == "23503") return absl::FailedPreconditionError(text(""));
   if (cls == "22") return absl::InvalidArgumentError(text("invalid value: "));
   if (sqlstate == "57014") return absl::DeadlineExceededError(text("statement canceled: "));

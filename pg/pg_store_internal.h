@@ -97,6 +97,8 @@ inline constexpr char kPipelinedChain[] = "partq_pl_chain";
 // SET LOCAL jit = off (LocalSettings), in the same flight.
 inline constexpr char kPipelinedLocalSettings[] = "partq_pl_local_settings";
 std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema);
+// The single-item enqueue of an item of a queue group (never prepared).
+std::string EnqueueGroupedSql(absl::string_view schema);
 // The single-item enqueue statement (also run unprepared by EnqueueInTx).
 std::string EnqueueSql(absl::string_view schema);
 
@@ -270,6 +272,13 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
                                      const std::vector<int64_t>& ids) override;
 
+  // Queue groups (pg_store_groups.cc).
+  absl::Status CreateGroup(absl::string_view queue, const GroupSpec& spec) override;
+  absl::StatusOr<GroupStatus> StartGroup(absl::string_view queue, absl::string_view id) override;
+  absl::StatusOr<GroupStatus> GetGroup(absl::string_view queue, absl::string_view id) override;
+  absl::StatusOr<std::vector<GroupStatus>> ListGroups(absl::string_view queue, bool include_ended,
+                                                      int limit) override;
+
   // Kafka bridge (pg_store_kafka.cc).
   absl::StatusOr<int64_t> IngestKafka(const KafkaIngestRequest& request) override;
   absl::StatusOr<std::vector<KafkaOffset>> ReadKafkaOffsets(absl::string_view queue,
@@ -338,6 +347,11 @@ class PgStore final : public Store, public BridgeStore {
   // was committed and Finish must run again with `lock_first`.
   absl::StatusOr<FinishResult> FinishOnce(const FinishRequest& request, const FinishBody& body,
                                           bool lock_first, bool* again);
+  // Counts the items of queue groups that `out` acked or dead-lettered in
+  // their groups, in Finish's transaction `tx` before its COMMIT; the last
+  // one of a started group ends it (groups_finished(), migration 12).
+  void CountInGroups(pqxx::transaction_base& tx, const std::string& queue,
+                     absl::Span<const Item> given, const FinishResult& out);
 
   // Runs statement `name` (PreparedStatements) in `tx`: prepared, or planned
   // for these arguments when it is not one to prepare.

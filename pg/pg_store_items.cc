@@ -434,8 +434,13 @@ absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepare
                                         const std::string& schema, absl::string_view queue,
                                         const NewItem& item, const EnqueueArgs& args) {
   const std::string q(queue);
-  const std::string channel = ChannelFor(schema, queue);
   const pqxx::binarystring payload(item.payload.data(), item.payload.size());
+  if (item.group) {
+    pqxx::result r = tx.exec_params(EnqueueGroupedSql(schema), q, payload, args.key,
+                                    args.dedup_key, args.priority, *item.group);
+    return EnqueueResult{r[0][0].as<int64_t>(), r[0][1].as<int>(), r[0][2].as<bool>()};
+  }
+  const std::string channel = ChannelFor(schema, queue);
   // A dedup hit whose live item is acked before we look it up: insert again
   // (once; a second miss is a real race worth reporting).
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -498,10 +503,11 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatch(absl::string_view queue,
       return absl::Status(a.status().code(),
                           absl::StrCat("item ", i, " of the batch: ", a.status().message()));
     }
-    dedup = dedup || a->dedup_key.has_value();
+    dedup = dedup || a->dedup_key.has_value() || items[i].group.has_value();
     args.push_back(*std::move(a));
   }
-  // COPY cannot skip dedup conflicts, so batches with dedup keys insert.
+  // COPY cannot skip dedup conflicts nor hold groups, so batches with dedup
+  // keys or groups insert.
   return dedup ? EnqueueBatchInsert(queue, items, args) : EnqueueBatchCopy(queue, items, args);
 }
 
@@ -677,17 +683,34 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchInsert(absl::string_view queue,
     PgWork<> tx(*conn_, options_.transaction_pooler);
     Reservation res = ReserveIds(tx, unprepared_, q, items.size());
     if (res.parts == 0) return UnknownQueue(queue, options_.schema);
+    // The batch's groups, each held until commit; started or not.
+    absl::flat_hash_map<std::string, bool> started;
+    for (const NewItem& item : items) {
+      if (item.group) started.emplace(*item.group, false);
+    }
+    if (!started.empty()) {
+      std::vector<std::optional<std::string>> names;
+      for (const auto& [name, unused] : started) names.push_back(name);
+      for (const pqxx::row& row : Exec(tx, "hold_groups", q, TextArray(names))) {
+        started[row[0].as<std::string>()] = row[1].as<bool>();
+      }
+    }
     LowestKeys parts;
     int64_t written = 0;
     for (size_t begin = 0; begin < items.size(); begin += kInsertChunk) {
       const size_t end = std::min(items.size(), begin + kInsertChunk);
       std::vector<int64_t> ids, delays;
       std::vector<int> ps, prios;
-      std::vector<std::optional<std::string>> keys, dedups, payloads;
+      std::vector<std::optional<std::string>> keys, dedups, payloads, groups;
+      std::vector<bool> held;
       for (size_t i = begin; i < end; ++i) {
         const int part =
             args[i].key ? PartForKey(*args[i].key, res.parts) : PartForId(res.ids[i], res.parts);
-        AddKey(parts, part, ItemKey{args[i].priority, res.ids[i]});
+        const bool waits = items[i].group && !started.at(*items[i].group);
+        // A held item wakes nobody: group_start sends its notice.
+        if (!waits) AddKey(parts, part, ItemKey{args[i].priority, res.ids[i]});
+        groups.push_back(items[i].group);
+        held.push_back(waits);
         ids.push_back(res.ids[i]);
         ps.push_back(part);
         keys.push_back(args[i].key);
@@ -697,8 +720,12 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchInsert(absl::string_view queue,
         payloads.push_back(absl::BytesToHexString(items[i].payload));
       }
       pqxx::result r =
-          Exec(tx, "insert_batch", q, IntArray(ids), IntArray(ps), TextArray(keys),
-               TextArray(dedups), IntArray(prios), IntArray(delays), TextArray(payloads));
+          started.empty()
+              ? Exec(tx, "insert_batch", q, IntArray(ids), IntArray(ps), TextArray(keys),
+                     TextArray(dedups), IntArray(prios), IntArray(delays), TextArray(payloads))
+              : Exec(tx, "insert_batch_grouped", q, IntArray(ids), IntArray(ps), TextArray(keys),
+                     TextArray(dedups), IntArray(prios), IntArray(delays), TextArray(payloads),
+                     TextArray(groups), BoolArray(held));
       written += r[0][0].as<int64_t>();
     }
     NotifyParts(tx, unprepared_, ChannelFor(options_.schema, queue), parts);
@@ -816,7 +843,7 @@ std::string CtidArray(const std::vector<uint64_t>& locators) {
 
 // A claimed item from its columns, starting at column `c`: id, part, key,
 // dedup_key, priority, attempts, payload, enqueued (µs), run_at (µs), epoch,
-// suspect, ctid, claim record (NULL: none written).
+// suspect, ctid, claim record (NULL: none written), group.
 absl::StatusOr<Item> ItemFromRow(const pqxx::row& row, int c) {
   Item it;
   it.id = row[c].as<int64_t>();
@@ -834,6 +861,7 @@ absl::StatusOr<Item> ItemFromRow(const pqxx::row& row, int c) {
   it.suspect = row[c + 10].as<bool>();
   it.locator = LocatorFromCtid(absl::string_view(row[c + 11].c_str(), row[c + 11].size()));
   if (!row[c + 12].is_null()) it.claim_record = row[c + 12].as<int64_t>();
+  it.group = Text(row[c + 13]);
   return it;
 }
 
@@ -850,8 +878,8 @@ bool FromBinary(absl::string_view cell, T* out) {
 // A row of the pipelined claim (pg_store_sql.cc, PipelinedAck) in binary:
 // id int8, key text, dedup_key text, priority int2, attempts int4, payload
 // bytea, enqueued_at and run_at timestamptz (µs since 2000-01-01), ctid tid
-// (block uint32, offset uint16), claim record int8 (NULL: none written). The
-// claim read `part` at `epoch`.
+// (block uint32, offset uint16), claim record int8 (NULL: none written),
+// group text. The claim read `part` at `epoch`.
 absl::StatusOr<Item> ItemFromBinary(const PipelineResult& r, int row, int part, Epoch epoch) {
   constexpr int64_t kPostgresEpochUs = 946684800LL * 1000000;  // 2000-01-01 in Unix µs
   Item it;
@@ -872,6 +900,7 @@ absl::StatusOr<Item> ItemFromBinary(const PipelineResult& r, int row, int part, 
   }
   if (!r.is_null(row, 1)) it.key = std::string(r.get(row, 1));
   if (!r.is_null(row, 2)) it.dedup_key = std::string(r.get(row, 2));
+  if (!r.is_null(row, 10)) it.group = std::string(r.get(row, 10));
   it.priority = priority;
   it.attempts = attempts;
   it.payload = std::string(r.get(row, 5));
@@ -955,6 +984,26 @@ absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes
 }
 
 }  // namespace
+
+void PgStore::CountInGroups(pqxx::transaction_base& tx, const std::string& queue,
+                            absl::Span<const Item> given, const FinishResult& out) {
+  absl::flat_hash_set<int64_t> acked(out.acked.begin(), out.acked.end());
+  absl::flat_hash_set<int64_t> dead(out.dead.begin(), out.dead.end());
+  std::vector<std::optional<std::string>> groups;
+  std::vector<int64_t> done, died;
+  for (const Item& item : given) {
+    if (!item.group) continue;
+    const bool a = acked.count(item.id) > 0, d = dead.count(item.id) > 0;
+    if (!a && !d) continue;  // retried or left: still pending
+    groups.push_back(item.group);
+    done.push_back(a ? 1 : 0);
+    died.push_back(d ? 1 : 0);
+  }
+  if (groups.empty()) return;
+  const std::vector<int64_t> none(groups.size(), 0);
+  Exec(tx, "groups_finished", queue, TextArray(groups), IntArray(done), IntArray(died),
+       IntArray(none));
+}
 
 absl::StatusOr<FinishResult> PgStore::Finish(const FinishRequest& request, const FinishBody& body) {
   if (absl::Status st = ValidateQueueName(request.queue); !st.ok()) return st;
@@ -1068,7 +1117,13 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
         // The common case runs pipelined (pg_store_sql.cc, PipelinedAck):
         // every item acked where its claim saw it, no handler result to
         // record, and a claim (if any) of one part without a suspect probe.
-        const bool pipelined = !lock_first && !a->ack_ids.empty() && a->o_ids.empty() && located &&
+        // Items of queue groups are counted in their groups before the
+        // COMMIT (groups_finished), which the pipelined flight sends with the
+        // ack: they take the general path.
+        const bool grouped = std::any_of(given.begin(), given.end(),
+                                         [](const Item& item) { return item.group.has_value(); });
+        const bool pipelined = !grouped && !lock_first && !a->ack_ids.empty() &&
+                               a->o_ids.empty() && located &&
                                std::none_of(a->ack_results.begin(), a->ack_results.end(),
                                             [](const auto& r) { return r.has_value(); }) &&
                                (!claim || (!ProbesSuspects(*claim) && claim->parts.size() == 1));
@@ -1288,6 +1343,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
               " of ", a->ack_ids.size() + a->o_ids.size(),
               " items were no longer there (finished concurrently?); nothing was written"));
         }
+        if (grouped) CountInGroups(tx, request.queue, given, out);
         const bool chain = request.begin_next && claimed_rows;
         try {
           tx.exec(!chain                        ? "COMMIT"
@@ -1447,8 +1503,16 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
       p.in_flight = row[5].as<int64_t>();
       p.dead = row[6].as<int64_t>();
       p.oldest_ready_age = absl::Microseconds(row[7].as<int64_t>());
-      p.dead_last_minute = row[8].as<int64_t>();
+      p.held = row[8].as<int64_t>();
+      p.dead_last_minute = row[9].as<int64_t>();
       status.parts.push_back(std::move(p));
+    }
+    {
+      const pqxx::row g = Exec(tx, "status_groups", std::string(queue))[0];
+      status.groups.held = g[0].as<int64_t>();
+      status.groups.started = g[1].as<int64_t>();
+      status.groups.ended = g[2].as<int64_t>();
+      status.groups.pending = g[3].as<int64_t>();
     }
     for (const pqxx::row& row : Exec(tx, "status_horizon")) {
       VacuumHorizon h;

@@ -43,6 +43,14 @@ SELECT q.parts, ins.id, ins.part,
 FROM q LEFT JOIN ins ON true
 )sql";
 
+// An item of a queue group: enqueue_item() (migration 12) holds the group's
+// row and counts the item; a rare path, not worth a statement of its own.
+// $1 queue, $2 payload, $3 key, $4 dedup key, $5 priority, $6 group.
+constexpr const char* kEnqueueGrouped = R"sql(
+SELECT e.id, e.part, e.duplicate
+FROM {schema}.enqueue_item($1, $2::bytea, $3, $4, interval '0', $5, $6) e
+)sql";
+
 // The items a claim reads in one part, as a subquery: the columns of
 // `items i` that both claim forms return, in (priority, id) order, at most
 // `limit`. Written once for the general claim (ClaimCtes, `ready`) and the
@@ -77,7 +85,7 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view limit, absl::string_view behind) {
   const std::string columns =
       "i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload, "
-      "i.enqueued_at, i.run_at";
+      "i.enqueued_at, i.run_at, i.group_id";
   const std::string common = absl::StrCat("i.queue = ", queue, " AND i.part = ", part, R"sql(
       AND i.run_at <= statement_timestamp() AND i.abandoned_epoch IS NULL
       AND (NOT )sql",
@@ -155,7 +163,7 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
   const std::string pick =
       absl::StrCat(R"sql(suspect AS (
   SELECT sp.part, sp.epoch, i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts,
-         i.payload, i.enqueued_at, i.run_at, true AS suspect
+         i.payload, i.enqueued_at, i.run_at, i.group_id, true AS suspect
   FROM {schema}.items i
   JOIN {schema}.session_parts sp
     ON sp.queue = i.queue AND sp.part = i.part AND sp.session_id = )sql",
@@ -332,13 +340,13 @@ dead AS (
   RETURNING i.id, i.queue, i.part, i.key, i.dedup_key, i.priority,
             i.attempts + (NOT o.refund)::int AS attempts,
             i.enqueued_at, i.payload, coalesce(o.error, '') AS error,
-            i.origin_topic, i.origin_partition, i.origin_offset, i.headers),
+            i.origin_topic, i.origin_partition, i.origin_offset, i.headers, i.group_id),
 buried AS (
   INSERT INTO {schema}.dead_items
     (id, queue, part, key, dedup_key, priority, attempts, enqueued_at, last_error, payload,
-     origin_topic, origin_partition, origin_offset, headers)
+     origin_topic, origin_partition, origin_offset, headers, group_id)
   SELECT id, queue, part, key, dedup_key, priority, attempts, enqueued_at, error, payload,
-         origin_topic, origin_partition, origin_offset, headers
+         origin_topic, origin_partition, origin_offset, headers, group_id
   FROM dead
   RETURNING 1),
 dlq AS (
@@ -408,12 +416,13 @@ constexpr const char* kPickColumns =
     R"sql(p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
        (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
        (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text,
-       (SELECT r.seq FROM recorded r WHERE r.part = p.part))sql";
-constexpr const char* kPad = "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
+       (SELECT r.seq FROM recorded r WHERE r.part = p.part), p.group_id)sql";
+constexpr const char* kPad =
+    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
 // The same NULLs typed, for the first row, which sets the columns' types.
 constexpr const char* kTypedPad =
     "NULL::int, NULL::text, NULL::text, NULL::smallint, NULL::int, NULL::bytea, NULL::bigint, "
-    "NULL::bigint, NULL::bigint, NULL::bool, NULL::text, NULL::bigint";
+    "NULL::bigint, NULL::bigint, NULL::bool, NULL::text, NULL::bigint, NULL::text";
 
 // The pipelined ack (PgStore::FinishOnce; pg_connection.h says why a
 // pipeline): the common Finish — every item acked where its claim saw it, no
@@ -493,7 +502,7 @@ recorded AS (
   SELECT $1, $7, $8, $13::bigint[] || ARRAY(SELECT k.id FROM pick k) FROM replaced
   RETURNING seq)
 SELECT p.id, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload, p.enqueued_at,
-       p.run_at, p.tid, (SELECT seq FROM recorded)
+       p.run_at, p.tid, (SELECT seq FROM recorded), p.group_id
 FROM ()sql",
                       check, R"sql() c LEFT JOIN pick p ON c.ok
 )sql");
@@ -531,6 +540,9 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
 }
 
 std::string EnqueueSql(absl::string_view schema) { return WithSchema(kEnqueue, schema); }
+std::string EnqueueGroupedSql(absl::string_view schema) {
+  return WithSchema(kEnqueueGrouped, schema);
+}
 
 std::vector<Statement> PreparedStatements(absl::string_view schema) {
   std::vector<Statement> s = {
@@ -756,6 +768,44 @@ WITH ins AS (
   RETURNING 1)
 SELECT count(*) FROM ins
 )sql"},
+      // --- queue groups (migration 12; store.h, "Queue groups") -------------------
+      // An item of a group, one at a time: enqueue_item() holds the group's
+      // row and counts the item (a rare path: not worth a statement of its own).
+      {"enqueue_grouped", kEnqueueGrouped, /*prepared=*/false},
+      // The batch path's groups: each row held until commit, in id order
+      // (no deadlock between two batches), with whether it has started.
+      {"hold_groups", R"sql(
+SELECT g, {schema}.group_hold($1, g) FROM unnest($2::text[]) AS g ORDER BY g
+)sql",
+       /*prepared=*/false},
+      // insert_batch for a batch with groups: held items wait ('infinity'
+      // until group_start), and each group counts the items inserted.
+      {"insert_batch_grouped", R"sql(
+WITH ins AS (
+  INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, payload,
+                              group_id)
+  SELECT t.id, $1, t.part, t.key, t.dedup, t.prio,
+         CASE WHEN t.held THEN 'infinity' ELSE now() + t.delay_us * interval '1 microsecond' END,
+         decode(t.payload, 'hex'), t.grp
+  FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::smallint[], $7::bigint[],
+              $8::text[], $9::text[], $10::bool[])
+       AS t(id, part, key, dedup, prio, delay_us, payload, grp, held)
+  ORDER BY t.id
+  ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+  RETURNING group_id),
+counted AS (
+  UPDATE {schema}.groups x SET pending = x.pending + c.n
+  FROM (SELECT group_id, count(*) AS n FROM ins WHERE group_id IS NOT NULL GROUP BY group_id) c
+  WHERE x.queue = $1 AND x.id = c.group_id
+  RETURNING 1)
+SELECT count(*), (SELECT count(*) FROM counted) FROM ins
+)sql",
+       /*prepared=*/false},
+      // Finish's part: the groups of the items it acked or dead-lettered.
+      {"groups_finished", R"sql(
+SELECT {schema}.groups_finished($1, $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
+)sql",
+       /*prepared=*/false},
       // Claim (store.h, ClaimRequest): reads, and writes only the claim
       // records. Its own transaction commits asynchronously
       // (synchronous_commit off for this statement only): a record lost in a
@@ -870,7 +920,8 @@ SELECT 'q', 0, (SELECT count(*) FROM {schema}.queues WHERE name = $1)::int, NULL
       // Status: sessions, then one row per part (zero-filled by
       // generate_series). An item is in flight while a claim record lists it
       // (its owner's, or a dead owner's that no one has taken over yet: the
-      // next owner marks those abandoned), else ready or delayed by run_at.
+      // next owner marks those abandoned), else ready or delayed by run_at, or held
+      // (run_at 'infinity': an item of a queue group not started).
       // `fly` is small (what sessions have in flight), so the IN test is a
       // hash lookup per item.
       {"status_sessions", R"sql(
@@ -914,6 +965,14 @@ WITH h AS (
 SELECT holder, who, xid_age, (extract(epoch FROM held) * 1000000)::bigint
 FROM h ORDER BY xid_age DESC, held DESC LIMIT 1
 )sql"},
+      // The queue's groups by state, and what the open ones have pending.
+      {"status_groups", R"sql(
+SELECT count(*) FILTER (WHERE started_at IS NULL AND ended_at IS NULL),
+       count(*) FILTER (WHERE started_at IS NOT NULL AND ended_at IS NULL),
+       count(*) FILTER (WHERE ended_at IS NOT NULL),
+       coalesce(sum(pending) FILTER (WHERE ended_at IS NULL), 0)
+FROM {schema}.groups WHERE queue = $1
+)sql"},
       {"status_parts", R"sql(
 WITH own AS (SELECT part, session_id, epoch FROM {schema}.session_parts WHERE queue = $1),
 fly AS (
@@ -923,7 +982,8 @@ fly AS (
 it AS (
   SELECT part,
          count(*) FILTER (WHERE NOT fl AND run_at <= now()) AS ready,
-         count(*) FILTER (WHERE NOT fl AND run_at > now()) AS delayed,
+         count(*) FILTER (WHERE NOT fl AND run_at > now() AND run_at < 'infinity') AS delayed,
+         count(*) FILTER (WHERE run_at = 'infinity') AS held,
          count(*) FILTER (WHERE fl) AS in_flight,
          min(enqueued_at) FILTER (WHERE NOT fl AND run_at <= now()) AS oldest
   FROM (SELECT part, run_at, enqueued_at, id IN (SELECT id FROM fly) AS fl
@@ -935,6 +995,7 @@ dd AS (SELECT part, count(*) AS n,
 SELECT p, own.session_id, coalesce(own.epoch, 0), coalesce(it.ready, 0),
        coalesce(it.delayed, 0), coalesce(it.in_flight, 0), coalesce(dd.n, 0),
        coalesce((extract(epoch FROM now() - it.oldest) * 1000000)::bigint, 0),
+       coalesce(it.held, 0),
        coalesce(dd.recent, 0)
 FROM generate_series(0, $2::int - 1) AS p
 LEFT JOIN own ON own.part = p

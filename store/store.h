@@ -312,6 +312,8 @@ struct PartStatus {
   // taken since.
   int64_t in_flight = 0;
   int64_t dead = 0;
+  // Items of queue groups not started yet (not counted as delayed).
+  int64_t held = 0;
   // Of `dead`, those dead-lettered in the last minute (database clock): the
   // failure rate `partq status` shows. Items requeued or deleted since are
   // not counted.
@@ -343,6 +345,16 @@ struct QueueStatus {
   // query, as far as the store's role may see (pg_monitor sees all);
   // nullopt when none holds it, or the store has no such thing (MemStore).
   std::optional<VacuumHorizon> horizon;
+  // The queue's groups (store.h, "Queue groups"): how many are held (not
+  // started), started and ended (kept until the queue is deleted), and the
+  // items pending in those not ended. Zero in a store without groups.
+  struct GroupCounts {
+    int64_t held = 0;
+    int64_t started = 0;
+    int64_t ended = 0;
+    int64_t pending = 0;
+  };
+  GroupCounts groups;
 };
 // Who owns each part, and whether any item is left, without counting items
 // (Store::Owners).
@@ -399,6 +411,52 @@ struct Requeued {
   int64_t requeued = 0;
   // Asked for but left dead: a live item holds their dedup key.
   int64_t kept = 0;
+};
+
+// Queue groups (rsqueue's, built on partq's acks). An item may belong to a
+// group (NewItem::group); the group is created by its first item or by
+// CreateGroup, which also sets its end work: an item to enqueue into
+// `end_queue` when the group is over. A group's items are held (not
+// claimed) until StartGroup, so a producer can add items over time and
+// start the group once it is complete; items added after the start run as
+// they come. A started group ends when its last pending item is acked,
+// dead-lettered or cancelled: in that same transaction (whichever session
+// finishes it) the group is marked ended and its end item enqueued, exactly
+// once. The end item's payload is JSON:
+//   {"queue": Q, "group": ID, "done": N, "dead": N, "cancelled": N,
+//    "payload": <the end payload given to CreateGroup, JSON, or null>}
+// with the dedup key "partq.group:Q:ID". An ended group takes no more items
+// (FailedPrecondition). Dead items requeued later leave their group (it
+// counted them dead). The counts live in the group's row, which every
+// writer of them holds until it commits, so concurrent finishers of a
+// group's last items serialize there and exactly one sees nothing pending.
+struct GroupSpec {
+  std::string id;
+  std::optional<std::string> end_queue;
+  // JSON text, carried in the end item under "payload"; needs end_queue.
+  std::optional<std::string> end_payload;
+};
+struct GroupStatus {
+  std::string id;
+  // Items enqueued and not yet acked, dead-lettered or cancelled; `held`
+  // (waiting for the start) and `in_flight` (claimed, listed in their part's
+  // claim record) are among them.
+  int64_t pending = 0;
+  int64_t held = 0;
+  int64_t in_flight = 0;
+  int64_t done = 0;
+  int64_t dead = 0;
+  int64_t cancelled = 0;
+  absl::Time created_at;
+  std::optional<absl::Time> started_at;
+  std::optional<absl::Time> cancelled_at;
+  std::optional<absl::Time> ended_at;
+  std::optional<std::string> end_queue;
+  std::optional<std::string> end_payload;  // JSON text
+  std::optional<int64_t> end_item;         // the end item's id, once enqueued
+  // Why the group ended without an end item though it had end work (its
+  // end queue was deleted).
+  std::optional<std::string> end_error;
 };
 
 // A wake-up from LISTEN.
@@ -545,6 +603,34 @@ class Store {
   virtual absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
                                              const std::vector<int64_t>& ids) {
     return absl::UnimplementedError("dead items need PostgreSQL");
+  }
+
+  // --- queue groups (see "Queue groups"; Unimplemented in a store without) -----
+  // Creates the group (not started) with its end work, or sets the end work
+  // of a group its items created. The same call again does nothing.
+  // AlreadyExists when the group has other end work; FailedPrecondition
+  // when it has ended; NotFound for an unknown queue or end queue;
+  // InvalidArgument for a malformed id or end payload (not JSON), or an end
+  // payload without an end queue.
+  virtual absl::Status CreateGroup(absl::string_view queue, const GroupSpec& spec) {
+    return absl::UnimplementedError("queue groups need PostgreSQL");
+  }
+  // Starts the group (creating it if no item has): its held items become
+  // due, and a group with nothing pending ends at once. Idempotent until the
+  // group ends; FailedPrecondition after. Returns the group as it then is.
+  virtual absl::StatusOr<GroupStatus> StartGroup(absl::string_view queue, absl::string_view id) {
+    return absl::UnimplementedError("queue groups need PostgreSQL");
+  }
+  // NotFound for an unknown queue or group.
+  virtual absl::StatusOr<GroupStatus> GetGroup(absl::string_view queue, absl::string_view id) {
+    return absl::UnimplementedError("queue groups need PostgreSQL");
+  }
+  // The queue's groups, newest first, at most `limit`; ended ones only with
+  // `include_ended`. Counts from the groups' rows only: `held` and
+  // `in_flight` are 0 here (GetGroup counts them).
+  virtual absl::StatusOr<std::vector<GroupStatus>> ListGroups(absl::string_view queue,
+                                                              bool include_ended, int limit) {
+    return absl::UnimplementedError("queue groups need PostgreSQL");
   }
 };
 

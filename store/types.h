@@ -113,6 +113,9 @@ struct Item {
   // the row's ctid, block << 16 | offset); 0 when unknown. Only a hint: the
   // ack falls back to the id.
   uint64_t locator = 0;
+  // The queue group the item belongs to (NewItem::group); its ack or death
+  // counts in the group (store.h, "Queue groups").
+  std::optional<std::string> group;
 };
 
 // An item's place in its part's claim order.
@@ -134,6 +137,10 @@ struct NewItem {
   std::optional<std::string> dedup_key;
   int priority = 0;  // lower runs first
   absl::Duration delay = absl::ZeroDuration();
+  // A queue group (store.h, "Queue groups"): the item is held until the
+  // group starts, and the group ends when its last item finishes. Created
+  // when missing; an ended group takes no items. No delay with a group.
+  std::optional<std::string> group;
 };
 
 struct EnqueueResult {

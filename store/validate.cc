@@ -141,7 +141,27 @@ absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("delay ", absl::FormatDuration(item.delay), " is longer than 10 years"));
   }
+  if (item.group) {
+    if (absl::Status st = ValidateGroupId(*item.group); !st.ok()) return st;
+    if (item.delay > absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("an item of a group runs when its group starts; it cannot have a delay "
+                       "(group \"",
+                       absl::CHexEscape(*item.group), "\")"));
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::Status ValidateGroupId(absl::string_view id) {
+  if (id.empty() || id.size() > kMaxGroupIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid group id \"", absl::CHexEscape(id), "\" (use 1-", kMaxGroupIdBytes, " bytes of text)"));
+  }
+  if (id.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("a group id may not contain NUL bytes");
+  }
+  return ValidateKeyText("group id", id);
 }
 
 }  // namespace partq

@@ -36,6 +36,10 @@ absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes);
 // A key or dedup key is text: well-formed UTF-8 (InvalidArgument naming
 // `what`, the bytes escaped, if not).
 absl::Status ValidateKeyText(absl::string_view what, absl::string_view key);
+// A queue group's id: 1..kMaxGroupIdBytes of UTF-8 without NUL bytes (the
+// SQL API's check_group_id says the same).
+inline constexpr size_t kMaxGroupIdBytes = 200;
+absl::Status ValidateGroupId(absl::string_view id);
 
 }  // namespace partq
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "pg/pg_store.h"
 #include "tests/fault/fault_harness.h"
 #include "tests/fault/tcp_proxy.h"
 #include "tests/testing/pg_env.h"
@@ -69,6 +70,60 @@ TEST(Fault, SigkillWorkersMidBatch) {
   });
   ExpectExactlyOnce(s, r, 0);
   EXPECT_GE(s.faults(), 5);
+}
+
+// Queue groups (tests/pg/group_test.cc has the race of two acks): 600
+// groups of 20 items spread over every part, all started, drained while
+// workers are SIGKILLed every 1.5 s, so some die holding a group's last items
+// or in the middle of the ack that would end it. Every group ends exactly
+// once: one end item each, counting all 20 items, and none left pending.
+TEST(Fault, SigkillWhileGroupsFinishEndsEachGroupOnce) {
+  constexpr int kPerGroup = 20, kGroups = 600;
+  ScenarioOptions o = Options("groups", kGroups * kPerGroup);
+  o.more_queues = {"ends"};
+  o.item = [](int i) {
+    NewItem it;
+    it.payload = absl::StrCat("p", i);
+    it.group = absl::StrCat("g", i / kPerGroup);
+    return it;
+  };
+  FaultScenario s(o);
+  ASSERT_TRUE(s.SetUp());
+  {
+    PgOptions pg;
+    pg.dsn = s.dsn();
+    auto store = ConnectPg(pg);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (int g = 0; g < kGroups; ++g) {
+      const std::string id = absl::StrCat("g", g);
+      ASSERT_TRUE((*store)->CreateGroup("q", {id, "ends", std::to_string(g)}).ok());
+      ASSERT_TRUE((*store)->StartGroup("q", id).ok());
+    }
+  }
+  s.Add(Spec(kHandler, "w1"));
+  s.Add(Spec(kHandler, "w2"));
+  s.Add(Spec(kHandler));
+  s.Add(Spec(kHandler));
+  CheckResult r = s.Run(absl::Milliseconds(1500), [&](int) {
+    return s.Signal(RandomIndex(s.Active()), SIGKILL) > 0 ? 1 : 0;
+  });
+  ExpectExactlyOnce(s, r, 0);
+  EXPECT_GE(s.faults(), 5);
+  pqxx::connection c(s.dsn());
+  pqxx::nontransaction q(c);
+  EXPECT_EQ(q.exec1("SELECT count(*) FROM partq.groups WHERE ended_at IS NOT NULL AND "
+                    "pending = 0 AND done = 20 AND end_item IS NOT NULL")[0]
+                .as<int64_t>(),
+            kGroups);
+  const pqxx::result ends = q.exec(
+      "SELECT convert_from(payload, 'UTF8')::jsonb ->> 'group', count(*), "
+      "min((convert_from(payload, 'UTF8')::jsonb ->> 'done')::int) "
+      "FROM partq.items WHERE queue = 'ends' GROUP BY 1");
+  EXPECT_EQ(ends.size(), static_cast<size_t>(kGroups));
+  for (const pqxx::row& row : ends) {
+    EXPECT_EQ(row[1].as<int64_t>(), 1) << row[0].c_str();
+    EXPECT_EQ(row[2].as<int>(), kPerGroup) << row[0].c_str();
+  }
 }
 
 TEST(Fault, SigstopPastTheTtlThenSigcont) {

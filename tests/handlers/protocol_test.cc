@@ -62,6 +62,7 @@ TEST(EncodeRequest, OneLineWithEveryFieldTextPayloadsAsTextAndBytesAsBase64) {
   Item bytes = MakeItem(18, std::string("\x00\x01\xff", 3));
   bytes.key.reset();
   bytes.dedup_key = "d-18";
+  bytes.group = "g-1";
   BatchRequest r;
   r.batch_id = "b1";
   r.queue = "orders";
@@ -94,6 +95,8 @@ TEST(EncodeRequest, OneLineWithEveryFieldTextPayloadsAsTextAndBytesAsBase64) {
   const json& b = j["items"][1];
   EXPECT_TRUE(b["key"].is_null());
   EXPECT_EQ(b["dedup_key"], "d-18");
+  EXPECT_EQ(b["group"], "g-1");
+  EXPECT_TRUE(a["group"].is_null());
   EXPECT_EQ(b["payload_encoding"], "base64");
   std::string decoded;
   ASSERT_TRUE(absl::Base64Unescape(b["payload"].get<std::string>(), &decoded));
@@ -123,7 +126,8 @@ TEST(ParseReply, ResultsInAnyOrderWithEffectsAlignedToTheBatch) {
     {"id": 17, "ok": true, "result": "25",
      "enqueue": [{"queue": "squares", "payload": "{\"n\":25}", "key": "customer-7",
                   "dedup_key": "sq-17", "delay": 2, "priority": -5},
-                 {"queue": "raw", "payload": "AAH/", "payload_encoding": "base64"}],
+                 {"queue": "raw", "payload": "AAH/", "payload_encoding": "base64",
+                  "group": "raw-1"}],
      "publish": [{"topic": "orders.done", "key": "AQI=", "key_encoding": "base64",
                   "payload": "done", "headers": [{"key": "source", "value": "py"},
                   {"key": "bin", "value": "/w==", "value_encoding": "base64"}]}]},
@@ -145,6 +149,8 @@ TEST(ParseReply, ResultsInAnyOrderWithEffectsAlignedToTheBatch) {
   EXPECT_EQ(a.enqueue[0].item.priority, -5);
   EXPECT_EQ(a.enqueue[1].item.payload, std::string("\x00\x01\xff", 3));
   EXPECT_FALSE(a.enqueue[1].item.key.has_value());
+  EXPECT_FALSE(a.enqueue[0].item.group.has_value());
+  EXPECT_EQ(a.enqueue[1].item.group, "raw-1");
   EXPECT_EQ(a.enqueue[1].item.delay, absl::ZeroDuration());
   ASSERT_EQ(a.publish.size(), 1u);
   EXPECT_EQ(a.publish[0].topic, "orders.done");

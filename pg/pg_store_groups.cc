@@ -1,0 +1,130 @@
+// PgStore's queue groups (schema migration 12; store.h, "Queue groups").
+// The rules live in the SQL functions group_create(), group_start() and
+// group_status(), so the SQL API and C++ say the same; this file calls
+// them. Admin operations, run unprepared.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "pg/migrations.h"
+#include "pg/pg_store_internal.h"
+#include "store/validate.h"
+
+namespace partq {
+namespace pg_internal {
+namespace {
+
+std::optional<absl::Time> TimeOrNull(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return absl::FromUnixMicros(f.as<int64_t>());
+}
+
+// Microseconds since the Unix epoch of a timestamptz column, for TimeOrNull.
+std::string Micros(absl::string_view column) {
+  return absl::StrCat("(extract(epoch FROM ", column, ") * 1000000)::bigint");
+}
+
+// A GroupStatus from the columns group_status() returns, as GroupColumns()
+// selects them: pending, held, in_flight, done, dead, cancelled, then the
+// times, end_queue, end_payload, end_item, end_error; `id` first.
+GroupStatus GroupFromRow(const pqxx::row& r) {
+  GroupStatus g;
+  g.id = r[0].as<std::string>();
+  g.pending = r[1].as<int64_t>();
+  g.held = r[2].as<int64_t>();
+  g.in_flight = r[3].as<int64_t>();
+  g.done = r[4].as<int64_t>();
+  g.dead = r[5].as<int64_t>();
+  g.cancelled = r[6].as<int64_t>();
+  g.created_at = absl::FromUnixMicros(r[7].as<int64_t>());
+  g.started_at = TimeOrNull(r[8]);
+  g.cancelled_at = TimeOrNull(r[9]);
+  g.ended_at = TimeOrNull(r[10]);
+  g.end_queue = Text(r[11]);
+  g.end_payload = Text(r[12]);
+  if (!r[13].is_null()) g.end_item = r[13].as<int64_t>();
+  g.end_error = Text(r[14]);
+  return g;
+}
+
+// The columns GroupFromRow reads, from a row `x` of group_status() or of
+// the groups table (whose held and in_flight are given as `held`, `flying`).
+std::string GroupColumns(absl::string_view id, absl::string_view held, absl::string_view flying) {
+  return absl::StrCat(id, ", x.pending, ", held, ", ", flying, ", x.done, x.dead, x.cancelled, ",
+                      Micros("x.created_at"), ", ", Micros("x.started_at"), ", ",
+                      Micros("x.cancelled_at"), ", ", Micros("x.ended_at"),
+                      ", x.end_queue::text, x.end_payload::text, x.end_item, x.end_error");
+}
+
+}  // namespace
+
+absl::Status PgStore::CreateGroup(absl::string_view queue, const GroupSpec& spec) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (absl::Status st = ValidateGroupId(spec.id); !st.ok()) return st;
+  if (spec.end_queue) {
+    if (absl::Status st = ValidateQueueName(*spec.end_queue); !st.ok()) return st;
+  }
+  return Run(
+      absl::StrCat("create group \"", spec.id, "\" of queue \"", queue, "\""),
+      [&]() -> absl::Status {
+        Autocommit().exec_params(
+            WithSchema("SELECT {schema}.group_create($1, $2, $3, $4::jsonb)", options_.schema),
+            std::string(queue), spec.id, spec.end_queue, spec.end_payload);
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<GroupStatus> PgStore::StartGroup(absl::string_view queue, absl::string_view id) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (absl::Status st = ValidateGroupId(id); !st.ok()) return st;
+  const std::string what = absl::StrCat("start group \"", id, "\" of queue \"", queue, "\"");
+  absl::Status st = Run(what, [&]() -> absl::Status {
+    PgWork<> tx(*conn_, options_.transaction_pooler);
+    tx.exec_params(WithSchema("SELECT {schema}.group_start($1, $2)", options_.schema),
+                   std::string(queue), std::string(id));
+    tx.commit();
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  return GetGroup(queue, id);
+}
+
+absl::StatusOr<GroupStatus> PgStore::GetGroup(absl::string_view queue, absl::string_view id) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (absl::Status st = ValidateGroupId(id); !st.ok()) return st;
+  return Run(
+      absl::StrCat("read group \"", id, "\" of queue \"", queue, "\""),
+      [&]() -> absl::StatusOr<GroupStatus> {
+        pqxx::result r = Autocommit().exec_params(
+            WithSchema(absl::StrCat("SELECT ", GroupColumns("$2::text", "x.held", "x.in_flight"),
+                                    " FROM {schema}.group_status($1, $2) x"),
+                       options_.schema),
+            std::string(queue), std::string(id));
+        return GroupFromRow(r[0]);
+      });
+}
+
+absl::StatusOr<std::vector<GroupStatus>> PgStore::ListGroups(absl::string_view queue,
+                                                             bool include_ended, int limit) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run(absl::StrCat("list groups of queue \"", queue, "\""),
+             [&]() -> absl::StatusOr<std::vector<GroupStatus>> {
+               pqxx::transaction_base& tx = Autocommit();
+               tx.exec_params(WithSchema("SELECT {schema}.require_queue($1)", options_.schema),
+                              std::string(queue));
+               std::vector<GroupStatus> out;
+               for (const pqxx::row& r : tx.exec_params(
+                        WithSchema(absl::StrCat("SELECT ", GroupColumns("x.id::text", "0", "0"),
+                                                " FROM {schema}.groups x WHERE x.queue = $1"
+                                                " AND ($2 OR x.ended_at IS NULL)"
+                                                " ORDER BY x.created_at DESC, x.id LIMIT $3"),
+                                   options_.schema),
+                        std::string(queue), include_ended, limit)) {
+                 out.push_back(GroupFromRow(r));
+               }
+               return out;
+             });
+}
+
+}  // namespace pg_internal
+}  // namespace partq
