@@ -263,7 +263,10 @@ HttpResponse Console::Queues() const {
       const QueueTotals t = SumUp(*q.status);
       j["ready"] = t.ready;
       j["delayed"] = t.delayed;
+      j["held"] = t.held;
       j["in_flight"] = t.in_flight;
+      const QueueStatus::GroupCounts& g = q.status->groups;
+      j["groups"] = {{"held", g.held}, {"started", g.started}, {"ended", g.ended}};
       j["dead"] = t.dead;
       j["oldest_ready_seconds"] = Secs(t.oldest_ready_age);
       j["status_age_seconds"] = Secs(now - q.status_at);

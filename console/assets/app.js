@@ -103,7 +103,7 @@ async function drawQueues() {
   view.append(el('h1', {}, 'Queues'));
   const msg = el('div', {class: 'msg', id: 'msg'});
   const head = el('tr', {}, ...['queue', 'parts', 'sessions', 'unowned parts', 'ready', 'delayed',
-    'in flight', 'dead', 'oldest ready', 'backlog/s (1 min)', 'backlog/s (5 min)',
+    'held', 'in flight', 'dead', 'groups (held / started / ended)', 'oldest ready', 'backlog/s (1 min)', 'backlog/s (5 min)',
     'dead/s (1 min)', 'state', ''].map((h) => el('th', {}, h)));
   const body = el('tbody', {});
   for (const q of j.queues) {
@@ -121,8 +121,10 @@ async function drawQueues() {
       el('td', {class: 'num'}, num(q.parts)), el('td', {class: 'num'}, num(q.sessions)),
       el('td', {class: 'num'}, num(q.unowned_parts)),
       el('td', {class: 'num'}, num(q.ready)), el('td', {class: 'num'}, num(q.delayed)),
-      el('td', {class: 'num'}, num(q.in_flight)),
+      el('td', {class: 'num'}, num(q.held)), el('td', {class: 'num'}, num(q.in_flight)),
       el('td', {class: 'num'}, el('a', {href: `#/queue/${encodeURIComponent(q.name)}/dead`}, num(q.dead))),
+      el('td', {class: 'num'}, q.groups ?
+        `${num(q.groups.held)} / ${num(q.groups.started)} / ${num(q.groups.ended)}` : '–'),
       el('td', {class: 'num'}, secs(q.oldest_ready_seconds)),
       el('td', {class: 'num'}, rate(q.backlog_per_second_1m)),
       el('td', {class: 'num'}, rate(q.backlog_per_second_5m)),

@@ -256,6 +256,33 @@ class ConsoleInABrowser(unittest.TestCase):
         wait_until(lambda: not next(q for q in json.loads(self.partq("queue", "list", "--json"))
                                     if q["name"] == "cq")["paused"], what="cq to be resumed")
 
+    def test_a_worker_serves_the_console_too(self):
+        port = free_port()
+        w = self.start("worker", "cq", "--handler", "noop", "--quiet",
+                       "--console-listen", f"127.0.0.1:{port}", "--console-read-only")
+        base = f"http://127.0.0.1:{port}"
+
+        def get(path):
+            try:
+                with urllib.request.urlopen(base + path, timeout=30) as r:
+                    return r.status, r.read().decode()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read().decode()
+            except OSError:
+                return 0, ""
+
+        wait_until(lambda: get("/healthz")[0] == 200, what="the worker's console")
+        queues = wait_until(lambda: (lambda r: r[1] if r[0] == 200 and '"cq"' in r[1] else None)(
+            get("/api/queues")), what="the worker's console to list the queues")
+        self.assertIn('"actions":false', queues)
+        req = urllib.request.Request(base + "/api/pause", data=b'{"queue": "cq"}', method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with self.assertRaises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=30)
+        self.assertEqual(refused.exception.code, 403, "read-only: no actions")
+        w.terminate()
+        w.wait()
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 3:
