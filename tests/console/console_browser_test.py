@@ -14,6 +14,7 @@ sets it); without it the test is skipped (exit 77). Screenshots go to SCREENSHOT
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -62,7 +63,17 @@ class ConsoleInABrowser(unittest.TestCase):
         cls.schema = "t_console_" + secrets.token_hex(4)
         cls.env = dict(os.environ, PARTQ_DSN=DSN, PARTQ_SCHEMA=cls.schema)
         cls.procs = []
+        cls.browser = None
         cls.tmp = tempfile.mkdtemp(prefix="partq-console-test-")
+        try:
+            cls.set_up()
+        except BaseException:
+            # unittest skips tearDownClass when setUpClass fails: stop what started.
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def set_up(cls):
         cls.partq("migrate")
         # A short TTL: a killed worker's parts move within about a second.
         cls.partq("queue", "create", "cq", "--parts", "16", "--session-ttl", "1s")
@@ -81,12 +92,13 @@ class ConsoleInABrowser(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        if getattr(cls, "browser", None):
+        if cls.browser:
             cls.browser.close()
         for p in cls.procs:
             if p.poll() is None:
                 p.kill()
             p.wait()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
         with psycopg2.connect(DSN) as conn, conn.cursor() as cur:
             cur.execute(f"DROP SCHEMA IF EXISTS {cls.schema} CASCADE")
 
