@@ -7,8 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -19,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "base/utf8.h"
 #include "cli/common.h"
+#include "console/console.h"
 #include "coordinator/queue_collector.h"
 #include "pg/pg_store.h"
 #include "producer/producer.h"
@@ -187,6 +191,68 @@ int CreateExisting(const Args& args, const QueueConfig& want, const QueueConfig&
       "queue \"", have.name, "\" already exists with other settings; nothing was changed:\n", table,
       "A queue's settings are fixed when it is created, except its dead-letter topic (partq "
       "queue set).")));
+}
+
+// `partq status` prints a table of every part up to this many parts; past it,
+// a summary by owner (--parts for the table: 4,096 lines otherwise).
+constexpr int kPartsInFull = 64;
+// The parts a summary names as the furthest behind.
+constexpr int kMostBehind = 5;
+
+// The parts of a queue too big for a line each: per owner (a row per
+// session, and one for parts with no owner), the parts furthest behind, and
+// the parts without a live owner.
+void PrintPartsSummary(const QueueStatus& st) {
+  struct Sum {
+    int64_t parts = 0, ready = 0, delayed = 0, in_flight = 0, dead = 0;
+    absl::Duration oldest;
+  };
+  std::map<std::string, Sum> by_owner;  // "" for no owner
+  std::set<std::string> live;
+  for (const SessionInfo& s : st.sessions) {
+    if (s.expires_in > absl::ZeroDuration()) live.insert(s.id.value);
+  }
+  std::vector<int> unowned;
+  std::vector<const PartStatus*> behind;
+  for (const PartStatus& p : st.parts) {
+    Sum& s = by_owner[p.owner ? p.owner->value : ""];
+    ++s.parts;
+    s.ready += p.ready;
+    s.delayed += p.delayed;
+    s.in_flight += p.in_flight;
+    s.dead += p.dead;
+    s.oldest = std::max(s.oldest, p.oldest_ready_age);
+    if (!p.owner || !live.count(p.owner->value)) unowned.push_back(p.part);
+    if (p.ready > 0) behind.push_back(&p);
+  }
+  printf("\n%zu parts (the table of every part: --parts), by owner:\n", st.parts.size());
+  printf("%-36s %6s %9s %9s %9s %7s %10s\n", "OWNER", "PARTS", "READY", "DELAYED", "IN_FLIGHT",
+         "DEAD", "OLDEST");
+  for (const auto& [owner, s] : by_owner) {
+    printf("%-36s %6lld %9lld %9lld %9lld %7lld %10s\n", owner.empty() ? "(none)" : owner.c_str(),
+           static_cast<long long>(s.parts), static_cast<long long>(s.ready),
+           static_cast<long long>(s.delayed), static_cast<long long>(s.in_flight),
+           static_cast<long long>(s.dead), s.ready > 0 ? Seconds(s.oldest).c_str() : "-");
+  }
+  if (!behind.empty()) {
+    const size_t n = std::min<size_t>(kMostBehind, behind.size());
+    std::partial_sort(behind.begin(), behind.begin() + n, behind.end(),
+                      [](const PartStatus* a, const PartStatus* b) {
+                        return std::tie(b->oldest_ready_age, b->ready) <
+                               std::tie(a->oldest_ready_age, a->ready);
+                      });
+    printf("furthest behind:");
+    for (size_t i = 0; i < n; ++i) {
+      printf("%s part %d (oldest ready %s, %lld ready)", i == 0 ? "" : ",", behind[i]->part,
+             Seconds(behind[i]->oldest_ready_age).c_str(),
+             static_cast<long long>(behind[i]->ready));
+    }
+    printf("\n");
+  }
+  if (!unowned.empty()) {
+    printf("without a live owner: part%s %s\n", unowned.size() == 1 ? "" : "s",
+           console::PartRanges(unowned).c_str());
+  }
 }
 
 }  // namespace
@@ -676,10 +742,10 @@ int CmdCancel(const std::vector<std::string>& argv) {
 }
 
 int CmdStatus(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, ConnectionFlags(), {"json"});
+  auto args = Args::Parse(argv, ConnectionFlags(), {"json", "parts"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
-                                "usage: partq status QUEUE [--json]")) {
+                                "usage: partq status QUEUE [--parts] [--json]")) {
     return *u;
   }
   auto store = ConnectChecked(*args);
@@ -706,6 +772,8 @@ int CmdStatus(const std::vector<std::string>& argv) {
                      {"in_flight", t.in_flight},
                      {"dead", t.dead},
                      {"cancelled", t.cancelled},
+                     {"dead_last_minute", t.dead_last_minute},
+                     {"dead_per_second_last_minute", t.dead_last_minute / 60.0},
                      {"unowned_parts", t.unowned_parts},
                      {"live_sessions", t.live_sessions},
                      {"expired_sessions", t.expired_sessions},
@@ -733,6 +801,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
            {"held", p.held},
            {"in_flight", p.in_flight},
            {"dead", p.dead},
+           {"dead_last_minute", p.dead_last_minute},
            {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
     }
     out["groups"] = {{"held", st->groups.held},
@@ -767,6 +836,13 @@ int CmdStatus(const std::vector<std::string>& argv) {
            static_cast<long long>(g.started), static_cast<long long>(g.ended),
            static_cast<long long>(g.pending), c.name.c_str());
   }
+  // The database keeps no count of acks (that would be a write on every
+  // ack): acked/s is the workers' partq_items_acked_total. Dead items carry
+  // the time they died, so their rate is exact (for those still dead).
+  printf(
+      "last minute: %lld dead-lettered (%.2f/s); acked/s is in the workers' metrics "
+      "(partq_items_acked_total)\n",
+      static_cast<long long>(t.dead_last_minute), t.dead_last_minute / 60.0);
   // Said only when it matters: a worker's own transactions hold the horizon
   // for milliseconds all the time.
   if (st->horizon &&
@@ -796,6 +872,10 @@ int CmdStatus(const std::vector<std::string>& argv) {
            s.parts_owned, Seconds(s.since_heartbeat).c_str(),
            expired(s) ? "expired" : Seconds(s.expires_in).c_str());
   }
+  if (static_cast<int>(st->parts.size()) > kPartsInFull && !args->Has("parts")) {
+    PrintPartsSummary(*st);
+    return 0;
+  }
   printf("\n%5s %-36s %8s %8s %8s %9s %6s %10s\n", "PART", "OWNER", "EPOCH", "READY", "DELAYED",
          "IN_FLIGHT", "DEAD", "OLDEST");
   for (const auto& p : st->parts) {
@@ -816,7 +896,9 @@ int CmdDead(const std::vector<std::string>& argv) {
   if (sub == "list") {
     constexpr char kUsage[] = "usage: partq dead list QUEUE [--limit 20] [--json]";
     if (auto u = WrongPositionals(pos, 1, {"QUEUE"}, kUsage)) return *u;
-    if (args->Has("all")) return Usage(absl::StrCat("--all goes with dead requeue (", kUsage, ")"));
+    if (args->Has("all")) {
+      return Usage(absl::StrCat("--all goes with dead requeue and delete (", kUsage, ")"));
+    }
     auto limit = args->Int("limit", 20, 1, 100000);
     if (!limit.ok()) return Fail(limit.status());
     auto store = ConnectChecked(*args);
@@ -857,10 +939,11 @@ int CmdDead(const std::vector<std::string>& argv) {
     }
     return 0;
   }
-  if (sub == "requeue") {
+  if (sub == "requeue" || sub == "delete") {
     const bool all = args->Has("all");
     if (pos.size() < 2 || (all == (pos.size() > 2))) {
-      return Usage("usage: partq dead requeue QUEUE ID... | partq dead requeue QUEUE --all");
+      return Usage(absl::StrCat("usage: partq dead ", sub, " QUEUE ID... | partq dead ", sub,
+                                " QUEUE --all"));
     }
     std::vector<int64_t> ids;
     for (size_t i = 2; i < pos.size(); ++i) {
@@ -872,6 +955,18 @@ int CmdDead(const std::vector<std::string>& argv) {
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
+    if (sub == "delete") {
+      auto n = (*store)->DeleteDead(pos[1], ids);
+      if (!n.ok()) return Fail(n.status());
+      printf("deleted %s\n", Count(*n, "dead item").c_str());
+      const int64_t missing = all ? 0 : static_cast<int64_t>(ids.size()) - *n;
+      if (missing > 0) {
+        return Fail(absl::NotFoundError(
+            absl::StrCat(missing, " of the ", ids.size(), " ids are not dead items of ", pos[1],
+                         " (`partq dead list ", pos[1], "` shows them)")));
+      }
+      return 0;
+    }
     auto r = (*store)->RequeueDead(pos[1], ids);
     if (!r.ok()) return Fail(r.status());
     printf("requeued %s", Count(r->requeued, "item").c_str());
@@ -891,9 +986,11 @@ int CmdDead(const std::vector<std::string>& argv) {
   }
   if (!sub.empty()) {
     return Usage(absl::StrCat("unknown dead subcommand \"", sub,
-                              "\": list QUEUE or requeue QUEUE ID...|--all"));
+                              "\": list QUEUE, requeue QUEUE ID...|--all or delete QUEUE "
+                              "ID...|--all"));
   }
-  return Usage("dead needs a subcommand: list QUEUE or requeue QUEUE ID...|--all");
+  return Usage(
+      "dead needs a subcommand: list QUEUE, requeue QUEUE ID...|--all or delete QUEUE ID...|--all");
 }
 
 }  // namespace partq::cli

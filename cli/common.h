@@ -99,6 +99,7 @@ int CmdBench(const std::vector<std::string>& argv);
 // `partq bench-peer exec|http`: a handler peer of `partq bench` (not in the help).
 int CmdBenchPeer(const std::vector<std::string>& argv);
 int CmdBridge(const std::vector<std::string>& argv);
+int CmdConsole(const std::vector<std::string>& argv);
 
 }  // namespace partq::cli
 

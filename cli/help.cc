@@ -63,11 +63,23 @@ constexpr CommandUsage kCommands[] = {
      "               [--leave-on-stop] [--metrics-addr HOST:PORT] [--poll-only]\n"
      "               [--drain-timeout 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--retry-base 1s]\n"
-     "               [--retry-max 10m] [--handler-ca FILE] [--log-level warning] [--quiet]\n"},
-    {"status", "  status QUEUE [--json]\n"},
+     "               [--retry-max 10m] [--handler-ca FILE] [--log-level warning] [--quiet]\n"
+     "               [--console-listen HOST:PORT [--console-token-file F] [--console-read-only]]\n"
+     "      --console-listen serves the web console (as `partq console`) from this process\n"},
+    {"status",
+     "  status QUEUE [--parts] [--json]          sessions, depth, age, dead-lettered/s; a line\n"
+     "                                           per part up to 64 parts, past that a summary\n"
+     "                                           by owner (--parts: every part; --json: all)\n"},
+    {"console",
+     "  console [--listen 127.0.0.1:8080] [--read-only] [--token-file FILE]\n"
+     "      the web console: queues, part maps, sessions, dead items. Actions (pause,\n"
+     "      resume, requeue, delete) need the token in FILE (log in with it; or\n"
+     "      Authorization: Bearer); without --token-file it is read-only, and it will\n"
+     "      not listen beyond loopback. One poller per process reads for every tab.\n"},
     {"dead",
      "  dead list QUEUE [--limit 20] [--json]    dead-lettered items, newest first, with errors\n"
-     "  dead requeue QUEUE ID...|--all           back to ready as new items (attempts 0)\n"},
+     "  dead requeue QUEUE ID...|--all           back to ready as new items (attempts 0)\n"
+     "  dead delete QUEUE ID...|--all            delete them for good\n"},
     {"schedule",
      "  schedule add NAME QUEUE (--every 30s | --cron 'MIN HOUR DOM MON DOW' [--tz ZONE])\n"
      "               [--key K] [--priority N] PAYLOAD\n"

@@ -5,10 +5,12 @@
 
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cli/process_metrics.h"
+#include "console/console.h"
 #include "prometheus/text_serializer.h"
 
 namespace partq::cli {
@@ -52,54 +54,118 @@ class FuncHandler : public CivetHandler {
   std::function<bool(std::string*)> f_;
 };
 
+// The console: every request it gets goes through Console::Handle.
+class ConsoleHandler : public CivetHandler {
+ public:
+  explicit ConsoleHandler(console::Console* c) : console_(c) {}
+  bool handleGet(CivetServer*, mg_connection* conn) override { return Serve(conn); }
+  bool handlePost(CivetServer*, mg_connection* conn) override { return Serve(conn); }
+
+ private:
+  bool Serve(mg_connection* conn) {
+    const mg_request_info* info = mg_get_request_info(conn);
+    console::HttpRequest req;
+    req.method = info->request_method ? info->request_method : "";
+    req.path = info->local_uri ? info->local_uri : "/";
+    req.query = info->query_string ? info->query_string : "";
+    for (int i = 0; i < info->num_headers; ++i) {
+      req.headers[absl::AsciiStrToLower(info->http_headers[i].name)] = info->http_headers[i].value;
+    }
+    if (req.method == "POST") {
+      char buf[8192];
+      int n;
+      while ((n = mg_read(conn, buf, sizeof buf)) > 0) {
+        req.body.append(buf, n);
+        if (req.body.size() > console::Console::kMaxBody) {
+          Reply(conn, 413, "text/plain", "request body too large\n");
+          return true;
+        }
+      }
+    }
+    const console::HttpResponse r = console_->Handle(req);
+    std::string head =
+        absl::StrCat("HTTP/1.1 ", r.code, " ", mg_get_response_code_text(conn, r.code),
+                     "\r\nContent-Type: ", r.content_type, "\r\nContent-Length: ", r.body.size(),
+                     "\r\nConnection: close\r\n");
+    for (const auto& [name, value] : r.headers) absl::StrAppend(&head, name, ": ", value, "\r\n");
+    head += "\r\n";
+    mg_write(conn, head.data(), head.size());
+    if (req.method != "HEAD") mg_write(conn, r.body.data(), r.body.size());
+    return true;
+  }
+
+  console::Console* console_;
+};
+
 }  // namespace
+
+std::string ListenHost(const std::string& addr) {
+  const auto colon = addr.rfind(':');
+  return colon == std::string::npos ? "" : addr.substr(0, colon);
+}
 
 struct HttpServer::Handlers {
   std::unique_ptr<MetricsHandler> metrics;
   std::unique_ptr<FuncHandler> health, ready;
+  std::unique_ptr<ConsoleHandler> console;
 };
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     const std::string& addr, std::shared_ptr<prometheus::Registry> registry,
     std::function<bool(std::string*)> ready) {
+  HttpServerOptions o;
+  o.registry = std::move(registry);
+  o.ready = std::move(ready);
+  return Start(addr, std::move(o));
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& addr,
+                                                              HttpServerOptions options) {
+  const std::string& flag = options.flag;
   auto colon = addr.rfind(':');
   if (colon == std::string::npos || colon + 1 == addr.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--metrics-addr must be HOST:PORT, like 0.0.0.0:9090 (got \"", addr, "\")"));
+        absl::StrCat(flag, " must be HOST:PORT, like 0.0.0.0:9090 (got \"", addr, "\")"));
   }
   std::string host = addr.substr(0, colon);
   std::string port = addr.substr(colon + 1);
   int port_number = 0;
   if (!absl::SimpleAtoi(port, &port_number) || port_number < 1 || port_number > 65535 ||
       port.find_first_not_of("0123456789") != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics-addr: the port must be a number from 1 to 65535 (got \"", port, "\")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": the port must be a number from 1 to 65535 (got \"", port, "\")"));
   }
   const bool any = host.empty() || host == "0.0.0.0" || host == "*";
   in_addr ip{};
   if (!any && host != "localhost" && inet_pton(AF_INET, host.c_str(), &ip) != 1) {
     // civetweb binds IPv4 addresses only (no names to resolve, no IPv6 here).
     return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics-addr: the host must be an IPv4 address, localhost or 0.0.0.0 (got \"", host,
-        "\")"));
+        flag, ": the host must be an IPv4 address, localhost or 0.0.0.0 (got \"", host, "\")"));
   }
   // civetweb wants PORT alone for all interfaces, or IP:PORT.
   std::string listen = any ? port : host == "localhost" ? absl::StrCat("127.0.0.1:", port) : addr;
   std::unique_ptr<HttpServer> s(new HttpServer());
   s->handlers_ = std::make_unique<Handlers>();
-  s->handlers_->metrics = std::make_unique<MetricsHandler>(std::move(registry));
   s->handlers_->health = std::make_unique<FuncHandler>([](std::string*) { return true; });
-  s->handlers_->ready = std::make_unique<FuncHandler>(std::move(ready));
-  std::vector<std::string> options = {"listening_ports", listen, "num_threads", "2"};
-  try {
-    s->server_ = std::make_unique<CivetServer>(options);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", addr, ": ", e.what(), " (is the port in use?)"));
+  if (options.registry) {
+    s->handlers_->metrics = std::make_unique<MetricsHandler>(std::move(options.registry));
   }
-  s->server_->addHandler("/metrics", s->handlers_->metrics.get());
+  if (options.ready) s->handlers_->ready = std::make_unique<FuncHandler>(std::move(options.ready));
+  if (options.console) s->handlers_->console = std::make_unique<ConsoleHandler>(options.console);
+  std::vector<std::string> civet = {"listening_ports", listen, "num_threads",
+                                    absl::StrCat(options.threads)};
+  try {
+    s->server_ = std::make_unique<CivetServer>(civet);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve ",
+                                               options.console ? "the console" : "metrics", " on ",
+                                               addr, ": ", e.what(), " (is the port in use?)"));
+  }
+  // "/" catches every path the others do not (civetweb picks the longest match).
+  if (s->handlers_->console) s->server_->addHandler("/", s->handlers_->console.get());
+  if (s->handlers_->metrics) s->server_->addHandler("/metrics", s->handlers_->metrics.get());
   s->server_->addHandler("/healthz", s->handlers_->health.get());
-  s->server_->addHandler("/readyz", s->handlers_->ready.get());
+  if (s->handlers_->ready) s->server_->addHandler("/readyz", s->handlers_->ready.get());
   return s;
 }
 

@@ -84,5 +84,6 @@ int main(int argc, char** argv) {
   if (cmd == "bench") return CmdBench(rest);
   if (cmd == "bench-peer") return CmdBenchPeer(rest);
   if (cmd == "bridge") return CmdBridge(rest);
+  if (cmd == "console") return CmdConsole(rest);
   return Usage("unknown command \"" + cmd + "\"");
 }

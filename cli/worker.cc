@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "cli/common.h"
+#include "cli/console_flags.h"
 #include "cli/http_server.h"
 #include "consumer/consumer.h"
 #include "consumer/metrics.h"
@@ -16,12 +17,13 @@ namespace partq::cli {
 namespace {}  // namespace
 
 int CmdWorker(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv,
-      With(ConnectionFlags(), {"concurrency", "batch", "handler", "instance-id", "metrics-addr",
-                               "drain-timeout", "handler-timeout", "poll-interval", "retry-base",
-                               "retry-max", "log-level", "handler-ca"}),
-      {"poll-only", "quiet", "leave-on-stop"});
+  auto args =
+      Args::Parse(argv,
+                  With(ConnectionFlags(), {"concurrency", "batch", "handler", "instance-id",
+                                           "metrics-addr", "drain-timeout", "handler-timeout",
+                                           "poll-interval", "retry-base", "retry-max", "log-level",
+                                           "handler-ca", "console-listen", "console-token-file"}),
+                  {"poll-only", "quiet", "leave-on-stop", "console-read-only"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
                                 "usage: partq worker QUEUE [options]")) {
@@ -112,6 +114,17 @@ int CmdWorker(const std::vector<std::string>& argv) {
     });
     if (!server.ok()) return Fail(server.status());
     http = std::move(*server);
+  }
+  // The web console in this process, on its own port: a pod can serve it.
+  std::optional<ServedConsole> console;
+  if (auto addr = args->Get("console-listen")) {
+    auto served =
+        ServeConsole(*addr, *pg, args->Has("console-read-only"), args->Get("console-token-file"),
+                     "--console-listen", "--console-token-file");
+    if (!served.ok()) return Fail(served.status());
+    console = std::move(*served);
+  } else if (args->Has("console-read-only") || args->Has("console-token-file")) {
+    return Usage("--console-read-only and --console-token-file go with --console-listen ADDR");
   }
   if (absl::Status st = consumer.Start(); !st.ok()) return Fail(st);
   const bool quiet = args->Has("quiet");

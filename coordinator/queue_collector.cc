@@ -202,6 +202,7 @@ QueueTotals SumUp(const QueueStatus& status) {
     t.in_flight += p.in_flight;
     t.dead += p.dead;
     t.cancelled += p.cancelled;
+    t.dead_last_minute += p.dead_last_minute;
     t.unowned_parts += p.owner.has_value() && live.count(p.owner->value) ? 0 : 1;
     t.oldest_ready_age = std::max(t.oldest_ready_age, p.oldest_ready_age);
   }

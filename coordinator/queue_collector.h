@@ -71,6 +71,7 @@ namespace partq {
 // member's heartbeat) having deleted it yet, and its items wait either way.
 struct QueueTotals {
   int64_t ready = 0, delayed = 0, in_flight = 0, dead = 0, held = 0, cancelled = 0;
+  int64_t dead_last_minute = 0;  // PartStatus::dead_last_minute, summed
   int64_t unowned_parts = 0;
   int64_t live_sessions = 0, expired_sessions = 0;
   absl::Duration oldest_ready_age;  // zero when none is ready

@@ -275,6 +275,8 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) override;
   absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
                                        const std::vector<int64_t>& ids) override;
+  absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
+                                     const std::vector<int64_t>& ids) override;
 
   // Queue groups (pg_store_groups.cc).
   absl::Status CreateGroup(absl::string_view queue, const GroupSpec& spec) override;

@@ -1600,6 +1600,7 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
       p.oldest_ready_age = absl::Microseconds(row[7].as<int64_t>());
       p.held = row[8].as<int64_t>();
       p.cancelled = row[9].as<int64_t>();
+      p.dead_last_minute = row[10].as<int64_t>();
       status.parts.push_back(std::move(p));
     }
     {
@@ -1674,11 +1675,12 @@ absl::StatusOr<std::vector<DeadItem>> PgStore::ListDead(absl::string_view queue,
     for (const pqxx::row& r : tx.exec_params(WithSchema(R"sql(
 SELECT id, part, key, dedup_key, attempts,
        (date_part('epoch', enqueued_at) * 1000000)::bigint,
-       (date_part('epoch', failed_at) * 1000000)::bigint, last_error, octet_length(payload)
+       (date_part('epoch', failed_at) * 1000000)::bigint, last_error, octet_length(payload),
+       substring(payload FROM 1 FOR $3)
 FROM {schema}.dead_items WHERE queue = $1
 ORDER BY failed_at DESC, id DESC LIMIT $2)sql",
                                                         options_.schema),
-                                             q, limit)) {
+                                             q, limit, kDeadPayloadHead)) {
       DeadItem d;
       d.id = r[0].as<int64_t>();
       d.part = r[1].as<int>();
@@ -1689,6 +1691,7 @@ ORDER BY failed_at DESC, id DESC LIMIT $2)sql",
       d.failed_at = absl::FromUnixMicros(r[6].as<int64_t>());
       d.last_error = r[7].as<std::string>();
       d.payload_bytes = r[8].as<int64_t>();
+      DecodeBytea(absl::string_view(r[9].c_str(), r[9].size()), &d.payload_head);
       out.push_back(std::move(d));
     }
     return out;
@@ -1746,6 +1749,29 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM asked) - (SELECT count
     out.requeued = r[0].as<int64_t>();
     out.kept = r[1].as<int64_t>();
     return out;
+  });
+}
+
+absl::StatusOr<int64_t> PgStore::DeleteDead(absl::string_view queue,
+                                            const std::vector<int64_t>& ids) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("delete dead items", [&]() -> absl::StatusOr<int64_t> {
+    // The queue check and the delete in one statement, one snapshot. Dead
+    // items that die meanwhile are not in it and stay: "all" is all that
+    // were dead when the delete began.
+    PgWork<> tx(*conn_, options_.transaction_pooler);
+    const pqxx::row r = tx.exec_params1(WithSchema(R"sql(
+WITH q AS (SELECT 1 FROM {schema}.queues WHERE name = $1),
+gone AS (
+  DELETE FROM {schema}.dead_items d
+  WHERE d.queue = $1 AND (cardinality($2::bigint[]) = 0 OR d.id = ANY($2::bigint[]))
+  RETURNING 1)
+SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM gone))sql",
+                                                   options_.schema),
+                                        std::string(queue), IntArray(ids));
+    if (r[0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
+    tx.commit();
+    return r[1].as<int64_t>();
   });
 }
 

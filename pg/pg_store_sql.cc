@@ -1039,12 +1039,14 @@ it AS (
   FROM (SELECT part, run_at, enqueued_at, id IN (SELECT id FROM fly) AS fl
         FROM {schema}.items WHERE queue = $1) x
   GROUP BY part),
-dd AS (SELECT part, count(*) AS n FROM {schema}.dead_items WHERE queue = $1 GROUP BY part),
+dd AS (SELECT part, count(*) AS n,
+              count(*) FILTER (WHERE failed_at > now() - interval '1 minute') AS recent
+       FROM {schema}.dead_items WHERE queue = $1 GROUP BY part),
 cc AS (SELECT part, count(*) AS n FROM {schema}.cancelled_items WHERE queue = $1 GROUP BY part)
 SELECT p, own.session_id, coalesce(own.epoch, 0), coalesce(it.ready, 0),
        coalesce(it.delayed, 0), coalesce(it.in_flight, 0), coalesce(dd.n, 0),
        coalesce((extract(epoch FROM now() - it.oldest) * 1000000)::bigint, 0),
-       coalesce(it.held, 0), coalesce(cc.n, 0)
+       coalesce(it.held, 0), coalesce(cc.n, 0), coalesce(dd.recent, 0)
 FROM generate_series(0, $2::int - 1) AS p
 LEFT JOIN own ON own.part = p
 LEFT JOIN it ON it.part = p

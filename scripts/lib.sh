@@ -28,6 +28,8 @@ PARTQ_PACKAGES=(
   openssl     # the HTTP client tests make their own CA and certificates
   python3     # ... serve https with its ssl module; the exec handler tests run Python children
   python3-psycopg2 # tests/pg/sql_api_test runs examples/sql-api/enqueue.py with Debian's Python
+  chromium python3-websocket # tests/console drives the web console in headless Chromium over
+                             # the DevTools protocol (tests/console/cdp.py)
   nodejs      # the http handler example (examples/node) in the handler fault tests; Debian's 18
               # will do, and a node already on PATH counts (partq_install_packages)
   "${PARTQ_CHECKER_PACKAGES[@]}"

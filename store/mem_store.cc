@@ -638,7 +638,9 @@ class MemStore : public Store {
       }
     }
     for (const auto& [id, s] : db_->dead_) {
-      if (s.queue == q.name) ++out.parts[s.item.part].dead;
+      if (s.queue != q.name) continue;
+      ++out.parts[s.item.part].dead;
+      if (s.failed_at > out.db_now - absl::Minutes(1)) ++out.parts[s.item.part].dead_last_minute;
     }
     for (const auto& [id, s] : db_->cancelled_) {
       if (s.queue == q.name) ++out.parts[s.item.part].cancelled;
@@ -681,7 +683,8 @@ class MemStore : public Store {
       if (d.queue != queue) continue;
       out.push_back({id, d.item.part, d.item.key, d.item.dedup_key, d.item.attempts,
                      d.item.enqueued_at, d.failed_at, d.last_error,
-                     static_cast<int64_t>(d.item.payload.size())});
+                     static_cast<int64_t>(d.item.payload.size()),
+                     d.item.payload.substr(0, kDeadPayloadHead)});
     }
     // Newest first: by failure time, then id, as PgStore orders them.
     std::sort(out.begin(), out.end(), [](const DeadItem& a, const DeadItem& b) {
@@ -726,6 +729,24 @@ class MemStore : public Store {
       ++out.requeued;
     }
     return out;
+  }
+
+  absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
+                                     const std::vector<int64_t>& ids) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("DeleteDead"); !st.ok()) return st;
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
+    const std::set<int64_t> asked(ids.begin(), ids.end());
+    int64_t deleted = 0;
+    for (auto it = db_->dead_.begin(); it != db_->dead_.end();) {
+      if (it->second.queue == queue && (asked.empty() || asked.count(it->first) > 0)) {
+        it = db_->dead_.erase(it);
+        ++deleted;
+      } else {
+        ++it;
+      }
+    }
+    return deleted;
   }
 
  private:

@@ -316,6 +316,10 @@ struct PartStatus {
   // Items of queue groups not started yet (not counted as delayed).
   int64_t held = 0;
   int64_t cancelled = 0;            // records of cancelled items (Store::CancelItems)
+  // Of `dead`, those dead-lettered in the last minute (database clock): the
+  // failure rate `partq status` shows. Items requeued or deleted since are
+  // not counted.
+  int64_t dead_last_minute = 0;
   absl::Duration oldest_ready_age;  // zero when none is ready
 };
 // What holds the database's vacuum horizon back: the oldest snapshot (a
@@ -413,8 +417,12 @@ struct DeadItem {
   absl::Time enqueued_at;
   absl::Time failed_at;
   std::string last_error;
-  int64_t payload_bytes = 0;  // the payload stays in the table: a list reads no payloads
+  int64_t payload_bytes = 0;
+  // The payload's first kDeadPayloadHead bytes (all of it when shorter), raw
+  // bytes: what a list shows of it without reading whole payloads.
+  std::string payload_head;
 };
+inline constexpr int kDeadPayloadHead = 256;
 // What Store::RequeueDead did.
 struct Requeued {
   int64_t requeued = 0;
@@ -632,6 +640,14 @@ class Store {
   // item holds stays dead (counted in `kept`). NotFound for an unknown queue.
   virtual absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
                                                const std::vector<int64_t>& ids) {
+    return absl::UnimplementedError("dead items need PostgreSQL");
+  }
+  // Deletes dead items of `queue` for good: those in `ids`, or all of them
+  // when `ids` is empty; ids that are not dead items of the queue are
+  // ignored. One transaction. Returns how many were deleted. NotFound for an
+  // unknown queue.
+  virtual absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
+                                             const std::vector<int64_t>& ids) {
     return absl::UnimplementedError("dead items need PostgreSQL");
   }
 

@@ -259,6 +259,16 @@ TEST_F(BadInputTest, DeadSubcommandsAndIds) {
   EXPECT_TRUE(absl::StrContains(
       missing.err, "2 of the 2 ids are not dead items of q (`partq dead list q` shows them)"))
       << missing.err;
+  ExpectRejected(With({"dead", "delete", "q"}), 2, "usage: partq dead delete QUEUE ID...");
+  ExpectRejected(With({"dead", "delete", "q", "5", "--all"}), 2, "usage: partq dead delete");
+  ExpectRejected(With({"dead", "delete", "nosuch", "--all"}), 1, "unknown queue \"nosuch\"");
+  Result gone = Partq(With({"dead", "delete", "q", "99999"}));
+  EXPECT_EQ(gone.code, 1);
+  EXPECT_EQ(gone.out, "deleted 0 dead items\n");
+  EXPECT_TRUE(absl::StrContains(gone.err, "1 of the 1 ids are not dead items of q")) << gone.err;
+  Result all = Partq(With({"dead", "delete", "q", "--all"}));
+  EXPECT_EQ(all.code, 0) << all.err;
+  EXPECT_EQ(all.out, "deleted 0 dead items\n");
   Result none = Partq(With({"dead", "list", "q", "--json"}));
   EXPECT_EQ(none.code, 0) << none.err;
   EXPECT_EQ(absl::StripAsciiWhitespace(none.out), "[]");
@@ -266,6 +276,20 @@ TEST_F(BadInputTest, DeadSubcommandsAndIds) {
   Result empty = Partq(With({"dead", "list", "q"}));
   EXPECT_EQ(empty.code, 0) << empty.err;
   EXPECT_EQ(empty.out, "no dead items in q\n");
+}
+
+// The console will not serve other machines without a token, nor read a
+// token a person could guess.
+TEST_F(BadInputTest, ConsoleRefusesAnOpenAddressWithoutAToken) {
+  ExpectRejected(With({"console", "--listen", "0.0.0.0:1"}), 1,
+                 "refusing to serve the console on \"0.0.0.0\" (reachable from other machines) "
+                 "without a token: give --token-file FILE");
+  ExpectRejected(With({"worker", "q", "--console-listen", "10.1.2.3:1"}), 1,
+                 "without a token: give --console-token-file FILE");
+  ExpectRejected(With({"console", "--token-file", "/nonexistent/partq-token"}), 2,
+                 "--token-file: cannot read /nonexistent/partq-token");
+  ExpectRejected(With({"worker", "q", "--console-read-only"}), 2,
+                 "--console-read-only and --console-token-file go with --console-listen ADDR");
 }
 
 // A command given too many or too few words names the word, not only the

@@ -1,5 +1,6 @@
 // `partq queue` against a real PostgreSQL (cli/admin.cc, CmdQueue): what it
 // prints, its exit status, and what is left in the database.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,17 @@ class QueueCommandTest : public ::testing::Test {
     EXPECT_EQ(r.code, 0) << r.err;
     return r.out;
   }
+  // Moves the queue's oldest item to the dead items, as Finish moves it.
+  void DeadLetterOldest(const std::string& queue) const {
+    schema_.Q(absl::StrCat(R"sql(
+    WITH d AS (DELETE FROM {schema}.items
+               WHERE id = (SELECT min(id) FROM {schema}.items WHERE queue = ')sql",
+                           queue, R"sql(')
+               RETURNING *)
+    INSERT INTO {schema}.dead_items (id, queue, part, key, dedup_key, priority, attempts,
+                                     enqueued_at, last_error, payload)
+    SELECT id, queue, part, key, dedup_key, priority, 1, enqueued_at, 'boom', payload FROM d)sql"));
+  }
   int64_t Count(const std::string& table, const std::string& where) const {
     return schema_.QInt(absl::StrCat("SELECT count(*) FROM {schema}.", table, " WHERE ", where));
   }
@@ -43,13 +55,7 @@ TEST_F(QueueCommandTest, DeleteRefusesAQueueThatHoldsWorkAndSaysToPassForce) {
   Ok({"enqueue", "orders", "--stdin"}, "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n");
   Ok({"enqueue", "orders", "--delay", "1h", "later"});
   // One of them dead-lettered (moved as Finish moves it).
-  schema_.Q(R"sql(
-    WITH d AS (DELETE FROM {schema}.items
-               WHERE id = (SELECT min(id) FROM {schema}.items WHERE queue = 'orders')
-               RETURNING *)
-    INSERT INTO {schema}.dead_items (id, queue, part, key, dedup_key, priority, attempts,
-                                     enqueued_at, last_error, payload)
-    SELECT id, queue, part, key, dedup_key, priority, 1, enqueued_at, 'boom', payload FROM d)sql");
+  DeadLetterOldest("orders");
 
   PartqResult r = Partq(With({"queue", "delete", "orders"}));
   EXPECT_EQ(r.code, 1);
@@ -185,6 +191,31 @@ TEST_F(QueueCommandTest, CreateOfAnExistingQueueWithOtherSettingsFailsAndShowsBo
   }
   EXPECT_EQ(Count("queues", "true"), 1);
   EXPECT_EQ(Count("queues", unchanged), 1);
+}
+
+// `partq status` printed 4,103 lines for a 4096-part queue (issue 25): past
+// 64 parts it prints a summary by owner, --parts the table, --json all of it;
+// and it says how many items died in the last minute.
+TEST_F(QueueCommandTest, StatusSummarisesManyPartsAndCountsRecentDeadItems) {
+  Ok({"queue", "create", "wide", "--parts", "100"});
+  Ok({"enqueue", "wide", "--stdin"}, "1\n2\n3\n");
+  DeadLetterOldest("wide");
+  const std::string summary = Ok({"status", "wide"});
+  EXPECT_TRUE(absl::StrContains(summary, "100 parts (the table of every part: --parts), by owner:"))
+      << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "without a live owner: parts 0-99")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "furthest behind: part ")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "last minute: 1 dead-lettered (0.02/s)")) << summary;
+  EXPECT_LT(std::count(summary.begin(), summary.end(), '\n'), 20) << summary;
+  const std::string table = Ok({"status", "wide", "--parts"});
+  EXPECT_GT(std::count(table.begin(), table.end(), '\n'), 100) << "a line per part";
+  EXPECT_TRUE(absl::StrContains(table, " PART OWNER")) << table;
+  const std::string json = Ok({"status", "wide", "--json"});
+  EXPECT_TRUE(absl::StrContains(json, "\"dead_last_minute\": 1")) << json;
+  EXPECT_TRUE(absl::StrContains(json, "\"part\": 99")) << "every part, whatever the count";
+  // A queue of 64 parts or fewer gets its table without asking.
+  Ok({"queue", "create", "narrow", "--parts", "64"});
+  EXPECT_TRUE(absl::StrContains(Ok({"status", "narrow"}), " PART OWNER"));
 }
 
 }  // namespace

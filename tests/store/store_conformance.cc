@@ -1076,8 +1076,8 @@ TEST_P(StoreConformance, AClaimFromTheCursorFindsWhatCameDueBehindIt) {
   ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
   EXPECT_TRUE(none.empty()) << Ids(none).size() << " items claimed twice";
   // ...and what it is not told is in flight, up to the cursor, it reads again.
-  flying.erase(std::find_if(flying.begin(), flying.end(),
-                            [&](const Item& i) { return i.id == ids[4]; }));
+  flying.erase(
+      std::find_if(flying.begin(), flying.end(), [&](const Item& i) { return i.id == ids[4]; }));
   req = ClaimAll("q", m, 10, flying);
   req.parts[0].after = ItemKey{first[0].priority, first[0].id - 1};
   req.parts[0].cursor = last;
@@ -1849,13 +1849,19 @@ TEST_P(StoreConformance, StatusZeroFillsPartsAndCounts) {
       EXPECT_EQ(ps.ready, 0);
       EXPECT_EQ(ps.in_flight, 1);
       EXPECT_EQ(ps.dead, 1);
+      EXPECT_EQ(ps.dead_last_minute, 1) << "dead-lettered 10 s ago";
       EXPECT_EQ(ps.oldest_ready_age, absl::ZeroDuration()) << "none is ready";
     } else {
-      EXPECT_EQ(ps.ready + ps.delayed + ps.in_flight + ps.dead, 0) << p;
+      EXPECT_EQ(ps.ready + ps.delayed + ps.in_flight + ps.dead + ps.dead_last_minute, 0) << p;
       EXPECT_EQ(ps.oldest_ready_age, absl::ZeroDuration());
     }
   }
   EXPECT_EQ(store_->Status("nope").status().code(), absl::StatusCode::kNotFound);
+  // A minute on, the dead item is still dead but no longer recent.
+  harness_->Advance(absl::Seconds(61));
+  ASSERT_OK_AND_ASSIGN(s, store_->Status("q"));
+  EXPECT_EQ(s.parts[5].dead, 1);
+  EXPECT_EQ(s.parts[5].dead_last_minute, 0);
 }
 
 // --- dead items -------------------------------------------------------------------------
@@ -1916,6 +1922,7 @@ TEST_P(StoreConformance, DeadItemsAreListedNewestFirstAndRequeued) {
   EXPECT_EQ(by_id[ids["m0"]].key, std::optional<std::string>("k"));
   EXPECT_EQ(by_id[ids["plain"]].payload_bytes, 5);  // "plain"
   EXPECT_EQ(by_id[ids["m0"]].payload_bytes, 2);     // "m0"
+  EXPECT_EQ(by_id[ids["plain"]].payload_head, "plain") << "a short payload whole";
   EXPECT_LE(by_id[ids["m0"]].enqueued_at, by_id[ids["m0"]].failed_at);
 
   // A live item takes the dedup key: that dead item must stay dead.
@@ -2265,6 +2272,61 @@ TEST_P(StoreConformance, AScheduleFiresOncePerTickAndOnlyTheLatestAfterMissedOne
   EXPECT_GT(*all[0].next_tick, f.db_now);
 
   EXPECT_EQ(store_->FireSchedules("nosuch").status().code(), absl::StatusCode::kNotFound);
+}
+
+// Dead items are deleted for good, some by id or all of them, in their own
+// queue only; a list shows the head of a long payload, bytes as they are.
+TEST_P(StoreConformance, DeadItemsAreDeletedOneOrAll) {
+  MakeQueue(*store_, "q", 1, absl::Seconds(60), false, /*max_attempts=*/1);
+  MakeQueue(*store_, "other", 1, absl::Seconds(60), false, /*max_attempts=*/1);
+  const std::string big = std::string("\x00\xff<script>", 10) + std::string(1000, 'x');
+  for (const std::string& p : {std::string("a"), std::string("b"), big}) {
+    ASSERT_OK(store_->Enqueue("q", Payload(p)));
+  }
+  ASSERT_OK(store_->Enqueue("other", Payload("o")));
+  for (const char* queue : {"q", "other"}) {
+    Member m = JoinWith(*store_, queue, kAllParts);
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll(queue, m)));
+    FinishRequest req = FinishOf(queue, m, claimed);
+    req.max_attempts = 1;
+    ASSERT_OK(store_->Finish(req, [](Tx&, absl::Span<const Item> owned) {
+      std::vector<Outcome> out;
+      for (const Item& i : owned) {
+        Outcome o{i.id, i.part, Outcome::Kind::kDead};
+        o.error = "boom";
+        out.push_back(o);
+      }
+      return absl::StatusOr<std::vector<Outcome>>(out);
+    }));
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> dead, store_->ListDead("q", 10));
+  ASSERT_EQ(dead.size(), 3u);
+  std::map<std::string, int64_t> ids;
+  for (const DeadItem& d : dead) {
+    if (d.payload_bytes == static_cast<int64_t>(big.size())) {
+      EXPECT_EQ(d.payload_head, big.substr(0, kDeadPayloadHead));
+      ids["big"] = d.id;
+    } else {
+      ids[d.payload_head] = d.id;
+    }
+  }
+  ASSERT_EQ(ids.size(), 3u);
+  ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> other, store_->ListDead("other", 10));
+  ASSERT_EQ(other.size(), 1u);
+
+  ASSERT_OK_AND_ASSIGN(int64_t n, store_->DeleteDead("q", {ids["a"], other[0].id, 999999}));
+  EXPECT_EQ(n, 1) << "another queue's dead item and an unknown id are ignored";
+  ASSERT_OK_AND_ASSIGN(dead, store_->ListDead("q", 10));
+  EXPECT_EQ(dead.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", ids["a"]));
+  EXPECT_NE(st.kind, ItemState::Kind::kDead);
+  ASSERT_OK_AND_ASSIGN(n, store_->DeleteDead("q", {}));  // all that are left
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(CountsOf("q").dead, 0);
+  EXPECT_EQ(CountsOf("other").dead, 1) << "another queue keeps its dead items";
+  ASSERT_OK_AND_ASSIGN(n, store_->DeleteDead("q", {}));
+  EXPECT_EQ(n, 0);
+  EXPECT_EQ(store_->DeleteDead("nope", {}).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace partq::conformance

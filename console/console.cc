@@ -1,0 +1,486 @@
+#include "console/console.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/log.h"
+#include "base/utf8.h"
+#include "console/assets.h"
+#include "console/auth.h"
+#include "console/escape.h"
+#include "coordinator/queue_collector.h"
+#include "store/validate.h"
+
+namespace partq::console {
+namespace {
+
+using nlohmann::json;
+
+// Pages may run this server's scripts and styles only: a payload that
+// somehow reached the DOM as markup could still not run a script (no inline
+// scripts, no event handler attributes), nor could the page be framed.
+constexpr char kCsp[] =
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+
+HttpResponse Secured(HttpResponse r) {
+  r.headers.emplace_back("Content-Security-Policy", kCsp);
+  r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  r.headers.emplace_back("X-Frame-Options", "DENY");
+  // Not no-referrer: with it a browser sends "Origin: null" on the login
+  // form's POST, which the origin check must refuse.
+  r.headers.emplace_back("Referrer-Policy", "same-origin");
+  r.headers.emplace_back("Cache-Control", "no-store");
+  return r;
+}
+
+HttpResponse Json(int code, const json& j) {
+  HttpResponse r;
+  r.code = code;
+  r.content_type = "application/json";
+  // Strings are made printable before they get here; replace keeps a stray
+  // invalid byte from throwing.
+  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+HttpResponse Error(int code, const std::string& message) {
+  return Json(code, json{{"error", message}});
+}
+
+std::string Text(absl::string_view s) { return PrintableUtf8(s); }
+
+json Opt(const std::optional<std::string>& s) { return s ? json(Text(*s)) : json(); }
+
+double Secs(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+std::string Cookie(const HttpRequest& request, absl::string_view name) {
+  auto it = request.headers.find("cookie");
+  if (it == request.headers.end()) return "";
+  for (absl::string_view c : absl::StrSplit(it->second, ';')) {
+    c = absl::StripAsciiWhitespace(c);
+    if (absl::ConsumePrefix(&c, name) && absl::ConsumePrefix(&c, "=")) return std::string(c);
+  }
+  return "";
+}
+
+std::string Header(const HttpRequest& request, const std::string& name) {
+  auto it = request.headers.find(name);
+  return it == request.headers.end() ? "" : it->second;
+}
+
+}  // namespace
+
+std::string PartRanges(const std::vector<int>& parts) {
+  std::vector<int> p = parts;
+  std::sort(p.begin(), p.end());
+  std::string out;
+  for (size_t i = 0; i < p.size();) {
+    size_t j = i;
+    while (j + 1 < p.size() && p[j + 1] == p[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    absl::StrAppend(&out, p[i]);
+    if (j > i) absl::StrAppend(&out, "-", p[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+Console::Console(StoreFactory factory, ConsoleOptions options)
+    : options_(std::move(options)),
+      factory_(std::move(factory)),
+      csrf_(RandomToken()),
+      poller_(factory_, options_.poller) {}
+
+Console::~Console() { Stop(); }
+
+void Console::Start() { poller_.Start(); }
+void Console::Stop() { poller_.Stop(); }
+
+bool Console::Authenticated(const HttpRequest& request) const {
+  if (!options_.token) return true;
+  const std::string auth = Header(request, "authorization");
+  if (absl::StartsWith(auth, "Bearer ") && SameSecret(auth.substr(7), *options_.token)) {
+    return true;
+  }
+  const std::string cookie = Cookie(request, kCookie);
+  if (cookie.empty()) return false;
+  absl::MutexLock l(&sessions_mu_);
+  // Compared to each in constant time, not looked up: a set lookup's
+  // comparisons stop at the first differing byte.
+  bool found = false;
+  for (const std::string& s : sessions_) found = SameSecret(cookie, s) || found;
+  return found;
+}
+
+std::optional<std::string> Console::ForgeryCheck(const HttpRequest& request,
+                                                 const std::string& form_csrf) const {
+  const std::string site = Header(request, "sec-fetch-site");
+  if (!site.empty() && site != "same-origin") {
+    return absl::StrCat("refused: sent by another site (Sec-Fetch-Site: ", Text(site), ")");
+  }
+  const std::string origin = Header(request, "origin");
+  if (!origin.empty()) {
+    const std::string host = Header(request, "host");
+    if (origin != absl::StrCat("http://", host) && origin != absl::StrCat("https://", host)) {
+      return absl::StrCat("refused: Origin ", Text(origin), " is not this console (", Text(host),
+                          ")");
+    }
+  }
+  const std::string csrf = form_csrf.empty() ? Header(request, "x-csrf-token") : form_csrf;
+  if (!SameSecret(csrf, csrf_)) return "refused: missing or wrong CSRF token (reload the page)";
+  return std::nullopt;
+}
+
+HttpResponse Console::Handle(const HttpRequest& request) {
+  const std::string& path = request.path;
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  const bool post = request.method == "POST";
+  if (!get && !post) return Secured(Error(405, "only GET and POST"));
+  if (get && path == "/app.js") {
+    HttpResponse r;
+    r.content_type = "text/javascript; charset=utf-8";
+    r.body = assets::kAppJs;
+    return Secured(std::move(r));
+  }
+  if (get && path == "/app.css") {
+    HttpResponse r;
+    r.content_type = "text/css; charset=utf-8";
+    r.body = assets::kAppCss;
+    return Secured(std::move(r));
+  }
+  if (path == "/login") {
+    if (get) return Secured(LoginPage(200, ""));
+    return Secured(Login(request));
+  }
+  if (post && path == "/logout") return Secured(Logout(request));
+  const bool authed = Authenticated(request);
+  if (get && (path == "/" || path == "/index.html")) {
+    if (!authed) return Secured(LoginPage(200, ""));
+    return Secured(Page());
+  }
+  if (!authed) return Secured(Error(401, "log in first: this console needs its token"));
+  const std::map<std::string, std::string> query = ParseForm(request.query);
+  auto arg = [&](const char* name) {
+    auto it = query.find(name);
+    return it == query.end() ? std::string() : it->second;
+  };
+  if (get && path == "/api/queues") return Secured(Queues());
+  if (get && path == "/api/queue") return Secured(Queue(arg("name")));
+  if (get && path == "/api/dead") return Secured(Dead(arg("name")));
+  if (post && absl::StartsWith(path, "/api/")) return Secured(Action(request));
+  return Secured(Error(404, "no such page"));
+}
+
+HttpResponse Console::Page() const {
+  HttpResponse r;
+  r.content_type = "text/html; charset=utf-8";
+  const char* mode = options_.read_only ? "read-only" : !options_.token ? "no-token" : "actions";
+  r.body = absl::StrReplaceAll(assets::kIndexHtml, {{"%CSRF%", csrf_}, {"%MODE%", mode}});
+  return r;
+}
+
+HttpResponse Console::LoginPage(int code, const std::string& message) const {
+  HttpResponse r;
+  r.code = code;
+  r.content_type = "text/html; charset=utf-8";
+  r.body = absl::StrReplaceAll(assets::kLoginHtml,
+                               {{"%CSRF%", csrf_}, {"%MESSAGE%", HtmlEscape(message)}});
+  return r;
+}
+
+HttpResponse Console::Login(const HttpRequest& request) {
+  if (!options_.token) {
+    HttpResponse r;
+    r.code = 303;
+    r.headers.emplace_back("Location", "/");
+    return r;
+  }
+  const std::map<std::string, std::string> form = ParseForm(request.body);
+  auto csrf = form.find("csrf");
+  if (auto why = ForgeryCheck(request, csrf == form.end() ? "" : csrf->second)) {
+    return LoginPage(403, *why);
+  }
+  auto token = form.find("token");
+  if (token == form.end() ||
+      !SameSecret(std::string(absl::StripAsciiWhitespace(token->second)), *options_.token)) {
+    PARTQ_LOG(Warning) << "console: a login with a wrong token was refused";
+    return LoginPage(401, "wrong token");
+  }
+  const std::string session = RandomToken();
+  {
+    absl::MutexLock l(&sessions_mu_);
+    // A bound on what logins can make this process keep; the oldest login
+    // (lowest random value, so in effect any) has to log in again.
+    if (sessions_.size() >= 1000) sessions_.erase(sessions_.begin());
+    sessions_.insert(session);
+  }
+  HttpResponse r;
+  r.code = 303;
+  r.headers.emplace_back("Location", "/");
+  r.headers.emplace_back(
+      "Set-Cookie", absl::StrCat(kCookie, "=", session, "; Path=/; HttpOnly; SameSite=Strict"));
+  return r;
+}
+
+HttpResponse Console::Logout(const HttpRequest& request) {
+  if (auto why = ForgeryCheck(request, ParseForm(request.body)["csrf"])) return Error(403, *why);
+  {
+    absl::MutexLock l(&sessions_mu_);
+    sessions_.erase(Cookie(request, kCookie));
+  }
+  HttpResponse r;
+  r.code = 303;
+  r.headers.emplace_back("Location", "/");
+  r.headers.emplace_back("Set-Cookie", absl::StrCat(kCookie, "=; Path=/; Max-Age=0"));
+  return r;
+}
+
+HttpResponse Console::Queues() const {
+  const PollerState s = poller_.Snapshot();
+  Clock* clock = options_.poller.clock;
+  const absl::Time now = clock->Now();
+  json queues = json::array();
+  for (const auto& [name, q] : s.queues) {
+    json j = {{"name", name},
+              {"parts", q.config.parts},
+              {"paused", q.config.paused},
+              {"sessions", q.sessions.size()}};
+    int64_t unowned = 0;
+    std::set<std::string> live;
+    for (const auto& ses : q.sessions) live.insert(ses.id.value);
+    for (const auto& o : q.owners) unowned += (!o || !live.count(o->value)) ? 1 : 0;
+    j["unowned_parts"] = q.owners.empty() ? json() : json(unowned);
+    if (q.status) {
+      const QueueTotals t = SumUp(*q.status);
+      j["ready"] = t.ready;
+      j["delayed"] = t.delayed;
+      j["held"] = t.held;
+      j["in_flight"] = t.in_flight;
+      const QueueStatus::GroupCounts& g = q.status->groups;
+      j["groups"] = {{"held", g.held}, {"started", g.started}, {"ended", g.ended}};
+      j["dead"] = t.dead;
+      j["oldest_ready_seconds"] = Secs(t.oldest_ready_age);
+      j["status_age_seconds"] = Secs(now - q.status_at);
+      j["status_took_seconds"] = Secs(q.status_took);
+      // Dead items carry the time they died: the database's count is exact
+      // where the console's samples would miss what died and was requeued
+      // between two reads.
+      j["dead_per_second_1m"] = t.dead_last_minute / 60.0;
+    }
+    auto rate = [](std::optional<double> r) { return r ? json(*r) : json(); };
+    j["backlog_per_second_1m"] = rate(BacklogRate(q.samples, absl::Minutes(1)));
+    j["backlog_per_second_5m"] = rate(BacklogRate(q.samples, absl::Minutes(5)));
+    queues.push_back(std::move(j));
+  }
+  return Json(200, json{{"queues", std::move(queues)},
+                        {"actions", actions()},
+                        {"owners_error", Text(s.owners_error)},
+                        {"status_error", Text(s.status_error)}});
+}
+
+HttpResponse Console::Queue(const std::string& name) const {
+  if (!ValidateQueueName(name).ok()) return Error(400, "not a queue name");
+  std::map<std::string, std::string> labels;
+  std::optional<QueueState> q = poller_.SnapshotQueue(name, &labels);
+  if (!q) return Error(404, "no such queue (yet: the console reads the queues every second)");
+  const absl::Time now = options_.poller.clock->Now();
+  // Sessions: the live ones of the owners lane (fresh), with what the last
+  // status read said of their heartbeats; then any owner not among them (a
+  // session past its TTL that no heartbeat has deleted yet).
+  std::map<std::string, const SessionInfo*> info;
+  if (q->status) {
+    for (const SessionInfo& si : q->status->sessions) info[si.id.value] = &si;
+  }
+  std::map<std::string, int> index;
+  std::map<std::string, int> owned;
+  for (const auto& o : q->owners) {
+    if (o) ++owned[o->value];
+  }
+  json sessions = json::array();
+  auto add = [&](const std::string& id, const std::string& host, int pid) {
+    index[id] = static_cast<int>(sessions.size());
+    json s = {{"id", id}, {"host", Text(host)}, {"pid", pid}, {"parts", owned[id]}};
+    auto it = info.find(id);
+    if (it != info.end()) {
+      s["instance"] = Text(it->second->instance_id);
+      s["heartbeat_seconds"] = Secs(it->second->since_heartbeat);
+      s["expires_in_seconds"] = Secs(it->second->expires_in);
+    }
+    sessions.push_back(std::move(s));
+  };
+  for (const auto& ses : q->sessions) add(ses.id.value, ses.host, ses.pid);
+  for (const auto& [id, n] : owned) {
+    if (!index.count(id)) {
+      auto l = labels.find(id);
+      add(id, l == labels.end() ? "?" : l->second.substr(0, l->second.rfind(':')), 0);
+    }
+  }
+  json owner = json::array();
+  for (const auto& o : q->owners) owner.push_back(o ? index[o->value] : -1);
+  json ready = json::array(), oldest = json::array();
+  if (q->status) {
+    for (const PartStatus& p : q->status->parts) {
+      ready.push_back(p.ready);
+      oldest.push_back(Secs(p.oldest_ready_age));
+    }
+  }
+  auto label = [&](const std::optional<SessionId>& id) -> json {
+    if (!id) return json();
+    auto it = labels.find(id->value);
+    return Text(it == labels.end() ? id->value : it->second);
+  };
+  json handoffs = json::array();
+  for (auto it = q->handoffs.rbegin(); it != q->handoffs.rend() && handoffs.size() < 200; ++it) {
+    handoffs.push_back({{"seconds_ago", Secs(now - it->at)},
+                        {"from", label(it->from)},
+                        {"to", label(it->to)},
+                        {"count", it->parts.size()},
+                        {"parts", PartRanges(it->parts)}});
+  }
+  json j = {{"name", name},
+            {"parts", q->config.parts},
+            {"paused", q->config.paused},
+            {"assignment", q->config.assignment == AssignmentKind::kSticky ? "sticky" : "lexical"},
+            {"max_attempts", q->config.max_attempts},
+            {"ordered", q->config.ordered},
+            {"sessions", std::move(sessions)},
+            {"owner", std::move(owner)},
+            {"ready", std::move(ready)},
+            {"oldest_ready_seconds", std::move(oldest)},
+            {"handoffs", std::move(handoffs)},
+            {"handoffs_total", q->handoffs.size()},
+            {"owners_age_seconds", Secs(now - q->owners_at)},
+            {"actions", actions()}};
+  if (q->status) {
+    j["status_age_seconds"] = Secs(now - q->status_at);
+    const QueueTotals t = SumUp(*q->status);
+    j["totals"] = {{"ready", t.ready},
+                   {"delayed", t.delayed},
+                   {"in_flight", t.in_flight},
+                   {"dead", t.dead},
+                   {"oldest_ready_seconds", Secs(t.oldest_ready_age)}};
+  }
+  return Json(200, j);
+}
+
+HttpResponse Console::Dead(const std::string& name) {
+  if (!ValidateQueueName(name).ok()) return Error(400, "not a queue name");
+  const absl::Time now = options_.poller.clock->Now();
+  absl::MutexLock l(&store_mu_);
+  auto cached = dead_cache_.find(name);
+  if (cached != dead_cache_.end() && now - cached->second.at < options_.dead_cache) {
+    HttpResponse r;
+    r.content_type = "application/json";
+    r.body = cached->second.json;
+    return r;
+  }
+  if (!store_) {
+    absl::StatusOr<std::unique_ptr<Store>> s = factory_();
+    if (!s.ok()) return Error(503, Text(s.status().message()));
+    store_ = std::move(*s);
+  }
+  absl::StatusOr<std::vector<DeadItem>> dead = store_->ListDead(name, options_.dead_limit);
+  if (!dead.ok()) {
+    if (!absl::IsNotFound(dead.status())) store_.reset();
+    return Error(absl::IsNotFound(dead.status()) ? 404 : 503, Text(dead.status().message()));
+  }
+  json items = json::array();
+  for (const DeadItem& d : *dead) {
+    items.push_back(
+        {{"id", d.id},
+         {"part", d.part},
+         {"key", Opt(d.key)},
+         {"dedup_key", Opt(d.dedup_key)},
+         {"attempts", d.attempts},
+         {"enqueued_at", absl::FormatTime("%Y-%m-%d %H:%M:%S", d.enqueued_at, absl::UTCTimeZone())},
+         {"failed_at", absl::FormatTime("%Y-%m-%d %H:%M:%S", d.failed_at, absl::UTCTimeZone())},
+         {"error", Text(d.last_error)},
+         {"payload", PayloadPreview(d.payload_head, d.payload_bytes)},
+         {"payload_bytes", d.payload_bytes}});
+  }
+  HttpResponse r = Json(200, json{{"name", name},
+                                  {"limit", options_.dead_limit},
+                                  {"items", std::move(items)},
+                                  {"actions", actions()}});
+  dead_cache_[name] = {now, r.body};
+  return r;
+}
+
+HttpResponse Console::Action(const HttpRequest& request) {
+  if (options_.read_only) return Error(403, "this console is read-only (--read-only)");
+  if (!options_.token) {
+    return Error(403, "actions need a token: start the console with --token-file FILE");
+  }
+  if (auto why = ForgeryCheck(request, "")) return Error(403, *why);
+  // A form cannot send this type across sites without a preflight.
+  if (!absl::StartsWith(Header(request, "content-type"), "application/json")) {
+    return Error(415, "actions take application/json");
+  }
+  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("queue") || !body["queue"].is_string()) {
+    return Error(400, "the body must be a JSON object with \"queue\"");
+  }
+  const std::string queue = body["queue"].get<std::string>();
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return Error(400, Text(st.message()));
+  std::vector<int64_t> ids;
+  const bool all = body.value("all", false) == true;
+  if (body.contains("ids")) {
+    if (!body["ids"].is_array()) return Error(400, "\"ids\" must be an array of item ids");
+    for (const json& id : body["ids"]) {
+      if (!id.is_number_integer() || id.get<int64_t>() <= 0) {
+        return Error(400, "\"ids\" must be an array of item ids");
+      }
+      ids.push_back(id.get<int64_t>());
+    }
+  }
+  const std::string& path = request.path;
+  const bool dead_action = path == "/api/dead/requeue" || path == "/api/dead/delete";
+  if (dead_action && ids.empty() != all) {
+    return Error(400, "give \"ids\" or \"all\": true (not both)");
+  }
+  absl::MutexLock l(&store_mu_);
+  if (!store_) {
+    absl::StatusOr<std::unique_ptr<Store>> s = factory_();
+    if (!s.ok()) return Error(503, Text(s.status().message()));
+    store_ = std::move(*s);
+  }
+  json result;
+  absl::Status st;
+  if (path == "/api/pause" || path == "/api/resume") {
+    st = store_->SetPaused(queue, path == "/api/pause");
+    result = {{"paused", path == "/api/pause"}};
+  } else if (path == "/api/dead/requeue") {
+    absl::StatusOr<Requeued> r = store_->RequeueDead(queue, ids);
+    st = r.status();
+    if (r.ok()) result = {{"requeued", r->requeued}, {"kept", r->kept}};
+  } else if (path == "/api/dead/delete") {
+    absl::StatusOr<int64_t> n = store_->DeleteDead(queue, ids);
+    st = n.status();
+    if (n.ok()) result = {{"deleted", *n}};
+  } else {
+    return Error(404, "no such action");
+  }
+  if (!st.ok()) {
+    if (absl::IsUnavailable(st)) store_.reset();
+    return Error(absl::IsNotFound(st)          ? 404
+                 : absl::IsInvalidArgument(st) ? 400
+                                               : 503,
+                 Text(st.message()));
+  }
+  PARTQ_LOG(Info) << "console: " << path << " on queue " << queue
+                  << (all ? " (all)" : absl::StrCat(" (", ids.size(), " ids)"));
+  dead_cache_.erase(queue);
+  poller_.Poke();
+  return Json(200, result);
+}
+
+}  // namespace partq::console

@@ -1,0 +1,122 @@
+// The web console (issue 25): a few pages and their JSON endpoints over the
+// Store API, served by any HTTP server that hands requests to Handle (the
+// partq binary's civetweb server: cli/http_server.h).
+//
+// What it reads: the Poller's cached state (poller.h) for queues, parts,
+// sessions and hand-offs — one poller per process, whatever the number of
+// tabs — and, on demand, Store::ListDead for the dead items page (cached a
+// few seconds, so tabs share it too). What it writes, as actions: pause and
+// resume a queue (Store::SetPaused), requeue and delete dead items
+// (Store::RequeueDead, Store::DeleteDead).
+//
+// Security:
+//   - With a token (ConsoleOptions::token) every page and endpoint but the
+//     login form and the static assets needs it: a cookie the login form
+//     sets, or `Authorization: Bearer TOKEN`.
+//   - Actions are POSTs and need the token always: without one the console
+//     is read-only (and so is it with read_only, which refuses every action).
+//   - Every POST (the login form too) carries the process's CSRF token
+//     (X-CSRF-Token header, or the csrf form field), and is refused when its
+//     Origin is not this host or Sec-Fetch-Site says another site sent it.
+//   - Pages carry a Content-Security-Policy that allows only this server's
+//     scripts; user data reaches the browser as JSON and is set as text.
+//
+// Thread-safety: Handle may be called from many threads at once.
+#ifndef PARTQ_CONSOLE_CONSOLE_H_
+#define PARTQ_CONSOLE_CONSOLE_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "console/poller.h"
+#include "store/store.h"
+
+namespace partq::console {
+
+struct HttpRequest {
+  std::string method;                          // GET, POST, ...
+  std::string path;                            // without the query string
+  std::string query;                           // raw, after '?'
+  std::map<std::string, std::string> headers;  // names in lowercase
+  std::string body;
+};
+
+struct HttpResponse {
+  int code = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+struct ConsoleOptions {
+  bool read_only = false;
+  std::optional<std::string> token;
+  PollerOptions poller;
+  int dead_limit = 100;  // dead items a page lists
+  absl::Duration dead_cache = absl::Seconds(2);
+};
+
+class Console {
+ public:
+  static constexpr size_t kMaxBody = 64 * 1024;
+  static constexpr char kCookie[] = "partq_console";
+
+  Console(StoreFactory factory, ConsoleOptions options);
+  ~Console();
+
+  // Starts and stops the poller (base/service.h rules).
+  void Start();
+  void Stop();
+
+  HttpResponse Handle(const HttpRequest& request);
+
+  Poller& poller() { return poller_; }
+  const std::string& csrf_token() const { return csrf_; }
+  // Whether actions can be allowed at all (a token and not read-only).
+  bool actions() const { return !options_.read_only && options_.token.has_value(); }
+
+ private:
+  bool Authenticated(const HttpRequest& request) const;
+  // OK, or why a POST is refused (403): CSRF token, Origin, Sec-Fetch-Site.
+  std::optional<std::string> ForgeryCheck(const HttpRequest& request,
+                                          const std::string& form_csrf) const;
+  HttpResponse Page() const;
+  HttpResponse LoginPage(int code, const std::string& message) const;
+  HttpResponse Login(const HttpRequest& request);
+  HttpResponse Logout(const HttpRequest& request);
+  HttpResponse Queues() const;
+  HttpResponse Queue(const std::string& name) const;
+  HttpResponse Dead(const std::string& name);
+  HttpResponse Action(const HttpRequest& request);
+
+  const ConsoleOptions options_;
+  const StoreFactory factory_;
+  const std::string csrf_;
+  Poller poller_;
+
+  mutable absl::Mutex sessions_mu_;
+  std::set<std::string> sessions_ ABSL_GUARDED_BY(sessions_mu_);  // cookie values
+
+  // Dead item lists and actions, on their own connection.
+  absl::Mutex store_mu_;
+  std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);
+  struct DeadCache {
+    absl::Time at;
+    std::string json;
+  };
+  std::map<std::string, DeadCache> dead_cache_ ABSL_GUARDED_BY(store_mu_);
+};
+
+// Parts as ranges: {0,1,2,5} -> "0-2, 5".
+std::string PartRanges(const std::vector<int>& parts);
+
+}  // namespace partq::console
+
+#endif  // PARTQ_CONSOLE_CONSOLE_H_

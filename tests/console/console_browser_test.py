@@ -1,0 +1,306 @@
+"""The web console as a person uses it: headless Chromium against `partq console`, a real
+PostgreSQL and live `partq worker` processes (issue 25).
+
+  - the part map changes colour when a worker is SIGKILLed and its parts move;
+  - requeueing a dead item from the page puts it back;
+  - a <script> payload shows as text and does not run;
+  - an action without the token (or without the page's CSRF token) is refused;
+  - pausing a queue from the page pauses it.
+
+Usage: console_browser_test.py PARTQ_BINARY SCREENSHOT_DIR. Needs $PARTQ_TEST_DSN (./scripts/test
+sets it); without it the test is skipped (exit 77). Screenshots go to SCREENSHOT_DIR.
+"""
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+import psycopg2
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cdp  # noqa: E402
+
+PARTQ = None
+SHOTS = None
+DSN = os.environ.get("PARTQ_TEST_DSN")
+
+# Payloads that would run script if the page ever parsed one as markup.
+EVIL = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+
+
+def wait_until(condition, timeout=60, what="a condition"):
+    """Polls `condition` until it returns something truthy; the timeout only bounds a
+    failing test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = condition()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ConsoleInABrowser(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.schema = "t_console_" + secrets.token_hex(4)
+        cls.env = dict(os.environ, PARTQ_DSN=DSN, PARTQ_SCHEMA=cls.schema)
+        cls.procs = []
+        cls.browser = None
+        cls.tmp = tempfile.mkdtemp(prefix="partq-console-test-")
+        try:
+            cls.set_up()
+        except BaseException:
+            # unittest skips tearDownClass when setUpClass fails: stop what started.
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def set_up(cls):
+        cls.partq("migrate")
+        # A short TTL: a killed worker's parts move within about a second.
+        cls.partq("queue", "create", "cq", "--parts", "16", "--session-ttl", "1s")
+        cls.partq("queue", "create", "dq", "--parts", "4", "--max-attempts", "1")
+        cls.token = secrets.token_hex(32)
+        token_file = os.path.join(cls.tmp, "token")
+        with open(token_file, "w") as f:
+            f.write(cls.token + "\n")
+        cls.port = free_port()
+        cls.base = f"http://127.0.0.1:{cls.port}"
+        cls.console = cls.start("console", "--listen", f"127.0.0.1:{cls.port}",
+                                "--token-file", token_file)
+        wait_until(lambda: cls.get("/healthz")[0] == 200, what="the console to serve")
+        cls.browser = cdp.Browser()
+        cls.login()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.browser:
+            cls.browser.close()
+        for p in cls.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        with psycopg2.connect(DSN) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP SCHEMA IF EXISTS {cls.schema} CASCADE")
+
+    # --- helpers ---------------------------------------------------------------------
+
+    @classmethod
+    def partq(cls, *args, stdin=None):
+        r = subprocess.run([PARTQ, *args], env=cls.env, input=stdin, capture_output=True,
+                           text=True, timeout=60)
+        if r.returncode != 0:
+            raise AssertionError(f"partq {' '.join(args)}: exit {r.returncode}: {r.stderr}")
+        return r.stdout
+
+    @classmethod
+    def start(cls, *args):
+        p = subprocess.Popen([PARTQ, *args], env=cls.env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        cls.procs.append(p)
+        return p
+
+    @classmethod
+    def get(cls, path, headers=None):
+        return cls.request("GET", path, None, headers)
+
+    @classmethod
+    def request(cls, method, path, body, headers=None):
+        req = urllib.request.Request(cls.base + path, data=body, method=method,
+                                     headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError:
+            return 0, ""
+
+    @classmethod
+    def login(cls):
+        b = cls.browser
+        b.navigate(cls.base + "/")
+        b.wait_for("document.getElementById('token') !== null", what="the login form")
+        b.evaluate(f"document.getElementById('token').value = {json.dumps(cls.token)};"
+                   "document.getElementById('login').click(); true")
+        b.wait_for("document.getElementById('queues') !== null", what="the queues page")
+
+    def show(self, hash_):
+        self.browser.evaluate(f"location.hash = {json.dumps(hash_)}; true")
+
+    def shot(self, name):
+        self.browser.screenshot(os.path.join(SHOTS, name))
+
+    def owners_in_map(self):
+        """part -> owner session id ('' when none), as the page's cells show them."""
+        return self.browser.evaluate(
+            "Array.from(document.querySelectorAll('#map .cell')).map(c => c.dataset.owner || '')")
+
+    def colours_in_map(self):
+        return self.browser.evaluate(
+            "Array.from(document.querySelectorAll('#map .cell'))"
+            ".map(c => getComputedStyle(c).backgroundColor)")
+
+    def dead_list(self, queue):
+        return json.loads(self.partq("dead", "list", queue, "--json"))
+
+    # --- the scenarios -----------------------------------------------------------------
+
+    def test_part_map_changes_colour_when_a_worker_is_killed(self):
+        a = self.start("worker", "cq", "--handler", "noop", "--quiet")
+        b = self.start("worker", "cq", "--handler", "noop", "--quiet")
+        self.show("#/queue/cq")
+        # Both workers own parts, and every part has an owner.
+        owners = wait_until(
+            lambda: (lambda o: o if len(o) == 16 and "" not in o and len(set(o)) == 2 else None)(
+                self.owners_in_map()), what="two workers sharing the 16 parts on the map")
+        before = self.colours_in_map()
+        self.assertEqual(len(set(before)), 2, before)
+        self.shot("part_map_two_workers.png")
+
+        # Which session is `a`? The sessions' pids are on the sessions endpoint.
+        status = json.loads(self.get(f"/api/queue?name=cq",
+                                     {"Authorization": f"Bearer {self.token}"})[1])
+        a_session = next(s["id"] for s in status["sessions"] if s["pid"] == a.pid)
+        a_parts = [p for p, o in enumerate(owners) if o == a_session]
+        self.assertTrue(a_parts)
+        a.send_signal(signal.SIGKILL)
+        a.wait()
+        # Its parts move to the survivor: the map shows one owner, and a's cells change colour.
+        wait_until(lambda: (lambda o: len(o) == 16 and set(o) == {owners[p] for p in range(16)
+                                                                  if owners[p] != a_session})(
+            self.owners_in_map()), what="the killed worker's parts to move on the map")
+        after = self.colours_in_map()
+        for p in a_parts:
+            self.assertNotEqual(before[p], after[p], f"part {p} kept its colour")
+        self.assertEqual(len(set(after)), 1)
+        # The hand-off is listed as this console saw it.
+        self.browser.wait_for("document.querySelectorAll('#handoffs tbody tr').length > 0",
+                              what="the hand-off in the list")
+        self.shot("part_map_after_kill.png")
+        b.terminate()
+        b.wait()
+
+    def test_dead_items_page_escapes_requeues_and_refuses_without_tokens(self):
+        for payload in (EVIL, "plain"):
+            self.partq("enqueue", "dq", "--", payload)
+        w = self.start("worker", "dq", "--handler", "fail:1", "--quiet")
+        wait_until(lambda: len(self.dead_list("dq")) == 2, what="two dead items")
+        w.terminate()
+        w.wait()
+        dead = {d["payload_bytes"]: d["id"] for d in self.dead_list("dq")}
+        plain_id = dead[len("plain")]
+        evil_id = dead[len(EVIL)]
+
+        self.show("#/queue/dq/dead")
+        self.browser.wait_for(f"document.querySelector('#dead tr[data-id=\"{evil_id}\"]')",
+                              what="the dead items on the page")
+        # The payload is on the page as text, byte for byte, and nothing of it ran.
+        shown = self.browser.evaluate(
+            f"document.querySelector('#dead tr[data-id=\"{evil_id}\"] td.payload').textContent")
+        self.assertEqual(shown, EVIL)
+        self.assertIsNone(self.browser.evaluate("window.__pwned === undefined ? null : window.__pwned"))
+        self.assertEqual(self.browser.evaluate("document.querySelectorAll('#dead script').length"), 0)
+        self.assertEqual(self.browser.evaluate("document.querySelectorAll('#dead img').length"), 0)
+        self.assertEqual(self.browser.dialogs(), [])
+        self.shot("dead_items.png")
+
+        # Actions without the token, or without the page's CSRF token, are refused.
+        csrf = self.browser.evaluate(
+            "document.querySelector('meta[name=\"partq-csrf\"]').content")
+        body = json.dumps({"queue": "dq", "ids": [plain_id]}).encode()
+        code, _ = self.request("POST", "/api/dead/requeue", body,
+                               {"Content-Type": "application/json", "X-CSRF-Token": csrf})
+        self.assertEqual(code, 401, "no token")
+        code, _ = self.request("POST", "/api/dead/requeue", body,
+                               {"Content-Type": "application/json",
+                                "Authorization": f"Bearer {self.token}"})
+        self.assertEqual(code, 403, "token but no CSRF token")
+        # From the page itself, a request that leaves out the CSRF header is refused too.
+        code = self.browser.evaluate(
+            "fetch('/api/dead/requeue', {method: 'POST', headers: {'Content-Type': "
+            f"'application/json'}}, body: JSON.stringify({{queue: 'dq', ids: [{plain_id}]}})}})"
+            ".then(r => r.status)")
+        self.assertEqual(code, 403)
+        self.assertEqual(len(self.dead_list("dq")), 2, "a refused action changed nothing")
+
+        # Requeue from the page: the item leaves the dead items and is ready again.
+        self.browser.evaluate(
+            f"document.querySelector('#dead tr[data-id=\"{plain_id}\"] button.requeue').click(); true")
+        self.browser.wait_for(f"document.getElementById('msg').textContent.includes('requeued item {plain_id}')",
+                              what="the requeue's message")
+        self.assertEqual([d["id"] for d in self.dead_list("dq")], [evil_id])
+        status = json.loads(self.partq("status", "dq", "--json"))
+        self.assertEqual(status["totals"]["ready"], 1)
+        self.browser.wait_for(f"!document.querySelector('#dead tr[data-id=\"{plain_id}\"]')",
+                              what="the requeued item to leave the page")
+
+    def test_pause_from_the_queues_page(self):
+        self.show("#/")
+        self.browser.wait_for("document.querySelector('button.pause[data-queue=\"cq\"]')",
+                              what="the queues page")
+        self.shot("queues.png")
+        self.browser.evaluate("document.querySelector('button.pause[data-queue=\"cq\"]').click(); true")
+        wait_until(lambda: next(q for q in json.loads(self.partq("queue", "list", "--json"))
+                                if q["name"] == "cq")["paused"], what="cq to be paused")
+        self.browser.wait_for("document.querySelector('tr[data-queue=\"cq\"] td.paused')",
+                              what="the page to say paused")
+        self.browser.evaluate("document.querySelector('button.pause[data-queue=\"cq\"]').click(); true")
+        wait_until(lambda: not next(q for q in json.loads(self.partq("queue", "list", "--json"))
+                                    if q["name"] == "cq")["paused"], what="cq to be resumed")
+
+    def test_a_worker_serves_the_console_too(self):
+        port = free_port()
+        w = self.start("worker", "cq", "--handler", "noop", "--quiet",
+                       "--console-listen", f"127.0.0.1:{port}", "--console-read-only")
+        base = f"http://127.0.0.1:{port}"
+
+        def get(path):
+            try:
+                with urllib.request.urlopen(base + path, timeout=30) as r:
+                    return r.status, r.read().decode()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read().decode()
+            except OSError:
+                return 0, ""
+
+        wait_until(lambda: get("/healthz")[0] == 200, what="the worker's console")
+        queues = wait_until(lambda: (lambda r: r[1] if r[0] == 200 and '"cq"' in r[1] else None)(
+            get("/api/queues")), what="the worker's console to list the queues")
+        self.assertIn('"actions":false', queues)
+        req = urllib.request.Request(base + "/api/pause", data=b'{"queue": "cq"}', method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with self.assertRaises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=30)
+        self.assertEqual(refused.exception.code, 403, "read-only: no actions")
+        w.terminate()
+        w.wait()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    PARTQ, SHOTS = sys.argv[1], sys.argv[2]
+    if not DSN:
+        print("PARTQ_TEST_DSN is not set: skipped (./scripts/test sets it)")
+        sys.exit(77)
+    unittest.main(argv=[sys.argv[0], "-v"])

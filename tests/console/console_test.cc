@@ -1,0 +1,356 @@
+// The console's pages and endpoints (console/console.h) driven through
+// Console::Handle, over a MemStore (console_test, label unit) or a PgStore on
+// a fresh schema (console_pg_test, label pg; PARTQ_CONSOLE_PG): what the
+// poller reads, what the JSON says, and who may act.
+#include "console/console.h"
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/clock.h"
+#include "gtest/gtest.h"
+#include "store/mem_store.h"
+#include "tests/store/store_test_util.h"
+#ifdef PARTQ_CONSOLE_PG
+#include "tests/testing/pg_env.h"
+#endif
+
+namespace partq::console {
+namespace {
+
+using nlohmann::json;
+using store_testing::JoinWith;
+using store_testing::MakeQueue;
+using store_testing::Member;
+using store_testing::Payload;
+
+constexpr char kToken[] = "0123456789abcdef-token";
+constexpr char kHost[] = "127.0.0.1:8080";
+
+class ConsoleTest : public ::testing::Test {
+ protected:
+  ConsoleTest() {
+#ifdef PARTQ_CONSOLE_PG
+    factory_ = schema_.Factory();
+#else
+    db_ = std::make_unique<MemDatabase>(&clock_);
+    factory_ = db_->Factory();
+#endif
+    store_ = *factory_();
+  }
+
+  std::unique_ptr<Console> Make(bool read_only = false, bool with_token = true) {
+    ConsoleOptions o;
+    o.read_only = read_only;
+    if (with_token) o.token = kToken;
+    o.poller.clock = &clock_;
+    o.dead_cache = absl::ZeroDuration();
+    return std::make_unique<Console>(factory_, o);
+  }
+
+  static HttpRequest Get(const std::string& target) {
+    HttpRequest r;
+    r.method = "GET";
+    const size_t q = target.find('?');
+    r.path = target.substr(0, q);
+    if (q != std::string::npos) r.query = target.substr(q + 1);
+    r.headers["host"] = kHost;
+    r.headers["authorization"] = absl::StrCat("Bearer ", kToken);
+    return r;
+  }
+  // A POST as the console's own page sends it: token, CSRF token, same origin.
+  static HttpRequest Post(const Console& c, const std::string& path, const json& body) {
+    HttpRequest r;
+    r.method = "POST";
+    r.path = path;
+    r.body = body.dump();
+    r.headers["host"] = kHost;
+    r.headers["origin"] = absl::StrCat("http://", kHost);
+    r.headers["sec-fetch-site"] = "same-origin";
+    r.headers["content-type"] = "application/json";
+    r.headers["x-csrf-token"] = c.csrf_token();
+    r.headers["authorization"] = absl::StrCat("Bearer ", kToken);
+    return r;
+  }
+  static json Body(const HttpResponse& r) { return json::parse(r.body); }
+
+  // Items of `queue` dead-lettered with these payloads (the queue has one part).
+  std::vector<int64_t> Kill(const std::string& queue, const std::vector<std::string>& payloads) {
+    for (const std::string& p : payloads) EXPECT_TRUE(store_->Enqueue(queue, Payload(p)).ok());
+    Member m = JoinWith(*store_, queue, store_testing::kAllParts);
+    auto claimed = store_->Claim(store_testing::ClaimAll(queue, m));
+    EXPECT_TRUE(claimed.ok());
+    std::vector<int64_t> ids;
+    for (const Item& i : *claimed) ids.push_back(i.id);
+    FinishRequest req = store_testing::FinishOf(queue, m, *claimed);
+    EXPECT_TRUE(store_
+                    ->Finish(req,
+                             [](Tx&, absl::Span<const Item> owned) {
+                               std::vector<Outcome> out;
+                               for (const Item& i : owned) {
+                                 Outcome o;
+                                 o.id = i.id;
+                                 o.part = i.part;
+                                 o.kind = Outcome::Kind::kDead;
+                                 o.error = "boom\n<b>bad</b>";
+                                 out.push_back(o);
+                               }
+                               return absl::StatusOr<std::vector<Outcome>>(out);
+                             })
+                    .ok());
+    EXPECT_TRUE(store_->Leave(queue, m.join.id, m.join.incarnation).ok());
+    return ids;
+  }
+
+  ManualClock clock_;
+#ifdef PARTQ_CONSOLE_PG
+  testing::TestSchema schema_;
+#else
+  std::unique_ptr<MemDatabase> db_;
+#endif
+  StoreFactory factory_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(ConsoleTest, PartMapShowsOwnersAndTheHandOffsTheConsoleSaw) {
+  MakeQueue(*store_, "q", 4);
+  auto console = Make();
+  Member a = JoinWith(*store_, "q", store_testing::kAllParts);
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  json j = Body(console->Handle(Get("/api/queue?name=q")));
+  ASSERT_EQ(j["sessions"].size(), 1u);
+  EXPECT_EQ(j["sessions"][0]["id"], a.join.id.value);
+  EXPECT_EQ(j["sessions"][0]["parts"], 4);
+  EXPECT_EQ(j["owner"], json({0, 0, 0, 0}));
+  EXPECT_TRUE(j["handoffs"].empty()) << "the first read sees no move";
+
+  // a leaves, b takes every part: one hand-off of four parts, a -> b.
+  ASSERT_TRUE(store_->Leave("q", a.join.id, a.join.incarnation).ok());
+  Member b = JoinWith(*store_, "q", store_testing::kAllParts);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  clock_.Advance(absl::Seconds(5));
+  j = Body(console->Handle(Get("/api/queue?name=q")));
+  ASSERT_EQ(j["handoffs"].size(), 1u) << j.dump();
+  const json& h = j["handoffs"][0];
+  EXPECT_EQ(h["count"], 4);
+  EXPECT_EQ(h["parts"], "0-3");
+  EXPECT_TRUE(absl::StrContains(h["from"].get<std::string>(), ":"))
+      << "host:pid of the gone session";
+  EXPECT_EQ(h["seconds_ago"], 5.0);
+  ASSERT_EQ(j["sessions"].size(), 1u);
+  EXPECT_EQ(j["sessions"][0]["id"], b.join.id.value);
+
+  // Hand-offs are kept an hour.
+  clock_.Advance(absl::Hours(1));
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  EXPECT_TRUE(Body(console->Handle(Get("/api/queue?name=q")))["handoffs"].empty());
+}
+
+TEST_F(ConsoleTest, QueuesShowCountsFromTheStatusReadAndTheBacklogRate) {
+  MakeQueue(*store_, "q", 2);
+  auto console = Make();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->Enqueue("q", Payload("x")).ok());
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  ASSERT_TRUE(console->poller().PollStatusOnce().ok());
+  json j = Body(console->Handle(Get("/api/queues")));
+  ASSERT_EQ(j["queues"].size(), 1u);
+  EXPECT_EQ(j["queues"][0]["ready"], 3);
+  EXPECT_EQ(j["queues"][0]["unowned_parts"], 2);
+  EXPECT_TRUE(j["queues"][0]["backlog_per_second_1m"].is_null()) << "one sample is no rate";
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(store_->Enqueue("q", Payload("x")).ok());
+  clock_.Advance(absl::Seconds(30));
+  ASSERT_TRUE(console->poller().PollStatusOnce().ok());
+  j = Body(console->Handle(Get("/api/queues")));
+  EXPECT_EQ(j["queues"][0]["ready"], 9);
+  EXPECT_DOUBLE_EQ(j["queues"][0]["backlog_per_second_1m"].get<double>(), 6.0 / 30);
+  // The per-part counts reach the part map.
+  json q = Body(console->Handle(Get("/api/queue?name=q")));
+  EXPECT_EQ(q["ready"][0].get<int>() + q["ready"][1].get<int>(), 9);
+  EXPECT_EQ(q["totals"]["ready"], 9);
+}
+
+TEST_F(ConsoleTest, DeadItemsShowEscapedAndAreRequeuedAndDeletedByActions) {
+  MakeQueue(*store_, "d", 1, absl::Seconds(60), false, /*max_attempts=*/1);
+  auto console = Make();
+  const std::string evil = std::string("\x00<script>alert(1)</script>\xff\\", 28);
+  std::vector<int64_t> ids = Kill("d", {evil, "plain", "third"});
+  ASSERT_EQ(ids.size(), 3u);
+  HttpResponse r = console->Handle(Get("/api/dead?name=d"));
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(r.content_type, "application/json");
+  json j = Body(r);
+  ASSERT_EQ(j["items"].size(), 3u);
+  std::map<int64_t, json> by_id;
+  for (const json& d : j["items"]) by_id[d["id"].get<int64_t>()] = d;
+  // Bytes that are not printable text are escaped, a backslash too; the
+  // markup stays text for the page to set as text.
+  EXPECT_EQ(by_id[ids[0]]["payload"], "\\x00<script>alert(1)</script>\\xff\\\\");
+  EXPECT_EQ(by_id[ids[0]]["error"], "boom\\x0a<b>bad</b>");
+  // The queue list's dead/s is the database's count of the last minute.
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  ASSERT_TRUE(console->poller().PollStatusOnce().ok());
+  EXPECT_DOUBLE_EQ(Body(console->Handle(Get("/api/queues")))["queues"][0]["dead_per_second_1m"],
+                   3 / 60.0);
+
+  r = console->Handle(Post(*console, "/api/dead/requeue", {{"queue", "d"}, {"ids", {ids[1]}}}));
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(Body(r)["requeued"], 1);
+  ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("d", ids[1]));
+  EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+
+  r = console->Handle(Post(*console, "/api/dead/delete", {{"queue", "d"}, {"ids", {ids[2]}}}));
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(Body(r)["deleted"], 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> dead, store_->ListDead("d", 10));
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].id, ids[0]);
+
+  // "All" must be said: no ids and no "all" is refused.
+  r = console->Handle(Post(*console, "/api/dead/delete", {{"queue", "d"}}));
+  EXPECT_EQ(r.code, 400);
+  r = console->Handle(Post(*console, "/api/dead/delete", {{"queue", "d"}, {"all", true}}));
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(Body(r)["deleted"], 1);
+  EXPECT_EQ(
+      console->Handle(Post(*console, "/api/dead/delete", {{"queue", "nope"}, {"all", true}})).code,
+      404);
+}
+
+TEST_F(ConsoleTest, PauseAndResumeAreActions) {
+  MakeQueue(*store_, "q", 1);
+  auto console = Make();
+  ASSERT_EQ(console->Handle(Post(*console, "/api/pause", {{"queue", "q"}})).code, 200);
+  ASSERT_OK_AND_ASSIGN(QueueConfig q, store_->GetQueue("q"));
+  EXPECT_TRUE(q.paused);
+  ASSERT_EQ(console->Handle(Post(*console, "/api/resume", {{"queue", "q"}})).code, 200);
+  ASSERT_OK_AND_ASSIGN(q, store_->GetQueue("q"));
+  EXPECT_FALSE(q.paused);
+}
+
+// --- who may do what ----------------------------------------------------------------
+
+TEST_F(ConsoleTest, AnActionWithoutTheTokenIsRefused) {
+  MakeQueue(*store_, "q", 1);
+  auto console = Make();
+  HttpRequest r = Post(*console, "/api/pause", {{"queue", "q"}});
+  r.headers.erase("authorization");
+  EXPECT_EQ(console->Handle(r).code, 401);
+  r.headers["authorization"] = "Bearer wrong-token-0123456";
+  EXPECT_EQ(console->Handle(r).code, 401);
+  r.headers["cookie"] = "partq_console=made-up";
+  EXPECT_EQ(console->Handle(r).code, 401);
+  ASSERT_OK_AND_ASSIGN(QueueConfig q, store_->GetQueue("q"));
+  EXPECT_FALSE(q.paused);
+}
+
+TEST_F(ConsoleTest, AnActionWithoutTheCsrfTokenOrFromAnotherSiteIsRefused) {
+  MakeQueue(*store_, "q", 1);
+  auto console = Make();
+  HttpRequest r = Post(*console, "/api/pause", {{"queue", "q"}});
+  r.headers.erase("x-csrf-token");
+  EXPECT_EQ(console->Handle(r).code, 403);
+  r = Post(*console, "/api/pause", {{"queue", "q"}});
+  r.headers["x-csrf-token"] = std::string(64, '0');
+  EXPECT_EQ(console->Handle(r).code, 403);
+  r = Post(*console, "/api/pause", {{"queue", "q"}});
+  r.headers["origin"] = "http://evil.example";
+  EXPECT_EQ(console->Handle(r).code, 403);
+  r = Post(*console, "/api/pause", {{"queue", "q"}});
+  r.headers["sec-fetch-site"] = "cross-site";
+  EXPECT_EQ(console->Handle(r).code, 403);
+  r = Post(*console, "/api/pause", {{"queue", "q"}});
+  r.headers["content-type"] = "application/x-www-form-urlencoded";
+  EXPECT_EQ(console->Handle(r).code, 415);
+  r = Post(*console, "/api/pause", {{"queue", "q"}});
+  r.method = "GET";
+  EXPECT_EQ(console->Handle(r).code, 404) << "actions are POSTs only";
+  ASSERT_OK_AND_ASSIGN(QueueConfig q, store_->GetQueue("q"));
+  EXPECT_FALSE(q.paused);
+}
+
+TEST_F(ConsoleTest, ReadOnlyAndTokenlessConsolesRefuseEveryAction) {
+  MakeQueue(*store_, "q", 1);
+  for (bool read_only : {true, false}) {
+    auto console = Make(read_only, /*with_token=*/read_only);
+    EXPECT_FALSE(console->actions());
+    for (const char* path :
+         {"/api/pause", "/api/resume", "/api/dead/requeue", "/api/dead/delete"}) {
+      HttpResponse r = console->Handle(Post(*console, path, {{"queue", "q"}, {"all", true}}));
+      EXPECT_EQ(r.code, 403) << path << " " << r.body;
+    }
+    ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+    EXPECT_EQ(console->Handle(Get("/api/queues")).code, 200) << "reading is allowed";
+    EXPECT_TRUE(absl::StrContains(console->Handle(Get("/")).body,
+                                  read_only ? "\"read-only\"" : "\"no-token\""));
+  }
+  ASSERT_OK_AND_ASSIGN(QueueConfig q, store_->GetQueue("q"));
+  EXPECT_FALSE(q.paused);
+}
+
+TEST_F(ConsoleTest, WithATokenPagesNeedTheLoginAndTheLoginNeedsTheCsrfToken) {
+  MakeQueue(*store_, "q", 1);
+  auto console = Make();
+  HttpRequest get = Get("/api/queues");
+  get.headers.erase("authorization");
+  EXPECT_EQ(console->Handle(get).code, 401);
+  get.path = "/";
+  HttpResponse page = console->Handle(get);
+  EXPECT_TRUE(absl::StrContains(page.body, "name=\"token\"")) << "the login form";
+  EXPECT_FALSE(absl::StrContains(page.body, "partq-mode")) << "not the console";
+  // Static files need no login and hold no secret.
+  get.path = "/app.js";
+  EXPECT_EQ(console->Handle(get).code, 200);
+
+  HttpRequest login;
+  login.method = "POST";
+  login.path = "/login";
+  login.headers["host"] = kHost;
+  login.headers["origin"] = absl::StrCat("http://", kHost);
+  login.body = absl::StrCat("token=wrong-token-0123456&csrf=", console->csrf_token());
+  EXPECT_EQ(console->Handle(login).code, 401);
+  login.body = absl::StrCat("token=", kToken);  // no CSRF token
+  EXPECT_EQ(console->Handle(login).code, 403);
+  login.body = absl::StrCat("token=", kToken, "&csrf=", console->csrf_token());
+  HttpResponse r = console->Handle(login);
+  ASSERT_EQ(r.code, 303);
+  std::string set_cookie;
+  for (const auto& [name, value] : r.headers) {
+    if (name == "Set-Cookie") set_cookie = value;
+  }
+  const std::string cookie = set_cookie.substr(0, set_cookie.find(';'));
+  ASSERT_TRUE(absl::StartsWith(cookie, "partq_console=")) << set_cookie;
+  EXPECT_TRUE(absl::StrContains(set_cookie, "HttpOnly")) << "no script reads it";
+  EXPECT_TRUE(absl::StrContains(set_cookie, "SameSite=Strict")) << "no other site sends it";
+  get.path = "/api/queues";
+  get.headers["cookie"] = absl::StrCat("other=1; ", cookie);
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  EXPECT_EQ(console->Handle(get).code, 200);
+  // The cookie and the page's CSRF token make an action.
+  HttpRequest act = Post(*console, "/api/pause", {{"queue", "q"}});
+  act.headers.erase("authorization");
+  act.headers["cookie"] = cookie;
+  EXPECT_EQ(console->Handle(act).code, 200);
+}
+
+TEST_F(ConsoleTest, EveryResponseCarriesTheContentSecurityPolicy) {
+  auto console = Make();
+  for (const char* path : {"/", "/app.js", "/api/queues", "/nope"}) {
+    HttpResponse r = console->Handle(Get(path));
+    bool csp = false, nosniff = false;
+    for (const auto& [name, value] : r.headers) {
+      csp = csp ||
+            (name == "Content-Security-Policy" && absl::StrContains(value, "script-src 'self'"));
+      nosniff = nosniff || (name == "X-Content-Type-Options" && value == "nosniff");
+    }
+    EXPECT_TRUE(csp && nosniff) << path;
+  }
+}
+
+}  // namespace
+}  // namespace partq::console
