@@ -27,6 +27,25 @@ std::string EnqueueItemFunction(absl::string_view notice, bool with_group = fals
     END IF;
     held := NOT {schema}.group_hold(q, grp);
   END IF;)sql" : "";
+  // Migration 12 made the item's checks a function of their own
+  // (check_new_item), which add_schedule shares.
+  const absl::string_view item_checks = with_group ? R"sql(
+  PERFORM {schema}.check_new_item(body, prio, k);)sql" : R"sql(
+  IF body IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'payload must not be NULL';
+  END IF;
+  IF octet_length(body) > lim THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
+      'payload is %s bytes; the limit is %s (partq.max_payload_bytes)', octet_length(body), lim);
+  END IF;
+  IF prio NOT BETWEEN -32768 AND 32767 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = format('priority %s is out of range -32768..32767', prio);
+  END IF;
+  IF octet_length(k) > 1024 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = format('key is %s bytes; the limit is 1024', octet_length(k));
+  END IF;)sql";
   const absl::string_view insert_cols = with_group ? ", group_id" : "";
   const absl::string_view insert_vals = with_group ? ", grp" : "";
   const absl::string_view run_at = with_group ? "CASE WHEN held THEN 'infinity' ELSE now() + d END" : "now() + d";
@@ -59,22 +78,7 @@ DECLARE
   new_id bigint;
   new_part int;{group_decl}
 BEGIN
-  PERFORM {schema}.check_queue_name(q);
-  IF body IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'payload must not be NULL';
-  END IF;
-  IF octet_length(body) > lim THEN
-    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
-      'payload is %s bytes; the limit is %s (partq.max_payload_bytes)', octet_length(body), lim);
-  END IF;
-  IF prio NOT BETWEEN -32768 AND 32767 THEN
-    RAISE EXCEPTION USING ERRCODE = '22023',
-      MESSAGE = format('priority %s is out of range -32768..32767', prio);
-  END IF;
-  IF octet_length(k) > 1024 THEN
-    RAISE EXCEPTION USING ERRCODE = '22023',
-      MESSAGE = format('key is %s bytes; the limit is 1024', octet_length(k));
-  END IF;
+  PERFORM {schema}.check_queue_name(q);{item_checks}
   IF octet_length(dk) > 1024 THEN
     RAISE EXCEPTION USING ERRCODE = '22023',
       MESSAGE = format('dedup key is %s bytes; the limit is 1024', octet_length(dk));
@@ -147,6 +151,7 @@ $$;
                           {{"{group_param}", group_param},
                            {"{group_decl}", group_decl},
                            {"{group_hold}", group_hold},
+                           {"{item_checks}", item_checks},
                            {"{insert_cols}", insert_cols},
                            {"{insert_vals}", insert_vals},
                            {"{run_at}", run_at},
@@ -1016,6 +1021,34 @@ BEGIN
 END
 $$;
 
+-- The checks of a new item that every writer of the SQL API makes
+-- (enqueue_item, add_schedule), as the C++ producer's ValidateNewItem: a
+-- payload of at most partq.max_payload_bytes (1 MiB when unset), a priority
+-- in -32768..32767, a key of at most 1024 bytes. 22023 with the C++ message.
+CREATE FUNCTION {schema}.check_new_item(payload bytea, priority int, key text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  lim CONSTANT bigint :=
+    coalesce(nullif(current_setting('partq.max_payload_bytes', true), ''), '1048576')::bigint;
+BEGIN
+  IF payload IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'payload must not be NULL';
+  END IF;
+  IF octet_length(payload) > lim THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
+      'payload is %s bytes; the limit is %s (partq.max_payload_bytes)', octet_length(payload), lim);
+  END IF;
+  IF priority NOT BETWEEN -32768 AND 32767 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = format('priority %s is out of range -32768..32767', priority);
+  END IF;
+  IF octet_length(key) > 1024 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = format('key is %s bytes; the limit is 1024', octet_length(key));
+  END IF;
+END
+$$;
+
 -- enqueue() and enqueue_item() take a group id (named group_id; the older
 -- calls, by position or by name, mean the same as before).
 DROP FUNCTION {schema}.enqueue(text, text, text, text, interval, int);
@@ -1350,8 +1383,6 @@ CREATE FUNCTION {schema}.add_schedule(name text, queue text, payload bytea,
 RETURNS void LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_variable
 DECLARE
-  lim CONSTANT bigint :=
-    coalesce(nullif(current_setting('partq.max_payload_bytes', true), ''), '1048576')::bigint;
   names CONSTANT text[] := ARRAY['minute', 'hour', 'day-of-month', 'month', 'day-of-week'];
   fields text[];
   secs numeric;
@@ -1406,21 +1437,7 @@ BEGIN
       END;
     END IF;
   END IF;
-  IF payload IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'payload must not be NULL';
-  END IF;
-  IF octet_length(payload) > lim THEN
-    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
-      'payload is %s bytes; the limit is %s (partq.max_payload_bytes)', octet_length(payload), lim);
-  END IF;
-  IF prio NOT BETWEEN -32768 AND 32767 THEN
-    RAISE EXCEPTION USING ERRCODE = '22023',
-      MESSAGE = format('priority %s is out of range -32768..32767', prio);
-  END IF;
-  IF octet_length(key) > 1024 THEN
-    RAISE EXCEPTION USING ERRCODE = '22023',
-      MESSAGE = format('key is %s bytes; the limit is 1024', octet_length(key));
-  END IF;
+  PERFORM {schema}.check_new_item(payload, prio, key);
   SELECT s.queue INTO other FROM {schema}.schedules s WHERE s.name = add_schedule.name;
   IF FOUND THEN
     RAISE EXCEPTION USING ERRCODE = '23505', MESSAGE = format(
