@@ -7,6 +7,30 @@ namespace partq {
 
 namespace {
 
+// The checks of a new item in PL/pgSQL (the C++ producer's ValidateNewItem),
+// over the variables named here, with `lim` the payload limit: the text the
+// older migrations' enqueue_item() has inline, and the body of
+// check_new_item() (migration 12), kept once.
+std::string ItemChecks(absl::string_view payload, absl::string_view prio, absl::string_view key) {
+  return absl::StrReplaceAll(R"sql(
+  IF $payload IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'payload must not be NULL';
+  END IF;
+  IF octet_length($payload) > lim THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
+      'payload is %s bytes; the limit is %s (partq.max_payload_bytes)', octet_length($payload), lim);
+  END IF;
+  IF $prio NOT BETWEEN -32768 AND 32767 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = format('priority %s is out of range -32768..32767', $prio);
+  END IF;
+  IF octet_length($key) > 1024 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = format('key is %s bytes; the limit is 1024', octet_length($key));
+  END IF;)sql",
+                             {{"$payload", payload}, {"$prio", prio}, {"$key", key}});
+}
+
 // enqueue_item(queue, payload bytea, ...) of the SQL API, as migration 6
 // made it (the notice naming the part) and migration 8 remade it (the
 // notice carrying the item's key too, Notice::from): `notice` is the
@@ -29,23 +53,9 @@ std::string EnqueueItemFunction(absl::string_view notice, bool with_group = fals
   END IF;)sql" : "";
   // Migration 12 made the item's checks a function of their own
   // (check_new_item), which add_schedule shares.
-  const absl::string_view item_checks = with_group ? R"sql(
-  PERFORM {schema}.check_new_item(body, prio, k);)sql" : R"sql(
-  IF body IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'payload must not be NULL';
-  END IF;
-  IF octet_length(body) > lim THEN
-    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
-      'payload is %s bytes; the limit is %s (partq.max_payload_bytes)', octet_length(body), lim);
-  END IF;
-  IF prio NOT BETWEEN -32768 AND 32767 THEN
-    RAISE EXCEPTION USING ERRCODE = '22023',
-      MESSAGE = format('priority %s is out of range -32768..32767', prio);
-  END IF;
-  IF octet_length(k) > 1024 THEN
-    RAISE EXCEPTION USING ERRCODE = '22023',
-      MESSAGE = format('key is %s bytes; the limit is 1024', octet_length(k));
-  END IF;)sql";
+  const std::string item_checks = with_group
+                                      ? "\n  PERFORM {schema}.check_new_item(body, prio, k);"
+                                      : ItemChecks("body", "prio", "k");
   const absl::string_view insert_cols = with_group ? ", group_id" : "";
   const absl::string_view insert_vals = with_group ? ", grp" : "";
   const absl::string_view run_at = with_group ? "CASE WHEN held THEN 'infinity' ELSE now() + d END" : "now() + d";
@@ -1030,22 +1040,8 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
   lim CONSTANT bigint :=
     coalesce(nullif(current_setting('partq.max_payload_bytes', true), ''), '1048576')::bigint;
-BEGIN
-  IF payload IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'payload must not be NULL';
-  END IF;
-  IF octet_length(payload) > lim THEN
-    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
-      'payload is %s bytes; the limit is %s (partq.max_payload_bytes)', octet_length(payload), lim);
-  END IF;
-  IF priority NOT BETWEEN -32768 AND 32767 THEN
-    RAISE EXCEPTION USING ERRCODE = '22023',
-      MESSAGE = format('priority %s is out of range -32768..32767', priority);
-  END IF;
-  IF octet_length(key) > 1024 THEN
-    RAISE EXCEPTION USING ERRCODE = '22023',
-      MESSAGE = format('key is %s bytes; the limit is 1024', octet_length(key));
-  END IF;
+BEGIN)sql",
+                    ItemChecks("payload", "priority", "key"), R"sql(
 END
 $$;
 
