@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "gtest/gtest.h"
 #include "store/mem_store.h"
 #include "tests/store/store_conformance.h"
 
@@ -26,6 +27,26 @@ class MemHarness : public StoreHarness {
 PARTQ_INSTANTIATE_STORE_CONFORMANCE(Mem, (StoreKind{"MemStore", [] {
                                                       return std::make_unique<MemHarness>();
                                                     }}));
+
+// Queue groups are PostgreSQL's (store.h, "Queue groups"): MemStore refuses
+// an item of a group in every enqueue rather than keeping it without one.
+TEST(MemStoreGroups, AnItemOfAGroupIsRefusedNotEnqueuedWithoutIt) {
+  ManualClock clock;
+  MemDatabase db(&clock);
+  std::unique_ptr<Store> store = db.Connect();
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 2;
+  ASSERT_TRUE(store->CreateQueue(q).ok());
+  NewItem item;
+  item.group = "g";
+  EXPECT_TRUE(absl::IsUnimplemented(store->Enqueue("q", item).status()));
+  EXPECT_TRUE(absl::IsUnimplemented(store->EnqueueBatch("q", {NewItem{}, item}).status()));
+  EXPECT_TRUE(absl::IsUnimplemented(store->StartGroup("q", "g").status()));
+  absl::StatusOr<QueueStatus> st = store->Status("q");
+  ASSERT_TRUE(st.ok());
+  for (const PartStatus& p : st->parts) EXPECT_EQ(p.ready, 0);
+}
 
 }  // namespace
 }  // namespace partq::conformance
