@@ -795,7 +795,6 @@ SELECT count(*) FROM ins
       // --- queue groups (migration 12; store.h, "Queue groups") -------------------
       // An item of a group, one at a time: enqueue_item() holds the group's
       // row and counts the item (a rare path: not worth a statement of its own).
-      {"enqueue_grouped", kEnqueueGrouped, /*prepared=*/false},
       // The batch path's groups: each row held until commit, in id order
       // (no deadlock between two batches), with whether it has started.
       {"hold_groups", R"sql(
