@@ -194,11 +194,18 @@ absl::Status FaultInjector::Enter(const char* method) {
     absl::MutexLock lock(&mu_);
     ++calls_[method];
     if (auto it = slow_.find(method); it != slow_.end()) slow = it->second;
+    // A call that is not slow is counted and decided at one instant: a test
+    // that sees it counted and then lifts a failure knows it failed.
+    if (slow <= absl::ZeroDuration()) return FailureLocked(method);
   }
   // Not under mu_: other stores' calls go on meanwhile, as other connections'
   // would.
-  if (slow > absl::ZeroDuration()) clock_->SleepFor(slow);
+  clock_->SleepFor(slow);
   absl::MutexLock lock(&mu_);
+  return FailureLocked(method);
+}
+
+absl::Status FaultInjector::FailureLocked(const char* method) {
   if (failing_.count(method) > 0) {
     return absl::UnavailableError(absl::StrCat("injected failure of ", method));
   }

@@ -56,6 +56,8 @@ class FaultInjector {
   // longer slow.
   void SlowCallsOf(const std::string& method, absl::Duration d);
   // Calls of `method` so far, failed ones included (for cost assertions).
+  // A call that is not slow is counted together with its failure, so once
+  // Calls shows it, lifting FailCallsOf no longer lets it through.
   int64_t Calls(const std::string& method) const;
 
   // What a wrapped store does before each call: count it, make it slow, and
@@ -63,6 +65,9 @@ class FaultInjector {
   absl::Status Enter(const char* method);
 
  private:
+  // The injected failure of a call of `method` now, if any.
+  absl::Status FailureLocked(const char* method) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   Clock* const clock_;
   mutable absl::Mutex mu_;
   int fail_next_ ABSL_GUARDED_BY(mu_) = 0;
