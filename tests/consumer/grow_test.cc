@@ -2,6 +2,9 @@
 // enqueueing (Store::GrowParts, `partq queue set --parts`), on a real
 // PostgreSQL: every item exactly once, an ordered queue's keys in enqueue
 // order across the grow (I16), every new part owned afterwards.
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -13,11 +16,13 @@
 #include "gtest/gtest.h"
 #include "pg/pg_store.h"
 #include "tests/testing/pg_env.h"
+#include "tests/testing/process.h"
 #include "tests/testing/wait.h"
 
 namespace partq {
 namespace {
 
+using testing::ChildProcess;
 using testing::TestSchema;
 using testing::WaitUntil;
 
@@ -42,9 +47,7 @@ class GrowTest : public ::testing::Test {
     // The handler's record: which part ran each item, and in what order
     // (seq: an ordered key's next item runs only after the previous one's
     // ack committed, so its seq is higher).
-    schema_.Q(
-        "CREATE SEQUENCE {schema}.done_seq; CREATE TABLE {schema}.done (item_id bigint NOT NULL, "
-        "key text NOT NULL, part int NOT NULL, seq bigint NOT NULL)");
+    CreateDone();
     ASSERT_TRUE(schema_.NewStore()->EnqueueBatch("q", Items(0, kBacklog)).ok());
 
     auto handler = MakeHandler([](HandlerCall& call) -> absl::Status {
@@ -129,15 +132,23 @@ class GrowTest : public ::testing::Test {
     EXPECT_GT(schema_.QInt("SELECT count(*) FROM (SELECT key FROM {schema}.done GROUP BY key "
                            "HAVING count(DISTINCT part) > 1) k"),
               0);
-    if (ordered) {
-      // Each key's items ran in enqueue (id) order.
-      EXPECT_EQ(schema_.QInt(R"(
-          SELECT count(*) FROM (
-            SELECT item_id, lag(item_id) OVER (PARTITION BY key ORDER BY seq) AS prev
-            FROM {schema}.done) x
-          WHERE prev > item_id)"),
-                0);
-    }
+    if (ordered) EXPECT_EQ(OutOfOrder(), 0);
+  }
+
+  // The table and sequence the handlers record into (see GrowWhileDraining).
+  void CreateDone() {
+    schema_.Q(
+        "CREATE SEQUENCE {schema}.done_seq; CREATE TABLE {schema}.done (item_id bigint NOT NULL, "
+        "key text NOT NULL, part int NOT NULL, seq bigint NOT NULL)");
+  }
+
+  // Each key's items ran in enqueue (id) order: none after a later one.
+  int64_t OutOfOrder() const {
+    return schema_.QInt(R"(
+        SELECT count(*) FROM (
+          SELECT item_id, lag(item_id) OVER (PARTITION BY key ORDER BY seq) AS prev
+          FROM {schema}.done) x
+        WHERE prev > item_id)");
   }
 
   // Items `from`..`to`-1, keyed round robin over kKeys keys.
@@ -167,6 +178,65 @@ TEST_F(GrowTest, AnUnorderedQueueGrows16To64WhileDrainingAndRunsEachItemOnce) {
 
 TEST_F(GrowTest, AnOrderedQueueGrowsTwice4To8To32) {
   GrowWhileDraining(/*ordered=*/true, AssignmentKind::kSticky, {4, 8, 32});
+}
+
+// Whole processes: three `partq worker`s drain an ordered queue; it grows
+// 8 -> 32 and one worker is SIGKILLed right after, with items in flight in
+// old parts; a producer enqueues on. The survivors take its parts after its
+// TTL: every item once (the killed worker's open transactions never
+// committed), each key in order, all 32 parts owned.
+TEST_F(GrowTest, WorkerProcessesKeepOrderWhenOneIsKilledDuringTheGrow) {
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 8;
+  q.ordered = true;
+  q.session_ttl = absl::Seconds(2);
+  ASSERT_TRUE(schema_.NewStore()->CreateQueue(q).ok());
+  CreateDone();
+  ASSERT_TRUE(schema_.NewStore()->EnqueueBatch("q", Items(0, 2 * kBacklog)).ok());
+  const std::string handler =
+      absl::StrCat("sql:INSERT INTO \"", schema_.name(),
+                   "\".done (item_id, key, part, seq) VALUES ($1, $3, $7, nextval('\"",
+                   schema_.name(), "\".done_seq'))");
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+        testing::PartqBinary(), "worker", "q", "--dsn", schema_.dsn(), "--schema", schema_.name(),
+        "--handler", handler, "--quiet", "--concurrency", "2", "--poll-interval", "100ms"}));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Done() >= 1000; }, absl::Minutes(3)));
+  std::unique_ptr<Store> store = schema_.NewStore();
+  absl::StatusOr<int> before = store->GrowParts("q", 32);
+  ASSERT_TRUE(before.ok()) << before.status();
+  workers[0]->Signal(SIGKILL);
+  ASSERT_TRUE(workers[0]->Wait(absl::Seconds(30)).has_value());
+  constexpr int kAfter = 2000;
+  for (int b = 0; b < kAfter / kBatch; ++b) {
+    const int from = 2 * kBacklog + b * kBatch;
+    ASSERT_TRUE(store->EnqueueBatch("q", Items(from, from + kBatch)).ok());
+  }
+  const int total = 2 * kBacklog + kAfter;
+  auto all_owned = [&] {
+    absl::StatusOr<QueueOwners> o = store->Owners("q");
+    if (!o.ok() || o->owners.size() != 32u) return false;
+    for (const auto& owner : o->owners) {
+      if (!owner) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(WaitUntil([&] { return Done() >= total && all_owned(); }, absl::Minutes(3)))
+      << "done " << Done() << " of " << total;
+  for (size_t i = 1; i < workers.size(); ++i) workers[i]->Signal(SIGTERM);
+  for (size_t i = 1; i < workers.size(); ++i) {
+    std::optional<int> st = workers[i]->Wait(absl::Seconds(60));
+    ASSERT_TRUE(st.has_value());
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  }
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.done"), total);
+  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT item_id) FROM {schema}.done"), total);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items"), 0);
+  EXPECT_GT(schema_.QInt("SELECT count(*) FROM {schema}.done WHERE part >= 8"), 0);
+  EXPECT_EQ(OutOfOrder(), 0);
 }
 
 }  // namespace
