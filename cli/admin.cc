@@ -189,8 +189,8 @@ int CreateExisting(const Args& args, const QueueConfig& want, const QueueConfig&
   }
   return Fail(absl::AlreadyExistsError(absl::StrCat(
       "queue \"", have.name, "\" already exists with other settings; nothing was changed:\n", table,
-      "A queue's settings are fixed when it is created, except its dead-letter topic (partq "
-      "queue set).")));
+      "A queue's settings are fixed when it is created, except its dead-letter topic, rate "
+      "limit and part count, which grows to a multiple (partq queue set).")));
 }
 
 // `partq status` prints a table of every part up to this many parts; past it,
@@ -332,33 +332,47 @@ int CmdQueue(const std::vector<std::string>& argv) {
     return 0;
   }
   if (sub == "set") {
-    // Only settings that can change under a running group: the part count,
-    // assignment and ordering are fixed at creation.
+    // Only settings that can change under a running group: the part count
+    // (it grows), the dead-letter topic and the rate limit; assignment and
+    // ordering are fixed at creation.
     if (auto u = WrongPositionals(pos, 1, {"NAME"},
-                                  "usage: partq queue set NAME --dlq-topic TOPIC|'' | "
+                                  "usage: partq queue set NAME --parts N | --dlq-topic TOPIC|'' | "
                                   "--rate N/s|none")) {
       return *u;
     }
-    // Checked first: `queue set q --parts 64` is a request to change the part
-    // count, and deserves an answer about it rather than a usage line.
-    for (const char* fixed : {"parts", "assignment", "max-attempts", "session-ttl", "ordered"}) {
+    for (const char* fixed : {"assignment", "max-attempts", "session-ttl", "ordered"}) {
       if (args->Has(fixed)) {
-        return Usage(absl::StrCat(
-            "queue set cannot change --", fixed, " (fixed when the queue is created)",
-            absl::string_view(fixed) == "parts"
-                ? ": a queue's part count can neither grow nor shrink yet; create a queue with "
-                  "more parts and point producers at it once the old one is drained"
-                : ""));
+        return Usage(absl::StrCat("queue set cannot change --", fixed,
+                                  " (fixed when the queue is created)"));
       }
     }
-    if (!args->Has("dlq-topic") && !args->Has("rate")) {
+    const int settings = args->Has("parts") + args->Has("dlq-topic") + args->Has("rate");
+    if (settings == 0) {
       return Usage(
-          "queue set needs a setting to change: --dlq-topic TOPIC (or '' for none), --rate N/s "
-          "(or none)");
+          "queue set needs a setting to change: --parts N (a multiple of the current count), "
+          "--dlq-topic TOPIC (or '' for none), --rate N/s (or none)");
     }
+    if (settings > 1) return Usage("queue set changes one setting at a time");
     if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
+    if (args->Has("parts")) {
+      // What it can grow to depends on the current count: the store says.
+      auto parts = args->Int("parts", 0, 1, 4096);
+      if (!parts.ok()) return Fail(parts.status());
+      auto store = ConnectChecked(*args);
+      if (!store.ok()) return Fail(store.status());
+      auto before = (*store)->GrowParts(pos[1], static_cast<int>(*parts));
+      if (!before.ok()) return Fail(before.status());
+      if (*before == *parts) {
+        printf("queue \"%s\" has %d parts already\n", pos[1].c_str(), *before);
+      } else {
+        printf(
+            "queue \"%s\" grew from %d to %lld parts: its workers rebalance onto them; "
+            "items enqueued before run in their old parts (an ordered queue's keys in order)\n",
+            pos[1].c_str(), *before, static_cast<long long>(*parts));
+      }
+      return 0;
+    }
     if (args->Has("rate")) {
-      if (args->Has("dlq-topic")) return Usage("queue set changes one setting at a time");
       auto rate = RateFlag(*args);
       if (!rate.ok()) return Fail(rate.status());
       auto store = ConnectChecked(*args);

@@ -23,6 +23,9 @@ constexpr CommandUsage kCommands[] = {
     {"queue",
      "  queue create NAME --parts N [--assignment lexical|sticky] [--ordered]\n"
      "               [--max-attempts N] [--session-ttl 10s] [--dlq-topic TOPIC]\n"
+     "  queue set NAME --parts N                 grow to N parts, a multiple of the count (16 ->\n"
+     "                                           64), while workers run; keys keep their order;\n"
+     "                                           a queue does not shrink\n"
      "  queue set NAME --dlq-topic TOPIC|''      dead-lettered items go to TOPIC ('' for none)\n"
      "  queue set NAME --rate N/s|N/min|N/h|none the whole fleet claims at most that (also\n"
      "                                           queue create --rate); each part's owner\n"

@@ -106,7 +106,8 @@ void ClaimScheduler::SetPaused(bool paused) {
 
 void ClaimScheduler::SetRate(std::optional<double> per_second, int queue_parts) {
   if (per_second && (*per_second <= 0 || queue_parts <= 0)) per_second.reset();
-  if (per_second == rate_) return;
+  // The same limit over more parts (a grow) is a new share per part.
+  if (per_second == rate_ && (!rate_ || part_rate_ == *rate_ / queue_parts)) return;
   rate_ = per_second;
   part_rate_ = rate_ ? *rate_ / queue_parts : 0;
   burst_ = std::max(1.0, part_rate_ * absl::ToDoubleSeconds(kRateBurst));

@@ -106,7 +106,9 @@ class ClaimScheduler {
   // budget that starts empty when the part is acquired and keeps at most
   // kRateBurst of that rate (at least one item): no counter shared between
   // sessions, and a part handed off cannot have its budget spent twice (the
-  // new owner starts from nothing). A suspect probe is not counted.
+  // new owner starts from nothing). A suspect probe is not counted. A new
+  // limit, or the same over a grown part count, starts every budget again
+  // from nothing.
   static constexpr absl::Duration kRateBurst = absl::Milliseconds(200);
   void SetRate(std::optional<double> per_second, int queue_parts);
   std::optional<double> rate() const { return rate_; }

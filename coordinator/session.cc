@@ -161,7 +161,31 @@ void Session::NoteRate(std::optional<double> rate) {
   }
   PARTQ_LOG(Info) << "queue " << options_.queue << ": "
                   << (rate ? absl::StrCat("rate limit ", *rate, " items/s") : "no rate limit");
-  if (cb) cb(rate, config_.parts);
+  if (cb) cb(rate, queue_parts());
+}
+
+int Session::queue_parts() const {
+  absl::MutexLock lock(&mu_);
+  return queue_parts_;
+}
+
+void Session::NoteParts(int parts) {
+  RateCallback cb;
+  std::optional<double> rate;
+  int before;
+  {
+    absl::MutexLock lock(&mu_);
+    // A count only grows; a view from a store that does not say (0) keeps
+    // ours.
+    if (parts <= queue_parts_) return;
+    before = queue_parts_;
+    queue_parts_ = parts;
+    if (rate_) cb = rate_cb_;
+    rate = rate_;
+  }
+  PARTQ_LOG(Info) << "queue " << options_.queue << " grew from " << before << " to " << parts
+                  << " parts";
+  if (cb) cb(rate, parts);
 }
 
 void Session::NotePaused(bool paused) {
@@ -241,6 +265,8 @@ absl::Status Session::Start(absl::Duration timeout) {
       st = config.status();
       if (st.ok()) {
         config_ = *config;
+        absl::MutexLock lock(&mu_);
+        queue_parts_ = config_.parts;
         break;
       }
     }
@@ -522,18 +548,22 @@ absl::Status Session::Tick(bool heartbeat) {
   }
   NotePaused(view->paused);  // before any part is assigned in this round
   NoteRate(view->rate);
+  NoteParts(view->parts);  // before the round plans with it
   return Rebalance(*view);
 }
 
 absl::Status Session::Rebalance(const GroupView& view) {
   const SessionId me = id();
-  const Reconciled reconciled = Reconcile(me, owned(), view, config_.parts);
+  // The count read in the same snapshot as the owners: members that read
+  // different counts would plan different targets.
+  const int parts = view.parts > 0 ? view.parts : queue_parts();
+  const Reconciled reconciled = Reconcile(me, owned(), view, parts);
   if (!reconciled.lost.empty()) {
     Lose(reconciled.lost, Loss::kParts, "the database no longer lists them as ours");
   }
   if (!reconciled.adopted.empty()) Assign(reconciled.adopted);
 
-  const RoundPlan plan = PlanRound(me, view, config_.parts, config_.assignment);
+  const RoundPlan plan = PlanRound(me, view, parts, config_.assignment);
   TrackHandOffs(plan.wanted);
   bool changed = false;
   if (!plan.release.empty()) {

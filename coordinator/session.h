@@ -149,7 +149,12 @@ class Session {
   // the owner should stop and report it.
   absl::Status ended() const;
   SessionId id() const;
+  // The queue's settings as read at Start; its part count may have grown
+  // since (queue_parts()).
   const QueueConfig& queue_config() const { return config_; }
+  // The queue's part count as of the last group view: it grows while the
+  // session runs (Store::GrowParts), and the next rebalance plans with it.
+  int queue_parts() const;
   std::vector<OwnedPart> owned() const;
   // The epoch at which this session owns `part` now, if it does.
   std::optional<Epoch> EpochOf(int part) const;
@@ -227,6 +232,11 @@ class Session {
   RateCallback rate_cb_ ABSL_GUARDED_BY(mu_);
   std::optional<double> rate_ ABSL_GUARDED_BY(mu_);
   void NoteRate(std::optional<double> rate);
+  // Takes a grown part count from a group view (0, or no more than we know:
+  // nothing to do); the rate callback hears it when a limit is set, since a
+  // part's share of the limit shrinks with it.
+  void NoteParts(int parts);
+  int queue_parts_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Session thread only (made by Start before the thread runs).
   std::optional<HeartbeatTimer> heartbeat_;

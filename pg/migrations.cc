@@ -395,6 +395,13 @@ constexpr const char* kItemStateByDedupKeyCancelled = R"sql(
 //   functions check what SQL can (the field count and characters of a cron
 //   expression, the time zone, the interval); a cron field the C++ parser
 //   refuses leaves the row with `error` set and no next tick.
+// - Migration 18 (growing a queue's parts, `partq queue set --parts`):
+//   queues.grown_from lists the counts before each grow. Items keep the part
+//   they were enqueued into (no row is rewritten, so nothing in flight
+//   changes under its owner), and only an ordered queue's claim reads the
+//   list: a key's item waits while an earlier part of its part still holds
+//   an older item of the key (ReadyItems in pg_store_sql.cc). NOT NULL with
+//   a constant default: adding it rewrites no row.
 // The coordinator README ("PgStore") has the longer story.
 const std::vector<Migration>& Migrations() {
   static const auto* migrations = new std::vector<Migration>{
@@ -1483,6 +1490,10 @@ BEGIN
   END IF;
 END
 $$;
+)sql"},
+      {18, "queues.grown_from: the part counts before each grow (partq queue set --parts)",
+       R"sql(
+ALTER TABLE {schema}.queues ADD COLUMN grown_from int[] NOT NULL DEFAULT '{}';
 )sql"},
   };
   return *migrations;

@@ -490,6 +490,10 @@ QueueConfig QueueFromRow(const pqxx::row& r) {
   c.dlq_topic = Text(r[6]);
   c.paused = r[7].as<bool>();
   if (!r[8].is_null()) c.rate = r[8].as<double>();
+  for (absl::string_view n : absl::StrSplit(r[9].as<std::string>(), ',', absl::SkipEmpty())) {
+    int count = 0;
+    if (absl::SimpleAtoi(n, &count)) c.grown_from.push_back(count);
+  }
   return c;
 }
 
@@ -717,6 +721,7 @@ absl::StatusOr<GroupView> PgStore::Heartbeat(absl::string_view queue, const Sess
     ParseGroup(Text(r[0][2]), Text(r[0][3]), &view);
     view.paused = !r[0][5].is_null() && r[0][5].as<bool>();
     if (!r[0][6].is_null()) view.rate = r[0][6].as<double>();
+    if (!r[0][7].is_null()) view.parts = r[0][7].as<int>();
     return view;
   });
 }
@@ -731,6 +736,7 @@ absl::StatusOr<GroupView> PgStore::ReadGroup(absl::string_view queue) {
     ParseGroup(Text(r[0][1]), Text(r[0][2]), &view);
     view.paused = !r[0][3].is_null() && r[0][3].as<bool>();
     if (!r[0][4].is_null()) view.rate = r[0][4].as<double>();
+    if (!r[0][5].is_null()) view.parts = r[0][5].as<int>();
     return view;
   });
 }
@@ -818,6 +824,29 @@ absl::Status PgStore::SetRate(absl::string_view queue, std::optional<double> per
     if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
     return absl::OkStatus();
   });
+}
+
+absl::StatusOr<int> PgStore::GrowParts(absl::string_view queue, int parts) {
+  if (absl::Status st = ValidateGrowth(queue, 1, parts); !st.ok()) return st;
+  absl::StatusOr<QueueConfig> config = GetQueue(queue);
+  if (!config.ok()) return config.status();
+  int current = config->parts;
+  // A grow that read a count another grow has changed since tries again
+  // with the count that one left (at most once per grow that overtook it).
+  for (;;) {
+    if (absl::Status st = ValidateGrowth(queue, current, parts); !st.ok()) return st;
+    if (parts == current) return current;
+    absl::StatusOr<int> now =
+        Run(absl::StrCat("grow the parts of queue \"", queue, "\""), [&]() -> absl::StatusOr<int> {
+          pqxx::result r = Exec(Autocommit(), "grow_parts", std::string(queue), parts, current,
+                                ChannelFor(options_.schema, queue));
+          if (r.empty()) return UnknownQueue(queue, options_.schema);
+          return r[0][1].as<int64_t>() > 0 ? parts : r[0][0].as<int>();
+        });
+    if (!now.ok()) return now.status();
+    if (*now == parts) return current;
+    current = *now;
+  }
 }
 
 absl::Status PgStore::ReleaseClaims(absl::string_view queue, const SessionId& session,

@@ -77,7 +77,12 @@ FROM {schema}.enqueue_item($1, $2::bytea, $3, $4, interval '0', $5, $6) e
 // (the transaction's start), because a claim ahead runs in an ack
 // transaction that began before its handler, and must see what was enqueued
 // meanwhile. An ordered queue yields only each key's oldest live item
-// (items_key serves the probe).
+// (items_key serves the probe), across the grows of its parts too
+// (Store::GrowParts): the key's items enqueued before a grow stay in the
+// part it had then, p % c for an earlier count c, so the probe looks there
+// as well. The earlier counts are read once per statement (an uncorrelated
+// subquery); for a queue that never grew the list is empty and the second
+// probe finds nothing at once. An unordered queue evaluates neither.
 std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
@@ -89,11 +94,20 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
   const std::string common = absl::StrCat("i.queue = ", queue, " AND i.part = ", part, R"sql(
       AND i.run_at <= statement_timestamp() AND i.abandoned_epoch IS NULL
       AND (NOT )sql",
-                                          ordered, R"sql(::bool OR i.key IS NULL OR NOT EXISTS (
+                                          ordered, R"sql(::bool OR i.key IS NULL OR (NOT EXISTS (
         SELECT 1 FROM {schema}.items j
         WHERE j.queue = )sql",
                                           queue, R"sql( AND j.part = i.part AND j.key = i.key
-          AND j.id < i.id)))sql");
+          AND j.id < i.id)
+      AND NOT EXISTS (
+        SELECT 1 FROM {schema}.items j
+        WHERE j.queue = )sql",
+                                          queue, R"sql( AND j.key = i.key AND j.id < i.id
+          AND j.part = ANY(ARRAY(
+            SELECT i.part % c.n
+            FROM unnest((SELECT g.grown_from FROM {schema}.queues g WHERE g.name = )sql",
+                                          queue, R"sql()) AS c(n)
+            WHERE c.n <= i.part))))))sql");
   const std::string onward = absl::StrCat("SELECT ", columns, R"sql(
     FROM {schema}.items i
     WHERE )sql",
@@ -569,18 +583,36 @@ RETURNING name
 )sql"},
       {"get_queue", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic, paused, rate
+       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ',')
 FROM {schema}.queues WHERE name = $1
 )sql"},
       {"list_queues", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic, paused, rate
+       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ',')
 FROM {schema}.queues ORDER BY name
 )sql"},
       // SetRate: the limit, and a group notice so sessions re-read at once.
       {"set_rate", R"sql(
 WITH u AS (UPDATE {schema}.queues SET rate = $2::double precision WHERE name = $1 RETURNING 1)
 SELECT count(pg_notify($3, 'g')) FROM u
+)sql"},
+      // GrowParts ($2 the new count, checked by the caller against $3, the
+      // count it read): the row locked FOR UPDATE, so a grow waits for the
+      // acquisitions and cancels holding it (and they for the grow), and
+      // two grows at once apply one after the other, each checked against
+      // the count it read (a grow that read a stale one changes nothing and
+      // returns the current count, for the caller to check again). Enqueues
+      // take no lock on the row: one that read the old count may still
+      // commit an item into the old part, which the ordered claim's probe
+      // of earlier parts sees (ReadyItems). A group notice so sessions
+      // re-read at once.
+      {"grow_parts", R"sql(
+WITH q AS (SELECT parts FROM {schema}.queues WHERE name = $1 FOR UPDATE),
+u AS (
+  UPDATE {schema}.queues SET parts = $2, grown_from = grown_from || q.parts
+  FROM q WHERE name = $1 AND q.parts = $3 AND $2 > q.parts
+  RETURNING 1)
+SELECT q.parts, (SELECT count(*) FROM u), (SELECT count(pg_notify($4, 'g')) FROM u) FROM q
 )sql"},
       // SetPaused: the flag, and a group notice so sessions re-read at once.
       {"set_paused", R"sql(
@@ -662,7 +694,7 @@ SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM gone),
         FROM {schema}.session_parts
         WHERE queue = $1 AND session_id NOT IN (SELECT id FROM gone)),
        (SELECT count(pg_notify($4, 'g')) FROM (SELECT 1 FROM gone LIMIT 1) g),
-       q.paused, q.rate
+       q.paused, q.rate, q.parts
 FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
 )sql"},
       {"read_group", R"sql(
@@ -671,7 +703,7 @@ SELECT (SELECT count(*) FROM {schema}.queues WHERE name = $1),
         WHERE queue = $1 AND expires_at >= now()),
        (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
         FROM {schema}.session_parts WHERE queue = $1),
-       q.paused, q.rate
+       q.paused, q.rate, q.parts
 FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
 )sql"},
       // AcquireParts: the primary key (queue, part) makes a second owner

@@ -63,6 +63,9 @@ class FaultStore : public Store {
   absl::Status SetPaused(absl::string_view queue, bool paused) override {
     return Call("SetPaused", [&] { return inner_->SetPaused(queue, paused); });
   }
+  absl::StatusOr<int> GrowParts(absl::string_view queue, int parts) override {
+    return Call("GrowParts", [&] { return inner_->GrowParts(queue, parts); });
+  }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
     return Call("ReleaseClaims", [&] { return inner_->ReleaseClaims(queue, session, incarnation); });

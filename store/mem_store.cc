@@ -75,6 +75,21 @@ class MemStore : public Store {
     (*q)->paused = paused;
     return absl::OkStatus();
   }
+  absl::StatusOr<int> GrowParts(absl::string_view name, int parts) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("GrowParts"); !st.ok()) return st;
+    if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
+    if (absl::Status st = ValidateGrowth(name, 1, parts); !st.ok()) return st;
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(name);
+    if (!q.ok()) return q.status();
+    const int before = (*q)->parts;
+    if (absl::Status st = ValidateGrowth(name, before, parts); !st.ok()) return st;
+    if (parts > before) {
+      (*q)->grown_from.push_back(before);
+      (*q)->parts = parts;
+    }
+    return before;
+  }
   absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
                                            QueueContents contents) override {
     absl::MutexLock l(&db_->mu_);
@@ -984,7 +999,10 @@ void MemDatabase::ExpireLocked(const std::string& queue, const std::string& exce
 
 GroupView MemDatabase::ViewLocked(const std::string& queue) {
   GroupView view;
-  if (auto q = queues_.find(queue); q != queues_.end()) view.paused = q->second.paused;
+  if (auto q = queues_.find(queue); q != queues_.end()) {
+    view.paused = q->second.paused;
+    view.parts = q->second.parts;
+  }
   const absl::Time now = clock_->Now();
   for (const auto& [id, s] : sessions_) {
     if (s.queue == queue && s.expires_at >= now) view.members.push_back(SessionId{id});
@@ -1068,9 +1086,21 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
     if (room <= 0) break;
     if (!ours(cp.part, cp.epoch.value)) continue;
     std::vector<const StoredItem*> cands;
-    std::set<std::string> keys_seen;      // ordered: keys with an older live item
+    std::set<std::string> keys_seen;  // ordered: keys with an older live item
+    // Ordered, in a grown queue: the parts its keys had before each grow
+    // (Store::GrowParts), whose items of a key come before this part's.
+    std::set<int> earlier;
+    if (req.ordered) {
+      if (auto q = queues_.find(req.queue); q != queues_.end()) {
+        for (int c : q->second.grown_from) {
+          if (c <= cp.part) earlier.insert(cp.part % c);
+        }
+      }
+    }
     for (const auto& [id, s] : items_) {  // id order
-      if (s.queue != req.queue || s.item.part != cp.part) continue;
+      if (s.queue != req.queue) continue;
+      if (earlier.count(s.item.part) > 0 && s.item.key) keys_seen.insert(*s.item.key);
+      if (s.item.part != cp.part) continue;
       if (req.ordered && s.item.key && !keys_seen.insert(*s.item.key).second) continue;
       if (s.item.run_at > now || s.abandoned_epoch != 0) continue;
       const ItemKey k{s.item.priority, s.item.id};

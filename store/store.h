@@ -540,6 +540,25 @@ class Store {
   virtual absl::Status SetRate(absl::string_view queue, std::optional<double> per_second) {
     return absl::UnimplementedError("rate limits need PostgreSQL");
   }
+  // Grows the queue to `parts` parts while its workers run: `parts` must be
+  // a multiple of the current count (16 -> 64) and at most 4096, so each old
+  // part p splits into p, p + P, ..., p + (k-1)P (a key's murmur2 mod the
+  // new count is its old part mod the old count) and no other part moves.
+  // Items stay in the part they were enqueued into; enqueues from the commit
+  // on use the new count. The old count is appended to
+  // QueueConfig::grown_from, and an ordered queue's claim in a part does not
+  // take a key's item while one of that part's earlier parts (p % c for
+  // each count c in grown_from) still holds an older item of that key
+  // (ready, delayed or in flight): a key keeps its order across the grow.
+  // Sessions see the new count in their next group view (a group notice
+  // wakes them at once) and rebalance onto the new parts. Returns the count
+  // before the call; the current count again does nothing. InvalidArgument
+  // for fewer parts (a queue does not shrink), a count that is not a
+  // multiple of the current one, or more than 4096; NotFound for an unknown
+  // queue.
+  virtual absl::StatusOr<int> GrowParts(absl::string_view queue, int parts) {
+    return absl::UnimplementedError("growing a queue's parts is not supported by this store");
+  }
 
   // --- sessions (docs/architecture.md: join, heartbeat, rebalance, leave) --
   virtual absl::StatusOr<JoinResult> Join(const JoinRequest& request) = 0;

@@ -59,6 +59,12 @@ struct QueueConfig {
   // each part's owner for its part's share (ClaimScheduler::SetRate).
   // nullopt: none. Validated by ValidateRate.
   std::optional<double> rate;
+  // The part counts the queue had before each grow (Store::GrowParts), oldest
+  // first; empty for a queue that never grew. Not a creation setting. Each
+  // count divides the next and `parts`, so the key of an item in part p once
+  // lived in part p % c for each earlier count c: an ordered queue's claim
+  // there waits for those parts' older items of the key.
+  std::vector<int> grown_from;
 };
 
 // A part this session owns, and the epoch of that ownership.
@@ -85,6 +91,9 @@ struct GroupView {
   int64_t expired = 0;             // sessions this call deleted as expired
   bool paused = false;             // the queue is paused (Store::SetPaused)
   std::optional<double> rate;      // the queue's rate limit (Store::SetRate)
+  // The queue's part count in the same snapshot as `owners` (it grows with
+  // Store::GrowParts); 0 when the store did not say.
+  int parts = 0;
 };
 
 struct SessionInfo {

@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/utf8.h"
 
 namespace partq {
@@ -160,6 +161,34 @@ absl::Status ValidateRate(std::optional<double> per_second) {
   if (per_second && !(*per_second > 0 && *per_second <= 1e6)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a rate must be more than 0 and at most 1000000 items a second, not ", *per_second));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGrowth(absl::string_view queue, int current, int parts) {
+  if (parts < 1 || parts > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("queue \"", queue, "\": parts is ", parts, "; it must be 1..4096"));
+  }
+  // The examples name the counts it can grow to, so the operator need not
+  // work them out.
+  auto multiples = [&] {
+    std::vector<std::string> m;
+    for (int k = 2; m.size() < 3 && current * k <= 4096; ++k)
+      m.push_back(absl::StrCat(current * k));
+    return m.empty() ? std::string("none: 4096 is the most")
+                     : absl::StrCat(absl::StrJoin(m, ", "), ", ...");
+  };
+  if (parts < current) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "queue \"", queue, "\" has ", current, " parts and cannot shrink to ", parts,
+        ": a queue's parts only grow, to a multiple of ", current, " (", multiples(), ")"));
+  }
+  if (parts % current != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("queue \"", queue, "\" has ", current, " parts: ", parts,
+                     " is not a multiple of ", current, "; parts grow to a multiple (", multiples(),
+                     "), so each part splits and every key keeps its order"));
   }
   return absl::OkStatus();
 }

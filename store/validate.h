@@ -42,6 +42,10 @@ absl::Status ValidateKeyText(absl::string_view what, absl::string_view key);
 // A queue's rate limit (QueueConfig::rate): more than 0 and at most 1e6
 // items a second, or none.
 absl::Status ValidateRate(std::optional<double> per_second);
+// Growing a queue of `current` parts to `parts` (Store::GrowParts): at most
+// 4096 and a multiple of `current` (the same count is fine: nothing to do).
+// A smaller count is refused: a queue does not shrink.
+absl::Status ValidateGrowth(absl::string_view queue, int current, int parts);
 // A queue group's id: 1..kMaxGroupIdBytes of UTF-8 without NUL bytes (the
 // SQL API's check_group_id says the same).
 inline constexpr size_t kMaxGroupIdBytes = 200;

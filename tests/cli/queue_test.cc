@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "partitioner/part.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
 
@@ -113,6 +114,61 @@ TEST_F(QueueCommandTest, DeleteRejectsBadInputAndDeletesNothing) {
   EXPECT_EQ(Count("items", "queue = 'q'"), 1);
 }
 
+// `queue set --parts` grows a queue to a multiple of its count; it refuses
+// to shrink, a count that is not a multiple and an unknown queue, and
+// changes nothing then. Items enqueued after the grow use the new count,
+// and a key's new part is its old part plus a multiple of the old count.
+TEST_F(QueueCommandTest, SetPartsGrowsToAMultipleAndRefusesTheRest) {
+  Ok({"queue", "create", "orders", "--parts", "16"});
+  Ok({"enqueue", "orders", "--key", "customer-7", "before"});
+  EXPECT_EQ(Ok({"queue", "set", "orders", "--parts", "64"}),
+            "queue \"orders\" grew from 16 to 64 parts: its workers rebalance onto them; items "
+            "enqueued before run in their old parts (an ordered queue's keys in order)\n");
+  EXPECT_EQ(Count("queues", "name = 'orders' AND parts = 64 AND grown_from = '{16}'"), 1);
+  EXPECT_EQ(Ok({"queue", "set", "orders", "--parts", "64"}),
+            "queue \"orders\" has 64 parts already\n");
+  Ok({"enqueue", "orders", "--key", "customer-7", "after"});
+  const int64_t before =
+      schema_.QInt("SELECT part FROM {schema}.items WHERE payload = 'before'::bytea");
+  const int64_t after =
+      schema_.QInt("SELECT part FROM {schema}.items WHERE payload = 'after'::bytea");
+  EXPECT_EQ(before, PartForKey("customer-7", 16));
+  EXPECT_EQ(after, PartForKey("customer-7", 64));
+  EXPECT_EQ(after % 16, before);
+
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string err;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"queue", "set", "orders", "--parts", "32"},
+            2,
+            "partq: error: queue \"orders\" has 64 parts and cannot shrink to 32: a queue's parts "
+            "only grow, to a multiple of 64 (128, 192, 256, ...)\n"},
+           {{"queue", "set", "orders", "--parts", "96"},
+            2,
+            "partq: error: queue \"orders\" has 64 parts: 96 is not a multiple of 64; parts grow "
+            "to a multiple (128, 192, 256, ...), so each part splits and every key keeps its "
+            "order\n"},
+           {{"queue", "set", "orders", "--parts", "8192"},
+            2,
+            "partq: error: --parts must be between 1 and 4096 (got 8192)\n"},
+           {{"queue", "set", "nosuch", "--parts", "8"},
+            1,
+            absl::StrCat("partq: error: unknown queue \"nosuch\" in schema \"", schema_.name(),
+                         "\" (create it with: partq queue create nosuch --parts N --schema ",
+                         schema_.name(), ")\n")},
+       }) {
+    PartqResult r = Partq(With(c.args));
+    EXPECT_EQ(r.code, c.code) << c.args[2] << " " << c.args[4] << ": " << r.err;
+    EXPECT_EQ(r.err, c.err);
+    EXPECT_EQ(r.out, "");
+  }
+  EXPECT_EQ(Count("queues", "name = 'orders' AND parts = 64 AND grown_from = '{16}'"), 1);
+  EXPECT_EQ(Count("queues", "true"), 1);
+}
+
 // `queue create` twice with the same settings is not an error (the Helm
 // chart's migration job runs it on every upgrade); only the settings whose
 // flags are given are compared.
@@ -165,8 +221,8 @@ TEST_F(QueueCommandTest, CreateOfAnExistingQueueWithOtherSettingsFailsAndShowsBo
             "  parts         16        32         <- differs\n"
             "  assignment    lexical   sticky     <- differs\n"
             "  max attempts  5         5\n"
-            "A queue's settings are fixed when it is created, except its dead-letter topic "
-            "(partq queue set).\n");
+            "A queue's settings are fixed when it is created, except its dead-letter topic, "
+            "rate limit and part count, which grows to a multiple (partq queue set).\n");
 
   // Each setting on its own, the ones a flag cannot turn off included.
   struct Case {

@@ -602,6 +602,19 @@ TEST_F(RateTest, OverTenSecondsAPartClaimsItsShareAndNoMore) {
   EXPECT_LE(claimed, 200);
 }
 
+// A grow (Store::GrowParts) spreads the same limit over more parts: each
+// part's share shrinks, and budgets start again from nothing, so what a part
+// saved at the old share is not spent at the new one.
+TEST_F(RateTest, TheSameLimitOverAGrownPartCountIsASmallerShareFromNothing) {
+  StartBudgets(kT0);
+  ASSERT_EQ(s_.RateReadyAt(kT0), kT0 + absl::Milliseconds(100));  // 160/s over 16 parts
+  s_.SetRate(160, 64);
+  EXPECT_EQ(s_.rate(), 160);
+  EXPECT_TRUE(s_.WantClaim(kT0)) << "budgets not counted again yet";
+  EXPECT_FALSE(s_.BeginClaim(kMe, 50, {}, kT0).has_value()) << "the look only starts them";
+  EXPECT_EQ(s_.RateReadyAt(kT0), kT0 + absl::Milliseconds(400)) << "2.5/s a part";
+}
+
 TEST_F(RateTest, APartHandedOffAndBackStartsFromNothing) {
   StartBudgets(kT0);
   const absl::Time t1 = kT0 + absl::Seconds(1);

@@ -517,6 +517,30 @@ TEST_F(SessionTest, StickyJoinMovesOnlyItsShare) {
   EXPECT_EQ(moved, 0) << "sticky moved parts between old members";
 }
 
+// Store::GrowParts while the group runs: the sessions see the count in
+// their next view and take the new parts; sticky keeps each old part where
+// it was.
+TEST_F(SessionTest, AGrownQueueIsRebalancedOntoItsNewParts) {
+  CreateQueue(4, AssignmentKind::kSticky);
+  Session* a = Add("a");
+  Session* b = Add("b");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b}, 4); }));
+  std::map<int, Session*> before;
+  for (Session* s : {a, b}) {
+    for (int p : Parts(*s)) before[p] = s;
+  }
+  auto grown = db_.Connect()->GrowParts("q", 8);
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b}, 8); }));
+  for (Session* s : {a, b}) {
+    EXPECT_EQ(s->queue_parts(), 8);
+    EXPECT_EQ(Parts(*s).size(), 4u);
+    for (int p : Parts(*s)) {
+      if (p < 4) EXPECT_EQ(before[p], s) << "part " << p << " moved";
+    }
+  }
+}
+
 TEST_F(SessionTest, SurvivesDatabaseErrorsAndConverges) {
   CreateQueue(16);
   Session* a = Add("a");

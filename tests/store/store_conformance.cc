@@ -1178,6 +1178,163 @@ TEST_P(StoreConformance, OrderedClaimTakesOnlyTheHeadOfEachKey) {
   EXPECT_EQ(Ids(next), (std::vector<int64_t>{a2.id}));
 }
 
+// --- growing a queue's parts -------------------------------------------------------------
+
+TEST_P(StoreConformance, GrowPartsSplitsEachPartAndMovesNoItem) {
+  MakeQueue(*store_, "q", 4);
+  Member m = JoinWith(*store_, "q", kAllParts);
+  ASSERT_EQ(m.parts.size(), 4u);
+  ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> none, store_->AcquireParts("q", m.join.id, {4, 5}));
+  EXPECT_TRUE(none.empty()) << "not parts of the queue yet";
+  std::map<int64_t, int> old_parts;  // id -> part
+  for (int k = 0; k < 20; ++k) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed(absl::StrCat("k", k))));
+    EXPECT_EQ(r.part, PartForKey(absl::StrCat("k", k), 4));
+    old_parts[r.id] = r.part;
+  }
+  ASSERT_OK_AND_ASSIGN(int before, store_->GrowParts("q", 16));
+  EXPECT_EQ(before, 4);
+  ASSERT_OK_AND_ASSIGN(QueueConfig c, store_->GetQueue("q"));
+  EXPECT_EQ(c.parts, 16);
+  EXPECT_EQ(c.grown_from, std::vector<int>{4});
+  ASSERT_OK_AND_ASSIGN(GroupView g, store_->ReadGroup("q"));
+  EXPECT_EQ(g.parts, 16);
+  EXPECT_EQ(g.owners.size(), 4u) << "a grow moves no part";
+  ASSERT_OK_AND_ASSIGN(g, store_->Heartbeat("q", m.join.id, m.join.incarnation));
+  EXPECT_EQ(g.parts, 16);
+  // Every item stays where it was enqueued, and is claimed there.
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("q", m, 100)));
+  ASSERT_EQ(got.size(), old_parts.size());
+  for (const Item& i : got) EXPECT_EQ(i.part, old_parts[i.id]) << i.id;
+  // New items use the new count: old part p splits into p, p + 4, p + 8, p + 12.
+  for (int k = 0; k < 20; ++k) {
+    const std::string key = absl::StrCat("k", k);
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed(key)));
+    EXPECT_EQ(r.part, PartForKey(key, 16));
+    EXPECT_EQ(r.part % 4, PartForKey(key, 4));
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> more,
+                       store_->AcquireParts("q", m.join.id, {4, 5, 15, 16}));
+  ASSERT_EQ(more.size(), 3u);
+  EXPECT_EQ(more[2].part, 15);
+  // The same count again changes nothing.
+  ASSERT_OK_AND_ASSIGN(before, store_->GrowParts("q", 16));
+  EXPECT_EQ(before, 16);
+  ASSERT_OK_AND_ASSIGN(c, store_->GetQueue("q"));
+  EXPECT_EQ(c.grown_from, std::vector<int>{4});
+  // Refused, with the reason, and nothing changes.
+  absl::Status st = store_->GrowParts("q", 8).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(st.message(), "cannot shrink")) << st;
+  st = store_->GrowParts("q", 24).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(st.message(), "24 is not a multiple of 16")) << st;
+  EXPECT_EQ(store_->GrowParts("q", 8192).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->GrowParts("q", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->GrowParts("nosuch", 32).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GrowParts("bad name", 32).status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(c, store_->GetQueue("q"));
+  EXPECT_EQ(c.parts, 16);
+  // And it grows again, keeping the history.
+  ASSERT_OK_AND_ASSIGN(before, store_->GrowParts("q", 64));
+  EXPECT_EQ(before, 16);
+  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].parts, 64);
+  EXPECT_EQ(all[0].grown_from, (std::vector<int>{4, 16}));
+}
+
+// Invariant I16: after a grow, an ordered queue's key keeps its order. Its
+// item in a new part waits while a part the key had before a grow still
+// holds an older item of it, ready or in flight; over two grows (2 -> 4 ->
+// 8) a key can have items in three parts, taken oldest first.
+TEST_P(StoreConformance, AfterAGrowAnOrderedKeyFinishesItsOldPartsItemsFirst) {
+  MakeQueue(*store_, "q", 2, absl::Seconds(60), /*ordered=*/true);
+  // A key that moves at each grow: part a of 2, a + 2 of 4, a + 6 of 8.
+  std::string key;
+  for (int k = 0; key.empty(); ++k) {
+    const std::string kk = absl::StrCat("key", k);
+    const int a = PartForKey(kk, 2);
+    if (PartForKey(kk, 4) == a + 2 && PartForKey(kk, 8) == a + 6) key = kk;
+  }
+  const int a = PartForKey(key, 2), b = a + 2, c = a + 6;
+  Member m = JoinWith(*store_, "q", kAllParts);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult k1, store_->Enqueue("q", Keyed(key, "1")));
+  ASSERT_OK(store_->GrowParts("q", 4).status());
+  ASSERT_OK_AND_ASSIGN(EnqueueResult k2, store_->Enqueue("q", Keyed(key, "2")));
+  ASSERT_OK(store_->GrowParts("q", 8).status());
+  ASSERT_OK_AND_ASSIGN(EnqueueResult k3, store_->Enqueue("q", Keyed(key, "3")));
+  // Another key's item in the new part is not held back.
+  std::string other;
+  for (int k = 0; other.empty(); ++k) {
+    const std::string kk = absl::StrCat("other", k);
+    if (PartForKey(kk, 8) == c) other = kk;
+  }
+  ASSERT_OK_AND_ASSIGN(EnqueueResult o1, store_->Enqueue("q", Keyed(other, "o")));
+  ASSERT_EQ(k1.part, a);
+  ASSERT_EQ(k2.part, b);
+  ASSERT_EQ(k3.part, c);
+  ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> got_parts,
+                       store_->AcquireParts("q", m.join.id, {2, 3, 4, 5, 6, 7}));
+  ASSERT_EQ(got_parts.size(), 6u);
+  for (const OwnedPart& p : got_parts) m.parts.push_back(p);
+  auto epoch_of = [&](int part) {
+    for (const OwnedPart& p : m.parts) {
+      if (p.part == part) return p.epoch;
+    }
+    return Epoch{};
+  };
+  std::vector<Item> in_flight;
+  auto claim_in = [&](int part) {
+    ClaimRequest req;
+    req.queue = "q";
+    req.session = m.join.id;
+    req.parts.push_back({part, epoch_of(part), std::nullopt, 10});
+    req.limit = 10;
+    req.ordered = true;
+    req.include_suspect = false;
+    for (const Item& i : in_flight) req.in_flight.emplace_back(i.part, i.id);
+    absl::StatusOr<std::vector<Item>> got = store_->Claim(req);
+    EXPECT_OK(got.status());
+    return got.ok() ? Ids(*got) : std::vector<int64_t>{};
+  };
+  EXPECT_EQ(claim_in(c), std::vector<int64_t>{o1.id}) << "key's item 3 waits for 1 and 2";
+  EXPECT_TRUE(claim_in(b).empty()) << "item 2 waits for 1";
+  ClaimRequest all = ClaimAll("q", m, 100);
+  all.ordered = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(all));
+  // Over all parts: item 1 and the other key's item, nothing else.
+  EXPECT_EQ(Ids(first), (std::vector<int64_t>{k1.id, o1.id}));
+  in_flight = first;
+  EXPECT_TRUE(claim_in(b).empty()) << "item 1 is in flight: item 2 still waits";
+  ASSERT_OK(store_->Finish(FinishOf("q", m, first), AckAll()));
+  in_flight.clear();
+  EXPECT_TRUE(claim_in(c).empty()) << "item 3 waits for 2";
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> second, store_->Claim(all));
+  EXPECT_EQ(Ids(second), std::vector<int64_t>{k2.id});
+  ASSERT_OK(store_->Finish(FinishOf("q", m, second), AckAll()));
+  EXPECT_EQ(claim_in(c), std::vector<int64_t>{k3.id});
+}
+
+TEST_P(StoreConformance, AfterAGrowAnUnorderedQueuesNewPartsRunAtOnce) {
+  MakeQueue(*store_, "q", 2);
+  std::string key;
+  for (int k = 0; key.empty(); ++k) {
+    const std::string kk = absl::StrCat("key", k);
+    if (PartForKey(kk, 4) == PartForKey(kk, 2) + 2) key = kk;
+  }
+  Member m = JoinWith(*store_, "q", kAllParts);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult k1, store_->Enqueue("q", Keyed(key, "1")));
+  ASSERT_OK(store_->GrowParts("q", 4).status());
+  ASSERT_OK_AND_ASSIGN(EnqueueResult k2, store_->Enqueue("q", Keyed(key, "2")));
+  ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> more, store_->AcquireParts("q", m.join.id, {2, 3}));
+  for (const OwnedPart& p : more) m.parts.push_back(p);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("q", m, 100)));
+  std::vector<int64_t> ids = Ids(got);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<int64_t>{k1.id, k2.id})) << "no order to keep: both at once";
+}
+
 // --- finish ---------------------------------------------------------------------------
 
 TEST_P(StoreFinishConformance, AckDeletesItemsAndCommitsTheHandlersWrites) {
