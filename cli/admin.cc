@@ -26,6 +26,7 @@
 #include "coordinator/queue_collector.h"
 #include "pg/pg_store.h"
 #include "producer/producer.h"
+#include "store/throughput.h"
 #include "store/validate.h"
 
 namespace partq::cli {
@@ -804,6 +805,22 @@ int CmdStatus(const std::vector<std::string>& argv) {
            {"dead_last_minute", p.dead_last_minute},
            {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
     }
+    {
+      const FinishRates r = RatesOverLastMinute(st->throughput, st->db_now);
+      nlohmann::json minutes = nlohmann::json::array();
+      for (const ThroughputMinute& m : st->throughput) {
+        minutes.push_back(
+            {{"minute", absl::FormatTime(absl::RFC3339_sec, m.minute, absl::UTCTimeZone())},
+             {"acked", m.counts.acked},
+             {"retried", m.counts.retried},
+             {"dead", m.counts.dead}});
+      }
+      out["throughput"] = {{"acked_per_second", r.acked},
+                           {"failed_per_second", r.retried},
+                           {"dead_lettered_per_second", r.dead},
+                           {"window_seconds", 60},
+                           {"minutes", std::move(minutes)}};
+    }
     out["groups"] = {{"held", st->groups.held},
                      {"started", st->groups.started},
                      {"ended", st->groups.ended},
@@ -837,12 +854,17 @@ int CmdStatus(const std::vector<std::string>& argv) {
            static_cast<long long>(g.pending), c.name.c_str());
   }
   // The database keeps no count of acks (that would be a write on every
-  // ack): acked/s is the workers' partq_items_acked_total. Dead items carry
-  // the time they died, so their rate is exact (for those still dead).
+  // ack): the workers count what they finish and their heartbeats carry the
+  // counts (QueueStatus::throughput), so the figure is up to one heartbeat
+  // behind. Dead items carry the time they died, so their own count is exact
+  // (for those still dead).
+  const FinishRates r = RatesOverLastMinute(st->throughput, st->db_now);
   printf(
-      "last minute: %lld dead-lettered (%.2f/s); acked/s is in the workers' metrics "
-      "(partq_items_acked_total)\n",
-      static_cast<long long>(t.dead_last_minute), t.dead_last_minute / 60.0);
+      "last minute: %.2f acked/s, %.2f failed/s (retried), %.2f dead-lettered/s, as the "
+      "workers' heartbeats report them (up to a heartbeat, %s by default, behind); still "
+      "dead of those dead-lettered in it: %lld\n",
+      r.acked, r.retried, r.dead, Seconds(c.session_ttl / 4).c_str(),
+      static_cast<long long>(t.dead_last_minute));
   // Said only when it matters: a worker's own transactions hold the horizon
   // for milliseconds all the time.
   if (st->horizon &&
