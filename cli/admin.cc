@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -805,22 +805,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
            {"dead_last_minute", p.dead_last_minute},
            {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
     }
-    {
-      const FinishRates r = RatesOverLastMinute(st->throughput, st->db_now);
-      nlohmann::json minutes = nlohmann::json::array();
-      for (const ThroughputMinute& m : st->throughput) {
-        minutes.push_back(
-            {{"minute", absl::FormatTime(absl::RFC3339_sec, m.minute, absl::UTCTimeZone())},
-             {"acked", m.counts.acked},
-             {"retried", m.counts.retried},
-             {"dead", m.counts.dead}});
-      }
-      out["throughput"] = {{"acked_per_second", r.acked},
-                           {"failed_per_second", r.retried},
-                           {"dead_lettered_per_second", r.dead},
-                           {"window_seconds", 60},
-                           {"minutes", std::move(minutes)}};
-    }
+    out["throughput"] = console::ThroughputJson(st->throughput, st->db_now);
     out["groups"] = {{"held", st->groups.held},
                      {"started", st->groups.started},
                      {"ended", st->groups.ended},

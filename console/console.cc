@@ -64,7 +64,9 @@ constexpr int kThroughputMinutes = 30;
 
 json Opt(const std::optional<std::string>& s) { return s ? json(Text(*s)) : json(); }
 
-std::string Utc(absl::Time t) { return absl::FormatTime("%Y-%m-%d %H:%M:%S", t, absl::UTCTimeZone()); }
+std::string Utc(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S", t, absl::UTCTimeZone());
+}
 
 double Secs(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
@@ -382,19 +384,10 @@ HttpResponse Console::Queue(const std::string& name) const {
                    {"in_flight", t.in_flight},
                    {"dead", t.dead},
                    {"oldest_ready_seconds", Secs(t.oldest_ready_age)}};
-    const FinishRates r = RatesOverLastMinute(q->status->throughput, q->status->db_now);
-    json minutes = json::array();
-    for (const ThroughputMinute& m :
-         LastMinutes(q->status->throughput, q->status->db_now, kThroughputMinutes)) {
-      minutes.push_back({{"minute", absl::FormatTime("%H:%M", m.minute, absl::UTCTimeZone())},
-                         {"acked", m.counts.acked},
-                         {"retried", m.counts.retried},
-                         {"dead", m.counts.dead}});
-    }
-    j["throughput"] = {{"acked_per_second_1m", r.acked},
-                       {"failed_per_second_1m", r.retried},
-                       {"dead_lettered_per_second_1m", r.dead},
-                       {"minutes", std::move(minutes)}};
+    // The chart's minutes: the last 30, those without a report as zeros.
+    const absl::Time now = q->status->db_now;
+    j["throughput"] =
+        ThroughputJson(LastMinutes(q->status->throughput, now, kThroughputMinutes), now);
   }
   return Json(200, j);
 }
@@ -421,7 +414,9 @@ HttpResponse Console::OnDemand(const std::string& name, const std::string& what,
   if (!j.ok()) {
     const absl::Status& st = j.status();
     if (!absl::IsNotFound(st) && !absl::IsUnimplemented(st)) store_.reset();
-    return Error(absl::IsNotFound(st) ? 404 : absl::IsUnimplemented(st) ? 501 : 503,
+    return Error(absl::IsNotFound(st)        ? 404
+                 : absl::IsUnimplemented(st) ? 501
+                                             : 503,
                  Text(st.message()));
   }
   (*j)["name"] = name;
@@ -437,17 +432,16 @@ HttpResponse Console::Dead(const std::string& name) {
     if (!dead.ok()) return dead.status();
     json items = json::array();
     for (const DeadItem& d : *dead) {
-      items.push_back(
-          {{"id", d.id},
-           {"part", d.part},
-           {"key", Opt(d.key)},
-           {"dedup_key", Opt(d.dedup_key)},
-           {"attempts", d.attempts},
-           {"enqueued_at", Utc(d.enqueued_at)},
-           {"failed_at", Utc(d.failed_at)},
-           {"error", Text(d.last_error)},
-           {"payload", PayloadPreview(d.payload_head, d.payload_bytes)},
-           {"payload_bytes", d.payload_bytes}});
+      items.push_back({{"id", d.id},
+                       {"part", d.part},
+                       {"key", Opt(d.key)},
+                       {"dedup_key", Opt(d.dedup_key)},
+                       {"attempts", d.attempts},
+                       {"enqueued_at", Utc(d.enqueued_at)},
+                       {"failed_at", Utc(d.failed_at)},
+                       {"error", Text(d.last_error)},
+                       {"payload", PayloadPreview(d.payload_head, d.payload_bytes)},
+                       {"payload_bytes", d.payload_bytes}});
     }
     return json{{"limit", options_.dead_limit}, {"items", std::move(items)}};
   });
@@ -583,6 +577,22 @@ HttpResponse Console::Action(const HttpRequest& request) {
   }
   poller_.Poke();
   return Json(200, result);
+}
+
+json ThroughputJson(const std::vector<ThroughputMinute>& minutes, absl::Time now) {
+  const FinishRates r = RatesOverLastMinute(minutes, now);
+  json out = json::array();
+  for (const ThroughputMinute& m : minutes) {
+    out.push_back({{"minute", absl::FormatTime(absl::RFC3339_sec, m.minute, absl::UTCTimeZone())},
+                   {"acked", m.counts.acked},
+                   {"retried", m.counts.retried},
+                   {"dead", m.counts.dead}});
+  }
+  return {{"acked_per_second", r.acked},
+          {"failed_per_second", r.retried},
+          {"dead_lettered_per_second", r.dead},
+          {"window_seconds", 60},
+          {"minutes", std::move(out)}};
 }
 
 }  // namespace partq::console

@@ -126,6 +126,11 @@ class Console {
   std::map<std::string, DeadCache> dead_cache_ ABSL_GUARDED_BY(store_mu_);
 };
 
+// The queue's throughput as `partq status --json` and the queue page give it:
+// the rates over the last minute (RatesOverLastMinute) and the per-minute
+// counts (RFC 3339 UTC minutes, oldest first) of `minutes`.
+nlohmann::json ThroughputJson(const std::vector<ThroughputMinute>& minutes, absl::Time now);
+
 // Parts as ranges: {0,1,2,5} -> "0-2, 5".
 std::string PartRanges(const std::vector<int>& parts);
 

@@ -185,6 +185,8 @@ class Session {
   void Leave();
   // Before a leave: one heartbeat with what was finished since the last one.
   void ReportLastFinished();
+  // The finished callback's totals (zero without one).
+  FinishCounts Finished() const;
   void ListenLoop();
   absl::Status EnsureStore();
   absl::Status Join();
@@ -237,9 +239,6 @@ class Session {
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   RateCallback rate_cb_ ABSL_GUARDED_BY(mu_);
   FinishedCallback finished_cb_ ABSL_GUARDED_BY(mu_);
-  // The consumer's totals as of the last heartbeat that reported them.
-  FinishCounts reported_;  // session thread only
-  FinishCounts Finished() const;
   std::optional<double> rate_ ABSL_GUARDED_BY(mu_);
   void NoteRate(std::optional<double> rate);
 
@@ -247,6 +246,8 @@ class Session {
   std::optional<HeartbeatTimer> heartbeat_;
   // Parts the last plan wants us to acquire, and since when (hand-off metric).
   std::map<int, absl::Time> wanted_since_;  // session thread only
+  // The finished callback's totals as of the last heartbeat that carried them.
+  FinishCounts reported_;  // session thread only
   std::thread thread_;
   std::thread listen_thread_;
 };

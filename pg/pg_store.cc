@@ -710,9 +710,9 @@ absl::StatusOr<GroupView> PgStore::Heartbeat(absl::string_view queue, const Sess
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("heartbeat", [&]() -> absl::StatusOr<GroupView> {
     pqxx::transaction_base& tx = Autocommit();
-    pqxx::result r = Exec(tx, "heartbeat", std::string(queue), session.value, incarnation,
-                          ChannelFor(options_.schema, queue), finished.acked, finished.retried,
-                          finished.dead);
+    pqxx::result r =
+        Exec(tx, "heartbeat", std::string(queue), session.value, incarnation,
+             ChannelFor(options_.schema, queue), finished.acked, finished.retried, finished.dead);
     GroupView view;
     view.alive = r[0][0].as<int64_t>() > 0;
     view.expired = r[0][1].as<int64_t>();

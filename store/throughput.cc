@@ -34,6 +34,12 @@ FinishRates RatesOverLastMinute(const std::vector<ThroughputMinute>& minutes, ab
   return r;
 }
 
+FinishCounts Total(const std::vector<ThroughputMinute>& minutes) {
+  FinishCounts sum;
+  for (const ThroughputMinute& m : minutes) sum = sum + m.counts;
+  return sum;
+}
+
 std::vector<ThroughputMinute> LastMinutes(const std::vector<ThroughputMinute>& minutes,
                                           absl::Time now, int n) {
   const absl::Time current = MinuteOf(now);

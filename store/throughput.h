@@ -25,6 +25,9 @@ struct FinishRates {
 // heartbeat, so up to a heartbeat interval late).
 FinishRates RatesOverLastMinute(const std::vector<ThroughputMinute>& minutes, absl::Time now);
 
+// Everything the minutes hold, summed.
+FinishCounts Total(const std::vector<ThroughputMinute>& minutes);
+
 // The last `n` whole or partial minutes up to `now`, oldest first, with
 // zero counts for minutes nobody reported (a chart needs the gaps).
 std::vector<ThroughputMinute> LastMinutes(const std::vector<ThroughputMinute>& minutes,

@@ -233,6 +233,8 @@ function svg(tag, attrs, ...children) {
   for (const c of children) e.append(c);
   return e;
 }
+// "2026-11-26T09:58:00+00:00" -> "09:58"
+function hhmm(rfc3339) { return rfc3339.slice(11, 16); }
 function drawThroughput(node, t) {
   const m = t.minutes;
   const W = 600, H = 120, bar = W / m.length;
@@ -247,18 +249,18 @@ function drawThroughput(node, t) {
       y -= h;
       chart.append(svg('rect', {x: i * bar + 1, y, width: Math.max(1, bar - 2), height: h,
         class: cls, 'data-minute': x.minute, 'data-count': x[k]},
-        svg('title', {}, `${x.minute} UTC: ${num(x[k])} ${k}`)));
+        svg('title', {}, `${hhmm(x.minute)} UTC: ${num(x[k])} ${k}`)));
     }
   });
   chart.append(svg('line', {x1: 0, y1: H, x2: W, y2: H, class: 'axis'}));
-  chart.append(svg('text', {x: 0, y: H + 14, class: 'label'}, m.length ? m[0].minute : ''));
-  chart.append(svg('text', {x: W, y: H + 14, class: 'label end'}, m.length ? m[m.length - 1].minute : ''));
+  chart.append(svg('text', {x: 0, y: H + 14, class: 'label'}, m.length ? hhmm(m[0].minute) : ''));
+  chart.append(svg('text', {x: W, y: H + 14, class: 'label end'}, m.length ? hhmm(m[m.length - 1].minute) : ''));
   chart.append(svg('text', {x: 4, y: 12, class: 'label'}, `${num(top)}/min`));
   clear(node);
   node.append(chart, el('p', {id: 'rates'},
-    el('span', {class: 'sw ok'}), `${perSec(t.acked_per_second_1m)} acked/s  `,
-    el('span', {class: 'sw retry'}), `${perSec(t.failed_per_second_1m)} failed/s (retried)  `,
-    el('span', {class: 'sw dead'}), `${perSec(t.dead_lettered_per_second_1m)} dead-lettered/s`,
+    el('span', {class: 'sw ok'}), `${perSec(t.acked_per_second)} acked/s  `,
+    el('span', {class: 'sw retry'}), `${perSec(t.failed_per_second)} failed/s (retried)  `,
+    el('span', {class: 'sw dead'}), `${perSec(t.dead_lettered_per_second)} dead-lettered/s`,
     ' over the last minute'));
 }
 

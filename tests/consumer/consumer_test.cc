@@ -624,13 +624,9 @@ TEST_F(ConsumerTest, HeartbeatsCarryTheDrainIntoTheQueuesThroughputExactly) {
     return absl::OkStatus();
   });
   auto finished = [&] {
-    FinishCounts sum;
     auto st = schema_.NewStore()->Status("q");
     EXPECT_TRUE(st.ok()) << st.status();
-    if (st.ok()) {
-      for (const ThroughputMinute& m : st->throughput) sum = sum + m.counts;
-    }
-    return sum;
+    return st.ok() ? Total(st->throughput) : FinishCounts{};
   };
   const FinishCounts drained{kOk, kBad, kBad};  // each bad item: one retry, then dead
   std::vector<std::unique_ptr<Consumer>> consumers;
@@ -640,8 +636,8 @@ TEST_F(ConsumerTest, HeartbeatsCarryTheDrainIntoTheQueuesThroughputExactly) {
   }
   ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
   // While they run, their heartbeats bring the counts in.
-  ASSERT_TRUE(WaitUntil([&] { return finished() == drained; }, absl::Seconds(60),
-                        absl::Milliseconds(50)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return finished() == drained; }, absl::Seconds(60), absl::Milliseconds(50)))
       << finished().acked << " acked, " << finished().retried << " retried, " << finished().dead
       << " dead";
   // As the workers counted them, and the rates say the queue moved.
@@ -669,9 +665,7 @@ TEST_F(ConsumerTest, HeartbeatsCarryTheDrainIntoTheQueuesThroughputExactly) {
   c.Stop();
   auto st2 = schema_.NewStore()->Status("q2");
   ASSERT_TRUE(st2.ok());
-  FinishCounts sum2;
-  for (const ThroughputMinute& m : st2->throughput) sum2 = sum2 + m.counts;
-  EXPECT_EQ(sum2, (FinishCounts{100, 0, 0}));
+  EXPECT_EQ(Total(st2->throughput), (FinishCounts{100, 0, 0}));
 }
 
 TEST_F(ConsumerTest, FailedItemRollsBackOnlyItsOwnWrites) {
