@@ -385,9 +385,9 @@ HttpResponse Console::Queue(const std::string& name) const {
                    {"dead", t.dead},
                    {"oldest_ready_seconds", Secs(t.oldest_ready_age)}};
     // The chart's minutes: the last 30, those without a report as zeros.
-    const absl::Time now = q->status->db_now;
+    const absl::Time db_now = q->status->db_now;
     j["throughput"] =
-        ThroughputJson(LastMinutes(q->status->throughput, now, kThroughputMinutes), now);
+        ThroughputJson(LastMinutes(q->status->throughput, db_now, kThroughputMinutes), db_now);
   }
   return Json(200, j);
 }
@@ -570,10 +570,12 @@ HttpResponse Console::Action(const HttpRequest& request) {
                                                : 503,
                  Text(st.message()));
   }
-  PARTQ_LOG(Info) << "console: " << path << " on queue " << queue
-                  << (all ? " (all)" : absl::StrCat(" (", ids.size(), " ids)"));
-  for (const char* what : {"dead", "schedules", "groups"}) {
-    dead_cache_.erase(absl::StrCat(what, "/", queue));
+  std::string what = all ? "all" : absl::StrCat(ids.size(), " ids");
+  if (path == "/api/schedule/delete")
+    what = absl::StrCat("schedule ", Text(body["schedule"].get<std::string>()));
+  PARTQ_LOG(Info) << "console: " << path << " on queue " << queue << " (" << what << ")";
+  for (const char* page : {"dead", "schedules", "groups"}) {
+    dead_cache_.erase(absl::StrCat(page, "/", queue));
   }
   poller_.Poke();
   return Json(200, result);
