@@ -40,10 +40,11 @@ class TrackingStore : public Store {
     t_->Call("join");
     return inner_->Join(r);
   }
+  using Store::Heartbeat;
   absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                      int64_t incarnation) override {
+                                      int64_t incarnation, const FinishCounts& finished) override {
     t_->Call("heartbeat");
-    return inner_->Heartbeat(queue, session, incarnation);
+    return inner_->Heartbeat(queue, session, incarnation, finished);
   }
   absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
     t_->Call("read_group");

@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -26,6 +26,7 @@
 #include "coordinator/queue_collector.h"
 #include "pg/pg_store.h"
 #include "producer/producer.h"
+#include "store/throughput.h"
 #include "store/validate.h"
 
 namespace partq::cli {
@@ -818,6 +819,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
            {"dead_last_minute", p.dead_last_minute},
            {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
     }
+    out["throughput"] = console::ThroughputJson(st->throughput, st->db_now);
     out["groups"] = {{"held", st->groups.held},
                      {"started", st->groups.started},
                      {"ended", st->groups.ended},
@@ -851,12 +853,17 @@ int CmdStatus(const std::vector<std::string>& argv) {
            static_cast<long long>(g.pending), c.name.c_str());
   }
   // The database keeps no count of acks (that would be a write on every
-  // ack): acked/s is the workers' partq_items_acked_total. Dead items carry
-  // the time they died, so their rate is exact (for those still dead).
+  // ack): the workers count what they finish and their heartbeats carry the
+  // counts (QueueStatus::throughput), so the figure is up to one heartbeat
+  // behind. Dead items carry the time they died, so their own count is exact
+  // (for those still dead).
+  const FinishRates r = RatesOverLastMinute(st->throughput, st->db_now);
   printf(
-      "last minute: %lld dead-lettered (%.2f/s); acked/s is in the workers' metrics "
-      "(partq_items_acked_total)\n",
-      static_cast<long long>(t.dead_last_minute), t.dead_last_minute / 60.0);
+      "last minute: %.2f acked/s, %.2f failed/s (retried), %.2f dead-lettered/s, as the "
+      "workers' heartbeats report them (up to a heartbeat, %s by default, behind); still "
+      "dead of those dead-lettered in it: %lld\n",
+      r.acked, r.retried, r.dead, Seconds(c.session_ttl / 4).c_str(),
+      static_cast<long long>(t.dead_last_minute));
   // Said only when it matters: a worker's own transactions hold the horizon
   // for milliseconds all the time.
   if (st->horizon &&

@@ -17,6 +17,7 @@
 #include "console/auth.h"
 #include "console/escape.h"
 #include "coordinator/queue_collector.h"
+#include "store/throughput.h"
 #include "store/validate.h"
 
 namespace partq::console {
@@ -58,7 +59,14 @@ HttpResponse Error(int code, const std::string& message) {
 
 std::string Text(absl::string_view s) { return PrintableUtf8(s); }
 
+// Minutes of throughput the queue page charts (the database keeps an hour).
+constexpr int kThroughputMinutes = 30;
+
 json Opt(const std::optional<std::string>& s) { return s ? json(Text(*s)) : json(); }
+
+std::string Utc(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S", t, absl::UTCTimeZone());
+}
 
 double Secs(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
@@ -176,6 +184,8 @@ HttpResponse Console::Handle(const HttpRequest& request) {
   if (get && path == "/api/queues") return Secured(Queues());
   if (get && path == "/api/queue") return Secured(Queue(arg("name")));
   if (get && path == "/api/dead") return Secured(Dead(arg("name")));
+  if (get && path == "/api/schedules") return Secured(Schedules(arg("name")));
+  if (get && path == "/api/groups") return Secured(Groups(arg("name")));
   if (post && absl::StartsWith(path, "/api/")) return Secured(Action(request));
   return Secured(Error(404, "no such page"));
 }
@@ -275,6 +285,12 @@ HttpResponse Console::Queues() const {
       // where the console's samples would miss what died and was requeued
       // between two reads.
       j["dead_per_second_1m"] = t.dead_last_minute / 60.0;
+      // What the workers' heartbeats reported finished (store/throughput.h):
+      // acks are counted nowhere else.
+      const FinishRates r = RatesOverLastMinute(q.status->throughput, q.status->db_now);
+      j["acked_per_second_1m"] = r.acked;
+      j["failed_per_second_1m"] = r.retried;
+      j["dead_lettered_per_second_1m"] = r.dead;
     }
     auto rate = [](std::optional<double> r) { return r ? json(*r) : json(); };
     j["backlog_per_second_1m"] = rate(BacklogRate(q.samples, absl::Minutes(1)));
@@ -368,15 +384,21 @@ HttpResponse Console::Queue(const std::string& name) const {
                    {"in_flight", t.in_flight},
                    {"dead", t.dead},
                    {"oldest_ready_seconds", Secs(t.oldest_ready_age)}};
+    // The chart's minutes: the last 30, those without a report as zeros.
+    const absl::Time db_now = q->status->db_now;
+    j["throughput"] =
+        ThroughputJson(LastMinutes(q->status->throughput, db_now, kThroughputMinutes), db_now);
   }
   return Json(200, j);
 }
 
-HttpResponse Console::Dead(const std::string& name) {
+HttpResponse Console::OnDemand(const std::string& name, const std::string& what,
+                               const std::function<absl::StatusOr<json>(Store&)>& read) {
   if (!ValidateQueueName(name).ok()) return Error(400, "not a queue name");
   const absl::Time now = options_.poller.clock->Now();
+  const std::string key = absl::StrCat(what, "/", name);
   absl::MutexLock l(&store_mu_);
-  auto cached = dead_cache_.find(name);
+  auto cached = dead_cache_.find(key);
   if (cached != dead_cache_.end() && now - cached->second.at < options_.dead_cache) {
     HttpResponse r;
     r.content_type = "application/json";
@@ -388,31 +410,87 @@ HttpResponse Console::Dead(const std::string& name) {
     if (!s.ok()) return Error(503, Text(s.status().message()));
     store_ = std::move(*s);
   }
-  absl::StatusOr<std::vector<DeadItem>> dead = store_->ListDead(name, options_.dead_limit);
-  if (!dead.ok()) {
-    if (!absl::IsNotFound(dead.status())) store_.reset();
-    return Error(absl::IsNotFound(dead.status()) ? 404 : 503, Text(dead.status().message()));
+  absl::StatusOr<json> j = read(*store_);
+  if (!j.ok()) {
+    const absl::Status& st = j.status();
+    if (!absl::IsNotFound(st) && !absl::IsUnimplemented(st)) store_.reset();
+    return Error(absl::IsNotFound(st)        ? 404
+                 : absl::IsUnimplemented(st) ? 501
+                                             : 503,
+                 Text(st.message()));
   }
-  json items = json::array();
-  for (const DeadItem& d : *dead) {
-    items.push_back(
-        {{"id", d.id},
-         {"part", d.part},
-         {"key", Opt(d.key)},
-         {"dedup_key", Opt(d.dedup_key)},
-         {"attempts", d.attempts},
-         {"enqueued_at", absl::FormatTime("%Y-%m-%d %H:%M:%S", d.enqueued_at, absl::UTCTimeZone())},
-         {"failed_at", absl::FormatTime("%Y-%m-%d %H:%M:%S", d.failed_at, absl::UTCTimeZone())},
-         {"error", Text(d.last_error)},
-         {"payload", PayloadPreview(d.payload_head, d.payload_bytes)},
-         {"payload_bytes", d.payload_bytes}});
-  }
-  HttpResponse r = Json(200, json{{"name", name},
-                                  {"limit", options_.dead_limit},
-                                  {"items", std::move(items)},
-                                  {"actions", actions()}});
-  dead_cache_[name] = {now, r.body};
+  (*j)["name"] = name;
+  (*j)["actions"] = actions();
+  HttpResponse r = Json(200, *j);
+  dead_cache_[key] = {now, r.body};
   return r;
+}
+
+HttpResponse Console::Dead(const std::string& name) {
+  return OnDemand(name, "dead", [&](Store& store) -> absl::StatusOr<json> {
+    absl::StatusOr<std::vector<DeadItem>> dead = store.ListDead(name, options_.dead_limit);
+    if (!dead.ok()) return dead.status();
+    json items = json::array();
+    for (const DeadItem& d : *dead) {
+      items.push_back({{"id", d.id},
+                       {"part", d.part},
+                       {"key", Opt(d.key)},
+                       {"dedup_key", Opt(d.dedup_key)},
+                       {"attempts", d.attempts},
+                       {"enqueued_at", Utc(d.enqueued_at)},
+                       {"failed_at", Utc(d.failed_at)},
+                       {"error", Text(d.last_error)},
+                       {"payload", PayloadPreview(d.payload_head, d.payload_bytes)},
+                       {"payload_bytes", d.payload_bytes}});
+    }
+    return json{{"limit", options_.dead_limit}, {"items", std::move(items)}};
+  });
+}
+
+HttpResponse Console::Schedules(const std::string& name) {
+  return OnDemand(name, "schedules", [&](Store& store) -> absl::StatusOr<json> {
+    absl::StatusOr<std::vector<Schedule>> list = store.ListSchedules(name);
+    if (!list.ok()) return list.status();
+    json items = json::array();
+    for (const Schedule& s : *list) {
+      items.push_back(
+          {{"name", Text(s.spec.name)},
+           {"cadence", s.spec.cron.empty()
+                           ? absl::StrCat("every ", absl::FormatDuration(s.spec.every))
+                           : Text(absl::StrCat("cron ", s.spec.cron))},
+           {"time_zone", Text(s.spec.time_zone.empty() ? "UTC" : s.spec.time_zone)},
+           {"next_tick", s.next_tick ? json(Utc(*s.next_tick)) : json()},
+           {"last_tick", s.last_tick ? json(Utc(*s.last_tick)) : json()},
+           {"fired", s.fired},
+           {"missed", s.missed},
+           {"error", Text(s.error)},
+           {"payload", PayloadPreview(s.spec.payload.substr(0, 256), s.spec.payload.size())}});
+    }
+    return json{{"schedules", std::move(items)}};
+  });
+}
+
+HttpResponse Console::Groups(const std::string& name) {
+  return OnDemand(name, "groups", [&](Store& store) -> absl::StatusOr<json> {
+    absl::StatusOr<std::vector<GroupStatus>> list =
+        store.ListGroups(name, /*include_ended=*/true, options_.dead_limit);
+    if (!list.ok()) return list.status();
+    json items = json::array();
+    auto when = [](const std::optional<absl::Time>& t) { return t ? json(Utc(*t)) : json(); };
+    for (const GroupStatus& g : *list) {
+      items.push_back({{"id", Text(g.id)},
+                       {"pending", g.pending},
+                       {"done", g.done},
+                       {"dead", g.dead},
+                       {"cancelled", g.cancelled},
+                       {"created_at", Utc(g.created_at)},
+                       {"started_at", when(g.started_at)},
+                       {"ended_at", when(g.ended_at)},
+                       {"end_queue", Opt(g.end_queue)},
+                       {"end_error", Opt(g.end_error)}});
+    }
+    return json{{"limit", options_.dead_limit}, {"groups", std::move(items)}};
+  });
 }
 
 HttpResponse Console::Action(const HttpRequest& request) {
@@ -466,6 +544,22 @@ HttpResponse Console::Action(const HttpRequest& request) {
     absl::StatusOr<int64_t> n = store_->DeleteDead(queue, ids);
     st = n.status();
     if (n.ok()) result = {{"deleted", *n}};
+  } else if (path == "/api/schedule/delete") {
+    if (!body.contains("schedule") || !body["schedule"].is_string()) {
+      return Error(400, "the body must name the \"schedule\"");
+    }
+    const std::string name = body["schedule"].get<std::string>();
+    // Names are unique per schema, not per queue: the page asked for one of
+    // this queue's, so a name of another queue's schedule is not deleted.
+    absl::StatusOr<std::vector<Schedule>> list = store_->ListSchedules(queue);
+    st = list.status();
+    if (st.ok()) {
+      const bool ours = std::any_of(list->begin(), list->end(),
+                                    [&](const Schedule& s) { return s.spec.name == name; });
+      st = ours ? store_->DeleteSchedule(name)
+                : absl::NotFoundError(absl::StrCat("queue ", queue, " has no schedule ", name));
+    }
+    if (st.ok()) result = {{"deleted", Text(name)}};
   } else {
     return Error(404, "no such action");
   }
@@ -476,11 +570,31 @@ HttpResponse Console::Action(const HttpRequest& request) {
                                                : 503,
                  Text(st.message()));
   }
-  PARTQ_LOG(Info) << "console: " << path << " on queue " << queue
-                  << (all ? " (all)" : absl::StrCat(" (", ids.size(), " ids)"));
-  dead_cache_.erase(queue);
+  std::string what = all ? "all" : absl::StrCat(ids.size(), " ids");
+  if (path == "/api/schedule/delete")
+    what = absl::StrCat("schedule ", Text(body["schedule"].get<std::string>()));
+  PARTQ_LOG(Info) << "console: " << path << " on queue " << queue << " (" << what << ")";
+  for (const char* page : {"dead", "schedules", "groups"}) {
+    dead_cache_.erase(absl::StrCat(page, "/", queue));
+  }
   poller_.Poke();
   return Json(200, result);
+}
+
+json ThroughputJson(const std::vector<ThroughputMinute>& minutes, absl::Time now) {
+  const FinishRates r = RatesOverLastMinute(minutes, now);
+  json out = json::array();
+  for (const ThroughputMinute& m : minutes) {
+    out.push_back({{"minute", absl::FormatTime(absl::RFC3339_sec, m.minute, absl::UTCTimeZone())},
+                   {"acked", m.counts.acked},
+                   {"retried", m.counts.retried},
+                   {"dead", m.counts.dead}});
+  }
+  return {{"acked_per_second", r.acked},
+          {"failed_per_second", r.retried},
+          {"dead_lettered_per_second", r.dead},
+          {"window_seconds", 60},
+          {"minutes", std::move(out)}};
 }
 
 }  // namespace partq::console

@@ -5,9 +5,11 @@
 // What it reads: the Poller's cached state (poller.h) for queues, parts,
 // sessions and hand-offs — one poller per process, whatever the number of
 // tabs — and, on demand, Store::ListDead for the dead items page (cached a
-// few seconds, so tabs share it too). What it writes, as actions: pause and
-// resume a queue (Store::SetPaused), requeue and delete dead items
-// (Store::RequeueDead, Store::DeleteDead).
+// few seconds, so tabs share it too), Store::ListSchedules and
+// Store::ListGroups likewise. What it writes, as actions: pause and resume a
+// queue (Store::SetPaused), requeue and delete dead items
+// (Store::RequeueDead, Store::DeleteDead), delete a schedule
+// (Store::DeleteSchedule).
 //
 // Security:
 //   - With a token (ConsoleOptions::token) every page and endpoint but the
@@ -25,8 +27,10 @@
 #ifndef PARTQ_CONSOLE_CONSOLE_H_
 #define PARTQ_CONSOLE_CONSOLE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +38,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "console/poller.h"
 #include "store/store.h"
@@ -93,7 +98,13 @@ class Console {
   HttpResponse Logout(const HttpRequest& request);
   HttpResponse Queues() const;
   HttpResponse Queue(const std::string& name) const;
+  // A page read from the store on demand (dead items, schedules, groups of
+  // queue `name`), cached `dead_cache` per page and queue so tabs share it.
+  HttpResponse OnDemand(const std::string& name, const std::string& what,
+                        const std::function<absl::StatusOr<nlohmann::json>(Store&)>& read);
   HttpResponse Dead(const std::string& name);
+  HttpResponse Schedules(const std::string& name);
+  HttpResponse Groups(const std::string& name);
   HttpResponse Action(const HttpRequest& request);
 
   const ConsoleOptions options_;
@@ -111,8 +122,14 @@ class Console {
     absl::Time at;
     std::string json;
   };
+  // By "page/queue" (OnDemand).
   std::map<std::string, DeadCache> dead_cache_ ABSL_GUARDED_BY(store_mu_);
 };
+
+// The queue's throughput as `partq status --json` and the queue page give it:
+// the rates over the last minute (RatesOverLastMinute) and the per-minute
+// counts (RFC 3339 UTC minutes, oldest first) of `minutes`.
+nlohmann::json ThroughputJson(const std::vector<ThroughputMinute>& minutes, absl::Time now);
 
 // Parts as ranges: {0,1,2,5} -> "0-2, 5".
 std::string PartRanges(const std::vector<int>& parts);

@@ -16,7 +16,8 @@
 //
 // What it sees is what it sampled: a part that moved and moved back between
 // two owners rounds shows no hand-off, and the backlog's rate is its change
-// between status samples (no history is kept in the database).
+// between status samples (no history of the backlog is kept in the database;
+// the acks' is, per minute, in the status read: QueueStatus::throughput).
 //
 // Lifecycle (base/service.h): Start() starts both lanes; Stop() joins them;
 // safe before Start and twice. All methods are thread-safe.

@@ -42,6 +42,12 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
     absl::MutexLock lock(&mu_);
     scheduler_.SetRate(per_second, parts);
   });
+  // The consumer's own counts, read once a heartbeat (nothing is added to
+  // the finish path for the queue's throughput).
+  session_->SetFinishedCallback([this] {
+    absl::MutexLock lock(&mu_);
+    return FinishCounts{stats_.acked, stats_.retried, stats_.dead};
+  });
   if (metrics_ != nullptr) {
     collector_ = std::make_unique<QueueCollector>(
         factory_, options_.queue, [this] { return session_->EpochOf(0).has_value(); },

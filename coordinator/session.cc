@@ -151,6 +151,20 @@ void Session::SetRateCallback(RateCallback cb) {
   rate_cb_ = std::move(cb);
 }
 
+void Session::SetFinishedCallback(FinishedCallback cb) {
+  absl::MutexLock lock(&mu_);
+  finished_cb_ = std::move(cb);
+}
+
+FinishCounts Session::Finished() const {
+  FinishedCallback cb;
+  {
+    absl::MutexLock lock(&mu_);
+    cb = finished_cb_;
+  }
+  return cb ? cb() : FinishCounts{};
+}
+
 void Session::NoteRate(std::optional<double> rate) {
   RateCallback cb;
   {
@@ -460,6 +474,26 @@ void Session::RoundFailed(const absl::Status& st, bool heartbeat, absl::Time* ne
   heartbeat_->Retry(*next_round, heartbeat);
 }
 
+// What the drain finished (and anything else since the last heartbeat)
+// would otherwise never be counted: the session row goes with the leave.
+// One more heartbeat, only when there is something to say; best effort (a
+// failure costs a few seconds of counts, not the leave).
+void Session::ReportLastFinished() {
+  const FinishCounts finished = Finished();
+  if ((finished - reported_).empty() || !EnsureStore().ok()) return;
+  int64_t inc;
+  {
+    absl::MutexLock lock(&mu_);
+    inc = incarnation_;
+  }
+  auto view = store_->Heartbeat(options_.queue, id(), inc, finished - reported_);
+  if (view.ok() && view->alive) {
+    reported_ = finished;
+  } else if (!view.ok()) {
+    store_.reset();
+  }
+}
+
 void Session::Leave() {
   bool abandon;
   {
@@ -475,6 +509,7 @@ void Session::Leave() {
       parts_.Set(held, PartState::kRevoking);
     }
     if (!held.empty()) RevokeKeepingAlive(held);
+    ReportLastFinished();
     // A static member keeps its session and parts for its restart: only what
     // it claimed and did not finish goes back (no attempt counted).
     const bool keep = !options_.instance_id.empty() && !options_.leave_on_stop;
@@ -526,11 +561,15 @@ absl::Status Session::Tick(bool heartbeat) {
       me = id_;
       inc = incarnation_;
     }
-    view = store_->Heartbeat(options_.queue, me, inc);
+    // Counts not carried (a failed heartbeat, or one that found our row
+    // gone) go with the next one.
+    const FinishCounts finished = Finished();
+    view = store_->Heartbeat(options_.queue, me, inc, finished - reported_);
     if (!view.ok()) {
       metrics_.HeartbeatFailed();
       return view.status();
     }
+    if (view->alive) reported_ = finished;
     if (!view->alive) {
       Lose(owned(), Loss::kSession, "session row gone (expired, or replaced by a static re-join)");
       if (absl::Status st = Rejoin(); !st.ok()) return st;

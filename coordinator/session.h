@@ -140,6 +140,15 @@ class Session {
   // thread. Set before Start.
   using RateCallback = std::function<void(std::optional<double> per_second, int parts)>;
   void SetRateCallback(RateCallback cb);
+  // What the session's consumer has finished so far (totals since it
+  // started, never decreasing). Each heartbeat of the session thread carries
+  // the difference to what the last successful one carried, and a leaving
+  // session sends what is left before it leaves (Store::Heartbeat's
+  // `finished`: the queue's throughput in `partq status`). Called on the
+  // session thread without the session's lock held. Set before Start; none:
+  // the session reports nothing.
+  using FinishedCallback = std::function<FinishCounts()>;
+  void SetFinishedCallback(FinishedCallback cb);
   // Wakes the rebalancer now (e.g. after a group notice from elsewhere).
   void Poke();
 
@@ -179,6 +188,10 @@ class Session {
   void RoundFailed(const absl::Status& st, bool heartbeat, absl::Time* next_round);
   // The graceful end of Run (unless abandoned): revoke, leave, stopped.
   void Leave();
+  // Before a leave: one heartbeat with what was finished since the last one.
+  void ReportLastFinished();
+  // The finished callback's totals (zero without one).
+  FinishCounts Finished() const;
   void ListenLoop();
   absl::Status EnsureStore();
   absl::Status Join();
@@ -230,6 +243,7 @@ class Session {
   PausedCallback paused_cb_ ABSL_GUARDED_BY(mu_);
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   RateCallback rate_cb_ ABSL_GUARDED_BY(mu_);
+  FinishedCallback finished_cb_ ABSL_GUARDED_BY(mu_);
   std::optional<double> rate_ ABSL_GUARDED_BY(mu_);
   void NoteRate(std::optional<double> rate);
   // Takes a grown part count from a group view (0, or no more than we know:
@@ -242,6 +256,8 @@ class Session {
   std::optional<HeartbeatTimer> heartbeat_;
   // Parts the last plan wants us to acquire, and since when (hand-off metric).
   std::map<int, absl::Time> wanted_since_;  // session thread only
+  // The finished callback's totals as of the last heartbeat that carried them.
+  FinishCounts reported_;  // session thread only
   std::thread thread_;
   std::thread listen_thread_;
 };

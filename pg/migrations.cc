@@ -395,13 +395,22 @@ constexpr const char* kItemStateByDedupKeyCancelled = R"sql(
 //   functions check what SQL can (the field count and characters of a cron
 //   expression, the time zone, the interval); a cron field the C++ parser
 //   refuses leaves the row with `error` set and no next tick.
-// - Migration 18 (growing a queue's parts, `partq queue set --parts`):
+// - Migration 16 (growing a queue's parts, `partq queue set --parts`):
 //   queues.grown_from lists the counts before each grow. Items keep the part
 //   they were enqueued into (no row is rewritten, so nothing in flight
 //   changes under its owner), and only an ordered queue's claim reads the
 //   list: a key's item waits while an earlier part of its part still holds
 //   an older item of the key (ReadyItems in pg_store_sql.cc). NOT NULL with
 //   a constant default: adding it rewrites no row.
+// - Migration 17 (throughput, `partq status` rates): the database keeps no
+//   count of acks (acked items are deleted, and a count would be a write on
+//   every ack), so each session counts what its consumer finished in memory
+//   and its heartbeat adds the counts since its last one to a row keyed by
+//   (queue, minute, session): every session writes only rows of its own, so
+//   a fleet heartbeating at once never waits on a shared row, and a row is
+//   updated once per heartbeat (HOT: no index covers the counts). Rows older
+//   than an hour are deleted by the heartbeats. No FK to sessions: a dead
+//   session's counts still count; DeleteQueue deletes the queue's rows.
 // The coordinator README ("PgStore") has the longer story.
 const std::vector<Migration>& Migrations() {
   static const auto* migrations = new std::vector<Migration>{
@@ -1491,9 +1500,20 @@ BEGIN
 END
 $$;
 )sql"},
-      {18, "queues.grown_from: the part counts before each grow (partq queue set --parts)",
+      {16, "queues.grown_from: the part counts before each grow (partq queue set --parts)",
        R"sql(
 ALTER TABLE {schema}.queues ADD COLUMN grown_from int[] NOT NULL DEFAULT '{}';
+)sql"},
+      {17, "throughput: what sessions finished per minute, carried by their heartbeats", R"sql(
+CREATE TABLE {schema}.throughput (
+  queue       text COLLATE "C" NOT NULL,
+  minute      timestamptz NOT NULL,
+  session_id  uuid NOT NULL,
+  acked       bigint NOT NULL DEFAULT 0,
+  retried     bigint NOT NULL DEFAULT 0,
+  dead        bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (queue, minute, session_id)
+);
 )sql"},
   };
   return *migrations;

@@ -654,6 +654,7 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
     delete_from("results");
     delete_from("cancelled_items");
     delete_from("part_claims");
+    delete_from("throughput");
     // The bridge's offsets into this queue: a queue created again under the
     // name starts from the topic's committed group offsets, not from where
     // the deleted one stopped.
@@ -709,12 +710,13 @@ absl::StatusOr<JoinResult> PgStore::Join(const JoinRequest& request) {
 }
 
 absl::StatusOr<GroupView> PgStore::Heartbeat(absl::string_view queue, const SessionId& session,
-                                             int64_t incarnation) {
+                                             int64_t incarnation, const FinishCounts& finished) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("heartbeat", [&]() -> absl::StatusOr<GroupView> {
     pqxx::transaction_base& tx = Autocommit();
-    pqxx::result r = Exec(tx, "heartbeat", std::string(queue), session.value, incarnation,
-                          ChannelFor(options_.schema, queue));
+    pqxx::result r =
+        Exec(tx, "heartbeat", std::string(queue), session.value, incarnation,
+             ChannelFor(options_.schema, queue), finished.acked, finished.retried, finished.dead);
     GroupView view;
     view.alive = r[0][0].as<int64_t>() > 0;
     view.expired = r[0][1].as<int64_t>();

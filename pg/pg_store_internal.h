@@ -237,8 +237,9 @@ class PgStore final : public Store, public BridgeStore {
                                   const std::optional<std::string>& topic) override;
 
   absl::StatusOr<JoinResult> Join(const JoinRequest& request) override;
+  using Store::Heartbeat;
   absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                      int64_t incarnation) override;
+                                      int64_t incarnation, const FinishCounts& finished) override;
   absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override;
   absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
                                                       const SessionId& session,

@@ -1610,6 +1610,12 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
       status.groups.ended = g[2].as<int64_t>();
       status.groups.pending = g[3].as<int64_t>();
     }
+    for (const pqxx::row& row : Exec(tx, "status_throughput", std::string(queue))) {
+      ThroughputMinute m;
+      m.minute = absl::FromUnixSeconds(row[0].as<int64_t>());
+      m.counts = {row[1].as<int64_t>(), row[2].as<int64_t>(), row[3].as<int64_t>()};
+      status.throughput.push_back(m);
+    }
     for (const pqxx::row& row : Exec(tx, "status_horizon")) {
       VacuumHorizon h;
       h.holder = row[0].as<std::string>();

@@ -667,6 +667,12 @@ FROM up
       // CTEs read one snapshot, so rows deleted here are still visible to the
       // reads below and are excluded by hand; our own row is taken from the
       // update (the snapshot still has the old expires_at).
+      // `done` adds what the session finished since its last heartbeat
+      // ($5..$7, Store::Heartbeat) to its row of the current minute in
+      // throughput (a session writes only its own rows: no row every member
+      // updates at once), and only while the session is alive; `pruned`
+      // deletes the queue's rows older than an hour, those of dead sessions
+      // too, skipping rows another heartbeat is deleting (it never waits).
       {"heartbeat", R"sql(
 WITH me AS (
   UPDATE {schema}.sessions s
@@ -674,6 +680,19 @@ WITH me AS (
   FROM {schema}.queues q
   WHERE s.id = $2 AND s.incarnation = $3 AND s.queue = $1 AND q.name = $1
   RETURNING s.id),
+done AS (
+  INSERT INTO {schema}.throughput AS t (queue, minute, session_id, acked, retried, dead)
+  SELECT $1, date_trunc('minute', now()), me.id, $5::bigint, $6::bigint, $7::bigint FROM me
+  WHERE $5::bigint <> 0 OR $6::bigint <> 0 OR $7::bigint <> 0
+  ON CONFLICT (queue, minute, session_id) DO UPDATE
+    SET acked = t.acked + excluded.acked, retried = t.retried + excluded.retried,
+        dead = t.dead + excluded.dead),
+pruned AS (
+  DELETE FROM {schema}.throughput o
+  WHERE (o.queue, o.minute, o.session_id) IN (
+    SELECT x.queue, x.minute, x.session_id FROM {schema}.throughput x
+    WHERE x.queue = $1 AND x.minute < now() - interval '1 hour'
+    LIMIT 1000 FOR UPDATE SKIP LOCKED)),
 gone AS (
   DELETE FROM {schema}.sessions d
   WHERE d.id IN (
@@ -1045,6 +1064,15 @@ WITH h AS (
 )
 SELECT holder, who, xid_age, (extract(epoch FROM held) * 1000000)::bigint
 FROM h ORDER BY xid_age DESC, held DESC LIMIT 1
+)sql"},
+      // What the queue's sessions reported finished per minute over the last
+      // hour (the heartbeat's `done`), summed over sessions, oldest first.
+      {"status_throughput", R"sql(
+SELECT (extract(epoch FROM minute))::bigint, sum(acked)::bigint, sum(retried)::bigint,
+       sum(dead)::bigint
+FROM {schema}.throughput
+WHERE queue = $1 AND minute >= date_trunc('minute', now() - interval '1 hour')
+GROUP BY minute ORDER BY minute
 )sql"},
       // The queue's groups by state, and what the open ones have pending.
       {"status_groups", R"sql(

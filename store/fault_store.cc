@@ -40,9 +40,11 @@ class FaultStore : public Store {
   absl::StatusOr<JoinResult> Join(const JoinRequest& request) override {
     return Call("Join", [&] { return inner_->Join(request); });
   }
+  using Store::Heartbeat;
   absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                      int64_t incarnation) override {
-    return Call("Heartbeat", [&] { return inner_->Heartbeat(queue, session, incarnation); });
+                                      int64_t incarnation, const FinishCounts& finished) override {
+    return Call("Heartbeat",
+                [&] { return inner_->Heartbeat(queue, session, incarnation, finished); });
   }
   absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
     return Call("ReadGroup", [&] { return inner_->ReadGroup(queue); });

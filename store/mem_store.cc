@@ -126,6 +126,9 @@ class MemStore : public Store {
     for (auto it = db_->schedules_.begin(); it != db_->schedules_.end();) {
       it = it->second.spec.queue == q ? db_->schedules_.erase(it) : std::next(it);
     }
+    for (auto it = db_->throughput_.begin(); it != db_->throughput_.end();) {
+      it = it->first.first == q ? db_->throughput_.erase(it) : std::next(it);
+    }
     for (auto it = db_->results_.begin(); it != db_->results_.end();) {
       it = it->second.queue == q ? db_->results_.erase(it) : std::next(it);
     }
@@ -178,8 +181,9 @@ class MemStore : public Store {
     return out;
   }
 
+  using Store::Heartbeat;
   absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                      int64_t incarnation) override {
+                                      int64_t incarnation, const FinishCounts& finished) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Heartbeat"); !st.ok()) return st;
     const std::string q(queue);
@@ -192,6 +196,12 @@ class MemStore : public Store {
       it->second.heartbeat_at = now;
       it->second.expires_at = now + (*config)->session_ttl;
       alive = true;
+      if (!finished.empty()) {
+        const absl::Time minute =
+            absl::UnixEpoch() + absl::Floor(now - absl::UnixEpoch(), absl::Minutes(1));
+        FinishCounts& c = db_->throughput_[{q, minute}];
+        c = c + finished;
+      }
     }
     int64_t expired = 0;
     db_->ExpireLocked(q, session.value, &expired);
@@ -659,6 +669,10 @@ class MemStore : public Store {
     }
     for (const auto& [id, s] : db_->cancelled_) {
       if (s.queue == q.name) ++out.parts[s.item.part].cancelled;
+    }
+    for (auto it = db_->throughput_.lower_bound({q.name, out.db_now - absl::Hours(1)});
+         it != db_->throughput_.end() && it->first.first == q.name; ++it) {
+      out.throughput.push_back({it->first.second, it->second});
     }
     return out;
   }

@@ -107,6 +107,9 @@ class MemDatabase {
   std::map<int64_t, StoredItem> cancelled_ ABSL_GUARDED_BY(mu_);  // cancelled_items
   std::vector<OutboxEvent> outbox_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Schedule> schedules_ ABSL_GUARDED_BY(mu_);  // by name
+  // What heartbeats reported finished, by queue and minute (PgStore's
+  // throughput table).
+  std::map<std::pair<std::string, absl::Time>, FinishCounts> throughput_ ABSL_GUARDED_BY(mu_);
   int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_item_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;

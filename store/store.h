@@ -357,6 +357,13 @@ struct QueueStatus {
     int64_t pending = 0;
   };
   GroupCounts groups;
+  // What the queue's sessions finished per minute over the last hour
+  // (database clock), oldest first, minutes without a report left out.
+  // Heartbeats carry the counts (Store::Heartbeat), so the newest minute is
+  // up to a heartbeat interval behind; a session that dies takes what it
+  // counted since its last heartbeat with it. Empty in a store that keeps
+  // none. RatesOverLastMinute (store/throughput.h) makes rates of it.
+  std::vector<ThroughputMinute> throughput;
 };
 // Who owns each part, and whether any item is left, without counting items
 // (Store::Owners).
@@ -565,8 +572,18 @@ class Store {
   // Moves our expires_at (now() + the queue's TTL, database time), deletes
   // expired sessions of the queue (cascading their parts) and returns the group.
   // alive=false when our row (this incarnation) is gone: the session is dead.
+  // `finished`: what the session's consumer finished since its last
+  // heartbeat that succeeded, added to the queue's throughput of the current
+  // minute (QueueStatus::throughput) in the same statement; dropped when
+  // alive=false.
   virtual absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                              int64_t incarnation) = 0;
+                                              int64_t incarnation,
+                                              const FinishCounts& finished) = 0;
+  // A heartbeat that reports nothing finished.
+  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
+                                      int64_t incarnation) {
+    return Heartbeat(queue, session, incarnation, FinishCounts{});
+  }
   // The group as it stands: the members not yet expired (by the database
   // clock) and every ownership row, those of expired members included until
   // a heartbeat deletes them; deletes nothing. NotFound for an unknown queue.

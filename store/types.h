@@ -96,6 +96,33 @@ struct GroupView {
   int parts = 0;
 };
 
+// Items a session's consumer finished, by outcome: counted in memory and
+// carried to the database by the session's heartbeats (Store::Heartbeat),
+// which is how `partq status` and the console know the queue's throughput
+// without a write on the ack path.
+struct FinishCounts {
+  int64_t acked = 0;
+  int64_t retried = 0;  // failed attempts that will be retried
+  int64_t dead = 0;     // dead-lettered
+  bool empty() const { return acked == 0 && retried == 0 && dead == 0; }
+  friend FinishCounts operator-(const FinishCounts& a, const FinishCounts& b) {
+    return {a.acked - b.acked, a.retried - b.retried, a.dead - b.dead};
+  }
+  friend FinishCounts operator+(const FinishCounts& a, const FinishCounts& b) {
+    return {a.acked + b.acked, a.retried + b.retried, a.dead + b.dead};
+  }
+  friend bool operator==(const FinishCounts& a, const FinishCounts& b) {
+    return a.acked == b.acked && a.retried == b.retried && a.dead == b.dead;
+  }
+};
+
+// What a queue's sessions reported finishing in one minute of the database
+// clock (the minute of the heartbeat that carried the counts).
+struct ThroughputMinute {
+  absl::Time minute;  // its start
+  FinishCounts counts;
+};
+
 struct SessionInfo {
   SessionId id;
   std::string instance_id;  // empty for dynamic members

@@ -54,6 +54,7 @@ function secs(s) {
 }
 function num(n) { return n === null || n === undefined ? '–' : n.toLocaleString('en-US'); }
 function rate(r) { return r === null || r === undefined ? '–' : (r > 0 ? '+' : '') + r.toFixed(1); }
+function perSec(r) { return r === null || r === undefined ? '–' : r.toFixed(r > 0 && r < 10 ? 2 : 1); }
 
 // A colour per session, stable across redraws: the sessions this tab has seen
 // take hues in turn, each 137.5° (the golden angle) from the last, so any few
@@ -79,7 +80,9 @@ function nav(current, queue) {
     const q = encodeURIComponent(queue);
     n.append(link(`#/queue/${q}`, `${queue}: parts`, 'parts'),
              link(`#/queue/${q}/sessions`, 'sessions', 'sessions'),
-             link(`#/queue/${q}/dead`, 'dead items', 'dead'));
+             link(`#/queue/${q}/dead`, 'dead items', 'dead'),
+             link(`#/queue/${q}/schedules`, 'schedules', 'schedules'),
+             link(`#/queue/${q}/groups`, 'groups', 'groups'));
   }
 }
 
@@ -103,8 +106,9 @@ async function drawQueues() {
   view.append(el('h1', {}, 'Queues'));
   const msg = el('div', {class: 'msg', id: 'msg'});
   const head = el('tr', {}, ...['queue', 'parts', 'sessions', 'unowned parts', 'ready', 'delayed',
-    'held', 'in flight', 'dead', 'groups (held / started / ended)', 'oldest ready', 'backlog/s (1 min)', 'backlog/s (5 min)',
-    'dead/s (1 min)', 'state', ''].map((h) => el('th', {}, h)));
+    'held', 'in flight', 'dead', 'groups (held / started / ended)', 'oldest ready',
+    'acked/s (1 min)', 'failed/s (1 min)', 'dead-lettered/s (1 min)',
+    'backlog/s (1 min)', 'backlog/s (5 min)', 'state', ''].map((h) => el('th', {}, h)));
   const body = el('tbody', {});
   for (const q of j.queues) {
     const toggle = el('button', {
@@ -126,9 +130,11 @@ async function drawQueues() {
       el('td', {class: 'num'}, q.groups ?
         `${num(q.groups.held)} / ${num(q.groups.started)} / ${num(q.groups.ended)}` : '–'),
       el('td', {class: 'num'}, secs(q.oldest_ready_seconds)),
+      el('td', {class: 'num acked'}, perSec(q.acked_per_second_1m)),
+      el('td', {class: 'num'}, perSec(q.failed_per_second_1m)),
+      el('td', {class: 'num'}, perSec(q.dead_lettered_per_second_1m)),
       el('td', {class: 'num'}, rate(q.backlog_per_second_1m)),
       el('td', {class: 'num'}, rate(q.backlog_per_second_5m)),
-      el('td', {class: 'num'}, rate(q.dead_per_second_1m)),
       el('td', {class: q.paused ? 'paused' : ''}, q.paused ? 'paused' : 'running'),
       el('td', {}, toggle)));
   }
@@ -137,9 +143,10 @@ async function drawQueues() {
       '(spaced so that it never keeps the database busy more than 1/40 of the time); ' +
       'ownership is read every second. The backlog\'s rate is how this console saw it ' +
       '(ready + delayed + in flight) change between its reads: negative while it falls. ' +
-      'Dead/s counts the items dead-lettered in the last minute (still dead). ' +
-      'The database keeps no count of acks: acked/s is in the workers\' metrics ' +
-      '(partq_items_acked_total).'));
+      'Acked/s, failed/s (attempts to be retried) and dead-lettered/s are over the last ' +
+      'minute, as the workers count them: each heartbeat (a quarter of the session TTL) ' +
+      'carries what its worker finished since the last one, so they lag by up to one ' +
+      'heartbeat, and a worker that dies takes its last few seconds of counts with it.'));
   const errs = [j.owners_error, j.status_error].filter((e) => e);
   footer(errs.length ? 'database: ' + errs.join('; ') : `${j.queues.length} queue(s)`);
 }
@@ -163,9 +170,13 @@ async function drawParts(queue) {
     mapState.summary = el('p', {id: 'summary'});
     mapState.legend = el('div', {class: 'legend', id: 'legend'});
     mapState.handoffs = el('tbody', {});
+    mapState.chart = el('div', {id: 'throughput'});
     view.append(mapState.title, mapState.summary, mapState.legend, map,
       el('p', {class: 'note'}, 'One cell per part, coloured by its owner; the darker, the older ' +
         'its oldest ready item. Hatched: no live owner.'),
+      el('h2', {}, 'Throughput, items a minute'), mapState.chart,
+      el('p', {class: 'note'}, 'What the workers finished each minute (UTC), as their ' +
+        'heartbeats report it: the current minute fills in as they heartbeat.'),
       el('h2', {}, 'Hand-offs this console saw in the last hour'),
       el('p', {class: 'note'}, 'What this console observed by reading ownership every second ' +
         'since it started (not a history kept in the database): a part that moved and moved ' +
@@ -200,6 +211,7 @@ async function drawParts(queue) {
       el('span', {class: 'sw'}), `${s.host}:${s.pid} (${s.parts} parts)`));
     mapState.legend.lastChild.firstChild.style.background = colour(s.id, 0);
   }
+  if (j.throughput) drawThroughput(mapState.chart, j.throughput);
   clear(mapState.handoffs);
   for (const h of j.handoffs) {
     mapState.handoffs.append(el('tr', {},
@@ -210,6 +222,46 @@ async function drawParts(queue) {
   }
   footer(`ownership read ${secs(j.owners_age_seconds)} ago; counts read ` +
     `${j.status_age_seconds === undefined ? '(not yet)' : secs(j.status_age_seconds) + ' ago'}`);
+}
+
+// A bar per minute, acked stacked under failed and dead-lettered: an inline SVG made
+// of elements (no markup strings, no styles: the page's CSP allows neither inline).
+const SVG = 'http://www.w3.org/2000/svg';
+function svg(tag, attrs, ...children) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  for (const c of children) e.append(c);
+  return e;
+}
+// "2026-11-26T09:58:00+00:00" -> "09:58"
+function hhmm(rfc3339) { return rfc3339.slice(11, 16); }
+function drawThroughput(node, t) {
+  const m = t.minutes;
+  const W = 600, H = 120, bar = W / m.length;
+  const top = Math.max(1, ...m.map((x) => x.acked + x.retried + x.dead));
+  const chart = svg('svg', {width: W, height: H + 18, viewBox: `0 0 ${W} ${H + 18}`,
+    class: 'chart', role: 'img'});
+  m.forEach((x, i) => {
+    let y = H;
+    for (const [k, cls] of [['acked', 'ok'], ['retried', 'retry'], ['dead', 'dead']]) {
+      const h = x[k] / top * H;
+      if (h <= 0) continue;
+      y -= h;
+      chart.append(svg('rect', {x: i * bar + 1, y, width: Math.max(1, bar - 2), height: h,
+        class: cls, 'data-minute': x.minute, 'data-count': x[k]},
+        svg('title', {}, `${hhmm(x.minute)} UTC: ${num(x[k])} ${k}`)));
+    }
+  });
+  chart.append(svg('line', {x1: 0, y1: H, x2: W, y2: H, class: 'axis'}));
+  chart.append(svg('text', {x: 0, y: H + 14, class: 'label'}, m.length ? hhmm(m[0].minute) : ''));
+  chart.append(svg('text', {x: W, y: H + 14, class: 'label end'}, m.length ? hhmm(m[m.length - 1].minute) : ''));
+  chart.append(svg('text', {x: 4, y: 12, class: 'label'}, `${num(top)}/min`));
+  clear(node);
+  node.append(chart, el('p', {id: 'rates'},
+    el('span', {class: 'sw ok'}), `${perSec(t.acked_per_second)} acked/s  `,
+    el('span', {class: 'sw retry'}), `${perSec(t.failed_per_second)} failed/s (retried)  `,
+    el('span', {class: 'sw dead'}), `${perSec(t.dead_lettered_per_second)} dead-lettered/s`,
+    ' over the last minute'));
 }
 
 // --- sessions -------------------------------------------------------------------
@@ -241,10 +293,10 @@ async function drawDead(queue) {
   const j = await api(`/api/dead?name=${encodeURIComponent(queue)}`);
   clear(view);
   const msg = el('div', {class: 'msg', id: 'msg'});
-  if (deadMessage) message(msg, deadMessage.text, deadMessage.bad);
+  if (pageMessage) message(msg, pageMessage.text, pageMessage.bad);
   const run = async (path, body, what) => {
     const r = await act(path, Object.assign({queue}, body));
-    deadMessage = {text: r.ok ? what(r.body) : `refused (${r.status}): ${r.body.error || ''}`, bad: !r.ok};
+    pageMessage = {text: r.ok ? what(r.body) : `refused (${r.status}): ${r.body.error || ''}`, bad: !r.ok};
     refresh();
   };
   const button = (text, cls, onclick) => {
@@ -284,7 +336,66 @@ async function drawDead(queue) {
     'their first 256 bytes; bytes that are not printable text show as \\xNN.'));
   footer(j.items.length ? `${j.items.length} shown` : 'no dead items');
 }
-let deadMessage = null;
+let pageMessage = null;
+
+// --- schedules --------------------------------------------------------------------
+
+async function drawSchedules(queue) {
+  const j = await api(`/api/schedules?name=${encodeURIComponent(queue)}`);
+  clear(view);
+  const msg = el('div', {class: 'msg', id: 'msg'});
+  if (pageMessage) message(msg, pageMessage.text, pageMessage.bad);
+  view.append(el('h1', {}, `${j.name}: schedules`), msg);
+  const body = el('tbody', {});
+  for (const s of j.schedules) {
+    const del = el('button', {class: 'danger delete', onclick: async () => {
+      if (!confirm(`Delete schedule ${s.name}?`)) return;
+      const r = await act('/api/schedule/delete', {queue, schedule: s.name});
+      pageMessage = {text: r.ok ? `deleted schedule ${s.name}` : `refused (${r.status}): ${r.body.error || ''}`,
+        bad: !r.ok};
+      refresh();
+    }}, 'delete');
+    del.disabled = !actions;
+    body.append(el('tr', {'data-schedule': s.name},
+      el('td', {}, el('code', {}, s.name)), el('td', {}, s.cadence), el('td', {}, s.time_zone),
+      el('td', {}, s.next_tick === null ? '–' : s.next_tick),
+      el('td', {}, s.last_tick === null ? '–' : s.last_tick),
+      el('td', {class: 'num'}, num(s.fired)), el('td', {class: 'num'}, num(s.missed)),
+      el('td', {class: 'error-text'}, s.error ? el('code', {}, s.error) : '–'),
+      el('td', {class: 'payload'}, s.payload), el('td', {}, del)));
+  }
+  view.append(el('table', {id: 'schedules'}, el('thead', {}, el('tr', {},
+    ...['schedule', 'cadence', 'time zone', 'next tick (UTC)', 'last tick (UTC)', 'fired',
+      'missed', 'last error', 'payload', ''].map((h) => el('th', {}, h)))), body),
+    el('p', {class: 'note'}, 'The queue\'s workers fire each tick once (partq schedule add ' +
+      'makes one); missed: due ticks skipped while no worker ran.'));
+  footer(j.schedules.length ? `${j.schedules.length} schedule(s)` : 'no schedules');
+}
+
+// --- groups -----------------------------------------------------------------------
+
+async function drawGroups(queue) {
+  const j = await api(`/api/groups?name=${encodeURIComponent(queue)}`);
+  clear(view);
+  view.append(el('h1', {}, `${j.name}: groups`));
+  const body = el('tbody', {});
+  for (const g of j.groups) {
+    const state = g.ended_at ? 'ended' : g.started_at ? 'started' : 'held';
+    body.append(el('tr', {'data-group': g.id},
+      el('td', {}, el('code', {}, g.id)), el('td', {}, state),
+      el('td', {class: 'num'}, num(g.pending)), el('td', {class: 'num'}, num(g.done)),
+      el('td', {class: 'num'}, num(g.dead)), el('td', {class: 'num'}, num(g.cancelled)),
+      el('td', {}, g.created_at), el('td', {}, g.started_at || '–'), el('td', {}, g.ended_at || '–'),
+      el('td', {}, g.end_queue === null ? '–' : g.end_queue),
+      el('td', {class: 'error-text'}, g.end_error === null ? '' : g.end_error)));
+  }
+  view.append(el('table', {id: 'groups'}, el('thead', {}, el('tr', {},
+    ...['group', 'state', 'pending', 'done', 'dead', 'cancelled', 'created (UTC)', 'started',
+      'ended', 'end queue', 'end error'].map((h) => el('th', {}, h)))), body),
+    el('p', {class: 'note'}, `The ${j.limit} newest, ended ones too (partq group shows one, ` +
+      'with what it has in flight).'));
+  footer(j.groups.length ? `${j.groups.length} group(s)` : 'no groups');
+}
 
 // --- routing ---------------------------------------------------------------------
 
@@ -303,6 +414,8 @@ async function refresh() {
     if (r.page === 'queues') await drawQueues();
     else if (r.page === 'sessions') await drawSessions(r.queue);
     else if (r.page === 'dead') await drawDead(r.queue);
+    else if (r.page === 'schedules') await drawSchedules(r.queue);
+    else if (r.page === 'groups') await drawGroups(r.queue);
     else await drawParts(r.queue);
   } catch (e) {
     footer('error: ' + e.message);
@@ -314,11 +427,11 @@ function render() {
   view = document.getElementById('main');
   clear(view);
   mapState = null;
-  deadMessage = null;
+  pageMessage = null;
   const r = route();
   nav(r.page, r.queue);
   refresh();
-  timer = setInterval(refresh, r.page === 'dead' ? 5000 : 1000);
+  timer = setInterval(refresh, ['dead', 'schedules', 'groups'].includes(r.page) ? 5000 : 1000);
 }
 
 document.getElementById('mode').append(

@@ -5,7 +5,11 @@ PostgreSQL and live `partq worker` processes (issue 25).
   - requeueing a dead item from the page puts it back;
   - a <script> payload shows as text and does not run;
   - an action without the token (or without the page's CSRF token) is refused;
-  - pausing a queue from the page pauses it.
+  - pausing a queue from the page pauses it;
+  - after a drain the queue page charts the acks the workers' heartbeats reported, and the
+    queues page shows acked/s;
+  - the schedules page lists schedules (payloads as text) and deletes one; the groups page
+    lists groups.
 
 Usage: console_browser_test.py PARTQ_BINARY SCREENSHOT_DIR. Needs $PARTQ_TEST_DSN (./scripts/test
 sets it); without it the test is skipped (exit 77). Screenshots go to SCREENSHOT_DIR.
@@ -292,6 +296,74 @@ class ConsoleInABrowser(unittest.TestCase):
         with self.assertRaises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(req, timeout=30)
         self.assertEqual(refused.exception.code, 403, "read-only: no actions")
+        w.terminate()
+        w.wait()
+
+    # Named to run last: deleting a schedule asks confirm(), a dialog the dead items test
+    # asserts the page never opened before it.
+    def test_throughput_after_a_drain_and_the_schedules_page(self):
+        self.partq("queue", "create", "tq", "--parts", "4", "--session-ttl", "1s")
+        self.partq("enqueue", "tq", "--stdin", stdin="".join(f"{i}\n" for i in range(200)))
+        w = self.start("worker", "tq", "--handler", "noop", "--quiet")
+
+        # The workers' heartbeats carry what they finished: `partq status` counts the drain.
+        def acked():
+            t = json.loads(self.partq("status", "tq", "--json"))["throughput"]
+            return sum(m["acked"] for m in t["minutes"]), t
+        done, t = wait_until(lambda: (lambda a: a if a[0] == 200 else None)(acked()),
+                             what="status to count the 200 acks")
+        self.assertGreater(t["acked_per_second"], 0)
+        self.assertEqual(t["failed_per_second"], 0)
+
+        # The queue page charts them: the acked bars add up to the drain.
+        self.show("#/queue/tq")
+        charted = ("Array.from(document.querySelectorAll('#throughput rect.ok'))"
+                   ".reduce((s, r) => s + Number(r.dataset.count), 0)")
+        self.browser.wait_for(f"{charted} === 200", what="the chart to show the 200 acks")
+        self.assertNotEqual(self.browser.evaluate(
+            "document.querySelector('#rates').textContent"), "")
+        self.shot("throughput.png")
+        self.show("#/")
+        self.browser.wait_for(
+            "Number(document.querySelector('tr[data-queue=\"tq\"] td.acked').textContent) > 0",
+            what="acked/s on the queues page")
+
+        # The schedules page: both schedules, the payload as text, a delete that works.
+        # (Added after the drain was counted: a tick that fired meanwhile adds an item.)
+        self.partq("schedule", "add", "nightly", "tq", "--cron", "0 3 * * *", "--tz",
+                   "Europe/Berlin", EVIL)
+        self.partq("schedule", "add", "often", "tq", "--every", "1h", "x")
+        self.show("#/queue/tq/schedules")
+        self.browser.wait_for("document.querySelector('#schedules tr[data-schedule=\"often\"]')",
+                              what="the schedules page")
+        row = "document.querySelector('#schedules tr[data-schedule=\"nightly\"]')"
+        self.assertIn("cron 0 3 * * *", self.browser.evaluate(f"{row}.textContent"))
+        self.assertIn("Europe/Berlin", self.browser.evaluate(f"{row}.textContent"))
+        self.assertEqual(self.browser.evaluate(f"{row}.querySelector('td.payload').textContent"),
+                         EVIL)
+        self.assertIsNone(self.browser.evaluate("window.__pwned === undefined ? null : window.__pwned"))
+        next_tick = self.browser.evaluate(f"{row}.children[3].textContent")
+        self.assertRegex(next_tick, r"^\d{4}-\d\d-\d\d (01|02):00:00$", "03:00 Berlin in UTC")
+        self.shot("schedules.png")
+        # Deleting without the token is refused; from the page it works.
+        code, _ = self.request("POST", "/api/schedule/delete",
+                               json.dumps({"queue": "tq", "schedule": "often"}).encode(),
+                               {"Content-Type": "application/json"})
+        self.assertEqual(code, 401)
+        self.browser.evaluate(
+            "document.querySelector('#schedules tr[data-schedule=\"often\"] button.delete')"
+            ".click(); true")
+        self.browser.wait_for("document.getElementById('msg').textContent.includes("
+                              "'deleted schedule often')", what="the delete's message")
+        names = [s["name"] for s in json.loads(self.partq("schedule", "list", "tq", "--json"))]
+        self.assertEqual(names, ["nightly"])
+
+        # The groups page lists a queue's groups.
+        self.partq("enqueue", "tq", "--group", "batch-7", "y")
+        self.show("#/queue/tq/groups")
+        self.browser.wait_for("document.querySelector('#groups tr[data-group=\"batch-7\"]')",
+                              what="the groups page")
+        self.shot("groups.png")
         w.terminate()
         w.wait()
 

@@ -175,6 +175,110 @@ TEST_F(ConsoleTest, QueuesShowCountsFromTheStatusReadAndTheBacklogRate) {
   EXPECT_EQ(q["totals"]["ready"], 9);
 }
 
+// Acks are counted nowhere in the database but in what the workers'
+// heartbeats report (Store::Heartbeat's `finished`): the queues page shows
+// their rates, the queue page their minutes.
+TEST_F(ConsoleTest, QueuesShowTheThroughputTheHeartbeatsReported) {
+  MakeQueue(*store_, "q", 2);
+  auto console = Make();
+  Member a = JoinWith(*store_, "q", store_testing::kAllParts);
+  const FinishCounts finished{120, 6, 3};
+  ASSERT_OK(store_->Heartbeat("q", a.join.id, a.join.incarnation, finished));
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  ASSERT_TRUE(console->poller().PollStatusOnce().ok());
+  const json q = Body(console->Handle(Get("/api/queues")))["queues"][0];
+  // All in the current minute (a PostgreSQL minute may have turned since:
+  // then part of it).
+  EXPECT_GT(q["acked_per_second_1m"].get<double>(), 0);
+  EXPECT_LE(q["acked_per_second_1m"].get<double>(), 120 / 60.0);
+  EXPECT_LE(q["failed_per_second_1m"].get<double>(), 6 / 60.0);
+  EXPECT_LE(q["dead_lettered_per_second_1m"].get<double>(), 3 / 60.0);
+#ifndef PARTQ_CONSOLE_PG
+  EXPECT_DOUBLE_EQ(q["acked_per_second_1m"].get<double>(), 2.0) << "the clock did not move";
+#endif
+  const json t = Body(console->Handle(Get("/api/queue?name=q")))["throughput"];
+  ASSERT_EQ(t["minutes"].size(), 30u);
+  FinishCounts sum;
+  for (const json& m : t["minutes"]) {
+    sum = sum + FinishCounts{m["acked"].get<int64_t>(), m["retried"].get<int64_t>(),
+                             m["dead"].get<int64_t>()};
+  }
+  EXPECT_EQ(sum, finished);
+  EXPECT_EQ(t["acked_per_second"], q["acked_per_second_1m"]);
+}
+
+TEST_F(ConsoleTest, SchedulesAreListedEscapedAndDeletedByAnAction) {
+  MakeQueue(*store_, "q", 1);
+  MakeQueue(*store_, "other", 1);
+  ScheduleSpec s;
+  s.name = "tick";
+  s.queue = "q";
+  s.every = absl::Minutes(1);
+  s.payload = "<b>\x01";
+  ASSERT_OK(store_->AddSchedule(s));
+  s.name = "nightly";
+  s.every = absl::ZeroDuration();
+  s.cron = "0 3 * * *";
+  s.time_zone = "Europe/Berlin";
+  s.queue = "other";
+  ASSERT_OK(store_->AddSchedule(s));
+  auto console = Make();
+  HttpResponse r = console->Handle(Get("/api/schedules?name=q"));
+  ASSERT_EQ(r.code, 200) << r.body;
+  json j = Body(r);
+  ASSERT_EQ(j["schedules"].size(), 1u) << j.dump();
+  const json& tick = j["schedules"][0];
+  EXPECT_EQ(tick["name"], "tick");
+  EXPECT_EQ(tick["cadence"], "every 1m");
+  EXPECT_EQ(tick["time_zone"], "UTC");
+  EXPECT_FALSE(tick["next_tick"].is_null());
+  EXPECT_TRUE(tick["last_tick"].is_null());
+  EXPECT_EQ(tick["fired"], 0);
+  EXPECT_EQ(tick["payload"], "<b>\\x01");
+  j = Body(console->Handle(Get("/api/schedules?name=other")));
+  EXPECT_EQ(j["schedules"][0]["cadence"], "cron 0 3 * * *");
+  EXPECT_EQ(j["schedules"][0]["time_zone"], "Europe/Berlin");
+
+  // Another queue's schedule is not deleted through this queue's page.
+  r = console->Handle(
+      Post(*console, "/api/schedule/delete", {{"queue", "q"}, {"schedule", "nightly"}}));
+  EXPECT_EQ(r.code, 404) << r.body;
+  EXPECT_EQ(console->Handle(Post(*console, "/api/schedule/delete", {{"queue", "q"}})).code, 400);
+  r = console->Handle(
+      Post(*console, "/api/schedule/delete", {{"queue", "q"}, {"schedule", "tick"}}));
+  ASSERT_EQ(r.code, 200) << r.body;
+  ASSERT_OK_AND_ASSIGN(std::vector<Schedule> left, store_->ListSchedules(""));
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].spec.name, "nightly");
+  EXPECT_EQ(Body(console->Handle(Get("/api/schedules?name=q")))["schedules"].size(), 0u);
+  EXPECT_EQ(console->Handle(Get("/api/schedules?name=bad%20name")).code, 400);
+}
+
+#ifdef PARTQ_CONSOLE_PG
+TEST_F(ConsoleTest, GroupsAreListed) {
+  MakeQueue(*store_, "q", 1);
+  NewItem item = Payload("x");
+  item.group = "batch-7";
+  ASSERT_OK(store_->Enqueue("q", item));
+  auto console = Make();
+  HttpResponse r = console->Handle(Get("/api/groups?name=q"));
+  ASSERT_EQ(r.code, 200) << r.body;
+  const json j = Body(r);
+  ASSERT_EQ(j["groups"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["groups"][0]["id"], "batch-7");
+  EXPECT_EQ(j["groups"][0]["pending"], 1);
+  EXPECT_TRUE(j["groups"][0]["started_at"].is_null());
+}
+#else
+TEST_F(ConsoleTest, TheGroupsPageSaysWhenTheStoreKeepsNone) {
+  MakeQueue(*store_, "q", 1);
+  auto console = Make();
+  HttpResponse r = console->Handle(Get("/api/groups?name=q"));
+  EXPECT_EQ(r.code, 501);
+  EXPECT_TRUE(absl::StrContains(Body(r)["error"].get<std::string>(), "groups")) << r.body;
+}
+#endif
+
 TEST_F(ConsoleTest, DeadItemsShowEscapedAndAreRequeuedAndDeletedByActions) {
   MakeQueue(*store_, "d", 1, absl::Seconds(60), false, /*max_attempts=*/1);
   auto console = Make();

@@ -21,6 +21,7 @@
 #include "pg/migrations.h"
 #include "pg/pg_store.h"
 #include "producer/producer.h"
+#include "store/throughput.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
 #include "tests/testing/wait.h"
@@ -605,6 +606,66 @@ TEST_F(ConsumerTest, FailuresRetryWithBackoffThenDeadLetterWithTheError) {
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.dead_items WHERE last_error LIKE "
                          "'%downstream said no%'"),
             1);
+}
+
+// `partq status` rates (migration 17): the workers' heartbeats carry what
+// they finished, so the queue's per-minute throughput adds up to the drain:
+// every ack, every failed attempt that was retried, every dead-lettered item,
+// counted once (not one more for the heartbeat that carries the last counts
+// when a worker stops).
+TEST_F(ConsumerTest, HeartbeatsCarryTheDrainIntoTheQueuesThroughputExactly) {
+  constexpr int kOk = 600, kBad = 5;
+  // TTL 1 s: the workers heartbeat every 250 ms.
+  CreateQueue("q", 4, absl::Seconds(1), /*max_attempts=*/2);
+  EnqueueN("q", kOk, "ok");
+  EnqueueN("q", kBad, "bad");
+  auto handler = MakeHandler([](HandlerCall& call) -> absl::Status {
+    if (call.item->payload.rfind("bad", 0) == 0) return absl::InternalError("bad item");
+    return absl::OkStatus();
+  });
+  auto finished = [&] {
+    auto st = schema_.NewStore()->Status("q");
+    EXPECT_TRUE(st.ok()) << st.status();
+    return st.ok() ? Total(st->throughput) : FinishCounts{};
+  };
+  const FinishCounts drained{kOk, kBad, kBad};  // each bad item: one retry, then dead
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  for (int i = 0; i < 2; ++i) {
+    consumers.push_back(std::make_unique<Consumer>(schema_.Factory(), Options("q"), handler.get()));
+    ASSERT_TRUE(consumers.back()->Start().ok());
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  // While they run, their heartbeats bring the counts in.
+  ASSERT_TRUE(
+      WaitUntil([&] { return finished() == drained; }, absl::Seconds(60), absl::Milliseconds(50)))
+      << finished().acked << " acked, " << finished().retried << " retried, " << finished().dead
+      << " dead";
+  // As the workers counted them, and the rates say the queue moved.
+  FinishCounts counted;
+  for (auto& c : consumers) {
+    const ConsumerStats s = c->stats();
+    counted = counted + FinishCounts{s.acked, s.retried, s.dead};
+  }
+  EXPECT_EQ(counted, drained);
+  auto st = schema_.NewStore()->Status("q");
+  ASSERT_TRUE(st.ok());
+  EXPECT_GT(RatesOverLastMinute(st->throughput, st->db_now).acked, 0);
+  for (auto& c : consumers) c->Stop();
+  EXPECT_EQ(finished(), drained) << "stopping reports nothing twice";
+
+  // A worker that stops right after a drain sends its last counts before it
+  // leaves: none wait for a heartbeat that would never come.
+  CreateQueue("q2", 2, absl::Seconds(30));
+  EnqueueN("q2", 100);
+  ConsumerOptions o = Options("q2");
+  o.heartbeat_interval = absl::Hours(1);
+  Consumer c(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q2") == 0; }));
+  c.Stop();
+  auto st2 = schema_.NewStore()->Status("q2");
+  ASSERT_TRUE(st2.ok());
+  EXPECT_EQ(Total(st2->throughput), (FinishCounts{100, 0, 0}));
 }
 
 TEST_F(ConsumerTest, FailedItemRollsBackOnlyItsOwnWrites) {

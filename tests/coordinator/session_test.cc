@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "store/fault_store.h"
 #include "store/mem_store.h"
+#include "store/throughput.h"
 #include "tests/testing/wait.h"
 
 namespace partq {
@@ -684,6 +685,41 @@ TEST_F(SessionTest, FailingHeartbeatsRetryAfterTheBackoff) {
   EXPECT_LE(failed, elapsed_ms / 50 + 2) << elapsed_ms << " ms";
   EXPECT_EQ(failed, elapsed_ms / 50) << "one exactly every backoff";
   ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }));
+}
+
+// What the consumer finished reaches the queue's throughput with the
+// heartbeats: each carries what is new since the last one that succeeded, so
+// a failed heartbeat's counts go with the next and none is counted twice; a
+// stopping session sends what is left before it leaves.
+TEST_F(SessionTest, HeartbeatsCarryWhatTheConsumerFinishedOnceEach) {
+  CreateQueue(2);
+  std::atomic<int64_t> acked{0};
+  Session* a = New("a");
+  a->SetFinishedCallback([&] { return FinishCounts{acked.load(), 1, 0}; });
+  ASSERT_TRUE(a->Start().ok());
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 2); }));
+  auto reported = [&] {
+    auto st = db_.Connect()->Status("q");
+    EXPECT_TRUE(st.ok()) << st.status();
+    return st.ok() ? Total(st->throughput).acked : -1;
+  };
+  acked = 10;
+  ASSERT_TRUE(RunUntil([&] { return reported() == 10; }, 2 * kHeartbeat));
+  faults_.FailCallsOf("Heartbeat");
+  acked = 25;
+  const int64_t calls = faults_.Calls("Heartbeat");
+  ASSERT_TRUE(RunUntil([&] { return faults_.Calls("Heartbeat") >= calls + 2; }, 3 * kHeartbeat));
+  EXPECT_EQ(reported(), 10) << "failed heartbeats carried nothing";
+  faults_.FailCallsOf("Heartbeat", false);
+  ASSERT_TRUE(RunUntil([&] { return reported() == 25; }, 2 * kHeartbeat));
+  RunFor(3 * kHeartbeat);
+  EXPECT_EQ(reported(), 25) << "nothing counted twice";
+  acked = 31;  // finished since the last heartbeat
+  a->Stop();
+  EXPECT_EQ(reported(), 31);
+  auto st = db_.Connect()->Status("q");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(Total(st->throughput).retried, 1);
 }
 
 // A queue deleted under a session: the re-join finds no queue, and the

@@ -144,6 +144,8 @@ cases=(
   "handler-http-remote|handler-http-remote.yaml|"
   "ha|ha.yaml|"
   "pgbouncer|pgbouncer.yaml|"
+  "console|console.yaml|"
+  "console-loopback|console-loopback.yaml|"
 )
 dash_chart=$CHART
 packaged=("$chart_dash"/*.json)
@@ -211,7 +213,7 @@ grep -qx "0 passed, 1 failed, 1 skipped" "$work/canary.out" ||
   fail "k8s-validate on tests/helm/fixtures/invalid-manifests.yaml: expected 1 failed, 1 skipped: $(cat "$work/canary.out")"
 
 # What each switch must (not) produce, beyond the golden files' exact text.
-has() { grep -qE "$2" "$work/out/$1.yaml" 2>/dev/null; }
+has() { grep -qE -e "$2" "$work/out/$1.yaml" 2>/dev/null; }
 expect() { has "$1" "$2" || fail "case $1: no match for /$2/"; }
 expect_not() { ! has "$1" "$2" || fail "case $1: unexpected match for /$2/"; }
 expect default '^kind: Deployment$'
@@ -288,6 +290,19 @@ expect handler-http-remote '^            - "--handler=http:https://squares.handl
 expect handler-http-remote '^            - "--handler-ca=/etc/partq/handler-ca/ca.pem"$'
 expect handler-http-remote '^              mountPath: /etc/partq/handler-ca$'
 expect_not handler-http-remote 'name: handler$'
+# The console from the worker pods: with a token on every address, the token file from the
+# Secret, actions on; without one on the loopback only (kubectl port-forward), read-only.
+expect console '^            - "--console-listen=0.0.0.0:8088"$'
+expect console '^            - "--console-token-file=/etc/partq/console/console-token"$'
+expect console '^              containerPort: 8088$'
+expect console '^            secretName: partq-console$'
+expect console '^              mountPath: /etc/partq/console$'
+expect_not console '--console-read-only'
+expect console-loopback '^            - "--console-listen=127.0.0.1:8080"$'
+expect console-loopback '^            - --console-read-only$'
+expect_not console-loopback 'console-token'
+expect_not console-loopback 'name: console$'
+expect_not default '--console'
 for f in "${rendered[@]}"; do
   # Credentials only ever come from Secrets.
   if grep -A1 -E 'name: (PGPASSWORD|PARTQ_DSN)$' "$f" | grep -qE '^\s+value:'; then

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "partitioner/part.h"
+#include "store/throughput.h"
 #include "store/validate.h"
 
 namespace partq::conformance {
@@ -335,6 +336,38 @@ TEST_P(StoreConformance, QueueValidationRejectsBadInput) {
   EXPECT_OK(store_->CreateQueue(c));
   ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
   EXPECT_EQ(all.size(), 2u);
+}
+
+// The queue's throughput (migration 17): what live sessions' heartbeats
+// carry is summed per minute in Status; a heartbeat of a session that is
+// gone adds nothing; the queue's delete takes its counts with it.
+TEST_P(StoreConformance, HeartbeatsCarryFinishedCountsIntoTheQueuesThroughput) {
+  const FinishCounts kFirst{30, 2, 1}, kSecond{5, 0, 0}, kOther{7, 1, 0}, kLate{100, 100, 100};
+  MakeQueue(*store_, "q", 2);
+  Member a = JoinWith(*store_, "q", {0});
+  Member b = JoinWith(*store_, "q", {1});
+  ASSERT_OK_AND_ASSIGN(QueueStatus st, store_->Status("q"));
+  EXPECT_TRUE(st.throughput.empty());
+  ASSERT_OK_AND_ASSIGN(GroupView v, store_->Heartbeat("q", a.join.id, a.join.incarnation, kFirst));
+  EXPECT_TRUE(v.alive);
+  ASSERT_OK(store_->Heartbeat("q", a.join.id, a.join.incarnation, kSecond));
+  ASSERT_OK(store_->Heartbeat("q", b.join.id, b.join.incarnation, kOther));
+  ASSERT_OK(store_->Heartbeat("q", b.join.id, b.join.incarnation));  // nothing new
+  ASSERT_OK(store_->Leave("q", b.join.id, b.join.incarnation));
+  ASSERT_OK_AND_ASSIGN(v, store_->Heartbeat("q", b.join.id, b.join.incarnation, kLate));
+  EXPECT_FALSE(v.alive);
+  ASSERT_OK_AND_ASSIGN(st, store_->Status("q"));
+  for (const ThroughputMinute& m : st.throughput) {
+    EXPECT_LE(m.minute, st.db_now);
+    EXPECT_GT(m.minute, st.db_now - absl::Hours(1) - absl::Minutes(1));
+  }
+  const FinishCounts expected{42, 3, 1};
+  EXPECT_EQ(Total(st.throughput), expected) << "a left session's counts stay, its late ones do not";
+  ASSERT_OK(store_->Leave("q", a.join.id, a.join.incarnation));
+  ASSERT_OK(store_->DeleteQueue("q", QueueContents::kDelete).status());
+  MakeQueue(*store_, "q", 2);
+  ASSERT_OK_AND_ASSIGN(st, store_->Status("q"));
+  EXPECT_TRUE(st.throughput.empty()) << "a queue made again under the name starts from zero";
 }
 
 TEST_P(StoreConformance, APausedQueueSaysSoInItsConfigAndEveryGroupView) {

@@ -203,6 +203,12 @@ the sidecar's URL, the CA's mount). Call with (dict "args" $w.extraArgs "key"
 {{- define "partq.refuseGeneratedFlags" -}}
 {{- $why := "which the grace period or probes follow" -}}
 {{- $flags := dict "--metrics-addr" (list "metrics.port" $why) -}}
+{{- if get . "console" -}}
+{{- $c := "console.enabled, console.port, console.token and console.readOnly" -}}
+{{- range $f := list "--console-listen" "--console-token-file" "--console-read-only" -}}
+{{- $_ := set $flags $f (list $c "which the pods' ports and volumes follow") -}}
+{{- end -}}
+{{- end -}}
 {{- if .drain -}}{{- $_ := set $flags "--drain-timeout" (list .drain $why) -}}{{- end -}}
 {{- if get . "handler" -}}
 {{- $_ := set $flags "--handler" (list "worker.handler, handler.exec or handler.http" "of which exactly one applies") -}}
@@ -342,6 +348,7 @@ that at most one is set. */}}
 {{- end -}}
 {{- if .Values.worker.enabled -}}
 {{- include "partq.validateHandler" . -}}
+{{- include "partq.validateConsole" . -}}
 {{- $parts := int (include "partq.queueParts" .) -}}
 {{- if and (not (include "partq.autoscaled" .)) (gt (int .Values.worker.replicas) $parts) -}}
 {{- fail (printf "worker.replicas is %d but queue %q has %d parts: a worker beyond the part count owns no part and does nothing" (int .Values.worker.replicas) .Values.worker.queue $parts) -}}
@@ -426,4 +433,22 @@ for initContainers (restartPolicy Always: Kubernetes stops it after the worker).
     {{- with $sc.extraVolumeMounts }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
+{{- end -}}
+
+{{/* console.*: ports apart from the others, actions only with a token, generated flags. */}}
+{{- define "partq.validateConsole" -}}
+{{- $console := .Values.console -}}
+{{- $sc := .Values.handler.http.sidecar -}}
+{{- if and $console.enabled (eq (int $console.port) (int .Values.metrics.port)) -}}
+{{- fail (printf "console.port and metrics.port are both %d: the worker serves both, so they need different ports" (int $console.port)) -}}
+{{- end -}}
+{{- if and $console.enabled $sc.enabled (eq (int $console.port) (int $sc.port)) -}}
+{{- fail (printf "console.port and handler.http.sidecar.port are both %d: the sidecar and the worker share the pod's network, so they need different ports" (int $console.port)) -}}
+{{- end -}}
+{{- if and $console.enabled (not $console.readOnly) (not $console.token.secretName) -}}
+{{- fail "console.readOnly is false but console.token.secretName is empty: actions need a token (a Secret's key); set one, or leave readOnly true" -}}
+{{- end -}}
+{{- if and $console.enabled .Values.worker.args -}}
+{{- fail "console.enabled adds the worker's --console-* flags, but worker.args replaces the generated args: leave worker.args empty, or serve the console with flags of your own in worker.args" -}}
+{{- end -}}
 {{- end -}}
