@@ -63,6 +63,9 @@ class FaultStore : public Store {
   absl::Status SetPaused(absl::string_view queue, bool paused) override {
     return Call("SetPaused", [&] { return inner_->SetPaused(queue, paused); });
   }
+  absl::Status SetFairBy(absl::string_view queue, FairBy fair_by) override {
+    return Call("SetFairBy", [&] { return inner_->SetFairBy(queue, fair_by); });
+  }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
     return Call("ReleaseClaims", [&] { return inner_->ReleaseClaims(queue, session, incarnation); });

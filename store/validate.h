@@ -42,6 +42,10 @@ absl::Status ValidateKeyText(absl::string_view what, absl::string_view key);
 // A queue's rate limit (QueueConfig::rate): more than 0 and at most 1e6
 // items a second, or none.
 absl::Status ValidateRate(std::optional<double> per_second);
+// QueueConfig::fair_by as `--fair-by` and the queues table spell it: "key"
+// or "none" (NULL in the table). InvalidArgument for anything else.
+absl::StatusOr<FairBy> ParseFairBy(absl::string_view text);
+const char* FairByName(FairBy fair_by);
 // A queue group's id: 1..kMaxGroupIdBytes of UTF-8 without NUL bytes (the
 // SQL API's check_group_id says the same).
 inline constexpr size_t kMaxGroupIdBytes = 200;
