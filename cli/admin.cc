@@ -284,11 +284,10 @@ int CmdMigrate(const std::vector<std::string>& argv) {
 }
 
 int CmdQueue(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv,
-      With(ConnectionFlags(),
-           {"parts", "assignment", "max-attempts", "session-ttl", "dlq-topic", "rate", "fair-by"}),
-      {"ordered", "json", "force"});
+  auto args = Args::Parse(argv,
+                          With(ConnectionFlags(), {"parts", "assignment", "max-attempts",
+                                                   "session-ttl", "dlq-topic", "rate", "fair-by"}),
+                          {"ordered", "json", "force"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   if (pos.empty()) {
@@ -794,17 +793,17 @@ int CmdStatus(const std::vector<std::string>& argv) {
   auto expired = [](const SessionInfo& s) { return s.expires_in <= absl::ZeroDuration(); };
   if (args->Has("json")) {
     nlohmann::json out;
-    out["queue"] = {{"name", st->config.name},
-                    {"parts", st->config.parts},
-                    {"assignment", AssignmentName(st->config.assignment)},
-                    {"session_ttl_seconds", absl::ToDoubleSeconds(st->config.session_ttl)},
-                    {"max_attempts", st->config.max_attempts},
-                    {"ordered", st->config.ordered},
-                    {"dlq_topic", DlqTopicJson(st->config)},
-                    {"paused", st->config.paused},
-                    {"rate_per_second",
-                     st->config.rate ? nlohmann::json(*st->config.rate) : nullptr},
-                    {"fair_by", FairByName(st->config.fair_by)}};
+    out["queue"] = {
+        {"name", st->config.name},
+        {"parts", st->config.parts},
+        {"assignment", AssignmentName(st->config.assignment)},
+        {"session_ttl_seconds", absl::ToDoubleSeconds(st->config.session_ttl)},
+        {"max_attempts", st->config.max_attempts},
+        {"ordered", st->config.ordered},
+        {"dlq_topic", DlqTopicJson(st->config)},
+        {"paused", st->config.paused},
+        {"rate_per_second", st->config.rate ? nlohmann::json(*st->config.rate) : nullptr},
+        {"fair_by", FairByName(st->config.fair_by)}};
     out["totals"] = {{"ready", t.ready},
                      {"delayed", t.delayed},
                      {"held", t.held},

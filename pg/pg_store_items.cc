@@ -1135,12 +1135,11 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
         // ack: they take the general path.
         const bool grouped = std::any_of(given.begin(), given.end(),
                                          [](const Item& item) { return item.group.has_value(); });
-        const bool pipelined = !grouped && !lock_first && !a->ack_ids.empty() &&
-                               a->o_ids.empty() && located &&
-                               std::none_of(a->ack_results.begin(), a->ack_results.end(),
-                                            [](const auto& r) { return r.has_value(); }) &&
-                               (!claim || (!ProbesSuspects(*claim) && claim->parts.size() == 1 &&
-                                           !claim->fair));
+        const bool pipelined =
+            !grouped && !lock_first && !a->ack_ids.empty() && a->o_ids.empty() && located &&
+            std::none_of(a->ack_results.begin(), a->ack_results.end(),
+                         [](const auto& r) { return r.has_value(); }) &&
+            (!claim || (!ProbesSuspects(*claim) && claim->parts.size() == 1 && !claim->fair));
         if (pipelined) {
           // (The general path checks the claim in MakeClaimArgs.)
           if (claim) {
@@ -1288,26 +1287,26 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             }
           }
           if (lean && next) {
-            r = Exec(tx, next->Name("ack_claim").c_str(), request.queue, request.session.value, IntArray(parts),
-                     IntArray(epochs), IntArray(a->ack_ids), ctids, IntArray(result_ids),
-                     TextArray(results), next->parts, next->epochs, next->after_prio,
-                     next->after_id, next->limits, next->ordered, next->suspect, next->fly_parts,
-                     next->fly_ids, next->limit, next->cursor_prio, next->cursor_id, next->records,
-                     next->behind, next->key_after);
+            r = Exec(tx, next->Name("ack_claim").c_str(), request.queue, request.session.value,
+                     IntArray(parts), IntArray(epochs), IntArray(a->ack_ids), ctids,
+                     IntArray(result_ids), TextArray(results), next->parts, next->epochs,
+                     next->after_prio, next->after_id, next->limits, next->ordered, next->suspect,
+                     next->fly_parts, next->fly_ids, next->limit, next->cursor_prio,
+                     next->cursor_id, next->records, next->behind, next->key_after);
           } else if (lean) {
             r = Exec(tx, "ack", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), ctids, IntArray(result_ids),
                      TextArray(results));
           } else if (next) {
-            r = Exec(tx, next->Name("finish_claim").c_str(), request.queue, request.session.value, IntArray(parts),
-                     IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,
-                     TextArray(a->ack_results), IntArray(a->o_ids), IntArray(a->o_parts),
-                     BoolArray(a->o_dead), IntArray(a->o_delays), BoolArray(a->o_refund),
-                     TextArray(a->o_errors), std::max(1, request.max_attempts), next->parts,
-                     next->epochs, next->after_prio, next->after_id, next->limits, next->ordered,
-                     next->suspect, next->fly_parts, next->fly_ids, next->limit,
-                     next->cursor_prio, next->cursor_id, next->records, next->behind,
-                     next->key_after);
+            r = Exec(tx, next->Name("finish_claim").c_str(), request.queue, request.session.value,
+                     IntArray(parts), IntArray(epochs), IntArray(a->ack_ids),
+                     IntArray(a->ack_parts), ctids, TextArray(a->ack_results), IntArray(a->o_ids),
+                     IntArray(a->o_parts), BoolArray(a->o_dead), IntArray(a->o_delays),
+                     BoolArray(a->o_refund), TextArray(a->o_errors),
+                     std::max(1, request.max_attempts), next->parts, next->epochs, next->after_prio,
+                     next->after_id, next->limits, next->ordered, next->suspect, next->fly_parts,
+                     next->fly_ids, next->limit, next->cursor_prio, next->cursor_id, next->records,
+                     next->behind, next->key_after);
           } else {
             r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,

@@ -1199,8 +1199,7 @@ TEST_P(StoreConformance, FairByIsSetAtCreationAndChangedBySetFairBy) {
   ASSERT_OK_AND_ASSIGN(QueueStatus st, store_->Status("plain"));
   EXPECT_EQ(st.config.fair_by, FairBy::kKey);
   EXPECT_EQ(store_->SetFairBy("nosuch", FairBy::kKey).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(store_->SetFairBy("bad name", FairBy::kKey).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->SetFairBy("bad name", FairBy::kKey).code(), absl::StatusCode::kInvalidArgument);
 }
 
 // One part: ten items of "big" enqueued first, then two each of "a" and "b",
