@@ -145,9 +145,11 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
 //   next claim going on after the last key served (ClaimScheduler).
 // - Each key visited is read in id order (items_key again: no index was
 //   added for fair queues, so ordinary queues pay nothing), up to an even
-//   share of twice the limit, so the turns can fill the read even when some
-//   keys have fewer items than their share; the rows are then ordered by
-//   turn (their number within the key) and key, and cut at the limit.
+//   share of twice the limit (never more than the limit: a key alone is
+//   read for the limit, not twice it), so the turns can fill the read even
+//   when some keys have fewer items than their share; the rows are then
+//   ordered by turn (their number within the key) and key, and cut at the
+//   limit.
 // - Keyless items are not in items_key: they are looked for among the
 //   part's first 2 * limit ready items in (priority, id) order, read only
 //   when the keys did not fill the read.
@@ -195,8 +197,8 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
       FROM {schema}.items i
       WHERE )sql",
                       common, R"sql( AND i.key = t.key AND i.id <> ALL()sql", skip, R"sql()
-      ORDER BY i.id LIMIT ceil(2.0 * )sql",
-                      limit, R"sql( / t.keys)::int) x
+      ORDER BY i.id LIMIT least()sql",
+                      limit, ", ceil(2.0 * ", limit, R"sql( / t.keys)::int)) x
     ORDER BY x.turn, t.pos LIMIT )sql",
                       limit, R"sql()
   UNION ALL

@@ -1078,8 +1078,8 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
   if (static_cast<int>(turns.size()) > 2 * limit) turns.resize(2 * limit);
   std::vector<const StoredItem*> out;
   if (!turns.empty()) {
-    const int share =
-        (2 * limit + static_cast<int>(turns.size()) - 1) / static_cast<int>(turns.size());
+    const int keys = static_cast<int>(turns.size());
+    const int share = std::min(limit, (2 * limit + keys - 1) / keys);
     std::map<std::string, size_t> pos;
     for (size_t i = 0; i < turns.size(); ++i) pos[turns[i]] = i;
     std::map<std::pair<int, size_t>, const StoredItem*> by_turn;  // (turn, key's place)
