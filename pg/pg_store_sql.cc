@@ -248,7 +248,9 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
 // Parameters: $1 queue, $2 session, then from `first` on: parts, epochs,
 // priorities and ids to read after, limits, ordered, suspect probe,
 // in-flight parts and ids, total limit, cursor priorities and ids, records
-// to replace (ClaimRequest, as PgStore::Claim binds them).
+// to replace, whether to look behind, and the keys to start after (text[],
+// read by the fair form only; ClaimRequest, as PgStore::Claim binds them).
+// `fair`: each part is read by FairItems instead of ReadyItems.
 std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit, bool fair) {
   struct {
     int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect,

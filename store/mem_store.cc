@@ -1059,8 +1059,8 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
                                                                     const std::set<int64_t>& skip) {
   // As PgStore's FairItems (pg_store_sql.cc) reads: keys in turn from after
   // key_after and around, at most 2 * limit of them, each for an even share
-  // of twice the limit in id order; then keyless items among the part's
-  // first 2 * limit ready ones.
+  // of twice the limit (at most the limit) in id order; then keyless items
+  // among the part's first 2 * limit ready ones.
   const int limit = cp.limit;
   const std::string from = cp.key_after.value_or("");
   std::set<std::string> keys;
@@ -1078,8 +1078,8 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
   if (static_cast<int>(turns.size()) > 2 * limit) turns.resize(2 * limit);
   std::vector<const StoredItem*> out;
   if (!turns.empty()) {
-    const int keys = static_cast<int>(turns.size());
-    const int share = std::min(limit, (2 * limit + keys - 1) / keys);
+    const int visited = static_cast<int>(turns.size());
+    const int share = std::min(limit, (2 * limit + visited - 1) / visited);
     std::map<std::string, size_t> pos;
     for (size_t i = 0; i < turns.size(); ++i) pos[turns[i]] = i;
     std::map<std::pair<int, size_t>, const StoredItem*> by_turn;  // (turn, key's place)
