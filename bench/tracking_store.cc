@@ -70,6 +70,10 @@ class TrackingStore : public Store {
     t_->Call("set_paused");
     return inner_->SetPaused(queue, paused);
   }
+  absl::Status SetFairBy(absl::string_view queue, FairBy fair_by) override {
+    t_->Call("set_fair_by");
+    return inner_->SetFairBy(queue, fair_by);
+  }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
     t_->Call("release_claims");

@@ -90,18 +90,29 @@ nlohmann::json DlqTopicJson(const QueueConfig& q) {
   return q.dlq_topic ? nlohmann::json(*q.dlq_topic) : nlohmann::json();
 }
 
-// "16 parts, lexical assignment, session TTL 10s, max attempts 25[, ordered]
-// [, dead-letter topic T]".
 std::string RateText(std::optional<double> rate) {
   return rate ? absl::StrCat(*rate, "/s") : "none";
 }
 
+// "16 parts, lexical assignment, session TTL 10s, max attempts 25[, ordered]
+// [, dead-letter topic T][, rate limit R][, fair by key]".
 std::string Settings(const QueueConfig& q) {
-  return absl::StrCat(q.parts, " parts, ", AssignmentName(q.assignment),
-                      " assignment, session TTL ", absl::FormatDuration(q.session_ttl),
-                      ", max attempts ", q.max_attempts, q.ordered ? ", ordered" : "",
-                      q.dlq_topic ? absl::StrCat(", dead-letter topic ", *q.dlq_topic) : "",
-                      q.rate ? absl::StrCat(", rate limit ", RateText(q.rate)) : "");
+  return absl::StrCat(
+      q.parts, " parts, ", AssignmentName(q.assignment), " assignment, session TTL ",
+      absl::FormatDuration(q.session_ttl), ", max attempts ", q.max_attempts,
+      q.ordered ? ", ordered" : "",
+      q.dlq_topic ? absl::StrCat(", dead-letter topic ", *q.dlq_topic) : "",
+      q.rate ? absl::StrCat(", rate limit ", RateText(q.rate)) : "",
+      q.fair_by != FairBy::kNone ? absl::StrCat(", fair by ", FairByName(q.fair_by)) : "");
+}
+
+// --fair-by key|none.
+absl::StatusOr<FairBy> FairByFlag(const Args& args) {
+  auto fair_by = ParseFairBy(args.GetOr("fair-by", "none"));
+  if (!fair_by.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--fair-by: ", fair_by.status().message()));
+  }
+  return fair_by;
 }
 
 // --rate: items a second for the whole fleet, as N/s, N/min or N/h (N alone
@@ -163,6 +174,9 @@ int CreateExisting(const Args& args, const QueueConfig& want, const QueueConfig&
   }
   if (args.Has("ordered")) rows.push_back({"ordered", have.ordered ? "yes" : "no", "yes"});
   if (args.Has("dlq-topic")) rows.push_back({"dead-letter topic", topic(have), topic(want)});
+  if (args.Has("fair-by")) {
+    rows.push_back({"fair by", FairByName(have.fair_by), FairByName(want.fair_by)});
+  }
 
   bool same = true;
   for (const Row& r : rows) same = same && r.existing == r.requested;
@@ -271,11 +285,10 @@ int CmdMigrate(const std::vector<std::string>& argv) {
 }
 
 int CmdQueue(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv,
-      With(ConnectionFlags(),
-           {"parts", "assignment", "max-attempts", "session-ttl", "dlq-topic", "rate"}),
-      {"ordered", "json", "force"});
+  auto args = Args::Parse(argv,
+                          With(ConnectionFlags(), {"parts", "assignment", "max-attempts",
+                                                   "session-ttl", "dlq-topic", "rate", "fair-by"}),
+                          {"ordered", "json", "force"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   if (pos.empty()) {
@@ -320,6 +333,9 @@ int CmdQueue(const std::vector<std::string>& argv) {
     auto rate = RateFlag(*args);
     if (!rate.ok()) return Fail(rate.status());
     q.rate = *rate;
+    auto fair_by = FairByFlag(*args);
+    if (!fair_by.ok()) return Fail(fair_by.status());
+    q.fair_by = *fair_by;
     if (absl::Status st = ValidateQueueConfig(q); !st.ok()) return Fail(st);
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
@@ -334,11 +350,11 @@ int CmdQueue(const std::vector<std::string>& argv) {
   }
   if (sub == "set") {
     // Only settings that can change under a running group: the part count
-    // (it grows), the dead-letter topic and the rate limit; assignment and
-    // ordering are fixed at creation.
+    // (it grows), the dead-letter topic, the rate limit and fair share;
+    // assignment and ordering are fixed at creation.
     if (auto u = WrongPositionals(pos, 1, {"NAME"},
                                   "usage: partq queue set NAME --parts N | --dlq-topic TOPIC|'' | "
-                                  "--rate N/s|none")) {
+                                  "--rate N/s|none | --fair-by key|none")) {
       return *u;
     }
     for (const char* fixed : {"assignment", "max-attempts", "session-ttl", "ordered"}) {
@@ -347,11 +363,12 @@ int CmdQueue(const std::vector<std::string>& argv) {
                                   " (fixed when the queue is created)"));
       }
     }
-    const int settings = args->Has("parts") + args->Has("dlq-topic") + args->Has("rate");
+    const int settings = args->Has("parts") + args->Has("dlq-topic") + args->Has("rate") +
+                         args->Has("fair-by");
     if (settings == 0) {
       return Usage(
           "queue set needs a setting to change: --parts N (a multiple of the current count), "
-          "--dlq-topic TOPIC (or '' for none), --rate N/s (or none)");
+          "--dlq-topic TOPIC (or '' for none), --rate N/s (or none), --fair-by key (or none)");
     }
     if (settings > 1) return Usage("queue set changes one setting at a time");
     if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
@@ -370,6 +387,23 @@ int CmdQueue(const std::vector<std::string>& argv) {
             "queue \"%s\" grew from %d to %lld parts: its workers rebalance onto them; "
             "items enqueued before run in their old parts (an ordered queue's keys in order)\n",
             pos[1].c_str(), *before, static_cast<long long>(*parts));
+      }
+      return 0;
+    }
+    if (args->Has("fair-by")) {
+      auto fair_by = FairByFlag(*args);
+      if (!fair_by.ok()) return Fail(fair_by.status());
+      auto store = ConnectChecked(*args);
+      if (!store.ok()) return Fail(store.status());
+      if (absl::Status st = (*store)->SetFairBy(pos[1], *fair_by); !st.ok()) return Fail(st);
+      // Workers read it when they start (QueueConfig::fair_by).
+      if (*fair_by == FairBy::kKey) {
+        printf(
+            "queue \"%s\": each part's owner serves its keys in turn (workers started from "
+            "now on)\n",
+            pos[1].c_str());
+      } else {
+        printf("queue \"%s\": no fair share (workers started from now on)\n", pos[1].c_str());
       }
       return 0;
     }
@@ -436,18 +470,21 @@ int CmdQueue(const std::vector<std::string>& argv) {
                        {"ordered", q.ordered},
                        {"dlq_topic", DlqTopicJson(q)},
                        {"paused", q.paused},
-                       {"rate_per_second", q.rate ? nlohmann::json(*q.rate) : nullptr}});
+                       {"rate_per_second", q.rate ? nlohmann::json(*q.rate) : nullptr},
+                       {"fair_by", FairByName(q.fair_by)}});
       }
       printf("%s\n", out.dump(2).c_str());
       return 0;
     }
-    printf("%-32s %6s %-10s %10s %12s %-7s %-6s %-10s %s\n", "NAME", "PARTS", "ASSIGNMENT", "TTL",
-           "MAX_ATTEMPTS", "ORDERED", "PAUSED", "RATE", "DLQ_TOPIC");
+    printf("%-32s %6s %-10s %10s %12s %-7s %-6s %-10s %-7s %s\n", "NAME", "PARTS", "ASSIGNMENT",
+           "TTL", "MAX_ATTEMPTS", "ORDERED", "PAUSED", "RATE", "FAIR_BY", "DLQ_TOPIC");
     for (const auto& q : *queues) {
-      printf("%-32s %6d %-10s %10s %12d %-7s %-6s %-10s %s\n", q.name.c_str(), q.parts,
+      printf("%-32s %6d %-10s %10s %12d %-7s %-6s %-10s %-7s %s\n", q.name.c_str(), q.parts,
              AssignmentName(q.assignment), absl::FormatDuration(q.session_ttl).c_str(),
              q.max_attempts, q.ordered ? "yes" : "no", q.paused ? "yes" : "no",
-             q.rate ? RateText(q.rate).c_str() : "-", q.dlq_topic ? q.dlq_topic->c_str() : "-");
+             q.rate ? RateText(q.rate).c_str() : "-",
+             q.fair_by != FairBy::kNone ? FairByName(q.fair_by) : "-",
+             q.dlq_topic ? q.dlq_topic->c_str() : "-");
     }
     return 0;
   }
@@ -771,16 +808,17 @@ int CmdStatus(const std::vector<std::string>& argv) {
   auto expired = [](const SessionInfo& s) { return s.expires_in <= absl::ZeroDuration(); };
   if (args->Has("json")) {
     nlohmann::json out;
-    out["queue"] = {{"name", st->config.name},
-                    {"parts", st->config.parts},
-                    {"assignment", AssignmentName(st->config.assignment)},
-                    {"session_ttl_seconds", absl::ToDoubleSeconds(st->config.session_ttl)},
-                    {"max_attempts", st->config.max_attempts},
-                    {"ordered", st->config.ordered},
-                    {"dlq_topic", DlqTopicJson(st->config)},
-                    {"paused", st->config.paused},
-                    {"rate_per_second",
-                     st->config.rate ? nlohmann::json(*st->config.rate) : nullptr}};
+    out["queue"] = {
+        {"name", st->config.name},
+        {"parts", st->config.parts},
+        {"assignment", AssignmentName(st->config.assignment)},
+        {"session_ttl_seconds", absl::ToDoubleSeconds(st->config.session_ttl)},
+        {"max_attempts", st->config.max_attempts},
+        {"ordered", st->config.ordered},
+        {"dlq_topic", DlqTopicJson(st->config)},
+        {"paused", st->config.paused},
+        {"rate_per_second", st->config.rate ? nlohmann::json(*st->config.rate) : nullptr},
+        {"fair_by", FairByName(st->config.fair_by)}};
     out["totals"] = {{"ready", t.ready},
                      {"delayed", t.delayed},
                      {"held", t.held},

@@ -188,7 +188,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
       st.noticed_floor.reset();
     }
     if (batches <= 0 || !st.hungry) continue;
-    if (options_.ordered || !st.cursor ||
+    if (options_.ordered || options_.fair || !st.cursor ||
         (!options_.notices && now - st.last_rescan >= options_.rescan_interval)) {
       st.rescan = true;
     }
@@ -230,6 +230,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
   req.session = session;
   req.limit = limit;
   req.ordered = options_.ordered;
+  req.fair = options_.fair;
   for (int part : hungry) {
     const PartState& st = parts_.at(part);
     ClaimPart cp;
@@ -238,6 +239,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     if (!st.rescan) cp.after = st.floor && *st.floor < *st.cursor ? st.floor : st.cursor;
     cp.cursor = st.cursor;
     cp.record = st.record;
+    cp.key_after = st.key_after;
     cp.behind = cp.after.has_value() &&
                 (st.look_behind || now - st.last_behind >= options_.rescan_interval);
     cp.limit = limit;
@@ -266,6 +268,28 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
   claim_gen_ = notice_gen_;
   claiming_ = true;
   return req;
+}
+
+std::optional<std::string> ClaimScheduler::LastTurn(const std::optional<std::string>& from,
+                                                    const std::vector<const Item*>& items) {
+  // A fair read serves the keys in turns of one item each, in the order
+  // after `from` and around, and stops at its limit: the keys before the
+  // cut had one turn more than those after it, so the cut is after the
+  // last key (in that order) with the most turns.
+  const std::string after = from.value_or("");
+  std::map<std::pair<bool, std::string>, int> turns;  // (came around, key) -> turns
+  for (const Item* item : items) {
+    if (item->key) ++turns[{!(*item->key > after), *item->key}];
+  }
+  std::optional<std::string> last;
+  int most = 0;
+  for (const auto& [place, n] : turns) {
+    if (n >= most) {
+      most = n;
+      last = place.second;
+    }
+  }
+  return last;
 }
 
 int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> items,
@@ -312,6 +336,13 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     }
     const std::optional<ItemKey> before = st.cursor;
     if (n > 0) st.cursor = before ? std::max(*before, g->second.second) : g->second.second;
+    if (req.fair && n > 0) {
+      std::vector<const Item*> mine;
+      for (const Item& item : items) {
+        if (!item.suspect && item.part == cp.part) mine.push_back(&item);
+      }
+      if (auto turn = LastTurn(cp.key_after, mine)) st.key_after = std::move(turn);
+    }
     st.full = !to_the_end && n >= std::min(cp.limit, req.limit);
     if (!cp.after) {
       st.last_rescan = started;
@@ -406,7 +437,8 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
     in_flight_.erase(i.id);
     // Ordered: the key's next item may be claimed now, and it sorts before
     // the cursor. No notice says so; read the part's head at once.
-    if (options_.ordered) Notice(i.part);
+    // Fair: the read that took it may have stopped short of keys with more.
+    if (options_.ordered || options_.fair) Notice(i.part);
   }
 }
 

@@ -49,6 +49,12 @@ struct ClaimSchedulerOptions {
   // item's part is read from its head at once (the key's next item sorts
   // before the cursor).
   bool ordered = false;
+  // Fair share across keys (FairBy::kKey): claims are fair
+  // (ClaimRequest::fair), so every claim reads from the parts' heads, and as
+  // in an ordered queue a finished item's part is read again at once (a
+  // fair read may stop short of the limit while its keys have more). Each
+  // part's turns go on after the key served last there (ClaimPart::key_after).
+  bool fair = false;
   // Enqueue notices arrive (LISTEN) and say where their items are
   // (Notice::from): a part is then read from its head only when it is
   // acquired and on a notice that does not say (an older producer, a
@@ -193,7 +199,14 @@ class ClaimScheduler {
     // (InfinitePast: not counted yet; it starts from nothing then).
     double budget = 0;
     absl::Time budget_at = absl::InfinitePast();
+    // Fair: the key whose turn came last here (ClaimPart::key_after).
+    std::optional<std::string> key_after;
   };
+  // Fair: the key a read from `from` served last, of the keys of `items`
+  // (the part's, from one claim): the last one, in the order of the turns,
+  // of those that had the most turns. nullopt when none has a key.
+  static std::optional<std::string> LastTurn(const std::optional<std::string>& from,
+                                             const std::vector<const Item*>& items);
   // A part's budget at `now` (at most the burst).
   double BudgetAt(const PartState& st, absl::Time now) const;
   // The part may have items no claim has seen: read it from its head.

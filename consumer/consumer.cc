@@ -108,6 +108,7 @@ absl::Status Consumer::StartThreads() {
     so.notices = !options_.poll_only;
     so.rescan_interval = options_.rescan_interval;
     so.ordered = config_.ordered;
+    so.fair = config_.fair_by == FairBy::kKey;
     scheduler_ = ClaimScheduler(so);
   }
   if (absl::Status st = session_->Start(); !st.ok()) return st;

@@ -16,7 +16,7 @@
 // before it. A part is read from its head ("rescan", skipping what is in
 // flight) when it is acquired, on a notice that carries no key (an older
 // producer; the listener reconnected), every `rescan_interval` when there
-// are no notices (poll_only), and always for ordered queues.
+// are no notices (poll_only), and always for ordered and fair queues.
 //
 // Threads: workers (`concurrency`, each with its own connection and
 // transaction) finish batches and, when the queue of claimed batches is
@@ -33,6 +33,10 @@
 // Ordered queues: a claim returns only the oldest live item of each key, so a
 // key has one item in flight at a time and items of a key finish in enqueue
 // order, retries included.
+//
+// Fair queues (QueueConfig::fair_by, read at Start): each part's keys take
+// turns in its claims (ClaimRequest::fair), so one key's backlog holds no
+// other key back.
 //
 // Wake-ups: item notices (LISTEN) wake the claimer at once; without them it
 // polls every `poll_interval`.

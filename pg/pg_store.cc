@@ -478,6 +478,12 @@ const char* AssignmentName(AssignmentKind k) {
   return k == AssignmentKind::kSticky ? "sticky" : "lexical";
 }
 
+// QueueConfig::fair_by as the queues table holds it (NULL: none).
+std::optional<std::string> FairByText(FairBy fair_by) {
+  if (fair_by == FairBy::kNone) return std::nullopt;
+  return std::string(FairByName(fair_by));
+}
+
 QueueConfig QueueFromRow(const pqxx::row& r) {
   QueueConfig c;
   c.name = r[0].as<std::string>();
@@ -494,6 +500,8 @@ QueueConfig QueueFromRow(const pqxx::row& r) {
     int count = 0;
     if (absl::SimpleAtoi(n, &count)) c.grown_from.push_back(count);
   }
+  // NULL is none; the table's CHECK allows only 'key' besides.
+  c.fair_by = r[10].is_null() ? FairBy::kNone : FairBy::kKey;
   return c;
 }
 
@@ -537,10 +545,10 @@ absl::Status PgStore::CreateQueue(const QueueConfig& config) {
   if (absl::Status st = ValidateQueueConfig(config); !st.ok()) return st;
   return Run(absl::StrCat("create queue \"", config.name, "\""), [&]() -> absl::Status {
     pqxx::transaction_base& tx = Autocommit();
-    pqxx::result r =
-        Exec(tx, "create_queue", config.name, config.parts,
-             std::string(AssignmentName(config.assignment)), Micros(config.session_ttl),
-             config.max_attempts, config.ordered, config.dlq_topic, config.rate);
+    pqxx::result r = Exec(tx, "create_queue", config.name, config.parts,
+                          std::string(AssignmentName(config.assignment)),
+                          Micros(config.session_ttl), config.max_attempts, config.ordered,
+                          config.dlq_topic, config.rate, FairByText(config.fair_by));
     if (r.empty()) {
       return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
     }
@@ -849,6 +857,15 @@ absl::StatusOr<int> PgStore::GrowParts(absl::string_view queue, int parts) {
     if (*now == parts) return current;
     current = *now;
   }
+}
+
+absl::Status PgStore::SetFairBy(absl::string_view queue, FairBy fair_by) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run(absl::StrCat("set the fair share of queue \"", queue, "\""), [&]() -> absl::Status {
+    pqxx::result r = Exec(Autocommit(), "set_fair_by", std::string(queue), FairByText(fair_by));
+    if (r.affected_rows() == 0) return UnknownQueue(queue, options_.schema);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status PgStore::ReleaseClaims(absl::string_view queue, const SessionId& session,

@@ -748,6 +748,13 @@ struct ClaimArgs {
   std::string fly_parts, fly_ids;
   int limit = 0;
   std::string cursor_prio, cursor_id, records, behind;
+  std::string key_after;
+  bool fair = false;
+  // The statement to run, by its name without a form: "claim" becomes
+  // "claim_fair" for a fair queue (pg_store_sql.cc, ClaimStatement).
+  std::string Name(absl::string_view name) const {
+    return fair ? absl::StrCat(name, "_fair") : std::string(name);
+  }
 };
 
 // The cursor sentinel: sorts before every item, so the scan starts at the
@@ -785,7 +792,9 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   std::vector<int> parts, prios, limits, cursor_prios;
   std::vector<int64_t> epochs, ids, cursor_ids, records;
   std::vector<bool> behind;
+  std::vector<std::optional<std::string>> key_after;
   for (const ClaimPart& p : request.parts) {
+    key_after.push_back(p.key_after);
     parts.push_back(p.part);
     epochs.push_back(p.epoch.value);
     prios.push_back(p.after ? p.after->priority : kHeadPriority);
@@ -797,6 +806,8 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
     behind.push_back(p.behind);
   }
   a.behind = BoolArray(behind);
+  a.key_after = TextArray(key_after);
+  a.fair = request.fair;
   a.cursor_prio = IntArray(cursor_prios);
   a.cursor_id = IntArray(cursor_ids);
   a.records = IntArray(records);
@@ -920,10 +931,10 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
   if (!a.ok()) return a.status();
   return Run("claim", [&]() -> absl::StatusOr<std::vector<Item>> {
     pqxx::transaction_base& tx = Autocommit();
-    pqxx::result r =
-        Exec(tx, "claim", request.queue, a->session, a->parts, a->epochs, a->after_prio,
-             a->after_id, a->limits, a->ordered, a->suspect, a->fly_parts, a->fly_ids, a->limit,
-             a->cursor_prio, a->cursor_id, a->records, a->behind);
+    pqxx::result r = Exec(tx, a->Name("claim").c_str(), request.queue, a->session, a->parts,
+                          a->epochs, a->after_prio, a->after_id, a->limits, a->ordered, a->suspect,
+                          a->fly_parts, a->fly_ids, a->limit, a->cursor_prio, a->cursor_id,
+                          a->records, a->behind, a->key_after);
     std::vector<Item> out;
     out.reserve(r.size());
     for (const pqxx::row& row : r) {
@@ -1117,17 +1128,18 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                                           [](uint64_t l) { return l == 0; });
         // The common case runs pipelined (pg_store_sql.cc, PipelinedAck):
         // every item acked where its claim saw it, no handler result to
-        // record, and a claim (if any) of one part without a suspect probe.
+        // record, and a claim (if any) of one part without a suspect probe,
+        // not fair (the pipelined statement reads in (priority, id) order).
         // Items of queue groups are counted in their groups before the
         // COMMIT (groups_finished), which the pipelined flight sends with the
         // ack: they take the general path.
         const bool grouped = std::any_of(given.begin(), given.end(),
                                          [](const Item& item) { return item.group.has_value(); });
-        const bool pipelined = !grouped && !lock_first && !a->ack_ids.empty() &&
-                               a->o_ids.empty() && located &&
-                               std::none_of(a->ack_results.begin(), a->ack_results.end(),
-                                            [](const auto& r) { return r.has_value(); }) &&
-                               (!claim || (!ProbesSuspects(*claim) && claim->parts.size() == 1));
+        const bool pipelined =
+            !grouped && !lock_first && !a->ack_ids.empty() && a->o_ids.empty() && located &&
+            std::none_of(a->ack_results.begin(), a->ack_results.end(),
+                         [](const auto& r) { return r.has_value(); }) &&
+            (!claim || (!ProbesSuspects(*claim) && claim->parts.size() == 1 && !claim->fair));
         if (pipelined) {
           // (The general path checks the claim in MakeClaimArgs.)
           if (claim) {
@@ -1275,25 +1287,26 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             }
           }
           if (lean && next) {
-            r = Exec(tx, "ack_claim", request.queue, request.session.value, IntArray(parts),
-                     IntArray(epochs), IntArray(a->ack_ids), ctids, IntArray(result_ids),
-                     TextArray(results), next->parts, next->epochs, next->after_prio,
-                     next->after_id, next->limits, next->ordered, next->suspect, next->fly_parts,
-                     next->fly_ids, next->limit, next->cursor_prio, next->cursor_id, next->records,
-                     next->behind);
+            r = Exec(tx, next->Name("ack_claim").c_str(), request.queue, request.session.value,
+                     IntArray(parts), IntArray(epochs), IntArray(a->ack_ids), ctids,
+                     IntArray(result_ids), TextArray(results), next->parts, next->epochs,
+                     next->after_prio, next->after_id, next->limits, next->ordered, next->suspect,
+                     next->fly_parts, next->fly_ids, next->limit, next->cursor_prio,
+                     next->cursor_id, next->records, next->behind, next->key_after);
           } else if (lean) {
             r = Exec(tx, "ack", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), ctids, IntArray(result_ids),
                      TextArray(results));
           } else if (next) {
-            r = Exec(tx, "finish_claim", request.queue, request.session.value, IntArray(parts),
-                     IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,
-                     TextArray(a->ack_results), IntArray(a->o_ids), IntArray(a->o_parts),
-                     BoolArray(a->o_dead), IntArray(a->o_delays), BoolArray(a->o_refund),
-                     TextArray(a->o_errors), std::max(1, request.max_attempts), next->parts,
-                     next->epochs, next->after_prio, next->after_id, next->limits, next->ordered,
-                     next->suspect, next->fly_parts, next->fly_ids, next->limit,
-                     next->cursor_prio, next->cursor_id, next->records, next->behind);
+            r = Exec(tx, next->Name("finish_claim").c_str(), request.queue, request.session.value,
+                     IntArray(parts), IntArray(epochs), IntArray(a->ack_ids),
+                     IntArray(a->ack_parts), ctids, TextArray(a->ack_results), IntArray(a->o_ids),
+                     IntArray(a->o_parts), BoolArray(a->o_dead), IntArray(a->o_delays),
+                     BoolArray(a->o_refund), TextArray(a->o_errors),
+                     std::max(1, request.max_attempts), next->parts, next->epochs, next->after_prio,
+                     next->after_id, next->limits, next->ordered, next->suspect, next->fly_parts,
+                     next->fly_ids, next->limit, next->cursor_prio, next->cursor_id, next->records,
+                     next->behind, next->key_after);
           } else {
             r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,

@@ -51,6 +51,38 @@ SELECT e.id, e.part, e.duplicate
 FROM {schema}.enqueue_item($1, $2::bytea, $3, $4, interval '0', $5, $6) e
 )sql";
 
+// The columns of `items i` that every claim read returns.
+constexpr const char* kReadColumns =
+    "i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload, "
+    "i.enqueued_at, i.run_at, i.group_id";
+// kReadColumns of a subquery `x` that selected them.
+constexpr const char* kReadColumnsOf =
+    "x.tid, x.id, x.key, x.dedup_key, x.priority, x.attempts, x.payload, x.enqueued_at, x.run_at, "
+    "x.group_id";
+
+// What makes an item `i` of the part ready for a claim (ReadyItems says why
+// statement_timestamp()).
+std::string ReadyCondition(absl::string_view queue, absl::string_view part,
+                           absl::string_view ordered) {
+  return absl::StrCat("i.queue = ", queue, " AND i.part = ", part, R"sql(
+      AND i.run_at <= statement_timestamp() AND i.abandoned_epoch IS NULL
+      AND (NOT )sql",
+                      ordered, R"sql(::bool OR i.key IS NULL OR (NOT EXISTS (
+        SELECT 1 FROM {schema}.items j
+        WHERE j.queue = )sql",
+                      queue, R"sql( AND j.part = i.part AND j.key = i.key
+          AND j.id < i.id)
+      AND NOT EXISTS (
+        SELECT 1 FROM {schema}.items j
+        WHERE j.queue = )sql",
+                      queue, R"sql( AND j.key = i.key AND j.id < i.id
+          AND j.part = ANY(ARRAY(
+            SELECT i.part % c.n
+            FROM unnest((SELECT g.grown_from FROM {schema}.queues g WHERE g.name = )sql",
+                      queue, R"sql()) AS c(n)
+            WHERE c.n <= i.part))))))sql");
+}
+
 // The items a claim reads in one part, as a subquery: the columns of
 // `items i` that both claim forms return, in (priority, id) order, at most
 // `limit`. Written once for the general claim (ClaimCtes, `ready`) and the
@@ -88,26 +120,8 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
                        absl::string_view skip, absl::string_view ordered,
                        absl::string_view limit, absl::string_view behind) {
-  const std::string columns =
-      "i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload, "
-      "i.enqueued_at, i.run_at, i.group_id";
-  const std::string common = absl::StrCat("i.queue = ", queue, " AND i.part = ", part, R"sql(
-      AND i.run_at <= statement_timestamp() AND i.abandoned_epoch IS NULL
-      AND (NOT )sql",
-                                          ordered, R"sql(::bool OR i.key IS NULL OR (NOT EXISTS (
-        SELECT 1 FROM {schema}.items j
-        WHERE j.queue = )sql",
-                                          queue, R"sql( AND j.part = i.part AND j.key = i.key
-          AND j.id < i.id)
-      AND NOT EXISTS (
-        SELECT 1 FROM {schema}.items j
-        WHERE j.queue = )sql",
-                                          queue, R"sql( AND j.key = i.key AND j.id < i.id
-          AND j.part = ANY(ARRAY(
-            SELECT i.part % c.n
-            FROM unnest((SELECT g.grown_from FROM {schema}.queues g WHERE g.name = )sql",
-                                          queue, R"sql()) AS c(n)
-            WHERE c.n <= i.part))))))sql");
+  const std::string columns = kReadColumns;
+  const std::string common = ReadyCondition(queue, part, ordered);
   const std::string onward = absl::StrCat("SELECT ", columns, R"sql(
     FROM {schema}.items i
     WHERE )sql",
@@ -130,6 +144,89 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                       after_prio, "::int, ", after_id, ") AND i.id <> ALL(", skip, R"sql()
     ORDER BY i.priority::int, i.id LIMIT )sql",
                       limit, ")\n  UNION ALL\n  (", onward, ")) r LIMIT ", limit);
+}
+
+// The items a fair claim (ClaimRequest::fair) reads in one part, as a
+// subquery with the columns of ReadyItems: the part's keys take turns, one
+// item each per turn, starting after `key_after` (text, NULL: from the
+// first key) and going around; keyless items come after. Why it looks like
+// this:
+// - The keys come from items_key by a skip scan (`onward`, `around`): each
+//   step one index descent to the next key, so a key with a million items
+//   costs one probe, not a walk. It finds keys of items not ready too
+//   (delayed, in flight); those turns yield nothing. At most 2 * limit keys
+//   are visited, so a part with more keys than that is read in slices, the
+//   next claim going on after the last key served (ClaimScheduler).
+// - Each key visited is read in id order (items_key again: no index was
+//   added for fair queues, so ordinary queues pay nothing), up to an even
+//   share of twice the limit (never more than the limit: a key alone is
+//   read for the limit, not twice it), so the turns can fill the read even
+//   when some keys have fewer items than their share; the rows are then
+//   ordered by turn (their number within the key) and key, and cut at the
+//   limit.
+// - Keyless items are not in items_key: they are looked for among the
+//   part's first 2 * limit ready items in (priority, id) order, read only
+//   when the keys did not fill the read.
+// Every item read is checked against `skip`: a fair read starts at the
+// heads, where the items in flight are.
+std::string FairItems(absl::string_view queue, absl::string_view part, absl::string_view key_after,
+                      absl::string_view skip, absl::string_view ordered, absl::string_view limit) {
+  const std::string common = ReadyCondition(queue, part, ordered);
+  const std::string key_of =
+      absl::StrCat("{schema}.items k WHERE k.queue = ", queue, " AND k.part = ", part);
+  const std::string from = absl::StrCat("coalesce(", key_after, ", '')");
+  return absl::StrCat(R"sql(SELECT * FROM ((
+    SELECT )sql",
+                      kReadColumnsOf, R"sql(
+    FROM (
+      WITH RECURSIVE onward(key, n) AS (
+        (SELECT k.key, 1 FROM )sql",
+                      key_of, " AND k.key > ", from, R"sql( ORDER BY k.key LIMIT 1)
+        UNION ALL
+        SELECT (SELECT k.key FROM )sql",
+                      key_of, R"sql( AND k.key > w.key ORDER BY k.key LIMIT 1), w.n + 1
+        FROM onward w WHERE w.key IS NOT NULL AND w.n < 2 * )sql",
+                      limit, R"sql(),
+      around(key, n) AS (
+        (SELECT k.key, 1 FROM )sql",
+                      key_of, " AND k.key >= '' AND k.key <= ", from,
+                      R"sql( ORDER BY k.key LIMIT 1)
+        UNION ALL
+        SELECT (SELECT k.key FROM )sql",
+                      key_of, " AND k.key > a.key AND k.key <= ", from,
+                      R"sql( ORDER BY k.key LIMIT 1), a.n + 1
+        FROM around a WHERE a.key IS NOT NULL AND a.n < 2 * )sql",
+                      limit, R"sql(),
+      visit AS (
+        SELECT v.key, v.lap, v.n
+        FROM (SELECT key, 0 AS lap, n FROM onward WHERE key IS NOT NULL
+              UNION ALL SELECT key, 1, n FROM around WHERE key IS NOT NULL) v
+        ORDER BY v.lap, v.n LIMIT 2 * )sql",
+                      limit, R"sql()
+      SELECT key, row_number() OVER (ORDER BY lap, n) AS pos, count(*) OVER () AS keys
+      FROM visit) t
+    CROSS JOIN LATERAL (
+      SELECT )sql",
+                      kReadColumns, R"sql(, row_number() OVER (ORDER BY i.id) AS turn
+      FROM {schema}.items i
+      WHERE )sql",
+                      common, R"sql( AND i.key = t.key AND i.id <> ALL()sql", skip, R"sql()
+      ORDER BY i.id LIMIT least()sql",
+                      limit, ", ceil(2.0 * ", limit, R"sql( / t.keys)::int)) x
+    ORDER BY x.turn, t.pos LIMIT )sql",
+                      limit, R"sql()
+  UNION ALL
+  (SELECT )sql",
+                      kReadColumnsOf, R"sql(
+    FROM (SELECT )sql",
+                      kReadColumns, R"sql(
+          FROM {schema}.items i
+          WHERE )sql",
+                      common, " AND i.id <> ALL(", skip, R"sql()
+          ORDER BY i.priority, i.id LIMIT 2 * )sql",
+                      limit, R"sql() x
+    WHERE x.key IS NULL)) r LIMIT )sql",
+                      limit);
 }
 
 // The claim's CTEs, ending with `pick` (the claimed rows) and `recorded` (the
@@ -165,16 +262,18 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
 // Parameters: $1 queue, $2 session, then from `first` on: parts, epochs,
 // priorities and ids to read after, limits, ordered, suspect probe,
 // in-flight parts and ids, total limit, cursor priorities and ids, records
-// to replace (ClaimRequest, as PgStore::Claim binds them).
-std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit) {
+// to replace, whether to look behind, and the keys to start after (text[],
+// read by the fair form only; ClaimRequest, as PgStore::Claim binds them).
+// `fair`: each part is read by FairItems instead of ReadyItems.
+std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit, bool fair) {
   struct {
     int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect,
-        fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind;
+        fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind, key_after;
   } p;
   int n = first;
   for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.ordered, &p.suspect,
                  &p.fly_parts, &p.fly_ids, &p.total, &p.cursor_prio, &p.cursor_id, &p.records,
-                 &p.behind}) {
+                 &p.behind, &p.key_after}) {
     *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
@@ -195,13 +294,14 @@ pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql");
   return absl::StrCat(
       R"sql(own AS (
   SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim, o.cursor_prio, o.cursor_id, o.record,
-         o.behind
+         o.behind, o.key_after
   FROM unnest()sql",
       d(p.parts), "::int[], ", d(p.epochs), "::bigint[], ", d(p.after_prio), "::int[], ",
       d(p.after_id), "::bigint[], ", d(p.limits), "::int[], ", d(p.cursor_prio), "::int[], ",
-      d(p.cursor_id), "::bigint[], ", d(p.records), "::bigint[], ", d(p.behind), R"sql(::bool[])
+      d(p.cursor_id), "::bigint[], ", d(p.records), "::bigint[], ", d(p.behind), "::bool[], ",
+      d(p.key_after), R"sql(::text[])
        WITH ORDINALITY AS o(part, epoch, after_prio, after_id, lim, cursor_prio, cursor_id, record,
-                            behind, n)
+                            behind, key_after, n)
   JOIN {schema}.session_parts sp
     ON sp.queue = )sql",
       d(p.queue), R"sql( AND sp.part = o.part AND sp.epoch = o.epoch)sql",
@@ -213,9 +313,11 @@ skip AS (SELECT )sql",
 ready AS (
   SELECT own.part, own.epoch, c.*, false AS suspect
   FROM own CROSS JOIN LATERAL ()sql",
-      ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
-                 "own.cursor_id", "(SELECT ids FROM skip)::bigint[]", d(p.ordered), "own.lim",
-                 "own.behind"),
+      fair ? FairItems(d(p.queue), "own.part", "own.key_after", "(SELECT ids FROM skip)::bigint[]",
+                       d(p.ordered), "own.lim")
+           : ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
+                        "own.cursor_id", "(SELECT ids FROM skip)::bigint[]", d(p.ordered),
+                        "own.lim", "own.behind"),
       R"sql() c
   LIMIT )sql",
       d(p.total), "),\n", pick, R"sql(,
@@ -535,6 +637,63 @@ FROM ()sql",
 )sql");
 }
 
+// The statements that claim (PreparedStatements says what each does), each
+// in two forms: with ReadyItems or, for fair queues, FairItems. Two
+// statements rather than one with both reads, so an ordinary claim's plan
+// is exactly what it was.
+std::string ClaimStatement(bool fair) {
+  return absl::StrCat("WITH ",
+                      ClaimCtes(/*first=*/3, "'{}'::bigint[]", /*async_commit=*/true, fair),
+                      R"sql(
+SELECT )sql",
+                      kPickColumns, R"sql(
+FROM )sql",
+                      kPickFrom, R"sql(
+ORDER BY p.priority, p.id
+)sql");
+}
+
+std::string FinishClaimStatement(bool fair) {
+  return absl::StrCat(
+      "WITH ", FinishCtes(), ",\n",
+      ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]", /*async_commit=*/false, fair), ",\n",
+      UnrecordCte(true), R"sql(
+SELECT 'p' AS k, part::bigint AS id, )sql",
+      kTypedPad, R"sql(
+FROM f
+UNION ALL SELECT 'a', id, )sql",
+      kPad, R"sql(
+FROM done
+UNION ALL SELECT 'r', id, )sql",
+      kPad, R"sql(
+FROM retried
+UNION ALL SELECT 'd', id, )sql",
+      kPad, R"sql(
+FROM dead
+UNION ALL
+SELECT 'c', )sql",
+      kPickColumns, R"sql(
+FROM )sql",
+      kPickFrom, "\n");
+}
+
+std::string AckClaimStatement(bool fair) {
+  return absl::StrCat("WITH ", AckCtes(), ",\n",
+                      ClaimCtes(/*first=*/9, "$5::bigint[]", /*async_commit=*/false, fair),
+                      R"sql(
+SELECT 'p' AS k, part::bigint AS id, )sql",
+                      kTypedPad, R"sql(
+FROM f
+UNION ALL SELECT 'n', count(*), )sql",
+                      kPad, R"sql(
+FROM done
+UNION ALL
+SELECT 'c', )sql",
+                      kPickColumns, R"sql(
+FROM )sql",
+                      kPickFrom, "\n");
+}
+
 }  // namespace
 
 std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema) {
@@ -576,19 +735,20 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
       // --- queues ---------------------------------------------------------------
       {"create_queue", R"sql(
 INSERT INTO {schema}.queues (name, parts, assignment, session_ttl, max_attempts, ordered,
-                            dlq_topic, rate)
-VALUES ($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6, $7, $8::double precision)
+                            dlq_topic, rate, fair_by)
+VALUES ($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6, $7, $8::double precision,
+        $9::text)
 ON CONFLICT (name) DO NOTHING
 RETURNING name
 )sql"},
       {"get_queue", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ',')
+       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ','), fair_by
 FROM {schema}.queues WHERE name = $1
 )sql"},
       {"list_queues", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ',')
+       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ','), fair_by
 FROM {schema}.queues ORDER BY name
 )sql"},
       // SetRate: the limit, and a group notice so sessions re-read at once.
@@ -613,6 +773,10 @@ u AS (
   FROM q WHERE name = $1 AND q.parts = $3 AND $2 > q.parts
   RETURNING 1)
 SELECT q.parts, (SELECT count(*) FROM u), (SELECT count(pg_notify($4, 'g')) FROM u) FROM q
+)sql"},
+      // SetFairBy: no notice; sessions read it when they start.
+      {"set_fair_by", R"sql(
+UPDATE {schema}.queues SET fair_by = $2::text WHERE name = $1
 )sql"},
       // SetPaused: the flag, and a group notice so sessions re-read at once.
       {"set_paused", R"sql(
@@ -885,15 +1049,8 @@ SELECT {schema}.groups_finished($1, $2::text[], $3::bigint[], $4::bigint[], $5::
       // (synchronous_commit off for this statement only): a record lost in a
       // server crash only means those items are not counted as abandoned,
       // and the claim saves a WAL flush.
-      {"claim",
-       absl::StrCat("WITH ", ClaimCtes(/*first=*/3, "'{}'::bigint[]", /*async_commit=*/true),
-                    R"sql(
-SELECT )sql",
-                    kPickColumns, R"sql(
-FROM )sql",
-                    kPickFrom, R"sql(
-ORDER BY p.priority, p.id
-)sql")},
+      {"claim", ClaimStatement(/*fair=*/false)},
+      {"claim_fair", ClaimStatement(/*fair=*/true)},
       // The slow path of Finish: lock first, so the handler sees only items
       // of parts that are still ours and that are still there (an item gone
       // was finished already: by this session, when a COMMIT whose outcome
@@ -922,47 +1079,15 @@ UNION ALL SELECT 'd', id FROM dead
       // Finish and claim ahead: the claim's reads see the statement's
       // snapshot, where the rows this statement deletes or reschedules still
       // look ready, so the batch's ids are skipped explicitly.
-      {"finish_claim",
-       absl::StrCat("WITH ", FinishCtes(), ",\n",
-                    ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]", /*async_commit=*/false),
-                    ",\n", UnrecordCte(true), R"sql(
-SELECT 'p' AS k, part::bigint AS id, )sql",
-                    kTypedPad, R"sql(
-FROM f
-UNION ALL SELECT 'a', id, )sql",
-                    kPad, R"sql(
-FROM done
-UNION ALL SELECT 'r', id, )sql",
-                    kPad, R"sql(
-FROM retried
-UNION ALL SELECT 'd', id, )sql",
-                    kPad, R"sql(
-FROM dead
-UNION ALL
-SELECT 'c', )sql",
-                    kPickColumns, R"sql(
-FROM )sql",
-                    kPickFrom, "\n"),
-       /*prepared=*/false},
+      {"finish_claim", FinishClaimStatement(/*fair=*/false), /*prepared=*/false},
+      {"finish_claim_fair", FinishClaimStatement(/*fair=*/true), /*prepared=*/false},
       // The common Finish (AckCtes), without and with a claim ahead.
       {"ack", absl::StrCat("WITH ", AckCtes(), R"sql(
 SELECT 'p' AS k, part::bigint AS id FROM f
 UNION ALL SELECT 'n', count(*) FROM done
 )sql")},
-      {"ack_claim", absl::StrCat("WITH ", AckCtes(), ",\n",
-                                 ClaimCtes(/*first=*/9, "$5::bigint[]", /*async_commit=*/false),
-                                 R"sql(
-SELECT 'p' AS k, part::bigint AS id, )sql",
-                                 kTypedPad, R"sql(
-FROM f
-UNION ALL SELECT 'n', count(*), )sql",
-                                 kPad, R"sql(
-FROM done
-UNION ALL
-SELECT 'c', )sql",
-                                 kPickColumns, R"sql(
-FROM )sql",
-                                 kPickFrom, "\n")},
+      {"ack_claim", AckClaimStatement(/*fair=*/false)},
+      {"ack_claim_fair", AckClaimStatement(/*fair=*/true)},
       // GetItemState by id: where the id is now, in any queue, and the id
       // sequence's high-water mark (an allocated id found nowhere finished
       // without leaving a result row).

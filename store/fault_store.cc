@@ -68,6 +68,9 @@ class FaultStore : public Store {
   absl::StatusOr<int> GrowParts(absl::string_view queue, int parts) override {
     return Call("GrowParts", [&] { return inner_->GrowParts(queue, parts); });
   }
+  absl::Status SetFairBy(absl::string_view queue, FairBy fair_by) override {
+    return Call("SetFairBy", [&] { return inner_->SetFairBy(queue, fair_by); });
+  }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
     return Call("ReleaseClaims", [&] { return inner_->ReleaseClaims(queue, session, incarnation); });

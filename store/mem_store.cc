@@ -90,6 +90,15 @@ class MemStore : public Store {
     }
     return before;
   }
+  absl::Status SetFairBy(absl::string_view name, FairBy fair_by) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("SetFairBy"); !st.ok()) return st;
+    if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(name);
+    if (!q.ok()) return q.status();
+    (*q)->fair_by = fair_by;
+    return absl::OkStatus();
+  }
   absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
                                            QueueContents contents) override {
     absl::MutexLock l(&db_->mu_);
@@ -1076,6 +1085,64 @@ void MemDatabase::AbandonLocked(const std::string& queue, int part, int64_t epoc
   claims_[{queue, part}] = ClaimRecord{epoch, {}};  // this tenure's, empty
 }
 
+std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimRequest& req,
+                                                                    const ClaimPart& cp,
+                                                                    absl::Time now,
+                                                                    const std::set<int64_t>& skip) {
+  // As PgStore's FairItems (pg_store_sql.cc) reads: keys in turn from after
+  // key_after and around, at most 2 * limit of them, each for an even share
+  // of twice the limit (at most the limit) in id order; then keyless items
+  // among the part's first 2 * limit ready ones.
+  const int limit = cp.limit;
+  const std::string from = cp.key_after.value_or("");
+  std::set<std::string> keys;
+  std::vector<const StoredItem*> ready;  // id order
+  std::set<std::string> keys_seen;       // ordered: keys with an older live item
+  for (const auto& [id, s] : items_) {
+    if (s.queue != req.queue || s.item.part != cp.part) continue;
+    if (s.item.key) keys.insert(*s.item.key);
+    if (req.ordered && s.item.key && !keys_seen.insert(*s.item.key).second) continue;
+    if (s.item.run_at > now || s.abandoned_epoch != 0 || skip.count(id) > 0) continue;
+    ready.push_back(&s);
+  }
+  std::vector<std::string> turns(keys.upper_bound(from), keys.end());
+  turns.insert(turns.end(), keys.begin(), keys.upper_bound(from));
+  if (static_cast<int>(turns.size()) > 2 * limit) turns.resize(2 * limit);
+  std::vector<const StoredItem*> out;
+  if (!turns.empty()) {
+    const int visited = static_cast<int>(turns.size());
+    const int share = std::min(limit, (2 * limit + visited - 1) / visited);
+    std::map<std::string, size_t> pos;
+    for (size_t i = 0; i < turns.size(); ++i) pos[turns[i]] = i;
+    std::map<std::pair<int, size_t>, const StoredItem*> by_turn;  // (turn, key's place)
+    std::map<std::string, int> taken;
+    for (const StoredItem* s : ready) {
+      if (!s->item.key) continue;
+      auto p = pos.find(*s->item.key);
+      if (p == pos.end()) continue;
+      int& n = taken[*s->item.key];
+      if (n >= share) continue;
+      by_turn[{++n, p->second}] = s;
+    }
+    for (const auto& [turn, s] : by_turn) {
+      if (static_cast<int>(out.size()) >= limit) break;
+      out.push_back(s);
+    }
+  }
+  if (static_cast<int>(out.size()) < limit) {
+    std::vector<const StoredItem*> head = ready;
+    std::stable_sort(head.begin(), head.end(), [](const StoredItem* a, const StoredItem* b) {
+      return ItemKey{a->item.priority, a->item.id} < ItemKey{b->item.priority, b->item.id};
+    });
+    if (static_cast<int>(head.size()) > 2 * limit) head.resize(2 * limit);
+    for (const StoredItem* s : head) {
+      if (static_cast<int>(out.size()) >= limit) break;
+      if (!s->item.key) out.push_back(s);
+    }
+  }
+  return out;
+}
+
 std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
                                            const std::set<int64_t>& extra_skip) {
   const absl::Time now = clock_->Now();
@@ -1099,6 +1166,13 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
     const int room = req.limit - static_cast<int>(out.size());
     if (room <= 0) break;
     if (!ours(cp.part, cp.epoch.value)) continue;
+    if (req.fair) {
+      std::vector<const StoredItem*> cands = FairLocked(req, cp, now, skip);
+      if (static_cast<int>(cands.size()) > room) cands.resize(room);
+      for (const StoredItem* s : cands) out.push_back(out_item(*s, cp.epoch.value, false));
+      if (!cands.empty()) taken_in[cp.part] = cp.epoch.value;
+      continue;
+    }
     std::vector<const StoredItem*> cands;
     std::set<std::string> keys_seen;  // ordered: keys with an older live item
     // Ordered, in a grown queue: the parts its keys had before each grow

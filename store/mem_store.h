@@ -91,6 +91,10 @@ class MemDatabase {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<Item> ClaimLocked(const ClaimRequest& req, const std::set<int64_t>& skip)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a fair claim (ClaimRequest::fair) takes from part `cp`, in order.
+  std::vector<const StoredItem*> FairLocked(const ClaimRequest& req, const ClaimPart& cp,
+                                            absl::Time now, const std::set<int64_t>& skip)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Cancels item `id` of `queue` (Store::CancelItems).
   CancelOutcome::Kind CancelLocked(const std::string& queue, int64_t id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

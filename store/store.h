@@ -192,6 +192,10 @@ struct ClaimPart {
   // behind it less often: a later claim that looks finds what came due
   // meanwhile.
   bool behind = true;
+  // Fair claims (ClaimRequest::fair): the key whose turn came last in this
+  // part; the turns go on with the next key after it (in byte order, then
+  // around from the first). nullopt: from the first key.
+  std::optional<std::string> key_after;
 };
 
 // Claim: ready items (run_at <= now()) of `parts`, read in the order given:
@@ -212,6 +216,14 @@ struct ClaimRequest {
   std::vector<ClaimPart> parts;
   int limit = 100;       // in all
   bool ordered = false;  // per key: only the oldest live item
+  // Fair share across keys (FairBy::kKey): each part is read from its head
+  // (`after`, `cursor` and `behind` are not used) and its keys take turns,
+  // one item each per turn, in id order within a key, starting after
+  // ClaimPart::key_after and going around; a read visits at most
+  // its limit times two keys (a key's items go in id order, whatever their
+  // priority). Keyless items take one turn after the keys, from the part's
+  // first ready items in (priority, id) order.
+  bool fair = false;
   // Also claim at most one suspect (an item whose previous attempt was
   // abandoned); it is returned with suspect=true, to run on its own, and
   // does not count against `limit`.
@@ -566,6 +578,9 @@ class Store {
   virtual absl::StatusOr<int> GrowParts(absl::string_view queue, int parts) {
     return absl::UnimplementedError("growing a queue's parts is not supported by this store");
   }
+  // Sets what the queue's parts are shared fairly by (QueueConfig::fair_by).
+  // Workers read it when they start. NotFound for an unknown queue.
+  virtual absl::Status SetFairBy(absl::string_view queue, FairBy fair_by) = 0;
 
   // --- sessions (docs/architecture.md: join, heartbeat, rebalance, leave) --
   virtual absl::StatusOr<JoinResult> Join(const JoinRequest& request) = 0;

@@ -40,6 +40,12 @@ struct Epoch {
 
 enum class AssignmentKind { kLexical, kSticky };
 
+// What a queue's parts are shared fairly by (QueueConfig::fair_by). kNone:
+// items go in (priority, id) order within a part. kKey: each part's owner
+// serves the keys it holds in turn, so one key's backlog cannot hold back
+// another key's items (store.h, ClaimRequest::fair).
+enum class FairBy { kNone, kKey };
+
 struct QueueConfig {
   std::string name;
   int parts = 16;
@@ -65,6 +71,9 @@ struct QueueConfig {
   // lived in part p % c for each earlier count c: an ordered queue's claim
   // there waits for those parts' older items of the key.
   std::vector<int> grown_from;
+  // Fair share across keys (Store::SetFairBy). Sessions read it when they
+  // start: a change reaches workers started after it.
+  FairBy fair_by = FairBy::kNone;
 };
 
 // A part this session owns, and the epoch of that ownership.

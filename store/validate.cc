@@ -193,6 +193,15 @@ absl::Status ValidateGrowth(absl::string_view queue, int current, int parts) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<FairBy> ParseFairBy(absl::string_view text) {
+  if (text == "key") return FairBy::kKey;
+  if (text == "none") return FairBy::kNone;
+  return absl::InvalidArgumentError(
+      absl::StrCat("fair share can be by \"key\" or \"none\", not \"", PrintableUtf8(text), "\""));
+}
+
+const char* FairByName(FairBy fair_by) { return fair_by == FairBy::kKey ? "key" : "none"; }
+
 absl::Status ValidateItemIds(const std::vector<int64_t>& ids) {
   for (int64_t id : ids) {
     if (id < 1) {

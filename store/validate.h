@@ -46,6 +46,10 @@ absl::Status ValidateRate(std::optional<double> per_second);
 // 4096 and a multiple of `current` (the same count is fine: nothing to do).
 // A smaller count is refused: a queue does not shrink.
 absl::Status ValidateGrowth(absl::string_view queue, int current, int parts);
+// QueueConfig::fair_by as `--fair-by` and the queues table spell it: "key"
+// or "none" (NULL in the table). InvalidArgument for anything else.
+absl::StatusOr<FairBy> ParseFairBy(absl::string_view text);
+const char* FairByName(FairBy fair_by);
 // A queue group's id: 1..kMaxGroupIdBytes of UTF-8 without NUL bytes (the
 // SQL API's check_group_id says the same).
 inline constexpr size_t kMaxGroupIdBytes = 200;

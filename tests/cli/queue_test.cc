@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
 #include "tests/testing/pg_env.h"
@@ -247,6 +248,48 @@ TEST_F(QueueCommandTest, CreateOfAnExistingQueueWithOtherSettingsFailsAndShowsBo
   }
   EXPECT_EQ(Count("queues", "true"), 1);
   EXPECT_EQ(Count("queues", unchanged), 1);
+}
+
+// --fair-by key|none: at creation or by `queue set`, shown by queue list,
+// status and their --json; anything else is refused and changes nothing.
+TEST_F(QueueCommandTest, FairByIsSetAtCreationOrByQueueSetAndShown) {
+  EXPECT_EQ(Ok({"queue", "create", "t", "--parts", "2", "--fair-by", "key"}),
+            "created queue \"t\": 2 parts, lexical assignment, session TTL 10s, max attempts 25, "
+            "fair by key\n");
+  EXPECT_EQ(Count("queues", "name = 't' AND fair_by = 'key'"), 1);
+  EXPECT_TRUE(absl::StrContains(Ok({"queue", "list"}), " FAIR_BY "));
+  EXPECT_TRUE(absl::StrContains(Ok({"queue", "list", "--json"}), "\"fair_by\": \"key\""));
+  EXPECT_TRUE(absl::StrContains(Ok({"status", "t"}), "fair by key"));
+  EXPECT_TRUE(absl::StrContains(Ok({"status", "t", "--json"}), "\"fair_by\": \"key\""));
+  EXPECT_TRUE(absl::StrContains(Ok({"queue", "set", "t", "--fair-by", "none"}), "no fair share"));
+  EXPECT_EQ(Count("queues", "name = 't' AND fair_by IS NULL"), 1);
+  EXPECT_TRUE(absl::StrContains(Ok({"queue", "set", "t", "--fair-by", "key"}), "in turn"));
+  // Asked for at creation of an existing queue, it is compared like the others.
+  PartqResult other = Partq(With({"queue", "create", "t", "--parts", "2", "--fair-by", "none"}));
+  EXPECT_EQ(other.code, 1);
+  EXPECT_TRUE(absl::StrContains(other.err, "  fair by  key       none       <- differs\n"))
+      << other.err;
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"queue", "set", "t", "--fair-by", "tenant"}, 2,
+            "--fair-by: fair share can be by \"key\" or \"none\", not \"tenant\""},
+           {{"queue", "create", "u", "--parts", "1", "--fair-by", "tenant"}, 2, "--fair-by"},
+           {{"queue", "set", "t", "--fair-by", ""}, 2, "--fair-by"},
+           {{"queue", "set", "t", "--fair-by", "key", "--rate", "5/s"}, 2,
+            "one setting at a time"},
+           {{"queue", "set", "nosuch", "--fair-by", "key"}, 1, "unknown queue \"nosuch\""},
+       }) {
+    PartqResult r = Partq(With(c.args));
+    EXPECT_EQ(r.code, c.code) << absl::StrJoin(c.args, " ") << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, c.says)) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  EXPECT_EQ(Count("queues", "name = 't' AND fair_by = 'key'"), 1);
+  EXPECT_EQ(Count("queues", "name = 'u'"), 0);
 }
 
 // `partq status` printed 4,103 lines for a 4096-part queue (issue 25): past

@@ -344,6 +344,56 @@ TEST_F(OrderedClaimSchedulerTest, EveryClaimReadsFromTheHeadAndAFinishedKeyWakes
   EXPECT_TRUE(s_.WantClaim());
 }
 
+// Fair: every claim is fair and reads from the head; the keys' turns go on
+// after the key the last read served last (the cut: the last key, in the
+// order of the turns, with the most turns), and a finished item wakes its
+// part, as in an ordered queue.
+TEST(FairClaimScheduler, TurnsGoOnAfterTheKeyServedLastAndAFinishedItemWakesItsPart) {
+  ClaimSchedulerOptions o = Options();
+  o.batch = 4;
+  o.fair = true;
+  ClaimScheduler s(o);
+  s.Assign({{0, Epoch{1}}});
+  auto keyed = [](int64_t id, const char* key) {
+    Item i = MakeItem(id, 0, 1);
+    i.key = key;
+    return i;
+  };
+  std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->fair);
+  EXPECT_FALSE(req->parts[0].after.has_value());
+  EXPECT_FALSE(req->parts[0].key_after.has_value()) << "the first turns start at the first key";
+  // Turns a, b, big, a: the read was cut after a's second turn.
+  s.AcceptClaim(*req, {keyed(1, "a"), keyed(2, "b"), keyed(3, "big"), keyed(4, "a")}, kT0);
+  req = s.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->parts[0].after.has_value()) << "a fair read starts at the head";
+  EXPECT_EQ(req->parts[0].key_after, std::optional<std::string>("a"));
+  // Turns b, big, big, big (a had none ready): cut after big.
+  s.AcceptClaim(*req, {keyed(5, "b"), keyed(6, "big"), keyed(7, "big"), keyed(8, "big")}, kT0);
+  req = s.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->parts[0].key_after, std::optional<std::string>("big"));
+  // After big: c, then around to a; one turn each, so a (around) was last.
+  // The read stopped short of the limit: the part waits for a wake-up.
+  s.AcceptClaim(*req, {keyed(9, "c"), keyed(10, "a")}, kT0);
+  EXPECT_FALSE(s.WantClaim());
+  Batch b;
+  ASSERT_TRUE(s.TakeQueued(&b));
+  s.Release(b.items);
+  EXPECT_TRUE(s.WantClaim()) << "its keys may have more than the read's share took";
+  req = s.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->parts[0].key_after, std::optional<std::string>("a"));
+  // Keyless items only: the turns stay where they were.
+  s.AcceptClaim(*req, {MakeItem(11, 0, 1)}, kT0);
+  s.Notice(0);
+  req = s.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->parts[0].key_after, std::optional<std::string>("a"));
+}
+
 TEST(ClaimScheduler, PartsTakeTurnsAtTheFrontOfAClaim) {
   ClaimScheduler s(Options());
   s.Assign({{0, Epoch{1}}, {1, Epoch{1}}, {2, Epoch{1}}});

@@ -1043,6 +1043,54 @@ TEST_F(ConsumerTest, OrderedQueueAcksEachKeyInEnqueueOrderDespiteFailures) {
             0);
 }
 
+// Fair share by key: one key's backlog, enqueued first, does not hold back
+// the keys enqueued after it. Counted as the handler runs (no times): when
+// the last item of the small keys runs, most of the big key's are still
+// waiting; without fair share none of theirs would run before the big
+// key's in their part.
+TEST_F(ConsumerTest, AFairQueueServesSmallKeysWhileABigKeysBacklogWaits) {
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 2;
+  q.fair_by = FairBy::kKey;
+  ASSERT_TRUE(schema_.NewStore()->CreateQueue(q).ok());
+  constexpr int kBig = 4000, kKeys = 20, kEach = 20;
+  std::vector<NewItem> items;
+  for (int i = 0; i < kBig; ++i) items.push_back(NewItem{absl::StrCat("big", i), "big"});
+  for (int i = 0; i < kKeys * kEach; ++i) {
+    items.push_back(NewItem{absl::StrCat("small", i), absl::StrCat("k", i % kKeys)});
+  }
+  ASSERT_TRUE(schema_.NewStore()->EnqueueBatch("q", items).ok());
+  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
+  absl::Mutex mu;
+  int big_run = 0, small_run = 0, big_when_small_done = -1;
+  auto handler = MakeHandler([&](HandlerCall& call) -> absl::Status {
+    auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() + "\".writes VALUES ($1)",
+                           {std::to_string(call.item->id)});
+    if (!r.ok()) return r.status();
+    absl::MutexLock l(&mu);
+    if (call.item->key == std::optional<std::string>("big")) {
+      ++big_run;
+    } else if (++small_run == kKeys * kEach) {
+      big_when_small_done = big_run;
+    }
+    return absl::OkStatus();
+  });
+  ConsumerOptions o = Options("q");
+  o.batch = 20;
+  Consumer c(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Minutes(2)));
+  c.Stop();
+  ExpectExactlyOnce("writes", kBig + kKeys * kEach);
+  absl::MutexLock l(&mu);
+  ASSERT_GE(big_when_small_done, 0);
+  RecordProperty("big_items_run_when_the_small_keys_were_done", big_when_small_done);
+  EXPECT_LT(big_when_small_done, kBig / 4)
+      << "the small keys finished only after " << big_when_small_done << " of the big key's "
+      << kBig << " items";
+}
+
 TEST_F(ConsumerTest, IdleWorkerPicksUpANewItemWithinMilliseconds) {
   CreateQueue("q", 8);
   absl::Mutex mu;

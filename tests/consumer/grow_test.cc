@@ -132,7 +132,9 @@ class GrowTest : public ::testing::Test {
     EXPECT_GT(schema_.QInt("SELECT count(*) FROM (SELECT key FROM {schema}.done GROUP BY key "
                            "HAVING count(DISTINCT part) > 1) k"),
               0);
-    if (ordered) EXPECT_EQ(OutOfOrder(), 0);
+    if (ordered) {
+      EXPECT_EQ(OutOfOrder(), 0);
+    }
   }
 
   // The table and sequence the handlers record into (see GrowWhileDraining).

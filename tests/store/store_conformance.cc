@@ -1368,6 +1368,90 @@ TEST_P(StoreConformance, AfterAGrowAnUnorderedQueuesNewPartsRunAtOnce) {
   EXPECT_EQ(ids, (std::vector<int64_t>{k1.id, k2.id})) << "no order to keep: both at once";
 }
 
+// --- fair share ----------------------------------------------------------------------------
+
+TEST_P(StoreConformance, FairByIsSetAtCreationAndChangedBySetFairBy) {
+  QueueConfig c;
+  c.name = "q";
+  c.parts = 2;
+  c.fair_by = FairBy::kKey;
+  ASSERT_OK(store_->CreateQueue(c));
+  MakeQueue(*store_, "plain", 1);
+  ASSERT_OK_AND_ASSIGN(QueueConfig got, store_->GetQueue("q"));
+  EXPECT_EQ(got.fair_by, FairBy::kKey);
+  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("plain"));
+  EXPECT_EQ(got.fair_by, FairBy::kNone);
+  ASSERT_OK(store_->SetFairBy("q", FairBy::kNone));
+  ASSERT_OK(store_->SetFairBy("plain", FairBy::kKey));
+  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].name, "plain");
+  EXPECT_EQ(all[0].fair_by, FairBy::kKey);
+  EXPECT_EQ(all[1].fair_by, FairBy::kNone);
+  ASSERT_OK_AND_ASSIGN(QueueStatus st, store_->Status("plain"));
+  EXPECT_EQ(st.config.fair_by, FairBy::kKey);
+  EXPECT_EQ(store_->SetFairBy("nosuch", FairBy::kKey).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->SetFairBy("bad name", FairBy::kKey).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// One part: ten items of "big" enqueued first, then two each of "a" and "b",
+// then a keyless one. An ordinary claim of four takes big's oldest four; a
+// fair one gives each key a turn (keys in byte order from after key_after,
+// then around), the keyless item only when the keys leave room.
+TEST_P(StoreConformance, AFairClaimServesTheKeysInTurnsFromAfterTheLastOne) {
+  MakeQueue(*store_, "q", 1);
+  std::vector<int64_t> big, a, b;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed("big")));
+    big.push_back(r.id);
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult ra, store_->Enqueue("q", Keyed("a")));
+    a.push_back(ra.id);
+    ASSERT_OK_AND_ASSIGN(EnqueueResult rb, store_->Enqueue("q", Keyed("b")));
+    b.push_back(rb.id);
+  }
+  ASSERT_OK_AND_ASSIGN(EnqueueResult keyless, store_->Enqueue("q", Payload("none")));
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest req = ClaimAll("q", m, 4);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> plain, store_->Claim(req));
+  EXPECT_EQ(Ids(plain), (std::vector<int64_t>{big[0], big[1], big[2], big[3]}));
+
+  req = ClaimAll("q", m, 4);
+  req.fair = true;
+  // Turn 1: a, b, big; turn 2: a (the limit cuts b and big).
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(req));
+  EXPECT_EQ(Sorted(Ids(first)), Sorted({a[0], a[1], b[0], big[0]}));
+  // On after "a" with those in flight: b, big, big, big (a has none ready).
+  for (const Item& i : first) req.in_flight.emplace_back(i.part, i.id);
+  req.parts[0].key_after = "a";
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> second, store_->Claim(req));
+  EXPECT_EQ(Sorted(Ids(second)), Sorted({b[1], big[1], big[2], big[3]}));
+  // After "big", around to a and b (none ready): big's share (3 of 2 * 4
+  // over three keys) leaves room for the keyless item.
+  for (const Item& i : second) req.in_flight.emplace_back(i.part, i.id);
+  req.parts[0].key_after = "big";
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> third, store_->Claim(req));
+  EXPECT_EQ(Sorted(Ids(third)), Sorted({big[4], big[5], big[6], keyless.id}));
+}
+
+// A fair claim of an ordered queue still takes only each key's oldest live
+// item.
+TEST_P(StoreConformance, AFairOrderedClaimTakesOnlyTheHeadOfEachKey) {
+  MakeQueue(*store_, "q", 1, absl::Seconds(60), /*ordered=*/true);
+  std::vector<int64_t> ids;
+  for (const char* key : {"x", "x", "y", "y"}) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed(key)));
+    ids.push_back(r.id);
+  }
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest req = ClaimAll("q", m, 10);
+  req.ordered = true;
+  req.fair = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
+  EXPECT_EQ(Sorted(Ids(got)), Sorted({ids[0], ids[2]}));
+}
+
 // --- finish ---------------------------------------------------------------------------
 
 TEST_P(StoreFinishConformance, AckDeletesItemsAndCommitsTheHandlersWrites) {
