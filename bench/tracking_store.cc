@@ -43,11 +43,15 @@ class TrackingStore : public Store {
   absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
                                       int64_t incarnation) override {
     t_->Call("heartbeat");
-    return inner_->Heartbeat(queue, session, incarnation);
+    auto view = inner_->Heartbeat(queue, session, incarnation);
+    if (view.ok()) t_->Add("heartbeat_owner_rows", static_cast<int64_t>(view->owners.size()));
+    return view;
   }
   absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
     t_->Call("read_group");
-    return inner_->ReadGroup(queue);
+    auto view = inner_->ReadGroup(queue);
+    if (view.ok()) t_->Add("read_group_owner_rows", static_cast<int64_t>(view->owners.size()));
+    return view;
   }
   absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
                                                       const SessionId& session,
@@ -196,6 +200,11 @@ void Tracker::Acked(const FinishRequest& request, const FinishResult& result, ab
 void Tracker::Call(const char* what) {
   absl::MutexLock lock(&mu_);
   ++calls_[what];
+}
+
+void Tracker::Add(const char* what, int64_t n) {
+  absl::MutexLock lock(&mu_);
+  calls_[what] += n;
 }
 
 bool Tracker::WaitAcked(int64_t n, absl::Time deadline) {
