@@ -318,7 +318,25 @@ absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& 
     if (result = settle(&at, &g); !result.ok()) break;
     log(absl::StrFormat("balanced %.2f intervals after the last join", r.balanced_intervals));
 
-    // Idle.
+    // Idle, from the moment every session has had one more round (its
+    // heartbeat) since the group settled: that round reads the group whole
+    // once, for the changes since its last read; the idle window measures
+    // what comes after.
+    {
+      std::vector<int64_t> rounds;
+      for (auto& s : sessions) rounds.push_back(s->rounds());
+      const absl::Time deadline = absl::Now() + o.phase_timeout;
+      for (size_t i = 0; i < rounds.size(); ++i) {
+        while (sessions[i]->state() == Session::State::kActive &&
+               sessions[i]->rounds() <= rounds[i] && absl::Now() < deadline) {
+          absl::SleepFor(absl::Milliseconds(20));
+        }
+      }
+    }
+    const std::string generation_sql =
+        absl::StrCat("SELECT coalesce(max(generation), 0) FROM \"", schema,
+                     "\".group_generations WHERE queue = ", Quote(o.queue));
+    auto gen0 = db.sql().Scalar(generation_sql);
     const std::map<std::string, int64_t> c0 = tracker.calls();
     const int64_t cpu0 = o.server_cpu_ticks ? o.server_cpu_ticks() : -1;
     // Where the server preloads it (--diagnose; scripts/test's server).
@@ -327,6 +345,7 @@ absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& 
     const absl::Time t0 = absl::Now();
     absl::SleepFor(o.idle);
     const std::map<std::string, int64_t> c1 = tracker.calls();
+    auto gen1 = db.sql().Scalar(generation_sql);
     const int64_t cpu1 = o.server_cpu_ticks ? o.server_cpu_ticks() : -1;
     const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
     int64_t calls = 0;
@@ -343,10 +362,13 @@ absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& 
     }
     r.idle_calls_per_s_per_session = calls / secs / o.sessions;
     const int64_t group_reads = delta("heartbeat") + delta("read_group");
+    r.idle_owner_rows = delta("heartbeat_owner_rows") + delta("read_group_owner_rows");
     if (group_reads > 0) {
-      r.idle_owner_rows_per_heartbeat =
-          static_cast<double>(delta("heartbeat_owner_rows") + delta("read_group_owner_rows")) /
-          group_reads;
+      r.idle_owner_rows_per_heartbeat = static_cast<double>(r.idle_owner_rows) / group_reads;
+    }
+    int64_t g0, g1;
+    if (gen0.ok() && gen1.ok() && absl::SimpleAtoi(*gen0, &g0) && absl::SimpleAtoi(*gen1, &g1)) {
+      r.idle_generation_moves = g1 - g0;
     }
     if (cpu0 >= 0 && cpu1 >= cpu0) {
       r.idle_server_cpu_percent = 100.0 * (cpu1 - cpu0) / sysconf(_SC_CLK_TCK) / secs;
@@ -418,10 +440,12 @@ std::string FormatScale(const ScaleReport& r) {
   std::string out = absl::StrFormat(
       "Scale: %d sessions on %d parts (sticky), heartbeat every %.2f s\n"
       "  last join -> every part owned %.2f intervals, balanced %.2f intervals\n"
-      "  idle: %.3f store calls/s per session, %.1f owner rows per group read, server CPU "
-      "%.1f%% of a core; heartbeat statement %.3f ms mean, %.0f buffers per call\n",
+      "  idle: %.3f store calls/s per session, %.1f owner rows per group read (generation "
+      "moved %lld times), server CPU %.1f%% of a core; heartbeat statement %.3f ms mean, %.0f "
+      "buffers per call\n",
       r.sessions, r.parts, r.heartbeat_interval_s, r.full_intervals, r.balanced_intervals,
-      r.idle_calls_per_s_per_session, r.idle_owner_rows_per_heartbeat, r.idle_server_cpu_percent,
+      r.idle_calls_per_s_per_session, r.idle_owner_rows_per_heartbeat,
+      static_cast<long long>(r.idle_generation_moves), r.idle_server_cpu_percent,
       r.heartbeat_mean_ms, r.heartbeat_blocks_per_call);
   std::vector<std::string> by;
   for (const auto& [k, v] : r.idle_calls_per_s) by.push_back(absl::StrFormat("%s %.1f", k, v));

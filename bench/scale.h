@@ -63,6 +63,10 @@ struct ScaleReport {
   double idle_calls_per_s_per_session = 0;
   std::map<std::string, double> idle_calls_per_s;  // whole fleet, by call
   double idle_owner_rows_per_heartbeat = -1;
+  // Owner rows all group reads returned over the idle window, and how often
+  // the group generation moved meanwhile (-1: the schema has none): with no
+  // move, a heartbeat that read what changed returns no owner row.
+  int64_t idle_owner_rows = 0, idle_generation_moves = -1;
   double idle_server_cpu_percent = -1;  // of one core
   // pg_stat_statements over the idle window: the heartbeat statement's mean
   // time and buffers (shared hits and reads) per call (-1: not available).

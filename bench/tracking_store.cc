@@ -40,16 +40,16 @@ class TrackingStore : public Store {
     t_->Call("join");
     return inner_->Join(r);
   }
-  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                      int64_t incarnation) override {
+  absl::StatusOr<GroupView> HeartbeatSince(absl::string_view queue, const SessionId& session,
+                                           int64_t incarnation, int64_t known) override {
     t_->Call("heartbeat");
-    auto view = inner_->Heartbeat(queue, session, incarnation);
+    auto view = inner_->HeartbeatSince(queue, session, incarnation, known);
     if (view.ok()) t_->Add("heartbeat_owner_rows", static_cast<int64_t>(view->owners.size()));
     return view;
   }
-  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
+  absl::StatusOr<GroupView> ReadGroupSince(absl::string_view queue, int64_t known) override {
     t_->Call("read_group");
-    auto view = inner_->ReadGroup(queue);
+    auto view = inner_->ReadGroupSince(queue, known);
     if (view.ok()) t_->Add("read_group_owner_rows", static_cast<int64_t>(view->owners.size()));
     return view;
   }

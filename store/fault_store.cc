@@ -40,12 +40,13 @@ class FaultStore : public Store {
   absl::StatusOr<JoinResult> Join(const JoinRequest& request) override {
     return Call("Join", [&] { return inner_->Join(request); });
   }
-  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                      int64_t incarnation) override {
-    return Call("Heartbeat", [&] { return inner_->Heartbeat(queue, session, incarnation); });
+  absl::StatusOr<GroupView> HeartbeatSince(absl::string_view queue, const SessionId& session,
+                                           int64_t incarnation, int64_t known) override {
+    return Call("Heartbeat",
+                [&] { return inner_->HeartbeatSince(queue, session, incarnation, known); });
   }
-  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
-    return Call("ReadGroup", [&] { return inner_->ReadGroup(queue); });
+  absl::StatusOr<GroupView> ReadGroupSince(absl::string_view queue, int64_t known) override {
+    return Call("ReadGroup", [&] { return inner_->ReadGroupSince(queue, known); });
   }
   absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
                                                       const SessionId& session,

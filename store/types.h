@@ -77,6 +77,9 @@ struct PartOwner {
   Epoch epoch;
 };
 
+// A group generation no view had: asks for the whole group.
+inline constexpr int64_t kNoGeneration = -1;
+
 // The live members of a queue's group and who owns what, read in one snapshot.
 struct GroupView {
   bool alive = true;               // heartbeat only: false when our row is gone
@@ -85,6 +88,13 @@ struct GroupView {
   int64_t expired = 0;             // sessions this call deleted as expired
   bool paused = false;             // the queue is paused (Store::SetPaused)
   std::optional<double> rate;      // the queue's rate limit (Store::SetRate)
+  // The group's generation in this snapshot: every change of the queue's
+  // members or owners moves it (Store::HeartbeatSince).
+  int64_t generation = 0;
+  // Nothing changed since the generation the caller knew: members and owners
+  // are left empty, and the view the caller read at that generation is still
+  // the group. Never true for a caller that passed kNoGeneration.
+  bool unchanged = false;
 };
 
 struct SessionInfo {
