@@ -1,0 +1,47 @@
+// A small instance of the scale workload (bench/scale.h; issue 26) against a
+// real PostgreSQL: it asserts counts, never times. Label `scale`.
+#include "bench/scale.h"
+
+#include <cmath>
+#include <iostream>
+
+#include "gtest/gtest.h"
+#include "tests/testing/pg_env.h"
+
+namespace partq::bench {
+namespace {
+
+TEST(ScaleTest, ThirtySessionsOnFiveHundredTwelveParts) {
+  testing::TestSchema schema;
+  ScaleOptions o;
+  o.sessions = 30;
+  o.parts = 512;
+  o.idle = absl::Seconds(3);
+  absl::StatusOr<ScaleReport> r = RunScale(o, schema.Factory(), schema.dsn(), schema.name());
+  ASSERT_TRUE(r.ok()) << r.status();
+  // RunScale fails unless every part came to be owned and balanced, after
+  // the joins and after each change.
+  EXPECT_GE(r->balanced_intervals, 0);
+  // Never a part believed by two live sessions, or at an epoch the database
+  // did not hold, in any sample.
+  EXPECT_GT(r->owner_samples, 0);
+  EXPECT_EQ(r->double_owned, 0);
+  EXPECT_EQ(r->stale_beliefs, 0);
+  // Sticky moves: the lower bound, within 5 %.
+  for (const ScaleMoves* m : {&r->join, &r->leave, &r->kill}) {
+    EXPECT_GT(m->lower_bound, 0);
+    EXPECT_GE(m->moved, m->lower_bound);
+    EXPECT_LE(m->moved, static_cast<int64_t>(std::ceil(m->lower_bound * 1.05)));
+  }
+  EXPECT_EQ(r->join.lower_bound, 512 / 31);
+  // An idle group reads no owner row: every heartbeat finds the generation
+  // it knew (unless the group did change meanwhile, e.g. a session of a
+  // starved process expired; then whole reads are right).
+  EXPECT_GE(r->idle_generation_moves, 0);
+  EXPECT_GT(r->idle_calls_per_s.count("heartbeat"), 0u);
+  if (r->idle_generation_moves == 0) EXPECT_EQ(r->idle_owner_rows, 0);
+  std::cout << FormatScale(*r);
+}
+
+}  // namespace
+}  // namespace partq::bench
