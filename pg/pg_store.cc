@@ -704,9 +704,8 @@ absl::StatusOr<JoinResult> PgStore::Join(const JoinRequest& request) {
              });
 }
 
-absl::StatusOr<GroupView> PgStore::HeartbeatSince(absl::string_view queue,
-                                                  const SessionId& session, int64_t incarnation,
-                                                  int64_t known_generation) {
+absl::StatusOr<GroupView> PgStore::HeartbeatSince(absl::string_view queue, const SessionId& session,
+                                                  int64_t incarnation, int64_t known_generation) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("heartbeat", [&]() -> absl::StatusOr<GroupView> {
     pqxx::transaction_base& tx = Autocommit();

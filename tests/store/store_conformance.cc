@@ -680,8 +680,8 @@ TEST_P(StoreConformance, AGroupReadSeesASessionPastItsTtlWithoutAChange) {
   // b goes silent past its TTL again: a's heartbeat deletes it, and its
   // view is whole although it passed the generation it last read.
   harness_->Advance(absl::Seconds(61));
-  ASSERT_OK_AND_ASSIGN(seen, store_->HeartbeatSince("q", a.join.id, a.join.incarnation,
-                                                    v.generation));
+  ASSERT_OK_AND_ASSIGN(seen,
+                       store_->HeartbeatSince("q", a.join.id, a.join.incarnation, v.generation));
   EXPECT_TRUE(seen.alive);
   EXPECT_EQ(seen.expired, 1);
   EXPECT_FALSE(seen.unchanged);
