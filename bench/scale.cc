@@ -149,6 +149,12 @@ class OwnerSampler {
     }
     if (thread_.joinable()) thread_.join();
   }
+  // While paused it reads nothing: the idle window measures the fleet's
+  // own cost, not the sampler's reads of every owner row.
+  void Pause(bool paused) {
+    absl::MutexLock lock(&mu_);
+    paused_ = paused;
+  }
   int64_t samples() const { return samples_.load(); }
   int64_t double_owned() const { return double_owned_.load(); }
   int64_t stale() const { return stale_.load(); }
@@ -163,6 +169,7 @@ class OwnerSampler {
       {
         absl::MutexLock lock(&mu_);
         if (mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(100))) return;
+        if (paused_) continue;
       }
       absl::MutexLock beliefs(&b_->mu);  // no belief changes while the database is read
       auto g = db_->Read(/*members=*/false);
@@ -189,6 +196,7 @@ class OwnerSampler {
   std::thread thread_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> samples_{0}, double_owned_{0}, stale_{0};
 };
@@ -340,12 +348,14 @@ absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& 
     const std::map<std::string, int64_t> c0 = tracker.calls();
     const int64_t cpu0 = o.server_cpu_ticks ? o.server_cpu_ticks() : -1;
     // Where the server preloads it (--diagnose; scripts/test's server).
+    sampler.Pause(true);
     const bool pgss = db.sql().Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").ok() &&
                       db.sql().Exec("SELECT pg_stat_statements_reset()").ok();
     const absl::Time t0 = absl::Now();
     absl::SleepFor(o.idle);
     const std::map<std::string, int64_t> c1 = tracker.calls();
     auto gen1 = db.sql().Scalar(generation_sql);
+    sampler.Pause(false);
     const int64_t cpu1 = o.server_cpu_ticks ? o.server_cpu_ticks() : -1;
     const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
     int64_t calls = 0;

@@ -11,7 +11,10 @@
 // moment, that session's at that epoch, and no part may be believed by two
 // live sessions. A sampler reads session_parts while it holds the lock the
 // listeners take, so no belief changes during a read (a release waits for
-// OnRevoke, which waits for the sampler).
+// OnRevoke, which waits for the sampler). It samples throughout the run
+// except the idle window, whose server CPU would otherwise be mostly its own
+// reads (every owner row, ten times a second); nothing moves in that window
+// (ScaleReport::idle_generation_moves says whether anything did).
 //
 // Thread-safety: RunScale drives its own threads; call it from one thread.
 #ifndef PARTQ_BENCH_SCALE_H_
