@@ -531,11 +531,18 @@ absl::Status Session::Tick(bool heartbeat) {
 // Unchanged means no transaction changed members or owners since the last
 // whole view (our own acquisitions and releases included: they move the
 // generation too), and nobody's TTL ran out, so that view is still the group.
+// What the queue row says (paused, rate) is read fresh every time and is
+// taken from this view either way.
 const GroupView& Session::Remember(GroupView&& view) {
-  if (!view.unchanged) {
-    known_generation_ = view.generation;
-    last_view_ = std::move(view);
+  if (view.unchanged) {
+    last_view_.alive = view.alive;
+    last_view_.expired = view.expired;
+    last_view_.paused = view.paused;
+    last_view_.rate = view.rate;
+    return last_view_;
   }
+  known_generation_ = view.generation;
+  last_view_ = std::move(view);
   return last_view_;
 }
 

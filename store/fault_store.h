@@ -56,7 +56,11 @@ class FaultInjector {
   // longer slow.
   void SlowCallsOf(const std::string& method, absl::Duration d);
   // Calls of `method` so far, failed ones included (for cost assertions).
+  // Also "WholeGroupView": heartbeats and group reads that returned members
+  // and owners (GroupView::unchanged false).
   int64_t Calls(const std::string& method) const;
+  // Counts `what` as Calls reports it (the wrapped stores' results).
+  void Count(const char* what);
 
   // What a wrapped store does before each call: count it, make it slow, and
   // return the injected failure, if any (then the store is not called).
