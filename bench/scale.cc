@@ -440,6 +440,7 @@ absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& 
   r.double_owned = sampler.double_owned();
   r.stale_beliefs = sampler.stale();
   for (const auto& [what, n] : tracker.calls()) r.run_calls[what] = n;
+  r.rejoins = r.run_calls["join"] - static_cast<int64_t>(sessions.size());
   (void)(*admin)->DeleteQueue(o.queue, QueueContents::kDelete);
   if (!result.ok()) return result;
   if (auto st = sampler.status(); !st.ok()) return st;
@@ -472,10 +473,10 @@ std::string FormatScale(const ScaleReport& r) {
   }
   absl::StrAppendFormat(&out,
                         "  owner check: %lld samples, %lld parts believed twice, %lld beliefs "
-                        "the database did not hold\n",
+                        "the database did not hold; %lld re-joins after a lapsed lease\n",
                         static_cast<long long>(r.owner_samples),
                         static_cast<long long>(r.double_owned),
-                        static_cast<long long>(r.stale_beliefs));
+                        static_cast<long long>(r.stale_beliefs), static_cast<long long>(r.rejoins));
   std::vector<std::string> calls;
   for (const auto& [k, v] : r.run_calls) {
     calls.push_back(absl::StrCat(k, " ", v));

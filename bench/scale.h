@@ -78,6 +78,12 @@ struct ScaleReport {
   // Owner check: samples taken; violations seen (a part believed by two
   // live sessions, or believed at an epoch the database does not hold).
   int64_t owner_samples = 0, double_owned = 0, stale_beliefs = 0;
+  // Joins beyond one per session: sessions whose lease lapsed (no heartbeat
+  // reached the database within the TTL, e.g. on a starved machine) and
+  // joined again. Until such a session notices, it and its parts' next
+  // owner both believe they own them (its acks are fenced by the epoch),
+  // and its parts move more than the lower bound.
+  int64_t rejoins = 0;
   // Store calls over the whole run, by call (rebalance cost).
   std::map<std::string, int64_t> run_calls;
 };
