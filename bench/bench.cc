@@ -25,6 +25,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -765,6 +766,7 @@ SELECT current_setting('max_connections')::int
   for (const auto& [what, count] : c1) {
     auto it = c0.find(what);
     const int64_t d = count - (it == c0.end() ? 0 : it->second);
+    if (absl::EndsWith(what, "_rows")) continue;  // rows returned, not calls
     if (d > 0) r.idle_calls_per_s[what] = d / secs;
     if (what != "claim_probe") calls += d;  // a kind of claim, counted there too
   }
@@ -1384,6 +1386,17 @@ absl::StatusOr<BenchReport> Bench::Run() {
                           r.idle_sessions, r.idle_client_calls_per_s, r.idle_server_xacts_per_s,
                           r.idle_server_cpu_percent));
     }
+  }
+  if (o_.only.count("scale")) {
+    ScaleOptions so;
+    so.sessions = o_.scale_sessions;
+    so.parts = o_.scale_parts;
+    so.verbose = o_.verbose;
+    so.server_cpu_ticks = [this] { return ServerCpuTicks(postmaster_); };
+    auto sr = RunScale(so, Factory(), o_.pg.dsn, schema_);
+    if (!sr.ok()) return sr.status();
+    r.scale_ran = true;
+    r.scale = std::move(*sr);
   }
   if (o_.only.count("memory")) {
     if (auto st = Memory(r); !st.ok()) {

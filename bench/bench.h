@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "bench/scale.h"
 #include "pg/pg_store.h"
 
 namespace partq::bench {
@@ -72,9 +73,10 @@ inline const std::vector<std::string>& Workloads() {
 }
 
 // The workloads that run only when `--only` names them: the soak takes half
-// an hour and more.
+// an hour and more, the scale workload (scale.h) needs a server with room for
+// two connections per session.
 inline const std::vector<std::string>& OptInWorkloads() {
-  static const std::vector<std::string> w = {"soak"};
+  static const std::vector<std::string> w = {"soak", "scale"};
   return w;
 }
 
@@ -129,6 +131,9 @@ struct BenchOptions {
   int idle_sessions = 100;
   double idle_seconds = 10;
   int pickup_samples = 100;
+  // The scale workload (scale.h): sessions and parts; its queue's TTL.
+  int scale_sessions = 200;
+  int scale_parts = 4096;
   // `partq` itself: the memory workload's worker, and the exec and http peers
   // (`partq bench-peer exec|http`) of partq_exec and partq_http.
   std::string worker_binary;
@@ -210,6 +215,8 @@ struct BenchReport {
     int64_t enqueued = 0, unsure = 0, acked_rows = 0;
     int joins = 0, leaves = 0;
   } soak;
+  bool scale_ran = false;
+  ScaleReport scale;
   std::vector<std::string> notes;
 };
 

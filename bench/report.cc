@@ -193,6 +193,7 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
     absl::StrAppendFormat(&out, "Worker at 16 threads: RSS %.1f MB after draining, peak %.1f MB\n",
                           r.worker_rss_mb, r.worker_peak_rss_mb);
   }
+  if (r.scale_ran) out += FormatScale(r.scale);
   for (const auto& n : r.notes) absl::StrAppend(&out, "note: ", n, "\n");
   return out;
 }

@@ -40,15 +40,19 @@ class TrackingStore : public Store {
     t_->Call("join");
     return inner_->Join(r);
   }
-  using Store::Heartbeat;
-  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                      int64_t incarnation, const FinishCounts& finished) override {
+  absl::StatusOr<GroupView> HeartbeatSince(absl::string_view queue, const SessionId& session,
+                                           int64_t incarnation, int64_t known,
+                                           const FinishCounts& finished) override {
     t_->Call("heartbeat");
-    return inner_->Heartbeat(queue, session, incarnation, finished);
+    auto view = inner_->HeartbeatSince(queue, session, incarnation, known, finished);
+    if (view.ok()) t_->Add("heartbeat_owner_rows", static_cast<int64_t>(view->owners.size()));
+    return view;
   }
-  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
+  absl::StatusOr<GroupView> ReadGroupSince(absl::string_view queue, int64_t known) override {
     t_->Call("read_group");
-    return inner_->ReadGroup(queue);
+    auto view = inner_->ReadGroupSince(queue, known);
+    if (view.ok()) t_->Add("read_group_owner_rows", static_cast<int64_t>(view->owners.size()));
+    return view;
   }
   absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
                                                       const SessionId& session,
@@ -201,6 +205,11 @@ void Tracker::Acked(const FinishRequest& request, const FinishResult& result, ab
 void Tracker::Call(const char* what) {
   absl::MutexLock lock(&mu_);
   ++calls_[what];
+}
+
+void Tracker::Add(const char* what, int64_t n) {
+  absl::MutexLock lock(&mu_);
+  calls_[what] += n;
 }
 
 bool Tracker::WaitAcked(int64_t n, absl::Time deadline) {

@@ -28,6 +28,8 @@ class Tracker {
   void Claimed(const std::vector<Item>& items, absl::Time when);
   void Acked(const FinishRequest& request, const FinishResult& result, absl::Time when);
   void Call(const char* what);
+  // Adds `n` to the count of `what` (e.g. rows a call returned).
+  void Add(const char* what, int64_t n);
 
   int64_t acked() const { return acked_.load(); }
   // Blocks until at least `n` items were acked or `deadline` passed.

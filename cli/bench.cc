@@ -102,7 +102,8 @@ int CmdBench(const std::vector<std::string>& argv) {
                                      "plot",           "examples",        "soak-rate",
                                      "soak-seconds",   "soak-sessions",   "soak-churn",
                                      "soak-sample",    "soak-restart-at", "soak-restart",
-                                     "soak-hold",      "soak-out"}),
+                                     "soak-hold",      "soak-out",        "scale-sessions",
+                                     "scale-parts"}),
       {"json", "full", "quiet", "keep", "diagnose"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {},
@@ -130,6 +131,8 @@ int CmdBench(const std::vector<std::string>& argv) {
                             {"sweep-sessions", 1, 64, nullptr, &o.sweep_sessions},
                             {"steady-sessions", 1, 64, nullptr, &o.steady_sessions},
                             {"idle-sessions", 1, 1000, nullptr, &o.idle_sessions},
+                            {"scale-sessions", 2, 1000, nullptr, &o.scale_sessions},
+                            {"scale-parts", 1, 65536, nullptr, &o.scale_parts},
                             {"pickup-samples", 1, 100000, nullptr, &o.pickup_samples}}) {
     const int64_t def = f.out64 ? *f.out64 : *f.out;
     auto v = args->Int(f.name, def, f.min, f.max);
@@ -222,9 +225,10 @@ int CmdBench(const std::vector<std::string>& argv) {
     eo.keep = args->Has("keep");
     // Default settings except room for the idle workload's connections
     // (bench::kIdleConnectionsPerSession each), with a margin.
-    eo.settings = {absl::StrCat(
-        "max_connections=",
-        std::max(200, (bench::kIdleConnectionsPerSession + 1) * o.idle_sessions + 50))};
+    eo.settings = {
+        absl::StrCat("max_connections=",
+                     std::max({200, (bench::kIdleConnectionsPerSession + 1) * o.idle_sessions + 50,
+                               o.only.count("scale") ? 2 * (o.scale_sessions + 1) + 50 : 0}))};
     // --diagnose: pg_stat_statements, for a run that explains its numbers.
     if (o.diagnose) {
       eo.settings.push_back("shared_preload_libraries=pg_stat_statements");

@@ -136,6 +136,7 @@ const char* BenchUsage() {
                               partq_exec_python,partq_http_node] [--examples DIR]
                    [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
                    [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
+                   [--only scale [--scale-sessions 200] [--scale-parts 4096]]
                    [--only soak --soak-out FILE [--soak-rate 20000] [--soak-seconds 1800]
                     [--soak-sessions 4] [--soak-churn 60] [--soak-sample 10]
                     [--soak-restart-at S --soak-restart 'COMMAND'] [--soak-hold AT:FOR,...]]
@@ -153,7 +154,12 @@ when --systems names them. The soak (issue 27; bench/soak.sh runs and plots
 it) runs only when --only names it: producers at --soak-rate, the record
 handler, a session joining or leaving every --soak-churn seconds, optionally a
 server restart (a shell command) and snapshots held for FOR seconds from AT;
-one row every --soak-sample seconds to --soak-out.)";
+one row every --soak-sample seconds to --soak-out. The scale workload (issue
+26) runs only when --only names it: --scale-sessions coordinator sessions on a
+--scale-parts sticky queue; it counts heartbeat intervals to full ownership,
+store calls and owner rows per idle session, parts moved on a join, a leave
+and a SIGKILL against the lower bound, and checks from the database that no
+part is ever owned twice.)";
 }
 
 std::string MainHelp() {

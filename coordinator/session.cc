@@ -235,6 +235,7 @@ absl::Status Session::Join() {
   req.pid = static_cast<int>(getpid());
   auto joined = store_->Join(req);
   if (!joined.ok()) return joined.status();
+  known_generation_ = kNoGeneration;
   std::vector<OwnedPart> kept = joined->kept;
   std::sort(kept.begin(), kept.end(),
             [](const OwnedPart& a, const OwnedPart& b) { return a.part < b.part; });
@@ -373,6 +374,8 @@ void Session::RevokeKeepingAlive(const std::vector<OwnedPart>& parts) {
     inc = incarnation_;
     revoked_ = false;
   }
+  // Only `alive` is used here: passing the generation spares the owner rows.
+  const int64_t known = known_generation_;
   absl::Time last_alive = absl::InfinitePast();  // keepalive thread only, read after join
   std::thread keepalive([&] {
     std::unique_ptr<Store> store;
@@ -386,7 +389,7 @@ void Session::RevokeKeepingAlive(const std::vector<OwnedPart>& parts) {
         if (s.ok()) store = std::move(*s);
       }
       if (store != nullptr) {
-        auto view = store->Heartbeat(options_.queue, me, inc);
+        auto view = store->HeartbeatSince(options_.queue, me, inc, known, FinishCounts{});
         if (!view.ok()) {
           store.reset();
         } else if (view->alive) {
@@ -564,7 +567,8 @@ absl::Status Session::Tick(bool heartbeat) {
     // Counts not carried (a failed heartbeat, or one that found our row
     // gone) go with the next one.
     const FinishCounts finished = Finished();
-    view = store_->Heartbeat(options_.queue, me, inc, finished - reported_);
+    view = store_->HeartbeatSince(options_.queue, me, inc, known_generation_,
+                                  finished - reported_);
     if (!view.ok()) {
       metrics_.HeartbeatFailed();
       return view.status();
@@ -573,7 +577,7 @@ absl::Status Session::Tick(bool heartbeat) {
     if (!view->alive) {
       Lose(owned(), Loss::kSession, "session row gone (expired, or replaced by a static re-join)");
       if (absl::Status st = Rejoin(); !st.ok()) return st;
-      view = store_->ReadGroup(options_.queue);
+      view = store_->ReadGroupSince(options_.queue, known_generation_);  // whole: a new id
       if (!view.ok()) return view.status();
     }
     heartbeat_->Alive();
@@ -582,13 +586,32 @@ absl::Status Session::Tick(bool heartbeat) {
       PARTQ_LOG(Info) << "expired " << view->expired << " session(s) of " << options_.queue;
     }
   } else {
-    view = store_->ReadGroup(options_.queue);
+    view = store_->ReadGroupSince(options_.queue, known_generation_);
     if (!view.ok()) return view.status();
   }
   NotePaused(view->paused);  // before any part is assigned in this round
   NoteRate(view->rate);
   NoteParts(view->parts);  // before the round plans with it
-  return Rebalance(*view);
+  return Rebalance(Remember(*std::move(view)));
+}
+
+// Unchanged means no transaction changed members or owners since the last
+// whole view (our own acquisitions and releases included: they move the
+// generation too), and nobody's TTL ran out, so that view is still the group.
+// What the queue row says (paused, rate, parts) is read fresh every time and is
+// taken from this view either way.
+const GroupView& Session::Remember(GroupView&& view) {
+  if (view.unchanged) {
+    last_view_.alive = view.alive;
+    last_view_.expired = view.expired;
+    last_view_.paused = view.paused;
+    last_view_.rate = view.rate;
+    last_view_.parts = view.parts;
+    return last_view_;
+  }
+  known_generation_ = view.generation;
+  last_view_ = std::move(view);
+  return last_view_;
 }
 
 absl::Status Session::Rebalance(const GroupView& view) {

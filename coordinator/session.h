@@ -201,6 +201,10 @@ class Session {
   absl::Status Tick(bool heartbeat);
   // Reconcile, plan, apply (coordinator/rebalance.h).
   absl::Status Rebalance(const GroupView& view);
+  // The group to plan with: the last whole view read, which `view` replaces
+  // unless it came back unchanged (Store::HeartbeatSince); the queue row's
+  // fields are `view`'s either way.
+  const GroupView& Remember(GroupView&& view);
   // Tells the paused callback when the view's paused flag differs from ours.
   void NotePaused(bool paused);
   // Apply: revoke and release `parts` (those we hold); handed back to the
@@ -254,6 +258,12 @@ class Session {
 
   // Session thread only (made by Start before the thread runs).
   std::optional<HeartbeatTimer> heartbeat_;
+  // The last whole group view read, and its generation: a heartbeat or group
+  // read passes it and gets members and owners only when they changed.
+  // kNoGeneration after a join (the session id changed, and with it what
+  // the view says is ours).
+  int64_t known_generation_ = kNoGeneration;  // session thread only
+  GroupView last_view_;                       // session thread only
   // Parts the last plan wants us to acquire, and since when (hand-off metric).
   std::map<int, absl::Time> wanted_since_;  // session thread only
   // The finished callback's totals as of the last heartbeat that carried them.

@@ -717,14 +717,16 @@ absl::StatusOr<JoinResult> PgStore::Join(const JoinRequest& request) {
              });
 }
 
-absl::StatusOr<GroupView> PgStore::Heartbeat(absl::string_view queue, const SessionId& session,
-                                             int64_t incarnation, const FinishCounts& finished) {
+absl::StatusOr<GroupView> PgStore::HeartbeatSince(absl::string_view queue, const SessionId& session,
+                                                  int64_t incarnation, int64_t known_generation,
+                                                  const FinishCounts& finished) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("heartbeat", [&]() -> absl::StatusOr<GroupView> {
     pqxx::transaction_base& tx = Autocommit();
     pqxx::result r =
         Exec(tx, "heartbeat", std::string(queue), session.value, incarnation,
-             ChannelFor(options_.schema, queue), finished.acked, finished.retried, finished.dead);
+             ChannelFor(options_.schema, queue), finished.acked, finished.retried, finished.dead,
+             known_generation);
     GroupView view;
     view.alive = r[0][0].as<int64_t>() > 0;
     view.expired = r[0][1].as<int64_t>();
@@ -732,21 +734,26 @@ absl::StatusOr<GroupView> PgStore::Heartbeat(absl::string_view queue, const Sess
     view.paused = !r[0][5].is_null() && r[0][5].as<bool>();
     if (!r[0][6].is_null()) view.rate = r[0][6].as<double>();
     if (!r[0][7].is_null()) view.parts = r[0][7].as<int>();
+    view.generation = r[0][8].as<int64_t>();
+    view.unchanged = r[0][9].as<bool>();
     return view;
   });
 }
 
-absl::StatusOr<GroupView> PgStore::ReadGroup(absl::string_view queue) {
+absl::StatusOr<GroupView> PgStore::ReadGroupSince(absl::string_view queue,
+                                                  int64_t known_generation) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("read group", [&]() -> absl::StatusOr<GroupView> {
     pqxx::transaction_base& tx = Autocommit();
-    pqxx::result r = Exec(tx, "read_group", std::string(queue));
+    pqxx::result r = Exec(tx, "read_group", std::string(queue), known_generation);
     if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
     GroupView view;
     ParseGroup(Text(r[0][1]), Text(r[0][2]), &view);
     view.paused = !r[0][3].is_null() && r[0][3].as<bool>();
     if (!r[0][4].is_null()) view.rate = r[0][4].as<double>();
     if (!r[0][5].is_null()) view.parts = r[0][5].as<int>();
+    view.generation = r[0][6].as<int64_t>();
+    view.unchanged = r[0][7].as<bool>();
     return view;
   });
 }

@@ -237,10 +237,11 @@ class PgStore final : public Store, public BridgeStore {
                                   const std::optional<std::string>& topic) override;
 
   absl::StatusOr<JoinResult> Join(const JoinRequest& request) override;
-  using Store::Heartbeat;
-  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                      int64_t incarnation, const FinishCounts& finished) override;
-  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override;
+  absl::StatusOr<GroupView> HeartbeatSince(absl::string_view queue, const SessionId& session,
+                                           int64_t incarnation, int64_t known_generation,
+                                           const FinishCounts& finished) override;
+  absl::StatusOr<GroupView> ReadGroupSince(absl::string_view queue,
+                                           int64_t known_generation) override;
   absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
                                                       const SessionId& session,
                                                       const std::vector<int>& parts) override;

@@ -837,6 +837,13 @@ FROM up
       // updates at once), and only while the session is alive; `pruned`
       // deletes the queue's rows older than an hour, those of dead sessions
       // too, skipping rows another heartbeat is deleting (it never waits).
+      // $8 is the group generation the caller last read the whole group at
+      // (Store::HeartbeatSince): when it is where it was, nobody expired here
+      // and nobody is past its TTL, members and owners stay NULL (a CASE
+      // runs its subquery only when it takes that branch) and the statement
+      // reads no part row. The generation is read in the statement's one
+      // snapshot, so it belongs with the rows read beside it; the triggers of
+      // migration 19 move it in every transaction that changes the group.
       {"heartbeat", R"sql(
 WITH me AS (
   UPDATE {schema}.sessions s
@@ -870,23 +877,42 @@ gone AS (
 members AS (
   SELECT id FROM {schema}.sessions
   WHERE queue = $1 AND expires_at >= now() AND id <> $2 AND id NOT IN (SELECT id FROM gone)
-  UNION ALL SELECT id FROM me)
+  UNION ALL SELECT id FROM me),
+gen AS (SELECT coalesce((SELECT generation FROM {schema}.group_generations WHERE queue = $1), 0)
+               AS generation),
+same AS (
+  SELECT $8::bigint >= 0 AND $8::bigint = (SELECT generation FROM gen)
+         AND NOT EXISTS (SELECT 1 FROM gone)
+         AND NOT EXISTS (SELECT 1 FROM {schema}.sessions x
+                         WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2) AS yes)
 SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM gone),
-       (SELECT string_agg(id::text, ',' ORDER BY id) FROM members),
-       (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
-        FROM {schema}.session_parts
-        WHERE queue = $1 AND session_id NOT IN (SELECT id FROM gone)),
+       CASE WHEN NOT (SELECT yes FROM same) THEN
+         (SELECT string_agg(id::text, ',' ORDER BY id) FROM members) END,
+       CASE WHEN NOT (SELECT yes FROM same) THEN
+         (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
+          FROM {schema}.session_parts
+          WHERE queue = $1 AND session_id NOT IN (SELECT id FROM gone)) END,
        (SELECT count(pg_notify($4, 'g')) FROM (SELECT 1 FROM gone LIMIT 1) g),
-       q.paused, q.rate, q.parts
+       q.paused, q.rate, q.parts, (SELECT generation FROM gen), (SELECT yes FROM same)
 FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
 )sql"},
+      // ReadGroup: as the heartbeat's read, $2 the generation last read.
       {"read_group", R"sql(
+WITH gen AS (
+  SELECT coalesce((SELECT generation FROM {schema}.group_generations WHERE queue = $1), 0)
+         AS generation),
+same AS (
+  SELECT $2::bigint >= 0 AND $2::bigint = (SELECT generation FROM gen)
+         AND NOT EXISTS (SELECT 1 FROM {schema}.sessions x
+                         WHERE x.queue = $1 AND x.expires_at < now()) AS yes)
 SELECT (SELECT count(*) FROM {schema}.queues WHERE name = $1),
-       (SELECT string_agg(id::text, ',' ORDER BY id) FROM {schema}.sessions
-        WHERE queue = $1 AND expires_at >= now()),
-       (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
-        FROM {schema}.session_parts WHERE queue = $1),
-       q.paused, q.rate, q.parts
+       CASE WHEN NOT (SELECT yes FROM same) THEN
+         (SELECT string_agg(id::text, ',' ORDER BY id) FROM {schema}.sessions
+          WHERE queue = $1 AND expires_at >= now()) END,
+       CASE WHEN NOT (SELECT yes FROM same) THEN
+         (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
+          FROM {schema}.session_parts WHERE queue = $1) END,
+       q.paused, q.rate, q.parts, (SELECT generation FROM gen), (SELECT yes FROM same)
 FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
 )sql"},
       // AcquireParts: the primary key (queue, part) makes a second owner

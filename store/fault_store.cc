@@ -40,14 +40,15 @@ class FaultStore : public Store {
   absl::StatusOr<JoinResult> Join(const JoinRequest& request) override {
     return Call("Join", [&] { return inner_->Join(request); });
   }
-  using Store::Heartbeat;
-  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                      int64_t incarnation, const FinishCounts& finished) override {
-    return Call("Heartbeat",
-                [&] { return inner_->Heartbeat(queue, session, incarnation, finished); });
+  absl::StatusOr<GroupView> HeartbeatSince(absl::string_view queue, const SessionId& session,
+                                           int64_t incarnation, int64_t known,
+                                           const FinishCounts& finished) override {
+    return Whole(Call("Heartbeat", [&] {
+      return inner_->HeartbeatSince(queue, session, incarnation, known, finished);
+    }));
   }
-  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
-    return Call("ReadGroup", [&] { return inner_->ReadGroup(queue); });
+  absl::StatusOr<GroupView> ReadGroupSince(absl::string_view queue, int64_t known) override {
+    return Whole(Call("ReadGroup", [&] { return inner_->ReadGroupSince(queue, known); }));
   }
   absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
                                                       const SessionId& session,
@@ -142,6 +143,13 @@ class FaultStore : public Store {
   }
 
  private:
+  // Counts the group views that came back whole (FaultInjector::Calls of
+  // "WholeGroupView").
+  absl::StatusOr<GroupView> Whole(absl::StatusOr<GroupView> view) {
+    if (view.ok() && !view->unchanged) faults_->Count("WholeGroupView");
+    return view;
+  }
+
   template <typename F>
   auto Call(const char* method, F call) -> decltype(call()) {
     if (absl::Status st = faults_->Enter(method); !st.ok()) return st;
@@ -194,6 +202,11 @@ int64_t FaultInjector::Calls(const std::string& method) const {
   absl::MutexLock lock(&mu_);
   auto it = calls_.find(method);
   return it == calls_.end() ? 0 : it->second;
+}
+
+void FaultInjector::Count(const char* what) {
+  absl::MutexLock lock(&mu_);
+  ++calls_[what];
 }
 
 absl::Status FaultInjector::Enter(const char* method) {

@@ -58,7 +58,11 @@ class FaultInjector {
   // Calls of `method` so far, failed ones included (for cost assertions).
   // A call that is not slow is counted together with its failure, so once
   // Calls shows it, lifting FailCallsOf no longer lets it through.
+  // Also "WholeGroupView": heartbeats and group reads that returned members
+  // and owners (GroupView::unchanged false).
   int64_t Calls(const std::string& method) const;
+  // Counts `what` as Calls reports it (the wrapped stores' results).
+  void Count(const char* what);
 
   // What a wrapped store does before each call: count it, make it slow, and
   // return the injected failure, if any (then the store is not called).

@@ -117,6 +117,7 @@ class MemStore : public Store {
                        ", dead items: ", out.dead_items, "); nothing was deleted"));
     }
     db_->queues_.erase(q);
+    db_->MoveGenerationLocked(q);  // its members and owners go with it
     for (auto it = db_->sessions_.begin(); it != db_->sessions_.end();) {
       it = it->second.queue == q ? db_->sessions_.erase(it) : std::next(it);
     }
@@ -168,6 +169,8 @@ class MemStore : public Store {
     }
     auto [it, inserted] = db_->sessions_.try_emplace(id);
     MemDatabase::Session& s = it->second;
+    // A new member, one back from past its TTL, or parts at new epochs.
+    bool moved = inserted || s.expires_at < now;
     if (!inserted) {
       ++s.incarnation;
       for (auto& [key, owner] : db_->owners_) {
@@ -175,9 +178,11 @@ class MemStore : public Store {
           owner.epoch = db_->next_epoch_++;
           out.kept.push_back({key.second, Epoch{owner.epoch}});
           db_->AbandonLocked(key.first, key.second, owner.epoch);
+          moved = true;
         }
       }
     }
+    if (moved) db_->MoveGenerationLocked(req.queue);
     s.queue = req.queue;
     s.instance_id = req.instance_id;
     s.host = req.host;
@@ -190,9 +195,9 @@ class MemStore : public Store {
     return out;
   }
 
-  using Store::Heartbeat;
-  absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                      int64_t incarnation, const FinishCounts& finished) override {
+  absl::StatusOr<GroupView> HeartbeatSince(absl::string_view queue, const SessionId& session,
+                                           int64_t incarnation, int64_t known,
+                                           const FinishCounts& finished) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("Heartbeat"); !st.ok()) return st;
     const std::string q(queue);
@@ -202,6 +207,7 @@ class MemStore : public Store {
     bool alive = false;
     auto it = db_->sessions_.find(session.value);
     if (it != db_->sessions_.end() && it->second.incarnation == incarnation) {
+      if (it->second.expires_at < now) db_->MoveGenerationLocked(q);  // back among the members
       it->second.heartbeat_at = now;
       it->second.expires_at = now + (*config)->session_ttl;
       alive = true;
@@ -214,17 +220,17 @@ class MemStore : public Store {
     }
     int64_t expired = 0;
     db_->ExpireLocked(q, session.value, &expired);
-    GroupView view = db_->ViewLocked(q);
+    GroupView view = db_->ViewLocked(q, known);
     view.alive = alive;
     view.expired = expired;
     return view;
   }
 
-  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) override {
+  absl::StatusOr<GroupView> ReadGroupSince(absl::string_view queue, int64_t known) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("ReadGroup"); !st.ok()) return st;
     if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
-    return db_->ViewLocked(std::string(queue));
+    return db_->ViewLocked(std::string(queue), known);
   }
 
   absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
@@ -253,6 +259,7 @@ class MemStore : public Store {
       got.push_back({p, Epoch{it->second.epoch}});
       db_->AbandonLocked(std::string(queue), p, it->second.epoch);
     }
+    if (!got.empty()) db_->MoveGenerationLocked(std::string(queue));
     return got;
   }
 
@@ -269,6 +276,7 @@ class MemStore : public Store {
       }
       db_->claims_.erase({std::string(queue), p.part});
       db_->owners_.erase(it);
+      db_->MoveGenerationLocked(std::string(queue));
     }
     return absl::OkStatus();
   }
@@ -308,6 +316,7 @@ class MemStore : public Store {
       }
     }
     db_->sessions_.erase(it);
+    db_->MoveGenerationLocked(std::string(queue));
     return absl::OkStatus();
   }
 
@@ -1014,19 +1023,28 @@ void MemDatabase::ExpireLocked(const std::string& queue, const std::string& exce
       }
       it = sessions_.erase(it);
       ++*expired;
+      MoveGenerationLocked(queue);
     } else {
       ++it;
     }
   }
 }
 
-GroupView MemDatabase::ViewLocked(const std::string& queue) {
+GroupView MemDatabase::ViewLocked(const std::string& queue, int64_t known) {
   GroupView view;
   if (auto q = queues_.find(queue); q != queues_.end()) {
     view.paused = q->second.paused;
     view.parts = q->second.parts;
   }
   const absl::Time now = clock_->Now();
+  auto g = generations_.find(queue);
+  view.generation = g == generations_.end() ? 0 : g->second;
+  if (known >= 0 && known == view.generation) {
+    view.unchanged = std::none_of(sessions_.begin(), sessions_.end(), [&](const auto& s) {
+      return s.second.queue == queue && s.second.expires_at < now;
+    });
+    if (view.unchanged) return view;
+  }
   for (const auto& [id, s] : sessions_) {
     if (s.queue == queue && s.expires_at >= now) view.members.push_back(SessionId{id});
   }

@@ -83,7 +83,15 @@ class MemDatabase {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked(const std::string& queue, const std::string& except, int64_t* expired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  GroupView ViewLocked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The group as a view (Store::HeartbeatSince): unchanged, without members
+  // and owners, when `known` is the queue's generation and no session of the
+  // queue is past its TTL.
+  GroupView ViewLocked(const std::string& queue, int64_t known) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every change of a queue's members or owners calls this (PgStore: the
+  // triggers of migration 19).
+  void MoveGenerationLocked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++generations_[queue];
+  }
   // A new tenure (part at `epoch`) takes over: an older claim record's items
   // are marked abandoned, one attempt counted each, and the part gets an
   // empty record at `epoch`.
@@ -114,6 +122,8 @@ class MemDatabase {
   // What heartbeats reported finished, by queue and minute (PgStore's
   // throughput table).
   std::map<std::pair<std::string, absl::Time>, FinishCounts> throughput_ ABSL_GUARDED_BY(mu_);
+  // By queue; kept when a queue is deleted, as PgStore keeps its row.
+  std::map<std::string, int64_t> generations_ ABSL_GUARDED_BY(mu_);
   int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_item_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;

@@ -591,18 +591,37 @@ class Store {
   // heartbeat that succeeded, added to the queue's throughput of the current
   // minute (QueueStatus::throughput) in the same statement; dropped when
   // alive=false.
-  virtual absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                              int64_t incarnation,
-                                              const FinishCounts& finished) = 0;
-  // A heartbeat that reports nothing finished.
+  //
+  // The group generation (issue 26): a heartbeat that read every owner row
+  // costs O(parts) per member and interval, O(parts x members) for the fleet.
+  // Every change of the queue's members or owners (a join, a leave, an
+  // expiry, an acquisition, a release, a static re-join's kept parts, an
+  // expired session's own heartbeat) moves the generation in the changing
+  // transaction, so a caller that passes the generation of the last full
+  // view it read (`known_generation`) gets unchanged=true and no members or
+  // owners when that view is still the group: the generation is where it
+  // was, this call expired nobody, and no session of the queue is past its
+  // TTL (membership also changes with time alone). paused, rate and parts
+  // are always read. kNoGeneration: always the whole group.
+  virtual absl::StatusOr<GroupView> HeartbeatSince(absl::string_view queue,
+                                                   const SessionId& session, int64_t incarnation,
+                                                   int64_t known_generation,
+                                                   const FinishCounts& finished) = 0;
+  // The whole group, reporting `finished` (nothing by default).
   absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
-                                      int64_t incarnation) {
-    return Heartbeat(queue, session, incarnation, FinishCounts{});
+                                      int64_t incarnation,
+                                      const FinishCounts& finished = FinishCounts{}) {
+    return HeartbeatSince(queue, session, incarnation, kNoGeneration, finished);
   }
   // The group as it stands: the members not yet expired (by the database
   // clock) and every ownership row, those of expired members included until
   // a heartbeat deletes them; deletes nothing. NotFound for an unknown queue.
-  virtual absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) = 0;
+  // `known_generation` as for HeartbeatSince.
+  virtual absl::StatusOr<GroupView> ReadGroupSince(absl::string_view queue,
+                                                   int64_t known_generation) = 0;
+  absl::StatusOr<GroupView> ReadGroup(absl::string_view queue) {
+    return ReadGroupSince(queue, kNoGeneration);
+  }
   // Inserts ownership rows for those of `parts` that are free, at fresh
   // epochs; returns the ones acquired, in part order. Parts owned by anyone
   // stay as they are; parts the queue does not have are skipped, a negative

@@ -92,6 +92,9 @@ struct PartOwner {
   Epoch epoch;
 };
 
+// A group generation no view had: asks for the whole group.
+inline constexpr int64_t kNoGeneration = -1;
+
 // The live members of a queue's group and who owns what, read in one snapshot.
 struct GroupView {
   bool alive = true;               // heartbeat only: false when our row is gone
@@ -103,6 +106,13 @@ struct GroupView {
   // The queue's part count in the same snapshot as `owners` (it grows with
   // Store::GrowParts); 0 when the store did not say.
   int parts = 0;
+  // The group's generation in this snapshot: every change of the queue's
+  // members or owners moves it (Store::HeartbeatSince).
+  int64_t generation = 0;
+  // Nothing changed since the generation the caller knew: members and owners
+  // are left empty, and the view the caller read at that generation is still
+  // the group. Never true for a caller that passed kNoGeneration.
+  bool unchanged = false;
 };
 
 // Items a session's consumer finished, by outcome: counted in memory and

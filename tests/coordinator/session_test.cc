@@ -641,6 +641,30 @@ TEST_F(SessionTest, HeartbeatsComeOncePerInterval) {
   EXPECT_EQ(faults_.Calls("ReadGroup") - reads, 0);
 }
 
+// While the group does not change, heartbeats read no member or owner (the
+// group generation, Store::HeartbeatSince); a change, and a member that only
+// went silent, are still seen.
+TEST_F(SessionTest, IdleHeartbeatsReadTheGroupOnlyWhenItChanged) {
+  CreateQueue(8, AssignmentKind::kSticky);
+  Session* a = Add("a");
+  Session* b = Add("b");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b}, 8); }));
+  RunFor(kHeartbeat);  // each heartbeat reads the other's last acquisitions once
+  const int64_t whole = faults_.Calls("WholeGroupView");
+  const int64_t heartbeats = faults_.Calls("Heartbeat");
+  RunFor(5 * kHeartbeat);
+  EXPECT_EQ(faults_.Calls("Heartbeat") - heartbeats, 10);
+  EXPECT_EQ(faults_.Calls("WholeGroupView") - whole, 0);
+  Session* c = Add("c");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b, c}, 8); }));
+  EXPECT_GT(faults_.Calls("WholeGroupView") - whole, 0);
+  // c stops heartbeating: no row changes until its TTL has passed.
+  const auto c_owned = c->owned();
+  c->Abandon();
+  registry_.Drop("c", c_owned);  // a dead process holds nothing
+  ASSERT_TRUE(RunUntil([&] { return Converged({a, b}, 8); }, kTtl + 2 * kHeartbeat));
+}
+
 // While a part it wants still has an owner, a session re-reads the group every
 // handoff_poll (a group notice usually comes sooner; MemStore sends none).
 TEST_F(SessionTest, APendingHandOffIsPolledEveryHandoffPoll) {

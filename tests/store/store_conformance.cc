@@ -623,6 +623,105 @@ TEST_P(StoreConformance, HeartbeatMovesTheExpiry) {
   EXPECT_FALSE(v.alive);
 }
 
+// The group generation (Store::HeartbeatSince): a caller that passes the
+// generation of its last whole view gets no members or owners until the group
+// changes, and every kind of change moves it.
+TEST_P(StoreConformance, AGroupReadAtTheKnownGenerationReturnsNoMembersOrOwners) {
+  MakeQueue(*store_, "q", 4, absl::Seconds(60));
+  Member a = JoinWith(*store_, "q", {0, 1});
+  ASSERT_OK_AND_ASSIGN(GroupView whole, store_->ReadGroup("q"));
+  EXPECT_FALSE(whole.unchanged) << "kNoGeneration always reads the whole group";
+  EXPECT_EQ(whole.owners.size(), 2u);
+  const int64_t g = whole.generation;
+  ASSERT_OK_AND_ASSIGN(GroupView v, store_->HeartbeatSince("q", a.join.id, a.join.incarnation, g, {}));
+  EXPECT_TRUE(v.alive);
+  EXPECT_TRUE(v.unchanged);
+  EXPECT_EQ(v.generation, g);
+  EXPECT_TRUE(v.members.empty());
+  EXPECT_TRUE(v.owners.empty());
+  ASSERT_OK_AND_ASSIGN(v, store_->ReadGroupSince("q", g));
+  EXPECT_TRUE(v.unchanged);
+  EXPECT_TRUE(v.owners.empty());
+  // The queue's flags are read every time: they do not move the generation.
+  ASSERT_OK(store_->SetPaused("q", true));
+  ASSERT_OK_AND_ASSIGN(v, store_->HeartbeatSince("q", a.join.id, a.join.incarnation, g, {}));
+  EXPECT_TRUE(v.unchanged);
+  EXPECT_TRUE(v.paused);
+  // An acquisition that got nothing changed nothing.
+  ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> none, store_->AcquireParts("q", a.join.id, {0}));
+  EXPECT_TRUE(none.empty());
+  ASSERT_OK_AND_ASSIGN(v, store_->ReadGroupSince("q", g));
+  EXPECT_TRUE(v.unchanged);
+  ASSERT_OK_AND_ASSIGN(v, store_->ReadGroupSince("q", kNoGeneration));
+  EXPECT_FALSE(v.unchanged);
+  EXPECT_EQ(v.owners.size(), 2u);
+}
+
+TEST_P(StoreConformance, EveryChangeOfMembersOrOwnersMovesTheGeneration) {
+  MakeQueue(*store_, "q", 4, absl::Seconds(60));
+  Member a = JoinWith(*store_, "q", {0, 1}, "static-a");
+  ASSERT_OK_AND_ASSIGN(GroupView last, store_->ReadGroup("q"));
+  // Reads the group at the generation last seen: it must have moved, and
+  // the view must be whole and as it is now.
+  auto expect_moved = [&](const char* change) {
+    ASSERT_OK_AND_ASSIGN(GroupView v, store_->ReadGroupSince("q", last.generation));
+    EXPECT_FALSE(v.unchanged) << change;
+    EXPECT_GT(v.generation, last.generation) << change;
+    ASSERT_OK_AND_ASSIGN(GroupView whole, store_->ReadGroup("q"));
+    EXPECT_EQ(v.members, whole.members) << change;
+    EXPECT_EQ(v.owners.size(), whole.owners.size()) << change;
+    last = v;
+  };
+  auto other = harness_->Connect();
+  Member b = JoinWith(*other, "q", {});
+  expect_moved("a join");
+  ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> got, other->AcquireParts("q", b.join.id, {2, 3}));
+  ASSERT_EQ(got.size(), 2u);
+  expect_moved("an acquisition");
+  ASSERT_OK(other->ReleaseParts("q", b.join.id, {got[1]}));
+  expect_moved("a release");
+  Member a2 = JoinWith(*store_, "q", {}, "static-a");  // a static re-join: its parts at new epochs
+  ASSERT_EQ(a2.join.kept.size(), 2u);
+  expect_moved("a static re-join that kept parts");
+  ASSERT_OK(other->Leave("q", b.join.id, b.join.incarnation));
+  expect_moved("a leave");
+  ASSERT_OK_AND_ASSIGN(GroupView v, store_->ReadGroupSince("q", last.generation));
+  EXPECT_TRUE(v.unchanged) << "nothing changed since";
+}
+
+// Membership also changes with time alone: a session past its TTL is no
+// member any more, though no row changed yet; one that heartbeats again
+// before anyone deleted it is a member again.
+TEST_P(StoreConformance, AGroupReadSeesASessionPastItsTtlWithoutAChange) {
+  MakeQueue(*store_, "q", 4, absl::Seconds(60));
+  Member a = JoinWith(*store_, "q", {0, 1});
+  auto other = harness_->Connect();
+  Member b = JoinWith(*other, "q", {2, 3});
+  harness_->Advance(absl::Seconds(30));
+  ASSERT_OK_AND_ASSIGN(GroupView seen, store_->Heartbeat("q", a.join.id, a.join.incarnation));
+  ASSERT_EQ(seen.members.size(), 2u);
+  harness_->Advance(absl::Seconds(31));  // past b's TTL, not a's
+  ASSERT_OK_AND_ASSIGN(GroupView read, store_->ReadGroupSince("q", seen.generation));
+  EXPECT_FALSE(read.unchanged) << "b is past its TTL";
+  EXPECT_EQ(read.members, std::vector<SessionId>{a.join.id});
+  // b comes back before anyone deleted it: a member again.
+  ASSERT_OK_AND_ASSIGN(GroupView back, other->Heartbeat("q", b.join.id, b.join.incarnation));
+  EXPECT_TRUE(back.alive);
+  ASSERT_OK_AND_ASSIGN(GroupView v, store_->ReadGroupSince("q", read.generation));
+  EXPECT_FALSE(v.unchanged) << "b is a member again";
+  EXPECT_EQ(v.members.size(), 2u);
+  // b goes silent past its TTL again: a's heartbeat deletes it, and its
+  // view is whole although it passed the generation it last read.
+  harness_->Advance(absl::Seconds(61));
+  ASSERT_OK_AND_ASSIGN(seen,
+                       store_->HeartbeatSince("q", a.join.id, a.join.incarnation, v.generation, {}));
+  EXPECT_TRUE(seen.alive);
+  EXPECT_EQ(seen.expired, 1);
+  EXPECT_FALSE(seen.unchanged);
+  EXPECT_EQ(seen.members, std::vector<SessionId>{a.join.id});
+  EXPECT_EQ(seen.owners.size(), 2u);
+}
+
 // --- parts ----------------------------------------------------------------------------
 
 TEST_P(StoreConformance, AcquireTakesOnlyFreePartsAtFreshEpochs) {
