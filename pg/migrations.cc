@@ -1523,6 +1523,14 @@ CREATE TABLE {schema}.throughput (
        R"sql(
 ALTER TABLE {schema}.queues ADD COLUMN fair_by text CHECK (fair_by IS NULL OR fair_by = 'key');
 )sql"},
+      // At most this many items of a key in flight at once (pg_store_sql.cc,
+      // ReadyCondition); NULL is no bound. 20, not 19: 19 belongs to a change
+      // made beside this one (scale), and versions need not be consecutive.
+      {20, "queues.key_concurrency: items of a key in flight at once (--key-concurrency N)",
+       R"sql(
+ALTER TABLE {schema}.queues ADD COLUMN key_concurrency int
+  CHECK (key_concurrency IS NULL OR key_concurrency BETWEEN 1 AND 1000000);
+)sql"},
   };
   return *migrations;
 }
