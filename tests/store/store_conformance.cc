@@ -1353,6 +1353,27 @@ TEST_P(StoreConformance, GrowPartsSplitsEachPartAndMovesNoItem) {
   EXPECT_EQ(all[0].grown_from, (std::vector<int>{4, 16}));
 }
 
+// A claim of `part` alone, at the epoch `m` holds it, of at most 10 items,
+// per key bounded as `bound` says (ClaimRequest::ordered, key_concurrency),
+// skipping `in_flight`; no suspect probe.
+std::vector<Item> ClaimInPart(Store& store, const Member& m, int part, const ClaimRequest& bound,
+                              const std::vector<Item>& in_flight) {
+  ClaimRequest req;
+  req.queue = "q";
+  req.session = m.join.id;
+  for (const OwnedPart& p : m.parts) {
+    if (p.part == part) req.parts.push_back({part, p.epoch, std::nullopt, 10});
+  }
+  req.limit = 10;
+  req.ordered = bound.ordered;
+  req.key_concurrency = bound.key_concurrency;
+  req.include_suspect = false;
+  for (const Item& i : in_flight) req.in_flight.emplace_back(i.part, i.id);
+  absl::StatusOr<std::vector<Item>> got = store.Claim(req);
+  EXPECT_OK(got.status());
+  return got.ok() ? *got : std::vector<Item>{};
+}
+
 // Invariant I16: after a grow, an ordered queue's key keeps its order. Its
 // item in a new part waits while a part the key had before a grow still
 // holds an older item of it, ready or in flight; over two grows (2 -> 4 ->
@@ -1387,26 +1408,10 @@ TEST_P(StoreConformance, AfterAGrowAnOrderedKeyFinishesItsOldPartsItemsFirst) {
                        store_->AcquireParts("q", m.join.id, {2, 3, 4, 5, 6, 7}));
   ASSERT_EQ(got_parts.size(), 6u);
   for (const OwnedPart& p : got_parts) m.parts.push_back(p);
-  auto epoch_of = [&](int part) {
-    for (const OwnedPart& p : m.parts) {
-      if (p.part == part) return p.epoch;
-    }
-    return Epoch{};
-  };
   std::vector<Item> in_flight;
-  auto claim_in = [&](int part) {
-    ClaimRequest req;
-    req.queue = "q";
-    req.session = m.join.id;
-    req.parts.push_back({part, epoch_of(part), std::nullopt, 10});
-    req.limit = 10;
-    req.ordered = true;
-    req.include_suspect = false;
-    for (const Item& i : in_flight) req.in_flight.emplace_back(i.part, i.id);
-    absl::StatusOr<std::vector<Item>> got = store_->Claim(req);
-    EXPECT_OK(got.status());
-    return got.ok() ? Ids(*got) : std::vector<int64_t>{};
-  };
+  ClaimRequest ordered;
+  ordered.ordered = true;
+  auto claim_in = [&](int part) { return Ids(ClaimInPart(*store_, m, part, ordered, in_flight)); };
   EXPECT_EQ(claim_in(c), std::vector<int64_t>{o1.id}) << "key's item 3 waits for 1 and 2";
   EXPECT_TRUE(claim_in(b).empty()) << "item 2 waits for 1";
   ClaimRequest all = ClaimAll("q", m, 100);
@@ -1443,26 +1448,10 @@ TEST_P(StoreConformance, AfterAGrowKeyConcurrencyCountsTheOldPartsItems) {
   ASSERT_EQ(k2.part, k1.part + 2);
   ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> more, store_->AcquireParts("q", m.join.id, {2, 3}));
   for (const OwnedPart& p : more) m.parts.push_back(p);
-  auto epoch_of = [&](int part) {
-    for (const OwnedPart& p : m.parts) {
-      if (p.part == part) return p.epoch;
-    }
-    return Epoch{};
-  };
   std::vector<Item> in_flight;
-  auto claim_in = [&](int part) {
-    ClaimRequest req;
-    req.queue = "q";
-    req.session = m.join.id;
-    req.parts.push_back({part, epoch_of(part), std::nullopt, 10});
-    req.limit = 10;
-    req.key_concurrency = 2;
-    req.include_suspect = false;
-    for (const Item& i : in_flight) req.in_flight.emplace_back(i.part, i.id);
-    absl::StatusOr<std::vector<Item>> got = store_->Claim(req);
-    EXPECT_OK(got.status());
-    return got.ok() ? *got : std::vector<Item>{};
-  };
+  ClaimRequest two;
+  two.key_concurrency = 2;
+  auto claim_in = [&](int part) { return ClaimInPart(*store_, m, part, two, in_flight); };
   std::vector<Item> second = claim_in(k2.part);
   EXPECT_EQ(Ids(second), std::vector<int64_t>{k2.id}) << "item 3 has two older: 1 (old part), 2";
   in_flight = second;
