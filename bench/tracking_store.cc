@@ -78,6 +78,10 @@ class TrackingStore : public Store {
     t_->Call("set_fair_by");
     return inner_->SetFairBy(queue, fair_by);
   }
+  absl::Status SetKeyConcurrency(absl::string_view queue, int n) override {
+    t_->Call("set_key_concurrency");
+    return inner_->SetKeyConcurrency(queue, n);
+  }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
     t_->Call("release_claims");

@@ -90,12 +90,17 @@ nlohmann::json DlqTopicJson(const QueueConfig& q) {
   return q.dlq_topic ? nlohmann::json(*q.dlq_topic) : nlohmann::json();
 }
 
+// QueueConfig::key_concurrency in --json: the number, or null for none.
+nlohmann::json KeyConcurrencyJson(const QueueConfig& q) {
+  return q.key_concurrency > 0 ? nlohmann::json(q.key_concurrency) : nlohmann::json();
+}
+
 std::string RateText(std::optional<double> rate) {
   return rate ? absl::StrCat(*rate, "/s") : "none";
 }
 
 // "16 parts, lexical assignment, session TTL 10s, max attempts 25[, ordered]
-// [, dead-letter topic T][, rate limit R][, fair by key]".
+// [, dead-letter topic T][, rate limit R][, fair by key][, key concurrency N]".
 std::string Settings(const QueueConfig& q) {
   return absl::StrCat(
       q.parts, " parts, ", AssignmentName(q.assignment), " assignment, session TTL ",
@@ -103,7 +108,17 @@ std::string Settings(const QueueConfig& q) {
       q.ordered ? ", ordered" : "",
       q.dlq_topic ? absl::StrCat(", dead-letter topic ", *q.dlq_topic) : "",
       q.rate ? absl::StrCat(", rate limit ", RateText(q.rate)) : "",
-      q.fair_by != FairBy::kNone ? absl::StrCat(", fair by ", FairByName(q.fair_by)) : "");
+      q.fair_by != FairBy::kNone ? absl::StrCat(", fair by ", FairByName(q.fair_by)) : "",
+      q.key_concurrency > 0 ? absl::StrCat(", key concurrency ", q.key_concurrency) : "");
+}
+
+// --key-concurrency N|none (absent: none).
+absl::StatusOr<int> KeyConcurrencyFlag(const Args& args) {
+  auto n = ParseKeyConcurrency(args.GetOr("key-concurrency", "none"));
+  if (!n.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--key-concurrency: ", n.status().message()));
+  }
+  return n;
 }
 
 // --fair-by key|none.
@@ -176,6 +191,10 @@ int CreateExisting(const Args& args, const QueueConfig& want, const QueueConfig&
   if (args.Has("dlq-topic")) rows.push_back({"dead-letter topic", topic(have), topic(want)});
   if (args.Has("fair-by")) {
     rows.push_back({"fair by", FairByName(have.fair_by), FairByName(want.fair_by)});
+  }
+  if (args.Has("key-concurrency")) {
+    rows.push_back({"key concurrency", KeyConcurrencyText(have.key_concurrency),
+                    KeyConcurrencyText(want.key_concurrency)});
   }
 
   bool same = true;
@@ -285,10 +304,11 @@ int CmdMigrate(const std::vector<std::string>& argv) {
 }
 
 int CmdQueue(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv,
-                          With(ConnectionFlags(), {"parts", "assignment", "max-attempts",
-                                                   "session-ttl", "dlq-topic", "rate", "fair-by"}),
-                          {"ordered", "json", "force"});
+  auto args =
+      Args::Parse(argv,
+                  With(ConnectionFlags(), {"parts", "assignment", "max-attempts", "session-ttl",
+                                           "dlq-topic", "rate", "fair-by", "key-concurrency"}),
+                  {"ordered", "json", "force"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   if (pos.empty()) {
@@ -336,6 +356,9 @@ int CmdQueue(const std::vector<std::string>& argv) {
     auto fair_by = FairByFlag(*args);
     if (!fair_by.ok()) return Fail(fair_by.status());
     q.fair_by = *fair_by;
+    auto key_concurrency = KeyConcurrencyFlag(*args);
+    if (!key_concurrency.ok()) return Fail(key_concurrency.status());
+    q.key_concurrency = *key_concurrency;
     if (absl::Status st = ValidateQueueConfig(q); !st.ok()) return Fail(st);
     auto store = ConnectChecked(*args);
     if (!store.ok()) return Fail(store.status());
@@ -350,11 +373,12 @@ int CmdQueue(const std::vector<std::string>& argv) {
   }
   if (sub == "set") {
     // Only settings that can change under a running group: the part count
-    // (it grows), the dead-letter topic, the rate limit and fair share;
-    // assignment and ordering are fixed at creation.
+    // (it grows), the dead-letter topic, the rate limit, fair share and key
+    // concurrency; assignment and ordering are fixed at creation.
     if (auto u = WrongPositionals(pos, 1, {"NAME"},
                                   "usage: partq queue set NAME --parts N | --dlq-topic TOPIC|'' | "
-                                  "--rate N/s|none | --fair-by key|none")) {
+                                  "--rate N/s|none | --fair-by key|none | "
+                                  "--key-concurrency N|none")) {
       return *u;
     }
     for (const char* fixed : {"assignment", "max-attempts", "session-ttl", "ordered"}) {
@@ -364,11 +388,12 @@ int CmdQueue(const std::vector<std::string>& argv) {
       }
     }
     const int settings = args->Has("parts") + args->Has("dlq-topic") + args->Has("rate") +
-                         args->Has("fair-by");
+                         args->Has("fair-by") + args->Has("key-concurrency");
     if (settings == 0) {
       return Usage(
           "queue set needs a setting to change: --parts N (a multiple of the current count), "
-          "--dlq-topic TOPIC (or '' for none), --rate N/s (or none), --fair-by key (or none)");
+          "--dlq-topic TOPIC (or '' for none), --rate N/s (or none), --fair-by key (or none), "
+          "--key-concurrency N (or none)");
     }
     if (settings > 1) return Usage("queue set changes one setting at a time");
     if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
@@ -404,6 +429,24 @@ int CmdQueue(const std::vector<std::string>& argv) {
             pos[1].c_str());
       } else {
         printf("queue \"%s\": no fair share (workers started from now on)\n", pos[1].c_str());
+      }
+      return 0;
+    }
+    if (args->Has("key-concurrency")) {
+      auto n = KeyConcurrencyFlag(*args);
+      if (!n.ok()) return Fail(n.status());
+      auto store = ConnectChecked(*args);
+      if (!store.ok()) return Fail(store.status());
+      if (absl::Status st = (*store)->SetKeyConcurrency(pos[1], *n); !st.ok()) return Fail(st);
+      // Workers read it when they start (QueueConfig::key_concurrency).
+      if (*n > 0) {
+        printf(
+            "queue \"%s\": at most %d items of a key in flight at once (workers started from "
+            "now on)\n",
+            pos[1].c_str(), *n);
+      } else {
+        printf("queue \"%s\": no key concurrency bound (workers started from now on)\n",
+               pos[1].c_str());
       }
       return 0;
     }
@@ -471,19 +514,22 @@ int CmdQueue(const std::vector<std::string>& argv) {
                        {"dlq_topic", DlqTopicJson(q)},
                        {"paused", q.paused},
                        {"rate_per_second", q.rate ? nlohmann::json(*q.rate) : nullptr},
-                       {"fair_by", FairByName(q.fair_by)}});
+                       {"fair_by", FairByName(q.fair_by)},
+                       {"key_concurrency", KeyConcurrencyJson(q)}});
       }
       printf("%s\n", out.dump(2).c_str());
       return 0;
     }
-    printf("%-32s %6s %-10s %10s %12s %-7s %-6s %-10s %-7s %s\n", "NAME", "PARTS", "ASSIGNMENT",
-           "TTL", "MAX_ATTEMPTS", "ORDERED", "PAUSED", "RATE", "FAIR_BY", "DLQ_TOPIC");
+    printf("%-32s %6s %-10s %10s %12s %-7s %-6s %-10s %-7s %-8s %s\n", "NAME", "PARTS",
+           "ASSIGNMENT", "TTL", "MAX_ATTEMPTS", "ORDERED", "PAUSED", "RATE", "FAIR_BY", "KEY_CONC",
+           "DLQ_TOPIC");
     for (const auto& q : *queues) {
-      printf("%-32s %6d %-10s %10s %12d %-7s %-6s %-10s %-7s %s\n", q.name.c_str(), q.parts,
+      printf("%-32s %6d %-10s %10s %12d %-7s %-6s %-10s %-7s %-8s %s\n", q.name.c_str(), q.parts,
              AssignmentName(q.assignment), absl::FormatDuration(q.session_ttl).c_str(),
              q.max_attempts, q.ordered ? "yes" : "no", q.paused ? "yes" : "no",
              q.rate ? RateText(q.rate).c_str() : "-",
              q.fair_by != FairBy::kNone ? FairByName(q.fair_by) : "-",
+             q.key_concurrency > 0 ? absl::StrCat(q.key_concurrency).c_str() : "-",
              q.dlq_topic ? q.dlq_topic->c_str() : "-");
     }
     return 0;
@@ -818,7 +864,8 @@ int CmdStatus(const std::vector<std::string>& argv) {
         {"dlq_topic", DlqTopicJson(st->config)},
         {"paused", st->config.paused},
         {"rate_per_second", st->config.rate ? nlohmann::json(*st->config.rate) : nullptr},
-        {"fair_by", FairByName(st->config.fair_by)}};
+        {"fair_by", FairByName(st->config.fair_by)},
+        {"key_concurrency", KeyConcurrencyJson(st->config)}};
     out["totals"] = {{"ready", t.ready},
                      {"delayed", t.delayed},
                      {"held", t.held},

@@ -188,7 +188,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
       st.noticed_floor.reset();
     }
     if (batches <= 0 || !st.hungry) continue;
-    if (options_.ordered || options_.fair || !st.cursor ||
+    if (options_.ordered || options_.key_concurrency > 0 || options_.fair || !st.cursor ||
         (!options_.notices && now - st.last_rescan >= options_.rescan_interval)) {
       st.rescan = true;
     }
@@ -230,6 +230,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
   req.session = session;
   req.limit = limit;
   req.ordered = options_.ordered;
+  req.key_concurrency = options_.key_concurrency;
   req.fair = options_.fair;
   for (int part : hungry) {
     const PartState& st = parts_.at(part);
@@ -437,8 +438,9 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
     in_flight_.erase(i.id);
     // Ordered: the key's next item may be claimed now, and it sorts before
     // the cursor. No notice says so; read the part's head at once.
+    // Key concurrency: likewise, the key's next item held back.
     // Fair: the read that took it may have stopped short of keys with more.
-    if (options_.ordered || options_.fair) Notice(i.part);
+    if (options_.ordered || options_.key_concurrency > 0 || options_.fair) Notice(i.part);
   }
 }
 

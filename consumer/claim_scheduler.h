@@ -49,6 +49,11 @@ struct ClaimSchedulerOptions {
   // item's part is read from its head at once (the key's next item sorts
   // before the cursor).
   bool ordered = false;
+  // At most this many items of a key in flight (ClaimRequest::key_concurrency;
+  // 0: no bound): as in an ordered queue, every claim reads from the parts'
+  // heads, where a key's held-back items are, and a finished item's part is
+  // read from its head at once (the key's next item may run now).
+  int key_concurrency = 0;
   // Fair share across keys (FairBy::kKey): claims are fair
   // (ClaimRequest::fair), so every claim reads from the parts' heads, and as
   // in an ordered queue a finished item's part is read again at once (a

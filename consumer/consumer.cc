@@ -109,6 +109,7 @@ absl::Status Consumer::StartThreads() {
     so.rescan_interval = options_.rescan_interval;
     so.ordered = config_.ordered;
     so.fair = config_.fair_by == FairBy::kKey;
+    so.key_concurrency = config_.key_concurrency;
     scheduler_ = ClaimScheduler(so);
   }
   if (absl::Status st = session_->Start(); !st.ok()) return st;

@@ -16,7 +16,8 @@
 // before it. A part is read from its head ("rescan", skipping what is in
 // flight) when it is acquired, on a notice that carries no key (an older
 // producer; the listener reconnected), every `rescan_interval` when there
-// are no notices (poll_only), and always for ordered and fair queues.
+// are no notices (poll_only), and always for ordered, key-concurrency and
+// fair queues.
 //
 // Threads: workers (`concurrency`, each with its own connection and
 // transaction) finish batches and, when the queue of claimed batches is
@@ -33,6 +34,12 @@
 // Ordered queues: a claim returns only the oldest live item of each key, so a
 // key has one item in flight at a time and items of a key finish in enqueue
 // order, retries included.
+//
+// Key concurrency (QueueConfig::key_concurrency, read at Start): a claim
+// returns an item only while fewer than N older items of its key are live,
+// so at most N of a key are in flight at once across the fleet (a key's part
+// has one owner); unlike ordered (N = 1), items of a key may finish out of
+// order.
 //
 // Fair queues (QueueConfig::fair_by, read at Start): each part's keys take
 // turns in its claims (ClaimRequest::fair), so one key's backlog holds no

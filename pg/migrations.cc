@@ -1588,6 +1588,13 @@ CREATE TRIGGER group_sessions_revived AFTER UPDATE ON {schema}.sessions
   FOR EACH ROW WHEN (OLD.expires_at < now())
   EXECUTE FUNCTION {schema}.move_group_generation_row();
 )sql"},
+      // At most this many items of a key in flight at once (pg_store_sql.cc,
+      // ReadyCondition); NULL is no bound.
+      {20, "queues.key_concurrency: items of a key in flight at once (--key-concurrency N)",
+       R"sql(
+ALTER TABLE {schema}.queues ADD COLUMN key_concurrency int
+  CHECK (key_concurrency IS NULL OR key_concurrency BETWEEN 1 AND 1000000);
+)sql"},
   };
   return *migrations;
 }

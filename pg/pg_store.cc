@@ -484,6 +484,12 @@ std::optional<std::string> FairByText(FairBy fair_by) {
   return std::string(FairByName(fair_by));
 }
 
+// QueueConfig::key_concurrency as the queues table holds it (NULL: none).
+std::optional<int> KeyConcurrencyValue(int n) {
+  if (n == 0) return std::nullopt;
+  return n;
+}
+
 QueueConfig QueueFromRow(const pqxx::row& r) {
   QueueConfig c;
   c.name = r[0].as<std::string>();
@@ -502,6 +508,7 @@ QueueConfig QueueFromRow(const pqxx::row& r) {
   }
   // NULL is none; the table's CHECK allows only 'key' besides.
   c.fair_by = r[10].is_null() ? FairBy::kNone : FairBy::kKey;
+  c.key_concurrency = r[11].is_null() ? 0 : r[11].as<int>();
   return c;
 }
 
@@ -545,10 +552,11 @@ absl::Status PgStore::CreateQueue(const QueueConfig& config) {
   if (absl::Status st = ValidateQueueConfig(config); !st.ok()) return st;
   return Run(absl::StrCat("create queue \"", config.name, "\""), [&]() -> absl::Status {
     pqxx::transaction_base& tx = Autocommit();
-    pqxx::result r = Exec(tx, "create_queue", config.name, config.parts,
-                          std::string(AssignmentName(config.assignment)),
-                          Micros(config.session_ttl), config.max_attempts, config.ordered,
-                          config.dlq_topic, config.rate, FairByText(config.fair_by));
+    pqxx::result r =
+        Exec(tx, "create_queue", config.name, config.parts,
+             std::string(AssignmentName(config.assignment)), Micros(config.session_ttl),
+             config.max_attempts, config.ordered, config.dlq_topic, config.rate,
+             FairByText(config.fair_by), KeyConcurrencyValue(config.key_concurrency));
     if (r.empty()) {
       return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
     }
@@ -873,6 +881,18 @@ absl::Status PgStore::SetFairBy(absl::string_view queue, FairBy fair_by) {
     if (r.affected_rows() == 0) return UnknownQueue(queue, options_.schema);
     return absl::OkStatus();
   });
+}
+
+absl::Status PgStore::SetKeyConcurrency(absl::string_view queue, int n) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (absl::Status st = ValidateKeyConcurrency(n); !st.ok()) return st;
+  return Run(
+      absl::StrCat("set the key concurrency of queue \"", queue, "\""), [&]() -> absl::Status {
+        pqxx::result r =
+            Exec(Autocommit(), "set_key_concurrency", std::string(queue), KeyConcurrencyValue(n));
+        if (r.affected_rows() == 0) return UnknownQueue(queue, options_.schema);
+        return absl::OkStatus();
+      });
 }
 
 absl::Status PgStore::ReleaseClaims(absl::string_view queue, const SessionId& session,

@@ -251,6 +251,7 @@ class PgStore final : public Store, public BridgeStore {
   absl::Status SetRate(absl::string_view queue, std::optional<double> per_second) override;
   absl::StatusOr<int> GrowParts(absl::string_view queue, int parts) override;
   absl::Status SetFairBy(absl::string_view queue, FairBy fair_by) override;
+  absl::Status SetKeyConcurrency(absl::string_view queue, int n) override;
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override;
   absl::Status Leave(absl::string_view queue, const SessionId& session,

@@ -744,7 +744,8 @@ namespace {
 struct ClaimArgs {
   std::optional<std::string> session;
   std::string parts, epochs, after_prio, after_id, limits;
-  bool ordered = false, suspect = false;
+  int key_bound = 0;  // KeyBound (store.h)
+  bool suspect = false;
   std::string fly_parts, fly_ids;
   int limit = 0;
   std::string cursor_prio, cursor_id, records, behind;
@@ -816,7 +817,7 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   a.after_prio = IntArray(prios);
   a.after_id = IntArray(ids);
   a.limits = IntArray(limits);
-  a.ordered = request.ordered;
+  a.key_bound = KeyBound(request);
   a.suspect = ProbesSuspects(request);
   std::vector<int> fly_parts;
   std::vector<int64_t> fly_ids;
@@ -932,9 +933,9 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
   return Run("claim", [&]() -> absl::StatusOr<std::vector<Item>> {
     pqxx::transaction_base& tx = Autocommit();
     pqxx::result r = Exec(tx, a->Name("claim").c_str(), request.queue, a->session, a->parts,
-                          a->epochs, a->after_prio, a->after_id, a->limits, a->ordered, a->suspect,
-                          a->fly_parts, a->fly_ids, a->limit, a->cursor_prio, a->cursor_id,
-                          a->records, a->behind, a->key_after);
+                          a->epochs, a->after_prio, a->after_id, a->limits, a->key_bound,
+                          a->suspect, a->fly_parts, a->fly_ids, a->limit, a->cursor_prio,
+                          a->cursor_id, a->records, a->behind, a->key_after);
     std::vector<Item> out;
     out.reserve(r.size());
     for (const pqxx::row& row : r) {
@@ -1172,7 +1173,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             params.push_back(absl::StrCat(cp.after ? cp.after->priority : kHeadPriority));
             params.push_back(absl::StrCat(cp.after ? cp.after->id : kHeadId));
             params.push_back(absl::StrCat(std::min(cp.limit, claim->limit)));
-            params.push_back(claim->ordered ? "t" : "f");
+            params.push_back(absl::StrCat(KeyBound(*claim)));
             // In flight there (the new claim record keeps them), and what the
             // read skips up to the cursor: those and the items finished now
             // (past the cursor it looks at neither).
@@ -1290,7 +1291,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             r = Exec(tx, next->Name("ack_claim").c_str(), request.queue, request.session.value,
                      IntArray(parts), IntArray(epochs), IntArray(a->ack_ids), ctids,
                      IntArray(result_ids), TextArray(results), next->parts, next->epochs,
-                     next->after_prio, next->after_id, next->limits, next->ordered, next->suspect,
+                     next->after_prio, next->after_id, next->limits, next->key_bound, next->suspect,
                      next->fly_parts, next->fly_ids, next->limit, next->cursor_prio,
                      next->cursor_id, next->records, next->behind, next->key_after);
           } else if (lean) {
@@ -1304,7 +1305,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                      IntArray(a->o_parts), BoolArray(a->o_dead), IntArray(a->o_delays),
                      BoolArray(a->o_refund), TextArray(a->o_errors),
                      std::max(1, request.max_attempts), next->parts, next->epochs, next->after_prio,
-                     next->after_id, next->limits, next->ordered, next->suspect, next->fly_parts,
+                     next->after_id, next->limits, next->key_bound, next->suspect, next->fly_parts,
                      next->fly_ids, next->limit, next->cursor_prio, next->cursor_id, next->records,
                      next->behind, next->key_after);
           } else {

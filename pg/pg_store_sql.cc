@@ -61,13 +61,38 @@ constexpr const char* kReadColumnsOf =
     "x.group_id";
 
 // What makes an item `i` of the part ready for a claim (ReadyItems says why
-// statement_timestamp()).
+// statement_timestamp()). `bound` is an int expression, KeyBound of the
+// claim: 1 (ordered) probes for any older live item of the key, as it always
+// did; N > 1 (key concurrency) counts them, at most N from each probe, and
+// wants fewer than N; 0 evaluates neither. The two forms are apart so an
+// ordered queue's probe stays the NOT EXISTS it was.
 std::string ReadyCondition(absl::string_view queue, absl::string_view part,
-                           absl::string_view ordered) {
+                           absl::string_view bound) {
+  const std::string earlier = absl::StrCat(R"sql(j.part = ANY(ARRAY(
+            SELECT i.part % c.n
+            FROM unnest((SELECT g.grown_from FROM {schema}.queues g WHERE g.name = )sql",
+                                           queue, R"sql()) AS c(n)
+            WHERE c.n <= i.part)))sql");
   return absl::StrCat("i.queue = ", queue, " AND i.part = ", part, R"sql(
       AND i.run_at <= statement_timestamp() AND i.abandoned_epoch IS NULL
-      AND (NOT )sql",
-                      ordered, R"sql(::bool OR i.key IS NULL OR (NOT EXISTS (
+      AND ()sql",
+                      bound, R"sql(::int < 2 OR i.key IS NULL OR (
+        (SELECT count(*) FROM (
+          SELECT 1 FROM {schema}.items j
+          WHERE j.queue = )sql",
+                      queue, R"sql( AND j.part = i.part AND j.key = i.key AND j.id < i.id
+          LIMIT )sql",
+                      bound, R"sql(::int) o)
+        + (SELECT count(*) FROM (
+          SELECT 1 FROM {schema}.items j
+          WHERE j.queue = )sql",
+                      queue, R"sql( AND j.key = i.key AND j.id < i.id
+            AND )sql",
+                      earlier, R"sql(
+          LIMIT )sql",
+                      bound, R"sql(::int) e) < )sql", bound, R"sql(::int))
+      AND ()sql",
+                      bound, R"sql(::int <> 1 OR i.key IS NULL OR (NOT EXISTS (
         SELECT 1 FROM {schema}.items j
         WHERE j.queue = )sql",
                       queue, R"sql( AND j.part = i.part AND j.key = i.key
@@ -76,11 +101,8 @@ std::string ReadyCondition(absl::string_view queue, absl::string_view part,
         SELECT 1 FROM {schema}.items j
         WHERE j.queue = )sql",
                       queue, R"sql( AND j.key = i.key AND j.id < i.id
-          AND j.part = ANY(ARRAY(
-            SELECT i.part % c.n
-            FROM unnest((SELECT g.grown_from FROM {schema}.queues g WHERE g.name = )sql",
-                      queue, R"sql()) AS c(n)
-            WHERE c.n <= i.part))))))sql");
+          AND )sql",
+                      earlier, ")))");
 }
 
 // The items a claim reads in one part, as a subquery: the columns of
@@ -90,8 +112,8 @@ std::string ReadyCondition(absl::string_view queue, absl::string_view part,
 // the queue, the part, where to read from (priority, id; the id must be a
 // bigint expression: the sentinel -32768, minimum bigint reads from the
 // head), the session's cursor there (nothing past it can be in flight), the
-// bigint[] of what is in flight (and being finished), whether the queue is
-// ordered, the limit, and whether to look behind the start
+// bigint[] of what is in flight (and being finished), the claim's KeyBound
+// (ReadyCondition), the limit, and whether to look behind the start
 // (ClaimPart::behind, a boolean expression; empty leaves that read out of
 // the statement). Two
 // reads, in key order one after the other:
@@ -118,10 +140,10 @@ std::string ReadyCondition(absl::string_view queue, absl::string_view part,
 std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
-                       absl::string_view skip, absl::string_view ordered,
-                       absl::string_view limit, absl::string_view behind) {
+                       absl::string_view skip, absl::string_view bound, absl::string_view limit,
+                       absl::string_view behind) {
   const std::string columns = kReadColumns;
-  const std::string common = ReadyCondition(queue, part, ordered);
+  const std::string common = ReadyCondition(queue, part, bound);
   const std::string onward = absl::StrCat("SELECT ", columns, R"sql(
     FROM {schema}.items i
     WHERE )sql",
@@ -170,8 +192,8 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
 // Every item read is checked against `skip`: a fair read starts at the
 // heads, where the items in flight are.
 std::string FairItems(absl::string_view queue, absl::string_view part, absl::string_view key_after,
-                      absl::string_view skip, absl::string_view ordered, absl::string_view limit) {
-  const std::string common = ReadyCondition(queue, part, ordered);
+                      absl::string_view skip, absl::string_view bound, absl::string_view limit) {
+  const std::string common = ReadyCondition(queue, part, bound);
   const std::string key_of =
       absl::StrCat("{schema}.items k WHERE k.queue = ", queue, " AND k.part = ", part);
   const std::string from = absl::StrCat("coalesce(", key_after, ", '')");
@@ -260,20 +282,20 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
 //   before a cursor are compared with them.
 //
 // Parameters: $1 queue, $2 session, then from `first` on: parts, epochs,
-// priorities and ids to read after, limits, ordered, suspect probe,
+// priorities and ids to read after, limits, KeyBound, suspect probe,
 // in-flight parts and ids, total limit, cursor priorities and ids, records
 // to replace, whether to look behind, and the keys to start after (text[],
 // read by the fair form only; ClaimRequest, as PgStore::Claim binds them).
 // `fair`: each part is read by FairItems instead of ReadyItems.
 std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit, bool fair) {
   struct {
-    int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, ordered, suspect,
+    int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, key_bound, suspect,
         fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind, key_after;
   } p;
   int n = first;
-  for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.ordered, &p.suspect,
-                 &p.fly_parts, &p.fly_ids, &p.total, &p.cursor_prio, &p.cursor_id, &p.records,
-                 &p.behind, &p.key_after}) {
+  for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.key_bound,
+                 &p.suspect, &p.fly_parts, &p.fly_ids, &p.total, &p.cursor_prio, &p.cursor_id,
+                 &p.records, &p.behind, &p.key_after}) {
     *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
@@ -314,9 +336,9 @@ ready AS (
   SELECT own.part, own.epoch, c.*, false AS suspect
   FROM own CROSS JOIN LATERAL ()sql",
       fair ? FairItems(d(p.queue), "own.part", "own.key_after", "(SELECT ids FROM skip)::bigint[]",
-                       d(p.ordered), "own.lim")
+                       d(p.key_bound), "own.lim")
            : ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
-                        "own.cursor_id", "(SELECT ids FROM skip)::bigint[]", d(p.ordered),
+                        "own.cursor_id", "(SELECT ids FROM skip)::bigint[]", d(p.key_bound),
                         "own.lim", "own.behind"),
       R"sql() c
   LIMIT )sql",
@@ -576,7 +598,7 @@ constexpr const char* kTypedPad =
 //   since the claim deletes that row, the ids differ, and the statement is
 //   refused: nothing of it commits.
 // - The claim reads one part ($7 at epoch $8, after ($9, $10), at most $11,
-//   ordered $12), so the claim record is that part's row, rewritten from
+//   KeyBound $12), so the claim record is that part's row, rewritten from
 //   what the caller has in flight there ($13) and the claimed ids, replaced
 //   as the general claim replaces it (ClaimCtes) but without its unnest,
 //   LATERAL and DISTINCT (with the binary rows:
@@ -735,20 +757,22 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
       // --- queues ---------------------------------------------------------------
       {"create_queue", R"sql(
 INSERT INTO {schema}.queues (name, parts, assignment, session_ttl, max_attempts, ordered,
-                            dlq_topic, rate, fair_by)
+                            dlq_topic, rate, fair_by, key_concurrency)
 VALUES ($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6, $7, $8::double precision,
-        $9::text)
+        $9::text, $10::int)
 ON CONFLICT (name) DO NOTHING
 RETURNING name
 )sql"},
       {"get_queue", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ','), fair_by
+       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ','), fair_by,
+       key_concurrency
 FROM {schema}.queues WHERE name = $1
 )sql"},
       {"list_queues", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ','), fair_by
+       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ','), fair_by,
+       key_concurrency
 FROM {schema}.queues ORDER BY name
 )sql"},
       // SetRate: the limit, and a group notice so sessions re-read at once.
@@ -777,6 +801,10 @@ SELECT q.parts, (SELECT count(*) FROM u), (SELECT count(pg_notify($4, 'g')) FROM
       // SetFairBy: no notice; sessions read it when they start.
       {"set_fair_by", R"sql(
 UPDATE {schema}.queues SET fair_by = $2::text WHERE name = $1
+)sql"},
+      // SetKeyConcurrency: no notice; sessions read it when they start.
+      {"set_key_concurrency", R"sql(
+UPDATE {schema}.queues SET key_concurrency = $2::int WHERE name = $1
 )sql"},
       // SetPaused: the flag, and a group notice so sessions re-read at once.
       {"set_paused", R"sql(

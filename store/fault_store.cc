@@ -72,6 +72,9 @@ class FaultStore : public Store {
   absl::Status SetFairBy(absl::string_view queue, FairBy fair_by) override {
     return Call("SetFairBy", [&] { return inner_->SetFairBy(queue, fair_by); });
   }
+  absl::Status SetKeyConcurrency(absl::string_view queue, int n) override {
+    return Call("SetKeyConcurrency", [&] { return inner_->SetKeyConcurrency(queue, n); });
+  }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
     return Call("ReleaseClaims", [&] { return inner_->ReleaseClaims(queue, session, incarnation); });

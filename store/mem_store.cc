@@ -99,6 +99,16 @@ class MemStore : public Store {
     (*q)->fair_by = fair_by;
     return absl::OkStatus();
   }
+  absl::Status SetKeyConcurrency(absl::string_view name, int n) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("SetKeyConcurrency"); !st.ok()) return st;
+    if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
+    if (absl::Status st = ValidateKeyConcurrency(n); !st.ok()) return st;
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(name);
+    if (!q.ok()) return q.status();
+    (*q)->key_concurrency = n;
+    return absl::OkStatus();
+  }
   absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
                                            QueueContents contents) override {
     absl::MutexLock l(&db_->mu_);
@@ -1115,11 +1125,12 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
   const std::string from = cp.key_after.value_or("");
   std::set<std::string> keys;
   std::vector<const StoredItem*> ready;  // id order
-  std::set<std::string> keys_seen;       // ordered: keys with an older live item
+  const int bound = KeyBound(req);
+  std::map<std::string, int> older;  // bounded: older live items of a key
   for (const auto& [id, s] : items_) {
     if (s.queue != req.queue || s.item.part != cp.part) continue;
     if (s.item.key) keys.insert(*s.item.key);
-    if (req.ordered && s.item.key && !keys_seen.insert(*s.item.key).second) continue;
+    if (bound > 0 && s.item.key && older[*s.item.key]++ >= bound) continue;
     if (s.item.run_at > now || s.abandoned_epoch != 0 || skip.count(id) > 0) continue;
     ready.push_back(&s);
   }
@@ -1192,11 +1203,13 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
       continue;
     }
     std::vector<const StoredItem*> cands;
-    std::set<std::string> keys_seen;  // ordered: keys with an older live item
-    // Ordered, in a grown queue: the parts its keys had before each grow
+    // Ordered or bounded per key: the older live items of each key so far.
+    const int bound = KeyBound(req);
+    std::map<std::string, int> older;
+    // In a grown queue: the parts its keys had before each grow
     // (Store::GrowParts), whose items of a key come before this part's.
     std::set<int> earlier;
-    if (req.ordered) {
+    if (bound > 0) {
       if (auto q = queues_.find(req.queue); q != queues_.end()) {
         for (int c : q->second.grown_from) {
           if (c <= cp.part) earlier.insert(cp.part % c);
@@ -1205,9 +1218,9 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
     }
     for (const auto& [id, s] : items_) {  // id order
       if (s.queue != req.queue) continue;
-      if (earlier.count(s.item.part) > 0 && s.item.key) keys_seen.insert(*s.item.key);
+      if (earlier.count(s.item.part) > 0 && s.item.key) ++older[*s.item.key];
       if (s.item.part != cp.part) continue;
-      if (req.ordered && s.item.key && !keys_seen.insert(*s.item.key).second) continue;
+      if (bound > 0 && s.item.key && older[*s.item.key]++ >= bound) continue;
       if (s.item.run_at > now || s.abandoned_epoch != 0) continue;
       const ItemKey k{s.item.priority, s.item.id};
       // Behind `after`, only what came due there; up to the cursor, not

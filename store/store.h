@@ -216,6 +216,11 @@ struct ClaimRequest {
   std::vector<ClaimPart> parts;
   int limit = 100;       // in all
   bool ordered = false;  // per key: only the oldest live item
+  // Per key, when not ordered and more than 0: only an item with fewer than
+  // this many older live items of its key (ready, delayed or in flight, in
+  // its part or its earlier parts, as `ordered` looks), so at most this many
+  // of a key are in flight at once (QueueConfig::key_concurrency).
+  int key_concurrency = 0;
   // Fair share across keys (FairBy::kKey): each part is read from its head
   // (`after`, `cursor` and `behind` are not used) and its keys take turns,
   // one item each per turn, in id order within a key, starting after
@@ -231,6 +236,9 @@ struct ClaimRequest {
   // What this session has in flight (claimed, not finished), as (part, id).
   std::vector<std::pair<int, int64_t>> in_flight;
 };
+// How many older live items of its key an item of the claim's queue may
+// have (ClaimRequest::ordered is 1, then key_concurrency); 0: no bound.
+inline int KeyBound(const ClaimRequest& r) { return r.ordered ? 1 : r.key_concurrency; }
 
 // Finish: one transaction that
 //   1. runs `body` with the transaction and the items; body returns one
@@ -581,6 +589,11 @@ class Store {
   // Sets what the queue's parts are shared fairly by (QueueConfig::fair_by).
   // Workers read it when they start. NotFound for an unknown queue.
   virtual absl::Status SetFairBy(absl::string_view queue, FairBy fair_by) = 0;
+  // Sets the queue's bound on a key's items in flight at once
+  // (QueueConfig::key_concurrency; 0: none). Workers read it when they
+  // start. InvalidArgument outside 0..kMaxKeyConcurrency; NotFound for an
+  // unknown queue.
+  virtual absl::Status SetKeyConcurrency(absl::string_view queue, int n) = 0;
 
   // --- sessions (docs/architecture.md: join, heartbeat, rebalance, leave) --
   virtual absl::StatusOr<JoinResult> Join(const JoinRequest& request) = 0;

@@ -74,6 +74,10 @@ struct QueueConfig {
   // Fair share across keys (Store::SetFairBy). Sessions read it when they
   // start: a change reaches workers started after it.
   FairBy fair_by = FairBy::kNone;
+  // At most this many items of one key in flight at once, across the fleet
+  // (Store::SetKeyConcurrency); 0: no bound. An ordered queue is bounded to
+  // 1 whatever this says. Sessions read it when they start, as fair_by.
+  int key_concurrency = 0;
 };
 
 // A part this session owns, and the epoch of that ownership.

@@ -102,6 +102,9 @@ absl::Status ValidateQueueConfig(const QueueConfig& config) {
   if (absl::Status st = ValidateRate(config.rate); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("queue \"", config.name, "\": ", st.message()));
   }
+  if (absl::Status st = ValidateKeyConcurrency(config.key_concurrency); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("queue \"", config.name, "\": ", st.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -201,6 +204,28 @@ absl::StatusOr<FairBy> ParseFairBy(absl::string_view text) {
 }
 
 const char* FairByName(FairBy fair_by) { return fair_by == FairBy::kKey ? "key" : "none"; }
+
+absl::Status ValidateKeyConcurrency(int n) {
+  if (n < 0 || n > kMaxKeyConcurrency) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key concurrency must be 1..", kMaxKeyConcurrency, " (or none), not ", n));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> ParseKeyConcurrency(absl::string_view text) {
+  if (text == "none") return 0;
+  int n = 0;
+  // 0 is refused rather than read as none: a bound of 0 would run nothing.
+  if (!absl::SimpleAtoi(text, &n) || n < 1 || n > kMaxKeyConcurrency) {
+    return absl::InvalidArgumentError(absl::StrCat("key concurrency must be a number 1..",
+                                                   kMaxKeyConcurrency, " or \"none\", not \"",
+                                                   PrintableUtf8(text), "\""));
+  }
+  return n;
+}
+
+std::string KeyConcurrencyText(int n) { return n > 0 ? absl::StrCat(n) : "none"; }
 
 absl::Status ValidateItemIds(const std::vector<int64_t>& ids) {
   for (int64_t id : ids) {

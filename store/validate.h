@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -50,6 +51,13 @@ absl::Status ValidateGrowth(absl::string_view queue, int current, int parts);
 // or "none" (NULL in the table). InvalidArgument for anything else.
 absl::StatusOr<FairBy> ParseFairBy(absl::string_view text);
 const char* FairByName(FairBy fair_by);
+// QueueConfig::key_concurrency: 0 (none) or 1..kMaxKeyConcurrency.
+inline constexpr int kMaxKeyConcurrency = 1000000;
+absl::Status ValidateKeyConcurrency(int n);
+// As `--key-concurrency` spells it: N (1..kMaxKeyConcurrency) or "none"
+// (0). InvalidArgument for anything else; KeyConcurrencyText is the inverse.
+absl::StatusOr<int> ParseKeyConcurrency(absl::string_view text);
+std::string KeyConcurrencyText(int n);
 // A queue group's id: 1..kMaxGroupIdBytes of UTF-8 without NUL bytes (the
 // SQL API's check_group_id says the same).
 inline constexpr size_t kMaxGroupIdBytes = 200;

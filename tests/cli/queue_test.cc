@@ -46,6 +46,21 @@ class QueueCommandTest : public ::testing::Test {
   int64_t Count(const std::string& table, const std::string& where) const {
     return schema_.QInt(absl::StrCat("SELECT count(*) FROM {schema}.", table, " WHERE ", where));
   }
+  // A command refused with exit `code`, saying `says` on stderr and nothing
+  // on stdout.
+  struct Refused {
+    std::vector<std::string> args;
+    int code;
+    std::string says;
+  };
+  void ExpectRefused(const std::vector<Refused>& cases) {
+    for (const Refused& c : cases) {
+      PartqResult r = Partq(With(c.args));
+      EXPECT_EQ(r.code, c.code) << absl::StrJoin(c.args, " ") << ": " << r.err;
+      EXPECT_TRUE(absl::StrContains(r.err, c.says)) << r.err;
+      EXPECT_EQ(r.out, "");
+    }
+  }
 
   TestSchema schema_;
 };
@@ -269,26 +284,57 @@ TEST_F(QueueCommandTest, FairByIsSetAtCreationOrByQueueSetAndShown) {
   EXPECT_EQ(other.code, 1);
   EXPECT_TRUE(absl::StrContains(other.err, "  fair by  key       none       <- differs\n"))
       << other.err;
-  struct Case {
-    std::vector<std::string> args;
-    int code;
-    std::string says;
-  };
-  for (const Case& c : std::vector<Case>{
-           {{"queue", "set", "t", "--fair-by", "tenant"}, 2,
-            "--fair-by: fair share can be by \"key\" or \"none\", not \"tenant\""},
-           {{"queue", "create", "u", "--parts", "1", "--fair-by", "tenant"}, 2, "--fair-by"},
-           {{"queue", "set", "t", "--fair-by", ""}, 2, "--fair-by"},
-           {{"queue", "set", "t", "--fair-by", "key", "--rate", "5/s"}, 2,
-            "one setting at a time"},
-           {{"queue", "set", "nosuch", "--fair-by", "key"}, 1, "unknown queue \"nosuch\""},
-       }) {
-    PartqResult r = Partq(With(c.args));
-    EXPECT_EQ(r.code, c.code) << absl::StrJoin(c.args, " ") << ": " << r.err;
-    EXPECT_TRUE(absl::StrContains(r.err, c.says)) << r.err;
-    EXPECT_EQ(r.out, "");
-  }
+  ExpectRefused({
+      {{"queue", "set", "t", "--fair-by", "tenant"},
+       2,
+       "--fair-by: fair share can be by \"key\" or \"none\", not \"tenant\""},
+      {{"queue", "create", "u", "--parts", "1", "--fair-by", "tenant"}, 2, "--fair-by"},
+      {{"queue", "set", "t", "--fair-by", ""}, 2, "--fair-by"},
+      {{"queue", "set", "t", "--fair-by", "key", "--rate", "5/s"}, 2, "one setting at a time"},
+      {{"queue", "set", "nosuch", "--fair-by", "key"}, 1, "unknown queue \"nosuch\""},
+  });
   EXPECT_EQ(Count("queues", "name = 't' AND fair_by = 'key'"), 1);
+  EXPECT_EQ(Count("queues", "name = 'u'"), 0);
+}
+
+// --key-concurrency N|none: at creation or by `queue set`, shown by queue
+// list, status and their --json; 0, a word or a negative number is refused
+// and changes nothing.
+TEST_F(QueueCommandTest, KeyConcurrencyIsSetAtCreationOrByQueueSetAndShown) {
+  EXPECT_EQ(Ok({"queue", "create", "t", "--parts", "2", "--key-concurrency", "3"}),
+            "created queue \"t\": 2 parts, lexical assignment, session TTL 10s, max attempts 25, "
+            "key concurrency 3\n");
+  EXPECT_EQ(Count("queues", "name = 't' AND key_concurrency = 3"), 1);
+  EXPECT_TRUE(absl::StrContains(Ok({"queue", "list"}), " KEY_CONC "));
+  EXPECT_TRUE(absl::StrContains(Ok({"queue", "list", "--json"}), "\"key_concurrency\": 3"));
+  EXPECT_TRUE(absl::StrContains(Ok({"status", "t"}), "key concurrency 3"));
+  EXPECT_TRUE(absl::StrContains(Ok({"status", "t", "--json"}), "\"key_concurrency\": 3"));
+  EXPECT_TRUE(absl::StrContains(Ok({"queue", "set", "t", "--key-concurrency", "none"}),
+                                "no key concurrency bound"));
+  EXPECT_EQ(Count("queues", "name = 't' AND key_concurrency IS NULL"), 1);
+  EXPECT_TRUE(absl::StrContains(Ok({"queue", "list", "--json"}), "\"key_concurrency\": null"));
+  EXPECT_TRUE(absl::StrContains(Ok({"queue", "set", "t", "--key-concurrency", "2"}),
+                                "at most 2 items of a key in flight at once"));
+  // Asked for at creation of an existing queue, it is compared like the others.
+  PartqResult other =
+      Partq(With({"queue", "create", "t", "--parts", "2", "--key-concurrency", "5"}));
+  EXPECT_EQ(other.code, 1);
+  EXPECT_TRUE(absl::StrContains(other.err, "key concurrency  2         5          <- differs"))
+      << other.err;
+  ExpectRefused({
+      {{"queue", "set", "t", "--key-concurrency", "0"},
+       2,
+       "--key-concurrency: key concurrency must be a number 1..1000000 or \"none\", not \"0\""},
+      {{"queue", "set", "t", "--key-concurrency", "abc"}, 2, "not \"abc\""},
+      {{"queue", "set", "t", "--key-concurrency", "-1"}, 2, "--key-concurrency"},
+      {{"queue", "set", "t", "--key-concurrency", "1000001"}, 2, "--key-concurrency"},
+      {{"queue", "create", "u", "--parts", "1", "--key-concurrency", "0"}, 2, "--key-concurrency"},
+      {{"queue", "set", "t", "--key-concurrency", "2", "--rate", "5/s"},
+       2,
+       "one setting at a time"},
+      {{"queue", "set", "nosuch", "--key-concurrency", "2"}, 1, "unknown queue \"nosuch\""},
+  });
+  EXPECT_EQ(Count("queues", "name = 't' AND key_concurrency = 2"), 1);
   EXPECT_EQ(Count("queues", "name = 'u'"), 0);
 }
 

@@ -344,6 +344,31 @@ TEST_F(OrderedClaimSchedulerTest, EveryClaimReadsFromTheHeadAndAFinishedKeyWakes
   EXPECT_TRUE(s_.WantClaim());
 }
 
+// Key concurrency: as ordered, every claim reads from the head (a key's
+// held-back item sorts before the cursor) and carries the bound, and a
+// finished item wakes its part.
+TEST(KeyConcurrencyClaimScheduler, EveryClaimReadsFromTheHeadAndAFinishedItemWakesItsPart) {
+  ClaimSchedulerOptions o = Options();
+  o.key_concurrency = 3;
+  ClaimScheduler s(o);
+  s.Assign({{0, Epoch{1}}});
+  std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  s.AcceptClaim(*req, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)}, kT0);
+  req = s.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->ordered);
+  EXPECT_EQ(req->key_concurrency, 3);
+  EXPECT_EQ(KeyBound(*req), 3);
+  EXPECT_FALSE(req->parts[0].after.has_value()) << "read from the head, not the cursor";
+  s.AcceptClaim(*req, {}, kT0);
+  EXPECT_FALSE(s.WantClaim());
+  Batch b;
+  ASSERT_TRUE(s.TakeQueued(&b));
+  s.Release(b.items);  // the keys' next items may be claimable now
+  EXPECT_TRUE(s.WantClaim());
+}
+
 // Fair: every claim is fair and reads from the head; the keys' turns go on
 // after the key the last read served last (the cut: the last key, in the
 // order of the turns, with the most turns), and a finished item wakes its

@@ -1091,6 +1091,63 @@ TEST_F(ConsumerTest, AFairQueueServesSmallKeysWhileABigKeysBacklogWaits) {
       << kBig << " items";
 }
 
+// Invariant I18: with key concurrency N, at most N items of a key run at
+// once across the fleet. Three consumers (three workers each, small
+// batches) drain six keys and keyless items; the handler counts, under a
+// mutex, how many items of its key are running, and waits a little (at most
+// 10 ms, or until another of its key runs) so items of a key get the chance
+// to overlap; the assertion does not depend on how much they do.
+TEST_F(ConsumerTest, KeyConcurrencyRunsAtMostNItemsOfAKeyAtOnceAcrossConsumers) {
+  constexpr int kN = 2, kKeys = 6, kEach = 40, kKeyless = 60;
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 4;
+  q.key_concurrency = kN;
+  ASSERT_TRUE(schema_.NewStore()->CreateQueue(q).ok());
+  std::vector<NewItem> items;
+  for (int i = 0; i < kKeys * kEach; ++i) {
+    items.push_back(NewItem{absl::StrCat("p", i), absl::StrCat("k", i % kKeys)});
+  }
+  for (int i = 0; i < kKeyless; ++i) items.push_back(NewItem{absl::StrCat("free", i)});
+  ASSERT_TRUE(schema_.NewStore()->EnqueueBatch("q", items).ok());
+  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
+  absl::Mutex mu;
+  std::map<std::string, int> running;
+  int most = 0;  // the most items of one key seen running at once
+  auto handler = MakeHandler([&](HandlerCall& call) -> absl::Status {
+    const std::optional<std::string> key = call.item->key;
+    if (key) {
+      absl::MutexLock l(&mu);
+      most = std::max(most, ++running[*key]);
+      mu.AwaitWithTimeout(absl::Condition(
+                              +[](int* n) { return *n >= kN; }, &running[*key]),
+                          absl::Milliseconds(10));
+    }
+    auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() + "\".writes VALUES ($1)",
+                           {std::to_string(call.item->id)});
+    if (key) {
+      absl::MutexLock l(&mu);
+      --running[*key];
+    }
+    return r.ok() ? absl::OkStatus() : r.status();
+  });
+  std::vector<std::unique_ptr<Consumer>> cs;
+  for (int i = 0; i < 3; ++i) {
+    ConsumerOptions o = Options("q");
+    o.concurrency = 3;
+    o.batch = 2;
+    cs.push_back(std::make_unique<Consumer>(schema_.Factory(), o, handler.get()));
+    ASSERT_TRUE(cs.back()->Start().ok());
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Minutes(2)));
+  for (auto& c : cs) c->Stop();
+  ExpectExactlyOnce("writes", kKeys * kEach + kKeyless);
+  absl::MutexLock l(&mu);
+  RecordProperty("most_items_of_a_key_at_once", most);
+  EXPECT_GE(most, 1);
+  EXPECT_LE(most, kN);
+}
+
 TEST_F(ConsumerTest, IdleWorkerPicksUpANewItemWithinMilliseconds) {
   CreateQueue("q", 8);
   absl::Mutex mu;

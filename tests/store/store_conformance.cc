@@ -1310,6 +1310,82 @@ TEST_P(StoreConformance, OrderedClaimTakesOnlyTheHeadOfEachKey) {
   EXPECT_EQ(Ids(next), (std::vector<int64_t>{a2.id}));
 }
 
+// --- key concurrency ---------------------------------------------------------------------
+
+TEST_P(StoreConformance, KeyConcurrencyIsSetAtCreationAndChangedBySetKeyConcurrency) {
+  QueueConfig c;
+  c.name = "q";
+  c.parts = 2;
+  c.key_concurrency = 3;
+  ASSERT_OK(store_->CreateQueue(c));
+  MakeQueue(*store_, "plain", 1);
+  ASSERT_OK_AND_ASSIGN(QueueConfig got, store_->GetQueue("q"));
+  EXPECT_EQ(got.key_concurrency, 3);
+  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("plain"));
+  EXPECT_EQ(got.key_concurrency, 0);
+  ASSERT_OK(store_->SetKeyConcurrency("q", 0));
+  ASSERT_OK(store_->SetKeyConcurrency("plain", 2));
+  ASSERT_OK_AND_ASSIGN(std::vector<QueueConfig> all, store_->ListQueues());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].name, "plain");
+  EXPECT_EQ(all[0].key_concurrency, 2);
+  EXPECT_EQ(all[1].key_concurrency, 0);
+  ASSERT_OK_AND_ASSIGN(QueueStatus st, store_->Status("plain"));
+  EXPECT_EQ(st.config.key_concurrency, 2);
+  EXPECT_EQ(store_->SetKeyConcurrency("nosuch", 2).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->SetKeyConcurrency("bad name", 2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->SetKeyConcurrency("plain", -1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->SetKeyConcurrency("plain", kMaxKeyConcurrency + 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  c.name = "bad";
+  c.key_concurrency = -2;
+  EXPECT_EQ(store_->CreateQueue(c).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("plain"));
+  EXPECT_EQ(got.key_concurrency, 2) << "a refused change changes nothing";
+}
+
+// Invariant I18 (store level): with key concurrency N an item is claimed only
+// while fewer than N older items of its key are live (ready, delayed or in
+// flight), so at most N of a key are in flight; other keys and keyless items
+// are not held back, and a finish lets the key's next item through.
+TEST_P(StoreConformance, AKeyConcurrencyClaimTakesAtMostNItemsOfAKey) {
+  MakeQueue(*store_, "q", 1);
+  std::vector<int64_t> a, b, free;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed("a")));
+    a.push_back(r.id);
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed("b")));
+    b.push_back(r.id);
+    ASSERT_OK_AND_ASSIGN(EnqueueResult f, store_->Enqueue("q", Payload("free")));
+    free.push_back(f.id);
+  }
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest req = ClaimAll("q", m, 100);
+  req.key_concurrency = 2;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
+  EXPECT_EQ(Ids(got), (std::vector<int64_t>{a[0], a[1], b[0], free[0], b[1], free[1], free[2]}));
+  for (const Item& i : got) req.in_flight.emplace_back(i.part, i.id);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
+  EXPECT_TRUE(none.empty()) << "a[2] and b[2] wait: two of each key are in flight";
+  // Finishing one of a's lets exactly one more of a through.
+  ASSERT_OK(store_->Finish(FinishOf("q", m, {got[0]}), AckAll()));
+  req.in_flight.erase(req.in_flight.begin());
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> next, store_->Claim(req));
+  EXPECT_EQ(Ids(next), (std::vector<int64_t>{a[2]}));
+  req.in_flight.emplace_back(next[0].part, next[0].id);
+  // A fair claim reads through the same condition.
+  ClaimRequest fair = req;
+  fair.fair = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> fair_none, store_->Claim(fair));
+  EXPECT_TRUE(fair_none.empty());
+  // Without the bound the rest of both keys would run at once.
+  req.key_concurrency = 0;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> rest, store_->Claim(req));
+  EXPECT_EQ(Ids(rest), (std::vector<int64_t>{a[3], a[4], b[2]}));
+}
+
 // --- growing a queue's parts -------------------------------------------------------------
 
 TEST_P(StoreConformance, GrowPartsSplitsEachPartAndMovesNoItem) {
@@ -1376,6 +1452,27 @@ TEST_P(StoreConformance, GrowPartsSplitsEachPartAndMovesNoItem) {
   EXPECT_EQ(all[0].grown_from, (std::vector<int>{4, 16}));
 }
 
+// A claim of `part` alone, at the epoch `m` holds it, of at most 10 items,
+// per key bounded as `bound` says (ClaimRequest::ordered, key_concurrency),
+// skipping `in_flight`; no suspect probe.
+std::vector<Item> ClaimInPart(Store& store, const Member& m, int part, const ClaimRequest& bound,
+                              const std::vector<Item>& in_flight) {
+  ClaimRequest req;
+  req.queue = "q";
+  req.session = m.join.id;
+  for (const OwnedPart& p : m.parts) {
+    if (p.part == part) req.parts.push_back({part, p.epoch, std::nullopt, 10});
+  }
+  req.limit = 10;
+  req.ordered = bound.ordered;
+  req.key_concurrency = bound.key_concurrency;
+  req.include_suspect = false;
+  for (const Item& i : in_flight) req.in_flight.emplace_back(i.part, i.id);
+  absl::StatusOr<std::vector<Item>> got = store.Claim(req);
+  EXPECT_OK(got.status());
+  return got.ok() ? *got : std::vector<Item>{};
+}
+
 // Invariant I16: after a grow, an ordered queue's key keeps its order. Its
 // item in a new part waits while a part the key had before a grow still
 // holds an older item of it, ready or in flight; over two grows (2 -> 4 ->
@@ -1410,26 +1507,10 @@ TEST_P(StoreConformance, AfterAGrowAnOrderedKeyFinishesItsOldPartsItemsFirst) {
                        store_->AcquireParts("q", m.join.id, {2, 3, 4, 5, 6, 7}));
   ASSERT_EQ(got_parts.size(), 6u);
   for (const OwnedPart& p : got_parts) m.parts.push_back(p);
-  auto epoch_of = [&](int part) {
-    for (const OwnedPart& p : m.parts) {
-      if (p.part == part) return p.epoch;
-    }
-    return Epoch{};
-  };
   std::vector<Item> in_flight;
-  auto claim_in = [&](int part) {
-    ClaimRequest req;
-    req.queue = "q";
-    req.session = m.join.id;
-    req.parts.push_back({part, epoch_of(part), std::nullopt, 10});
-    req.limit = 10;
-    req.ordered = true;
-    req.include_suspect = false;
-    for (const Item& i : in_flight) req.in_flight.emplace_back(i.part, i.id);
-    absl::StatusOr<std::vector<Item>> got = store_->Claim(req);
-    EXPECT_OK(got.status());
-    return got.ok() ? Ids(*got) : std::vector<int64_t>{};
-  };
+  ClaimRequest ordered;
+  ordered.ordered = true;
+  auto claim_in = [&](int part) { return Ids(ClaimInPart(*store_, m, part, ordered, in_flight)); };
   EXPECT_EQ(claim_in(c), std::vector<int64_t>{o1.id}) << "key's item 3 waits for 1 and 2";
   EXPECT_TRUE(claim_in(b).empty()) << "item 2 waits for 1";
   ClaimRequest all = ClaimAll("q", m, 100);
@@ -1446,6 +1527,40 @@ TEST_P(StoreConformance, AfterAGrowAnOrderedKeyFinishesItsOldPartsItemsFirst) {
   EXPECT_EQ(Ids(second), std::vector<int64_t>{k2.id});
   ASSERT_OK(store_->Finish(FinishOf("q", m, second), AckAll()));
   EXPECT_EQ(claim_in(c), std::vector<int64_t>{k3.id});
+}
+
+// After a grow, key concurrency counts the key's live items in its earlier
+// parts too (the probe ordered queues use): N = 2, one item of the key left
+// in its old part, two in its new one.
+TEST_P(StoreConformance, AfterAGrowKeyConcurrencyCountsTheOldPartsItems) {
+  MakeQueue(*store_, "q", 2);
+  std::string key;
+  for (int k = 0; key.empty(); ++k) {
+    const std::string kk = absl::StrCat("key", k);
+    if (PartForKey(kk, 4) == PartForKey(kk, 2) + 2) key = kk;
+  }
+  Member m = JoinWith(*store_, "q", kAllParts);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult k1, store_->Enqueue("q", Keyed(key, "1")));
+  ASSERT_OK(store_->GrowParts("q", 4).status());
+  ASSERT_OK_AND_ASSIGN(EnqueueResult k2, store_->Enqueue("q", Keyed(key, "2")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult k3, store_->Enqueue("q", Keyed(key, "3")));
+  ASSERT_EQ(k2.part, k1.part + 2);
+  ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> more, store_->AcquireParts("q", m.join.id, {2, 3}));
+  for (const OwnedPart& p : more) m.parts.push_back(p);
+  std::vector<Item> in_flight;
+  ClaimRequest two;
+  two.key_concurrency = 2;
+  auto claim_in = [&](int part) { return ClaimInPart(*store_, m, part, two, in_flight); };
+  std::vector<Item> second = claim_in(k2.part);
+  EXPECT_EQ(Ids(second), std::vector<int64_t>{k2.id}) << "item 3 has two older: 1 (old part), 2";
+  in_flight = second;
+  std::vector<Item> first = claim_in(k1.part);
+  EXPECT_EQ(Ids(first), std::vector<int64_t>{k1.id});
+  in_flight.insert(in_flight.end(), first.begin(), first.end());
+  EXPECT_TRUE(claim_in(k2.part).empty());
+  ASSERT_OK(store_->Finish(FinishOf("q", m, first), AckAll()));
+  in_flight = second;
+  EXPECT_EQ(Ids(claim_in(k2.part)), std::vector<int64_t>{k3.id}) << "1 finished: 3 may run";
 }
 
 TEST_P(StoreConformance, AfterAGrowAnUnorderedQueuesNewPartsRunAtOnce) {
