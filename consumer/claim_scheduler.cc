@@ -188,7 +188,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
       st.noticed_floor.reset();
     }
     if (batches <= 0 || !st.hungry) continue;
-    if (options_.ordered || options_.key_concurrency > 0 || options_.fair || !st.cursor ||
+    if (ReadsFromHeads() || !st.cursor ||
         (!options_.notices && now - st.last_rescan >= options_.rescan_interval)) {
       st.rescan = true;
     }
@@ -440,7 +440,7 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
     // the cursor. No notice says so; read the part's head at once.
     // Key concurrency: likewise, the key's next item held back.
     // Fair: the read that took it may have stopped short of keys with more.
-    if (options_.ordered || options_.key_concurrency > 0 || options_.fair) Notice(i.part);
+    if (ReadsFromHeads()) Notice(i.part);
   }
 }
 

@@ -207,6 +207,12 @@ class ClaimScheduler {
     // Fair: the key whose turn came last here (ClaimPart::key_after).
     std::optional<std::string> key_after;
   };
+  // Ordered, key-bounded and fair queues hold items back behind a part's
+  // cursor (a key's next item, a key not yet served), so every claim reads
+  // their parts from the heads and a finished item wakes its part.
+  bool ReadsFromHeads() const {
+    return options_.ordered || options_.key_concurrency > 0 || options_.fair;
+  }
   // Fair: the key a read from `from` served last, of the keys of `items`
   // (the part's, from one claim): the last one, in the order of the turns,
   // of those that had the most turns. nullopt when none has a key.
