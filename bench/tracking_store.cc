@@ -133,6 +133,10 @@ class TrackingStore : public Store {
   absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override {
     return inner_->GetItemState(queue, id);
   }
+  absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,
+                               bool dead) override {
+    return inner_->Prune(queue, older_than, dead);
+  }
   absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
                                                    absl::string_view dedup_key) override {
     return inner_->GetItemStateByDedupKey(queue, dedup_key);

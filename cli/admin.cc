@@ -994,6 +994,41 @@ int CmdStatus(const std::vector<std::string>& argv) {
   return 0;
 }
 
+int CmdPrune(const std::vector<std::string>& argv) {
+  constexpr char kUsage[] = "usage: partq prune QUEUE --older-than AGE [--dead] [--json]";
+  auto args = Args::Parse(argv, With(ConnectionFlags(), {"older-than"}), {"dead", "json"});
+  if (!args.ok()) return Fail(args.status());
+  if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"}, kUsage)) return *u;
+  // No default: a retention is a decision, and a typo should not pick one.
+  if (!args->Has("older-than")) {
+    return Usage(absl::StrCat("--older-than is required, e.g. 7d or 24h (", kUsage, ")"));
+  }
+  auto age = args->Duration("older-than", absl::ZeroDuration(), absl::ZeroDuration(),
+                            absl::Hours(24 * 365 * 100));
+  if (!age.ok()) return Fail(age.status());
+  auto store = ConnectChecked(*args);
+  if (!store.ok()) return Fail(store.status());
+  const std::string& queue = args->positional()[0];
+  absl::StatusOr<Pruned> p = (*store)->Prune(queue, *age, args->Has("dead"));
+  if (!p.ok()) return Fail(p.status());
+  if (args->Has("json")) {
+    nlohmann::json out = {{"queue", queue},
+                          {"older_than_seconds", absl::ToInt64Seconds(*age)},
+                          {"results", p->results},
+                          {"cancelled", p->cancelled},
+                          {"groups", p->groups}};
+    if (args->Has("dead")) out["dead"] = p->dead;
+    printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  printf("pruned from %s what finished more than %s ago: %s, %s, %s", queue.c_str(),
+         args->Get("older-than")->c_str(), Count(p->results, "result").c_str(),
+         Count(p->cancelled, "cancelled record").c_str(), Count(p->groups, "ended group").c_str());
+  if (args->Has("dead")) printf(", %s", Count(p->dead, "dead item").c_str());
+  printf("\n");
+  return 0;
+}
+
 int CmdDead(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, With(ConnectionFlags(), {"limit"}), {"json", "all"});
   if (!args.ok()) return Fail(args.status());

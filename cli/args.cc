@@ -108,10 +108,17 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& text) {
   // to infinity, which is refused below like "inf".
   const bool number = absl::SimpleAtod(text, &seconds) && std::isfinite(seconds);
   if (number) d = absl::Seconds(seconds);
-  if (text.empty() || (!number && !absl::ParseDuration(text, &d)) ||
+  // Days ("7d"), which Go's syntax lacks and retentions are written in.
+  double days;
+  const bool in_days =
+      !number && absl::EndsWith(text, "d") &&
+      absl::SimpleAtod(absl::string_view(text).substr(0, text.size() - 1), &days) &&
+      std::isfinite(days) && std::abs(days) < 1e6;
+  if (in_days) d = absl::Hours(24 * days);
+  if (text.empty() || (!number && !in_days && !absl::ParseDuration(text, &d)) ||
       d == absl::InfiniteDuration() || d == -absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", text, "\" is not a duration (examples: 250ms, 5s, 1m30s, 2h)"));
+        absl::StrCat("\"", text, "\" is not a duration (examples: 250ms, 5s, 1m30s, 2h, 7d)"));
   }
   return d;
 }

@@ -33,7 +33,8 @@ class Args {
   // outside [min, max].
   absl::StatusOr<int64_t> Int(const std::string& flag, int64_t def, int64_t min, int64_t max) const;
   absl::StatusOr<double> Double(const std::string& flag, double def, double min, double max) const;
-  // Durations like 250ms, 5s, 1m30s, 2h (Go syntax); a bare number is seconds.
+  // Durations like 250ms, 5s, 1m30s, 2h (Go syntax), or days as 7d; a bare number is
+  // seconds.
   absl::StatusOr<absl::Duration> Duration(const std::string& flag, absl::Duration def,
                                           absl::Duration min, absl::Duration max) const;
 

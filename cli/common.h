@@ -92,6 +92,7 @@ int CmdCancel(const std::vector<std::string>& argv);
 int CmdWorker(const std::vector<std::string>& argv);
 int CmdStatus(const std::vector<std::string>& argv);
 int CmdDead(const std::vector<std::string>& argv);
+int CmdPrune(const std::vector<std::string>& argv);
 int CmdGroup(const std::vector<std::string>& argv);
 int CmdSchedule(const std::vector<std::string>& argv);
 int CmdDemo(const std::vector<std::string>& argv);

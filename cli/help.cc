@@ -92,6 +92,11 @@ constexpr CommandUsage kCommands[] = {
      "  dead list QUEUE [--limit 20] [--json]    dead-lettered items, newest first, with errors\n"
      "  dead requeue QUEUE ID...|--all           back to ready as new items (attempts 0)\n"
      "  dead delete QUEUE ID...|--all            delete them for good\n"},
+    {"prune",
+     "  prune QUEUE --older-than AGE [--dead] [--json]\n"
+     "      retention: deletes results, cancelled records and ended groups that finished\n"
+     "      more than AGE ago (7d, 24h, 30m); --dead: dead items too. Live items, open\n"
+     "      groups and schedules stay. Run it from cron or a Kubernetes CronJob\n"},
     {"schedule",
      "  schedule add NAME QUEUE (--every 30s | --cron 'MIN HOUR DOM MON DOW' [--tz ZONE])\n"
      "               [--key K] [--priority N] PAYLOAD\n"

@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   if (cmd == "worker") return CmdWorker(rest);
   if (cmd == "status") return CmdStatus(rest);
   if (cmd == "dead") return CmdDead(rest);
+  if (cmd == "prune") return CmdPrune(rest);
   if (cmd == "group") return CmdGroup(rest);
   if (cmd == "schedule") return CmdSchedule(rest);
   if (cmd == "demo") return CmdDemo(rest);

@@ -282,6 +282,8 @@ class PgStore final : public Store, public BridgeStore {
                                        const std::vector<int64_t>& ids) override;
   absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
                                      const std::vector<int64_t>& ids) override;
+  absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,
+                               bool dead) override;
 
   // Queue groups (pg_store_groups.cc).
   absl::Status CreateGroup(absl::string_view queue, const GroupSpec& spec) override;

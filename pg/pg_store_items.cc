@@ -1795,6 +1795,27 @@ SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM gone))sql",
   });
 }
 
+absl::StatusOr<Pruned> PgStore::Prune(absl::string_view queue, absl::Duration older_than,
+                                      bool dead) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (older_than < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("a retention age cannot be negative");
+  }
+  // Whole microseconds, as PostgreSQL keeps times; an age past what an
+  // interval holds is "everything" anyway.
+  const int64_t micros = std::min<int64_t>(absl::ToInt64Microseconds(older_than),
+                                           int64_t{100} * 365 * 86400 * 1000000);
+  return Run(absl::StrCat("prune queue \"", queue, "\""), [&]() -> absl::StatusOr<Pruned> {
+    const pqxx::row r = Exec(Autocommit(), "prune", std::string(queue), micros, dead).at(0);
+    Pruned out;
+    out.results = r[0].as<int64_t>();
+    out.cancelled = r[1].as<int64_t>();
+    out.groups = r[2].as<int64_t>();
+    out.dead = r[3].as<int64_t>();
+    return out;
+  });
+}
+
 // --- in the caller's transaction ---------------------------------------------------------
 
 }  // namespace pg_internal

@@ -1173,6 +1173,11 @@ SELECT c.id, c.state FROM {schema}.queues q
 CROSS JOIN LATERAL {schema}.cancel_items(q.name, $2::bigint[]) c
 WHERE q.name = $1
 )sql"},
+      // Store::Prune: the function checks the name, the queue and the age.
+      {"prune", R"sql(
+SELECT results, cancelled, groups, dead_items
+FROM {schema}.prune($1, $2::bigint * interval '1 microsecond', $3::boolean)
+)sql"},
       {"cancel_by_dedup_key", R"sql(
 SELECT c.id, c.state FROM {schema}.queues q
 CROSS JOIN LATERAL {schema}.cancel_by_dedup_key(q.name, $2) c

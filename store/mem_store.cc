@@ -494,7 +494,7 @@ class MemStore : public Store {
                          st.item.attempts + 1 >= std::max(1, req.max_attempts));
       if (oc.kind == Outcome::Kind::kAck) {
         if (oc.result || st.item.dedup_key) {
-          db_->results_[oc.id] = {req.queue, st.item.dedup_key, oc.result};
+          db_->results_[oc.id] = {req.queue, st.item.dedup_key, oc.result, now};
         }
         db_->items_.erase(s);
         result.acked.push_back(oc.id);
@@ -804,6 +804,39 @@ class MemStore : public Store {
       }
     }
     return deleted;
+  }
+
+  absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,
+                               bool dead) override {
+    if (older_than < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("a retention age cannot be negative");
+    }
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("Prune"); !st.ok()) return st;
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
+    const absl::Time cutoff = db_->clock_->Now() - older_than;
+    Pruned out;
+    auto prune = [&](auto& records, auto at, int64_t* count) {
+      for (auto it = records.begin(); it != records.end();) {
+        if (it->second.queue == queue && at(it->second) <= cutoff) {
+          it = records.erase(it);
+          ++*count;
+        } else {
+          ++it;
+        }
+      }
+    };
+    prune(
+        db_->results_, [](const MemDatabase::Result& r) { return r.finished_at; }, &out.results);
+    // A cancelled record's failed_at is when it was cancelled (CancelLocked).
+    prune(
+        db_->cancelled_, [](const MemDatabase::StoredItem& c) { return c.failed_at; },
+        &out.cancelled);
+    if (dead) {
+      prune(
+          db_->dead_, [](const MemDatabase::StoredItem& d) { return d.failed_at; }, &out.dead);
+    }
+    return out;  // MemStore has no queue groups
   }
 
  private:

@@ -65,6 +65,7 @@ class MemDatabase {
     std::string queue;
     std::optional<std::string> dedup_key;
     std::optional<std::string> result;
+    absl::Time finished_at;  // PgStore: results.finished_at
   };
   struct ClaimRecord {  // part_claims
     int64_t epoch = 0;

@@ -409,6 +409,14 @@ struct DeletedQueue {
   int64_t dead_items = 0;
 };
 
+// What Store::Prune deleted: records of finished work older than its cutoff.
+struct Pruned {
+  int64_t results = 0;    // acked items' results and dedup records (`partq wait`'s answer)
+  int64_t cancelled = 0;  // records of cancelled items
+  int64_t groups = 0;     // ended queue groups
+  int64_t dead = 0;       // dead items, only when asked for
+};
+
 // The state of one item, for `partq wait`.
 struct ItemState {
   // kCancelled: removed before it ran (Store::CancelItems).
@@ -733,6 +741,16 @@ class Store {
                                              const std::vector<int64_t>& ids) {
     return absl::UnimplementedError("dead items need PostgreSQL");
   }
+  // Retention: deletes what `queue`'s finished work left behind more than
+  // `older_than` ago (by the database's clock): results (acked at), records
+  // of cancelled items (cancelled at), ended groups (ended at) and, when
+  // `dead` is true, dead items (failed at). Live items, open groups and
+  // schedules are never touched. One transaction. After it, `partq wait`
+  // answers "done" without the result for an id whose record went, and
+  // "unknown" for its dedup key; an ended group's id can be used again.
+  // NotFound for an unknown queue; InvalidArgument for a negative age.
+  virtual absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,
+                                       bool dead) = 0;
 
   // --- queue groups (see "Queue groups"; Unimplemented in a store without) -----
   // Creates the group (not started) with its end work, or sets the end work

@@ -22,6 +22,11 @@ TEST(ParseDurationFlag, BareNumberTooLargeForADurationIsRefusedNotInfinite) {
 TEST(ParseDurationFlag, BareNumbersAreSecondsAndUnitsWork) {
   EXPECT_EQ(*ParseDurationFlag("1.5"), absl::Milliseconds(1500));
   EXPECT_EQ(*ParseDurationFlag("1m30s"), absl::Seconds(90));
+  EXPECT_EQ(*ParseDurationFlag("7d"), absl::Hours(7 * 24));
+  EXPECT_EQ(*ParseDurationFlag("0.5d"), absl::Hours(12));
+  EXPECT_FALSE(ParseDurationFlag("d").ok());
+  EXPECT_FALSE(ParseDurationFlag("1d2h").ok()) << "days stand alone";
+  EXPECT_FALSE(ParseDurationFlag("infd").ok());
   EXPECT_FALSE(ParseDurationFlag("inf").ok());
   EXPECT_FALSE(ParseDurationFlag("5x").ok());
   EXPECT_FALSE(ParseDurationFlag("").ok());

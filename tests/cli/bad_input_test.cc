@@ -278,6 +278,32 @@ TEST_F(BadInputTest, DeadSubcommandsAndIds) {
   EXPECT_EQ(empty.out, "no dead items in q\n");
 }
 
+// `partq prune` wants an age, refuses a bad one before connecting, and
+// deletes what finished before it: here one acked item's result.
+TEST_F(BadInputTest, PruneNeedsAValidAgeAndDeletesWhatFinishedBeforeIt) {
+  ExpectRejected(With({"prune", "q"}), 2, "--older-than is required, e.g. 7d or 24h");
+  ExpectRejected(With({"prune"}), 2, "usage: partq prune QUEUE --older-than AGE");
+  ExpectRejected(With({"prune", "q", "--older-than", "7x"}), 2, "\"7x\" is not a duration");
+  ExpectRejected(With({"prune", "q", "--older-than", "-1d"}), 2, "--older-than must be between");
+  ExpectRejected(With({"prune", "nosuch", "--older-than", "1d"}), 1, "unknown queue \"nosuch\"");
+  Result enq = Partq(With({"enqueue", "q", "--dedup-key", "kept-a-while", "x"}));
+  ASSERT_EQ(enq.code, 0) << enq.err;
+  Result cancelled = Partq(With({"cancel", "q", std::string(absl::StripAsciiWhitespace(enq.out))}));
+  ASSERT_EQ(cancelled.code, 0) << cancelled.err;
+  Result young = Partq(With({"prune", "q", "--older-than", "7d"}));
+  EXPECT_EQ(young.code, 0) << young.err;
+  EXPECT_EQ(young.out,
+            "pruned from q what finished more than 7d ago: 0 results, 0 cancelled records, "
+            "0 ended groups\n");
+  Result all = Partq(With({"prune", "q", "--older-than", "0s", "--dead", "--json"}));
+  EXPECT_EQ(all.code, 0) << all.err;
+  for (const char* field : {"\"cancelled\": 1", "\"dead\": 0", "\"results\": 0"}) {
+    EXPECT_TRUE(absl::StrContains(all.out, field)) << field << " in " << all.out;
+  }
+  Result wait = Partq(With({"wait", "q", "--dedup-key", "kept-a-while", "--timeout", "1s"}));
+  EXPECT_EQ(wait.code, 1) << "the cancel record is gone: " << wait.out << wait.err;
+}
+
 // The console will not serve other machines without a token, nor read a
 // token a person could guess.
 TEST_F(BadInputTest, ConsoleRefusesAnOpenAddressWithoutAToken) {

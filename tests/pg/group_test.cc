@@ -429,6 +429,37 @@ TEST_F(GroupTest, TheSqlApiEnqueuesStartsAndReadsGroups) {
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE group_id IS NULL"), 2);
 }
 
+// Retention (Store::Prune, prune()): an ended group goes once it ended more
+// than the age ago, by the database's clock; an open group stays whatever its
+// age, and the id of a pruned group can be used again.
+TEST_F(GroupTest, PruneDeletesGroupsThatEndedLongerAgoThanTheAgeAndFreesTheirIds) {
+  for (const char* id : {"old", "recent"}) {
+    ASSERT_TRUE(store_->CreateGroup("jobs", {id, "ends", R"("x")"}).ok());
+    ASSERT_TRUE(store_->StartGroup("jobs", id).ok());  // empty: it ends at once
+  }
+  ASSERT_TRUE(store_->Enqueue("jobs", InGroup("open")).ok());
+  schema_.Q(
+      "UPDATE {schema}.groups SET created_at = now() - interval '3 days', "
+      "ended_at = now() - interval '2 days' WHERE id = 'old'");
+  schema_.Q("UPDATE {schema}.groups SET created_at = now() - interval '3 days' WHERE id = 'open'");
+
+  absl::StatusOr<Pruned> p = store_->Prune("jobs", absl::Hours(24), /*dead=*/false);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->groups, 1);
+  EXPECT_EQ(store_->GetGroup("jobs", "old").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Group("recent").ended_at.has_value());
+  EXPECT_EQ(Group("open").held, 1) << "an open group is not pruned, however old";
+
+  // "old" is free again: enqueueing into it makes a new group, held as any.
+  ASSERT_TRUE(store_->Enqueue("jobs", InGroup("old")).ok());
+  EXPECT_FALSE(Group("old").ended_at.has_value());
+  EXPECT_EQ(Group("old").held, 1);
+
+  // The SQL API prunes the same way: "recent" now, at age 0.
+  EXPECT_EQ(schema_.QInt("SELECT groups FROM {schema}.prune('jobs', interval '0')"), 1);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.groups WHERE queue = 'jobs'"), 2);
+}
+
 TEST_F(GroupTest, CancellingAHeldGroupCancelsItsItemsAndEndsItWithTheCount) {
   ASSERT_TRUE(store_->CreateGroup("jobs", {"g", "ends", std::nullopt}).ok());
   ASSERT_TRUE(store_->EnqueueBatch("jobs", {InGroup("g"), InGroup("g"), InGroup("g")}).ok());

@@ -2616,6 +2616,81 @@ TEST_P(StoreConformance, DeleteQueueDeletesItsCancelRecords) {
   EXPECT_NE(st.kind, ItemState::Kind::kCancelled);
 }
 
+// Retention: what finished work leaves behind (results, cancel records,
+// dead items when asked) goes once it is older than the age, in its own queue
+// only; live items stay whatever their age.
+TEST_P(StoreConformance, PruneDeletesOnlyFinishedRecordsOlderThanTheAge) {
+  MakeQueue(*store_, "q", 1, absl::Seconds(60), false, /*max_attempts=*/1);
+  MakeQueue(*store_, "other", 1, absl::Seconds(60), false, /*max_attempts=*/1);
+  std::map<std::string, int64_t> ids;
+  for (const char* queue : {"q", "other"}) {
+    for (const char* d : {"acked", "dies", "cancelled", "waits"}) {
+      NewItem item = Payload(d);
+      item.dedup_key = d;
+      if (std::string(d) == "cancelled" || std::string(d) == "waits") {
+        item.delay = absl::Hours(1);
+      }
+      ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue(queue, item));
+      ids[absl::StrCat(queue, ".", d)] = r.id;
+    }
+    ASSERT_OK(store_->CancelItems(queue, {ids[absl::StrCat(queue, ".cancelled")]}));
+    Member m = JoinWith(*store_, queue, kAllParts);
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll(queue, m)));
+    ASSERT_EQ(claimed.size(), 2u);
+    FinishRequest req = FinishOf(queue, m, claimed);
+    req.max_attempts = 1;
+    ASSERT_OK(store_->Finish(req, [](Tx&, absl::Span<const Item> owned) {
+      std::vector<Outcome> out;
+      for (const Item& i : owned) {
+        const bool dies = i.payload == "dies";
+        Outcome o{i.id, i.part, dies ? Outcome::Kind::kDead : Outcome::Kind::kAck};
+        if (dies) o.error = "boom";
+        out.push_back(o);
+      }
+      return absl::StatusOr<std::vector<Outcome>>(out);
+    }));
+  }
+  auto kind_by_key = [&](const char* queue, const char* key) {
+    absl::StatusOr<ItemState> st = store_->GetItemStateByDedupKey(queue, key);
+    EXPECT_TRUE(st.ok()) << st.status();
+    return st.ok() ? st->kind : ItemState::Kind::kUnknown;
+  };
+
+  // Nothing is an hour old yet.
+  ASSERT_OK_AND_ASSIGN(Pruned p, store_->Prune("q", absl::Hours(1), /*dead=*/true));
+  EXPECT_EQ(p.results + p.cancelled + p.groups + p.dead, 0);
+  EXPECT_EQ(kind_by_key("q", "acked"), ItemState::Kind::kDone);
+
+  // Age 0: everything finished by now, but dead items only when asked.
+  ASSERT_OK_AND_ASSIGN(p, store_->Prune("q", absl::ZeroDuration(), /*dead=*/false));
+  EXPECT_EQ(p.results, 1);
+  EXPECT_EQ(p.cancelled, 1);
+  EXPECT_EQ(p.dead, 0);
+  EXPECT_EQ(kind_by_key("q", "acked"), ItemState::Kind::kUnknown) << "its record is gone";
+  EXPECT_EQ(kind_by_key("q", "cancelled"), ItemState::Kind::kUnknown);
+  EXPECT_EQ(kind_by_key("q", "dies"), ItemState::Kind::kDead);
+  EXPECT_EQ(kind_by_key("q", "waits"), ItemState::Kind::kPending) << "live items stay";
+  ASSERT_OK_AND_ASSIGN(ItemState by_id, store_->GetItemState("q", ids["q.acked"]));
+  EXPECT_EQ(by_id.kind, ItemState::Kind::kDone) << "an id with no row left is done";
+  ASSERT_OK_AND_ASSIGN(p, store_->Prune("q", absl::ZeroDuration(), /*dead=*/true));
+  EXPECT_EQ(p.results + p.cancelled, 0);
+  EXPECT_EQ(p.dead, 1);
+  EXPECT_EQ(CountsOf("q").dead, 0);
+  EXPECT_EQ(CountsOf("q").items(), 1);
+
+  // The other queue kept all of its records.
+  EXPECT_EQ(kind_by_key("other", "acked"), ItemState::Kind::kDone);
+  EXPECT_EQ(kind_by_key("other", "cancelled"), ItemState::Kind::kCancelled);
+  EXPECT_EQ(CountsOf("other").dead, 1);
+
+  EXPECT_EQ(store_->Prune("nope", absl::ZeroDuration(), false).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Prune("bad name", absl::ZeroDuration(), false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Prune("q", absl::Seconds(-1), false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace partq::conformance
 
 namespace partq::conformance {
