@@ -146,6 +146,7 @@ cases=(
   "pgbouncer|pgbouncer.yaml|"
   "console|console.yaml|"
   "console-loopback|console-loopback.yaml|"
+  "prune|prune.yaml|"
 )
 dash_chart=$CHART
 packaged=("$chart_dash"/*.json)
@@ -260,6 +261,9 @@ expect_not servicemonitor '^kind: PodMonitor$'
 expect custom-image 'image: "registry.example.com/acme/order-worker:2024.06.1"'
 expect custom-image 'image: "registry.example.com/partq@sha256:0+"'
 expect default '^            - "--handler=noop"$'
+expect prune '^kind: CronJob$'
+expect prune "^                  partq prune 'emails' --older-than=14d --dead$"
+expect_not default '^kind: CronJob$'
 # Your own code (README "Running your own code"). exec: the command, with `$` escaped from
 # Kubernetes' $(VAR) expansion, in the user's image; the migration keeps the partq image.
 expect handler-exec '^            - "--handler=exec:exec python3 /app/handler.py --log-prefix \\"\$\$POD_NAME\\""$'
