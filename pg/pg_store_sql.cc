@@ -603,13 +603,6 @@ constexpr const char* kTypedPad =
 //   as the general claim replaces it (ClaimCtes) but without its unnest,
 //   LATERAL and DISTINCT (with the binary rows:
 //   4 sessions 142k/154k/178k -> 147k/190k/204k items/s, BENCHMARKS.md).
-// - A queue without a key bound (KeyBound 0: neither ordered nor key
-//   concurrency) has forms of its own, whose bound is the literal 0: the
-//   planner folds ReadyCondition's key probes away, so a generic plan no
-//   longer carries their subplans (index scans of `items`, the grown_from
-//   reads) that every execution locked, started and shut down without
-//   running them. $12 must then be 0 (the statement claims nothing
-//   otherwise, rather than skip the probes an ordered queue needs).
 //   $14 are the ids the read skips at or before the cursor ($15, $16): in
 //   flight or being finished. $17 is the record to replace
 //   (ClaimPart::record, 0: the latest at $8); a claim that takes nothing
@@ -617,6 +610,14 @@ constexpr const char* kTypedPad =
 //   record's ids count only while their items are there), so the caller's
 //   record stays the one to replace. As every claim, it returns no rows
 //   when it replaced no record (kPickFrom says why); the ack commits still.
+// - A queue without a key bound (KeyBound 0: neither ordered nor key
+//   concurrency) has forms of its own, whose bound is the literal 0: the
+//   planner folds ReadyCondition's key probes away, so a generic plan no
+//   longer carries their subplans (index scans of `items`, the grown_from
+//   reads) that every execution locked, started and shut down without
+//   running them (server CPU per item -8-9 % at 4 and 16 sessions,
+//   BENCHMARKS.md). $12 must then be 0 (the statement claims nothing
+//   otherwise, rather than skip the probes an ordered queue needs).
 // - Its rows are raw columns, returned in binary by the pipeline
 //   (ItemFromBinary): no date_part, no hex, no text conversion of a ctid.
 // It returns the claimed rows (one row of NULLs when there are none, so the

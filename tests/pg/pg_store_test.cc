@@ -1092,7 +1092,8 @@ TEST_F(FinishTest, AnAckClaimingOnePartAheadReturnsItemsAsAClaimDoes) {
     EXPECT_LE(absl::AbsDuration(bin[i].run_at - txt[i].run_at), absl::Microseconds(1));
   }
   EXPECT_EQ(bin[0].payload.size(), 6u);
-  EXPECT_TRUE(PipelinedClaimRan(*store_, "one")) << "the pipelined form ran";
+  EXPECT_TRUE(PipelinedClaimRan(*store_, "one"))
+      << "the pipelined form ran";
 }
 
 // A claim ahead runs in the ack's transaction, which began before the
@@ -1173,7 +1174,8 @@ TEST_F(FinishTest, AnAckClaimingAheadThatLostItsPartCommitsNothingOfThatAttempt)
                   absl::StrCat("part = 0 AND epoch = ", b.parts[0].epoch.value, " AND ids = '{}'")),
             1)
       << "the new owner's record is its own";
-  EXPECT_TRUE(PipelinedClaimRan(*store_, "q")) << "the pipelined form was tried";
+  EXPECT_TRUE(PipelinedClaimRan(*store_, "q"))
+      << "the pipelined form was tried";
 }
 
 // A COMMIT can fail after the ack statement succeeded (a deferred constraint
