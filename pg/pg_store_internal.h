@@ -91,6 +91,10 @@ inline constexpr char kPipelinedAck[] = "partq_pl_ack";
 inline constexpr char kPipelinedAckClaim[] = "partq_pl_ack_claim";
 // The same, also reading what came due behind the cursor (ClaimPart::behind).
 inline constexpr char kPipelinedAckClaimBehind[] = "partq_pl_ack_claim_behind";
+// The two forms above for a claim with a key bound (KeyBound > 0: ordered or
+// key concurrency); those above take only KeyBound 0.
+inline constexpr char kPipelinedAckClaimKeyed[] = "partq_pl_ack_claim_keyed";
+inline constexpr char kPipelinedAckClaimBehindKeyed[] = "partq_pl_ack_claim_behind_keyed";
 inline constexpr char kPipelinedCommit[] = "partq_pl_commit";
 inline constexpr char kPipelinedChain[] = "partq_pl_chain";
 // After kPipelinedChain through a transaction pooler: the new transaction's

@@ -1198,16 +1198,19 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             binary_params.resize(params.size(), false);
           }
           const bool chain = claim.has_value() && request.begin_next;
+          const char* ack = kPipelinedAck;
+          if (claim) {
+            const bool keyed = KeyBound(*claim) != 0;
+            ack = claim->parts[0].behind
+                      ? (keyed ? kPipelinedAckClaimBehindKeyed : kPipelinedAckClaimBehind)
+                      : (keyed ? kPipelinedAckClaimKeyed : kPipelinedAckClaim);
+          }
           std::vector<PipelineResult> res;
           try {
-            std::vector<Pipeline::Step> steps = {
-                {kPlanGuard, {}},
-                {!claim                   ? kPipelinedAck
-                 : claim->parts[0].behind ? kPipelinedAckClaimBehind
-                                          : kPipelinedAckClaim,
-                 params,
-                 /*binary=*/true, binary_params},
-                {chain ? kPipelinedChain : kPipelinedCommit, {}}};
+            std::vector<Pipeline::Step> steps = {{kPlanGuard, {}},
+                                                 {ack, params,
+                                                  /*binary=*/true, binary_params},
+                                                 {chain ? kPipelinedChain : kPipelinedCommit, {}}};
             // COMMIT AND CHAIN keeps the transaction's characteristics, not
             // its SET LOCALs: the next one sets them again.
             if (chain && options_.transaction_pooler) {

@@ -610,11 +610,19 @@ constexpr const char* kTypedPad =
 //   record's ids count only while their items are there), so the caller's
 //   record stays the one to replace. As every claim, it returns no rows
 //   when it replaced no record (kPickFrom says why); the ack commits still.
+// - A queue without a key bound (KeyBound 0: neither ordered nor key
+//   concurrency) has forms of its own, whose bound is the literal 0: the
+//   planner folds ReadyCondition's key probes away, so a generic plan no
+//   longer carries their subplans (index scans of `items`, the grown_from
+//   reads) that every execution locked, started and shut down without
+//   running them (server CPU per item -8-9 % at 4 and 16 sessions,
+//   BENCHMARKS.md). $12 must then be 0 (the statement claims nothing
+//   otherwise, rather than skip the probes an ordered queue needs).
 // - Its rows are raw columns, returned in binary by the pipeline
 //   (ItemFromBinary): no date_part, no hex, no text conversion of a ctid.
 // It returns the claimed rows (one row of NULLs when there are none, so the
 // check always runs).
-std::string PipelinedAck(bool with_claim, bool behind = false) {
+std::string PipelinedAck(bool with_claim, bool behind = false, bool keyed = false) {
   const std::string check = R"sql(SELECT CASE
   WHEN (SELECT count(*) FROM f) = cardinality($3::int[])
        AND (SELECT array_agg(id ORDER BY id) FROM done) = $5::bigint[] THEN true
@@ -635,10 +643,11 @@ res AS (
 pick AS (
   SELECT r.* FROM ()sql",
                       ReadyItems("$1", "$7", "$9", "$10::bigint", "$15", "$16::bigint",
-                                 "$14::bigint[]", "$12", "$11", behind ? "true" : ""),
+                                 "$14::bigint[]", keyed ? "$12" : "0", "$11", behind ? "true" : ""),
                       R"sql() r
   WHERE EXISTS (SELECT 1 FROM {schema}.session_parts sp
-                WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8)),
+                WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8))sql",
+                      keyed ? "" : " AND $12::int = 0", R"sql(),
 replaced AS (
   DELETE FROM {schema}.part_claims c
   WHERE c.queue = $1 AND c.part = $7 AND c.epoch = $8 AND EXISTS (SELECT 1 FROM pick)
@@ -737,6 +746,10 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       {kPipelinedAck, PipelinedAck(/*with_claim=*/false)},
       {kPipelinedAckClaim, PipelinedAck(/*with_claim=*/true)},
       {kPipelinedAckClaimBehind, PipelinedAck(/*with_claim=*/true, /*behind=*/true)},
+      {kPipelinedAckClaimKeyed,
+       PipelinedAck(/*with_claim=*/true, /*behind=*/false, /*keyed=*/true)},
+      {kPipelinedAckClaimBehindKeyed,
+       PipelinedAck(/*with_claim=*/true, /*behind=*/true, /*keyed=*/true)},
       {kPipelinedCommit, "COMMIT"},
       // Commits and begins the next transaction, where the claimed batch
       // runs (FinishRequest::begin_next).

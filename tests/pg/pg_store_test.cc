@@ -971,11 +971,75 @@ bool Prepared(Store& store, const std::string& queue, const std::string& name) {
   return found;
 }
 
-// Whether either form of the pipelined claim ahead (with or without the read
-// behind the cursor, ClaimPart::behind) ran on `store`'s connection.
+// Whether any form of the pipelined claim ahead (with or without the read
+// behind the cursor, ClaimPart::behind; with or without a key bound) ran on
+// `store`'s connection.
 bool PipelinedClaimRan(Store& store, const std::string& queue) {
   return Prepared(store, queue, pg_internal::kPipelinedAckClaim) ||
-         Prepared(store, queue, pg_internal::kPipelinedAckClaimBehind);
+         Prepared(store, queue, pg_internal::kPipelinedAckClaimBehind) ||
+         Prepared(store, queue, pg_internal::kPipelinedAckClaimKeyed) ||
+         Prepared(store, queue, pg_internal::kPipelinedAckClaimBehindKeyed);
+}
+
+// The claim ahead in the ack's flight has forms without the key probes for
+// queues without a key bound: an ordered queue's (KeyBound 1) and a key
+// concurrency queue's still take only what their bound allows, through the
+// keyed forms; an ordinary queue's takes every item of a key at once, through
+// the others. (The claim reads beside the ack's delete, in its snapshot: a0
+// still counts as live there.)
+TEST_F(FinishTest, AnAckClaimingAheadKeepsEachQueuesKeyBoundInItsOwnForm) {
+  struct Case {
+    std::string queue;
+    bool ordered;
+    int key_concurrency;
+    std::vector<std::string> claimed;  // of a1, a2, a3, b1 and c1
+    bool keyed;
+  };
+  for (const Case& c :
+       {Case{"ord", true, 0, {"b1", "c1"}, true}, Case{"kc", false, 2, {"a1", "b1", "c1"}, true},
+        Case{"plain", false, 0, {"a1", "a2", "a3", "b1", "c1"}, false}}) {
+    SCOPED_TRACE(c.queue);
+    QueueConfig q;
+    q.name = c.queue;
+    q.parts = 1;
+    q.ordered = c.ordered;
+    q.key_concurrency = c.key_concurrency;
+    ASSERT_OK(store_->CreateQueue(q));
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_OK(store_->Enqueue(c.queue, Keyed("a", absl::StrCat("a", i))));
+    }
+    ASSERT_OK(store_->Enqueue(c.queue, Keyed("b", "b1")));
+    ASSERT_OK(store_->Enqueue(c.queue, Payload("c1")));
+    auto store = schema_.NewStore();
+    Member m = JoinWith(*store, c.queue, {0});
+    auto bounded = [&](int limit) {
+      ClaimRequest r = ClaimAll(c.queue, m, limit);
+      r.ordered = c.ordered;
+      r.key_concurrency = c.key_concurrency;
+      return r;
+    };
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store->Claim(bounded(1)));
+    ASSERT_EQ(first.size(), 1u);
+    ASSERT_EQ(first[0].payload, "a0");
+    FinishRequest req = FinishClaimingAhead(c.queue, m, first, 100);
+    req.next = [&, after = ItemKey{first[0].priority, first[0].id}]() {
+      ClaimRequest next = bounded(100);
+      next.parts[0].after = after;
+      next.include_suspect = false;
+      return std::optional<ClaimRequest>(next);
+    };
+    ASSERT_OK_AND_ASSIGN(FinishResult r, store->Finish(req, AckAll()));
+    EXPECT_EQ(r.acked, std::vector<int64_t>{first[0].id});
+    std::vector<std::string> got;
+    for (const Item& i : r.next) got.push_back(i.payload);
+    EXPECT_EQ(got, c.claimed);
+    EXPECT_EQ(Prepared(*store, c.queue, pg_internal::kPipelinedAckClaimKeyed) ||
+                  Prepared(*store, c.queue, pg_internal::kPipelinedAckClaimBehindKeyed),
+              c.keyed);
+    EXPECT_EQ(Prepared(*store, c.queue, pg_internal::kPipelinedAckClaim) ||
+                  Prepared(*store, c.queue, pg_internal::kPipelinedAckClaimBehind),
+              !c.keyed);
+  }
 }
 
 // A one-part claim ahead goes with the ack in one pipelined flight and comes
