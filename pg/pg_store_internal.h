@@ -239,9 +239,9 @@ struct SharedConn {
   // The store's connection; nullptr while it has none (dropped, not yet
   // reconnected). Used only with `mu` held.
   PgConnection* conn ABSL_GUARDED_BY(mu) = nullptr;
-  bool gone ABSL_GUARDED_BY(mu) = false;    // the store was destroyed
-  bool missed ABSL_GUARDED_BY(mu) = false;  // reconnected: notices may be lost
-  bool waiting ABSL_GUARDED_BY(mu) = true;  // false once the listener is gone
+  bool gone ABSL_GUARDED_BY(mu) = false;        // the store was destroyed
+  bool missed ABSL_GUARDED_BY(mu) = false;      // reconnected: notices may be lost
+  bool waiting ABSL_GUARDED_BY(mu) = true;      // false once the listener is gone
   uint64_t generation ABSL_GUARDED_BY(mu) = 0;  // conn's when it began to listen
   // Payloads received on `conn` (by whichever thread held `mu`), for the
   // next Wait.
