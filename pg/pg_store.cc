@@ -384,8 +384,15 @@ ConnUse::ConnUse(SharedConn* shared, int* depth) : shared_(shared), depth_(depth
   shared_->callers.fetch_sub(1);
 }
 
-ConnUse::~ConnUse() {
+ConnUse::~ConnUse() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (shared_ == nullptr || --(*depth_) > 0) return;
+  // libpqxx reconnects a broken connection underneath by itself (and
+  // LISTENs again): what was sent meanwhile is lost, as after a reconnect
+  // of ours.
+  if (shared_->conn != nullptr && shared_->conn->generation() != shared_->generation) {
+    shared_->generation = shared_->conn->generation();
+    shared_->missed = true;
+  }
   shared_->mu.Unlock();
 }
 
@@ -974,6 +981,15 @@ absl::Status PgStore::NotifyGroup(absl::string_view queue) {
 
 namespace {
 
+// Why Listen and ListenHere refuse through a transaction pooler: LISTEN
+// registers the session of one server connection, which the pooler lends to
+// other clients after each transaction.
+absl::Status ListenThroughPooler() {
+  return absl::FailedPreconditionError(
+      "LISTEN does not work through a transaction pooler (PgBouncer's pool_mode = "
+      "transaction): poll instead (ConsumerOptions::poll_only, `partq worker --poll-only`)");
+}
+
 // The notices of queue channel payloads; others are skipped.
 std::vector<Notice> ParseNotices(const std::vector<std::string>& payloads) {
   std::vector<Notice> out;
@@ -1078,19 +1094,14 @@ class SharedListener final : public Listener {
     };
     s.mu.Await(absl::Condition(&no_calls));
     if (s.gone) return absl::UnavailableError("the listener's store was closed");
-    if (s.conn != nullptr && s.conn->generation() != s.generation) {
-      // libpqxx reconnected underneath (it listens again by itself).
-      s.generation = s.conn->generation();
-      s.missed = true;
-    }
     if (s.inbox.empty() && !s.missed) {
       if (s.conn == nullptr || !Receive(s, timeout)) {
-        // No connection now (the store reconnects on its next call): wait
-        // rather than spin; a store call or its end wakes this.
-        auto woken = [&s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
-          return s.gone || s.callers.load() > 0;
-        };
-        s.mu.AwaitWithTimeout(absl::Condition(&woken), timeout);
+        // No connection now, or a broken one: the store reconnects on its
+        // next call (which then sets `missed`) or goes. Until then there is
+        // nothing to read, so wait rather than spin.
+        auto changed = [&s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) { return s.gone || s.missed; };
+        s.mu.AwaitWithTimeout(absl::Condition(&changed), timeout);
+        if (s.gone) return absl::UnavailableError("the listener's store was closed");
       }
     }
     std::vector<Notice> out = ParseNotices(s.inbox);
@@ -1143,11 +1154,7 @@ void PgStore::ListenOnConnection() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 
 absl::StatusOr<std::unique_ptr<Listener>> PgStore::ListenHere(absl::string_view queue) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
-  if (options_.transaction_pooler) {
-    return absl::FailedPreconditionError(
-        "LISTEN does not work through a transaction pooler (PgBouncer's pool_mode = "
-        "transaction): poll instead (ConsumerOptions::poll_only, `partq worker --poll-only`)");
-  }
+  if (options_.transaction_pooler) return ListenThroughPooler();
   if (shared_ != nullptr) {
     return absl::FailedPreconditionError("this store has a listener on its connection already");
   }
@@ -1172,13 +1179,7 @@ absl::StatusOr<std::unique_ptr<Listener>> PgStore::ListenHere(absl::string_view 
 
 absl::StatusOr<std::unique_ptr<Listener>> PgStore::Listen(absl::string_view queue) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
-  if (options_.transaction_pooler) {
-    // LISTEN registers the session of one server connection, which the
-    // pooler lends to other clients after each transaction.
-    return absl::FailedPreconditionError(
-        "LISTEN does not work through a transaction pooler (PgBouncer's pool_mode = "
-        "transaction): poll instead (ConsumerOptions::poll_only, `partq worker --poll-only`)");
-  }
+  if (options_.transaction_pooler) return ListenThroughPooler();
   PgOptions options = options_;
   options.application_name = absl::StrCat(options_.application_name, "/listen");
   absl::StatusOr<std::unique_ptr<PgConnection>> conn = OpenConnection(options);

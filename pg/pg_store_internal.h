@@ -242,7 +242,9 @@ struct SharedConn {
   bool gone ABSL_GUARDED_BY(mu) = false;        // the store was destroyed
   bool missed ABSL_GUARDED_BY(mu) = false;      // reconnected: notices may be lost
   bool waiting ABSL_GUARDED_BY(mu) = true;      // false once the listener is gone
-  uint64_t generation ABSL_GUARDED_BY(mu) = 0;  // conn's when it began to listen
+  // conn's when it began to listen, or when a store call last saw it; one
+  // that changed means libpqxx reconnected underneath.
+  uint64_t generation ABSL_GUARDED_BY(mu) = 0;
   // Payloads received on `conn` (by whichever thread held `mu`), for the
   // next Wait.
   std::vector<std::string> inbox ABSL_GUARDED_BY(mu);
