@@ -159,6 +159,10 @@ class TrackingStore : public Store {
     t_->Call("listen");
     return inner_->Listen(queue);
   }
+  absl::StatusOr<std::unique_ptr<Listener>> ListenHere(absl::string_view queue) override {
+    t_->Call("listen");
+    return inner_->ListenHere(queue);
+  }
 
  private:
   // Parts listed per claim, how many of them from the head (no cursor), and

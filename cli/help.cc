@@ -154,7 +154,7 @@ const char* BenchUsage() {
                    [--dsn DSN] [--keep] [--diagnose]
 Without --dsn or $PARTQ_DSN, runs against an embedded PostgreSQL (default
 settings, max_connections raised for the idle workload; with --dsn, idle needs
-about 4 free connections a session or is skipped). The bench uses its own
+about 2 free connections a session or is skipped). The bench uses its own
 schema (default partq_bench), dropped and recreated. partq_result,
 partq_exec and partq_http answer each item with a result, in process, through
 an exec child and through an HTTP server (partq's own peers); the example

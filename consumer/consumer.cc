@@ -48,9 +48,12 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
     absl::MutexLock lock(&mu_);
     return FinishCounts{stats_.acked, stats_.retried, stats_.dead};
   });
+  // The owner of part 0 collects the queue's depth and fires its schedules:
+  // both jobs take turns on one connection.
+  auto part0 = std::make_shared<SharedStore>(factory_);
   if (metrics_ != nullptr) {
     collector_ = std::make_unique<QueueCollector>(
-        factory_, options_.queue, [this] { return session_->EpochOf(0).has_value(); },
+        part0, options_.queue, [this] { return session_->EpochOf(0).has_value(); },
         metrics_->registry(), options_.status_interval, clock_);
   }
   ScheduleFirerOptions fo;
@@ -59,7 +62,7 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
   fo.retry_backoff = std::max(options_.retry_backoff, absl::Milliseconds(100));
   fo.clock = clock_;
   firer_ = std::make_unique<ScheduleFirer>(
-      factory_, fo, [this] { return session_->EpochOf(0).has_value(); }, metrics_);
+      std::move(part0), fo, [this] { return session_->EpochOf(0).has_value(); }, metrics_);
 }
 
 Consumer::~Consumer() { Stop(); }

@@ -11,7 +11,12 @@ namespace partq {
 
 ScheduleFirer::ScheduleFirer(StoreFactory factory, ScheduleFirerOptions options,
                              std::function<bool()> is_firer, ConsumerMetrics* metrics)
-    : factory_(std::move(factory)),
+    : ScheduleFirer(std::make_shared<SharedStore>(std::move(factory)), std::move(options),
+                    std::move(is_firer), metrics) {}
+
+ScheduleFirer::ScheduleFirer(std::shared_ptr<SharedStore> store, ScheduleFirerOptions options,
+                             std::function<bool()> is_firer, ConsumerMetrics* metrics)
+    : store_(std::move(store)),
       options_(std::move(options)),
       clock_(options_.clock),
       is_firer_(std::move(is_firer)),
@@ -66,24 +71,20 @@ absl::Time ScheduleFirer::RunOnce() {
   if (!is_firer_()) {
     // Part 0 went elsewhere: so does the connection, which only the firer
     // needs.
-    absl::MutexLock lock(&store_mu_);
-    store_.reset();
+    absl::MutexLock lock(&store_->mu);
+    store_->store.reset();
     return now + options_.poll_interval;
   }
   absl::StatusOr<FiredSchedules> r;
   {
-    absl::MutexLock lock(&store_mu_);
-    if (store_ == nullptr) {
-      auto s = factory_();
-      if (!s.ok()) {
-        PARTQ_LOG(Warning) << "schedules of " << options_.queue << ": " << s.status();
-        if (metrics_ != nullptr) metrics_->ScheduleError();
-        return now + options_.retry_backoff;
-      }
-      store_ = std::move(*s);
+    absl::MutexLock lock(&store_->mu);
+    if (absl::Status st = store_->EnsureLocked(); !st.ok()) {
+      PARTQ_LOG(Warning) << "schedules of " << options_.queue << ": " << st;
+      if (metrics_ != nullptr) metrics_->ScheduleError();
+      return now + options_.retry_backoff;
     }
-    r = store_->FireSchedules(options_.queue);
-    if (!r.ok() && absl::IsUnavailable(r.status())) store_.reset();
+    r = store_->store->FireSchedules(options_.queue);
+    if (!r.ok() && absl::IsUnavailable(r.status())) store_->store.reset();
   }
   if (!r.ok()) {
     if (absl::IsUnimplemented(r.status())) return absl::InfiniteFuture();

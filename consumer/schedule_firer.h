@@ -10,7 +10,9 @@
 // firing. Workers that do not own part 0 never ask. When part 0 comes to
 // this worker (Poke) it looks at once: ticks that came due while no worker
 // ran fire then, once (schedule/timing.h, PlanFiring). The firer holds a
-// connection of its own while it is the firer, none otherwise.
+// connection while it is the firer, none otherwise: its own, or one it
+// shares with the queue collector (a round then waits while a Status query
+// runs: seconds at most, on a backlog of millions).
 //
 // A store that keeps no schedules (Store::FireSchedules is Unimplemented)
 // ends the firer's rounds quietly.
@@ -32,6 +34,7 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/service.h"
+#include "store/shared_store.h"
 #include "store/store.h"
 
 namespace partq {
@@ -54,6 +57,10 @@ class ScheduleFirer {
   // `metrics` may be null, else it must outlive the firer.
   ScheduleFirer(StoreFactory factory, ScheduleFirerOptions options, std::function<bool()> is_firer,
                 ConsumerMetrics* metrics = nullptr);
+  // The same, on a connection it takes turns on with others (the queue's
+  // depth collector, store/shared_store.h).
+  ScheduleFirer(std::shared_ptr<SharedStore> store, ScheduleFirerOptions options,
+                std::function<bool()> is_firer, ConsumerMetrics* metrics = nullptr);
   ~ScheduleFirer();
   ScheduleFirer(const ScheduleFirer&) = delete;
   ScheduleFirer& operator=(const ScheduleFirer&) = delete;
@@ -75,14 +82,11 @@ class ScheduleFirer {
  private:
   void Run();
 
-  const StoreFactory factory_;
+  const std::shared_ptr<SharedStore> store_;
   const ScheduleFirerOptions options_;
   Clock* const clock_;
   const std::function<bool()> is_firer_;
   ConsumerMetrics* const metrics_;
-
-  absl::Mutex store_mu_;  // RunOnce may run on the thread and in tests
-  std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);
 
   mutable absl::Mutex mu_;
   StartStop lifecycle_;

@@ -23,7 +23,13 @@ constexpr char kFromCollector[] =
 QueueCollector::QueueCollector(StoreFactory factory, std::string queue,
                                std::function<bool()> is_collector, prometheus::Registry& r,
                                absl::Duration interval, Clock* clock)
-    : factory_(std::move(factory)),
+    : QueueCollector(std::make_shared<SharedStore>(std::move(factory)), std::move(queue),
+                     std::move(is_collector), r, interval, clock) {}
+
+QueueCollector::QueueCollector(std::shared_ptr<SharedStore> store, std::string queue,
+                               std::function<bool()> is_collector, prometheus::Registry& r,
+                               absl::Duration interval, Clock* clock)
+    : store_(std::move(store)),
       queue_(std::move(queue)),
       is_collector_(std::move(is_collector)),
       interval_(interval),
@@ -130,7 +136,7 @@ void QueueCollector::Run() {
     }
     absl::Duration took;
     {
-      absl::MutexLock lock(&store_mu_);
+      absl::MutexLock lock(&took_mu_);
       took = last_took_;
     }
     const absl::Duration wait = WaitAfter(interval_, took);
@@ -141,34 +147,38 @@ void QueueCollector::Run() {
 
 absl::Status QueueCollector::CollectOnce() {
   {
-    absl::MutexLock lock(&store_mu_);
+    absl::MutexLock lock(&took_mu_);
     last_took_ = absl::ZeroDuration();
   }
   if (!is_collector_()) {
+    // Part 0 went elsewhere: so does the connection, which only its owner
+    // needs.
+    {
+      absl::MutexLock lock(&store_->mu);
+      store_->store.reset();
+    }
     ZeroFill();
     return absl::OkStatus();
   }
   collector_.Set(1);
   absl::StatusOr<QueueStatus> status;
   {
-    absl::MutexLock lock(&store_mu_);
-    if (store_ == nullptr) {
-      auto s = factory_();
-      if (!s.ok()) {
-        errors_.Increment();
-        return s.status();
-      }
-      store_ = std::move(*s);
+    absl::MutexLock lock(&store_->mu);
+    if (absl::Status st = store_->EnsureLocked(); !st.ok()) {
+      errors_.Increment();
+      return st;
     }
     const absl::Time start = clock_->Now();
-    status = store_->Status(queue_);
+    status = store_->store->Status(queue_);
     // Only a query that ran spaces out the next: a failure (a database that
     // is away, a connect that timed out) is retried after `interval`.
     if (status.ok()) {
-      last_took_ = clock_->Now() - start;
-      duration_.Set(absl::ToDoubleSeconds(last_took_));
+      const absl::Duration took = clock_->Now() - start;
+      absl::MutexLock took_lock(&took_mu_);
+      last_took_ = took;
+      duration_.Set(absl::ToDoubleSeconds(took));
     }
-    if (!status.ok() && absl::IsUnavailable(status.status())) store_.reset();
+    if (!status.ok() && absl::IsUnavailable(status.status())) store_->store.reset();
   }
   if (!status.ok()) {
     errors_.Increment();

@@ -3,7 +3,9 @@
 // Every worker of a queue could count its items, but N workers running the
 // same Status query would multiply its cost and export N copies of one number.
 // Instead the worker whose session owns part 0 (`is_collector`) runs
-// Store::Status every `interval` on its own connection and publishes:
+// Store::Status every `interval` and publishes (on a connection of its own,
+// or one it shares with the schedule firer; it closes it when the process
+// stops owning part 0):
 //
 //   partq_queue_ready_items                gauge  items ready to be claimed now
 //   partq_queue_delayed_items              gauge  items waiting for their run_at (retries, delays)
@@ -61,6 +63,7 @@
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
+#include "store/shared_store.h"
 #include "store/store.h"
 
 namespace partq {
@@ -91,6 +94,11 @@ class QueueCollector {
   QueueCollector(StoreFactory factory, std::string queue, std::function<bool()> is_collector,
                  prometheus::Registry& registry, absl::Duration interval = absl::Seconds(5),
                  Clock* clock = Clock::Real());
+  // The same, on a connection it takes turns on with others (a Consumer's
+  // schedule firer, store/shared_store.h).
+  QueueCollector(std::shared_ptr<SharedStore> store, std::string queue,
+                 std::function<bool()> is_collector, prometheus::Registry& registry,
+                 absl::Duration interval = absl::Seconds(5), Clock* clock = Clock::Real());
   ~QueueCollector();
   QueueCollector(const QueueCollector&) = delete;
   QueueCollector& operator=(const QueueCollector&) = delete;
@@ -108,7 +116,7 @@ class QueueCollector {
  private:
   void Run();
 
-  const StoreFactory factory_;
+  const std::shared_ptr<SharedStore> store_;
   const std::string queue_;
   const std::function<bool()> is_collector_;
   const absl::Duration interval_;
@@ -137,11 +145,10 @@ class QueueCollector {
   prometheus::Gauge& horizon_age_;
   prometheus::Gauge& horizon_xids_;
 
-  absl::Mutex store_mu_;  // CollectOnce may run on the thread and in tests
-  std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);
+  absl::Mutex took_mu_;  // CollectOnce may run on the thread and in tests
   // How long the last status query took; zero if it failed or this process
   // was not the collector.
-  absl::Duration last_took_ ABSL_GUARDED_BY(store_mu_);
+  absl::Duration last_took_ ABSL_GUARDED_BY(took_mu_);
 
   absl::Mutex mu_;
   StartStop lifecycle_;

@@ -223,6 +223,22 @@ absl::Status Session::EnsureStore() {
   if (store_ != nullptr) return absl::OkStatus();
   auto store = factory_();
   if (!store.ok()) return store.status();
+  if (!options_.poll_only) {
+    // Heartbeats and LISTEN on one connection: half the connections of an
+    // idle worker (README, "Connections").
+    auto l = (*store)->ListenHere(options_.queue);
+    if (!l.ok() && absl::IsUnavailable(l.status())) return l.status();
+    absl::MutexLock lock(&mu_);
+    if (l.ok()) {
+      listening_ = Listening::kOnSession;
+      session_listener_ = std::move(*l);
+      ++listeners_made_;
+    } else {
+      // The listener thread tries its own connection (and reports why
+      // that fails, if it does).
+      listening_ = Listening::kOwn;
+    }
+  }
   store_ = std::move(*store);
   return absl::OkStatus();
 }
@@ -701,8 +717,67 @@ absl::StatusOr<std::vector<OwnedPart>> Session::Acquire(const std::vector<int>& 
   return got;
 }
 
+void Session::ListenerRestarted() {
+  Poke();
+  ItemsCallback cb;
+  {
+    absl::MutexLock lock(&mu_);
+    cb = items_cb_;
+  }
+  if (cb) cb(-1, std::nullopt);
+}
+
+void Session::Dispatch(const std::vector<Notice>& notices) {
+  ItemsCallback cb;
+  {
+    absl::MutexLock lock(&mu_);
+    cb = items_cb_;
+  }
+  for (const auto& n : notices) {
+    if (n.kind == Notice::Kind::kGroup) {
+      Poke();
+    } else if (cb) {
+      cb(n.part, n.from);
+    }
+  }
+}
+
 void Session::ListenLoop() {
-  std::unique_ptr<Store> store;
+  std::shared_ptr<Listener> listener;
+  int64_t seen = 0;
+  for (;;) {
+    bool fresh;
+    {
+      absl::MutexLock lock(&mu_);
+      // Not a timed wait: Stop, or the session thread's next connection,
+      // ends it (and a ManualClock's waiters do not count it).
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || listening_ == Listening::kOwn || session_listener_ != nullptr;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) return;
+      if (listening_ == Listening::kOwn) break;
+      fresh = listeners_made_ != seen;
+      seen = listeners_made_;
+      listener = session_listener_;
+    }
+    // Notices may have been missed while nobody listened.
+    if (fresh) ListenerRestarted();
+    // Bounded on the real clock: it only bounds how late a Stop is seen.
+    auto notices = listener->Wait(absl::Milliseconds(250));
+    if (!notices.ok()) {
+      // Its store is gone: the session thread connects again and listens
+      // on the new connection.
+      absl::MutexLock lock(&mu_);
+      if (session_listener_ == listener) session_listener_.reset();
+      continue;
+    }
+    Dispatch(*notices);
+  }
+  ListenOnOwnConnection();
+}
+
+void Session::ListenOnOwnConnection() {
   std::unique_ptr<Listener> listener;
   auto stopping = [this] {
     absl::MutexLock lock(&mu_);
@@ -711,53 +786,32 @@ void Session::ListenLoop() {
   while (!stopping()) {
     if (listener == nullptr) {
       absl::Status st;
-      if (store == nullptr) {
-        auto s = factory_();
-        st = s.status();
-        if (s.ok()) store = std::move(*s);
-      }
-      if (store != nullptr) {
-        auto l = store->Listen(options_.queue);
+      // The store only opens the listener, which has a connection of its
+      // own: it is not kept.
+      auto store = factory_();
+      st = store.status();
+      if (store.ok()) {
+        auto l = (*store)->Listen(options_.queue);
         st = l.status();
         if (l.ok()) listener = std::move(*l);
       }
       if (absl::IsUnimplemented(st)) return;
       if (listener == nullptr) {
-        store.reset();
         // Stop ends the backoff: on a ManualClock nothing else would.
         absl::MutexLock lock(&mu_);
         clock_->AwaitWithTimeout(mu_, absl::Condition(&stopping_), options_.retry_backoff);
         continue;
       }
-      // Notices may have been missed while we were not listening.
-      Poke();
-      ItemsCallback cb;
-      {
-        absl::MutexLock lock(&mu_);
-        cb = items_cb_;
-      }
-      if (cb) cb(-1, std::nullopt);
+      ListenerRestarted();
     }
     // A blocking read of the LISTEN socket, bounded on the real clock: it
     // only bounds how late a Stop is seen, so it needs no injected time.
     auto notices = listener->Wait(absl::Milliseconds(250));
     if (!notices.ok()) {
       listener.reset();
-      store.reset();
       continue;
     }
-    ItemsCallback cb;
-    {
-      absl::MutexLock lock(&mu_);
-      cb = items_cb_;
-    }
-    for (const auto& n : *notices) {
-      if (n.kind == Notice::Kind::kGroup) {
-        Poke();
-      } else if (cb) {
-        cb(n.part, n.from);
-      }
-    }
+    Dispatch(*notices);
   }
 }
 

@@ -5,7 +5,10 @@
 // A Session runs one background thread with its own Store connection, and
 // (when the store supports LISTEN) a second one that waits for the queue's
 // notices: group notices wake the rebalancer at once, item notices are passed
-// to the ItemsCallback. Part changes are reported to a PartListener, like a
+// to the ItemsCallback. Both use the one connection where the store can share
+// it (Store::ListenHere: the session thread's calls interrupt the wait and
+// go first, so a heartbeat never waits behind it); elsewhere the listener
+// has a connection of its own. Part changes are reported to a PartListener, like a
 // Kafka ConsumerRebalanceListener:
 //   OnRevoke(parts)  before the session gives parts up: stop claiming in them
 //                    and finish in-flight items. The parts are released (and
@@ -192,7 +195,16 @@ class Session {
   void ReportLastFinished();
   // The finished callback's totals (zero without one).
   FinishCounts Finished() const;
+  // The listener thread: waits on the session's connection (the listener
+  // EnsureStore made) or, where the store cannot share it, on its own.
   void ListenLoop();
+  void ListenOnOwnConnection();
+  // What a notice asks for: a group read, or the items callback.
+  void Dispatch(const std::vector<Notice>& notices);
+  // Notices may have been missed (a new listener): read the group, and
+  // every part from its head.
+  void ListenerRestarted();
+  // Connects store_ (and, unless poll_only, listens on it) if it is not.
   absl::Status EnsureStore();
   absl::Status Join();
   // From kLost: joining, then active again, or lost again on failure.
@@ -230,6 +242,8 @@ class Session {
   SessionMetrics& metrics_;
   QueueConfig config_;
   std::unique_ptr<Store> store_;  // session thread only (and Start/Stop before/after it)
+  // Where notices are waited for: unknown until the first connection says.
+  enum class Listening { kUnknown, kOnSession, kOwn };
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
@@ -243,6 +257,12 @@ class Session {
   absl::Status ended_ ABSL_GUARDED_BY(mu_);
   int64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
   bool revoked_ ABSL_GUARDED_BY(mu_) = false;  // OnRevoke returned: the keepalive stops
+  Listening listening_ ABSL_GUARDED_BY(mu_) = Listening::kUnknown;
+  // kOnSession: the listener on store_'s connection (a Wait on it fails once
+  // that store is gone, and EnsureStore makes the next), and how many
+  // EnsureStore has made.
+  std::shared_ptr<Listener> session_listener_ ABSL_GUARDED_BY(mu_);
+  int64_t listeners_made_ ABSL_GUARDED_BY(mu_) = 0;
   ItemsCallback items_cb_ ABSL_GUARDED_BY(mu_);
   PausedCallback paused_cb_ ABSL_GUARDED_BY(mu_);
   bool paused_ ABSL_GUARDED_BY(mu_) = false;

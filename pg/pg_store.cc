@@ -3,6 +3,9 @@
 #include "pg/pg_store.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -353,9 +356,58 @@ pqxx::transaction_base& PgStore::Autocommit() {
   return *autocommit_;
 }
 
-PgStore::~PgStore() = default;
+// With a listener: under ConnUse, so a Wait under way has ended and the next
+// one sees `gone`.
+PgStore::~PgStore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (shared_ == nullptr) return;
+  ConnUse use(shared_.get(), &use_depth_);
+  DropConnection();
+  shared_->gone = true;
+}
 
-absl::Status PgStore::EnsureConnected() {
+SharedConn::SharedConn() : wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+SharedConn::~SharedConn() {
+  if (wake_fd >= 0) close(wake_fd);
+}
+
+ConnUse::ConnUse(SharedConn* shared, int* depth) : shared_(shared), depth_(depth) {
+  if (shared_ == nullptr || (*depth_)++ > 0) return;
+  shared_->callers.fetch_add(1);
+  const uint64_t one = 1;
+  // Ends a Wait under way; a token nobody reads only makes the next Wait
+  // return early once.
+  if (write(shared_->wake_fd, &one, sizeof(one)) < 0) {
+    // EAGAIN: the counter is full of tokens already, which wakes it as well.
+  }
+  shared_->mu.Lock();
+  shared_->callers.fetch_sub(1);
+}
+
+ConnUse::~ConnUse() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (shared_ == nullptr || --(*depth_) > 0) return;
+  // libpqxx reconnects a broken connection underneath by itself (and
+  // LISTENs again): what was sent meanwhile is lost, as after a reconnect
+  // of ours.
+  if (shared_->conn != nullptr && shared_->conn->generation() != shared_->generation) {
+    shared_->generation = shared_->conn->generation();
+    shared_->missed = true;
+  }
+  shared_->mu.Unlock();
+}
+
+// With a listener, the caller holds shared_->mu (ConnUse).
+void PgStore::DropConnection() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Closed first, so the receiver's removal sends no UNLISTEN down a
+  // connection that may be stalled.
+  if (conn_ != nullptr && receiver_ != nullptr) conn_->disconnect();
+  receiver_.reset();
+  conn_.reset();
+  if (shared_ != nullptr) shared_->conn = nullptr;
+}
+
+// With a listener, the caller holds shared_->mu (Run's ConnUse).
+absl::Status PgStore::EnsureConnected() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (conn_ != nullptr) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<PgConnection>> conn = OpenConnection(options_);
   if (!conn.ok()) return conn.status();
@@ -377,6 +429,18 @@ absl::Status PgStore::EnsureConnected() {
   conn_ = std::move(*conn);
   handler_statements_.Clear();  // prepared on the old connection
   begun_ = false;
+  if (shared_ != nullptr) {
+    // A listener shares the connection: listen on the new one too. What
+    // was sent while there was none is lost, which the listener is told.
+    try {
+      ListenOnConnection();
+    } catch (...) {
+      PgError e = ClassifyException(std::current_exception(), "listen", options_.schema);
+      DropConnection();
+      return e.status;
+    }
+    shared_->missed = true;
+  }
   return absl::OkStatus();
 }
 
@@ -392,7 +456,7 @@ absl::Status PgStore::Fail(absl::string_view what, std::exception_ptr error) {
   PgError e = ClassifyException(error, what, options_.schema);
   // Some losses surface as a plain SQL error; the connection state tells.
   const bool broken = conn_ != nullptr && !conn_->is_open();
-  if (e.drop_connection || broken) conn_.reset();
+  if (e.drop_connection || broken) DropConnection();
   if (broken && e.status.code() != absl::StatusCode::kUnavailable) {
     return absl::UnavailableError(
         absl::StrCat(what, ": database connection lost: ", e.status.message()));
@@ -917,6 +981,36 @@ absl::Status PgStore::NotifyGroup(absl::string_view queue) {
 
 namespace {
 
+// Why Listen and ListenHere refuse through a transaction pooler: LISTEN
+// registers the session of one server connection, which the pooler lends to
+// other clients after each transaction.
+absl::Status ListenThroughPooler() {
+  return absl::FailedPreconditionError(
+      "LISTEN does not work through a transaction pooler (PgBouncer's pool_mode = "
+      "transaction): poll instead (ConsumerOptions::poll_only, `partq worker --poll-only`)");
+}
+
+// The notices of queue channel payloads; others are skipped.
+std::vector<Notice> ParseNotices(const std::vector<std::string>& payloads) {
+  std::vector<Notice> out;
+  for (const std::string& payload : payloads) {
+    Notice n;
+    absl::string_view p = payload;
+    if (p == "g") {
+      n.kind = Notice::Kind::kGroup;
+    } else if (absl::ConsumePrefix(&p, "i:")) {
+      // "i:PART" or "i:PART:PRIORITY:ID" (NotifyParts, kEnqueue); anything else
+      // wakes every part from its head.
+      n.kind = Notice::Kind::kItems;
+      if (!ParsePartKey(p, &n.part, &n.from)) n.part = -1;
+    } else {
+      continue;  // not ours
+    }
+    out.push_back(n);
+  }
+  return out;
+}
+
 class PgListener final : public Listener {
  public:
   PgListener(std::unique_ptr<PgConnection> conn, const std::string& channel)
@@ -946,22 +1040,7 @@ class PgListener final : public Listener {
       if (e.status.code() == absl::StatusCode::kUnavailable) return e.status;
       return absl::UnavailableError(e.status.message());
     }
-    std::vector<Notice> out;
-    for (const std::string& payload : inbox_) {
-      Notice n;
-      absl::string_view p = payload;
-      if (p == "g") {
-        n.kind = Notice::Kind::kGroup;
-      } else if (absl::ConsumePrefix(&p, "i:")) {
-        // "i:PART" or "i:PART:PRIORITY:ID" (NotifyParts, kEnqueue); anything else
-        // wakes every part from its head.
-        n.kind = Notice::Kind::kItems;
-        if (!ParsePartKey(p, &n.part, &n.from)) n.part = -1;
-      } else {
-        continue;  // not ours
-      }
-      out.push_back(n);
-    }
+    std::vector<Notice> out = ParseNotices(inbox_);
     inbox_.clear();
     return out;
   }
@@ -982,17 +1061,125 @@ class PgListener final : public Listener {
   std::unique_ptr<Receiver> receiver_;
 };
 
+// Puts what a notification receiver gets into the shared inbox. It runs in
+// whichever thread reads the connection, which holds `mu` then.
+class SharedReceiver final : public pqxx::notification_receiver {
+ public:
+  SharedReceiver(pqxx::connection_base& c, const std::string& channel, SharedConn* shared)
+      : pqxx::notification_receiver(c, channel), shared_(shared) {}
+  void operator()(const std::string& payload, int) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (shared_->waiting) shared_->inbox.push_back(payload);
+  }
+
+ private:
+  SharedConn* const shared_;
+};
+
+// Waits on the socket of a store's connection between the store's calls
+// (ListenHere; SharedConn says who has the connection when).
+class SharedListener final : public Listener {
+ public:
+  explicit SharedListener(std::shared_ptr<SharedConn> shared) : shared_(std::move(shared)) {}
+  ~SharedListener() override {
+    absl::MutexLock lock(&shared_->mu);
+    shared_->waiting = false;  // the store's receiver keeps nothing from now on
+    shared_->inbox.clear();
+  }
+
+  absl::StatusOr<std::vector<Notice>> Wait(absl::Duration timeout) override {
+    SharedConn& s = *shared_;
+    absl::MutexLock lock(&s.mu);
+    auto no_calls = [&s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+      return s.gone || s.callers.load() == 0;
+    };
+    s.mu.Await(absl::Condition(&no_calls));
+    if (s.gone) return absl::UnavailableError("the listener's store was closed");
+    if (s.inbox.empty() && !s.missed) {
+      if (s.conn == nullptr || !Receive(s, timeout)) {
+        // No connection now, or a broken one: the store reconnects on its
+        // next call (which then sets `missed`) or goes. Until then there is
+        // nothing to read, so wait rather than spin.
+        auto changed = [&s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) { return s.gone || s.missed; };
+        s.mu.AwaitWithTimeout(absl::Condition(&changed), timeout);
+        if (s.gone) return absl::UnavailableError("the listener's store was closed");
+      }
+    }
+    std::vector<Notice> out = ParseNotices(s.inbox);
+    s.inbox.clear();
+    if (s.missed) {
+      s.missed = false;
+      out.push_back(Notice{Notice::Kind::kGroup, -1, std::nullopt});
+      out.push_back(Notice{Notice::Kind::kItems, -1, std::nullopt});
+    }
+    return out;
+  }
+
+ private:
+  // Reads what is there, or waits up to `timeout` for the socket or a store
+  // call, and reads again. False if the connection is broken.
+  static bool Receive(SharedConn& s, absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    try {
+      s.conn->get_notifs();
+      if (!s.inbox.empty() || timeout <= absl::ZeroDuration()) return true;
+      const int sock = PQsocket(s.conn->raw());
+      if (sock < 0) return false;
+      pollfd fds[2] = {{sock, POLLIN, 0}, {s.wake_fd, POLLIN, 0}};
+      const int ms = static_cast<int>(std::min<int64_t>(
+          absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1))), INT32_MAX));
+      if (poll(fds, 2, ms) < 0) return true;  // EINTR: the caller waits again
+      if (fds[1].revents != 0) {
+        uint64_t tokens;
+        while (read(s.wake_fd, &tokens, sizeof(tokens)) > 0) {
+        }
+      }
+      if (fds[0].revents != 0) s.conn->get_notifs();
+      return s.conn->is_open();
+    } catch (...) {
+      return false;  // the store sees the break on its next call and reconnects
+    }
+  }
+
+  const std::shared_ptr<SharedConn> shared_;
+};
+
 }  // namespace
+
+// The caller holds shared_->mu (ConnUse).
+void PgStore::ListenOnConnection() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  receiver_.reset();
+  receiver_ = std::make_unique<SharedReceiver>(*conn_, listen_channel_, shared_.get());
+  shared_->conn = conn_.get();
+  shared_->generation = conn_->generation();
+}
+
+absl::StatusOr<std::unique_ptr<Listener>> PgStore::ListenHere(absl::string_view queue) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (options_.transaction_pooler) return ListenThroughPooler();
+  if (shared_ != nullptr) {
+    return absl::FailedPreconditionError("this store has a listener on its connection already");
+  }
+  auto shared = std::make_shared<SharedConn>();
+  if (shared->wake_fd < 0) return absl::InternalError("eventfd failed for the listener");
+  return Run("listen", [&]() -> absl::StatusOr<std::unique_ptr<Listener>> {
+    listen_channel_ = ChannelFor(options_.schema, queue);
+    // The receiver's constructor sends LISTEN, so notices sent after this
+    // returns are seen. A failure leaves the store as it was.
+    shared_ = shared;
+    try {
+      ConnUse use(shared_.get(), &use_depth_);
+      ListenOnConnection();
+    } catch (...) {
+      receiver_.reset();
+      shared_.reset();
+      throw;
+    }
+    return std::unique_ptr<Listener>(std::make_unique<SharedListener>(shared));
+  });
+}
 
 absl::StatusOr<std::unique_ptr<Listener>> PgStore::Listen(absl::string_view queue) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
-  if (options_.transaction_pooler) {
-    // LISTEN registers the session of one server connection, which the
-    // pooler lends to other clients after each transaction.
-    return absl::FailedPreconditionError(
-        "LISTEN does not work through a transaction pooler (PgBouncer's pool_mode = "
-        "transaction): poll instead (ConsumerOptions::poll_only, `partq worker --poll-only`)");
-  }
+  if (options_.transaction_pooler) return ListenThroughPooler();
   PgOptions options = options_;
   options.application_name = absl::StrCat(options_.application_name, "/listen");
   absl::StatusOr<std::unique_ptr<PgConnection>> conn = OpenConnection(options);

@@ -4,6 +4,7 @@
 #ifndef PARTQ_PG_PG_STORE_INTERNAL_H_
 #define PARTQ_PG_PG_STORE_INTERNAL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -15,10 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pg/pg_connection.h"
 #include "pg/pg_store.h"
@@ -221,6 +224,50 @@ class HandlerStatements {
   bool named_ = true;
 };
 
+// --- a listener on the store's own connection (ListenHere) ---------------------
+
+// What a PgStore shares with the listener that waits on its connection. One
+// thread at a time uses the connection, holding `mu`: the store's owner for
+// a call, or the listener's for a Wait. A store call counts itself in
+// `callers` and writes `wake_fd` first, so a Wait under way returns at once
+// and the next one waits until no call is pending: calls go first.
+struct SharedConn {
+  SharedConn();
+  ~SharedConn();
+  SharedConn(const SharedConn&) = delete;
+  SharedConn& operator=(const SharedConn&) = delete;
+
+  absl::Mutex mu;
+  std::atomic<int> callers{0};  // store calls waiting for `mu`
+  int wake_fd = -1;             // an eventfd, written by each such call
+  // The store's connection; nullptr while it has none (dropped, not yet
+  // reconnected). Used only with `mu` held.
+  PgConnection* conn ABSL_GUARDED_BY(mu) = nullptr;
+  bool gone ABSL_GUARDED_BY(mu) = false;        // the store was destroyed
+  bool missed ABSL_GUARDED_BY(mu) = false;      // reconnected: notices may be lost
+  bool waiting ABSL_GUARDED_BY(mu) = true;      // false once the listener is gone
+  // conn's when it began to listen, or when a store call last saw it; one
+  // that changed means libpqxx reconnected underneath.
+  uint64_t generation ABSL_GUARDED_BY(mu) = 0;
+  // Payloads received on `conn` (by whichever thread held `mu`), for the
+  // next Wait.
+  std::vector<std::string> inbox ABSL_GUARDED_BY(mu);
+};
+
+// Holds a PgStore's connection for one call while a listener shares it
+// (nothing when none does). Nested uses by the same call take it once.
+class ConnUse {
+ public:
+  ConnUse(SharedConn* shared, int* depth);
+  ~ConnUse();
+  ConnUse(const ConnUse&) = delete;
+  ConnUse& operator=(const ConnUse&) = delete;
+
+ private:
+  SharedConn* const shared_;
+  int* const depth_;
+};
+
 class PgStore final : public Store, public BridgeStore {
  public:
   explicit PgStore(PgOptions options);
@@ -275,6 +322,7 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override;
 
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override;
+  absl::StatusOr<std::unique_ptr<Listener>> ListenHere(absl::string_view queue) override;
 
   absl::StatusOr<std::vector<CancelOutcome>> CancelItems(absl::string_view queue,
                                                          const std::vector<int64_t>& ids) override;
@@ -318,6 +366,7 @@ class PgStore final : public Store, public BridgeStore {
   // (FinishRequest::begin_next) is rolled back first, unless `keep_begun`.
   template <typename F>
   auto Run(absl::string_view what, F&& f, bool keep_begun = false) -> decltype(f()) {
+    ConnUse use(shared_.get(), &use_depth_);
     if (absl::Status st = EnsureConnected(); !st.ok()) return st;
     try {
       if (begun_ && !keep_begun) {
@@ -343,6 +392,11 @@ class PgStore final : public Store, public BridgeStore {
   // when `f` returns, or none does if it throws).
   pqxx::transaction_base& Autocommit();
   absl::Status Fail(absl::string_view what, std::exception_ptr error);
+  // Closes the connection (the next call reconnects); a listener on it
+  // stops receiving until then.
+  void DropConnection();
+  // LISTENs on conn_ for the listener that shares it (ListenHere).
+  void ListenOnConnection();
 
   // One row of CopyItems.
   struct CopyRow {
@@ -397,6 +451,13 @@ class PgStore final : public Store, public BridgeStore {
   Pipeline pipeline_;                     // on conn_: PipelinedStatements
   bool begun_ = false;                    // conn_ is in a transaction begun for the next Finish
   std::unique_ptr<pqxx::transaction_base> autocommit_;  // Autocommit(), while Run runs
+  // With a listener on conn_ (ListenHere): what they share, the channel and
+  // the receiver registered on conn_ for it. Declared after conn_: the
+  // receiver unlistens through it, so it goes first.
+  std::shared_ptr<SharedConn> shared_;
+  std::string listen_channel_;
+  std::unique_ptr<pqxx::notification_receiver> receiver_;
+  int use_depth_ = 0;  // ConnUse nesting
 };
 
 // Opens a connection with application_name set. Unavailable/InvalidArgument/

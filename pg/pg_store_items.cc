@@ -1390,7 +1390,10 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
       },
       /*keep_begun=*/true);
   // Only now: the transaction that used the connection is gone.
-  if (drop) conn_.reset();
+  if (drop) {
+    ConnUse use(shared_.get(), &use_depth_);
+    DropConnection();
+  }
   if (!st.ok()) return st;
   if (*again) return FinishResult{};
   return out;

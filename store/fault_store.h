@@ -14,6 +14,9 @@
 // A method is named as in store.h ("Heartbeat", "ReleaseParts", ...). Every
 // Store method goes through the injector, Listen included; the Listener it
 // returns and the Tx a Finish body gets are the wrapped store's own.
+// ListenHere is not passed on (a wrapped store answers Unimplemented), so a
+// session on a wrapped store listens on a connection of its own, and the
+// injector's call counts stay what they were.
 //
 // Thread-safe: the injector's settings may change while wrapped stores are in
 // use on other threads. The injector must outlive the stores it wrapped.

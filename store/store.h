@@ -697,6 +697,20 @@ class Store {
 
   // A new LISTEN connection for `queue` (PgStore); Unimplemented elsewhere.
   virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) = 0;
+  // LISTEN for `queue` on this store's own connection, so one connection
+  // serves both (a session's heartbeats and its wake-ups). One thread may
+  // Wait on the listener while one other uses the store: each store call
+  // interrupts the Wait and has the connection for its duration (a call is
+  // never held up by a Wait), and the notices that arrived meanwhile come
+  // with the next Wait. When the store reconnects underneath it listens
+  // again, and the next Wait returns a group notice and an item notice for
+  // every part (anything may have been missed). Once the store is destroyed
+  // Wait returns Unavailable. One listener per store. Unimplemented where
+  // the store cannot (then Listen gives a connection of its own);
+  // FailedPrecondition through a transaction pooler, as Listen.
+  virtual absl::StatusOr<std::unique_ptr<Listener>> ListenHere(absl::string_view queue) {
+    return absl::UnimplementedError("this store cannot listen on its own connection");
+  }
 
   // --- cancel ---------------------------------------------------------------
   // Cancels items of `queue`: each ready or delayed one is removed and leaves

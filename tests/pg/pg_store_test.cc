@@ -25,11 +25,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -1827,6 +1829,72 @@ TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
   ASSERT_FALSE(old.empty());
   EXPECT_EQ(old[0].part, 5);
   EXPECT_FALSE(old[0].from.has_value());
+}
+
+// ListenHere: a session's calls and its wake-ups on one connection.
+TEST_F(PgStoreTest, AListenerOnTheStoresOwnConnectionGivesWayToItsCallsAndSurvivesAReconnect) {
+  MakeQueue("q", 8);
+  PgOptions o = schema_.options();
+  o.application_name = absl::StrCat("pgtest_", schema_.name());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectPg(o));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Listener> listener, store->ListenHere("q"));
+  EXPECT_EQ(store->ListenHere("q").status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string pid_sql =
+      absl::StrCat("SELECT pid FROM pg_stat_activity WHERE starts_with(application_name, '",
+                   o.application_name, "')");
+  EXPECT_EQ(testing::Query(schema_.dsn(), pid_sql).size(), 1u) << "calls and LISTEN: one";
+
+  absl::Mutex mu;
+  std::vector<Notice> heard;
+  absl::Status ended;
+  std::thread waiter([&] {
+    for (;;) {
+      // A minute: only the store's calls (and its end) cut a wait short.
+      absl::StatusOr<std::vector<Notice>> got = listener->Wait(absl::Minutes(1));
+      absl::MutexLock lock(&mu);
+      if (!got.ok()) {
+        ended = got.status();
+        return;
+      }
+      heard.insert(heard.end(), got->begin(), got->end());
+    }
+  });
+  absl::Cleanup end = [&] {
+    store.reset();  // ends the waiter's Wait
+    waiter.join();
+  };
+  // Group notices name no part (-1); item notices say "any part" with -1.
+  auto count = [&](Notice::Kind kind, bool any_part) {
+    absl::MutexLock lock(&mu);
+    return std::count_if(heard.begin(), heard.end(), [&](const Notice& n) {
+      return n.kind == kind && (n.part == -1) == any_part;
+    });
+  };
+
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK(store_->Enqueue("q", Keyed(absl::StrCat("k", i))));  // from another connection
+    ASSERT_OK(store->GetQueue("q").status());  // on this one, while the listener waits on it
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "a call waited out the listener's minute";
+  EXPECT_TRUE(WaitUntil([&] { return count(Notice::Kind::kItems, false) == 20; }));
+
+  // The connection breaks: a call finds out and the next reconnects and
+  // listens again; the listener hears that notices may have been missed.
+  auto pids = testing::Query(schema_.dsn(), pid_sql);
+  ASSERT_EQ(pids.size(), 1u);
+  testing::Query(schema_.dsn(), absl::StrCat("SELECT pg_terminate_backend(", *pids[0][0], ")"));
+  ASSERT_TRUE(WaitUntil([&] { return testing::Query(schema_.dsn(), pid_sql).empty(); }));
+  ASSERT_TRUE(WaitUntil([&] { return store->GetQueue("q").ok(); }));
+  EXPECT_TRUE(WaitUntil([&] {
+    return count(Notice::Kind::kGroup, true) >= 1 && count(Notice::Kind::kItems, true) >= 1;
+  }));
+  ASSERT_OK(store_->Enqueue("q", Keyed("after")));
+  EXPECT_TRUE(WaitUntil([&] { return count(Notice::Kind::kItems, false) == 21; }));
+  EXPECT_EQ(testing::Query(schema_.dsn(), pid_sql).size(), 1u);
+
+  std::move(end).Invoke();
+  EXPECT_EQ(ended.code(), absl::StatusCode::kUnavailable) << ended;
 }
 
 // --- connection -------------------------------------------------------------------------
