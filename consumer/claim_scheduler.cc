@@ -303,11 +303,12 @@ std::optional<std::string> ClaimScheduler::LastTurn(const std::optional<std::str
   return last;
 }
 
-void ClaimScheduler::UpdateKeyCursors(PartState& st, bool from_heads,
-                                      const std::vector<const Item*>& items) {
-  // A read from the heads saw every key it visited anew; keys it did not
-  // visit are read from their heads again (their cursors may be stale).
-  if (from_heads) st.key_cursors.clear();
+void ClaimScheduler::UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items) {
+  // Only the keys this read served keep a cursor: a key it visited and got
+  // nothing from may be done, and a key with a cursor takes its turns
+  // whether or not it has items left (ClaimPart::key_cursors), which would
+  // shrink the others' shares. A key without one is read from its head.
+  st.key_cursors.clear();
   std::map<std::string, int> served;
   for (const Item* item : items) {
     if (!item->key) continue;
@@ -377,7 +378,7 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
         if (!item.suspect && item.part == cp.part) mine.push_back(&item);
       }
       if (auto turn = LastTurn(cp.key_after, mine)) st.key_after = std::move(turn);
-      UpdateKeyCursors(st, /*from_heads=*/!cp.after, mine);
+      UpdateKeyCursors(st, mine);
     }
     st.full = !to_the_end && n >= std::min(cp.limit, req.limit);
     if (!cp.after) {

@@ -220,10 +220,8 @@ class ClaimScheduler {
   bool ReadsFromHeads() const { return options_.ordered || options_.key_concurrency > 0; }
   // The key cursors a part keeps (each claim sends them all).
   static constexpr size_t kMaxKeyCursors = 64;
-  // Fair: the key cursors after a read of `st`'s part (from its heads, or
-  // on from its cursors) took `items`.
-  static void UpdateKeyCursors(PartState& st, bool from_heads,
-                               const std::vector<const Item*>& items);
+  // Fair: the key cursors after a read of `st`'s part took `items`.
+  static void UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items);
   // Fair: the key a read from `from` served last, of the keys of `items`
   // (the part's, from one claim): the last one, in the order of the turns,
   // of those that had the most turns. nullopt when none has a key.

@@ -176,7 +176,11 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
 // - The keys come from items_key by a skip scan (`onward`, `around`): each
 //   step one index descent to the next key, so a key with a million items
 //   costs one probe, not a walk. It finds keys of items not ready too
-//   (delayed, in flight); those turns yield nothing. At most 2 * limit keys
+//   (delayed, in flight); those turns yield nothing. A key with a cursor is
+//   visited without a probe (the step looks in the index only before it):
+//   a descent to a key lands at its head, which for a key being drained is
+//   the acked rows vacuum has not removed yet, walked entry by entry (most
+//   of what a fair claim cost once the keys had cursors: BENCHMARKS.md). At most 2 * limit keys
 //   are visited, so a part with more keys than that is read in slices, the
 //   next claim going on after the last key served (ClaimScheduler).
 // - Each key visited is read in id order (items_key again: no index was
@@ -204,26 +208,39 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
   const std::string key_of =
       absl::StrCat("{schema}.items k WHERE k.queue = ", queue, " AND k.part = ", part);
   const std::string from = absl::StrCat("coalesce(", key_after, ", '')");
+  const std::string cursors =
+      absl::StrCat("unnest(", cursor_parts, "::int[], ", cursor_keys, "::text[], ", cursor_ids,
+                   "::bigint[]) AS c(part, key, id) WHERE c.part = ", part);
+  // The first key `op` `lower` (and at most `upper`, if given): the first
+  // key with a cursor there, unless the index has one before it.
+  auto next_key = [&](absl::string_view op, absl::string_view lower, absl::string_view upper) {
+    const std::string at_most = upper.empty() ? "" : absl::StrCat(" AND k.key <= ", upper);
+    return absl::StrCat("(SELECT coalesce((SELECT k.key FROM ", key_of, " AND k.key ", op, " ",
+                        lower, " AND k.key < nk.key ORDER BY k.key LIMIT 1), (SELECT k.key FROM ",
+                        key_of, " AND k.key ", op, " ", lower, at_most,
+                        " AND nk.key IS NULL ORDER BY k.key LIMIT 1), nk.key)\n"
+                        "           FROM (SELECT min(c.key) AS key FROM ",
+                        cursors, " AND c.key ", op, " ", lower,
+                        upper.empty() ? "" : absl::StrCat(" AND c.key <= ", upper), ") nk)");
+  };
   return absl::StrCat(R"sql(SELECT * FROM ((
     SELECT )sql",
                       kReadColumnsOf, R"sql(
     FROM (
       WITH RECURSIVE onward(key, n) AS (
-        (SELECT k.key, 1 FROM )sql",
-                      key_of, " AND k.key > ", from, R"sql( ORDER BY k.key LIMIT 1)
+        SELECT )sql",
+                      next_key(">", from, ""), R"sql(, 1
         UNION ALL
-        SELECT (SELECT k.key FROM )sql",
-                      key_of, R"sql( AND k.key > w.key ORDER BY k.key LIMIT 1), w.n + 1
+        SELECT )sql",
+                      next_key(">", "w.key", ""), R"sql(, w.n + 1
         FROM onward w WHERE w.key IS NOT NULL AND w.n < 2 * )sql",
                       limit, R"sql(),
       around(key, n) AS (
-        (SELECT k.key, 1 FROM )sql",
-                      key_of, " AND k.key >= '' AND k.key <= ", from,
-                      R"sql( ORDER BY k.key LIMIT 1)
+        SELECT )sql",
+                      next_key(">=", "''", from), R"sql(, 1
         UNION ALL
-        SELECT (SELECT k.key FROM )sql",
-                      key_of, " AND k.key > a.key AND k.key <= ", from,
-                      R"sql( ORDER BY k.key LIMIT 1), a.n + 1
+        SELECT )sql",
+                      next_key(">", "a.key", from), R"sql(, a.n + 1
         FROM around a WHERE a.key IS NOT NULL AND a.n < 2 * )sql",
                       limit, R"sql(),
       visit AS (
@@ -233,11 +250,8 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
         ORDER BY v.lap, v.n LIMIT 2 * )sql",
                       limit, R"sql()
       SELECT key, row_number() OVER (ORDER BY lap, n) AS pos, count(*) OVER () AS keys,
-             (SELECT max(c.id) FROM unnest()sql",
-                      cursor_parts, "::int[], ", cursor_keys, "::text[], ", cursor_ids,
-                      R"sql(::bigint[]) AS c(part, key, id)
-              WHERE c.part = )sql",
-                      part, R"sql( AND c.key = visit.key) AS after_id
+             (SELECT max(c.id) FROM )sql",
+                      cursors, R"sql( AND c.key = visit.key) AS after_id
       FROM visit) t
     CROSS JOIN LATERAL (
       SELECT )sql",

@@ -1128,6 +1128,7 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
   const int bound = KeyBound(req);
   std::map<std::string, int> older;  // bounded: older live items of a key
   const std::map<std::string, int64_t> cursors(cp.key_cursors.begin(), cp.key_cursors.end());
+  for (const auto& [key, id] : cursors) keys.insert(key);  // visited, items or not
   for (const auto& [id, s] : items_) {
     if (s.queue != req.queue || s.item.part != cp.part) continue;
     if (s.item.key) keys.insert(*s.item.key);

@@ -203,8 +203,9 @@ struct ClaimPart {
   // No item of the key at or before its id is returned, whatever came due
   // there since: the caller sends none (reads from the heads) when something
   // may have (a retry's delay ran out, an enqueue committed late), as
-  // ClaimScheduler does. Keys not listed, and keyless items, are read from
-  // their heads.
+  // ClaimScheduler does. A key listed is visited (takes its turns) whether
+  // or not it still has items. Keys not listed, and keyless items, are read
+  // from their heads.
   std::vector<std::pair<std::string, int64_t>> key_cursors;
 };
 
