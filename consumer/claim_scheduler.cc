@@ -187,8 +187,17 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
       if (!st.floor || *st.noticed_floor < *st.floor) st.floor = st.noticed_floor;
       st.noticed_floor.reset();
     }
+    if (options_.fair && st.floor) {
+      // A fair read goes by its keys' cursors (the part's cursor is not an
+      // order its reads follow): an item noticed behind one is read from.
+      for (auto& [key, id] : st.key_cursors) id = std::min(id, st.floor->id);
+      st.floor.reset();
+    }
     if (batches <= 0 || !st.hungry) continue;
+    // Fair: a retried or delayed item that came due behind a key's cursor
+    // is found by a read from the heads, when one would look behind.
     if (ReadsFromHeads() || !st.cursor ||
+        (options_.fair && (st.look_behind || now - st.last_behind >= options_.rescan_interval)) ||
         (!options_.notices && now - st.last_rescan >= options_.rescan_interval)) {
       st.rescan = true;
     }
@@ -241,6 +250,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     cp.cursor = st.cursor;
     cp.record = st.record;
     cp.key_after = st.key_after;
+    if (cp.after) cp.key_cursors.assign(st.key_cursors.begin(), st.key_cursors.end());
     cp.behind = cp.after.has_value() &&
                 (st.look_behind || now - st.last_behind >= options_.rescan_interval);
     cp.limit = limit;
@@ -293,6 +303,31 @@ std::optional<std::string> ClaimScheduler::LastTurn(const std::optional<std::str
   return last;
 }
 
+void ClaimScheduler::UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items) {
+  // Only the keys this read served keep a cursor: a key it visited and got
+  // nothing from may be done, and a key with a cursor takes its turns
+  // whether or not it has items left (ClaimPart::key_cursors), which would
+  // shrink the others' shares. A key without one is read from its head.
+  st.key_cursors.clear();
+  std::map<std::string, int> served;
+  for (const Item* item : items) {
+    if (!item->key) continue;
+    auto [it, added] = st.key_cursors.emplace(*item->key, item->id);
+    if (!added) it->second = std::max(it->second, item->id);
+    ++served[*item->key];
+  }
+  if (st.key_cursors.size() <= kMaxKeyCursors) return;
+  // Every claim sends them: keep the keys this read served most (a key with
+  // a backlog, whose head is long; a key served once has a short one).
+  std::vector<std::pair<int, std::string>> by_count;
+  for (auto& [key, n] : served) by_count.emplace_back(-n, key);
+  std::sort(by_count.begin(), by_count.end());
+  if (by_count.size() > kMaxKeyCursors) by_count.resize(kMaxKeyCursors);
+  std::map<std::string, int64_t> kept;
+  for (const auto& [n, key] : by_count) kept.emplace(key, st.key_cursors.at(key));
+  st.key_cursors = std::move(kept);
+}
+
 int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> items,
                                     absl::Time started, Batch* keep) {
   claiming_ = false;
@@ -337,12 +372,13 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     }
     const std::optional<ItemKey> before = st.cursor;
     if (n > 0) st.cursor = before ? std::max(*before, g->second.second) : g->second.second;
-    if (req.fair && n > 0) {
+    if (req.fair) {
       std::vector<const Item*> mine;
       for (const Item& item : items) {
         if (!item.suspect && item.part == cp.part) mine.push_back(&item);
       }
       if (auto turn = LastTurn(cp.key_after, mine)) st.key_after = std::move(turn);
+      UpdateKeyCursors(st, mine);
     }
     st.full = !to_the_end && n >= std::min(cp.limit, req.limit);
     if (!cp.after) {
@@ -359,7 +395,8 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     // it, from the same start again (those taken are in flight now, and the
     // rest come next).
     st.floor.reset();
-    if (!to_the_end && n > 0 && before) {
+    // (Not for a fair read: its items are in key order, not the part's.)
+    if (!req.fair && !to_the_end && n > 0 && before) {
       const ItemKey got_last = g->second.second;
       if (cp.after && !(*cp.after < got_last)) {
         if (*cp.after < *before) st.floor = cp.after;
@@ -439,8 +476,15 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
     // Ordered: the key's next item may be claimed now, and it sorts before
     // the cursor. No notice says so; read the part's head at once.
     // Key concurrency: likewise, the key's next item held back.
-    // Fair: the read that took it may have stopped short of keys with more.
-    if (ReadsFromHeads()) Notice(i.part);
+    if (ReadsFromHeads()) {
+      Notice(i.part);
+    } else if (options_.fair) {
+      // Fair: the read that took it may have stopped short of keys with
+      // more (each key is read for its share). They are after their
+      // cursors: no read from the head is needed.
+      ++notice_gen_;
+      if (auto it = parts_.find(i.part); it != parts_.end()) Wake(it->second, std::nullopt);
+    }
   }
 }
 

@@ -55,10 +55,14 @@ struct ClaimSchedulerOptions {
   // read from its head at once (the key's next item may run now).
   int key_concurrency = 0;
   // Fair share across keys (FairBy::kKey): claims are fair
-  // (ClaimRequest::fair), so every claim reads from the parts' heads, and as
-  // in an ordered queue a finished item's part is read again at once (a
-  // fair read may stop short of the limit while its keys have more). Each
-  // part's turns go on after the key served last there (ClaimPart::key_after).
+  // (ClaimRequest::fair). Each part's turns go on after the key served last
+  // there (ClaimPart::key_after), and each key is read on from the last item
+  // claimed of it (ClaimPart::key_cursors): from the heads when a part is
+  // acquired, when a poll or a notice without a place says so, and when a
+  // read looks behind (at least every rescan_interval), as retried and
+  // delayed items may have come due behind a key's cursor. A notice's place
+  // lowers the part's key cursors to it. A finished item wakes its part (a
+  // fair read may stop short of the limit while its keys have more).
   bool fair = false;
   // Enqueue notices arrive (LISTEN) and say where their items are
   // (Notice::from): a part is then read from its head only when it is
@@ -206,13 +210,18 @@ class ClaimScheduler {
     absl::Time budget_at = absl::InfinitePast();
     // Fair: the key whose turn came last here (ClaimPart::key_after).
     std::optional<std::string> key_after;
+    // Fair: per key, the last id claimed of it since the part's last read
+    // from the heads (ClaimPart::key_cursors); at most kMaxKeyCursors.
+    std::map<std::string, int64_t> key_cursors;
   };
-  // Ordered, key-bounded and fair queues hold items back behind a part's
-  // cursor (a key's next item, a key not yet served), so every claim reads
-  // their parts from the heads and a finished item wakes its part.
-  bool ReadsFromHeads() const {
-    return options_.ordered || options_.key_concurrency > 0 || options_.fair;
-  }
+  // Ordered and key-bounded queues hold items back behind a part's cursor
+  // (a key's next item), so every claim reads their parts from the heads
+  // and a finished item has its part read from its head again.
+  bool ReadsFromHeads() const { return options_.ordered || options_.key_concurrency > 0; }
+  // The key cursors a part keeps (each claim sends them all).
+  static constexpr size_t kMaxKeyCursors = 64;
+  // Fair: the key cursors after a read of `st`'s part took `items`.
+  static void UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items);
   // Fair: the key a read from `from` served last, of the keys of `items`
   // (the part's, from one claim): the last one, in the order of the turns,
   // of those that had the most turns. nullopt when none has a key.

@@ -117,33 +117,43 @@ inline constexpr char kLocalSettings[] = "SET LOCAL jit = off";
 // "BEGIN", and with `local_settings` "BEGIN; " kLocalSettings.
 const char* BeginSql(bool local_settings);
 
+// What a fair claim runs under (PgStore::Claim): a generic plan, as the
+// pipelined ack's claim does (kPlanGuard says why, and why no sequential
+// scan).
+inline constexpr char kGenericPlanSettings[] =
+    "SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off";
+
 // pqxx::transaction<L, RW> (pqxx::work by default), whose BEGIN with
 // `local_settings` also runs kLocalSettings in the same simple query, so in
-// the round trip the BEGIN takes anyway. Without, it is pqxx::transaction.
+// the round trip the BEGIN takes anyway, and so does `more_settings` (SQL,
+// if not null). Without either, it is pqxx::transaction.
 template <pqxx::isolation_level L = pqxx::read_committed,
           pqxx::readwrite_policy RW = pqxx::read_write>
 class PgWork final : public pqxx::internal::basic_transaction {
  public:
-  PgWork(pqxx::connection_base& conn, bool local_settings)
+  PgWork(pqxx::connection_base& conn, bool local_settings, const char* more_settings = nullptr)
       : pqxx::internal::namedclass("PgWork"),
         pqxx::internal::basic_transaction(conn, pqxx::isolation_traits<L>::name(), RW),
-        local_settings_(local_settings) {
+        local_settings_(local_settings),
+        more_settings_(more_settings) {
     Begin();
   }
   ~PgWork() noexcept override { End(); }
 
  private:
   void do_begin() override {
-    if (!local_settings_) return dbtransaction::do_begin();
+    if (!local_settings_ && more_settings_ == nullptr) return dbtransaction::do_begin();
     std::string sql = "BEGIN";
     if (L != pqxx::read_committed)
       absl::StrAppend(&sql, " ISOLATION LEVEL ", pqxx::isolation_traits<L>::name());
     if (RW == pqxx::read_only) sql += " READ ONLY";
-    absl::StrAppend(&sql, "; ", kLocalSettings);
+    if (local_settings_) absl::StrAppend(&sql, "; ", kLocalSettings);
+    if (more_settings_ != nullptr) absl::StrAppend(&sql, "; ", more_settings_);
     direct_exec(sql.c_str());
   }
 
   bool local_settings_;
+  const char* more_settings_;
 };
 
 // Runs statement `name` in `tx`: prepared (by name) unless `unprepared`

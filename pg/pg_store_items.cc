@@ -751,12 +751,20 @@ struct ClaimArgs {
   std::string cursor_prio, cursor_id, records, behind;
   std::string key_after;
   bool fair = false;
-  // The statement to run, by its name without a form: "claim" becomes
-  // "claim_fair" for a fair queue (pg_store_sql.cc, ClaimStatement).
-  std::string Name(absl::string_view name) const {
-    return fair ? absl::StrCat(name, "_fair") : std::string(name);
-  }
+  // ClaimPart::key_cursors of every part, flattened (the fair form's only).
+  std::string key_cursor_parts, key_cursor_keys, key_cursor_ids;
 };
+
+// Runs claim statement `name` in its form (pg_store_sql.cc, ClaimStatement:
+// "claim" is "claim_fair" for a fair queue) through `exec(name, args...)`:
+// `args`, then the form's last parameters, which ClaimArgs holds.
+template <typename ExecFn, typename... Args>
+pqxx::result ExecClaimForm(ExecFn&& exec, const ClaimArgs& c, absl::string_view name,
+                           Args&&... args) {
+  if (!c.fair) return exec(std::string(name).c_str(), std::forward<Args>(args)..., c.key_after);
+  return exec(absl::StrCat(name, "_fair").c_str(), std::forward<Args>(args)..., c.key_after,
+              c.key_cursor_parts, c.key_cursor_keys, c.key_cursor_ids);
+}
 
 // The cursor sentinel: sorts before every item, so the scan starts at the
 // part's head (see ClaimCtes).
@@ -793,9 +801,16 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   std::vector<int> parts, prios, limits, cursor_prios;
   std::vector<int64_t> epochs, ids, cursor_ids, records;
   std::vector<bool> behind;
-  std::vector<std::optional<std::string>> key_after;
+  std::vector<std::optional<std::string>> key_after, key_cursor_keys;
+  std::vector<int> key_cursor_parts;
+  std::vector<int64_t> key_cursor_ids;
   for (const ClaimPart& p : request.parts) {
     key_after.push_back(p.key_after);
+    for (const auto& [key, id] : p.key_cursors) {
+      key_cursor_parts.push_back(p.part);
+      key_cursor_keys.push_back(key);
+      key_cursor_ids.push_back(id);
+    }
     parts.push_back(p.part);
     epochs.push_back(p.epoch.value);
     prios.push_back(p.after ? p.after->priority : kHeadPriority);
@@ -809,6 +824,9 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   a.behind = BoolArray(behind);
   a.key_after = TextArray(key_after);
   a.fair = request.fair;
+  a.key_cursor_parts = IntArray(key_cursor_parts);
+  a.key_cursor_keys = TextArray(key_cursor_keys);
+  a.key_cursor_ids = IntArray(key_cursor_ids);
   a.cursor_prio = IntArray(cursor_prios);
   a.cursor_id = IntArray(cursor_ids);
   a.records = IntArray(records);
@@ -931,11 +949,22 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
   absl::StatusOr<ClaimArgs> a = MakeClaimArgs(request);
   if (!a.ok()) return a.status();
   return Run("claim", [&]() -> absl::StatusOr<std::vector<Item>> {
-    pqxx::transaction_base& tx = Autocommit();
-    pqxx::result r = Exec(tx, a->Name("claim").c_str(), request.queue, a->session, a->parts,
-                          a->epochs, a->after_prio, a->after_id, a->limits, a->key_bound,
-                          a->suspect, a->fly_parts, a->fly_ids, a->limit, a->cursor_prio,
-                          a->cursor_id, a->records, a->behind, a->key_after);
+    // A fair claim runs in a transaction of its own that asks for a generic
+    // plan: a custom one, which the planner picks for it, was planned anew
+    // on every claim, and planning took longer than running (2.4 against
+    // 1.0 ms, BENCHMARKS.md); the BEGIN's settings and the COMMIT cost two
+    // round trips.
+    std::unique_ptr<PgWork<>> work;
+    if (a->fair) {
+      work = std::make_unique<PgWork<>>(*conn_, options_.transaction_pooler, kGenericPlanSettings);
+    }
+    pqxx::transaction_base& tx = work ? *work : Autocommit();
+    auto exec = [&](const char* name, auto&&... args) { return Exec(tx, name, args...); };
+    pqxx::result r =
+        ExecClaimForm(exec, *a, "claim", request.queue, a->session, a->parts, a->epochs,
+                      a->after_prio, a->after_id, a->limits, a->key_bound, a->suspect, a->fly_parts,
+                      a->fly_ids, a->limit, a->cursor_prio, a->cursor_id, a->records, a->behind);
+    if (work) work->commit();
     std::vector<Item> out;
     out.reserve(r.size());
     for (const pqxx::row& row : r) {
@@ -1276,6 +1305,7 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           next = *std::move(c);
         }
         const std::string ctids = CtidArray(a->ack_locators);
+        auto exec = [&](const char* name, auto&&... args) { return Exec(tx, name, args...); };
         pqxx::result r;
         bool claimed_rows = false;
         // Otherwise the lean statement (pg_store_sql.cc, AckCtes), if every
@@ -1291,26 +1321,26 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             }
           }
           if (lean && next) {
-            r = Exec(tx, next->Name("ack_claim").c_str(), request.queue, request.session.value,
-                     IntArray(parts), IntArray(epochs), IntArray(a->ack_ids), ctids,
-                     IntArray(result_ids), TextArray(results), next->parts, next->epochs,
-                     next->after_prio, next->after_id, next->limits, next->key_bound, next->suspect,
-                     next->fly_parts, next->fly_ids, next->limit, next->cursor_prio,
-                     next->cursor_id, next->records, next->behind, next->key_after);
+            r = ExecClaimForm(exec, *next, "ack_claim", request.queue, request.session.value,
+                              IntArray(parts), IntArray(epochs), IntArray(a->ack_ids), ctids,
+                              IntArray(result_ids), TextArray(results), next->parts, next->epochs,
+                              next->after_prio, next->after_id, next->limits, next->key_bound,
+                              next->suspect, next->fly_parts, next->fly_ids, next->limit,
+                              next->cursor_prio, next->cursor_id, next->records, next->behind);
           } else if (lean) {
             r = Exec(tx, "ack", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), ctids, IntArray(result_ids),
                      TextArray(results));
           } else if (next) {
-            r = Exec(tx, next->Name("finish_claim").c_str(), request.queue, request.session.value,
-                     IntArray(parts), IntArray(epochs), IntArray(a->ack_ids),
-                     IntArray(a->ack_parts), ctids, TextArray(a->ack_results), IntArray(a->o_ids),
-                     IntArray(a->o_parts), BoolArray(a->o_dead), IntArray(a->o_delays),
-                     BoolArray(a->o_refund), TextArray(a->o_errors),
-                     std::max(1, request.max_attempts), next->parts, next->epochs, next->after_prio,
-                     next->after_id, next->limits, next->key_bound, next->suspect, next->fly_parts,
-                     next->fly_ids, next->limit, next->cursor_prio, next->cursor_id, next->records,
-                     next->behind, next->key_after);
+            r = ExecClaimForm(exec, *next, "finish_claim", request.queue, request.session.value,
+                              IntArray(parts), IntArray(epochs), IntArray(a->ack_ids),
+                              IntArray(a->ack_parts), ctids, TextArray(a->ack_results),
+                              IntArray(a->o_ids), IntArray(a->o_parts), BoolArray(a->o_dead),
+                              IntArray(a->o_delays), BoolArray(a->o_refund), TextArray(a->o_errors),
+                              std::max(1, request.max_attempts), next->parts, next->epochs,
+                              next->after_prio, next->after_id, next->limits, next->key_bound,
+                              next->suspect, next->fly_parts, next->fly_ids, next->limit,
+                              next->cursor_prio, next->cursor_id, next->records, next->behind);
           } else {
             r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,

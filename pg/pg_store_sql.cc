@@ -176,11 +176,20 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
 // - The keys come from items_key by a skip scan (`onward`, `around`): each
 //   step one index descent to the next key, so a key with a million items
 //   costs one probe, not a walk. It finds keys of items not ready too
-//   (delayed, in flight); those turns yield nothing. At most 2 * limit keys
+//   (delayed, in flight); those turns yield nothing. A key with a cursor is
+//   visited without a probe (the step looks in the index only before it):
+//   a descent to a key lands at its head, which for a key being drained is
+//   the acked rows vacuum has not removed yet, walked entry by entry (most
+//   of what a fair claim cost once the keys had cursors: BENCHMARKS.md). At most 2 * limit keys
 //   are visited, so a part with more keys than that is read in slices, the
 //   next claim going on after the last key served (ClaimScheduler).
 // - Each key visited is read in id order (items_key again: no index was
-//   added for fair queues, so ordinary queues pay nothing), up to an even
+//   added for fair queues, so ordinary queues pay nothing), from after its
+//   cursor if the claim gives one (the arrays `cursor_parts`, `cursor_keys`
+//   and `cursor_ids`, looked up per key visited: a few dozen entries), so a
+//   key with a long backlog is not walked from its head, through the items
+//   in flight and the acked rows vacuum has not removed, on every claim (the
+//   walk was most of a fair claim's time: BENCHMARKS.md), up to an even
 //   share of twice the limit (never more than the limit: a key alone is
 //   read for the limit, not twice it), so the turns can fill the read even
 //   when some keys have fewer items than their share; the rows are then
@@ -189,34 +198,49 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
 // - Keyless items are not in items_key: they are looked for among the
 //   part's first 2 * limit ready items in (priority, id) order, read only
 //   when the keys did not fill the read.
-// Every item read is checked against `skip`: a fair read starts at the
-// heads, where the items in flight are.
+// Every item read is checked against `skip`: a key read from its head, or
+// from a cursor a late enqueue's notice lowered, meets the items in flight.
 std::string FairItems(absl::string_view queue, absl::string_view part, absl::string_view key_after,
-                      absl::string_view skip, absl::string_view bound, absl::string_view limit) {
+                      absl::string_view cursor_parts, absl::string_view cursor_keys,
+                      absl::string_view cursor_ids, absl::string_view skip, absl::string_view bound,
+                      absl::string_view limit) {
   const std::string common = ReadyCondition(queue, part, bound);
   const std::string key_of =
       absl::StrCat("{schema}.items k WHERE k.queue = ", queue, " AND k.part = ", part);
   const std::string from = absl::StrCat("coalesce(", key_after, ", '')");
+  const std::string cursors =
+      absl::StrCat("unnest(", cursor_parts, "::int[], ", cursor_keys, "::text[], ", cursor_ids,
+                   "::bigint[]) AS c(part, key, id) WHERE c.part = ", part);
+  // The first key `op` `lower` (and at most `upper`, if given): the first
+  // key with a cursor there, unless the index has one before it.
+  auto next_key = [&](absl::string_view op, absl::string_view lower, absl::string_view upper) {
+    const std::string at_most = upper.empty() ? "" : absl::StrCat(" AND k.key <= ", upper);
+    return absl::StrCat("(SELECT coalesce((SELECT k.key FROM ", key_of, " AND k.key ", op, " ",
+                        lower, " AND k.key < nk.key ORDER BY k.key LIMIT 1), (SELECT k.key FROM ",
+                        key_of, " AND k.key ", op, " ", lower, at_most,
+                        " AND nk.key IS NULL ORDER BY k.key LIMIT 1), nk.key)\n"
+                        "           FROM (SELECT min(c.key) AS key FROM ",
+                        cursors, " AND c.key ", op, " ", lower,
+                        upper.empty() ? "" : absl::StrCat(" AND c.key <= ", upper), ") nk)");
+  };
   return absl::StrCat(R"sql(SELECT * FROM ((
     SELECT )sql",
                       kReadColumnsOf, R"sql(
     FROM (
       WITH RECURSIVE onward(key, n) AS (
-        (SELECT k.key, 1 FROM )sql",
-                      key_of, " AND k.key > ", from, R"sql( ORDER BY k.key LIMIT 1)
+        SELECT )sql",
+                      next_key(">", from, ""), R"sql(, 1
         UNION ALL
-        SELECT (SELECT k.key FROM )sql",
-                      key_of, R"sql( AND k.key > w.key ORDER BY k.key LIMIT 1), w.n + 1
+        SELECT )sql",
+                      next_key(">", "w.key", ""), R"sql(, w.n + 1
         FROM onward w WHERE w.key IS NOT NULL AND w.n < 2 * )sql",
                       limit, R"sql(),
       around(key, n) AS (
-        (SELECT k.key, 1 FROM )sql",
-                      key_of, " AND k.key >= '' AND k.key <= ", from,
-                      R"sql( ORDER BY k.key LIMIT 1)
+        SELECT )sql",
+                      next_key(">=", "''", from), R"sql(, 1
         UNION ALL
-        SELECT (SELECT k.key FROM )sql",
-                      key_of, " AND k.key > a.key AND k.key <= ", from,
-                      R"sql( ORDER BY k.key LIMIT 1), a.n + 1
+        SELECT )sql",
+                      next_key(">", "a.key", from), R"sql(, a.n + 1
         FROM around a WHERE a.key IS NOT NULL AND a.n < 2 * )sql",
                       limit, R"sql(),
       visit AS (
@@ -225,14 +249,18 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
               UNION ALL SELECT key, 1, n FROM around WHERE key IS NOT NULL) v
         ORDER BY v.lap, v.n LIMIT 2 * )sql",
                       limit, R"sql()
-      SELECT key, row_number() OVER (ORDER BY lap, n) AS pos, count(*) OVER () AS keys
+      SELECT key, row_number() OVER (ORDER BY lap, n) AS pos, count(*) OVER () AS keys,
+             (SELECT max(c.id) FROM )sql",
+                      cursors, R"sql( AND c.key = visit.key) AS after_id
       FROM visit) t
     CROSS JOIN LATERAL (
       SELECT )sql",
                       kReadColumns, R"sql(, row_number() OVER (ORDER BY i.id) AS turn
       FROM {schema}.items i
       WHERE )sql",
-                      common, R"sql( AND i.key = t.key AND i.id <> ALL()sql", skip, R"sql()
+                      common, R"sql( AND i.key = t.key
+        AND i.id > coalesce(t.after_id, -9223372036854775808) AND i.id <> ALL()sql",
+                      skip, R"sql()
       ORDER BY i.id LIMIT least()sql",
                       limit, ", ceil(2.0 * ", limit, R"sql( / t.keys)::int)) x
     ORDER BY x.turn, t.pos LIMIT )sql",
@@ -286,17 +314,25 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
 // in-flight parts and ids, total limit, cursor priorities and ids, records
 // to replace, whether to look behind, and the keys to start after (text[],
 // read by the fair form only; ClaimRequest, as PgStore::Claim binds them).
-// `fair`: each part is read by FairItems instead of ReadyItems.
+// `fair`: each part is read by FairItems instead of ReadyItems, and three
+// more follow: the key cursors (ClaimPart::key_cursors) as parts, keys and
+// ids.
 std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit, bool fair) {
   struct {
     int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, key_bound, suspect,
-        fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind, key_after;
+        fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind, key_after,
+        key_cursor_parts = 0, key_cursor_keys = 0, key_cursor_ids = 0;
   } p;
   int n = first;
   for (int* f : {&p.parts, &p.epochs, &p.after_prio, &p.after_id, &p.limits, &p.key_bound,
                  &p.suspect, &p.fly_parts, &p.fly_ids, &p.total, &p.cursor_prio, &p.cursor_id,
                  &p.records, &p.behind, &p.key_after}) {
     *f = n++;
+  }
+  // Only the fair form has the key cursors (the ordinary one would leave
+  // them untyped).
+  if (fair) {
+    for (int* f : {&p.key_cursor_parts, &p.key_cursor_keys, &p.key_cursor_ids}) *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
   const std::string pick =
@@ -335,8 +371,9 @@ skip AS (SELECT )sql",
 ready AS (
   SELECT own.part, own.epoch, c.*, false AS suspect
   FROM own CROSS JOIN LATERAL ()sql",
-      fair ? FairItems(d(p.queue), "own.part", "own.key_after", "(SELECT ids FROM skip)::bigint[]",
-                       d(p.key_bound), "own.lim")
+      fair ? FairItems(d(p.queue), "own.part", "own.key_after", d(p.key_cursor_parts),
+                       d(p.key_cursor_keys), d(p.key_cursor_ids),
+                       "(SELECT ids FROM skip)::bigint[]", d(p.key_bound), "own.lim")
            : ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
                         "own.cursor_id", "(SELECT ids FROM skip)::bigint[]", d(p.key_bound),
                         "own.lim", "own.behind"),

@@ -1152,19 +1152,25 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
                                                                     const std::set<int64_t>& skip) {
   // As PgStore's FairItems (pg_store_sql.cc) reads: keys in turn from after
   // key_after and around, at most 2 * limit of them, each for an even share
-  // of twice the limit (at most the limit) in id order; then keyless items
-  // among the part's first 2 * limit ready ones.
+  // of twice the limit (at most the limit) in id order from after its key
+  // cursor; then keyless items among the part's first 2 * limit ready ones.
   const int limit = cp.limit;
   const std::string from = cp.key_after.value_or("");
   std::set<std::string> keys;
   std::vector<const StoredItem*> ready;  // id order
   const int bound = KeyBound(req);
   std::map<std::string, int> older;  // bounded: older live items of a key
+  const std::map<std::string, int64_t> cursors(cp.key_cursors.begin(), cp.key_cursors.end());
+  for (const auto& [key, id] : cursors) keys.insert(key);  // visited, items or not
   for (const auto& [id, s] : items_) {
     if (s.queue != req.queue || s.item.part != cp.part) continue;
     if (s.item.key) keys.insert(*s.item.key);
     if (bound > 0 && s.item.key && older[*s.item.key]++ >= bound) continue;
     if (s.item.run_at > now || s.abandoned_epoch != 0 || skip.count(id) > 0) continue;
+    if (s.item.key) {
+      auto c = cursors.find(*s.item.key);
+      if (c != cursors.end() && id <= c->second) continue;  // read on from its cursor
+    }
     ready.push_back(&s);
   }
   std::vector<std::string> turns(keys.upper_bound(from), keys.end());

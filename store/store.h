@@ -196,6 +196,17 @@ struct ClaimPart {
   // part; the turns go on with the next key after it (in byte order, then
   // around from the first). nullopt: from the first key.
   std::optional<std::string> key_after;
+  // Fair claims: per key, the last id of it this session read in the part
+  // since its last read from the heads. The key is read on from there, so
+  // the items in flight and the acked rows not yet vacuumed at its head are
+  // not walked again (an ordinary read's `cursor` does the same for a part).
+  // No item of the key at or before its id is returned, whatever came due
+  // there since: the caller sends none (reads from the heads) when something
+  // may have (a retry's delay ran out, an enqueue committed late), as
+  // ClaimScheduler does. A key listed is visited (takes its turns) whether
+  // or not it still has items. Keys not listed, and keyless items, are read
+  // from their heads.
+  std::vector<std::pair<std::string, int64_t>> key_cursors;
 };
 
 // Claim: ready items (run_at <= now()) of `parts`, read in the order given:
@@ -221,8 +232,9 @@ struct ClaimRequest {
   // its part or its earlier parts, as `ordered` looks), so at most this many
   // of a key are in flight at once (QueueConfig::key_concurrency).
   int key_concurrency = 0;
-  // Fair share across keys (FairBy::kKey): each part is read from its head
-  // (`after`, `cursor` and `behind` are not used) and its keys take turns,
+  // Fair share across keys (FairBy::kKey): each part's keys are read from
+  // their heads or ClaimPart::key_cursors (`after`, `cursor` and `behind`
+  // are not used) and take turns,
   // one item each per turn, in id order within a key, starting after
   // ClaimPart::key_after and going around; a read visits at most
   // its limit times two keys (a key's items go in id order, whatever their

@@ -209,7 +209,7 @@ TEST_F(ClaimSchedulerTest, ANoticeWhileAClaimIsUnderWayIsReadByTheNextClaim) {
   ClaimAndAccept(kT0, {MakeItem(10, 0, 1), MakeItem(11, 0, 1)});
   std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
-  s_.Notice(0, ItemKey{0, 4});  // committed while the claim read
+  s_.Notice(0, ItemKey{0, 4});                      // committed while the claim read
   s_.AcceptClaim(*req, {MakeItem(12, 0, 1)}, kT0);  // read to the end
   EXPECT_TRUE(s_.WantClaim());
   req = s_.BeginClaim(kMe, 1, {}, kT0);
@@ -292,7 +292,8 @@ TEST_F(ClaimSchedulerTest, ItemsThatCameDueBehindTheStartAndFilledTheReadAreRead
   EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 7})) << "item 8 is still to be read";
 }
 
-TEST_F(ClaimSchedulerTest, ANoticeThatDoesNotSayWhereWhileAClaimIsUnderWayKeepsThePartDueForARescan) {
+TEST_F(ClaimSchedulerTest,
+       ANoticeThatDoesNotSayWhereWhileAClaimIsUnderWayKeepsThePartDueForARescan) {
   std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
   s_.Notice(0);  // an enqueue committed while the claim read
@@ -369,40 +370,45 @@ TEST(KeyConcurrencyClaimScheduler, EveryClaimReadsFromTheHeadAndAFinishedItemWak
   EXPECT_TRUE(s.WantClaim());
 }
 
-// Fair: every claim is fair and reads from the head; the keys' turns go on
-// after the key the last read served last (the cut: the last key, in the
-// order of the turns, with the most turns), and a finished item wakes its
-// part, as in an ordered queue.
-TEST(FairClaimScheduler, TurnsGoOnAfterTheKeyServedLastAndAFinishedItemWakesItsPart) {
+// Batches of 4 items, fair.
+ClaimSchedulerOptions FairOptions() {
   ClaimSchedulerOptions o = Options();
   o.batch = 4;
   o.fair = true;
-  ClaimScheduler s(o);
+  return o;
+}
+
+// An item of part 0 at epoch 1 with `key`.
+Item Keyed(int64_t id, const char* key) {
+  Item i = MakeItem(id, 0, 1);
+  i.key = key;
+  return i;
+}
+
+// Fair: every claim is fair; the keys' turns go on after the key the last
+// read served last (the cut: the last key, in the order of the turns, with
+// the most turns), and a finished item wakes its part.
+TEST(FairClaimScheduler, TurnsGoOnAfterTheKeyServedLastAndAFinishedItemWakesItsPart) {
+  ClaimScheduler s(FairOptions());
   s.Assign({{0, Epoch{1}}});
-  auto keyed = [](int64_t id, const char* key) {
-    Item i = MakeItem(id, 0, 1);
-    i.key = key;
-    return i;
-  };
   std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
   EXPECT_TRUE(req->fair);
   EXPECT_FALSE(req->parts[0].after.has_value());
   EXPECT_FALSE(req->parts[0].key_after.has_value()) << "the first turns start at the first key";
   // Turns a, b, big, a: the read was cut after a's second turn.
-  s.AcceptClaim(*req, {keyed(1, "a"), keyed(2, "b"), keyed(3, "big"), keyed(4, "a")}, kT0);
+  s.AcceptClaim(*req, {Keyed(1, "a"), Keyed(2, "b"), Keyed(3, "big"), Keyed(4, "a")}, kT0);
   req = s.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
-  EXPECT_FALSE(req->parts[0].after.has_value()) << "a fair read starts at the head";
   EXPECT_EQ(req->parts[0].key_after, std::optional<std::string>("a"));
   // Turns b, big, big, big (a had none ready): cut after big.
-  s.AcceptClaim(*req, {keyed(5, "b"), keyed(6, "big"), keyed(7, "big"), keyed(8, "big")}, kT0);
+  s.AcceptClaim(*req, {Keyed(5, "b"), Keyed(6, "big"), Keyed(7, "big"), Keyed(8, "big")}, kT0);
   req = s.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
   EXPECT_EQ(req->parts[0].key_after, std::optional<std::string>("big"));
   // After big: c, then around to a; one turn each, so a (around) was last.
   // The read stopped short of the limit: the part waits for a wake-up.
-  s.AcceptClaim(*req, {keyed(9, "c"), keyed(10, "a")}, kT0);
+  s.AcceptClaim(*req, {Keyed(9, "c"), Keyed(10, "a")}, kT0);
   EXPECT_FALSE(s.WantClaim());
   Batch b;
   ASSERT_TRUE(s.TakeQueued(&b));
@@ -417,6 +423,49 @@ TEST(FairClaimScheduler, TurnsGoOnAfterTheKeyServedLastAndAFinishedItemWakesItsP
   req = s.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
   EXPECT_EQ(req->parts[0].key_after, std::optional<std::string>("a"));
+}
+
+// Fair: each key is read on from the last item claimed of it, while no
+// read from the heads is due; a notice's place lowers the cursors to it;
+// the look behind every rescan_interval (a retried item may have come due
+// behind a cursor), a notice that does not say where and a hand-off read
+// from the heads again.
+TEST(FairClaimScheduler, KeysReadOnFromTheirCursorsUntilAReadFromTheHeadsIsDue) {
+  ClaimScheduler s(FairOptions());
+  s.Assign({{0, Epoch{1}}});
+  auto bigs = [&](int64_t from) {
+    std::vector<Item> items;
+    for (int64_t id = from; id < from + 4; ++id) items.push_back(Keyed(id, "big"));
+    return items;
+  };
+  using Cursors = std::vector<std::pair<std::string, int64_t>>;
+  // Claims at `now` what the scheduler asks for and answers with `items`
+  // (a full batch: the part stays hungry); returns the cursors it sent.
+  auto claim = [&](absl::Time now, std::vector<Item> items) {
+    std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, now);
+    EXPECT_TRUE(req.has_value());
+    if (!req) return Cursors{{"no claim", 0}};
+    Cursors sent = req->parts[0].key_cursors;
+    EXPECT_EQ(req->parts[0].after.has_value(), !sent.empty());
+    s.AcceptClaim(*req, std::move(items), now);
+    return sent;
+  };
+  EXPECT_EQ(claim(kT0, {Keyed(1, "a"), Keyed(2, "big"), Keyed(3, "a"), Keyed(4, "big")}), Cursors{})
+      << "a part just acquired is read from its heads";
+  EXPECT_EQ(claim(kT0, bigs(5)), (Cursors{{"a", 3}, {"big", 4}}));
+  // "a" got nothing: it may be done, and keeps no cursor.
+  s.Notice(0, ItemKey{0, 6});  // an item of the part that committed late
+  EXPECT_EQ(claim(kT0, bigs(20)), (Cursors{{"big", 5}}));
+  EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(24)), Cursors{})
+      << "a read looks behind every rescan_interval: a retried item may be due behind a cursor";
+  EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(28)), (Cursors{{"big", 27}}));
+  s.Notice(0);  // a notice that does not say where
+  EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(32)), Cursors{});
+  s.Remove({0});
+  s.Assign({{0, Epoch{2}}});
+  std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(1));
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->parts[0].key_cursors.empty()) << "a hand-off reads from the heads";
 }
 
 TEST(ClaimScheduler, PartsTakeTurnsAtTheFrontOfAClaim) {

@@ -633,7 +633,8 @@ TEST_P(StoreConformance, AGroupReadAtTheKnownGenerationReturnsNoMembersOrOwners)
   EXPECT_FALSE(whole.unchanged) << "kNoGeneration always reads the whole group";
   EXPECT_EQ(whole.owners.size(), 2u);
   const int64_t g = whole.generation;
-  ASSERT_OK_AND_ASSIGN(GroupView v, store_->HeartbeatSince("q", a.join.id, a.join.incarnation, g, {}));
+  ASSERT_OK_AND_ASSIGN(GroupView v,
+                       store_->HeartbeatSince("q", a.join.id, a.join.incarnation, g, {}));
   EXPECT_TRUE(v.alive);
   EXPECT_TRUE(v.unchanged);
   EXPECT_EQ(v.generation, g);
@@ -713,8 +714,8 @@ TEST_P(StoreConformance, AGroupReadSeesASessionPastItsTtlWithoutAChange) {
   // b goes silent past its TTL again: a's heartbeat deletes it, and its
   // view is whole although it passed the generation it last read.
   harness_->Advance(absl::Seconds(61));
-  ASSERT_OK_AND_ASSIGN(seen,
-                       store_->HeartbeatSince("q", a.join.id, a.join.incarnation, v.generation, {}));
+  ASSERT_OK_AND_ASSIGN(
+      seen, store_->HeartbeatSince("q", a.join.id, a.join.incarnation, v.generation, {}));
   EXPECT_TRUE(seen.alive);
   EXPECT_EQ(seen.expired, 1);
   EXPECT_FALSE(seen.unchanged);
@@ -1647,6 +1648,35 @@ TEST_P(StoreConformance, AFairClaimServesTheKeysInTurnsFromAfterTheLastOne) {
   req.parts[0].key_after = "big";
   ASSERT_OK_AND_ASSIGN(std::vector<Item> third, store_->Claim(req));
   EXPECT_EQ(Sorted(Ids(third)), Sorted({big[4], big[5], big[6], keyless.id}));
+}
+
+// One part, twelve items of "big". A fair claim reads a key on from its
+// cursor (ClaimPart::key_cursors): its items up to there are not returned,
+// in flight or not (the caller vouches for them). A key with a cursor takes
+// its turns with no items left: beside "x" and "y" (none), big's share is 3
+// of 2 * 4 over three keys.
+TEST_P(StoreConformance, AFairClaimReadsAKeyOnFromItsCursor) {
+  MakeQueue(*store_, "q", 1);
+  std::vector<int64_t> big;
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed("big")));
+    big.push_back(r.id);
+  }
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest req = ClaimAll("q", m, 4);
+  req.fair = true;
+  req.parts[0].key_cursors = {{"big", big[2]}};
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(req));
+  EXPECT_EQ(Sorted(Ids(first)), Sorted({big[3], big[4], big[5], big[6]}));
+  for (const Item& i : first) req.in_flight.emplace_back(i.part, i.id);
+  req.parts[0].key_cursors = {{"big", big[6]}, {"x", 0}, {"y", 0}};
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> second, store_->Claim(req));
+  EXPECT_EQ(Sorted(Ids(second)), Sorted({big[7], big[8], big[9]}));
+  // From the heads: what the cursors passed over is there.
+  req.parts[0].key_cursors.clear();
+  for (const Item& i : second) req.in_flight.emplace_back(i.part, i.id);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> third, store_->Claim(req));
+  EXPECT_EQ(Sorted(Ids(third)), Sorted({big[0], big[1], big[2], big[10]}));
 }
 
 // A fair claim of an ordered queue still takes only each key's oldest live
