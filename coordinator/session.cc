@@ -674,18 +674,31 @@ absl::Status Session::Tick(bool heartbeat) {
 // whole view (our own acquisitions and releases included: they move the
 // generation too), and nobody's TTL ran out, so that view is still the group.
 // What the queue row says (paused, rate, parts) is read fresh every time and is
-// taken from this view either way.
+// taken from this view either way. A delta (the owners changed since our
+// generation, and the members whole) is applied to the last view: that view
+// and the changes since its generation make the group at the new one.
 const GroupView& Session::Remember(GroupView&& view) {
-  if (view.unchanged) {
+  if (view.unchanged || view.delta) {
     last_view_.alive = view.alive;
     last_view_.expired = view.expired;
     last_view_.paused = view.paused;
     last_view_.rate = view.rate;
     last_view_.parts = view.parts;
+  }
+  if (view.unchanged) return last_view_;
+  known_generation_ = view.generation;
+  if (!view.delta) {
+    last_view_ = std::move(view);
     return last_view_;
   }
-  known_generation_ = view.generation;
-  last_view_ = std::move(view);
+  std::map<int, PartOwner> owners;
+  for (PartOwner& o : last_view_.owners) owners[o.part] = std::move(o);
+  for (int part : view.unowned) owners.erase(part);
+  for (PartOwner& o : view.owners) owners[o.part] = std::move(o);
+  last_view_.owners.clear();
+  for (auto& [part, o] : owners) last_view_.owners.push_back(std::move(o));
+  last_view_.members = std::move(view.members);
+  last_view_.generation = view.generation;
   return last_view_;
 }
 

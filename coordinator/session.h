@@ -216,8 +216,8 @@ class Session {
   // Reconcile, plan, apply (coordinator/rebalance.h).
   absl::Status Rebalance(const GroupView& view);
   // The group to plan with: the last whole view read, which `view` replaces
-  // unless it came back unchanged (Store::HeartbeatSince); the queue row's
-  // fields are `view`'s either way.
+  // if whole, changes if a delta, and leaves as it is if unchanged
+  // (Store::HeartbeatSince); the queue row's fields are `view`'s either way.
   const GroupView& Remember(GroupView&& view);
   // Tells the paused callback when the view's paused flag differs from ours.
   void NotePaused(bool paused);

@@ -1595,6 +1595,60 @@ CREATE TRIGGER group_sessions_revived AFTER UPDATE ON {schema}.sessions
 ALTER TABLE {schema}.queues ADD COLUMN key_concurrency int
   CHECK (key_concurrency IS NULL OR key_concurrency BETWEEN 1 AND 1000000);
 )sql"},
+      {22, "group changes: a group read after a change returns only the owners that changed",
+       R"sql(
+-- The owner rows each generation wrote or deleted (issue 26,
+-- GroupView::delta): a session whose last view is at generation g reads the
+-- parts changed since g here, not every owner row. Written by the triggers
+-- that move the generation, in the same statement and transaction, so a
+-- snapshot that sees generation G sees exactly the changes of generations up
+-- to G (the generation row's lock orders them by commit). session_id NULL:
+-- the row went. The changes of the last 1024 generations are kept
+-- (kGroupChangesKept in store/types.h): older callers read the whole group.
+-- Pruned by the transaction that moves the generation to a multiple of 64,
+-- which holds the generation row, so two prunes never overlap.
+CREATE TABLE {schema}.group_changes (
+  queue       text COLLATE "C" NOT NULL,
+  generation  bigint NOT NULL,
+  part        int NOT NULL,
+  session_id  uuid,
+  epoch       bigint,
+  PRIMARY KEY (queue, generation, part)
+);
+
+CREATE FUNCTION {schema}.log_group_changes() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  WITH moved AS (
+    INSERT INTO {schema}.group_generations AS g (queue, generation)
+    SELECT DISTINCT c.queue, 1 FROM changed c
+    ON CONFLICT (queue) DO UPDATE SET generation = g.generation + 1
+    RETURNING g.queue, g.generation),
+  logged AS (
+    INSERT INTO {schema}.group_changes (queue, generation, part, session_id, epoch)
+    SELECT c.queue, m.generation, c.part,
+           CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE c.session_id END,
+           CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE c.epoch END
+    FROM changed c JOIN moved m ON m.queue = c.queue)
+  DELETE FROM {schema}.group_changes x USING moved m
+  WHERE x.queue = m.queue AND m.generation % 64 = 0 AND x.generation <= m.generation - 1024;
+  RETURN NULL;
+END
+$$;
+
+DROP TRIGGER group_parts_inserted ON {schema}.session_parts;
+DROP TRIGGER group_parts_updated ON {schema}.session_parts;
+DROP TRIGGER group_parts_deleted ON {schema}.session_parts;
+CREATE TRIGGER group_parts_inserted AFTER INSERT ON {schema}.session_parts
+  REFERENCING NEW TABLE AS changed
+  FOR EACH STATEMENT EXECUTE FUNCTION {schema}.log_group_changes();
+CREATE TRIGGER group_parts_updated AFTER UPDATE ON {schema}.session_parts
+  REFERENCING NEW TABLE AS changed
+  FOR EACH STATEMENT EXECUTE FUNCTION {schema}.log_group_changes();
+CREATE TRIGGER group_parts_deleted AFTER DELETE ON {schema}.session_parts
+  REFERENCING OLD TABLE AS changed
+  FOR EACH STATEMENT EXECUTE FUNCTION {schema}.log_group_changes();
+)sql"},
   };
   return *migrations;
 }
