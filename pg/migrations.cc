@@ -1616,9 +1616,18 @@ CREATE TABLE {schema}.group_changes (
   PRIMARY KEY (queue, generation, part)
 );
 
-CREATE FUNCTION {schema}.log_group_changes() RETURNS trigger
+-- The session_parts triggers of migration 19 call move_group_generation();
+-- it now also logs their rows (PL/pgSQL compiles a trigger function for each
+-- table, so the sessions triggers never plan the branch that reads parts).
+CREATE OR REPLACE FUNCTION {schema}.move_group_generation() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+  IF TG_TABLE_NAME <> 'session_parts' THEN
+    INSERT INTO {schema}.group_generations AS g (queue, generation)
+    SELECT DISTINCT c.queue, 1 FROM changed c
+    ON CONFLICT (queue) DO UPDATE SET generation = g.generation + 1;
+    RETURN NULL;
+  END IF;
   WITH moved AS (
     INSERT INTO {schema}.group_generations AS g (queue, generation)
     SELECT DISTINCT c.queue, 1 FROM changed c
@@ -1636,18 +1645,18 @@ BEGIN
 END
 $$;
 
-DROP TRIGGER group_parts_inserted ON {schema}.session_parts;
-DROP TRIGGER group_parts_updated ON {schema}.session_parts;
-DROP TRIGGER group_parts_deleted ON {schema}.session_parts;
-CREATE TRIGGER group_parts_inserted AFTER INSERT ON {schema}.session_parts
-  REFERENCING NEW TABLE AS changed
-  FOR EACH STATEMENT EXECUTE FUNCTION {schema}.log_group_changes();
-CREATE TRIGGER group_parts_updated AFTER UPDATE ON {schema}.session_parts
-  REFERENCING NEW TABLE AS changed
-  FOR EACH STATEMENT EXECUTE FUNCTION {schema}.log_group_changes();
-CREATE TRIGGER group_parts_deleted AFTER DELETE ON {schema}.session_parts
-  REFERENCING OLD TABLE AS changed
-  FOR EACH STATEMENT EXECUTE FUNCTION {schema}.log_group_changes();
+-- The owners changed in `queue` after generation `since`, as the group
+-- reads return owners (part:session:epoch, by part), each part's latest
+-- change; an empty session and epoch for a row that went.
+CREATE FUNCTION {schema}.owner_changes(queue text, since bigint) RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT string_agg(d.part || ':' || coalesce(d.session_id::text, '') || ':'
+                    || coalesce(d.epoch::text, ''), ',' ORDER BY d.part)
+  FROM (SELECT DISTINCT ON (c.part) c.part, c.session_id, c.epoch
+        FROM {schema}.group_changes c
+        WHERE c.queue = owner_changes.queue AND c.generation > since
+        ORDER BY c.part, c.generation DESC) d
+$$;
 )sql"},
   };
   return *migrations;

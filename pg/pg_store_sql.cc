@@ -874,9 +874,9 @@ FROM up
       // migration 19 move it in every transaction that changes the group.
       // When it moved, and $8 is at most kGroupChangesKept behind, and this
       // statement expired nobody (the changes its own deletions log are not
-      // in its snapshot), the owners are only those changed since $8, from
-      // group_changes (migration 22; GroupView::delta): the latest change of
-      // each part, an empty session for a row that went.
+      // in its snapshot), the owners are only those changed since $8
+      // (owner_changes() of migration 22; GroupView::delta): the latest
+      // change of each part, an empty session for a row that went.
       {"heartbeat", R"sql(
 WITH me AS (
   UPDATE {schema}.sessions s
@@ -927,12 +927,7 @@ SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM gone),
        CASE WHEN NOT (SELECT yes FROM same) THEN
          (SELECT string_agg(id::text, ',' ORDER BY id) FROM members) END,
        CASE WHEN (SELECT yes FROM delta) THEN
-         (SELECT string_agg(d.part || ':' || coalesce(d.session_id::text, '') || ':'
-                            || coalesce(d.epoch::text, ''), ',' ORDER BY d.part)
-          FROM (SELECT DISTINCT ON (c.part) c.part, c.session_id, c.epoch
-                FROM {schema}.group_changes c
-                WHERE c.queue = $1 AND c.generation > $8::bigint
-                ORDER BY c.part, c.generation DESC) d)
+         {schema}.owner_changes($1, $8::bigint)
        WHEN NOT (SELECT yes FROM same) THEN
          (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
           FROM {schema}.session_parts
@@ -961,12 +956,7 @@ SELECT (SELECT count(*) FROM {schema}.queues WHERE name = $1),
          (SELECT string_agg(id::text, ',' ORDER BY id) FROM {schema}.sessions
           WHERE queue = $1 AND expires_at >= now()) END,
        CASE WHEN (SELECT yes FROM delta) THEN
-         (SELECT string_agg(d.part || ':' || coalesce(d.session_id::text, '') || ':'
-                            || coalesce(d.epoch::text, ''), ',' ORDER BY d.part)
-          FROM (SELECT DISTINCT ON (c.part) c.part, c.session_id, c.epoch
-                FROM {schema}.group_changes c
-                WHERE c.queue = $1 AND c.generation > $2::bigint
-                ORDER BY c.part, c.generation DESC) d)
+         {schema}.owner_changes($1, $2::bigint)
        WHEN NOT (SELECT yes FROM same) THEN
          (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
           FROM {schema}.session_parts WHERE queue = $1) END,
