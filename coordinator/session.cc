@@ -355,6 +355,7 @@ void Session::LoseLocked(const std::vector<OwnedPart>& parts, Loss loss, const c
       }
     }
     parts_.Set(lost, PartState::kLost);
+    if (loss == Loss::kSession) stable_ = false;
   }
   if (!lost.empty() || loss == Loss::kSession) {
     PARTQ_LOG(Warning) << "session " << id() << " lost " << lost.size() << " parts"
