@@ -15,6 +15,12 @@ int64_t Seq(const std::string& payload, int64_t capacity) {
   return seq;
 }
 
+// Owner rows a group read returned: the owners, and in a delta the parts
+// whose owner went.
+int64_t OwnerRows(const GroupView& view) {
+  return static_cast<int64_t>(view.owners.size() + view.unowned.size());
+}
+
 class TrackingStore : public Store {
  public:
   TrackingStore(std::unique_ptr<Store> inner, Tracker* tracker)
@@ -45,13 +51,13 @@ class TrackingStore : public Store {
                                            const FinishCounts& finished) override {
     t_->Call("heartbeat");
     auto view = inner_->HeartbeatSince(queue, session, incarnation, known, finished);
-    if (view.ok()) t_->Add("heartbeat_owner_rows", static_cast<int64_t>(view->owners.size()));
+    if (view.ok()) t_->Add("heartbeat_owner_rows", OwnerRows(*view));
     return view;
   }
   absl::StatusOr<GroupView> ReadGroupSince(absl::string_view queue, int64_t known) override {
     t_->Call("read_group");
     auto view = inner_->ReadGroupSince(queue, known);
-    if (view.ok()) t_->Add("read_group_owner_rows", static_cast<int64_t>(view->owners.size()));
+    if (view.ok()) t_->Add("read_group_owner_rows", OwnerRows(*view));
     return view;
   }
   absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,

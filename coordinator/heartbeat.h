@@ -6,10 +6,11 @@
 //   next()     the next heartbeat is due at this time. The join counts as the
 //              first heartbeat; after a round that heartbeated it moves one
 //              interval on; after a failed round, to the retry.
-//   Alive()    the database saw our row alive now (a heartbeat moved it, or a
-//              join created it). AliveAt(t): the same, seen at t by another
-//              connection (the keepalive that heartbeats during a revoke).
-//   Expired()  nothing saw our row alive for more than the TTL: the others
+//   AliveAt(t) a heartbeat (or join, or the keepalive that heartbeats during
+//              a revoke) sent at t answered that our row is alive: the
+//              database saw it no earlier than t, so the TTL counts from t,
+//              not from the answer. Alive(): AliveAt(now).
+//   Expired()  no heartbeat answered alive was sent within the TTL: the others
 //              may have expired the session, so its parts are no longer sure
 //              to be ours (the database's clock may differ; the TTL is the
 //              session's promise, not a measurement of it).

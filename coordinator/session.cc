@@ -249,12 +249,14 @@ absl::Status Session::Join() {
   req.instance_id = options_.instance_id;
   req.host = options_.host.empty() ? Hostname() : options_.host;
   req.pid = static_cast<int>(getpid());
+  const absl::Time sent = clock_->Now();
   auto joined = store_->Join(req);
   if (!joined.ok()) return joined.status();
   known_generation_ = kNoGeneration;
   std::vector<OwnedPart> kept = joined->kept;
   std::sort(kept.begin(), kept.end(),
             [](const OwnedPart& a, const OwnedPart& b) { return a.part < b.part; });
+  absl::MutexLock callbacks(&listener_mu_);  // the lease thread waits for the kept parts' OnAssign
   {
     absl::MutexLock lock(&mu_);
     id_ = joined->id;
@@ -263,7 +265,7 @@ absl::Status Session::Join() {
     parts_.Set(kept, PartState::kOwned);
     stable_ = false;
   }
-  heartbeat_->Alive();
+  Renewed(sent);
   PARTQ_LOG(Info) << "session " << joined->id << " joined " << options_.queue
                   << (kept.empty() ? "" : absl::StrCat(", kept parts ", PartList(kept)));
   SetState(State::kActive);
@@ -325,6 +327,7 @@ absl::Status Session::Start(absl::Duration timeout) {
     clock_->SleepFor(options_.retry_backoff);
   }
   thread_ = std::thread([this] { Run(); });
+  lease_thread_ = std::thread([this] { LeaseLoop(); });
   if (!options_.poll_only) listen_thread_ = std::thread([this] { ListenLoop(); });
   return absl::OkStatus();
 }
@@ -340,6 +343,7 @@ void Session::Stop() {
   }
   if (thread_.joinable()) thread_.join();
   if (listen_thread_.joinable()) listen_thread_.join();
+  if (lease_thread_.joinable()) lease_thread_.join();
 }
 
 void Session::Abandon() {
@@ -351,28 +355,97 @@ void Session::Abandon() {
 }
 
 void Session::Lose(const std::vector<OwnedPart>& parts, Loss loss, const char* why) {
+  absl::MutexLock callbacks(&listener_mu_);
+  LoseLocked(parts, loss, why);
+}
+
+// Only the parts still owned at those epochs: the lease thread may have lost
+// some since the caller listed them.
+void Session::LoseLocked(const std::vector<OwnedPart>& parts, Loss loss, const char* why) {
+  std::vector<OwnedPart> lost;
   {
     absl::MutexLock lock(&mu_);
-    parts_.Set(parts, PartState::kLost);
+    for (const OwnedPart& p : parts) {
+      if (parts_.state(p.part) == PartState::kOwned && parts_.EpochOf(p.part) == p.epoch) {
+        lost.push_back(p);
+      }
+    }
+    parts_.Set(lost, PartState::kLost);
     if (loss == Loss::kSession) stable_ = false;
   }
-  PARTQ_LOG(Warning) << "session " << id() << " lost " << parts.size() << " parts"
-                     << (parts.empty() ? "" : absl::StrCat(" (", PartList(parts), ")")) << ": "
-                     << why;
+  if (!lost.empty() || loss == Loss::kSession) {
+    PARTQ_LOG(Warning) << "session " << id() << " lost " << lost.size() << " parts"
+                       << (lost.empty() ? "" : absl::StrCat(" (", PartList(lost), ")")) << ": "
+                       << why;
+  }
   if (loss == Loss::kSession) {
     metrics_.Lost();
     metrics_.SetPartsOwned(0);
     SetState(State::kLost);
   }
-  listener_->OnLost(parts);
+  if (!lost.empty()) listener_->OnLost(lost);
 }
 
+// While the lease has lapsed, parts the database gives us (an acquisition, or
+// the view listing them as ours) may already be expired by the time anyone
+// acts on them: they go straight to lost, unreported, and the first round
+// after a heartbeat that renews the lease adopts those still ours.
 void Session::Assign(const std::vector<OwnedPart>& parts) {
+  absl::MutexLock callbacks(&listener_mu_);
   {
     absl::MutexLock lock(&mu_);
     parts_.Set(parts, PartState::kOwned);
+    if (LapsedLocked()) {
+      parts_.Set(parts, PartState::kLost);
+      stable_ = false;
+      return;
+    }
   }
   listener_->OnAssign(parts);
+}
+
+void Session::Renewed(absl::Time sent) {
+  heartbeat_->AliveAt(sent);
+  absl::MutexLock lock(&mu_);
+  lease_start_ = std::max(lease_start_, sent);
+}
+
+bool Session::LapsedLocked() const { return clock_->Now() >= lease_start_ + config_.session_ttl; }
+
+// Waits for the lease's end, which each renewal moves on; at the end, the
+// owned parts are lost (revoking ones are being given up on the session
+// thread, and the listener already stopped working on them). A lapsed lease
+// is lost once: the thread then waits for a renewal or a re-join.
+void Session::LeaseLoop() {
+  absl::Time lapsed = absl::InfinitePast();  // the lease start that lapsed last
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Time start = lease_start_;
+      const bool armed = state_ == State::kActive && start != lapsed;
+      const bool active = state_ == State::kActive;
+      auto moved = [&] {
+        return stopping_ || lease_start_ != start || (state_ == State::kActive) != active;
+      };
+      if (clock_->AwaitWithDeadline(mu_, absl::Condition(&moved),
+                                    armed ? start + config_.session_ttl : absl::InfiniteFuture())) {
+        if (stopping_) return;
+        continue;
+      }
+      lapsed = start;
+    }
+    absl::MutexLock callbacks(&listener_mu_);
+    std::vector<OwnedPart> owned;
+    {
+      absl::MutexLock lock(&mu_);
+      if (state_ != State::kActive || !LapsedLocked()) continue;  // renewed meanwhile
+      for (const OwnedPart& p : parts_.Held()) {
+        if (parts_.state(p.part) == PartState::kOwned) owned.push_back(p);
+      }
+    }
+    LoseLocked(owned, Loss::kParts,
+               "the session TTL passed since its last heartbeat that answered was sent");
+  }
 }
 
 // OnRevoke may wait for in-flight batches (up to the drain timeout), and this
@@ -404,15 +477,18 @@ void Session::RevokeKeepingAlive(const std::vector<OwnedPart>& parts) {
         auto s = factory_();
         if (s.ok()) store = std::move(*s);
       }
+      absl::Time alive = absl::InfinitePast();
       if (store != nullptr) {
+        const absl::Time sent = clock_->Now();
         auto view = store->HeartbeatSince(options_.queue, me, inc, known, FinishCounts{});
         if (!view.ok()) {
           store.reset();
         } else if (view->alive) {
-          last_alive = clock_->Now();
+          alive = last_alive = sent;
         }
       }
       mu_.Lock();
+      lease_start_ = std::max(lease_start_, alive);  // the lease thread renews meanwhile
     }
   });
   listener_->OnRevoke(parts);
@@ -583,8 +659,8 @@ absl::Status Session::Tick(bool heartbeat) {
     // Counts not carried (a failed heartbeat, or one that found our row
     // gone) go with the next one.
     const FinishCounts finished = Finished();
-    view = store_->HeartbeatSince(options_.queue, me, inc, known_generation_,
-                                  finished - reported_);
+    const absl::Time sent = clock_->Now();
+    view = store_->HeartbeatSince(options_.queue, me, inc, known_generation_, finished - reported_);
     if (!view.ok()) {
       metrics_.HeartbeatFailed();
       return view.status();
@@ -596,7 +672,7 @@ absl::Status Session::Tick(bool heartbeat) {
       view = store_->ReadGroupSince(options_.queue, known_generation_);  // whole: a new id
       if (!view.ok()) return view.status();
     }
-    heartbeat_->Alive();
+    Renewed(sent);  // after a re-join, its own (later) send time stays
     if (view->expired > 0) {
       metrics_.Expired(view->expired);
       PARTQ_LOG(Info) << "expired " << view->expired << " session(s) of " << options_.queue;
@@ -615,18 +691,31 @@ absl::Status Session::Tick(bool heartbeat) {
 // whole view (our own acquisitions and releases included: they move the
 // generation too), and nobody's TTL ran out, so that view is still the group.
 // What the queue row says (paused, rate, parts) is read fresh every time and is
-// taken from this view either way.
+// taken from this view either way. A delta (the owners changed since our
+// generation, and the members whole) is applied to the last view: that view
+// and the changes since its generation make the group at the new one.
 const GroupView& Session::Remember(GroupView&& view) {
-  if (view.unchanged) {
+  if (view.unchanged || view.delta) {
     last_view_.alive = view.alive;
     last_view_.expired = view.expired;
     last_view_.paused = view.paused;
     last_view_.rate = view.rate;
     last_view_.parts = view.parts;
+  }
+  if (view.unchanged) return last_view_;
+  known_generation_ = view.generation;
+  if (!view.delta) {
+    last_view_ = std::move(view);
     return last_view_;
   }
-  known_generation_ = view.generation;
-  last_view_ = std::move(view);
+  std::map<int, PartOwner> owners;
+  for (PartOwner& o : last_view_.owners) owners[o.part] = std::move(o);
+  for (int part : view.unowned) owners.erase(part);
+  for (PartOwner& o : view.owners) owners[o.part] = std::move(o);
+  last_view_.owners.clear();
+  for (auto& [part, o] : owners) last_view_.owners.push_back(std::move(o));
+  last_view_.members = std::move(view.members);
+  last_view_.generation = view.generation;
   return last_view_;
 }
 

@@ -16,9 +16,23 @@
 //                    part is never owned by two sessions.
 //   OnAssign(parts)  after parts were acquired, with their epochs.
 //   OnLost(parts)    the session lost parts without revoking them (it expired,
-//                    was fenced by a static re-join, or the database says it no
-//                    longer owns them). Acks under those epochs will fail.
-// Listener callbacks run on the session thread, one at a time.
+//                    was fenced by a static re-join, the database says it no
+//                    longer owns them, or its lease lapsed: see below). Acks
+//                    under those epochs will fail.
+// Listener callbacks run one at a time: on the session thread, except the
+// OnLost of a lapsed lease, which comes from the session's lease thread (while
+// an OnRevoke of other parts may still be draining on the session thread).
+//
+// The lease: the others may expire the session once its TTL has passed since
+// the database last saw it, and the database saw it no earlier than the send
+// time of its last heartbeat that answered alive (or of its join). So once
+// the TTL has passed since that send time, the session counts its owned parts
+// lost (OnLost) without waiting for a heartbeat under way to answer: a
+// heartbeat that hangs past the TTL cannot leave a part believed by two
+// sessions. Parts acquired while the lease has lapsed are not reported either.
+// A later heartbeat that answers alive renews the lease, and the parts the
+// group still lists as ours are assigned again (at the same epochs); one that
+// answers "gone" makes the session re-join.
 //
 // Inside, a round is: heartbeat (HeartbeatTimer, heartbeat.h, says when one is
 // due and when the session must count itself lost), then rebalance as
@@ -76,7 +90,7 @@ struct SessionOptions {
   // instance id takes them back at once and nobody else's parts move (Kafka's
   // KIP-345). True: it leaves like a dynamic member (a scale-down for good).
   bool leave_on_stop = false;
-  std::string host;         // reported in `partq status`; default: hostname
+  std::string host;  // reported in `partq status`; default: hostname
   // Heartbeat period; zero: a quarter of the queue's session TTL.
   absl::Duration heartbeat_interval = absl::ZeroDuration();
   // While waiting for a part another member must release first, re-read the
@@ -214,8 +228,8 @@ class Session {
   // Reconcile, plan, apply (coordinator/rebalance.h).
   absl::Status Rebalance(const GroupView& view);
   // The group to plan with: the last whole view read, which `view` replaces
-  // unless it came back unchanged (Store::HeartbeatSince); the queue row's
-  // fields are `view`'s either way.
+  // if whole, changes if a delta, and leaves as it is if unchanged
+  // (Store::HeartbeatSince); the queue row's fields are `view`'s either way.
   const GroupView& Remember(GroupView&& view);
   // Tells the paused callback when the view's paused flag differs from ours.
   void NotePaused(bool paused);
@@ -228,6 +242,15 @@ class Session {
   void Assign(const std::vector<OwnedPart>& parts);
   // The one path for losing parts: table, log, metrics, state, listener.
   void Lose(const std::vector<OwnedPart>& parts, Loss loss, const char* why);
+  void LoseLocked(const std::vector<OwnedPart>& parts, Loss loss, const char* why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(listener_mu_);
+  // The database answered alive to a heartbeat (or join) sent at `sent`: the
+  // lease runs until `sent` + TTL. Session thread only.
+  void Renewed(absl::Time sent);
+  // Whether the lease ran out (TTL since the send time of the last renewal).
+  bool LapsedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The lease thread: at the lease's end, counts the owned parts lost.
+  void LeaseLoop();
   // Hand-off metric: when each part the plan wants was first wanted.
   void TrackHandOffs(const std::vector<int>& wanted);
   // listener_->OnRevoke(parts), heartbeating meanwhile from a helper thread.
@@ -245,6 +268,10 @@ class Session {
   // Where notices are waited for: unknown until the first connection says.
   enum class Listening { kUnknown, kOnSession, kOwn };
 
+  // Held around OnAssign and OnLost (never OnRevoke, which may drain for
+  // long), so the lease thread's OnLost and the session thread's OnAssign
+  // come one at a time and in the order of the lease. Taken before mu_.
+  absl::Mutex listener_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
   SessionId id_ ABSL_GUARDED_BY(mu_);
@@ -275,6 +302,8 @@ class Session {
   // part's share of the limit shrinks with it.
   void NoteParts(int parts);
   int queue_parts_ ABSL_GUARDED_BY(mu_) = 0;
+  // Send time of the last heartbeat (or join, or keepalive) answered alive.
+  absl::Time lease_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 
   // Session thread only (made by Start before the thread runs).
   std::optional<HeartbeatTimer> heartbeat_;
@@ -290,6 +319,7 @@ class Session {
   FinishCounts reported_;  // session thread only
   std::thread thread_;
   std::thread listen_thread_;
+  std::thread lease_thread_;
 };
 
 }  // namespace partq

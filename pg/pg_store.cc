@@ -603,7 +603,12 @@ void ParseGroup(const std::optional<std::string>& members, const std::optional<s
       std::vector<absl::string_view> f = absl::StrSplit(item, ':');
       if (f.size() != 3) continue;
       PartOwner o;
-      if (!absl::SimpleAtoi(f[0], &o.part) || !absl::SimpleAtoi(f[2], &o.epoch.value)) continue;
+      if (!absl::SimpleAtoi(f[0], &o.part)) continue;
+      if (f[1].empty()) {  // a delta's row that went (GroupView::unowned)
+        view->unowned.push_back(o.part);
+        continue;
+      }
+      if (!absl::SimpleAtoi(f[2], &o.epoch.value)) continue;
       o.session.value = std::string(f[1]);
       view->owners.push_back(std::move(o));
     }
@@ -795,10 +800,9 @@ absl::StatusOr<GroupView> PgStore::HeartbeatSince(absl::string_view queue, const
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("heartbeat", [&]() -> absl::StatusOr<GroupView> {
     pqxx::transaction_base& tx = Autocommit();
-    pqxx::result r =
-        Exec(tx, "heartbeat", std::string(queue), session.value, incarnation,
-             ChannelFor(options_.schema, queue), finished.acked, finished.retried, finished.dead,
-             known_generation);
+    pqxx::result r = Exec(tx, "heartbeat", std::string(queue), session.value, incarnation,
+                          ChannelFor(options_.schema, queue), finished.acked, finished.retried,
+                          finished.dead, known_generation, kGroupChangesKept);
     GroupView view;
     view.alive = r[0][0].as<int64_t>() > 0;
     view.expired = r[0][1].as<int64_t>();
@@ -808,6 +812,7 @@ absl::StatusOr<GroupView> PgStore::HeartbeatSince(absl::string_view queue, const
     if (!r[0][7].is_null()) view.parts = r[0][7].as<int>();
     view.generation = r[0][8].as<int64_t>();
     view.unchanged = r[0][9].as<bool>();
+    view.delta = r[0][10].as<bool>();
     return view;
   });
 }
@@ -817,7 +822,8 @@ absl::StatusOr<GroupView> PgStore::ReadGroupSince(absl::string_view queue,
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("read group", [&]() -> absl::StatusOr<GroupView> {
     pqxx::transaction_base& tx = Autocommit();
-    pqxx::result r = Exec(tx, "read_group", std::string(queue), known_generation);
+    pqxx::result r =
+        Exec(tx, "read_group", std::string(queue), known_generation, kGroupChangesKept);
     if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
     GroupView view;
     ParseGroup(Text(r[0][1]), Text(r[0][2]), &view);
@@ -826,6 +832,7 @@ absl::StatusOr<GroupView> PgStore::ReadGroupSince(absl::string_view queue,
     if (!r[0][5].is_null()) view.parts = r[0][5].as<int>();
     view.generation = r[0][6].as<int64_t>();
     view.unchanged = r[0][7].as<bool>();
+    view.delta = r[0][8].as<bool>();
     return view;
   });
 }

@@ -922,6 +922,11 @@ FROM up
       // reads no part row. The generation is read in the statement's one
       // snapshot, so it belongs with the rows read beside it; the triggers of
       // migration 19 move it in every transaction that changes the group.
+      // When it moved, and $8 is at most kGroupChangesKept behind, and this
+      // statement expired nobody (the changes its own deletions log are not
+      // in its snapshot), the owners are only those changed since $8
+      // (owner_changes() of migration 22; GroupView::delta): the latest
+      // change of each part, an empty session for a row that went.
       {"heartbeat", R"sql(
 WITH me AS (
   UPDATE {schema}.sessions s
@@ -962,19 +967,28 @@ same AS (
   SELECT $8::bigint >= 0 AND $8::bigint = (SELECT generation FROM gen)
          AND NOT EXISTS (SELECT 1 FROM gone)
          AND NOT EXISTS (SELECT 1 FROM {schema}.sessions x
-                         WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2) AS yes)
+                         WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2) AS yes),
+delta AS (
+  SELECT NOT (SELECT yes FROM same) AND $8::bigint >= 0
+         AND $8::bigint <= (SELECT generation FROM gen)
+         AND $8::bigint >= (SELECT generation FROM gen) - $9::bigint
+         AND NOT EXISTS (SELECT 1 FROM gone) AS yes)
 SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM gone),
        CASE WHEN NOT (SELECT yes FROM same) THEN
          (SELECT string_agg(id::text, ',' ORDER BY id) FROM members) END,
-       CASE WHEN NOT (SELECT yes FROM same) THEN
+       CASE WHEN (SELECT yes FROM delta) THEN
+         {schema}.owner_changes($1, $8::bigint)
+       WHEN NOT (SELECT yes FROM same) THEN
          (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
           FROM {schema}.session_parts
           WHERE queue = $1 AND session_id NOT IN (SELECT id FROM gone)) END,
        (SELECT count(pg_notify($4, 'g')) FROM (SELECT 1 FROM gone LIMIT 1) g),
-       q.paused, q.rate, q.parts, (SELECT generation FROM gen), (SELECT yes FROM same)
+       q.paused, q.rate, q.parts, (SELECT generation FROM gen), (SELECT yes FROM same),
+       (SELECT yes FROM delta)
 FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
 )sql"},
-      // ReadGroup: as the heartbeat's read, $2 the generation last read.
+      // ReadGroup: as the heartbeat's read, $2 the generation last read, $3
+      // kGroupChangesKept.
       {"read_group", R"sql(
 WITH gen AS (
   SELECT coalesce((SELECT generation FROM {schema}.group_generations WHERE queue = $1), 0)
@@ -982,15 +996,22 @@ WITH gen AS (
 same AS (
   SELECT $2::bigint >= 0 AND $2::bigint = (SELECT generation FROM gen)
          AND NOT EXISTS (SELECT 1 FROM {schema}.sessions x
-                         WHERE x.queue = $1 AND x.expires_at < now()) AS yes)
+                         WHERE x.queue = $1 AND x.expires_at < now()) AS yes),
+delta AS (
+  SELECT NOT (SELECT yes FROM same) AND $2::bigint >= 0
+         AND $2::bigint <= (SELECT generation FROM gen)
+         AND $2::bigint >= (SELECT generation FROM gen) - $3::bigint AS yes)
 SELECT (SELECT count(*) FROM {schema}.queues WHERE name = $1),
        CASE WHEN NOT (SELECT yes FROM same) THEN
          (SELECT string_agg(id::text, ',' ORDER BY id) FROM {schema}.sessions
           WHERE queue = $1 AND expires_at >= now()) END,
-       CASE WHEN NOT (SELECT yes FROM same) THEN
+       CASE WHEN (SELECT yes FROM delta) THEN
+         {schema}.owner_changes($1, $2::bigint)
+       WHEN NOT (SELECT yes FROM same) THEN
          (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
           FROM {schema}.session_parts WHERE queue = $1) END,
-       q.paused, q.rate, q.parts, (SELECT generation FROM gen), (SELECT yes FROM same)
+       q.paused, q.rate, q.parts, (SELECT generation FROM gen), (SELECT yes FROM same),
+       (SELECT yes FROM delta)
 FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
 )sql"},
       // AcquireParts: the primary key (queue, part) makes a second owner

@@ -77,7 +77,8 @@ class FaultStore : public Store {
   }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
-    return Call("ReleaseClaims", [&] { return inner_->ReleaseClaims(queue, session, incarnation); });
+    return Call("ReleaseClaims",
+                [&] { return inner_->ReleaseClaims(queue, session, incarnation); });
   }
   absl::Status NotifyGroup(absl::string_view queue) override {
     return Call("NotifyGroup", [&] { return inner_->NotifyGroup(queue); });
@@ -153,7 +154,7 @@ class FaultStore : public Store {
   // Counts the group views that came back whole (FaultInjector::Calls of
   // "WholeGroupView").
   absl::StatusOr<GroupView> Whole(absl::StatusOr<GroupView> view) {
-    if (view.ok() && !view->unchanged) faults_->Count("WholeGroupView");
+    if (view.ok() && !view->unchanged && !view->delta) faults_->Count("WholeGroupView");
     return view;
   }
 

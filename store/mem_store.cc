@@ -1,6 +1,7 @@
 #include "store/mem_store.h"
 
 #include <algorithm>
+#include <climits>
 #include <tuple>
 
 #include "absl/random/random.h"
@@ -230,7 +231,9 @@ class MemStore : public Store {
     }
     int64_t expired = 0;
     db_->ExpireLocked(q, session.value, &expired);
-    GroupView view = db_->ViewLocked(q, known);
+    // Whole after an expiry, as PgStore's (whose delta cannot see the
+    // deletions of its own statement).
+    GroupView view = db_->ViewLocked(q, expired > 0 ? kNoGeneration : known);
     view.alive = alive;
     view.expired = expired;
     return view;
@@ -1091,12 +1094,47 @@ GroupView MemDatabase::ViewLocked(const std::string& queue, int64_t known) {
   for (const auto& [id, s] : sessions_) {
     if (s.queue == queue && s.expires_at >= now) view.members.push_back(SessionId{id});
   }
+  if (known >= 0 && known <= view.generation && known >= view.generation - kGroupChangesKept) {
+    view.delta = true;
+    for (const auto& [part, generation] : owner_changed_[queue]) {
+      if (generation <= known) continue;
+      auto o = owners_.find({queue, part});
+      if (o == owners_.end()) {
+        view.unowned.push_back(part);
+      } else {
+        view.owners.push_back({part, SessionId{o->second.session}, Epoch{o->second.epoch}});
+      }
+    }
+    return view;
+  }
   for (const auto& [key, o] : owners_) {
     if (key.first == queue) {
       view.owners.push_back({key.second, SessionId{o.session}, Epoch{o.epoch}});
     }
   }
   return view;
+}
+
+// Stamps the parts whose owner differs from the last move's with the new
+// generation: what PgStore's triggers log row by row (migration 22), found
+// here by comparing, so no path that changes owners can forget it.
+void MemDatabase::MoveGenerationLocked(const std::string& queue) {
+  const int64_t generation = ++generations_[queue];
+  std::map<int, std::pair<std::string, int64_t>> now;
+  for (auto o = owners_.lower_bound({queue, INT_MIN});
+       o != owners_.end() && o->first.first == queue; ++o) {
+    now[o->first.second] = {o->second.session, o->second.epoch};
+  }
+  std::map<int, std::pair<std::string, int64_t>>& before = last_owners_[queue];
+  std::map<int, int64_t>& stamped = owner_changed_[queue];
+  for (const auto& [part, owner] : now) {
+    auto it = before.find(part);
+    if (it == before.end() || it->second != owner) stamped[part] = generation;
+  }
+  for (const auto& [part, owner] : before) {
+    if (now.count(part) == 0) stamped[part] = generation;
+  }
+  before = std::move(now);
 }
 
 CancelOutcome::Kind MemDatabase::CancelLocked(const std::string& queue, int64_t id) {

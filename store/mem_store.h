@@ -89,10 +89,8 @@ class MemDatabase {
   // queue is past its TTL.
   GroupView ViewLocked(const std::string& queue, int64_t known) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every change of a queue's members or owners calls this (PgStore: the
-  // triggers of migration 19).
-  void MoveGenerationLocked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ++generations_[queue];
-  }
+  // triggers of migrations 19 and 22), after the change.
+  void MoveGenerationLocked(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new tenure (part at `epoch`) takes over: an older claim record's items
   // are marked abandoned, one attempt counted each, and the part gets an
   // empty record at `epoch`.
@@ -125,6 +123,11 @@ class MemDatabase {
   std::map<std::pair<std::string, absl::Time>, FinishCounts> throughput_ ABSL_GUARDED_BY(mu_);
   // By queue; kept when a queue is deleted, as PgStore keeps its row.
   std::map<std::string, int64_t> generations_ ABSL_GUARDED_BY(mu_);
+  // By queue: the owners (part -> session, epoch) as of the last move, and
+  // the generation that last changed each part's owner (GroupView::delta).
+  std::map<std::string, std::map<int, std::pair<std::string, int64_t>>> last_owners_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::map<int, int64_t>> owner_changed_ ABSL_GUARDED_BY(mu_);
   int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_item_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;

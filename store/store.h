@@ -347,7 +347,7 @@ struct PartStatus {
   int64_t dead = 0;
   // Items of queue groups not started yet (not counted as delayed).
   int64_t held = 0;
-  int64_t cancelled = 0;            // records of cancelled items (Store::CancelItems)
+  int64_t cancelled = 0;  // records of cancelled items (Store::CancelItems)
   // Of `dead`, those dead-lettered in the last minute (database clock): the
   // failure rate `partq status` shows. Items requeued or deleted since are
   // not counted.
@@ -635,7 +635,11 @@ class Store {
   // owners when that view is still the group: the generation is where it
   // was, this call expired nobody, and no session of the queue is past its
   // TTL (membership also changes with time alone). paused, rate and parts
-  // are always read. kNoGeneration: always the whole group.
+  // are always read. kNoGeneration: always the whole group. When the group
+  // did change, a caller at most kGroupChangesKept generations behind gets
+  // the members and only the owner rows changed since (GroupView::delta:
+  // O(changes), not O(parts), per member in a rebalance), unless this call
+  // expired a session (then the whole group).
   virtual absl::StatusOr<GroupView> HeartbeatSince(absl::string_view queue,
                                                    const SessionId& session, int64_t incarnation,
                                                    int64_t known_generation,

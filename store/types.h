@@ -98,6 +98,10 @@ struct PartOwner {
 
 // A group generation no view had: asks for the whole group.
 inline constexpr int64_t kNoGeneration = -1;
+// How many generations back a group read can still return only what changed
+// (GroupView::delta): a caller whose generation is older reads the whole
+// group. PgStore keeps the changes of that many generations (migration 22).
+inline constexpr int64_t kGroupChangesKept = 1024;
 
 // The live members of a queue's group and who owns what, read in one snapshot.
 struct GroupView {
@@ -117,6 +121,15 @@ struct GroupView {
   // are left empty, and the view the caller read at that generation is still
   // the group. Never true for a caller that passed kNoGeneration.
   bool unchanged = false;
+  // Owners changed since the generation the caller knew: `owners` lists only
+  // the parts whose owner row was written since (at their epochs now), and
+  // `unowned` the parts whose owner row went since and was not written again,
+  // both sorted by part; every other part is as in the caller's view at that
+  // generation. `members` is whole. Never true with `unchanged`, nor for a
+  // caller that passed kNoGeneration or a generation more than
+  // kGroupChangesKept behind, nor for a heartbeat that expired a session.
+  bool delta = false;
+  std::vector<int> unowned;
 };
 
 // Items a session's consumer finished, by outcome: counted in memory and
@@ -167,7 +180,7 @@ struct Item {
   std::string payload;
   absl::Time enqueued_at;
   absl::Time run_at;
-  Epoch claim_epoch;     // the epoch of the part's ownership this item was claimed under
+  Epoch claim_epoch;  // the epoch of the part's ownership this item was claimed under
   // The claim record that lists this item (PgStore: part_claims.seq; 0 when
   // the store keeps no such rows). The session passes it back as
   // ClaimPart::record, so its next claim there replaces exactly that row.

@@ -35,11 +35,19 @@ TEST(ScaleTest, ThirtySessionsOnFiveHundredTwelveParts) {
   EXPECT_GE(r->idle_generation_moves, 0);
   EXPECT_GT(r->idle_calls_per_s.count("heartbeat"), 0u);
   if (r->idle_generation_moves == 0) EXPECT_EQ(r->idle_owner_rows, 0);
+  // A rebalance reads the owner rows that changed, not every one: each join
+  // reads the whole group once (its first read), the rest are changes
+  // (GroupView::delta). Reading every owner row after each notice, as
+  // before, came to hundreds of whole groups per join.
+  const int64_t owner_rows =
+      r->run_calls["heartbeat_owner_rows"] + r->run_calls["read_group_owner_rows"];
+  EXPECT_LE(owner_rows, 4 * r->run_calls["join"] * o.parts) << owner_rows << " owner rows read";
   // A session whose heartbeats did not reach the database within the TTL (a
-  // starved machine) lost its lease: its parts moved beyond the plan, and
-  // until it noticed, it believed in parts the database had given to others (its
-  // acks are fenced by the epoch). Only a run without that says what the
-  // protocol does.
+  // starved machine) was expired: its parts moved beyond the plan. It counted
+  // them lost at the TTL after its last answered heartbeat was sent (Session,
+  // "The lease"), but a lease thread the machine runs late can still be
+  // sampled believing one. Only a run without that says what the protocol
+  // does.
   if (r->rejoins > 0) {
     std::cout << "a lease lapsed (" << r->rejoins << " re-joins): no claim on moves or beliefs\n";
     return;

@@ -15,14 +15,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "pg/embedded_postgres.h"
-#include "pg/migrations.h"
 #include "coordinator/session.h"
 #include "gtest/gtest.h"
-#include "tests/testing/wait.h"
 #include "partitioner/assign.h"
+#include "pg/embedded_postgres.h"
+#include "pg/migrations.h"
+#include "store/fault_store.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
+#include "tests/testing/wait.h"
 
 namespace partq {
 namespace {
@@ -178,6 +179,68 @@ TEST_F(SessionPgTest, SilentSessionLosesPartsAfterItsTtlAndNotBefore) {
          absl::ToDoubleSeconds(moved_after), absl::FormatDuration(ttl).c_str());
 }
 
+// A heartbeat that hangs far past the TTL (a starved server): the session
+// counts its parts lost at the TTL after its last answered heartbeat was
+// sent, while the hanging one has not answered; when it answers alive (no
+// other member expired the session), the parts come back at the same epochs.
+// The timing to the TTL is SessionTest's, on a ManualClock.
+TEST_F(SessionPgTest, AHeartbeatThatHangsLosesThePartsBeforeItAnswers) {
+  const absl::Duration ttl = absl::Seconds(2);
+  CreateQueue(4, AssignmentKind::kLexical, ttl);
+  class Recorder : public PartListener {
+   public:
+    void OnRevoke(const std::vector<OwnedPart>&) override {}
+    void OnAssign(const std::vector<OwnedPart>& parts) override {
+      absl::MutexLock l(&mu);
+      for (const auto& p : parts) held.insert(p.part);
+    }
+    void OnLost(const std::vector<OwnedPart>& parts) override {
+      absl::MutexLock l(&mu);
+      for (const auto& p : parts) held.erase(p.part);
+      lost += parts.size();
+    }
+    absl::Mutex mu;
+    std::set<int> held ABSL_GUARDED_BY(mu);
+    int64_t lost ABSL_GUARDED_BY(mu) = 0;
+  } rec;
+  FaultInjector faults;
+  StoreFactory inner = faults.Wrap(schema_.Factory());
+  SessionOptions o;
+  o.queue = "q";
+  o.retry_backoff = absl::Milliseconds(50);
+  Session a(inner, o, &rec);
+  ASSERT_TRUE(a.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return Converged({&a}, 4); }));
+  const std::vector<OwnedPart> before = a.owned();
+  const int64_t heartbeats = faults.Calls("Heartbeat");
+  faults.SlowCallsOf("Heartbeat", 4 * ttl);
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::MutexLock l(&rec.mu);
+    return rec.lost > 0;
+  }));
+  const int64_t entered = faults.Calls("Heartbeat");
+  {
+    absl::MutexLock l(&rec.mu);
+    EXPECT_EQ(rec.lost, 4);
+    EXPECT_TRUE(rec.held.empty());
+  }
+  EXPECT_TRUE(a.owned().empty());
+  // The heartbeat that hangs is the only one since (the session thread is in
+  // it), so none answered between the hang and the loss.
+  EXPECT_EQ(entered, heartbeats + 1);
+  EXPECT_EQ(a.state(), Session::State::kActive) << "no answer yet says it was expired";
+  faults.SlowCallsOf("Heartbeat", absl::ZeroDuration());
+  ASSERT_TRUE(
+      WaitUntil([&] { return a.owned().size() == 4u && a.WaitStable(absl::ZeroDuration()); },
+                absl::Seconds(60)));
+  EXPECT_EQ(a.owned(), before) << "the same epochs: nobody expired the session";
+  {
+    absl::MutexLock l(&rec.mu);
+    EXPECT_EQ(rec.held, (std::set<int>{0, 1, 2, 3}));
+  }
+  a.Stop();
+}
+
 TEST_F(SessionPgTest, GracefulLeaveHandsPartsOverAtOnce) {
   CreateQueue(64, AssignmentKind::kLexical, absl::Seconds(30));
   Session* a = Add();
@@ -254,10 +317,11 @@ TEST_P(ChurnTest, FiftySessionsConvergeAndMoveOnlyWhatThePlanMoves) {
     }
     EXPECT_EQ(moved, expected) << "extra churn at step " << step;
   }
-  printf("[ measured ] %s: %d membership changes over %d parts with up to %zu sessions; slowest "
-         "convergence %.0f ms\n",
-         GetParam() == AssignmentKind::kSticky ? "sticky" : "lexical", changes, kParts,
-         most, absl::ToDoubleMilliseconds(slowest));
+  printf(
+      "[ measured ] %s: %d membership changes over %d parts with up to %zu sessions; slowest "
+      "convergence %.0f ms\n",
+      GetParam() == AssignmentKind::kSticky ? "sticky" : "lexical", changes, kParts, most,
+      absl::ToDoubleMilliseconds(slowest));
 }
 
 INSTANTIATE_TEST_SUITE_P(Assignments, ChurnTest,
@@ -320,22 +384,26 @@ TEST_F(SessionPgTest, HeartbeatIsOneHotUpdateWithSmallWal) {
   }
   const absl::Duration took = absl::Now() - t0;
   const std::string lsn1 = lsn();
-  const int64_t wal = schema_.QInt("SELECT pg_wal_lsn_diff('" + lsn1 + "', '" + lsn0 + "')::bigint");
+  const int64_t wal =
+      schema_.QInt("SELECT pg_wal_lsn_diff('" + lsn1 + "', '" + lsn0 + "')::bigint");
   store.reset();  // a backend flushes its table statistics when it exits
   int64_t upd = 0, hot = 0;
-  ASSERT_TRUE(WaitUntil([&] {
-    auto row = schema_.Q(
-        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE schemaname = '" +
-        schema_.name() + "' AND relname = 'sessions'");
-    if (row.size() != 1) return false;
-    upd = std::stoll(*row[0][0]);
-    hot = std::stoll(*row[0][1]);
-    return upd >= kBeats;
-  }, absl::Seconds(15)));
-  printf("[ measured ] heartbeat: 1 statement, %.2f ms, %lld WAL bytes each (%d beats); %lld of "
-         "%lld updates HOT\n",
-         absl::ToDoubleMilliseconds(took) / kBeats, static_cast<long long>(wal / kBeats), kBeats,
-         static_cast<long long>(hot), static_cast<long long>(upd));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto row = schema_.Q(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE schemaname = '" +
+            schema_.name() + "' AND relname = 'sessions'");
+        if (row.size() != 1) return false;
+        upd = std::stoll(*row[0][0]);
+        hot = std::stoll(*row[0][1]);
+        return upd >= kBeats;
+      },
+      absl::Seconds(15)));
+  printf(
+      "[ measured ] heartbeat: 1 statement, %.2f ms, %lld WAL bytes each (%d beats); %lld of "
+      "%lld updates HOT\n",
+      absl::ToDoubleMilliseconds(took) / kBeats, static_cast<long long>(wal / kBeats), kBeats,
+      static_cast<long long>(hot), static_cast<long long>(upd));
   EXPECT_GE(upd, kBeats);
   EXPECT_GE(hot, upd * 9 / 10) << "heartbeats should be HOT updates";
 }
@@ -394,15 +462,17 @@ TEST(SessionRestartTest, SessionsSurviveADatabaseRestart) {
     ASSERT_TRUE((*pg)->StartAgain().ok());
     const absl::Time t0 = absl::Now();
     // Every session heartbeats on a new connection after the restart.
-    const std::string restarted =
-        *testing::Query((*pg)->dsn(), "SELECT now()::text")[0][0];
-    ASSERT_TRUE(WaitUntil([&] {
-      return testing::QueryInt((*pg)->dsn(),
-                               "SELECT count(*) FROM restart.sessions WHERE heartbeat_at > '" +
-                                   restarted + "'") == 3;
-    }, absl::Seconds(30)));
+    const std::string restarted = *testing::Query((*pg)->dsn(), "SELECT now()::text")[0][0];
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          return testing::QueryInt((*pg)->dsn(),
+                                   "SELECT count(*) FROM restart.sessions WHERE heartbeat_at > '" +
+                                       restarted + "'") == 3;
+        },
+        absl::Seconds(30)));
     ASSERT_TRUE(WaitUntil(all_fine, absl::Seconds(30)))
-        << "sessions did not recover after a " << (mode == EmbeddedPostgres::StopMode::kFast ? "fast" : "immediate") << " restart";
+        << "sessions did not recover after a "
+        << (mode == EmbeddedPostgres::StopMode::kFast ? "fast" : "immediate") << " restart";
     printf("[ measured ] all parts owned by 3 live sessions %.0f ms after the restart\n",
            absl::ToDoubleMilliseconds(absl::Now() - t0));
   }

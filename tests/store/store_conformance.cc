@@ -658,20 +658,40 @@ TEST_P(StoreConformance, AGroupReadAtTheKnownGenerationReturnsNoMembersOrOwners)
   EXPECT_EQ(v.owners.size(), 2u);
 }
 
+// The owners of `last` with the changes of `delta` (GroupView::delta)
+// applied, as part:session:epoch.
+std::vector<std::string> Applied(const GroupView& last, const GroupView& delta) {
+  std::map<int, std::string> owners;
+  auto row = [](const PartOwner& o) {
+    return absl::StrCat(o.part, ":", o.session.value, ":", o.epoch.value);
+  };
+  for (const PartOwner& o : last.owners) owners[o.part] = row(o);
+  for (int part : delta.unowned) owners.erase(part);
+  for (const PartOwner& o : delta.owners) owners[o.part] = row(o);
+  std::vector<std::string> out;
+  for (const auto& [part, o] : owners) out.push_back(o);
+  return out;
+}
+
+std::vector<std::string> Rows(const GroupView& whole) { return Applied(whole, GroupView{}); }
+
 TEST_P(StoreConformance, EveryChangeOfMembersOrOwnersMovesTheGeneration) {
   MakeQueue(*store_, "q", 4, absl::Seconds(60));
   Member a = JoinWith(*store_, "q", {0, 1}, "static-a");
   ASSERT_OK_AND_ASSIGN(GroupView last, store_->ReadGroup("q"));
   // Reads the group at the generation last seen: it must have moved, and
-  // the view must be whole and as it is now.
+  // the view (whole members, owners changed since, applied to the last
+  // view) must be the group as it is now.
   auto expect_moved = [&](const char* change) {
     ASSERT_OK_AND_ASSIGN(GroupView v, store_->ReadGroupSince("q", last.generation));
     EXPECT_FALSE(v.unchanged) << change;
+    EXPECT_TRUE(v.delta) << change;
     EXPECT_GT(v.generation, last.generation) << change;
     ASSERT_OK_AND_ASSIGN(GroupView whole, store_->ReadGroup("q"));
+    EXPECT_FALSE(whole.delta);
     EXPECT_EQ(v.members, whole.members) << change;
-    EXPECT_EQ(v.owners.size(), whole.owners.size()) << change;
-    last = v;
+    EXPECT_EQ(Applied(last, v), Rows(whole)) << change;
+    last = whole;
   };
   auto other = harness_->Connect();
   Member b = JoinWith(*other, "q", {});
@@ -688,6 +708,82 @@ TEST_P(StoreConformance, EveryChangeOfMembersOrOwnersMovesTheGeneration) {
   expect_moved("a leave");
   ASSERT_OK_AND_ASSIGN(GroupView v, store_->ReadGroupSince("q", last.generation));
   EXPECT_TRUE(v.unchanged) << "nothing changed since";
+}
+
+// After a change, a read at the generation last seen returns only the owner
+// rows written or deleted since (GroupView::delta), each part's latest; a
+// caller further behind than kGroupChangesKept, or one that passes
+// kNoGeneration, reads the whole group, and so does a heartbeat that expired
+// a session.
+TEST_P(StoreConformance, AGroupReadAfterAChangeReturnsOnlyTheOwnersThatChanged) {
+  MakeQueue(*store_, "q", 8, absl::Seconds(60));
+  Member a = JoinWith(*store_, "q", {0, 1, 2, 3});
+  auto other = harness_->Connect();
+  Member b = JoinWith(*other, "q", {4, 5});
+  ASSERT_OK_AND_ASSIGN(GroupView seen, store_->ReadGroup("q"));
+  ASSERT_EQ(seen.owners.size(), 6u);
+  // b releases 5, takes 6 and 7, releases 7 again; a releases 3 and takes it
+  // back (a new epoch).
+  ASSERT_OK(other->ReleaseParts("q", b.join.id, {b.parts[1]}));
+  ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> b67, other->AcquireParts("q", b.join.id, {6, 7}));
+  ASSERT_EQ(b67.size(), 2u);
+  ASSERT_OK(other->ReleaseParts("q", b.join.id, {b67[1]}));
+  ASSERT_OK(store_->ReleaseParts("q", a.join.id, {a.parts[3]}));
+  ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> a3, store_->AcquireParts("q", a.join.id, {3}));
+  ASSERT_EQ(a3.size(), 1u);
+
+  ASSERT_OK_AND_ASSIGN(
+      GroupView v, store_->HeartbeatSince("q", a.join.id, a.join.incarnation, seen.generation, {}));
+  EXPECT_TRUE(v.alive);
+  EXPECT_FALSE(v.unchanged);
+  EXPECT_TRUE(v.delta);
+  EXPECT_EQ(v.members.size(), 2u);
+  ASSERT_EQ(v.owners.size(), 2u);  // 3 at its new epoch, 6
+  EXPECT_EQ(v.owners[0].part, 3);
+  EXPECT_EQ(v.owners[0].epoch, a3[0].epoch);
+  EXPECT_EQ(v.owners[0].session, a.join.id);
+  EXPECT_EQ(v.owners[1].part, 6);
+  EXPECT_EQ(v.owners[1].session, b.join.id);
+  EXPECT_EQ(v.unowned, (std::vector<int>{5, 7}));
+  ASSERT_OK_AND_ASSIGN(GroupView whole, store_->ReadGroup("q"));
+  EXPECT_FALSE(whole.delta);
+  EXPECT_TRUE(whole.unowned.empty());
+  EXPECT_EQ(Applied(seen, v), Rows(whole));
+  ASSERT_OK_AND_ASSIGN(GroupView r, store_->ReadGroupSince("q", seen.generation));
+  EXPECT_TRUE(r.delta);
+  EXPECT_EQ(Applied(seen, r), Rows(whole));
+
+  // More than kGroupChangesKept generations behind: the whole group.
+  for (int64_t i = 0; i < kGroupChangesKept / 2 + 1; ++i) {
+    ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> got, other->AcquireParts("q", b.join.id, {7}));
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_OK(other->ReleaseParts("q", b.join.id, got));
+  }
+  ASSERT_OK_AND_ASSIGN(r, store_->ReadGroupSince("q", whole.generation));
+  EXPECT_GT(r.generation, whole.generation + kGroupChangesKept);
+  EXPECT_FALSE(r.delta);
+  EXPECT_FALSE(r.unchanged);
+  EXPECT_EQ(Rows(r), Rows(whole));
+  // Just within it: the changes since (7 went, again).
+  ASSERT_OK_AND_ASSIGN(GroupView near,
+                       store_->ReadGroupSince("q", r.generation - kGroupChangesKept));
+  EXPECT_TRUE(near.delta);
+  EXPECT_EQ(near.unowned, std::vector<int>{7});
+
+  // A heartbeat that expires b: whole, without b's parts.
+  harness_->Advance(absl::Seconds(40));
+  ASSERT_OK(store_->Heartbeat("q", a.join.id, a.join.incarnation).status());
+  harness_->Advance(absl::Seconds(30));  // b: 70 s silent; a: 30 s
+  ASSERT_OK_AND_ASSIGN(
+      v, store_->HeartbeatSince("q", a.join.id, a.join.incarnation, r.generation, {}));
+  EXPECT_EQ(v.expired, 1);
+  EXPECT_FALSE(v.delta);
+  EXPECT_EQ(v.members, std::vector<SessionId>{a.join.id});
+  EXPECT_EQ(v.owners.size(), 4u);
+  // And the next read at that view's generation sees b's parts go as changes.
+  ASSERT_OK_AND_ASSIGN(GroupView after, store_->ReadGroupSince("q", v.generation));
+  ASSERT_OK_AND_ASSIGN(whole, store_->ReadGroup("q"));
+  EXPECT_EQ(Applied(v, after), Rows(whole));
 }
 
 // Membership also changes with time alone: a session past its TTL is no
