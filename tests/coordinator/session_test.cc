@@ -598,6 +598,9 @@ TEST_F(SessionTest, StartOutlastsAJoinAndAReconnectThatFail) {
   ASSERT_TRUE(started.ok()) << started;
   EXPECT_GE(connects.load(), 4);
   ASSERT_TRUE(RunUntil([&] { return Converged({c}, 4); }));
+  // Stopped here, not by the fixture: its factory refers to this body's
+  // locals, and its listener thread may connect again until it stops.
+  c->Stop();
 }
 
 // A release that fails after OnRevoke leaves the parts ours in the database;
