@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "pg/pg_store.h"
 #include "prometheus/registry.h"
+#include "tests/store/store_test_util.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/wait.h"
 
@@ -53,10 +54,7 @@ struct Worker {
 class ConnectionsTest : public ::testing::Test {
  protected:
   void CreateQueue(int parts) {
-    QueueConfig q;
-    q.name = "q";
-    q.parts = parts;
-    ASSERT_TRUE(schema_.NewStore()->CreateQueue(q).ok());
+    store_testing::MakeQueue(*schema_.NewStore(), "q", parts, QueueConfig{}.session_ttl);
   }
 
   std::unique_ptr<Worker> Start(const std::string& name, Handler* handler, int concurrency,
