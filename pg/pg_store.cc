@@ -740,6 +740,10 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
     delete_from("cancelled_items");
     delete_from("part_claims");
     delete_from("throughput");
+    // After the cascade, whose deletions of session_parts its triggers log
+    // here; the generation itself stays (group_generations), so a queue
+    // created again under the name never repeats one a reader has seen.
+    delete_from("group_changes");
     // The bridge's offsets into this queue: a queue created again under the
     // name starts from the topic's committed group offsets, not from where
     // the deleted one stopped.

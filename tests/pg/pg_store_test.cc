@@ -271,9 +271,12 @@ TEST_F(PgStoreTest, DeleteQueueRemovesEveryRowOfTheQueueAndItsErrorsNameTheFix) 
   EXPECT_EQ(Count("part_claims", "queue = 'orders'"), 1);
   EXPECT_EQ(Count("sessions"), 1);
   EXPECT_EQ(Count("session_parts"), 1);
+  EXPECT_GT(Count("group_changes", "queue = 'orders'"), 0);
 
   ASSERT_OK(store_->DeleteQueue("orders", QueueContents::kDelete));
-  for (const char* table : {"items", "dead_items", "results", "part_claims"}) {
+  // group_changes too: the cascade to session_parts logs its deletions
+  // there, and nothing else would remove them.
+  for (const char* table : {"items", "dead_items", "results", "part_claims", "group_changes"}) {
     EXPECT_EQ(Count(table, "queue = 'orders'"), 0) << table;
   }
   EXPECT_EQ(Count("sessions"), 0);
