@@ -103,6 +103,14 @@ inline constexpr char kPipelinedChain[] = "partq_pl_chain";
 // After kPipelinedChain through a transaction pooler: the new transaction's
 // SET LOCAL jit = off (LocalSettings), in the same flight.
 inline constexpr char kPipelinedLocalSettings[] = "partq_pl_local_settings";
+// The claims that PgStore::Claim and Finish's general path run in a flight
+// after kPlanGuard, so that they run a generic plan (planning the custom one
+// took longer than running it: 4-6 ms against 1-4 ms a call, BENCHMARKS.md):
+// the text of "claim", "claim_fair", "ack_claim" and "ack_claim_fair".
+inline constexpr char kPipelinedClaim[] = "partq_pl_claim";
+inline constexpr char kPipelinedClaimFair[] = "partq_pl_claim_fair";
+inline constexpr char kPipelinedLeanAckClaim[] = "partq_pl_lean_ack_claim";
+inline constexpr char kPipelinedLeanAckClaimFair[] = "partq_pl_lean_ack_claim_fair";
 std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema);
 // The single-item enqueue of an item of a queue group (never prepared).
 std::string EnqueueGroupedSql(absl::string_view schema);

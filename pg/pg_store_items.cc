@@ -766,6 +766,27 @@ pqxx::result ExecClaimForm(ExecFn&& exec, const ClaimArgs& c, absl::string_view 
               c.key_cursor_parts, c.key_cursor_keys, c.key_cursor_ids);
 }
 
+// ExecClaimForm's parameters from ClaimArgs, in text, for a statement the
+// pipeline runs (RunGuarded): `c`'s, appended to `params`.
+void AppendClaimParams(const ClaimArgs& c, std::vector<std::optional<std::string>>* params) {
+  for (const std::string* p : {&c.parts, &c.epochs, &c.after_prio, &c.after_id, &c.limits}) {
+    params->push_back(*p);
+  }
+  params->push_back(absl::StrCat(c.key_bound));
+  params->push_back(c.suspect ? "true" : "false");
+  params->push_back(c.fly_parts);
+  params->push_back(c.fly_ids);
+  params->push_back(absl::StrCat(c.limit));
+  for (const std::string* p : {&c.cursor_prio, &c.cursor_id, &c.records, &c.behind, &c.key_after}) {
+    params->push_back(*p);
+  }
+  if (c.fair) {
+    for (const std::string* p : {&c.key_cursor_parts, &c.key_cursor_keys, &c.key_cursor_ids}) {
+      params->push_back(*p);
+    }
+  }
+}
+
 // The cursor sentinel: sorts before every item, so the scan starts at the
 // part's head (see ClaimCtes).
 constexpr int kHeadPriority = -32768;
@@ -872,28 +893,82 @@ std::string CtidArray(const std::vector<uint64_t>& locators) {
   return TextArray(ctids);
 }
 
+// The text cells of one row: of a libpqxx result, or of a result the
+// pipeline read (the claims it runs after kPlanGuard).
+struct PqxxCells {
+  const pqxx::row& row;
+  bool null(int c) const { return row[c].is_null(); }
+  absl::string_view get(int c) const { return absl::string_view(row[c].c_str(), row[c].size()); }
+};
+struct PipelineCells {
+  const PipelineResult& result;
+  int row;
+  bool null(int c) const { return result.is_null(row, c); }
+  absl::string_view get(int c) const { return result.get(row, c); }
+};
+
+template <typename Cells>
+std::optional<std::string> TextCell(const Cells& row, int c) {
+  if (row.null(c)) return std::nullopt;
+  return std::string(row.get(c));
+}
+
 // A claimed item from its columns, starting at column `c`: id, part, key,
 // dedup_key, priority, attempts, payload, enqueued (µs), run_at (µs), epoch,
 // suspect, ctid, claim record (NULL: none written), group.
-absl::StatusOr<Item> ItemFromRow(const pqxx::row& row, int c) {
+template <typename Cells>
+absl::StatusOr<Item> ItemFromCells(const Cells& row, int c) {
   Item it;
-  it.id = row[c].as<int64_t>();
-  it.part = row[c + 1].as<int>();
-  it.key = Text(row[c + 2]);
-  it.dedup_key = Text(row[c + 3]);
-  it.priority = row[c + 4].as<int>();
-  it.attempts = row[c + 5].as<int>();
-  if (!DecodeBytea(absl::string_view(row[c + 6].c_str(), row[c + 6].size()), &it.payload)) {
+  int64_t enqueued = 0, run = 0;
+  const absl::string_view suspect = row.get(c + 10);
+  if (row.null(c) || !absl::SimpleAtoi(row.get(c), &it.id) || row.null(c + 1) ||
+      !absl::SimpleAtoi(row.get(c + 1), &it.part) || row.null(c + 4) ||
+      !absl::SimpleAtoi(row.get(c + 4), &it.priority) || row.null(c + 5) ||
+      !absl::SimpleAtoi(row.get(c + 5), &it.attempts) || row.null(c + 7) ||
+      !absl::SimpleAtoi(row.get(c + 7), &enqueued) || row.null(c + 8) ||
+      !absl::SimpleAtoi(row.get(c + 8), &run) || row.null(c + 9) ||
+      !absl::SimpleAtoi(row.get(c + 9), &it.claim_epoch.value) ||
+      (suspect != "t" && suspect != "f") ||
+      (!row.null(c + 12) && !absl::SimpleAtoi(row.get(c + 12), &it.claim_record))) {
+    return absl::InternalError("claim: malformed row");
+  }
+  it.key = TextCell(row, c + 2);
+  it.dedup_key = TextCell(row, c + 3);
+  if (!DecodeBytea(row.get(c + 6), &it.payload)) {
     return absl::InternalError(absl::StrCat("claim: item ", it.id, " has a malformed payload"));
   }
-  it.enqueued_at = absl::FromUnixMicros(row[c + 7].as<int64_t>());
-  it.run_at = absl::FromUnixMicros(row[c + 8].as<int64_t>());
-  it.claim_epoch.value = row[c + 9].as<int64_t>();
-  it.suspect = row[c + 10].as<bool>();
-  it.locator = LocatorFromCtid(absl::string_view(row[c + 11].c_str(), row[c + 11].size()));
-  if (!row[c + 12].is_null()) it.claim_record = row[c + 12].as<int64_t>();
-  it.group = Text(row[c + 13]);
+  it.enqueued_at = absl::FromUnixMicros(enqueued);
+  it.run_at = absl::FromUnixMicros(run);
+  it.suspect = suspect == "t";
+  it.locator = LocatorFromCtid(row.get(c + 11));
+  it.group = TextCell(row, c + 13);
   return it;
+}
+
+// A statement's failure in a flight, thrown as libpqxx throws it from exec
+// (ClassifyException tells a retry from the rest by the exception's type).
+[[noreturn]] void ThrowStepError(const PipelineResult& step, const char* what) {
+  const std::string& state = step.sqlstate;
+  if (state == "40001") throw pqxx::serialization_failure(step.message);
+  if (state == "40P01") throw pqxx::deadlock_detected(step.message);
+  throw pqxx::sql_error(step.message, what, state.c_str());
+}
+
+// Runs statement `name` (Pipeline::Define'd, its parameters and rows in
+// text) after kPlanGuard in one flight: in the transaction under way, or in
+// an implicit one that ends with the flight. Its result; throws what
+// Pipeline::Run throws, and a statement's error as libpqxx would.
+PipelineResult RunGuarded(Pipeline& pipeline, PgConnection& conn, const char* name,
+                          std::vector<std::optional<std::string>> params) {
+  std::vector<PipelineResult> res =
+      pipeline.Run(conn, {{kPlanGuard, {}}, {name, std::move(params)}});
+  for (const PipelineResult& step : res) {
+    if (step.kind == PipelineResult::Kind::kError) ThrowStepError(step, name);
+  }
+  if (res[1].kind != PipelineResult::Kind::kOk) {
+    throw pqxx::sql_error("the statement was skipped", name);
+  }
+  return std::move(res[1]);
 }
 
 // Big-endian integers of PostgreSQL's binary format.
@@ -949,26 +1024,43 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
   absl::StatusOr<ClaimArgs> a = MakeClaimArgs(request);
   if (!a.ok()) return a.status();
   return Run("claim", [&]() -> absl::StatusOr<std::vector<Item>> {
-    // A fair claim runs in a transaction of its own that asks for a generic
-    // plan: a custom one, which the planner picks for it, was planned anew
-    // on every claim, and planning took longer than running (2.4 against
-    // 1.0 ms, BENCHMARKS.md); the BEGIN's settings and the COMMIT cost two
-    // round trips.
-    std::unique_ptr<PgWork<>> work;
-    if (a->fair) {
-      work = std::make_unique<PgWork<>>(*conn_, options_.transaction_pooler, kGenericPlanSettings);
-    }
-    pqxx::transaction_base& tx = work ? *work : Autocommit();
-    auto exec = [&](const char* name, auto&&... args) { return Exec(tx, name, args...); };
-    pqxx::result r =
-        ExecClaimForm(exec, *a, "claim", request.queue, a->session, a->parts, a->epochs,
-                      a->after_prio, a->after_id, a->limits, a->key_bound, a->suspect, a->fly_parts,
-                      a->fly_ids, a->limit, a->cursor_prio, a->cursor_id, a->records, a->behind);
-    if (work) work->commit();
     std::vector<Item> out;
+    if (!a->fair && a->key_bound != 0) {
+      // An ordered or key-concurrency claim keeps the plan the planner picks
+      // for its arguments: a generic plan's key probes (ReadyCondition) are
+      // index scans chosen from the table's statistics once, and on a table
+      // analyzed while empty they walk items_pkey instead of items_key
+      // (EXPLAIN, BENCHMARKS.md).
+      pqxx::result r = ExecClaimForm(
+          [&](const char* name, auto&&... args) { return Exec(Autocommit(), name, args...); }, *a,
+          "claim", request.queue, a->session, a->parts, a->epochs, a->after_prio, a->after_id,
+          a->limits, a->key_bound, a->suspect, a->fly_parts, a->fly_ids, a->limit, a->cursor_prio,
+          a->cursor_id, a->records, a->behind);
+      out.reserve(r.size());
+      for (const pqxx::row& row : r) {
+        absl::StatusOr<Item> it = ItemFromCells(PqxxCells{row}, 0);
+        if (!it.ok()) return it.status();
+        out.push_back(*std::move(it));
+      }
+      return out;
+    }
+    // The others run after kPlanGuard in one flight, one implicit
+    // transaction (which ends at the flight's Sync, so the guard's settings
+    // last for the claim and nothing after it; through a transaction pooler
+    // the flight holds one server connection): a generic plan, where the
+    // planner picked a custom one for the claim's LIMIT and planned it anew
+    // on every call, which took longer than running it (BENCHMARKS.md), and
+    // JIT off. Without a key bound, in the form whose bound is the literal 0
+    // (ClaimCtes, `unkeyed`): no key probes in its plan. A fair claim ran in
+    // a transaction of its own for the same reason: a BEGIN and a COMMIT more.
+    std::vector<std::optional<std::string>> params = {request.queue, a->session};
+    AppendClaimParams(*a, &params);
+    const PipelineResult r =
+        RunGuarded(pipeline_, *conn_, a->fair ? kPipelinedClaimFair : kPipelinedClaim,
+                   std::move(params));
     out.reserve(r.size());
-    for (const pqxx::row& row : r) {
-      absl::StatusOr<Item> it = ItemFromRow(row, 0);
+    for (int row = 0; row < r.size(); ++row) {
+      absl::StatusOr<Item> it = ItemFromCells(PipelineCells{r, row}, 0);
       if (!it.ok()) return it.status();
       out.push_back(*std::move(it));
     }
@@ -1307,6 +1399,15 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
         const std::string ctids = CtidArray(a->ack_locators);
         auto exec = [&](const char* name, auto&&... args) { return Exec(tx, name, args...); };
         pqxx::result r;
+        std::optional<PipelineResult> guarded;  // the lean ack's claim, run by RunGuarded
+        // Calls fn(cells) for each row of the statement's result, r or guarded.
+        auto each_row = [&](auto&& fn) {
+          if (guarded) {
+            for (int row = 0; row < guarded->size(); ++row) fn(PipelineCells{*guarded, row});
+          } else {
+            for (const pqxx::row& row : r) fn(PqxxCells{row});
+          }
+        };
         bool claimed_rows = false;
         // Otherwise the lean statement (pg_store_sql.cc, AckCtes), if every
         // item is acked and every row located by its claim.
@@ -1320,13 +1421,25 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
               results.push_back(a->ack_results[i]);
             }
           }
-          if (lean && next) {
+          if (lean && next && !next->fair && next->key_bound != 0) {
+            // With a key bound: the plan the planner picks (PgStore::Claim).
             r = ExecClaimForm(exec, *next, "ack_claim", request.queue, request.session.value,
                               IntArray(parts), IntArray(epochs), IntArray(a->ack_ids), ctids,
                               IntArray(result_ids), TextArray(results), next->parts, next->epochs,
                               next->after_prio, next->after_id, next->limits, next->key_bound,
                               next->suspect, next->fly_parts, next->fly_ids, next->limit,
                               next->cursor_prio, next->cursor_id, next->records, next->behind);
+          } else if (lean && next) {
+            // After kPlanGuard, as the claims are (PgStore::Claim says why):
+            // its settings last to the COMMIT, after the handler's statements.
+            std::vector<std::optional<std::string>> params = {
+                request.queue,        request.session.value, IntArray(parts),
+                IntArray(epochs),     IntArray(a->ack_ids),  ctids,
+                IntArray(result_ids), TextArray(results)};
+            AppendClaimParams(*next, &params);
+            guarded = RunGuarded(pipeline_, *conn_,
+                                 next->fair ? kPipelinedLeanAckClaimFair : kPipelinedLeanAckClaim,
+                                 std::move(params));
           } else if (lean) {
             r = Exec(tx, "ack", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), ctids, IntArray(result_ids),
@@ -1349,22 +1462,27 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                      TextArray(a->o_errors), std::max(1, request.max_attempts));
           }
           absl::flat_hash_set<int> held;
-          for (const pqxx::row& row : r) {
-            const char kind = row[0].c_str()[0];
-            if (kind == 'p') {
-              held.insert(row[1].as<int>());
-            } else if (kind == 'c') {
+          bool malformed = false;
+          each_row([&](const auto& row) {
+            const absl::string_view k = row.get(0);
+            const char kind = k.empty() ? '\0' : k[0];
+            if (kind == 'c') {
               claimed_rows = true;  // read after the commit
+              return;
+            }
+            int64_t n = 0;
+            if (row.null(1) || !absl::SimpleAtoi(row.get(1), &n)) {
+              malformed = true;
+            } else if (kind == 'p') {
+              held.insert(static_cast<int>(n));
             } else if (kind == 'n') {
               // The lean statement counts; it deletes all or Finish rolls back.
-              if (row[1].as<int64_t>() == static_cast<int64_t>(a->ack_ids.size())) {
-                out.acked = a->ack_ids;
-              }
+              if (n == static_cast<int64_t>(a->ack_ids.size())) out.acked = a->ack_ids;
             } else {
-              const int64_t id = row[1].as<int64_t>();
-              (kind == 'a' ? out.acked : kind == 'r' ? out.retried : out.dead).push_back(id);
+              (kind == 'a' ? out.acked : kind == 'r' ? out.retried : out.dead).push_back(n);
             }
-          }
+          });
+          if (malformed) return absl::InternalError("finish: malformed row");
           if (std::any_of(given.begin(), given.end(),
                           [&](const Item& item) { return held.count(item.part) == 0; })) {
             // A part is no longer ours: nothing of this attempt may commit.
@@ -1407,14 +1525,13 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
         // The claimed items are read only now: the server waits for nothing
         // while the client turns a hundred rows into Items.
         if (claimed_rows) {
-          for (const pqxx::row& row : r) {
-            if (row[0].c_str()[0] != 'c') continue;
-            absl::StatusOr<Item> item = ItemFromRow(row, 1);
+          each_row([&](const auto& row) {
+            if (row.get(0) != "c") return;
+            absl::StatusOr<Item> item = ItemFromCells(row, 1);
             // Cannot happen (the server wrote the payload's text form); the item
             // stays ready in the database and is claimed again.
-            if (!item.ok()) continue;
-            out.next.push_back(*std::move(item));
-          }
+            if (item.ok()) out.next.push_back(*std::move(item));
+          });
         }
         return absl::OkStatus();
       },

@@ -317,7 +317,13 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
 // `fair`: each part is read by FairItems instead of ReadyItems, and three
 // more follow: the key cursors (ClaimPart::key_cursors) as parts, keys and
 // ids.
-std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit, bool fair) {
+//
+// `unkeyed`: the form for a claim without a key bound (KeyBound 0), whose
+// bound is the literal 0, which the planner folds away, so that a generic plan
+// carries none of ReadyCondition's key probes (the pipelined ack's forms say
+// why); the bound's parameter must then be 0, else the claim reads nothing.
+std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit, bool fair,
+                      bool unkeyed = false) {
   struct {
     int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, key_bound, suspect,
         fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind, key_after,
@@ -335,6 +341,9 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
     for (int* f : {&p.key_cursor_parts, &p.key_cursor_keys, &p.key_cursor_ids}) *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
+  const std::string bound = unkeyed ? "0" : d(p.key_bound);
+  const std::string unkeyed_only =
+      unkeyed ? absl::StrCat(" AND ", d(p.key_bound), "::int = 0") : std::string();
   const std::string pick =
       absl::StrCat(R"sql(suspect AS (
   SELECT sp.part, sp.epoch, i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts,
@@ -346,7 +355,8 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
   WHERE )sql",
                    d(p.suspect), R"sql(::bool AND i.queue = )sql", d(p.queue), R"sql(
     AND i.abandoned_epoch IS NOT NULL AND i.run_at <= statement_timestamp()
-    AND i.id <> ALL((SELECT ids FROM skip)::bigint[])
+    AND i.id <> ALL((SELECT ids FROM skip)::bigint[]))sql",
+                   unkeyed_only, R"sql(
   ORDER BY i.priority, i.id LIMIT 1),
 pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql");
   return absl::StrCat(
@@ -362,7 +372,7 @@ pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql");
                             behind, key_after, n)
   JOIN {schema}.session_parts sp
     ON sp.queue = )sql",
-      d(p.queue), R"sql( AND sp.part = o.part AND sp.epoch = o.epoch)sql",
+      d(p.queue), R"sql( AND sp.part = o.part AND sp.epoch = o.epoch)sql", unkeyed_only,
       async_commit ? "\n  WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL" : "",
       R"sql(
   ORDER BY o.n),
@@ -373,9 +383,9 @@ ready AS (
   FROM own CROSS JOIN LATERAL ()sql",
       fair ? FairItems(d(p.queue), "own.part", "own.key_after", d(p.key_cursor_parts),
                        d(p.key_cursor_keys), d(p.key_cursor_ids),
-                       "(SELECT ids FROM skip)::bigint[]", d(p.key_bound), "own.lim")
+                       "(SELECT ids FROM skip)::bigint[]", bound, "own.lim")
            : ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
-                        "own.cursor_id", "(SELECT ids FROM skip)::bigint[]", d(p.key_bound),
+                        "own.cursor_id", "(SELECT ids FROM skip)::bigint[]", bound,
                         "own.lim", "own.behind"),
       R"sql() c
   LIMIT )sql",
@@ -709,9 +719,9 @@ FROM ()sql",
 // in two forms: with ReadyItems or, for fair queues, FairItems. Two
 // statements rather than one with both reads, so an ordinary claim's plan
 // is exactly what it was.
-std::string ClaimStatement(bool fair) {
+std::string ClaimStatement(bool fair, bool unkeyed = false) {
   return absl::StrCat("WITH ",
-                      ClaimCtes(/*first=*/3, "'{}'::bigint[]", /*async_commit=*/true, fair),
+                      ClaimCtes(/*first=*/3, "'{}'::bigint[]", /*async_commit=*/true, fair, unkeyed),
                       R"sql(
 SELECT )sql",
                       kPickColumns, R"sql(
@@ -745,9 +755,9 @@ FROM )sql",
       kPickFrom, "\n");
 }
 
-std::string AckClaimStatement(bool fair) {
+std::string AckClaimStatement(bool fair, bool unkeyed = false) {
   return absl::StrCat("WITH ", AckCtes(), ",\n",
-                      ClaimCtes(/*first=*/9, "$5::bigint[]", /*async_commit=*/false, fair),
+                      ClaimCtes(/*first=*/9, "$5::bigint[]", /*async_commit=*/false, fair, unkeyed),
                       R"sql(
 SELECT 'p' AS k, part::bigint AS id, )sql",
                       kTypedPad, R"sql(
@@ -792,6 +802,18 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       // runs (FinishRequest::begin_next).
       {kPipelinedChain, "COMMIT AND CHAIN"},
       {kPipelinedLocalSettings, kLocalSettings},
+      // Claim (store.h, ClaimRequest), after kPlanGuard (PgStore::Claim),
+      // without a key bound or fair: reads, and writes only the claim records. Its own transaction
+      // commits asynchronously (synchronous_commit off for this statement
+      // only): a record lost in a server crash only means those items are
+      // not counted as abandoned, and the claim saves a WAL flush.
+      {kPipelinedClaim, ClaimStatement(/*fair=*/false, /*unkeyed=*/true)},
+      {kPipelinedClaimFair, ClaimStatement(/*fair=*/true)},
+      // The common Finish (AckCtes) with a claim ahead, where the pipelined
+      // ack does not serve (a claim of several parts, a suspect probe, a fair
+      // queue, a handler's result): also after kPlanGuard.
+      {kPipelinedLeanAckClaim, AckClaimStatement(/*fair=*/false, /*unkeyed=*/true)},
+      {kPipelinedLeanAckClaimFair, AckClaimStatement(/*fair=*/true)},
   };
   for (auto& st : s) st.second = WithSchema(st.second, schema);
   return s;
@@ -1169,13 +1191,10 @@ SELECT count(*), (SELECT count(*) FROM counted) FROM ins
 SELECT {schema}.groups_finished($1, $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
 )sql",
        /*prepared=*/false},
-      // Claim (store.h, ClaimRequest): reads, and writes only the claim
-      // records. Its own transaction commits asynchronously
-      // (synchronous_commit off for this statement only): a record lost in a
-      // server crash only means those items are not counted as abandoned,
-      // and the claim saves a WAL flush.
+      // The claim of a queue with a key bound (ordered, key concurrency), not
+      // fair; the others run kPipelinedClaim(Fair) (PgStore::Claim says why
+      // this one keeps the plan the planner picks: its key probes).
       {"claim", ClaimStatement(/*fair=*/false)},
-      {"claim_fair", ClaimStatement(/*fair=*/true)},
       // The slow path of Finish: lock first, so the handler sees only items
       // of parts that are still ours and that are still there (an item gone
       // was finished already: by this session, when a COMMIT whose outcome
@@ -1206,13 +1225,14 @@ UNION ALL SELECT 'd', id FROM dead
       // look ready, so the batch's ids are skipped explicitly.
       {"finish_claim", FinishClaimStatement(/*fair=*/false), /*prepared=*/false},
       {"finish_claim_fair", FinishClaimStatement(/*fair=*/true), /*prepared=*/false},
-      // The common Finish (AckCtes), without and with a claim ahead.
+      // The common Finish (AckCtes), without and with a claim ahead. With
+      // one, a queue without a key bound, and a fair one, run
+      // kPipelinedLeanAckClaim(Fair) (PipelinedStatements) instead.
       {"ack", absl::StrCat("WITH ", AckCtes(), R"sql(
 SELECT 'p' AS k, part::bigint AS id FROM f
 UNION ALL SELECT 'n', count(*) FROM done
 )sql")},
       {"ack_claim", AckClaimStatement(/*fair=*/false)},
-      {"ack_claim_fair", AckClaimStatement(/*fair=*/true)},
       // GetItemState by id: where the id is now, in any queue, and the id
       // sequence's high-water mark (an allocated id found nowhere finished
       // without leaving a result row).

@@ -1047,6 +1047,118 @@ TEST_F(FinishTest, AnAckClaimingAheadKeepsEachQueuesKeyBoundInItsOwnForm) {
   }
 }
 
+// How often the statement prepared as `name` on `store`'s connection ran a
+// generic and a custom plan (pg_prepared_statements), asked from
+// inside a Finish; nullopt when it is not prepared there.
+std::optional<std::pair<int64_t, int64_t>> PlanCounts(Store& store, const std::string& queue,
+                                                      const std::string& name) {
+  std::optional<std::pair<int64_t, int64_t>> out;
+  FinishRequest req;
+  req.queue = queue;
+  absl::StatusOr<FinishResult> r = store.Finish(
+      req, [&](Tx& tx, absl::Span<const Item>) -> absl::StatusOr<std::vector<Outcome>> {
+        auto rows = tx.Exec(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1",
+            {name});
+        if (!rows.ok()) return rows.status();
+        if (!rows->empty()) {
+          out.emplace(std::stoll(*(*rows)[0][0]), std::stoll(*(*rows)[0][1]));
+        }
+        return std::vector<Outcome>{};
+      });
+  EXPECT_TRUE(r.ok()) << r.status();
+  return out;
+}
+
+// A claim of a queue without a key bound, and a fair one, runs in one flight
+// after the plan guard: a generic plan from the first call on, never planned
+// again for its arguments (planning took longer than running). An ordered or
+// key-concurrency claim keeps the prepared statement and the plan the planner
+// picks (its key probes), and still takes only what its bound allows.
+TEST_F(FinishTest, ClaimsRunAGenericPlanAfterThePlanGuardUnlessTheyHaveAKeyBound) {
+  struct Case {
+    std::string queue;
+    bool ordered;
+    int key_concurrency;
+    bool fair;
+    std::vector<std::string> claimed;  // of a0..a3, b1 and c1, sorted
+    const char* generic;               // the statement that runs generic, or null
+  };
+  for (const Case& c :
+       {Case{"plain", false, 0, false, {"a0", "a1", "a2", "a3", "b1", "c1"},
+             pg_internal::kPipelinedClaim},
+        Case{"fair", false, 0, true, {"a0", "a1", "a2", "a3", "b1", "c1"},
+             pg_internal::kPipelinedClaimFair},
+        Case{"ord", true, 0, false, {"a0", "b1", "c1"}, nullptr},
+        Case{"kc", false, 2, false, {"a0", "a1", "b1", "c1"}, nullptr}}) {
+    SCOPED_TRACE(c.queue);
+    QueueConfig q;
+    q.name = c.queue;
+    q.parts = 1;
+    q.ordered = c.ordered;
+    q.key_concurrency = c.key_concurrency;
+    ASSERT_OK(store_->CreateQueue(q));
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_OK(store_->Enqueue(c.queue, Keyed("a", absl::StrCat("a", i))));
+    }
+    ASSERT_OK(store_->Enqueue(c.queue, Keyed("b", "b1")));
+    ASSERT_OK(store_->Enqueue(c.queue, Payload("c1")));
+    auto store = schema_.NewStore();
+    Member m = JoinWith(*store, c.queue, {0});
+    // More calls than the five custom plans PostgreSQL tries before it
+    // weighs a generic one.
+    constexpr int kCalls = 7;
+    for (int call = 0; call < kCalls; ++call) {
+      ClaimRequest r = ClaimAll(c.queue, m, 100);
+      r.ordered = c.ordered;
+      r.key_concurrency = c.key_concurrency;
+      r.fair = c.fair;
+      ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store->Claim(r));
+      std::vector<std::string> payloads;
+      for (const Item& i : got) payloads.push_back(i.payload);
+      std::sort(payloads.begin(), payloads.end());
+      EXPECT_EQ(payloads, c.claimed) << "call " << call;
+    }
+    for (const char* name : {pg_internal::kPipelinedClaim, pg_internal::kPipelinedClaimFair}) {
+      const auto counts = PlanCounts(*store, c.queue, name);
+      if (c.generic != nullptr && std::string(name) == c.generic) {
+        ASSERT_TRUE(counts.has_value()) << name;
+        EXPECT_EQ(counts->first, kCalls) << name << ": generic plans";
+        EXPECT_EQ(counts->second, 0) << name << ": custom plans";
+      } else {
+        EXPECT_FALSE(counts.has_value()) << name << " ran";
+      }
+    }
+  }
+}
+
+// The general path's ack with a claim ahead (here of two parts, which the
+// pipelined ack does not take) also runs after the plan guard, generic.
+TEST_F(FinishTest, AnAckClaimingTwoPartsAheadRunsAGenericPlan) {
+  MakeQueue("two", 2);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_OK(store_->Enqueue("two", Keyed(absl::StrCat("k", i), absl::StrCat("p", i))));
+  }
+  auto store = schema_.NewStore();
+  Member m = JoinWith(*store, "two", {0, 1});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store->Claim(ClaimAll("two", m, 1)));
+  ASSERT_EQ(first.size(), 1u);
+  FinishRequest req = FinishOf("two", m, first);
+  req.next = [&]() -> std::optional<ClaimRequest> {
+    ClaimRequest c = ClaimAll("two", m, 100, first);
+    c.include_suspect = false;
+    return c;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store->Finish(req, AckAll()));
+  EXPECT_EQ(r.acked, Ids(first));
+  EXPECT_EQ(r.next.size(), 5u);
+  for (const Item& i : r.next) EXPECT_NE(i.id, first[0].id);
+  const auto counts = PlanCounts(*store, "two", pg_internal::kPipelinedLeanAckClaim);
+  ASSERT_TRUE(counts.has_value());
+  EXPECT_EQ(counts->first, 1);
+  EXPECT_EQ(counts->second, 0);
+}
+
 // A one-part claim ahead goes with the ack in one pipelined flight and comes
 // back in PostgreSQL's binary format; its items are the ones a claim through
 // the text protocol returns, field by field, and its claim record lists them.
