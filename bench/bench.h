@@ -135,6 +135,9 @@ struct BenchOptions {
   // The scale workload (scale.h): sessions and parts; its queue's TTL.
   int scale_sessions = 200;
   int scale_parts = 4096;
+  // Idle heartbeats per session before the scale workload's idle window
+  // (ScaleOptions::idle_warmup).
+  int scale_warmup = 0;
   // `partq` itself: the memory workload's worker, and the exec and http peers
   // (`partq bench-peer exec|http`) of partq_exec and partq_http.
   std::string worker_binary;

@@ -332,7 +332,7 @@ absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& 
     // what comes after.
     {
       std::vector<int64_t> rounds;
-      for (auto& s : sessions) rounds.push_back(s->rounds());
+      for (auto& s : sessions) rounds.push_back(s->rounds() + o.idle_warmup);
       const absl::Time deadline = absl::Now() + o.phase_timeout;
       for (size_t i = 0; i < rounds.size(); ++i) {
         while (sessions[i]->state() == Session::State::kActive &&

@@ -39,6 +39,12 @@ struct ScaleOptions {
   int parts = 4096;
   absl::Duration session_ttl = absl::Seconds(10);  // heartbeats every ttl/4
   absl::Duration idle = absl::Seconds(10);         // the idle measurement
+  // Rounds (idle heartbeats) each session runs after the group settled and
+  // before the idle window: PostgreSQL plans a prepared statement for its
+  // arguments on its first five runs on a connection and may keep a generic
+  // plan from then on, so a window right after the storm measures those
+  // first plans; 6 measures the steady state of a long-idle fleet.
+  int idle_warmup = 0;
   int start_threads = 8;                           // sessions joining at once
   // Give up on a phase (full ownership, a rebalance) after this long.
   absl::Duration phase_timeout = absl::Minutes(2);

@@ -103,7 +103,7 @@ int CmdBench(const std::vector<std::string>& argv) {
                                      "soak-seconds",   "soak-sessions",   "soak-churn",
                                      "soak-sample",    "soak-restart-at", "soak-restart",
                                      "soak-hold",      "soak-out",        "scale-sessions",
-                                     "scale-parts"}),
+                                     "scale-parts",    "scale-warmup"}),
       {"json", "full", "quiet", "keep", "diagnose"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {},
@@ -133,6 +133,7 @@ int CmdBench(const std::vector<std::string>& argv) {
                             {"idle-sessions", 1, 1000, nullptr, &o.idle_sessions},
                             {"scale-sessions", 2, 1000, nullptr, &o.scale_sessions},
                             {"scale-parts", 1, 65536, nullptr, &o.scale_parts},
+                            {"scale-warmup", 0, 100, nullptr, &o.scale_warmup},
                             {"pickup-samples", 1, 100000, nullptr, &o.pickup_samples}}) {
     const int64_t def = f.out64 ? *f.out64 : *f.out;
     auto v = args->Int(f.name, def, f.min, f.max);

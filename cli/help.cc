@@ -146,7 +146,8 @@ const char* BenchUsage() {
                               partq_exec_python,partq_http_node] [--examples DIR]
                    [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
                    [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
-                   [--only scale [--scale-sessions 200] [--scale-parts 4096]]
+                   [--only scale [--scale-sessions 200] [--scale-parts 4096]
+                    [--scale-warmup 0]]
                    [--only soak --soak-out FILE [--soak-rate 20000] [--soak-seconds 1800]
                     [--soak-sessions 4] [--soak-churn 60] [--soak-sample 10]
                     [--soak-restart-at S --soak-restart 'COMMAND'] [--soak-hold AT:FOR,...]]
@@ -169,7 +170,9 @@ one row every --soak-sample seconds to --soak-out. The scale workload (issue
 --scale-parts sticky queue; it counts heartbeat intervals to full ownership,
 store calls and owner rows per idle session, parts moved on a join, a leave
 and a SIGKILL against the lower bound, and checks from the database that no
-part is ever owned twice.)";
+part is ever owned twice. --scale-warmup N lets each session heartbeat N
+more times before the idle window (6: past PostgreSQL's first five plans of
+a prepared statement, the steady state of a long-idle fleet).)";
 }
 
 std::string MainHelp() {

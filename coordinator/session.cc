@@ -825,6 +825,13 @@ void Session::Dispatch(const std::vector<Notice>& notices) {
   for (const auto& n : notices) {
     if (n.kind == Notice::Kind::kGroup) {
       Poke();
+    } else if (n.kind == Notice::Kind::kReleased) {
+      // Only a member waiting for parts cares who released what (a join
+      // storm's releases would otherwise make the whole fleet read the group
+      // for each one); one that holds its target reads the change with its
+      // next heartbeat, and a round that turns it unstable polls on its own.
+      absl::MutexLock lock(&mu_);
+      if (!stable_) poked_ = true;
     } else if (cb) {
       cb(n.part, n.from);
     }

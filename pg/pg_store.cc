@@ -804,6 +804,23 @@ absl::StatusOr<GroupView> PgStore::HeartbeatSince(absl::string_view queue, const
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("heartbeat", [&]() -> absl::StatusOr<GroupView> {
     pqxx::transaction_base& tx = Autocommit();
+    // The idle fleet's heartbeat: alive, nothing changed, nobody to expire,
+    // nothing to count. One small statement; otherwise the full one below
+    // (pg_store_sql.cc, "heartbeat_idle").
+    if (known_generation >= 0 && finished.empty()) {
+      pqxx::result idle = Exec(tx, "heartbeat_idle", std::string(queue), session.value, incarnation);
+      if (idle[0][0].as<int64_t>() > 0 && idle[0][1].as<int64_t>() == known_generation &&
+          !idle[0][2].as<bool>()) {
+        GroupView view;
+        view.alive = true;
+        view.unchanged = true;
+        view.generation = known_generation;
+        view.paused = !idle[0][3].is_null() && idle[0][3].as<bool>();
+        if (!idle[0][4].is_null()) view.rate = idle[0][4].as<double>();
+        if (!idle[0][5].is_null()) view.parts = idle[0][5].as<int>();
+        return view;
+      }
+    }
     pqxx::result r = Exec(tx, "heartbeat", std::string(queue), session.value, incarnation,
                           ChannelFor(options_.schema, queue), finished.acked, finished.retried,
                           finished.dead, known_generation, kGroupChangesKept);
@@ -1009,6 +1026,8 @@ std::vector<Notice> ParseNotices(const std::vector<std::string>& payloads) {
     absl::string_view p = payload;
     if (p == "g") {
       n.kind = Notice::Kind::kGroup;
+    } else if (p == "r") {
+      n.kind = Notice::Kind::kReleased;
     } else if (absl::ConsumePrefix(&p, "i:")) {
       // "i:PART" or "i:PART:PRIORITY:ID" (NotifyParts, kEnqueue); anything else
       // wakes every part from its head.

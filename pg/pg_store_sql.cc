@@ -1009,6 +1009,32 @@ SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM gone),
        (SELECT yes FROM delta)
 FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
 )sql"},
+      // The idle heartbeat (PgStore::HeartbeatSince tries it first when the
+      // caller knows a generation and has no counts to carry): our row's
+      // update, the generation, whether anyone else is past its TTL, and
+      // the queue row's fields, all in one snapshot, and nothing else. When
+      // it answers alive, at the generation the caller knows, with nobody
+      // expired, that is the whole answer (the full statement's `same`,
+      // under which it would expire nobody and read no row either). Anything
+      // else and the full `heartbeat` follows. Why two statements: an idle
+      // fleet's server CPU was mostly the full statement's executor start
+      // (its four data-modifying CTEs and every CASE branch are initialized
+      // on each run, though only the update does anything) and its planning
+      // (BENCHMARKS.md, "The idle heartbeat"); this plan is a few nodes.
+      {"heartbeat_idle", R"sql(
+WITH me AS (
+  UPDATE {schema}.sessions s
+  SET heartbeat_at = now(), expires_at = now() + q.session_ttl
+  FROM {schema}.queues q
+  WHERE s.id = $2 AND s.incarnation = $3 AND s.queue = $1 AND q.name = $1
+  RETURNING s.id)
+SELECT (SELECT count(*) FROM me),
+       coalesce((SELECT generation FROM {schema}.group_generations WHERE queue = $1), 0),
+       EXISTS (SELECT 1 FROM {schema}.sessions x
+               WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2),
+       q.paused, q.rate, q.parts
+FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
+)sql"},
       // ReadGroup: as the heartbeat's read, $2 the generation last read, $3
       // kGroupChangesKept.
       {"read_group", R"sql(
@@ -1066,7 +1092,9 @@ UNION ALL SELECT -1, 0 WHERE NOT EXISTS (SELECT 1 FROM s)
        /*prepared=*/false},
       // ReleaseParts: deletes our rows at the given epochs, and their claim
       // records: a graceful hand-off abandons nothing. One statement, so one
-      // transaction.
+      // transaction. Its notice is 'r' (Notice::kReleased), not 'g': only the
+      // members waiting for a hand-off read the group for it, not the whole
+      // fleet for every release of a join storm.
       {"release", R"sql(
 WITH rel AS (
   DELETE FROM {schema}.session_parts sp
@@ -1077,7 +1105,7 @@ rec AS (
   DELETE FROM {schema}.part_claims c USING rel WHERE c.queue = $1 AND c.part = rel.part
   RETURNING 1)
 SELECT (SELECT count(*) FROM rel), (SELECT count(*) FROM rec),
-       (SELECT count(pg_notify($5, 'g')) FROM (SELECT 1 FROM rel LIMIT 1) x)
+       (SELECT count(pg_notify($5, 'r')) FROM (SELECT 1 FROM rel LIMIT 1) x)
 )sql"},
       // Leave: deletes this incarnation's row; its parts cascade at the end
       // of the statement, after `p` has read them from the snapshot. Their

@@ -524,8 +524,13 @@ struct GroupStatus {
 };
 
 // A wake-up from LISTEN.
+// kGroup: the members changed (a join, leave or expiry) or a queue setting
+// did: every member reads the group. kReleased: a member released parts to
+// hand them off; only members waiting for parts need to read the group (a
+// member holding its target is not concerned by who else holds what, and its
+// heartbeat reads the changes anyway).
 struct Notice {
-  enum class Kind { kItems, kGroup };
+  enum class Kind { kItems, kGroup, kReleased };
   Kind kind = Kind::kItems;
   int part = -1;  // kItems: the part that got items, -1 when unknown
   // kItems: the lowest key the notifying transaction added there (in all

@@ -658,6 +658,57 @@ TEST_P(StoreConformance, AGroupReadAtTheKnownGenerationReturnsNoMembersOrOwners)
   EXPECT_EQ(v.owners.size(), 2u);
 }
 
+// A heartbeat at the known generation (the idle fleet's; PgStore answers it
+// with a statement of its own when nothing changed) still does all a
+// heartbeat does: it renews the session, carries finished counts, reads the
+// queue row's paused flag, rate and part count fresh, sees a change of the
+// group, and says when the session is gone.
+TEST_P(StoreConformance, AHeartbeatAtTheKnownGenerationRenewsCountsAndSaysGone) {
+  MakeQueue(*store_, "q", 4, absl::Seconds(60));
+  Member a = JoinWith(*store_, "q", {0, 1});
+  auto other = harness_->Connect();
+  Member b = JoinWith(*other, "q", {2, 3});
+  // Renews: 40 s on, a's heartbeat at g moves its expiry 60 s on.
+  harness_->Advance(absl::Seconds(40));
+  ASSERT_OK_AND_ASSIGN(GroupView whole, store_->ReadGroup("q"));
+  const int64_t g = whole.generation;
+  ASSERT_OK_AND_ASSIGN(GroupView v, store_->HeartbeatSince("q", a.join.id, a.join.incarnation, g, {}));
+  EXPECT_TRUE(v.alive);
+  EXPECT_TRUE(v.unchanged);
+  EXPECT_EQ(v.parts, 4);
+  EXPECT_FALSE(v.paused);
+  ASSERT_OK_AND_ASSIGN(QueueStatus st, store_->Status("q"));
+  for (const SessionInfo& s : st.sessions) {
+    if (s.id == a.join.id) EXPECT_GT(s.expires_in, absl::Seconds(50));
+  }
+  ASSERT_OK(other->Heartbeat("q", b.join.id, b.join.incarnation));  // b too: nobody expires yet
+  // Counts at the known generation are carried.
+  ASSERT_OK_AND_ASSIGN(v, store_->HeartbeatSince("q", a.join.id, a.join.incarnation, g,
+                                                 FinishCounts{5, 1, 0}));
+  EXPECT_TRUE(v.alive);
+  EXPECT_TRUE(v.unchanged);
+  ASSERT_OK_AND_ASSIGN(st, store_->Status("q"));
+  EXPECT_EQ(Total(st.throughput), (FinishCounts{5, 1, 0}));
+  // The queue row is read fresh at the known generation.
+  ASSERT_OK(store_->SetPaused("q", true));
+  ASSERT_OK_AND_ASSIGN(v, store_->HeartbeatSince("q", a.join.id, a.join.incarnation, g, {}));
+  EXPECT_TRUE(v.unchanged);
+  EXPECT_TRUE(v.paused);
+  // A change of the group is seen.
+  ASSERT_OK(other->Leave("q", b.join.id, b.join.incarnation));
+  ASSERT_OK_AND_ASSIGN(v, store_->HeartbeatSince("q", a.join.id, a.join.incarnation, g, {}));
+  EXPECT_TRUE(v.alive);
+  EXPECT_FALSE(v.unchanged);
+  EXPECT_GT(v.generation, g);
+  EXPECT_EQ(v.members, std::vector<SessionId>{a.join.id});
+  // A session that is gone hears it at the generation it knew.
+  ASSERT_OK_AND_ASSIGN(GroupView now, store_->ReadGroup("q"));
+  ASSERT_OK(store_->Leave("q", a.join.id, a.join.incarnation));
+  ASSERT_OK_AND_ASSIGN(
+      v, store_->HeartbeatSince("q", a.join.id, a.join.incarnation, now.generation, {}));
+  EXPECT_FALSE(v.alive);
+}
+
 // The owners of `last` with the changes of `delta` (GroupView::delta)
 // applied, as part:session:epoch.
 std::vector<std::string> Applied(const GroupView& last, const GroupView& delta) {
