@@ -824,6 +824,17 @@ std::string EnqueueGroupedSql(absl::string_view schema) {
   return WithSchema(kEnqueueGrouped, schema);
 }
 
+// The heartbeat's renewal of our row, the first CTE of both heartbeat
+// statements ("heartbeat" and "heartbeat_idle"): $1 queue, $2 session, $3
+// incarnation.
+constexpr const char* kHeartbeatMe = R"sql(
+WITH me AS (
+  UPDATE {schema}.sessions s
+  SET heartbeat_at = now(), expires_at = now() + q.session_ttl
+  FROM {schema}.queues q
+  WHERE s.id = $2 AND s.incarnation = $3 AND s.queue = $1 AND q.name = $1
+  RETURNING s.id))sql";
+
 std::vector<Statement> PreparedStatements(absl::string_view schema) {
   std::vector<Statement> s = {
       // --- queues ---------------------------------------------------------------
@@ -949,13 +960,7 @@ FROM up
       // in its snapshot), the owners are only those changed since $8
       // (owner_changes() of migration 22; GroupView::delta): the latest
       // change of each part, an empty session for a row that went.
-      {"heartbeat", R"sql(
-WITH me AS (
-  UPDATE {schema}.sessions s
-  SET heartbeat_at = now(), expires_at = now() + q.session_ttl
-  FROM {schema}.queues q
-  WHERE s.id = $2 AND s.incarnation = $3 AND s.queue = $1 AND q.name = $1
-  RETURNING s.id),
+      {"heartbeat", absl::StrCat(kHeartbeatMe, R"sql(,
 done AS (
   INSERT INTO {schema}.throughput AS t (queue, minute, session_id, acked, retried, dead)
   SELECT $1, date_trunc('minute', now()), me.id, $5::bigint, $6::bigint, $7::bigint FROM me
@@ -1008,7 +1013,7 @@ SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM gone),
        q.paused, q.rate, q.parts, (SELECT generation FROM gen), (SELECT yes FROM same),
        (SELECT yes FROM delta)
 FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
-)sql"},
+)sql")},
       // The idle heartbeat (PgStore::HeartbeatSince tries it first when the
       // caller knows a generation and has no counts to carry): our row's
       // update, the generation, whether anyone else is past its TTL, and
@@ -1021,20 +1026,14 @@ FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
       // (its four data-modifying CTEs and every CASE branch are initialized
       // on each run, though only the update does anything) and its planning
       // (BENCHMARKS.md, "The idle heartbeat"); this plan is a few nodes.
-      {"heartbeat_idle", R"sql(
-WITH me AS (
-  UPDATE {schema}.sessions s
-  SET heartbeat_at = now(), expires_at = now() + q.session_ttl
-  FROM {schema}.queues q
-  WHERE s.id = $2 AND s.incarnation = $3 AND s.queue = $1 AND q.name = $1
-  RETURNING s.id)
+      {"heartbeat_idle", absl::StrCat(kHeartbeatMe, R"sql(
 SELECT (SELECT count(*) FROM me),
        coalesce((SELECT generation FROM {schema}.group_generations WHERE queue = $1), 0),
        EXISTS (SELECT 1 FROM {schema}.sessions x
                WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2),
        q.paused, q.rate, q.parts
 FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
-)sql"},
+)sql")},
       // ReadGroup: as the heartbeat's read, $2 the generation last read, $3
       // kGroupChangesKept.
       {"read_group", R"sql(

@@ -986,6 +986,17 @@ bool PipelinedClaimRan(Store& store, const std::string& queue) {
          Prepared(store, queue, pg_internal::kPipelinedAckClaimBehindKeyed);
 }
 
+// Creates queue `q` and enqueues a0..a3 (key a), b1 (key b) and c1 (no key)
+// into it, in that order.
+void CreateWithKeyedItems(Store& store, const QueueConfig& q) {
+  ASSERT_OK(store.CreateQueue(q));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK(store.Enqueue(q.name, Keyed("a", absl::StrCat("a", i))));
+  }
+  ASSERT_OK(store.Enqueue(q.name, Keyed("b", "b1")));
+  ASSERT_OK(store.Enqueue(q.name, Payload("c1")));
+}
+
 // The claim ahead in the ack's flight has forms without the key probes for
 // queues without a key bound: an ordered queue's (KeyBound 1) and a key
 // concurrency queue's still take only what their bound allows, through the
@@ -1009,12 +1020,7 @@ TEST_F(FinishTest, AnAckClaimingAheadKeepsEachQueuesKeyBoundInItsOwnForm) {
     q.parts = 1;
     q.ordered = c.ordered;
     q.key_concurrency = c.key_concurrency;
-    ASSERT_OK(store_->CreateQueue(q));
-    for (int i = 0; i < 4; ++i) {
-      ASSERT_OK(store_->Enqueue(c.queue, Keyed("a", absl::StrCat("a", i))));
-    }
-    ASSERT_OK(store_->Enqueue(c.queue, Keyed("b", "b1")));
-    ASSERT_OK(store_->Enqueue(c.queue, Payload("c1")));
+    ASSERT_NO_FATAL_FAILURE(CreateWithKeyedItems(*store_, q));
     auto store = schema_.NewStore();
     Member m = JoinWith(*store, c.queue, {0});
     auto bounded = [&](int limit) {
@@ -1097,12 +1103,7 @@ TEST_F(FinishTest, ClaimsRunAGenericPlanAfterThePlanGuardUnlessTheyHaveAKeyBound
     q.parts = 1;
     q.ordered = c.ordered;
     q.key_concurrency = c.key_concurrency;
-    ASSERT_OK(store_->CreateQueue(q));
-    for (int i = 0; i < 4; ++i) {
-      ASSERT_OK(store_->Enqueue(c.queue, Keyed("a", absl::StrCat("a", i))));
-    }
-    ASSERT_OK(store_->Enqueue(c.queue, Keyed("b", "b1")));
-    ASSERT_OK(store_->Enqueue(c.queue, Payload("c1")));
+    ASSERT_NO_FATAL_FAILURE(CreateWithKeyedItems(*store_, q));
     auto store = schema_.NewStore();
     Member m = JoinWith(*store, c.queue, {0});
     // More calls than the five custom plans PostgreSQL tries before it
