@@ -986,9 +986,15 @@ bool PipelinedClaimRan(Store& store, const std::string& queue) {
          Prepared(store, queue, pg_internal::kPipelinedAckClaimBehindKeyed);
 }
 
-// Creates queue `q` and enqueues a0..a3 (key a), b1 (key b) and c1 (no key)
-// into it, in that order.
-void CreateWithKeyedItems(Store& store, const QueueConfig& q) {
+// Creates a one-part queue and enqueues a0..a3 (key a), b1 (key b) and c1
+// (no key) into it, in that order.
+void CreateWithKeyedItems(Store& store, const std::string& name, bool ordered,
+                          int key_concurrency) {
+  QueueConfig q;
+  q.name = name;
+  q.parts = 1;
+  q.ordered = ordered;
+  q.key_concurrency = key_concurrency;
   ASSERT_OK(store.CreateQueue(q));
   for (int i = 0; i < 4; ++i) {
     ASSERT_OK(store.Enqueue(q.name, Keyed("a", absl::StrCat("a", i))));
@@ -1015,12 +1021,8 @@ TEST_F(FinishTest, AnAckClaimingAheadKeepsEachQueuesKeyBoundInItsOwnForm) {
        {Case{"ord", true, 0, {"b1", "c1"}, true}, Case{"kc", false, 2, {"a1", "b1", "c1"}, true},
         Case{"plain", false, 0, {"a1", "a2", "a3", "b1", "c1"}, false}}) {
     SCOPED_TRACE(c.queue);
-    QueueConfig q;
-    q.name = c.queue;
-    q.parts = 1;
-    q.ordered = c.ordered;
-    q.key_concurrency = c.key_concurrency;
-    ASSERT_NO_FATAL_FAILURE(CreateWithKeyedItems(*store_, q));
+    ASSERT_NO_FATAL_FAILURE(
+        CreateWithKeyedItems(*store_, c.queue, c.ordered, c.key_concurrency));
     auto store = schema_.NewStore();
     Member m = JoinWith(*store, c.queue, {0});
     auto bounded = [&](int limit) {
@@ -1098,12 +1100,8 @@ TEST_F(FinishTest, ClaimsRunAGenericPlanAfterThePlanGuardUnlessTheyHaveAKeyBound
         Case{"ord", true, 0, false, {"a0", "b1", "c1"}, nullptr},
         Case{"kc", false, 2, false, {"a0", "a1", "b1", "c1"}, nullptr}}) {
     SCOPED_TRACE(c.queue);
-    QueueConfig q;
-    q.name = c.queue;
-    q.parts = 1;
-    q.ordered = c.ordered;
-    q.key_concurrency = c.key_concurrency;
-    ASSERT_NO_FATAL_FAILURE(CreateWithKeyedItems(*store_, q));
+    ASSERT_NO_FATAL_FAILURE(
+        CreateWithKeyedItems(*store_, c.queue, c.ordered, c.key_concurrency));
     auto store = schema_.NewStore();
     Member m = JoinWith(*store, c.queue, {0});
     // More calls than the five custom plans PostgreSQL tries before it
