@@ -374,26 +374,26 @@ int Demo::Run() {
        }},
   };
   std::string missed;
-  for (size_t i = 0; i < story.size(); ++i) {
-    const auto& [what, act] = story[i];
-    // A loaded machine can make an event wait seconds for the one before it
-    // to settle while the fleet drains on: an event is only worth showing
-    // with work to move, so after the first event a backlog that is gone or
-    // below a quarter of --items gets another --items first (at most one
-    // top-up per event). A backlog gone before the first event means --items
-    // is too small.
+  for (const auto& [what, act] : story) {
+    // The fleet can drain the backlog before an event (a fast machine, a
+    // small --items) or while an event waits for the one before it to settle
+    // (a loaded one): an event is only worth showing with work to move, so a
+    // backlog that is gone or below a quarter of --items gets another
+    // --items first (at most one top-up per event).
     int64_t remaining;
     {
       absl::MutexLock lock(&mu_);
       remaining = remaining_;
     }
-    const bool low = i > 0 && remaining >= 0 && remaining < batch_ / 4;
+    const bool low = remaining >= 0 && remaining < batch_ / 4;
     bool work_left = !low && Watch(absl::Milliseconds(500));
-    if (!work_left && i > 0) {
+    if (!work_left) {
       if (absl::Status st = Enqueue(batch_); !st.ok()) return Fail(st);
       Event(absl::StrFormat("backlog low: enqueued %lld more items before \"%s\"",
                             static_cast<long long>(batch_), what));
-      work_left = Watch(absl::Milliseconds(500));
+      // One look, not another half second: a fast fleet drains a small
+      // --items within it (demo_top_up did, in a clean run).
+      work_left = Watch(absl::ZeroDuration());
     }
     if (!work_left) {
       missed = what;
