@@ -112,6 +112,14 @@ inline constexpr char kPipelinedClaimFair[] = "partq_pl_claim_fair";
 inline constexpr char kPipelinedLeanAckClaim[] = "partq_pl_lean_ack_claim";
 inline constexpr char kPipelinedLeanAckClaimFair[] = "partq_pl_lean_ack_claim_fair";
 std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema);
+// The items a claim reads in one part, as a subquery (`{schema}` not yet
+// replaced); pg_store_sql.cc says what each argument is. Declared here for
+// the tests that EXPLAIN it.
+std::string ReadyItems(absl::string_view queue, absl::string_view part,
+                       absl::string_view after_prio, absl::string_view after_id,
+                       absl::string_view cursor_prio, absl::string_view cursor_id,
+                       absl::string_view skip, absl::string_view bound, absl::string_view limit,
+                       absl::string_view behind);
 // The single-item enqueue of an item of a queue group (never prepared).
 std::string EnqueueGroupedSql(absl::string_view schema);
 // The single-item enqueue statement (also run unprepared by EnqueueInTx).
