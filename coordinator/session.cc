@@ -508,7 +508,15 @@ void Session::Run() {
     const absl::Time now = clock_->Now();
     const bool heartbeat = heartbeat_->Due(now);
     last_round = now;
+    {
+      absl::MutexLock lock(&mu_);
+      in_round_ = true;
+    }
     absl::Status st = Tick(heartbeat);
+    {
+      absl::MutexLock lock(&mu_);
+      in_round_ = false;
+    }
     metrics_.SetPartsOwned(owned().size());
     if (st.ok()) {
       if (heartbeat) heartbeat_->Sent(now);
@@ -830,8 +838,10 @@ void Session::Dispatch(const std::vector<Notice>& notices) {
       // storm's releases would otherwise make the whole fleet read the group
       // for each one); one that holds its target reads the change with its
       // next heartbeat, and a round that turns it unstable polls on its own.
+      // A round under way may have read the group before this release and
+      // end waiting for the part: it reads again at once, not at its poll.
       absl::MutexLock lock(&mu_);
-      if (!stable_) poked_ = true;
+      if (!stable_ || in_round_) poked_ = true;
     } else if (cb) {
       cb(n.part, n.from);
     }

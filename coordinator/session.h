@@ -279,6 +279,8 @@ class Session {
   PartTable parts_ ABSL_GUARDED_BY(mu_);
   bool stable_ ABSL_GUARDED_BY(mu_) = false;
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
+  // A rebalance round (Tick) is under way on the session thread.
+  bool in_round_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool abandon_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status ended_ ABSL_GUARDED_BY(mu_);

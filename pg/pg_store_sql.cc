@@ -1104,9 +1104,9 @@ UNION ALL SELECT -1, 0 WHERE NOT EXISTS (SELECT 1 FROM s)
        /*prepared=*/false},
       // ReleaseParts: deletes our rows at the given epochs, and their claim
       // records: a graceful hand-off abandons nothing. One statement, so one
-      // transaction. Its notice is 'g' (every member reads the group): 'r',
-      // read only by members waiting for parts, made a graceful stop's
-      // hand-off take up to 6 s in `partq demo` (BENCHMARKS.md).
+      // transaction. Its notice is 'r' (Notice::kReleased), not 'g': only the
+      // members waiting for a hand-off read the group for it, not the whole
+      // fleet for every release of a join storm.
       {"release", R"sql(
 WITH rel AS (
   DELETE FROM {schema}.session_parts sp
@@ -1117,7 +1117,7 @@ rec AS (
   DELETE FROM {schema}.part_claims c USING rel WHERE c.queue = $1 AND c.part = rel.part
   RETURNING 1)
 SELECT (SELECT count(*) FROM rel), (SELECT count(*) FROM rec),
-       (SELECT count(pg_notify($5, 'g')) FROM (SELECT 1 FROM rel LIMIT 1) x)
+       (SELECT count(pg_notify($5, 'r')) FROM (SELECT 1 FROM rel LIMIT 1) x)
 )sql"},
       // Leave: deletes this incarnation's row; its parts cascade at the end
       // of the statement, after `p` has read them from the snapshot. Their

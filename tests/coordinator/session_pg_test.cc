@@ -52,11 +52,12 @@ class SessionPgTest : public ::testing::Test {
     ASSERT_TRUE(st.ok()) << st;
   }
 
-  Session* Add(const std::string& instance = "", StoreFactory factory = nullptr) {
+  Session* Add(const std::string& instance = "", StoreFactory factory = nullptr,
+               absl::Duration handoff_poll = absl::Milliseconds(50)) {
     SessionOptions o;
     o.queue = "q";
     o.instance_id = instance;
-    o.handoff_poll = absl::Milliseconds(50);
+    o.handoff_poll = handoff_poll;
     o.retry_backoff = absl::Milliseconds(50);
     auto s = std::make_unique<Session>(factory ? factory : schema_.Factory(), o, &listener_);
     auto st = s->Start();
@@ -128,6 +129,25 @@ TEST_F(SessionPgTest, SeedExampleTwoSessionsThenOneSortingBetween) {
   EXPECT_EQ(Parts(*sa), (std::vector<int>{0, 1}));
   EXPECT_EQ(Parts(*sb), (std::vector<int>{2, 3, 4}));
   EXPECT_EQ(Parts(*sc), (std::vector<int>{5, 6, 7}));
+}
+
+// A release notifies 'r', which only members waiting for parts read the
+// group for: the joiner here waits for the parts the first member releases to
+// it, and with its hand-off poll and its heartbeats an hour or more away, only
+// that notice can wake it (also when it arrives while the joiner's own round
+// is under way, having read the group before the release).
+TEST_F(SessionPgTest, AMemberWaitingForPartsTakesThemAtTheReleaseNoticeNotAtItsPoll) {
+  CreateQueue(8, AssignmentKind::kLexical, absl::Hours(4));
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    Session* a = Add("", nullptr, absl::Hours(1));
+    ASSERT_TRUE(WaitUntil([&] { return Converged({a}, 8); }));
+    Session* b = Add("", nullptr, absl::Hours(1));
+    ASSERT_TRUE(WaitUntil([&] { return Converged({a, b}, 8); }));
+    a->Stop();
+    b->Stop();
+    sessions_.clear();
+  }
 }
 
 TEST_F(SessionPgTest, SilentSessionLosesPartsAfterItsTtlAndNotBefore) {

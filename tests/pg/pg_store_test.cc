@@ -1989,7 +1989,8 @@ TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
   EXPECT_EQ(all[1].from->priority, -2);
   EXPECT_GT(all[1].from->id, r.id);
 
-  // An acquisition says nothing (nobody waits for it); a release says kGroup.
+  // An acquisition says nothing (nobody waits for it); a release says
+  // kReleased, which only members waiting for parts read the group for.
   ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> got_parts,
                        store_->AcquireParts("q", m.join.id, {7, 9}));
   ASSERT_EQ(got_parts.size(), 2u);
@@ -1998,7 +1999,7 @@ TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
   ASSERT_OK(store_->ReleaseParts("q", m.join.id, {got_parts[0]}));
   std::vector<Notice> released = hear(1);
   ASSERT_EQ(released.size(), 1u);
-  EXPECT_EQ(released[0].kind, Notice::Kind::kGroup);
+  EXPECT_EQ(released[0].kind, Notice::Kind::kReleased);
 
   // A batch over few parts: one notice per part, with the lowest key there.
   std::vector<NewItem> two;
