@@ -60,8 +60,6 @@ constexpr const char* kReadColumnsOf =
     "x.tid, x.id, x.key, x.dedup_key, x.priority, x.attempts, x.payload, x.enqueued_at, x.run_at, "
     "x.group_id";
 
-}  // namespace
-
 // What makes an item `i` of the part ready for a claim (ReadyItems says why
 // statement_timestamp()). `bound` is an int expression, KeyBound of the
 // claim: 1 (ordered) probes for any older live item of the key, as it always
@@ -115,6 +113,8 @@ std::string ReadyCondition(absl::string_view queue, absl::string_view part,
       AND NOT EXISTS ()sql",
                       earlier("1"), ")))");
 }
+
+}  // namespace
 
 // The items a claim reads in one part, as a subquery: the columns of
 // `items i` that both claim forms return, in (priority, id) order, at most
