@@ -1136,7 +1136,7 @@ TEST_F(FinishTest, ClaimsRunAGenericPlanAfterThePlanGuardUnlessTheyHaveAKeyBound
 // and in each part the key had before a grow. Written as `j.part =
 // ANY(earlier parts)`, the second probe was planned, over statistics taken
 // while `items` was empty, as a scan of the key's entries in every part of
-// the queue: a 16-part ordered queue drained 15x slower (BENCHMARKS.md,
+// the queue: a 16-part ordered queue drained 4-14x slower (BENCHMARKS.md,
 // "Ordered queues over empty statistics"). Checked in the plan of the read,
 // for a queue that never grew and one that grew 4 -> 16, after an ANALYZE of
 // the empty table; the read still yields each key's oldest item only.
@@ -1182,7 +1182,8 @@ TEST_F(PgStoreTest, KeyProbesBindThePartOverStatisticsOfAnEmptyItemsTable) {
       EXPECT_EQ(probes, 2) << plan;
       // What the read yields: in a queue that never grew, each key of part 5
       // its oldest item (bound 1) or two oldest (bound 2); in the grown one,
-      // only keys without items left in part 1.
+      // only keys without items left in part 1 (a key with any there has
+      // five, enough to hold back bound 2 too). Every key has 10 items.
       const int64_t keys = schema_.QInt(absl::StrCat(
           "SELECT count(DISTINCT key) FROM {schema}.items WHERE queue = '", queue,
           "' AND part = 5"));
