@@ -1201,7 +1201,8 @@ void Bench::Machine(BenchReport& r) {
   }
   for (const char* s :
        {"server_version", "shared_buffers", "max_connections", "fsync", "synchronous_commit",
-        "wal_level", "full_page_writes", "max_wal_size", "checkpoint_timeout", "work_mem"}) {
+        "wal_level", "full_page_writes", "max_wal_size", "checkpoint_timeout", "work_mem",
+        "autovacuum_naptime"}) {
     auto v = sql_->Scalar(absl::StrCat("SHOW ", s));
     if (v.ok()) r.machine[absl::StrCat("pg.", s)] = *v;
   }
