@@ -419,8 +419,9 @@ constexpr const char* kItemStateByDedupKeyCancelled = R"sql(
 //   27's half-hour soak 54 of 179 vacuums of items spent 5 s so, against 0.3 s
 //   for the vacuum itself, and no other vacuum of the table can start
 //   meanwhile; 11 got the lock, and every claim, ack and COPY waited behind
-//   it (a hot standby replays that lock too). Without truncation: 0 of 180. The pages stay; the free space map hands
-//   them to the next COPY, so the table's size stays bounded by its peak.
+//   it (a hot standby replays that lock too). Without truncation: 0 of 180.
+//   The pages stay; the free space map hands them to the next COPY, so the
+//   table's size stays bounded by its peak.
 // The coordinator README ("PgStore") has the longer story.
 const std::vector<Migration>& Migrations() {
   static const auto* migrations = new std::vector<Migration>{
