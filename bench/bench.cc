@@ -364,6 +364,7 @@ std::unique_ptr<Consumer> Bench::NewConsumer(Handler* handler, int batch, Tracke
   co.queue = kQueue;
   co.concurrency = 1;  // one worker connection per session, like the baselines
   co.batch = batch;
+  co.vacuum_interval = absl::Seconds(o_.vacuum_interval_seconds);
   return std::make_unique<Consumer>(TrackingFactory(Factory(), tracker), co, handler);
 }
 
@@ -794,7 +795,7 @@ struct SoakSample {
   int64_t backlog = 0;  // enqueued (confirmed) minus acked (tracked), in process
   // From the server; -1 when it could not be asked (restarting).
   double items_mb = -1, index_mb = -1, claims_kb = -1;
-  int64_t dead = -1, live = -1, autovacuums = -1, claims_dead = -1, horizon_xids = -1;
+  int64_t dead = -1, live = -1, vacuums = -1, claims_dead = -1, horizon_xids = -1;
   double server_cpu = -1, client_cpu = -1;  // % of one core over the interval
   std::string events;
   // After the run.
@@ -825,8 +826,11 @@ absl::Status Bench::Soak(BenchReport& r) {
     stop_all();
     return warm.status();
   }
-  Log(absl::StrFormat("soak: %.0f items/s for %.0f s, %d sessions, churn every %.0f s", so.rate,
-                      so.seconds, so.sessions, so.churn_seconds));
+  Log(absl::StrFormat(
+      "soak: %.0f items/s for %.0f s, %d sessions, churn every %.0f s, table keeper %s", so.rate,
+      so.seconds, so.sessions, so.churn_seconds,
+      o_.vacuum_interval_seconds > 0 ? absl::StrFormat("every %.0f s", o_.vacuum_interval_seconds)
+                                     : std::string("off")));
 
   // Producers as the steady workload's, but living through a restart: a
   // batch whose COPY failed may or may not have committed, so it is not sent
@@ -904,7 +908,7 @@ absl::Status Bench::Soak(BenchReport& r) {
   const std::string sample_sql =
       absl::StrCat("SELECT pg_relation_size('", items_rel, "'), pg_indexes_size('", items_rel,
                    "'), pg_total_relation_size('", claims_rel,
-                   "'), i.n_dead_tup, i.n_live_tup, i.autovacuum_count, c.n_dead_tup, "
+                   "'), i.n_dead_tup, i.n_live_tup, i.autovacuum_count + i.vacuum_count, c.n_dead_tup, "
                    "(SELECT coalesce(max(age(backend_xmin)), 0) FROM pg_stat_activity) "
                    "FROM pg_stat_user_tables i, pg_stat_user_tables c WHERE i.relid = '",
                    items_rel, "'::regclass AND c.relid = '", claims_rel, "'::regclass");
@@ -964,7 +968,7 @@ absl::Status Bench::Soak(BenchReport& r) {
         s.claims_kb = num(2) / 1024;
         s.dead = static_cast<int64_t>(num(3));
         s.live = static_cast<int64_t>(num(4));
-        s.autovacuums = static_cast<int64_t>(num(5));
+        s.vacuums = static_cast<int64_t>(num(5));
         s.claims_dead = static_cast<int64_t>(num(6));
         s.horizon_xids = static_cast<int64_t>(num(7));
       } else {
@@ -1077,7 +1081,7 @@ absl::Status Bench::Soak(BenchReport& r) {
 
   std::ofstream f(so.out);
   f << "t\tsessions\tenq_per_s\tacked_per_s\tbacklog\tp50_ms\tp99_ms\titems_mb\tindex_mb\t"
-       "dead_tup\tlive_tup\tautovacuums\tclaims_kb\tclaims_dead\thorizon_xids\tserver_cpu\t"
+       "dead_tup\tlive_tup\tvacuums\tclaims_kb\tclaims_dead\thorizon_xids\tserver_cpu\t"
        "client_cpu\tevents\n";
   for (const SoakSample& s : samples) {
     f << absl::StrFormat(
@@ -1086,7 +1090,7 @@ absl::Status Bench::Soak(BenchReport& r) {
         "\t%.1f\t%s\n",
         s.t, s.sessions, s.enq_per_s, s.acked_per_s, static_cast<long long>(s.backlog), s.p50_ms,
         s.p99_ms, s.items_mb, s.index_mb, static_cast<long long>(s.dead),
-        static_cast<long long>(s.live), static_cast<long long>(s.autovacuums), s.claims_kb,
+        static_cast<long long>(s.live), static_cast<long long>(s.vacuums), s.claims_kb,
         static_cast<long long>(s.claims_dead), static_cast<long long>(s.horizon_xids), s.server_cpu,
         s.client_cpu, s.events);
   }

@@ -127,6 +127,10 @@ struct BenchOptions {
   double steady_rate = 5000;  // items/s
   double steady_seconds = 3;
   int steady_sessions = 4;
+  // Every consumer's table keeper (ConsumerOptions::vacuum_interval), in
+  // seconds; 0: off, autovacuum alone keeps the tables (the A/B of issue
+  // 27's soak).
+  double vacuum_interval_seconds = 10;
   SoakOptions soak;
   // Each idle session holds ~kIdleConnectionsPerSession connections.
   int idle_sessions = 100;

@@ -8,7 +8,8 @@
 #   DSN='host=... dbname=...' RESTART='pg_ctl -D DIR restart -m fast' bench/soak.sh
 # Environment: DSN (required), PARTQ (default build/cli/partq), RATE (75000),
 # SECS (1800), SESSIONS (4), CHURN (60), RESTART (none), RESTART_AT (SECS/2),
-# HOLD (none; AT:FOR,... in seconds), SAMPLE (10), OUT (/tmp/partq-soak), PLOT_ONLY.
+# HOLD (none; AT:FOR,... in seconds), SAMPLE (10), OUT (/tmp/partq-soak),
+# VACUUM_INTERVAL (10: the consumers' table keeper; 0: autovacuum alone), PLOT_ONLY.
 set -euo pipefail
 : "${DSN:?set DSN to the server to measure (partq must reach it)}"
 PARTQ=${PARTQ:-build/cli/partq}
@@ -22,6 +23,7 @@ if [[ -n "${RESTART:-}" ]]; then
   args+=(--soak-restart-at "${RESTART_AT:-$((SECS / 2))}" --soak-restart "$RESTART")
 fi
 [[ -n "${HOLD:-}" ]] && args+=(--soak-hold "$HOLD")
+[[ -n "${VACUUM_INTERVAL:-}" ]] && args+=(--vacuum-interval "$VACUUM_INTERVAL")
 # PLOT_ONLY=1: plot $OUT/samples.tsv of an earlier run again.
 [[ -n "${PLOT_ONLY:-}" ]] || "$PARTQ" "${args[@]}" 2>&1 | tee "$OUT/bench.txt"
 command -v gnuplot >/dev/null || { echo "soak.sh: no gnuplot, no plot" >&2; exit 0; }
@@ -54,11 +56,11 @@ plot '$OUT/samples.tsv' using 1:(\$8 >= 0 ? \$8 : NaN) with lines title 'items t
      '' using 1:(\$9 >= 0 ? \$9 : NaN) with lines title 'items indexes', \
      '' using 1:(\$13 >= 0 ? \$13 : NaN) axes x1y2 with lines title 'part_claims (total)'
 set ylabel 'rows'
-set y2label 'autovacuums of items'
+set y2label 'vacuums of items (autovacuum and keeper)'
 plot '$OUT/samples.tsv' using 1:(\$10 >= 0 ? \$10 : NaN) with lines title 'items dead tuples', \
      '' using 1:(\$5) with lines title 'backlog', \
      '' using 1:(\$15 >= 0 ? \$15 : NaN) with lines title 'horizon age (xids)', \
-     '' using 1:(\$12 >= 0 ? \$12 : NaN) axes x1y2 with steps title 'autovacuums'
+     '' using 1:(\$12 >= 0 ? \$12 : NaN) axes x1y2 with steps title 'vacuums'
 unset multiplot
 GP
 echo "plot: $OUT/soak.png"

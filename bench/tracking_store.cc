@@ -139,6 +139,9 @@ class TrackingStore : public Store {
   absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override {
     return inner_->GetItemState(queue, id);
   }
+  absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() override {
+    return inner_->VacuumQueueTables();
+  }
   absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,
                                bool dead) override {
     return inner_->Prune(queue, older_than, dead);

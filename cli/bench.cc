@@ -103,7 +103,7 @@ int CmdBench(const std::vector<std::string>& argv) {
                                      "soak-seconds",   "soak-sessions",   "soak-churn",
                                      "soak-sample",    "soak-restart-at", "soak-restart",
                                      "soak-hold",      "soak-out",        "scale-sessions",
-                                     "scale-parts",    "scale-warmup"}),
+                                     "scale-parts",    "scale-warmup",    "vacuum-interval"}),
       {"json", "full", "quiet", "keep", "diagnose"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {},
@@ -157,7 +157,8 @@ int CmdBench(const std::vector<std::string>& argv) {
            {"soak-seconds", &o.soak.seconds, 10, 86400},
            {"soak-churn", &o.soak.churn_seconds, 0, 86400},
            {"soak-sample", &o.soak.sample_seconds, 1, 3600},
-           {"soak-restart-at", &o.soak.restart_at, 0, 86400}}) {
+           {"soak-restart-at", &o.soak.restart_at, 0, 86400},
+           {"vacuum-interval", &o.vacuum_interval_seconds, 0, 86400}}) {
     auto v = args->Double(flag, *out, lo, hi);
     if (!v.ok()) return Fail(v.status());
     *out = *v;

@@ -73,7 +73,7 @@ constexpr CommandUsage kCommands[] = {
     {"worker",
      "  worker QUEUE [--concurrency N] [--batch N] [--handler SPEC] [--instance-id ID]\n"
      "               [--leave-on-stop] [--metrics-addr HOST:PORT] [--poll-only]\n"
-     "               [--drain-timeout 10s]\n"
+     "               [--drain-timeout 10s] [--vacuum-interval 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--retry-base 1s]\n"
      "               [--retry-max 10m] [--handler-ca FILE] [--log-level warning] [--quiet]\n"
      "               [--console-listen HOST:PORT [--console-token-file F] [--console-read-only]]\n"
@@ -152,7 +152,7 @@ const char* BenchUsage() {
                     [--soak-sessions 4] [--soak-churn 60] [--soak-sample 10]
                     [--soak-restart-at S --soak-restart 'COMMAND'] [--soak-hold AT:FOR,...]]
                    [--json] [--out FILE] [--plot FILE.svg|FILE.png] [--quiet]
-                   [--dsn DSN] [--keep] [--diagnose]
+                   [--dsn DSN] [--keep] [--diagnose] [--vacuum-interval 10]
 Without --dsn or $PARTQ_DSN, runs against an embedded PostgreSQL (default
 settings, max_connections raised for the idle workload; with --dsn, idle needs
 about 2 free connections a session or is skipped). The bench uses its own
@@ -172,7 +172,9 @@ store calls and owner rows per idle session, parts moved on a join, a leave
 and a SIGKILL against the lower bound, and checks from the database that no
 part is ever owned twice. --scale-warmup N lets each session heartbeat N
 more times before the idle window (6: past PostgreSQL's first five plans of
-a prepared statement, the steady state of a long-idle fleet).)";
+a prepared statement, the steady state of a long-idle fleet).
+--vacuum-interval S: how often the consumers' table keeper looks (seconds, as
+`partq worker --vacuum-interval`); 0 leaves the tables to autovacuum alone.)";
 }
 
 std::string MainHelp() {

@@ -22,7 +22,8 @@ int CmdWorker(const std::vector<std::string>& argv) {
                   With(ConnectionFlags(), {"concurrency", "batch", "handler", "instance-id",
                                            "metrics-addr", "drain-timeout", "handler-timeout",
                                            "poll-interval", "retry-base", "retry-max", "log-level",
-                                           "handler-ca", "console-listen", "console-token-file"}),
+                                           "handler-ca", "console-listen", "console-token-file",
+                                           "vacuum-interval"}),
                   {"poll-only", "quiet", "leave-on-stop", "console-read-only"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
@@ -43,8 +44,11 @@ int CmdWorker(const std::vector<std::string>& argv) {
   auto rbase = args->Duration("retry-base", absl::Seconds(1), absl::ZeroDuration(), absl::Hours(1));
   auto rmax =
       args->Duration("retry-max", absl::Minutes(10), absl::ZeroDuration(), absl::Hours(24 * 7));
+  auto vacuum = args->Duration("vacuum-interval", absl::Seconds(10), absl::ZeroDuration(),
+                               absl::Hours(24));
   for (const absl::Status& st : {concurrency.status(), batch.status(), drain.status(),
-                                 htimeout.status(), poll.status(), rbase.status(), rmax.status()}) {
+                                 htimeout.status(), poll.status(), rbase.status(), rmax.status(),
+                                 vacuum.status()}) {
     if (!st.ok()) return Fail(st);
   }
   if (*rbase > *rmax) {
@@ -57,6 +61,7 @@ int CmdWorker(const std::vector<std::string>& argv) {
   o.drain_timeout = *drain;
   o.handler_timeout = *htimeout;
   o.poll_interval = *poll;
+  o.vacuum_interval = *vacuum;
   o.backoff.base = *rbase;
   o.backoff.max = *rmax;
   o.instance_id = args->GetOr("instance-id", "");

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "consumer/metrics.h"
 #include "consumer/schedule_firer.h"
+#include "consumer/table_keeper.h"
 #include "coordinator/queue_collector.h"
 
 namespace partq {
@@ -48,8 +49,8 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
     absl::MutexLock lock(&mu_);
     return FinishCounts{stats_.acked, stats_.retried, stats_.dead};
   });
-  // The owner of part 0 collects the queue's depth and fires its schedules:
-  // both jobs take turns on one connection.
+  // The owner of part 0 collects the queue's depth, fires its schedules and
+  // vacuums its tables: the three jobs take turns on one connection.
   auto part0 = std::make_shared<SharedStore>(factory_);
   if (metrics_ != nullptr) {
     collector_ = std::make_unique<QueueCollector>(
@@ -62,7 +63,13 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
   fo.retry_backoff = std::max(options_.retry_backoff, absl::Milliseconds(100));
   fo.clock = clock_;
   firer_ = std::make_unique<ScheduleFirer>(
-      std::move(part0), fo, [this] { return session_->EpochOf(0).has_value(); }, metrics_);
+      part0, fo, [this] { return session_->EpochOf(0).has_value(); }, metrics_);
+  TableKeeperOptions ko;
+  ko.queue = options_.queue;
+  ko.interval = options_.vacuum_interval;
+  ko.clock = clock_;
+  keeper_ = std::make_unique<TableKeeper>(
+      std::move(part0), ko, [this] { return session_->EpochOf(0).has_value(); }, metrics_);
 }
 
 Consumer::~Consumer() { Stop(); }
@@ -123,6 +130,7 @@ absl::Status Consumer::StartThreads() {
   if (metrics_ != nullptr) metrics_->SetConcurrency(options_.concurrency);
   if (collector_ != nullptr) collector_->Start();
   firer_->Start();
+  keeper_->Start();
   return absl::OkStatus();
 }
 
@@ -136,6 +144,7 @@ void Consumer::Stop() {
   session_->Stop();
   if (collector_ != nullptr) collector_->Stop();
   firer_->Stop();
+  keeper_->Stop();
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -157,6 +166,7 @@ void Consumer::Abandon() {
   }
   if (collector_ != nullptr) collector_->Stop();
   firer_->Stop();
+  keeper_->Stop();
   session_->Abandon();
   if (claimer_.joinable()) claimer_.join();
   for (auto& w : workers_) {

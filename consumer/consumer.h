@@ -52,8 +52,9 @@
 // holds what is in flight, a BatchRunner (batch_runner.h) runs a batch's
 // handlers in its Finish and isolates failures, a FailurePolicy
 // (failure_policy.h) turns a failure into a retry or a dead letter, a
-// ScheduleFirer (schedule_firer.h) fires the queue's schedules while this
-// worker owns part 0. This class owns the threads and drives the store.
+// ScheduleFirer (schedule_firer.h) fires the queue's schedules and a
+// TableKeeper (table_keeper.h) vacuums the queue's tables while this worker
+// owns part 0. This class owns the threads and drives the store.
 //
 // Lifecycle: Start() joins; Stop() stops claiming, drains in-flight batches
 // (bounded by drain_timeout; unstarted items are returned to the queue),
@@ -90,6 +91,7 @@ namespace partq {
 class ConsumerMetrics;
 class QueueCollector;
 class ScheduleFirer;
+class TableKeeper;
 
 struct ConsumerOptions {
   std::string queue;
@@ -115,6 +117,10 @@ struct ConsumerOptions {
   // (schedule_firer.h): it asks the database at each due tick and at least
   // this often, which is how soon a schedule added meanwhile starts firing.
   absl::Duration schedule_poll_interval = absl::Seconds(5);
+  // While this worker owns part 0 it vacuums the queue's tables
+  // (table_keeper.h) when the statistics say they passed their threshold,
+  // looking this often; zero: never (autovacuum alone keeps them).
+  absl::Duration vacuum_interval = absl::Seconds(10);
   // Every time read, sleep and timed wait of the consumer, its session, its
   // queue collector and its schedule firer (polls, rescans, the drain, handler deadlines,
   // backoff after database errors) goes through this clock. A test passes a ManualClock (and a
@@ -187,6 +193,7 @@ class Consumer : private PartListener {
   std::unique_ptr<Session> session_;
   std::unique_ptr<QueueCollector> collector_;  // with metrics only
   std::unique_ptr<ScheduleFirer> firer_;       // fires while we own part 0
+  std::unique_ptr<TableKeeper> keeper_;        // vacuums while we own part 0
   QueueConfig config_;
   // Made by Start from the queue's config, before the threads; read-only
   // (and thread-safe) after that.

@@ -79,7 +79,26 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& que
       schedule_errors_(Counter(r, "partq_schedule_fire_errors_total",
                                "Rounds of the schedule firer that failed (database errors); "
                                "retried.",
-                               queue)) {}
+                               queue)),
+      vacuums_(prometheus::BuildCounter()
+                   .Name("partq_table_vacuums_total")
+                   .Help("Vacuums of the queue tables this worker ran as the queue's table "
+                         "keeper (consumer/table_keeper.h).")
+                   .Register(r)),
+      vacuum_seconds_(prometheus::BuildCounter()
+                          .Name("partq_table_vacuum_seconds_total")
+                          .Help("Time those vacuums took.")
+                          .Register(r)),
+      vacuum_errors_(Counter(r, "partq_table_vacuum_errors_total",
+                             "Rounds of the table keeper that failed (database errors); "
+                             "retried.",
+                             queue)) {}
+
+void ConsumerMetrics::Vacuumed(const std::string& table, absl::Duration took) {
+  const prometheus::Labels labels{{"queue", queue_}, {"table", table}};
+  vacuums_.Add(labels).Increment();
+  vacuum_seconds_.Add(labels).Increment(absl::ToDoubleSeconds(took));
+}
 
 void ConsumerMetrics::ScheduleFired(const std::string& schedule, int64_t missed) {
   const prometheus::Labels labels{{"queue", queue_}, {"schedule", schedule}};

@@ -1,7 +1,8 @@
 // The consumer's Prometheus metrics (a probe: logic calls it, it owns the
-// handles). Labels: queue, and for schedules the schedule's name (chosen by
-// an operator, so bounded) — never item or session ids. It also holds the
-// probe of the consumer's session (coordinator/session_metrics.h), and its
+// handles). Labels: queue, for schedules the schedule's name (chosen by
+// an operator, so bounded), for vacuums the table (items or part_claims);
+// never item or session ids. It also holds the probe of the consumer's
+// session (coordinator/session_metrics.h), and its
 // registry is where the consumer's queue collector (queue_collector.h)
 // registers the depth gauges. docs/metrics.md lists every metric.
 #ifndef PARTQ_CONSUMER_METRICS_H_
@@ -46,6 +47,10 @@ class ConsumerMetrics {
   // `missed` due ticks that were skipped; a firing round that failed.
   void ScheduleFired(const std::string& schedule, int64_t missed);
   void ScheduleError() { schedule_errors_.Increment(); }
+  // The table keeper (table_keeper.h): it vacuumed `table` in `took`; a
+  // round that failed.
+  void Vacuumed(const std::string& table, absl::Duration took);
+  void VacuumError() { vacuum_errors_.Increment(); }
 
  private:
   prometheus::Registry& registry_;
@@ -66,6 +71,9 @@ class ConsumerMetrics {
   prometheus::Family<prometheus::Counter>& schedule_fired_;
   prometheus::Family<prometheus::Counter>& schedule_missed_;
   prometheus::Counter& schedule_errors_;
+  prometheus::Family<prometheus::Counter>& vacuums_;
+  prometheus::Family<prometheus::Counter>& vacuum_seconds_;
+  prometheus::Counter& vacuum_errors_;
 };
 
 }  // namespace partq

@@ -362,6 +362,7 @@ class PgStore final : public Store, public BridgeStore {
                                      const std::vector<int64_t>& ids) override;
   absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,
                                bool dead) override;
+  absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() override;
 
   // Queue groups (pg_store_groups.cc).
   absl::Status CreateGroup(absl::string_view queue, const GroupSpec& spec) override;
@@ -484,6 +485,10 @@ class PgStore final : public Store, public BridgeStore {
   std::string listen_channel_;
   std::unique_ptr<pqxx::notification_receiver> receiver_;
   int use_depth_ = 0;  // ConnUse nesting
+  // VacuumQueueTables: per table, the vacuum horizon (its oldest holder's
+  // xmin, as text; empty when none but ourselves) seen before our last
+  // vacuum of it.
+  std::map<std::string, std::string, std::less<>> vacuumed_at_horizon_;
 };
 
 // Opens a connection with application_name set. Unavailable/InvalidArgument/

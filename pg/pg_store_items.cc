@@ -1969,6 +1969,86 @@ absl::StatusOr<Pruned> PgStore::Prune(absl::string_view queue, absl::Duration ol
   });
 }
 
+namespace {
+
+// Keeps what the server says during one statement (VACUUM's warnings: a
+// table skipped for its lock or its owner) instead of printing it.
+class NoticeKeeper final : public pqxx::errorhandler {
+ public:
+  explicit NoticeKeeper(pqxx::connection_base& conn) : pqxx::errorhandler(conn) {}
+  bool operator()(const char msg[]) noexcept override {
+    try {
+      text_.append(msg);
+    } catch (...) {
+    }
+    return false;  // not passed on: nothing else prints it
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<TableVacuum>> PgStore::VacuumQueueTables() {
+  struct Due {
+    std::string table;
+    int64_t dead;
+    bool may;
+    std::string horizon;
+  };
+  auto due = Run("look for queue tables to vacuum", [&]() -> absl::StatusOr<std::vector<Due>> {
+    std::vector<Due> out;
+    for (const pqxx::row& row : Exec(Autocommit(), "vacuum_due", options_.schema)) {
+      out.push_back(Due{row[0].as<std::string>(), row[1].as<int64_t>(), row[2].as<bool>(),
+                        Text(row[3]).value_or("")});
+    }
+    return out;
+  });
+  if (!due.ok()) return due.status();
+  std::vector<TableVacuum> out;
+  for (const Due& d : *due) {
+    TableVacuum v;
+    v.table = d.table;
+    v.dead_rows = d.dead;
+    auto last = vacuumed_at_horizon_.find(d.table);
+    if (!d.may) {
+      v.outcome = TableVacuum::Outcome::kDenied;
+    } else if (!d.horizon.empty() && last != vacuumed_at_horizon_.end() &&
+               last->second == d.horizon) {
+      // The same oldest snapshot as at our last vacuum: every row that died
+      // since died after it, and vacuum could remove none of them.
+      v.outcome = TableVacuum::Outcome::kHorizonHeld;
+    } else {
+      // The name comes from the fixed list the statement reads, the schema
+      // is quoted: nothing of a caller's reaches this text.
+      const std::string sql = absl::StrCat("VACUUM (SKIP_LOCKED) ", qschema_, ".", d.table);
+      auto ran = Run(absl::StrCat("vacuum ", d.table), [&]() -> absl::StatusOr<bool> {
+        // Outside any transaction (VACUUM cannot run in one), through a
+        // transaction pooler too: one statement is its own transaction.
+        NoticeKeeper notices(*conn_);
+        const absl::Time start = absl::Now();
+        pqxx::nontransaction tx(*conn_);
+        tx.exec0(sql);
+        v.took = absl::Now() - start;
+        // SKIP_LOCKED: "skipping vacuum of ... --- lock not available".
+        return !absl::StrContains(notices.text(), "skipping");
+      });
+      if (!ran.ok()) return ran.status();
+      if (*ran) {
+        v.outcome = TableVacuum::Outcome::kVacuumed;
+        vacuumed_at_horizon_[d.table] = d.horizon;
+      } else {
+        v.outcome = TableVacuum::Outcome::kBusy;
+        v.took = absl::ZeroDuration();
+      }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 // --- in the caller's transaction ---------------------------------------------------------
 
 }  // namespace pg_internal

@@ -145,6 +145,9 @@ class FaultStore : public Store {
                                      const std::vector<int64_t>& ids) override {
     return Call("DeleteDead", [&] { return inner_->DeleteDead(queue, ids); });
   }
+  absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() override {
+    return Call("VacuumQueueTables", [&] { return inner_->VacuumQueueTables(); });
+  }
   absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,
                                bool dead) override {
     return Call("Prune", [&] { return inner_->Prune(queue, older_than, dead); });

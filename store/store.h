@@ -429,6 +429,21 @@ struct Pruned {
   int64_t dead = 0;       // dead items, only when asked for
 };
 
+// One table of a queue schema that Store::VacuumQueueTables found past its
+// vacuum threshold, and what became of it.
+struct TableVacuum {
+  enum class Outcome {
+    kVacuumed,     // vacuumed by this call
+    kBusy,         // another vacuum held the table (autovacuum, another keeper)
+    kHorizonHeld,  // the horizon has not moved since this store's last vacuum of it
+    kDenied,       // this role may not vacuum it (not its owner's, nor the database's)
+  };
+  std::string table;       // "items" or "part_claims"
+  int64_t dead_rows = 0;   // dead rows the statistics counted before
+  Outcome outcome = Outcome::kVacuumed;
+  absl::Duration took;     // the VACUUM's time; zero unless it ran
+};
+
 // The state of one item, for `partq wait`.
 struct ItemState {
   // kCancelled: removed before it ran (Store::CancelItems).
@@ -786,6 +801,22 @@ class Store {
   // NotFound for an unknown queue; InvalidArgument for a negative age.
   virtual absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,
                                        bool dead) = 0;
+
+  // Vacuums the schema's queue tables (items, part_claims) that the
+  // statistics say have passed their own autovacuum threshold (the
+  // reloptions migration 10 sets: 10,000 dead rows for items, 1,000 for
+  // part_claims), each by one `VACUUM (SKIP_LOCKED)` outside a transaction,
+  // so partq need not wait for autovacuum's launcher, which visits a
+  // database once per autovacuum_naptime (1 min by default) whatever the
+  // tables' settings say. A table whose vacuum horizon has not moved since
+  // this store last vacuumed it is skipped (a held snapshot: vacuum could
+  // remove nothing more), as is one another vacuum holds, or that this role
+  // may not vacuum. Returns the tables past their threshold, none when
+  // nothing is due. Meant for one worker of a queue (consumer/table_keeper.h).
+  // Unimplemented in a store without tables.
+  virtual absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() {
+    return absl::UnimplementedError("this store keeps no tables to vacuum");
+  }
 
   // --- queue groups (see "Queue groups"; Unimplemented in a store without) -----
   // Creates the group (not started) with its end work, or sets the end work

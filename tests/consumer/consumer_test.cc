@@ -16,11 +16,13 @@
 #include "absl/time/clock.h"
 #include "bench/tracking_store.h"
 #include "consumer/builtin_handlers.h"
+#include "consumer/metrics.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
 #include "pg/migrations.h"
 #include "pg/pg_store.h"
 #include "producer/producer.h"
+#include "prometheus/registry.h"
 #include "store/throughput.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
@@ -148,6 +150,52 @@ TEST_F(ConsumerTest, ThreeConsumersDrainWithRecordHandlerExactlyOnce) {
   int64_t acked = 0;
   for (auto& c : consumers) acked += c->stats().acked;
   EXPECT_EQ(acked, 6000);
+}
+
+// Issue 27: the owner of part 0 vacuums the items table once the drain
+// leaves it past its threshold (10,000 dead rows), not at autovacuum's next
+// visit (it is kept away here); a consumer with the keeper off does not.
+TEST_F(ConsumerTest, TheOwnerOfPartZeroVacuumsTheItemsTheDrainLeftDead) {
+  CreateQueue("q", 4);
+  schema_.Q("ALTER TABLE {schema}.items SET (autovacuum_enabled = false)");
+  auto vacuums = [&] {
+    return schema_.QInt(
+        "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = '{schema}.items'::regclass");
+  };
+  auto handler = ParseHandlerSpec("noop");
+  ASSERT_TRUE(handler.ok());
+  {
+    ConsumerOptions off = Options("q");
+    off.vacuum_interval = absl::ZeroDuration();
+    Consumer c(schema_.Factory(), off, handler->get());
+    ASSERT_TRUE(c.Start().ok());
+    EnqueueN("q", 12000);
+    ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+    absl::SleepFor(absl::Seconds(1));
+    c.Stop();
+    EXPECT_EQ(vacuums(), 0) << "the keeper ran with vacuum_interval zero";
+  }
+  prometheus::Registry registry;
+  ConsumerMetrics metrics(registry, "q");
+  ConsumerOptions on = Options("q");
+  on.vacuum_interval = absl::Milliseconds(200);
+  Consumer c(schema_.Factory(), on, handler->get(), &metrics);
+  ASSERT_TRUE(c.Start().ok());
+  EnqueueN("q", 12000);
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  EXPECT_TRUE(WaitUntil([&] { return vacuums() >= 1; })) << "no vacuum of items";
+  EXPECT_TRUE(WaitUntil([&] {
+    for (const auto& family : registry.Collect()) {
+      if (family.name != "partq_table_vacuums_total") continue;
+      for (const auto& m : family.metric) {
+        for (const auto& l : m.label) {
+          if (l.name == "table" && l.value == "items" && m.counter.value >= 1) return true;
+        }
+      }
+    }
+    return false;
+  })) << "partq_table_vacuums_total{table=\"items\"} did not count it";
+  c.Stop();
 }
 
 // Cancel against the claim design (store.h, "Claims live in memory"):

@@ -177,6 +177,104 @@ TEST_F(PgStoreTest, VacuumLeavesTheQueueTablesEmptiedPagesInPlace) {
   })) << "items kept " << pages() << " pages without the setting";
 }
 
+// What a VacuumQueueTables call did to items (nullopt: items was not due).
+std::optional<TableVacuum::Outcome> ItemsOutcome(const std::vector<TableVacuum>& round) {
+  for (const TableVacuum& v : round) {
+    if (v.table == "items") return v.outcome;
+  }
+  return std::nullopt;
+}
+
+// Issue 27: the table keeper's store half. Items past the table's own
+// threshold (migration 10: 10,000 dead rows) are vacuumed at once, not at
+// autovacuum's next visit; below it nothing runs; while one snapshot holds
+// the horizon the table is vacuumed once and then left alone; a role that
+// may not vacuum the table is told so.
+TEST_F(PgStoreTest, VacuumQueueTablesVacuumsItemsPastTheirThresholdAndNotWhileASnapshotHoldsIt) {
+  MakeQueue("q", 4);
+  // Autovacuum stays away, so every vacuum counted is this test's.
+  schema_.Q("ALTER TABLE {schema}.items SET (autovacuum_enabled = false)");
+  auto stat = [&](const char* column) {
+    return schema_.QInt(absl::StrCat("SELECT ", column,
+                                     " FROM pg_stat_user_tables WHERE relid = "
+                                     "'{schema}.items'::regclass"));
+  };
+  auto dead = [&] { return stat("n_dead_tup"); };
+  auto vacuums = [&] { return stat("vacuum_count"); };
+  auto kill = [&](int n) {
+    ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(n, Payload("x"))));
+    schema_.Q("DELETE FROM {schema}.items");
+  };
+
+  // Under the threshold: nothing to do.
+  kill(500);
+  ASSERT_TRUE(WaitUntil([&] { return dead() >= 500; }));
+  ASSERT_OK_AND_ASSIGN(std::vector<TableVacuum> round, store_->VacuumQueueTables());
+  EXPECT_EQ(ItemsOutcome(round), std::nullopt);
+  EXPECT_EQ(vacuums(), 0);
+
+  // Past it: vacuumed now, and the dead rows are gone.
+  kill(12000);
+  ASSERT_TRUE(WaitUntil([&] { return dead() >= 10000; }));
+  ASSERT_OK_AND_ASSIGN(round, store_->VacuumQueueTables());
+  ASSERT_EQ(ItemsOutcome(round), TableVacuum::Outcome::kVacuumed);
+  EXPECT_EQ(vacuums(), 1);
+  for (const TableVacuum& v : round) {
+    if (v.table == "items") EXPECT_GE(v.dead_rows, 10000);
+  }
+  // Other tests' snapshots on a shared server may keep some rows a while.
+  EXPECT_TRUE(WaitUntil([&] {
+    auto r = store_->VacuumQueueTables();
+    return r.ok() && dead() < 10000;
+  }));
+
+  // A snapshot held open: the rows that die now cannot be removed. One
+  // vacuum may still run (the horizon moved since the last), then the table
+  // is skipped for as long as the same snapshot is the oldest.
+  pqxx::connection holder_conn(schema_.dsn());
+  auto holder = std::make_unique<pqxx::transaction<pqxx::repeatable_read>>(holder_conn);
+  holder->exec("SELECT 1");
+  kill(12000);
+  ASSERT_TRUE(WaitUntil([&] { return dead() >= 10000; }));
+  std::optional<TableVacuum::Outcome> outcome;
+  int64_t before = 0;
+  EXPECT_TRUE(WaitUntil([&] {
+    before = vacuums();
+    auto r = store_->VacuumQueueTables();
+    if (!r.ok()) return false;
+    outcome = ItemsOutcome(*r);
+    return outcome == TableVacuum::Outcome::kHorizonHeld;
+  })) << "the table was never left alone while the snapshot was held";
+  EXPECT_EQ(vacuums(), before) << "a vacuum ran for a table it reported as held";
+  EXPECT_GE(dead(), 10000) << "the held snapshot let vacuum remove the rows";
+
+  // The snapshot ends: the next call vacuums, and the rows go.
+  holder->abort();
+  holder.reset();
+  EXPECT_TRUE(WaitUntil([&] {
+    auto r = store_->VacuumQueueTables();
+    return r.ok() && dead() < 10000;
+  })) << "the dead rows stayed after the snapshot ended";
+
+  // A role that owns neither the table nor the database may not vacuum it.
+  const std::string role = absl::StrCat("partq_nonowner_", absl::Uniform<uint32_t>(absl::BitGen()));
+  schema_.Q(absl::StrCat("CREATE ROLE ", role, " LOGIN"));
+  auto drop_role = absl::MakeCleanup([&] {
+    schema_.Q(absl::StrCat("DROP OWNED BY ", role));
+    schema_.Q(absl::StrCat("DROP ROLE ", role));
+  });
+  schema_.Q(absl::StrCat("GRANT USAGE ON SCHEMA {schema} TO ", role));
+  kill(12000);
+  ASSERT_TRUE(WaitUntil([&] { return dead() >= 10000; }));
+  PgOptions other = schema_.options();
+  other.dsn = absl::StrCat(other.dsn, " user=", role);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> stranger, ConnectPg(other));
+  const int64_t vacuums_before = vacuums();
+  ASSERT_OK_AND_ASSIGN(round, stranger->VacuumQueueTables());
+  EXPECT_EQ(ItemsOutcome(round), TableVacuum::Outcome::kDenied);
+  EXPECT_EQ(vacuums(), vacuums_before);
+}
+
 TEST(PgStoreMigrate, ConcurrentMigrationsFromEightConnectionsApplyOnce) {
   PgOptions options;
   options.dsn = testing::TestDsn();
