@@ -905,13 +905,13 @@ absl::Status Bench::Soak(BenchReport& r) {
   // The sampler, on the main thread, which also makes the churn.
   const std::string items_rel = absl::StrCat("\"", schema_, "\".items");
   const std::string claims_rel = absl::StrCat("\"", schema_, "\".part_claims");
-  const std::string sample_sql =
-      absl::StrCat("SELECT pg_relation_size('", items_rel, "'), pg_indexes_size('", items_rel,
-                   "'), pg_total_relation_size('", claims_rel,
-                   "'), i.n_dead_tup, i.n_live_tup, i.autovacuum_count + i.vacuum_count, c.n_dead_tup, "
-                   "(SELECT coalesce(max(age(backend_xmin)), 0) FROM pg_stat_activity) "
-                   "FROM pg_stat_user_tables i, pg_stat_user_tables c WHERE i.relid = '",
-                   items_rel, "'::regclass AND c.relid = '", claims_rel, "'::regclass");
+  const std::string sample_sql = absl::StrCat(
+      "SELECT pg_relation_size('", items_rel, "'), pg_indexes_size('", items_rel,
+      "'), pg_total_relation_size('", claims_rel,
+      "'), i.n_dead_tup, i.n_live_tup, i.autovacuum_count + i.vacuum_count, c.n_dead_tup, "
+      "(SELECT coalesce(max(age(backend_xmin)), 0) FROM pg_stat_activity) "
+      "FROM pg_stat_user_tables i, pg_stat_user_tables c WHERE i.relid = '",
+      items_rel, "'::regclass AND c.relid = '", claims_rel, "'::regclass");
   std::unique_ptr<Sql> sampler;
   std::vector<SoakSample> samples;
   const absl::Duration every = absl::Seconds(so.sample_seconds);

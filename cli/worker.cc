@@ -17,14 +17,13 @@ namespace partq::cli {
 namespace {}  // namespace
 
 int CmdWorker(const std::vector<std::string>& argv) {
-  auto args =
-      Args::Parse(argv,
-                  With(ConnectionFlags(), {"concurrency", "batch", "handler", "instance-id",
-                                           "metrics-addr", "drain-timeout", "handler-timeout",
-                                           "poll-interval", "retry-base", "retry-max", "log-level",
-                                           "handler-ca", "console-listen", "console-token-file",
-                                           "vacuum-interval"}),
-                  {"poll-only", "quiet", "leave-on-stop", "console-read-only"});
+  auto args = Args::Parse(
+      argv,
+      With(ConnectionFlags(),
+           {"concurrency", "batch", "handler", "instance-id", "metrics-addr", "drain-timeout",
+            "handler-timeout", "poll-interval", "retry-base", "retry-max", "log-level",
+            "handler-ca", "console-listen", "console-token-file", "vacuum-interval"}),
+      {"poll-only", "quiet", "leave-on-stop", "console-read-only"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
                                 "usage: partq worker QUEUE [options]")) {
@@ -44,11 +43,11 @@ int CmdWorker(const std::vector<std::string>& argv) {
   auto rbase = args->Duration("retry-base", absl::Seconds(1), absl::ZeroDuration(), absl::Hours(1));
   auto rmax =
       args->Duration("retry-max", absl::Minutes(10), absl::ZeroDuration(), absl::Hours(24 * 7));
-  auto vacuum = args->Duration("vacuum-interval", absl::Seconds(10), absl::ZeroDuration(),
-                               absl::Hours(24));
-  for (const absl::Status& st : {concurrency.status(), batch.status(), drain.status(),
-                                 htimeout.status(), poll.status(), rbase.status(), rmax.status(),
-                                 vacuum.status()}) {
+  auto vacuum =
+      args->Duration("vacuum-interval", absl::Seconds(10), absl::ZeroDuration(), absl::Hours(24));
+  for (const absl::Status& st :
+       {concurrency.status(), batch.status(), drain.status(), htimeout.status(), poll.status(),
+        rbase.status(), rmax.status(), vacuum.status()}) {
     if (!st.ok()) return Fail(st);
   }
   if (*rbase > *rmax) {

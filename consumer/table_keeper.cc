@@ -77,11 +77,10 @@ absl::Time TableKeeper::RunOnce() {
   }
   for (const TableVacuum& v : *r) {
     switch (v.outcome) {
-      case TableVacuum::Outcome::kVacuumed:
-        {
-          absl::MutexLock lock(&mu_);
-          ++vacuums_;
-        }
+      case TableVacuum::Outcome::kVacuumed: {
+        absl::MutexLock lock(&mu_);
+        ++vacuums_;
+      }
         if (metrics_ != nullptr) metrics_->Vacuumed(v.table, v.took);
         PARTQ_LOG(Debug) << "vacuumed " << v.table << " (" << v.dead_rows << " dead rows) in "
                          << absl::FormatDuration(v.took);

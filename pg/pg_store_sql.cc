@@ -1314,7 +1314,8 @@ WHERE q.name = $1
       // server's settings), whether this role may vacuum them (their
       // owner's or the database owner's privileges, as VACUUM asks), and
       // the vacuum horizon: the xmin of its oldest holder other than this
-      // backend (as in status_horizon), NULL when there is none.
+      // backend and running vacuums (as in status_horizon), NULL when there
+      // is none.
       {"vacuum_due", R"sql(
 WITH t AS (
   SELECT c.relname::text AS name, s.n_dead_tup AS dead, c.reltuples, c.relowner,
@@ -1329,6 +1330,7 @@ WITH t AS (
   SELECT backend_xmin AS x FROM pg_stat_activity
   WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
     AND (datname = current_database() OR backend_type = 'walsender')
+    AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum)
   UNION ALL
   SELECT transaction FROM pg_prepared_xacts WHERE database = current_database()
   UNION ALL
@@ -1399,7 +1401,11 @@ UNION ALL SELECT 'i', NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM {schema}.item
       // The oldest holder of this database's vacuum horizon: backends of
       // this database (and walsenders, whose hot_standby_feedback holds every
       // database's), prepared transactions, replication slots. Our own
-      // snapshot (the status transaction) is left out. Oldest by xid age;
+      // snapshot (the status transaction) is left out, and so are backends
+      // running a (lazy) VACUUM: their xmin shows in pg_stat_activity, but
+      // PostgreSQL leaves it out of every other vacuum's horizon
+      // (PROC_IN_VACUUM), so a 20 s autovacuum of a big handler table holds
+      // nothing back. An ANALYZE does hold it and stays. Oldest by xid age;
       // the time is the holder's transaction's.
       {"status_horizon", R"sql(
 WITH h AS (
@@ -1411,6 +1417,7 @@ WITH h AS (
   FROM pg_stat_activity
   WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
     AND (datname = current_database() OR backend_type = 'walsender')
+    AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum)
   UNION ALL
   SELECT 'prepared transaction', format('gid %s', gid), age(transaction), now() - prepared
   FROM pg_prepared_xacts WHERE database = current_database()

@@ -438,10 +438,10 @@ struct TableVacuum {
     kHorizonHeld,  // the horizon has not moved since this store's last vacuum of it
     kDenied,       // this role may not vacuum it (not its owner's, nor the database's)
   };
-  std::string table;       // "items" or "part_claims"
-  int64_t dead_rows = 0;   // dead rows the statistics counted before
+  std::string table;      // "items" or "part_claims"
+  int64_t dead_rows = 0;  // dead rows the statistics counted before
   Outcome outcome = Outcome::kVacuumed;
-  absl::Duration took;     // the VACUUM's time; zero unless it ran
+  absl::Duration took;  // the VACUUM's time; zero unless it ran
 };
 
 // The state of one item, for `partq wait`.

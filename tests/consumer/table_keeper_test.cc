@@ -33,8 +33,9 @@ class TableKeeperTest : public ::testing::Test {
     o.queue = "q";
     o.interval = absl::Seconds(10);
     o.clock = &clock_;
-    return std::make_unique<TableKeeper>(std::make_shared<SharedStore>(faults_.Wrap(db_.Factory())),
-                                         o, [this] { return is_keeper_.load(); }, &metrics_);
+    return std::make_unique<TableKeeper>(
+        std::make_shared<SharedStore>(faults_.Wrap(db_.Factory())), o,
+        [this] { return is_keeper_.load(); }, &metrics_);
   }
 
   ManualClock clock_{absl::FromUnixSeconds(1'700'000'000)};

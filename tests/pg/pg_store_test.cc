@@ -275,6 +275,63 @@ TEST_F(PgStoreTest, VacuumQueueTablesVacuumsItemsPastTheirThresholdAndNotWhileAS
   EXPECT_EQ(vacuums(), vacuums_before);
 }
 
+// A VACUUM of another table (an autovacuum of a handler's big table, 20 s and
+// more) shows its xmin in pg_stat_activity, but PostgreSQL leaves it out of
+// every other vacuum's horizon: the keeper must not take it for a held
+// snapshot and leave items alone while it runs (issue 27's soak: items' dead
+// rows rose to 766k during one such vacuum before this).
+TEST_F(PgStoreTest, VacuumQueueTablesIsNotHeldBackByAVacuumOfAnotherTable) {
+  MakeQueue("q", 4);
+  schema_.Q("ALTER TABLE {schema}.items SET (autovacuum_enabled = false)");
+  schema_.Q("CREATE TABLE {schema}.big WITH (autovacuum_enabled = false) AS "
+            "SELECT g FROM generate_series(1, 40000) g");
+  schema_.Q("DELETE FROM {schema}.big");
+  auto dead = [&] {
+    return schema_.QInt(
+        "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{schema}.items'::regclass");
+  };
+  auto kill = [&] {
+    ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(12000, Payload("x"))));
+    schema_.Q("DELETE FROM {schema}.items");
+    ASSERT_TRUE(WaitUntil([&] { return dead() >= 10000; }));
+  };
+  // A vacuum slowed to a crawl (a 100 ms sleep per page), cancelled at the end.
+  pqxx::connection slow_conn(schema_.dsn());
+  const int slow_pid = slow_conn.backendpid();
+  std::thread slow([&] {
+    try {
+      pqxx::nontransaction tx(slow_conn);
+      tx.exec("SET vacuum_cost_delay = 100");
+      tx.exec("SET vacuum_cost_limit = 1");
+      tx.exec(absl::StrCat("VACUUM \"", schema_.name(), "\".big"));
+    } catch (const std::exception&) {
+      // cancelled
+    }
+  });
+  auto cancel = absl::MakeCleanup([&] {
+    schema_.Q(absl::StrCat("SELECT pg_cancel_backend(", slow_pid, ")"));
+    slow.join();
+  });
+  const std::string running = absl::StrCat(
+      "SELECT count(*) FROM pg_stat_progress_vacuum p JOIN pg_stat_activity a USING (pid) "
+      "WHERE pid = ",
+      slow_pid, " AND a.backend_xmin IS NOT NULL");
+  ASSERT_TRUE(WaitUntil([&] { return schema_.QInt(running) == 1; }))
+      << "the slow vacuum never showed with an xmin";
+
+  kill();
+  ASSERT_OK_AND_ASSIGN(std::vector<TableVacuum> round, store_->VacuumQueueTables());
+  ASSERT_EQ(ItemsOutcome(round), TableVacuum::Outcome::kVacuumed);
+  // Rows that died after that vacuum, while the slow one still runs: the
+  // keeper vacuums again and they go.
+  kill();
+  EXPECT_TRUE(WaitUntil([&] {
+    auto r = store_->VacuumQueueTables();
+    return r.ok() && dead() < 10000;
+  })) << "items was left alone while another table's vacuum ran";
+  EXPECT_EQ(schema_.QInt(running), 1) << "the slow vacuum ended first: the test proved nothing";
+}
+
 TEST(PgStoreMigrate, ConcurrentMigrationsFromEightConnectionsApplyOnce) {
   PgOptions options;
   options.dsn = testing::TestDsn();
