@@ -242,6 +242,8 @@ expect pgbouncer 'name: PARTQ_POOL_MODE'
 expect pgbouncer 'value: "transaction"'
 expect_not default 'PARTQ_POOL_MODE'
 expect statefulset 'instance-id=\$\(POD_NAME\)'
+expect statefulset '^            - "--vacuum-interval=0s"$'
+expect default '^            - "--vacuum-interval=10s"$'
 expect statefulset "create 'emails.outbound' --parts=4 --assignment=sticky --max-attempts=5 --session-ttl=30s --ordered"
 expect servicemonitor '^kind: ServiceMonitor$'
 expect prometheusrule '^kind: PrometheusRule$'
