@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -23,6 +24,7 @@
 #include "pg/pg_store.h"
 #include "producer/producer.h"
 #include "prometheus/registry.h"
+#include "store/fault_store.h"
 #include "store/throughput.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
@@ -198,6 +200,66 @@ TEST_F(ConsumerTest, TheOwnerOfPartZeroVacuumsTheItemsTheDrainLeftDead) {
   c.Stop();
 }
 
+// A worker whose role owns neither the queue's tables nor the database may
+// not vacuum them: once the dead rows pass the threshold its keeper asks once,
+// is denied, logs a warning and asks no more, and the worker drains as before
+// (README, "Running it hard": then autovacuum alone keeps the tables).
+TEST_F(ConsumerTest, AWorkerWhoseRoleMayNotVacuumAsksOnceAndDrainsAsBefore) {
+  CreateQueue("q", 4);
+  schema_.Q("ALTER TABLE {schema}.items SET (autovacuum_enabled = false)");
+  const std::string role = absl::StrCat("partq_worker_", absl::Uniform<uint32_t>(absl::BitGen()));
+  schema_.Q(absl::StrCat("CREATE ROLE ", role, " LOGIN"));
+  auto drop_role = absl::MakeCleanup([&] {
+    schema_.Q(absl::StrCat("DROP OWNED BY ", role));
+    schema_.Q(absl::StrCat("DROP ROLE ", role));
+  });
+  for (const char* grant :
+       {"GRANT USAGE ON SCHEMA {schema} TO ", "GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO ",
+        "GRANT ALL ON ALL SEQUENCES IN SCHEMA {schema} TO "}) {
+    schema_.Q(absl::StrCat(grant, role));
+  }
+  auto dead = [&] {
+    return schema_.QInt(
+        "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{schema}.items'::regclass");
+  };
+  auto vacuums = [&] {
+    return schema_.QInt(
+        "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = '{schema}.items'::regclass");
+  };
+  PgOptions as_role = schema_.options();
+  as_role.dsn = absl::StrCat(as_role.dsn, " user=", role);
+  FaultInjector faults(Clock::Real());
+  auto handler = ParseHandlerSpec("noop");
+  ASSERT_TRUE(handler.ok());
+  prometheus::Registry registry;
+  ConsumerMetrics metrics(registry, "q");
+  ConsumerOptions on = Options("q");
+  on.vacuum_interval = absl::Milliseconds(100);
+  Consumer c(faults.Wrap(PgStoreFactory(as_role)), on, handler->get(), &metrics);
+  ASSERT_TRUE(c.Start().ok());
+  EnqueueN("q", 100);
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; })) << "the worker did not drain";
+  // Dead rows in the shared items table, made here: a worker's own
+  // connections report theirs only once idle for 10 s (PostgreSQL's stats).
+  CreateQueue("other", 1);
+  EnqueueN("other", 12000);
+  schema_.Q("DELETE FROM {schema}.items WHERE queue = 'other'");
+  ASSERT_TRUE(WaitUntil([&] { return dead() >= 10000; }));
+  // Past the threshold: the next round is denied and the last.
+  ASSERT_TRUE(WaitUntil([&] {
+    const int64_t before = faults.Calls("VacuumQueueTables");
+    absl::SleepFor(absl::Seconds(1));  // ten intervals
+    return faults.Calls("VacuumQueueTables") == before;
+  })) << "the keeper went on asking after it was denied";
+  EXPECT_GE(faults.Calls("VacuumQueueTables"), 1);
+  EXPECT_EQ(vacuums(), 0);
+  EXPECT_GE(dead(), 10000);
+  // The worker still works.
+  EnqueueN("q", 100);
+  EXPECT_TRUE(WaitUntil([&] { return Left("q") == 0; })) << "the worker stopped draining";
+  c.Stop();
+}
+
 // Cancel against the claim design (store.h, "Claims live in memory"):
 // three consumers drain a queue while a thread cancels random ids, again and
 // again, many of them claimed or being claimed at that moment. Every item
@@ -366,13 +428,14 @@ TEST_F(ConsumerTest, ARateLimitHoldsTheFleetToItAndCanBeLiftedLive) {
   ASSERT_TRUE(a.Start().ok());
   ASSERT_TRUE(b.Start().ok());
   EnqueueN("q", 2000);
-  ASSERT_TRUE(WaitUntil([&] { return schema_.QInt("SELECT count(*) FROM {schema}.effects") >= 300; },
-                        absl::Seconds(60)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return schema_.QInt("SELECT count(*) FROM {schema}.effects") >= 300; },
+                absl::Seconds(60)));
   // The first 300 acks: at 100/s plus at most each part's burst (8 parts x
   // max(1, 12.5/s x 200 ms) = 20 items), they span at least 2.79 s.
-  const double span = std::stod(*schema_.Q(
-      "SELECT extract(epoch FROM max(acked_at) - min(acked_at)) FROM "
-      "(SELECT acked_at FROM {schema}.effects ORDER BY acked_at LIMIT 300) f")[0][0]);
+  const double span = std::stod(
+      *schema_.Q("SELECT extract(epoch FROM max(acked_at) - min(acked_at)) FROM "
+                 "(SELECT acked_at FROM {schema}.effects ORDER BY acked_at LIMIT 300) f")[0][0]);
   printf("first 300 acks under 100/s took %.2f s\n", span);
   EXPECT_GE(span, 2.7);
   EXPECT_LE(span, 15.0);
