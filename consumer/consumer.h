@@ -122,9 +122,10 @@ struct ConsumerOptions {
   // looking this often; zero: never (autovacuum alone keeps them).
   absl::Duration vacuum_interval = absl::Seconds(10);
   // Every time read, sleep and timed wait of the consumer, its session, its
-  // queue collector and its schedule firer (polls, rescans, the drain, handler deadlines,
-  // backoff after database errors) goes through this clock. A test passes a ManualClock (and a
-  // MemDatabase on the same clock). Must outlive the consumer.
+  // queue collector, its schedule firer and its table keeper (polls, rescans,
+  // the drain, handler deadlines, backoff after database errors) goes through
+  // this clock. A test passes a ManualClock (and a MemDatabase on the same
+  // clock). Must outlive the consumer.
   Clock* clock = Clock::Real();
 };
 
