@@ -50,6 +50,12 @@ int CmdWorker(const std::vector<std::string>& argv) {
         rbase.status(), rmax.status(), vacuum.status()}) {
     if (!st.ok()) return Fail(st);
   }
+  if (*vacuum > absl::ZeroDuration() && *vacuum < absl::Seconds(1)) {
+    // Each round is a catalog query on the database: a millisecond interval
+    // would make the owner of part 0 ask hundreds of times a second.
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--vacuum-interval must be 0 (off) or at least 1s, not ", absl::FormatDuration(*vacuum))));
+  }
   if (*rbase > *rmax) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("--retry-base (", absl::FormatDuration(*rbase),

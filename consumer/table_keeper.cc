@@ -89,8 +89,9 @@ absl::Time TableKeeper::RunOnce() {
         PARTQ_LOG(Warning) << "the table " << v.table << " has " << v.dead_rows
                            << " dead rows, but this role may not vacuum it (it owns neither the "
                               "table nor the database): autovacuum alone keeps the queue's "
-                              "tables now, once per autovacuum_naptime (README, \"Running it "
-                              "hard\")";
+                              "tables now, once per autovacuum_naptime. Make this role their "
+                              "owner (or a member of the owner's role) and restart the workers "
+                              "to have them vacuumed sooner (README, \"Running it hard\")";
         return absl::InfiniteFuture();
       case TableVacuum::Outcome::kBusy:         // autovacuum or another keeper has it
       case TableVacuum::Outcome::kHorizonHeld:  // partq_vacuum_horizon_age_seconds says why

@@ -660,6 +660,10 @@ TEST_F(BadInputTest, MalformedDurationsAndNumbers) {
                  "--chunk must be between 1 and 1000000", "a\n");
   ExpectRejected(With({"worker", "q", "--retry-base", "10s", "--retry-max", "1s"}), 2,
                  "--retry-base (10s) must not exceed --retry-max (1s)");
+  ExpectRejected(With({"worker", "q", "--vacuum-interval", "10ms"}), 2,
+                 "--vacuum-interval must be 0 (off) or at least 1s, not 10ms");
+  ExpectRejected(With({"worker", "q", "--vacuum-interval", "25h"}), 2,
+                 "--vacuum-interval must be between 0 and 24h");
   ExpectRejected(With({"worker", "q", "--concurrency", "0"}), 2,
                  "--concurrency must be between 1 and 1024");
   ExpectRejected(With({"worker", "q", "--leave-on-stop"}), 2,
