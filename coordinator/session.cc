@@ -126,6 +126,11 @@ int64_t Session::rounds() const {
   return rounds_;
 }
 
+int64_t Session::plans() const {
+  absl::MutexLock lock(&mu_);
+  return plans_;
+}
+
 bool Session::WaitStable(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
   return clock_->AwaitWithTimeout(mu_, absl::Condition(&stable_), timeout);
@@ -692,7 +697,8 @@ absl::Status Session::Tick(bool heartbeat) {
   NotePaused(view->paused);  // before any part is assigned in this round
   NoteRate(view->rate);
   NoteParts(view->parts);  // before the round plans with it
-  return Rebalance(Remember(*std::move(view)));
+  const bool unchanged = view->unchanged;
+  return Rebalance(Remember(*std::move(view)), unchanged);
 }
 
 // Unchanged means no transaction changed members or owners since the last
@@ -727,12 +733,24 @@ const GroupView& Session::Remember(GroupView&& view) {
   return last_view_;
 }
 
-absl::Status Session::Rebalance(const GroupView& view) {
+absl::Status Session::Rebalance(const GroupView& view, bool unchanged) {
   const SessionId me = id();
   // The count read in the same snapshot as the owners: members that read
   // different counts would plan different targets.
   const int parts = view.parts > 0 ? view.parts : queue_parts();
-  const Reconciled reconciled = Reconcile(me, owned(), view, parts);
+  std::vector<OwnedPart> held = owned();
+  if (unchanged && settled_.has_value() && settled_->parts == parts && settled_->held == held) {
+    absl::MutexLock lock(&mu_);
+    stable_ = true;
+    ++rounds_;
+    return absl::OkStatus();
+  }
+  settled_.reset();
+  {
+    absl::MutexLock lock(&mu_);
+    ++plans_;
+  }
+  const Reconciled reconciled = Reconcile(me, held, view, parts);
   if (!reconciled.lost.empty()) {
     Lose(reconciled.lost, Loss::kParts, "the database no longer lists them as ours");
   }
@@ -753,6 +771,10 @@ absl::Status Session::Rebalance(const GroupView& view) {
     changed = changed || !got->empty();
   }
   if (changed) metrics_.Rebalanced();
+  if (reconciled.lost.empty() && reconciled.adopted.empty() && plan.release.empty() &&
+      plan.wanted.empty()) {
+    settled_ = Settled{parts, std::move(held)};
+  }
   absl::MutexLock lock(&mu_);
   stable_ = !pending;
   ++rounds_;

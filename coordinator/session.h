@@ -186,6 +186,9 @@ class Session {
   std::optional<Epoch> EpochOf(int part) const;
   // Rebalance rounds completed so far (for tests waiting on progress).
   int64_t rounds() const;
+  // Rounds that planned (the rest found the group as a plan that had nothing
+  // to do left it, and skipped planning). For tests.
+  int64_t plans() const;
   // Waits until the session's parts equal its target in the last view it read
   // and no hand-off is pending; false on timeout (on the session's clock).
   bool WaitStable(absl::Duration timeout) const;
@@ -225,8 +228,9 @@ class Session {
   absl::Status Rejoin();
   // One heartbeat (or group read) and the rebalance that follows.
   absl::Status Tick(bool heartbeat);
-  // Reconcile, plan, apply (coordinator/rebalance.h).
-  absl::Status Rebalance(const GroupView& view);
+  // Reconcile, plan, apply (coordinator/rebalance.h). `unchanged`: the
+  // store said nobody changed the group since our last whole view.
+  absl::Status Rebalance(const GroupView& view, bool unchanged);
   // The group to plan with: the last whole view read, which `view` replaces
   // if whole, changes if a delta, and leaves as it is if unchanged
   // (Store::HeartbeatSince); the queue row's fields are `view`'s either way.
@@ -317,6 +321,17 @@ class Session {
   GroupView last_view_;                       // session thread only
   // Parts the last plan wants us to acquire, and since when (hand-off metric).
   std::map<int, absl::Time> wanted_since_;  // session thread only
+  // What the last round planned with when it found nothing to do (nothing
+  // to reconcile, release, acquire or wait for): the part count and the
+  // parts we held. A round over an unchanged group, with the same count and
+  // the same parts held, would plan the same nothing, so it is skipped: a
+  // plan costs O(parts) and every idle member would make one per heartbeat.
+  struct Settled {
+    int parts = 0;
+    std::vector<OwnedPart> held;
+  };
+  std::optional<Settled> settled_;  // session thread only
+  int64_t plans_ ABSL_GUARDED_BY(mu_) = 0;
   // The finished callback's totals as of the last heartbeat that carried them.
   FinishCounts reported_;  // session thread only
   std::thread thread_;

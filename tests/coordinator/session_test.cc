@@ -705,14 +705,24 @@ TEST_F(SessionTest, IdleHeartbeatsReadTheGroupOnlyWhenItChanged) {
   RunFor(kHeartbeat);  // each heartbeat reads the other's last acquisitions once
   const int64_t whole = faults_.Calls("WholeGroupView");
   const int64_t heartbeats = faults_.Calls("Heartbeat");
+  // Nor do their rounds plan again: a plan over the same group and the same
+  // parts held would find nothing to do again (a plan is O(parts)).
+  const int64_t a_plans = a->plans();
+  const int64_t b_plans = b->plans();
+  const int64_t a_rounds = a->rounds();
   RunFor(5 * kHeartbeat);
   EXPECT_EQ(faults_.Calls("Heartbeat") - heartbeats, 10);
   EXPECT_EQ(faults_.Calls("WholeGroupView") - whole, 0);
+  EXPECT_EQ(a->rounds() - a_rounds, 5);
+  EXPECT_EQ(a->plans(), a_plans);
+  EXPECT_EQ(b->plans(), b_plans);
   Session* c = Add("c");
   ASSERT_TRUE(RunUntil([&] { return Converged({a, b, c}, 8); }));
   // The newcomer reads the whole group once; the others, and it from then
   // on, only the owners that changed (GroupView::delta).
   EXPECT_EQ(faults_.Calls("WholeGroupView") - whole, 1);
+  EXPECT_GT(a->plans(), a_plans);
+  EXPECT_GT(b->plans(), b_plans);
   // c stops heartbeating: no row changes until its TTL has passed.
   const auto c_owned = c->owned();
   c->Abandon();
