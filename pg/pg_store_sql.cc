@@ -856,13 +856,19 @@ WITH me AS (
 std::vector<Statement> PreparedStatements(absl::string_view schema) {
   std::vector<Statement> s = {
       // --- queues ---------------------------------------------------------------
+      // With its expiry sweep row, due at once (migration 24).
       {"create_queue", R"sql(
-INSERT INTO {schema}.queues (name, parts, assignment, session_ttl, max_attempts, ordered,
-                            dlq_topic, rate, fair_by, key_concurrency)
-VALUES ($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6, $7, $8::double precision,
-        $9::text, $10::int)
-ON CONFLICT (name) DO NOTHING
-RETURNING name
+WITH q AS (
+  INSERT INTO {schema}.queues (name, parts, assignment, session_ttl, max_attempts, ordered,
+                              dlq_topic, rate, fair_by, key_concurrency)
+  VALUES ($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6, $7, $8::double precision,
+          $9::text, $10::int)
+  ON CONFLICT (name) DO NOTHING
+  RETURNING name),
+sweep AS (
+  INSERT INTO {schema}.expiry_sweeps (queue, generation, sweep_after)
+  SELECT name, -1, '-infinity' FROM q)
+SELECT name FROM q
 )sql"},
       {"get_queue", R"sql(
 SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
@@ -1044,11 +1050,35 @@ FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
       // (its four data-modifying CTEs and every CASE branch are initialized
       // on each run, though only the update does anything) and its planning
       // (BENCHMARKS.md, "The idle heartbeat"); this plan is a few nodes.
-      {"heartbeat_idle", absl::StrCat(kHeartbeatMe, R"sql(
-SELECT (SELECT count(*) FROM me),
-       coalesce((SELECT generation FROM {schema}.group_generations WHERE queue = $1), 0),
-       EXISTS (SELECT 1 FROM {schema}.sessions x
-               WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2),
+      // Whether anyone is past its TTL is read from the members only when
+      // the queue's expiry sweep (migration 24) is due: its generation is not
+      // the current one, or its time has come. Then `next` is the earliest
+      // expiry of the others ('infinity' for none; ours, just renewed, is
+      // later than theirs), and when it is still ahead the sweep row takes
+      // it, with the generation read beside it. The row is locked SKIP LOCKED
+      // and only then (a CASE runs its subquery only in the branch it
+      // takes): a heartbeat never waits for another's sweep, and one that is
+      // not due writes nothing but its own row. A queue without a sweep row
+      // is due every time, which is correct, only slower.
+      {"heartbeat_idle", absl::StrCat(kHeartbeatMe, R"sql(,
+gen AS (SELECT coalesce((SELECT generation FROM {schema}.group_generations WHERE queue = $1), 0)
+               AS generation),
+scan AS (
+  SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM {schema}.expiry_sweeps w
+                               WHERE w.queue = $1 AND w.generation = (SELECT generation FROM gen)
+                                 AND w.sweep_after > now())
+         THEN coalesce((SELECT min(x.expires_at) FROM {schema}.sessions x
+                        WHERE x.queue = $1 AND x.id <> $2), 'infinity') END AS next),
+lock AS (
+  SELECT CASE WHEN (SELECT next FROM scan) >= now() THEN
+           (SELECT w.queue FROM {schema}.expiry_sweeps w WHERE w.queue = $1
+            FOR UPDATE SKIP LOCKED) END AS queue),
+swept AS (
+  UPDATE {schema}.expiry_sweeps w SET generation = gen.generation, sweep_after = scan.next
+  FROM gen, scan WHERE w.queue = (SELECT queue FROM lock)
+  RETURNING 1)
+SELECT (SELECT count(*) FROM me), (SELECT generation FROM gen),
+       coalesce((SELECT next FROM scan) < now(), false),
        q.paused, q.rate, q.parts
 FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
 )sql")},

@@ -709,6 +709,50 @@ TEST_P(StoreConformance, AHeartbeatAtTheKnownGenerationRenewsCountsAndSaysGone) 
   EXPECT_FALSE(v.alive);
 }
 
+// Heartbeats at the known generation that found nobody past their TTL do not
+// hide one who is past it later: a member that went silent is seen by the
+// first such heartbeat after its expiry, though earlier ones (PgStore's read
+// the members only when its expiry sweep is due: migration 24) learned the
+// members' expiries before; so is a member that joined after such a
+// heartbeat.
+TEST_P(StoreConformance, AnIdleHeartbeatSeesAMemberExpireThoughEarlierOnesFoundNobody) {
+  MakeQueue(*store_, "q", 4, absl::Seconds(60));
+  Member a = JoinWith(*store_, "q", {0, 1});
+  auto idle = [&](int64_t g) {
+    return store_->HeartbeatSince("q", a.join.id, a.join.incarnation, g, {});
+  };
+  ASSERT_OK_AND_ASSIGN(GroupView whole, store_->ReadGroup("q"));
+  for (int i = 0; i < 2; ++i) {  // alone: nobody else can expire at this generation
+    ASSERT_OK_AND_ASSIGN(GroupView v, idle(whole.generation));
+    EXPECT_TRUE(v.unchanged);
+  }
+  auto other = harness_->Connect();
+  Member b = JoinWith(*other, "q", {2, 3});  // at 0 s: b expires at 60 s
+  ASSERT_OK_AND_ASSIGN(whole, store_->ReadGroup("q"));
+  const int64_t g = whole.generation;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(GroupView v, idle(g));
+    EXPECT_TRUE(v.unchanged);
+  }
+  harness_->Advance(absl::Seconds(40));
+  ASSERT_OK(other->Heartbeat("q", b.join.id, b.join.incarnation));  // b now expires at 100 s
+  ASSERT_OK_AND_ASSIGN(GroupView v, idle(g));
+  EXPECT_TRUE(v.unchanged);
+  harness_->Advance(absl::Seconds(21));  // 61 s: past b's first expiry, not its renewed one
+  ASSERT_OK_AND_ASSIGN(v, idle(g));
+  EXPECT_TRUE(v.unchanged) << "b renewed at 40 s";
+  EXPECT_EQ(v.expired, 0);
+  harness_->Advance(absl::Seconds(38));  // 99 s
+  ASSERT_OK_AND_ASSIGN(v, idle(g));
+  EXPECT_TRUE(v.unchanged);
+  harness_->Advance(absl::Seconds(2));  // 101 s: b is past its TTL
+  ASSERT_OK_AND_ASSIGN(v, idle(g));
+  EXPECT_TRUE(v.alive);
+  EXPECT_FALSE(v.unchanged);
+  EXPECT_EQ(v.expired, 1);
+  EXPECT_EQ(v.members, std::vector<SessionId>{a.join.id});
+}
+
 // The owners of `last` with the changes of `delta` (GroupView::delta)
 // applied, as part:session:epoch.
 std::vector<std::string> Applied(const GroupView& last, const GroupView& delta) {
