@@ -1397,6 +1397,7 @@ absl::StatusOr<BenchReport> Bench::Run() {
     so.sessions = o_.scale_sessions;
     so.parts = o_.scale_parts;
     so.idle_warmup = o_.scale_warmup;
+    so.idle = absl::Seconds(o_.idle_seconds);
     so.verbose = o_.verbose;
     so.server_cpu_ticks = [this] { return ServerCpuTicks(postmaster_); };
     auto sr = RunScale(so, Factory(), o_.pg.dsn, schema_);

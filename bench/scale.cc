@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "bench/tracking_store.h"
@@ -201,6 +202,22 @@ class OwnerSampler {
   std::atomic<int64_t> samples_{0}, double_owned_{0}, stale_{0};
 };
 
+// The machine's steal time so far, in ticks (/proc/stat's "cpu" line, the
+// eighth value): time the hypervisor ran something else while this VM's
+// CPUs wanted to run. -1 when unknown.
+int64_t StealTicks() {
+  FILE* f = fopen("/proc/stat", "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  const bool got = fgets(line, sizeof line, f) != nullptr;
+  fclose(f);
+  if (!got) return -1;
+  std::vector<absl::string_view> v = absl::StrSplit(line, ' ', absl::SkipEmpty());
+  int64_t steal;
+  if (v.size() < 9 || v[0] != "cpu" || !absl::SimpleAtoi(v[8], &steal)) return -1;
+  return steal;
+}
+
 }  // namespace
 
 absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& factory,
@@ -347,6 +364,7 @@ absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& 
     auto gen0 = db.sql().Scalar(generation_sql);
     const std::map<std::string, int64_t> c0 = tracker.calls();
     const int64_t cpu0 = o.server_cpu_ticks ? o.server_cpu_ticks() : -1;
+    const int64_t steal0 = StealTicks();
     // Where the server preloads it (--diagnose; scripts/test's server).
     sampler.Pause(true);
     const bool pgss = db.sql().Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").ok() &&
@@ -357,7 +375,9 @@ absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& 
     auto gen1 = db.sql().Scalar(generation_sql);
     sampler.Pause(false);
     const int64_t cpu1 = o.server_cpu_ticks ? o.server_cpu_ticks() : -1;
+    const int64_t steal1 = StealTicks();
     const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
+    r.idle_seconds = secs;
     int64_t calls = 0;
     auto delta = [&](const std::string& what) {
       auto a = c0.find(what);
@@ -382,6 +402,9 @@ absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& 
     }
     if (cpu0 >= 0 && cpu1 >= cpu0) {
       r.idle_server_cpu_percent = 100.0 * (cpu1 - cpu0) / sysconf(_SC_CLK_TCK) / secs;
+    }
+    if (steal0 >= 0 && steal1 >= steal0) {
+      r.idle_steal_percent = 100.0 * (steal1 - steal0) / sysconf(_SC_CLK_TCK) / secs;
     }
     if (pgss) {
       auto row = db.sql().Query(
@@ -461,6 +484,14 @@ std::string FormatScale(const ScaleReport& r) {
   std::vector<std::string> by;
   for (const auto& [k, v] : r.idle_calls_per_s) by.push_back(absl::StrFormat("%s %.1f", k, v));
   absl::StrAppend(&out, "  idle calls/s (fleet): ", absl::StrJoin(by, ", "), "\n");
+  const double fleet_calls = r.idle_calls_per_s_per_session * r.sessions;
+  if (r.idle_server_cpu_percent >= 0 && fleet_calls > 0) {
+    absl::StrAppendFormat(&out,
+                          "  idle window %.0f s: server CPU %.0f us per store call; the machine's "
+                          "steal time %.1f%% of a core\n",
+                          r.idle_seconds, 1e4 * r.idle_server_cpu_percent / fleet_calls,
+                          r.idle_steal_percent);
+  }
   for (const auto& [name, m] : {std::pair<const char*, const ScaleMoves&>{"join", r.join},
                                 {"leave", r.leave},
                                 {"kill", r.kill}}) {

@@ -77,6 +77,10 @@ struct ScaleReport {
   // move, a heartbeat that read what changed returns no owner row.
   int64_t idle_owner_rows = 0, idle_generation_moves = -1;
   double idle_server_cpu_percent = -1;  // of one core
+  // The idle window's length, and the machine's steal time over it (% of one
+  // core; -1 unknown): on a VM, CPU the host gave elsewhere, which makes the
+  // same work cost more CPU time here.
+  double idle_seconds = 0, idle_steal_percent = -1;
   // pg_stat_statements over the idle window: the heartbeat statement's mean
   // time and buffers (shared hits and reads) per call (-1: not available).
   double heartbeat_mean_ms = -1, heartbeat_blocks_per_call = -1;

@@ -172,7 +172,8 @@ store calls and owner rows per idle session, parts moved on a join, a leave
 and a SIGKILL against the lower bound, and checks from the database that no
 part is ever owned twice. --scale-warmup N lets each session heartbeat N
 more times before the idle window (6: past PostgreSQL's first five plans of
-a prepared statement, the steady state of a long-idle fleet).
+a prepared statement, the steady state of a long-idle fleet); its idle
+window lasts --idle-seconds.
 --vacuum-interval S: how often the consumers' table keeper looks (seconds, as
 `partq worker --vacuum-interval`); 0 leaves the tables to autovacuum alone.)";
 }
