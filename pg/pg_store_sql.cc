@@ -844,11 +844,13 @@ std::string EnqueueGroupedSql(absl::string_view schema) {
 
 // The heartbeat's renewal of our row, the first CTE of both heartbeat
 // statements ("heartbeat" and "heartbeat_idle"): $1 queue, $2 session, $3
-// incarnation.
+// incarnation. An expiry never moves back (a heartbeat that started earlier
+// can commit later, e.g. one the client gave up on), which the expiry sweep
+// of heartbeat_idle counts on.
 constexpr const char* kHeartbeatMe = R"sql(
 WITH me AS (
   UPDATE {schema}.sessions s
-  SET heartbeat_at = now(), expires_at = now() + q.session_ttl
+  SET heartbeat_at = now(), expires_at = greatest(s.expires_at, now() + q.session_ttl)
   FROM {schema}.queues q
   WHERE s.id = $2 AND s.incarnation = $3 AND s.queue = $1 AND q.name = $1
   RETURNING s.id))sql";
@@ -1053,8 +1055,10 @@ FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
       // Whether anyone is past its TTL is read from the members only when
       // the queue's expiry sweep (migration 24) is due: its generation is not
       // the current one, or its time has come. Then `next` is the earliest
-      // expiry of the others ('infinity' for none; ours, just renewed, is
-      // later than theirs), and when it is still ahead the sweep row takes
+      // expiry of the others ('infinity' for none; ours, just renewed, is no
+      // earlier than theirs; a row of our id at another incarnation is not
+      // ours, but a static re-join's, and counts), and when it is still
+      // ahead the sweep row takes
       // it, with the generation read beside it. The row is locked SKIP LOCKED
       // and only then (a CASE runs its subquery only in the branch it
       // takes): a heartbeat never waits for another's sweep, and one that is
@@ -1068,7 +1072,8 @@ scan AS (
                                WHERE w.queue = $1 AND w.generation = (SELECT generation FROM gen)
                                  AND w.sweep_after > now())
          THEN coalesce((SELECT min(x.expires_at) FROM {schema}.sessions x
-                        WHERE x.queue = $1 AND x.id <> $2), 'infinity') END AS next),
+                        WHERE x.queue = $1 AND NOT (x.id = $2 AND x.incarnation = $3)),
+                       'infinity') END AS next),
 lock AS (
   SELECT CASE WHEN (SELECT next FROM scan) >= now() THEN
            (SELECT w.queue FROM {schema}.expiry_sweeps w WHERE w.queue = $1

@@ -644,6 +644,35 @@ TEST_F(PgStoreTest, AStaticMembersIdIsTheMd5OfQueueAndInstance) {
   EXPECT_EQ(s.id.value, schema_.Q("SELECT md5('q/worker-0')::uuid::text")[0][0].value());
 }
 
+// A heartbeat never moves an expiry back: one that started earlier can commit
+// later (a heartbeat the client gave up on, retried on a new connection), and
+// the idle heartbeats' expiry sweep (migration 24) counts on expiries only
+// moving on while a session lives. Both heartbeat statements renew.
+TEST_F(PgStoreTest, AHeartbeatNeverMovesAnExpiryBack) {
+  MakeQueue("q", 4);
+  Member m = JoinWith(*store_, "q", {0});
+  ASSERT_OK_AND_ASSIGN(GroupView whole, store_->ReadGroup("q"));
+  auto expires_in_s = [&] {
+    return schema_.QInt(absl::StrCat(
+        "SELECT extract(epoch FROM expires_at - now())::bigint FROM {schema}.sessions WHERE id = '",
+        m.join.id.value, "'"));
+  };
+  schema_.Q(absl::StrCat("UPDATE {schema}.sessions SET expires_at = now() + interval '1 hour' ",
+                         "WHERE id = '", m.join.id.value, "'"));
+  ASSERT_OK_AND_ASSIGN(GroupView v,
+                       store_->HeartbeatSince("q", m.join.id, m.join.incarnation, whole.generation,
+                                              {}));  // the idle statement
+  EXPECT_TRUE(v.unchanged);
+  EXPECT_GT(expires_in_s(), 3500);
+  ASSERT_OK(store_->Heartbeat("q", m.join.id, m.join.incarnation));  // the full one
+  EXPECT_GT(expires_in_s(), 3500);
+  // And one behind by less than the TTL is renewed as before.
+  schema_.Q(absl::StrCat("UPDATE {schema}.sessions SET expires_at = now() + interval '1 second' ",
+                         "WHERE id = '", m.join.id.value, "'"));
+  ASSERT_OK(store_->Heartbeat("q", m.join.id, m.join.incarnation));
+  EXPECT_GE(expires_in_s(), 9);
+}
+
 // Finish runs the handler before it locks anything, so a session paused in
 // its handler (SIGSTOP, a long GC) past its TTL loses its parts like any
 // silent session, and its late ack is fenced.

@@ -753,6 +753,33 @@ TEST_P(StoreConformance, AnIdleHeartbeatSeesAMemberExpireThoughEarlierOnesFoundN
   EXPECT_EQ(v.members, std::vector<SessionId>{a.join.id});
 }
 
+// A static member's old process heartbeats after a re-join took its row:
+// that row is the new process's, and goes on counting for the others' idle
+// heartbeats, whoever asked first after it went silent.
+TEST_P(StoreConformance, AnOldProcessesHeartbeatDoesNotHideItsSuccessorsExpiry) {
+  MakeQueue(*store_, "q", 4, absl::Seconds(60));
+  Member old = JoinWith(*store_, "q", {0, 1}, "static");
+  auto other = harness_->Connect();
+  Member b = JoinWith(*other, "q", {2, 3});
+  auto successor = harness_->Connect();
+  Member next = JoinWith(*successor, "q", {}, "static");  // at 0 s: expires at 60 s
+  ASSERT_EQ(next.join.id, old.join.id);
+  ASSERT_GT(next.join.incarnation, old.join.incarnation);
+  ASSERT_OK_AND_ASSIGN(GroupView whole, other->ReadGroup("q"));
+  const int64_t g = whole.generation;
+  harness_->Advance(absl::Seconds(40));
+  ASSERT_OK(other->Heartbeat("q", b.join.id, b.join.incarnation));  // b expires at 100 s
+  harness_->Advance(absl::Seconds(21));  // 61 s: the successor is past its TTL
+  ASSERT_OK_AND_ASSIGN(GroupView v,
+                       store_->HeartbeatSince("q", old.join.id, old.join.incarnation, g, {}));
+  EXPECT_FALSE(v.alive);
+  ASSERT_OK_AND_ASSIGN(v, other->HeartbeatSince("q", b.join.id, b.join.incarnation, g, {}));
+  EXPECT_TRUE(v.alive);
+  EXPECT_FALSE(v.unchanged);
+  EXPECT_EQ(v.expired, 1);
+  EXPECT_EQ(v.members, std::vector<SessionId>{b.join.id});
+}
+
 // The owners of `last` with the changes of `delta` (GroupView::delta)
 // applied, as part:session:epoch.
 std::vector<std::string> Applied(const GroupView& last, const GroupView& delta) {
