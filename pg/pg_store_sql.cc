@@ -1057,13 +1057,12 @@ FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
       // the current one, or its time has come. Then `next` is the earliest
       // expiry of the others ('infinity' for none; ours, just renewed, is no
       // earlier than theirs; a row of our id at another incarnation is not
-      // ours, but a static re-join's, and counts), and when it is still
-      // ahead the sweep row takes
-      // it, with the generation read beside it. The row is locked SKIP LOCKED
-      // and only then (a CASE runs its subquery only in the branch it
-      // takes): a heartbeat never waits for another's sweep, and one that is
-      // not due writes nothing but its own row. A queue without a sweep row
-      // is due every time, which is correct, only slower.
+      // ours but a static re-join's, and counts), and when it is still ahead
+      // the sweep row takes it, with the generation read beside it. The row
+      // is locked SKIP LOCKED and only then (a CASE runs its subquery only in
+      // the branch it takes): a heartbeat never waits for another's sweep,
+      // and one that is not due writes nothing but its own row. A queue
+      // without a sweep row is due every time, which is correct, only slower.
       {"heartbeat_idle", absl::StrCat(kHeartbeatMe, R"sql(,
 gen AS (SELECT coalesce((SELECT generation FROM {schema}.group_generations WHERE queue = $1), 0)
                AS generation),
