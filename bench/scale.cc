@@ -411,8 +411,9 @@ absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& 
           "SELECT sum(calls), sum(total_exec_time) / nullif(sum(calls), 0), "
           "sum(shared_blks_hit + shared_blks_read)::float8 / nullif(sum(calls), 0) "
           "FROM pg_stat_statements "
-          "WHERE query LIKE '%SET heartbeat_at = now(), expires_at = greatest(s.expires_at, "
-          "now() + q.session_ttl)%'");
+          // The renewal both heartbeat statements begin with (pg_store_sql.cc,
+          // kHeartbeatMe), up to the expiry's expression, which may change.
+          "WHERE query LIKE '%SET heartbeat_at = now(), expires_at = %'");
       double v;
       if (row.ok() && !row->empty() && absl::SimpleAtod((*row)[0][1].value_or(""), &v)) {
         r.heartbeat_mean_ms = v;
