@@ -94,6 +94,8 @@ class ScheduleFirer {
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
   int64_t fired_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t missed_ ABSL_GUARDED_BY(mu_) = 0;
+  // The last round found no queue, and said so.
+  bool queue_missing_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

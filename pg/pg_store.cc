@@ -748,6 +748,10 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
     // name starts from the topic's committed group offsets, not from where
     // the deleted one stopped.
     delete_from("kafka_offsets");
+    // Sessions of the queue re-read their group at this notice (sent at
+    // the commit) and stop there, on the queue they no longer find, rather
+    // than at their next heartbeat up to TTL/4 later.
+    Exec(tx, "notify", ChannelFor(options_.schema, name), std::string("g"));
     tx.commit();
     return out;
   });

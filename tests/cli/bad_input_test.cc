@@ -161,8 +161,9 @@ TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
                                  absl::Seconds(30)));
   Result del = Partq(With({"queue", "delete", "q"}));
   ASSERT_EQ(del.code, 0) << del.err;
-  // It notices at its next group read (a second) and drains; the bound is for
-  // a loaded machine, where that has taken over 10 s.
+  // The delete's notice makes it re-read the group at once (without one it
+  // would notice at its next heartbeat, up to TTL/4 later); it then drains.
+  // The bound is for a loaded machine, where that has taken over 10 s.
   const std::optional<int> status = worker->Wait(absl::Seconds(60));
   ASSERT_TRUE(status.has_value()) << "the worker is still running:\n" << ReadFile(log);
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;

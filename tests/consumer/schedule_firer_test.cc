@@ -4,11 +4,13 @@
 // counts what it did in its metrics.
 #include "consumer/schedule_firer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "consumer/metrics.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
@@ -140,6 +142,21 @@ TEST_F(ScheduleFirerTest, AFailedRoundIsCountedAndRetriedAfterTheBackoff) {
   EXPECT_EQ(Items(), 0);
   EXPECT_EQ(firer->RunOnce(), absl::FromUnixSeconds(1'700'000'020));
   EXPECT_EQ(Items(), 1);
+}
+
+// A deleted queue is the session's to report (it stops the worker): the
+// firer says so once and asks again at its poll interval, not every backoff.
+TEST_F(ScheduleFirerTest, AGoneQueueIsReportedOnceAndAskedAgainAtThePollInterval) {
+  auto firer = NewFirer();
+  ASSERT_TRUE(store_->DeleteQueue("q", QueueContents::kDelete).ok());
+  ::testing::internal::CaptureStderr();
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(firer->RunOnce(), clock_.Now() + absl::Minutes(1)) << round;
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_TRUE(absl::StrContains(err, "unknown queue")) << err;
+  EXPECT_EQ(CounterValue(registry_, "partq_schedule_fire_errors_total"), 3);
 }
 
 TEST_F(ScheduleFirerTest, AStoreWithoutSchedulesEndsTheRounds) {

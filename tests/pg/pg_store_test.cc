@@ -2272,6 +2272,13 @@ TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
   ASSERT_FALSE(old.empty());
   EXPECT_EQ(old[0].part, 5);
   EXPECT_FALSE(old[0].from.has_value());
+
+  // Deleting the queue is a group change its sessions hear at once: they
+  // re-read the group, find no queue and stop.
+  ASSERT_OK(store_->DeleteQueue("q", QueueContents::kDelete));
+  std::vector<Notice> deleted = hear(1);
+  ASSERT_FALSE(deleted.empty());
+  EXPECT_EQ(deleted.back().kind, Notice::Kind::kGroup);
 }
 
 // ListenHere: a session's calls and its wake-ups on one connection.
