@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "bench/tracking_store.h"
+#include "coordinator/heartbeat.h"
 #include "coordinator/session.h"
 #include "store/validate.h"
 
@@ -244,7 +245,7 @@ absl::StatusOr<ScaleReport> RunScale(const ScaleOptions& o, const StoreFactory& 
   ScaleReport r;
   r.sessions = o.sessions;
   r.parts = o.parts;
-  const absl::Duration interval = o.session_ttl / 4;
+  const absl::Duration interval = DefaultHeartbeatInterval(o.session_ttl);
   r.heartbeat_interval_s = absl::ToDoubleSeconds(interval);
   auto intervals = [&](absl::Duration d) { return absl::FDivDuration(d, interval); };
 

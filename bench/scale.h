@@ -37,7 +37,7 @@ struct ScaleOptions {
   std::string queue = "scale";  // created by RunScale; must not exist
   int sessions = 200;
   int parts = 4096;
-  absl::Duration session_ttl = absl::Seconds(10);  // heartbeats every ttl/4
+  absl::Duration session_ttl = absl::Seconds(10);  // heartbeats every ttl/3
   absl::Duration idle = absl::Seconds(10);         // the idle measurement
   // Rounds (idle heartbeats) each session runs after the group settled and
   // before the idle window: PostgreSQL plans a prepared statement for its

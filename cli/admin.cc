@@ -23,6 +23,7 @@
 #include "base/utf8.h"
 #include "cli/common.h"
 #include "console/console.h"
+#include "coordinator/heartbeat.h"
 #include "coordinator/queue_collector.h"
 #include "pg/pg_store.h"
 #include "producer/producer.h"
@@ -947,7 +948,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
       "last minute: %.2f acked/s, %.2f failed/s (retried), %.2f dead-lettered/s, as the "
       "workers' heartbeats report them (up to a heartbeat, %s by default, behind); still "
       "dead of those dead-lettered in it: %lld\n",
-      r.acked, r.retried, r.dead, Seconds(c.session_ttl / 4).c_str(),
+      r.acked, r.retried, r.dead, Seconds(DefaultHeartbeatInterval(c.session_ttl)).c_str(),
       static_cast<long long>(t.dead_last_minute));
   // Said only when it matters: a worker's own transactions hold the horizon
   // for milliseconds all the time.

@@ -105,7 +105,7 @@ struct ConsumerOptions {
   // above); with LISTEN, the notices say where to read, and a busy part's
   // claims look for what came due behind its cursor this often.
   absl::Duration rescan_interval = absl::Seconds(1);
-  absl::Duration heartbeat_interval = absl::ZeroDuration();  // zero: TTL / 4
+  absl::Duration heartbeat_interval = absl::ZeroDuration();  // zero: TTL / 3
   absl::Duration drain_timeout = absl::Seconds(10);
   absl::Duration handler_timeout = absl::Minutes(5);  // longer counts as a failure
   BackoffPolicy backoff;

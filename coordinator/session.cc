@@ -315,7 +315,7 @@ absl::Status Session::Start(absl::Duration timeout) {
   heartbeat_.emplace(clock_,
                      options_.heartbeat_interval > absl::ZeroDuration()
                          ? options_.heartbeat_interval
-                         : config_.session_ttl / 4,
+                         : DefaultHeartbeatInterval(config_.session_ttl),
                      config_.session_ttl);
   SetState(State::kJoining);
   for (;;) {

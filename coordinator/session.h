@@ -91,7 +91,8 @@ struct SessionOptions {
   // KIP-345). True: it leaves like a dynamic member (a scale-down for good).
   bool leave_on_stop = false;
   std::string host;  // reported in `partq status`; default: hostname
-  // Heartbeat period; zero: a quarter of the queue's session TTL.
+  // Heartbeat period; zero: DefaultHeartbeatInterval of the queue's TTL
+  // (a third).
   absl::Duration heartbeat_interval = absl::ZeroDuration();
   // While waiting for a part another member must release first, re-read the
   // group this often (a group notice usually comes sooner).

@@ -750,7 +750,7 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
     delete_from("kafka_offsets");
     // Sessions of the queue re-read their group at this notice (sent at
     // the commit) and stop there, on the queue they no longer find, rather
-    // than at their next heartbeat up to TTL/4 later.
+    // than at their next heartbeat up to TTL/3 later.
     Exec(tx, "notify", ChannelFor(options_.schema, name), std::string("g"));
     tx.commit();
     return out;

@@ -162,7 +162,7 @@ TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
   Result del = Partq(With({"queue", "delete", "q"}));
   ASSERT_EQ(del.code, 0) << del.err;
   // The delete's notice makes it re-read the group at once (without one it
-  // would notice at its next heartbeat, up to TTL/4 later); it then drains.
+  // would notice at its next heartbeat, up to TTL/3 later); it then drains.
   // The bound is for a loaded machine, where that has taken over 10 s.
   const std::optional<int> status = worker->Wait(absl::Seconds(60));
   ASSERT_TRUE(status.has_value()) << "the worker is still running:\n" << ReadFile(log);

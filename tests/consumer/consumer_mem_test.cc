@@ -37,7 +37,7 @@ class ConsumerMemTest : public ::testing::Test {
     q.name = "q";
     q.parts = parts;
     q.max_attempts = max_attempts;
-    // The session heartbeats on the test's clock, every TTL / 4: the longest
+    // The session heartbeats on the test's clock, every TTL / 3: the longest
     // TTL a queue may have keeps that far apart from every advance here.
     q.session_ttl = absl::Hours(24);
     ASSERT_TRUE(db_.Connect()->CreateQueue(q).ok());
