@@ -163,8 +163,11 @@ class FaultStore : public Store {
 
   template <typename F>
   auto Call(const char* method, F call) -> decltype(call()) {
+    const absl::Duration hold = faults_->AnswerDelay(method);
     if (absl::Status st = faults_->Enter(method); !st.ok()) return st;
-    return call();
+    auto answer = call();
+    faults_->HoldAnswer(hold);
+    return answer;
   }
 
   FaultInjector* const faults_;
@@ -209,6 +212,15 @@ void FaultInjector::SlowCallsOf(const std::string& method, absl::Duration d) {
   }
 }
 
+void FaultInjector::SlowAnswersOf(const std::string& method, absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  if (d > absl::ZeroDuration()) {
+    slow_answers_[method] = d;
+  } else {
+    slow_answers_.erase(method);
+  }
+}
+
 int64_t FaultInjector::Calls(const std::string& method) const {
   absl::MutexLock lock(&mu_);
   auto it = calls_.find(method);
@@ -235,6 +247,16 @@ absl::Status FaultInjector::Enter(const char* method) {
   clock_->SleepFor(slow);
   absl::MutexLock lock(&mu_);
   return FailureLocked(method);
+}
+
+absl::Duration FaultInjector::AnswerDelay(const char* method) const {
+  absl::MutexLock lock(&mu_);
+  auto it = slow_answers_.find(method);
+  return it == slow_answers_.end() ? absl::ZeroDuration() : it->second;
+}
+
+void FaultInjector::HoldAnswer(absl::Duration d) {
+  if (d > absl::ZeroDuration()) clock_->SleepFor(d);
 }
 
 absl::Status FaultInjector::FailureLocked(const char* method) {

@@ -2,8 +2,8 @@
 // leveldb's FaultInjectionTestEnv wraps an Env, a FaultInjector wraps stores
 // (or a StoreFactory, so every connection a component makes is wrapped) and
 // decides, before each call reaches the store, whether it fails, how long it
-// takes, and counts it. The wrapped store is untouched: faults compose with
-// any store (MemStore in unit tests, PgStore too).
+// takes, and counts it; and after, how long its answer takes to come back. The wrapped store is
+// untouched: faults compose with any store (MemStore in unit tests, PgStore too).
 //
 //   ManualClock clock;
 //   MemDatabase db(&clock);
@@ -58,6 +58,10 @@ class FaultInjector {
   // store, as a query that scans a big table holds its connection. Zero: no
   // longer slow.
   void SlowCallsOf(const std::string& method, absl::Duration d);
+  // Calls of `method` reach the store at once and their answer comes `d`
+  // later (on the clock), as a reply held up on its way back: the database
+  // has done the work, the caller does not know yet. Zero: no longer slow.
+  void SlowAnswersOf(const std::string& method, absl::Duration d);
   // Calls of `method` so far, failed ones included (for cost assertions).
   // A call that is not slow is counted together with its failure, so once
   // Calls shows it, lifting FailCallsOf no longer lets it through.
@@ -70,6 +74,12 @@ class FaultInjector {
   // What a wrapped store does before each call: count it, make it slow, and
   // return the injected failure, if any (then the store is not called).
   absl::Status Enter(const char* method);
+  // How long the answer of a call of `method` starting now is held back
+  // (SlowAnswersOf), and the holding, on the clock, after the store answered.
+  // A wrapped store asks before Enter counts the call, so a test that sees
+  // the call counted may change the setting without touching that call.
+  absl::Duration AnswerDelay(const char* method) const;
+  void HoldAnswer(absl::Duration d);
 
  private:
   // The injected failure of a call of `method` now, if any.
@@ -81,6 +91,7 @@ class FaultInjector {
   absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> failing_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Duration> slow_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Duration> slow_answers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
 };
 

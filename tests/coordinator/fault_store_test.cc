@@ -93,6 +93,34 @@ TEST(FaultInjector, SlowCallsTakeLongerOnTheClock) {
   EXPECT_TRUE(fast->Status("q").ok());  // no longer slow: returns without the clock
 }
 
+// A slow answer: the store has done the work at once (another connection
+// sees it), the caller gets the answer once the clock moved on by the delay.
+// The delay is the one set when the call started.
+TEST(FaultInjector, SlowAnswersComeLaterForWorkTheStoreHasDone) {
+  ManualClock clock;
+  MemDatabase db(&clock);
+  FaultInjector faults(&clock);
+  auto fast = faults.Wrap(db.Connect());
+  ASSERT_TRUE(fast->CreateQueue(Queue("q")).ok());
+  faults.SlowAnswersOf("CreateQueue", absl::Seconds(2));
+  std::atomic<bool> done{false};
+  std::thread slow([&] {
+    auto store = faults.Wrap(db.Connect());
+    EXPECT_TRUE(store->CreateQueue(Queue("r")).ok());
+    done = true;
+  });
+  ASSERT_TRUE(clock.AwaitWaiters(1));
+  faults.SlowAnswersOf("CreateQueue", absl::ZeroDuration());  // not the one under way
+  EXPECT_TRUE(fast->GetQueue("r").ok()) << "created before the answer";
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE(clock.AwaitWaiters(1));
+  EXPECT_FALSE(done);
+  clock.Advance(absl::Seconds(1));
+  slow.join();
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(fast->CreateQueue(Queue("s")).ok());  // no longer slow
+}
+
 TEST(FaultInjector, AWrappedFactorysOwnErrorsPassThrough) {
   FaultInjector faults;
   StoreFactory broken = []() -> absl::StatusOr<std::unique_ptr<Store>> {

@@ -682,6 +682,45 @@ TEST_F(SessionTest, AHeartbeatThatHangsLosesThePartsAtTheTtlAfterTheLastOneThatA
   EXPECT_EQ(registry_.Of("a"), Range(0, 4));
 }
 
+// A heartbeat the database applies at once but whose answer comes back after
+// the session's lease has lapsed (the TTL since the heartbeat before it was
+// sent), though before the database's own expiry: the session lost its parts
+// at the lapse, and the answer renews a lease nobody else saw end, so no
+// generation moved and the view comes back unchanged. The round must still
+// plan, because the session holds less than the last round that settled (a
+// round that skipped its plan for the unchanged view left the parts the
+// database lists as ours unworked for good).
+TEST_F(SessionTest, AnAnswerThatComesAfterTheLeaseLapsedTakesThePartsBackThoughTheViewIsUnchanged) {
+  CreateQueue(4);
+  Session* a = Add("a");
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }));
+  RunFor(2 * kHeartbeat);  // settled: its idle rounds skip the plan
+  const std::vector<OwnedPart> before = a->owned();
+  const int64_t plans = a->plans();
+  const int64_t heartbeats = faults_.Calls("Heartbeat");
+  // The next heartbeat is sent an interval after the last one; its answer
+  // comes half an interval before the database would expire the session.
+  faults_.SlowAnswersOf("Heartbeat", kTtl - kHeartbeat / 2);
+  ASSERT_TRUE(RunUntil([&] { return faults_.Calls("Heartbeat") > heartbeats; }, kHeartbeat));
+  faults_.SlowAnswersOf("Heartbeat", absl::ZeroDuration());  // only that one
+  const absl::Time sent = clock_.Now();
+  ASSERT_EQ(LastSeen(*a), sent) << "the database took the heartbeat at once";
+  ASSERT_TRUE(RunUntil([&] { return listeners_[0]->lost() > 0; }, kTtl));
+  EXPECT_EQ(clock_.Now(), sent - kHeartbeat + kTtl) << "the lease of the heartbeat before";
+  EXPECT_TRUE(a->owned().empty());
+  EXPECT_EQ(a->state(), Session::State::kActive);
+  const int64_t whole = faults_.Calls("WholeGroupView");
+
+  ASSERT_TRUE(RunUntil([&] { return Converged({a}, 4); }, kHeartbeat));
+  EXPECT_EQ(clock_.Now(), sent + kTtl - kHeartbeat / 2) << "back as the answer came";
+  EXPECT_EQ(faults_.Calls("WholeGroupView"), whole) << "an unchanged view";
+  EXPECT_GT(a->plans(), plans);
+  EXPECT_EQ(a->owned(), before) << "the same epochs: nobody else owned them meanwhile";
+  EXPECT_EQ(registry_.Of("a"), Range(0, 4));
+  RunFor(2 * kTtl);  // and it keeps them
+  EXPECT_EQ(a->owned(), before);
+}
+
 // A stable session heartbeats once per interval, and does nothing else.
 TEST_F(SessionTest, HeartbeatsComeOncePerInterval) {
   CreateQueue(4);
