@@ -1,5 +1,7 @@
 #include "store/fault_store.h"
 
+#include <map>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -203,22 +205,26 @@ void FaultInjector::FailCallsOf(const std::string& method, bool fail) {
   }
 }
 
+namespace {
+// A delay of `method` in `delays`; zero or less removes it.
+void SetDelay(std::map<std::string, absl::Duration>& delays, const std::string& method,
+              absl::Duration d) {
+  if (d > absl::ZeroDuration()) {
+    delays[method] = d;
+  } else {
+    delays.erase(method);
+  }
+}
+}  // namespace
+
 void FaultInjector::SlowCallsOf(const std::string& method, absl::Duration d) {
   absl::MutexLock lock(&mu_);
-  if (d > absl::ZeroDuration()) {
-    slow_[method] = d;
-  } else {
-    slow_.erase(method);
-  }
+  SetDelay(slow_, method, d);
 }
 
 void FaultInjector::SlowAnswersOf(const std::string& method, absl::Duration d) {
   absl::MutexLock lock(&mu_);
-  if (d > absl::ZeroDuration()) {
-    slow_answers_[method] = d;
-  } else {
-    slow_answers_.erase(method);
-  }
+  SetDelay(slow_answers_, method, d);
 }
 
 int64_t FaultInjector::Calls(const std::string& method) const {

@@ -3,6 +3,7 @@
 #include "store/fault_store.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -66,59 +67,58 @@ TEST(FaultInjector, FailCallsOfFailsOneMethodUntilCleared) {
   EXPECT_TRUE(store->GetQueue("q").ok());
 }
 
+// A store on a manual clock, and a call that the injector holds for 2 s of
+// that clock on a thread of its own.
+class FaultInjectorClockTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(fast_->CreateQueue(Queue("q")).ok()); }
+
+  // Runs `call` on its own store and thread; runs `meanwhile` once it waits
+  // on the clock, then checks it is still held 1 s on and done 2 s on.
+  void HeldFor2s(const std::function<void(Store&)>& call, const std::function<void()>& meanwhile) {
+    std::atomic<bool> done{false};
+    std::thread slow([&] {
+      auto store = faults_.Wrap(db_.Connect());
+      call(*store);
+      done = true;
+    });
+    ASSERT_TRUE(clock_.AwaitWaiters(1));
+    meanwhile();
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_TRUE(clock_.AwaitWaiters(1));
+    EXPECT_FALSE(done);
+    clock_.Advance(absl::Seconds(1));
+    slow.join();
+    EXPECT_TRUE(done);
+  }
+
+  ManualClock clock_;
+  MemDatabase db_{&clock_};
+  FaultInjector faults_{&clock_};
+  std::unique_ptr<Store> fast_ = faults_.Wrap(db_.Connect());
+};
+
 // A slow call waits on the injector's clock: it returns once the clock moved
 // on by the delay, and other calls are not held up meanwhile.
-TEST(FaultInjector, SlowCallsTakeLongerOnTheClock) {
-  ManualClock clock;
-  MemDatabase db(&clock);
-  FaultInjector faults(&clock);
-  auto fast = faults.Wrap(db.Connect());
-  ASSERT_TRUE(fast->CreateQueue(Queue("q")).ok());
-  faults.SlowCallsOf("Status", absl::Seconds(2));
-  std::atomic<bool> done{false};
-  std::thread slow([&] {
-    auto store = faults.Wrap(db.Connect());
-    EXPECT_TRUE(store->Status("q").ok());
-    done = true;
-  });
-  ASSERT_TRUE(clock.AwaitWaiters(1));
-  EXPECT_TRUE(fast->GetQueue("q").ok());
-  clock.Advance(absl::Seconds(1));
-  ASSERT_TRUE(clock.AwaitWaiters(1));
-  EXPECT_FALSE(done);
-  clock.Advance(absl::Seconds(1));
-  slow.join();
-  EXPECT_TRUE(done);
-  faults.SlowCallsOf("Status", absl::ZeroDuration());
-  EXPECT_TRUE(fast->Status("q").ok());  // no longer slow: returns without the clock
+TEST_F(FaultInjectorClockTest, SlowCallsTakeLongerOnTheClock) {
+  faults_.SlowCallsOf("Status", absl::Seconds(2));
+  HeldFor2s([](Store& store) { EXPECT_TRUE(store.Status("q").ok()); },
+            [&] { EXPECT_TRUE(fast_->GetQueue("q").ok()); });
+  faults_.SlowCallsOf("Status", absl::ZeroDuration());
+  EXPECT_TRUE(fast_->Status("q").ok());  // no longer slow: returns without the clock
 }
 
 // A slow answer: the store has done the work at once (another connection
 // sees it), the caller gets the answer once the clock moved on by the delay.
 // The delay is the one set when the call started.
-TEST(FaultInjector, SlowAnswersComeLaterForWorkTheStoreHasDone) {
-  ManualClock clock;
-  MemDatabase db(&clock);
-  FaultInjector faults(&clock);
-  auto fast = faults.Wrap(db.Connect());
-  ASSERT_TRUE(fast->CreateQueue(Queue("q")).ok());
-  faults.SlowAnswersOf("CreateQueue", absl::Seconds(2));
-  std::atomic<bool> done{false};
-  std::thread slow([&] {
-    auto store = faults.Wrap(db.Connect());
-    EXPECT_TRUE(store->CreateQueue(Queue("r")).ok());
-    done = true;
-  });
-  ASSERT_TRUE(clock.AwaitWaiters(1));
-  faults.SlowAnswersOf("CreateQueue", absl::ZeroDuration());  // not the one under way
-  EXPECT_TRUE(fast->GetQueue("r").ok()) << "created before the answer";
-  clock.Advance(absl::Seconds(1));
-  ASSERT_TRUE(clock.AwaitWaiters(1));
-  EXPECT_FALSE(done);
-  clock.Advance(absl::Seconds(1));
-  slow.join();
-  EXPECT_TRUE(done);
-  EXPECT_TRUE(fast->CreateQueue(Queue("s")).ok());  // no longer slow
+TEST_F(FaultInjectorClockTest, SlowAnswersComeLaterForWorkTheStoreHasDone) {
+  faults_.SlowAnswersOf("CreateQueue", absl::Seconds(2));
+  HeldFor2s([](Store& store) { EXPECT_TRUE(store.CreateQueue(Queue("r")).ok()); },
+            [&] {
+              faults_.SlowAnswersOf("CreateQueue", absl::ZeroDuration());  // not the one under way
+              EXPECT_TRUE(fast_->GetQueue("r").ok()) << "created before the answer";
+            });
+  EXPECT_TRUE(fast_->CreateQueue(Queue("s")).ok());  // no longer slow
 }
 
 TEST(FaultInjector, AWrappedFactorysOwnErrorsPassThrough) {
