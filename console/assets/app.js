@@ -144,7 +144,7 @@ async function drawQueues() {
       'ownership is read every second. The backlog\'s rate is how this console saw it ' +
       '(ready + delayed + in flight) change between its reads: negative while it falls. ' +
       'Acked/s, failed/s (attempts to be retried) and dead-lettered/s are over the last ' +
-      'minute, as the workers count them: each heartbeat (a quarter of the session TTL) ' +
+      'minute, as the workers count them: each heartbeat (a third of the session TTL) ' +
       'carries what its worker finished since the last one, so they lag by up to one ' +
       'heartbeat, and a worker that dies takes its last few seconds of counts with it.'));
   const errs = [j.owners_error, j.status_error].filter((e) => e);

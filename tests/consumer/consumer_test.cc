@@ -369,7 +369,7 @@ TEST_F(ConsumerTest, CancelsRacingThreeConsumersEndEachItemOnceAckedOrCancelled)
 // keep their parts, and after `resume` drain what came meanwhile, each item
 // once, without a rebalance.
 TEST_F(ConsumerTest, APausedQueueIsNotClaimedAndResumesWhereItWas) {
-  CreateQueue("q", 4, absl::Seconds(1));  // a short TTL: rounds every 250 ms
+  CreateQueue("q", 4, absl::Seconds(1));  // a short TTL: rounds every 333 ms
   auto handler = ParseHandlerSpec("record:effects");
   ASSERT_TRUE(handler.ok());
   ConsumerOptions polling = Options("q");
@@ -735,7 +735,7 @@ TEST_F(ConsumerTest, FailuresRetryWithBackoffThenDeadLetterWithTheError) {
 // when a worker stops).
 TEST_F(ConsumerTest, HeartbeatsCarryTheDrainIntoTheQueuesThroughputExactly) {
   constexpr int kOk = 600, kBad = 5;
-  // TTL 1 s: the workers heartbeat every 250 ms.
+  // TTL 1 s: the workers heartbeat every 333 ms.
   CreateQueue("q", 4, absl::Seconds(1), /*max_attempts=*/2);
   EnqueueN("q", kOk, "ok");
   EnqueueN("q", kBad, "bad");
