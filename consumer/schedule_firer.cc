@@ -86,17 +86,18 @@ absl::Time ScheduleFirer::RunOnce() {
     r = store_->store->FireSchedules(options_.queue);
     if (!r.ok() && absl::IsUnavailable(r.status())) store_->store.reset();
   }
+  // The queue is gone (partq queue delete): the session stops the worker
+  // when it sees that. Say so once, until an answer says otherwise, and look
+  // again at the poll interval, not a warning every backoff until then.
+  const bool gone = !r.ok() && absl::IsNotFound(r.status());
+  bool said;
+  {
+    absl::MutexLock lock(&mu_);
+    said = std::exchange(queue_missing_, gone);
+  }
   if (!r.ok()) {
     if (absl::IsUnimplemented(r.status())) return absl::InfiniteFuture();
-    if (absl::IsNotFound(r.status())) {
-      // The queue is gone (partq queue delete): the session stops the
-      // worker when it sees that. Say so once and look again at the poll
-      // interval, not a warning every backoff until then.
-      bool said;
-      {
-        absl::MutexLock lock(&mu_);
-        said = std::exchange(queue_missing_, true);
-      }
+    if (gone) {
       if (!said) PARTQ_LOG(Warning) << "schedules of " << options_.queue << ": " << r.status();
       if (metrics_ != nullptr) metrics_->ScheduleError();
       return clock_->Now() + options_.poll_interval;
@@ -107,7 +108,6 @@ absl::Time ScheduleFirer::RunOnce() {
   }
   {
     absl::MutexLock lock(&mu_);
-    queue_missing_ = false;
     for (const ScheduleFiring& f : r->fired) {
       ++fired_;
       missed_ += f.missed;

@@ -15,7 +15,9 @@
 // runs: seconds at most, on a backlog of millions).
 //
 // A store that keeps no schedules (Store::FireSchedules is Unimplemented)
-// ends the firer's rounds quietly.
+// ends the firer's rounds quietly. A queue that is gone (NotFound: deleted
+// under the worker, whose session then stops it) is reported once, until a
+// round answers otherwise, and asked about again at `poll_interval`.
 //
 // Lifecycle (base/service.h): Start() starts one thread; Stop() joins it;
 // safe before Start and twice. Poke, RunOnce and the counts are
@@ -94,7 +96,7 @@ class ScheduleFirer {
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
   int64_t fired_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t missed_ ABSL_GUARDED_BY(mu_) = 0;
-  // The last round found no queue, and said so.
+  // The last round that asked found no queue, and said so.
   bool queue_missing_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

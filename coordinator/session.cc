@@ -536,8 +536,9 @@ void Session::Run() {
       continue;
     }
     if (absl::IsNotFound(st)) {
-      // The store found no queue (a re-join, or a heartbeat where the
-      // session row outlives it): it was deleted while we ran. Retrying
+      // The store found no queue (the group read at the delete's notice, a
+      // re-join, or a heartbeat where the session row outlives it): it was
+      // deleted while we ran. Retrying
       // cannot help, and a worker polling for a queue nobody will create
       // again is a silent fault; stop and let the owner report it.
       PARTQ_LOG(Error) << "session " << id() << ": " << st << "; stopping";

@@ -584,9 +584,11 @@ class Store {
   // delayed or in flight, or dead items) is not deleted:
   // FailedPrecondition, with the counts in the message, and nothing changes.
   // With kDelete its items and dead items go with it. Returns what was
-  // deleted. NotFound for an unknown queue. Enqueues into the queue wait
-  // while this runs, so none can add an item between the check and the
-  // delete, nor after it (PgStore says how).
+  // deleted; a store with listeners (Listen) sends them a group notice, so
+  // the queue's sessions read the group, find no queue and stop. NotFound
+  // for an unknown queue. Enqueues into the queue wait while this runs, so
+  // none can add an item between the check and the delete, nor after it
+  // (PgStore says how).
   virtual absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
                                                    QueueContents contents) = 0;
   // Sets (or with nullopt clears) the queue's dead-letter topic; items that

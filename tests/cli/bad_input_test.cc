@@ -155,20 +155,23 @@ TEST_F(BadInputTest, OutOfRangeParts) {
 // (exit 1), quickly and without flooding its log: it used to retry the
 // re-join at once, thousands of times a second, for ever.
 TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
+  // A TTL of an hour: the worker heartbeats every 20 minutes, so only the
+  // delete's notice can stop it within the bound below.
+  Result made = Partq(With({"queue", "create", "slow", "--parts", "4", "--session-ttl", "1h"}));
+  ASSERT_EQ(made.code, 0) << made.err;
   std::string log;
-  auto worker = StartWorker("q", {"--handler", "noop"}, &log);
+  auto worker = StartWorker("slow", {"--handler", "noop"}, &log);
   ASSERT_TRUE(testing::WaitUntil([&] { return absl::StrContains(ReadFile(log), "joined"); },
                                  absl::Seconds(30)));
-  Result del = Partq(With({"queue", "delete", "q"}));
+  Result del = Partq(With({"queue", "delete", "slow"}));
   ASSERT_EQ(del.code, 0) << del.err;
-  // The delete's notice makes it re-read the group at once (without one it
-  // would notice at its next heartbeat, up to TTL/3 later); it then drains.
+  // The delete's notice makes it re-read the group at once; it then drains.
   // The bound is for a loaded machine, where that has taken over 10 s.
   const std::optional<int> status = worker->Wait(absl::Seconds(60));
   ASSERT_TRUE(status.has_value()) << "the worker is still running:\n" << ReadFile(log);
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
   const std::string out = ReadFile(log);
-  EXPECT_TRUE(absl::StrContains(out, "queue \"q\" was deleted while this worker ran")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "queue \"slow\" was deleted while this worker ran")) << out;
   EXPECT_LT(std::count(out.begin(), out.end(), '\n'), 12) << out;
   std::remove(log.c_str());
 }

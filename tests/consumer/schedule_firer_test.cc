@@ -153,10 +153,26 @@ TEST_F(ScheduleFirerTest, AGoneQueueIsReportedOnceAndAskedAgainAtThePollInterval
   for (int round = 0; round < 3; ++round) {
     EXPECT_EQ(firer->RunOnce(), clock_.Now() + absl::Minutes(1)) << round;
   }
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_TRUE(absl::StrContains(err, "unknown queue")) << err;
   EXPECT_EQ(CounterValue(registry_, "partq_schedule_fire_errors_total"), 3);
+  // Any other answer in between, and the loss is reported again: after a
+  // failure, and after a queue of the name was created and deleted again.
+  ::testing::internal::CaptureStderr();
+  faults_.FailNext(1);
+  EXPECT_EQ(firer->RunOnce(), clock_.Now() + absl::Seconds(1));
+  EXPECT_EQ(firer->RunOnce(), clock_.Now() + absl::Minutes(1));
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 4;
+  ASSERT_TRUE(store_->CreateQueue(q).ok());
+  EXPECT_EQ(firer->RunOnce(), clock_.Now() + absl::Minutes(1));  // no schedule: the poll
+  ASSERT_TRUE(store_->DeleteQueue("q", QueueContents::kDelete).ok());
+  EXPECT_EQ(firer->RunOnce(), clock_.Now() + absl::Minutes(1));
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 3) << err;  // failure, gone, gone
+  EXPECT_EQ(CounterValue(registry_, "partq_schedule_fire_errors_total"), 6);
 }
 
 TEST_F(ScheduleFirerTest, AStoreWithoutSchedulesEndsTheRounds) {
