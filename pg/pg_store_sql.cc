@@ -478,8 +478,9 @@ std::string AckCtes() {
   return absl::StrCat(kFence, R"sql(,
 done AS (SELECT * FROM {schema}.ack_items($6::tid[], $5::bigint[])),
 res AS (
-  INSERT INTO {schema}.results (id, queue, dedup_key, result)
-  SELECT d.acked_id, d.acked_queue, d.acked_dedup_key, decode(r.result, 'hex')
+  INSERT INTO {schema}.results (id, queue, dedup_key, result, finished_at)
+  SELECT d.acked_id, d.acked_queue, d.acked_dedup_key, decode(r.result, 'hex'),
+         statement_timestamp()
   FROM done d LEFT JOIN unnest($7::bigint[], $8::text[]) AS r(id, result) ON r.id = d.acked_id
   WHERE d.acked_dedup_key IS NOT NULL OR r.id IS NOT NULL
   RETURNING 1))sql");
@@ -494,6 +495,10 @@ res AS (
 //   id check makes a reused ctid harmless, and `moved` deletes by id what
 //   was not found there (a table rewrite moves rows).
 // - Results are recorded when there is one or a dedup key (`partq wait`).
+// - Results and dead items carry statement_timestamp(), when the handler
+//   had finished, not the column default now(): the transaction of a batch
+//   claimed ahead began before its handler ran (COMMIT AND CHAIN), so now()
+//   is when the batch was claimed, up to a handler timeout earlier.
 // - Retries count the attempt unless refunded and clear the abandoned mark;
 //   retries that used up max_attempts, and dead items, move to dead_items
 //   (counting the attempt unless refunded: an item dead-lettered unrun).
@@ -521,8 +526,9 @@ moved AS (
   RETURNING i.id, i.queue, i.dedup_key),
 done AS (SELECT * FROM acked UNION ALL SELECT * FROM moved),
 res AS (
-  INSERT INTO {schema}.results (id, queue, dedup_key, result)
-  SELECT d.id, d.queue, d.dedup_key, decode(a.result, 'hex') FROM done d JOIN a ON a.id = d.id
+  INSERT INTO {schema}.results (id, queue, dedup_key, result, finished_at)
+  SELECT d.id, d.queue, d.dedup_key, decode(a.result, 'hex'), statement_timestamp()
+  FROM done d JOIN a ON a.id = d.id
   WHERE d.dedup_key IS NOT NULL OR a.result IS NOT NULL
   RETURNING 1),
 o AS (
@@ -547,9 +553,9 @@ dead AS (
 buried AS (
   INSERT INTO {schema}.dead_items
     (id, queue, part, key, dedup_key, priority, attempts, enqueued_at, last_error, payload,
-     origin_topic, origin_partition, origin_offset, headers, group_id)
+     origin_topic, origin_partition, origin_offset, headers, group_id, failed_at)
   SELECT id, queue, part, key, dedup_key, priority, attempts, enqueued_at, error, payload,
-         origin_topic, origin_partition, origin_offset, headers, group_id
+         origin_topic, origin_partition, origin_offset, headers, group_id, statement_timestamp()
   FROM dead
   RETURNING 1),
 dlq AS (
@@ -700,8 +706,8 @@ done AS (
   DELETE FROM {schema}.items i WHERE i.ctid = ANY($6::tid[])
   RETURNING i.id, i.queue, i.dedup_key),
 res AS (
-  INSERT INTO {schema}.results (id, queue, dedup_key)
-  SELECT id, queue, dedup_key FROM done WHERE dedup_key IS NOT NULL
+  INSERT INTO {schema}.results (id, queue, dedup_key, finished_at)
+  SELECT id, queue, dedup_key, statement_timestamp() FROM done WHERE dedup_key IS NOT NULL
   RETURNING 1))sql");
   if (!with_claim) return absl::StrCat(head, "\n", check, "\n");
   return absl::StrCat(head, R"sql(,
