@@ -65,6 +65,23 @@ void HttpHandler::Release(std::unique_ptr<HttpClient> client) {
   idle_.push_back(std::move(client));
 }
 
+HttpHandler::ConnectWait HttpHandler::ConnectFailed() {
+  absl::MutexLock lock(&backoff_mu_);
+  const absl::Time now = options_.clock->Now();
+  const bool longer = connect_step_ == 0 || now >= connect_wait_end_;
+  if (longer) connect_step_ = std::min(connect_step_ + 1, 16);
+  const absl::Duration wait =
+      std::min(options_.default_retry_after * (int64_t{1} << (connect_step_ - 1)), kMaxConnectWait);
+  if (longer) connect_wait_end_ = now + wait;
+  return {wait, longer};
+}
+
+void HttpHandler::Connected() {
+  absl::MutexLock lock(&backoff_mu_);
+  connect_step_ = 0;
+  connect_wait_end_ = absl::InfinitePast();
+}
+
 void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
                               std::vector<absl::Status>* statuses) {
   statuses->clear();
@@ -105,7 +122,7 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
 
   switch (r.outcome) {
     case HttpOutcome::kThrottled: {
-      connect_failures_.store(0);
+      Connected();
       // The server did nothing with the batch and said when to come back:
       // every item waits that long, its attempt given back.
       if (options_.metrics != nullptr) options_.metrics->Throttled();
@@ -121,20 +138,23 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
         // Nothing reached the server: not the items' failure. They wait,
         // longer while it stays away, without using an attempt.
         if (options_.metrics != nullptr) options_.metrics->Failure(HttpFailureName(r.failure));
-        const int n = std::min(connect_failures_.fetch_add(1) + 1, 16);
-        const absl::Duration wait =
-            std::min(options_.default_retry_after * (int64_t{1} << (n - 1)), kMaxConnectWait);
+        const ConnectWait w = ConnectFailed();
+        const absl::Duration wait = w.wait;
         const std::string message =
             absl::StrCat("http handler: ", r.error, "; nothing was sent, so no item used an ",
                          "attempt; retrying in ", absl::FormatDuration(wait));
-        PARTQ_LOG(Warning) << message;
+        if (w.longer) {
+          PARTQ_LOG(Warning) << message;
+        } else {
+          PARTQ_LOG(Info) << message;  // said already, for the batches before it
+        }
         statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), wait));
         return;
       }
-      connect_failures_.store(0);
+      Connected();
       return fail(HttpFailureName(r.failure), absl::StrCat("http handler: ", r.error));
     case HttpOutcome::kOk:
-      connect_failures_.store(0);
+      Connected();
       break;
   }
   auto replies = ParseReply(r.body, request.batch_id, ids, options_.limits);

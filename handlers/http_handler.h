@@ -15,7 +15,11 @@
 //                                refused, unreachable: the sidecar is not up
 //                                yet): every item is throttled the same way,
 //                                after default_retry_after doubled with each
-//                                such failure in a row, up to 30 s
+//                                such failure in a row, up to 30 s. Batches
+//                                that fail while the last wait runs (other
+//                                threads, new items) wait as long and do
+//                                not double it; only a failure after it
+//                                ended does (and logs a warning)
 //   anything else                a failure of the whole batch, without blame
 //                                (no statuses; the consumer runs each item
 //                                alone): timeout,
@@ -47,6 +51,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "consumer/handler.h"
 #include "handlers/effects.h"
 #include "handlers/handler_metrics.h"
@@ -67,6 +72,8 @@ struct HttpHandlerOptions {
   absl::Duration default_retry_after = absl::Seconds(1);
   EffectsApplier apply_effects = ApplyEffects;
   std::shared_ptr<HandlerMetrics> metrics;  // may be null
+  // Times the waits after failed connections; must outlive the handler.
+  Clock* clock = Clock::Real();
 };
 
 class HttpHandler : public Handler {
@@ -89,7 +96,19 @@ class HttpHandler : public Handler {
   const HttpHandlerOptions options_;
   const std::string batch_prefix_;  // random, so batch ids differ across processes
   std::atomic<int64_t> batches_{0};
-  std::atomic<int> connect_failures_{0};  // in a row: the wait after the next
+  // The wait after a failed connection, and whether it is a new step.
+  struct ConnectWait {
+    absl::Duration wait;
+    bool longer;
+  };
+  ConnectWait ConnectFailed() ABSL_LOCKS_EXCLUDED(backoff_mu_);
+  void Connected() ABSL_LOCKS_EXCLUDED(backoff_mu_);
+
+  absl::Mutex backoff_mu_;
+  // Failed connections in a row, counted once per wait: the step of the
+  // current wait (0: none), and when it ends.
+  int connect_step_ ABSL_GUARDED_BY(backoff_mu_) = 0;
+  absl::Time connect_wait_end_ ABSL_GUARDED_BY(backoff_mu_) = absl::InfinitePast();
   absl::Mutex mu_;
   std::vector<std::unique_ptr<HttpClient>> idle_ ABSL_GUARDED_BY(mu_);
 };
