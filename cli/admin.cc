@@ -225,7 +225,8 @@ int CreateExisting(const Args& args, const QueueConfig& want, const QueueConfig&
   return Fail(absl::AlreadyExistsError(absl::StrCat(
       "queue \"", have.name, "\" already exists with other settings; nothing was changed:\n", table,
       "A queue's settings are fixed when it is created, except its dead-letter topic, rate "
-      "limit and part count, which grows to a multiple (partq queue set).")));
+      "limit, fair share, key concurrency and part count, which grows to a multiple (partq "
+      "queue set).")));
 }
 
 // `partq status` prints a table of every part up to this many parts; past it,
