@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "coordinator/heartbeat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/pg_env.h"
 
@@ -16,7 +17,9 @@ TEST(ScaleTest, ThirtySessionsOnFiveHundredTwelveParts) {
   ScaleOptions o;
   o.sessions = 30;
   o.parts = 512;
-  o.idle = absl::Seconds(3);
+  // Longer than a heartbeat interval, so each session heartbeats in it (a
+  // 3 s window held none at times once the interval became 3.33 s).
+  o.idle = 1.5 * DefaultHeartbeatInterval(o.session_ttl);
   absl::StatusOr<ScaleReport> r = RunScale(o, schema.Factory(), schema.dsn(), schema.name());
   ASSERT_TRUE(r.ok()) << r.status();
   // RunScale fails unless every part came to be owned and balanced, after
