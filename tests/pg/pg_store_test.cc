@@ -146,11 +146,11 @@ TEST_F(PgStoreTest, VacuumLeavesTheQueueTablesEmptiedPagesInPlace) {
   ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(5000, Payload("x"))));
   for (const char* table : {"items", "part_claims"}) {
     SCOPED_TRACE(table);
-    EXPECT_EQ(
-        schema_.QInt(absl::StrCat("SELECT count(*) FROM pg_class WHERE oid = '{schema}.", table,
-                                  "'::regclass AND 'vacuum_truncate=false' = "
-                                  "ANY(reloptions)")),
-        1);
+    EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT count(*) FROM pg_class WHERE oid = '{schema}.",
+                                        table,
+                                        "'::regclass AND 'vacuum_truncate=false' = "
+                                        "ANY(reloptions)")),
+              1);
   }
   auto pages = [&] {
     return schema_.QInt(
@@ -164,9 +164,8 @@ TEST_F(PgStoreTest, VacuumLeavesTheQueueTablesEmptiedPagesInPlace) {
   // runs until it reports no dead row left: every page is empty then.
   EXPECT_TRUE(WaitUntil([&] {
     schema_.Q("VACUUM {schema}.items");
-    return schema_.QInt(
-               "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = "
-               "'{schema}.items'::regclass") == 0;
+    return schema_.QInt("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = "
+                        "'{schema}.items'::regclass") == 0;
   })) << "vacuum never removed the deleted rows";
   EXPECT_EQ(pages(), before) << "vacuum truncated items";
   // Without the setting a vacuum hands the empty pages back: the check above
@@ -175,8 +174,7 @@ TEST_F(PgStoreTest, VacuumLeavesTheQueueTablesEmptiedPagesInPlace) {
   EXPECT_TRUE(WaitUntil([&] {
     schema_.Q("VACUUM {schema}.items");
     return pages() == 0;
-  })) << "items kept "
-      << pages() << " pages without the setting";
+  })) << "items kept " << pages() << " pages without the setting";
 }
 
 // What a VacuumQueueTables call did to items (nullopt: items was not due).
@@ -285,9 +283,8 @@ TEST_F(PgStoreTest, VacuumQueueTablesVacuumsItemsPastTheirThresholdAndNotWhileAS
 TEST_F(PgStoreTest, VacuumQueueTablesIsNotHeldBackByAVacuumOfAnotherTable) {
   MakeQueue("q", 4);
   schema_.Q("ALTER TABLE {schema}.items SET (autovacuum_enabled = false)");
-  schema_.Q(
-      "CREATE TABLE {schema}.big WITH (autovacuum_enabled = false) AS "
-      "SELECT g FROM generate_series(1, 40000) g");
+  schema_.Q("CREATE TABLE {schema}.big WITH (autovacuum_enabled = false) AS "
+            "SELECT g FROM generate_series(1, 40000) g");
   schema_.Q("DELETE FROM {schema}.big");
   auto dead = [&] {
     return schema_.QInt(
@@ -508,9 +505,6 @@ TEST_F(PgStoreTest, DeleteQueueRemovesEveryRowOfTheQueueAndItsErrorsNameTheFix) 
   EXPECT_EQ(Count("dead_items", "queue = 'dead'"), 1);
 }
 
-// A deleted queue takes the bridge's stored offsets with it: the same name
-// created again must not resume a topic where the old queue stopped (its
-// items are gone). Another queue's offsets for the same topic stay.
 // A batch claimed ahead runs in a transaction that began when it was claimed
 // (COMMIT AND CHAIN), before its handler ran: its dead items and results
 // carry when the handler had finished (`partq dead list`'s FAILED_AT, what
@@ -552,6 +546,9 @@ TEST_F(PgStoreTest, ABatchClaimedAheadIsRecordedWhenItFinishedNotWhenItWasClaime
             handled);
 }
 
+// A deleted queue takes the bridge's stored offsets with it: the same name
+// created again must not resume a topic where the old queue stopped (its
+// items are gone). Another queue's offsets for the same topic stay.
 TEST_F(PgStoreTest, DeleteQueueForgetsTheBridgesOffsetsIntoIt) {
   MakeQueue("q", 2);
   MakeQueue("other", 1);
@@ -1293,7 +1290,8 @@ TEST_F(FinishTest, AnAckClaimingAheadKeepsEachQueuesKeyBoundInItsOwnForm) {
        {Case{"ord", true, 0, {"b1", "c1"}, true}, Case{"kc", false, 2, {"a1", "b1", "c1"}, true},
         Case{"plain", false, 0, {"a1", "a2", "a3", "b1", "c1"}, false}}) {
     SCOPED_TRACE(c.queue);
-    ASSERT_NO_FATAL_FAILURE(CreateWithKeyedItems(*store_, c.queue, c.ordered, c.key_concurrency));
+    ASSERT_NO_FATAL_FAILURE(
+        CreateWithKeyedItems(*store_, c.queue, c.ordered, c.key_concurrency));
     auto store = schema_.NewStore();
     Member m = JoinWith(*store, c.queue, {0});
     auto bounded = [&](int limit) {
@@ -1363,22 +1361,16 @@ TEST_F(FinishTest, ClaimsRunAGenericPlanAfterThePlanGuardUnlessTheyHaveAKeyBound
     std::vector<std::string> claimed;  // of a0..a3, b1 and c1, sorted
     const char* generic;               // the statement that runs generic, or null
   };
-  for (const Case& c : {Case{"plain",
-                             false,
-                             0,
-                             false,
-                             {"a0", "a1", "a2", "a3", "b1", "c1"},
-                             pg_internal::kPipelinedClaim},
-                        Case{"fair",
-                             false,
-                             0,
-                             true,
-                             {"a0", "a1", "a2", "a3", "b1", "c1"},
-                             pg_internal::kPipelinedClaimFair},
-                        Case{"ord", true, 0, false, {"a0", "b1", "c1"}, nullptr},
-                        Case{"kc", false, 2, false, {"a0", "a1", "b1", "c1"}, nullptr}}) {
+  for (const Case& c :
+       {Case{"plain", false, 0, false, {"a0", "a1", "a2", "a3", "b1", "c1"},
+             pg_internal::kPipelinedClaim},
+        Case{"fair", false, 0, true, {"a0", "a1", "a2", "a3", "b1", "c1"},
+             pg_internal::kPipelinedClaimFair},
+        Case{"ord", true, 0, false, {"a0", "b1", "c1"}, nullptr},
+        Case{"kc", false, 2, false, {"a0", "a1", "b1", "c1"}, nullptr}}) {
     SCOPED_TRACE(c.queue);
-    ASSERT_NO_FATAL_FAILURE(CreateWithKeyedItems(*store_, c.queue, c.ordered, c.key_concurrency));
+    ASSERT_NO_FATAL_FAILURE(
+        CreateWithKeyedItems(*store_, c.queue, c.ordered, c.key_concurrency));
     auto store = schema_.NewStore();
     Member m = JoinWith(*store, c.queue, {0});
     // More calls than the five custom plans PostgreSQL tries before it
@@ -1436,14 +1428,15 @@ TEST_F(PgStoreTest, KeyProbesBindThePartOverStatisticsOfAnEmptyItemsTable) {
       SCOPED_TRACE(absl::StrCat(queue, ", key bound ", bound));
       // Part 5 had part 1 before the grow (5 % 4).
       const std::string read = WithSchema(
-          pg_internal::ReadyItems(
-              absl::StrCat("'", queue, "'"), "5", "(-32768)", "'-9223372036854775808'::bigint",
-              "(-32768)", "'-9223372036854775808'::bigint", "'{}'::bigint[]", bound, "100", ""),
+          pg_internal::ReadyItems(absl::StrCat("'", queue, "'"), "5", "(-32768)",
+                                  "'-9223372036854775808'::bigint", "(-32768)",
+                                  "'-9223372036854775808'::bigint", "'{}'::bigint[]", bound,
+                                  "100", ""),
           schema_.name());
       int probes = 0;
       std::string plan;
-      const auto lines =
-          schema_.Q(absl::StrCat("EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM (", read, ") r"));
+      const auto lines = schema_.Q(absl::StrCat("EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM (",
+                                                read, ") r"));
       for (size_t l = 0; l < lines.size(); ++l) {
         const std::string line = lines[l][0].value_or("");
         absl::StrAppend(&plan, line, "\n");
@@ -1460,14 +1453,13 @@ TEST_F(PgStoreTest, KeyProbesBindThePartOverStatisticsOfAnEmptyItemsTable) {
       // its oldest item (bound 1) or two oldest (bound 2); in the grown one,
       // only keys without items left in part 1 (a key with any there has
       // five, enough to hold back bound 2 too). Every key has 10 items.
-      const int64_t keys = schema_.QInt(
-          absl::StrCat("SELECT count(DISTINCT key) FROM {schema}.items WHERE queue = '", queue,
-                       "' AND part = 5"));
-      const int64_t blocked = schema_.QInt(
-          absl::StrCat("SELECT count(DISTINCT i.key) FROM {schema}.items i JOIN {schema}.items j"
-                       " ON j.queue = i.queue AND j.key = i.key AND j.part = 1 AND j.id < i.id"
-                       " WHERE i.queue = '",
-                       queue, "' AND i.part = 5"));
+      const int64_t keys = schema_.QInt(absl::StrCat(
+          "SELECT count(DISTINCT key) FROM {schema}.items WHERE queue = '", queue,
+          "' AND part = 5"));
+      const int64_t blocked = schema_.QInt(absl::StrCat(
+          "SELECT count(DISTINCT i.key) FROM {schema}.items i JOIN {schema}.items j"
+          " ON j.queue = i.queue AND j.key = i.key AND j.part = 1 AND j.id < i.id"
+          " WHERE i.queue = '", queue, "' AND i.part = 5"));
       EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT count(*) FROM (", read, ") r")),
                 (keys - blocked) * std::stoi(bound));
     }
@@ -1551,7 +1543,8 @@ TEST_F(FinishTest, AnAckClaimingOnePartAheadReturnsItemsAsAClaimDoes) {
     EXPECT_LE(absl::AbsDuration(bin[i].run_at - txt[i].run_at), absl::Microseconds(1));
   }
   EXPECT_EQ(bin[0].payload.size(), 6u);
-  EXPECT_TRUE(PipelinedClaimRan(*store_, "one")) << "the pipelined form ran";
+  EXPECT_TRUE(PipelinedClaimRan(*store_, "one"))
+      << "the pipelined form ran";
 }
 
 // A claim ahead runs in the ack's transaction, which began before the
@@ -1632,7 +1625,8 @@ TEST_F(FinishTest, AnAckClaimingAheadThatLostItsPartCommitsNothingOfThatAttempt)
                   absl::StrCat("part = 0 AND epoch = ", b.parts[0].epoch.value, " AND ids = '{}'")),
             1)
       << "the new owner's record is its own";
-  EXPECT_TRUE(PipelinedClaimRan(*store_, "q")) << "the pipelined form was tried";
+  EXPECT_TRUE(PipelinedClaimRan(*store_, "q"))
+      << "the pipelined form was tried";
 }
 
 // A COMMIT can fail after the ack statement succeeded (a deferred constraint
@@ -2116,10 +2110,9 @@ TEST_F(PgStoreTest, ClaimsWriteNoItemRowsOnlyOneRecordPerPart) {
   // Records are replaced (a new row, the old one deleted), never updated: a
   // chain of versions of one row is what a held snapshot makes every read
   // walk (migration 9).
-  EXPECT_EQ(
-      schema_.QInt(absl::StrCat("SELECT n_tup_upd FROM pg_stat_user_tables WHERE schemaname = '",
-                                schema_.name(), "' AND relname = 'part_claims'")),
-      0);
+  EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT n_tup_upd FROM pg_stat_user_tables WHERE schemaname = '",
+                                      schema_.name(), "' AND relname = 'part_claims'")),
+            0);
 }
 
 // A worker that starts on an idle queue runs its ack statement on a nearly
@@ -2314,8 +2307,8 @@ TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
   ASSERT_TRUE(one[0].from.has_value());
   EXPECT_EQ(one[0].from->priority, -1);
   // Payloads from an older producer ("i:PART") still parse, without a key.
-  testing::Query(schema_.dsn(),
-                 absl::StrCat("SELECT pg_notify('", ChannelFor(schema_.name(), "q"), "', 'i:5')"));
+  testing::Query(schema_.dsn(), absl::StrCat("SELECT pg_notify('", ChannelFor(schema_.name(), "q"),
+                                             "', 'i:5')"));
   std::vector<Notice> old = hear(1);
   ASSERT_FALSE(old.empty());
   EXPECT_EQ(old[0].part, 5);
