@@ -538,9 +538,9 @@ void Session::Run() {
     if (absl::IsNotFound(st)) {
       // The store found no queue (the group read at the delete's notice, a
       // re-join, or a heartbeat where the session row outlives it): it was
-      // deleted while we ran. Retrying
-      // cannot help, and a worker polling for a queue nobody will create
-      // again is a silent fault; stop and let the owner report it.
+      // deleted while we ran. Retrying cannot help, and a worker polling
+      // for a queue nobody will create again is a silent fault; stop and
+      // let the owner report it.
       PARTQ_LOG(Error) << "session " << id() << ": " << st << "; stopping";
       if (state() == State::kActive) Lose(owned(), Loss::kSession, "the queue is gone");
       absl::MutexLock lock(&mu_);
