@@ -68,7 +68,8 @@ void HttpHandler::Release(std::unique_ptr<HttpClient> client) {
 HttpHandler::ConnectWait HttpHandler::ConnectFailed() {
   absl::MutexLock lock(&backoff_mu_);
   const absl::Time now = options_.clock->Now();
-  const bool longer = connect_step_ == 0 || now >= connect_wait_end_;
+  // Past the last wait's end (InfinitePast after a connection): a longer one.
+  const bool longer = now >= connect_wait_end_;
   if (longer) connect_step_ = std::min(connect_step_ + 1, 16);
   const absl::Duration wait =
       std::min(options_.default_retry_after * (int64_t{1} << (connect_step_ - 1)), kMaxConnectWait);
@@ -139,16 +140,15 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
         // longer while it stays away, without using an attempt.
         if (options_.metrics != nullptr) options_.metrics->Failure(HttpFailureName(r.failure));
         const ConnectWait w = ConnectFailed();
-        const absl::Duration wait = w.wait;
         const std::string message =
             absl::StrCat("http handler: ", r.error, "; nothing was sent, so no item used an ",
-                         "attempt; retrying in ", absl::FormatDuration(wait));
+                         "attempt; retrying in ", absl::FormatDuration(w.wait));
         if (w.longer) {
           PARTQ_LOG(Warning) << message;
         } else {
           PARTQ_LOG(Info) << message;  // said already, for the batches before it
         }
-        statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), wait));
+        statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), w.wait));
         return;
       }
       Connected();
