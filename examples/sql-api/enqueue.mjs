@@ -35,6 +35,14 @@ try {
     `SELECT ${s}.enqueue($1, $2::bytea, priority => $3, delay => $4) AS id`,
     [queue, Buffer.from([0x00, 0xff, 0x72, 0x61, 0x77]), -1, '5 minutes']);
   console.log(`bytes item ${b.rows[0].id}`);
+  // Many at once: enqueue_many takes an array of payloads (and, optionally,
+  // one key and one dedup key per payload, null for none), one call for the
+  // lot. pg sends a JS array untyped: say text[] (or bytea[] for Buffers).
+  const orders = [1002, 1003, 1004].map((n) => JSON.stringify({ order: n }));
+  const many = await client.query(
+    `SELECT id FROM ${s}.enqueue_many($1, $2::text[], keys => $3::text[])`,
+    [queue, orders, ['c-7', null, 'c-7']]);
+  console.log(`many items ${many.rows.map((row) => row.id).join(' ')}`);
   await client.query('COMMIT');
 
   // A transaction that rolls back leaves no item behind.

@@ -43,6 +43,14 @@ with conn, conn.cursor() as cur:
         (queue, b"\x00\xffraw", -1, "5 minutes"),
     )
     print(f"bytes item {cur.fetchone()[0]}")
+    # Many at once: enqueue_many takes a list of payloads (and, optionally, one
+    # key and one dedup key per payload, None for none), one call for the lot.
+    orders = [{"order": n} for n in (1002, 1003, 1004)]
+    cur.execute(
+        sql.SQL("SELECT id FROM {}.enqueue_many(%s, %s::text[], keys => %s::text[])").format(schema),
+        (queue, [json.dumps(o) for o in orders], ["c-7", None, "c-7"]),
+    )
+    print("many items " + " ".join(str(row[0]) for row in cur.fetchall()))
 
 # A transaction that rolls back leaves no item behind.
 try:

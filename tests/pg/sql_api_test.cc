@@ -3,6 +3,7 @@
 // mirrors: the same parts, channel, dedup, checks and states; the caller's
 // transaction decides; DeleteQueue keeps items out of a deleted queue; and
 // the Python and Node examples of docs/sql-api.md run.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -38,18 +39,27 @@ namespace {
 using testing::TestSchema;
 using testing::WaitUntil;
 
-// A text[] literal of `values` (elements quoted, so any text goes).
-std::string TextArrayLiteral(const std::vector<std::string>& values) {
+// A text[] literal of `values` (elements quoted, so any text goes; nullopt
+// is NULL).
+std::string TextArrayLiteral(const std::vector<std::optional<std::string>>& values) {
   std::string out = "{";
   for (size_t i = 0; i < values.size(); ++i) {
-    absl::StrAppend(&out, i ? "," : "", "\"");
-    for (char c : values[i]) {
+    if (i > 0) out.push_back(',');
+    if (!values[i]) {
+      out += "NULL";
+      continue;
+    }
+    out.push_back('"');
+    for (char c : *values[i]) {
       if (c == '"' || c == '\\') out.push_back('\\');
       out.push_back(c);
     }
     out.push_back('"');
   }
   return out + "}";
+}
+std::string TextArrayLiteral(const std::vector<std::string>& values) {
+  return TextArrayLiteral(std::vector<std::optional<std::string>>(values.begin(), values.end()));
 }
 
 // UTF-8 of a code point.
@@ -787,6 +797,271 @@ TEST_F(SqlApiTest, BadArgumentsFailWithTheCppProducersMessages) {
       << "a negative delay means now";
 }
 
+// enqueue_many() (migration 25) is enqueue_item() for each payload, in one
+// call: the parts of the C++ producer, ids in the order given, the payloads
+// as given (text as UTF-8, bytes as they are), one answer per payload in that
+// order; a group's items are held and counted.
+TEST_F(SqlApiTest, EnqueueManyIsEnqueueItemForEachPayloadInOrder) {
+  CreateQueue("q", 16);
+  std::vector<std::string> keys = ManyKeys();
+  keys.resize(300);
+  std::vector<std::optional<std::string>> maybe_keys;
+  std::vector<std::string> payloads;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    maybe_keys.push_back(i % 3 == 0 ? std::nullopt : std::optional<std::string>(keys[i]));
+    payloads.push_back(absl::StrCat("p", i, i % 7 == 0 ? "é" : ""));
+  }
+  pqxx::connection c(schema_.dsn());
+  pqxx::work w(c);
+  pqxx::result r = w.exec_params(
+      WithSchema("SELECT id, part, duplicate FROM {schema}.enqueue_many('q', $1::text[], "
+                 "keys => $2::text[], priority => 3)",
+                 schema_.name()),
+      TextArrayLiteral(payloads), TextArrayLiteral(maybe_keys));
+  w.commit();
+  ASSERT_EQ(r.size(), payloads.size());
+  int64_t last = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    const int64_t id = r[i][0].as<int64_t>();
+    EXPECT_GT(id, last) << "ids in the order given";
+    last = id;
+    EXPECT_FALSE(r[i][2].as<bool>());
+    const int want = maybe_keys[i] ? PartForKey(*maybe_keys[i], 16) : PartForId(id, 16);
+    ASSERT_EQ(r[i][1].as<int>(), want) << i;
+    const auto row = schema_.Q(
+        absl::StrCat("SELECT encode(payload, 'hex'), key, part, priority, run_at = enqueued_at "
+                     "FROM {schema}.items WHERE id = ",
+                     id));
+    ASSERT_EQ(row.size(), 1u);
+    EXPECT_EQ(absl::HexStringToBytes(*row[0][0]), payloads[i]);
+    EXPECT_EQ(row[0][1], maybe_keys[i]);
+    EXPECT_EQ(*row[0][2], std::to_string(want));
+    EXPECT_EQ(*row[0][3], "3");
+    EXPECT_EQ(*row[0][4], "t");
+  }
+  // Bytes, untouched; a delay for all.
+  auto bytes =
+      Run("SELECT id FROM {schema}.enqueue_many('q', ARRAY['\\x00ff'::bytea, '\\x'::bytea], "
+          "delay => '1 hour')");
+  ASSERT_EQ(bytes.size(), 2u);
+  EXPECT_EQ(*schema_.Q(absl::StrCat("SELECT encode(payload, 'hex') FROM {schema}.items WHERE id = ",
+                                    bytes[0][0].as<int64_t>()))[0][0],
+            "00ff");
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items "
+                         "WHERE run_at - enqueued_at = interval '1 hour'"),
+            2);
+  // None: no rows, nothing written.
+  EXPECT_EQ(Run("SELECT * FROM {schema}.enqueue_many('q', '{}'::text[])").size(), 0u);
+  EXPECT_EQ(Left("q"), 302);
+  // A group's items: held until it starts, counted.
+  auto grouped =
+      Run("SELECT id FROM {schema}.enqueue_many('q', ARRAY['a', 'b', 'c'], group_id => 'g')");
+  ASSERT_EQ(grouped.size(), 3u);
+  EXPECT_EQ(Run("SELECT held FROM {schema}.group_status('q', 'g')")[0][0].as<int64_t>(), 3);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE group_id = 'g' AND "
+                         "run_at = 'infinity'"),
+            3);
+}
+
+// Dedup keys as enqueue_item has them: a live item's key returns that item;
+// a key given twice in one call is one item; the call again is all hits.
+TEST_F(SqlApiTest, EnqueueManyDedupsWithinTheCallAndAgainstLiveItems) {
+  CreateQueue("q", 4);
+  const int64_t live =
+      Run("SELECT {schema}.enqueue('q', 'x', dedup_key => 'd0')")[0][0].as<int64_t>();
+  const std::string call =
+      "SELECT id, duplicate FROM {schema}.enqueue_many('q', ARRAY['a', 'b', 'c', 'd', 'e'], "
+      "dedup_keys => ARRAY['d0', 'd1', 'd1', NULL, 'd2'])";
+  auto first = Run(call);
+  ASSERT_EQ(first.size(), 5u);
+  EXPECT_EQ(first[0][0].as<int64_t>(), live);
+  EXPECT_TRUE(first[0][1].as<bool>());
+  EXPECT_FALSE(first[1][1].as<bool>());
+  EXPECT_EQ(first[2][0].as<int64_t>(), first[1][0].as<int64_t>()) << "d1 twice is one item";
+  EXPECT_TRUE(first[2][1].as<bool>());
+  EXPECT_FALSE(first[3][1].as<bool>());
+  EXPECT_FALSE(first[4][1].as<bool>());
+  EXPECT_EQ(Left("q"), 4);
+  auto again = Run(call);
+  ASSERT_EQ(again.size(), 5u);
+  for (int i : {0, 1, 2, 4}) {
+    EXPECT_EQ(again[i][0].as<int64_t>(), first[i][0].as<int64_t>()) << i;
+    EXPECT_TRUE(again[i][1].as<bool>()) << i;
+  }
+  EXPECT_FALSE(again[3][1].as<bool>()) << "no dedup key: a new item";
+  EXPECT_EQ(Left("q"), 5);
+
+  // A key another transaction is enqueueing: the call waits for it, then
+  // returns its item (read in a snapshot taken after the wait).
+  pqxx::connection other(schema_.dsn());
+  pqxx::work open(other);
+  const int64_t theirs = open.exec(WithSchema(
+      "SELECT {schema}.enqueue('q', 'y', dedup_key => 'd9')", schema_.name()))[0][0]
+                             .as<int64_t>();
+  std::optional<std::pair<int64_t, bool>> mine;
+  std::thread t([&] {
+    pqxx::connection c(schema_.dsn());
+    c.set_variable("application_name", "'sqlapi-many'");
+    pqxx::work w(c);
+    pqxx::row r =
+        w.exec1(WithSchema("SELECT id, duplicate FROM {schema}.enqueue_many('q', ARRAY['z'], "
+                           "dedup_keys => ARRAY['d9'])",
+                           schema_.name()));
+    w.commit();
+    mine = {r[0].as<int64_t>(), r[1].as<bool>()};
+  });
+  EXPECT_TRUE(WaitUntil([&] { return WaitingForALock("sqlapi-many"); }));
+  open.commit();
+  t.join();
+  ASSERT_TRUE(mine.has_value());
+  EXPECT_EQ(mine->first, theirs);
+  EXPECT_TRUE(mine->second);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE dedup_key = 'd9'"), 1);
+
+  // A key whose live item is finished between the insert that met it and
+  // the read that looks for it: enqueued anew, as enqueue_item does. The
+  // finish is made to fall there by a trigger after the call's insert.
+  const int64_t racing =
+      Run("SELECT {schema}.enqueue('q', 'x', dedup_key => 'race')")[0][0].as<int64_t>();
+  Run(absl::StrCat(
+      "CREATE FUNCTION {schema}.finish_race() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "DELETE FROM {schema}.items WHERE id = ",
+      racing,
+      "; RETURN NULL; END $$; "
+      "CREATE TRIGGER finish_race AFTER INSERT ON {schema}.items "
+      "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.finish_race()"));
+  auto raced =
+      Run("SELECT id, duplicate FROM {schema}.enqueue_many('q', ARRAY['y'], "
+          "dedup_keys => ARRAY['race'])");
+  Run("DROP TRIGGER finish_race ON {schema}.items");
+  ASSERT_EQ(raced.size(), 1u);
+  ASSERT_FALSE(raced[0][0].is_null());
+  EXPECT_NE(raced[0][0].as<int64_t>(), racing);
+  EXPECT_FALSE(raced[0][1].as<bool>());
+  EXPECT_EQ(schema_.QInt("SELECT id FROM {schema}.items WHERE dedup_key = 'race'"),
+            raced[0][0].as<int64_t>());
+}
+
+// One notice per part with the lowest id the call added there, as the C++
+// producer's batches send them; past 32 parts one for all; on commit only.
+TEST_F(SqlApiTest, EnqueueManyNotifiesEachPartOnceOnCommit) {
+  CreateQueue("few", 8);
+  CreateQueue("many", 64);
+  struct Receiver : pqxx::notification_receiver {
+    Receiver(pqxx::connection_base& c, const std::string& channel)
+        : pqxx::notification_receiver(c, channel) {}
+    void operator()(const std::string& payload, int) override { got.push_back(payload); }
+    std::vector<std::string> got;
+  };
+  pqxx::connection listener(schema_.dsn());
+  Receiver few(listener, ChannelFor(schema_.name(), "few"));
+  Receiver many(listener, ChannelFor(schema_.name(), "many"));
+  listener.get_notifs();  // LISTEN is sent
+  const std::string hundred =
+      "ARRAY(SELECT 'p' || g FROM generate_series(1, 100) g), priority => -2";
+  pqxx::connection c(schema_.dsn());
+  {
+    pqxx::work w(c);
+    w.exec(
+        WithSchema("SELECT * FROM {schema}.enqueue_many('few', " + hundred + ")", schema_.name()));
+    w.abort();
+  }
+  pqxx::result r = Run("SELECT id, part FROM {schema}.enqueue_many('few', " + hundred + ")");
+  std::map<int, int64_t> lowest;
+  for (const auto& row : r) {
+    auto [it, fresh] = lowest.try_emplace(row[1].as<int>(), row[0].as<int64_t>());
+    if (!fresh) it->second = std::min(it->second, row[0].as<int64_t>());
+  }
+  ASSERT_EQ(lowest.size(), 8u);
+  std::vector<std::string> want;
+  for (const auto& [part, id] : lowest) want.push_back(absl::StrCat("i:", part, ":-2:", id));
+  pqxx::result m = Run("SELECT min(id), count(DISTINCT part) FROM {schema}.enqueue_many('many', " +
+                       hundred + ")");
+  ASSERT_GT(m[0][1].as<int>(), 32);
+  {
+    pqxx::work w(c);
+    w.exec_params("SELECT pg_notify($1, 'end')", ChannelFor(schema_.name(), "many"));
+    w.commit();
+  }
+  ASSERT_TRUE(WaitUntil([&] {
+    listener.await_notification(0, 50000);
+    return !many.got.empty() && many.got.back() == "end";
+  }));
+  std::sort(few.got.begin(), few.got.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(few.got, want);
+  EXPECT_EQ(many.got,
+            (std::vector<std::string>{absl::StrCat("i:-1:-2:", m[0][0].as<int64_t>()), "end"}));
+}
+
+// What enqueue_item refuses, enqueue_many refuses for any of its items,
+// naming the first; and arrays that do not line up. Nothing is enqueued.
+TEST_F(SqlApiTest, EnqueueManyRefusesBadInputAndEnqueuesNothing) {
+  CreateQueue("q", 4);
+  const std::string unknown = absl::StrCat(
+      "unknown queue \"nope\" in schema \"", schema_.name(),
+      "\" (create it with: partq queue create nope --parts N --schema ", schema_.name(), ")");
+  const std::pair<std::string, std::string> cases[] = {
+      {"SELECT * FROM {schema}.enqueue_many('nope', ARRAY['a'])", unknown},
+      {"SELECT * FROM {schema}.enqueue_many('nope', '{}'::text[])", unknown},
+      {"SELECT * FROM {schema}.enqueue_many('bad name!', ARRAY['a'])",
+       "invalid queue name \"bad name!\""},
+      {"SELECT * FROM {schema}.enqueue_many('q', NULL::text[])", "payloads must not be NULL"},
+      {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a', NULL, 'c'])",
+       "item 2: payload must not be NULL"},
+      {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a', 'b'], keys => ARRAY['k'])",
+       "keys has 1 elements and payloads 2"},
+      {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a'], dedup_keys => ARRAY['x', 'y'])",
+       "dedup_keys has 2 elements and payloads 1"},
+      {"SELECT * FROM {schema}.enqueue_many('q', ARRAY[['a'], ['b']])",
+       "must be one-dimensional arrays"},
+      {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a'], priority => 40000)",
+       "priority 40000 is out of range -32768..32767"},
+      {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a'], delay => '3651 days')",
+       "is longer than 10 years"},
+      {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a', 'b', 'c'], "
+       "keys => ARRAY[NULL, NULL, repeat('k', 1025)])",
+       "item 3: key is 1025 bytes; the limit is 1024"},
+      {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a', 'b'], "
+       "dedup_keys => ARRAY['ok', repeat('d', 1025)])",
+       "item 2: dedup key is 1025 bytes; the limit is 1024"},
+      {"SET LOCAL partq.max_payload_bytes = 10; SELECT * FROM {schema}.enqueue_many('q', "
+       "ARRAY['short', 'eleven byte'])",
+       "item 2: payload is 11 bytes; the limit is 10 (partq.max_payload_bytes)"},
+      {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a', 'b'], group_id => 'g', "
+       "delay => '1 minute')",
+       "cannot have a delay"},
+  };
+  for (const auto& [sql, says] : cases) {
+    auto [state, message] = Fails(sql);
+    EXPECT_EQ(state, sql.find("nope") != std::string::npos ? "42704" : "22023")
+        << sql << ": " << message;
+    EXPECT_TRUE(absl::StrContains(message, says)) << sql << ": " << message;
+  }
+  EXPECT_EQ(Left("q"), 0);
+  // An untyped array literal could be either payload type: the driver says
+  // which (docs/sql-api.md).
+  EXPECT_EQ(Fails("SELECT * FROM {schema}.enqueue_many('q', '{a,b}')").first, "42725");
+  EXPECT_EQ(Run("SELECT * FROM {schema}.enqueue_many('q', '{a,b}'::text[])").size(), 2u);
+}
+
+// A consumer that polls once in ten minutes drains what enqueue_many
+// enqueued: its notices wake the parts' owner.
+TEST_F(SqlApiTest, AConsumerIsWokenByEnqueueMany) {
+  CreateQueue("q", 8);
+  auto handler = MakeHandler([](HandlerCall&) { return absl::OkStatus(); });
+  ConsumerOptions o = Options("q");
+  o.poll_interval = absl::Minutes(10);
+  Consumer consumer(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(consumer.Start().ok());
+  ASSERT_TRUE(consumer.session().WaitStable(absl::Seconds(30)));
+  Run("SELECT count(*) FROM {schema}.enqueue_many('q', "
+      "ARRAY(SELECT 'w' || g FROM generate_series(1, 500) g))");
+  EXPECT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Seconds(60)));
+  consumer.Stop();
+  EXPECT_EQ(consumer.stats().acked, 500);
+}
+
 // DeleteQueue (C++) holds items' SHARE ROW EXCLUSIVE lock while it deletes
 // the queue: an enqueue through SQL waits for it, then finds no queue.
 // Schedules added through SQL (migration 15): the store lists them, and the
@@ -986,7 +1261,7 @@ class SqlApiExampleTest : public SqlApiTest {
   // What the examples print and write, the same for both.
   void ExpectTheExamplesWork(const std::string& out) {
     const std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
-    ASSERT_EQ(lines.size(), 6u) << out;
+    ASSERT_EQ(lines.size(), 7u) << out;
     const auto order = schema_.Q(
         "SELECT id, part FROM {schema}.items WHERE dedup_key = 'order-1001' AND key = 'c-42' AND "
         "convert_from(payload, 'UTF8')::jsonb = "
@@ -1001,11 +1276,27 @@ class SqlApiExampleTest : public SqlApiTest {
         "AND run_at - enqueued_at = interval '5 minutes'");
     ASSERT_EQ(bytes.size(), 1u) << "the bytes item";
     EXPECT_EQ(lines[2], absl::StrCat("bytes item ", *bytes[0][0]));
-    EXPECT_EQ(lines[3], "rolled back");
+    // enqueue_many: three orders in the order given, the first and last
+    // under key c-7 (so in its part), the middle one keyless.
+    const auto many = schema_.Q(absl::StrCat(
+        "SELECT id, key, part, convert_from(payload, 'UTF8')::jsonb->>'order' FROM {schema}.items "
+        "WHERE id > ",
+        *bytes[0][0], " ORDER BY id"));
+    ASSERT_EQ(many.size(), 3u) << out;
+    EXPECT_EQ(lines[3],
+              absl::StrCat("many items ", *many[0][0], " ", *many[1][0], " ", *many[2][0]));
+    EXPECT_EQ(*many[0][3], "1002");
+    EXPECT_EQ(*many[1][3], "1003");
+    EXPECT_EQ(*many[2][3], "1004");
+    EXPECT_EQ(many[0][1], "c-7");
+    EXPECT_EQ(many[1][1], std::nullopt);
+    EXPECT_EQ(*many[0][2], std::to_string(PartForKey("c-7", 6)));
+    EXPECT_EQ(*many[2][2], *many[0][2]);
+    EXPECT_EQ(lines[4], "rolled back");
     EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE payload = 'never'"), 0);
-    EXPECT_TRUE(absl::StartsWith(lines[4], "error 42704: unknown queue \"no-such-queue\"")) << out;
-    EXPECT_EQ(lines[5], absl::StrCat("item ", id, " is pending"));
-    EXPECT_EQ(Left("orders"), 2);
+    EXPECT_TRUE(absl::StartsWith(lines[5], "error 42704: unknown queue \"no-such-queue\"")) << out;
+    EXPECT_EQ(lines[6], absl::StrCat("item ", id, " is pending"));
+    EXPECT_EQ(Left("orders"), 5);
   }
 };
 
