@@ -1872,11 +1872,14 @@ BEGIN
       item_parts[r.o] := r.part;
     END LOOP;
     -- ... and any finished meanwhile enqueued anew, as enqueue_item does.
+    -- (By position, not subscript: the caller's arrays may not start at 1.)
     FOR r IN
-      SELECT t.o FROM unnest(ids) WITH ORDINALITY AS t(id, o) WHERE t.id IS NULL
+      SELECT t.o, t.p, t.k, t.dk
+      FROM unnest(ids, payloads, keys, dedup_keys) WITH ORDINALITY AS t(id, p, k, dk, o)
+      WHERE t.id IS NULL
     LOOP
       SELECT e.id, e.part, e.duplicate INTO one
-      FROM {schema}.enqueue_item(q, payloads[r.o], keys[r.o], dedup_keys[r.o], d, prio) e;
+      FROM {schema}.enqueue_item(q, r.p, r.k, r.dk, d, prio) e;
       ids[r.o] := one.id;
       item_parts[r.o] := one.part;
       dups[r.o] := one.duplicate;
