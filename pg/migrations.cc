@@ -169,6 +169,63 @@ $$;
       {{"{notice}", notice}});
 }
 
+// group_start() of the SQL API, as migration 12 made it and migration 26
+// remade it: with `count_items` it returns how many held items it released,
+// as docs/sql-api.md says; migration 12's returned how many parts they were
+// in. Kept once, so the versions cannot drift apart.
+std::string GroupStartFunction(bool count_items) {
+  return absl::StrReplaceAll(R"sql(FUNCTION {schema}.group_start(queue text, group_id text) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  q CONSTANT text := queue;
+  g CONSTANT text := group_id;
+  n bigint;
+  ps int[];
+  prs int[];
+  ids bigint[];
+  lo int := 1;{count_decl}
+BEGIN
+  -- Items' lock before the queue row, as every writer of items takes it
+  -- (enqueue_item says why).
+  LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE;
+  PERFORM {schema}.require_queue(q);
+  PERFORM {schema}.group_hold(q, g);
+  UPDATE {schema}.groups x SET started_at = coalesce(x.started_at, now())
+  WHERE x.queue = q AND x.id = g RETURNING x.pending INTO n;
+  WITH released AS (
+    UPDATE {schema}.items i SET run_at = statement_timestamp()
+    WHERE i.queue = q AND i.group_id = g AND i.run_at = 'infinity'
+    RETURNING i.part, i.priority, i.id),
+  lowest AS (
+    SELECT DISTINCT ON (r.part) r.part, r.priority, r.id FROM released r
+    ORDER BY r.part, r.priority, r.id)
+  SELECT array_agg(l.part ORDER BY l.part), array_agg(l.priority ORDER BY l.part),
+         array_agg(l.id ORDER BY l.part){count_col}
+  INTO ps, prs, ids{count_into} FROM lowest l;
+  IF cardinality(ps) > 32 THEN
+    -- Too many parts: one notice for all, from the lowest key of all.
+    FOR i IN 2..cardinality(ps) LOOP
+      IF (prs[i], ids[i]) < (prs[lo], ids[lo]) THEN lo := i; END IF;
+    END LOOP;
+    PERFORM pg_notify({schema}.channel_for(q), 'i:-1:' || prs[lo] || ':' || ids[lo]);
+  ELSIF ps IS NOT NULL THEN
+    FOR i IN 1..cardinality(ps) LOOP
+      PERFORM pg_notify({schema}.channel_for(q), 'i:' || ps[i] || ':' || prs[i] || ':' || ids[i]);
+    END LOOP;
+  END IF;
+  IF n <= 0 THEN
+    PERFORM {schema}.group_end(q, g);
+  END IF;
+  RETURN {returned};
+END
+$$;
+)sql",
+      {{"{count_decl}", count_items ? "\n  n_released bigint;" : ""},
+       {"{count_col}", count_items ? ",\n         (SELECT count(*) FROM released)" : ""},
+       {"{count_into}", count_items ? ", n_released" : ""},
+       {"{returned}", count_items ? "n_released" : "coalesce(cardinality(ids), 0)"}});
+}
+
 // item_state() and item_state_by_dedup_key() of the SQL API, as migration 6
 // made them and migration 13 remade them (cancelled items, from
 // cancelled_items): `cancelled` is the SQL that looks there (empty for
@@ -442,6 +499,9 @@ constexpr const char* kItemStateByDedupKeyCancelled = R"sql(
 //   keys that met one in a statement of its own (which sees them), and sends
 //   the notices of the C++ producer's batches (0.21-0.23 s). Items of a group
 //   go through enqueue_item, which holds and counts the group per item.
+// - Migration 26: group_start() returned how many parts its released items
+//   were in (one notice's worth each), not how many items, as docs/sql-api.md
+//   says it does: five items of one key started as 1 (found by a walkthrough).
 // The coordinator README ("PgStore") has the longer story.
 const std::vector<Migration>& Migrations() {
   static const auto* migrations = new std::vector<Migration>{
@@ -1032,51 +1092,8 @@ $$;
 -- lowest key released there, as an enqueue sends), and from now on its new
 -- items are due as they come. A group with nothing pending ends at once.
 -- Starting a started group does nothing; an ended one is refused.
-CREATE FUNCTION {schema}.group_start(queue text, group_id text) RETURNS bigint
-LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-  q CONSTANT text := queue;
-  g CONSTANT text := group_id;
-  n bigint;
-  ps int[];
-  prs int[];
-  ids bigint[];
-  lo int := 1;
-BEGIN
-  -- Items' lock before the queue row, as every writer of items takes it
-  -- (enqueue_item says why).
-  LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE;
-  PERFORM {schema}.require_queue(q);
-  PERFORM {schema}.group_hold(q, g);
-  UPDATE {schema}.groups x SET started_at = coalesce(x.started_at, now())
-  WHERE x.queue = q AND x.id = g RETURNING x.pending INTO n;
-  WITH released AS (
-    UPDATE {schema}.items i SET run_at = statement_timestamp()
-    WHERE i.queue = q AND i.group_id = g AND i.run_at = 'infinity'
-    RETURNING i.part, i.priority, i.id),
-  lowest AS (
-    SELECT DISTINCT ON (r.part) r.part, r.priority, r.id FROM released r
-    ORDER BY r.part, r.priority, r.id)
-  SELECT array_agg(l.part ORDER BY l.part), array_agg(l.priority ORDER BY l.part),
-         array_agg(l.id ORDER BY l.part)
-  INTO ps, prs, ids FROM lowest l;
-  IF cardinality(ps) > 32 THEN
-    -- Too many parts: one notice for all, from the lowest key of all.
-    FOR i IN 2..cardinality(ps) LOOP
-      IF (prs[i], ids[i]) < (prs[lo], ids[lo]) THEN lo := i; END IF;
-    END LOOP;
-    PERFORM pg_notify({schema}.channel_for(q), 'i:-1:' || prs[lo] || ':' || ids[lo]);
-  ELSIF ps IS NOT NULL THEN
-    FOR i IN 1..cardinality(ps) LOOP
-      PERFORM pg_notify({schema}.channel_for(q), 'i:' || ps[i] || ':' || prs[i] || ':' || ids[i]);
-    END LOOP;
-  END IF;
-  IF n <= 0 THEN
-    PERFORM {schema}.group_end(q, g);
-  END IF;
-  RETURN coalesce(cardinality(ids), 0);
-END
-$$;
+CREATE )sql",
+                    GroupStartFunction(/*count_items=*/false), R"sql(
 
 -- The checks of a new item that every writer of the SQL API makes
 -- (enqueue_item, add_schedule), as the C++ producer's ValidateNewItem: a
@@ -1920,6 +1937,8 @@ BEGIN
 END
 $$;
 )sql"},
+      {26, "group_start() returns how many items it released, not how many parts",
+       absl::StrCat("CREATE OR REPLACE ", GroupStartFunction(/*count_items=*/true))},
   };
   return *migrations;
 }

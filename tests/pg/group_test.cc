@@ -423,6 +423,13 @@ TEST_F(GroupTest, TheSqlApiEnqueuesStartsAndReadsGroups) {
   EXPECT_EQ(run("SELECT held FROM {schema}.group_status('jobs', 'sql')")[0][0].as<int64_t>(), 3);
   EXPECT_EQ(run("SELECT {schema}.group_start('jobs', 'sql')")[0][0].as<int64_t>(), 3);
   EXPECT_EQ(Group("sql").pending, 3);
+  // It counts items, not the parts they are in (schema version 26): five
+  // items of one key are in one part.
+  run("SELECT {schema}.enqueue('jobs', 'k' || g, key => 'one', group_id => 'keyed') "
+      "FROM generate_series(1, 5) g");
+  EXPECT_EQ(run("SELECT {schema}.group_start('jobs', 'keyed')")[0][0].as<int64_t>(), 5);
+  EXPECT_EQ(run("SELECT {schema}.group_start('jobs', 'keyed')")[0][0].as<int64_t>(), 0)
+      << "started already: nothing held";
   // The older calls still mean what they meant.
   run("SELECT {schema}.enqueue('jobs', 'plain')");
   run("SELECT * FROM {schema}.enqueue_item('jobs', 'plain', key => 'k', dedup_key => 'd')");
