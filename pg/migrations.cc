@@ -1798,12 +1798,12 @@ BEGIN
   END IF;
   IF cardinality(keys) <> n THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
-      'keys has %s elements and payloads %s: give one key per payload (NULL for none)',
+      'keys must have one element per payload (NULL for none): %s for %s payloads',
       cardinality(keys), n);
   END IF;
   IF cardinality(dedup_keys) <> n THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format(
-      'dedup_keys has %s elements and payloads %s: give one per payload (NULL for none)',
+      'dedup_keys must have one element per payload (NULL for none): %s for %s payloads',
       cardinality(dedup_keys), n);
   END IF;
   -- The checks of enqueue_item, once for what all items share ...
@@ -1865,6 +1865,9 @@ BEGIN
            END,
            s.k, s.dk, prio::smallint, now() + d, s.p
     FROM src s
+    -- In dedup key order (ids stay in the order given): calls that share
+    -- keys then wait for each other's in one order, never in a cycle.
+    ORDER BY s.dk, s.o
     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
     RETURNING i.id, i.part),
   lowest AS (SELECT x.part, min(x.id) AS first FROM ins x GROUP BY x.part)

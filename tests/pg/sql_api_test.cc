@@ -946,6 +946,59 @@ TEST_F(SqlApiTest, EnqueueManyDedupsWithinTheCallAndAgainstLiveItems) {
             "y");
 }
 
+// Two calls that share dedup keys, given in opposite orders, never wait for
+// each other in a cycle: the keys are inserted in key order. (In the order
+// given, B would hold k2 while waiting for A's k1, and A's k2 would wait for
+// B: a deadlock, 40P01.)
+TEST_F(SqlApiTest, EnqueueManyCallsSharingDedupKeysDoNotDeadlock) {
+  CreateQueue("q", 4);
+  pqxx::connection a(schema_.dsn());
+  pqxx::work wa(a);
+  const int64_t a1 = wa.exec(WithSchema("SELECT id FROM {schema}.enqueue_many('q', ARRAY['a1'], "
+                                        "dedup_keys => ARRAY['k1'])",
+                                        schema_.name()))[0][0]
+                         .as<int64_t>();
+  std::optional<pqxx::result> b_rows;
+  std::string b_error;
+  std::thread b([&] {
+    try {
+      pqxx::connection c(schema_.dsn());
+      c.set_variable("application_name", "'sqlapi-order'");
+      pqxx::work w(c);
+      pqxx::result r = w.exec(WithSchema(
+          "SELECT id, duplicate FROM {schema}.enqueue_many('q', ARRAY['b2', 'b1'], "
+          "dedup_keys => ARRAY['k2', 'k1'])",
+          schema_.name()));
+      w.commit();
+      b_rows = r;
+    } catch (const std::exception& e) {
+      b_error = e.what();
+    }
+  });
+  EXPECT_TRUE(WaitUntil([&] { return WaitingForALock("sqlapi-order"); }));
+  std::string a_error;
+  int64_t a2 = 0;
+  try {
+    a2 = wa.exec(WithSchema("SELECT id FROM {schema}.enqueue_many('q', ARRAY['a2'], "
+                            "dedup_keys => ARRAY['k2'])",
+                            schema_.name()))[0][0]
+             .as<int64_t>();
+    wa.commit();
+  } catch (const std::exception& e) {
+    a_error = e.what();
+  }
+  b.join();
+  EXPECT_EQ(a_error, "");
+  EXPECT_EQ(b_error, "");
+  ASSERT_TRUE(b_rows.has_value());
+  ASSERT_EQ(b_rows->size(), 2u);
+  EXPECT_EQ((*b_rows)[0][0].as<int64_t>(), a2) << "k2 is A's";
+  EXPECT_EQ((*b_rows)[1][0].as<int64_t>(), a1) << "k1 is A's";
+  EXPECT_TRUE((*b_rows)[0][1].as<bool>());
+  EXPECT_TRUE((*b_rows)[1][1].as<bool>());
+  EXPECT_EQ(Left("q"), 2);
+}
+
 // One notice per part with the lowest id the call added there, as the C++
 // producer's batches send them; past 32 parts one for all; on commit only.
 TEST_F(SqlApiTest, EnqueueManyNotifiesEachPartOnceOnCommit) {
@@ -1014,9 +1067,9 @@ TEST_F(SqlApiTest, EnqueueManyRefusesBadInputAndEnqueuesNothing) {
       {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a', NULL, 'c'])",
        "item 2: payload must not be NULL"},
       {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a', 'b'], keys => ARRAY['k'])",
-       "keys has 1 elements and payloads 2"},
+       "keys must have one element per payload (NULL for none): 1 for 2 payloads"},
       {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a'], dedup_keys => ARRAY['x', 'y'])",
-       "dedup_keys has 2 elements and payloads 1"},
+       "dedup_keys must have one element per payload (NULL for none): 2 for 1 payloads"},
       {"SELECT * FROM {schema}.enqueue_many('q', ARRAY[['a'], ['b']])",
        "must be one-dimensional arrays"},
       {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a'], priority => 40000)",
