@@ -31,6 +31,20 @@ std::string ItemChecks(absl::string_view payload, absl::string_view prio, absl::
                              {{"$payload", payload}, {"$prio", prio}, {"$key", key}});
 }
 
+// What every enqueue of the SQL API does before it inserts (enqueue_item
+// says why): items' lock, then the queue's part count into `nparts`, the row
+// locked FOR KEY SHARE outside READ COMMITTED; an unknown queue raises.
+constexpr char kLockAndReadQueue[] = R"sql(  LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE;
+  IF current_setting('transaction_isolation') = 'read committed' THEN
+    SELECT qq.parts INTO nparts FROM {schema}.queues qq WHERE qq.name = q;
+  ELSE
+    SELECT qq.parts INTO nparts FROM {schema}.queues qq WHERE qq.name = q FOR KEY SHARE;
+  END IF;
+  IF nparts IS NULL THEN
+    PERFORM {schema}.unknown_queue(q);
+  END IF;
+)sql";
+
 // enqueue_item(queue, payload bytea, ...) of the SQL API, as migration 6
 // made it (the notice naming the part) and migration 8 remade it (the
 // notice carrying the item's key too, Notice::from): `notice` is the
@@ -112,15 +126,7 @@ BEGIN
   -- such a read fail with a serialization failure (40001) instead of
   -- writing into a queue that is gone. READ COMMITTED skips the row lock:
   -- it would write the hot queue row on every enqueue.
-  LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE;
-  IF current_setting('transaction_isolation') = 'read committed' THEN
-    SELECT qq.parts INTO nparts FROM {schema}.queues qq WHERE qq.name = q;
-  ELSE
-    SELECT qq.parts INTO nparts FROM {schema}.queues qq WHERE qq.name = q FOR KEY SHARE;
-  END IF;
-  IF nparts IS NULL THEN
-    PERFORM {schema}.unknown_queue(q);
-  END IF;
+{lock_and_read_queue}
   IF k IS NOT NULL THEN
     h := {schema}.murmur2(convert_to(k, 'UTF8')) & 2147483647;
   END IF;{group_hold}
@@ -165,6 +171,8 @@ $$;
                            {"{insert_cols}", insert_cols},
                            {"{insert_vals}", insert_vals},
                            {"{run_at}", run_at},
+                           {"{lock_and_read_queue}",
+                            absl::string_view(kLockAndReadQueue, sizeof(kLockAndReadQueue) - 2)},
                            {"{group_count}", group_count}}),
       {{"{notice}", notice}});
 }
@@ -1760,7 +1768,7 @@ INSERT INTO {schema}.expiry_sweeps (queue, generation, sweep_after)
 SELECT name, -1, '-infinity' FROM {schema}.queues;
 )sql"},
       // Many items in one call (the comment above the list, "Migration 25").
-      {25, "enqueue_many(): many items in one call of the SQL API", R"sql(
+      {25, "enqueue_many(): many items in one call of the SQL API", absl::StrCat(R"sql(
 CREATE FUNCTION {schema}.enqueue_many(queue text, payloads bytea[], keys text[] DEFAULT NULL,
                                       dedup_keys text[] DEFAULT NULL,
                                       delay interval DEFAULT '0', priority int DEFAULT 0,
@@ -1840,16 +1848,7 @@ BEGIN
   END IF;
 
   -- The lock and the queue read of enqueue_item (which says why).
-  LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE;
-  IF current_setting('transaction_isolation') = 'read committed' THEN
-    SELECT qq.parts INTO nparts FROM {schema}.queues qq WHERE qq.name = q;
-  ELSE
-    SELECT qq.parts INTO nparts FROM {schema}.queues qq WHERE qq.name = q FOR KEY SHARE;
-  END IF;
-  IF nparts IS NULL THEN
-    PERFORM {schema}.unknown_queue(q);
-  END IF;
-
+)sql", kLockAndReadQueue, R"sql(
   -- One insert for all; ids in the order given, so a key's items keep it.
   -- Each item's answer goes into ids/item_parts/dups at its position: the
   -- new item, or NULL where its dedup key already had a live item.
@@ -1939,7 +1938,7 @@ BEGIN
     keys, dedup_keys, delay, priority, group_id);
 END
 $$;
-)sql"},
+)sql")},
       {26, "group_start() returns how many items it released, not how many parts",
        absl::StrCat("CREATE OR REPLACE ", GroupStartFunction(/*count_items=*/true))},
   };

@@ -62,6 +62,14 @@ std::string TextArrayLiteral(const std::vector<std::string>& values) {
   return TextArrayLiteral(std::vector<std::optional<std::string>>(values.begin(), values.end()));
 }
 
+// The notices a connection receives on `channel`, in order.
+struct NoticeReceiver : pqxx::notification_receiver {
+  NoticeReceiver(pqxx::connection_base& c, const std::string& channel)
+      : pqxx::notification_receiver(c, channel) {}
+  void operator()(const std::string& payload, int) override { got.push_back(payload); }
+  std::vector<std::string> got;
+};
+
 // UTF-8 of a code point.
 std::string Utf8(char32_t c) {
   std::string out;
@@ -290,14 +298,8 @@ TEST_F(SqlApiTest, ChannelIsTheOneTheConsumersListenOn) {
 // before the final marker came from the transactions before it.
 TEST_F(SqlApiTest, EnqueueNotifiesTheQueuesChannelOnCommitOnly) {
   CreateQueue("q", 8);
-  struct Receiver : pqxx::notification_receiver {
-    Receiver(pqxx::connection_base& c, const std::string& channel)
-        : pqxx::notification_receiver(c, channel) {}
-    void operator()(const std::string& payload, int) override { got.push_back(payload); }
-    std::vector<std::string> got;
-  };
   pqxx::connection listener(schema_.dsn());
-  Receiver receiver(listener, ChannelFor(schema_.name(), "q"));
+  NoticeReceiver receiver(listener, ChannelFor(schema_.name(), "q"));
   listener.get_notifs();  // LISTEN is sent
 
   pqxx::connection c(schema_.dsn());
@@ -1004,15 +1006,9 @@ TEST_F(SqlApiTest, EnqueueManyCallsSharingDedupKeysDoNotDeadlock) {
 TEST_F(SqlApiTest, EnqueueManyNotifiesEachPartOnceOnCommit) {
   CreateQueue("few", 8);
   CreateQueue("many", 64);
-  struct Receiver : pqxx::notification_receiver {
-    Receiver(pqxx::connection_base& c, const std::string& channel)
-        : pqxx::notification_receiver(c, channel) {}
-    void operator()(const std::string& payload, int) override { got.push_back(payload); }
-    std::vector<std::string> got;
-  };
   pqxx::connection listener(schema_.dsn());
-  Receiver few(listener, ChannelFor(schema_.name(), "few"));
-  Receiver many(listener, ChannelFor(schema_.name(), "many"));
+  NoticeReceiver few(listener, ChannelFor(schema_.name(), "few"));
+  NoticeReceiver many(listener, ChannelFor(schema_.name(), "many"));
   listener.get_notifs();  // LISTEN is sent
   const std::string hundred =
       "ARRAY(SELECT 'p' || g FROM generate_series(1, 100) g), priority => -2";
