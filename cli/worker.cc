@@ -173,9 +173,13 @@ int CmdWorker(const std::vector<std::string>& argv) {
             static_cast<long long>(s.dead), static_cast<long long>(s.fenced));
   }
   if (!ended.ok()) {
-    // The queue was deleted under us (partq queue delete): nothing to work on.
-    return Fail(absl::NotFoundError(absl::StrCat(
-        "queue \"", o.queue, "\" was deleted while this worker ran: ", ended.message())));
+    // The queue was deleted under us (partq queue delete): nothing to work
+    // on. (The store's own message would suggest creating the queue, as for
+    // a name never created; the session's log line above carries it.)
+    return Fail(absl::NotFoundError(
+        absl::StrCat("queue \"", o.queue,
+                     "\" was deleted while this worker ran (partq queue delete); nothing is "
+                     "left to work on")));
   }
   return 0;
 }

@@ -171,7 +171,9 @@ TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
   ASSERT_TRUE(status.has_value()) << "the worker is still running:\n" << ReadFile(log);
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
   const std::string out = ReadFile(log);
-  EXPECT_TRUE(absl::StrContains(out, "queue \"slow\" was deleted while this worker ran")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "partq: error: queue \"slow\" was deleted while this worker "
+                                     "ran (partq queue delete); nothing is left to work on\n"))
+      << out;
   EXPECT_LT(std::count(out.begin(), out.end(), '\n'), 12) << out;
   std::remove(log.c_str());
 }
