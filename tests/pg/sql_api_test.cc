@@ -168,6 +168,22 @@ class SqlApiTest : public ::testing::Test {
     return o;
   }
 
+  // Notifies "end" on the queue's channel from `c` and waits until
+  // `receiver` (on `listener`) has it: notices arrive in commit order, so
+  // all those of earlier commits have arrived too.
+  bool EndAndWait(pqxx::connection& c, pqxx::connection& listener, NoticeReceiver& receiver,
+                  const std::string& queue) {
+    {
+      pqxx::work w(c);
+      w.exec_params("SELECT pg_notify($1, 'end')", ChannelFor(schema_.name(), queue));
+      w.commit();
+    }
+    return WaitUntil([&] {
+      listener.await_notification(0, 50000);
+      return !receiver.got.empty() && receiver.got.back() == "end";
+    });
+  }
+
   // Starts DeleteQueue(q, kDelete) on a thread of its own, into `out`, and
   // returns once it waits for a lock (held by the caller's transaction).
   std::thread DeleteWhenFree(const std::string& queue, absl::StatusOr<DeletedQueue>* out) {
@@ -323,15 +339,7 @@ TEST_F(SqlApiTest, EnqueueNotifiesTheQueuesChannelOnCommitOnly) {
     }
   }
   ASSERT_EQ(want.size(), 2u);
-  {
-    pqxx::work w(c);
-    w.exec_params("SELECT pg_notify($1, 'end')", ChannelFor(schema_.name(), "q"));
-    w.commit();
-  }
-  ASSERT_TRUE(WaitUntil([&] {
-    listener.await_notification(0, 50000);
-    return !receiver.got.empty() && receiver.got.back() == "end";
-  }));
+  ASSERT_TRUE(EndAndWait(c, listener, receiver, "q"));
   receiver.got.pop_back();
   EXPECT_EQ(receiver.got, want);
 }
@@ -1031,15 +1039,7 @@ TEST_F(SqlApiTest, EnqueueManyNotifiesEachPartOnceOnCommit) {
   pqxx::result m = Run("SELECT min(id), count(DISTINCT part) FROM {schema}.enqueue_many('many', " +
                        hundred + ")");
   ASSERT_GT(m[0][1].as<int>(), 32);
-  {
-    pqxx::work w(c);
-    w.exec_params("SELECT pg_notify($1, 'end')", ChannelFor(schema_.name(), "many"));
-    w.commit();
-  }
-  ASSERT_TRUE(WaitUntil([&] {
-    listener.await_notification(0, 50000);
-    return !many.got.empty() && many.got.back() == "end";
-  }));
+  ASSERT_TRUE(EndAndWait(c, listener, many, "many"));
   std::sort(few.got.begin(), few.got.end());
   std::sort(want.begin(), want.end());
   EXPECT_EQ(few.got, want);
