@@ -2,8 +2,9 @@
 // leveldb's FaultInjectionTestEnv wraps an Env, a FaultInjector wraps stores
 // (or a StoreFactory, so every connection a component makes is wrapped) and
 // decides, before each call reaches the store, whether it fails, how long it
-// takes, and counts it; and after, how long its answer takes to come back. The wrapped store is
-// untouched: faults compose with any store (MemStore in unit tests, PgStore too).
+// takes, and counts it; and after, how long its answer takes to come back.
+// The wrapped store is untouched: faults compose with any store (MemStore in
+// unit tests, PgStore too).
 //
 //   ManualClock clock;
 //   MemDatabase db(&clock);

@@ -542,8 +542,28 @@ TEST_F(PgStoreTest, ABatchClaimedAheadIsRecordedWhenItFinishedNotWhenItWasClaime
   ASSERT_EQ(dead.size(), 1u);
   EXPECT_GE(absl::ToUnixMicros(dead[0].failed_at), handled);
   EXPECT_GE(schema_.QInt("SELECT (extract(epoch FROM finished_at) * 1000000)::bigint "
-                         "FROM {schema}.results WHERE queue = 'q'"),
+                         "FROM {schema}.results WHERE dedup_key = 'd-1'"),
             handled);
+
+  // The common ack (every item acked, no result: the pipelined statement)
+  // records the same way.
+  NewItem later = Payload("later");
+  later.dedup_key = "d-2";
+  ASSERT_OK(store_->EnqueueBatch("q", {Payload("again"), later}));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> again, store_->Claim(ClaimAll("q", m, 1)));
+  ASSERT_EQ(again.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(FinishResult r3,
+                       store_->Finish(FinishClaimingAhead("q", m, again, 1), AckAll()));
+  ASSERT_TRUE(r3.next_begun);
+  ASSERT_EQ(r3.next.size(), 1u);
+  absl::SleepFor(absl::Milliseconds(500));
+  const int64_t handled_again =
+      schema_.QInt("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
+  ASSERT_OK_AND_ASSIGN(FinishResult r4, store_->Finish(FinishOf("q", m, r3.next), AckAll()));
+  ASSERT_EQ(r4.acked.size(), 1u);
+  EXPECT_GE(schema_.QInt("SELECT (extract(epoch FROM finished_at) * 1000000)::bigint "
+                         "FROM {schema}.results WHERE dedup_key = 'd-2'"),
+            handled_again);
 }
 
 // A deleted queue takes the bridge's stored offsets with it: the same name
