@@ -25,6 +25,7 @@
 #include "console/console.h"
 #include "coordinator/heartbeat.h"
 #include "coordinator/queue_collector.h"
+#include "pg/migrations.h"
 #include "pg/pg_store.h"
 #include "producer/producer.h"
 #include "store/throughput.h"
@@ -293,15 +294,65 @@ void PrintPartsSummary(const QueueStatus& st) {
 
 }  // namespace
 
+namespace {
+
+// `partq migrate --print`: the SQL, for a DBA's own tools; no connection.
+int PrintMigrations(const Args& args) {
+  auto from = args.Int("from", 0, 0, kSchemaVersion);
+  if (!from.ok()) return Fail(from.status());
+  auto to = args.Int("to", kSchemaVersion, 1, kSchemaVersion);
+  if (!to.ok()) return Fail(to.status());
+  auto script = MigrationScript(args.GetOr("schema", "partq"), static_cast<int>(*from),
+                                static_cast<int>(*to));
+  if (!script.ok()) return Fail(script.status());
+  fputs(script->c_str(), stdout);
+  return 0;
+}
+
+// `partq migrate --status`: every migration, applied (when) or pending.
+int MigrationStatusCommand(const PgOptions& options) {
+  auto all = PgMigrationStatus(options);
+  if (!all.ok()) return Fail(all.status());
+  int applied = 0;
+  for (const AppliedMigration& m : *all) {
+    if (m.applied_at) ++applied;
+    const std::string when =
+        m.applied_at ? absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", *m.applied_at, absl::UTCTimeZone())
+                     : "pending";
+    printf("%4d  %-23s  %s%s\n", m.version, when.c_str(), m.description.c_str(),
+           m.known ? "" : "  (unknown to this partq: a newer one applied it)");
+  }
+  printf("schema \"%s\": %d of %zu applied; this partq is at version %d\n",
+         options.schema.c_str(), applied, all->size(), kSchemaVersion);
+  return 0;
+}
+
+}  // namespace
+
 int CmdMigrate(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, ConnectionFlags(), {});
+  std::set<std::string> value_flags = ConnectionFlags();
+  value_flags.insert({"to", "from"});
+  auto args = Args::Parse(argv, value_flags, {"print", "status"});
   if (!args.ok()) return Fail(args.status());
-  if (auto u = WrongPositionals(args->positional(), 0, {}, "usage: partq migrate")) return *u;
-  auto store = Connect(*args);
-  if (!store.ok()) return Fail(store.status());
-  if (absl::Status st = (*store)->Migrate(); !st.ok()) return Fail(st);
+  if (auto u = WrongPositionals(args->positional(), 0, {},
+                                "usage: partq migrate [--to N] | --status | --print [--from N] "
+                                "[--to N]")) {
+    return *u;
+  }
+  if (args->Has("print") && args->Has("status")) {
+    return Fail(absl::InvalidArgumentError("--print and --status do not go together"));
+  }
+  if (args->Has("print")) return PrintMigrations(*args);
+  if (args->Has("from")) {
+    return Fail(absl::InvalidArgumentError("--from goes with --print only"));
+  }
   auto o = ConnectionOptions(*args);
-  printf("schema \"%s\" is at version %d\n", o->schema.c_str(), kSchemaVersion);
+  if (!o.ok()) return Fail(o.status());
+  if (args->Has("status")) return MigrationStatusCommand(*o);
+  auto to = args->Int("to", kSchemaVersion, 1, kSchemaVersion);
+  if (!to.ok()) return Fail(to.status());
+  if (absl::Status st = MigratePg(*o, static_cast<int>(*to)); !st.ok()) return Fail(st);
+  printf("schema \"%s\" is at version %d\n", o->schema.c_str(), static_cast<int>(*to));
   return 0;
 }
 

@@ -19,7 +19,12 @@ struct CommandUsage {
 
 constexpr CommandUsage kCommands[] = {
     {"migrate",
-     "  migrate                                  create/upgrade the schema (idempotent)\n"},
+     "  migrate [--to N]                         create/upgrade the schema (idempotent), each\n"
+     "                                           migration in a transaction of its own; --to\n"
+     "                                           stops at version N\n"
+     "  migrate --status                         each migration: applied (when) or pending\n"
+     "  migrate --print [--from N] [--to M]      the SQL of migrations N+1..M (default: all)\n"
+     "                                           for a DBA's own tools; needs no database\n"},
     {"queue",
      "  queue create NAME --parts N [--assignment lexical|sticky] [--ordered]\n"
      "               [--max-attempts N] [--session-ttl 10s] [--dlq-topic TOPIC]\n"

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -466,45 +467,108 @@ absl::Status PgStore::Fail(absl::string_view what, std::exception_ptr error) {
 
 // --- schema ---------------------------------------------------------------------------
 
-absl::Status PgStore::Migrate() {
-  return Run("migrate", [&]() -> absl::Status {
+absl::Status PgStore::Migrate() { return MigrateTo(kSchemaVersion); }
+
+namespace {
+
+// Taken first in every migrating transaction: until it is held nothing else
+// may look at the schema, so 20 processes migrating at once run one after
+// another, and each later one sees the schema the earlier ones committed.
+constexpr char kMigrateLock[] =
+    "SELECT pg_advisory_xact_lock(hashtextextended('partq.migrate:' || $1, 0))";
+
+}  // namespace
+
+absl::StatusOr<int> PgStore::SchemaVersionLocked(pqxx::transaction_base& tx) {
+  const int current = tx.exec(WithSchema(
+      "SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations", options_.schema))[0][0]
+                          .as<int>();
+  if (current > kSchemaVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("partq schema \"", options_.schema, "\" is at version ", current,
+                     ", newer than this partq (", kSchemaVersion, "): upgrade partq"));
+  }
+  return current;
+}
+
+absl::Status PgStore::MigrateTo(int to_version) {
+  if (to_version < 1 || to_version > kSchemaVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no schema version ", to_version, ": this partq knows 1..", kSchemaVersion));
+  }
+  absl::Status st = Run("migrate", [&]() -> absl::Status {
     PgWork<> tx(*conn_, options_.transaction_pooler);
-    // The lock comes first: until it is held nothing else may look at the
-    // schema, so 20 processes migrating at once run one after another, and
-    // each later one sees the schema the earlier ones committed.
-    tx.exec_params("SELECT pg_advisory_xact_lock(hashtextextended('partq.migrate:' || $1, 0))",
-                   options_.schema);
+    tx.exec_params(kMigrateLock, options_.schema);
     // Checked first so a user without CREATE on the database can still run
     // an up-to-date schema.
     if (tx.exec_params("SELECT 1 FROM pg_namespace WHERE nspname = $1", options_.schema).empty()) {
       tx.exec(WithSchema("CREATE SCHEMA {schema}", options_.schema));
     }
-    tx.exec(WithSchema(R"sql(
-CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
-  version      int PRIMARY KEY,
-  description  text NOT NULL,
-  applied_at   timestamptz NOT NULL DEFAULT now()
-))sql",
-                       options_.schema));
-    const int current = tx.exec(WithSchema(
-        "SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations", options_.schema))[0][0]
-                            .as<int>();
-    if (current > kSchemaVersion) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("partq schema \"", options_.schema, "\" is at version ", current,
-                       ", newer than this partq (", kSchemaVersion, "): upgrade partq"));
-    }
-    for (const Migration& m : Migrations()) {
-      if (m.version <= current) continue;
+    tx.exec(SchemaBootstrapSql(options_.schema));
+    tx.commit();
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  // Each migration in a transaction of its own (as River and Flyway apply
+  // theirs): a failure leaves the schema at the last version that committed,
+  // and the next run goes on from there.
+  for (const Migration& m : Migrations()) {
+    if (m.version > to_version) break;
+    st = Run("migrate", [&]() -> absl::Status {
+      PgWork<> tx(*conn_, options_.transaction_pooler);
+      tx.exec_params(kMigrateLock, options_.schema);
+      absl::StatusOr<int> current = SchemaVersionLocked(tx);
+      if (!current.ok()) return current.status();
+      if (m.version <= *current) return absl::OkStatus();
       tx.exec(WithSchema(m.sql, options_.schema));
       tx.exec_params(WithSchema("INSERT INTO {schema}.schema_migrations (version, description) "
                                 "VALUES ($1, $2)",
                                 options_.schema),
-                     m.version, std::string(m.description));
+                     m.version, m.description);
+      tx.commit();
+      return absl::OkStatus();
+    });
+    if (!st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("migration ", m.version, " (pg/", m.file,
+                                                  "): ", st.message()));
     }
-    tx.commit();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<AppliedMigration>> PgStore::MigrationStatus() {
+  std::vector<AppliedMigration> out;
+  absl::Status st = Run("reading the schema's migrations", [&]() -> absl::Status {
+    out.clear();
+    pqxx::transaction_base& tx = Autocommit();
+    std::map<int, std::pair<std::string, int64_t>> applied;
+    if (tx.exec_params("SELECT to_regclass(quote_ident($1) || '.schema_migrations') IS NOT NULL",
+                       options_.schema)[0][0]
+            .as<bool>()) {
+      for (const pqxx::row& r :
+           tx.exec(WithSchema("SELECT version, description, "
+                              "(extract(epoch FROM applied_at) * 1000000)::bigint "
+                              "FROM {schema}.schema_migrations ORDER BY version",
+                              options_.schema))) {
+        applied[r[0].as<int>()] = {r[1].as<std::string>(), r[2].as<int64_t>()};
+      }
+    }
+    for (const Migration& m : Migrations()) {
+      AppliedMigration a{m.version, m.description, std::nullopt};
+      if (auto it = applied.find(m.version); it != applied.end()) {
+        a.applied_at = absl::FromUnixMicros(it->second.second);
+        applied.erase(it);
+      }
+      out.push_back(std::move(a));
+    }
+    // Versions this binary does not know (a newer partq migrated the schema).
+    for (const auto& [version, row] : applied) {
+      out.push_back({version, row.first, absl::FromUnixMicros(row.second), /*known=*/false});
+    }
     return absl::OkStatus();
   });
+  if (!st.ok()) return st;
+  return out;
 }
 
 absl::Status PgStore::CheckSchema() {
@@ -1232,11 +1296,33 @@ absl::StatusOr<std::unique_ptr<Listener>> PgStore::Listen(absl::string_view queu
 
 // --- factories --------------------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<Store>> ConnectPg(const PgOptions& options) {
+namespace {
+
+absl::StatusOr<std::unique_ptr<pg_internal::PgStore>> ConnectPgStore(const PgOptions& options) {
   if (absl::Status st = ValidateSchemaName(options.schema); !st.ok()) return st;
   auto store = std::make_unique<pg_internal::PgStore>(options);
   if (absl::Status st = store->EnsureConnected(); !st.ok()) return st;
-  return std::unique_ptr<Store>(std::move(store));
+  return store;
+}
+
+}  // namespace
+
+absl::Status MigratePg(const PgOptions& options, int to_version) {
+  auto store = ConnectPgStore(options);
+  if (!store.ok()) return store.status();
+  return (*store)->MigrateTo(to_version);
+}
+
+absl::StatusOr<std::vector<AppliedMigration>> PgMigrationStatus(const PgOptions& options) {
+  auto store = ConnectPgStore(options);
+  if (!store.ok()) return store.status();
+  return (*store)->MigrationStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Store>> ConnectPg(const PgOptions& options) {
+  auto store = ConnectPgStore(options);
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<Store>(std::move(*store));
 }
 
 StoreFactory PgStoreFactory(PgOptions options) {

@@ -11,10 +11,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "store/bridge_store.h"
 #include "store/store.h"
 #include "store/validate.h"
@@ -51,6 +53,22 @@ inline constexpr int kSchemaVersion = 26;
 // for rejected credentials.
 absl::StatusOr<std::unique_ptr<Store>> ConnectPg(const PgOptions& options);
 StoreFactory PgStoreFactory(PgOptions options);
+
+// Migrates options.schema up to version `to_version` (1..kSchemaVersion;
+// Store::Migrate goes to kSchemaVersion), each migration in a transaction of
+// its own; a schema already there or past it is left as it is.
+absl::Status MigratePg(const PgOptions& options, int to_version);
+// One migration as the schema has it.
+struct AppliedMigration {
+  int version = 0;
+  std::string description;
+  std::optional<absl::Time> applied_at;  // nullopt: not applied (pending)
+  bool known = true;  // false: applied by a newer partq, unknown to this one
+};
+// Every migration this binary knows, applied or pending, then any the
+// schema has that it does not know. A schema that does not exist has every
+// migration pending.
+absl::StatusOr<std::vector<AppliedMigration>> PgMigrationStatus(const PgOptions& options);
 // The same for the Kafka bridge's operations (store/bridge_store.h).
 absl::StatusOr<std::unique_ptr<BridgeStore>> ConnectPgBridge(const PgOptions& options);
 BridgeStoreFactory PgBridgeStoreFactory(PgOptions options);

@@ -304,6 +304,9 @@ class PgStore final : public Store, public BridgeStore {
   absl::Status EnsureConnected();
 
   absl::Status Migrate() override;
+  // MigratePg and PgMigrationStatus (pg_store.h).
+  absl::Status MigrateTo(int to_version);
+  absl::StatusOr<std::vector<AppliedMigration>> MigrationStatus();
   absl::Status CheckSchema() override;
 
   absl::Status CreateQueue(const QueueConfig& config) override;
@@ -419,6 +422,9 @@ class PgStore final : public Store, public BridgeStore {
   // when `f` returns, or none does if it throws).
   pqxx::transaction_base& Autocommit();
   absl::Status Fail(absl::string_view what, std::exception_ptr error);
+  // The schema's version, read under the migration lock; FailedPrecondition
+  // when it is newer than this binary.
+  absl::StatusOr<int> SchemaVersionLocked(pqxx::transaction_base& tx);
   // Closes the connection (the next call reconnects); a listener on it
   // stops receiving until then.
   void DropConnection();
