@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# Which storage shape can pass `partq bench`'s strict floor? (issue 47)
+#
+# The floor deletes a pre-assigned id range and inserts the results in one
+# statement. A queue whose ack deletes nothing appends items to a log and moves
+# each part's position instead. This runs pgbench with the smallest SQL of
+# each shape, one client per part, rounds interleaved, and prints each shape's
+# rate as a ratio to the floor of the same round:
+#
+#   floor       one statement: DELETE the block + INSERT its results
+#               (bench/ceiling.sh's floor; 1 round trip, reads no payload)
+#   log_floor   one statement: read the part's next rows by a dense per-part
+#               sequence, INSERT their results, UPDATE the part's offset row
+#               (the shape issue 47 measured; 1 round trip; a dense per-part
+#               sequence needs enqueues serialized per part, which partq's
+#               producers are not)
+#   log_partq   partq's hot path on a log, the round trips a worker makes
+#               (and a BEGIN): the handler's INSERT of its results; then one
+#               statement that fences the part (session_parts FOR SHARE at the
+#               claimed epoch), replaces the part's record (the newest row
+#               deleted, a new one inserted: never an update, so no chain of
+#               versions builds behind a held snapshot) with the batch
+#               finished and the next batch read from the log in (xid, id)
+#               order within the part's window (pg_visible_in_snapshot against
+#               the window's snapshot and the part's position, so a late
+#               commit is never skipped), payloads returned, + COMMIT
+#   delete_partq  the same round trips with today's ack: the handler's
+#               INSERT; then fence, DELETE the batch's rows by id, replace the
+#               record, read the next batch by (part, id) from a cursor
+#
+# Usage: bench/ceiling_log.sh [--dsn DSN] [--clients 4] [--batch 100]
+#                             [--transactions 1500] [--rounds 3]
+# Without --dsn it starts a throwaway PostgreSQL 15 (default settings, fsync
+# on, as `partq bench` does) and removes it afterwards.
+set -euo pipefail
+
+dsn="" clients=4 batch=100 tx=1500 rounds=3
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --dsn) dsn="$2"; shift 2 ;;
+    --clients) clients="$2"; shift 2 ;;
+    --batch) batch="$2"; shift 2 ;;
+    --transactions) tx="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    *) echo "usage: $0 [--dsn DSN] [--clients N] [--batch B] [--transactions T] [--rounds R]" >&2
+       exit 2 ;;
+  esac
+done
+for v in "$clients" "$batch" "$tx" "$rounds"; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "$0: counts must be positive integers, got '$v'" >&2; exit 2; }
+done
+
+bindir=/usr/lib/postgresql/15/bin
+work="$(mktemp -d /tmp/partq-ceiling-log.XXXXXX)"
+as_owner=()
+cleanup() {
+  if [[ -f "$work/data/postmaster.pid" ]]; then
+    "${as_owner[@]}" "$bindir/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+if [[ -z "$dsn" ]]; then
+  if [[ $(id -u) -eq 0 ]]; then
+    chown postgres "$work"
+    as_owner=(runuser -u postgres --)
+  fi
+  port=$((20000 + RANDOM % 20000))
+  "${as_owner[@]}" "$bindir/initdb" -D "$work/data" -U postgres --auth=trust -E UTF8 \
+    --locale=C >"$work/initdb.log" 2>&1
+  "${as_owner[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/server.log" -w -t 60 \
+    -o "-p $port -k $work -c listen_addresses=127.0.0.1" start >/dev/null
+  dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
+fi
+
+psql_q() { psql "$dsn" -X -q -v ON_ERROR_STOP=1 "$@"; }
+per_part=$((tx * batch))
+items=$((clients * per_part))
+s=partq_ceiling_log
+
+psql_q <<SQL
+SET client_min_messages = warning;
+DROP SCHEMA IF EXISTS $s CASCADE;
+CREATE SCHEMA $s;
+-- The floor's table and results (bench/baselines.cc).
+CREATE TABLE $s.jobs (id bigint PRIMARY KEY, payload bytea NOT NULL,
+  status smallint NOT NULL DEFAULT 0, enqueued_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE $s.results (item_id bigint NOT NULL, session_id uuid NOT NULL,
+  acked_at timestamptz NOT NULL DEFAULT now());
+CREATE SEQUENCE $s.blocks MINVALUE 0 START 0;
+-- A log of items: appended, never updated or deleted (segments would be
+-- truncated whole). seq is dense per part (log_floor only).
+CREATE TABLE $s.log (queue text COLLATE "C" NOT NULL, part int NOT NULL, id bigint NOT NULL,
+  seq bigint NOT NULL, xid xid8 NOT NULL DEFAULT pg_current_xact_id(), key text COLLATE "C",
+  payload bytea NOT NULL, enqueued_at timestamptz NOT NULL DEFAULT now());
+CREATE INDEX log_part ON $s.log (queue, part, xid, id);
+CREATE INDEX log_seq ON $s.log (queue, part, seq);
+CREATE TABLE $s.offsets (queue text COLLATE "C", part int, off bigint NOT NULL,
+  PRIMARY KEY (queue, part));
+-- session_parts (the fence) and the per-part record of log_partq.
+CREATE TABLE $s.owners (queue text COLLATE "C", part int, epoch bigint NOT NULL,
+  PRIMARY KEY (queue, part)) WITH (fillfactor = 50);
+CREATE SEQUENCE $s.record_seq;
+CREATE TABLE $s.records (queue text COLLATE "C", part int, seq bigint, epoch bigint NOT NULL,
+  pos pg_snapshot NOT NULL, win pg_snapshot NOT NULL, read_xid xid8 NOT NULL,
+  read_to bigint NOT NULL, ids bigint[] NOT NULL, PRIMARY KEY (queue, part, seq));
+-- delete_partq's items, as partq's items table has them today.
+CREATE TABLE $s.items (id bigint PRIMARY KEY, queue text COLLATE "C" NOT NULL, part int NOT NULL,
+  key text COLLATE "C", priority smallint NOT NULL DEFAULT 0, payload bytea NOT NULL,
+  enqueued_at timestamptz NOT NULL DEFAULT now(), run_at timestamptz NOT NULL DEFAULT now());
+CREATE INDEX items_ready ON $s.items (queue, part, priority, id);
+SQL
+
+cat >"$work/floor.sql" <<SQL
+WITH b AS (SELECT nextval('$s.blocks') * $batch AS lo),
+d AS (DELETE FROM $s.jobs j USING b WHERE j.id >= b.lo AND j.id < b.lo + $batch RETURNING j.id)
+INSERT INTO $s.results (item_id, session_id) SELECT id, md5(:client_id::text)::uuid FROM d;
+SQL
+cat >"$work/log_floor.sql" <<SQL
+WITH o AS (SELECT off FROM $s.offsets WHERE queue = 'q' AND part = :client_id),
+b AS (SELECT l.id, l.seq FROM $s.log l, o WHERE l.queue = 'q' AND l.part = :client_id
+      AND l.seq > o.off AND l.seq <= o.off + $batch),
+r AS (INSERT INTO $s.results (item_id, session_id) SELECT id, md5(:client_id::text)::uuid FROM b),
+u AS (UPDATE $s.offsets f SET off = (SELECT max(seq) FROM b) WHERE f.queue = 'q' AND f.part = :client_id)
+SELECT count(*) FROM b;
+SQL
+# The window's bounds come from the record as scalar subqueries, so that they
+# are the index scan's conditions (a join to the record would filter a scan of
+# the part from its head).
+# The handler's INSERT finds the batch claimed by the previous transaction in
+# the part's newest record (a worker has the ids in memory; one index probe
+# more here). The ack statement and the COMMIT go in one pipelined flight;
+# the BEGIN is a round trip of its own here (pgbench ends each transaction
+# in its script), where partq's COMMIT AND CHAIN begins the next: a little
+# against these shapes.
+cat >"$work/log_partq.sql" <<SQL
+BEGIN;
+INSERT INTO $s.results (item_id, session_id) SELECT unnest(r.ids), md5(:client_id::text)::uuid
+  FROM (SELECT ids FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1) r;
+\\startpipeline
+WITH f AS (SELECT epoch FROM $s.owners WHERE queue = 'q' AND part = :client_id AND epoch = 1 FOR SHARE),
+cur AS (SELECT * FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1),
+gone AS (DELETE FROM $s.records r USING cur, f WHERE r.queue = 'q' AND r.part = :client_id
+         AND r.seq = cur.seq RETURNING r.*),
+nxt AS (SELECT l.xid, l.id, l.payload FROM $s.log l
+        WHERE l.queue = 'q' AND l.part = :client_id
+          AND (l.xid, l.id) > ((SELECT read_xid FROM gone), (SELECT read_to FROM gone))
+          AND l.xid < (SELECT pg_snapshot_xmax(win) FROM gone)
+          AND pg_visible_in_snapshot(l.xid, (SELECT win FROM gone))
+          AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM gone))
+        ORDER BY l.xid, l.id LIMIT $batch),
+last AS (SELECT xid, id FROM nxt ORDER BY xid DESC, id DESC LIMIT 1),
+rec AS (INSERT INTO $s.records (queue, part, seq, epoch, pos, win, read_xid, read_to, ids)
+        SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, g.pos, g.win,
+               coalesce((SELECT xid FROM last), g.read_xid), coalesce((SELECT id FROM last), g.read_to),
+               coalesce((SELECT array_agg(id) FROM nxt), '{}') FROM gone g)
+SELECT id, payload FROM nxt;
+COMMIT;
+\\endpipeline
+SQL
+cat >"$work/delete_partq.sql" <<SQL
+BEGIN;
+INSERT INTO $s.results (item_id, session_id) SELECT unnest(r.ids), md5(:client_id::text)::uuid
+  FROM (SELECT ids FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1) r;
+\\startpipeline
+WITH f AS (SELECT epoch FROM $s.owners WHERE queue = 'q' AND part = :client_id AND epoch = 1 FOR SHARE),
+cur AS (SELECT * FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1),
+acked AS (DELETE FROM $s.items i USING f, cur WHERE i.id = ANY(cur.ids) RETURNING i.id),
+gone AS (DELETE FROM $s.records r USING cur, f WHERE r.queue = 'q' AND r.part = :client_id
+         AND r.seq = cur.seq RETURNING r.*),
+nxt AS (SELECT i.id, i.payload FROM $s.items i, gone g
+        WHERE i.queue = 'q' AND i.part = :client_id AND i.priority = 0 AND i.id > g.read_to
+          AND i.id <> ALL(g.ids)
+        ORDER BY i.queue, i.part, i.priority, i.id LIMIT $batch),
+rec AS (INSERT INTO $s.records (queue, part, seq, epoch, pos, win, read_xid, read_to, ids)
+        SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, g.pos, g.win, g.read_xid,
+               coalesce((SELECT max(id) FROM nxt), g.read_to),
+               coalesce((SELECT array_agg(id) FROM nxt), '{}') FROM gone g)
+SELECT id, payload FROM nxt;
+COMMIT;
+\\endpipeline
+SQL
+
+# Fresh tables for one shape, right after a checkpoint; items enqueued in
+# transactions of 10,000 (so the log's xids vary as a producer's would).
+setup() {
+  psql_q -o /dev/null <<SQL
+TRUNCATE $s.jobs, $s.results, $s.log, $s.offsets, $s.owners, $s.records, $s.items;
+SELECT setval('$s.blocks', 0, false);
+INSERT INTO $s.owners SELECT 'q', p, 1 FROM generate_series(0, $clients - 1) p;
+SQL
+  case "$1" in
+    floor) psql_q -o /dev/null -c "INSERT INTO $s.jobs (id, payload) SELECT g, convert_to(g::text, 'UTF8') FROM generate_series(0, $items - 1) g" ;;
+    log_*)
+      for ((lo = 0; lo < items; lo += 10000)); do
+        echo "INSERT INTO $s.log (queue, part, id, seq, payload) SELECT 'q', g % $clients, g, g / $clients + 1, convert_to(g::text, 'UTF8') FROM generate_series($lo, least($lo + 9999, $items - 1)) g;"
+      done | psql_q -o /dev/null
+      psql_q -o /dev/null <<SQL
+INSERT INTO $s.offsets SELECT 'q', p, 0 FROM generate_series(0, $clients - 1) p;
+INSERT INTO $s.records SELECT 'q', p, nextval('$s.record_seq'), 1, '1:1:', pg_current_snapshot(),
+  '0', -1, '{}' FROM generate_series(0, $clients - 1) p;
+SQL
+      ;;
+    delete_partq)
+      psql_q -o /dev/null <<SQL
+INSERT INTO $s.items (id, queue, part, payload) SELECT g, 'q', g % $clients, convert_to(g::text, 'UTF8') FROM generate_series(0, $items - 1) g;
+INSERT INTO $s.records SELECT 'q', p, nextval('$s.record_seq'), 1, '1:1:', '1:1:', '0', -1, '{}' FROM generate_series(0, $clients - 1) p;
+SQL
+      ;;
+  esac
+  psql_q -o /dev/null -c "VACUUM ANALYZE" -c "CHECKPOINT"
+}
+
+# Runs one shape; prints its items/s and checks every item got exactly one result.
+run() {
+  local shape="$1" out tps
+  setup "$shape"
+  # The 2-round-trip shapes claim their first batch in their first transaction.
+  local t="$tx"
+  if [[ "$shape" == *_partq ]]; then t=$((tx + 1)); fi
+  out="$(pgbench "$dsn" -n -M prepared -c "$clients" -j "$clients" -t "$t" \
+         -f "$work/$shape.sql" 2>&1)" || {
+    echo "$0: pgbench $shape failed:" >&2; echo "$out" >&2; exit 1; }
+  tps="$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")"
+  [[ -n "$tps" ]] || { echo "$0: no tps in pgbench output:" >&2; echo "$out" >&2; exit 1; }
+  local got
+  got="$(psql_q -At -c "SELECT count(*) || ' ' || count(DISTINCT item_id) FROM $s.results")"
+  [[ "$got" == "$items $items" ]] || { echo "$0: $shape wrote results '$got', not $items once each" >&2; exit 1; }
+  awk -v t="$tps" -v b="$batch" -v n="$tx" -v m="$t" 'BEGIN { printf "%.0f", t * b * n / m }'
+}
+
+shapes=(floor log_floor log_partq delete_partq)
+echo "clients=$clients batch=$batch items/round=$items rounds=$rounds"
+printf '%-6s' round; for sh in "${shapes[@]}"; do printf ' %20s' "$sh"; done; echo
+for ((r = 1; r <= rounds; r++)); do
+  declare -A rate=()
+  for ((k = 0; k < ${#shapes[@]}; k++)); do
+    sh="${shapes[$(((k + r - 1) % ${#shapes[@]}))]}"
+    rate[$sh]="$(run "$sh")"
+  done
+  printf '%-6s' "$r"
+  for sh in "${shapes[@]}"; do
+    printf ' %12s (%4.2fx)' "${rate[$sh]}" "$(awk -v a="${rate[$sh]}" -v b="${rate[floor]}" 'BEGIN { print a / b }')"
+  done
+  echo
+  unset rate
+done
+echo "items/s; ratios to the floor of the same round"
+psql_q -c "SET client_min_messages = warning; DROP SCHEMA $s CASCADE" >/dev/null
