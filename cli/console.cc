@@ -39,9 +39,6 @@ absl::StatusOr<ServedConsole> ServeConsole(const std::string& listen, const PgOp
   HttpServerOptions ho;
   ho.flag = flag;
   ho.console = out.console.get();
-  // Browsers keep a few connections each; the work per request is a copy
-  // of cached state.
-  ho.threads = 8;
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(listen, std::move(ho));
   if (!server.ok()) return server.status();
   out.server = std::move(*server);

@@ -9,6 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/clock.h"
 #include "cli/process_metrics.h"
 #include "console/console.h"
 #include "prometheus/text_serializer.h"
@@ -17,7 +19,7 @@ namespace partq::cli {
 namespace {
 
 void Reply(mg_connection* conn, int code, const char* type, const std::string& body) {
-  const char* reason = code == 200 ? "OK" : code == 503 ? "Service Unavailable" : "Error";
+  const char* reason = mg_get_response_code_text(conn, code);
   mg_printf(conn,
             "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
             "Connection: close\r\n\r\n",
@@ -25,10 +27,45 @@ void Reply(mg_connection* conn, int code, const char* type, const std::string& b
   mg_write(conn, body.data(), body.size());
 }
 
+// The largest request body any endpoint takes (the console's forms).
+constexpr int64_t kMaxRequestBody = console::Console::kMaxBody;
+
+// Reads the request's body whole, within kHttpRequestTimeoutMs of the call,
+// so that civetweb has nothing left to read after the reply. civetweb waits at
+// most its request timeout for each byte, but an mg_read of N bytes returns only
+// once all N came, so a client sending a byte every few seconds could hold the
+// thread for hours: one byte per mg_read lets the deadline be checked between
+// bytes. On failure the refusal is sent with mg_send_http_error, which makes
+// civetweb close the connection rather than read the rest; returns false then.
+bool ReadBody(mg_connection* conn, std::string* body) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  if (mg_get_header(conn, "Transfer-Encoding") != nullptr) {
+    mg_send_http_error(conn, 411, "a request body needs a Content-Length\n");
+    return false;
+  }
+  if (info->content_length > kMaxRequestBody) {
+    mg_send_http_error(conn, 413, "request body too large\n");
+    return false;
+  }
+  const absl::Time deadline = Clock::Real()->Now() + absl::Milliseconds(kHttpRequestTimeoutMs);
+  body->clear();
+  while (static_cast<int64_t>(body->size()) < info->content_length) {
+    char c;
+    if (mg_read(conn, &c, 1) != 1 || Clock::Real()->Now() > deadline) {
+      mg_send_http_error(conn, 408, "request body incomplete or too slow\n");
+      return false;
+    }
+    body->push_back(c);
+  }
+  return true;
+}
+
 class MetricsHandler : public CivetHandler {
  public:
   explicit MetricsHandler(std::shared_ptr<prometheus::Registry> r) : registry_(std::move(r)) {}
   bool handleGet(CivetServer*, mg_connection* conn) override {
+    std::string body;
+    if (!ReadBody(conn, &body)) return true;
     std::vector<prometheus::MetricFamily> families = registry_->Collect();
     for (auto& f : ProcessMetrics()) families.push_back(std::move(f));
     prometheus::TextSerializer s;
@@ -44,6 +81,8 @@ class FuncHandler : public CivetHandler {
  public:
   explicit FuncHandler(std::function<bool(std::string*)> f) : f_(std::move(f)) {}
   bool handleGet(CivetServer*, mg_connection* conn) override {
+    std::string body;
+    if (!ReadBody(conn, &body)) return true;
     std::string why;
     const bool ok = f_(&why);
     Reply(conn, ok ? 200 : 503, "text/plain", ok ? "ok\n" : why + "\n");
@@ -71,17 +110,7 @@ class ConsoleHandler : public CivetHandler {
     for (int i = 0; i < info->num_headers; ++i) {
       req.headers[absl::AsciiStrToLower(info->http_headers[i].name)] = info->http_headers[i].value;
     }
-    if (req.method == "POST") {
-      char buf[8192];
-      int n;
-      while ((n = mg_read(conn, buf, sizeof buf)) > 0) {
-        req.body.append(buf, n);
-        if (req.body.size() > console::Console::kMaxBody) {
-          Reply(conn, 413, "text/plain", "request body too large\n");
-          return true;
-        }
-      }
-    }
+    if (!ReadBody(conn, &req.body)) return true;
     const console::HttpResponse r = console_->Handle(req);
     std::string head =
         absl::StrCat("HTTP/1.1 ", r.code, " ", mg_get_response_code_text(conn, r.code),
@@ -152,8 +181,16 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   }
   if (options.ready) s->handlers_->ready = std::make_unique<FuncHandler>(std::move(options.ready));
   if (options.console) s->handlers_->console = std::make_unique<ConsoleHandler>(options.console);
-  std::vector<std::string> civet = {"listening_ports", listen, "num_threads",
-                                    absl::StrCat(options.threads)};
+  // One request per connection (civetweb's keep-alive is off by default), at
+  // most kHttpRequestTimeoutMs to send it (header and body; civetweb times the
+  // header from accept, ConsoleHandler the body) and to take each write of the
+  // reply. The accept queue and the kernel's backlog hold what waits for a thread.
+  std::vector<std::string> civet = {"listening_ports",    listen,
+                                    "num_threads",        absl::StrCat(kHttpThreads),
+                                    "request_timeout_ms", absl::StrCat(kHttpRequestTimeoutMs),
+                                    "enable_keep_alive",  "no",
+                                    "connection_queue",   absl::StrCat(kHttpThreads),
+                                    "listen_backlog",     "1024"};
   try {
     s->server_ = std::make_unique<CivetServer>(civet);
   } catch (const std::exception& e) {

@@ -28,8 +28,17 @@ struct HttpServerOptions {
   std::shared_ptr<prometheus::Registry> registry;  // /metrics when set
   std::function<bool(std::string*)> ready;         // /readyz when set
   console::Console* console = nullptr;             // the rest when set; must outlive the server
-  int threads = 2;
 };
+
+// How the server holds up against clients that connect and send slowly or
+// nothing (tested in tests/observability/slow_clients_test.cc). civetweb serves
+// a connection on one thread from accept to close, one request each, so it
+// answers while fewer than kHttpThreads connections are open. A connection is
+// closed when its request header has not arrived kHttpRequestTimeoutMs after
+// the connect, or its body that long after the header (408), or when its
+// client takes none of a reply for that long.
+inline constexpr int kHttpThreads = 128;
+inline constexpr int kHttpRequestTimeoutMs = 5000;
 
 // HOST of a HOST:PORT address (as Start takes it), "" for all interfaces.
 std::string ListenHost(const std::string& addr);

@@ -147,6 +147,7 @@ cases=(
   "console|console.yaml|"
   "console-loopback|console-loopback.yaml|"
   "prune|prune.yaml|"
+  "networkpolicy|networkpolicy.yaml|"
 )
 dash_chart=$CHART
 packaged=("$chart_dash"/*.json)
@@ -309,6 +310,14 @@ expect console-loopback '^            - --console-read-only$'
 expect_not console-loopback 'console-token'
 expect_not console-loopback 'name: console$'
 expect_not default '--console'
+# A NetworkPolicy on request only: ingress to the metrics port from Prometheus's namespace,
+# to the console's from the ingress controller's; every pod of the release (bridges too).
+expect networkpolicy '^kind: NetworkPolicy$'
+expect networkpolicy '^        - port: metrics$'
+expect networkpolicy '^        - port: console$'
+expect networkpolicy 'kubernetes.io/metadata.name: monitoring$'
+expect_not default '^kind: NetworkPolicy$'
+expect_not console '^kind: NetworkPolicy$'
 for f in "${rendered[@]}"; do
   # Credentials only ever come from Secrets.
   if grep -A1 -E 'name: (PGPASSWORD|PARTQ_DSN)$' "$f" | grep -qE '^\s+value:'; then

@@ -1,0 +1,172 @@
+// A real `partq worker` serving /metrics, /healthz, /readyz and the web console
+// (cli/http_server.h), on a real PostgreSQL, against clients that connect and
+// then send nothing, half a request or half a body: with 100 of them holding
+// their connections, each endpoint still answers at once; a body sent a byte
+// at a time is refused after the request timeout instead of holding a thread.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "store/types.h"
+#include "tests/observability/scrape.h"
+#include "tests/testing/pg_env.h"
+#include "tests/testing/process.h"
+#include "tests/testing/wait.h"
+
+namespace partq {
+namespace {
+
+using testing::ChildProcess;
+using testing::HttpGet;
+using testing::TestSchema;
+using testing::WaitUntil;
+
+// A connected socket to 127.0.0.1:port whose reads give up after `timeout`, or -1.
+int Connect(int port, absl::Duration timeout = absl::Seconds(2)) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval tv = absl::ToTimeval(timeout);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool Send(int fd, const std::string& s) {
+  return send(fd, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
+}
+
+// The status line of the answer to GET `path`, or "" when none came within 2 s.
+std::string Probe(int port, const std::string& path) {
+  const int fd = Connect(port);
+  if (fd < 0) return "";
+  std::string got;
+  if (Send(fd, absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1:", port,
+                            "\r\nConnection: close\r\n\r\n"))) {
+    char buf[256];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) got.assign(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return got.substr(0, got.find("\r\n"));
+}
+
+// Whether the server still holds `fd` open: nothing to read, and no end of stream.
+bool StillOpen(int fd) {
+  char c;
+  const ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+class SlowClientsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QueueConfig q;
+    q.name = "jobs";
+    q.parts = 2;
+    ASSERT_TRUE(schema_.NewStore()->CreateQueue(q).ok());
+    log_ = ::testing::TempDir() + "slow_clients.log";
+    worker_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{testing::PartqBinary(), "worker", "jobs", "--dsn", schema_.dsn(),
+                                 "--schema", schema_.name(), "--metrics-addr",
+                                 absl::StrCat("127.0.0.1:", metrics_), "--console-listen",
+                                 absl::StrCat("127.0.0.1:", console_), "--quiet"},
+        std::map<std::string, std::string>{}, log_);
+    std::string body;
+    ASSERT_TRUE(WaitUntil([&] { return HttpGet(metrics_, "/readyz", &body) == 200; }))
+        << "no /readyz on port " << metrics_ << " (see " << log_ << ")";
+    ASSERT_TRUE(WaitUntil([&] { return HttpGet(console_, "/", &body) == 200; }))
+        << "no console on port " << console_ << " (see " << log_ << ")";
+  }
+  void TearDown() override {
+    for (int fd : held_) close(fd);
+  }
+
+  // 100 connections to `port`: a third send nothing, a third half a request
+  // header, a third a whole header of `with_body` ("METHOD PATH") and half of
+  // the body it announces.
+  void Hold(int port, const std::string& with_body) {
+    for (int i = 0; i < 100; ++i) {
+      const int fd = Connect(port);
+      ASSERT_GE(fd, 0) << "connection " << i;
+      held_.push_back(fd);
+      if (i % 3 == 1) {
+        ASSERT_TRUE(Send(fd, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow:"));
+      } else if (i % 3 == 2) {
+        ASSERT_TRUE(
+            Send(fd, absl::StrCat(with_body,
+                                  " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n"
+                                  "Content-Type: application/x-www-form-urlencoded\r\n\r\nq=a")));
+      }
+    }
+  }
+  // Each held connection is still open (the server has not timed it out yet,
+  // so the probes before this ran while they all were held).
+  void ExpectAllHeld() {
+    int open = 0;
+    for (int fd : held_) open += StillOpen(fd) ? 1 : 0;
+    EXPECT_EQ(open, static_cast<int>(held_.size()));
+  }
+
+  TestSchema schema_;
+  int metrics_ = testing::FreePort();
+  int console_ = testing::FreePort();
+  std::string log_;
+  std::unique_ptr<ChildProcess> worker_;
+  std::vector<int> held_;
+};
+
+TEST_F(SlowClientsTest, HealthAndMetricsAnswerWithAHundredSlowConnectionsOpen) {
+  Hold(metrics_, "GET /metrics");
+  EXPECT_EQ(Probe(metrics_, "/healthz"), "HTTP/1.1 200 OK");
+  EXPECT_EQ(Probe(metrics_, "/readyz"), "HTTP/1.1 200 OK");
+  EXPECT_EQ(Probe(metrics_, "/metrics"), "HTTP/1.1 200 OK");
+  ExpectAllHeld();
+}
+
+TEST_F(SlowClientsTest, ConsoleAnswersWithAHundredSlowConnectionsOpen) {
+  Hold(console_, "POST /api/queues");
+  EXPECT_EQ(Probe(console_, "/"), "HTTP/1.1 200 OK");
+  EXPECT_EQ(Probe(console_, "/api/queues"), "HTTP/1.1 200 OK");
+  ExpectAllHeld();
+}
+
+// civetweb waits up to its request timeout for each read, not for the whole
+// body: without a deadline of its own, a byte every 100 ms would hold the
+// thread for the 100 s this body takes.
+TEST_F(SlowClientsTest, ABodySentAByteAtATimeIsRefusedAfterTheRequestTimeout) {
+  const int fd = Connect(console_, absl::Milliseconds(100));
+  ASSERT_GE(fd, 0);
+  held_.push_back(fd);
+  ASSERT_TRUE(Send(fd,
+                   "POST /api/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n"
+                   "Content-Type: application/x-www-form-urlencoded\r\n\r\n"));
+  std::string got;
+  // Each read waits 100 ms (the socket's timeout) for the answer; then a byte more.
+  for (int sent = 0; sent < 1000 && got.empty(); ++sent) {
+    char buf[256];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) got.assign(buf, static_cast<size_t>(n));
+    if (n == 0 || !Send(fd, "a")) break;
+  }
+  EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 408")) << got;
+}
+
+}  // namespace
+}  // namespace partq
