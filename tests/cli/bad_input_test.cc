@@ -180,12 +180,13 @@ TEST_F(BadInputTest, WorkerOfADeletedQueueStopsAndSaysWhy) {
 
 // A password in --dsn (`--dsn V` and `--dsn=V`) is not left in the command
 // line other local users can read (/proc/PID/cmdline, ps), while the worker
-// runs on that DSN.
+// runs on that DSN; nor is the client key's passphrase (sslpassword).
 TEST_F(BadInputTest, APasswordInTheDsnIsHiddenFromTheCommandLine) {
-  const std::string dsn = schema_.dsn() + " password=s3cret-pw";
   std::vector<std::unique_ptr<testing::ChildProcess>> workers;
   std::vector<std::string> logs;
-  for (const bool joined : {false, true}) {
+  for (const bool joined : {false, true, true}) {
+    const std::string key = workers.size() == 2 ? "sslpassword" : "password";
+    const std::string dsn = absl::StrCat(schema_.dsn(), " ", key, "=s3cret-pw");
     char tmpl[] = "/tmp/partq-worker-log-XXXXXX";
     const int fd = mkstemp(tmpl);
     if (fd >= 0) close(fd);
@@ -207,7 +208,9 @@ TEST_F(BadInputTest, APasswordInTheDsnIsHiddenFromTheCommandLine) {
     std::string cmdline = ReadFile(absl::StrCat("/proc/", workers[i]->pid(), "/cmdline"));
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     EXPECT_FALSE(absl::StrContains(cmdline, "s3cret")) << cmdline;
-    EXPECT_TRUE(absl::StrContains(cmdline, "password=xxxxxxxxx")) << cmdline;
+    EXPECT_TRUE(
+        absl::StrContains(cmdline, i == 2 ? "sslpassword=xxxxxxxxx" : " password=xxxxxxxxx"))
+        << cmdline;
     EXPECT_FALSE(absl::StrContains(ReadFile(logs[i]), "s3cret")) << ReadFile(logs[i]);
   }
   // They work on it: an item enqueued is acknowledged.
@@ -223,7 +226,8 @@ TEST_F(BadInputTest, APasswordInTheDsnIsHiddenFromTheCommandLine) {
 // message partq prints has it replaced.
 TEST(BadConnection, AMalformedUriDoesNotPrintItsPassword) {
   for (const std::string& dsn : {std::string("postgresql://u:s3cret%zz@127.0.0.1:1/db"),
-                                 std::string("postgresql://u:s3cret@[::1/db")}) {
+                                 std::string("postgresql://u:s3cret@[::1/db"),
+                                 std::string("postgresql://127.0.0.1:1/db?%70assword=s3cret%zz")}) {
     Result r = Partq({"migrate", "--dsn", dsn});
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_TRUE(absl::StrContains(r.err, "malformed connection string")) << r.err;
