@@ -100,7 +100,7 @@ class BridgeIngest::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb 
     for (const auto& [k, v] : o_.kafka_config) props[k] = v;
     for (const auto& [k, v] : props) {
       if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
-        return absl::InvalidArgumentError(absl::StrCat("kafka config ", k, "=", v, ": ", err));
+        return absl::InvalidArgumentError(KafkaPropertyError(k, v, err));
       }
     }
     if (conf->set("rebalance_cb", static_cast<RdKafka::RebalanceCb*>(this), err) !=

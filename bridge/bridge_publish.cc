@@ -87,7 +87,7 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
     for (const auto& [k, v] : o_.kafka_config) props[k] = v;
     for (const auto& [k, v] : props) {
       if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
-        return absl::InvalidArgumentError(absl::StrCat("kafka config ", k, "=", v, ": ", err));
+        return absl::InvalidArgumentError(KafkaPropertyError(k, v, err));
       }
     }
     if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(this), err) !=

@@ -2,6 +2,7 @@
 // SIGTERM/SIGINT.
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 
@@ -12,11 +13,14 @@
 #include "bridge/bridge_ingest.h"
 #include "bridge/bridge_metrics.h"
 #include "bridge/bridge_publish.h"
+#include "bridge/kafka_config.h"
 #include "cli/common.h"
 #include "cli/http_server.h"
 
 namespace partq::cli {
 namespace {
+
+constexpr char kKafkaSaslPasswordEnv[] = "PARTQ_KAFKA_SASL_PASSWORD";
 
 // --brokers, --topic, --queue: present, and the names well-formed.
 absl::Status RequiredFlag(const Args& args, const std::string& flag, const std::string& command,
@@ -33,17 +37,48 @@ absl::Status NoPositional(const Args& args, const std::string& command) {
                                                  args.positional()[0], "\")"));
 }
 
-// --kafka-config "k=v,k=v": extra librdkafka properties.
+// The extra librdkafka properties, each key from one place only:
+//   --kafka-config-file FILE    key=value lines (bridge/kafka_config.h)
+//   --kafka-config "k=v,k=v"   (secret values masked in argv: HidePasswordsInArgv)
+//   $PARTQ_KAFKA_SASL_PASSWORD  sasl.password
 absl::StatusOr<std::map<std::string, std::string>> KafkaConfig(const Args& args) {
   std::map<std::string, std::string> out;
-  auto text = args.Get("kafka-config");
-  if (!text) return out;
-  for (absl::string_view kv : absl::StrSplit(*text, ',', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    if (p.first.empty() || kv.find('=') == absl::string_view::npos) {
-      return absl::InvalidArgumentError("--kafka-config needs key=value[,key=value]");
+  std::map<std::string, std::string> source_of;
+  auto add = [&](const std::string& key, std::string value,
+                 const std::string& source) -> absl::Status {
+    const auto [it, inserted] = source_of.emplace(key, source);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(key, " is set both in ", it->second,
+                                                     " and in ", source, ": set it in one place"));
     }
-    out[p.first] = p.second;
+    out[key] = std::move(value);
+    return absl::OkStatus();
+  };
+  if (auto path = args.Get("kafka-config-file")) {
+    auto file = ReadKafkaPropertiesFile(*path, "--kafka-config-file");
+    if (!file.ok()) return file.status();
+    for (auto& [k, v] : *file) {
+      if (absl::Status st = add(k, std::move(v), "--kafka-config-file " + *path); !st.ok()) {
+        return st;
+      }
+    }
+  }
+  if (auto text = args.Get("kafka-config")) {
+    for (absl::string_view kv : absl::StrSplit(*text, ',', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      if (p.first.empty() || kv.find('=') == absl::string_view::npos) {
+        return absl::InvalidArgumentError("--kafka-config needs key=value[,key=value]");
+      }
+      if (absl::Status st = add(p.first, std::move(p.second), "--kafka-config"); !st.ok()) {
+        return st;
+      }
+    }
+  }
+  if (const char* password = std::getenv(kKafkaSaslPasswordEnv)) {
+    if (absl::Status st = add("sasl.password", password, absl::StrCat("$", kKafkaSaslPasswordEnv));
+        !st.ok()) {
+      return st;
+    }
   }
   return out;
 }
@@ -60,12 +95,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
 }
 
 int Ingest(const std::vector<std::string>& argv) {
-  auto args =
-      Args::Parse(argv,
-                  With(ConnectionFlags(),
-                       {"brokers", "topic", "queue", "group", "instance-id", "batch", "batch-wait",
-                        "high-water", "low-water", "metrics-addr", "kafka-config", "log-level"}),
-                  {"quiet"});
+  auto args = Args::Parse(
+      argv,
+      With(ConnectionFlags(), {"brokers", "topic", "queue", "group", "instance-id", "batch",
+                               "batch-wait", "high-water", "low-water", "metrics-addr",
+                               "kafka-config", "kafka-config-file", "log-level"}),
+      {"quiet"});
   if (!args.ok()) return Fail(args.status());
   const std::string cmd = "bridge ingest";
   for (const absl::Status& st :
@@ -144,10 +179,11 @@ int Ingest(const std::vector<std::string>& argv) {
 }
 
 int Publish(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv,
-                          With(ConnectionFlags(), {"brokers", "batch", "drain-timeout",
-                                                   "metrics-addr", "kafka-config", "log-level"}),
-                          {"quiet"});
+  auto args =
+      Args::Parse(argv,
+                  With(ConnectionFlags(), {"brokers", "batch", "drain-timeout", "metrics-addr",
+                                           "kafka-config", "kafka-config-file", "log-level"}),
+                  {"quiet"});
   if (!args.ok()) return Fail(args.status());
   const std::string cmd = "bridge publish";
   for (const absl::Status& st :

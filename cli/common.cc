@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "base/log.h"
+#include "bridge/kafka_config.h"
 #include "pg/dsn.h"
 
 namespace partq::cli {
@@ -97,17 +99,40 @@ absl::Status SetLogLevelFlag(const Args& args) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The value of flag `name` at argv[i] (`--name V` or `--name=V`), or nullptr.
+char* FlagValue(int argc, char** argv, int i, const char* name) {
+  const size_t n = std::strlen(name);
+  if (std::strncmp(argv[i], name, n) != 0) return nullptr;
+  if (argv[i][n] == '\0') return i + 1 < argc ? argv[i + 1] : nullptr;
+  return argv[i][n] == '=' ? argv[i] + n + 1 : nullptr;
+}
+
+// x's over the values of secret properties in --kafka-config's "k=v,k=v".
+void MaskKafkaSecrets(char* value) {
+  char* word = value;
+  while (*word != '\0') {
+    char* end = std::strchr(word, ',');
+    if (end == nullptr) end = word + std::strlen(word);
+    char* eq = static_cast<char*>(std::memchr(word, '=', end - word));
+    if (eq != nullptr && IsSecretKafkaProperty(absl::string_view(word, eq - word))) {
+      std::fill(eq + 1, end, 'x');
+    }
+    word = *end == ',' ? end + 1 : end;
+  }
+}
+
+}  // namespace
+
 void HidePasswordsInArgv(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
-    char* value = nullptr;
-    if (std::strcmp(argv[i], "--dsn") == 0 && i + 1 < argc) {
-      value = argv[i + 1];
-    } else if (std::strncmp(argv[i], "--dsn=", 6) == 0) {
-      value = argv[i] + 6;
+    if (char* dsn = FlagValue(argc, argv, i, "--dsn")) {
+      const std::string masked = MaskDsnPasswords(dsn);
+      std::memcpy(dsn, masked.data(), masked.size());  // the same length
+    } else if (char* kafka = FlagValue(argc, argv, i, "--kafka-config")) {
+      MaskKafkaSecrets(kafka);
     }
-    if (value == nullptr) continue;
-    const std::string masked = MaskDsnPasswords(value);
-    std::memcpy(value, masked.data(), masked.size());  // the same length
   }
 }
 

@@ -70,10 +70,12 @@ void InstallStopSignals();
 int StopSignals();
 
 // Writes x's over every password in the value of each --dsn (`--dsn V` and
-// `--dsn=V`) in argv, in place (MaskDsnPasswords): the command line that
-// `ps` and /proc/PID/cmdline show. Call it once the arguments are copied.
-// The password is visible from exec until this runs; PARTQ_DSN, PGPASSWORD
-// or a PGPASSFILE keep it out of the command line altogether.
+// `--dsn=V`) in argv, in place (MaskDsnPasswords), and over the values of
+// secret properties (IsSecretKafkaProperty) in each --kafka-config: the
+// command line that `ps` and /proc/PID/cmdline show. Call it once the
+// arguments are copied. A secret is visible from exec until this runs;
+// PARTQ_DSN, PGPASSWORD or a PGPASSFILE, and --kafka-config-file or
+// PARTQ_KAFKA_SASL_PASSWORD, keep it out of the command line altogether.
 void HidePasswordsInArgv(int argc, char** argv);
 
 // Help text (help.cc): `partq help`; `partq COMMAND --help` (nullopt for an

@@ -120,6 +120,8 @@ constexpr CommandUsage kCommands[] = {
      "  bridge publish --brokers B [--batch N] [--drain-timeout 10s] [--kafka-config k=v,...]\n"
      "                 [--metrics-addr HOST:PORT]  the outbox -> Kafka (idempotent producer)\n"
      "    B is HOST:PORT[,HOST:PORT...]. /readyz is 503 while no broker is reachable.\n"
+     "    Secrets out of the command line: --kafka-config-file FILE (key=value lines,\n"
+     "    # comments) and $PARTQ_KAFKA_SASL_PASSWORD (sasl.password); a key in one place.\n"
      "    On SIGTERM publish waits for deliveries at most --drain-timeout, then exits 1\n"
      "    naming the rows left in the outbox (sent on the next start, maybe twice).\n"},
 };

@@ -583,6 +583,80 @@ TEST_F(BadInputTest, BridgeFlagsAreNamed) {
   }
 }
 
+// Kafka secrets need not be in the command line: --kafka-config-file and
+// $PARTQ_KAFKA_SASL_PASSWORD. Every message about them names the file and
+// line, never a value; a key set in two places is refused.
+TEST_F(BadInputTest, KafkaSecretsFromAFileOrTheEnvironmentAreNeverShown) {
+  char tmpl[] = "/tmp/partq-kafka-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const std::string file = tmpl;
+  auto publish = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"bridge", "publish", "--brokers", "127.0.0.1:1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return With(args);
+  };
+  auto expect_hidden = [&](const std::vector<std::string>& args, const std::string& message) {
+    ExpectRejected(args, 2, message);
+    Result r = Partq(args);
+    EXPECT_FALSE(absl::StrContains(r.err, "s3cret")) << r.err;
+  };
+  std::ofstream(file) << "# TLS\nsecurity.protocol=SSL\nsasl.password s3cret\n";
+  expect_hidden(publish({"--kafka-config-file", file}),
+                absl::StrCat("--kafka-config-file ", file,
+                             " line 3: expected key=value (or a # comment); the line is not "
+                             "shown, it may hold a secret"));
+  std::ofstream(file) << "sasl.password=s3cret\n";
+  expect_hidden(publish({"--kafka-config-file", file, "--kafka-config", "sasl.password=s3cret2"}),
+                absl::StrCat("sasl.password is set both in --kafka-config-file ", file,
+                             " and in --kafka-config: set it in one place"));
+  setenv("PARTQ_KAFKA_SASL_PASSWORD", "s3cret3", 1);
+  expect_hidden(publish({"--kafka-config-file", file}),
+                absl::StrCat("sasl.password is set both in --kafka-config-file ", file,
+                             " and in $PARTQ_KAFKA_SASL_PASSWORD: set it in one place"));
+  unsetenv("PARTQ_KAFKA_SASL_PASSWORD");
+  // The file's properties reach librdkafka (and its guard).
+  std::ofstream(file) << "security.protocol=bogus\n";
+  ExpectRejected(publish({"--kafka-config-file", file}), 2,
+                 "kafka config security.protocol=bogus: Invalid value \"bogus\"");
+  std::ofstream(file) << "acks=1\n";
+  ExpectRejected(publish({"--kafka-config-file", file}), 2, "acks is set by partq");
+  std::remove(file.c_str());
+  ExpectRejected(publish({"--kafka-config-file", file}), 2,
+                 absl::StrCat("--kafka-config-file: cannot read ", file));
+}
+
+// A secret given in --kafka-config anyway is masked in the command line, as
+// a --dsn password is.
+TEST_F(BadInputTest, AKafkaSecretInTheCommandLineIsMasked) {
+  char tmpl[] = "/tmp/partq-publish-log-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  if (fd >= 0) close(fd);
+  const std::string log = tmpl;
+  const int port = testing::FreePort();
+  std::vector<std::string> argv = {testing::PartqBinary()};
+  for (const auto& a :
+       With({"bridge", "publish", "--brokers", "127.0.0.1:1", "--kafka-config",
+             "sasl.password=s3cret-pw,client.id=c,ssl.key.password=s3cret-too",
+             "--metrics-addr", absl::StrCat("127.0.0.1:", port)})) {
+    argv.push_back(a);
+  }
+  testing::ChildProcess publish(argv, {}, log);
+  std::string body;
+  ASSERT_TRUE(testing::WaitUntil([&] { return testing::HttpGet(port, "/healthz", &body) == 200; },
+                                 absl::Seconds(30)))
+      << ReadFile(log);
+  std::string cmdline = ReadFile(absl::StrCat("/proc/", publish.pid(), "/cmdline"));
+  std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+  EXPECT_TRUE(absl::StrContains(
+      cmdline, "sasl.password=xxxxxxxxx,client.id=c,ssl.key.password=xxxxxxxxxx"))
+      << cmdline;
+  EXPECT_FALSE(absl::StrContains(cmdline, "s3cret")) << cmdline;
+  EXPECT_FALSE(absl::StrContains(ReadFile(log), "s3cret")) << ReadFile(log);
+  std::remove(log.c_str());
+}
+
 // A publisher whose brokers never answer used to ignore SIGTERM: it waited
 // for delivery reports for ever (message.timeout.ms=0). It now waits at most
 // --drain-timeout, says how many rows it left, exits 1, and the rows stay in

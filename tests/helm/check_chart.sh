@@ -255,6 +255,13 @@ expect bridge '"--topic=orders"'
 expect bridge '^kind: PodMonitor$'
 expect bridge '^          - bridge-publish$'
 expect bridge '"--metrics-addr=0.0.0.0:9090"'
+# Kafka secrets from Secrets: the properties file mounted, the SASL password in the environment.
+expect bridge '^            - "--kafka-config-file=/etc/partq/kafka/kafka.properties"$'
+expect bridge '^            secretName: kafka-client$'
+expect bridge '^            - name: PARTQ_KAFKA_SASL_PASSWORD$'
+expect_not bridge 'sasl.password='
+expect_not default 'kafka-config'
+
 # Grace: ingest's bounded stop (10 s) and publish's drain (45 s here) + 3 s, + the 5 s margin.
 expect bridge '^      terminationGracePeriodSeconds: 15$'
 expect bridge '^      terminationGracePeriodSeconds: 53$'

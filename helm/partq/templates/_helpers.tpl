@@ -210,6 +210,9 @@ the sidecar's URL, the CA's mount). Call with (dict "args" $w.extraArgs "key"
 {{- end -}}
 {{- end -}}
 {{- if .drain -}}{{- $_ := set $flags "--drain-timeout" (list .drain $why) -}}{{- end -}}
+{{- if get . "kafka" -}}
+{{- $_ := set $flags "--kafka-config-file" (list "bridge.kafkaConfig" "which it mounts") -}}
+{{- end -}}
 {{- if get . "handler" -}}
 {{- $_ := set $flags "--handler" (list "worker.handler, handler.exec or handler.http" "of which exactly one applies") -}}
 {{- $_ := set $flags "--handler-ca" (list "handler.http.caFile" "which it mounts") -}}
