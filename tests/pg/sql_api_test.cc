@@ -517,6 +517,48 @@ TEST_F(SqlApiTest, ItemStateIsTheStoresForEveryState) {
             "00ff6f6b");
 }
 
+// A producer role granted what docs/sql-api.md ("Privileges") lists for
+// enqueue and item_state gets an answer for every state: a cancelled item's
+// is in cancelled_items, which the list once left out.
+TEST_F(SqlApiTest, ItemStateRunsWithTheDocumentedGrants) {
+  CreateQueue("q", 2);
+  auto store = schema_.NewStore();
+  NewItem item;
+  item.payload = "x";
+  item.delay = absl::Hours(1);
+  item.dedup_key = "k";
+  auto cancelled = store->Enqueue("q", item);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  ASSERT_TRUE(store->CancelItems("q", {cancelled->id}).ok());
+  const std::string role = absl::StrCat("partq_producer_", schema_.name());
+  Run(absl::StrCat("CREATE ROLE ", role, " LOGIN"));
+  for (const char* grant :
+       {"USAGE ON SCHEMA {schema}", "SELECT ON {schema}.queues", "INSERT, SELECT ON {schema}.items",
+        "USAGE, SELECT ON SEQUENCE {schema}.items_id_seq",
+        "SELECT ON {schema}.dead_items, {schema}.results, {schema}.cancelled_items"}) {
+    Run(absl::StrCat("GRANT ", grant, " TO ", role));
+  }
+  std::string got;
+  try {
+    pqxx::connection c(absl::StrCat(schema_.dsn(), " user=", role));
+    pqxx::work w(c);
+    const std::string id =
+        w.exec1(WithSchema("SELECT {schema}.enqueue('q', 'y')", schema_.name()))[0].c_str();
+    for (const std::string& call : {absl::StrCat("item_state('q', ", id, ")"),
+                                    absl::StrCat("item_state('q', ", cancelled->id, ")"),
+                                    std::string("item_state('q', 1000000000)"),
+                                    std::string("item_state_by_dedup_key('q', 'k')")}) {
+      const std::string sql = absl::StrCat("SELECT state FROM {schema}.", call);
+      got += w.exec1(WithSchema(sql, schema_.name()))[0].as<std::string>() + " ";
+    }
+  } catch (const std::exception& e) {
+    got = e.what();
+  }
+  Run(absl::StrCat("DROP OWNED BY ", role));
+  Run(absl::StrCat("DROP ROLE ", role));
+  EXPECT_EQ(got, "pending cancelled unknown cancelled ");
+}
+
 // cancel() and cancel_by_dedup_key() say what CancelItems says, in the
 // caller's transaction: only a committed cancel removes the item.
 TEST_F(SqlApiTest, CancelIsTheStoresInTheCallersTransaction) {
