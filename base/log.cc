@@ -7,6 +7,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/utf8.h"
 
 namespace partq {
 namespace {
@@ -36,7 +37,9 @@ void LogLine(LogLevel level, const std::string& line) {
   std::string out = absl::FormatTime("%H:%M:%E3S ", absl::Now(), absl::LocalTimeZone());
   out += kNames[static_cast<int>(level)];
   out += " partq: ";
-  out += line;
+  // What a line quotes (a handler's error, the database's words) cannot
+  // drive the terminal or reorder the line (PrintableUtf8Lines).
+  out += PrintableUtf8Lines(line);
   out += '\n';
   fwrite(out.data(), 1, out.size(), stderr);
 }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace partq {
@@ -56,13 +57,28 @@ bool IsValidUtf8(absl::string_view s) {
   return true;
 }
 
-std::string PrintableUtf8(absl::string_view s) {
+bool IsInvisibleControl(char32_t c) {
+  return (c >= 0x80 && c <= 0x9F) || c == 0x061C || c == 0x200E || c == 0x200F ||
+         (c >= 0x2028 && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069);
+}
+
+namespace {
+
+// The code point of the well-formed sequence of `len` bytes at `p`.
+char32_t Decode(const unsigned char* p, size_t len) {
+  if (len == 1) return p[0];
+  char32_t c = p[0] & (0x7F >> len);
+  for (size_t i = 1; i < len; ++i) c = (c << 6) | (p[i] & 0x3F);
+  return c;
+}
+
+std::string Printable(absl::string_view s, bool keep_lines) {
   std::string out;
   out.reserve(s.size());
   size_t i = 0;
   while (i < s.size()) {
     const unsigned char c = s[i];
-    if (c >= 0x20 && c < 0x7F) {
+    if ((c >= 0x20 && c < 0x7F) || (keep_lines && (c == '\n' || c == '\t'))) {
       out += static_cast<char>(c);
       ++i;
       continue;
@@ -70,7 +86,12 @@ std::string PrintableUtf8(absl::string_view s) {
     // The length a sequence starting with this byte would have.
     const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
     if (c >= 0x80 && i + len <= s.size() && IsValidUtf8(s.substr(i, len))) {
-      out.append(s.data() + i, len);
+      const char32_t code = Decode(reinterpret_cast<const unsigned char*>(s.data() + i), len);
+      if (IsInvisibleControl(code)) {
+        absl::StrAppendFormat(&out, "\\u%04x", static_cast<uint32_t>(code));
+      } else {
+        out.append(s.data() + i, len);
+      }
       i += len;
       continue;
     }
@@ -78,6 +99,45 @@ std::string PrintableUtf8(absl::string_view s) {
     ++i;
   }
   return out;
+}
+
+}  // namespace
+
+std::string PrintableUtf8(absl::string_view s) { return Printable(s, /*keep_lines=*/false); }
+
+std::string PrintableUtf8Lines(absl::string_view s) { return Printable(s, /*keep_lines=*/true); }
+
+std::string EscapeInvisibleControls(absl::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  size_t i = 0;
+  while (i < json.size()) {
+    const unsigned char c = json[i];
+    const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (c >= 0x80 && i + len <= json.size() && IsValidUtf8(json.substr(i, len))) {
+      const char32_t code = Decode(reinterpret_cast<const unsigned char*>(json.data() + i), len);
+      if (IsInvisibleControl(code)) {
+        absl::StrAppendFormat(&out, "\\u%04x", static_cast<uint32_t>(code));
+        i += len;
+        continue;
+      }
+    }
+    out += static_cast<char>(c);
+    ++i;
+  }
+  return out;
+}
+
+std::string Quoted(absl::string_view value) {
+  if (value.size() <= kMaxQuotedBytes) return absl::StrCat("\"", PrintableUtf8(value), "\"");
+  // Back to the start of the character the cut would split.
+  size_t cut = kMaxQuotedBytes;
+  for (int back = 0; back < 3 && cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80;
+       ++back) {
+    --cut;
+  }
+  return absl::StrCat("\"", PrintableUtf8(value.substr(0, cut)), "\"... (", value.size(),
+                      " bytes)");
 }
 
 }  // namespace partq

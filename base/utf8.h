@@ -15,11 +15,34 @@ namespace partq {
 // surrogates, nothing past U+10FFFF, no truncated sequence. NUL is valid.
 bool IsValidUtf8(absl::string_view s);
 
-// `s` fit for a message that may end up in a text column or a log line:
-// ASCII control characters (NUL included) and bytes that are not part of
-// well-formed UTF-8 become \xNN escapes; the rest is kept. The result is
-// valid UTF-8 without NUL. (Not reversible: a backslash stays as it is.)
+// Whether code point `c` changes how the text around it shows without being
+// seen itself, on a terminal or a page: the C1 controls (U+0080..U+009F), the
+// bidirectional formatting characters (U+061C, U+200E, U+200F,
+// U+202A..U+202E, U+2066..U+2069: U+202E shows "exe.txt" as "txt.exe") and
+// the line and paragraph separators (U+2028, U+2029).
+bool IsInvisibleControl(char32_t c);
+
+// `s` fit for a message that may end up in a text column, a log line or a
+// terminal: ASCII control characters (NUL included) and bytes that are not
+// part of well-formed UTF-8 become \xNN escapes, invisible controls (above)
+// \uXXXX escapes; the rest is kept. The result is valid UTF-8 without NUL.
+// (Not reversible: a backslash stays as it is.)
 std::string PrintableUtf8(absl::string_view s);
+
+// PrintableUtf8, but newlines and tabs kept: for text of several lines.
+std::string PrintableUtf8Lines(absl::string_view s);
+
+// JSON text (nlohmann's dump: well-formed UTF-8, its controls escaped) with
+// each invisible control written as a \uXXXX escape instead: the same JSON
+// value, safe to show on a terminal.
+std::string EscapeInvisibleControls(absl::string_view json);
+
+// How a message shows a value it refuses or reports: in double quotes,
+// PrintableUtf8, and cut after kMaxQuotedBytes bytes (at a character
+// boundary) with its whole length noted, so that a 100 KB value makes a
+// message of one line: "aaaa"... (100000 bytes).
+inline constexpr size_t kMaxQuotedBytes = 64;
+std::string Quoted(absl::string_view value);
 
 }  // namespace partq
 

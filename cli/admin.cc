@@ -64,7 +64,7 @@ absl::StatusOr<int64_t> ParseItemId(const std::string& text) {
   int64_t id = 0;
   if (!absl::SimpleAtoi(text, &id) || id <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("item id must be a positive whole number (got \"", text, "\")"));
+        absl::StrCat("item id must be a positive whole number (got ", Quoted(text), ")"));
   }
   return id;
 }
@@ -148,9 +148,9 @@ absl::StatusOr<std::optional<double>> RateFlag(const Args& args) {
   }
   double n = 0;
   if (!absl::SimpleAtod(text, &n) || !std::isfinite(n)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--rate must be N/s, N/min or N/h (e.g. 500/s), or none; got \"", args.GetOr("rate", ""),
-        "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rate must be N/s, N/min or N/h (e.g. 500/s), or none; got ",
+                     Quoted(args.GetOr("rate", ""))));
   }
   const std::optional<double> rate = n / per;
   if (absl::Status st = ValidateRate(rate); !st.ok()) {
@@ -266,8 +266,9 @@ void PrintPartsSummary(const QueueStatus& st) {
   printf("%-36s %6s %9s %9s %9s %7s %10s\n", "OWNER", "PARTS", "READY", "DELAYED", "IN_FLIGHT",
          "DEAD", "OLDEST");
   for (const auto& [owner, s] : by_owner) {
-    printf("%-36s %6lld %9lld %9lld %9lld %7lld %10s\n", owner.empty() ? "(none)" : owner.c_str(),
-           static_cast<long long>(s.parts), static_cast<long long>(s.ready),
+    printf("%-36s %6lld %9lld %9lld %9lld %7lld %10s\n",
+           owner.empty() ? "(none)" : PrintableUtf8(owner).c_str(), static_cast<long long>(s.parts),
+           static_cast<long long>(s.ready),
            static_cast<long long>(s.delayed), static_cast<long long>(s.in_flight),
            static_cast<long long>(s.dead), s.ready > 0 ? Seconds(s.oldest).c_str() : "-");
   }
@@ -390,7 +391,7 @@ int CmdQueue(const std::vector<std::string>& argv) {
       q.assignment = AssignmentKind::kSticky;
     } else {
       return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--assignment must be lexical or sticky (got \"", assignment, "\")")));
+          absl::StrCat("--assignment must be lexical or sticky (got ", Quoted(assignment), ")")));
     }
     auto attempts = args->Int("max-attempts", q.max_attempts, 1, 1000);
     if (!attempts.ok()) return Fail(attempts.status());
@@ -570,7 +571,7 @@ int CmdQueue(const std::vector<std::string>& argv) {
                        {"fair_by", FairByName(q.fair_by)},
                        {"key_concurrency", KeyConcurrencyJson(q)}});
       }
-      printf("%s\n", out.dump(2).c_str());
+      PrintJson(out.dump(2));
       return 0;
     }
     printf("%-32s %6s %-10s %10s %12s %-7s %-6s %-10s %-7s %-8s %s\n", "NAME", "PARTS",
@@ -608,8 +609,8 @@ int CmdQueue(const std::vector<std::string>& argv) {
     }
     return 0;
   }
-  return Usage("unknown queue subcommand \"" + sub +
-               "\" (create, set, pause, resume, list, delete)");
+  return Usage(absl::StrCat("unknown queue subcommand ", Quoted(sub),
+                            " (create, set, pause, resume, list, delete)"));
 }
 
 int CmdEnqueue(const std::vector<std::string>& argv) {
@@ -805,14 +806,17 @@ int CmdWait(const std::vector<std::string>& argv) {
   if (state->kind == ItemState::Kind::kDead) {
     fprintf(stderr, "partq: item %lld was dead-lettered after %d attempt%s: %s\n",
             static_cast<long long>(state->id), state->attempts, state->attempts == 1 ? "" : "s",
-            state->error.c_str());
+            PrintableUtf8(state->error).c_str());
     return kWaitDead;
   }
   if (state->result) {
-    fwrite(state->result->data(), 1, state->result->size(), stdout);
-    // The bytes as they are for a pipe; a line of its own on a terminal.
-    if (isatty(STDOUT_FILENO) && !state->result->empty() && state->result->back() != '\n') {
-      fputc('\n', stdout);
+    // The bytes as they are for a pipe; on a terminal escaped (controls,
+    // bidi overrides, bytes that are not UTF-8) and a line of its own.
+    if (!isatty(STDOUT_FILENO)) {
+      fwrite(state->result->data(), 1, state->result->size(), stdout);
+    } else if (!state->result->empty()) {
+      const std::string shown = PrintableUtf8Lines(*state->result);
+      printf("%s%s", shown.c_str(), shown.back() == '\n' ? "" : "\n");
     }
   }
   return 0;
@@ -970,7 +974,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
     } else {
       out["vacuum_horizon"] = nullptr;
     }
-    printf("%s\n", out.dump(2).c_str());
+    PrintJson(out.dump(2));
     return 0;
   }
   const auto& c = st->config;
@@ -1026,8 +1030,9 @@ int CmdStatus(const std::vector<std::string>& argv) {
   printf(":\n%-36s %-16s %-20s %7s %6s %10s %10s\n", "ID", "INSTANCE", "HOST", "PID", "PARTS",
          "HEARTBEAT", "EXPIRES_IN");
   for (const auto& s : st->sessions) {
-    printf("%-36s %-16s %-20s %7d %6d %10s %10s\n", s.id.value.c_str(),
-           s.instance_id.empty() ? "-" : s.instance_id.c_str(), s.host.c_str(), s.pid,
+    printf("%-36s %-16s %-20s %7d %6d %10s %10s\n", PrintableUtf8(s.id.value).c_str(),
+           s.instance_id.empty() ? "-" : PrintableUtf8(s.instance_id).c_str(),
+           PrintableUtf8(s.host).c_str(), s.pid,
            s.parts_owned, Seconds(s.since_heartbeat).c_str(),
            expired(s) ? "expired" : Seconds(s.expires_in).c_str());
   }
@@ -1039,7 +1044,8 @@ int CmdStatus(const std::vector<std::string>& argv) {
          "IN_FLIGHT", "DEAD", "OLDEST");
   for (const auto& p : st->parts) {
     printf("%5d %-36s %8lld %8lld %8lld %9lld %6lld %10s\n", p.part,
-           p.owner ? p.owner->value.c_str() : "(none)", static_cast<long long>(p.epoch.value),
+           p.owner ? PrintableUtf8(p.owner->value).c_str() : "(none)",
+           static_cast<long long>(p.epoch.value),
            static_cast<long long>(p.ready), static_cast<long long>(p.delayed),
            static_cast<long long>(p.in_flight), static_cast<long long>(p.dead),
            p.ready > 0 ? Seconds(p.oldest_ready_age).c_str() : "-");
@@ -1071,7 +1077,7 @@ int CmdPrune(const std::vector<std::string>& argv) {
                           {"cancelled", p->cancelled},
                           {"groups", p->groups}};
     if (args->Has("dead")) out["dead"] = p->dead;
-    printf("%s\n", out.dump(2).c_str());
+    PrintJson(out.dump(2));
     return 0;
   }
   printf("pruned from %s what finished more than %s ago: %s, %s, %s", queue.c_str(),
@@ -1114,7 +1120,7 @@ int CmdDead(const std::vector<std::string>& argv) {
              {"last_error", d.last_error},
              {"payload_bytes", d.payload_bytes}});
       }
-      printf("%s\n", out.dump(2).c_str());
+      PrintJson(out.dump(2));
       return 0;
     }
     if (dead->empty()) {
@@ -1179,8 +1185,8 @@ int CmdDead(const std::vector<std::string>& argv) {
     return 0;
   }
   if (!sub.empty()) {
-    return Usage(absl::StrCat("unknown dead subcommand \"", sub,
-                              "\": list QUEUE, requeue QUEUE ID...|--all or delete QUEUE "
+    return Usage(absl::StrCat("unknown dead subcommand ", Quoted(sub),
+                              ": list QUEUE, requeue QUEUE ID...|--all or delete QUEUE "
                               "ID...|--all"));
   }
   return Usage(

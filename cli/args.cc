@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/utf8.h"
 
 namespace partq::cli {
 
@@ -22,7 +23,7 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
       }
       if (!only_positional && absl::StartsWith(a, "-") && a != "-") {
         return absl::InvalidArgumentError(
-            absl::StrCat("unknown option \"", a, "\" (options are spelled --name)"));
+            absl::StrCat("unknown option ", Quoted(a), " (options are spelled --name)"));
       }
       args.positional_.push_back(a);
       continue;
@@ -80,7 +81,7 @@ absl::StatusOr<int64_t> Args::Int(const std::string& flag, int64_t def, int64_t 
   int64_t out;
   if (!absl::SimpleAtoi(*v, &out)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": \"", *v, "\" is not a whole number"));
+        absl::StrCat("--", flag, ": ", Quoted(*v), " is not a whole number"));
   }
   if (out < min || out > max) {
     return absl::InvalidArgumentError(
@@ -118,7 +119,7 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& text) {
   if (text.empty() || (!number && !in_days && !absl::ParseDuration(text, &d)) ||
       d == absl::InfiniteDuration() || d == -absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", text, "\" is not a duration (examples: 250ms, 5s, 1m30s, 2h, 7d)"));
+        absl::StrCat(Quoted(text), " is not a duration (examples: 250ms, 5s, 1m30s, 2h, 7d)"));
   }
   return d;
 }

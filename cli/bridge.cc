@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "base/utf8.h"
 #include "bridge/bridge_ingest.h"
 #include "bridge/bridge_metrics.h"
 #include "bridge/bridge_publish.h"
@@ -33,8 +34,8 @@ absl::Status RequiredFlag(const Args& args, const std::string& flag, const std::
 
 absl::Status NoPositional(const Args& args, const std::string& command) {
   if (args.positional().empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(command, " takes no arguments, only flags (got \"",
-                                                 args.positional()[0], "\")"));
+  return absl::InvalidArgumentError(absl::StrCat(command, " takes no arguments, only flags (got ",
+                                                 Quoted(args.positional()[0]), ")"));
 }
 
 // The extra librdkafka properties, each key from one place only:

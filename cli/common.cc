@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "base/log.h"
+#include "base/utf8.h"
 #include "bridge/kafka_config.h"
 #include "pg/dsn.h"
 
@@ -54,8 +55,8 @@ absl::StatusOr<PgOptions> ConnectionOptions(const Args& args) {
         "in statement mode refuses; point partq at a pool in transaction or session mode");
   } else if (pool_mode != "none" && pool_mode != "session") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--pool-mode (or PARTQ_POOL_MODE): \"", absl::CHexEscape(pool_mode),
-        "\" is not one of none, session, transaction (PgBouncer's pool_mode of the pool partq "
+        "--pool-mode (or PARTQ_POOL_MODE): ", Quoted(pool_mode),
+        " is not one of none, session, transaction (PgBouncer's pool_mode of the pool partq "
         "connects to; none for a direct connection)"));
   }
   auto max = args.Int("max-payload", o.max_payload_bytes, 1, int64_t{1} << 30);
@@ -136,8 +137,12 @@ void HidePasswordsInArgv(int argc, char** argv) {
   }
 }
 
+void PrintJson(const std::string& dump) { printf("%s\n", EscapeInvisibleControls(dump).c_str()); }
+
 int Fail(const absl::Status& st) {
-  fprintf(stderr, "partq: error: %s\n", std::string(st.message()).c_str());
+  // Messages quote what they refuse, and what the database says: escaped
+  // for the terminal (bidi overrides and escape sequences spelled out).
+  fprintf(stderr, "partq: error: %s\n", PrintableUtf8Lines(st.message()).c_str());
   return absl::IsInvalidArgument(st) ? 2 : 1;
 }
 
@@ -182,7 +187,8 @@ void StopWithin(const std::function<void()>& stop, absl::Duration limit, const s
 }
 
 int Usage(const std::string& message) {
-  fprintf(stderr, "partq: %s\nRun `partq help` for the commands.\n", message.c_str());
+  fprintf(stderr, "partq: %s\nRun `partq help` for the commands.\n",
+          PrintableUtf8Lines(message).c_str());
   return 2;
 }
 
@@ -195,7 +201,7 @@ std::optional<int> WrongPositionals(const std::vector<std::string>& positional, 
     return Usage(absl::StrCat(extra.size() == 1 ? "unexpected argument " : "unexpected arguments ",
                               absl::StrJoin(extra, " ",
                                             [](std::string* out, const std::string& a) {
-                                              absl::StrAppend(out, "\"", absl::CHexEscape(a), "\"");
+                                              absl::StrAppend(out, Quoted(a));
                                             }),
                               " (", usage, ")"));
   }

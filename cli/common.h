@@ -42,6 +42,11 @@ absl::StatusOr<std::unique_ptr<Store>> ConnectChecked(const Args& args);
 absl::Status SetLogLevelFlag(const Args& args);
 
 int Fail(const absl::Status& st);
+
+// Prints JSON text (`json.dump(2)`) and a newline on stdout, with the
+// characters that would change how a terminal shows it (bidi overrides, C1
+// controls: IsInvisibleControl) as \uXXXX escapes: the same JSON.
+void PrintJson(const std::string& dump);
 int Usage(const std::string& message);
 // Checks the positional arguments after the first `skip` (the subcommand)
 // against `names` (e.g. {"QUEUE"}): a usage error naming the missing one or

@@ -104,7 +104,7 @@ int CmdGroup(const std::vector<std::string>& argv) {
     if (args->Has("json")) {
       nlohmann::json out = nlohmann::json::array();
       for (const GroupStatus& g : *groups) out.push_back(GroupJson(g, /*with_live_counts=*/false));
-      printf("%s\n", out.dump(2).c_str());
+      PrintJson(out.dump(2));
       return 0;
     }
     if (groups->empty()) {
@@ -179,14 +179,14 @@ int CmdGroup(const std::vector<std::string>& argv) {
                           : (*store)->GetGroup(queue, id);
     if (!g.ok()) return Fail(g.status());
     if (args->Has("json")) {
-      printf("%s\n", GroupJson(*g, /*with_live_counts=*/true).dump(2).c_str());
+      PrintJson(GroupJson(*g, /*with_live_counts=*/true).dump(2));
       return 0;
     }
     PrintStatus(queue, *g);
     return 0;
   }
   if (!sub.empty()) {
-    return Usage(absl::StrCat("unknown group subcommand \"", sub, "\": ", kSubcommands));
+    return Usage(absl::StrCat("unknown group subcommand ", Quoted(sub), ": ", kSubcommands));
   }
   return Usage(absl::StrCat("group needs a subcommand: ", kSubcommands));
 }

@@ -120,7 +120,7 @@ int List(const Args& args) {
                      {"error", s.error.empty() ? nlohmann::json() : nlohmann::json(s.error)},
                      {"created_at", TimeJson(s.created_at)}});
     }
-    printf("%s\n", out.dump(2).c_str());
+    PrintJson(out.dump(2));
     return 0;
   }
   if (all->empty()) {
@@ -133,7 +133,7 @@ int List(const Args& args) {
     printf("%-24s %-20s %-36s %-19s %-19s %8lld %8lld\n", s.spec.name.c_str(), s.spec.queue.c_str(),
            When(s.spec).c_str(), TimeText(s.next_tick).c_str(), TimeText(s.last_tick).c_str(),
            static_cast<long long>(s.fired), static_cast<long long>(s.missed));
-    if (!s.error.empty()) printf("  error: %s\n", s.error.c_str());
+    if (!s.error.empty()) printf("  error: %s\n", PrintableUtf8(s.error).c_str());
   }
   return 0;
 }
@@ -169,7 +169,7 @@ int CmdSchedule(const std::vector<std::string>& argv) {
   if (sub == "list") return List(*args);
   if (sub == "delete") return Delete(*args);
   if (!sub.empty()) {
-    return Usage(absl::StrCat("unknown schedule subcommand \"", sub, "\" (add, list, delete)"));
+    return Usage(absl::StrCat("unknown schedule subcommand ", Quoted(sub), " (add, list, delete)"));
   }
   return Usage("schedule needs a subcommand: add, list or delete");
 }

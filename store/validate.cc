@@ -31,7 +31,7 @@ absl::Status CheckNameChars(absl::string_view name, size_t max_len, const Bad& b
 absl::Status ValidateQueueName(absl::string_view name) {
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid queue name \"", absl::CHexEscape(name), "\": ", why,
+        absl::StrCat("invalid queue name ", Quoted(name), ": ", why,
                      " (use 1-63 letters, digits, '_', '.' or '-', starting with a letter "
                      "or digit)"));
   };
@@ -45,7 +45,7 @@ absl::Status ValidateQueueName(absl::string_view name) {
 absl::Status ValidateSchemaName(absl::string_view name) {
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid schema name \"", absl::CHexEscape(name), "\": ", why,
+        absl::StrCat("invalid schema name ", Quoted(name), ": ", why,
                      " (use 1-63 lowercase letters, digits or '_', not starting with a digit)"));
   };
   if (name.empty()) return bad("it is empty");
@@ -70,7 +70,7 @@ absl::Status ValidateSchemaName(absl::string_view name) {
 absl::Status ValidateTopicName(absl::string_view name) {
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid Kafka topic name \"", absl::CHexEscape(name), "\": ", why,
+        absl::StrCat("invalid Kafka topic name ", Quoted(name), ": ", why,
                      " (use 1-249 letters, digits, '.', '_' or '-'; not \".\" or \"..\")"));
   };
   if (absl::Status st = CheckNameChars(name, 249, bad); !st.ok()) return st;
@@ -111,7 +111,7 @@ absl::Status ValidateQueueConfig(const QueueConfig& config) {
 absl::Status ValidateKeyText(absl::string_view what, absl::string_view key) {
   if (IsValidUtf8(key)) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat(what, " \"", PrintableUtf8(key), "\" is not valid UTF-8 (keys are text)"));
+      absl::StrCat(what, " ", Quoted(key), " is not valid UTF-8 (keys are text)"));
 }
 
 absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes) {
@@ -153,8 +153,8 @@ absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes) {
     if (item.delay > absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           absl::StrCat("an item of a group runs when its group starts; it cannot have a delay "
-                       "(group \"",
-                       absl::CHexEscape(*item.group), "\")"));
+                       "(group ",
+                       Quoted(*item.group), ")"));
     }
   }
   return absl::OkStatus();
@@ -200,7 +200,7 @@ absl::StatusOr<FairBy> ParseFairBy(absl::string_view text) {
   if (text == "key") return FairBy::kKey;
   if (text == "none") return FairBy::kNone;
   return absl::InvalidArgumentError(
-      absl::StrCat("fair share can be by \"key\" or \"none\", not \"", PrintableUtf8(text), "\""));
+      absl::StrCat("fair share can be by \"key\" or \"none\", not ", Quoted(text)));
 }
 
 const char* FairByName(FairBy fair_by) { return fair_by == FairBy::kKey ? "key" : "none"; }
@@ -219,8 +219,8 @@ absl::StatusOr<int> ParseKeyConcurrency(absl::string_view text) {
   // 0 is refused rather than read as none: a bound of 0 would run nothing.
   if (!absl::SimpleAtoi(text, &n) || n < 1 || n > kMaxKeyConcurrency) {
     return absl::InvalidArgumentError(absl::StrCat("key concurrency must be a number 1..",
-                                                   kMaxKeyConcurrency, " or \"none\", not \"",
-                                                   PrintableUtf8(text), "\""));
+                                                   kMaxKeyConcurrency, " or \"none\", not ",
+                                                   Quoted(text)));
   }
   return n;
 }
@@ -239,8 +239,8 @@ absl::Status ValidateItemIds(const std::vector<int64_t>& ids) {
 
 absl::Status ValidateGroupId(absl::string_view id) {
   if (id.empty() || id.size() > kMaxGroupIdBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "invalid group id \"", absl::CHexEscape(id), "\" (use 1-", kMaxGroupIdBytes, " bytes of text)"));
+    return absl::InvalidArgumentError(absl::StrCat("invalid group id ", Quoted(id), " (use 1-",
+                                                   kMaxGroupIdBytes, " bytes of text)"));
   }
   if (id.find('\0') != std::string::npos) {
     return absl::InvalidArgumentError("a group id may not contain NUL bytes");
@@ -251,7 +251,7 @@ absl::Status ValidateGroupId(absl::string_view id) {
 absl::StatusOr<Timing> ValidateSchedule(const ScheduleSpec& spec, int64_t max_payload_bytes) {
   auto bad_name = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid schedule name \"", absl::CHexEscape(spec.name), "\": ", why,
+        absl::StrCat("invalid schedule name ", Quoted(spec.name), ": ", why,
                      " (use 1-63 letters, digits, '_', '.' or '-', starting with a letter "
                      "or digit)"));
   };

@@ -73,5 +73,45 @@ TEST(PrintableUtf8, EscapesControlCharactersAndBrokenSequencesKeepsTheRest) {
   EXPECT_EQ(PrintableUtf8("\xED\xA0\x80"), "\\xed\\xa0\\x80");  // a surrogate
 }
 
+// U+202E (RIGHT-TO-LEFT OVERRIDE) shows "exe.txt" as "txt.exe"; C1 controls
+// drive some terminals; every such invisible control is spelled out.
+TEST(PrintableUtf8, EscapesBidiAndC1ControlsAsCodePoints) {
+  EXPECT_EQ(PrintableUtf8("invoice\xE2\x80\xAEtxt.exe"), "invoice\\u202etxt.exe");
+  EXPECT_EQ(PrintableUtf8("a\xC2\x9B"
+                          "31mred"),
+            "a\\u009b31mred");
+  for (char32_t c : {0x061C, 0x200E, 0x200F, 0x2028, 0x2029, 0x202A, 0x202E, 0x2066, 0x2069}) {
+    EXPECT_TRUE(IsInvisibleControl(c)) << c;
+  }
+  for (char32_t c : {0x7F, 0xA0, 0xE9, 0x2027, 0x202F, 0x2065, 0x206A, 0x1F600}) {
+    EXPECT_FALSE(IsInvisibleControl(c)) << c;
+  }
+  // Text around them, and other scripts, stay as they are.
+  EXPECT_EQ(PrintableUtf8("\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D \xE2\x81\xA6x\xE2\x81\xA9"),
+            "\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D \\u2066x\\u2069");
+  // Lines kept when asked: for messages of several lines.
+  EXPECT_EQ(PrintableUtf8Lines("one\n\ttwo\x1b[2J\xE2\x80\xAE"), "one\n\ttwo\\x1b[2J\\u202e");
+}
+
+TEST(EscapeInvisibleControls, KeepsTheJsonValue) {
+  EXPECT_EQ(EscapeInvisibleControls("{\"e\": \"a\xE2\x80\xAE"
+                                    "b \xC3\xA9\"}"),
+            "{\"e\": \"a\\u202eb \xC3\xA9\"}");
+  EXPECT_EQ(EscapeInvisibleControls("[1, \"\\n\"]"), "[1, \"\\n\"]");
+}
+
+// A long value is cut in a message, at a character boundary, with its length.
+TEST(Quoted, CutsLongValuesNotingTheirLength) {
+  EXPECT_EQ(Quoted("q;--"), "\"q;--\"");
+  EXPECT_EQ(Quoted(std::string(kMaxQuotedBytes, 'a')),
+            "\"" + std::string(kMaxQuotedBytes, 'a') + "\"");
+  EXPECT_EQ(Quoted(std::string(100000, 'a')),
+            "\"" + std::string(kMaxQuotedBytes, 'a') + "\"... (100000 bytes)");
+  // 63 a's and an e-acute (2 bytes) crossing the cut: the e-acute goes whole.
+  EXPECT_EQ(Quoted(std::string(kMaxQuotedBytes - 1, 'a') + "\xC3\xA9zz"),
+            "\"" + std::string(kMaxQuotedBytes - 1, 'a') + "\"... (67 bytes)");
+  EXPECT_EQ(Quoted("k\xff\n"), "\"k\\xff\\x0a\"");
+}
+
 }  // namespace
 }  // namespace partq

@@ -18,9 +18,11 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/utf8.h"
 #include "gtest/gtest.h"
 #include "pg/embedded_postgres.h"
 #include "tests/observability/scrape.h"
@@ -234,6 +236,46 @@ TEST(BadConnection, AMalformedUriDoesNotPrintItsPassword) {
     EXPECT_FALSE(absl::StrContains(r.err, "s3cret")) << r.err;
     EXPECT_TRUE(absl::StrContains(r.err, "xxxxx")) << r.err;
   }
+}
+
+// What the CLI prints from the database is escaped for the terminal: a
+// U+202E (RIGHT-TO-LEFT OVERRIDE) in a handler's error would show
+// "exe.txt" as "txt.exe", an ESC sequence would drive the terminal.
+TEST_F(BadInputTest, TextFromTheDatabaseIsEscapedForTheTerminal) {
+  const std::string rlo = "\xE2\x80\xAE";
+  const std::string error = "invoice" + rlo + "txt.exe \x1b[2J done";
+  const int64_t id = schema_.QInt(
+      "INSERT INTO {schema}.dead_items (id, queue, part, priority, attempts, enqueued_at, "
+      "last_error, payload) VALUES (nextval('{schema}.items_id_seq'), 'q', 0, 0, 1, now(), "
+      "convert_from('\\x" +
+      absl::BytesToHexString(error) + "', 'UTF8'), '') RETURNING id");
+  Result list = Partq(With({"dead", "list", "q"}));
+  EXPECT_EQ(list.code, 0) << list.err;
+  EXPECT_TRUE(absl::StrContains(list.out, "invoice\\u202etxt.exe \\x1b[2J done")) << list.out;
+  Result json = Partq(With({"dead", "list", "q", "--json"}));
+  EXPECT_EQ(json.code, 0) << json.err;
+  EXPECT_TRUE(absl::StrContains(json.out, "invoice\\u202etxt.exe \\u001b[2J done")) << json.out;
+  Result wait = Partq(With({"wait", "q", absl::StrCat(id), "--timeout", "1s"}));
+  EXPECT_EQ(wait.code, 4) << wait.err;
+  EXPECT_TRUE(absl::StrContains(wait.err, "invoice\\u202etxt.exe \\x1b[2J done")) << wait.err;
+  for (const Result* r : {&list, &json, &wait}) {
+    EXPECT_FALSE(absl::StrContains(r->out + r->err, rlo));
+    EXPECT_FALSE(absl::StrContains(r->out + r->err, "\x1b"));
+  }
+}
+
+// A bad value is echoed cut to a line, with its length: not a 100 KB message.
+TEST_F(BadInputTest, ALongBadValueIsCutInTheMessage) {
+  const std::string id(100000, 'g');
+  ExpectRejected(With({"enqueue", "q", "x", "--group", id}), 2,
+                 "invalid group id \"" + std::string(kMaxQuotedBytes, 'g') +
+                     "\"... (100000 bytes) (use 1-200 bytes of text)");
+  Result r = Partq(With({"enqueue", "q", "x", "--group", id}));
+  EXPECT_LT(r.err.size(), 400u) << r.err.size();
+  r = Partq(With({"queue", "create", std::string(100000, 'q') + "!", "--parts", "1"}));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_LT(r.err.size(), 400u) << r.err.size();
+  EXPECT_TRUE(absl::StrContains(r.err, "\"... (100001 bytes)")) << r.err;
 }
 
 // Keys are text: bytes that are not UTF-8 are refused before they reach the
