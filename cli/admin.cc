@@ -357,6 +357,26 @@ int CmdMigrate(const std::vector<std::string>& argv) {
   return 0;
 }
 
+namespace {
+
+// Queue names are case-sensitive ("QA" and "qa" are two queues), as SQL
+// values are: a warning on stderr names the others that differ only in case,
+// in case one was meant.
+void WarnOfNamesThatDifferInCase(Store& store, const std::string& name) {
+  auto all = store.ListQueues();
+  if (!all.ok()) return;  // a warning only: the queue is created
+  for (const QueueConfig& other : *all) {
+    if (other.name != name && absl::EqualsIgnoreCase(other.name, name)) {
+      fprintf(stderr,
+              "partq: warning: queue \"%s\" exists too; names are case-sensitive, so \"%s\" "
+              "is another queue with workers and items of its own\n",
+              other.name.c_str(), name.c_str());
+    }
+  }
+}
+
+}  // namespace
+
 int CmdQueue(const std::vector<std::string>& argv) {
   auto args =
       Args::Parse(argv,
@@ -423,6 +443,7 @@ int CmdQueue(const std::vector<std::string>& argv) {
       return CreateExisting(*args, q, *existing);
     }
     printf("created queue \"%s\": %s\n", q.name.c_str(), Settings(q).c_str());
+    WarnOfNamesThatDifferInCase(**store, q.name);
     return 0;
   }
   if (sub == "set") {

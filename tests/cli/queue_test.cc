@@ -65,6 +65,24 @@ class QueueCommandTest : public ::testing::Test {
   TestSchema schema_;
 };
 
+// Queue names are case-sensitive: creating "QA" beside "qa" makes a second
+// queue, and says so on stderr, in case the other was meant.
+TEST_F(QueueCommandTest, CreateWarnsOfAQueueWhoseNameDiffersOnlyInCase) {
+  PartqResult first = Partq(With({"queue", "create", "qa", "--parts", "2"}));
+  EXPECT_EQ(first.code, 0) << first.err;
+  EXPECT_EQ(first.err, "");
+  PartqResult second = Partq(With({"queue", "create", "QA", "--parts", "2"}));
+  EXPECT_EQ(second.code, 0) << second.err;
+  EXPECT_TRUE(absl::StartsWith(second.out, "created queue \"QA\": 2 parts")) << second.out;
+  EXPECT_EQ(second.err,
+            "partq: warning: queue \"qa\" exists too; names are case-sensitive, so \"QA\" is "
+            "another queue with workers and items of its own\n");
+  EXPECT_EQ(Count("queues", "lower(name) = 'qa'"), 2);
+  // Neither an unrelated name nor the same name again.
+  EXPECT_EQ(Partq(With({"queue", "create", "qb", "--parts", "2"})).err, "");
+  EXPECT_EQ(Partq(With({"queue", "create", "qa", "--parts", "2"})).err, "");
+}
+
 // The reported bug: `queue delete` on a queue with pending items printed
 // `deleted queue "orders"` and the items were gone.
 TEST_F(QueueCommandTest, DeleteRefusesAQueueThatHoldsWorkAndSaysToPassForce) {
