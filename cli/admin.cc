@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -22,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "base/utf8.h"
 #include "cli/common.h"
+#include "cli/line_reader.h"
 #include "console/console.h"
 #include "coordinator/heartbeat.h"
 #include "coordinator/queue_collector.h"
@@ -57,6 +57,10 @@ constexpr int kWaitCancelled = 5;
 // (which wins: most likely a wrong id or queue).
 constexpr int kCancelTooLate = 3;
 constexpr int kCancelUnknown = 4;
+// `enqueue --stdin` sends a chunk once its payloads reach this many bytes,
+// before --chunk lines if they are large: memory stays bounded by this (and
+// one line of at most the payload limit), not by --chunk times the limit.
+constexpr size_t kStdinChunkBytes = 16 << 20;
 
 // An item id as given on the command line; InvalidArgument (exit 2) if not
 // a positive whole number.
@@ -634,6 +638,94 @@ int CmdQueue(const std::vector<std::string>& argv) {
                             " (create, set, pause, resume, list, delete)"));
 }
 
+namespace {
+
+// `enqueue --stdin`: `item` with each line of standard input as its payload,
+// `chunk` lines (or kStdinChunkBytes) per COPY transaction; the exit status.
+int EnqueueStdin(Producer& producer, const std::string& queue, const NewItem& item, int64_t chunk,
+                 int64_t max_payload_bytes) {
+  // Each chunk is one COPY transaction; a failure stops before the next chunk
+  // and says how many lines were committed.
+  const absl::Time start = absl::Now();
+  int64_t total = 0, line_no = 0;
+  std::vector<NewItem> batch;
+  batch.reserve(chunk);
+  std::string line;
+  auto flush = [&]() -> absl::Status {
+    if (batch.empty()) return absl::OkStatus();
+    auto n = producer.EnqueueBatch(queue, batch);
+    if (!n.ok() && OutcomeUnknown(n.status())) {
+      // The connection broke during this chunk's COMMIT: a failover may have kept it.
+      const int64_t last = total + static_cast<int64_t>(batch.size());
+      return absl::Status(
+          n.status().code(),
+          absl::StrCat(n.status().message(), " (lines ", total + 1, " to ", last,
+                       " may or may not have been enqueued; the ", total,
+                       " lines before them were, lines after them were not)"));
+    }
+    if (!n.ok()) {
+      return absl::Status(n.status().code(),
+                          total == 0 ? absl::StrCat(n.status().message(), " (nothing enqueued)")
+                                     : absl::StrCat(n.status().message(), " (lines ", total + 1,
+                                                    " and after not enqueued; the ", total,
+                                                    " lines before them were)"));
+    }
+    total += *n;
+    batch.clear();
+    return absl::OkStatus();
+  };
+  // Lines are read at most the payload limit at a time, so an over-limit
+  // line is refused as soon as its limit is passed, in bounded memory; a
+  // chunk is also sent once it holds kStdinChunkBytes of payloads.
+  LineReader reader(STDIN_FILENO);
+  size_t batch_bytes = 0;
+  for (;;) {
+    const LineReader::Result got =
+        reader.Next(static_cast<size_t>(max_payload_bytes), &line);
+    if (got == LineReader::Result::kEnd) break;
+    if (got == LineReader::Result::kError) {
+      const std::string why = absl::StrCat("reading line ", line_no + 1, " of standard input: ",
+                                           strerror(errno));
+      if (absl::Status st = flush(); !st.ok()) return Fail(st);
+      return Fail(absl::UnavailableError(absl::StrCat(
+          why, total == 0 ? " (nothing enqueued)"
+                          : absl::StrCat(" (the ", total, " lines before it were enqueued)"))));
+    }
+    ++line_no;
+    if (got == LineReader::Result::kTooLong) {
+      if (absl::Status st = flush(); !st.ok()) return Fail(st);
+      const std::string what =
+          absl::StrCat("line ", line_no, " has more than ", max_payload_bytes,
+                       " bytes; the limit is ", max_payload_bytes, " (--max-payload). ");
+      // Bad input with nothing written is a usage error (2); once earlier
+      // chunks committed it is a failure (1), so a script that retries any
+      // non-zero status on the whole input is told it ran in part.
+      if (total == 0) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(what, "Nothing enqueued")));
+      }
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat(what, "The ", total, " lines before it were enqueued, line ", line_no,
+                       " and after were not: continue with `tail -n +", line_no, "` once fixed")));
+    }
+    NewItem it = item;
+    batch_bytes += line.size();
+    it.payload = std::move(line);
+    batch.push_back(std::move(it));
+    if (static_cast<int64_t>(batch.size()) >= chunk || batch_bytes >= kStdinChunkBytes) {
+      if (absl::Status st = flush(); !st.ok()) return Fail(st);
+      batch_bytes = 0;
+    }
+  }
+  if (absl::Status st = flush(); !st.ok()) return Fail(st);
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  fprintf(stderr, "enqueued %lld items in %.2fs (%.0f items/s)\n", static_cast<long long>(total),
+          secs, secs > 0 ? total / secs : 0.0);
+  printf("%lld\n", static_cast<long long>(total));
+  return 0;
+}
+
+}  // namespace
+
 int CmdEnqueue(const std::vector<std::string>& argv) {
   auto args = Args::Parse(
       argv, With(ConnectionFlags(), {"key", "priority", "delay", "dedup-key", "chunk", "group"}),
@@ -721,66 +813,7 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   if (item.dedup_key) {
     return Fail(absl::InvalidArgumentError("--dedup-key cannot be used with --stdin"));
   }
-  // Each chunk is one COPY transaction; a failure stops before the next chunk
-  // and says how many lines were committed.
-  const absl::Time start = absl::Now();
-  int64_t total = 0, line_no = 0;
-  std::vector<NewItem> batch;
-  batch.reserve(*chunk);
-  std::string line;
-  auto flush = [&]() -> absl::Status {
-    if (batch.empty()) return absl::OkStatus();
-    auto n = producer.EnqueueBatch(queue, batch);
-    if (!n.ok() && OutcomeUnknown(n.status())) {
-      // The connection broke during this chunk's COMMIT: a failover may have kept it.
-      const int64_t last = total + static_cast<int64_t>(batch.size());
-      return absl::Status(
-          n.status().code(),
-          absl::StrCat(n.status().message(), " (lines ", total + 1, " to ", last,
-                       " may or may not have been enqueued; the ", total,
-                       " lines before them were, lines after them were not)"));
-    }
-    if (!n.ok()) {
-      return absl::Status(n.status().code(),
-                          total == 0 ? absl::StrCat(n.status().message(), " (nothing enqueued)")
-                                     : absl::StrCat(n.status().message(), " (lines ", total + 1,
-                                                    " and after not enqueued; the ", total,
-                                                    " lines before them were)"));
-    }
-    total += *n;
-    batch.clear();
-    return absl::OkStatus();
-  };
-  while (std::getline(std::cin, line)) {
-    ++line_no;
-    if (static_cast<int64_t>(line.size()) > opts->max_payload_bytes) {
-      if (absl::Status st = flush(); !st.ok()) return Fail(st);
-      const std::string what =
-          absl::StrCat("line ", line_no, " is ", line.size(), " bytes; the limit is ",
-                       opts->max_payload_bytes, " (--max-payload). ");
-      // Bad input with nothing written is a usage error (2); once earlier
-      // chunks committed it is a failure (1), so a script that retries any
-      // non-zero status on the whole input is told it ran in part.
-      if (total == 0) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat(what, "Nothing enqueued")));
-      }
-      return Fail(absl::FailedPreconditionError(
-          absl::StrCat(what, "The ", total, " lines before it were enqueued, line ", line_no,
-                       " and after were not: continue with `tail -n +", line_no, "` once fixed")));
-    }
-    NewItem it = item;
-    it.payload = std::move(line);
-    batch.push_back(std::move(it));
-    if (static_cast<int64_t>(batch.size()) >= *chunk) {
-      if (absl::Status st = flush(); !st.ok()) return Fail(st);
-    }
-  }
-  if (absl::Status st = flush(); !st.ok()) return Fail(st);
-  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
-  fprintf(stderr, "enqueued %lld items in %.2fs (%.0f items/s)\n", static_cast<long long>(total),
-          secs, secs > 0 ? total / secs : 0.0);
-  printf("%lld\n", static_cast<long long>(total));
-  return 0;
+  return EnqueueStdin(producer, queue, item, *chunk, opts->max_payload_bytes);
 }
 
 int CmdWait(const std::vector<std::string>& argv) {

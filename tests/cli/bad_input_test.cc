@@ -3,6 +3,7 @@
 // rest) and nothing written to the database.
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -821,7 +822,8 @@ TEST_F(BadInputTest, OversizePayload) {
                  "--max-payload must be between");
   // --stdin: the first line is already too long, so nothing is written.
   ExpectRejected(With({"enqueue", "q", "--stdin", "--max-payload", "10"}), 2,
-                 "line 1 is 11 bytes; the limit is 10 (--max-payload). Nothing enqueued",
+                 "line 1 has more than 10 bytes; the limit is 10 (--max-payload). Nothing "
+                 "enqueued",
                  "01234567890\nok\n");
 }
 
@@ -836,7 +838,7 @@ TEST_F(BadInputTest, OversizeLineInStdinCommitsOnlyTheLinesBeforeIt) {
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(
       r.err,
-      "line 4 is 12 bytes; the limit is 10 (--max-payload). The 3 lines before it were "
+      "line 4 has more than 10 bytes; the limit is 10 (--max-payload). The 3 lines before it were "
       "enqueued, line 4 and after were not: continue with `tail -n +4` once fixed"))
       << r.err;
   EXPECT_EQ(r.out, "");
@@ -845,6 +847,47 @@ TEST_F(BadInputTest, OversizeLineInStdinCommitsOnlyTheLinesBeforeIt) {
   EXPECT_EQ(*rows[0][0], "l1");
   EXPECT_EQ(*rows[1][0], "l2");
   EXPECT_EQ(*rows[2][0], "l3");
+}
+
+// A 100 MB line is refused while it is read, past the limit: the run's
+// memory stays bounded (it read the whole line before: 508 MB for 400 MB),
+// the lines before it are enqueued and the message names it. The line comes
+// from a pipeline, so that no process of the test holds it.
+TEST_F(BadInputTest, AnOversizeLineIsRefusedInBoundedMemory) {
+  const std::string script = absl::StrCat(
+      "{ printf 'l1\\nl2\\n'; head -c ", 100 << 20,
+      " /dev/zero | tr '\\0' x; printf '\\nl4\\n'; } | ",
+      testing::PartqBinary(), " enqueue q --stdin --max-payload 1000 --dsn '", schema_.dsn(),
+      "' --schema ", schema_.name(), " 2>&1");
+  std::string out;
+  const int code = testing::RunCommand({"/bin/sh", "-c", script}, &out);
+  rusage children{};
+  ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &children), 0);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_TRUE(absl::StrContains(
+      out,
+      "line 3 has more than 1000 bytes; the limit is 1000 (--max-payload). The 2 lines before "
+      "it were enqueued, line 3 and after were not: continue with `tail -n +3` once fixed"))
+      << out;
+  EXPECT_EQ(Items(), 2);
+  // The largest process this test waited for, in KiB (each ctest runs one
+  // test in a process of its own): partq's own size, not the line's.
+  EXPECT_LT(children.ru_maxrss, 48 << 10);
+}
+
+// A chunk is sent once its payloads reach 16 MiB, however many lines --chunk
+// allows: 18 lines of 1 MiB go in two COPY transactions, not one (memory is
+// bounded by that, not by --chunk times the payload limit).
+TEST_F(BadInputTest, StdinChunksAreBoundedInBytes) {
+  const std::string script = absl::StrCat(
+      "line=$(head -c 1048576 /dev/zero | tr '\\0' x); for i in $(seq 18); do echo \"$line\"; "
+      "done | ",
+      testing::PartqBinary(), " enqueue q --stdin --dsn '", schema_.dsn(), "' --schema ",
+      schema_.name(), " 2>&1");
+  std::string out;
+  EXPECT_EQ(testing::RunCommand({"/bin/sh", "-c", script}, &out), 0) << out;
+  EXPECT_EQ(Items(), 18);
+  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT xmin::text) FROM {schema}.items"), 2);
 }
 
 // A server that accepts the connection and never answers (here: a socket
