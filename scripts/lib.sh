@@ -1,4 +1,5 @@
 # Shared by scripts/test and scripts/demo: install what is missing, then build.
+# The demo installs and builds only what `partq demo` needs; the tests, everything.
 # shellcheck shell=bash
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,11 +15,21 @@ PARTQ_CHECKER_PACKAGES=(
   jq         # tests/helm/check_chart.sh reads values.schema.json
 )
 
-# Debian 12 packages the build, the tests and the demo need.
-PARTQ_PACKAGES=(
+# Debian 12 packages that build the `partq` binary (the Dockerfile's build stage installs these).
+PARTQ_BUILD_PACKAGES=(
   build-essential cmake pkg-config
   libpqxx-dev libpq-dev librdkafka-dev libabsl-dev prometheus-cpp-dev
   nlohmann-json3-dev libcivetweb-dev libcurl4-openssl-dev
+)
+
+# What ./scripts/demo installs: the build's packages and the server `partq demo` embeds, Debian's
+# PostgreSQL 15 (pg/embedded_postgres.cc runs its initdb and pg_ctl, as the `postgres` user
+# the package creates when run as root). Nothing of the tests'.
+PARTQ_DEMO_PACKAGES=("${PARTQ_BUILD_PACKAGES[@]}" postgresql-15)
+
+# Debian 12 packages the build and the whole test suite need (./scripts/test).
+PARTQ_PACKAGES=(
+  "${PARTQ_BUILD_PACKAGES[@]}"
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   postgresql-15 postgresql-contrib
   pgbouncer   # tests/pg/pgbouncer_test puts a real PgBouncer (1.18) between partq and the server
@@ -49,6 +60,10 @@ partq_install_deps() {
   partq_install_packages "${PARTQ_PACKAGES[@]}" "$@"
 }
 
+partq_install_demo_deps() {
+  partq_install_packages "${PARTQ_DEMO_PACKAGES[@]}"
+}
+
 # Installs those of the given Debian packages that are missing (apt, as root or with sudo).
 partq_install_packages() {
   local missing=() p
@@ -70,7 +85,20 @@ partq_install_packages() {
   fi
 }
 
+# Everything: the product, the tests and the benchmarks, whatever the build directory was
+# configured with before (the demo configures a new one without tests).
 partq_build() {
-  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+    -DPARTQ_BUILD_TESTS=ON -DPARTQ_BUILD_BENCH=ON >/dev/null
   cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+}
+
+# The `partq` binary alone, for the demo. A build directory configured here for the first time
+# gets no tests or benchmarks (nothing of theirs is looked for or generated); one that
+# ./scripts/test configured keeps them, and only the `partq` target is built either way.
+partq_build_binary() {
+  local options=()
+  [[ -f $BUILD_DIR/CMakeCache.txt ]] || options=(-DPARTQ_BUILD_TESTS=OFF -DPARTQ_BUILD_BENCH=OFF)
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "${options[@]}" >/dev/null
+  cmake --build "$BUILD_DIR" --parallel "$(nproc)" --target partq
 }
