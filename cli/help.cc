@@ -89,6 +89,7 @@ constexpr CommandUsage kCommands[] = {
      "                                           by owner (--parts: every part; --json: all)\n"},
     {"console",
      "  console [--listen 127.0.0.1:8080] [--read-only] [--token-file FILE]\n"
+     "          [--log-level warning]\n"
      "      the web console: queues, part maps, sessions, dead items. Actions (pause,\n"
      "      resume, requeue, delete) need the token in FILE (log in with it; or\n"
      "      Authorization: Bearer); without --token-file it is read-only, and it will\n"
@@ -112,13 +113,24 @@ constexpr CommandUsage kCommands[] = {
      "  schedule delete NAME                     names are unique per schema\n"},
     {"bench", "  bench [--json] [...]                     throughput/latency with baselines\n"},
     {"demo",
-     "  demo [--keep] [--items N]                the whole story on an embedded database\n"},
+     "  demo [--keep] [--items N] [--workers N] [--plain]\n"
+     "                                           the whole story on an embedded database:\n"
+     "                                           --workers (3) drain --items (500000) while\n"
+     "                                           one joins, one stops and one is killed.\n"
+     "      --plain prints a line per update instead of redrawing (as when stdout is not a\n"
+     "      terminal); --keep leaves the database directory and the workers' log behind;\n"
+     "      with --dsn it runs on that database (migrating it, replacing its queue \"demo\")\n"},
     {"bridge",
      "  bridge ingest --brokers B --topic T --queue Q [--group G] [--instance-id ID]\n"
-     "                [--batch N] [--high-water N] [--low-water N] [--kafka-config k=v,...]\n"
-     "                [--metrics-addr HOST:PORT]   Kafka -> queue, exactly once\n"
+     "                [--batch N] [--batch-wait 50ms] [--high-water N] [--low-water N]\n"
+     "                [--kafka-config k=v,...] [--kafka-config-file FILE]\n"
+     "                [--metrics-addr HOST:PORT] [--log-level warning] [--quiet]\n"
+     "                                           Kafka -> queue, exactly once; a transaction\n"
+     "                                           per --batch messages or --batch-wait\n"
      "  bridge publish --brokers B [--batch N] [--drain-timeout 10s] [--kafka-config k=v,...]\n"
-     "                 [--metrics-addr HOST:PORT]  the outbox -> Kafka (idempotent producer)\n"
+     "                 [--kafka-config-file FILE] [--metrics-addr HOST:PORT]\n"
+     "                 [--log-level warning] [--quiet]\n"
+     "                                           the outbox -> Kafka (idempotent producer)\n"
      "    B is HOST:PORT[,HOST:PORT...]. /readyz is 503 while no broker is reachable.\n"
      "    Secrets out of the command line: --kafka-config-file FILE (key=value lines,\n"
      "    # comments) and $PARTQ_KAFKA_SASL_PASSWORD (sasl.password); a key in one place.\n"
@@ -159,7 +171,8 @@ const char* BenchUsage() {
                     [--soak-sessions 4] [--soak-churn 60] [--soak-sample 10]
                     [--soak-restart-at S --soak-restart 'COMMAND'] [--soak-hold AT:FOR,...]]
                    [--json] [--out FILE] [--plot FILE.svg|FILE.png] [--quiet]
-                   [--dsn DSN] [--keep] [--diagnose] [--vacuum-interval 10]
+                   [--dsn DSN] [--schema NAME] [--pool-mode MODE] [--max-payload BYTES]
+                   [--keep] [--diagnose] [--vacuum-interval 10]
 Without --dsn or $PARTQ_DSN, runs against an embedded PostgreSQL (default
 settings, max_connections raised for the idle workload; with --dsn, idle needs
 about 2 free connections a session or is skipped). The bench uses its own
@@ -189,7 +202,8 @@ std::string MainHelp() {
   std::string out =
       "partq — a partitioned work queue on PostgreSQL\n\n"
       "Usage: partq COMMAND [ARGS] [--dsn DSN] [--schema NAME]\n"
-      "       partq COMMAND --help\n\nCommands:\n";
+      "       partq COMMAND --help         one command's usage (also: partq help COMMAND)\n"
+      "       partq version\n\nCommands:\n";
   for (const CommandUsage& c : kCommands) out += c.usage;
   return absl::StrCat(out, "\n", kFooter, kHandlers);
 }
