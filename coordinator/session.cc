@@ -230,7 +230,7 @@ absl::Status Session::EnsureStore() {
   if (!store.ok()) return store.status();
   if (!options_.poll_only) {
     // Heartbeats and LISTEN on one connection: half the connections of an
-    // idle worker (README, "Connections").
+    // idle worker (docs/guide/operations-and-roles.md, "Connections").
     auto l = (*store)->ListenHere(options_.queue);
     if (!l.ok() && absl::IsUnavailable(l.status())) return l.status();
     absl::MutexLock lock(&mu_);

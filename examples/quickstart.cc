@@ -1,11 +1,11 @@
-// The README's example, compiled with the project so it stays true:
+// The example of docs/guide/cpp.md, compiled with the project so it stays true:
 // a producer enqueues orders, a consumer whose handler writes a row in the
 // same transaction that acknowledges the item.
 //
 //   ./build/examples/quickstart "host=127.0.0.1 user=postgres dbname=postgres"
 //
 // It includes partq's umbrella headers, as a program built against an
-// installed partq does (README, "Using it from C++").
+// installed partq does (docs/guide/cpp.md).
 #include <cstdio>
 #include <pqxx/pqxx>
 #include <string>

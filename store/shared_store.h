@@ -5,7 +5,7 @@
 // (coordinator/queue_collector.h) and the schedule firer
 // (consumer/schedule_firer.h); each used to hold a connection of its own. A
 // Consumer gives both one SharedStore, so the part-0 owner holds one
-// connection more than other workers, not two (README, "Connections").
+// connection more than other workers, not two (docs/guide/operations-and-roles.md, "Connections").
 //
 // Thread-safe: a user holds `mu` from before it connects until its call
 // returns, and closes `store` (reset) when the connection broke or when

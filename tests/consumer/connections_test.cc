@@ -1,4 +1,4 @@
-// How many server connections a worker holds (README, "Connections"),
+// How many server connections a worker holds (docs/guide/operations-and-roles.md, "Connections"),
 // counted in pg_stat_activity by the application_name its stores connect
 // with: 2 when idle (the session's, which also LISTENs, and the claimer's),
 // one more on the owner of part 0 (its depth collector and schedule firer

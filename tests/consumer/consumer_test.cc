@@ -203,7 +203,7 @@ TEST_F(ConsumerTest, TheOwnerOfPartZeroVacuumsTheItemsTheDrainLeftDead) {
 // A worker whose role owns neither the queue's tables nor the database may
 // not vacuum them: once the dead rows pass the threshold its keeper asks once,
 // is denied, logs a warning and asks no more, and the worker drains as before
-// (README, "Running it hard": then autovacuum alone keeps the tables).
+// (docs/guide/operations-and-roles.md, "Running it hard": then autovacuum alone keeps the tables).
 TEST_F(ConsumerTest, AWorkerWhoseRoleMayNotVacuumAsksOnceAndDrainsAsBefore) {
   CreateQueue("q", 4);
   schema_.Q("ALTER TABLE {schema}.items SET (autovacuum_enabled = false)");

@@ -1,4 +1,4 @@
-// The README's C++ example runs end to end against a real PostgreSQL.
+// The C++ example of docs/guide/cpp.md runs end to end against a real PostgreSQL.
 #include "gtest/gtest.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"

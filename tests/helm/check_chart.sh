@@ -274,7 +274,7 @@ expect default '^            - "--handler=noop"$'
 expect prune '^kind: CronJob$'
 expect prune "^                  partq prune 'emails' --older-than=14d --dead$"
 expect_not default '^kind: CronJob$'
-# Your own code (README "Running your own code"). exec: the command, with `$` escaped from
+# Your own code (docs/guide/handlers.md). exec: the command, with `$` escaped from
 # Kubernetes' $(VAR) expansion, in the user's image; the migration keeps the partq image.
 expect handler-exec '^            - "--handler=exec:exec python3 /app/handler.py --log-prefix \\"\$\$POD_NAME\\""$'
 expect handler-exec '^          image: "registry.example.com/acme/squares-worker:1.4.0"$'
