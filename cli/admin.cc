@@ -251,7 +251,7 @@ void PrintPartsSummary(const QueueStatus& st) {
   std::map<std::string, Sum> by_owner;  // "" for no owner
   std::set<std::string> live;
   for (const SessionInfo& s : st.sessions) {
-    if (s.expires_in > absl::ZeroDuration()) live.insert(s.id.value);
+    if (SessionLive(s.expires_in)) live.insert(s.id.value);
   }
   std::vector<int> unowned;
   std::vector<const PartStatus*> behind;
@@ -962,7 +962,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
   auto st = (*store)->Status(args->positional()[0]);
   if (!st.ok()) return Fail(st.status());
   const QueueTotals t = SumUp(*st);
-  auto expired = [](const SessionInfo& s) { return s.expires_in <= absl::ZeroDuration(); };
+  auto expired = [](const SessionInfo& s) { return !SessionLive(s.expires_in); };
   if (args->Has("json")) {
     nlohmann::json out;
     out["queue"] = {
@@ -981,6 +981,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
                      {"delayed", t.delayed},
                      {"held", t.held},
                      {"in_flight", t.in_flight},
+                     {"in_flight_unowned", t.in_flight_unowned},
                      {"dead", t.dead},
                      {"cancelled", t.cancelled},
                      {"dead_last_minute", t.dead_last_minute},
@@ -1036,10 +1037,16 @@ int CmdStatus(const std::vector<std::string>& argv) {
   if (c.paused) {
     printf("PAUSED: its workers claim nothing (partq queue resume %s)\n", c.name.c_str());
   }
-  printf("items: %lld ready, %lld delayed, %lld in flight, %lld dead; oldest ready %s\n",
+  printf("items: %lld ready, %lld delayed, %lld in flight%s, %lld dead; oldest ready %s\n",
          static_cast<long long>(t.ready), static_cast<long long>(t.delayed),
-         static_cast<long long>(t.in_flight), static_cast<long long>(t.dead),
-         t.ready > 0 ? Seconds(t.oldest_ready_age).c_str() : "-");
+         static_cast<long long>(t.in_flight),
+         t.in_flight_unowned == 0
+             ? ""
+             : absl::StrCat(" (", t.in_flight_unowned,
+                            " of them claimed by expired sessions: they run again once a live "
+                            "worker takes their parts)")
+                   .c_str(),
+         static_cast<long long>(t.dead), t.ready > 0 ? Seconds(t.oldest_ready_age).c_str() : "-");
   const QueueStatus::GroupCounts& g = st->groups;
   if (g.held + g.started + g.ended > 0) {
     printf("groups: %lld held (not started, %lld items), %lld started, %lld ended; %lld items "

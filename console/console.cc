@@ -80,6 +80,14 @@ std::string Cookie(const HttpRequest& request, absl::string_view name) {
   return "";
 }
 
+// The owners lane's read as the store gave it, for SumUp.
+QueueOwners OwnersOf(const QueueState& q) {
+  QueueOwners o;
+  o.sessions = q.sessions;
+  o.owners = q.owners;
+  return o;
+}
+
 std::string Header(const HttpRequest& request, const std::string& name) {
   auto it = request.headers.find(name);
   return it == request.headers.end() ? "" : it->second;
@@ -260,21 +268,22 @@ HttpResponse Console::Queues() const {
   const absl::Time now = clock->Now();
   json queues = json::array();
   for (const auto& [name, q] : s.queues) {
+    // Liveness as `partq status` counts it (SumUp), at this moment: a
+    // session that expired since the read counts as expired.
+    const OwnerTotals o = SumUp(OwnersOf(q), now - q.owners_at);
     json j = {{"name", name},
               {"parts", q.config.parts},
               {"paused", q.config.paused},
-              {"sessions", q.sessions.size()}};
-    int64_t unowned = 0;
-    std::set<std::string> live;
-    for (const auto& ses : q.sessions) live.insert(ses.id.value);
-    for (const auto& o : q.owners) unowned += (!o || !live.count(o->value)) ? 1 : 0;
-    j["unowned_parts"] = q.owners.empty() ? json() : json(unowned);
+              {"sessions", o.live_sessions},
+              {"expired_sessions", o.expired_sessions}};
+    j["unowned_parts"] = q.owners.empty() ? json() : json(o.unowned_parts);
     if (q.status) {
-      const QueueTotals t = SumUp(*q.status);
+      const QueueTotals t = SumUp(*q.status, now - q.status_at);
       j["ready"] = t.ready;
       j["delayed"] = t.delayed;
       j["held"] = t.held;
       j["in_flight"] = t.in_flight;
+      j["in_flight_unowned"] = t.in_flight_unowned;
       const QueueStatus::GroupCounts& g = q.status->groups;
       j["groups"] = {{"held", g.held}, {"started", g.started}, {"ended", g.ended}};
       j["dead"] = t.dead;
@@ -309,9 +318,11 @@ HttpResponse Console::Queue(const std::string& name) const {
   std::optional<QueueState> q = poller_.SnapshotQueue(name, &labels);
   if (!q) return Error(404, "no such queue (yet: the console reads the queues every second)");
   const absl::Time now = options_.poller.clock->Now();
-  // Sessions: the live ones of the owners lane (fresh), with what the last
-  // status read said of their heartbeats; then any owner not among them (a
-  // session past its TTL that no heartbeat has deleted yet).
+  // Sessions: those of the owners lane (read every second), live or
+  // expired as SessionLive says now, with the instance id the last status
+  // read gave; then any owner not among them (none from one snapshot, but a
+  // store may differ).
+  const absl::Duration since_owners = now - q->owners_at;
   std::map<std::string, const SessionInfo*> info;
   if (q->status) {
     for (const SessionInfo& si : q->status->sessions) info[si.id.value] = &si;
@@ -322,26 +333,32 @@ HttpResponse Console::Queue(const std::string& name) const {
     if (o) ++owned[o->value];
   }
   json sessions = json::array();
-  auto add = [&](const std::string& id, const std::string& host, int pid) {
+  int live = 0;
+  auto add = [&](const std::string& id, const std::string& host, int pid,
+                 const QueueOwners::Session* ses) {
     index[id] = static_cast<int>(sessions.size());
-    json s = {{"id", id}, {"host", Text(host)}, {"pid", pid}, {"parts", owned[id]}};
-    auto it = info.find(id);
-    if (it != info.end()) {
-      s["instance"] = Text(it->second->instance_id);
-      s["heartbeat_seconds"] = Secs(it->second->since_heartbeat);
-      s["expires_in_seconds"] = Secs(it->second->expires_in);
+    const bool alive = ses != nullptr && SessionLive(ses->expires_in, since_owners);
+    live += alive ? 1 : 0;
+    json s = {{"id", id},       {"host", Text(host)}, {"pid", pid},
+              {"parts", owned[id]}, {"expired", !alive}};
+    if (ses != nullptr) {
+      s["heartbeat_seconds"] = Secs(ses->since_heartbeat + since_owners);
+      s["expires_in_seconds"] = Secs(ses->expires_in - since_owners);
     }
+    auto it = info.find(id);
+    if (it != info.end()) s["instance"] = Text(it->second->instance_id);
     sessions.push_back(std::move(s));
   };
-  for (const auto& ses : q->sessions) add(ses.id.value, ses.host, ses.pid);
+  for (const auto& ses : q->sessions) add(ses.id.value, ses.host, ses.pid, &ses);
   for (const auto& [id, n] : owned) {
     if (!index.count(id)) {
       auto l = labels.find(id);
-      add(id, l == labels.end() ? "?" : l->second.substr(0, l->second.rfind(':')), 0);
+      add(id, l == labels.end() ? "?" : l->second.substr(0, l->second.rfind(':')), 0, nullptr);
     }
   }
   json owner = json::array();
   for (const auto& o : q->owners) owner.push_back(o ? index[o->value] : -1);
+  const OwnerTotals ot = SumUp(OwnersOf(*q), since_owners);
   json ready = json::array(), oldest = json::array();
   if (q->status) {
     for (const PartStatus& p : q->status->parts) {
@@ -369,6 +386,8 @@ HttpResponse Console::Queue(const std::string& name) const {
             {"max_attempts", q->config.max_attempts},
             {"ordered", q->config.ordered},
             {"sessions", std::move(sessions)},
+            {"live_sessions", live},
+            {"unowned_parts", ot.unowned_parts},
             {"owner", std::move(owner)},
             {"ready", std::move(ready)},
             {"oldest_ready_seconds", std::move(oldest)},
@@ -378,10 +397,11 @@ HttpResponse Console::Queue(const std::string& name) const {
             {"actions", actions()}};
   if (q->status) {
     j["status_age_seconds"] = Secs(now - q->status_at);
-    const QueueTotals t = SumUp(*q->status);
+    const QueueTotals t = SumUp(*q->status, now - q->status_at);
     j["totals"] = {{"ready", t.ready},
                    {"delayed", t.delayed},
                    {"in_flight", t.in_flight},
+                   {"in_flight_unowned", t.in_flight_unowned},
                    {"dead", t.dead},
                    {"oldest_ready_seconds", Secs(t.oldest_ready_age)}};
     // The chart's minutes: the last 30, those without a report as zeros.

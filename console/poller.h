@@ -4,8 +4,9 @@
 //
 // Two lanes, each a thread with its own connection:
 //   owners  every `owners_interval` (1 s): ListQueues, then Store::Owners per
-//           queue (O(parts): who owns which part). Changes between two rounds
-//           are the hand-offs this console saw (kept `handoff_window`).
+//           queue (O(parts): who owns which part, and every session with its
+//           expiry, live or not). Changes between two rounds are the
+//           hand-offs this console saw (kept `handoff_window`).
 //   status  every `status_interval` (10 s): Store::Status per queue (counts
 //           every item: ready/delayed/in flight/dead per part, oldest ready
 //           age, sessions' heartbeats). Its samples make the rates.

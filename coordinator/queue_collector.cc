@@ -194,11 +194,11 @@ absl::Status QueueCollector::CollectOnce() {
   return absl::OkStatus();
 }
 
-QueueTotals SumUp(const QueueStatus& status) {
+QueueTotals SumUp(const QueueStatus& status, absl::Duration since_read) {
   QueueTotals t;
   absl::flat_hash_set<std::string> live;
   for (const auto& s : status.sessions) {
-    if (s.expires_in > absl::ZeroDuration()) {
+    if (SessionLive(s.expires_in, since_read)) {
       live.insert(s.id.value);
       ++t.live_sessions;
     } else {
@@ -213,9 +213,26 @@ QueueTotals SumUp(const QueueStatus& status) {
     t.dead += p.dead;
     t.cancelled += p.cancelled;
     t.dead_last_minute += p.dead_last_minute;
-    t.unowned_parts += p.owner.has_value() && live.count(p.owner->value) ? 0 : 1;
+    const bool unowned = !p.owner.has_value() || !live.count(p.owner->value);
+    t.unowned_parts += unowned ? 1 : 0;
+    t.in_flight_unowned += unowned ? p.in_flight : 0;
     t.oldest_ready_age = std::max(t.oldest_ready_age, p.oldest_ready_age);
   }
+  return t;
+}
+
+OwnerTotals SumUp(const QueueOwners& owners, absl::Duration since_read) {
+  OwnerTotals t;
+  absl::flat_hash_set<std::string> live;
+  for (const auto& s : owners.sessions) {
+    if (SessionLive(s.expires_in, since_read)) {
+      live.insert(s.id.value);
+      ++t.live_sessions;
+    } else {
+      ++t.expired_sessions;
+    }
+  }
+  for (const auto& o : owners.owners) t.unowned_parts += o && live.count(o->value) ? 0 : 1;
   return t;
 }
 

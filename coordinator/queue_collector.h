@@ -68,18 +68,32 @@
 
 namespace partq {
 
-// A queue's status summed over its parts, as `partq status` prints it and
-// the collector exports it. A part counts as unowned when no live session
-// owns it: its owner's session may have expired without anyone (a live
-// member's heartbeat) having deleted it yet, and its items wait either way.
+// A queue's status summed over its parts, as `partq status` prints it, the
+// collector exports it and the console shows it. A part counts as unowned
+// when no live session owns it (SessionLive): its owner's session may have
+// expired without anyone (a live member's heartbeat) having deleted it yet,
+// and its items wait either way.
 struct QueueTotals {
   int64_t ready = 0, delayed = 0, in_flight = 0, dead = 0, held = 0, cancelled = 0;
+  // Of in_flight, those on parts without a live owner: claimed by a session
+  // that died; nothing runs them until a live member takes the part (and
+  // makes them ready again).
+  int64_t in_flight_unowned = 0;
   int64_t dead_last_minute = 0;  // PartStatus::dead_last_minute, summed
   int64_t unowned_parts = 0;
   int64_t live_sessions = 0, expired_sessions = 0;
   absl::Duration oldest_ready_age;  // zero when none is ready
 };
-QueueTotals SumUp(const QueueStatus& status);
+// `since_read`: how long ago the status was read (the console shows reads
+// seconds old; sessions that expired since count as expired).
+QueueTotals SumUp(const QueueStatus& status, absl::Duration since_read = absl::ZeroDuration());
+
+// The same rule over Store::Owners' cheaper read: live and expired sessions,
+// and parts without a live owner.
+struct OwnerTotals {
+  int64_t live_sessions = 0, expired_sessions = 0, unowned_parts = 0;
+};
+OwnerTotals SumUp(const QueueOwners& owners, absl::Duration since_read = absl::ZeroDuration());
 
 class QueueCollector {
  public:

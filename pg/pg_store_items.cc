@@ -1810,8 +1810,9 @@ absl::StatusOr<QueueOwners> PgStore::Owners(absl::string_view queue) {
           out.owners.resize(row[3].as<int>());
           break;
         case 's':
-          out.sessions.push_back(
-              {SessionId{row[1].as<std::string>()}, row[2].as<std::string>(), row[3].as<int>()});
+          out.sessions.push_back({SessionId{row[1].as<std::string>()}, row[2].as<std::string>(),
+                                  row[3].as<int>(), absl::Microseconds(row[4].as<int64_t>()),
+                                  absl::Microseconds(row[5].as<int64_t>())});
           break;
         case 'p':
           owned.emplace_back(row[3].as<int>(), row[1].as<std::string>());

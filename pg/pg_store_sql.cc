@@ -1432,11 +1432,19 @@ FROM {schema}.sessions s WHERE s.queue = $1 ORDER BY s.id
 )sql"},
       // Owners: one statement, so one snapshot; the queue's row says it
       // exists and how many parts it has, EXISTS stops at the first item.
+      // Sessions come with their heartbeat's age and their expiry, as in
+      // status_sessions, so a reader tells live ones from expired ones.
       {"owners", R"sql(
-SELECT 'q', NULL::text, NULL::text, parts FROM {schema}.queues WHERE name = $1
-UNION ALL SELECT 's', id::text, host, pid FROM {schema}.sessions WHERE queue = $1
-UNION ALL SELECT 'p', session_id::text, NULL, part FROM {schema}.session_parts WHERE queue = $1
-UNION ALL SELECT 'i', NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM {schema}.items WHERE queue = $1)
+SELECT 'q', NULL::text, NULL::text, parts, NULL::bigint, NULL::bigint
+FROM {schema}.queues WHERE name = $1
+UNION ALL SELECT 's', id::text, host, pid,
+                 (extract(epoch FROM now() - heartbeat_at) * 1000000)::bigint,
+                 (extract(epoch FROM expires_at - now()) * 1000000)::bigint
+FROM {schema}.sessions WHERE queue = $1
+UNION ALL SELECT 'p', session_id::text, NULL, part, NULL, NULL
+FROM {schema}.session_parts WHERE queue = $1
+UNION ALL SELECT 'i', NULL, NULL, NULL, NULL, NULL
+WHERE EXISTS (SELECT 1 FROM {schema}.items WHERE queue = $1)
 )sql"},
       // The oldest holder of this database's vacuum horizon: backends of
       // this database (and walsenders, whose hot_standby_feedback holds every

@@ -721,7 +721,11 @@ class MemStore : public Store {
       if (o != db_->owners_.end()) out.owners[p] = SessionId{o->second.session};
     }
     for (const auto& [id, s] : db_->sessions_) {
-      if (s.queue == q.name) out.sessions.push_back({SessionId{id}, s.host, s.pid});
+      if (s.queue == q.name) {
+        const absl::Time now = db_->clock_->Now();
+        out.sessions.push_back(
+            {SessionId{id}, s.host, s.pid, now - s.heartbeat_at, s.expires_at - now});
+      }
     }
     std::sort(out.sessions.begin(), out.sessions.end(),
               [](const auto& a, const auto& b) { return a.id.value < b.id.value; });

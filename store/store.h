@@ -404,6 +404,8 @@ struct QueueOwners {
     SessionId id;
     std::string host;
     int pid = 0;
+    absl::Duration since_heartbeat;  // as SessionInfo's
+    absl::Duration expires_in;       // as SessionInfo's: SessionLive says what it means
   };
   std::vector<Session> sessions;                 // as QueueStatus::sessions, by id
   std::vector<std::optional<SessionId>> owners;  // one per part, 0..P-1

@@ -169,6 +169,16 @@ struct SessionInfo {
   int parts_owned = 0;
 };
 
+// Whether a session is live: its TTL had not run out when a read said it
+// expires in `expires_in`, `since_read` ago. An expired session keeps its row
+// (and its parts) until a live member's heartbeat deletes it, so its parts
+// have no live owner all the same. The one rule `partq status`, the queue
+// collector and the console count live sessions and owned parts by.
+inline bool SessionLive(absl::Duration expires_in,
+                        absl::Duration since_read = absl::ZeroDuration()) {
+  return expires_in - since_read > absl::ZeroDuration();
+}
+
 // An item as a consumer sees it.
 struct Item {
   int64_t id = 0;

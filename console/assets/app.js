@@ -105,7 +105,8 @@ async function drawQueues() {
   clear(view);
   view.append(el('h1', {}, 'Queues'));
   const msg = el('div', {class: 'msg', id: 'msg'});
-  const head = el('tr', {}, ...['queue', 'parts', 'sessions', 'unowned parts', 'ready', 'delayed',
+  const head = el('tr', {}, ...['queue', 'parts', 'live sessions', 'parts without a live owner',
+    'ready', 'delayed',
     'held', 'in flight', 'dead', 'groups (held / started / ended)', 'oldest ready',
     'acked/s (1 min)', 'failed/s (1 min)', 'dead-lettered/s (1 min)',
     'backlog/s (1 min)', 'backlog/s (5 min)', 'state', ''].map((h) => el('th', {}, h)));
@@ -122,10 +123,14 @@ async function drawQueues() {
     toggle.disabled = !actions;
     body.append(el('tr', {'data-queue': q.name},
       el('td', {}, el('a', {href: `#/queue/${encodeURIComponent(q.name)}`}, q.name)),
-      el('td', {class: 'num'}, num(q.parts)), el('td', {class: 'num'}, num(q.sessions)),
-      el('td', {class: 'num'}, num(q.unowned_parts)),
+      el('td', {class: 'num'}, num(q.parts)),
+      el('td', {class: 'num sessions'}, num(q.sessions) +
+        (q.expired_sessions ? ` (+${num(q.expired_sessions)} expired)` : '')),
+      el('td', {class: 'num unowned'}, num(q.unowned_parts)),
       el('td', {class: 'num'}, num(q.ready)), el('td', {class: 'num'}, num(q.delayed)),
-      el('td', {class: 'num'}, num(q.held)), el('td', {class: 'num'}, num(q.in_flight)),
+      el('td', {class: 'num'}, num(q.held)),
+      el('td', {class: 'num in-flight'}, num(q.in_flight) +
+        (q.in_flight_unowned ? ` (${num(q.in_flight_unowned)} with no live owner)` : '')),
       el('td', {class: 'num'}, el('a', {href: `#/queue/${encodeURIComponent(q.name)}/dead`}, num(q.dead))),
       el('td', {class: 'num'}, q.groups ?
         `${num(q.groups.held)} / ${num(q.groups.started)} / ${num(q.groups.ended)}` : '–'),
@@ -173,7 +178,8 @@ async function drawParts(queue) {
     mapState.chart = el('div', {id: 'throughput'});
     view.append(mapState.title, mapState.summary, mapState.legend, map,
       el('p', {class: 'note'}, 'One cell per part, coloured by its owner; the darker, the older ' +
-        'its oldest ready item. Hatched: no live owner.'),
+        'its oldest ready item. Hatched: no live owner (none, or a session past its TTL that ' +
+        'no live worker has deleted yet: its parts wait for one).'),
       el('h2', {}, 'Throughput, items a minute'), mapState.chart,
       el('p', {class: 'note'}, 'What the workers finished each minute (UTC), as their ' +
         'heartbeats report it: the current minute fills in as they heartbeat.'),
@@ -187,29 +193,35 @@ async function drawParts(queue) {
   }
   clear(mapState.title);
   mapState.title.append(`${j.name} `, el('span', {class: j.paused ? 'paused' : ''}, j.paused ? '(paused)' : ''));
-  const owned = j.owner.filter((o) => o >= 0).length;
+  const expired = j.sessions.length - j.live_sessions;
   clear(mapState.summary);
-  mapState.summary.append(`${j.parts} parts, ${j.assignment} assignment; ${j.sessions.length} session(s); ` +
-    `${j.parts - owned} part(s) without an owner` +
-    (j.totals ? `; ${num(j.totals.ready)} ready, ${num(j.totals.in_flight)} in flight, ` +
-      `${num(j.totals.dead)} dead, oldest ready ${secs(j.totals.oldest_ready_seconds)}` : ''));
+  mapState.summary.append(`${j.parts} parts, ${j.assignment} assignment; ` +
+    `${j.live_sessions} live session(s)` + (expired ? `, ${expired} expired` : '') + '; ' +
+    `${j.unowned_parts} part(s) without a live owner` +
+    (j.totals ? `; ${num(j.totals.ready)} ready, ${num(j.totals.in_flight)} in flight` +
+      (j.totals.in_flight_unowned ? ` (${num(j.totals.in_flight_unowned)} with no live owner)` : '') +
+      `, ${num(j.totals.dead)} dead, oldest ready ${secs(j.totals.oldest_ready_seconds)}` : ''));
   for (let p = 0; p < j.parts; p++) {
     const c = mapState.cells[p];
     const o = j.owner[p];
     const s = o >= 0 ? j.sessions[o] : null;
+    const live = s && !s.expired;
     const lag = j.oldest_ready_seconds.length ? j.oldest_ready_seconds[p] : 0;
     const ready = j.ready.length ? j.ready[p] : null;
-    c.className = s ? 'cell' : 'cell none';
-    c.style.background = s ? colour(s.id, lag) : '';
-    c.dataset.owner = s ? s.id : '';
-    c.title = `part ${p}: ${s ? `${s.host}:${s.pid}` : 'no owner'}; ` +
+    // An expired owner's parts are hatched like those of no owner: nothing runs them.
+    c.className = live ? 'cell' : s ? 'cell none expired' : 'cell none';
+    c.style.background = live ? colour(s.id, lag) : '';
+    c.dataset.owner = live ? s.id : '';
+    c.dataset.expiredOwner = s && !live ? s.id : '';
+    c.title = `part ${p}: ${live ? `${s.host}:${s.pid}` : s ? `${s.host}:${s.pid}, expired` : 'no owner'}; ` +
       `${ready === null ? '?' : ready} ready, oldest ${secs(lag)}`;
   }
   clear(mapState.legend);
   for (const s of j.sessions) {
-    mapState.legend.append(el('span', {'data-session': s.id},
-      el('span', {class: 'sw'}), `${s.host}:${s.pid} (${s.parts} parts)`));
-    mapState.legend.lastChild.firstChild.style.background = colour(s.id, 0);
+    mapState.legend.append(el('span', {'data-session': s.id, class: s.expired ? 'expired' : ''},
+      el('span', {class: s.expired ? 'sw expired' : 'sw'}),
+      `${s.host}:${s.pid} (${s.parts} parts${s.expired ? ', expired' : ''})`));
+    if (!s.expired) mapState.legend.lastChild.firstChild.style.background = colour(s.id, 0);
   }
   if (j.throughput) drawThroughput(mapState.chart, j.throughput);
   clear(mapState.handoffs);
@@ -272,18 +284,19 @@ async function drawSessions(queue) {
   view.append(el('h1', {}, `${j.name}: sessions`));
   const body = el('tbody', {});
   for (const s of j.sessions) {
-    body.append(el('tr', {},
+    body.append(el('tr', {'data-session': s.id, class: s.expired ? 'expired' : ''},
       el('td', {}, el('code', {}, s.id)), el('td', {}, s.instance || '–'), el('td', {}, s.host),
       el('td', {class: 'num'}, String(s.pid)), el('td', {class: 'num'}, num(s.parts)),
       el('td', {class: 'num'}, secs(s.heartbeat_seconds)),
       el('td', {class: 'num'}, s.expires_in_seconds === undefined ? '–'
-        : s.expires_in_seconds <= 0 ? 'expired' : secs(s.expires_in_seconds))));
+        : s.expired ? `expired ${secs(-s.expires_in_seconds)} ago` : secs(s.expires_in_seconds))));
   }
   view.append(el('table', {id: 'sessions'}, el('thead', {}, el('tr', {},
     ...['session', 'instance', 'host', 'pid', 'parts', 'heartbeat age', 'expires in']
       .map((h) => el('th', {}, h)))), body),
-    el('p', {class: 'note'}, 'Parts are as of the last ownership read (every second); ' +
-      `heartbeat ages as of the last status read (${secs(j.status_age_seconds)} ago).`));
+    el('p', {class: 'note'}, 'As of the last ownership read (every second). An expired ' +
+      'session missed its heartbeats for longer than the queue\'s TTL; it keeps its parts ' +
+      '(and nothing runs them) until a live worker\'s heartbeat deletes it.'));
   footer(`ownership read ${secs(j.owners_age_seconds)} ago`);
 }
 

@@ -2,6 +2,8 @@
 PostgreSQL and live `partq worker` processes (issue 25).
 
   - the part map changes colour when a worker is SIGKILLed and its parts move;
+  - with every worker of a queue SIGKILLed, the pages count their sessions as expired, their
+    parts as without a live owner (hatched) and their items in flight as `partq status` does;
   - requeueing a dead item from the page puts it back;
   - a <script> payload shows as text and does not run;
   - an action without the token (or without the page's CSRF token) is refused;
@@ -203,6 +205,53 @@ class ConsoleInABrowser(unittest.TestCase):
         self.shot("part_map_after_kill.png")
         b.terminate()
         b.wait()
+
+    def test_dead_sessions_show_as_expired_when_every_worker_is_killed(self):
+        self.partq("queue", "create", "kq", "--parts", "4", "--session-ttl", "1s")
+        self.partq("enqueue", "kq", "--stdin", stdin="".join(f"{i}\n" for i in range(20)))
+        workers = [self.start("worker", "kq", "--handler", "sleep:600000", "--quiet")
+                   for _ in range(2)]
+
+        def status():
+            return json.loads(self.partq("status", "kq", "--json"))
+        wait_until(lambda: (lambda s: s["totals"]["live_sessions"] == 2 and
+                            s["totals"]["in_flight"] > 0)(status()),
+                   what="two workers with items in flight")
+        for w in workers:
+            w.send_signal(signal.SIGKILL)
+            w.wait()
+        # Nobody is left to delete the sessions: their rows, parts and claims stay, expired.
+        st = wait_until(lambda: (lambda s: s if s["totals"]["live_sessions"] == 0 else None)(
+            status()), what="partq status to count no live session")
+        t = st["totals"]
+        self.assertEqual(t["expired_sessions"], 2)
+        self.assertEqual(t["unowned_parts"], 4)
+        self.assertEqual(t["in_flight_unowned"], t["in_flight"])
+
+        self.show("#/")
+        row = "document.querySelector('tr[data-queue=\"kq\"]')"
+        cell = lambda cls: self.browser.evaluate(f"{row} ? {row}.querySelector('td.{cls}').textContent : ''")
+        # The console's counts are spaced reads: wait for the first that saw the kill.
+        wait_until(lambda: cell("in-flight").startswith(f"{t['in_flight']} ("),
+                   what="the queues page to count the in-flight items as ownerless")
+        self.assertEqual(cell("sessions"), "0 (+2 expired)")
+        self.assertEqual(cell("unowned"), "4")
+        self.assertEqual(cell("in-flight"),
+                         f"{t['in_flight']} ({t['in_flight_unowned']} with no live owner)")
+        self.shot("queues_after_kill_all.png")
+
+        self.show("#/queue/kq")
+        self.browser.wait_for("document.querySelectorAll('#map .cell').length === 4",
+                              what="the part map")
+        self.assertEqual(self.owners_in_map(), [""] * 4, "no part shows a live owner")
+        expired = self.browser.evaluate(
+            "Array.from(document.querySelectorAll('#map .cell'))"
+            ".map(c => c.classList.contains('expired') ? c.dataset.expiredOwner : '')")
+        self.assertEqual(sorted(set(expired)), sorted(s["id"] for s in st["sessions"]),
+                         "every part hatched as its expired owner's")
+        self.assertIn("0 live session(s), 2 expired; 4 part(s) without a live owner",
+                      self.browser.evaluate("document.getElementById('summary').textContent"))
+        self.shot("part_map_all_killed.png")
 
     def test_dead_items_page_escapes_requeues_and_refuses_without_tokens(self):
         for payload in (EVIL, "plain"):

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
+#include "coordinator/queue_collector.h"
 #include "gtest/gtest.h"
 #include "store/mem_store.h"
 #include "tests/store/store_test_util.h"
@@ -150,6 +151,59 @@ TEST_F(ConsoleTest, PartMapShowsOwnersAndTheHandOffsTheConsoleSaw) {
   clock_.Advance(absl::Hours(1));
   ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
   EXPECT_TRUE(Body(console->Handle(Get("/api/queue?name=q")))["handoffs"].empty());
+}
+
+// A worker that dies keeps its session row (and its parts, and the items it
+// had claimed) until a live member's heartbeat deletes it: past its TTL the
+// console counts it as `partq status` does (SumUp), even when its last read
+// is older than the expiry.
+TEST_F(ConsoleTest, ASessionPastItsTtlShowsAsExpiredAndItsPartsWithoutALiveOwner) {
+  MakeQueue(*store_, "q", 4, absl::Seconds(10));
+  auto console = Make();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->Enqueue("q", Payload("x")).ok());
+  Member a = JoinWith(*store_, "q", store_testing::kAllParts);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(store_testing::ClaimAll("q", a)));
+  ASSERT_EQ(claimed.size(), 3u);
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  ASSERT_TRUE(console->poller().PollStatusOnce().ok());
+  json q = Body(console->Handle(Get("/api/queues")))["queues"][0];
+  EXPECT_EQ(q["sessions"], 1);
+  EXPECT_EQ(q["expired_sessions"], 0);
+  EXPECT_EQ(q["unowned_parts"], 0);
+  EXPECT_EQ(q["in_flight"], 3);
+  EXPECT_EQ(q["in_flight_unowned"], 0);
+
+  // The worker dies: nothing heartbeats. (Over PostgreSQL its clock does not
+  // move: the reads above are what says it expired since.)
+  clock_.Advance(absl::Seconds(11));
+  q = Body(console->Handle(Get("/api/queues")))["queues"][0];
+  EXPECT_EQ(q["sessions"], 0);
+  EXPECT_EQ(q["expired_sessions"], 1);
+  EXPECT_EQ(q["unowned_parts"], 4);
+  EXPECT_EQ(q["in_flight"], 3) << "the database still has them claimed";
+  EXPECT_EQ(q["in_flight_unowned"], 3);
+  json p = Body(console->Handle(Get("/api/queue?name=q")));
+  ASSERT_EQ(p["sessions"].size(), 1u);
+  EXPECT_EQ(p["sessions"][0]["id"], a.join.id.value);
+  EXPECT_EQ(p["sessions"][0]["expired"], true);
+  EXPECT_LT(p["sessions"][0]["expires_in_seconds"].get<double>(), 0);
+  EXPECT_EQ(p["live_sessions"], 0);
+  EXPECT_EQ(p["unowned_parts"], 4);
+  EXPECT_EQ(p["totals"]["in_flight_unowned"], 3);
+#ifndef PARTQ_CONSOLE_PG
+  // Read again, the store says the same, and so does `partq status`'s sum.
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  ASSERT_TRUE(console->poller().PollStatusOnce().ok());
+  q = Body(console->Handle(Get("/api/queues")))["queues"][0];
+  ASSERT_OK_AND_ASSIGN(QueueStatus st, store_->Status("q"));
+  const QueueTotals t = SumUp(st);
+  EXPECT_EQ(q["sessions"], t.live_sessions);
+  EXPECT_EQ(q["expired_sessions"], t.expired_sessions);
+  EXPECT_EQ(q["unowned_parts"], t.unowned_parts);
+  EXPECT_EQ(q["in_flight"], t.in_flight);
+  EXPECT_EQ(q["in_flight_unowned"], t.in_flight_unowned);
+  EXPECT_EQ(t.unowned_parts, 4);
+#endif
 }
 
 TEST_F(ConsoleTest, QueuesShowCountsFromTheStatusReadAndTheBacklogRate) {

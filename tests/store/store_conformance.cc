@@ -2512,6 +2512,10 @@ TEST_P(StoreConformance, OwnersSaysWhatStatusSaysOfTheGroup) {
       EXPECT_EQ(o.sessions[i].id, s.sessions[i].id);
       EXPECT_EQ(o.sessions[i].host, s.sessions[i].host);
       EXPECT_EQ(o.sessions[i].pid, s.sessions[i].pid);
+      // Two reads, so up to the time between them apart.
+      EXPECT_NEAR(absl::ToDoubleSeconds(o.sessions[i].expires_in),
+                  absl::ToDoubleSeconds(s.sessions[i].expires_in), 5);
+      EXPECT_TRUE(SessionLive(o.sessions[i].expires_in));
     }
     ASSERT_EQ(o.owners.size(), s.parts.size());
     for (size_t p = 0; p < o.owners.size(); ++p) EXPECT_EQ(o.owners[p], s.parts[p].owner) << p;
@@ -2532,6 +2536,7 @@ TEST_P(StoreConformance, OwnersSaysWhatStatusSaysOfTheGroup) {
   harness_->Advance(absl::Seconds(61));
   ASSERT_OK_AND_ASSIGN(o, store_->Owners("q"));
   EXPECT_EQ(o.sessions.size(), 2u);
+  for (const auto& ses : o.sessions) EXPECT_FALSE(SessionLive(ses.expires_in)) << "past its TTL";
   ASSERT_OK_AND_ASSIGN(GroupView v, store_->Heartbeat("q", a.join.id, a.join.incarnation));
   EXPECT_EQ(v.expired, 1) << "b was still there to expire";
 }
