@@ -1016,7 +1016,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
            {"dead_last_minute", p.dead_last_minute},
            {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
     }
-    out["throughput"] = console::ThroughputJson(st->throughput, st->db_now);
+    out["throughput"] = console::ThroughputJson(*st, st->throughput);
     out["groups"] = {{"held", st->groups.held},
                      {"started", st->groups.started},
                      {"ended", st->groups.ended},
@@ -1058,14 +1058,15 @@ int CmdStatus(const std::vector<std::string>& argv) {
   // The database keeps no count of acks (that would be a write on every
   // ack): the workers count what they finish and their heartbeats carry the
   // counts (QueueStatus::throughput), so the figure is up to one heartbeat
-  // behind. Dead items carry the time they died, so their own count is exact
-  // (for those still dead).
-  const FinishRates r = RatesOverLastMinute(st->throughput, st->db_now);
+  // behind (console::Rates says over what). Dead items carry the time they
+  // died, so their own count is exact (for those still dead).
+  const FinishRates r = console::Rates(*st);
   printf(
-      "last minute: %.2f acked/s, %.2f failed/s (retried), %.2f dead-lettered/s, as the "
-      "workers' heartbeats report them (up to a heartbeat, %s by default, behind); still "
-      "dead of those dead-lettered in it: %lld\n",
-      r.acked, r.retried, r.dead, Seconds(DefaultHeartbeatInterval(c.session_ttl)).c_str(),
+      "last minute: %.2f acked/s, %.2f failed/s (retried), %.2f dead-lettered/s by the %lld "
+      "live worker(s), each over the minute before its last heartbeat (every %s); still dead "
+      "of those dead-lettered in it: %lld\n",
+      r.acked, r.retried, r.dead, static_cast<long long>(t.live_sessions),
+      Seconds(DefaultHeartbeatInterval(c.session_ttl)).c_str(),
       static_cast<long long>(t.dead_last_minute));
   // Said only when it matters: a worker's own transactions hold the horizon
   // for milliseconds all the time.

@@ -16,6 +16,7 @@
 #include "console/assets.h"
 #include "console/auth.h"
 #include "console/escape.h"
+#include "coordinator/heartbeat.h"
 #include "coordinator/queue_collector.h"
 #include "store/throughput.h"
 #include "store/validate.h"
@@ -296,7 +297,7 @@ HttpResponse Console::Queues() const {
       j["dead_per_second_1m"] = t.dead_last_minute / 60.0;
       // What the workers' heartbeats reported finished (store/throughput.h):
       // acks are counted nowhere else.
-      const FinishRates r = RatesOverLastMinute(q.status->throughput, q.status->db_now);
+      const FinishRates r = Rates(*q.status);
       j["acked_per_second_1m"] = r.acked;
       j["failed_per_second_1m"] = r.retried;
       j["dead_lettered_per_second_1m"] = r.dead;
@@ -407,7 +408,7 @@ HttpResponse Console::Queue(const std::string& name) const {
     // The chart's minutes: the last 30, those without a report as zeros.
     const absl::Time db_now = q->status->db_now;
     j["throughput"] =
-        ThroughputJson(LastMinutes(q->status->throughput, db_now, kThroughputMinutes), db_now);
+        ThroughputJson(*q->status, LastMinutes(q->status->throughput, db_now, kThroughputMinutes));
   }
   return Json(200, j);
 }
@@ -601,8 +602,12 @@ HttpResponse Console::Action(const HttpRequest& request) {
   return Json(200, result);
 }
 
-json ThroughputJson(const std::vector<ThroughputMinute>& minutes, absl::Time now) {
-  const FinishRates r = RatesOverLastMinute(minutes, now);
+FinishRates Rates(const QueueStatus& status) {
+  return RecentRates(status, DefaultHeartbeatInterval(status.config.session_ttl));
+}
+
+json ThroughputJson(const QueueStatus& status, const std::vector<ThroughputMinute>& minutes) {
+  const FinishRates r = Rates(status);
   json out = json::array();
   for (const ThroughputMinute& m : minutes) {
     out.push_back({{"minute", absl::FormatTime(absl::RFC3339_sec, m.minute, absl::UTCTimeZone())},

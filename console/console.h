@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "console/poller.h"
 #include "store/store.h"
+#include "store/throughput.h"
 
 namespace partq::console {
 
@@ -126,10 +127,17 @@ class Console {
   std::map<std::string, DeadCache> dead_cache_ ABSL_GUARDED_BY(store_mu_);
 };
 
+// The queue's recent rates as `partq status` and the console show them:
+// RecentRates (store/throughput.h) over the minute before each live
+// session's last heartbeat, with the workers' heartbeat interval (a third of
+// the queue's TTL).
+FinishRates Rates(const QueueStatus& status);
+
 // The queue's throughput as `partq status --json` and the queue page give it:
-// the rates over the last minute (RatesOverLastMinute) and the per-minute
-// counts (RFC 3339 UTC minutes, oldest first) of `minutes`.
-nlohmann::json ThroughputJson(const std::vector<ThroughputMinute>& minutes, absl::Time now);
+// Rates and the per-minute counts (RFC 3339 UTC minutes, oldest first) of
+// `minutes` (the status's, or a part of them).
+nlohmann::json ThroughputJson(const QueueStatus& status,
+                              const std::vector<ThroughputMinute>& minutes);
 
 // Parts as ranges: {0,1,2,5} -> "0-2, 5".
 std::string PartRanges(const std::vector<int>& parts);

@@ -1752,7 +1752,19 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
       s.since_heartbeat = absl::Microseconds(row[4].as<int64_t>());
       s.expires_in = absl::Microseconds(row[5].as<int64_t>());
       s.parts_owned = row[6].as<int>();
+      s.since_start = absl::Microseconds(row[8].as<int64_t>());
       status.sessions.push_back(std::move(s));
+    }
+    {
+      std::map<std::string, SessionInfo*> by_id;
+      for (SessionInfo& s : status.sessions) by_id[s.id.value] = &s;
+      for (const pqxx::row& row : Exec(tx, "status_session_throughput", std::string(queue))) {
+        auto it = by_id.find(row[0].as<std::string>());
+        if (it == by_id.end()) continue;
+        it->second->throughput.push_back(
+            {absl::FromUnixSeconds(row[1].as<int64_t>()),
+             {row[2].as<int64_t>(), row[3].as<int64_t>(), row[4].as<int64_t>()}});
+      }
     }
     status.parts.reserve(config->parts);
     for (const pqxx::row& row : Exec(tx, "status_parts", std::string(queue), config->parts)) {

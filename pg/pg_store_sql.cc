@@ -1427,8 +1427,22 @@ SELECT s.id, coalesce(s.instance_id, ''), s.host, s.pid,
        (extract(epoch FROM now() - s.heartbeat_at) * 1000000)::bigint,
        (extract(epoch FROM s.expires_at - now()) * 1000000)::bigint,
        (SELECT count(*) FROM {schema}.session_parts sp WHERE sp.session_id = s.id),
-       (extract(epoch FROM now()) * 1000000)::bigint
+       (extract(epoch FROM now()) * 1000000)::bigint,
+       (extract(epoch FROM now() - s.started_at) * 1000000)::bigint
 FROM {schema}.sessions s WHERE s.queue = $1 ORDER BY s.id
+)sql"},
+      // Each session's own throughput rows that may cover the minute before
+      // its last heartbeat (RecentRates, store/throughput.h): a row covers
+      // from a heartbeat before its minute, and heartbeats come more often
+      // than the TTL.
+      {"status_session_throughput", R"sql(
+SELECT t.session_id::text, (extract(epoch FROM t.minute))::bigint, t.acked, t.retried, t.dead
+FROM {schema}.throughput t
+JOIN {schema}.sessions s ON s.id = t.session_id
+JOIN {schema}.queues q ON q.name = s.queue
+WHERE t.queue = $1 AND s.queue = $1 AND q.name = $1
+  AND t.minute >= date_trunc('minute', s.heartbeat_at - interval '1 minute' - q.session_ttl)
+ORDER BY t.session_id, t.minute
 )sql"},
       // Owners: one statement, so one snapshot; the queue's row says it
       // exists and how many parts it has, EXISTS stops at the first item.

@@ -148,7 +148,7 @@ class MemStore : public Store {
       it = it->second.spec.queue == q ? db_->schedules_.erase(it) : std::next(it);
     }
     for (auto it = db_->throughput_.begin(); it != db_->throughput_.end();) {
-      it = it->first.first == q ? db_->throughput_.erase(it) : std::next(it);
+      it = std::get<0>(it->first) == q ? db_->throughput_.erase(it) : std::next(it);
     }
     for (auto it = db_->results_.begin(); it != db_->results_.end();) {
       it = it->second.queue == q ? db_->results_.erase(it) : std::next(it);
@@ -182,6 +182,7 @@ class MemStore : public Store {
     MemDatabase::Session& s = it->second;
     // A new member, one back from past its TTL, or parts at new epochs.
     bool moved = inserted || s.expires_at < now;
+    if (inserted) s.started_at = now;
     if (!inserted) {
       ++s.incarnation;
       for (auto& [key, owner] : db_->owners_) {
@@ -225,7 +226,7 @@ class MemStore : public Store {
       if (!finished.empty()) {
         const absl::Time minute =
             absl::UnixEpoch() + absl::Floor(now - absl::UnixEpoch(), absl::Minutes(1));
-        FinishCounts& c = db_->throughput_[{q, minute}];
+        FinishCounts& c = db_->throughput_[{q, minute, session.value}];
         c = c + finished;
       }
     }
@@ -674,6 +675,7 @@ class MemStore : public Store {
       info.pid = s.pid;
       info.since_heartbeat = out.db_now - s.heartbeat_at;
       info.expires_in = s.expires_at - out.db_now;
+      info.since_start = out.db_now - s.started_at;
       for (const auto& p : out.parts) info.parts_owned += p.owner && p.owner->value == id;
       out.sessions.push_back(info);
     }
@@ -701,9 +703,21 @@ class MemStore : public Store {
     for (const auto& [id, s] : db_->cancelled_) {
       if (s.queue == q.name) ++out.parts[s.item.part].cancelled;
     }
-    for (auto it = db_->throughput_.lower_bound({q.name, out.db_now - absl::Hours(1)});
-         it != db_->throughput_.end() && it->first.first == q.name; ++it) {
-      out.throughput.push_back({it->first.second, it->second});
+    std::map<std::string, SessionInfo*> by_id;
+    for (SessionInfo& s : out.sessions) by_id[s.id.value] = &s;
+    for (auto it = db_->throughput_.lower_bound({q.name, out.db_now - absl::Hours(1), ""});
+         it != db_->throughput_.end() && std::get<0>(it->first) == q.name; ++it) {
+      const auto& [name, minute, session] = it->first;
+      if (out.throughput.empty() || out.throughput.back().minute != minute) {
+        out.throughput.push_back({minute, {}});
+      }
+      out.throughput.back().counts = out.throughput.back().counts + it->second;
+      auto s = by_id.find(session);
+      // As PgStore's: the minutes that may cover the one before its last heartbeat.
+      if (s != by_id.end() &&
+          minute >= out.db_now - s->second->since_heartbeat - absl::Minutes(2) - q.session_ttl) {
+        s->second->throughput.push_back({minute, it->second});
+      }
     }
     return out;
   }

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -44,7 +45,7 @@ class MemDatabase {
     int64_t incarnation = 1;
     std::string instance_id, host;
     int pid = 0;
-    absl::Time heartbeat_at, expires_at;
+    absl::Time started_at, heartbeat_at, expires_at;
   };
   struct Owner {
     std::string session;
@@ -118,9 +119,10 @@ class MemDatabase {
   std::map<int64_t, StoredItem> cancelled_ ABSL_GUARDED_BY(mu_);  // cancelled_items
   std::vector<OutboxEvent> outbox_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Schedule> schedules_ ABSL_GUARDED_BY(mu_);  // by name
-  // What heartbeats reported finished, by queue and minute (PgStore's
-  // throughput table).
-  std::map<std::pair<std::string, absl::Time>, FinishCounts> throughput_ ABSL_GUARDED_BY(mu_);
+  // What heartbeats reported finished, by queue, minute and session
+  // (PgStore's throughput table).
+  std::map<std::tuple<std::string, absl::Time, std::string>, FinishCounts> throughput_
+      ABSL_GUARDED_BY(mu_);
   // By queue; kept when a queue is deleted, as PgStore keeps its row.
   std::map<std::string, int64_t> generations_ ABSL_GUARDED_BY(mu_);
   // By queue: the owners (part -> session, epoch) as of the last move, and

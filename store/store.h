@@ -394,7 +394,8 @@ struct QueueStatus {
   // Heartbeats carry the counts (Store::Heartbeat), so the newest minute is
   // up to a heartbeat interval behind; a session that dies takes what it
   // counted since its last heartbeat with it. Empty in a store that keeps
-  // none. RatesOverLastMinute (store/throughput.h) makes rates of it.
+  // none. The rates (store/throughput.h) come from each session's own rows
+  // (SessionInfo::throughput).
   std::vector<ThroughputMinute> throughput;
 };
 // Who owns each part, and whether any item is left, without counting items

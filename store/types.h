@@ -167,6 +167,11 @@ struct SessionInfo {
   absl::Duration since_heartbeat;  // database time since the last heartbeat
   absl::Duration expires_in;       // negative when already expired
   int parts_owned = 0;
+  absl::Duration since_start;  // database time since it joined
+  // Its `throughput` rows (QueueStatus::throughput, this session's alone) of
+  // the minutes RecentRates needs: those that may cover the minute before
+  // its last heartbeat. Oldest first; empty in a store that keeps none.
+  std::vector<ThroughputMinute> throughput;
 };
 
 // Whether a session is live: its TTL had not run out when a read said it

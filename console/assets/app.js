@@ -148,10 +148,11 @@ async function drawQueues() {
       '(spaced so that it never keeps the database busy more than 1/40 of the time); ' +
       'ownership is read every second. The backlog\'s rate is how this console saw it ' +
       '(ready + delayed + in flight) change between its reads: negative while it falls. ' +
-      'Acked/s, failed/s (attempts to be retried) and dead-lettered/s are over the last ' +
-      'minute, as the workers count them: each heartbeat (a third of the session TTL) ' +
-      'carries what its worker finished since the last one, so they lag by up to one ' +
-      'heartbeat, and a worker that dies takes its last few seconds of counts with it.'));
+      'Acked/s, failed/s (attempts to be retried) and dead-lettered/s are what the live ' +
+      'workers finished, each over the minute before its last heartbeat (every third of the ' +
+      'session TTL; each heartbeat carries what its worker finished since the last one), ' +
+      'summed: they lag by up to one heartbeat, fall to 0 within two minutes and a heartbeat ' +
+      'after the work stops, and a worker that expired or left counts 0.'));
   const errs = [j.owners_error, j.status_error].filter((e) => e);
   footer(errs.length ? 'database: ' + errs.join('; ') : `${j.queues.length} queue(s)`);
 }
@@ -273,7 +274,7 @@ function drawThroughput(node, t) {
     el('span', {class: 'sw ok'}), `${perSec(t.acked_per_second)} acked/s  `,
     el('span', {class: 'sw retry'}), `${perSec(t.failed_per_second)} failed/s (retried)  `,
     el('span', {class: 'sw dead'}), `${perSec(t.dead_lettered_per_second)} dead-lettered/s`,
-    ' over the last minute'));
+    ' over the minute before each live worker\'s last heartbeat'));
 }
 
 // --- sessions -------------------------------------------------------------------

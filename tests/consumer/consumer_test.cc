@@ -18,6 +18,7 @@
 #include "bench/tracking_store.h"
 #include "consumer/builtin_handlers.h"
 #include "consumer/metrics.h"
+#include "coordinator/heartbeat.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
 #include "pg/migrations.h"
@@ -769,7 +770,7 @@ TEST_F(ConsumerTest, HeartbeatsCarryTheDrainIntoTheQueuesThroughputExactly) {
   EXPECT_EQ(counted, drained);
   auto st = schema_.NewStore()->Status("q");
   ASSERT_TRUE(st.ok());
-  EXPECT_GT(RatesOverLastMinute(st->throughput, st->db_now).acked, 0);
+  EXPECT_GT(RecentRates(*st, DefaultHeartbeatInterval(absl::Seconds(1))).acked, 0);
   for (auto& c : consumers) c->Stop();
   EXPECT_EQ(finished(), drained) << "stopping reports nothing twice";
 

@@ -363,6 +363,13 @@ TEST_P(StoreConformance, HeartbeatsCarryFinishedCountsIntoTheQueuesThroughput) {
   }
   const FinishCounts expected{42, 3, 1};
   EXPECT_EQ(Total(st.throughput), expected) << "a left session's counts stay, its late ones do not";
+  // Each session's own rows come with it, for the rates (store/throughput.h),
+  // with how long ago it started and last heartbeated.
+  ASSERT_EQ(st.sessions.size(), 1u);
+  EXPECT_EQ(st.sessions[0].id, a.join.id);
+  EXPECT_EQ(Total(st.sessions[0].throughput), kFirst + kSecond);
+  EXPECT_GE(st.sessions[0].since_start, st.sessions[0].since_heartbeat);
+  EXPECT_GE(st.sessions[0].since_heartbeat, absl::ZeroDuration());
   ASSERT_OK(store_->Leave("q", a.join.id, a.join.incarnation));
   ASSERT_OK(store_->DeleteQueue("q", QueueContents::kDelete).status());
   MakeQueue(*store_, "q", 2);
