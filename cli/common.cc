@@ -11,6 +11,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -184,6 +185,29 @@ void StopWithin(const std::function<void()>& stop, absl::Duration limit, const s
     _exit(1);
   }
   stopper.join();
+}
+
+std::string ShellQuote(absl::string_view word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+           absl::string_view("@%+=:,./_-").find(c) != absl::string_view::npos;
+  });
+  if (plain) return std::string(word);
+  const bool controls = std::any_of(word.begin(), word.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  std::string out = controls ? "$'" : "'";
+  for (char c : word) {
+    const auto u = static_cast<unsigned char>(c);
+    if (!controls) {
+      out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    } else if (u < 0x20 || u == 0x7f || c == '\'' || c == '\\') {
+      absl::StrAppend(&out, "\\x", absl::Hex(u, absl::kZeroPad2));
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
 }
 
 int Usage(const std::string& message) {

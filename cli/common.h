@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cli/args.h"
 #include "pg/pg_store.h"
@@ -48,6 +49,13 @@ int Fail(const absl::Status& st);
 // controls: IsInvisibleControl) as \uXXXX escapes: the same JSON.
 void PrintJson(const std::string& dump);
 int Usage(const std::string& message);
+
+// `word` as one word of a POSIX shell command line, for the commands partq
+// prints to run next: as it is when it is made of letters, digits and
+// @%+=:,./_- only; else in single quotes (a ' inside as '\''); with control
+// bytes (a newline, an escape) as $'...' with \xNN, which bash, zsh and ksh
+// read back byte for byte.
+std::string ShellQuote(absl::string_view word);
 // Checks the positional arguments after the first `skip` (the subcommand)
 // against `names` (e.g. {"QUEUE"}): a usage error naming the missing one or
 // the extra ones, with `usage`; nullopt when they fit.

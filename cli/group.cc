@@ -63,7 +63,7 @@ void PrintStatus(const std::string& queue, const GroupStatus& g) {
          g.ended_at     ? absl::StrCat("ended ", TimeText(*g.ended_at)).c_str()
          : g.started_at ? absl::StrCat("started ", TimeText(*g.started_at)).c_str()
                         : absl::StrCat("not started: its items are held until `partq group start ",
-                                       queue, " ", g.id, "`")
+                                       ShellQuote(queue), " ", ShellQuote(g.id), "`")
                               .c_str());
   printf("  pending %lld (held %lld, in flight %lld), done %lld, dead %lld, cancelled %lld\n",
          static_cast<long long>(g.pending), static_cast<long long>(g.held),
@@ -87,7 +87,7 @@ void PrintStatus(const std::string& queue, const GroupStatus& g) {
 
 int CmdGroup(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, With(ConnectionFlags(), {"end-queue", "end-payload", "limit"}),
-                          {"json", "all", "no-end"});
+                          {"json", "all", "no-end", "create"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   const std::string sub = pos.empty() ? "" : pos[0];
@@ -127,9 +127,12 @@ int CmdGroup(const std::vector<std::string>& argv) {
                         : absl::StrCat("usage: partq group ", sub, " QUEUE ID",
                                        sub == "status"   ? " [--json]"
                                        : sub == "cancel" ? " [--no-end]"
-                                                         : "");
+                                                         : " [--create] [--json]");
     if (args->Has("no-end") && sub != "cancel") {
       return Usage(absl::StrCat("--no-end goes with group cancel (", usage, ")"));
+    }
+    if (args->Has("create") && sub != "start") {
+      return Usage(absl::StrCat("--create goes with group start (", usage, ")"));
     }
     if (auto u = WrongPositionals(pos, 1, {"QUEUE", "ID"}, usage)) return *u;
     const std::string& queue = pos[1];
@@ -170,8 +173,23 @@ int CmdGroup(const std::vector<std::string>& argv) {
         printf("group \"%s\" of queue \"%s\" created (no end work)\n", PrintableUtf8(id).c_str(),
                queue.c_str());
       }
-      printf("its items are held until `partq group start %s %s`\n", queue.c_str(), id.c_str());
+      printf("its items are held until `partq group start %s %s`\n", ShellQuote(queue).c_str(),
+             ShellQuote(id).c_str());
       return 0;
+    }
+    if (sub == "start" && !args->Has("create")) {
+      // StartGroup creates a group nothing made (and it ends at once, being
+      // empty, so its items are refused after): a typo must not do that.
+      if (absl::Status st = (*store)->GetQueue(queue).status(); !st.ok()) return Fail(st);
+      absl::Status known = (*store)->GetGroup(queue, id).status();
+      if (absl::IsNotFound(known)) {
+        return Fail(absl::NotFoundError(absl::StrCat(
+            "queue \"", queue, "\" has no group \"", PrintableUtf8(id),
+            "\": nothing started. Items with --group ", ShellQuote(id), " or `partq group create ",
+            ShellQuote(queue), " ", ShellQuote(id),
+            "` make it; --create starts it empty (it ends at once, and takes no items after)")));
+      }
+      if (!known.ok()) return Fail(known);
     }
     absl::StatusOr<GroupStatus> g =
         sub == "start"    ? (*store)->StartGroup(queue, id)

@@ -76,5 +76,19 @@ TEST(Help, EveryCommandOfTheMainHelpHasItsOwn) {
   EXPECT_FALSE(CommandHelp("nope").has_value());
 }
 
+// The commands partq prints to run next must run as printed (issue 49: the
+// `group create` hint printed an id with a space or a quote as it was).
+TEST(ShellQuote, QuotesWhatTheShellWouldSplitOrInterpret) {
+  EXPECT_EQ(ShellQuote("upload-7"), "upload-7");
+  EXPECT_EQ(ShellQuote("a/b.c:d@e%f+g=h,i_j"), "a/b.c:d@e%f+g=h,i_j");
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("two words"), "'two words'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+  EXPECT_EQ(ShellQuote("$(rm -rf ~) `x` \"y\" *"), "'$(rm -rf ~) `x` \"y\" *'");
+  EXPECT_EQ(ShellQuote("caf\xc3\xa9"), "'caf\xc3\xa9'");
+  // Control bytes cannot be typed inside '...': ANSI-C quoting, every one escaped.
+  EXPECT_EQ(ShellQuote("a\nb'\\\x1b"), "$'a\\x0ab\\x27\\x5c\\x1b'");
+}
+
 }  // namespace
 }  // namespace partq::cli

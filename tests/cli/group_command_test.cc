@@ -80,6 +80,15 @@ TEST_F(GroupCommandTest, CreateEnqueueStartAndStatusAsTheReadmeShowsThem) {
   EXPECT_TRUE(absl::StrContains(list, "upload-7")) << list;
 }
 
+// The command printed to run next runs as printed, whatever the id.
+TEST_F(GroupCommandTest, TheHintsCommandIsShellQuoted) {
+  EXPECT_EQ(Ok({"group", "create", "resize", "it's a batch"}),
+            "group \"it's a batch\" of queue \"resize\" created (no end work)\n"
+            "its items are held until `partq group start resize 'it'\\''s a batch'`\n");
+  EXPECT_TRUE(absl::StrContains(Ok({"group", "status", "resize", "it's a batch"}),
+                                "`partq group start resize 'it'\\''s a batch'`"));
+}
+
 TEST_F(GroupCommandTest, BadInputIsRefusedAndWritesNothing) {
   EXPECT_TRUE(absl::StrContains(
       Fails({"group", "create", "resize", "g", "--end-queue", "notify", "--end-payload", "{oops"},
@@ -103,12 +112,28 @@ TEST_F(GroupCommandTest, BadInputIsRefusedAndWritesNothing) {
   EXPECT_EQ(Count("groups"), 0);
   EXPECT_EQ(Count("items"), 0);
 
-  // An ended group refuses more items, and says so.
-  Ok({"group", "start", "resize", "empty"});
+  // A group nothing made is not started (a typo of its id would start, and
+  // end, an empty group, refusing the items that come after).
+  const std::string unknown = Fails({"group", "start", "resize", "upload-8"}, 1);
+  EXPECT_TRUE(absl::StrContains(unknown, "queue \"resize\" has no group \"upload-8\"")) << unknown;
+  EXPECT_TRUE(absl::StrContains(unknown, "`partq group create resize upload-8`")) << unknown;
+  EXPECT_TRUE(absl::StrContains(unknown, "--create")) << unknown;
+  EXPECT_TRUE(absl::StrContains(Fails({"group", "start", "nope", "upload-8"}, 1),
+                                "unknown queue \"nope\""));
+  EXPECT_TRUE(absl::StrContains(Fails({"group", "status", "resize", "g", "--create"}, 2),
+                                "--create goes with group start"));
+  EXPECT_EQ(Count("groups"), 0);
+  Ok({"enqueue", "resize", "--group", "upload-8", "x"});
+  EXPECT_TRUE(absl::StrContains(Ok({"group", "start", "resize", "upload-8"}), "started"))
+      << "its item made it";
+
+  // --create starts it all the same; empty, it ends at once. An ended group
+  // refuses more items, and says so.
+  EXPECT_TRUE(absl::StrContains(Ok({"group", "start", "resize", "empty", "--create"}), "ended"));
   const std::string ended = Fails({"enqueue", "resize", "--group", "empty", "late"}, 1);
   EXPECT_TRUE(absl::StrContains(ended, "group \"empty\" of queue \"resize\" has ended")) << ended;
   EXPECT_FALSE(absl::StrContains(ended, "CONTEXT")) << ended;
-  EXPECT_EQ(Count("items", "queue = 'resize'"), 0);
+  EXPECT_EQ(Count("items", "queue = 'resize' AND payload = 'late'"), 0);
 }
 
 }  // namespace
