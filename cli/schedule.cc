@@ -58,6 +58,13 @@ int Add(const Args& args) {
     return Fail(absl::InvalidArgumentError("--cron needs an expression, e.g. --cron '0 * * * *'"));
   }
   s.time_zone = args.GetOr("tz", "");
+  if (args.Has("tz") && s.time_zone.empty()) {
+    // An empty zone is UTC to ValidateSchedule (the default): given as a
+    // flag it is more likely a variable that was not set.
+    return Fail(absl::InvalidArgumentError(
+        "--tz needs a time zone name, e.g. --tz Europe/Berlin or --tz UTC (without --tz a cron "
+        "schedule runs in UTC)"));
+  }
   if (auto k = args.Get("key")) {
     if (absl::Status st = ValidateKeyText("--key", *k); !st.ok()) return Fail(st);
     s.key = *k;

@@ -24,8 +24,10 @@ std::string RandomToken();
 bool SameSecret(absl::string_view a, absl::string_view b);
 
 // The token in `path`: its text without surrounding whitespace.
-// InvalidArgument when it cannot be read, is empty or shorter than 16 bytes
-// (a token a person can guess protects nothing).
+// InvalidArgument when it cannot be read, when users other than its owner
+// and group may read or write it (mode o+r, o+w or o+x: as ssh refuses such
+// a key), or when it is empty or shorter than 16 bytes (a token a person can
+// guess protects nothing).
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 // Whether HOST of a listen address reaches only this machine: 127.0.0.0/8,

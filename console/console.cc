@@ -81,6 +81,18 @@ std::string Cookie(const HttpRequest& request, absl::string_view name) {
   return "";
 }
 
+// PayloadRuns as [["t", text] | ["x", "\\xNN..."] | ["m", "… (N bytes)"], ...].
+json RunsJson(absl::string_view head, int64_t total) {
+  json out = json::array();
+  for (const PreviewRun& r : PayloadRuns(head, total)) {
+    out.push_back({r.kind == PreviewRun::kText    ? "t"
+                   : r.kind == PreviewRun::kBytes ? "x"
+                                                  : "m",
+                   r.text});
+  }
+  return out;
+}
+
 // The owners lane's read as the store gave it, for SumUp.
 QueueOwners OwnersOf(const QueueState& q) {
   QueueOwners o;
@@ -122,12 +134,15 @@ Console::~Console() { Stop(); }
 void Console::Start() { poller_.Start(); }
 void Console::Stop() { poller_.Stop(); }
 
+bool Console::Bearer(const HttpRequest& request) const {
+  const std::string auth = Header(request, "authorization");
+  return options_.token && absl::StartsWith(auth, "Bearer ") &&
+         SameSecret(auth.substr(7), *options_.token);
+}
+
 bool Console::Authenticated(const HttpRequest& request) const {
   if (!options_.token) return true;
-  const std::string auth = Header(request, "authorization");
-  if (absl::StartsWith(auth, "Bearer ") && SameSecret(auth.substr(7), *options_.token)) {
-    return true;
-  }
+  if (Bearer(request)) return true;
   const std::string cookie = Cookie(request, kCookie);
   if (cookie.empty()) return false;
   absl::MutexLock l(&sessions_mu_);
@@ -139,7 +154,8 @@ bool Console::Authenticated(const HttpRequest& request) const {
 }
 
 std::optional<std::string> Console::ForgeryCheck(const HttpRequest& request,
-                                                 const std::string& form_csrf) const {
+                                                 const std::string& form_csrf,
+                                                 bool csrf_needed) const {
   const std::string site = Header(request, "sec-fetch-site");
   if (!site.empty() && site != "same-origin") {
     return absl::StrCat("refused: sent by another site (Sec-Fetch-Site: ", Text(site), ")");
@@ -152,6 +168,7 @@ std::optional<std::string> Console::ForgeryCheck(const HttpRequest& request,
                           ")");
     }
   }
+  if (!csrf_needed) return std::nullopt;
   const std::string csrf = form_csrf.empty() ? Header(request, "x-csrf-token") : form_csrf;
   if (!SameSecret(csrf, csrf_)) return "refused: missing or wrong CSRF token (reload the page)";
   return std::nullopt;
@@ -462,6 +479,7 @@ HttpResponse Console::Dead(const std::string& name) {
                        {"failed_at", Utc(d.failed_at)},
                        {"error", Text(d.last_error)},
                        {"payload", PayloadPreview(d.payload_head, d.payload_bytes)},
+                       {"payload_runs", RunsJson(d.payload_head, d.payload_bytes)},
                        {"payload_bytes", d.payload_bytes}});
     }
     return json{{"limit", options_.dead_limit}, {"items", std::move(items)}};
@@ -485,7 +503,8 @@ HttpResponse Console::Schedules(const std::string& name) {
            {"fired", s.fired},
            {"missed", s.missed},
            {"error", Text(s.error)},
-           {"payload", PayloadPreview(s.spec.payload.substr(0, 256), s.spec.payload.size())}});
+           {"payload", PayloadPreview(s.spec.payload.substr(0, 256), s.spec.payload.size())},
+           {"payload_runs", RunsJson(s.spec.payload.substr(0, 256), s.spec.payload.size())}});
     }
     return json{{"schedules", std::move(items)}};
   });
@@ -519,7 +538,14 @@ HttpResponse Console::Action(const HttpRequest& request) {
   if (!options_.token) {
     return Error(403, "actions need a token: start the console with --token-file FILE");
   }
-  if (auto why = ForgeryCheck(request, "")) return Error(403, *why);
+  // A request that carries the token itself needs no CSRF token: a browser
+  // sends an Authorization header only where a page's own script sets it,
+  // and a page of another site cannot (not without a CORS preflight, which
+  // this server never grants). The CSRF token guards the cookie, which a
+  // browser attaches to any site's request.
+  if (auto why = ForgeryCheck(request, "", /*csrf_needed=*/!Bearer(request))) {
+    return Error(403, *why);
+  }
   // A form cannot send this type across sites without a preflight.
   if (!absl::StartsWith(Header(request, "content-type"), "application/json")) {
     return Error(415, "actions take application/json");

@@ -17,9 +17,13 @@
 //     sets, or `Authorization: Bearer TOKEN`.
 //   - Actions are POSTs and need the token always: without one the console
 //     is read-only (and so is it with read_only, which refuses every action).
-//   - Every POST (the login form too) carries the process's CSRF token
-//     (X-CSRF-Token header, or the csrf form field), and is refused when its
-//     Origin is not this host or Sec-Fetch-Site says another site sent it.
+//   - Every POST (the login form too) is refused when its Origin is not
+//     this host or Sec-Fetch-Site says another site sent it, and carries the
+//     process's CSRF token (X-CSRF-Token header, or the csrf form field;
+//     the page has it in <meta name="partq-csrf">) unless it carries the
+//     token as `Authorization: Bearer` (scripts): a browser attaches the
+//     cookie to any site's request, but no other site's page can set that
+//     header.
 //   - Pages carry a Content-Security-Policy that allows only this server's
 //     scripts; user data reaches the browser as JSON and is set as text.
 //
@@ -90,9 +94,13 @@ class Console {
 
  private:
   bool Authenticated(const HttpRequest& request) const;
-  // OK, or why a POST is refused (403): CSRF token, Origin, Sec-Fetch-Site.
+  // Whether it carries the token as `Authorization: Bearer`.
+  bool Bearer(const HttpRequest& request) const;
+  // OK, or why a POST is refused (403): Origin, Sec-Fetch-Site, and the CSRF
+  // token when `csrf_needed`.
   std::optional<std::string> ForgeryCheck(const HttpRequest& request,
-                                          const std::string& form_csrf) const;
+                                          const std::string& form_csrf,
+                                          bool csrf_needed = true) const;
   HttpResponse Page() const;
   HttpResponse LoginPage(int code, const std::string& message) const;
   HttpResponse Login(const HttpRequest& request);

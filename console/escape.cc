@@ -61,6 +61,41 @@ std::string PayloadPreview(absl::string_view head, int64_t total) {
 }
 
 namespace {
+// The length of the UTF-8 sequence `s` begins with, 0 if it is not one.
+size_t Utf8Sequence(absl::string_view s) {
+  const auto lead = static_cast<unsigned char>(s[0]);
+  const size_t n = lead >= 0xc2 && lead <= 0xdf   ? 2
+                   : lead >= 0xe0 && lead <= 0xef ? 3
+                   : lead >= 0xf0 && lead <= 0xf4 ? 4
+                                                  : 0;
+  return n != 0 && n <= s.size() && IsValidUtf8(s.substr(0, n)) ? n : 0;
+}
+}  // namespace
+
+std::vector<PreviewRun> PayloadRuns(absl::string_view head, int64_t total) {
+  std::vector<PreviewRun> runs;
+  auto append = [&](PreviewRun::Kind kind, absl::string_view text) {
+    if (runs.empty() || runs.back().kind != kind) runs.push_back({kind, ""});
+    absl::StrAppend(&runs.back().text, text);
+  };
+  for (size_t i = 0; i < head.size();) {
+    const auto c = static_cast<unsigned char>(head[i]);
+    const size_t n = c >= 0x20 && c < 0x7f ? 1 : c >= 0x80 ? Utf8Sequence(head.substr(i)) : 0;
+    if (n > 0) {
+      append(PreviewRun::kText, head.substr(i, n));
+      i += n;
+    } else {
+      append(PreviewRun::kBytes, absl::StrCat("\\x", absl::Hex(c, absl::kZeroPad2)));
+      ++i;
+    }
+  }
+  if (total > static_cast<int64_t>(head.size())) {
+    runs.push_back({PreviewRun::kMore, absl::StrCat("\xe2\x80\xa6 (", total, " bytes)")});
+  }
+  return runs;
+}
+
+namespace {
 int Hex(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;

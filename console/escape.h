@@ -6,8 +6,10 @@
 #ifndef PARTQ_CONSOLE_ESCAPE_H_
 #define PARTQ_CONSOLE_ESCAPE_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -23,6 +25,19 @@ std::string HtmlEscape(absl::string_view s);
 // two different payloads never look the same. `total` is the payload's whole
 // size: when `head` is shorter, "…" and the size follow.
 std::string PayloadPreview(absl::string_view head, int64_t total);
+
+// The same bytes as runs for a page to show, in order: kText (printable
+// ASCII and well-formed UTF-8, as they are, backslashes and all), kBytes
+// (the other bytes, each as \xNN) and, when `head` is shorter than `total`,
+// a last kMore ("…" and the size). The page marks the escaped runs apart
+// from the text, so a typed "\x00" and a NUL byte differ without a backslash
+// shown doubled.
+struct PreviewRun {
+  enum Kind { kText, kBytes, kMore };
+  Kind kind = kText;
+  std::string text;
+};
+std::vector<PreviewRun> PayloadRuns(absl::string_view head, int64_t total);
 
 // Decodes application/x-www-form-urlencoded text (a query string or a form
 // body): `+` is a space, %XX a byte; a malformed escape is kept as it is.

@@ -25,6 +25,19 @@ function el(tag, attrs, ...children) {
 
 function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
 
+// A payload's runs (the server's payload_runs): its text as it is, the bytes
+// that are not printable text as \xNN marked apart (so a typed "\x00" and a
+// NUL byte differ), and how long the whole is when only its head is shown.
+function payload(runs) {
+  const td = el('td', {class: 'payload'});
+  for (const [kind, text] of runs) {
+    if (kind === 't') td.append(text);
+    else td.append(el('span', {class: kind === 'x' ? 'esc' : 'more',
+      title: kind === 'x' ? 'bytes that are not printable text, as \\xNN' : ''}, text));
+  }
+  return td;
+}
+
 async function api(path) {
   const r = await fetch(path, {credentials: 'same-origin'});
   if (r.status === 401) { location.reload(); throw new Error('logged out'); }
@@ -335,7 +348,7 @@ async function drawDead(queue) {
       el('td', {class: 'num'}, String(d.attempts)), el('td', {}, d.failed_at),
       el('td', {class: 'error-text'}, el('code', {}, d.error)),
       el('td', {}, d.key === null ? '–' : el('code', {}, d.key)),
-      el('td', {class: 'payload'}, d.payload),
+      payload(d.payload_runs),
       el('td', {},
         button('requeue', 'requeue', () => run('/api/dead/requeue', {ids: [d.id]},
           (b) => b.requeued ? `requeued item ${d.id}` : `item ${d.id} kept: a live item has its dedup key`)),
@@ -347,7 +360,7 @@ async function drawDead(queue) {
     ...['id', 'part', 'attempts', 'failed at (UTC)', 'error', 'key', 'payload', '']
       .map((h) => el('th', {}, h)))), body));
   view.append(el('p', {class: 'note'}, `The ${j.limit} most recent, newest first. Payloads show ` +
-    'their first 256 bytes; bytes that are not printable text show as \\xNN.'));
+    'their first 256 bytes; bytes that are not printable text show as \\xNN, marked.'));
   footer(j.items.length ? `${j.items.length} shown` : 'no dead items');
 }
 let pageMessage = null;
@@ -376,7 +389,7 @@ async function drawSchedules(queue) {
       el('td', {}, s.last_tick === null ? '–' : s.last_tick),
       el('td', {class: 'num'}, num(s.fired)), el('td', {class: 'num'}, num(s.missed)),
       el('td', {class: 'error-text'}, s.error ? el('code', {}, s.error) : '–'),
-      el('td', {class: 'payload'}, s.payload), el('td', {}, del)));
+      payload(s.payload_runs), el('td', {}, del)));
   }
   view.append(el('table', {id: 'schedules'}, el('thead', {}, el('tr', {},
     ...['schedule', 'cadence', 'time zone', 'next tick (UTC)', 'last tick (UTC)', 'fired',

@@ -106,6 +106,10 @@ TEST_F(ScheduleCommandTest, BadInputGetsAClearErrorAndWritesNothing) {
       {{"schedule", "add", "s", "q", "--every", "30s", "--tz", "UTC", "x"},
        2,
        "--tz applies to --cron only"},
+      // An empty --tz (an unset variable, say) is not taken for UTC.
+      {{"schedule", "add", "s", "q", "--cron", "0 3 * * *", "--tz", "", "x"},
+       2,
+       "--tz needs a time zone name, e.g. --tz Europe/Berlin or --tz UTC"},
       {{"schedule", "add", "taken", "other", "--every", "30s", "x"},
        1,
        "schedule \"taken\" already exists (on queue \"q\"); delete it first to change it"},

@@ -74,6 +74,11 @@ class Browser:
         self.call("Emulation.setDeviceMetricsOverride",
                   {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
 
+    def resize(self, width, height):
+        """The viewport's size in CSS pixels."""
+        self.call("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
     def _drain(self):
         for _ in self.proc.stderr:
             pass

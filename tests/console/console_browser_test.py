@@ -4,7 +4,10 @@ PostgreSQL and live `partq worker` processes (issue 25).
   - the part map changes colour when a worker is SIGKILLed and its parts move;
   - with every worker of a queue SIGKILLed, the pages count their sessions as expired, their
     parts as without a live owner (hatched) and their items in flight as `partq status` does;
-  - requeueing a dead item from the page puts it back;
+  - requeueing a dead item from the page puts it back; a script's bearer token needs no CSRF
+    token;
+  - payloads show every backslash once and bytes that are not text as \\xNN, marked apart;
+  - a 63-character queue name leaves the pause button on screen at 1400 and 1280 px;
   - a <script> payload shows as text and does not run;
   - an action without the token (or without the page's CSRF token) is refused;
   - pausing a queue from the page pauses it;
@@ -42,6 +45,10 @@ DSN = os.environ.get("PARTQ_TEST_DSN")
 
 # Payloads that would run script if the page ever parsed one as markup.
 EVIL = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+# Typed backslashes (a Windows path, an escape as text), and bytes that are not text.
+BACKSLASHES = 'C:\\new\\temp \\x00 \\\\server'
+BINARY = b"a\x00b\\x00"
+
 
 
 def wait_until(condition, timeout=60, what="a condition"):
@@ -88,6 +95,7 @@ class ConsoleInABrowser(unittest.TestCase):
         token_file = os.path.join(cls.tmp, "token")
         with open(token_file, "w") as f:
             f.write(cls.token + "\n")
+        os.chmod(token_file, 0o600)  # the console refuses a token others can read
         cls.port = free_port()
         cls.base = f"http://127.0.0.1:{cls.port}"
         cls.console = cls.start("console", "--listen", f"127.0.0.1:{cls.port}",
@@ -254,15 +262,19 @@ class ConsoleInABrowser(unittest.TestCase):
         self.shot("part_map_all_killed.png")
 
     def test_dead_items_page_escapes_requeues_and_refuses_without_tokens(self):
-        for payload in (EVIL, "plain"):
+        for payload in (EVIL, "plain", BACKSLASHES):
             self.partq("enqueue", "dq", "--", payload)
+        with psycopg2.connect(DSN) as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT {self.schema}.enqueue('dq', %s)", (BINARY,))
         w = self.start("worker", "dq", "--handler", "fail:1", "--quiet")
-        wait_until(lambda: len(self.dead_list("dq")) == 2, what="two dead items")
+        wait_until(lambda: len(self.dead_list("dq")) == 4, what="four dead items")
         w.terminate()
         w.wait()
         dead = {d["payload_bytes"]: d["id"] for d in self.dead_list("dq")}
         plain_id = dead[len("plain")]
         evil_id = dead[len(EVIL)]
+        backslashes_id = dead[len(BACKSLASHES)]
+        binary_id = dead[len(BINARY)]
 
         self.show("#/queue/dq/dead")
         self.browser.wait_for(f"document.querySelector('#dead tr[data-id=\"{evil_id}\"]')",
@@ -275,6 +287,15 @@ class ConsoleInABrowser(unittest.TestCase):
         self.assertEqual(self.browser.evaluate("document.querySelectorAll('#dead script').length"), 0)
         self.assertEqual(self.browser.evaluate("document.querySelectorAll('#dead img').length"), 0)
         self.assertEqual(self.browser.dialogs(), [])
+        # A backslash shows as one backslash (issue 49: every one showed doubled); bytes that
+        # are not text show as \xNN marked apart, so the typed "\x00" is not a NUL byte.
+        cell = lambda id_: f"document.querySelector('#dead tr[data-id=\"{id_}\"] td.payload')"
+        self.assertEqual(self.browser.evaluate(f"{cell(backslashes_id)}.textContent"), BACKSLASHES)
+        self.assertEqual(self.browser.evaluate(f"{cell(backslashes_id)}.querySelectorAll('.esc').length"), 0)
+        self.assertEqual(self.browser.evaluate(f"{cell(binary_id)}.textContent"), "a\\x00b\\x00")
+        self.assertEqual(self.browser.evaluate(
+            f"Array.from({cell(binary_id)}.querySelectorAll('.esc')).map(e => e.textContent)"),
+            ["\\x00"])
         self.shot("dead_items.png")
 
         # Actions without the token, or without the page's CSRF token, are refused.
@@ -284,28 +305,48 @@ class ConsoleInABrowser(unittest.TestCase):
         code, _ = self.request("POST", "/api/dead/requeue", body,
                                {"Content-Type": "application/json", "X-CSRF-Token": csrf})
         self.assertEqual(code, 401, "no token")
-        code, _ = self.request("POST", "/api/dead/requeue", body,
-                               {"Content-Type": "application/json",
-                                "Authorization": f"Bearer {self.token}"})
-        self.assertEqual(code, 403, "token but no CSRF token")
         # From the page itself, a request that leaves out the CSRF header is refused too.
         code = self.browser.evaluate(
             "fetch('/api/dead/requeue', {method: 'POST', headers: {'Content-Type': "
             f"'application/json'}}, body: JSON.stringify({{queue: 'dq', ids: [{plain_id}]}})}})"
             ".then(r => r.status)")
         self.assertEqual(code, 403)
-        self.assertEqual(len(self.dead_list("dq")), 2, "a refused action changed nothing")
+        self.assertEqual(len(self.dead_list("dq")), 4, "a refused action changed nothing")
+        # A script with the bearer token needs no CSRF token: no other site's page can send it.
+        code, _ = self.request("POST", "/api/dead/delete",
+                               json.dumps({"queue": "dq", "ids": [binary_id]}).encode(),
+                               {"Content-Type": "application/json",
+                                "Authorization": f"Bearer {self.token}"})
+        self.assertEqual(code, 200, "a script's bearer token")
 
         # Requeue from the page: the item leaves the dead items and is ready again.
         self.browser.evaluate(
             f"document.querySelector('#dead tr[data-id=\"{plain_id}\"] button.requeue').click(); true")
         self.browser.wait_for(f"document.getElementById('msg').textContent.includes('requeued item {plain_id}')",
                               what="the requeue's message")
-        self.assertEqual([d["id"] for d in self.dead_list("dq")], [evil_id])
+        self.assertEqual(sorted(d["id"] for d in self.dead_list("dq")),
+                         sorted([evil_id, backslashes_id]))
         status = json.loads(self.partq("status", "dq", "--json"))
         self.assertEqual(status["totals"]["ready"], 1)
         self.browser.wait_for(f"!document.querySelector('#dead tr[data-id=\"{plain_id}\"]')",
                               what="the requeued item to leave the page")
+
+    def test_a_long_queue_name_keeps_the_pause_button_on_screen(self):
+        name = "q" * 63  # the longest a queue name may be
+        self.partq("queue", "create", name, "--parts", "1")
+        try:
+            for width in (1400, 1280):
+                self.browser.resize(width, 900)
+                self.show("#/")
+                button = f"document.querySelector('button.pause[data-queue=\"{name}\"]')"
+                self.browser.wait_for(button, what="the queues page")
+                right = self.browser.evaluate(f"{button}.getBoundingClientRect().right")
+                inner = self.browser.evaluate("document.documentElement.clientWidth")
+                self.assertLessEqual(right, inner, f"the pause button at {width} px")
+                self.shot(f"queues_long_name_{width}.png")
+        finally:
+            self.browser.resize(1280, 900)
+            self.partq("queue", "delete", name)
 
     def test_pause_from_the_queues_page(self):
         self.show("#/")

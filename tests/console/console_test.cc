@@ -79,6 +79,27 @@ class ConsoleTest : public ::testing::Test {
     return r;
   }
   static json Body(const HttpResponse& r) { return json::parse(r.body); }
+  // The session cookie ("partq_console=...") the login form sets.
+  static std::string LoginCookie(Console& c) {
+    HttpRequest login;
+    login.method = "POST";
+    login.path = "/login";
+    login.headers["host"] = kHost;
+    login.headers["origin"] = absl::StrCat("http://", kHost);
+    login.body = absl::StrCat("token=", kToken, "&csrf=", c.csrf_token());
+    for (const auto& [name, value] : c.Handle(login).headers) {
+      if (name == "Set-Cookie") return value.substr(0, value.find(';'));
+    }
+    ADD_FAILURE() << "no cookie";
+    return "";
+  }
+  // A POST as the console's page sends it: the cookie, not the bearer token.
+  static HttpRequest PagePost(Console& c, const std::string& path, const json& body) {
+    HttpRequest r = Post(c, path, body);
+    r.headers.erase("authorization");
+    r.headers["cookie"] = LoginCookie(c);
+    return r;
+  }
 
   // Items of `queue` dead-lettered with these payloads (the queue has one part).
   std::vector<int64_t> Kill(const std::string& queue, const std::vector<std::string>& payloads) {
@@ -402,6 +423,11 @@ TEST_F(ConsoleTest, DeadItemsShowEscapedAndAreRequeuedAndDeletedByActions) {
   // Bytes that are not printable text are escaped, a backslash too; the
   // markup stays text for the page to set as text.
   EXPECT_EQ(by_id[ids[0]]["payload"], "\\x00<script>alert(1)</script>\\xff\\\\");
+  // The page shows the runs: the text as it is (one backslash is one), the
+  // escaped bytes apart.
+  EXPECT_EQ(by_id[ids[0]]["payload_runs"],
+            json::parse(R"([["x", "\\x00"], ["t", "<script>alert(1)</script>"], ["x", "\\xff"],
+                            ["t", "\\"]])"));
   EXPECT_EQ(by_id[ids[0]]["error"], "boom\\x0a<b>bad</b>");
   // The queue list's dead/s is the database's count of the last minute.
   ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
@@ -463,18 +489,23 @@ TEST_F(ConsoleTest, AnActionWithoutTheTokenIsRefused) {
 TEST_F(ConsoleTest, AnActionWithoutTheCsrfTokenOrFromAnotherSiteIsRefused) {
   MakeQueue(*store_, "q", 1);
   auto console = Make();
-  HttpRequest r = Post(*console, "/api/pause", {{"queue", "q"}});
+  // The cookie goes with any site's request: it needs the page's CSRF token.
+  HttpRequest r = PagePost(*console, "/api/pause", {{"queue", "q"}});
   r.headers.erase("x-csrf-token");
   EXPECT_EQ(console->Handle(r).code, 403);
-  r = Post(*console, "/api/pause", {{"queue", "q"}});
+  r = PagePost(*console, "/api/pause", {{"queue", "q"}});
   r.headers["x-csrf-token"] = std::string(64, '0');
   EXPECT_EQ(console->Handle(r).code, 403);
-  r = Post(*console, "/api/pause", {{"queue", "q"}});
-  r.headers["origin"] = "http://evil.example";
-  EXPECT_EQ(console->Handle(r).code, 403);
-  r = Post(*console, "/api/pause", {{"queue", "q"}});
-  r.headers["sec-fetch-site"] = "cross-site";
-  EXPECT_EQ(console->Handle(r).code, 403);
+  for (bool bearer : {false, true}) {
+    r = bearer ? Post(*console, "/api/pause", {{"queue", "q"}})
+               : PagePost(*console, "/api/pause", {{"queue", "q"}});
+    r.headers["origin"] = "http://evil.example";
+    EXPECT_EQ(console->Handle(r).code, 403) << bearer;
+    r = bearer ? Post(*console, "/api/pause", {{"queue", "q"}})
+               : PagePost(*console, "/api/pause", {{"queue", "q"}});
+    r.headers["sec-fetch-site"] = "cross-site";
+    EXPECT_EQ(console->Handle(r).code, 403) << bearer;
+  }
   r = Post(*console, "/api/pause", {{"queue", "q"}});
   r.headers["content-type"] = "application/x-www-form-urlencoded";
   EXPECT_EQ(console->Handle(r).code, 415);
@@ -483,6 +514,27 @@ TEST_F(ConsoleTest, AnActionWithoutTheCsrfTokenOrFromAnotherSiteIsRefused) {
   EXPECT_EQ(console->Handle(r).code, 404) << "actions are POSTs only";
   ASSERT_OK_AND_ASSIGN(QueueConfig q, store_->GetQueue("q"));
   EXPECT_FALSE(q.paused);
+}
+
+// A script sends the token as `Authorization: Bearer`: no other site's page
+// can make a browser send that header, so it needs no CSRF token (issue 49:
+// it did, and nothing said where to get one).
+TEST_F(ConsoleTest, AScriptWithTheBearerTokenNeedsNoCsrfToken) {
+  MakeQueue(*store_, "q", 1);
+  auto console = Make();
+  HttpRequest r;
+  r.method = "POST";
+  r.path = "/api/pause";
+  r.body = R"({"queue": "q"})";
+  r.headers["host"] = kHost;
+  r.headers["content-type"] = "application/json";
+  r.headers["authorization"] = "Bearer wrong-token-0123456";
+  EXPECT_EQ(console->Handle(r).code, 401);
+  r.headers["authorization"] = absl::StrCat("Bearer ", kToken);
+  const HttpResponse ok = console->Handle(r);
+  EXPECT_EQ(ok.code, 200) << ok.body;
+  ASSERT_OK_AND_ASSIGN(QueueConfig q, store_->GetQueue("q"));
+  EXPECT_TRUE(q.paused);
 }
 
 TEST_F(ConsoleTest, ReadOnlyAndTokenlessConsolesRefuseEveryAction) {

@@ -1,6 +1,13 @@
 // The console's pure pieces: escaping, forms, secrets, listen addresses, rates.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <deque>
+#include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "console/auth.h"
 #include "console/console.h"
@@ -32,6 +39,31 @@ TEST(PayloadPreview, ShowsEveryByteThatIsNotPrintableTextEscaped) {
   EXPECT_EQ(PayloadPreview("ab\xc3", 300), "ab\\xc3\xe2\x80\xa6 (300 bytes)");
 }
 
+// The page shows runs (issue 49: a payload's every backslash showed doubled):
+// text as it is, escaped bytes marked apart, and the size when cut.
+TEST(PayloadRuns, TextAsItIsAndEscapedBytesApart) {
+  auto runs = [](absl::string_view head, int64_t total) {
+    std::vector<std::pair<int, std::string>> out;
+    for (const PreviewRun& r : PayloadRuns(head, total)) out.emplace_back(r.kind, r.text);
+    return out;
+  };
+  using V = std::vector<std::pair<int, std::string>>;
+  EXPECT_EQ(runs("C:\\new\\x00", 10), (V{{PreviewRun::kText, "C:\\new\\x00"}}));
+  EXPECT_EQ(runs(std::string("a\0\x01" "b\\\n\x7f\xff", 8), 8),
+            (V{{PreviewRun::kText, "a"},
+               {PreviewRun::kBytes, "\\x00\\x01"},
+               {PreviewRun::kText, "b\\"},
+               {PreviewRun::kBytes, "\\x0a\\x7f\\xff"}}));
+  EXPECT_EQ(runs("caf\xc3\xa9 \xe2\x82\xac", 9), (V{{PreviewRun::kText, "caf\xc3\xa9 \xe2\x82\xac"}}));
+  // Overlong and surrogate forms are not text.
+  EXPECT_EQ(runs("\xc0\xaf\xed\xa0\x80", 5),
+            (V{{PreviewRun::kBytes, "\\xc0\\xaf\\xed\\xa0\\x80"}}));
+  EXPECT_EQ(runs("ab\xc3", 300), (V{{PreviewRun::kText, "ab"},
+                                    {PreviewRun::kBytes, "\\xc3"},
+                                    {PreviewRun::kMore, "\xe2\x80\xa6 (300 bytes)"}}));
+  EXPECT_TRUE(runs("", 0).empty());
+}
+
 TEST(ParseForm, DecodesPlusAndPercentAndKeepsTheFirstValue) {
   auto f = ParseForm("token=a+b%2Fc%3d&csrf=x&csrf=y&bad=%zz&empty");
   EXPECT_EQ(f["token"], "a b/c=");
@@ -48,6 +80,33 @@ TEST(Secrets, RandomTokensDifferAndCompareOnlyWhenEqual) {
   EXPECT_FALSE(SameSecret(a, b));
   EXPECT_FALSE(SameSecret(a, a.substr(0, 63)));
   EXPECT_FALSE(SameSecret("", a));
+}
+
+// As ssh refuses a key others can read (issue 49: a world-readable token
+// file was taken silently). A group may read it (Kubernetes' fsGroup).
+TEST(ReadTokenFile, RefusesAFileOtherUsersCanRead) {
+  char dir[] = "/tmp/partq-token-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/token";
+  {
+    std::ofstream out(path);
+    out << "0123456789abcdef0123\n";
+  }
+  for (mode_t mode : {0644, 0604, 0606, 0601}) {
+    ASSERT_EQ(chmod(path.c_str(), mode), 0);
+    absl::StatusOr<std::string> t = ReadTokenFile(path);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << std::oct << mode;
+    EXPECT_NE(t.status().message().find("other users"), absl::string_view::npos) << t.status();
+    EXPECT_NE(t.status().message().find("chmod o-rwx"), absl::string_view::npos) << t.status();
+  }
+  for (mode_t mode : {0600, 0640, 0400, 0440}) {
+    ASSERT_EQ(chmod(path.c_str(), mode), 0);
+    absl::StatusOr<std::string> t = ReadTokenFile(path);
+    ASSERT_TRUE(t.ok()) << std::oct << mode << ": " << t.status();
+    EXPECT_EQ(*t, "0123456789abcdef0123");
+  }
+  unlink(path.c_str());
+  rmdir(dir);
 }
 
 TEST(CheckListenAddress, RefusesOtherMachinesWithoutAToken) {
