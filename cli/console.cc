@@ -2,31 +2,64 @@
 // SIGTERM/SIGINT; and the same console mounted by a worker (ServeConsole).
 #include "console/console.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "cli/common.h"
 #include "cli/console_flags.h"
 #include "cli/http_server.h"
+#include "base/utf8.h"
 #include "console/auth.h"
 
 namespace partq::cli {
 
-absl::StatusOr<ServedConsole> ServeConsole(const std::string& listen, const PgOptions& pg,
-                                           bool read_only,
-                                           const std::optional<std::string>& token_file,
-                                           const std::string& flag, const std::string& token_flag) {
+absl::StatusOr<ConsoleFlags> ParseConsoleFlags(const Args& args, const std::string& prefix,
+                                               const std::string& default_listen) {
+  ConsoleFlags f;
+  f.listen_flag = absl::StrCat("--", prefix, "listen");
+  f.token_flag = absl::StrCat("--", prefix, "token-file");
+  f.listen = args.GetOr(absl::StrCat(prefix, "listen"), default_listen);
+  f.read_only = args.Has(absl::StrCat(prefix, "read-only"));
+  f.token_file = args.Get(absl::StrCat(prefix, "token-file"));
+  const std::string allowed_flag = absl::StrCat(prefix, "allowed-host");
+  if (auto names = args.Get(allowed_flag)) {
+    for (absl::string_view name : absl::StrSplit(*names, ',', absl::SkipWhitespace())) {
+      name = absl::StripAsciiWhitespace(name);
+      const bool ok = name.size() <= 253 && std::all_of(name.begin(), name.end(), [](char c) {
+                        return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                               c == '.' || c == '-' || c == ':' || c == '[' || c == ']';
+                      });
+      if (!ok) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", allowed_flag, ": \"", PrintableUtf8(name),
+            "\" is not a host name or address (give names separated by commas, like "
+            "console.example.com,partq.internal)"));
+      }
+      f.allowed_hosts.emplace_back(name);
+    }
+  }
+  return f;
+}
+
+absl::StatusOr<ServedConsole> ServeConsole(const ConsoleFlags& flags, const PgOptions& pg) {
+  const std::string& listen = flags.listen;
   console::ConsoleOptions o;
-  o.read_only = read_only;
-  if (token_file) {
-    absl::StatusOr<std::string> token = console::ReadTokenFile(*token_file);
+  o.read_only = flags.read_only;
+  o.listen_host = ListenHost(listen);
+  o.allowed_hosts = flags.allowed_hosts;
+  if (flags.token_file) {
+    absl::StatusOr<std::string> token = console::ReadTokenFile(*flags.token_file);
     if (!token.ok()) return token.status();
     o.token = *token;
   }
   if (absl::Status st =
-          console::CheckListenAddress(ListenHost(listen), o.token.has_value(), token_flag);
+          console::CheckListenAddress(o.listen_host, o.token.has_value(), flags.token_flag);
       !st.ok()) {
     return st;
   }
@@ -37,7 +70,7 @@ absl::StatusOr<ServedConsole> ServeConsole(const std::string& listen, const PgOp
   ServedConsole out;
   out.console = std::make_unique<console::Console>(PgStoreFactory(options), o);
   HttpServerOptions ho;
-  ho.flag = flag;
+  ho.flag = flags.listen_flag;
   ho.console = out.console.get();
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(listen, std::move(ho));
   if (!server.ok()) return server.status();
@@ -52,14 +85,17 @@ ServedConsole::~ServedConsole() {
 }
 
 int CmdConsole(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, With(ConnectionFlags(), {"listen", "token-file", "log-level"}),
-                          {"read-only"});
+  auto args = Args::Parse(
+      argv, With(ConnectionFlags(), {"listen", "token-file", "allowed-host", "log-level"}),
+      {"read-only"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {},
                                 "usage: partq console [--listen 127.0.0.1:8080] [--read-only] "
-                                "[--token-file FILE]")) {
+                                "[--token-file FILE] [--allowed-host NAME,...]")) {
     return *u;
   }
+  auto flags = ParseConsoleFlags(*args, "", "127.0.0.1:8080");
+  if (!flags.ok()) return Fail(flags.status());
   if (absl::Status st = SetLogLevelFlag(*args); !st.ok()) return Fail(st);
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());
@@ -68,10 +104,9 @@ int CmdConsole(const std::vector<std::string>& argv) {
     auto store = ConnectChecked(*pg);
     if (!store.ok()) return Fail(store.status());
   }
-  const std::string listen = args->GetOr("listen", "127.0.0.1:8080");
+  const std::string& listen = flags->listen;
   InstallStopSignals();
-  absl::StatusOr<ServedConsole> served = ServeConsole(
-      listen, *pg, args->Has("read-only"), args->Get("token-file"), "--listen", "--token-file");
+  absl::StatusOr<ServedConsole> served = ServeConsole(*flags, *pg);
   if (!served.ok()) return Fail(served.status());
   const std::string host = ListenHost(listen);
   fprintf(stderr, "partq: console on http://%s%s/ (%s)\n",

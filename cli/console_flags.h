@@ -6,8 +6,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "cli/args.h"
 #include "cli/http_server.h"
 #include "console/console.h"
 #include "pg/pg_store.h"
@@ -24,14 +26,26 @@ struct ServedConsole {
   std::unique_ptr<HttpServer> server;
 };
 
-// Reads the token (if `token_file`), refuses a non-loopback `listen` without
-// one (console::CheckListenAddress), then serves a console over `pg` on
-// `listen` and starts its poller. `flag` and `token_flag` name the address
-// and the token file in errors.
-absl::StatusOr<ServedConsole> ServeConsole(const std::string& listen, const PgOptions& pg,
-                                           bool read_only,
-                                           const std::optional<std::string>& token_file,
-                                           const std::string& flag, const std::string& token_flag);
+// What the flags of `partq console` (or a worker's --console-*) ask for.
+struct ConsoleFlags {
+  std::string listen;
+  bool read_only = false;
+  std::optional<std::string> token_file;
+  std::vector<std::string> allowed_hosts;  // console::ConsoleOptions::allowed_hosts
+  // The flags they came from, for errors.
+  std::string listen_flag, token_flag;
+};
+
+// The console's flags of `args`: `prefix` "" (partq console: --listen,
+// --read-only, --token-file, --allowed-host) or "console-" (a worker's).
+// InvalidArgument for an allowed host that is not a host name or address.
+absl::StatusOr<ConsoleFlags> ParseConsoleFlags(const Args& args, const std::string& prefix,
+                                               const std::string& default_listen);
+
+// Reads the token (if any), refuses a non-loopback address without one
+// (console::CheckListenAddress), then serves a console over `pg` and starts
+// its poller.
+absl::StatusOr<ServedConsole> ServeConsole(const ConsoleFlags& flags, const PgOptions& pg);
 
 }  // namespace partq::cli
 

@@ -82,7 +82,8 @@ constexpr CommandUsage kCommands[] = {
      "               [--drain-timeout 10s] [--vacuum-interval 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--retry-base 1s]\n"
      "               [--retry-max 10m] [--handler-ca FILE] [--log-level warning] [--quiet]\n"
-     "               [--console-listen HOST:PORT [--console-token-file F] [--console-read-only]]\n"
+     "               [--console-listen HOST:PORT [--console-token-file F] [--console-read-only]\n"
+     "                [--console-allowed-host NAME,...]]\n"
      "      --console-listen serves the web console (as `partq console`) from this process\n"},
     {"status",
      "  status QUEUE [--parts] [--json]          sessions, depth, age, dead-lettered/s; a line\n"
@@ -90,11 +91,13 @@ constexpr CommandUsage kCommands[] = {
      "                                           by owner (--parts: every part; --json: all)\n"},
     {"console",
      "  console [--listen 127.0.0.1:8080] [--read-only] [--token-file FILE]\n"
-     "          [--log-level warning]\n"
+     "          [--allowed-host NAME,...] [--log-level warning]\n"
      "      the web console: queues, part maps, sessions, dead items. Actions (pause,\n"
      "      resume, requeue, delete) need the token in FILE (log in with it; or\n"
      "      Authorization: Bearer); without --token-file it is read-only, and it will\n"
-     "      not listen beyond loopback. One poller per process reads for every tab.\n"},
+     "      not listen beyond loopback. One poller per process reads for every tab.\n"
+     "      Without a token it answers only to its own names (localhost, its address;\n"
+     "      --allowed-host adds names): a page of another site cannot rebind to it.\n"},
     {"dead",
      "  dead list QUEUE [--limit 20] [--json]    dead-lettered items, newest first, with errors\n"
      "  dead requeue QUEUE ID...|--all           back to ready as new items (attempts 0)\n"

@@ -22,7 +22,8 @@ int CmdWorker(const std::vector<std::string>& argv) {
       With(ConnectionFlags(),
            {"concurrency", "batch", "handler", "instance-id", "metrics-addr", "drain-timeout",
             "handler-timeout", "poll-interval", "retry-base", "retry-max", "log-level",
-            "handler-ca", "console-listen", "console-token-file", "vacuum-interval"}),
+            "handler-ca", "console-listen", "console-token-file", "console-allowed-host",
+            "vacuum-interval"}),
       {"poll-only", "quiet", "leave-on-stop", "console-read-only"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
@@ -127,14 +128,17 @@ int CmdWorker(const std::vector<std::string>& argv) {
   }
   // The web console in this process, on its own port: a pod can serve it.
   std::optional<ServedConsole> console;
-  if (auto addr = args->Get("console-listen")) {
-    auto served =
-        ServeConsole(*addr, *pg, args->Has("console-read-only"), args->Get("console-token-file"),
-                     "--console-listen", "--console-token-file");
+  if (args->Has("console-listen")) {
+    auto flags = ParseConsoleFlags(*args, "console-", "");
+    if (!flags.ok()) return Fail(flags.status());
+    auto served = ServeConsole(*flags, *pg);
     if (!served.ok()) return Fail(served.status());
     console = std::move(*served);
-  } else if (args->Has("console-read-only") || args->Has("console-token-file")) {
-    return Usage("--console-read-only and --console-token-file go with --console-listen ADDR");
+  } else if (args->Has("console-read-only") || args->Has("console-token-file") ||
+             args->Has("console-allowed-host")) {
+    return Usage(
+        "--console-read-only, --console-token-file and --console-allowed-host go with "
+        "--console-listen ADDR");
   }
   if (absl::Status st = consumer.Start(); !st.ok()) return Fail(st);
   const bool quiet = args->Has("quiet");

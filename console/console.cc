@@ -1,5 +1,7 @@
 #include "console/console.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -8,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -101,6 +104,27 @@ QueueOwners OwnersOf(const QueueState& q) {
   return o;
 }
 
+// The host of a Host header: without the port, brackets of an IPv6 address
+// or a trailing dot, in lowercase.
+std::string HostOfHeader(absl::string_view h) {
+  h = absl::StripAsciiWhitespace(h);
+  if (absl::StartsWith(h, "[")) {
+    const size_t end = h.find(']');
+    h = end == absl::string_view::npos ? h.substr(1) : h.substr(1, end - 1);
+  } else if (const size_t colon = h.rfind(':');
+             colon != absl::string_view::npos && h.find(':') == colon) {
+    h = h.substr(0, colon);
+  }
+  absl::ConsumeSuffix(&h, ".");
+  return absl::AsciiStrToLower(h);
+}
+
+bool IsIpAddress(const std::string& host) {
+  in_addr v4{};
+  in6_addr v6{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+}
+
 std::string Header(const HttpRequest& request, const std::string& name) {
   auto it = request.headers.find(name);
   return it == request.headers.end() ? "" : it->second;
@@ -174,7 +198,38 @@ std::optional<std::string> Console::ForgeryCheck(const HttpRequest& request,
   return std::nullopt;
 }
 
+bool Console::HostAllowed(const HttpRequest& request) const {
+  if (options_.token && options_.allowed_hosts.empty()) return true;
+  const auto header = request.headers.find("host");
+  // Browsers always send one; a client without is no rebinding page.
+  if (header == request.headers.end()) return true;
+  const std::string host = HostOfHeader(header->second);
+  for (const std::string& h : options_.allowed_hosts) {
+    if (absl::EqualsIgnoreCase(host, HostOfHeader(h))) return true;
+  }
+  const std::string listen = absl::AsciiStrToLower(options_.listen_host);
+  const bool everywhere = listen.empty() || listen == "0.0.0.0" || listen == "*";
+  if (host == listen || (everywhere && IsIpAddress(host))) return true;
+  // A browser sends localhost, 127.0.0.1 or [::1] for loopback; no DNS
+  // answer makes any of them another site's.
+  return (everywhere || IsLoopbackHost(listen)) && IsLoopbackHost(host) &&
+         (host == "localhost" || IsIpAddress(host));
+}
+
 HttpResponse Console::Handle(const HttpRequest& request) {
+  if (!HostAllowed(request)) {
+    std::vector<std::string> names = options_.allowed_hosts;
+    if (!options_.listen_host.empty()) names.insert(names.begin(), options_.listen_host);
+    HttpResponse r;
+    r.code = 421;
+    r.body = absl::StrCat(
+        "partq console: refused: Host \"", Text(request.headers.at("host")),
+        "\" is not a name of this console (", absl::StrJoin(names, ", "),
+        ", localhost). A page of another site pointing its name here (DNS rebinding) sends such "
+        "a Host; if it is yours, start the console with --allowed-host NAME (a worker: "
+        "--console-allowed-host NAME).\n");
+    return Secured(std::move(r));
+  }
   const std::string& path = request.path;
   const bool get = request.method == "GET" || request.method == "HEAD";
   const bool post = request.method == "POST";

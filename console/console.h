@@ -26,6 +26,13 @@
 //     header.
 //   - Pages carry a Content-Security-Policy that allows only this server's
 //     scripts; user data reaches the browser as JSON and is set as text.
+//   - DNS rebinding: a page of another site can point its own name at this
+//     address and so read what the console answers to its origin. Without a
+//     token (loopback only), or with `allowed_hosts`, a request whose Host
+//     is not a name of this console is refused (421): the listen host, and
+//     on loopback localhost and the loopback addresses, on every interface
+//     any IP address (a rebinding needs a name), and `allowed_hosts`. With a
+//     token and no list any name is answered: such a page has no token.
 //
 // Thread-safety: Handle may be called from many threads at once.
 #ifndef PARTQ_CONSOLE_CONSOLE_H_
@@ -68,6 +75,10 @@ struct HttpResponse {
 struct ConsoleOptions {
   bool read_only = false;
   std::optional<std::string> token;
+  // The names the console answers to (HostAllowed): the listen address's
+  // host ("" or 0.0.0.0: every interface), and `allowed_hosts` besides.
+  std::string listen_host;
+  std::vector<std::string> allowed_hosts;
   PollerOptions poller;
   int dead_limit = 100;  // dead items a page lists
   absl::Duration dead_cache = absl::Seconds(2);
@@ -93,6 +104,8 @@ class Console {
   bool actions() const { return !options_.read_only && options_.token.has_value(); }
 
  private:
+  // Whether the request's Host header names this console (see above).
+  bool HostAllowed(const HttpRequest& request) const;
   bool Authenticated(const HttpRequest& request) const;
   // Whether it carries the token as `Authorization: Bearer`.
   bool Bearer(const HttpRequest& request) const;

@@ -370,7 +370,10 @@ TEST_F(BadInputTest, ConsoleRefusesAnOpenAddressWithoutAToken) {
   ExpectRejected(With({"console", "--token-file", "/nonexistent/partq-token"}), 2,
                  "--token-file: cannot read /nonexistent/partq-token");
   ExpectRejected(With({"worker", "q", "--console-read-only"}), 2,
-                 "--console-read-only and --console-token-file go with --console-listen ADDR");
+                 "--console-read-only, --console-token-file and --console-allowed-host go with "
+                 "--console-listen ADDR");
+  ExpectRejected(With({"console", "--allowed-host", "ok.example,bad name"}), 2,
+                 "--allowed-host: \"bad name\" is not a host name or address");
 }
 
 // A command given too many or too few words names the word, not only the

@@ -378,6 +378,16 @@ class ConsoleInABrowser(unittest.TestCase):
                 return 0, ""
 
         wait_until(lambda: get("/healthz")[0] == 200, what="the worker's console")
+        # Without a token it answers its own names only: not a rebinding page's (issue 48).
+        for host, want in ((f"rebind.example:{port}", 421), (f"localhost:{port}", 200),
+                           (f"127.0.0.1:{port}", 200)):
+            req = urllib.request.Request(base + "/api/dead?name=cq", headers={"Host": host})
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    code, body = r.status, r.read().decode()
+            except urllib.error.HTTPError as e:
+                code, body = e.code, e.read().decode()
+            self.assertEqual(code, want, f"Host: {host}: {body}")
         queues = wait_until(lambda: (lambda r: r[1] if r[0] == 200 and '"cq"' in r[1] else None)(
             get("/api/queues")), what="the worker's console to list the queues")
         self.assertIn('"actions":false', queues)

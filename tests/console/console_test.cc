@@ -601,6 +601,58 @@ TEST_F(ConsoleTest, WithATokenPagesNeedTheLoginAndTheLoginNeedsTheCsrfToken) {
   EXPECT_EQ(console->Handle(act).code, 200);
 }
 
+// DNS rebinding (issue 48): a page of another site points its name at the
+// console's address; the browser then sends that name as Host. A console
+// without a token answers only its own names.
+TEST_F(ConsoleTest, WithoutATokenOnlyItsOwnNamesAreAnswered) {
+  MakeQueue(*store_, "q", 1);
+  auto make = [&](bool token, std::string listen, std::vector<std::string> allowed) {
+    ConsoleOptions o;
+    if (token) o.token = kToken;
+    o.listen_host = std::move(listen);
+    o.allowed_hosts = std::move(allowed);
+    o.poller.clock = &clock_;
+    return std::make_unique<Console>(factory_, o);
+  };
+  auto code = [](Console& c, const std::string& host) {
+    HttpRequest r = Get("/api/dead?name=q");
+    r.headers["host"] = host;
+    return c.Handle(r).code;
+  };
+  auto loopback = make(false, "127.0.0.1", {});
+  for (const char* ok : {"127.0.0.1:8080", "localhost:8080", "LOCALHOST", "localhost.", "[::1]:8080",
+                         "127.0.0.2:8080"}) {
+    EXPECT_EQ(code(*loopback, ok), 200) << ok;
+  }
+  for (const char* bad : {"rebind.example:8080", "127.0.0.1.nip.io:8080", "localhost.evil.com",
+                          "10.0.0.5:8080", "evil.localhost:8080", ""}) {
+    EXPECT_EQ(code(*loopback, bad), 421) << bad;
+  }
+  HttpRequest r = Get("/");
+  r.headers["host"] = "rebind.example:8080";
+  const HttpResponse refused = loopback->Handle(r);
+  EXPECT_EQ(refused.code, 421);
+  EXPECT_TRUE(absl::StrContains(refused.body, "--allowed-host")) << refused.body;
+  EXPECT_FALSE(absl::StrContains(refused.body, "partq-csrf")) << "nothing of the page";
+  bool csp = false;
+  for (const auto& [name, value] : refused.headers) csp = csp || name == "Content-Security-Policy";
+  EXPECT_TRUE(csp);
+  // Names the operator gives are answered.
+  auto named = make(false, "localhost", {"partq.internal", "console.example.com"});
+  EXPECT_EQ(code(*named, "console.example.com:8080"), 200);
+  EXPECT_EQ(code(*named, "Partq.Internal"), 200);
+  EXPECT_EQ(code(*named, "localhost:8080"), 200);
+  EXPECT_EQ(code(*named, "rebind.example"), 421);
+  // With a token any name is answered (a rebinding page has no token), unless
+  // names are given; on every interface any address is one of its names.
+  EXPECT_EQ(code(*make(true, "0.0.0.0", {}), "rebind.example"), 200);
+  auto strict = make(true, "0.0.0.0", {"partq.internal"});
+  EXPECT_EQ(code(*strict, "rebind.example"), 421);
+  EXPECT_EQ(code(*strict, "10.1.2.3:8080"), 200);
+  EXPECT_EQ(code(*strict, "[fd00::5]:8080"), 200);
+  EXPECT_EQ(code(*strict, "partq.internal:443"), 200);
+}
+
 TEST_F(ConsoleTest, EveryResponseCarriesTheContentSecurityPolicy) {
   auto console = Make();
   for (const char* path : {"/", "/app.js", "/api/queues", "/nope"}) {
