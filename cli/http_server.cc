@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "cli/process_metrics.h"
@@ -97,8 +98,15 @@ class FuncHandler : public CivetHandler {
 class ConsoleHandler : public CivetHandler {
  public:
   explicit ConsoleHandler(console::Console* c) : console_(c) {}
+  // Every method, so the console answers (405, with its headers) what
+  // civetweb would answer with a page of its own.
   bool handleGet(CivetServer*, mg_connection* conn) override { return Serve(conn); }
+  bool handleHead(CivetServer*, mg_connection* conn) override { return Serve(conn); }
   bool handlePost(CivetServer*, mg_connection* conn) override { return Serve(conn); }
+  bool handlePut(CivetServer*, mg_connection* conn) override { return Serve(conn); }
+  bool handleDelete(CivetServer*, mg_connection* conn) override { return Serve(conn); }
+  bool handleOptions(CivetServer*, mg_connection* conn) override { return Serve(conn); }
+  bool handlePatch(CivetServer*, mg_connection* conn) override { return Serve(conn); }
 
  private:
   bool Serve(mg_connection* conn) {
@@ -107,11 +115,17 @@ class ConsoleHandler : public CivetHandler {
     req.method = info->request_method ? info->request_method : "";
     req.path = info->local_uri ? info->local_uri : "/";
     req.query = info->query_string ? info->query_string : "";
+    req.remote_addr = info->remote_addr;
+    req.tls = info->is_ssl != 0;
     for (int i = 0; i < info->num_headers; ++i) {
       req.headers[absl::AsciiStrToLower(info->http_headers[i].name)] = info->http_headers[i].value;
     }
     if (!ReadBody(conn, &req.body)) return true;
-    const console::HttpResponse r = console_->Handle(req);
+    return Write(conn, req, console_->Handle(req));
+  }
+
+  static bool Write(mg_connection* conn, const console::HttpRequest& req,
+                    const console::HttpResponse& r) {
     std::string head =
         absl::StrCat("HTTP/1.1 ", r.code, " ", mg_get_response_code_text(conn, r.code),
                      "\r\nContent-Type: ", r.content_type, "\r\nContent-Length: ", r.body.size(),
@@ -191,6 +205,15 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
                                     "enable_keep_alive",  "no",
                                     "connection_queue",   absl::StrCat(kHttpThreads),
                                     "listen_backlog",     "1024"};
+  if (options.console) {
+    // On civetweb's own answers too (a malformed request, a slow or too large
+    // body refused by ReadBody).
+    std::vector<std::string> lines;
+    for (const auto& [name, value] : console::SecurityHeaders()) {
+      lines.push_back(absl::StrCat(name, ": ", value));
+    }
+    civet.insert(civet.end(), {"additional_header", absl::StrJoin(lines, "\r\n")});
+  }
   try {
     s->server_ = std::make_unique<CivetServer>(civet);
   } catch (const std::exception& e) {

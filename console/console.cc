@@ -37,14 +37,36 @@ constexpr char kCsp[] =
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
 HttpResponse Secured(HttpResponse r) {
-  r.headers.emplace_back("Content-Security-Policy", kCsp);
-  r.headers.emplace_back("X-Content-Type-Options", "nosniff");
-  r.headers.emplace_back("X-Frame-Options", "DENY");
-  // Not no-referrer: with it a browser sends "Origin: null" on the login
-  // form's POST, which the origin check must refuse.
-  r.headers.emplace_back("Referrer-Policy", "same-origin");
-  r.headers.emplace_back("Cache-Control", "no-store");
+  for (const auto& h : SecurityHeaders()) r.headers.push_back(h);
   return r;
+}
+
+// Whether the client reached us over TLS, or a proxy in front says it did.
+// (A client that says so itself over plain HTTP gets a Secure cookie its
+// browser will not send back: it harms only itself.)
+bool OverTls(const HttpRequest& request) {
+  if (request.tls) return true;
+  auto first = [&](const char* name) {
+    auto it = request.headers.find(name);
+    if (it == request.headers.end()) return std::string();
+    return absl::AsciiStrToLower(absl::StripAsciiWhitespace(
+        absl::string_view(it->second).substr(0, it->second.find(','))));
+  };
+  if (first("x-forwarded-proto") == "https") return true;
+  for (absl::string_view pair : absl::StrSplit(first("forwarded"), ';')) {
+    if (absl::StripAsciiWhitespace(pair) == "proto=https") return true;
+  }
+  return false;
+}
+
+std::string CookieAttributes(const HttpRequest& request) {
+  return OverTls(request) ? "; Path=/; HttpOnly; SameSite=Strict; Secure"
+                          : "; Path=/; HttpOnly; SameSite=Strict";
+}
+
+// How long the login form's answer for a throttled address says to wait.
+std::string WaitText(absl::Duration d) {
+  return absl::StrCat(absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1))), " s");
 }
 
 HttpResponse Json(int code, const json& j) {
@@ -132,6 +154,19 @@ std::string Header(const HttpRequest& request, const std::string& name) {
 
 }  // namespace
 
+const std::vector<std::pair<std::string, std::string>>& SecurityHeaders() {
+  static const auto* headers = new std::vector<std::pair<std::string, std::string>>{
+      {"Content-Security-Policy", kCsp},
+      {"X-Content-Type-Options", "nosniff"},
+      {"X-Frame-Options", "DENY"},
+      // Not no-referrer: with it a browser sends "Origin: null" on the login
+      // form's POST, which the origin check must refuse.
+      {"Referrer-Policy", "same-origin"},
+      {"Cache-Control", "no-store"},
+  };
+  return *headers;
+}
+
 std::string PartRanges(const std::vector<int>& parts) {
   std::vector<int> p = parts;
   std::sort(p.begin(), p.end());
@@ -169,12 +204,67 @@ bool Console::Authenticated(const HttpRequest& request) const {
   if (Bearer(request)) return true;
   const std::string cookie = Cookie(request, kCookie);
   if (cookie.empty()) return false;
+  const absl::Time now = options_.poller.clock->Now();
   absl::MutexLock l(&sessions_mu_);
-  // Compared to each in constant time, not looked up: a set lookup's
-  // comparisons stop at the first differing byte.
+  // Compared to each in constant time, not looked up: a map lookup's
+  // comparisons stop at the first differing byte. Expired ones go on the way.
   bool found = false;
-  for (const std::string& s : sessions_) found = SameSecret(cookie, s) || found;
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    Session& s = it->second;
+    if (now - s.used >= options_.session_idle || now - s.created >= options_.session_max) {
+      it = sessions_.erase(it);
+      continue;
+    }
+    if (SameSecret(cookie, it->first)) {
+      s.used = now;
+      found = true;
+    }
+    ++it;
+  }
   return found;
+}
+
+absl::Duration Console::WaitFor(const std::string& addr, absl::Time now) const {
+  absl::MutexLock l(&sessions_mu_);
+  auto f = login_failures_.find(addr);
+  return f == login_failures_.end() ? absl::ZeroDuration()
+                                    : std::max(absl::ZeroDuration(), f->second.wait_until - now);
+}
+
+absl::Duration Console::LoginFailed(const std::string& addr, absl::Time now) {
+  absl::MutexLock l(&sessions_mu_);
+  // Addresses silent for an hour are forgotten; a bound on what guesses from
+  // many addresses can make this process keep.
+  for (auto it = login_failures_.begin(); it != login_failures_.end();) {
+    it = now - it->second.last > absl::Hours(1) ? login_failures_.erase(it) : std::next(it);
+  }
+  if (login_failures_.size() >= 10000 && !login_failures_.count(addr)) {
+    login_failures_.erase(std::min_element(
+        login_failures_.begin(), login_failures_.end(),
+        [](const auto& a, const auto& b) { return a.second.last < b.second.last; }));
+  }
+  Failures& f = login_failures_[addr];
+  ++f.count;
+  f.last = now;
+  const int over = f.count - options_.login_free_failures;
+  absl::Duration wait = absl::ZeroDuration();
+  if (over > 0) {
+    wait = std::min(options_.login_max_wait, absl::Seconds(1) * (int64_t{1} << std::min(over - 1, 30)));
+    f.wait_until = now + wait;
+  }
+  // One line a minute at most: 23,173 wrong guesses were as many lines.
+  ++failures_unlogged_;
+  if (now - failures_logged_ >= absl::Minutes(1)) {
+    PARTQ_LOG(Warning) << "console: " << failures_unlogged_
+                       << (failures_unlogged_ == 1 ? " login" : " logins")
+                       << " with a wrong token refused since the last such line (the last from "
+                       << Text(addr) << ", its " << f.count << (f.count == 1 ? "st" : "th")
+                       << " in a row; past " << options_.login_free_failures
+                       << " an address waits, twice as long after each)";
+    failures_logged_ = now;
+    failures_unlogged_ = 0;
+  }
+  return wait;
 }
 
 std::optional<std::string> Console::ForgeryCheck(const HttpRequest& request,
@@ -251,6 +341,23 @@ HttpResponse Console::Handle(const HttpRequest& request) {
     return Secured(Login(request));
   }
   if (post && path == "/logout") return Secured(Logout(request));
+  // A wrong bearer token is a guess like a wrong login, throttled alike.
+  if (options_.token && absl::StartsWith(Header(request, "authorization"), "Bearer ")) {
+    const absl::Time now = options_.poller.clock->Now();
+    absl::Duration wait = WaitFor(request.remote_addr, now);
+    if (wait == absl::ZeroDuration() && !Bearer(request)) {
+      wait = LoginFailed(request.remote_addr, now);
+      if (wait == absl::ZeroDuration()) return Secured(Error(401, "wrong token"));
+    }
+    if (wait > absl::ZeroDuration()) {
+      HttpResponse r = Error(429, absl::StrCat("too many wrong tokens from your address: try "
+                                               "again in ",
+                                               WaitText(wait)));
+      r.headers.emplace_back(
+          "Retry-After", absl::StrCat(absl::ToInt64Seconds(absl::Ceil(wait, absl::Seconds(1)))));
+      return Secured(std::move(r));
+    }
+  }
   const bool authed = Authenticated(request);
   if (get && (path == "/" || path == "/index.html")) {
     if (!authed) return Secured(LoginPage(200, ""));
@@ -300,25 +407,44 @@ HttpResponse Console::Login(const HttpRequest& request) {
   if (auto why = ForgeryCheck(request, csrf == form.end() ? "" : csrf->second)) {
     return LoginPage(403, *why);
   }
+  const absl::Time now = options_.poller.clock->Now();
+  auto throttled = [&](absl::Duration wait) {
+    HttpResponse r = LoginPage(
+        429, absl::StrCat("too many wrong tokens from your address: try again in ", WaitText(wait)));
+    r.headers.emplace_back("Retry-After",
+                           absl::StrCat(absl::ToInt64Seconds(absl::Ceil(wait, absl::Seconds(1)))));
+    return r;
+  };
+  // An address that must wait is not even compared: guessing stops there.
+  if (const absl::Duration wait = WaitFor(request.remote_addr, now); wait > absl::ZeroDuration()) {
+    return throttled(wait);
+  }
   auto token = form.find("token");
   if (token == form.end() ||
       !SameSecret(std::string(absl::StripAsciiWhitespace(token->second)), *options_.token)) {
-    PARTQ_LOG(Warning) << "console: a login with a wrong token was refused";
+    const absl::Duration wait = LoginFailed(request.remote_addr, now);
+    if (wait > absl::ZeroDuration()) return throttled(wait);
     return LoginPage(401, "wrong token");
   }
   const std::string session = RandomToken();
   {
     absl::MutexLock l(&sessions_mu_);
-    // A bound on what logins can make this process keep; the oldest login
-    // (lowest random value, so in effect any) has to log in again.
-    if (sessions_.size() >= 1000) sessions_.erase(sessions_.begin());
-    sessions_.insert(session);
+    login_failures_.erase(request.remote_addr);
+    // A bound on what logins can make this process keep: the least recently
+    // used login has to log in again.
+    if (sessions_.size() >= 1000) {
+      sessions_.erase(std::min_element(
+          sessions_.begin(), sessions_.end(),
+          [](const auto& a, const auto& b) { return a.second.used < b.second.used; }));
+    }
+    sessions_[session] = {now, now};
   }
   HttpResponse r;
   r.code = 303;
   r.headers.emplace_back("Location", "/");
   r.headers.emplace_back(
-      "Set-Cookie", absl::StrCat(kCookie, "=", session, "; Path=/; HttpOnly; SameSite=Strict"));
+      "Set-Cookie", absl::StrCat(kCookie, "=", session, CookieAttributes(request), "; Max-Age=",
+                                 absl::ToInt64Seconds(options_.session_max)));
   return r;
 }
 
@@ -331,7 +457,8 @@ HttpResponse Console::Logout(const HttpRequest& request) {
   HttpResponse r;
   r.code = 303;
   r.headers.emplace_back("Location", "/");
-  r.headers.emplace_back("Set-Cookie", absl::StrCat(kCookie, "=; Path=/; Max-Age=0"));
+  r.headers.emplace_back("Set-Cookie",
+                         absl::StrCat(kCookie, "=", CookieAttributes(request), "; Max-Age=0"));
   return r;
 }
 

@@ -24,8 +24,14 @@
 //     token as `Authorization: Bearer` (scripts): a browser attaches the
 //     cookie to any site's request, but no other site's page can set that
 //     header.
-//   - Pages carry a Content-Security-Policy that allows only this server's
-//     scripts; user data reaches the browser as JSON and is set as text.
+//   - Logins: wrong tokens are throttled per client address (a wait that
+//     doubles with each one past a few, answered 429) and logged at most once
+//     a minute; a login's cookie expires on the server (idle, and absolute:
+//     ConsoleOptions) and is Secure when the request came over TLS or a proxy
+//     says it did (X-Forwarded-Proto or Forwarded: https).
+//   - Every response carries SecurityHeaders(): a Content-Security-Policy
+//     that allows only this server's scripts, no framing, no sniffing, no
+//     caching; user data reaches the browser as JSON and is set as text.
 //   - DNS rebinding: a page of another site can point its own name at this
 //     address and so read what the console answers to its origin. Without a
 //     token (loopback only), or with `allowed_hosts`, a request whose Host
@@ -63,6 +69,8 @@ struct HttpRequest {
   std::string query;                           // raw, after '?'
   std::map<std::string, std::string> headers;  // names in lowercase
   std::string body;
+  std::string remote_addr;  // the client's address (a proxy's, behind one)
+  bool tls = false;         // it came over TLS
 };
 
 struct HttpResponse {
@@ -82,7 +90,20 @@ struct ConsoleOptions {
   PollerOptions poller;
   int dead_limit = 100;  // dead items a page lists
   absl::Duration dead_cache = absl::Seconds(2);
+  // A login's cookie stops working after this long without a request (an
+  // open page asks every second), and this long after the login at most.
+  absl::Duration session_idle = absl::Minutes(30);
+  absl::Duration session_max = absl::Hours(12);
+  // Wrong tokens a client address may send before it must wait: a second
+  // after the next, then twice as long after each one more, up to
+  // `login_max_wait`. An address is forgotten an hour after its last try.
+  int login_free_failures = 5;
+  absl::Duration login_max_wait = absl::Minutes(15);
 };
+
+// The security headers every response of the console carries (its pages,
+// its JSON, its errors, and the HTTP server's own error pages).
+const std::vector<std::pair<std::string, std::string>>& SecurityHeaders();
 
 class Console {
  public:
@@ -134,8 +155,26 @@ class Console {
   const std::string csrf_;
   Poller poller_;
 
+  // A wrong token from `addr` at `now`: counts it, sets the address's wait,
+  // logs (at most once a minute). Returns how long the address must wait.
+  absl::Duration LoginFailed(const std::string& addr, absl::Time now);
+  // How long `addr` must still wait before its next try (zero: none).
+  absl::Duration WaitFor(const std::string& addr, absl::Time now) const;
+
   mutable absl::Mutex sessions_mu_;
-  std::set<std::string> sessions_ ABSL_GUARDED_BY(sessions_mu_);  // cookie values
+  struct Session {
+    absl::Time created, used;
+  };
+  // By cookie value; Authenticated refreshes `used` and drops expired ones.
+  mutable std::map<std::string, Session> sessions_ ABSL_GUARDED_BY(sessions_mu_);
+  struct Failures {
+    int count = 0;
+    absl::Time last, wait_until;
+  };
+  std::map<std::string, Failures> login_failures_ ABSL_GUARDED_BY(sessions_mu_);  // by address
+  // The warning's rate limit: when it was last logged, what came since.
+  absl::Time failures_logged_ ABSL_GUARDED_BY(sessions_mu_) = absl::InfinitePast();
+  int64_t failures_unlogged_ ABSL_GUARDED_BY(sessions_mu_) = 0;
 
   // Dead item lists and actions, on their own connection.
   absl::Mutex store_mu_;

@@ -4,6 +4,7 @@
 // poller reads, what the JSON says, and who may act.
 #include "console/console.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -653,6 +654,136 @@ TEST_F(ConsoleTest, WithoutATokenOnlyItsOwnNamesAreAnswered) {
   EXPECT_EQ(code(*strict, "partq.internal:443"), 200);
 }
 
+// Issue 48: 23,173 wrong guesses in 5 s, each a warning line. Past a few
+// wrong tokens an address waits, twice as long after each (429, even with
+// the right token, which is not compared then), other addresses do not;
+// a wrong bearer token counts as one; a warning line a minute at most.
+TEST_F(ConsoleTest, WrongTokensAreThrottledPerAddressAndLoggedOnceAMinute) {
+  MakeQueue(*store_, "q", 1);
+  auto console = Make();
+  auto login = [&](const std::string& addr, const std::string& token) {
+    HttpRequest r;
+    r.method = "POST";
+    r.path = "/login";
+    r.remote_addr = addr;
+    r.headers["host"] = kHost;
+    r.headers["origin"] = absl::StrCat("http://", kHost);
+    r.body = absl::StrCat("token=", token, "&csrf=", console->csrf_token());
+    return console->Handle(r);
+  };
+  auto retry_after = [](const HttpResponse& r) {
+    for (const auto& [name, value] : r.headers) {
+      if (name == "Retry-After") return value;
+    }
+    return std::string();
+  };
+  const std::string wrong = "wrong-token-0123456";
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(login("10.0.0.1", wrong).code, 401) << i;
+  HttpResponse r = login("10.0.0.1", wrong);
+  EXPECT_EQ(r.code, 429);
+  EXPECT_EQ(retry_after(r), "1");
+  EXPECT_TRUE(absl::StrContains(r.body, "try again in 1 s")) << r.body;
+  EXPECT_EQ(login("10.0.0.1", kToken).code, 429) << "not even compared while it waits";
+  EXPECT_EQ(login("10.0.0.2", kToken).code, 303) << "another address logs in";
+  clock_.Advance(absl::Seconds(1));
+  r = login("10.0.0.1", wrong);
+  EXPECT_EQ(r.code, 429);
+  EXPECT_EQ(retry_after(r), "2") << "twice as long";
+  // A wrong bearer token is a guess too.
+  clock_.Advance(absl::Seconds(2));
+  HttpRequest api = Get("/api/queues");
+  api.remote_addr = "10.0.0.1";
+  api.headers["authorization"] = absl::StrCat("Bearer ", wrong);
+  r = console->Handle(api);
+  EXPECT_EQ(r.code, 429);
+  EXPECT_EQ(retry_after(r), "4");
+  api.headers["authorization"] = absl::StrCat("Bearer ", kToken);
+  EXPECT_EQ(console->Handle(api).code, 429) << "the right one waits too";
+  clock_.Advance(absl::Seconds(4));
+  EXPECT_EQ(login("10.0.0.1", kToken).code, 303);
+  EXPECT_EQ(login("10.0.0.1", wrong).code, 401) << "a login starts the count again";
+  // The waits stop growing at login_max_wait.
+  for (int i = 0; i < 40; ++i) {
+    clock_.Advance(absl::Hours(1) - absl::Seconds(1));
+    r = login("10.0.0.3", wrong);
+  }
+  EXPECT_EQ(retry_after(r), "900");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  const int64_t lines = std::count(log.begin(), log.end(), '\n');
+  EXPECT_GE(lines, 2) << log;
+  EXPECT_LE(lines, 43) << "a line a minute at most, not one per guess: " << log;
+  EXPECT_TRUE(absl::StrContains(log, "with a wrong token refused")) << log;
+}
+
+TEST_F(ConsoleTest, ManyGuessesMakeFewLogLines) {
+  MakeQueue(*store_, "q", 1);
+  auto console = Make();
+  HttpRequest api = Get("/api/queues");
+  api.headers["authorization"] = "Bearer wrong-token-0123456";
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 2000; ++i) {
+    api.remote_addr = absl::StrCat("10.1.", i / 250, ".", i % 250);  // many addresses
+    EXPECT_EQ(console->Handle(api).code, 401);
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+}
+
+// A login's cookie expires on the server: after session_idle without a
+// request, and session_max after the login however busy.
+TEST_F(ConsoleTest, ALoginExpiresWhenIdleAndAtItsAbsoluteEnd) {
+  MakeQueue(*store_, "q", 1);
+  auto console = Make();
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  auto get = [&](const std::string& cookie) {
+    HttpRequest r = Get("/api/queues");
+    r.headers.erase("authorization");
+    r.headers["cookie"] = cookie;
+    return console->Handle(r).code;
+  };
+  const std::string idle = LoginCookie(*console);
+  EXPECT_EQ(get(idle), 200);
+  clock_.Advance(absl::Minutes(29));
+  EXPECT_EQ(get(idle), 200) << "used 29 minutes on";
+  clock_.Advance(absl::Minutes(31));
+  EXPECT_EQ(get(idle), 401) << "31 minutes unused";
+  const std::string busy = LoginCookie(*console);
+  for (int i = 0; i < 12 * 6 - 1; ++i) {
+    clock_.Advance(absl::Minutes(10));
+    ASSERT_EQ(get(busy), 200) << i;
+  }
+  clock_.Advance(absl::Minutes(10));
+  EXPECT_EQ(get(busy), 401) << "12 hours after the login";
+}
+
+// The cookie is Secure when the request came over TLS, or a proxy in front
+// says so; it says how long it lives.
+TEST_F(ConsoleTest, TheCookieIsSecureOverTls) {
+  auto console = Make();
+  auto set_cookie = [&](bool tls, const char* header, const char* value) {
+    HttpRequest r;
+    r.method = "POST";
+    r.path = "/login";
+    r.tls = tls;
+    r.headers["host"] = kHost;
+    if (header) r.headers[header] = value;
+    r.body = absl::StrCat("token=", kToken, "&csrf=", console->csrf_token());
+    for (const auto& [name, v] : console->Handle(r).headers) {
+      if (name == "Set-Cookie") return v;
+    }
+    return std::string();
+  };
+  EXPECT_FALSE(absl::StrContains(set_cookie(false, nullptr, nullptr), "Secure"));
+  EXPECT_TRUE(absl::StrContains(set_cookie(false, nullptr, nullptr), "Max-Age=43200"));
+  EXPECT_TRUE(absl::StrContains(set_cookie(true, nullptr, nullptr), "; Secure"));
+  EXPECT_TRUE(absl::StrContains(set_cookie(false, "x-forwarded-proto", "https"), "; Secure"));
+  EXPECT_TRUE(absl::StrContains(set_cookie(false, "x-forwarded-proto", "HTTPS, http"), "; Secure"));
+  EXPECT_TRUE(
+      absl::StrContains(set_cookie(false, "forwarded", "for=1.2.3.4;proto=https"), "; Secure"));
+  EXPECT_FALSE(absl::StrContains(set_cookie(false, "x-forwarded-proto", "http"), "Secure"));
+}
+
 TEST_F(ConsoleTest, EveryResponseCarriesTheContentSecurityPolicy) {
   auto console = Make();
   for (const char* path : {"/", "/app.js", "/api/queues", "/nope"}) {
@@ -665,6 +796,12 @@ TEST_F(ConsoleTest, EveryResponseCarriesTheContentSecurityPolicy) {
     }
     EXPECT_TRUE(csp && nosniff) << path;
   }
+  // Its errors too, for methods it does not take.
+  HttpRequest put = Get("/api/queues");
+  put.method = "PUT";
+  const HttpResponse r = console->Handle(put);
+  EXPECT_EQ(r.code, 405);
+  EXPECT_EQ(r.headers, SecurityHeaders());
 }
 
 }  // namespace
