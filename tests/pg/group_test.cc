@@ -173,6 +173,56 @@ TEST_F(GroupTest, ItemsWaitForTheStartAndTheLastAckEnqueuesTheEndItemOnce) {
   EXPECT_TRUE(absl::IsFailedPrecondition(store_->StartGroup("jobs", "g").status()));
 }
 
+// Issue 49: groups whose items ran for seconds ended, by their rows, 6-8 ms
+// after the start: a worker's next batch is claimed ahead, in the
+// transaction COMMIT AND CHAIN begins, and now() was that transaction's
+// start. The group ends, and its end item is enqueued, when the ack of its
+// last item ran.
+TEST_F(GroupTest, AGroupEndsWhenItsLastItemFinishedNotWhenItWasClaimed) {
+  store_testing::MakeQueue(*store_, "one", 1);
+  ASSERT_OK(store_->CreateGroup("one", {"g", "ends", std::nullopt}));
+  ASSERT_OK(store_->EnqueueBatch("one", {InGroup("g", "a"), InGroup("g", "b")}));
+  ASSERT_OK(store_->StartGroup("one", "g").status());
+  Member m = JoinWith(*store_, "one", {0});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(ClaimAll("one", m, 1)));
+  ASSERT_EQ(first.size(), 1u);
+  // Its ack begins the next transaction and claims the last item in it.
+  FinishRequest ahead = FinishOf("one", m, first);
+  ahead.begin_next = true;
+  const ItemKey after{first[0].priority, first[0].id};
+  ahead.next = [&m, after]() -> std::optional<ClaimRequest> {
+    ClaimRequest c = ClaimAll("one", m, 1);
+    c.parts[0].after = after;
+    c.include_suspect = false;
+    return c;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r1, store_->Finish(ahead, store_testing::AckAll()));
+  ASSERT_TRUE(r1.next_begun);
+  ASSERT_EQ(r1.next.size(), 1u);
+  absl::SleepFor(absl::Milliseconds(500));  // the handler runs
+  const int64_t handled =
+      schema_.QInt("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
+  ASSERT_OK(store_->Finish(FinishOf("one", m, r1.next), store_testing::AckAll()).status());
+  ASSERT_OK_AND_ASSIGN(GroupStatus g, store_->GetGroup("one", "g"));
+  ASSERT_TRUE(g.ended_at.has_value());
+  EXPECT_GE(absl::ToUnixMicros(*g.ended_at), handled) << "ended when its last item was acked";
+  ASSERT_TRUE(g.end_item.has_value());
+  EXPECT_GE(schema_.QInt(absl::StrCat("SELECT (extract(epoch FROM enqueued_at) * 1000000)::bigint "
+                                      "FROM {schema}.items WHERE id = ",
+                                      *g.end_item)),
+            handled)
+      << "the end item enqueued then too";
+  EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT count(*) FROM {schema}.items WHERE id = ",
+                                      *g.end_item, " AND run_at = enqueued_at")),
+            1)
+      << "due at once";
+  // It is claimed as any new item is.
+  Member e = JoinWith(*store_, "ends", {0});
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> end, store_->Claim(ClaimAll("ends", e)));
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_EQ(end[0].id, *g.end_item);
+}
+
 TEST_F(GroupTest, DeadLetteredItemsCountAndCanBeTheLast) {
   ASSERT_TRUE(store_->CreateGroup("jobs", {"g", "ends", std::nullopt}).ok());
   ASSERT_TRUE(store_->EnqueueBatch("jobs", {InGroup("g", "ok"), InGroup("g", "die")}).ok());
