@@ -109,10 +109,13 @@ constexpr CommandUsage kCommands[] = {
      "      groups and schedules stay. Run it from cron or a Kubernetes CronJob\n"},
     {"schedule",
      "  schedule add NAME QUEUE (--every 30s | --cron 'MIN HOUR DOM MON DOW' [--tz ZONE])\n"
-     "               [--key K] [--priority N] PAYLOAD\n"
-     "                                           an item into QUEUE at every tick, exactly once\n"
-     "                                           (fired by the worker owning part 0; after\n"
-     "                                           downtime only the latest missed tick fires)\n"
+     "               [--key K] [--priority N] [--catch-up 30s] PAYLOAD\n"
+     "                                           an item into QUEUE at every tick, once\n"
+     "                                           (fired by the worker owning part 0). Due ticks\n"
+     "                                           at most --catch-up old fire late, each once\n"
+     "                                           (default: the session TTL and a third, plus a\n"
+     "                                           period: a failover); of older ones only the\n"
+     "                                           latest fires (0s: only the latest, always)\n"
      "  schedule list [QUEUE] [--json]           next and last tick, fired, missed\n"
      "  schedule delete NAME                     names are unique per schema\n"},
     {"bench", "  bench [--json] [...]                     throughput/latency with baselines\n"},

@@ -18,7 +18,7 @@ namespace {
 
 constexpr char kAddUsage[] =
     "usage: partq schedule add NAME QUEUE (--every 30s | --cron '*/5 * * * *' [--tz ZONE]) "
-    "[--key K] [--priority N] PAYLOAD";
+    "[--key K] [--priority N] [--catch-up 30s] PAYLOAD";
 
 std::string When(const ScheduleSpec& s) {
   if (s.every != absl::ZeroDuration()) return absl::StrCat("every ", absl::FormatDuration(s.every));
@@ -64,6 +64,13 @@ int Add(const Args& args) {
     return Fail(absl::InvalidArgumentError(
         "--tz needs a time zone name, e.g. --tz Europe/Berlin or --tz UTC (without --tz a cron "
         "schedule runs in UTC)"));
+  }
+  if (auto c = args.Get("catch-up")) {
+    auto d = ParseDurationFlag(*c);
+    if (!d.ok()) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--catch-up: ", d.status().message())));
+    }
+    s.catch_up = *d;  // ValidateSchedule checks its range
   }
   if (auto k = args.Get("key")) {
     if (absl::Status st = ValidateKeyText("--key", *k); !st.ok()) return Fail(st);
@@ -124,6 +131,9 @@ int List(const Args& args) {
                      {"last_tick", TimeJson(s.last_tick)},
                      {"fired", s.fired},
                      {"missed", s.missed},
+                     {"catch_up_seconds",
+                      s.spec.catch_up ? nlohmann::json(absl::ToDoubleSeconds(*s.spec.catch_up))
+                                      : nlohmann::json()},
                      {"error", s.error.empty() ? nlohmann::json() : nlohmann::json(s.error)},
                      {"created_at", TimeJson(s.created_at)}});
     }
@@ -134,12 +144,14 @@ int List(const Args& args) {
     printf(queue.empty() ? "no schedules\n" : "no schedules on %s\n", queue.c_str());
     return 0;
   }
-  printf("%-24s %-20s %-36s %-19s %-19s %8s %8s\n", "NAME", "QUEUE", "WHEN", "NEXT (UTC)",
-         "LAST (UTC)", "FIRED", "MISSED");
+  printf("%-24s %-20s %-36s %-19s %-19s %8s %8s %9s\n", "NAME", "QUEUE", "WHEN", "NEXT (UTC)",
+         "LAST (UTC)", "FIRED", "MISSED", "CATCH-UP");
   for (const Schedule& s : *all) {
-    printf("%-24s %-20s %-36s %-19s %-19s %8lld %8lld\n", s.spec.name.c_str(), s.spec.queue.c_str(),
-           When(s.spec).c_str(), TimeText(s.next_tick).c_str(), TimeText(s.last_tick).c_str(),
-           static_cast<long long>(s.fired), static_cast<long long>(s.missed));
+    printf("%-24s %-20s %-36s %-19s %-19s %8lld %8lld %9s\n", s.spec.name.c_str(),
+           s.spec.queue.c_str(), When(s.spec).c_str(), TimeText(s.next_tick).c_str(),
+           TimeText(s.last_tick).c_str(), static_cast<long long>(s.fired),
+           static_cast<long long>(s.missed),
+           s.spec.catch_up ? absl::FormatDuration(*s.spec.catch_up).c_str() : "default");
     if (!s.error.empty()) printf("  error: %s\n", PrintableUtf8(s.error).c_str());
   }
   return 0;
@@ -161,13 +173,14 @@ int Delete(const Args& args) {
 }  // namespace
 
 int CmdSchedule(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, With(ConnectionFlags(), {"every", "cron", "tz", "key", "priority"}),
-                          {"json"});
+  auto args = Args::Parse(
+      argv, With(ConnectionFlags(), {"every", "cron", "tz", "key", "priority", "catch-up"}),
+      {"json"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   const std::string sub = pos.empty() ? "" : pos[0];
   if (sub != "add") {
-    for (const char* flag : {"every", "cron", "tz", "key", "priority"}) {
+    for (const char* flag : {"every", "cron", "tz", "key", "priority", "catch-up"}) {
       if (args->Has(flag)) return Usage(absl::StrCat("--", flag, " goes with schedule add"));
     }
   }

@@ -684,6 +684,8 @@ HttpResponse Console::Schedules(const std::string& name) {
            {"last_tick", s.last_tick ? json(Utc(*s.last_tick)) : json()},
            {"fired", s.fired},
            {"missed", s.missed},
+           {"catch_up", s.spec.catch_up ? absl::FormatDuration(*s.spec.catch_up)
+                                        : std::string("default (TTL, heartbeat, period)")},
            {"error", Text(s.error)},
            {"payload", PayloadPreview(s.spec.payload.substr(0, 256), s.spec.payload.size())},
            {"payload_runs", RunsJson(s.spec.payload.substr(0, 256), s.spec.payload.size())}});

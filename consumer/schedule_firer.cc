@@ -117,7 +117,12 @@ absl::Time ScheduleFirer::RunOnce() {
     if (f.missed > 0) {
       PARTQ_LOG(Info) << "schedule " << f.name << " of queue " << options_.queue << ": fired "
                       << FormatTick(f.tick) << " after " << f.missed
-                      << " missed ticks (no worker fired them; only the latest fires)";
+                      << " missed ticks (due longer ago than its catch-up window, they do not "
+                         "fire)";
+    } else if (f.late >= absl::Seconds(1)) {
+      PARTQ_LOG(Info) << "schedule " << f.name << " of queue " << options_.queue << ": fired "
+                      << FormatTick(f.tick) << " " << absl::FormatDuration(f.late)
+                      << " late (caught up: no worker fired it in time)";
     }
     if (metrics_ != nullptr) metrics_->ScheduleFired(f.name, f.missed);
   }

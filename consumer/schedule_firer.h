@@ -8,8 +8,10 @@
 // database clock, so the clocks need not agree) and otherwise once per
 // `poll_interval`, which is also how soon a schedule added meanwhile starts
 // firing. Workers that do not own part 0 never ask. When part 0 comes to
-// this worker (Poke) it looks at once: ticks that came due while no worker
-// ran fire then, once (schedule/timing.h, PlanFiring). The firer holds a
+// this worker (Poke) it looks at once: ticks that came due while its firer
+// was dead or stalled fire then, late, each once, as far back as the
+// schedule's catch-up window (schedule/timing.h, PlanCatchUp); of older ones
+// only the latest. The firer holds a
 // connection while it is the firer, none otherwise: its own, or one it
 // shares with the queue collector (a round then waits while a Status query
 // runs: seconds at most, on a backlog of millions).

@@ -35,7 +35,10 @@ std::optional<int64_t> TickSeconds(absl::Time t) {
 constexpr char kScheduleColumns[] =
     "name, queue, date_part('epoch', every)::bigint, cron, time_zone, payload, key, "
     "priority, " PARTQ_MICROS("next_tick") ", " PARTQ_MICROS(
-        "last_tick") ", fired, missed, error, " PARTQ_MICROS("created_at");
+        "last_tick") ", fired, missed, error, " PARTQ_MICROS("created_at") ", "
+    PARTQ_MICROS("catch_up");
+// Past them, FireOneSchedule reads now() and the queue's session TTL.
+constexpr int kScheduleColumnCount = 15;
 
 Schedule ReadSchedule(const pqxx::row& r) {
   Schedule s;
@@ -53,6 +56,7 @@ Schedule ReadSchedule(const pqxx::row& r) {
   s.missed = r[11].as<int64_t>();
   if (!r[12].is_null()) s.error = r[12].as<std::string>();
   s.created_at = *MicrosTime(r[13]);
+  if (!r[14].is_null()) s.spec.catch_up = absl::Microseconds(r[14].as<int64_t>());
   return s;
 }
 
@@ -89,11 +93,15 @@ absl::Status PgStore::AddSchedule(const ScheduleSpec& spec) {
       every = absl::StrCat(absl::ToInt64Seconds(spec.every), " seconds");
     }
     try {
+      const std::optional<int64_t> catch_up =
+          spec.catch_up ? std::optional<int64_t>(absl::ToInt64Microseconds(*spec.catch_up))
+                        : std::nullopt;
       tx.exec_params(WithSchema("SELECT {schema}.add_schedule($1, $2, $3, $4::interval, $5, $6, "
-                                "$7, $8, to_timestamp($9::bigint))",
+                                "$7, $8, to_timestamp($9::bigint), "
+                                "$10::bigint * interval '1 microsecond')",
                                 options_.schema),
                      spec.name, spec.queue, payload, every, cron, tz, spec.key, spec.priority,
-                     absl::ToUnixSeconds(first));
+                     absl::ToUnixSeconds(first), catch_up);
     } catch (const pqxx::sql_error& e) {
       // unknown_queue()'s SQLSTATE, which the store's mapping leaves alone
       // (it means other things elsewhere).
@@ -158,11 +166,11 @@ absl::Status PgStore::DeleteSchedule(absl::string_view name) {
 absl::StatusOr<FiredSchedules> PgStore::FireSchedules(absl::string_view queue) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   FiredSchedules out;
-  // One transaction per schedule, so one that fails (say, an item the
-  // queue refuses) does not hold the others back. Each round fires a
-  // different schedule or moves one past now, so the rounds are bounded by
-  // the number of due schedules; the cap only guards against a clock that
-  // runs faster than the loop.
+  // One transaction per tick, so one that fails (say, an item the queue
+  // refuses) does not hold the others back. Each round fires a due tick (of
+  // a catch-up, one of several) or moves a schedule past now, so the rounds
+  // are bounded by the due ticks; the cap bounds one call (the firer asks
+  // again at once while a tick is still due).
   for (int round = 0; round < 1000; ++round) {
     absl::StatusOr<bool> fired = FireOneSchedule(queue, &out);
     if (!fired.ok()) return fired.status();
@@ -198,6 +206,8 @@ absl::StatusOr<bool> PgStore::FireOneSchedule(absl::string_view queue, FiredSche
         // compare-and-set moves the tick, and we look again next time.
         pqxx::result rows = tx.exec_params(
             WithSchema(absl::StrCat("SELECT ", kScheduleColumns, ", " PARTQ_MICROS("now()"),
+                                    ", (SELECT " PARTQ_MICROS("session_ttl"),
+                                    " FROM {schema}.queues WHERE name = $1)"
                                     " FROM {schema}.schedules WHERE queue = $1 AND error IS NULL "
                                     "AND (next_tick IS NULL OR next_tick <= now()) "
                                     "ORDER BY next_tick NULLS FIRST, name LIMIT 1 "
@@ -206,7 +216,9 @@ absl::StatusOr<bool> PgStore::FireOneSchedule(absl::string_view queue, FiredSche
             q);
         if (rows.empty()) return false;
         const Schedule s = ReadSchedule(rows[0]);
-        const absl::Time now = *MicrosTime(rows[0][14]);
+        const absl::Time now = *MicrosTime(rows[0][kScheduleColumnCount]);
+        const absl::Duration ttl =
+            absl::Microseconds(rows[0][kScheduleColumnCount + 1].as<int64_t>());
         auto cas = [&](const std::string& set, auto&&... args) {
           return tx
               .exec_params(WithSchema(absl::StrCat("UPDATE {schema}.schedules SET ", set,
@@ -233,7 +245,9 @@ absl::StatusOr<bool> PgStore::FireOneSchedule(absl::string_view queue, FiredSche
           tx.commit();
           return true;
         }
-        const FirePlan plan = PlanFiring(*timing, due, now);
+        // One tick per transaction: the oldest due inside the catch-up
+        // window; the next round takes the one after it, if due too.
+        const FirePlan plan = PlanCatchUp(*timing, due, now, CatchUpOf(s.spec, *timing, ttl, due));
         const NewItem item = ScheduledItem(s.spec, plan.tick);
         absl::StatusOr<EnqueueArgs> args = CheckNewItem(item, options_.max_payload_bytes);
         if (!args.ok()) {
@@ -253,7 +267,8 @@ absl::StatusOr<bool> PgStore::FireOneSchedule(absl::string_view queue, FiredSche
               absl::StrCat("schedule \"", s.spec.name, "\": its tick moved while locked; retry"));
         }
         tx.commit();
-        out->fired.push_back(ScheduleFiring{s.spec.name, plan.tick, plan.missed, *r});
+        out->fired.push_back(
+            ScheduleFiring{s.spec.name, plan.tick, plan.missed, now - plan.tick, *r});
         return true;
       });
 }

@@ -126,6 +126,44 @@ FirePlan PlanFiring(const Timing& timing, absl::Time due, absl::Time now) {
   return plan;
 }
 
+FirePlan PlanCatchUp(const Timing& timing, absl::Time due, absl::Time now,
+                     absl::Duration catch_up) {
+  if (due > now) return PlanFiring(timing, due, now);
+  const absl::Time oldest = now - std::max(catch_up, absl::ZeroDuration());
+  FirePlan plan;
+  plan.tick = due;
+  if (due < oldest) {
+    // Skip the ticks older than the window, counting them.
+    if (now - due > absl::Hours(400 * 24)) {
+      plan.missed = 1;  // as PlanFiring: years of ticks count as one
+      plan.tick = timing.Next(now - absl::Hours(400 * 24));
+    }
+    if (!timing.is_cron()) {
+      absl::Duration rest;
+      const int64_t k = absl::IDivDuration(
+          oldest - plan.tick + timing.every() - absl::Nanoseconds(1), timing.every(), &rest);
+      plan.tick += k * timing.every();
+      plan.missed += k;
+    } else {
+      while (plan.tick < oldest) {
+        plan.tick = timing.Next(plan.tick);
+        ++plan.missed;
+      }
+    }
+    // None due inside the window: only the latest fires.
+    if (plan.tick > now) return PlanFiring(timing, due, now);
+  }
+  // As PlanFiring: an interval's next tick is a period on (the same as
+  // Next for a tick on its grid).
+  plan.next = timing.is_cron() ? timing.Next(plan.tick) : plan.tick + timing.every();
+  return plan;
+}
+
+absl::Duration DefaultCatchUp(absl::Duration session_ttl, absl::Duration heartbeat,
+                              absl::Duration period) {
+  return session_ttl + heartbeat + period;
+}
+
 std::string FormatTick(absl::Time tick) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", tick, absl::UTCTimeZone());
 }

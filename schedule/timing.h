@@ -47,6 +47,9 @@ class Timing {
   // none within 8 years (a cron expression such as "0 0 30 2 *").
   absl::Time Next(absl::Time t) const;
 
+  // How long after `tick` the next tick comes (a cron's periods vary).
+  absl::Duration PeriodAt(absl::Time tick) const { return Next(tick) - tick; }
+
   bool is_cron() const { return cron_.has_value(); }
   absl::Duration every() const { return every_; }
   const std::string& time_zone() const { return tz_name_; }
@@ -72,6 +75,23 @@ struct FirePlan {
 };
 // `due` <= `now`. Ticks more than 400 days before `now` are counted as one.
 FirePlan PlanFiring(const Timing& timing, absl::Time due, absl::Time now);
+
+// The same with a catch-up window (a Kubernetes CronJob's
+// startingDeadlineSeconds): due ticks at most `catch_up` old at `now` are
+// fired late, each once, oldest first, so a tick whose firer died or stalled
+// is fired by the next one. Returns the next tick to fire: the oldest due
+// tick inside the window (`missed`: the due ticks before it, older than the
+// window; `next`: the tick after it, which may be due too); with none inside
+// the window, PlanFiring's (only the latest fires). `catch_up` zero is
+// PlanFiring.
+FirePlan PlanCatchUp(const Timing& timing, absl::Time due, absl::Time now, absl::Duration catch_up);
+
+// The window a schedule gets unless it names one: long enough to cover a
+// failover of its firer, whose session expires `session_ttl` after its last
+// heartbeat and is deleted by a live member's next `heartbeat`, with one
+// `period` of the schedule (Timing::PeriodAt) to spare.
+absl::Duration DefaultCatchUp(absl::Duration session_ttl, absl::Duration heartbeat,
+                              absl::Duration period);
 
 // A tick as it appears in dedup keys and listings: RFC 3339 in UTC,
 // "2026-11-26T06:00:00Z".

@@ -397,12 +397,16 @@ class MemStore : public Store {
     if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
     FiredSchedules out;
     out.db_now = db_->clock_->Now();
+    const absl::Duration ttl = (*db_->QueueLocked(queue))->session_ttl;
     for (auto& [name, s] : db_->schedules_) {
       if (s.spec.queue != queue || !s.next_tick) continue;
-      if (*s.next_tick <= out.db_now) {
+      // Each due tick inside the catch-up window, one by one, as PgStore's
+      // rounds fire them.
+      while (s.next_tick && *s.next_tick <= out.db_now) {
         absl::StatusOr<Timing> timing = ValidateSchedule(s.spec, max_payload_bytes_);
         if (!timing.ok()) return timing.status();  // validated when added
-        const FirePlan plan = PlanFiring(*timing, *s.next_tick, out.db_now);
+        const FirePlan plan = PlanCatchUp(*timing, *s.next_tick, out.db_now,
+                                          CatchUpOf(s.spec, *timing, ttl, *s.next_tick));
         absl::StatusOr<EnqueueResult> r =
             EnqueueLocked(s.spec.queue, ScheduledItem(s.spec, plan.tick));
         if (!r.ok()) return r.status();
@@ -411,7 +415,8 @@ class MemStore : public Store {
         s.last_tick = plan.tick;
         ++s.fired;
         s.missed += plan.missed;
-        out.fired.push_back(ScheduleFiring{name, plan.tick, plan.missed, *r});
+        out.fired.push_back(
+            ScheduleFiring{name, plan.tick, plan.missed, out.db_now - plan.tick, *r});
       }
       if (s.next_tick && (!out.next_due || *s.next_tick < *out.next_due))
         out.next_due = s.next_tick;

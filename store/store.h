@@ -882,12 +882,13 @@ class Store {
   virtual absl::Status DeleteSchedule(absl::string_view name) {
     return absl::UnimplementedError("schedules need PostgreSQL");
   }
-  // Fires every schedule of `queue` whose next tick has come (the database
-  // clock), each in one transaction that locks its row (schedules another
+  // Fires every due tick of `queue`'s schedules (the database clock), each
+  // in one transaction that locks its schedule's row (schedules another
   // caller is firing are skipped, not waited for), enqueues one item through
   // the same path as Enqueue (parts, notices, dedup) and moves the next tick
   // on by compare-and-set, so a tick fires once however many callers race.
-  // Missed ticks: PlanFiring (schedule/timing.h). A schedule whose stored
+  // Late ticks: each inside the schedule's catch-up window fires, oldest
+  // first; older ones are missed (PlanCatchUp, schedule/timing.h). A schedule whose stored
   // timing does not parse gets Schedule::error and no next tick (it stops
   // firing until it is added again). Meant for the workers of the queue
   // (consumer/schedule_firer.h). NotFound for an unknown queue.

@@ -260,6 +260,12 @@ struct ScheduleSpec {
   std::string payload;
   std::optional<std::string> key;
   int priority = 0;
+  // How old a due tick may be and still fire, late (schedule/timing.h,
+  // PlanCatchUp): ticks its firer missed by dying or stalling are fired by
+  // the next one, each once. nullopt: long enough for a failover
+  // (CatchUpOf, store/validate.h); zero: only the latest due tick fires.
+  // 0 to 366 days.
+  std::optional<absl::Duration> catch_up;
 };
 
 // A schedule as stored, with what its workers did with it.
@@ -272,7 +278,7 @@ struct Schedule {
   std::optional<absl::Time> next_tick;
   std::optional<absl::Time> last_tick;  // the last tick fired
   int64_t fired = 0;                    // ticks fired (items enqueued)
-  int64_t missed = 0;                   // due ticks skipped while no worker ran
+  int64_t missed = 0;                   // due ticks older than the catch-up window, not fired
   // Why workers cannot fire it (an expression written through the SQL API
   // that the C++ parser refuses); empty when fine.
   std::string error;
@@ -283,6 +289,7 @@ struct ScheduleFiring {
   std::string name;
   absl::Time tick;
   int64_t missed = 0;  // due ticks before `tick` skipped in the same firing
+  absl::Duration late;  // how long after `tick` it fired (a catch-up: a firer died)
   EnqueueResult item;  // duplicate: the dedup key said the tick had fired
 };
 struct FiredSchedules {

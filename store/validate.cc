@@ -278,12 +278,27 @@ absl::StatusOr<Timing> ValidateSchedule(const ScheduleSpec& spec, int64_t max_pa
     timing = Timing::Cron(spec.cron, spec.time_zone);
   }
   if (!timing.ok()) return timing.status();
+  if (spec.catch_up &&
+      (*spec.catch_up < absl::ZeroDuration() || *spec.catch_up > absl::Hours(366 * 24))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--catch-up ", absl::FormatDuration(*spec.catch_up),
+                     ": the window must be from 0s (fire only the latest missed tick) to 366 "
+                     "days"));
+  }
   // Every tick's item has a dedup key of the same length.
   if (absl::Status st = ValidateNewItem(ScheduledItem(spec, absl::UnixEpoch()), max_payload_bytes);
       !st.ok()) {
     return st;
   }
   return timing;
+}
+
+absl::Duration CatchUpOf(const ScheduleSpec& spec, const Timing& timing, absl::Duration session_ttl,
+                         absl::Time due) {
+  if (spec.catch_up) return *spec.catch_up;
+  const absl::Duration period = timing.PeriodAt(due);
+  return DefaultCatchUp(session_ttl, session_ttl / 3,
+                        period == absl::InfiniteDuration() ? absl::ZeroDuration() : period);
 }
 
 std::string ScheduleDedupKey(absl::string_view name, absl::Time tick) {

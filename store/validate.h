@@ -67,13 +67,20 @@ absl::Status ValidateItemIds(const std::vector<int64_t>& ids);
 
 // A schedule (Store::AddSchedule): its name (as a queue name), the queue
 // name, exactly one of `every` and `cron`, a time zone only with `cron`,
-// and the item each tick enqueues (ValidateNewItem with its dedup key).
+// a catch-up window from 0 to 366 days, and the item each tick enqueues
+// (ValidateNewItem with its dedup key).
 // Returns its timing; InvalidArgument saying what is wrong.
 absl::StatusOr<Timing> ValidateSchedule(const ScheduleSpec& spec, int64_t max_payload_bytes);
 // The item one tick of `spec` enqueues.
 NewItem ScheduledItem(const ScheduleSpec& spec, absl::Time tick);
 // Its dedup key: schedule:NAME:TICK.
 std::string ScheduleDedupKey(absl::string_view name, absl::Time tick);
+// The catch-up window of `spec` for its tick `due`: its own, or
+// DefaultCatchUp (schedule/timing.h) of the queue's `session_ttl`, the
+// workers' heartbeat interval (a third of it: coordinator/heartbeat.h) and
+// the schedule's period at `due`.
+absl::Duration CatchUpOf(const ScheduleSpec& spec, const Timing& timing, absl::Duration session_ttl,
+                         absl::Time due);
 
 }  // namespace partq
 

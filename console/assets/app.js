@@ -388,14 +388,16 @@ async function drawSchedules(queue) {
       el('td', {}, s.next_tick === null ? '–' : s.next_tick),
       el('td', {}, s.last_tick === null ? '–' : s.last_tick),
       el('td', {class: 'num'}, num(s.fired)), el('td', {class: 'num'}, num(s.missed)),
+      el('td', {class: 'catch-up'}, s.catch_up),
       el('td', {class: 'error-text'}, s.error ? el('code', {}, s.error) : '–'),
       payload(s.payload_runs), el('td', {}, del)));
   }
   view.append(el('table', {id: 'schedules'}, el('thead', {}, el('tr', {},
     ...['schedule', 'cadence', 'time zone', 'next tick (UTC)', 'last tick (UTC)', 'fired',
-      'missed', 'last error', 'payload', ''].map((h) => el('th', {}, h)))), body),
+      'missed', 'catch-up', 'last error', 'payload', ''].map((h) => el('th', {}, h)))), body),
     el('p', {class: 'note'}, 'The queue\'s workers fire each tick once (partq schedule add ' +
-      'makes one); missed: due ticks skipped while no worker ran.'));
+      'makes one); a tick its firer missed by dying or stalling is fired late by the next, ' +
+      'if it is at most the catch-up window old; missed: due ticks older than that, skipped.'));
   footer(j.schedules.length ? `${j.schedules.length} schedule(s)` : 'no schedules');
 }
 

@@ -46,12 +46,15 @@ TEST_F(ScheduleCommandTest, AddListAndDelete) {
   EXPECT_TRUE(absl::StrContains(added, ":00 UTC\n") || absl::StrContains(added, ":30 UTC\n"))
       << added;
   Ok({"schedule", "add", "berlin", "other", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
-      "--key", "tenant-1", "--priority", "-5", "{\"report\":true}"});
+      "--key", "tenant-1", "--priority", "-5", "--catch-up", "90m", "{\"report\":true}"});
 
   const std::string list = Ok({"schedule", "list"});
   EXPECT_TRUE(absl::StartsWith(list, "NAME ")) << list;
   EXPECT_TRUE(absl::StrContains(list, "cron '30 2 * * *' Europe/Berlin")) << list;
   EXPECT_TRUE(absl::StrContains(list, "every 30s")) << list;
+  EXPECT_TRUE(absl::StrContains(list, "CATCH-UP")) << list;
+  EXPECT_TRUE(absl::StrContains(list, "1h30m")) << list;
+  EXPECT_TRUE(absl::StrContains(list, "default")) << list;
 
   nlohmann::json j = nlohmann::json::parse(Ok({"schedule", "list", "other", "--json"}));
   ASSERT_EQ(j.size(), 1u) << j.dump();
@@ -65,6 +68,7 @@ TEST_F(ScheduleCommandTest, AddListAndDelete) {
   EXPECT_EQ(j[0]["payload"], "{\"report\":true}");
   EXPECT_EQ(j[0]["fired"], 0);
   EXPECT_EQ(j[0]["missed"], 0);
+  EXPECT_EQ(j[0]["catch_up_seconds"], 5400);
   EXPECT_TRUE(j[0]["last_tick"].is_null());
   // 02:30 in Berlin is 00:30 or 01:30 UTC.
   const std::string next = j[0]["next_tick"];
@@ -119,6 +123,12 @@ TEST_F(ScheduleCommandTest, BadInputGetsAClearErrorAndWritesNothing) {
        2,
        "--priority"},
       {{"schedule", "list", "--every", "30s"}, 2, "--every goes with schedule add"},
+      {{"schedule", "add", "s", "q", "--every", "30s", "--catch-up", "400d", "x"},
+       2,
+       "the window must be from 0s (fire only the latest missed tick) to 366 days"},
+      {{"schedule", "add", "s", "q", "--every", "30s", "--catch-up", "soon", "x"},
+       2,
+       "--catch-up: "},
       {{"schedule", "list", "nosuch"}, 1, "unknown queue \"nosuch\""},
       {{"schedule", "delete"}, 2, "NAME"},
       {{"schedule", "frobnicate"}, 2, "unknown schedule subcommand \"frobnicate\""},

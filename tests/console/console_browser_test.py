@@ -499,7 +499,7 @@ class ConsoleInABrowser(unittest.TestCase):
         # The schedules page: both schedules, the payload as text, a delete that works.
         # (Added after the drain was counted: a tick that fired meanwhile adds an item.)
         self.partq("schedule", "add", "nightly", "tq", "--cron", "0 3 * * *", "--tz",
-                   "Europe/Berlin", EVIL)
+                   "Europe/Berlin", "--catch-up", "2h", EVIL)
         self.partq("schedule", "add", "often", "tq", "--every", "1h", "x")
         self.show("#/queue/tq/schedules")
         self.browser.wait_for("document.querySelector('#schedules tr[data-schedule=\"often\"]')",
@@ -507,6 +507,8 @@ class ConsoleInABrowser(unittest.TestCase):
         row = "document.querySelector('#schedules tr[data-schedule=\"nightly\"]')"
         self.assertIn("cron 0 3 * * *", self.browser.evaluate(f"{row}.textContent"))
         self.assertIn("Europe/Berlin", self.browser.evaluate(f"{row}.textContent"))
+        self.assertEqual(self.browser.evaluate(f"{row}.querySelector('td.catch-up').textContent"),
+                         "2h")
         self.assertEqual(self.browser.evaluate(f"{row}.querySelector('td.payload').textContent"),
                          EVIL)
         self.assertIsNone(self.browser.evaluate("window.__pwned === undefined ? null : window.__pwned"))

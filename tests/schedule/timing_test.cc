@@ -140,6 +140,83 @@ TEST(PlanFiring, DowntimeOfYearsIsBoundedAndStillFiresTheLatest) {
   EXPECT_EQ(c.next, Utc(2026, 1, 1, 0, 1));
 }
 
+// Issue 49: a 1 s schedule lost 3 ticks when its firer was SIGKILLed (TTL
+// 4 s): the next firer fired only the latest. Inside the window each due
+// tick fires, oldest first, one per plan; older ones are missed.
+TEST(PlanCatchUp, TicksInsideTheWindowFireEachOldestFirst) {
+  auto every = Timing::Every(absl::Seconds(1));
+  ASSERT_TRUE(every.ok());
+  const absl::Time t0 = Utc(2026, 1, 1, 0, 0, 10);
+  const absl::Time now = t0 + absl::Milliseconds(5500);  // ticks t0 .. t0+5 are due
+  std::vector<absl::Time> fired;
+  int64_t missed = 0;
+  absl::Time due = t0;
+  for (int i = 0; i < 100 && due <= now; ++i) {
+    const FirePlan p = PlanCatchUp(*every, due, now, absl::Seconds(30));
+    fired.push_back(p.tick);
+    missed += p.missed;
+    due = p.next;
+  }
+  EXPECT_EQ(fired, (std::vector<absl::Time>{t0, t0 + absl::Seconds(1), t0 + absl::Seconds(2),
+                                            t0 + absl::Seconds(3), t0 + absl::Seconds(4),
+                                            t0 + absl::Seconds(5)}));
+  EXPECT_EQ(missed, 0);
+  EXPECT_EQ(due, t0 + absl::Seconds(6)) << "the next after now";
+
+  // A window of 2 s: t0 .. t0+3 are older than now - 2 s (t0 + 3.5 s).
+  FirePlan p = PlanCatchUp(*every, t0, now, absl::Seconds(2));
+  EXPECT_EQ(p.tick, t0 + absl::Seconds(4));
+  EXPECT_EQ(p.missed, 4);
+  EXPECT_EQ(p.next, t0 + absl::Seconds(5));
+  // A tick exactly as old as the window is inside it.
+  p = PlanCatchUp(*every, t0, t0 + absl::Seconds(3), absl::Seconds(2));
+  EXPECT_EQ(p.tick, t0 + absl::Seconds(1));
+  EXPECT_EQ(p.missed, 1);
+}
+
+TEST(PlanCatchUp, WithNoTickInsideTheWindowOnlyTheLatestFires) {
+  auto every = Timing::Every(absl::Seconds(10));
+  ASSERT_TRUE(every.ok());
+  const absl::Time due = Utc(2026, 1, 1, 0, 0, 10);
+  const absl::Time now = Utc(2026, 1, 1, 0, 1, 5);
+  // Zero: PlanFiring's rule, always.
+  const FirePlan zero = PlanCatchUp(*every, due, now, absl::ZeroDuration());
+  const FirePlan old = PlanFiring(*every, due, now);
+  EXPECT_EQ(zero.tick, old.tick);
+  EXPECT_EQ(zero.missed, old.missed);
+  EXPECT_EQ(zero.next, old.next);
+  // 3 s: the :00 tick is 5 s old, outside: the latest fires as after downtime.
+  const FirePlan small = PlanCatchUp(*every, due, now, absl::Seconds(3));
+  EXPECT_EQ(small.tick, Utc(2026, 1, 1, 0, 1, 0));
+  EXPECT_EQ(small.missed, 5);
+  EXPECT_EQ(small.next, Utc(2026, 1, 1, 0, 1, 10));
+  // Not due: nothing to fire yet.
+  const FirePlan early = PlanCatchUp(*every, due, due - absl::Seconds(1), absl::Seconds(30));
+  EXPECT_EQ(early.next, due);
+}
+
+TEST(PlanCatchUp, CronTicksCatchUpInTheirZone) {
+  Timing cron = Cron("0 * * * *", "Europe/Berlin");
+  // Hourly; 3 h 30 min late with a 2 h window: 10:00 and 11:00 (UTC) are
+  // missed, 12:00 fires first, then 13:00.
+  const absl::Time now = Utc(2026, 1, 1, 13, 30);
+  FirePlan p = PlanCatchUp(cron, Utc(2026, 1, 1, 10, 0), now, absl::Hours(2));
+  EXPECT_EQ(p.tick, Utc(2026, 1, 1, 12, 0));
+  EXPECT_EQ(p.missed, 2);
+  EXPECT_EQ(p.next, Utc(2026, 1, 1, 13, 0));
+  p = PlanCatchUp(cron, p.next, now, absl::Hours(2));
+  EXPECT_EQ(p.tick, Utc(2026, 1, 1, 13, 0));
+  EXPECT_EQ(p.missed, 0);
+  EXPECT_EQ(p.next, Utc(2026, 1, 1, 14, 0));
+  EXPECT_EQ(cron.PeriodAt(Utc(2026, 1, 1, 13, 0)), absl::Hours(1));
+}
+
+TEST(DefaultCatchUp, CoversAFailoverAndAPeriod) {
+  // TTL 4 s, heartbeat 4/3 s, every 1 s.
+  EXPECT_EQ(DefaultCatchUp(absl::Seconds(4), absl::Seconds(4) / 3, absl::Seconds(1)),
+            absl::Seconds(4) + absl::Seconds(4) / 3 + absl::Seconds(1));
+}
+
 TEST(FormatTick, IsRfc3339InUtc) {
   EXPECT_EQ(FormatTick(Utc(2026, 11, 26, 6, 0)), "2026-11-26T06:00:00Z");
 }

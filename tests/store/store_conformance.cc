@@ -3050,7 +3050,9 @@ TEST_P(StoreConformance, SchedulesAreAddedListedAndDeletedAndBadOnesWriteNothing
 
 TEST_P(StoreConformance, AScheduleFiresOncePerTickAndOnlyTheLatestAfterMissedOnes) {
   MakeQueue(*store_, "q", 2);
-  ASSERT_OK(store_->AddSchedule(Hourly("hourly", "q")));
+  ScheduleSpec hourly = Hourly("hourly", "q");
+  hourly.catch_up = absl::ZeroDuration();  // no tick fires late: only the latest
+  ASSERT_OK(store_->AddSchedule(hourly));
   ASSERT_OK_AND_ASSIGN(FiredSchedules f, store_->FireSchedules("q"));
   EXPECT_TRUE(f.fired.empty()) << "not due yet";
   ASSERT_TRUE(f.next_due.has_value());
@@ -3095,6 +3097,40 @@ TEST_P(StoreConformance, AScheduleFiresOncePerTickAndOnlyTheLatestAfterMissedOne
   EXPECT_GT(*all[0].next_tick, f.db_now);
 
   EXPECT_EQ(store_->FireSchedules("nosuch").status().code(), absl::StatusCode::kNotFound);
+}
+
+// Ticks that came due while nobody fired them (a firer that died) fire late,
+// each once, oldest first, as far back as the schedule's catch-up window;
+// older ones are missed.
+TEST_P(StoreConformance, AScheduleCatchesUpTheTicksInsideItsWindowOnce) {
+  MakeQueue(*store_, "q", 2);
+  ScheduleSpec hourly = Hourly("hourly", "q");
+  hourly.catch_up = absl::Hours(2);
+  ASSERT_OK(store_->AddSchedule(hourly));
+  ASSERT_OK_AND_ASSIGN(FiredSchedules f, store_->FireSchedules("q"));
+  harness_->Advance(*f.next_due - f.db_now + absl::Seconds(1));
+  ASSERT_OK_AND_ASSIGN(f, store_->FireSchedules("q"));
+  ASSERT_EQ(f.fired.size(), 1u);
+  // Three more ticks (+1 h, +2 h, +3 h) pass: +1 h is a second older than the
+  // window, the other two fire now, late, oldest first.
+  harness_->Advance(absl::Hours(3));
+  ASSERT_OK_AND_ASSIGN(f, store_->FireSchedules("q"));
+  ASSERT_EQ(f.fired.size(), 2u);
+  EXPECT_EQ(f.fired[0].missed, 1);
+  EXPECT_EQ(f.fired[1].missed, 0);
+  // (PgStore's harness moves stored times back, not the clock on: ticks are
+  // compared with the clock of this firing.)
+  EXPECT_EQ(f.fired[1].tick - f.fired[0].tick, absl::Hours(1));
+  EXPECT_LT(absl::AbsDuration(f.fired[1].tick - (f.db_now - absl::Seconds(1))), absl::Seconds(1));
+  EXPECT_GE(f.fired[0].late, absl::Hours(1));
+  ASSERT_OK_AND_ASSIGN(f, store_->FireSchedules("q"));
+  EXPECT_TRUE(f.fired.empty()) << "each once";
+  ASSERT_OK_AND_ASSIGN(std::vector<Schedule> all, store_->ListSchedules("q"));
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].fired, 3);
+  EXPECT_EQ(all[0].missed, 1);
+  EXPECT_EQ(all[0].spec.catch_up, absl::Hours(2));
+  EXPECT_GT(*all[0].next_tick, f.db_now);
 }
 
 // Dead items are deleted for good, some by id or all of them, in their own
