@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/utf8.h"
 
@@ -81,7 +82,16 @@ std::vector<PreviewRun> PayloadRuns(absl::string_view head, int64_t total) {
   for (size_t i = 0; i < head.size();) {
     const auto c = static_cast<unsigned char>(head[i]);
     const size_t n = c >= 0x20 && c < 0x7f ? 1 : c >= 0x80 ? Utf8Sequence(head.substr(i)) : 0;
-    if (n > 0) {
+    // A character that changes how the text around it shows (U+202E shows
+    // "exe.txt" as "txt.exe") is shown as its code, as PrintableUtf8 does.
+    char32_t code = n > 1 ? static_cast<unsigned char>(head[i]) & (0x7f >> n) : 0;
+    for (size_t k = 1; k < n; ++k) {
+      code = (code << 6) | (static_cast<unsigned char>(head[i + k]) & 0x3f);
+    }
+    if (n > 1 && IsInvisibleControl(code)) {
+      append(PreviewRun::kBytes, absl::StrFormat("\\u%04x", static_cast<uint32_t>(code)));
+      i += n;
+    } else if (n > 0) {
       append(PreviewRun::kText, head.substr(i, n));
       i += n;
     } else {

@@ -28,7 +28,9 @@ std::string PayloadPreview(absl::string_view head, int64_t total);
 
 // The same bytes as runs for a page to show, in order: kText (printable
 // ASCII and well-formed UTF-8, as they are, backslashes and all), kBytes
-// (the other bytes, each as \xNN) and, when `head` is shorter than `total`,
+// (the other bytes, each as \xNN, and the characters that change how the
+// text around them shows, bidi and C1 controls, as \uXXXX: base/utf8.h,
+// IsInvisibleControl) and, when `head` is shorter than `total`,
 // a last kMore ("…" and the size). The page marks the escaped runs apart
 // from the text, so a typed "\x00" and a NUL byte differ without a backslash
 // shown doubled.

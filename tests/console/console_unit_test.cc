@@ -55,6 +55,12 @@ TEST(PayloadRuns, TextAsItIsAndEscapedBytesApart) {
                {PreviewRun::kText, "b\\"},
                {PreviewRun::kBytes, "\\x0a\\x7f\\xff"}}));
   EXPECT_EQ(runs("caf\xc3\xa9 \xe2\x82\xac", 9), (V{{PreviewRun::kText, "caf\xc3\xa9 \xe2\x82\xac"}}));
+  // Bidi and C1 controls show as their codes (U+202E would show the rest backwards).
+  EXPECT_EQ(runs("invoice\xe2\x80\xaetxt.exe\xc2\x85", 19),
+            (V{{PreviewRun::kText, "invoice"},
+               {PreviewRun::kBytes, "\\u202e"},
+               {PreviewRun::kText, "txt.exe"},
+               {PreviewRun::kBytes, "\\u0085"}}));
   // Overlong and surrogate forms are not text.
   EXPECT_EQ(runs("\xc0\xaf\xed\xa0\x80", 5),
             (V{{PreviewRun::kBytes, "\\xc0\\xaf\\xed\\xa0\\x80"}}));
