@@ -65,6 +65,9 @@ int64_t ResultOf(const std::string& system, int64_t k) { return Squares(system) 
 // Warm-up items are numbered apart from the drain's 0..N-1.
 int64_t WarmK(int64_t i) { return -(i + 1); }
 
+// The *_fail systems' peers fail one item in this many (1 %).
+constexpr int kFailEvery = 100;
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -183,7 +186,9 @@ class Bench {
   absl::Status CheckResults(const std::string& table, int64_t items);
   // The results rows of a drain of `system` (HandlerSystems()): one per item,
   // each with a result, adding up to what the `warm` warm-up items and the
-  // `items` drained ones should give. Returns how many have a result.
+  // `items` drained ones should give (a *_fail system's failing items: a
+  // dead item each instead). Returns how many of the drained items have a
+  // result.
   absl::StatusOr<int64_t> CheckResultRows(const std::string& system, int64_t warm, int64_t items);
   StoreFactory Factory() const { return PgStoreFactory(o_.pg); }
   // A consumer of the bench queue (not started): one worker, `batch`, its
@@ -338,10 +343,26 @@ absl::StatusOr<int64_t> Bench::CheckResultRows(const std::string& system, int64_
                                                int64_t items) {
   // A handler that answers without a result leaves no results row (the
   // bench's items have no dedup key).
-  const int64_t rows_expected = NoResult(system) ? 0 : warm + items;
-  int64_t sum = 0;
-  for (int64_t i = 0; rows_expected > 0 && i < warm; ++i) sum += ResultOf(system, WarmK(i));
-  for (int64_t k = 0; rows_expected > 0 && k < items; ++k) sum += ResultOf(system, k);
+  // A *_fail drain's failing items are dead-lettered, without a result.
+  const int fail_every = WithoutFailures(system).empty() ? 0 : kFailEvery;
+  int64_t rows_expected = 0, sum = 0, dead_expected = 0;
+  auto count = [&](int64_t k) {
+    if (FailsEvery(fail_every, k)) {
+      ++dead_expected;
+    } else if (!NoResult(system)) {
+      ++rows_expected;
+      sum += ResultOf(system, k);
+    }
+  };
+  for (int64_t i = 0; i < warm; ++i) count(WarmK(i));
+  const int64_t warm_rows = rows_expected;
+  for (int64_t k = 0; k < items; ++k) count(k);
+  auto dead = sql_->Scalar(absl::StrCat("SELECT count(*) FROM \"", schema_, "\".dead_items"));
+  if (!dead.ok()) return dead.status();
+  if (*dead != absl::StrCat(dead_expected)) {
+    return absl::InternalError(absl::StrCat("bench: ", system, " left ", *dead,
+                                            " dead items, expected ", dead_expected));
+  }
   auto rows = sql_->Query(absl::StrCat(
       "SELECT count(*), count(result), coalesce(sum(convert_from(result, 'UTF8')::numeric), 0) "
       "FROM \"",
@@ -356,7 +377,7 @@ absl::StatusOr<int64_t> Bench::CheckResultRows(const std::string& system, int64_
         absl::StrCat("bench: ", system, " left results (rows, with a result, their sum) ",
                      absl::StrJoin(got, ", "), ", expected ", absl::StrJoin(want, ", ")));
   }
-  return rows_expected;
+  return rows_expected - warm_rows;
 }
 
 std::unique_ptr<Consumer> Bench::NewConsumer(Handler* handler, int batch, Tracker* tracker) {
@@ -433,7 +454,7 @@ absl::StatusOr<int64_t> Bench::WarmUp(Tracker& tracker, int sessions, int batch,
 
 absl::Status Bench::CanRun(const std::string& system) const {
   if ((system == "partq_exec" || system == "partq_http" || system == "partq_exec_noop" ||
-       system == "partq_http_noop") &&
+       system == "partq_http_noop" || !WithoutFailures(system).empty()) &&
       o_.worker_binary.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("bench: ", system, " needs the partq binary for its peer (worker_binary)"));
@@ -461,12 +482,16 @@ absl::StatusOr<Bench::DrainHandlers> Bench::MakeHandlers(const std::string& syst
                                                            : noop_handler_.get());
     return d;
   }
-  const std::string peer_flags = NoResult(system) ? " --no-result" : "";
+  const std::string peer_flags =
+      NoResult(system)                   ? " --no-result"
+      : !WithoutFailures(system).empty() ? absl::StrCat(" --fail-every ", kFailEvery)
+                                         : "";
   const std::string self = ShellQuote(o_.worker_binary);
   // A handler per session, as each worker process has its own: an exec
   // handler's child, an http handler's connection and its sidecar.
   for (int i = 0; i < sessions; ++i) {
-    if (system == "partq_exec" || system == "partq_exec_noop" || system == "partq_exec_python") {
+    if (system == "partq_exec" || system == "partq_exec_noop" || system == "partq_exec_python" ||
+        system == "partq_exec_fail") {
       ExecOptions eo;
       eo.command = system != "partq_exec_python"
                        ? absl::StrCat("exec ", self, " bench-peer exec", peer_flags)
@@ -553,7 +578,7 @@ absl::StatusOr<Bench::DrainRun> Bench::DrainPartq(const std::string& system, int
     }
     return run;
   }
-  run.results = *results - *warm;
+  run.results = *results;
   return run;
 }
 
@@ -1356,7 +1381,8 @@ absl::StatusOr<BenchReport> Bench::Run() {
           // The floor's own ratio is 1; a reference is not given a ratio to itself.
           const bool reference =
               f.system == "floor" || (Among(ReferenceSystems(), f.system) && f.system != system);
-          if (reference && f.round == s.round && f.sessions == s.sessions && f.batch == s.batch) {
+          const bool same = f.round == s.round && f.sessions == s.sessions && f.batch == s.batch;
+          if ((reference || f.system == WithoutFailures(system)) && same) {
             ratios[f.system].push_back(s.items_per_s / f.items_per_s);
           }
         }
@@ -1383,6 +1409,9 @@ absl::StatusOr<BenchReport> Bench::Run() {
       dc.median_server_cpu_to_floor = Median(server_ratio);
       for (const std::string& ref : ReferenceSystems()) {
         if (ratios.count(ref)) dc.median_ratio_to[ref] = Median(ratios[ref]);
+      }
+      if (const std::string without = WithoutFailures(system); ratios.count(without)) {
+        dc.median_ratio_to[without] = Median(ratios[without]);
       }
       r.cells.push_back(dc);
     }

@@ -28,7 +28,7 @@ inline const std::vector<std::string>& DrainSystems() {
       "floor",          "partq",           "skip_locked_batch", "skip_locked_one",
       "naive_update",   "partq_result",    "partq_exec",        "partq_http",
       "partq_noop",     "partq_exec_noop", "partq_http_noop",   "partq_exec_python",
-      "partq_http_node"};
+      "partq_http_node", "partq_exec_fail", "partq_http_fail"};
   return s;
 }
 
@@ -37,13 +37,26 @@ inline const std::vector<std::string>& DrainSystems() {
 // peers (handler_peers.h), and to the examples, each answering every item ok
 // with a result, which partq writes as a results row in the ack statement;
 // and the same three answering ok with nothing (the *_noop systems: the
-// transports' own cost, against an in-process handler that does nothing).
-// They have a table of their own, with ratios to the in-process ones too.
+// transports' own cost, against an in-process handler that does nothing);
+// and partq_exec and partq_http with 1 % of the items failing at their
+// first attempt (the *_fail systems: the peers' --fail-every 100), whose
+// replies partq applies as they are. They have a table of their own, with
+// ratios to the in-process ones too, and the *_fail systems to their
+// transport without failures (WithoutFailures).
 inline const std::vector<std::string>& HandlerSystems() {
   static const std::vector<std::string> s = {
-      "partq_result",    "partq_exec",      "partq_http",        "partq_noop",
-      "partq_exec_noop", "partq_http_noop", "partq_exec_python", "partq_http_node"};
+      "partq_result",      "partq_exec",      "partq_http",      "partq_noop",
+      "partq_exec_noop",   "partq_http_noop", "partq_exec_python", "partq_http_node",
+      "partq_exec_fail",   "partq_http_fail"};
   return s;
+}
+
+// The system a *_fail system is measured against (the same peer answering
+// every item ok), or "" for any other.
+inline std::string WithoutFailures(const std::string& system) {
+  if (system == "partq_exec_fail") return "partq_exec";
+  if (system == "partq_http_fail") return "partq_http";
+  return "";
 }
 
 // The handler systems whose handler answers ok without a result.
@@ -52,9 +65,11 @@ inline bool NoResult(const std::string& system) {
 }
 
 // The systems that run only when --systems names them: the examples need
-// python3 and node, and their speed is their runtime's.
+// python3 and node, and their speed is their runtime's; the *_fail systems
+// answer one question (what 1 % of failing items cost a transport).
 inline const std::vector<std::string>& OptInSystems() {
-  static const std::vector<std::string> s = {"partq_exec_python", "partq_http_node"};
+  static const std::vector<std::string> s = {"partq_exec_python", "partq_http_node",
+                                             "partq_exec_fail", "partq_http_fail"};
   return s;
 }
 
@@ -143,7 +158,8 @@ struct BenchOptions {
   // (ScaleOptions::idle_warmup).
   int scale_warmup = 0;
   // `partq` itself: the memory workload's worker, and the exec and http peers
-  // (`partq bench-peer exec|http`) of partq_exec and partq_http.
+  // (`partq bench-peer exec|http`) of partq_exec, partq_http and their
+  // _noop and _fail variants.
   std::string worker_binary;
   // The examples/ directory of the source tree: partq_exec_python runs
   // python/handler.py, partq_http_node node/server.mjs.
@@ -179,7 +195,8 @@ struct DrainCell {
   int batch = 0;
   double median_items_per_s = 0;
   double median_ratio_to_floor = 0;  // median over rounds of (this / floor in that round)
-  // The same, to each of ReferenceSystems() that ran in this cell's rounds.
+  // The same, to each of ReferenceSystems() that ran in this cell's rounds,
+  // and for a *_fail system to WithoutFailures(system).
   std::map<std::string, double> median_ratio_to;
   std::vector<double> per_round;  // items/s
   // CPU per item (DrainSample), medians over rounds; and the median of the

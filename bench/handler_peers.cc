@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
@@ -36,7 +37,7 @@ bool WriteAll(int fd, absl::string_view data) {
 // it Nagle holds the body until the client ACKs the headers.
 class EchoHandler : public CivetHandler {
  public:
-  explicit EchoHandler(bool with_result) : with_result_(with_result) {}
+  explicit EchoHandler(PeerOptions options) : options_(options) {}
   bool handlePost(CivetServer*, mg_connection* conn) override {
     const mg_request_info* info = mg_get_request_info(conn);
     // Read straight into the body: civetweb's worker threads have small
@@ -49,7 +50,7 @@ class EchoHandler : public CivetHandler {
       if (got == body.size()) body.resize(body.size() * 2);
     }
     body.resize(got);
-    absl::StatusOr<std::string> reply = EchoReply(body, with_result_);
+    absl::StatusOr<std::string> reply = EchoReply(body, options_);
     const bool ok = reply.ok();
     const std::string& content = ok ? *reply : std::string(reply.status().message());
     const std::string out =
@@ -61,12 +62,23 @@ class EchoHandler : public CivetHandler {
   }
 
  private:
-  const bool with_result_;
+  const PeerOptions options_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::string> EchoReply(absl::string_view request, bool with_result) {
+namespace {
+
+// Whether `item` is one PeerOptions::fail_every fails now.
+bool FailsNow(const json& item, int fail_every) {
+  int64_t k = 0;
+  const std::string& payload = item.at("payload").get_ref<const std::string&>();
+  return fail_every > 0 && absl::SimpleAtoi(payload, &k) && FailsEvery(fail_every, k);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> EchoReply(absl::string_view request, const PeerOptions& options) {
   try {
     const json r = json::parse(request.begin(), request.end());
     if (r.at("version") != 1) {
@@ -75,7 +87,12 @@ absl::StatusOr<std::string> EchoReply(absl::string_view request, bool with_resul
     }
     json results = json::array();
     for (const json& item : r.at("items")) {
-      if (with_result) {
+      if (FailsNow(item, options.fail_every)) {
+        results.push_back({{"id", item.at("id")},
+                           {"ok", false},
+                           {"error", "failing on purpose (bench-peer --fail-every)"},
+                           {"dead", true}});
+      } else if (options.with_result) {
         results.push_back({{"id", item.at("id")},
                            {"ok", true},
                            {"result", item.at("payload")},
@@ -91,7 +108,7 @@ absl::StatusOr<std::string> EchoReply(absl::string_view request, bool with_resul
   }
 }
 
-int RunExecPeer(bool with_result) {
+int RunExecPeer(const PeerOptions& options) {
   std::string pending;
   size_t scanned = 0;  // no '\n' in pending before this
   std::vector<char> chunk(64 << 10);
@@ -107,7 +124,7 @@ int RunExecPeer(bool with_result) {
     size_t start = 0;
     for (size_t nl; (nl = pending.find('\n', scanned)) != std::string::npos; scanned = start) {
       absl::StatusOr<std::string> reply =
-          EchoReply(absl::string_view(pending).substr(start, nl - start), with_result);
+          EchoReply(absl::string_view(pending).substr(start, nl - start), options);
       start = nl + 1;
       if (!reply.ok()) {
         fprintf(stderr, "partq bench-peer exec: %s\n",
@@ -122,22 +139,22 @@ int RunExecPeer(bool with_result) {
   }
 }
 
-int RunHttpPeer(bool with_result) {
+int RunHttpPeer(const PeerOptions& options) {
   // One thread per connection (civetweb's model): a peer serves one
   // session, so a few suffice. Keep-alive is off by default in civetweb, and
   // its 500 ms idle limit would drop the connection between the warm-up and
   // the drain.
-  const std::vector<std::string> options = {
+  const std::vector<std::string> civetweb = {
       "listening_ports",       "127.0.0.1:0", "num_threads", "4", "enable_keep_alive", "yes",
       "keep_alive_timeout_ms", "60000",       "tcp_nodelay", "1"};
   std::unique_ptr<CivetServer> server;
   try {
-    server = std::make_unique<CivetServer>(options);
+    server = std::make_unique<CivetServer>(civetweb);
   } catch (const CivetException& e) {
     fprintf(stderr, "partq bench-peer http: cannot start: %s\n", e.what());
     return 1;
   }
-  EchoHandler handler(with_result);
+  EchoHandler handler(options);
   server->addHandler("/", handler);
   const std::vector<int> ports = server->getListeningPorts();
   if (ports.empty() || ports[0] <= 0) {

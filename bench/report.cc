@@ -142,6 +142,24 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
       absl::StrAppendFormat(&out, " %10s\n%s", "to floor", rows);
     }
   }
+  // The transports with failing items, against themselves without.
+  std::string failing;
+  for (const DrainCell& c : r.cells) {
+    const std::string without = WithoutFailures(c.system);
+    if (without.empty()) continue;
+    auto it = c.median_ratio_to.find(without);
+    absl::StrAppendFormat(&failing, "%-8d %-6d %-18s %13.0f %22s\n", c.sessions, c.batch, c.system,
+                          c.median_items_per_s,
+                          Ratio(it == c.median_ratio_to.end() ? 0 : it->second, 22));
+  }
+  if (!failing.empty()) {
+    absl::StrAppendFormat(&out,
+                          "\nHandlers with 1 %% of items failing once (bench-peer --fail-every "
+                          "100): median items/s over %d round(s) (median of per-round ratios)\n"
+                          "%-8s %-6s %-18s %13s %22s\n%s",
+                          o.rounds, "sessions", "batch", "system", "items/s",
+                          "to it without failures", failing);
+  }
   if (r.steady_rate > 0) {
     absl::StrAppendFormat(&out,
                           "\nSteady state at %.0f items/s (achieved %.0f/s, %d sessions): "

@@ -218,9 +218,9 @@ void Tracker::Acked(const FinishRequest& request, const FinishResult& result, ab
       if (seq >= 0) acked_us_[seq].store(us);
     }
   }
-  if (result.acked.empty()) return;
+  if (result.acked.empty() && result.dead.empty()) return;
   absl::MutexLock lock(&mu_);
-  acked_ += static_cast<int64_t>(result.acked.size());
+  acked_ += static_cast<int64_t>(result.acked.size() + result.dead.size());
 }
 
 void Tracker::Call(const char* what) {

@@ -31,8 +31,9 @@ class Tracker {
   // Adds `n` to the count of `what` (e.g. rows a call returned).
   void Add(const char* what, int64_t n);
 
+  // Items acked or dead-lettered (the bench's *_fail drains dead-letter 1 %).
   int64_t acked() const { return acked_.load(); }
-  // Blocks until at least `n` items were acked or `deadline` passed.
+  // Blocks until at least `n` items were acked (or dead) or `deadline` passed.
   bool WaitAcked(int64_t n, absl::Time deadline);
   // Microseconds since the epoch of the first claim / ack of item `seq`; 0 if none.
   int64_t claimed_us(int64_t seq) const { return claimed_us_[seq].load(); }

@@ -269,14 +269,21 @@ int CmdBench(const std::vector<std::string>& argv) {
 }
 
 int CmdBenchPeer(const std::vector<std::string>& argv) {
-  const bool with_result = !(argv.size() == 2 && argv[1] == "--no-result");
-  if (argv.size() == 1 || !with_result) {
-    if (argv[0] == "exec") return bench::RunExecPeer(with_result);
-    if (argv[0] == "http") return bench::RunHttpPeer(with_result);
+  bench::PeerOptions o;
+  bool ok = !argv.empty() && (argv[0] == "exec" || argv[0] == "http");
+  for (size_t i = 1; ok && i < argv.size(); ++i) {
+    if (argv[i] == "--no-result") {
+      o.with_result = false;
+    } else if (argv[i] == "--fail-every" && i + 1 < argv.size()) {
+      ok = absl::SimpleAtoi(argv[++i], &o.fail_every) && o.fail_every > 0;
+    } else {
+      ok = false;
+    }
   }
+  if (ok) return argv[0] == "exec" ? bench::RunExecPeer(o) : bench::RunHttpPeer(o);
   return Usage(
-      "usage: partq bench-peer exec|http [--no-result] (the peers of partq bench's handler "
-      "drains)");
+      "usage: partq bench-peer exec|http [--no-result] [--fail-every N] (the peers of partq "
+      "bench's handler drains)");
 }
 
 }  // namespace partq::cli

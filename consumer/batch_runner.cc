@@ -33,7 +33,9 @@ absl::Status BatchRunner::RunAlone(HandlerCall& call) {
   absl::Status st = CallHandle(*handler_, call);
   const absl::Time t1 = clock_->Now();
   if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
-  if (st.ok() && t1 > call.deadline) {
+  // A final handler keeps its deadline itself, and an ok status of its
+  // stands: it wrote the item's effects already (Handler::StatusesAreFinal).
+  if (st.ok() && t1 > call.deadline && !handler_->StatusesAreFinal()) {
     st = absl::DeadlineExceededError(
         absl::StrCat("handler timed out after ", absl::FormatDuration(t1 - t0)));
   }
@@ -63,12 +65,16 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     run.push_back(&calls[i]);
     run_index.push_back(i);
   }
-  auto ack = [&](size_t i) {
-    outcomes[i].id = items[i].id;
-    outcomes[i].part = items[i].part;
-    outcomes[i].kind = Outcome::Kind::kAck;
-    outcomes[i].result = std::move(calls[i].result);
-  };
+  auto ack = [&](size_t i) { Ack(items[i], calls[i], &outcomes[i]); };
+  if (handler_->StatusesAreFinal() && !isolate) {
+    if (!RunFinal(items, calls, run_index, gen, &outcomes)) {
+      // It broke its promise (threw, or gave some statuses but not all):
+      // what it wrote cannot be trusted, so roll back and isolate.
+      *need_isolation = true;
+      return IsolateSignal();
+    }
+    return outcomes;
+  }
   // A lone item runs without a savepoint (two round trips fewer). If it
   // fails, the transaction rolls back, its writes with it, and the rerun
   // records the failure without running the handler again: its failure is
@@ -255,6 +261,48 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     }
   }
   return outcomes;
+}
+
+void BatchRunner::Ack(const Item& item, HandlerCall& call, Outcome* outcome) {
+  outcome->id = item.id;
+  outcome->part = item.part;
+  outcome->kind = Outcome::Kind::kAck;
+  outcome->result = std::move(call.result);
+}
+
+bool BatchRunner::RunFinal(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
+                           const std::vector<size_t>& run_index, absl::BitGenRef gen,
+                           std::vector<Outcome>* outcomes) {
+  std::vector<HandlerCall*> run;
+  for (size_t i : run_index) run.push_back(&calls[i]);
+  std::vector<absl::Status> statuses;
+  if (run.size() == 1) {
+    statuses.push_back(RunAlone(*run[0]));
+  } else if (!run.empty()) {
+    const absl::Time t0 = clock_->Now();
+    try {
+      handler_->HandleBatch(absl::MakeConstSpan(run), &statuses);
+    } catch (...) {
+      return false;
+    }
+    if (metrics_ != nullptr) metrics_->HandlerCall(clock_->Now() - t0);
+    if (statuses.empty()) {
+      // A failure without blame, which left nothing in the transaction:
+      // each item alone, here, to find the one that causes it.
+      for (HandlerCall* call : run) statuses.push_back(RunAlone(*call));
+    } else if (statuses.size() != run.size()) {
+      return false;
+    }
+  }
+  for (size_t k = 0; k < run.size(); ++k) {
+    const size_t i = run_index[k];
+    if (statuses[k].ok()) {
+      Ack(items[i], calls[i], &(*outcomes)[i]);
+    } else {
+      (*outcomes)[i] = failures_.Failed(items[i], statuses[k], gen);
+    }
+  }
+  return true;
 }
 
 void BatchRunner::NoteRerun(size_t runs, size_t failed) {

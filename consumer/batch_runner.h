@@ -20,6 +20,12 @@
 //   a lone item     a batch of one runs without a savepoint; if it fails, the
 //                   rollback takes its writes and the rerun records the
 //                   failure without running the handler again.
+//   final statuses  a handler whose statuses are final (exec, http:
+//                   Handler::StatusesAreFinal) runs once, and each item's
+//                   status is recorded as it is in the same transaction: no
+//                   rollback, no savepoint, nothing sent again. After a
+//                   failure without blame (no statuses) each item runs alone,
+//                   in the same transaction.
 //   throttled       items whose handler answered Throttled (handler.h) did
 //                   nothing: the isolating run records their retries (the
 //                   attempt given back) without running them again, alone
@@ -97,8 +103,20 @@ class BatchRunner {
   // Isolating runs: `runs` items that succeeded in their batch attempt ran
   // again, and `failed` of them failed.
   void NoteRerun(size_t runs, size_t failed) ABSL_LOCKS_EXCLUDED(mu_);
-  // Runs `call` alone, with its own deadline; a handler over time has failed.
+  // Runs `call` alone, with its own deadline; a handler over time has failed
+  // (unless its statuses are final: then its status stands).
   absl::Status RunAlone(HandlerCall& call);
+  // The run of a handler whose statuses are final (Handler::StatusesAreFinal):
+  // the items of `run_index` (positions in `items` and `calls`) in one
+  // HandleBatch call, each status recorded as it is into *outcomes; after a
+  // failure without blame, each item alone. False if the handler broke its
+  // promise (it threw, or gave some statuses but not one per item): the
+  // caller rolls back and isolates as for any handler.
+  bool RunFinal(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
+                const std::vector<size_t>& run_index, absl::BitGenRef gen,
+                std::vector<Outcome>* outcomes);
+  // `item` acked, with its call's result.
+  static void Ack(const Item& item, HandlerCall& call, Outcome* outcome);
 
   Handler* const handler_;
   const FailurePolicy failures_;

@@ -6,7 +6,8 @@
 // writes roll back with it and the part's new owner processes the item.
 // Side effects outside that transaction (HTTP calls, files) may happen more
 // than once: a handler can run again after a crash or a fenced ack, and the
-// items of a batch in which another item failed run again (HandleBatch).
+// items of a batch in which another item failed run again (HandleBatch),
+// unless the handler's statuses are final (StatusesAreFinal).
 //
 // Failure: return a non-OK status or throw. The item is retried with
 // exponential backoff and dead-lettered after the queue's max_attempts, with
@@ -67,8 +68,29 @@ class Handler {
   // only from a run of the item alone. Report per item when you can: a
   // handler that cannot say which item failed (it throws, returns fewer
   // statuses, or runs over its deadline) gets every item run alone.
+  // A handler whose statuses are final (below) is not run again: its
+  // statuses are recorded as they are.
   virtual void HandleBatch(absl::Span<HandlerCall* const> calls,
                            std::vector<absl::Status>* statuses);
+
+  // Whether HandleBatch's statuses are final (default false). A handler that
+  // says true promises, for every HandleBatch and Handle call:
+  //   - a failed status is the item's own failure, never a batch-mate's, and
+  //     the handler left nothing of that item in call.tx (it wrote nothing
+  //     for it, or undid what it wrote);
+  //   - no statuses at all (a failure it cannot pin on one item, as when an
+  //     exec child dies) means it left nothing in call.tx for any item;
+  //   - it keeps the calls' deadline itself: a status that comes after the
+  //     deadline is still its answer.
+  // The consumer then records the statuses as they are, in the same
+  // transaction: no rollback, no savepoint, no item sent again. Only after a
+  // failure without blame does it run each item alone, in the same
+  // transaction. The exec and http handlers are final (what they write is
+  // their replies' effects, which they apply per item: handlers/effects.h);
+  // in-process handlers and sql: are not, since a failed item's writes are
+  // in the transaction: the consumer undoes them with savepoints and runs
+  // the batch again to find which items failed.
+  virtual bool StatusesAreFinal() const { return false; }
 };
 
 // Failure hints: what a handler may attach to the status it returns for an

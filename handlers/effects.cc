@@ -47,4 +47,79 @@ absl::Status ItemStatus(HandlerCall& call, const ItemReply& reply, const Effects
   return st;
 }
 
+namespace {
+
+constexpr char kEffectsSavepoint[] = "partq_effects";
+
+bool HasEffects(const ItemReply& reply) {
+  return !reply.enqueue.empty() || !reply.publish.empty();
+}
+
+// Applies the effects of `writers` (positions in calls/replies, in order)
+// under the savepoint partq_effects (see ApplyReplies), into `statuses`.
+void ApplyWriters(absl::Span<HandlerCall* const> calls, absl::Span<const ItemReply> replies,
+                  const std::vector<size_t>& writers, const EffectsApplier& apply,
+                  std::vector<absl::Status>* statuses) {
+  Tx& tx = *calls[writers[0]]->tx;
+  auto fail_rest = [&](size_t from, const absl::Status& why) {
+    for (size_t k = from; k < writers.size(); ++k) {
+      (*statuses)[writers[k]] = why;
+      calls[writers[k]]->result.reset();
+    }
+  };
+  if (absl::Status sp = tx.Savepoint(kEffectsSavepoint); !sp.ok()) return fail_rest(0, sp);
+  std::vector<bool> failed(writers.size(), false);
+  size_t from = 0;                     // the first writer applied since the savepoint
+  size_t settle = writers.size();      // redoing: the failed writer the savepoint moves past
+  for (size_t k = from; k < writers.size(); ++k) {
+    const size_t i = writers[k];
+    if (failed[k]) {
+      if (k == settle) {
+        // The writers before it are applied again: keep them, and start a
+        // savepoint after them.
+        if (absl::Status r = tx.RenewSavepoint(kEffectsSavepoint); !r.ok()) {
+          return fail_rest(k + 1, r);
+        }
+        from = k + 1;
+        settle = writers.size();
+      }
+      continue;
+    }
+    absl::Status st = apply(*calls[i], replies[i]);
+    (*statuses)[i] = st;
+    if (st.ok()) continue;
+    // Part of its effects may be written, or the transaction aborted by the
+    // statement that failed: undo everything since the savepoint, then apply
+    // again what succeeded since.
+    failed[k] = true;
+    calls[i]->result.reset();
+    if (absl::Status r = tx.RollbackToSavepoint(kEffectsSavepoint); !r.ok()) {
+      for (size_t j = from; j < k; ++j) {
+        if (!failed[j]) (*statuses)[writers[j]] = r;
+      }
+      return fail_rest(k + 1, r);
+    }
+    if (settle == writers.size() || k > settle) settle = k;
+    k = from - 1;  // unsigned wrap-around: the ++k makes it `from`
+  }
+}
+
+}  // namespace
+
+std::vector<absl::Status> ApplyReplies(absl::Span<HandlerCall* const> calls,
+                                       absl::Span<const ItemReply> replies,
+                                       const EffectsApplier& apply) {
+  std::vector<absl::Status> statuses(calls.size());
+  std::vector<size_t> writers;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (replies[i].ok && HasEffects(replies[i]) && calls[i]->tx != nullptr) {
+      writers.push_back(i);
+    } else {
+      statuses[i] = ItemStatus(*calls[i], replies[i], apply);
+    }
+  }
+  if (!writers.empty()) ApplyWriters(calls, replies, writers, apply, &statuses);
+  return statuses;
+}
+
 }  // namespace partq

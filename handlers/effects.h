@@ -5,8 +5,10 @@
 #define PARTQ_HANDLERS_EFFECTS_H_
 
 #include <functional>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "consumer/handler.h"
 #include "handlers/protocol.h"
 
@@ -28,6 +30,22 @@ absl::Status ApplyEffects(HandlerCall& call, const ItemReply& reply);
 // The status of one item: `apply` for an ok reply; for a failure,
 // UnknownError(reply.error) with RetryIn / DeadNow hints (handler.h).
 absl::Status ItemStatus(HandlerCall& call, const ItemReply& reply, const EffectsApplier& apply);
+
+// The statuses of a batch's `calls` from their `replies` (same order, one
+// each), final in the sense of Handler::StatusesAreFinal: a failed reply
+// writes nothing, an ok one goes through `apply`, and an item whose effects
+// cannot all be applied fails with nothing of it left in the transaction,
+// while the other items' effects stay. An ok reply without effects writes
+// nothing (`apply` only sets its result). When some have effects they are
+// written under the savepoint partq_effects (one round trip per batch, left
+// to the commit); when an item's effects fail, the transaction rolls back
+// to it, the items applied since are applied again, and the savepoint is
+// renewed past the failed one: each item is applied at most twice, and a
+// failure costs one rollback and one renewal. The calls share one Tx; calls
+// without one (tests) are applied without savepoints.
+std::vector<absl::Status> ApplyReplies(absl::Span<HandlerCall* const> calls,
+                                       absl::Span<const ItemReply> replies,
+                                       const EffectsApplier& apply);
 
 }  // namespace partq
 

@@ -232,9 +232,7 @@ void ExecHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
     if (calls.size() == 1) statuses->push_back(replies.status());
     return;
   }
-  for (size_t i = 0; i < calls.size(); ++i) {
-    statuses->push_back(ItemStatus(*calls[i], (*replies)[i], options_.apply_effects));
-  }
+  *statuses = ApplyReplies(calls, *replies, options_.apply_effects);
 }
 
 absl::Status ExecHandler::Handle(HandlerCall& call) { return HandleAsBatch(*this, call); }

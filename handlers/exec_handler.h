@@ -23,8 +23,11 @@
 // Each line of a child's stderr goes to partq's log as `exec[pid N]: LINE`
 // (at options.stderr_level).
 //
-// An ok item's reply goes to options.apply_effects (effects.h), inside the
-// ack transaction; a failed one becomes a status with RetryIn / DeadNow hints.
+// The reply's per-item outcomes are final (Handler::StatusesAreFinal): an ok
+// item's effects go through options.apply_effects (ApplyReplies, effects.h)
+// inside the ack transaction, a failed one becomes a status with RetryIn /
+// DeadNow hints and writes nothing, and the consumer records them all in
+// that one ack without sending any item again.
 //
 // Threading: HandleBatch and Handle may be called from many threads at once.
 // The handler must outlive its calls; destroying it closes every child's
@@ -84,6 +87,9 @@ class ExecHandler : public Handler {
   // gets the failure as its status.
   void HandleBatch(absl::Span<HandlerCall* const> calls,
                    std::vector<absl::Status>* statuses) override;
+  // True: each item's status is the reply's, its effects applied by
+  // ApplyReplies (effects.h), and a failure without blame writes nothing.
+  bool StatusesAreFinal() const override { return true; }
 
   struct Stats {
     int64_t starts = 0;          // children started

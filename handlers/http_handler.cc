@@ -163,9 +163,7 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
                                           " with a reply that breaks the protocol: ",
                                           replies.status().message()));
   }
-  for (size_t i = 0; i < calls.size(); ++i) {
-    statuses->push_back(ItemStatus(*calls[i], (*replies)[i], options_.apply_effects));
-  }
+  *statuses = ApplyReplies(calls, *replies, options_.apply_effects);
 }
 
 absl::Status HttpHandler::Handle(HandlerCall& call) { return HandleAsBatch(*this, call); }

@@ -6,7 +6,9 @@
 // (options.apply_effects, effects.h), exactly as for exec.
 //
 // Per batch:
-//   2xx with a valid JSON reply  each item as the reply says
+//   2xx with a valid JSON reply  each item as the reply says, final
+//                                (Handler::StatusesAreFinal): recorded in
+//                                one ack, no item sent again
 //   429 or 503                   every item is throttled (handler.h,
 //                                Throttled): run again after Retry-After
 //                                (default_retry_after when the server sent
@@ -87,6 +89,9 @@ class HttpHandler : public Handler {
   // One request for all `calls`; see above for what the statuses are.
   void HandleBatch(absl::Span<HandlerCall* const> calls,
                    std::vector<absl::Status>* statuses) override;
+  // True: each item's status is the reply's, its effects applied by
+  // ApplyReplies (effects.h), and a failure without blame writes nothing.
+  bool StatusesAreFinal() const override { return true; }
 
  private:
   explicit HttpHandler(HttpHandlerOptions options);

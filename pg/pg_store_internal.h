@@ -111,6 +111,11 @@ inline constexpr char kPipelinedClaim[] = "partq_pl_claim";
 inline constexpr char kPipelinedClaimFair[] = "partq_pl_claim_fair";
 inline constexpr char kPipelinedLeanAckClaim[] = "partq_pl_lean_ack_claim";
 inline constexpr char kPipelinedLeanAckClaimFair[] = "partq_pl_lean_ack_claim_fair";
+// The general Finish (retries, dead items) after kPlanGuard: the text of
+// "finish", and of "finish_claim" without a key bound, and "finish_claim_fair".
+inline constexpr char kPipelinedFinish[] = "partq_pl_finish";
+inline constexpr char kPipelinedFinishClaim[] = "partq_pl_finish_claim";
+inline constexpr char kPipelinedFinishClaimFair[] = "partq_pl_finish_claim_fair";
 std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema);
 // The items a claim reads in one part, as a subquery (`{schema}` not yet
 // replaced); pg_store_sql.cc says what each argument is. Declared here for

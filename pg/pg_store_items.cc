@@ -1117,6 +1117,30 @@ absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes
   return a;
 }
 
+// The parameters $1-$15 of the general Finish ("finish", FinishCtes), in
+// text, for a statement the pipeline runs (RunGuarded).
+std::vector<std::optional<std::string>> FinishParams(const FinishRequest& request,
+                                                     const std::vector<int>& parts,
+                                                     const std::vector<int64_t>& epochs,
+                                                     const OutcomeArgs& a,
+                                                     const std::string& ctids) {
+  return {request.queue,
+          request.session.value,
+          IntArray(parts),
+          IntArray(epochs),
+          IntArray(a.ack_ids),
+          IntArray(a.ack_parts),
+          ctids,
+          TextArray(a.ack_results),
+          IntArray(a.o_ids),
+          IntArray(a.o_parts),
+          BoolArray(a.o_dead),
+          IntArray(a.o_delays),
+          BoolArray(a.o_refund),
+          TextArray(a.o_errors),
+          absl::StrCat(std::max(1, request.max_attempts))};
+}
+
 }  // namespace
 
 void PgStore::CountInGroups(pqxx::transaction_base& tx, const std::string& queue,
@@ -1444,6 +1468,15 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
             r = Exec(tx, "ack", request.queue, request.session.value, IntArray(parts),
                      IntArray(epochs), IntArray(a->ack_ids), ctids, IntArray(result_ids),
                      TextArray(results));
+          } else if (next && (next->fair || next->key_bound == 0)) {
+            // The general form after kPlanGuard too (PipelinedStatements says
+            // why); with a key bound, the plan the planner picks, as above.
+            std::vector<std::optional<std::string>> params = FinishParams(request, parts, epochs,
+                                                                          *a, ctids);
+            AppendClaimParams(*next, &params);
+            guarded = RunGuarded(pipeline_, *conn_,
+                                 next->fair ? kPipelinedFinishClaimFair : kPipelinedFinishClaim,
+                                 std::move(params));
           } else if (next) {
             r = ExecClaimForm(exec, *next, "finish_claim", request.queue, request.session.value,
                               IntArray(parts), IntArray(epochs), IntArray(a->ack_ids),
@@ -1455,11 +1488,8 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                               next->suspect, next->fly_parts, next->fly_ids, next->limit,
                               next->cursor_prio, next->cursor_id, next->records, next->behind);
           } else {
-            r = Exec(tx, "finish", request.queue, request.session.value, IntArray(parts),
-                     IntArray(epochs), IntArray(a->ack_ids), IntArray(a->ack_parts), ctids,
-                     TextArray(a->ack_results), IntArray(a->o_ids), IntArray(a->o_parts),
-                     BoolArray(a->o_dead), IntArray(a->o_delays), BoolArray(a->o_refund),
-                     TextArray(a->o_errors), std::max(1, request.max_attempts));
+            guarded = RunGuarded(pipeline_, *conn_, kPipelinedFinish,
+                                 FinishParams(request, parts, epochs, *a, ctids));
           }
           absl::flat_hash_set<int> held;
           bool malformed = false;

@@ -755,10 +755,24 @@ ORDER BY p.priority, p.id
 )sql");
 }
 
-std::string FinishClaimStatement(bool fair) {
+// The general Finish without a claim ("finish", kPipelinedFinish): returns
+// ('p', part) for each part still held at its epoch, and ('a'|'r'|'d', id)
+// per row written.
+std::string FinishStatement() {
+  return absl::StrCat("WITH ", FinishCtes(), ",\n", UnrecordCte(false), R"sql(
+SELECT 'p' AS k, part::bigint AS id FROM f
+UNION ALL SELECT 'a', id FROM done
+UNION ALL SELECT 'r', id FROM retried
+UNION ALL SELECT 'd', id FROM dead
+)sql");
+}
+
+std::string FinishClaimStatement(bool fair, bool unkeyed = false) {
   return absl::StrCat(
       "WITH ", FinishCtes(), ",\n",
-      ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]", /*async_commit=*/false, fair), ",\n",
+      ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]", /*async_commit=*/false, fair,
+                unkeyed),
+      ",\n",
       UnrecordCte(true), R"sql(
 SELECT 'p' AS k, part::bigint AS id, )sql",
       kTypedPad, R"sql(
@@ -838,6 +852,17 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       // queue, a handler's result): also after kPlanGuard.
       {kPipelinedLeanAckClaim, AckClaimStatement(/*fair=*/false, /*unkeyed=*/true)},
       {kPipelinedLeanAckClaimFair, AckClaimStatement(/*fair=*/true)},
+      // The general Finish (FinishCtes: retries, dead items), with and
+      // without a claim ahead, also after kPlanGuard. Planned for its
+      // arguments on every call it took 13 ms a batch (pg_stat_statements:
+      // 8.5 s of planning for 646 calls), more than running it; a failing
+      // item no longer makes its batch run again (exec and http handlers
+      // record their replies as they are), so a queue where 1 % of items
+      // fail sends most of its batches here (BENCHMARKS.md, "One reply, one
+      // ack").
+      {kPipelinedFinish, FinishStatement()},
+      {kPipelinedFinishClaim, FinishClaimStatement(/*fair=*/false, /*unkeyed=*/true)},
+      {kPipelinedFinishClaimFair, FinishClaimStatement(/*fair=*/true)},
   };
   for (auto& st : s) st.second = WithSchema(st.second, schema);
   return s;
@@ -1293,18 +1318,14 @@ SELECT 'i', id FROM {schema}.items WHERE id = ANY($5::bigint[])
 )sql")},
       // Finish: the fence and every outcome in one statement, after the
       // handler ran (store.h, Finish). The general form, for batches with
-      // retries or dead items and for the second, locked attempt: rare, so
-      // planned for its arguments each time (Statement::prepared). Returns ('p', part) for each
+      // retries or dead items and for the second, locked attempt: sent
+      // unprepared, planned for its arguments each time (Statement::prepared),
+      // only where kPipelinedFinish(Claim)(Fair) does not serve (an ordered
+      // or key-concurrency queue's claim ahead). Returns ('p', part) for each
       // part
       // still held at its epoch, and ('a'|'r'|'d', id) per row written; the
       // caller rolls back when a part was not held or a count is off.
-      {"finish", absl::StrCat("WITH ", FinishCtes(), ",\n", UnrecordCte(false), R"sql(
-SELECT 'p' AS k, part::bigint AS id FROM f
-UNION ALL SELECT 'a', id FROM done
-UNION ALL SELECT 'r', id FROM retried
-UNION ALL SELECT 'd', id FROM dead
-)sql"),
-       /*prepared=*/false},
+      {"finish", FinishStatement(), /*prepared=*/false},
       // Finish and claim ahead: the claim's reads see the statement's
       // snapshot, where the rows this statement deletes or reschedules still
       // look ready, so the batch's ids are skipped explicitly.

@@ -115,6 +115,51 @@ class FollowUpHandler : public Handler {
   ManualClock& clock_;
 };
 
+// A handler whose statuses are final (Handler::StatusesAreFinal), as the
+// exec and http handlers are: it writes a follow-up only for the items it
+// answers ok, and with `cannot_say` gives no statuses for a batch of more
+// than one (a failure without blame). Records the size of every HandleBatch
+// call, a run alone (Handle) included.
+class FinalHandler : public Handler {
+ public:
+  explicit FinalHandler(ManualClock& clock) : clock_(clock) {}
+
+  std::set<std::string> failing;    // fail alone or in any company
+  std::set<std::string> throttled;  // Throttled(7 s)
+  std::set<std::string> dead_now;
+  bool cannot_say = false;
+  std::vector<size_t> batches;
+
+  bool StatusesAreFinal() const override { return true; }
+  absl::Status Handle(HandlerCall& call) override { return HandleAsBatch(*this, call); }
+  void HandleBatch(absl::Span<HandlerCall* const> calls,
+                   std::vector<absl::Status>* statuses) override {
+    batches.push_back(calls.size());
+    statuses->clear();
+    if (cannot_say && calls.size() > 1) return;
+    for (HandlerCall* c : calls) statuses->push_back(Work(*c));
+  }
+
+ private:
+  absl::Status Work(HandlerCall& call) {
+    const std::string& p = call.item->payload;
+    clock_.Advance(absl::Microseconds(2));
+    if (throttled.count(p) > 0) {
+      return Throttled(absl::UnavailableError(p + " throttled"), absl::Seconds(7));
+    }
+    if (dead_now.count(p) > 0) return DeadNow(absl::InvalidArgumentError(p + " can never work"));
+    if (failing.count(p) > 0) return absl::InternalError(p + " failed");
+    NewItem f;
+    f.payload = "after " + p;
+    f.dedup_key = "after-" + p;
+    auto r = call.tx->Enqueue("follow", f);
+    if (!r.ok()) return r.status();
+    call.result = "done " + p;
+    return absl::OkStatus();
+  }
+  ManualClock& clock_;
+};
+
 class BatchRunnerTest : public ::testing::Test {
  protected:
   static constexpr int kMaxAttempts = 3;
@@ -160,7 +205,8 @@ class BatchRunnerTest : public ::testing::Test {
 
   // Finishes `batch` as the consumer does: the batch attempt, then the
   // isolating run if the attempt asks for one.
-  absl::StatusOr<FinishResult> Finish(Batch& batch) {
+  absl::StatusOr<FinishResult> Finish(Batch& batch) { return Finish(batch, runner_); }
+  absl::StatusOr<FinishResult> Finish(Batch& batch, BatchRunner& runner) {
     FinishRequest req;
     req.queue = "q";
     req.session = session_;
@@ -170,7 +216,8 @@ class BatchRunnerTest : public ::testing::Test {
     bool need_isolation = false;
     auto body = [&](Tx& tx, absl::Span<const Item> owned) {
       RoundTripTx rt(tx, clock_);
-      auto r = runner_.Run(rt, owned, session_, gen_, batch, &need_isolation);
+      ++transactions_;
+      auto r = runner.Run(rt, owned, session_, gen_, batch, &need_isolation);
       savepoints_ += rt.savepoints();
       return r;
     };
@@ -209,6 +256,10 @@ class BatchRunnerTest : public ::testing::Test {
   BatchRunner runner_{&handler_, FailurePolicy(backoff_, kMaxAttempts), absl::Seconds(1), &clock_,
                       nullptr};
   int savepoints_ = 0;  // savepoint statements sent
+  int transactions_ = 0;  // bodies of Finish run
+  FinalHandler final_{clock_};
+  BatchRunner final_runner_{&final_, FailurePolicy(backoff_, kMaxAttempts), absl::Seconds(1),
+                            &clock_, nullptr};
 };
 
 TEST_F(BatchRunnerTest, ABatchThatSucceedsRunsOnceAndKeepsEveryWriteAndResult) {
@@ -433,6 +484,63 @@ TEST_F(BatchRunnerTest, AnIsolatingRunKeepsAtMost48SavepointsAndLeavesTheRest) {
   EXPECT_EQ(FollowUps(), 48);
   EXPECT_EQ(StateOf(b.items[59]).kind, ItemState::Kind::kPending);
   EXPECT_EQ(StateOf(b.items[59]).attempts, 0) << "left, not failed";
+}
+
+// A handler whose statuses are final runs once per batch: each item's status
+// is recorded as it is, in the same transaction, without a savepoint and
+// without sending any item again. Only the items it answered ok wrote.
+TEST_F(BatchRunnerTest, AFinalHandlersStatusesAreRecordedInOneTransactionWithoutARerun) {
+  final_.failing = {"p2"};
+  final_.dead_now = {"p3"};
+  final_.throttled = {"p1"};
+  Batch b = Claim(6);
+  auto r = Finish(b, final_runner_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(final_.batches, std::vector<size_t>{6}) << "one call, nothing run again";
+  EXPECT_EQ(transactions_, 1);
+  EXPECT_EQ(savepoints_, 0);
+  EXPECT_EQ(r->acked.size(), 3u);
+  EXPECT_EQ(r->retried, (std::vector<int64_t>{b.items[1].id, b.items[2].id}));
+  EXPECT_EQ(r->dead, std::vector<int64_t>{b.items[3].id});
+  for (const std::string p : {"p0", "p4", "p5"}) EXPECT_TRUE(FollowedUp(p)) << p;
+  EXPECT_EQ(FollowUps(), 3);
+  EXPECT_EQ(StateOf(b.items[4]).result, "done p4");
+  const ItemState failed = StateOf(b.items[2]);
+  EXPECT_EQ(failed.attempts, 1);
+  EXPECT_EQ(failed.error, "p2 failed");
+  EXPECT_EQ(StateOf(b.items[1]).attempts, 0) << "throttled: the attempt given back (I9)";
+  EXPECT_EQ(StateOf(b.items[3]).kind, ItemState::Kind::kDead);
+}
+
+// A lone failed item of a final handler is recorded in the transaction it
+// ran in: no rollback and no second transaction.
+TEST_F(BatchRunnerTest, AFinalHandlersLoneFailureTakesOneTransaction) {
+  final_.failing = {"p0"};
+  Batch b = Claim(1);
+  auto r = Finish(b, final_runner_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(final_.batches, std::vector<size_t>{1});
+  EXPECT_EQ(transactions_, 1);
+  EXPECT_EQ(r->retried.size(), 1u);
+  EXPECT_EQ(StateOf(b.items[0]).error, "p0 failed");
+}
+
+// A failure without blame (no statuses) from a final handler, which wrote
+// nothing: each item then runs alone in the same transaction, without
+// savepoints, so only the item at fault uses an attempt (I9).
+TEST_F(BatchRunnerTest, AFinalHandlerThatCannotSayWhichRunsEachItemAloneInTheSameTransaction) {
+  final_.cannot_say = true;
+  final_.failing = {"p1"};
+  Batch b = Claim(3);
+  auto r = Finish(b, final_runner_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(final_.batches, (std::vector<size_t>{3, 1, 1, 1}));
+  EXPECT_EQ(transactions_, 1);
+  EXPECT_EQ(savepoints_, 0);
+  EXPECT_EQ(r->acked.size(), 2u);
+  EXPECT_EQ(r->retried, std::vector<int64_t>{b.items[1].id});
+  EXPECT_EQ(FollowUps(), 2);
+  EXPECT_EQ(StateOf(b.items[0]).kind, ItemState::Kind::kDone);
 }
 
 // The cost model of the group rounds.

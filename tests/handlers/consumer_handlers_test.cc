@@ -26,6 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
@@ -334,6 +335,93 @@ TEST_F(ConsumerHandlersTest, RetryInIsHonouredInsteadOfTheBackoff) {
   EXPECT_GE(took, absl::Milliseconds(1500));
 }
 
+// --- one reply, applied as it is -------------------------------------------------
+
+// The requests a TEST_CHILD_TRACE child logged ("request: P,P,..."), in order.
+std::vector<std::string> TracedRequests(const std::string& log) {
+  std::vector<std::string> out;
+  for (size_t at = log.find("request: "); at != std::string::npos;
+       at = log.find("request: ", at + 1)) {
+    const size_t end = log.find('\n', at);
+    out.push_back(log.substr(at + 9, end == std::string::npos ? end : end - at - 9));
+  }
+  return out;
+}
+
+// Items `a effects dead c retry:1` in one batch: one request, whose reply is
+// applied as it is in one ack. The good items are acked with their results
+// and effects, `dead` is dead-lettered and `retry:1` retried as the reply
+// says, and only the retry is ever sent again (its own next attempt).
+TEST_F(ConsumerHandlersTest, ExecRepliesFailuresAreRecordedWithoutSendingTheBatchAgain) {
+  CreateQueue(3);
+  QueueConfig next;
+  next.name = "next";
+  next.parts = 1;
+  ASSERT_TRUE(admin_->CreateQueue(next).ok());
+  ExecHandler handler(Exec("TEST_CHILD_TRACE=1 " + ServeCommand()));
+  const std::vector<int64_t> ids = Enqueue({"a", "effects", "dead", "c", "retry:1"});
+  const Run run = Consume(handler, absl::Minutes(1),
+                          [](const ConsumerStats& s) { return s.acked + s.dead == 5; });
+  ASSERT_TRUE(run.done) << Tail(run.log);
+  EXPECT_EQ(TracedRequests(run.log),
+            (std::vector<std::string>{"a,effects,dead,c,retry:1", "retry:1"}))
+      << Tail(run.log);
+  EXPECT_EQ(State(ids[0]).result, "a");
+  EXPECT_EQ(State(ids[1]).result, "done");
+  EXPECT_EQ(State(ids[3]).result, "c");
+  const ItemState dead = State(ids[2]);
+  EXPECT_EQ(dead.kind, ItemState::Kind::kDead);
+  EXPECT_EQ(dead.attempts, 1);
+  EXPECT_EQ(dead.error, "can never succeed");
+  const ItemState retried = State(ids[4]);
+  EXPECT_EQ(retried.result, "attempt 2");
+  // The effects of the one ok item that had some, once.
+  auto next_status = admin_->Status("next");
+  ASSERT_TRUE(next_status.ok());
+  EXPECT_EQ(next_status->parts[0].ready + next_status->parts[0].delayed, 1);
+  ASSERT_EQ(db_.Outbox().size(), 1u);
+  EXPECT_EQ(db_.Outbox()[0].topic, "events");
+  EXPECT_EQ(Metric("partq_handler_requests_total"), 2);
+}
+
+// An ok item whose effects cannot all be applied (its second enqueue goes
+// to a queue that does not exist) fails alone: its first enqueue is undone,
+// the other items' effects stay, and nothing is sent again but its retry.
+TEST_F(ConsumerHandlersTest, AnItemWhoseEffectsFailLeavesNothingAndTheOthersKeepTheirs) {
+  CreateQueue(2);
+  QueueConfig next;
+  next.name = "next";
+  next.parts = 1;
+  ASSERT_TRUE(admin_->CreateQueue(next).ok());
+  ExecHandler handler(Exec("TEST_CHILD_TRACE=1 " + ServeCommand()));
+  const std::vector<int64_t> ids = Enqueue(
+      {"effects:next", "effects:nosuchqueue", "effects:next", "effects:nosuchqueue", "b"});
+  const Run run = Consume(handler, absl::Minutes(1),
+                          [](const ConsumerStats& s) { return s.acked + s.dead == 5; });
+  ASSERT_TRUE(run.done) << Tail(run.log);
+  EXPECT_EQ(run.stats.acked, 3);
+  EXPECT_EQ(run.stats.dead, 2);
+  const std::vector<std::string> requests = TracedRequests(run.log);
+  ASSERT_FALSE(requests.empty());
+  EXPECT_EQ(requests[0],
+            "effects:next,effects:nosuchqueue,effects:next,effects:nosuchqueue,b");
+  for (size_t r = 1; r < requests.size(); ++r) {
+    for (absl::string_view p : absl::StrSplit(requests[r], ',')) {
+      EXPECT_EQ(p, "effects:nosuchqueue") << "only the failed items come back";
+    }
+  }
+  const ItemState failed = State(ids[1]);
+  EXPECT_EQ(failed.kind, ItemState::Kind::kDead);
+  EXPECT_TRUE(absl::StrContains(failed.error, "effect enqueue[1] into \"nosuchqueue\""))
+      << failed.error;
+  // Two items with two follow-ups each into next; none of the failed one's.
+  auto next_status = admin_->Status("next");
+  ASSERT_TRUE(next_status.ok());
+  EXPECT_EQ(next_status->parts[0].ready, 4);
+  EXPECT_EQ(State(ids[0]).result, "done");
+  EXPECT_EQ(State(ids[2]).result, "done");
+}
+
 // --- http ------------------------------------------------------------------------
 
 // http_test_server.py, and a handler posting to one of its paths.
@@ -428,6 +516,43 @@ TEST_F(HttpConsumerTest, ThrottledBatchComesBackWholeAfterRetryAfterWithItsAttem
   EXPECT_GE(received[1]["at"].get<double>() - received[0]["at"].get<double>(), 1.0);
   ASSERT_EQ(received[1]["items"].size(), 3u) << "not split into one request per item";
   for (const auto& item : received[1]["items"]) EXPECT_EQ(item["attempt"], 1) << received.dump();
+}
+
+// The same through HTTP: `a effects fail c retry:1` get one POST; its reply
+// is applied as it is, and only the retry is sent again.
+TEST_F(HttpConsumerTest, RepliesFailuresAreRecordedWithoutSendingTheBatchAgain) {
+  CreateQueue(3);
+  QueueConfig next;
+  next.name = "next";
+  next.parts = 1;
+  ASSERT_TRUE(admin_->CreateQueue(next).ok());
+  std::unique_ptr<Handler> handler = Http("/ok");
+  ASSERT_NE(handler, nullptr);
+  const std::vector<int64_t> ids = Enqueue({"a", "effects", "fail", "c", "retry:1"});
+  const Run run = Consume(*handler, absl::Minutes(1),
+                          [](const ConsumerStats& s) { return s.acked + s.dead == 5; });
+  ASSERT_TRUE(run.done) << Tail(run.log);
+  const nlohmann::json received = Received();
+  ASSERT_EQ(received.size(), 2u) << received.dump();
+  std::vector<std::string> first;
+  for (const auto& item : received[0]["items"]) first.push_back(item["payload"]);
+  EXPECT_EQ(first, (std::vector<std::string>{"a", "effects", "fail", "c", "retry:1"}));
+  ASSERT_EQ(received[1]["items"].size(), 1u);
+  EXPECT_EQ(received[1]["items"][0]["payload"], "retry:1");
+  EXPECT_EQ(received[1]["items"][0]["attempt"], 2);
+  EXPECT_EQ(State(ids[0]).result, "a");
+  EXPECT_EQ(State(ids[1]).result, "done");
+  EXPECT_EQ(State(ids[3]).result, "c");
+  EXPECT_EQ(State(ids[4]).result, "attempt 2");
+  const ItemState dead = State(ids[2]);
+  EXPECT_EQ(dead.kind, ItemState::Kind::kDead);
+  EXPECT_EQ(dead.attempts, 1);
+  EXPECT_EQ(dead.error, "failed as asked");
+  auto next_status = admin_->Status("next");
+  ASSERT_TRUE(next_status.ok());
+  EXPECT_EQ(next_status->parts[0].ready + next_status->parts[0].delayed, 1);
+  ASSERT_EQ(db_.Outbox().size(), 1u);
+  EXPECT_EQ(db_.Outbox()[0].topic, "events");
 }
 
 // --- the examples ---------------------------------------------------------------

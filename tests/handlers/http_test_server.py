@@ -16,10 +16,18 @@ it accepts connections. A POST is a batch of the handler protocol
 
 and when: for a batch holding an item whose payload is "poison", or, with the
 query first=N, for the first N batches POSTed to that path. Otherwise the
-batch is served: each item ok, its payload (text) as its result.
+batch is served: each item ok, its payload (text) as its result, except
+items whose payload asks otherwise:
+
+  fail           ok: false, error "failed as asked", dead: true
+  retry:SECONDS  at attempt 1, ok: false, retry_in SECONDS; later ok, with
+                 the result "attempt N"
+  effects        ok, the result "done", an item enqueued into "next" and a
+                 message published to "events"
 
 GET /log answers the batches received so far, oldest first, as JSON:
-[{"path", "status", "at" (seconds, monotonic), "items": [{"id", "attempt"}]}].
+[{"path", "status", "at" (seconds, monotonic),
+  "items": [{"id", "attempt", "payload"}]}].
 HTTP/1.1 with keep-alive.
 """
 import argparse
@@ -38,6 +46,22 @@ HTML = (b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n"
 lock = threading.Lock()
 received = []  # what GET /log answers
 counts = {}    # batches POSTed, by path
+
+
+def result_for(item):
+    payload = item["payload"]
+    if payload == "fail":
+        return {"id": item["id"], "ok": False, "error": "failed as asked", "dead": True}
+    if payload.startswith("retry:"):
+        if item["attempt"] == 1:
+            return {"id": item["id"], "ok": False, "error": "not yet",
+                    "retry_in": float(payload[6:])}
+        return {"id": item["id"], "ok": True, "result": "attempt %d" % item["attempt"]}
+    if payload == "effects":
+        return {"id": item["id"], "ok": True, "result": "done",
+                "enqueue": [{"queue": "next", "payload": "from %d" % item["id"]}],
+                "publish": [{"topic": "events", "payload": "published"}]}
+    return {"id": item["id"], "ok": True, "result": payload}
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -73,7 +97,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                   "/throttle": 429}.get(how, 200)
         with lock:
             received.append({"path": url.path, "status": status, "at": time.monotonic(),
-                             "items": [{"id": i["id"], "attempt": i["attempt"]} for i in items]})
+                             "items": [{"id": i["id"], "attempt": i["attempt"],
+                                        "payload": i["payload"]} for i in items]})
         if how == "/html":
             self.send(200, "text/html; charset=utf-8", HTML)
         elif how == "/500":
@@ -96,7 +121,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             except OSError:
                 self.close_connection = True
         else:
-            results = [{"id": i["id"], "ok": True, "result": i["payload"]} for i in items]
+            results = [result_for(i) for i in items]
             reply = {"version": 1, "batch": request["batch"], "results": results}
             self.send(200, "application/json", json.dumps(reply).encode())
 

@@ -5,6 +5,9 @@ Speaks the handler protocol (docs/handler-protocol.md) on stdin/stdout, and
 misbehaves as asked: by MODE (argv[1]) for the whole process, or by an item's
 payload for one batch.
 
+With TEST_CHILD_TRACE=1 in its environment it writes "request: P,P,..." (the
+payloads of each request, in order) to stderr as it reads each request.
+
 Modes:
   serve            answer each batch (payload rules below)
   partial-hang     read a request, write half a line, then hang
@@ -25,6 +28,8 @@ Payload rules (serve):
   retry:SECONDS    at attempt 1, answer ok: false, retry_in SECONDS; later, ok
                    with the result "attempt N"
   effects          answer with a result, enqueue and publish effects
+  effects:QUEUE    answer ok with the result "done", enqueueing one item into
+                   "next" and then one into QUEUE
   log:TEXT         write TEXT to stderr, then answer ok
   anything else    answer ok with the payload's bytes as the result
 """
@@ -62,6 +67,12 @@ def result_for(item):
             "publish": [{"topic": "events", "key": "k2", "payload": "published",
                          "headers": [{"key": "h", "value": "v"}]}],
         }
+    if payload.startswith(b"effects:"):
+        return {
+            "id": item["id"], "ok": True, "result": "done",
+            "enqueue": [{"queue": "next", "payload": "first of " + str(item["id"])},
+                        {"queue": payload[8:].decode("utf-8"), "payload": "second"}],
+        }
     if payload.startswith(b"log:"):
         print(payload[4:].decode("utf-8"), file=sys.stderr, flush=True)
     return {"id": item["id"], "ok": True, "result": base64.b64encode(payload).decode("ascii"),
@@ -78,6 +89,9 @@ def main():
     for line in sys.stdin:
         request = json.loads(line)
         items = request["items"]
+        if os.environ.get("TEST_CHILD_TRACE") == "1":
+            print("request: " + ",".join(payload_of(i).decode("utf-8", "replace") for i in items),
+                  file=sys.stderr, flush=True)
         mode = process_mode
         misbehaving = [i for i in items if payload_of(i).startswith(b"misbehave:")]
         if misbehaving:

@@ -2213,6 +2213,74 @@ TEST_F(PgStoreTest, AClaimAheadPlannedOnAnEmptyQueueNeverScansTheTable) {
   EXPECT_LE(seq_scans, 8) << "acks or claims of the backlog read the whole items table";
 }
 
+// The general Finish (a batch with a retry or a dead item, which a queue
+// whose exec or http handler fails 1 % of its items sends it most batches)
+// runs a generic plan after the plan guard too, from the first run, and
+// scans no table for it however small the queue was when it was planned.
+TEST_F(PgStoreTest, AFinishWithFailuresRunsAGenericPlanThatNeverScansTheTable) {
+  MakeQueue("q", 1);
+  auto store = schema_.NewStore();
+  Member m = JoinWith(*store, "q", {0});
+  // The first item of each batch is retried an hour later, the second dead.
+  FinishBody body = [](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (size_t k = 0; k < items.size(); ++k) {
+      Outcome o{items[k].id, items[k].part};
+      if (k < 2) {
+        o.kind = k == 0 ? Outcome::Kind::kRetry : Outcome::Kind::kDead;
+        o.retry_delay = absl::Hours(1);
+        o.error = "failed";
+      }
+      out.push_back(o);
+    }
+    return out;
+  };
+  std::vector<Item> batch;
+  int64_t gone = 0;  // acked and dead: deleted from items
+  auto drain = [&](int batches, int per_batch) {
+    for (int b = 0; b < batches; ++b) {
+      ClaimRequest next = ClaimAll("q", m, per_batch);
+      next.include_suspect = false;
+      if (batch.empty()) {
+        absl::StatusOr<std::vector<Item>> got = store->Claim(next);
+        ASSERT_TRUE(got.ok()) << got.status();
+        batch = *got;
+      }
+      ASSERT_GE(batch.size(), 2u);
+      next.parts[0].after = ItemKey{batch.back().priority, batch.back().id};
+      FinishRequest req = FinishOf("q", m, batch);
+      req.begin_next = true;
+      req.next = [&]() -> std::optional<ClaimRequest> { return next; };
+      absl::StatusOr<FinishResult> r = store->Finish(req, body);
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_EQ(r->retried.size(), 1u);
+      ASSERT_EQ(r->dead.size(), 1u);
+      gone += static_cast<int64_t>(r->acked.size() + r->dead.size());
+      batch = r->next;
+    }
+    // Without a claim ahead: the other form.
+    ASSERT_OK_AND_ASSIGN(FinishResult last, store->Finish(FinishOf("q", m, batch), body));
+    ASSERT_EQ(last.dead.size(), 1u);
+    gone += static_cast<int64_t>(last.acked.size() + last.dead.size());
+    batch.clear();
+  };
+  for (int i = 0; i < 40; ++i) ASSERT_OK(store_->Enqueue("q", Payload("small")));
+  drain(6, 5);  // the generic plans are made on the small table
+  std::vector<NewItem> big(20000, Payload("big"));
+  ASSERT_OK(store_->EnqueueBatch("q", big));
+  drain(40, 100);
+  for (const char* name : {pg_internal::kPipelinedFinishClaim, pg_internal::kPipelinedFinish}) {
+    const auto counts = PlanCounts(*store, "q", name);
+    ASSERT_TRUE(counts.has_value()) << name << " did not run";
+    EXPECT_GT(counts->first, 0) << name << ": generic plans";
+    EXPECT_EQ(counts->second, 0) << name << ": custom plans";
+  }
+  store.reset();  // its backend exits and flushes its statistics
+  const auto [seq_scans, deleted] = ItemsScansOnceDeleted(gone);
+  EXPECT_EQ(deleted, gone);
+  EXPECT_LE(seq_scans, 8) << "finishes of the backlog read the whole items table";
+}
+
 // --- the vacuum horizon ------------------------------------------------------------------
 
 // A snapshot held open (an idle REPEATABLE READ transaction) is what Status
