@@ -13,9 +13,19 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "consumer/handler.h"
+#include "store/store.h"
 #include "store/types.h"
 
 namespace partq {
+
+// A failure a run recorded (a kRetry or kDead outcome), for the consumer to
+// log and count once the transaction holding it commits.
+struct FailureNote {
+  Outcome outcome;
+  int attempt = 0;  // the item's attempt that failed
+  FailureKind kind = FailureKind::kHandlerError;
+};
 
 struct Batch {
   std::vector<Item> items;
@@ -38,6 +48,8 @@ struct Batch {
   // reached BatchRunner::kMaxKeptSavepoints); the Consumer finishes them
   // next.
   std::vector<int64_t> left;
+  // The failures the last run recorded (each run starts it afresh).
+  std::vector<FailureNote> failures;
 };
 
 }  // namespace partq

@@ -46,6 +46,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
                                                       const SessionId& session, absl::BitGenRef gen,
                                                       Batch& batch, bool* need_isolation) {
   const bool isolate = batch.isolate;
+  batch.failures.clear();  // of an earlier run, rolled back
   std::vector<Outcome> outcomes(items.size());
   std::vector<HandlerCall> calls(items.size());
   std::vector<HandlerCall*> run;
@@ -55,6 +56,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& item = items[i];
     if (std::optional<Outcome> dead = failures_.CrashLoop(item)) {
+      batch.failures.push_back({*dead, item.attempts, FailureKind::kCrash});
       outcomes[i] = *std::move(dead);
       continue;
     }
@@ -67,7 +69,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
   }
   auto ack = [&](size_t i) { Ack(items[i], calls[i], &outcomes[i]); };
   if (handler_->StatusesAreFinal() && !isolate) {
-    if (!RunFinal(items, calls, run_index, gen, &outcomes)) {
+    if (!RunFinal(items, calls, run_index, gen, batch, &outcomes)) {
       // It broke its promise (threw, or gave some statuses but not all):
       // what it wrote cannot be trusted, so roll back and isolate.
       *need_isolation = true;
@@ -82,7 +84,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
   if (items.size() == 1 && batch.items.size() == 1 && run.size() == 1) {
     const size_t i = run_index[0];
     if (batch.failed_alone && batch.failed_alone->first == items[i].id) {
-      outcomes[i] = failures_.Failed(items[i], batch.failed_alone->second, gen);
+      outcomes[i] = Failed(items[i], batch.failed_alone->second, gen, batch);
       return outcomes;
     }
     if (!isolate) {
@@ -165,7 +167,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     for (size_t k = 0; k < run.size(); ++k) {
       const size_t i = run_index[k];
       if (auto t = throttled.find(items[i].id); t != throttled.end()) {
-        outcomes[i] = failures_.Failed(items[i], t->second, gen);
+        outcomes[i] = Failed(items[i], t->second, gen, batch);
         continue;
       }
       unblamed[k] = told && blamed.count(items[i].id) == 0;
@@ -216,7 +218,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
         // It did nothing (and the rollback took nothing of it): recorded
         // now, not run alone.
         const size_t i = run_index[group[j]];
-        outcomes[i] = failures_.Failed(items[i], statuses[j], gen);
+        outcomes[i] = Failed(items[i], statuses[j], gen, batch);
       } else {
         alone.push_back(group[j]);
       }
@@ -257,10 +259,17 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
       ack(i);
     } else {
       if (absl::Status r = tx.RollbackToSavepoint("partq_item"); !r.ok()) return r;
-      outcomes[i] = failures_.Failed(items[i], st, gen);
+      outcomes[i] = Failed(items[i], st, gen, batch);
     }
   }
   return outcomes;
+}
+
+Outcome BatchRunner::Failed(const Item& item, const absl::Status& failure, absl::BitGenRef gen,
+                            Batch& batch) const {
+  Outcome o = failures_.Failed(item, failure, gen);
+  batch.failures.push_back({o, item.attempts, FailureKindOf(failure)});
+  return o;
 }
 
 void BatchRunner::Ack(const Item& item, HandlerCall& call, Outcome* outcome) {
@@ -272,7 +281,7 @@ void BatchRunner::Ack(const Item& item, HandlerCall& call, Outcome* outcome) {
 
 bool BatchRunner::RunFinal(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
                            const std::vector<size_t>& run_index, absl::BitGenRef gen,
-                           std::vector<Outcome>* outcomes) {
+                           Batch& batch, std::vector<Outcome>* outcomes) {
   std::vector<HandlerCall*> run;
   for (size_t i : run_index) run.push_back(&calls[i]);
   std::vector<absl::Status> statuses;
@@ -299,7 +308,7 @@ bool BatchRunner::RunFinal(absl::Span<const Item> items, std::vector<HandlerCall
     if (statuses[k].ok()) {
       Ack(items[i], calls[i], &(*outcomes)[i]);
     } else {
-      (*outcomes)[i] = failures_.Failed(items[i], statuses[k], gen);
+      (*outcomes)[i] = Failed(items[i], statuses[k], gen, batch);
     }
   }
   return true;

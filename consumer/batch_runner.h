@@ -77,7 +77,8 @@ class BatchRunner {
 
   // The Finish body for `batch`: runs the handlers of `items` (those of the
   // batch still owned) in `tx` for session `session`, returning one Outcome
-  // per item, in order. Retry delays draw their jitter from `gen`.
+  // per item, in order. Retry delays draw their jitter from `gen`. The
+  // failures it records are noted in batch.failures (of this run only).
   // Without batch.isolate this is the batch attempt: when it fails it records
   // what it learned in `batch`, sets *need_isolation and returns an error
   // (Finish then rolls back), and the caller runs the batch again with
@@ -113,8 +114,11 @@ class BatchRunner {
   // promise (it threw, or gave some statuses but not one per item): the
   // caller rolls back and isolates as for any handler.
   bool RunFinal(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
-                const std::vector<size_t>& run_index, absl::BitGenRef gen,
+                const std::vector<size_t>& run_index, absl::BitGenRef gen, Batch& batch,
                 std::vector<Outcome>* outcomes);
+  // FailurePolicy::Failed, noted in batch.failures.
+  Outcome Failed(const Item& item, const absl::Status& failure, absl::BitGenRef gen,
+                 Batch& batch) const;
   // `item` acked, with its call's result.
   static void Ack(const Item& item, HandlerCall& call, Outcome* outcome);
 

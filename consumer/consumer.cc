@@ -6,7 +6,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "base/utf8.h"
 #include "consumer/metrics.h"
 #include "consumer/schedule_firer.h"
 #include "consumer/table_keeper.h"
@@ -154,6 +156,10 @@ void Consumer::Stop() {
     if (w.joinable()) w.join();
   }
   workers_.clear();
+  if (const LogLimiter::Dropped d = failure_log_.TakeDropped(); d.any()) {
+    PARTQ_LOG(Warning) << "item failures: " << d.Describe()
+                       << " (partq_item_failures_total counts every one)";
+  }
   lifecycle_.EndStop();
 }
 
@@ -402,6 +408,9 @@ bool Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
     need_isolation = false;
     r = store.Finish(req, body);
   }
+  // The failures of the transactions that committed, to report.
+  std::vector<FailureNote> notes;
+  if (r.ok()) notes = batch.failures;
   // An isolating run that left items: they go in transactions of their own,
   // one after another (each may leave some again), as the same batch.
   Batch rest;
@@ -433,6 +442,7 @@ bool Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
       }
       batch = std::move(rest);
       batch.left.clear();  // of the rolled-back transaction
+      ReportFailures(notes, *r);
       absl::MutexLock lock(&mu_);
       CountLocked(*r, done, t0, clock_->Now());
       scheduler_.Release(done);
@@ -447,7 +457,9 @@ bool Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
     }
     r->next = std::move(more->next);
     r->next_begun = more->next_begun;
+    notes.insert(notes.end(), rest.failures.begin(), rest.failures.end());
   }
+  if (r.ok()) ReportFailures(notes, *r);
   const absl::Time t1 = clock_->Now();
   absl::MutexLock lock(&mu_);
   if (ahead) {
@@ -468,6 +480,65 @@ bool Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
   }
   CountLocked(*r, batch.items, t0, t1);
   return true;
+}
+
+namespace {
+
+// The longest piece of an item's error a log line quotes.
+constexpr size_t kLoggedErrorBytes = 300;
+
+// What became of an item after `note` (`dead`: it was dead-lettered), for
+// its log line.
+std::string NextStep(const FailureNote& note, bool dead, int max_attempts) {
+  const Outcome& o = note.outcome;
+  if (!dead) {
+    const std::string in = absl::FormatDuration(absl::Trunc(o.retry_delay, absl::Milliseconds(1)));
+    return o.refund_attempt ? absl::StrCat("retry in ", in, ", the attempt given back")
+                            : absl::StrCat("retry in ", in);
+  }
+  if (note.kind == FailureKind::kCrash && o.refund_attempt) return "dead-lettered (crash loop)";
+  return note.attempt >= max_attempts || o.kind == Outcome::Kind::kRetry
+             ? "dead-lettered (no attempts left)"
+             : "dead-lettered (the handler said it is dead)";
+}
+
+}  // namespace
+
+void Consumer::ReportFailures(const std::vector<FailureNote>& notes, const FinishResult& r) {
+  if (notes.empty()) return;
+  // Only what committed: a fenced item's failure is its next owner's to say.
+  const absl::flat_hash_set<int64_t> retried(r.retried.begin(), r.retried.end());
+  const absl::flat_hash_set<int64_t> dead(r.dead.begin(), r.dead.end());
+  int64_t throttled = 0;
+  for (const FailureNote& note : notes) {
+    const bool is_dead = dead.count(note.outcome.id) > 0;
+    if (!is_dead && retried.count(note.outcome.id) == 0) continue;
+    if (metrics_ != nullptr) metrics_->ItemFailed(note.kind);
+    if (note.kind == FailureKind::kThrottled && !is_dead) ++throttled;
+    // Being told to wait is not a fault: info. The rest: warning.
+    const LogLevel level =
+        note.kind == FailureKind::kThrottled ? LogLevel::kInfo : LogLevel::kWarning;
+    if (level < GetLogLevel()) continue;
+    const std::string& error = note.outcome.error;
+    std::string line = absl::StrCat(
+        "queue \"", options_.queue, "\": item ", note.outcome.id, " failed at attempt ",
+        note.attempt, " of ", config_.max_attempts, " (", FailureKindName(note.kind), "): ",
+        PrintableUtf8(absl::string_view(error).substr(0, kLoggedErrorBytes)),
+        error.size() > kLoggedErrorBytes ? "..." : "", "; ",
+        NextStep(note, is_dead, config_.max_attempts));
+    const LogLimiter::Verdict v = failure_log_.Admit(line.size());
+    if (!v.log) continue;
+    if (v.dropped.any()) {
+      LogLine(LogLevel::kWarning,
+              absl::StrCat("item failures: ", v.dropped.Describe(),
+                           " (partq_item_failures_total counts every one)"));
+    }
+    LogLine(level, line);
+  }
+  if (throttled > 0) {
+    absl::MutexLock lock(&mu_);
+    stats_.throttled += throttled;
+  }
 }
 
 }  // namespace partq

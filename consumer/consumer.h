@@ -77,6 +77,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/log_limiter.h"
 #include "base/service.h"
 #include "consumer/batch.h"
 #include "consumer/batch_runner.h"
@@ -133,7 +134,9 @@ struct ConsumerOptions {
 struct ConsumerStats {
   int64_t claimed = 0;
   int64_t acked = 0;
-  int64_t retried = 0;
+  int64_t retried = 0;  // throttled ones included
+  // Of the retried: throttled (Throttled, handler.h), their attempt given back.
+  int64_t throttled = 0;
   int64_t dead = 0;
   int64_t fenced = 0;
   int64_t finish_errors = 0;
@@ -185,6 +188,11 @@ class Consumer : private PartListener {
                    absl::Time end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A claim took `n` items, into the stats and metrics.
   void CountClaimedLocked(int64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The failures of `notes` that `r` committed (retried or dead-lettered):
+  // logged (warning; info when throttled; through failure_log_) and counted
+  // by kind (partq_item_failures_total{reason}, stats_.throttled).
+  void ReportFailures(const std::vector<FailureNote>& notes, const FinishResult& r)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const StoreFactory factory_;
   const ConsumerOptions options_;
@@ -199,6 +207,10 @@ class Consumer : private PartListener {
   // Made by Start from the queue's config, before the threads; read-only
   // (and thread-safe) after that.
   std::unique_ptr<BatchRunner> runner_;
+
+  // Item failure lines: at most 10 lines (16 KiB) every 10 s; the rest
+  // counted, and said with the next line or at Stop.
+  LogLimiter failure_log_{10, 16 << 10, absl::Seconds(10), clock_};
 
   StartStop lifecycle_;
   mutable absl::Mutex mu_;

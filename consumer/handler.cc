@@ -29,7 +29,48 @@ namespace {
 constexpr char kRetryInUrl[] = "type.partq.dev/handler.retry_in";  // nanoseconds, decimal
 constexpr char kDeadNowUrl[] = "type.partq.dev/handler.dead_now";
 constexpr char kThrottledUrl[] = "type.partq.dev/handler.throttled";
+constexpr char kKindUrl[] = "type.partq.dev/handler.failure_kind";  // FailureKindName
+constexpr FailureKind kKinds[] = {FailureKind::kHandlerError, FailureKind::kEffect,
+                                  FailureKind::kTimeout,      FailureKind::kCrash,
+                                  FailureKind::kProtocol,     FailureKind::kConnection,
+                                  FailureKind::kThrottled};
 }  // namespace
+
+const char* FailureKindName(FailureKind kind) {
+  switch (kind) {
+    case FailureKind::kHandlerError:
+      return "handler_error";
+    case FailureKind::kEffect:
+      return "effect";
+    case FailureKind::kTimeout:
+      return "timeout";
+    case FailureKind::kCrash:
+      return "crash";
+    case FailureKind::kProtocol:
+      return "protocol";
+    case FailureKind::kConnection:
+      return "connection";
+    case FailureKind::kThrottled:
+      return "throttled";
+  }
+  return "handler_error";
+}
+
+absl::Status WithFailureKind(absl::Status failure, FailureKind kind) {
+  failure.SetPayload(kKindUrl, absl::Cord(FailureKindName(kind)));
+  return failure;
+}
+
+FailureKind FailureKindOf(const absl::Status& failure) {
+  if (IsThrottled(failure)) return FailureKind::kThrottled;
+  if (const auto p = failure.GetPayload(kKindUrl)) {
+    for (FailureKind k : kKinds) {
+      if (*p == FailureKindName(k)) return k;
+    }
+  }
+  if (absl::IsDeadlineExceeded(failure)) return FailureKind::kTimeout;
+  return FailureKind::kHandlerError;
+}
 
 absl::Status RetryIn(absl::Status failure, absl::Duration delay) {
   failure.SetPayload(kRetryInUrl, absl::Cord(absl::StrCat(absl::ToInt64Nanoseconds(delay))));

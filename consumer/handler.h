@@ -117,6 +117,27 @@ bool IsDeadNow(const absl::Status& status);
 absl::Status Throttled(absl::Status failure, absl::Duration delay);
 bool IsThrottled(const absl::Status& status);
 
+// Why an item's attempt failed, as the worker logs and counts it
+// (partq_item_failures_total{reason}, FailureKindName): a bounded set.
+enum class FailureKind {
+  kHandlerError,  // the handler said so (an error status, a reply's "ok": false)
+  kEffect,        // an effect of an ok reply could not be applied
+  kTimeout,       // past the handler timeout
+  kCrash,         // the handler died with it (an exec child, a 5xx), or a worker (crash loop)
+  kProtocol,      // an answer that breaks the handler protocol
+  kConnection,    // the connection to the handler broke
+  kThrottled,     // Throttled: not the item's failure; the attempt given back
+};
+// A failure marked with its kind, by a handler that knows it (the exec and
+// http transports); kept through copies, as the hints are.
+absl::Status WithFailureKind(absl::Status failure, FailureKind kind);
+// The kind of `failure`: Throttled, else the kind it was marked with, else
+// kTimeout for DeadlineExceeded, else kHandlerError.
+FailureKind FailureKindOf(const absl::Status& failure);
+// "handler_error", "effect", "timeout", "crash", "protocol", "connection",
+// "throttled".
+const char* FailureKindName(FailureKind kind);
+
 // A handler from a function (for tests and small programs).
 std::unique_ptr<Handler> MakeHandler(std::function<absl::Status(HandlerCall&)> fn);
 

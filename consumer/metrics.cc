@@ -36,6 +36,10 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& que
                       queue)),
       finish_errors_(Counter(r, "partq_ack_errors_total",
                              "Ack transactions that failed (database errors); retried.", queue)),
+      item_failures_(prometheus::BuildCounter()
+                         .Name("partq_item_failures_total")
+                         .Help("Failed attempts of items (retried or dead-lettered), by reason.")
+                         .Register(r)),
       latency_(prometheus::BuildHistogram()
                    .Name("partq_item_latency_seconds")
                    .Help("Time from enqueue to acknowledgement (database enqueue time to "
@@ -92,7 +96,16 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& que
       vacuum_errors_(Counter(r, "partq_table_vacuum_errors_total",
                              "Rounds of the table keeper that failed (database errors); "
                              "retried.",
-                             queue)) {}
+                             queue)) {
+  // Every reason from the start, at 0: a rate over them works before the
+  // first failure.
+  for (FailureKind kind :
+       {FailureKind::kHandlerError, FailureKind::kEffect, FailureKind::kTimeout,
+        FailureKind::kCrash, FailureKind::kProtocol, FailureKind::kConnection,
+        FailureKind::kThrottled}) {
+    item_failures_.Add({{"queue", queue_}, {"reason", FailureKindName(kind)}});
+  }
+}
 
 void ConsumerMetrics::Vacuumed(const std::string& table, absl::Duration took) {
   const prometheus::Labels labels{{"queue", queue_}, {"table", table}};
@@ -117,6 +130,10 @@ void ConsumerMetrics::Waited(const std::vector<Item>& items, absl::Time now) {
     // Clocks differ a little between database and worker: no negative waits.
     wait_.Observe(std::max(0.0, absl::ToDoubleSeconds(now - item.run_at)));
   }
+}
+
+void ConsumerMetrics::ItemFailed(FailureKind kind) {
+  item_failures_.Add({{"queue", queue_}, {"reason", FailureKindName(kind)}}).Increment();
 }
 
 void ConsumerMetrics::Finished(const FinishResult& result, const std::vector<Item>& items,

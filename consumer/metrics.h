@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "consumer/handler.h"
 #include "coordinator/session_metrics.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -40,6 +41,9 @@ class ConsumerMetrics {
   // One handler call (a batch, or one isolated item) took `took`.
   void HandlerCall(absl::Duration took) { handler_.Observe(absl::ToDoubleSeconds(took)); }
   void FinishError() { finish_errors_.Increment(); }
+  // An item's attempt failed for `kind`, and that failure committed (it was
+  // retried or dead-lettered).
+  void ItemFailed(FailureKind kind);
   // One finished batch: outcomes, its items, and the transaction's start/end.
   void Finished(const FinishResult& result, const std::vector<Item>& items, absl::Time start,
                 absl::Time end);
@@ -62,6 +66,7 @@ class ConsumerMetrics {
   prometheus::Counter& dead_;
   prometheus::Counter& fenced_;
   prometheus::Counter& finish_errors_;
+  prometheus::Family<prometheus::Counter>& item_failures_;
   prometheus::Histogram& latency_;
   prometheus::Histogram& batch_duration_;
   prometheus::Histogram& claim_duration_;

@@ -17,8 +17,10 @@ absl::Status ApplyEffects(HandlerCall& call, const ItemReply& reply) {
     const EnqueueEffect& e = reply.enqueue[i];
     absl::StatusOr<EnqueueResult> r = call.tx->Enqueue(e.queue, e.item);
     if (!r.ok()) {
-      return absl::Status(r.status().code(), absl::StrCat("effect enqueue[", i, "] into \"",
-                                                          e.queue, "\": ", r.status().message()));
+      return WithFailureKind(
+          absl::Status(r.status().code(), absl::StrCat("effect enqueue[", i, "] into \"", e.queue,
+                                                       "\": ", r.status().message())),
+          FailureKind::kEffect);
     }
   }
   for (size_t i = 0; i < reply.publish.size(); ++i) {
@@ -31,8 +33,9 @@ absl::Status ApplyEffects(HandlerCall& call, const ItemReply& reply) {
     headers.emplace_back("partq.item.id", absl::StrCat(call.item->id));
     OutboxEvent event{p.topic, p.key, p.payload, HeadersJson(headers)};
     if (absl::Status st = call.tx->Publish(event); !st.ok()) {
-      return absl::Status(
-          st.code(), absl::StrCat("effect publish[", i, "] to \"", p.topic, "\": ", st.message()));
+      return WithFailureKind(absl::Status(st.code(), absl::StrCat("effect publish[", i, "] to \"",
+                                                                 p.topic, "\": ", st.message())),
+                             FailureKind::kEffect);
     }
   }
   call.result = reply.result;

@@ -101,7 +101,10 @@ absl::Status ExecHandler::Failed(Slot& slot, pid_t pid, const absl::Status& st) 
   const std::string message = absl::StrCat("exec handler (pid ", pid, "): ", st.message());
   slot.last_failure = message;
   PARTQ_LOG(Warning) << message;
-  return absl::Status(st.code(), message);
+  return WithFailureKind(absl::Status(st.code(), message),
+                         absl::IsDeadlineExceeded(st) ? FailureKind::kTimeout
+                         : absl::IsUnavailable(st)    ? FailureKind::kCrash
+                                                      : FailureKind::kProtocol);
 }
 
 absl::Duration ExecHandler::RestartBackoff(const Slot& slot) const {

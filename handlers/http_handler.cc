@@ -18,6 +18,24 @@ namespace {
 // The longest a batch waits for a handler that cannot be reached.
 constexpr absl::Duration kMaxConnectWait = absl::Seconds(30);
 
+// How an item counts a failure of its batch's request (FailureKind).
+FailureKind KindOf(HttpFailure failure) {
+  switch (failure) {
+    case HttpFailure::kTimeout:
+    case HttpFailure::kTooSlow:
+      return FailureKind::kTimeout;
+    case HttpFailure::kConnect:
+    case HttpFailure::kTls:
+    case HttpFailure::kTransport:
+    case HttpFailure::kCancelled:
+      return FailureKind::kConnection;
+    case HttpFailure::kServerError:
+      return FailureKind::kCrash;  // the handler's server failed (5xx)
+    default:
+      return FailureKind::kProtocol;
+  }
+}
+
 bool IsHttpUrl(absl::string_view url) {
   return absl::StartsWithIgnoreCase(url, "http://") || absl::StartsWithIgnoreCase(url, "https://");
 }
@@ -109,13 +127,17 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
 
   // A failure of the whole batch: alone, the item's; in a batch, no one's in
   // particular (no statuses: the consumer runs each item alone).
-  auto fail = [&](absl::string_view reason, const std::string& message) {
+  auto fail = [&](absl::string_view reason, const std::string& message, FailureKind kind) {
     if (options_.metrics != nullptr) options_.metrics->Failure(reason);
     PARTQ_LOG(Warning) << message;
-    if (calls.size() == 1) statuses->push_back(absl::UnavailableError(message));
+    if (calls.size() == 1) {
+      statuses->push_back(WithFailureKind(absl::UnavailableError(message), kind));
+    }
   };
   std::unique_ptr<HttpClient> client = Acquire();
-  if (client == nullptr) return fail("client", "http handler: cannot make an HTTP client");
+  if (client == nullptr) {
+    return fail("client", "http handler: cannot make an HTTP client", FailureKind::kConnection);
+  }
   const absl::Time sent = absl::Now();
   HttpResult r = client->Post(options_.url, EncodeRequest(request, items), headers, deadline);
   Release(std::move(client));
@@ -152,16 +174,19 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
         return;
       }
       Connected();
-      return fail(HttpFailureName(r.failure), absl::StrCat("http handler: ", r.error));
+      return fail(HttpFailureName(r.failure), absl::StrCat("http handler: ", r.error),
+                  KindOf(r.failure));
     case HttpOutcome::kOk:
       Connected();
       break;
   }
   auto replies = ParseReply(r.body, request.batch_id, ids, options_.limits);
   if (!replies.ok()) {
-    return fail("bad_reply", absl::StrCat("http handler: ", options_.url, " answered ", r.status,
-                                          " with a reply that breaks the protocol: ",
-                                          replies.status().message()));
+    return fail("bad_reply",
+                absl::StrCat("http handler: ", options_.url, " answered ", r.status,
+                             " with a reply that breaks the protocol: ",
+                             replies.status().message()),
+                FailureKind::kProtocol);
   }
   *statuses = ApplyReplies(calls, *replies, options_.apply_effects);
 }

@@ -31,6 +31,7 @@
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "consumer/consumer.h"
+#include "consumer/metrics.h"
 #include "handlers/exec_handler.h"
 #include "handlers/handler_metrics.h"
 #include "handlers/http_handler.h"
@@ -97,6 +98,9 @@ class ConsumerHandlersTest : public ::testing::Test {
   double Failures(const std::string& reason) {
     return Metric("partq_handler_request_failures_total", {{"reason", reason}});
   }
+  double ItemFailures(const std::string& reason) {
+    return Metric("partq_item_failures_total", {{"reason", reason}});
+  }
 
   ExecOptions Exec(const std::string& command) {
     ExecOptions o;
@@ -148,7 +152,8 @@ class ConsumerHandlersTest : public ::testing::Test {
     Run run;
     ::testing::internal::CaptureStderr();
     {
-      Consumer c(db_.Factory(), o, &handler);
+      ConsumerMetrics metrics(registry_, kQueue);
+      Consumer c(db_.Factory(), o, &handler, &metrics);
       if (c.Start().ok()) {
         run.done = testing::WaitUntil([&] { return done(c.stats()); }, absl::Minutes(2),
                                       absl::Milliseconds(10));
@@ -171,10 +176,11 @@ class ConsumerHandlersTest : public ::testing::Test {
   // item fails, at every attempt, until the queue's policy dead-letters it;
   // then an item enqueued afterwards is acked. Checks all of that, and that
   // the failure was said as `error` in the log and the item's last error,
-  // and counted under `reason`.
+  // counted under `reason` as a request failure and under `kind` as an item
+  // failure (partq_item_failures_total), and logged as the item's failure.
   void ExpectPoisonDeadLettered(Handler& handler, const std::string& poison,
-                                const std::string& reason, const std::string& error,
-                                absl::Duration handler_timeout) {
+                                const std::string& reason, const std::string& kind,
+                                const std::string& error, absl::Duration handler_timeout) {
     const std::vector<int64_t> ids = Enqueue({"a", "b", poison, "c"});
     const Run run = Consume(
         handler, handler_timeout, [](const ConsumerStats& s) { return s.acked + s.dead == 4; },
@@ -198,6 +204,11 @@ class ConsumerHandlersTest : public ::testing::Test {
     // Each attempt of the poison item alone failed the same way, and said so.
     EXPECT_GE(Failures(reason), max_attempts_) << Tail(run.log);
     EXPECT_TRUE(absl::StrContains(run.log, error)) << Tail(run.log);
+    EXPECT_EQ(ItemFailures(kind), max_attempts_) << Tail(run.log);
+    const std::string line = absl::StrCat("queue \"q\": item ", ids[2], " failed at attempt ",
+                                          max_attempts_, " of ", max_attempts_, " (", kind, "): ");
+    EXPECT_TRUE(absl::StrContains(run.log, line)) << line << "\n" << Tail(run.log);
+    EXPECT_TRUE(absl::StrContains(run.log, "; dead-lettered (no attempts left)")) << Tail(run.log);
   }
 
   MemDatabase db_;
@@ -219,6 +230,7 @@ struct ExecCase {
   std::string name;
   std::string payload;                        // what makes test_child.py misbehave (see its modes)
   std::string reason;                         // partq_handler_request_failures_total{reason}
+  std::string kind;                           // partq_item_failures_total{reason}
   std::string error;                          // in the log and the item's last error
   absl::Duration timeout = absl::Minutes(1);  // the consumer's handler timeout
 };
@@ -232,7 +244,7 @@ TEST_P(ExecPoisonTest, ItemIsDeadLetteredByThePolicyTheOthersAreAckedAndTheChild
   const ExecCase& c = GetParam();
   CreateQueue(2);
   ExecHandler handler(Exec(ServeCommand()));
-  ExpectPoisonDeadLettered(handler, c.payload, c.reason, c.error, c.timeout);
+  ExpectPoisonDeadLettered(handler, c.payload, c.reason, c.kind, c.error, c.timeout);
   // Each failure killed the child; the next batch started another.
   EXPECT_GE(handler.stats().kills, max_attempts_);
   EXPECT_GE(Metric("partq_handler_restarts_total"), max_attempts_);
@@ -241,17 +253,18 @@ TEST_P(ExecPoisonTest, ItemIsDeadLetteredByThePolicyTheOthersAreAckedAndTheChild
 INSTANTIATE_TEST_SUITE_P(
     Children, ExecPoisonTest,
     ::testing::Values(
-        ExecCase{"PartialLineThenSilence", "misbehave:partial-hang", "timeout",
+        ExecCase{"PartialLineThenSilence", "misbehave:partial-hang", "timeout", "timeout",
                  "of a line but not its end by the deadline", kHangTimeout},
-        ExecCase{"HundredMegabyteLine", "misbehave:huge-line", "bad_reply",
+        ExecCase{"HundredMegabyteLine", "misbehave:huge-line", "bad_reply", "protocol",
                  "wrote a reply line longer than the limit of 16777216 bytes"},
-        ExecCase{"IdsItWasNotGiven", "misbehave:unknown-id", "bad_reply",
+        ExecCase{"IdsItWasNotGiven", "misbehave:unknown-id", "bad_reply", "protocol",
                  "which was not in the batch"},
-        ExecCase{"FewerResultsThanItems", "misbehave:fewer", "bad_reply", "no result for item"},
-        ExecCase{"ExitsBeforeAnswering", "crash", "died",
+        ExecCase{"FewerResultsThanItems", "misbehave:fewer", "bad_reply", "protocol",
+                 "no result for item"},
+        ExecCase{"ExitsBeforeAnswering", "crash", "died", "crash",
                  "exited with status 3; its last stderr line: \"crashing on purpose\""},
-        ExecCase{"NeverAnswers", "misbehave:never", "timeout", "did not answer by the deadline",
-                 kHangTimeout}),
+        ExecCase{"NeverAnswers", "misbehave:never", "timeout", "timeout",
+                 "did not answer by the deadline", kHangTimeout}),
     [](const auto& test) { return test.param.name; });
 
 // A command whose first starts exit at once (a handler that crashes on
@@ -384,6 +397,54 @@ TEST_F(ConsumerHandlersTest, ExecRepliesFailuresAreRecordedWithoutSendingTheBatc
   EXPECT_EQ(Metric("partq_handler_requests_total"), 2);
 }
 
+// Each failure is logged once it commits, saying the queue, the item, its
+// attempt, the error and what comes next, and counted by its kind (here
+// the follow-up queue "next" was never created: the issue's typo).
+TEST_F(ConsumerHandlersTest, EachItemFailureIsLoggedWithWhatComesNextAndCountedByKind) {
+  CreateQueue(3);
+  ExecHandler handler(Exec(ServeCommand()));
+  const std::vector<int64_t> ids = Enqueue({"a", "dead", "retry:0.5", "effects:nosuchqueue"});
+  const Run run = Consume(handler, absl::Minutes(1),
+                          [](const ConsumerStats& s) { return s.acked + s.dead == 4; });
+  ASSERT_TRUE(run.done) << Tail(run.log);
+  for (const std::string& line :
+       {absl::StrCat("queue \"q\": item ", ids[1],
+                     " failed at attempt 1 of 3 (handler_error): can never succeed; "
+                     "dead-lettered (the handler said it is dead)"),
+        absl::StrCat("queue \"q\": item ", ids[2],
+                     " failed at attempt 1 of 3 (handler_error): not yet; retry in 500ms"),
+        absl::StrCat("queue \"q\": item ", ids[3],
+                     " failed at attempt 1 of 3 (effect): effect enqueue[0] into \"next\": unknown "
+                     "queue \"next\"; retry in ")}) {
+    EXPECT_TRUE(absl::StrContains(run.log, line)) << line << "\n" << Tail(run.log);
+  }
+  EXPECT_TRUE(absl::StrContains(run.log, " W partq: queue \"q\": item ")) << "at warning";
+  EXPECT_EQ(ItemFailures("handler_error"), 2);
+  EXPECT_EQ(ItemFailures("effect"), 3);  // its three attempts
+  EXPECT_EQ(ItemFailures("timeout"), 0);
+}
+
+// A flood of failures costs ten lines per 10 s and a line saying how many
+// were left out; the metric counts them all.
+TEST_F(ConsumerHandlersTest, ItemFailureLinesAreRateLimited) {
+  CreateQueue(1);
+  auto failing = MakeHandler([](HandlerCall&) { return absl::InternalError("always"); });
+  std::vector<std::string> payloads(30, "x");
+  Enqueue(payloads);
+  const Run run =
+      Consume(*failing, absl::Minutes(1), [](const ConsumerStats& s) { return s.dead == 30; });
+  ASSERT_TRUE(run.done) << Tail(run.log);
+  size_t lines = 0;
+  for (size_t at = run.log.find(" failed at attempt 1 of 1 "); at != std::string::npos;
+       at = run.log.find(" failed at attempt 1 of 1 ", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 10u) << Tail(run.log);
+  EXPECT_TRUE(absl::StrContains(run.log, "item failures: 20 lines ("))
+      << "said at the stop: " << Tail(run.log);
+  EXPECT_EQ(ItemFailures("handler_error"), 30);
+}
+
 // An ok item whose effects cannot all be applied (its second enqueue goes
 // to a queue that does not exist) fails alone: its first enqueue is undone,
 // the other items' effects stay, and nothing is sent again but its retry.
@@ -451,6 +512,7 @@ struct HttpCase {
   std::string name;
   std::string path;    // the server's misbehaviour (http_test_server.py)
   std::string reason;  // partq_handler_request_failures_total{reason}
+  std::string kind;    // partq_item_failures_total{reason}
   std::string error;   // in the log and the item's last error
 };
 
@@ -463,20 +525,20 @@ TEST_P(HttpPoisonTest, ItemIsDeadLetteredByThePolicyAndTheOthersAreAcked) {
   CreateQueue(2);
   std::unique_ptr<Handler> handler = Http(c.path);
   ASSERT_NE(handler, nullptr);
-  ExpectPoisonDeadLettered(*handler, "poison", c.reason, c.error, absl::Minutes(1));
+  ExpectPoisonDeadLettered(*handler, "poison", c.reason, c.kind, c.error, absl::Minutes(1));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Servers, HttpPoisonTest,
     ::testing::Values(
-        HttpCase{"HtmlErrorPage", "/html", "not_json",
+        HttpCase{"HtmlErrorPage", "/html", "not_json", "protocol",
                  "HTTP 200 OK with content type \"text/html; charset=utf-8\", not JSON; body "
                  "\"<!DOCTYPE html>"},
-        HttpCase{"InternalServerError", "/500", "server_error",
+        HttpCase{"InternalServerError", "/500", "server_error", "crash",
                  "HTTP 500 Internal Server Error, body \"Internal Server Error: KeyError"},
-        HttpCase{"RedirectLoop", "/redirect", "redirect",
+        HttpCase{"RedirectLoop", "/redirect", "redirect", "protocol",
                  "redirects to \"/redirect\"; redirects are not followed"},
-        HttpCase{"TricklingBody", "/trickle", "too_slow", "came too slowly"}),
+        HttpCase{"TricklingBody", "/trickle", "too_slow", "timeout", "came too slowly"}),
     [](const auto& test) { return test.param.name; });
 
 // 429 with Retry-After for the first batch, then served. The batch is not the

@@ -7,6 +7,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <regex>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -93,6 +95,10 @@ TEST_F(WorkerScrapeTest, PagePassesPromtoolAndFollowsTheItems) {
             schema_.QInt("SELECT count(*) FROM {schema}.effects"));
   EXPECT_EQ(m["partq_items_dead_lettered_total" + jobs],
             schema_.QInt("SELECT count(*) FROM {schema}.dead_items"));
+  // Every failed attempt, by reason: fail:RATE's are the handler's errors.
+  EXPECT_EQ(m["partq_item_failures_total{queue=\"jobs\",reason=\"handler_error\"}"],
+            m["partq_items_nacked_total" + jobs] + m["partq_items_dead_lettered_total" + jobs]);
+  EXPECT_EQ(m["partq_item_failures_total{queue=\"jobs\",reason=\"timeout\"}"], 0);
   for (const char* h : {"partq_item_latency_seconds", "partq_item_wait_seconds",
                         "partq_handler_duration_seconds", "partq_ack_duration_seconds",
                         "partq_claim_duration_seconds", "partq_handoff_duration_seconds"}) {
@@ -151,8 +157,9 @@ TEST_F(WorkerScrapeTest, PagePassesPromtoolAndFollowsTheItems) {
   std::string lint;
   const int rc = RunCommand({promtool, "check", "metrics"}, &lint, {}, page);
   EXPECT_EQ(rc, 0) << "promtool check metrics:\n" << lint << "\n" << page;
-  // Labels carry the queue, and beside it only a histogram's bucket or a
-  // group's state (three values): no session or item ids.
+  // Labels carry the queue, and beside it only a histogram's bucket, a
+  // group's state (three values) or a failure's reason (seven): no session
+  // or item ids.
   EXPECT_EQ(page.find("session="), std::string::npos);
   for (const auto& [series, value] : m) {
     const auto brace = series.find('{');
@@ -161,7 +168,10 @@ TEST_F(WorkerScrapeTest, PagePassesPromtoolAndFollowsTheItems) {
     EXPECT_TRUE(labels.rfind("{queue=\"jobs\"", 0) == 0) << series;
     const auto comma = labels.find(',');
     EXPECT_TRUE(comma == std::string::npos || labels.find(",le=") == comma ||
-                labels.find(",state=") == comma)
+                labels.find(",state=") == comma ||
+                std::regex_match(labels.substr(comma),
+                                 std::regex(",reason=\"(handler_error|effect|timeout|crash|"
+                                            "protocol|connection|throttled)\"\\}")))
         << "unexpected label in " << series;
   }
 
