@@ -30,6 +30,16 @@ constexpr size_t kReadChunk = 64 << 10;
 constexpr size_t kMaxStderrLine = 64 << 10;  // a longer stderr line comes in pieces
 constexpr size_t kLastStderrLine = 512;      // kept for error messages
 
+// What a child wrote on stdout, for a message: its first bytes, escaped
+// (the message may reach a text column and a log line).
+constexpr size_t kQuotedOutputBytes = 200;
+std::string QuoteOutput(absl::string_view out) {
+  if (!out.empty() && out.back() == '\n') out.remove_suffix(1);
+  std::string q = absl::StrCat("\"", PrintableUtf8(out.substr(0, kQuotedOutputBytes)), "\"");
+  if (out.size() > kQuotedOutputBytes) q += "...";
+  return q;
+}
+
 std::string Errno(absl::string_view what, int err) {
   return absl::StrCat(what, ": ", strerror(err));
 }
@@ -201,9 +211,10 @@ absl::Status ChildProcess::CheckIdle() {
     const bool open = ReadStdout(&err);
     if (!err.ok()) return err;
     if (!line_.empty()) {
-      return Fail(
-          absl::StatusCode::kFailedPrecondition,
-          absl::StrCat("wrote ", line_.size(), " byte(s) on stdout while no request was pending"));
+      return Fail(absl::StatusCode::kFailedPrecondition,
+                  absl::StrCat("wrote ", line_.size(),
+                               " byte(s) on stdout while no request was pending: ",
+                               QuoteOutput(line_)));
     }
     if (!open) {
       const bool exited = WaitExit(absl::Now() + absl::Seconds(1));
@@ -222,7 +233,8 @@ bool ChildProcess::ReadStdout(absl::Status* error) {
     if (line_.size() > options_.max_line_bytes) {
       *error = Fail(absl::StatusCode::kResourceExhausted,
                     absl::StrCat("wrote a reply line longer than the limit of ",
-                                 options_.max_line_bytes, " bytes"));
+                                 options_.max_line_bytes, " bytes, beginning ",
+                                 QuoteOutput(line_)));
       return false;
     }
     const size_t left = options_.max_line_bytes - line_.size();
@@ -262,11 +274,13 @@ absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, ab
     if (written < out.size()) {
       return Fail(absl::StatusCode::kFailedPrecondition,
                   absl::StrCat("answered after reading ", written, " of the ", out.size(),
-                               " bytes of the request"));
+                               " bytes of the request: ", QuoteOutput(line_)));
     }
     if (nl + 1 != line_.size()) {
       return Fail(absl::StatusCode::kFailedPrecondition,
-                  "wrote more than one line in answer to one request");
+                  absl::StrCat("wrote more than one line in answer to one request: ",
+                               QuoteOutput(absl::string_view(line_).substr(0, nl)), ", then ",
+                               QuoteOutput(absl::string_view(line_).substr(nl + 1))));
     }
     line_.resize(nl);
     return std::move(line_);
@@ -278,7 +292,8 @@ absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, ab
                   line_.empty() ? std::string("did not answer by the deadline")
                                 : absl::StrCat("wrote ", line_.size(),
                                                " byte(s) of a line but not its end by the "
-                                               "deadline"));
+                                               "deadline: ",
+                                               QuoteOutput(line_)));
     }
     pollfd fds[3] = {{stdout_, POLLIN, 0}, {pidfd_, POLLIN, 0}, {stdin_, POLLOUT, 0}};
     const nfds_t n = written < out.size() ? 3 : 2;
@@ -302,7 +317,8 @@ absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, ab
         return Fail(absl::StatusCode::kUnavailable,
                     line_.empty() ? absl::StrCat(how, " before answering")
                                   : absl::StrCat(how, " after writing ", line_.size(),
-                                                 " byte(s) of a line, without its end"));
+                                                 " byte(s) of a line, without its end: ",
+                                                 QuoteOutput(line_)));
       }
     }
     if (fds[1].revents != 0) {

@@ -128,6 +128,36 @@ std::string RedactedUrl(absl::string_view url, std::string* scheme) {
   return out;
 }
 
+// What happened to a connection that broke, in words: libcurl's own ("Empty
+// reply from server") name its symptom, not the event. `answered`: the
+// status line `status_text` had come, then `body_bytes` of the body (of
+// `declared`, when the server declared its length).
+std::string ConnectionBroke(CURLcode code, bool answered, const std::string& status_text,
+                            size_t body_bytes, int64_t declared) {
+  const std::string got =
+      absl::StrCat(body_bytes, declared >= 0 ? absl::StrCat(" of ", declared) : std::string(),
+                   " body bytes");
+  switch (code) {
+    case CURLE_GOT_NOTHING:
+      return "the handler's server closed the connection before answering (it may have "
+             "crashed or been stopped)";
+    case CURLE_SEND_ERROR:
+      return "the connection broke while the request was being sent (the handler's server "
+             "closed or reset it)";
+    case CURLE_PARTIAL_FILE:
+      return absl::StrCat("the handler's server closed the connection in the middle of its ",
+                          status_text, " answer, after ", got);
+    case CURLE_RECV_ERROR:
+      return answered ? absl::StrCat("the connection broke in the middle of the ", status_text,
+                                     " answer, after ", got)
+                      : "the connection broke before the handler's server answered (it reset "
+                        "or closed the connection: it may have crashed or been stopped)";
+    default:
+      return answered ? absl::StrCat("the connection failed after ", status_text, " began")
+                      : "the connection failed before an answer came";
+  }
+}
+
 std::string HeaderValue(CURL* curl, const char* name) {
   curl_header* h = nullptr;
   if (curl_easy_header(curl, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK || h == nullptr) {
@@ -644,8 +674,10 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
                                           options_.client_cert_file, "?)")));
     }
     return fail(HttpFailure::kTransport,
-                absl::StrCat("POST ", where, ": ", detail,
-                             t.answered ? absl::StrCat(" (after ", status_text, ")") : ""));
+                absl::StrCat("POST ", where, ": ",
+                             ConnectionBroke(code, t.answered, status_text, body_bytes,
+                                             t.declared_length),
+                             " (libcurl: ", detail, ")"));
   }
 
   result.body = std::move(t.body);

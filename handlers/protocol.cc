@@ -50,6 +50,16 @@ std::string Quote(absl::string_view s) {
   return out;
 }
 
+// What the handler sent, for a message about the whole reply: its first
+// bytes, escaped, and its size.
+constexpr size_t kQuotedReplyBytes = 200;
+std::string QuoteReply(absl::string_view reply) {
+  std::string out = absl::StrCat("\"", PrintableUtf8(reply.substr(0, kQuotedReplyBytes)), "\"");
+  if (reply.size() > kQuotedReplyBytes) out += "...";
+  absl::StrAppend(&out, " (", reply.size(), reply.size() == 1 ? " byte)" : " bytes)");
+  return out;
+}
+
 // A violation of the protocol at `path` ("results[2] (item 17).enqueue[0]").
 absl::Status Bad(absl::string_view path, absl::string_view what) {
   return absl::InvalidArgumentError(path.empty() ? absl::StrCat("reply: ", what)
@@ -435,10 +445,12 @@ absl::StatusOr<std::vector<ItemReply>> ParseReply(absl::string_view reply,
     if (const size_t tag = what.find("] "); tag != absl::string_view::npos) {
       what.remove_prefix(tag + 2);
     }
-    return Bad("", absl::StrCat("not valid JSON: ", PrintableUtf8(what)));
+    return Bad("", absl::StrCat("not valid JSON: ", PrintableUtf8(what), "; the handler sent ",
+                                QuoteReply(reply)));
   }
   if (!doc.is_object()) {
-    return Bad("", absl::StrCat("must be a JSON object, not ", doc.type_name()));
+    return Bad("", absl::StrCat("must be a JSON object, not ", doc.type_name(),
+                                "; the handler sent ", QuoteReply(reply)));
   }
   if (absl::Status st = KnownFields(doc, {"version", "batch", "results"}, ""); !st.ok()) {
     return st;

@@ -375,7 +375,18 @@ TEST_F(ExecHandlerTest, GarbageIsAFailure) {
   absl::Status st = RunAlone(h, "x");
   EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
   EXPECT_TRUE(absl::StrContains(st.message(), "reply: not valid JSON")) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "the handler sent \"hello, this is not JSON\""))
+      << st;
   EXPECT_EQ(h.stats().kills, 1);
+}
+
+// A line the child writes while idle (a stray print, a banner) is quoted in
+// the error that says it broke the protocol.
+TEST_F(ExecHandlerTest, AStrayStdoutLineIsQuoted) {
+  ExecHandler h(Options(absl::StrCat("echo 'Loading model v2'; ", Child("serve"))));
+  absl::Status st;
+  for (int i = 0; i < 3 && st.ok(); ++i) st = RunAlone(h, "x");  // until the line is seen
+  EXPECT_TRUE(absl::StrContains(st.message(), "\"Loading model v2")) << st;
 }
 
 // A child that writes a second line for one request, or writes while no

@@ -269,6 +269,51 @@ class RefusingPort {
   int port_ = 0;
 };
 
+// A server on 127.0.0.1 that takes one connection, reads the request's
+// headers and then sends `answer` (maybe nothing) and closes it: a handler's
+// server killed while it worked on the request.
+class DyingServer {
+ public:
+  explicit DyingServer(std::string answer) : answer_(std::move(answer)) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        listen(fd_, 1) != 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      const int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string got;
+      char buf[4096];
+      while (got.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = read(c, buf, sizeof buf);
+        if (n <= 0) break;
+        got.append(buf, static_cast<size_t>(n));
+      }
+      if (!answer_.empty()) (void)!write(c, answer_.data(), answer_.size());
+      close(c);
+    });
+  }
+  ~DyingServer() {
+    if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);  // an accept still waiting returns
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) close(fd_);
+  }
+  std::string Url() const { return absl::StrCat("http://127.0.0.1:", port_, "/h?token=abc"); }
+  int port() const { return port_; }
+
+ private:
+  const std::string answer_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
 class HttpClientTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(server_.ok()) << "civetweb did not start"; }
@@ -542,6 +587,31 @@ TEST_F(HttpClientTest, UrlCredentialsAndQueryStayOutOfMessages) {
   EXPECT_THAT(r.error, HasSubstr(absl::StrCat("127.0.0.1:", server_.port(), "/error500")));
   EXPECT_THAT(r.error, Not(HasSubstr("s3cret")));
   EXPECT_THAT(r.error, Not(HasSubstr("token")));
+}
+
+// A server that dies with the request says so in partq's words, not only
+// libcurl's ("Empty reply from server"), naming the URL without its query.
+TEST(HttpClient, AServerThatClosesTheConnectionBeforeAnsweringIsSaidSo) {
+  DyingServer server("");
+  ASSERT_GT(server.port(), 0);
+  auto client = NewClient();
+  HttpResult r = client->Post(server.Url(), "{}", {}, Deadline());
+  EXPECT_EQ(r.failure, HttpFailure::kTransport) << r.error;
+  EXPECT_THAT(r.error, HasSubstr(absl::StrCat("POST http://127.0.0.1:", server.port(),
+                                              "/h: the handler's server closed the connection "
+                                              "before answering")));
+  EXPECT_THAT(r.error, Not(HasSubstr("token")));
+}
+
+TEST(HttpClient, AServerThatDiesInTheMiddleOfItsAnswerIsSaidSo) {
+  DyingServer server(
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ver");
+  ASSERT_GT(server.port(), 0);
+  auto client = NewClient();
+  HttpResult r = client->Post(server.Url(), "{}", {}, Deadline());
+  EXPECT_EQ(r.failure, HttpFailure::kTransport) << r.error;
+  EXPECT_THAT(r.error, HasSubstr("the handler's server closed the connection in the middle of its "
+                                 "HTTP 200 OK answer, after 5 of 100 body bytes"));
 }
 
 TEST(HttpClient, ConnectionRefusedFails) {

@@ -225,6 +225,22 @@ TEST(ParseReplyErrors, NotJson) {
   }
 }
 
+// What the handler sent is quoted: escaped, its first 200 bytes, its size.
+TEST(ParseReplyErrors, NotJsonQuotesWhatTheHandlerSent) {
+  absl::Status st = Parse("hello, this is not JSON").status();
+  EXPECT_TRUE(absl::EndsWith(st.message(),
+                             "; the handler sent \"hello, this is not JSON\" (23 bytes)"))
+      << st;
+  const std::string banner = "Loading model\tv2\x01\xff" + std::string(300, 'x');
+  st = Parse(banner).status();
+  EXPECT_TRUE(absl::StrContains(
+      st.message(),
+      absl::StrCat("; the handler sent \"Loading model\\x09v2\\x01\\xff", std::string(182, 'x'),
+                   "\"... (318 bytes)")))
+      << st;
+  EXPECT_TRUE(IsValidUtf8(st.message()));
+}
+
 TEST(ParseReplyErrors, BytesThatAreNotUtf8AreNotJsonAndTheMessageStaysUtf8) {
   const absl::Status st = Parse(Reply("{\"id\":17,\"ok\":false,\"error\":\"\xff\xfe\"}")).status();
   EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
@@ -233,7 +249,8 @@ TEST(ParseReplyErrors, BytesThatAreNotUtf8AreNotJsonAndTheMessageStaysUtf8) {
 }
 
 TEST(ParseReplyErrors, TopLevel) {
-  ExpectError(Parse("[1,2]").status(), "reply: must be a JSON object, not array");
+  ExpectError(Parse("[1,2]").status(),
+              "reply: must be a JSON object, not array; the handler sent \"[1,2]\" (5 bytes)");
   ExpectError(Parse(R"({"batch":"b1","results":[]})").status(), "reply: \"version\" is missing");
   ExpectError(Parse(R"({"version":2,"batch":"b1","results":[]})").status(),
               "reply: version 2 is not supported (this partq speaks version 1)");
