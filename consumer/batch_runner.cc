@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "consumer/metrics.h"
 
@@ -17,7 +18,39 @@ namespace {
 // with one savepoint per item (or a lone item's failure be recorded).
 absl::Status IsolateSignal() { return absl::AbortedError("partq: isolating a failed item"); }
 
+// Returned by the body when the consumer stops and its drain timeout
+// passed: Finish rolls back and the batch's items go back unfinished.
+constexpr char kStopUrl[] = "type.partq.dev/consumer.stopping";
+absl::Status StopSignal() {
+  absl::Status st = absl::AbortedError(
+      "partq is stopping and its drain timeout (--drain-timeout) passed: the batch goes back to "
+      "the queue unfinished, without using an attempt");
+  st.SetPayload(kStopUrl, absl::Cord("1"));
+  return st;
+}
+
 }  // namespace
+
+void BatchRunner::StopBy(absl::Time deadline) {
+  stop_deadline_ns_.store(absl::ToUnixNanos(deadline));
+}
+
+void BatchRunner::CancelCalls() { cancelled_.store(true); }
+
+bool BatchRunner::IsStopSignal(const absl::Status& status) {
+  return status.GetPayload(kStopUrl).has_value();
+}
+
+absl::Time BatchRunner::CallDeadline(absl::Time start) const {
+  const int64_t stop = stop_deadline_ns_.load();
+  const absl::Time end = start + handler_timeout_;
+  return stop == INT64_MAX ? end : std::min(end, absl::FromUnixNanos(stop));
+}
+
+bool BatchRunner::Stopped() const {
+  const int64_t stop = stop_deadline_ns_.load();
+  return cancelled_.load() || (stop != INT64_MAX && clock_->Now() >= absl::FromUnixNanos(stop));
+}
 
 BatchRunner::BatchRunner(Handler* handler, FailurePolicy failures, absl::Duration handler_timeout,
                          Clock* clock, ConsumerMetrics* metrics)
@@ -29,7 +62,7 @@ BatchRunner::BatchRunner(Handler* handler, FailurePolicy failures, absl::Duratio
 
 absl::Status BatchRunner::RunAlone(HandlerCall& call) {
   const absl::Time t0 = clock_->Now();
-  call.deadline = t0 + handler_timeout_;
+  call.deadline = CallDeadline(t0);
   absl::Status st = CallHandle(*handler_, call);
   const absl::Time t1 = clock_->Now();
   if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
@@ -47,12 +80,13 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
                                                       Batch& batch, bool* need_isolation) {
   const bool isolate = batch.isolate;
   batch.failures.clear();  // of an earlier run, rolled back
+  if (Stopped()) return StopSignal();
   std::vector<Outcome> outcomes(items.size());
   std::vector<HandlerCall> calls(items.size());
   std::vector<HandlerCall*> run;
   std::vector<size_t> run_index;
   const absl::Time start = clock_->Now();
-  const absl::Time deadline = start + handler_timeout_;
+  const absl::Time deadline = CallDeadline(start);
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& item = items[i];
     if (std::optional<Outcome> dead = failures_.CrashLoop(item)) {
@@ -64,18 +98,23 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     calls[i].tx = &tx;
     calls[i].session = &session;
     calls[i].deadline = deadline;
+    calls[i].cancel = &cancelled_;
     run.push_back(&calls[i]);
     run_index.push_back(i);
   }
   auto ack = [&](size_t i) { Ack(items[i], calls[i], &outcomes[i]); };
   if (handler_->StatusesAreFinal() && !isolate) {
-    if (!RunFinal(items, calls, run_index, gen, batch, &outcomes)) {
-      // It broke its promise (threw, or gave some statuses but not all):
-      // what it wrote cannot be trusted, so roll back and isolate.
-      *need_isolation = true;
-      return IsolateSignal();
+    switch (RunFinal(items, calls, run_index, gen, batch, &outcomes)) {
+      case FinalRun::kDone:
+        return outcomes;
+      case FinalRun::kStopped:
+        return StopSignal();
+      case FinalRun::kBroken:
+        // It broke its promise (threw, or gave some statuses but not all):
+        // what it wrote cannot be trusted, so roll back and isolate.
+        *need_isolation = true;
+        return IsolateSignal();
     }
-    return outcomes;
   }
   // A lone item runs without a savepoint (two round trips fewer). If it
   // fails, the transaction rolls back, its writes with it, and the rerun
@@ -89,6 +128,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     }
     if (!isolate) {
       const absl::Status st = RunAlone(calls[i]);
+      if (Stopped()) return StopSignal();
       if (st.ok()) {
         ack(i);
         return outcomes;
@@ -104,9 +144,11 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     try {
       handler_->HandleBatch(absl::MakeConstSpan(run), &statuses);
     } catch (...) {
+      if (Stopped()) return StopSignal();
       *need_isolation = true;
       return IsolateSignal();
     }
+    if (Stopped()) return StopSignal();
     const absl::Time t1 = clock_->Now();
     if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
     batch.item_cost = (t1 - t0) / static_cast<int64_t>(run.size());
@@ -183,7 +225,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     std::vector<HandlerCall*> calls_of_group;
     const absl::Time t0 = clock_->Now();
     for (size_t k : group) {
-      run[k]->deadline = t0 + handler_timeout_;
+      run[k]->deadline = CallDeadline(t0);
       calls_of_group.push_back(run[k]);
     }
     std::vector<absl::Status> statuses;
@@ -193,10 +235,11 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     } catch (...) {
       told = false;
     }
+    if (Stopped()) return StopSignal();
     const absl::Time t1 = clock_->Now();
     if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
     item_cost = (t1 - t0) / static_cast<int64_t>(group.size());
-    told = told && statuses.size() == group.size() && t1 <= t0 + handler_timeout_;
+    told = told && statuses.size() == group.size() && t1 <= CallDeadline(t0);
     const bool ok = told && std::all_of(statuses.begin(), statuses.end(),
                                         [](const absl::Status& st) { return st.ok(); });
     if (ok) {
@@ -252,6 +295,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
       holds = false;
     }
     const absl::Status st = RunAlone(calls[i]);
+    if (Stopped()) return StopSignal();
     if (unblamed[k]) NoteRerun(1, st.ok() ? 0 : 1);
     if (st.ok()) {
       holds = true;
@@ -279,9 +323,11 @@ void BatchRunner::Ack(const Item& item, HandlerCall& call, Outcome* outcome) {
   outcome->result = std::move(call.result);
 }
 
-bool BatchRunner::RunFinal(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
-                           const std::vector<size_t>& run_index, absl::BitGenRef gen,
-                           Batch& batch, std::vector<Outcome>* outcomes) {
+BatchRunner::FinalRun BatchRunner::RunFinal(absl::Span<const Item> items,
+                                            std::vector<HandlerCall>& calls,
+                                            const std::vector<size_t>& run_index,
+                                            absl::BitGenRef gen, Batch& batch,
+                                            std::vector<Outcome>* outcomes) {
   std::vector<HandlerCall*> run;
   for (size_t i : run_index) run.push_back(&calls[i]);
   std::vector<absl::Status> statuses;
@@ -292,17 +338,22 @@ bool BatchRunner::RunFinal(absl::Span<const Item> items, std::vector<HandlerCall
     try {
       handler_->HandleBatch(absl::MakeConstSpan(run), &statuses);
     } catch (...) {
-      return false;
+      return Stopped() ? FinalRun::kStopped : FinalRun::kBroken;
     }
     if (metrics_ != nullptr) metrics_->HandlerCall(clock_->Now() - t0);
     if (statuses.empty()) {
       // A failure without blame, which left nothing in the transaction:
       // each item alone, here, to find the one that causes it.
-      for (HandlerCall* call : run) statuses.push_back(RunAlone(*call));
+      for (HandlerCall* call : run) {
+        if (Stopped()) return FinalRun::kStopped;
+        statuses.push_back(RunAlone(*call));
+      }
     } else if (statuses.size() != run.size()) {
-      return false;
+      return FinalRun::kBroken;
     }
   }
+  // A call cut short by the stop failed for it, not for its items.
+  if (Stopped()) return FinalRun::kStopped;
   for (size_t k = 0; k < run.size(); ++k) {
     const size_t i = run_index[k];
     if (statuses[k].ok()) {
@@ -311,7 +362,7 @@ bool BatchRunner::RunFinal(absl::Span<const Item> items, std::vector<HandlerCall
       (*outcomes)[i] = Failed(items[i], statuses[k], gen, batch);
     }
   }
-  return true;
+  return FinalRun::kDone;
 }
 
 void BatchRunner::NoteRerun(size_t runs, size_t failed) {

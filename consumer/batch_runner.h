@@ -32,13 +32,22 @@
 //                   or in a group, so a 429 for a whole batch costs one
 //                   rollback, not one request per item.
 //
+//   stopping        once the consumer stops (StopBy), calls end by the end
+//                   of its drain and none starts after it; at the drain
+//                   timeout the calls under way are given up (CancelCalls).
+//                   The run then returns the stop signal: the transaction
+//                   rolls back and the items go back unfinished, no attempt
+//                   used (a call cut short by the stop is not their failure).
+//
 // Thread-safe: one runner serves every worker of a consumer at once (each
 // with its own transaction and batch); the only state it shares between
 // them is the recent rerun failure rate, behind its own mutex.
 #ifndef PARTQ_CONSUMER_BATCH_RUNNER_H_
 #define PARTQ_CONSUMER_BATCH_RUNNER_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -100,6 +109,17 @@ class BatchRunner {
   // again, lately (0 before any rerun).
   double RerunFailureRate() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The consumer stops (Consumer::Stop): handler calls that start from now
+  // on end by `deadline`, the end of its drain, and none starts after it
+  // (Run returns the stop signal, so the transaction rolls back and its
+  // items go back unfinished).
+  void StopBy(absl::Time deadline);
+  // The drain timeout passed: the calls under way are given up too
+  // (HandlerCall::cancel), and Run returns the stop signal after them.
+  void CancelCalls();
+  // Whether `status` is the stop signal Run returns.
+  static bool IsStopSignal(const absl::Status& status);
+
  private:
   // Isolating runs: `runs` items that succeeded in their batch attempt ran
   // again, and `failed` of them failed.
@@ -107,13 +127,20 @@ class BatchRunner {
   // Runs `call` alone, with its own deadline; a handler over time has failed
   // (unless its statuses are final: then its status stands).
   absl::Status RunAlone(HandlerCall& call);
+  // The deadline of a handler call that starts at `start`.
+  absl::Time CallDeadline(absl::Time start) const;
+  // Whether handler calls are over: the stop's deadline passed, or they
+  // were given up (CancelCalls).
+  bool Stopped() const;
   // The run of a handler whose statuses are final (Handler::StatusesAreFinal):
   // the items of `run_index` (positions in `items` and `calls`) in one
   // HandleBatch call, each status recorded as it is into *outcomes; after a
-  // failure without blame, each item alone. False if the handler broke its
+  // failure without blame, each item alone. kBroken if the handler broke its
   // promise (it threw, or gave some statuses but not one per item): the
-  // caller rolls back and isolates as for any handler.
-  bool RunFinal(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
+  // caller rolls back and isolates as for any handler. kStopped: calls are
+  // over (Stopped) before it could finish.
+  enum class FinalRun { kDone, kBroken, kStopped };
+  FinalRun RunFinal(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
                 const std::vector<size_t>& run_index, absl::BitGenRef gen, Batch& batch,
                 std::vector<Outcome>* outcomes);
   // FailurePolicy::Failed, noted in batch.failures.
@@ -127,6 +154,11 @@ class BatchRunner {
   const absl::Duration handler_timeout_;
   Clock* const clock_;
   ConsumerMetrics* const metrics_;
+
+  // StopBy's deadline in Unix nanoseconds (INT64_MAX: not stopping), and
+  // CancelCalls'.
+  std::atomic<int64_t> stop_deadline_ns_{INT64_MAX};
+  std::atomic<bool> cancelled_{false};
 
   mutable absl::Mutex mu_;
   // Decayed counts of items rerun by isolating runs and of those that failed.

@@ -138,6 +138,12 @@ absl::Status Consumer::StartThreads() {
 
 void Consumer::Stop() {
   if (!lifecycle_.BeginStop()) return;
+  // The drain's end: handler calls that start from now on end by it, none
+  // starts after it, and OnRevoke gives up those still running at it, so
+  // the stop ends within drain_timeout whatever the handler does (a child
+  // that keeps dying is not restarted past it, nor its items run alone).
+  if (runner_ != nullptr) runner_->StopBy(clock_->Now() + options_.drain_timeout);
+  stop_requested_.store(true);
   // Revokes every part (OnRevoke drains), then leaves the group. Before the
   // part-0 jobs stop: stopping them waits for the query they are in, and the
   // queue's status reads the whole queue (6 s with a 500k backlog under load
@@ -202,8 +208,17 @@ void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
   scheduler_.Remove(nums);
   auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return scheduler_.Drained(nums); };
   if (!clock_->AwaitWithTimeout(mu_, absl::Condition(&drained), options_.drain_timeout)) {
-    PARTQ_LOG(Warning) << "drain timeout: giving parts up with items still in flight (their "
-                          "acks will be fenced once the parts have a new owner or epoch)";
+    if (stop_requested_.load() && runner_ != nullptr) {
+      // Stopping: the handler calls still running are given up; their
+      // items go back to the queue unfinished (BatchRunner::CancelCalls).
+      PARTQ_LOG(Warning) << "drain timeout (--drain-timeout " << options_.drain_timeout
+                         << "): giving up the handler calls still running; their items go "
+                            "back to the queue";
+      runner_->CancelCalls();
+    } else {
+      PARTQ_LOG(Warning) << "drain timeout: giving parts up with items still in flight (their "
+                            "acks will be fenced once the parts have a new owner or epoch)";
+    }
   }
   scheduler_.DropQueued(nums);  // a claim that was under way may have queued more
 }
@@ -471,6 +486,10 @@ bool Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
     } else {
       scheduler_.FailClaim();
     }
+  }
+  if (!r.ok() && BatchRunner::IsStopSignal(r.status())) {
+    PARTQ_LOG(Info) << batch.items.size() << " items: " << r.status().message();
+    return false;  // stopping: the caller gives the batch up
   }
   if (!r.ok()) {
     PARTQ_LOG(Warning) << "finishing " << batch.items.size() << " items: " << r.status();

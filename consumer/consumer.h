@@ -59,12 +59,19 @@
 // Lifecycle: Start() joins; Stop() stops claiming, drains in-flight batches
 // (bounded by drain_timeout; unstarted items are returned to the queue),
 // leaves the group so others take the parts at once, and joins all threads.
+// Handler calls started during the drain end by its end, none starts after
+// it, and the calls still running then are given up (HandlerCall::cancel;
+// their items go back unfinished, no attempt used), so Stop ends within
+// drain_timeout plus what a handler takes to notice (the exec handler: at
+// once; http: within about a second; an in-process handler that ignores
+// its deadline: when it returns).
 // Start, Stop and Abandon keep the rules of base/service.h (Stop is safe
 // before Start and twice; a stopped consumer does not start again). All
 // methods are thread-safe.
 #ifndef PARTQ_CONSUMER_CONSUMER_H_
 #define PARTQ_CONSUMER_CONSUMER_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -217,6 +224,8 @@ class Consumer : private PartListener {
   // What to claim, and what is in flight (its locking contract: claim_scheduler.h).
   ClaimScheduler scheduler_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Stop() began (before its drain, unlike stopping_).
+  std::atomic<bool> stop_requested_{false};
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
   ConsumerStats stats_ ABSL_GUARDED_BY(mu_);
 

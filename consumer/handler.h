@@ -19,6 +19,7 @@
 #ifndef PARTQ_CONSUMER_HANDLER_H_
 #define PARTQ_CONSUMER_HANDLER_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -38,8 +39,15 @@ struct HandlerCall {
   Tx* tx = nullptr;  // the ack transaction
   const SessionId* session = nullptr;
   // The handler timeout, on the consumer's clock (ConsumerOptions::clock);
-  // honour it if you can.
+  // honour it if you can. While the consumer stops, no later than the end
+  // of its drain (ConsumerOptions::drain_timeout).
   absl::Time deadline = absl::InfiniteFuture();
+  // Set (never cleared) when the consumer gives the call up: it is stopping
+  // and its drain timeout passed. Return as soon as you can; whatever the
+  // call did is rolled back and its items go back to the queue without
+  // using an attempt. Null when nothing can cancel the call. The exec and
+  // http handlers watch it.
+  const std::atomic<bool>* cancel = nullptr;
   // Optional result, returned by `partq wait` / Producer::Wait.
   std::optional<std::string> result;
 };

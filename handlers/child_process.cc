@@ -259,7 +259,8 @@ bool ChildProcess::ReadStdout(absl::Status* error) {
   }
 }
 
-absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, absl::Time deadline) {
+absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, absl::Time deadline,
+                                                   const std::atomic<bool>* cancel) {
   assert(request.find('\n') == absl::string_view::npos);
   if (reaped_) return absl::UnavailableError(absl::StrCat("it ", ended()));
   std::string out(request);
@@ -287,6 +288,9 @@ absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, ab
   };
 
   for (;;) {
+    if (cancel != nullptr && cancel->load()) {
+      return Fail(absl::StatusCode::kCancelled, "given up: partq is stopping");
+    }
     if (absl::Now() >= deadline) {
       return Fail(absl::StatusCode::kDeadlineExceeded,
                   line_.empty() ? std::string("did not answer by the deadline")
@@ -297,7 +301,9 @@ absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, ab
     }
     pollfd fds[3] = {{stdout_, POLLIN, 0}, {pidfd_, POLLIN, 0}, {stdin_, POLLOUT, 0}};
     const nfds_t n = written < out.size() ? 3 : 2;
-    const int r = poll(fds, n, PollTimeout(deadline));
+    const int r = poll(fds, n,
+                       PollTimeout(cancel == nullptr ? deadline
+                                                     : std::min(deadline, absl::Now() + kCancelPoll)));
     if (r < 0) {
       if (errno == EINTR) continue;
       return Fail(absl::StatusCode::kInternal, Errno("poll", errno));

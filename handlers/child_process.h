@@ -74,10 +74,15 @@ class ChildProcess {
   //   ResourceExhausted  the line grew past max_line_bytes;
   //   Unavailable        it exited, closed stdout or stopped reading stdin;
   //   FailedPrecondition it answered before reading the whole request, or
-  //                      wrote more than one line.
+  //                      wrote more than one line;
+  //   Cancelled          `cancel` (when given) was set, by another thread:
+  //                      seen within kCancelPoll.
   // After a success the child may have exited (it answered, then quit):
   // CheckIdle says so before the next request.
-  absl::StatusOr<std::string> Exchange(absl::string_view request, absl::Time deadline);
+  absl::StatusOr<std::string> Exchange(absl::string_view request, absl::Time deadline,
+                                       const std::atomic<bool>* cancel = nullptr);
+  // How often Exchange looks at its cancel flag.
+  static constexpr absl::Duration kCancelPoll = absl::Milliseconds(50);
 
   // Graceful stop: closes its stdin (a well-behaved child exits on EOF),
   // waits for it to exit until `deadline`, then Kill().

@@ -89,6 +89,13 @@ absl::Status ExecHandler::Failed(Slot& slot, pid_t pid, const absl::Status& st) 
     slot.child.reset();  // killed and reaped already, or now
     kills_.fetch_add(1);
   }
+  if (absl::IsCancelled(st)) {
+    // The consumer gave the call up (it is stopping): not the child's
+    // failure, nor the batch's.
+    const std::string message = absl::StrCat("exec handler (pid ", pid, "): ", st.message());
+    PARTQ_LOG(Info) << message;
+    return absl::CancelledError(message);
+  }
   ++slot.failures;
   slot.failed_at = absl::Now();
   if (options_.metrics != nullptr) {
@@ -114,7 +121,8 @@ absl::Duration ExecHandler::RestartBackoff(const Slot& slot) const {
                   options_.max_restart_backoff);
 }
 
-absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline) {
+absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline,
+                                const std::atomic<bool>* cancel) {
   if (slot.child) {
     const pid_t pid = slot.child->pid();
     absl::Status idle = slot.child->CheckIdle();
@@ -143,8 +151,14 @@ absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline) {
       return Throttled(absl::UnavailableError(std::move(message)), wait);
     }
     // Back-pressure: this worker thread waits rather than failing items
-    // that are not to blame.
-    absl::SleepFor(next - absl::Now());
+    // that are not to blame (unless the consumer gives the call up).
+    while (absl::Now() < next) {
+      if (cancel != nullptr && cancel->load()) {
+        return absl::CancelledError("exec handler: given up while waiting to restart the child: "
+                                    "partq is stopping");
+      }
+      absl::SleepFor(std::min(next - absl::Now(), ChildProcess::kCancelPoll));
+    }
   }
   ChildOptions co;
   co.command = options_.command;
@@ -173,9 +187,10 @@ absl::StatusOr<std::vector<ItemReply>> ExecHandler::Run(absl::Span<HandlerCall* 
   for (const HandlerCall* call : calls) deadline = std::min(deadline, call->deadline);
   if (deadline == absl::InfiniteFuture()) deadline = now + options_.default_timeout;
 
+  const std::atomic<bool>* cancel = calls.front()->cancel;  // the calls share it
   Slot* slot = Acquire();
   absl::Cleanup release = [&] { Release(slot); };
-  if (absl::Status st = Ready(*slot, deadline); !st.ok()) return st;
+  if (absl::Status st = Ready(*slot, deadline, cancel); !st.ok()) return st;
 
   BatchRequest request;
   request.batch_id = absl::StrCat(batch_prefix_, "-", batches_.fetch_add(1) + 1);
@@ -191,7 +206,7 @@ absl::StatusOr<std::vector<ItemReply>> ExecHandler::Run(absl::Span<HandlerCall* 
   }
   const pid_t pid = slot->child->pid();
   const absl::Time sent = absl::Now();
-  auto line = slot->child->Exchange(EncodeRequest(request, items), deadline);
+  auto line = slot->child->Exchange(EncodeRequest(request, items), deadline, cancel);
   if (options_.metrics != nullptr) options_.metrics->Request(absl::Now() - sent);
   MaxInto(peak_line_bytes_, slot->child->peak_line_bytes());
   if (!line.ok()) {

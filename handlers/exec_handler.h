@@ -103,8 +103,9 @@ class ExecHandler : public Handler {
   // The replies to `calls`, in their order, or why the batch failed.
   absl::StatusOr<std::vector<ItemReply>> Run(absl::Span<HandlerCall* const> calls);
   // A running, idle child in `slot` (started or restarted, after the
-  // backoff, if needed), or why there is none by `deadline`.
-  absl::Status Ready(Slot& slot, absl::Time deadline);
+  // backoff, if needed), or why there is none by `deadline` or before
+  // `cancel` (may be null) is set.
+  absl::Status Ready(Slot& slot, absl::Time deadline, const std::atomic<bool>* cancel);
   // The wait before the next start of `slot`'s child, after its failures.
   absl::Duration RestartBackoff(const Slot& slot) const;
   // The child of `slot` failed a batch with `st`: kill it, count the failure.

@@ -139,7 +139,10 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
     return fail("client", "http handler: cannot make an HTTP client", FailureKind::kConnection);
   }
   const absl::Time sent = absl::Now();
-  HttpResult r = client->Post(options_.url, EncodeRequest(request, items), headers, deadline);
+  // The calls share one cancel flag (HandlerCall::cancel): the consumer
+  // giving up on a stop; libcurl sees it within about a second.
+  HttpResult r = client->Post(options_.url, EncodeRequest(request, items), headers, deadline,
+                              calls.front()->cancel);
   Release(std::move(client));
   if (options_.metrics != nullptr) options_.metrics->Request(absl::Now() - sent);
 

@@ -4,6 +4,7 @@
 // on, so costs, and what GroupRoundPays makes of them, are exact.
 #include "consumer/batch_runner.h"
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -128,13 +129,21 @@ class FinalHandler : public Handler {
   std::set<std::string> throttled;  // Throttled(7 s)
   std::set<std::string> dead_now;
   bool cannot_say = false;
+  absl::Duration batch_cost;  // what each HandleBatch call costs on the clock
   std::vector<size_t> batches;
+  std::vector<absl::Time> deadlines;  // of each call
+  std::vector<bool> cancelled;        // each call's cancel flag, after `during`
+  std::function<void()> during;       // run inside each call
 
   bool StatusesAreFinal() const override { return true; }
   absl::Status Handle(HandlerCall& call) override { return HandleAsBatch(*this, call); }
   void HandleBatch(absl::Span<HandlerCall* const> calls,
                    std::vector<absl::Status>* statuses) override {
     batches.push_back(calls.size());
+    deadlines.push_back(calls[0]->deadline);
+    if (during) during();
+    cancelled.push_back(calls[0]->cancel != nullptr && calls[0]->cancel->load());
+    clock_.Advance(batch_cost);
     statuses->clear();
     if (cannot_say && calls.size() > 1) return;
     for (HandlerCall* c : calls) statuses->push_back(Work(*c));
@@ -541,6 +550,57 @@ TEST_F(BatchRunnerTest, AFinalHandlerThatCannotSayWhichRunsEachItemAloneInTheSam
   EXPECT_EQ(r->retried, std::vector<int64_t>{b.items[1].id});
   EXPECT_EQ(FollowUps(), 2);
   EXPECT_EQ(StateOf(b.items[0]).kind, ItemState::Kind::kDone);
+}
+
+// A stop (Consumer::Stop) caps the deadline of the calls that start, and
+// once its drain's end has passed no call starts: a batch whose handler
+// failed without blame is not run again item by item (a child that keeps
+// dying is not restarted for each), and the run returns the stop signal,
+// so nothing of it commits and no item uses an attempt.
+TEST_F(BatchRunnerTest, AStopCapsTheDeadlinesAndStartsNoCallPastTheDrainsEnd) {
+  final_.cannot_say = true;
+  final_.batch_cost = absl::Milliseconds(600);
+  Batch b = Claim(3);
+  const absl::Time drain_end = clock_.Now() + absl::Milliseconds(500);
+  final_runner_.StopBy(drain_end);
+  auto r = Finish(b, final_runner_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(BatchRunner::IsStopSignal(r.status())) << r.status();
+  EXPECT_EQ(final_.batches, std::vector<size_t>{3}) << "no item run alone past the drain's end";
+  ASSERT_EQ(final_.deadlines.size(), 1u);
+  EXPECT_EQ(final_.deadlines[0], drain_end) << "not the 1 s handler timeout";
+  for (const Item& item : b.items) {
+    const ItemState st = StateOf(item);
+    EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+    EXPECT_EQ(st.attempts, 0) << "rolled back: no attempt used";
+  }
+  // And no call starts at all now.
+  final_.batches.clear();
+  EXPECT_TRUE(BatchRunner::IsStopSignal(Finish(b, final_runner_).status()));
+  EXPECT_TRUE(final_.batches.empty());
+}
+
+// At the drain timeout the calls under way are given up: they see their
+// cancel flag, and the run returns the stop signal after them.
+TEST_F(BatchRunnerTest, CancelledCallsSeeTheirFlagAndTheRunStops) {
+  Batch b = Claim(2);
+  auto r = Finish(b, final_runner_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(final_.cancelled, std::vector<bool>{false});
+  // A call under way when the drain ends: the flag it was given turns true,
+  // and whatever it answered is not recorded.
+  final_.during = [&] { final_runner_.CancelCalls(); };
+  Batch c = Claim(2);
+  EXPECT_TRUE(BatchRunner::IsStopSignal(Finish(c, final_runner_).status()));
+  EXPECT_EQ(final_.cancelled, (std::vector<bool>{false, true}));
+  for (const Item& item : c.items) {
+    EXPECT_EQ(StateOf(item).kind, ItemState::Kind::kPending) << "rolled back";
+    EXPECT_EQ(StateOf(item).attempts, 0);
+  }
+  // No call starts once calls are given up.
+  final_.batches.clear();
+  EXPECT_TRUE(BatchRunner::IsStopSignal(Finish(c, final_runner_).status()));
+  EXPECT_TRUE(final_.batches.empty());
 }
 
 // The cost model of the group rounds.

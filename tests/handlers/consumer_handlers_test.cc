@@ -313,6 +313,68 @@ TEST_F(ConsumerHandlersTest, ChildThatAlwaysExitsDeadLettersEveryItemSayingWhy) 
   EXPECT_TRUE(absl::StrContains(run.log, "exec[pid")) << "the child's stderr reaches the log";
 }
 
+// --- a stop ends within the drain timeout --------------------------------------
+
+// Starts a consumer (drain timeout 1 s, handler timeout 30 s) on `handler`,
+// waits until it holds the items it claimed, stops it, and returns how long
+// the stop took. The log goes to *log.
+absl::Duration StopWhileBusy(Handler& handler, MemDatabase& db, std::string* log) {
+  ConsumerOptions o;
+  o.queue = kQueue;
+  o.concurrency = 2;
+  o.batch = 5;
+  o.poll_only = true;
+  o.poll_interval = absl::Milliseconds(20);
+  o.drain_timeout = absl::Seconds(1);
+  o.handler_timeout = absl::Seconds(30);
+  absl::Duration took = absl::InfiniteDuration();
+  ::testing::internal::CaptureStderr();
+  {
+    Consumer c(db.Factory(), o, &handler);
+    if (c.Start().ok() && testing::WaitUntil([&] { return c.in_flight() > 0; })) {
+      const absl::Time t0 = absl::Now();
+      c.Stop();
+      took = absl::Now() - t0;
+    }
+  }
+  *log = ::testing::internal::GetCapturedStderr();
+  return took;
+}
+
+// A child that never answers: the calls under way are given up at the
+// drain's end (the child killed), and the items go back without using an
+// attempt. The stop took the handler timeout (30 s) before.
+TEST_F(ConsumerHandlersTest, AStopEndsWithinTheDrainTimeoutWhileAChildHangs) {
+  CreateQueue(3);
+  ExecHandler handler(Exec(ServeCommand()));
+  std::vector<std::string> payloads(10, "misbehave:never");
+  const std::vector<int64_t> ids = Enqueue(payloads);
+  std::string log;
+  const absl::Duration took = StopWhileBusy(handler, db_, &log);
+  // The drain's second, and some slack for a loaded machine (a bound, not
+  // a measurement).
+  EXPECT_LT(took, absl::Seconds(3)) << Tail(log);
+  for (int64_t id : ids) {
+    const ItemState s = State(id);
+    EXPECT_EQ(s.kind, ItemState::Kind::kPending);
+    EXPECT_EQ(s.attempts, 0) << "given back unfinished: not the item's failure";
+  }
+  EXPECT_TRUE(absl::StrContains(log, "giving up the handler calls still running")) << Tail(log);
+}
+
+// Children that die at once, over and over: no child is restarted and no
+// item run alone past the drain's end (the 13 s stop with a 10 s
+// drain timeout).
+TEST_F(ConsumerHandlersTest, AStopEndsWithinTheDrainTimeoutWhileChildrenKeepDying) {
+  CreateQueue(100);
+  ExecHandler handler(Exec("read line; echo 'cannot start' >&2; exit 3"));
+  std::vector<std::string> payloads(20, "x");
+  Enqueue(payloads);
+  std::string log;
+  const absl::Duration took = StopWhileBusy(handler, db_, &log);
+  EXPECT_LT(took, absl::Seconds(3)) << Tail(log);
+}
+
 // --- failure hints (exec; the hints are the transport's, the policy the consumer's) ---
 
 TEST_F(ConsumerHandlersTest, DeadTrueIsDeadLetteredAtItsFirstAttempt) {
