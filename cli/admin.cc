@@ -152,9 +152,10 @@ absl::StatusOr<std::optional<double>> RateFlag(const Args& args) {
   }
   double n = 0;
   if (!absl::SimpleAtod(text, &n) || !std::isfinite(n)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--rate must be N/s, N/min or N/h (e.g. 500/s), or none; got ",
-                     Quoted(args.GetOr("rate", ""))));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rate must be N/s, N/min (or N/m), N/h or N alone (per second; e.g. 500/s, 200, "
+        "10/min), or none; got ",
+        Quoted(args.GetOr("rate", ""))));
   }
   const std::optional<double> rate = n / per;
   if (absl::Status st = ValidateRate(rate); !st.ok()) {

@@ -34,7 +34,9 @@ constexpr CommandUsage kCommands[] = {
      "  queue set NAME --dlq-topic TOPIC|''      dead-lettered items go to TOPIC ('' for none)\n"
      "  queue set NAME --rate N/s|N/min|N/h|none the whole fleet claims at most that (also\n"
      "                                           queue create --rate); each part's owner\n"
-     "                                           keeps its part's share\n"
+     "                                           keeps its part's share. N may have a\n"
+     "                                           fraction; N alone is per second, N/m is\n"
+     "                                           N/min (200, 10/m, 0.5/s)\n"
      "  queue set NAME --fair-by key|none        each part's owner serves its keys in turn,\n"
      "                                           so one key's backlog holds no other key back\n"
      "                                           (also queue create --fair-by; workers\n"
@@ -77,7 +79,7 @@ constexpr CommandUsage kCommands[] = {
      "      (in flight, done or dead), 4 some unknown, 1 an error such as an unknown queue,\n"
      "      2 bad input such as an id that is not a number (then nothing is cancelled)\n"},
     {"worker",
-     "  worker QUEUE [--concurrency N] [--batch N] [--handler SPEC] [--instance-id ID]\n"
+     "  worker QUEUE [--concurrency 4] [--batch 100] [--handler SPEC] [--instance-id ID]\n"
      "               [--leave-on-stop] [--metrics-addr HOST:PORT] [--poll-only]\n"
      "               [--drain-timeout 10s] [--vacuum-interval 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--retry-base 1s]\n"

@@ -171,10 +171,14 @@ int CmdWorker(const std::vector<std::string>& argv) {
              "without them (their items were released and run again elsewhere)");
   const ConsumerStats s = consumer.stats();
   if (!quiet) {
+    // Throttled items (429/503, a handler not reachable) were sent back
+    // without using an attempt: not failures, so apart from the retried.
     fprintf(stderr,
-            "partq: worker stopped: %lld acked, %lld retried, %lld dead-lettered, %lld fenced\n",
-            static_cast<long long>(s.acked), static_cast<long long>(s.retried),
-            static_cast<long long>(s.dead), static_cast<long long>(s.fenced));
+            "partq: worker stopped: %lld acked, %lld retried, %lld throttled (back without using "
+            "an attempt), %lld dead-lettered, %lld fenced\n",
+            static_cast<long long>(s.acked), static_cast<long long>(s.retried - s.throttled),
+            static_cast<long long>(s.throttled), static_cast<long long>(s.dead),
+            static_cast<long long>(s.fenced));
   }
   if (!ended.ok()) {
     // The queue was deleted under us (partq queue delete): nothing to work

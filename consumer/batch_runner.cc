@@ -70,7 +70,8 @@ absl::Status BatchRunner::RunAlone(HandlerCall& call) {
   // stands: it wrote the item's effects already (Handler::StatusesAreFinal).
   if (st.ok() && t1 > call.deadline && !handler_->StatusesAreFinal()) {
     st = absl::DeadlineExceededError(
-        absl::StrCat("handler timed out after ", absl::FormatDuration(t1 - t0)));
+        absl::StrCat("handler timed out after ", absl::FormatDuration(t1 - t0),
+                     " (--handler-timeout is ", absl::FormatDuration(handler_timeout_), ")"));
   }
   return st;
 }

@@ -105,7 +105,10 @@ absl::Status ExecHandler::Failed(Slot& slot, pid_t pid, const absl::Status& st) 
                               : absl::IsUnavailable(st)    ? "died"
                                                            : "bad_reply");
   }
-  const std::string message = absl::StrCat("exec handler (pid ", pid, "): ", st.message());
+  // The deadline is the worker's --handler-timeout from the batch's start.
+  const std::string message =
+      absl::StrCat("exec handler (pid ", pid, "): ", st.message(),
+                   absl::IsDeadlineExceeded(st) ? "; the deadline is the worker's --handler-timeout" : "");
   slot.last_failure = message;
   PARTQ_LOG(Warning) << message;
   return WithFailureKind(absl::Status(st.code(), message),

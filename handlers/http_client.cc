@@ -101,9 +101,7 @@ bool IsTlsError(CURLcode code) {
   }
 }
 
-// The URL for messages: scheme, host, port and path only, so credentials in
-// the user info or a token in the query never reach a log or the database.
-// Empty when the URL is not one libcurl can parse.
+// RedactUrl, and the URL's scheme (lower case) into *scheme.
 std::string RedactedUrl(absl::string_view url, std::string* scheme) {
   CURLU* u = curl_url();
   if (u == nullptr) return "";
@@ -189,6 +187,11 @@ struct Transfer {
 };
 
 }  // namespace
+
+std::string RedactUrl(absl::string_view url) {
+  std::string scheme;
+  return RedactedUrl(url, &scheme);
+}
 
 absl::Status CheckHttpUrl(absl::string_view url) {
   const std::string shown = absl::CHexEscape(url.substr(0, 200));

@@ -118,6 +118,12 @@ enum class HttpFailure {
 // A stable lower-case name ("too_slow"), for logs and metric labels.
 absl::string_view HttpFailureName(HttpFailure failure);
 
+// `url` for a message: scheme, host, port and path only (libcurl's URL API
+// parses it), so credentials in its user info or a token in its query never
+// reach a log line, an item's last error or a page. Empty when libcurl cannot
+// parse it.
+std::string RedactUrl(absl::string_view url);
+
 // OK if `url` is an http:// or https:// URL libcurl can use; else
 // InvalidArgument saying what is wrong with it (libcurl's words: no host,
 // a port out of range...), so a worker can refuse it at start.

@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<HttpHandler>> HttpHandler::Create(HttpHandlerOpti
 
 HttpHandler::HttpHandler(HttpHandlerOptions options)
     : options_(std::move(options)),
+      url_for_messages_(RedactUrl(options_.url)),
       batch_prefix_(absl::StrFormat("%016x", absl::Uniform<uint64_t>(absl::BitGen()))) {}
 
 HttpHandler::~HttpHandler() = default;
@@ -177,7 +178,12 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
         return;
       }
       Connected();
-      return fail(HttpFailureName(r.failure), absl::StrCat("http handler: ", r.error),
+      // The deadline is the worker's --handler-timeout from the batch's start.
+      return fail(HttpFailureName(r.failure),
+                  absl::StrCat("http handler: ", r.error,
+                               r.failure == HttpFailure::kTimeout
+                                   ? "; the deadline is the worker's --handler-timeout"
+                                   : ""),
                   KindOf(r.failure));
     case HttpOutcome::kOk:
       Connected();
@@ -186,7 +192,7 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
   auto replies = ParseReply(r.body, request.batch_id, ids, options_.limits);
   if (!replies.ok()) {
     return fail("bad_reply",
-                absl::StrCat("http handler: ", options_.url, " answered ", r.status,
+                absl::StrCat("http handler: POST ", url_for_messages_, ": HTTP ", r.status,
                              " with a reply that breaks the protocol: ",
                              replies.status().message()),
                 FailureKind::kProtocol);

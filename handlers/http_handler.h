@@ -99,6 +99,7 @@ class HttpHandler : public Handler {
   void Release(std::unique_ptr<HttpClient> client) ABSL_LOCKS_EXCLUDED(mu_);
 
   const HttpHandlerOptions options_;
+  const std::string url_for_messages_;  // RedactUrl(options_.url)
   const std::string batch_prefix_;  // random, so batch ids differ across processes
   std::atomic<int64_t> batches_{0};
   // The wait after a failed connection, and whether it is a new step.

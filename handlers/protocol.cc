@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/utf8.h"
 
@@ -488,11 +489,20 @@ absl::StatusOr<std::vector<ItemReply>> ParseReply(absl::string_view reply,
     if (!r.is_object()) return WrongType(path, "an object", r);
     const json* id = Field(r, "id");
     if (id == nullptr) return Bad(path, "\"id\" is missing");
-    if (!id->is_number_integer()) return WrongType(Join(path, "id"), "an integer", *id);
+    // An id as a string of its decimal digits is taken too: some JSON
+    // libraries (Perl's JSON::PP) write a number once used as a string as a
+    // string. Only its canonical form ("17", not "017", "+17" or "17.0").
+    int64_t as_text = 0;
+    const bool text_id = id->is_string() &&
+                         absl::SimpleAtoi(id->get_ref<const std::string&>(), &as_text) &&
+                         as_text >= 0 && absl::StrCat(as_text) == id->get_ref<const std::string&>();
+    if (!id->is_number_integer() && !text_id) {
+      return WrongType(Join(path, "id"), "an integer", *id);
+    }
     const bool fits =
-        !id->is_number_unsigned() ||
+        text_id || !id->is_number_unsigned() ||
         id->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-    auto it = fits ? index.find(id->get<int64_t>()) : index.end();
+    auto it = !fits ? index.end() : index.find(text_id ? as_text : id->get<int64_t>());
     if (it == index.end()) {
       return Bad(path, absl::StrCat("lists item ", id->dump(), ", which was not in the batch"));
     }

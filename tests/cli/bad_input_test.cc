@@ -944,6 +944,10 @@ TEST(Help, EveryCommandAnswersHelpWithoutADatabase) {
   }
   Result worker = Partq({"worker", "--help"});
   EXPECT_TRUE(absl::StrContains(worker.out, "--handler-timeout")) << worker.out;
+  // The defaults, as for every other flag that has one.
+  EXPECT_TRUE(absl::StrContains(worker.out, "[--concurrency 4] [--batch 100]")) << worker.out;
+  Result queue = Partq({"help", "queue"});
+  EXPECT_TRUE(absl::StrContains(queue.out, "N alone is per second, N/m is")) << queue.out;
   EXPECT_TRUE(absl::StrContains(worker.out, "record:TABLE")) << worker.out;
   Result bridge = Partq({"bridge", "--help"});
   EXPECT_TRUE(absl::StrContains(bridge.out, "--drain-timeout")) << bridge.out;

@@ -472,7 +472,7 @@ TEST_F(BatchRunnerTest, AHandlerOverItsDeadlineHasFailed) {
   EXPECT_EQ(handler_.alone, (std::vector<std::string>{"p0", "p1", "p2"}));
   EXPECT_EQ(r->acked.size(), 2u);
   EXPECT_EQ(r->retried, std::vector<int64_t>{b.items[1].id});
-  EXPECT_EQ(StateOf(b.items[1]).error, "handler timed out after 2s");
+  EXPECT_EQ(StateOf(b.items[1]).error, "handler timed out after 2s (--handler-timeout is 1s)");
   EXPECT_FALSE(FollowedUp("p1"));
 }
 

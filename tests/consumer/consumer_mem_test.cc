@@ -187,7 +187,7 @@ TEST_F(ConsumerMemTest, AHandlerOverItsTimeoutFailsAndTheRestOfItsBatchIsAcked) 
   EXPECT_EQ(c.stats().dead, 1);
   const ItemState slow = StateOf(ids[1]);
   EXPECT_EQ(slow.kind, ItemState::Kind::kDead);
-  EXPECT_EQ(slow.error, "handler timed out after 2s");
+  EXPECT_EQ(slow.error, "handler timed out after 2s (--handler-timeout is 1s)");
   EXPECT_EQ(StateOf(ids[0]).kind, ItemState::Kind::kDone);
 }
 

@@ -463,12 +463,14 @@ FaultScenario::LoggedStats FaultScenario::Logged() {
   for (size_t i = 0; i < workers_.size(); ++i) {
     std::ifstream in(LogPath(static_cast<int>(i)));
     for (std::string line; std::getline(in, line);) {
-      long long a, r, d, f;
+      long long a, r, t, d, f;
       if (sscanf(line.c_str(),
-                 "partq: worker stopped: %lld acked, %lld retried, %lld dead-lettered, %lld fenced",
-                 &a, &r, &d, &f) == 4) {
+                 "partq: worker stopped: %lld acked, %lld retried, %lld throttled (back without "
+                 "using an attempt), %lld dead-lettered, %lld fenced",
+                 &a, &r, &t, &d, &f) == 5) {
         s.acked += a;
         s.retried += r;
+        s.throttled += t;
         s.dead += d;
         s.fenced += f;
       }

@@ -144,10 +144,11 @@ class FaultScenario {
   std::vector<std::string> LogPaths();
   // Dumps the tail of each worker log to stderr (for failures).
   void DumpLogs();
-  // Totals of the "worker stopped: N acked, N retried, N dead-lettered, N
-  // fenced" lines that gracefully stopped workers wrote to their logs.
+  // Totals of the "worker stopped: N acked, N retried, N throttled (...), N
+  // dead-lettered, N fenced" lines that gracefully stopped workers wrote to
+  // their logs.
   struct LoggedStats {
-    int64_t acked = 0, retried = 0, dead = 0, fenced = 0;
+    int64_t acked = 0, retried = 0, throttled = 0, dead = 0, fenced = 0;
   };
   LoggedStats Logged();
   // Summary line for RELIABILITY.md.

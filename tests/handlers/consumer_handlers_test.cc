@@ -264,7 +264,9 @@ INSTANTIATE_TEST_SUITE_P(
         ExecCase{"ExitsBeforeAnswering", "crash", "died", "crash",
                  "exited with status 3; its last stderr line: \"crashing on purpose\""},
         ExecCase{"NeverAnswers", "misbehave:never", "timeout", "timeout",
-                 "did not answer by the deadline", kHangTimeout}),
+                 "did not answer by the deadline (it was killed by SIGKILL); the deadline is "
+                 "the worker's --handler-timeout",
+                 kHangTimeout}),
     [](const auto& test) { return test.param.name; });
 
 // A command whose first starts exit at once (a handler that crashes on
@@ -677,6 +679,25 @@ TEST_F(HttpConsumerTest, RepliesFailuresAreRecordedWithoutSendingTheBatchAgain) 
   EXPECT_EQ(next_status->parts[0].ready + next_status->parts[0].delayed, 1);
   ASSERT_EQ(db_.Outbox().size(), 1u);
   EXPECT_EQ(db_.Outbox()[0].topic, "events");
+}
+
+// Every message names the URL the same way: without its query (nor user
+// info), whichever way the batch failed.
+TEST_F(HttpConsumerTest, ErrorsNameTheUrlWithoutItsQuery) {
+  CreateQueue(1);
+  for (const std::string path : {"/badreply", "/500"}) {
+    std::unique_ptr<Handler> handler = Http(path + "?token=s3cret");
+    ASSERT_NE(handler, nullptr);
+    const int64_t id = Enqueue({"poison"})[0];
+    const Run run =
+        Consume(*handler, absl::Minutes(1), [](const ConsumerStats& s) { return s.dead == 1; });
+    ASSERT_TRUE(run.done) << Tail(run.log);
+    const std::string url = absl::StrCat("POST http://127.0.0.1:", server_->port(), path, ": ");
+    const ItemState dead = State(id);
+    EXPECT_TRUE(absl::StrContains(dead.error, url)) << dead.error;
+    EXPECT_FALSE(absl::StrContains(dead.error, "s3cret")) << dead.error;
+    EXPECT_FALSE(absl::StrContains(run.log, "s3cret")) << Tail(run.log);
+  }
 }
 
 // --- the examples ---------------------------------------------------------------

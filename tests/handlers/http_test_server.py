@@ -13,6 +13,7 @@ it accepts connections. A POST is a batch of the handler protocol
   /redirect   302 to itself, forever
   /trickle    200 application/json whose body comes at 5 bytes a second
   /throttle   429 with Retry-After: SECONDS (query retry_after, default 1)
+  /badreply   200 application/json with a reply that breaks the protocol
 
 and when: for a batch holding an item whose payload is "poison", or, with the
 query first=N, for the first N batches POSTed to that path. Otherwise the
@@ -94,7 +95,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             misbehave = any(i["payload"] == "poison" for i in items)
         how = url.path if misbehave else "/ok"
         status = {"/html": 200, "/500": 500, "/redirect": 302, "/trickle": 200,
-                  "/throttle": 429}.get(how, 200)
+                  "/throttle": 429, "/badreply": 200}.get(how, 200)
         with lock:
             received.append({"path": url.path, "status": status, "at": time.monotonic(),
                              "items": [{"id": i["id"], "attempt": i["attempt"],
@@ -105,6 +106,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send(500, "text/plain", b"Internal Server Error: KeyError: 'n'\n")
         elif how == "/redirect":
             self.send(302, "text/plain", b"", [("Location", self.path)])
+        elif how == "/badreply":
+            self.send(200, "application/json", b'{"version": 1, "results": []}')
         elif how == "/throttle":
             self.send(429, "text/plain", b"slow down\n",
                       [("Retry-After", query.get("retry_after", "1"))])

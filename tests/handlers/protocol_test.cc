@@ -281,11 +281,29 @@ TEST(ParseReplyErrors, UnknownDuplicateAndMissingIds) {
   ExpectError(Parse(Reply("")).status(), "reply: no result for item 17 (0 of 3 items answered)");
 }
 
+// An id written as the string of its digits (Perl's JSON::PP writes a
+// number it once used as a string that way) is the id.
+TEST(ParseReply, AnIdAsAStringOfItsDigitsIsTaken) {
+  auto r = Parse(Reply(R"({"id":"17","ok":true,"result":"x"},{"id":"18","ok":true},{"id":19,"ok":false,"error":"e"})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].id, 17);
+  EXPECT_EQ((*r)[0].result, "x");
+  EXPECT_TRUE((*r)[1].ok);
+  EXPECT_FALSE((*r)[2].ok);
+  // Still one result per item: "17" and 17 are the same item.
+  ExpectError(Parse(Reply(absl::StrCat(R"({"id":"17","ok":true},{"id":17,"ok":true},)", kOthers)))
+                  .status(),
+              "reply: results[1]: item 17 is answered twice (also in results[0])");
+}
+
 TEST(ParseReplyErrors, ResultShape) {
   ExpectError(Parse(Reply("17")).status(), "reply: results[0]: must be an object, not number");
   ExpectError(Parse(Reply(R"({"ok":true})")).status(), "reply: results[0]: \"id\" is missing");
-  ExpectError(Parse(Reply(R"({"id":"17","ok":true})")).status(),
-              "reply: results[0].id: must be an integer, not string");
+  for (const char* id : {R"("017")", R"("+17")", R"("17.0")", R"(" 17")", R"("-17")", R"("")",
+                         R"("99999999999999999999")"}) {
+    ExpectError(Parse(Reply(absl::StrCat(R"({"id":)", id, R"(,"ok":true})"))).status(),
+                "reply: results[0].id: must be an integer, not string");
+  }
   ExpectError(Parse(Reply(R"({"id":17.0,"ok":true})")).status(),
               "reply: results[0].id: must be an integer, not number");
   ExpectError(ErrorOf17(R"({"id":17})"), "reply: results[0] (item 17): \"ok\" is missing");

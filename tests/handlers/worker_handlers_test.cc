@@ -127,6 +127,47 @@ TEST_P(WorkerHandlersTest, FailuresReachMetricsLogAndDeadListAndTheWorkerStaysUp
   if (!HasFailure()) std::remove(log.c_str());
 }
 
+// A batch the server throttled (429) is not a failure of its items: the
+// worker's exit summary counts it apart from the retried.
+TEST(WorkerSummaryTest, ThrottledItemsAreCountedApartFromTheRetried) {
+  testing::TestSchema schema;
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 1;
+  auto store = schema.NewStore();
+  ASSERT_TRUE(store->CreateQueue(q).ok());
+  for (const char* payload : {"a", "b", "c"}) {
+    NewItem item;
+    item.payload = payload;
+    ASSERT_TRUE(store->Enqueue("q", item).ok());
+  }
+  testing::PortFileServer server({PYTHON3, HTTP_TEST_SERVER}, ::testing::TempDir());
+  ASSERT_GT(server.port(), 0) << "see " << server.log();
+  const int port = testing::FreePort();
+  const std::string log = absl::StrCat(::testing::TempDir(), "/worker_summary.log");
+  std::remove(log.c_str());
+  ChildProcess worker(
+      {testing::PartqBinary(), "worker", "q", "--handler",
+       absl::StrCat("http:http://127.0.0.1:", server.port(), "/throttle?first=1&retry_after=1"),
+       "--concurrency", "1", "--poll-interval", "100ms", "--metrics-addr",
+       absl::StrCat("127.0.0.1:", port), "--dsn", schema.dsn(), "--schema", schema.name()},
+      {}, log);
+  std::string body;
+  ASSERT_TRUE(WaitUntil([&] {
+    return HttpGet(port, "/metrics", &body) == 200 &&
+           ParseSamples(body)["partq_items_acked_total{queue=\"q\"}"] == 3;
+  })) << "see " << log;
+  worker.Signal(SIGTERM);
+  ASSERT_TRUE(worker.Wait(absl::Seconds(30)).has_value());
+  std::stringstream text;
+  text << std::ifstream(log).rdbuf();
+  EXPECT_TRUE(absl::StrContains(text.str(),
+                                "partq: worker stopped: 3 acked, 0 retried, 3 throttled (back "
+                                "without using an attempt), 0 dead-lettered, 0 fenced"))
+      << text.str();
+  if (!HasFailure()) std::remove(log.c_str());
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, WorkerHandlersTest,
                          ::testing::Values(WorkerCase{"Exec", "exec", "misbehave:fewer",
                                                       "bad_reply", "no result for item"},
