@@ -1,8 +1,12 @@
 // partq worker: one consumer session in this process, until SIGTERM/SIGINT.
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
@@ -14,7 +18,32 @@
 #include "handlers/handler_spec.h"
 
 namespace partq::cli {
-namespace {}  // namespace
+namespace {
+
+// The http handler's Authorization value, from --handler-auth-file (its first
+// line) or $PARTQ_HANDLER_AUTH: credentials kept out of the command line,
+// which anyone on the machine can read (/proc/PID/cmdline, ps). Empty: none.
+absl::StatusOr<std::string> HandlerAuthorization(const Args& args) {
+  if (auto file = args.Get("handler-auth-file")) {
+    std::ifstream in(*file);
+    std::string line;
+    if (!in || !std::getline(in, line)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--handler-auth-file: cannot read a line from ", *file));
+    }
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--handler-auth-file: ", *file,
+                                                     " has an empty first line (expected e.g. "
+                                                     "\"Bearer TOKEN\")"));
+    }
+    return line;
+  }
+  const char* env = std::getenv("PARTQ_HANDLER_AUTH");
+  return std::string(env != nullptr ? env : "");
+}
+
+}  // namespace
 
 int CmdWorker(const std::vector<std::string>& argv) {
   auto args = Args::Parse(
@@ -22,7 +51,8 @@ int CmdWorker(const std::vector<std::string>& argv) {
       With(ConnectionFlags(),
            {"concurrency", "batch", "handler", "instance-id", "metrics-addr", "drain-timeout",
             "handler-timeout", "poll-interval", "retry-base", "retry-max", "log-level",
-            "handler-ca", "console-listen", "console-token-file", "console-allowed-host",
+            "handler-ca", "handler-auth-file", "console-listen", "console-token-file",
+            "console-allowed-host",
             "vacuum-interval"}),
       {"poll-only", "quiet", "leave-on-stop", "console-read-only"});
   if (!args.ok()) return Fail(args.status());
@@ -99,7 +129,14 @@ int CmdWorker(const std::vector<std::string>& argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   ho.registry = registry.get();
   ho.ca_file = args->GetOr("handler-ca", "");
-  auto handler = MakeHandler(args->GetOr("handler", "noop"), ho);
+  auto auth = HandlerAuthorization(*args);
+  if (!auth.ok()) return Fail(auth.status());
+  ho.http_authorization = *auth;
+  const std::string spec = args->GetOr("handler", "noop");
+  if (args->Has("handler-auth-file") && !absl::StartsWith(spec, "http")) {
+    return Fail(absl::InvalidArgumentError("--handler-auth-file goes with an http: handler"));
+  }
+  auto handler = MakeHandler(spec, ho);
   if (!handler.ok()) return Fail(handler.status());
   ConsumerMetrics metrics(*registry, o.queue);
   InstallStopSignals();  // first: drain and leave; second: exit at once

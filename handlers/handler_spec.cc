@@ -28,6 +28,7 @@ absl::StatusOr<std::unique_ptr<Handler>> MakeHandler(absl::string_view spec,
     o.queue = options.queue.name;
     o.max_attempts = options.queue.max_attempts;
     o.client.ca_file = options.ca_file;
+    o.authorization = options.http_authorization;
     o.metrics = metrics("http");
     return ParseHttpSpec(spec, std::move(o));
   }

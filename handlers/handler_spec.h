@@ -26,6 +26,8 @@ namespace partq {
 struct HandlerSpecOptions {
   QueueConfig queue;    // the queue the worker consumes (name, max_attempts)
   std::string ca_file;  // http: a CA bundle to verify the server with; empty: the system's
+  // http: the Authorization header's value (HttpHandlerOptions::authorization).
+  std::string http_authorization;
   // Where exec and http handlers report (handler_metrics.h); null: nowhere.
   // Must outlive the handler.
   prometheus::Registry* registry = nullptr;

@@ -101,12 +101,19 @@ bool IsTlsError(CURLcode code) {
   }
 }
 
-// RedactUrl, and the URL's scheme (lower case) into *scheme.
-std::string RedactedUrl(absl::string_view url, std::string* scheme) {
+// RedactUrl of `url` (resolved against `base` when given: a redirect's
+// Location may be relative), and the URL's scheme (lower case) into *scheme.
+std::string RedactedUrl(absl::string_view url, std::string* scheme,
+                        absl::string_view base = absl::string_view()) {
   CURLU* u = curl_url();
   if (u == nullptr) return "";
   std::string out;
-  if (curl_url_set(u, CURLUPART_URL, std::string(url).c_str(), 0) == CURLUE_OK) {
+  const bool based =
+      base.empty() || curl_url_set(u, CURLUPART_URL, std::string(base).c_str(), 0) == CURLUE_OK;
+  // CURLU_NON_SUPPORT_SCHEME: an ftp:// or other URL given by mistake is
+  // parsed too, so its user info is found (and left out) like any other.
+  if (based && curl_url_set(u, CURLUPART_URL, std::string(url).c_str(),
+                            CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK) {
     curl_url_set(u, CURLUPART_USER, nullptr, 0);
     curl_url_set(u, CURLUPART_PASSWORD, nullptr, 0);
     curl_url_set(u, CURLUPART_OPTIONS, nullptr, 0);
@@ -188,13 +195,35 @@ struct Transfer {
 
 }  // namespace
 
+bool UrlHasCredentials(absl::string_view url) {
+  CURLU* u = curl_url();
+  if (u == nullptr) return false;
+  bool found = false;
+  if (curl_url_set(u, CURLUPART_URL, std::string(url).c_str(), CURLU_NON_SUPPORT_SCHEME) ==
+      CURLUE_OK) {
+    for (CURLUPart part : {CURLUPART_USER, CURLUPART_PASSWORD}) {
+      char* value = nullptr;
+      if (curl_url_get(u, part, &value, 0) == CURLUE_OK) {
+        found = true;
+        curl_free(value);
+      }
+    }
+  }
+  curl_url_cleanup(u);
+  return found;
+}
+
 std::string RedactUrl(absl::string_view url) {
   std::string scheme;
   return RedactedUrl(url, &scheme);
 }
 
 absl::Status CheckHttpUrl(absl::string_view url) {
-  const std::string shown = absl::CHexEscape(url.substr(0, 200));
+  // What the message shows of it: never its user info, query or fragment;
+  // nothing when libcurl cannot parse it (then it cannot tell them apart).
+  const std::string redacted = RedactUrl(url);
+  const std::string shown =
+      redacted.empty() ? std::string("(not shown)") : absl::CHexEscape(redacted.substr(0, 200));
   CURLU* u = curl_url();
   if (u == nullptr) return absl::ResourceExhaustedError("cannot allocate a URL handle");
   const CURLUcode rc = curl_url_set(u, CURLUPART_URL, std::string(url).c_str(), 0);
@@ -479,7 +508,8 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
     absl::Status bad = CheckHttpUrl(url);
     return fail(
         HttpFailure::kInvalidRequest,
-        bad.ok() ? absl::StrCat("not a usable URL: \"", absl::CHexEscape(url.substr(0, 200)), "\"")
+        bad.ok() ? absl::StrCat("not a usable URL: \"",
+                                absl::CHexEscape(where.empty() ? "(not shown)" : where), "\"")
                  : std::string(bad.message()));
   }
   if (!headers.idempotency_key.empty() && HasLineBreakOrNul(headers.idempotency_key)) {
@@ -713,12 +743,18 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
     return result;
   }
   if (s >= 300 && s <= 399) {
+    // The Location, resolved against the request's URL, as RedactUrl shows
+    // URLs: a redirect to a URL with credentials in it must not leak them.
     const std::string location = HeaderValue(c, "Location");
+    std::string location_scheme;
+    const std::string shown_location = RedactedUrl(location, &location_scheme, url_copy);
     return fail(
         HttpFailure::kRedirect,
         absl::StrCat("POST ", where, ": ", status_text, " redirects to ",
-                     location.empty() ? std::string("(no Location)")
-                                      : absl::StrCat("\"", absl::CHexEscape(location), "\""),
+                     location.empty()         ? std::string("(no Location)")
+                     : shown_location.empty() ? std::string("a Location partq cannot parse")
+                                              : absl::StrCat("\"", absl::CHexEscape(shown_location),
+                                                             "\""),
                      "; redirects are not followed: use the final URL"));
   }
   const std::string with_body =

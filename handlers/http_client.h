@@ -124,6 +124,9 @@ absl::string_view HttpFailureName(HttpFailure failure);
 // parse it.
 std::string RedactUrl(absl::string_view url);
 
+// Whether `url` carries a user name or password (its user info).
+bool UrlHasCredentials(absl::string_view url);
+
 // OK if `url` is an http:// or https:// URL libcurl can use; else
 // InvalidArgument saying what is wrong with it (libcurl's words: no host,
 // a port out of range...), so a worker can refuse it at start.

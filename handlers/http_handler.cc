@@ -46,6 +46,19 @@ absl::StatusOr<std::unique_ptr<HttpHandler>> HttpHandler::Create(HttpHandlerOpti
   if (absl::Status url = CheckHttpUrl(options.url); !url.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("http handler: ", url.message()));
   }
+  if (!options.authorization.empty()) {
+    if (absl::string_view(options.authorization).find_first_of(absl::string_view("\r\n\0", 3)) !=
+        absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          "http handler: the Authorization value contains a line break or NUL character");
+    }
+    if (UrlHasCredentials(options.url)) {
+      return absl::InvalidArgumentError(
+          "http handler: the URL has a user name or password and an Authorization value is "
+          "given too: give the credentials once (better not in the URL, which shows in the "
+          "process's command line)");
+    }
+  }
   // The client options are checked now (a CA file that cannot be read), so
   // a worker refuses to start instead of failing every batch.
   auto probe = HttpClient::Create(options.client);
@@ -125,6 +138,7 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
   }
   HttpRequestHeaders headers;
   headers.idempotency_key = absl::StrCat(options_.queue, ":", absl::StrJoin(ids, ","));
+  if (!options_.authorization.empty()) headers.extra = {{"Authorization", options_.authorization}};
 
   // A failure of the whole batch: alone, the item's; in a batch, no one's in
   // particular (no statuses: the consumer runs each item alone).
@@ -207,12 +221,17 @@ absl::StatusOr<std::unique_ptr<Handler>> ParseHttpSpec(absl::string_view spec,
   // "http:URL", and the URL alone ("http://...", "https://..."), which is
   // what people type.
   absl::string_view url = spec;
+  // The spec as messages may show it: its URL may hold a password.
+  auto shown = [&] {
+    const std::string redacted = RedactUrl(url);
+    return absl::StrCat("http:", redacted.empty() ? "(not shown)" : redacted);
+  };
   if (!IsHttpUrl(spec) && !absl::ConsumePrefix(&url, "http:")) {
-    return absl::InvalidArgumentError(absl::StrCat("handler \"", spec, "\" is not http:URL"));
+    return absl::InvalidArgumentError("handler is not http:URL");
   }
   if (!IsHttpUrl(url)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("handler \"", spec,
+        absl::StrCat("handler \"", shown(),
                      "\": http:URL needs an http:// or https:// URL, like "
                      "http:http://localhost:8080/handle"));
   }

@@ -31,6 +31,11 @@
 //                                breaks the protocol. Each is logged with
 //                                what the server sent, and counted.
 //
+// Credentials: user info in the URL (http://user:password@host/...) is sent
+// as HTTP basic auth by libcurl; options.authorization as the Authorization
+// header. Neither is ever shown: every message names the URL as RedactUrl
+// does (http_client.h).
+//
 // The request carries `Idempotency-Key: QUEUE:ID[,ID...]`: the queue and the
 // ids of the batch's items, so a server can recognise a batch it has seen
 // (a batch is re-sent after a rollback or a crash; items carry their own ids
@@ -72,6 +77,12 @@ struct HttpHandlerOptions {
   absl::Duration default_timeout = absl::Minutes(5);
   // How long a throttled batch waits when the server sent no Retry-After.
   absl::Duration default_retry_after = absl::Seconds(1);
+  // Sent as the Authorization header of every request when not empty
+  // ("Bearer TOKEN", "Basic BASE64"): credentials that need not be in the
+  // URL, where they show in the process's command line (partq worker takes
+  // it from --handler-auth-file or $PARTQ_HANDLER_AUTH). Not with a URL that
+  // has user info.
+  std::string authorization;
   EffectsApplier apply_effects = ApplyEffects;
   std::shared_ptr<HandlerMetrics> metrics;  // may be null
   // Times the waits after failed connections; must outlive the handler.

@@ -601,7 +601,7 @@ INSTANTIATE_TEST_SUITE_P(
         HttpCase{"InternalServerError", "/500", "server_error", "crash",
                  "HTTP 500 Internal Server Error, body \"Internal Server Error: KeyError"},
         HttpCase{"RedirectLoop", "/redirect", "redirect", "protocol",
-                 "redirects to \"/redirect\"; redirects are not followed"},
+                 "/redirect\"; redirects are not followed"},
         HttpCase{"TricklingBody", "/trickle", "too_slow", "timeout", "came too slowly"}),
     [](const auto& test) { return test.param.name; });
 
@@ -683,10 +683,11 @@ TEST_F(HttpConsumerTest, RepliesFailuresAreRecordedWithoutSendingTheBatchAgain) 
 
 // Every message names the URL the same way: without its query (nor user
 // info), whichever way the batch failed.
-TEST_F(HttpConsumerTest, ErrorsNameTheUrlWithoutItsQuery) {
+TEST_F(HttpConsumerTest, ErrorsNameTheUrlWithoutItsQueryOrCredentials) {
   CreateQueue(1);
   for (const std::string path : {"/badreply", "/500"}) {
-    std::unique_ptr<Handler> handler = Http(path + "?token=s3cret");
+    std::unique_ptr<Handler> handler =
+        HttpTo(absl::StrCat("http://svc:pa55@127.0.0.1:", server_->port(), path, "?token=s3cret"));
     ASSERT_NE(handler, nullptr);
     const int64_t id = Enqueue({"poison"})[0];
     const Run run =
@@ -697,7 +698,28 @@ TEST_F(HttpConsumerTest, ErrorsNameTheUrlWithoutItsQuery) {
     EXPECT_TRUE(absl::StrContains(dead.error, url)) << dead.error;
     EXPECT_FALSE(absl::StrContains(dead.error, "s3cret")) << dead.error;
     EXPECT_FALSE(absl::StrContains(run.log, "s3cret")) << Tail(run.log);
+    EXPECT_FALSE(absl::StrContains(dead.error, "pa55")) << dead.error;
+    EXPECT_FALSE(absl::StrContains(run.log, "pa55")) << Tail(run.log);
   }
+  // The credentials went to the server all the same, as basic auth.
+  EXPECT_EQ(Received()[0]["authorization"], "Basic c3ZjOnBhNTU=");  // svc:pa55
+}
+
+// Credentials kept out of the URL: the Authorization value goes with every
+// request.
+TEST_F(HttpConsumerTest, TheAuthorizationValueGoesWithEveryRequest) {
+  CreateQueue(1);
+  HttpHandlerOptions o;
+  o.url = absl::StrCat("http://127.0.0.1:", server_->port(), "/ok");
+  o.queue = kQueue;
+  o.authorization = "Bearer t0ken";
+  auto handler = HttpHandler::Create(std::move(o));
+  ASSERT_TRUE(handler.ok()) << handler.status();
+  Enqueue({"a"});
+  const Run run =
+      Consume(**handler, absl::Minutes(1), [](const ConsumerStats& s) { return s.acked == 1; });
+  ASSERT_TRUE(run.done) << Tail(run.log);
+  EXPECT_EQ(Received()[0]["authorization"], "Bearer t0ken");
 }
 
 // --- the examples ---------------------------------------------------------------

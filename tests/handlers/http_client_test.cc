@@ -184,6 +184,10 @@ class TestServer {
     Add("/loop", [](mg_connection* c, const std::string&) {
       return Reply(c, 302, "text/html", "<a href=/loop>moved</a>", {{"Location", "/loop"}});
     });
+    Add("/moved-with-credentials", [](mg_connection* c, const std::string&) {
+      return Reply(c, 307, "text/plain", "",
+                   {{"Location", "https://svc:pa55@elsewhere.example:8443/h?token=s3cret"}});
+    });
     Add("/empty",
         [](mg_connection* c, const std::string&) { return Reply(c, 200, "application/json", ""); });
     // Declares 16 MiB + 1 and sends until the client hangs up.
@@ -437,8 +441,49 @@ TEST_F(HttpClientTest, RedirectLoopIsNotFollowed) {
   HttpResult r = client->Post(server_.Url("/loop"), "{}", {}, Deadline());
   EXPECT_EQ(r.failure, HttpFailure::kRedirect);
   EXPECT_EQ(r.status, 302);
-  EXPECT_THAT(r.error, HasSubstr("redirects to \"/loop\""));
+  EXPECT_THAT(r.error, HasSubstr(absl::StrCat("redirects to \"http://127.0.0.1:", server_.port(),
+                                              "/loop\"")));
   EXPECT_EQ(server_.requests("/loop"), 1);
+}
+
+// A Location is shown as URLs are: without its credentials or query.
+TEST_F(HttpClientTest, ARedirectsCredentialsStayOutOfTheMessage) {
+  auto client = NewClient();
+  HttpResult r = client->Post(server_.Url("/moved-with-credentials"), "{}", {}, Deadline());
+  EXPECT_EQ(r.failure, HttpFailure::kRedirect);
+  EXPECT_THAT(r.error, HasSubstr("redirects to \"https://elsewhere.example:8443/h\""));
+  EXPECT_THAT(r.error, Not(HasSubstr("pa55")));
+  EXPECT_THAT(r.error, Not(HasSubstr("s3cret")));
+}
+
+// The one helper every message goes through (libcurl's URL API parses).
+TEST(HttpClient, RedactUrlLeavesOutUserInfoQueryAndFragment) {
+  EXPECT_EQ(RedactUrl("http://svc:pa55@host:8080/h?token=x#frag"), "http://host:8080/h");
+  EXPECT_EQ(RedactUrl("https://svc:p%40ss%3A@host/h"), "https://host/h");
+  EXPECT_EQ(RedactUrl("http://user@[::1]:9/a/b"), "http://[::1]:9/a/b");
+  EXPECT_EQ(RedactUrl("ftp://u:pa55@host/x"), "ftp://host/x") << "any scheme";
+  EXPECT_EQ(RedactUrl("http://[::1"), "") << "not parsed: nothing shown";
+  EXPECT_TRUE(UrlHasCredentials("http://svc:pa55@host/h"));
+  EXPECT_TRUE(UrlHasCredentials("http://svc@host/h"));
+  EXPECT_FALSE(UrlHasCredentials("http://host/h?user=a"));
+}
+
+// A URL that is not one partq can use is refused at start without showing
+// its credentials.
+TEST(HttpHandlerTest, AnUnusableUrlIsRefusedWithoutItsCredentials) {
+  for (const std::string spec : {"http:ftp://u:pa55@host/x", "http:http://u:pa55@host:99999/x"}) {
+    auto h = ParseHttpSpec(spec, {});
+    ASSERT_FALSE(h.ok()) << spec;
+    EXPECT_THAT(std::string(h.status().message()), Not(HasSubstr("pa55"))) << h.status();
+  }
+  // Credentials twice: in the URL and as the Authorization value.
+  HttpHandlerOptions o;
+  o.url = "http://u:pa55@127.0.0.1:1/h";
+  o.authorization = "Bearer t";
+  auto twice = HttpHandler::Create(o);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_THAT(std::string(twice.status().message()), HasSubstr("give the credentials once"));
+  EXPECT_THAT(std::string(twice.status().message()), Not(HasSubstr("pa55")));
 }
 
 TEST_F(HttpClientTest, EmptyBodyFails) {
@@ -675,10 +720,15 @@ TEST(HttpHandlerTest, AUrlLibcurlCannotUseIsRefusedAtStart) {
     auto h = HttpHandler::Create(std::move(o));
     EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << url;
   }
+  // libcurl's reason; the URL itself only when libcurl could parse it (so
+  // that its user info, if any, can be left out).
   HttpHandlerOptions o;
   o.url = "http://127.0.0.1:99999/";
   EXPECT_THAT(std::string(HttpHandler::Create(std::move(o)).status().message()),
-              HasSubstr("not a usable URL: \"http://127.0.0.1:99999/\": "));
+              HasSubstr("not a usable URL: \"(not shown)\": Port number was not a decimal"));
+  o.url = "ftp://u:pa55@127.0.0.1/x";
+  EXPECT_THAT(std::string(HttpHandler::Create(std::move(o)).status().message()),
+              HasSubstr("not an http or https URL: \"ftp://127.0.0.1/x\""));
 }
 
 TEST(HttpClient, UnresolvableHostFails) {

@@ -27,7 +27,7 @@ items whose payload asks otherwise:
                  message published to "events"
 
 GET /log answers the batches received so far, oldest first, as JSON:
-[{"path", "status", "at" (seconds, monotonic),
+[{"path", "status", "at" (seconds, monotonic), "authorization" (or null),
   "items": [{"id", "attempt", "payload"}]}].
 HTTP/1.1 with keep-alive.
 """
@@ -98,6 +98,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                   "/throttle": 429, "/badreply": 200}.get(how, 200)
         with lock:
             received.append({"path": url.path, "status": status, "at": time.monotonic(),
+                             "authorization": self.headers.get("Authorization"),
                              "items": [{"id": i["id"], "attempt": i["attempt"],
                                         "payload": i["payload"]} for i in items]})
         if how == "/html":

@@ -14,6 +14,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -58,7 +59,8 @@ class WorkerHandlersTest : public ::testing::TestWithParam<WorkerCase> {
     server_ = std::make_unique<testing::PortFileServer>(
         std::vector<std::string>{PYTHON3, HTTP_TEST_SERVER}, ::testing::TempDir());
     EXPECT_GT(server_->port(), 0) << "see " << server_->log();
-    return absl::StrCat("http:http://127.0.0.1:", server_->port(), "/500");
+    // With credentials in the URL: they must show nowhere (issue 48).
+    return absl::StrCat("http:http://svc:pa55@127.0.0.1:", server_->port(), "/500?token=s3cret");
   }
 
   std::map<std::string, double> Scrape() {
@@ -116,6 +118,8 @@ TEST_P(WorkerHandlersTest, FailuresReachMetricsLogAndDeadListAndTheWorkerStaysUp
   std::string out;
   EXPECT_EQ(testing::RunCommand(Cli({"dead", "list", "q"}), &out), 0);
   EXPECT_TRUE(absl::StrContains(out, c.error)) << out;
+  EXPECT_FALSE(absl::StrContains(out, "pa55")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "s3cret")) << out;
 
   worker.Signal(SIGTERM);
   const std::optional<int> status = worker.Wait(absl::Seconds(30));
@@ -124,7 +128,62 @@ TEST_P(WorkerHandlersTest, FailuresReachMetricsLogAndDeadListAndTheWorkerStaysUp
   std::stringstream text;
   text << std::ifstream(log).rdbuf();
   EXPECT_TRUE(absl::StrContains(text.str(), c.error)) << text.str();
+  EXPECT_FALSE(absl::StrContains(text.str(), "pa55")) << text.str();
+  EXPECT_FALSE(absl::StrContains(text.str(), "s3cret")) << text.str();
   if (!HasFailure()) std::remove(log.c_str());
+}
+
+// The http handler's credentials without argv: the first line of
+// --handler-auth-file, else $PARTQ_HANDLER_AUTH, is sent as the
+// Authorization header; a URL that cannot be used is refused at start
+// without showing its password.
+TEST(WorkerCredentialsTest, TheAuthorizationValueComesFromAFileOrTheEnvironment) {
+  testing::TestSchema schema;
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 1;
+  ASSERT_TRUE(schema.NewStore()->CreateQueue(q).ok());
+  testing::PortFileServer server({PYTHON3, HTTP_TEST_SERVER}, ::testing::TempDir());
+  ASSERT_GT(server.port(), 0) << "see " << server.log();
+  const std::string auth_file = absl::StrCat(::testing::TempDir(), "/handler_auth");
+  std::ofstream(auth_file) << "Bearer from-the-file\n";
+  const std::string url = absl::StrCat("http:http://127.0.0.1:", server.port(), "/ok");
+  int items = 0;
+  for (const auto& [flags, env, expected] :
+       std::vector<std::tuple<std::vector<std::string>, std::map<std::string, std::string>,
+                              std::string>>{
+           {{"--handler-auth-file", auth_file}, {}, "Bearer from-the-file"},
+           {{}, {{"PARTQ_HANDLER_AUTH", "Bearer from-the-env"}}, "Bearer from-the-env"}}) {
+    NewItem item;
+    item.payload = "x";
+    ASSERT_TRUE(schema.NewStore()->Enqueue("q", item).ok());
+    ++items;
+    const int port = testing::FreePort();
+    std::vector<std::string> argv = {testing::PartqBinary(), "worker", "q", "--handler", url,
+                                     "--poll-interval", "100ms", "--metrics-addr",
+                                     absl::StrCat("127.0.0.1:", port), "--dsn", schema.dsn(),
+                                     "--schema", schema.name(), "--quiet"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    ChildProcess worker(argv, env);
+    std::string body;
+    ASSERT_TRUE(WaitUntil([&] {
+      return HttpGet(port, "/metrics", &body) == 200 &&
+             ParseSamples(body)["partq_items_acked_total{queue=\"q\"}"] == 1;
+    }));
+    worker.Signal(SIGTERM);
+    ASSERT_TRUE(worker.Wait(absl::Seconds(30)).has_value());
+    ASSERT_EQ(HttpGet(server.port(), "/log", &body), 200);
+    const std::string log = body;
+    EXPECT_TRUE(absl::StrContains(log, absl::StrCat("\"authorization\": \"", expected, "\"")))
+        << log;
+  }
+  const testing::PartqResult bad =
+      testing::Partq({"worker", "q", "--handler", "http:ftp://svc:pa55@host/x", "--dsn",
+                      schema.dsn(), "--schema", schema.name()});
+  EXPECT_NE(bad.code, 0);
+  EXPECT_TRUE(absl::StrContains(bad.err, "http:ftp://host/x")) << bad.err;
+  EXPECT_FALSE(absl::StrContains(bad.err + bad.out, "pa55")) << bad.err;
+  std::remove(auth_file.c_str());
 }
 
 // A batch the server throttled (429) is not a failure of its items: the
