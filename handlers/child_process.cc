@@ -477,6 +477,7 @@ void ChildProcess::StderrLoop() {
     if (eof || stopping) break;
   }
   if (!pending.empty()) emit(pending);
+  if (options_.on_stderr_end) options_.on_stderr_end(pid_);
 }
 
 }  // namespace partq

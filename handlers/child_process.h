@@ -47,6 +47,9 @@ struct ChildOptions {
   // comes in pieces), with the child's pid. Called on the child's stderr
   // thread; must be thread-safe. May be empty.
   std::function<void(pid_t pid, absl::string_view line)> on_stderr_line;
+  // Once the child's stderr has ended (after its last on_stderr_line), on
+  // the same thread. May be empty.
+  std::function<void(pid_t pid)> on_stderr_end;
 };
 
 class ChildProcess {

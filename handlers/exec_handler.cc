@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <memory>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -12,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/log_limiter.h"
 #include "handlers/child_process.h"
 
 namespace partq {
@@ -166,8 +168,25 @@ absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline,
   ChildOptions co;
   co.command = options_.command;
   co.max_line_bytes = options_.limits.max_reply_bytes;
-  co.on_stderr_line = [level = options_.stderr_level](pid_t pid, absl::string_view line) {
-    if (level >= GetLogLevel()) LogLine(level, absl::StrCat("exec[pid ", pid, "]: ", line));
+  // The child's stderr in the log, within its budget (see the header).
+  auto budget = std::make_shared<LogLimiter>(options_.stderr_lines, options_.stderr_bytes,
+                                             options_.stderr_interval);
+  co.on_stderr_line = [level = options_.stderr_level, budget](pid_t pid, absl::string_view line) {
+    if (level < GetLogLevel()) return;
+    const LogLimiter::Verdict v = budget->Admit(line.size());
+    if (!v.log) return;
+    if (v.dropped.any()) {
+      LogLine(level, absl::StrCat("exec[pid ", pid, "]: its stderr: ", v.dropped.Describe()));
+    }
+    LogLine(level, line.size() <= kMaxLoggedStderrLine
+                       ? absl::StrCat("exec[pid ", pid, "]: ", line)
+                       : absl::StrCat("exec[pid ", pid, "]: ", line.substr(0, kMaxLoggedStderrLine),
+                                      "... (", line.size(), " bytes)"));
+  };
+  co.on_stderr_end = [level = options_.stderr_level, budget](pid_t pid) {
+    if (const LogLimiter::Dropped d = budget->TakeDropped(); d.any() && level >= GetLogLevel()) {
+      LogLine(level, absl::StrCat("exec[pid ", pid, "]: its stderr: ", d.Describe()));
+    }
   };
   auto child = ChildProcess::Start(std::move(co));
   if (!child.ok()) {

@@ -21,7 +21,13 @@
 // start, and no item uses an attempt for it.
 //
 // Each line of a child's stderr goes to partq's log as `exec[pid N]: LINE`
-// (at options.stderr_level).
+// (at options.stderr_level), at most options.stderr_lines lines and
+// stderr_bytes bytes per stderr_interval per child, each cut at
+// kMaxLoggedStderrLine bytes; the rest is counted and said in one line
+// (`exec[pid N]: its stderr: K lines (B bytes) not logged over the last D`)
+// with the next line logged, or when the child's stderr ends. (A child that writes a
+// gigabyte costs a few kilobytes of log.) Its last line is kept whole for
+// the error of a batch it fails, logged or not.
 //
 // The reply's per-item outcomes are final (Handler::StatusesAreFinal): an ok
 // item's effects go through options.apply_effects (ApplyReplies, effects.h)
@@ -70,12 +76,19 @@ struct ExecOptions {
   // The level of the children's stderr lines in partq's log. Warning (shown
   // by default): it is the only window on a failing handler.
   LogLevel stderr_level = LogLevel::kWarning;
+  // The budget of each child's stderr in the log (see above).
+  int stderr_lines = 50;
+  int64_t stderr_bytes = 32 << 10;
+  absl::Duration stderr_interval = absl::Seconds(10);
   EffectsApplier apply_effects = ApplyEffects;
   std::shared_ptr<HandlerMetrics> metrics;  // may be null
 };
 
 class ExecHandler : public Handler {
  public:
+  // A stderr line longer than this is logged cut, with its size.
+  static constexpr size_t kMaxLoggedStderrLine = 4096;
+
   explicit ExecHandler(ExecOptions options);
   ~ExecHandler() override;
   ExecHandler(const ExecHandler&) = delete;

@@ -23,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -414,6 +415,32 @@ TEST_F(ExecHandlerTest, OutputBeyondOneLinePerRequestKillsTheChild) {
 // A command the shell cannot run (status 127, or 126) never took the batch:
 // the items are throttled until the next start, not failed, so a misspelt
 // command does not dead-letter a queue.
+// A child that floods its stderr costs its budget of lines in the log, then
+// one line saying how much was left out (issue 48: 1 GiB of stderr became
+// 1.06 GiB of log).
+TEST_F(ExecHandlerTest, AChildsStderrIsRateLimitedInTheLog) {
+  ::testing::internal::CaptureStderr();
+  {
+    ExecOptions o = Options(absl::StrCat("seq 1 20001 >&2; ", Child("serve")));
+    o.stderr_lines = 10;
+    o.stderr_bytes = 1 << 20;
+    o.stderr_interval = absl::Hours(1);  // one window for the whole test
+    ExecHandler h(std::move(o));
+    EXPECT_TRUE(RunAlone(h, "x").ok());
+  }  // the child's stdin closes, it exits, its stderr ends
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  size_t lines = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, "]: ") && absl::StrContains(line, "exec[pid ") &&
+        !absl::StrContains(line, "its stderr")) {
+      ++lines;
+    }
+  }
+  EXPECT_EQ(lines, 10u) << log.substr(0, 3000);
+  EXPECT_TRUE(absl::StrContains(log, "its stderr: 19991 lines (")) << log.substr(0, 3000);
+  EXPECT_LT(log.size(), 4000u) << "bounded, not 20001 lines";
+}
+
 TEST_F(ExecHandlerTest, ACommandThatCannotBeRunThrottlesInsteadOfFailing) {
   ExecHandler h(Options("/nonexistent/partq-test-handler"));
   for (int i = 0; i < 2; ++i) {
