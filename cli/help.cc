@@ -84,13 +84,17 @@ constexpr CommandUsage kCommands[] = {
      "               [--drain-timeout 10s] [--vacuum-interval 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--retry-base 1s]\n"
      "               [--retry-max 10m] [--handler-ca FILE] [--handler-auth-file FILE]\n"
+     "               [--handler-env NAME[,NAME...]] [--handler-env-all]\n"
      "               [--log-level warning] [--quiet]\n"
      "               [--console-listen HOST:PORT [--console-token-file F] [--console-read-only]\n"
      "                [--console-allowed-host NAME,...]]\n"
      "      --console-listen serves the web console (as `partq console`) from this process\n"
      "      --handler-auth-file: its first line is sent as an http: handler's Authorization\n"
      "      header (or $PARTQ_HANDLER_AUTH), so no password need be in the URL, which shows\n"
-     "      in the process list\n"},
+     "      in the process list\n"
+     "      exec: children get this environment without PG* and PARTQ_* variables (the\n"
+     "      database's password, PARTQ_DSN); --handler-env names those they get all the\n"
+     "      same, --handler-env-all passes everything\n"},
     {"status",
      "  status QUEUE [--parts] [--json]          sessions, depth, age, dead-lettered/s; a line\n"
      "                                           per part up to 64 parts, past that a summary\n"

@@ -1,13 +1,17 @@
 // partq worker: one consumer session in this process, until SIGTERM/SIGINT.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "cli/common.h"
@@ -43,6 +47,25 @@ absl::StatusOr<std::string> HandlerAuthorization(const Args& args) {
   return std::string(env != nullptr ? env : "");
 }
 
+// --handler-env NAME[,NAME...]: the PG*/PARTQ_* variables an exec child
+// gets all the same (ExecOptions::pass_env).
+absl::StatusOr<std::vector<std::string>> HandlerEnv(const Args& args) {
+  std::vector<std::string> names;
+  for (absl::string_view name :
+       absl::StrSplit(args.GetOr("handler-env", ""), ',', absl::SkipEmpty())) {
+    const bool valid =
+        !absl::ascii_isdigit(name[0]) && std::all_of(name.begin(), name.end(), [](char c) {
+          return absl::ascii_isalnum(c) || c == '_';
+        });
+    if (!valid) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--handler-env: \"", absl::CHexEscape(name), "\" is not an environment variable name"));
+    }
+    names.emplace_back(name);
+  }
+  return names;
+}
+
 }  // namespace
 
 int CmdWorker(const std::vector<std::string>& argv) {
@@ -51,10 +74,9 @@ int CmdWorker(const std::vector<std::string>& argv) {
       With(ConnectionFlags(),
            {"concurrency", "batch", "handler", "instance-id", "metrics-addr", "drain-timeout",
             "handler-timeout", "poll-interval", "retry-base", "retry-max", "log-level",
-            "handler-ca", "handler-auth-file", "console-listen", "console-token-file",
-            "console-allowed-host",
-            "vacuum-interval"}),
-      {"poll-only", "quiet", "leave-on-stop", "console-read-only"});
+            "handler-ca", "handler-auth-file", "handler-env", "console-listen",
+            "console-token-file", "console-allowed-host", "vacuum-interval"}),
+      {"poll-only", "quiet", "leave-on-stop", "console-read-only", "handler-env-all"});
   if (!args.ok()) return Fail(args.status());
   if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
                                 "usage: partq worker QUEUE [options]")) {
@@ -135,6 +157,14 @@ int CmdWorker(const std::vector<std::string>& argv) {
   const std::string spec = args->GetOr("handler", "noop");
   if (args->Has("handler-auth-file") && !absl::StartsWith(spec, "http")) {
     return Fail(absl::InvalidArgumentError("--handler-auth-file goes with an http: handler"));
+  }
+  auto pass_env = HandlerEnv(*args);
+  if (!pass_env.ok()) return Fail(pass_env.status());
+  ho.exec_pass_env = *pass_env;
+  ho.exec_pass_all_env = args->Has("handler-env-all");
+  if ((args->Has("handler-env") || ho.exec_pass_all_env) && !absl::StartsWith(spec, "exec:")) {
+    return Fail(absl::InvalidArgumentError(
+        "--handler-env and --handler-env-all go with an exec: handler"));
   }
   auto handler = MakeHandler(spec, ho);
   if (!handler.ok()) return Fail(handler.status());

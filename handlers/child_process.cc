@@ -163,7 +163,15 @@ absl::Status ChildProcess::Spawn() {
 
   std::string sh = "sh", dash_c = "-c", command = options_.command;
   char* argv[] = {sh.data(), dash_c.data(), command.data(), nullptr};
-  const int rc = posix_spawn(&pid_, "/bin/sh", &actions, &attr, argv, environ);
+  std::vector<char*> envp;
+  if (options_.environment) {
+    for (const std::string& entry : *options_.environment) {
+      envp.push_back(const_cast<char*>(entry.c_str()));  // posix_spawn does not write it
+    }
+    envp.push_back(nullptr);
+  }
+  const int rc = posix_spawn(&pid_, "/bin/sh", &actions, &attr, argv,
+                             options_.environment ? envp.data() : environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   CloseFd(&in[0]);

@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -50,6 +51,8 @@ struct ChildOptions {
   // Once the child's stderr has ended (after its last on_stderr_line), on
   // the same thread. May be empty.
   std::function<void(pid_t pid)> on_stderr_end;
+  // The child's environment, "NAME=value" each; nullopt: this process's.
+  std::optional<std::vector<std::string>> environment;
 };
 
 class ChildProcess {

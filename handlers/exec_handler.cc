@@ -16,6 +16,8 @@
 #include "base/log_limiter.h"
 #include "handlers/child_process.h"
 
+extern char** environ;
+
 namespace partq {
 
 struct ExecHandler::Slot {
@@ -41,8 +43,26 @@ void MaxInto(std::atomic<size_t>& into, size_t v) {
 
 }  // namespace
 
+std::vector<std::string> ChildEnvironment(const ExecOptions& options) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const absl::string_view entry = *e;
+    const absl::string_view name = entry.substr(0, entry.find('='));
+    const bool secret = absl::StartsWith(name, "PG") || absl::StartsWith(name, "PARTQ_");
+    if (secret && !options.pass_all_env &&
+        std::find(options.pass_env.begin(), options.pass_env.end(), name) ==
+            options.pass_env.end()) {
+      continue;
+    }
+    out.emplace_back(entry);
+  }
+  return out;
+}
+
 ExecHandler::ExecHandler(ExecOptions options)
-    : options_(std::move(options)), batch_prefix_(RandomPrefix()) {}
+    : options_(std::move(options)),
+      environment_(ChildEnvironment(options_)),
+      batch_prefix_(RandomPrefix()) {}
 
 ExecHandler::~ExecHandler() {
   absl::MutexLock lock(&mu_);
@@ -167,6 +187,7 @@ absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline,
   }
   ChildOptions co;
   co.command = options_.command;
+  co.environment = environment_;
   co.max_line_bytes = options_.limits.max_reply_bytes;
   // The child's stderr in the log, within its budget (see the header).
   auto budget = std::make_shared<LogLimiter>(options_.stderr_lines, options_.stderr_bytes,

@@ -20,6 +20,12 @@
 // sent: every item's status is Throttled (consumer/handler.h) until the next
 // start, and no item uses an attempt for it.
 //
+// Environment: a child gets partq's, without its secrets: every variable
+// whose name starts with PG (libpq's: PGPASSWORD, PGPASSFILE, PGHOST...) or
+// PARTQ_ (PARTQ_DSN, PARTQ_HANDLER_AUTH...) is left out, except those named
+// in options.pass_env; options.pass_all_env passes everything
+// (ChildEnvironment).
+//
 // Each line of a child's stderr goes to partq's log as `exec[pid N]: LINE`
 // (at options.stderr_level), at most options.stderr_lines lines and
 // stderr_bytes bytes per stderr_interval per child, each cut at
@@ -76,6 +82,10 @@ struct ExecOptions {
   // The level of the children's stderr lines in partq's log. Warning (shown
   // by default): it is the only window on a failing handler.
   LogLevel stderr_level = LogLevel::kWarning;
+  // Variables a child gets although their names start with PG or PARTQ_
+  // (see above); all of them with pass_all_env.
+  std::vector<std::string> pass_env;
+  bool pass_all_env = false;
   // The budget of each child's stderr in the log (see above).
   int stderr_lines = 50;
   int64_t stderr_bytes = 32 << 10;
@@ -127,6 +137,7 @@ class ExecHandler : public Handler {
   void Release(Slot* slot) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ExecOptions options_;
+  const std::vector<std::string> environment_;  // ChildEnvironment(options_)
   const std::string batch_prefix_;  // random, so batch ids differ across processes
   std::atomic<int64_t> batches_{0};
   std::atomic<int64_t> starts_{0};
@@ -136,6 +147,12 @@ class ExecHandler : public Handler {
   std::vector<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<Slot*> free_ ABSL_GUARDED_BY(mu_);
 };
+
+// The environment of an exec child under `options`: this process's
+// ("NAME=value" each, from `environ`), without the variables whose names
+// start with PG or PARTQ_ unless options.pass_env names them or
+// options.pass_all_env is set.
+std::vector<std::string> ChildEnvironment(const ExecOptions& options);
 
 // "exec:COMMAND" as a handler: COMMAND is everything after "exec:", commas
 // included (so exec must be the whole spec, not part of a chain), run by

@@ -21,6 +21,8 @@ absl::StatusOr<std::unique_ptr<Handler>> MakeHandler(absl::string_view spec,
     o.queue = options.queue.name;
     o.max_attempts = options.queue.max_attempts;
     o.metrics = metrics("exec");
+    o.pass_env = options.exec_pass_env;
+    o.pass_all_env = options.exec_pass_all_env;
     return ParseExecSpec(spec, std::move(o));
   }
   if (absl::StartsWith(spec, "http:") || absl::StartsWith(spec, "https:")) {

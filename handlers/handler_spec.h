@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -28,6 +29,9 @@ struct HandlerSpecOptions {
   std::string ca_file;  // http: a CA bundle to verify the server with; empty: the system's
   // http: the Authorization header's value (HttpHandlerOptions::authorization).
   std::string http_authorization;
+  // exec: the PG*/PARTQ_* variables a child gets all the same (ExecOptions).
+  std::vector<std::string> exec_pass_env;
+  bool exec_pass_all_env = false;
   // Where exec and http handlers report (handler_metrics.h); null: nowhere.
   // Must outlive the handler.
   prometheus::Registry* registry = nullptr;

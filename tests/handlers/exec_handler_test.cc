@@ -15,6 +15,7 @@
 #include <iterator>
 #include <map>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -439,6 +440,43 @@ TEST_F(ExecHandlerTest, AChildsStderrIsRateLimitedInTheLog) {
   EXPECT_EQ(lines, 10u) << log.substr(0, 3000);
   EXPECT_TRUE(absl::StrContains(log, "its stderr: 19991 lines (")) << log.substr(0, 3000);
   EXPECT_LT(log.size(), 4000u) << "bounded, not 20001 lines";
+}
+
+// A child gets partq's environment without the database's credentials:
+// no PG* or PARTQ_* variable, unless named in pass_env (or pass_all_env).
+TEST_F(ExecHandlerTest, AChildGetsTheEnvironmentWithoutThePgAndPartqVariables) {
+  const std::map<std::string, std::string> set = {{"PARTQ_DSN", "host=db password=s3cret"},
+                                                  {"PGPASSWORD", "s3cret"},
+                                                  {"PGHOST", "db.example"},
+                                                  {"HANDLER_SETTING", "kept"}};
+  for (const auto& [k, v] : set) setenv(k.c_str(), v.c_str(), 1);
+  const std::string file = absl::StrCat(::testing::TempDir(), "/child_env_", getpid());
+  auto env_of = [&](std::vector<std::string> pass, bool all) {
+    std::remove(file.c_str());
+    ExecOptions o = Options(absl::StrCat("env > ", Quoted(file), "; ", Child("serve")));
+    o.pass_env = std::move(pass);
+    o.pass_all_env = all;
+    ExecHandler h(std::move(o));
+    EXPECT_TRUE(RunAlone(h, "x").ok());
+    std::stringstream text;
+    text << std::ifstream(file).rdbuf();
+    return "\n" + text.str();
+  };
+  const std::string scrubbed = env_of({}, false);
+  EXPECT_TRUE(absl::StrContains(scrubbed, "\nHANDLER_SETTING=kept\n")) << scrubbed;
+  EXPECT_TRUE(absl::StrContains(scrubbed, "\nPATH=")) << scrubbed;
+  for (const char* name : {"\nPARTQ_DSN=", "\nPGPASSWORD=", "\nPGHOST="}) {
+    EXPECT_FALSE(absl::StrContains(scrubbed, name)) << name << " in " << scrubbed;
+  }
+  EXPECT_FALSE(absl::StrContains(scrubbed, "s3cret")) << scrubbed;
+  const std::string named = env_of({"PGHOST"}, false);
+  EXPECT_TRUE(absl::StrContains(named, "\nPGHOST=db.example\n")) << named;
+  EXPECT_FALSE(absl::StrContains(named, "s3cret")) << named;
+  const std::string all = env_of({}, true);
+  EXPECT_TRUE(absl::StrContains(all, "\nPGPASSWORD=s3cret\n")) << all;
+  EXPECT_TRUE(absl::StrContains(all, "\nPARTQ_DSN=host=db password=s3cret\n")) << all;
+  for (const auto& [k, v] : set) unsetenv(k.c_str());
+  std::remove(file.c_str());
 }
 
 TEST_F(ExecHandlerTest, ACommandThatCannotBeRunThrottlesInsteadOfFailing) {

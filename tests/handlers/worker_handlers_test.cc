@@ -186,6 +186,48 @@ TEST(WorkerCredentialsTest, TheAuthorizationValueComesFromAFileOrTheEnvironment)
   std::remove(auth_file.c_str());
 }
 
+// An exec child of `partq worker` gets no PG* or PARTQ_* variable (the
+// worker's own PGPASSWORD here) unless --handler-env names it.
+TEST(WorkerEnvironmentTest, ExecChildrenGetNoDatabaseCredentialsUnlessNamed) {
+  testing::TestSchema schema;
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 1;
+  ASSERT_TRUE(schema.NewStore()->CreateQueue(q).ok());
+  const std::string file = absl::StrCat(::testing::TempDir(), "/worker_child_env");
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{}, std::vector<std::string>{"--handler-env", "PGPASSWORD"}}) {
+    std::remove(file.c_str());
+    NewItem item;
+    item.payload = "x";
+    ASSERT_TRUE(schema.NewStore()->Enqueue("q", item).ok());
+    const int port = testing::FreePort();
+    std::vector<std::string> argv = {
+        testing::PartqBinary(), "worker", "q", "--handler",
+        absl::StrCat("exec:env > ", file, "; exec ", PYTHON3, " ", TEST_CHILD, " serve"),
+        "--poll-interval", "100ms", "--metrics-addr", absl::StrCat("127.0.0.1:", port), "--dsn",
+        schema.dsn(), "--schema", schema.name(), "--quiet"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    ChildProcess worker(argv, {{"PGPASSWORD", "s3cret"}, {"HANDLER_SETTING", "kept"}});
+    std::string body;
+    ASSERT_TRUE(WaitUntil([&] {
+      return HttpGet(port, "/metrics", &body) == 200 &&
+             ParseSamples(body)["partq_items_acked_total{queue=\"q\"}"] == 1;
+    }));
+    worker.Signal(SIGTERM);
+    ASSERT_TRUE(worker.Wait(absl::Seconds(30)).has_value());
+    const std::string env = "\n" + testing::ReadFile(file);
+    EXPECT_TRUE(absl::StrContains(env, "\nHANDLER_SETTING=kept\n")) << env;
+    EXPECT_EQ(absl::StrContains(env, "\nPGPASSWORD=s3cret\n"), !flags.empty()) << env;
+  }
+  std::remove(file.c_str());
+  const testing::PartqResult misplaced =
+      testing::Partq({"worker", "q", "--handler", "noop", "--handler-env", "PGHOST", "--dsn",
+                      schema.dsn(), "--schema", schema.name()});
+  EXPECT_NE(misplaced.code, 0);
+  EXPECT_TRUE(absl::StrContains(misplaced.err, "go with an exec: handler")) << misplaced.err;
+}
+
 // A batch the server throttled (429) is not a failure of its items: the
 // worker's exit summary counts it apart from the retried.
 TEST(WorkerSummaryTest, ThrottledItemsAreCountedApartFromTheRetried) {
