@@ -10,8 +10,7 @@ std::string LogLimiter::Dropped::Describe() const {
                       absl::FormatDuration(absl::Trunc(over, absl::Milliseconds(1))));
 }
 
-LogLimiter::LogLimiter(int64_t max_lines, int64_t max_bytes, absl::Duration interval,
-                       Clock* clock)
+LogLimiter::LogLimiter(int64_t max_lines, int64_t max_bytes, absl::Duration interval, Clock* clock)
     : max_lines_(max_lines),
       max_bytes_(max_bytes),
       interval_(interval),

@@ -41,8 +41,7 @@ class LogLimiter {
   };
 
   // `clock` (Clock::Real() when null) must outlive the limiter.
-  LogLimiter(int64_t max_lines, int64_t max_bytes, absl::Duration interval,
-             Clock* clock = nullptr);
+  LogLimiter(int64_t max_lines, int64_t max_bytes, absl::Duration interval, Clock* clock = nullptr);
 
   // Whether a line of `bytes` bytes may be logged now; counts it either way.
   Verdict Admit(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);

@@ -360,8 +360,8 @@ absl::StatusOr<int64_t> Bench::CheckResultRows(const std::string& system, int64_
   auto dead = sql_->Scalar(absl::StrCat("SELECT count(*) FROM \"", schema_, "\".dead_items"));
   if (!dead.ok()) return dead.status();
   if (*dead != absl::StrCat(dead_expected)) {
-    return absl::InternalError(absl::StrCat("bench: ", system, " left ", *dead,
-                                            " dead items, expected ", dead_expected));
+    return absl::InternalError(
+        absl::StrCat("bench: ", system, " left ", *dead, " dead items, expected ", dead_expected));
   }
   auto rows = sql_->Query(absl::StrCat(
       "SELECT count(*), count(result), coalesce(sum(convert_from(result, 'UTF8')::numeric), 0) "
@@ -482,10 +482,10 @@ absl::StatusOr<Bench::DrainHandlers> Bench::MakeHandlers(const std::string& syst
                                                            : noop_handler_.get());
     return d;
   }
-  const std::string peer_flags =
-      NoResult(system)                   ? " --no-result"
-      : !WithoutFailures(system).empty() ? absl::StrCat(" --fail-every ", kFailEvery)
-                                         : "";
+  const std::string peer_flags = NoResult(system) ? " --no-result"
+                                 : !WithoutFailures(system).empty()
+                                     ? absl::StrCat(" --fail-every ", kFailEvery)
+                                     : "";
   const std::string self = ShellQuote(o_.worker_binary);
   // A handler per session, as each worker process has its own: an exec
   // handler's child, an http handler's connection and its sidecar.

@@ -25,9 +25,9 @@ namespace partq::bench {
 // The drain systems, in table order.
 inline const std::vector<std::string>& DrainSystems() {
   static const std::vector<std::string> s = {
-      "floor",          "partq",           "skip_locked_batch", "skip_locked_one",
-      "naive_update",   "partq_result",    "partq_exec",        "partq_http",
-      "partq_noop",     "partq_exec_noop", "partq_http_noop",   "partq_exec_python",
+      "floor",           "partq",           "skip_locked_batch", "skip_locked_one",
+      "naive_update",    "partq_result",    "partq_exec",        "partq_http",
+      "partq_noop",      "partq_exec_noop", "partq_http_noop",   "partq_exec_python",
       "partq_http_node", "partq_exec_fail", "partq_http_fail"};
   return s;
 }
@@ -45,9 +45,9 @@ inline const std::vector<std::string>& DrainSystems() {
 // transport without failures (WithoutFailures).
 inline const std::vector<std::string>& HandlerSystems() {
   static const std::vector<std::string> s = {
-      "partq_result",      "partq_exec",      "partq_http",      "partq_noop",
-      "partq_exec_noop",   "partq_http_noop", "partq_exec_python", "partq_http_node",
-      "partq_exec_fail",   "partq_http_fail"};
+      "partq_result",    "partq_exec",      "partq_http",        "partq_noop",
+      "partq_exec_noop", "partq_http_noop", "partq_exec_python", "partq_http_node",
+      "partq_exec_fail", "partq_http_fail"};
   return s;
 }
 

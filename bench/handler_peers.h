@@ -5,10 +5,11 @@
 // codec on partq's side does (handlers/protocol.cc), and answer every item
 // ok with its payload as the result (EchoReply), so partq writes one results
 // row per item in the ack statement; or fail 1 % of the items for good
-// (PeerOptions::fail_every), for the drains with failing items. They run as separate processes of the
-// `partq` binary (`partq bench-peer exec|http`, not listed in the help): an
-// exec child is one by definition, and an http peer in a process of its own
-// is what a sidecar is, with its CPU its own and not the worker's.
+// (PeerOptions::fail_every), for the drains with failing items. They run as
+// separate processes of the `partq` binary (`partq bench-peer exec|http`,
+// not listed in the help): an exec child is one by definition, and an http
+// peer in a process of its own is what a sidecar is, with its CPU its own
+// and not the worker's.
 //
 // PeerServer starts a server process (this http peer, or the Node example)
 // and waits until it says where it listens.

@@ -53,13 +53,12 @@ absl::StatusOr<std::vector<std::string>> HandlerEnv(const Args& args) {
   std::vector<std::string> names;
   for (absl::string_view name :
        absl::StrSplit(args.GetOr("handler-env", ""), ',', absl::SkipEmpty())) {
-    const bool valid =
-        !absl::ascii_isdigit(name[0]) && std::all_of(name.begin(), name.end(), [](char c) {
-          return absl::ascii_isalnum(c) || c == '_';
-        });
+    const bool valid = !absl::ascii_isdigit(name[0]) &&
+                       std::all_of(name.begin(), name.end(),
+                                   [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
     if (!valid) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--handler-env: \"", absl::CHexEscape(name), "\" is not an environment variable name"));
+      return absl::InvalidArgumentError(absl::StrCat("--handler-env: \"", absl::CHexEscape(name),
+                                                     "\" is not an environment variable name"));
     }
     names.emplace_back(name);
   }
@@ -163,8 +162,8 @@ int CmdWorker(const std::vector<std::string>& argv) {
   ho.exec_pass_env = *pass_env;
   ho.exec_pass_all_env = args->Has("handler-env-all");
   if ((args->Has("handler-env") || ho.exec_pass_all_env) && !absl::StartsWith(spec, "exec:")) {
-    return Fail(absl::InvalidArgumentError(
-        "--handler-env and --handler-env-all go with an exec: handler"));
+    return Fail(
+        absl::InvalidArgumentError("--handler-env and --handler-env-all go with an exec: handler"));
   }
   auto handler = MakeHandler(spec, ho);
   if (!handler.ok()) return Fail(handler.status());

@@ -141,8 +141,8 @@ class BatchRunner {
   // over (Stopped) before it could finish.
   enum class FinalRun { kDone, kBroken, kStopped };
   FinalRun RunFinal(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
-                const std::vector<size_t>& run_index, absl::BitGenRef gen, Batch& batch,
-                std::vector<Outcome>* outcomes);
+                    const std::vector<size_t>& run_index, absl::BitGenRef gen, Batch& batch,
+                    std::vector<Outcome>* outcomes);
   // FailurePolicy::Failed, noted in batch.failures.
   Outcome Failed(const Item& item, const absl::Status& failure, absl::BitGenRef gen,
                  Batch& batch) const;

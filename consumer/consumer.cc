@@ -541,16 +541,15 @@ void Consumer::ReportFailures(const std::vector<FailureNote>& notes, const Finis
     const std::string& error = note.outcome.error;
     std::string line = absl::StrCat(
         "queue \"", options_.queue, "\": item ", note.outcome.id, " failed at attempt ",
-        note.attempt, " of ", config_.max_attempts, " (", FailureKindName(note.kind), "): ",
-        PrintableUtf8(absl::string_view(error).substr(0, kLoggedErrorBytes)),
+        note.attempt, " of ", config_.max_attempts, " (", FailureKindName(note.kind),
+        "): ", PrintableUtf8(absl::string_view(error).substr(0, kLoggedErrorBytes)),
         error.size() > kLoggedErrorBytes ? "..." : "", "; ",
         NextStep(note, is_dead, config_.max_attempts));
     const LogLimiter::Verdict v = failure_log_.Admit(line.size());
     if (!v.log) continue;
     if (v.dropped.any()) {
-      LogLine(LogLevel::kWarning,
-              absl::StrCat("item failures: ", v.dropped.Describe(),
-                           " (partq_item_failures_total counts every one)"));
+      LogLine(LogLevel::kWarning, absl::StrCat("item failures: ", v.dropped.Describe(),
+                                               " (partq_item_failures_total counts every one)"));
     }
     LogLine(level, line);
   }

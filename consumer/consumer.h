@@ -10,14 +10,12 @@
 // vacuum, and for as long as a long transaction holds vacuum back) are not
 // walked again. What comes due behind the cursor (retries, delayed items)
 // a claim finds through an index of such items alone (store.h, ClaimPart),
-// after a poll and at least every `rescan_interval`. An enqueue notice carries the lowest key its transaction
-// added to the part; one that sorts behind the cursor (a higher priority,
-// or an earlier id that committed late) makes the next claim read from just
-// before it. A part is read from its head ("rescan", skipping what is in
-// flight) when it is acquired, on a notice that carries no key (an older
-// producer; the listener reconnected), every `rescan_interval` when there
-// are no notices (poll_only), and always for ordered, key-concurrency and
-// fair queues.
+// after a poll and at least every `rescan_interval`. An enqueue notice carries the lowest key its
+// transaction added to the part; one that sorts behind the cursor (a higher priority, or an earlier
+// id that committed late) makes the next claim read from just before it. A part is read from its
+// head ("rescan", skipping what is in flight) when it is acquired, on a notice that carries no key
+// (an older producer; the listener reconnected), every `rescan_interval` when there are no notices
+// (poll_only), and always for ordered, key-concurrency and fair queues.
 //
 // Threads: workers (`concurrency`, each with its own connection and
 // transaction) finish batches and, when the queue of claimed batches is

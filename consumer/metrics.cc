@@ -99,10 +99,9 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& que
                              queue)) {
   // Every reason from the start, at 0: a rate over them works before the
   // first failure.
-  for (FailureKind kind :
-       {FailureKind::kHandlerError, FailureKind::kEffect, FailureKind::kTimeout,
-        FailureKind::kCrash, FailureKind::kProtocol, FailureKind::kConnection,
-        FailureKind::kThrottled}) {
+  for (FailureKind kind : {FailureKind::kHandlerError, FailureKind::kEffect, FailureKind::kTimeout,
+                           FailureKind::kCrash, FailureKind::kProtocol, FailureKind::kConnection,
+                           FailureKind::kThrottled}) {
     item_failures_.Add({{"queue", queue_}, {"reason", FailureKindName(kind)}});
   }
 }

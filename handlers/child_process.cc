@@ -219,10 +219,10 @@ absl::Status ChildProcess::CheckIdle() {
     const bool open = ReadStdout(&err);
     if (!err.ok()) return err;
     if (!line_.empty()) {
-      return Fail(absl::StatusCode::kFailedPrecondition,
-                  absl::StrCat("wrote ", line_.size(),
-                               " byte(s) on stdout while no request was pending: ",
-                               QuoteOutput(line_)));
+      return Fail(
+          absl::StatusCode::kFailedPrecondition,
+          absl::StrCat("wrote ", line_.size(),
+                       " byte(s) on stdout while no request was pending: ", QuoteOutput(line_)));
     }
     if (!open) {
       const bool exited = WaitExit(absl::Now() + absl::Seconds(1));
@@ -239,10 +239,10 @@ bool ChildProcess::ReadStdout(absl::Status* error) {
     // Up to one byte more than the limit: room for the '\n' of a line at
     // the limit. More without a '\n' is too long.
     if (line_.size() > options_.max_line_bytes) {
-      *error = Fail(absl::StatusCode::kResourceExhausted,
-                    absl::StrCat("wrote a reply line longer than the limit of ",
-                                 options_.max_line_bytes, " bytes, beginning ",
-                                 QuoteOutput(line_)));
+      *error =
+          Fail(absl::StatusCode::kResourceExhausted,
+               absl::StrCat("wrote a reply line longer than the limit of ", options_.max_line_bytes,
+                            " bytes, beginning ", QuoteOutput(line_)));
       return false;
     }
     const size_t left = options_.max_line_bytes - line_.size();
@@ -309,9 +309,9 @@ absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, ab
     }
     pollfd fds[3] = {{stdout_, POLLIN, 0}, {pidfd_, POLLIN, 0}, {stdin_, POLLOUT, 0}};
     const nfds_t n = written < out.size() ? 3 : 2;
-    const int r = poll(fds, n,
-                       PollTimeout(cancel == nullptr ? deadline
-                                                     : std::min(deadline, absl::Now() + kCancelPoll)));
+    const int r = poll(
+        fds, n,
+        PollTimeout(cancel == nullptr ? deadline : std::min(deadline, absl::Now() + kCancelPoll)));
     if (r < 0) {
       if (errno == EINTR) continue;
       return Fail(absl::StatusCode::kInternal, Errno("poll", errno));
@@ -328,11 +328,12 @@ absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, ab
         // Most likely it is exiting; give it a moment, for its exit status.
         const bool exited = WaitExit(std::min(deadline, absl::Now() + absl::Seconds(1)));
         const char* how = exited ? "exited" : "closed its stdout";
-        return Fail(absl::StatusCode::kUnavailable,
-                    line_.empty() ? absl::StrCat(how, " before answering")
-                                  : absl::StrCat(how, " after writing ", line_.size(),
-                                                 " byte(s) of a line, without its end: ",
-                                                 QuoteOutput(line_)));
+        return Fail(
+            absl::StatusCode::kUnavailable,
+            line_.empty()
+                ? absl::StrCat(how, " before answering")
+                : absl::StrCat(how, " after writing ", line_.size(),
+                               " byte(s) of a line, without its end: ", QuoteOutput(line_)));
       }
     }
     if (fds[1].revents != 0) {

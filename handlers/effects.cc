@@ -34,7 +34,7 @@ absl::Status ApplyEffects(HandlerCall& call, const ItemReply& reply) {
     OutboxEvent event{p.topic, p.key, p.payload, HeadersJson(headers)};
     if (absl::Status st = call.tx->Publish(event); !st.ok()) {
       return WithFailureKind(absl::Status(st.code(), absl::StrCat("effect publish[", i, "] to \"",
-                                                                 p.topic, "\": ", st.message())),
+                                                                  p.topic, "\": ", st.message())),
                              FailureKind::kEffect);
     }
   }
@@ -54,9 +54,7 @@ namespace {
 
 constexpr char kEffectsSavepoint[] = "partq_effects";
 
-bool HasEffects(const ItemReply& reply) {
-  return !reply.enqueue.empty() || !reply.publish.empty();
-}
+bool HasEffects(const ItemReply& reply) { return !reply.enqueue.empty() || !reply.publish.empty(); }
 
 // Applies the effects of `writers` (positions in calls/replies, in order)
 // under the savepoint partq_effects (see ApplyReplies), into `statuses`.
@@ -72,8 +70,8 @@ void ApplyWriters(absl::Span<HandlerCall* const> calls, absl::Span<const ItemRep
   };
   if (absl::Status sp = tx.Savepoint(kEffectsSavepoint); !sp.ok()) return fail_rest(0, sp);
   std::vector<bool> failed(writers.size(), false);
-  size_t from = 0;                     // the first writer applied since the savepoint
-  size_t settle = writers.size();      // redoing: the failed writer the savepoint moves past
+  size_t from = 0;                 // the first writer applied since the savepoint
+  size_t settle = writers.size();  // redoing: the failed writer the savepoint moves past
   for (size_t k = from; k < writers.size(); ++k) {
     const size_t i = writers[k];
     if (failed[k]) {

@@ -128,9 +128,9 @@ absl::Status ExecHandler::Failed(Slot& slot, pid_t pid, const absl::Status& st) 
                                                            : "bad_reply");
   }
   // The deadline is the worker's --handler-timeout from the batch's start.
-  const std::string message =
-      absl::StrCat("exec handler (pid ", pid, "): ", st.message(),
-                   absl::IsDeadlineExceeded(st) ? "; the deadline is the worker's --handler-timeout" : "");
+  const std::string message = absl::StrCat(
+      "exec handler (pid ", pid, "): ", st.message(),
+      absl::IsDeadlineExceeded(st) ? "; the deadline is the worker's --handler-timeout" : "");
   slot.last_failure = message;
   PARTQ_LOG(Warning) << message;
   return WithFailureKind(absl::Status(st.code(), message),
@@ -146,8 +146,7 @@ absl::Duration ExecHandler::RestartBackoff(const Slot& slot) const {
                   options_.max_restart_backoff);
 }
 
-absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline,
-                                const std::atomic<bool>* cancel) {
+absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline, const std::atomic<bool>* cancel) {
   if (slot.child) {
     const pid_t pid = slot.child->pid();
     absl::Status idle = slot.child->CheckIdle();
@@ -179,8 +178,9 @@ absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline,
     // that are not to blame (unless the consumer gives the call up).
     while (absl::Now() < next) {
       if (cancel != nullptr && cancel->load()) {
-        return absl::CancelledError("exec handler: given up while waiting to restart the child: "
-                                    "partq is stopping");
+        return absl::CancelledError(
+            "exec handler: given up while waiting to restart the child: "
+            "partq is stopping");
       }
       absl::SleepFor(std::min(next - absl::Now(), ChildProcess::kCancelPoll));
     }

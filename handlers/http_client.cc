@@ -112,8 +112,8 @@ std::string RedactedUrl(absl::string_view url, std::string* scheme,
       base.empty() || curl_url_set(u, CURLUPART_URL, std::string(base).c_str(), 0) == CURLUE_OK;
   // CURLU_NON_SUPPORT_SCHEME: an ftp:// or other URL given by mistake is
   // parsed too, so its user info is found (and left out) like any other.
-  if (based && curl_url_set(u, CURLUPART_URL, std::string(url).c_str(),
-                            CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK) {
+  if (based && curl_url_set(u, CURLUPART_URL, std::string(url).c_str(), CURLU_NON_SUPPORT_SCHEME) ==
+                   CURLUE_OK) {
     curl_url_set(u, CURLUPART_USER, nullptr, 0);
     curl_url_set(u, CURLUPART_PASSWORD, nullptr, 0);
     curl_url_set(u, CURLUPART_OPTIONS, nullptr, 0);
@@ -139,9 +139,8 @@ std::string RedactedUrl(absl::string_view url, std::string* scheme,
 // `declared`, when the server declared its length).
 std::string ConnectionBroke(CURLcode code, bool answered, const std::string& status_text,
                             size_t body_bytes, int64_t declared) {
-  const std::string got =
-      absl::StrCat(body_bytes, declared >= 0 ? absl::StrCat(" of ", declared) : std::string(),
-                   " body bytes");
+  const std::string got = absl::StrCat(
+      body_bytes, declared >= 0 ? absl::StrCat(" of ", declared) : std::string(), " body bytes");
   switch (code) {
     case CURLE_GOT_NOTHING:
       return "the handler's server closed the connection before answering (it may have "
@@ -506,11 +505,11 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
   const std::string where = RedactedUrl(url, &scheme);
   if (where.empty() || (scheme != "http" && scheme != "https")) {
     absl::Status bad = CheckHttpUrl(url);
-    return fail(
-        HttpFailure::kInvalidRequest,
-        bad.ok() ? absl::StrCat("not a usable URL: \"",
-                                absl::CHexEscape(where.empty() ? "(not shown)" : where), "\"")
-                 : std::string(bad.message()));
+    return fail(HttpFailure::kInvalidRequest,
+                bad.ok()
+                    ? absl::StrCat("not a usable URL: \"",
+                                   absl::CHexEscape(where.empty() ? "(not shown)" : where), "\"")
+                    : std::string(bad.message()));
   }
   if (!headers.idempotency_key.empty() && HasLineBreakOrNul(headers.idempotency_key)) {
     return fail(HttpFailure::kInvalidRequest,
@@ -706,11 +705,11 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
                            : absl::StrCat(" (does it trust the client certificate ",
                                           options_.client_cert_file, "?)")));
     }
-    return fail(HttpFailure::kTransport,
-                absl::StrCat("POST ", where, ": ",
-                             ConnectionBroke(code, t.answered, status_text, body_bytes,
-                                             t.declared_length),
-                             " (libcurl: ", detail, ")"));
+    return fail(
+        HttpFailure::kTransport,
+        absl::StrCat("POST ", where, ": ",
+                     ConnectionBroke(code, t.answered, status_text, body_bytes, t.declared_length),
+                     " (libcurl: ", detail, ")"));
   }
 
   result.body = std::move(t.body);
@@ -748,14 +747,13 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
     const std::string location = HeaderValue(c, "Location");
     std::string location_scheme;
     const std::string shown_location = RedactedUrl(location, &location_scheme, url_copy);
-    return fail(
-        HttpFailure::kRedirect,
-        absl::StrCat("POST ", where, ": ", status_text, " redirects to ",
-                     location.empty()         ? std::string("(no Location)")
-                     : shown_location.empty() ? std::string("a Location partq cannot parse")
-                                              : absl::StrCat("\"", absl::CHexEscape(shown_location),
-                                                             "\""),
-                     "; redirects are not followed: use the final URL"));
+    return fail(HttpFailure::kRedirect,
+                absl::StrCat("POST ", where, ": ", status_text, " redirects to ",
+                             location.empty() ? std::string("(no Location)")
+                             : shown_location.empty()
+                                 ? std::string("a Location partq cannot parse")
+                                 : absl::StrCat("\"", absl::CHexEscape(shown_location), "\""),
+                             "; redirects are not followed: use the final URL"));
   }
   const std::string with_body =
       result.body.empty() ? std::string(", empty body")

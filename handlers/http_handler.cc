@@ -205,11 +205,11 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
   }
   auto replies = ParseReply(r.body, request.batch_id, ids, options_.limits);
   if (!replies.ok()) {
-    return fail("bad_reply",
-                absl::StrCat("http handler: POST ", url_for_messages_, ": HTTP ", r.status,
-                             " with a reply that breaks the protocol: ",
-                             replies.status().message()),
-                FailureKind::kProtocol);
+    return fail(
+        "bad_reply",
+        absl::StrCat("http handler: POST ", url_for_messages_, ": HTTP ", r.status,
+                     " with a reply that breaks the protocol: ", replies.status().message()),
+        FailureKind::kProtocol);
   }
   *statuses = ApplyReplies(calls, *replies, options_.apply_effects);
 }

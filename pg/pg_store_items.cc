@@ -1471,8 +1471,8 @@ absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
           } else if (next && (next->fair || next->key_bound == 0)) {
             // The general form after kPlanGuard too (PipelinedStatements says
             // why); with a key bound, the plan the planner picks, as above.
-            std::vector<std::optional<std::string>> params = FinishParams(request, parts, epochs,
-                                                                          *a, ctids);
+            std::vector<std::optional<std::string>> params =
+                FinishParams(request, parts, epochs, *a, ctids);
             AppendClaimParams(*next, &params);
             guarded = RunGuarded(pipeline_, *conn_,
                                  next->fair ? kPipelinedFinishClaimFair : kPipelinedFinishClaim,

@@ -768,29 +768,27 @@ UNION ALL SELECT 'd', id FROM dead
 }
 
 std::string FinishClaimStatement(bool fair, bool unkeyed = false) {
-  return absl::StrCat(
-      "WITH ", FinishCtes(), ",\n",
-      ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]", /*async_commit=*/false, fair,
-                unkeyed),
-      ",\n",
-      UnrecordCte(true), R"sql(
+  return absl::StrCat("WITH ", FinishCtes(), ",\n",
+                      ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]",
+                                /*async_commit=*/false, fair, unkeyed),
+                      ",\n", UnrecordCte(true), R"sql(
 SELECT 'p' AS k, part::bigint AS id, )sql",
-      kTypedPad, R"sql(
+                      kTypedPad, R"sql(
 FROM f
 UNION ALL SELECT 'a', id, )sql",
-      kPad, R"sql(
+                      kPad, R"sql(
 FROM done
 UNION ALL SELECT 'r', id, )sql",
-      kPad, R"sql(
+                      kPad, R"sql(
 FROM retried
 UNION ALL SELECT 'd', id, )sql",
-      kPad, R"sql(
+                      kPad, R"sql(
 FROM dead
 UNION ALL
 SELECT 'c', )sql",
-      kPickColumns, R"sql(
+                      kPickColumns, R"sql(
 FROM )sql",
-      kPickFrom, "\n");
+                      kPickFrom, "\n");
 }
 
 std::string AckClaimStatement(bool fair, bool unkeyed = false) {

@@ -519,8 +519,8 @@ TEST_F(ConsumerHandlersTest, AnItemWhoseEffectsFailLeavesNothingAndTheOthersKeep
   next.parts = 1;
   ASSERT_TRUE(admin_->CreateQueue(next).ok());
   ExecHandler handler(Exec("TEST_CHILD_TRACE=1 " + ServeCommand()));
-  const std::vector<int64_t> ids = Enqueue(
-      {"effects:next", "effects:nosuchqueue", "effects:next", "effects:nosuchqueue", "b"});
+  const std::vector<int64_t> ids =
+      Enqueue({"effects:next", "effects:nosuchqueue", "effects:next", "effects:nosuchqueue", "b"});
   const Run run = Consume(handler, absl::Minutes(1),
                           [](const ConsumerStats& s) { return s.acked + s.dead == 5; });
   ASSERT_TRUE(run.done) << Tail(run.log);
@@ -528,8 +528,7 @@ TEST_F(ConsumerHandlersTest, AnItemWhoseEffectsFailLeavesNothingAndTheOthersKeep
   EXPECT_EQ(run.stats.dead, 2);
   const std::vector<std::string> requests = TracedRequests(run.log);
   ASSERT_FALSE(requests.empty());
-  EXPECT_EQ(requests[0],
-            "effects:next,effects:nosuchqueue,effects:next,effects:nosuchqueue,b");
+  EXPECT_EQ(requests[0], "effects:next,effects:nosuchqueue,effects:next,effects:nosuchqueue,b");
   for (size_t r = 1; r < requests.size(); ++r) {
     for (absl::string_view p : absl::StrSplit(requests[r], ',')) {
       EXPECT_EQ(p, "effects:nosuchqueue") << "only the failed items come back";

@@ -228,15 +228,14 @@ TEST(ParseReplyErrors, NotJson) {
 // What the handler sent is quoted: escaped, its first 200 bytes, its size.
 TEST(ParseReplyErrors, NotJsonQuotesWhatTheHandlerSent) {
   absl::Status st = Parse("hello, this is not JSON").status();
-  EXPECT_TRUE(absl::EndsWith(st.message(),
-                             "; the handler sent \"hello, this is not JSON\" (23 bytes)"))
+  EXPECT_TRUE(
+      absl::EndsWith(st.message(), "; the handler sent \"hello, this is not JSON\" (23 bytes)"))
       << st;
   const std::string banner = "Loading model\tv2\x01\xff" + std::string(300, 'x');
   st = Parse(banner).status();
-  EXPECT_TRUE(absl::StrContains(
-      st.message(),
-      absl::StrCat("; the handler sent \"Loading model\\x09v2\\x01\\xff", std::string(182, 'x'),
-                   "\"... (318 bytes)")))
+  EXPECT_TRUE(absl::StrContains(st.message(),
+                                absl::StrCat("; the handler sent \"Loading model\\x09v2\\x01\\xff",
+                                             std::string(182, 'x'), "\"... (318 bytes)")))
       << st;
   EXPECT_TRUE(IsValidUtf8(st.message()));
 }
@@ -284,16 +283,17 @@ TEST(ParseReplyErrors, UnknownDuplicateAndMissingIds) {
 // An id written as the string of its digits (Perl's JSON::PP writes a
 // number it once used as a string that way) is the id.
 TEST(ParseReply, AnIdAsAStringOfItsDigitsIsTaken) {
-  auto r = Parse(Reply(R"({"id":"17","ok":true,"result":"x"},{"id":"18","ok":true},{"id":19,"ok":false,"error":"e"})"));
+  auto r = Parse(Reply(
+      R"({"id":"17","ok":true,"result":"x"},{"id":"18","ok":true},{"id":19,"ok":false,"error":"e"})"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*r)[0].id, 17);
   EXPECT_EQ((*r)[0].result, "x");
   EXPECT_TRUE((*r)[1].ok);
   EXPECT_FALSE((*r)[2].ok);
   // Still one result per item: "17" and 17 are the same item.
-  ExpectError(Parse(Reply(absl::StrCat(R"({"id":"17","ok":true},{"id":17,"ok":true},)", kOthers)))
-                  .status(),
-              "reply: results[1]: item 17 is answered twice (also in results[0])");
+  ExpectError(
+      Parse(Reply(absl::StrCat(R"({"id":"17","ok":true},{"id":17,"ok":true},)", kOthers))).status(),
+      "reply: results[1]: item 17 is answered twice (also in results[0])");
 }
 
 TEST(ParseReplyErrors, ResultShape) {

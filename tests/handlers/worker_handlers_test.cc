@@ -149,9 +149,8 @@ TEST(WorkerCredentialsTest, TheAuthorizationValueComesFromAFileOrTheEnvironment)
   std::ofstream(auth_file) << "Bearer from-the-file\n";
   const std::string url = absl::StrCat("http:http://127.0.0.1:", server.port(), "/ok");
   int items = 0;
-  for (const auto& [flags, env, expected] :
-       std::vector<std::tuple<std::vector<std::string>, std::map<std::string, std::string>,
-                              std::string>>{
+  for (const auto& [flags, env, expected] : std::vector<
+           std::tuple<std::vector<std::string>, std::map<std::string, std::string>, std::string>>{
            {{"--handler-auth-file", auth_file}, {}, "Bearer from-the-file"},
            {{}, {{"PARTQ_HANDLER_AUTH", "Bearer from-the-env"}}, "Bearer from-the-env"}}) {
     NewItem item;
@@ -159,10 +158,20 @@ TEST(WorkerCredentialsTest, TheAuthorizationValueComesFromAFileOrTheEnvironment)
     ASSERT_TRUE(schema.NewStore()->Enqueue("q", item).ok());
     ++items;
     const int port = testing::FreePort();
-    std::vector<std::string> argv = {testing::PartqBinary(), "worker", "q", "--handler", url,
-                                     "--poll-interval", "100ms", "--metrics-addr",
-                                     absl::StrCat("127.0.0.1:", port), "--dsn", schema.dsn(),
-                                     "--schema", schema.name(), "--quiet"};
+    std::vector<std::string> argv = {testing::PartqBinary(),
+                                     "worker",
+                                     "q",
+                                     "--handler",
+                                     url,
+                                     "--poll-interval",
+                                     "100ms",
+                                     "--metrics-addr",
+                                     absl::StrCat("127.0.0.1:", port),
+                                     "--dsn",
+                                     schema.dsn(),
+                                     "--schema",
+                                     schema.name(),
+                                     "--quiet"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     ChildProcess worker(argv, env);
     std::string body;
@@ -203,10 +212,20 @@ TEST(WorkerEnvironmentTest, ExecChildrenGetNoDatabaseCredentialsUnlessNamed) {
     ASSERT_TRUE(schema.NewStore()->Enqueue("q", item).ok());
     const int port = testing::FreePort();
     std::vector<std::string> argv = {
-        testing::PartqBinary(), "worker", "q", "--handler",
+        testing::PartqBinary(),
+        "worker",
+        "q",
+        "--handler",
         absl::StrCat("exec:env > ", file, "; exec ", PYTHON3, " ", TEST_CHILD, " serve"),
-        "--poll-interval", "100ms", "--metrics-addr", absl::StrCat("127.0.0.1:", port), "--dsn",
-        schema.dsn(), "--schema", schema.name(), "--quiet"};
+        "--poll-interval",
+        "100ms",
+        "--metrics-addr",
+        absl::StrCat("127.0.0.1:", port),
+        "--dsn",
+        schema.dsn(),
+        "--schema",
+        schema.name(),
+        "--quiet"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     ChildProcess worker(argv, {{"PGPASSWORD", "s3cret"}, {"HANDLER_SETTING", "kept"}});
     std::string body;
@@ -257,7 +276,8 @@ TEST(WorkerSummaryTest, ThrottledItemsAreCountedApartFromTheRetried) {
   ASSERT_TRUE(WaitUntil([&] {
     return HttpGet(port, "/metrics", &body) == 200 &&
            ParseSamples(body)["partq_items_acked_total{queue=\"q\"}"] == 3;
-  })) << "see " << log;
+  })) << "see "
+      << log;
   worker.Signal(SIGTERM);
   ASSERT_TRUE(worker.Wait(absl::Seconds(30)).has_value());
   std::stringstream text;

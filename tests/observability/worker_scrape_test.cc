@@ -14,13 +14,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/wait.h"
 #include "nlohmann/json.hpp"
 #include "producer/metrics.h"
 #include "producer/producer.h"
 #include "tests/observability/scrape.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
+#include "tests/testing/wait.h"
 
 namespace partq {
 namespace {
