@@ -164,6 +164,11 @@ class TrackingStore : public Store {
   absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override {
     return inner_->Owners(queue);
   }
+  absl::StatusOr<std::optional<absl::Duration>> NextDue(absl::string_view queue,
+                                                    const std::vector<int>& parts) override {
+    t_->Call("next_due");
+    return inner_->NextDue(queue, parts);
+  }
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override {
     t_->Call("listen");
     return inner_->Listen(queue);

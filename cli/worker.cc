@@ -72,8 +72,8 @@ int CmdWorker(const std::vector<std::string>& argv) {
       argv,
       With(ConnectionFlags(),
            {"concurrency", "batch", "handler", "instance-id", "metrics-addr", "drain-timeout",
-            "handler-timeout", "poll-interval", "retry-base", "retry-max", "log-level",
-            "handler-ca", "handler-auth-file", "handler-env", "console-listen",
+            "handler-timeout", "poll-interval", "idle-poll-interval", "retry-base", "retry-max",
+            "log-level", "handler-ca", "handler-auth-file", "handler-env", "console-listen",
             "console-token-file", "console-allowed-host", "vacuum-interval"}),
       {"poll-only", "quiet", "leave-on-stop", "console-read-only", "handler-env-all"});
   if (!args.ok()) return Fail(args.status());
@@ -92,6 +92,8 @@ int CmdWorker(const std::vector<std::string>& argv) {
       args->Duration("handler-timeout", absl::Minutes(5), absl::Milliseconds(1), absl::Hours(24));
   auto poll =
       args->Duration("poll-interval", absl::Seconds(1), absl::Milliseconds(10), absl::Minutes(10));
+  auto idle_poll = args->Duration("idle-poll-interval", absl::Seconds(60), absl::Milliseconds(10),
+                                  absl::Hours(1));
   auto rbase = args->Duration("retry-base", absl::Seconds(1), absl::ZeroDuration(), absl::Hours(1));
   auto rmax =
       args->Duration("retry-max", absl::Minutes(10), absl::ZeroDuration(), absl::Hours(24 * 7));
@@ -99,7 +101,7 @@ int CmdWorker(const std::vector<std::string>& argv) {
       args->Duration("vacuum-interval", absl::Seconds(10), absl::ZeroDuration(), absl::Hours(24));
   for (const absl::Status& st :
        {concurrency.status(), batch.status(), drain.status(), htimeout.status(), poll.status(),
-        rbase.status(), rmax.status(), vacuum.status()}) {
+        idle_poll.status(), rbase.status(), rmax.status(), vacuum.status()}) {
     if (!st.ok()) return Fail(st);
   }
   if (*vacuum > absl::ZeroDuration() && *vacuum < absl::Seconds(1)) {
@@ -118,6 +120,7 @@ int CmdWorker(const std::vector<std::string>& argv) {
   o.drain_timeout = *drain;
   o.handler_timeout = *htimeout;
   o.poll_interval = *poll;
+  o.idle_poll_interval = std::max(*idle_poll, *poll);
   o.vacuum_interval = *vacuum;
   o.backoff.base = *rbase;
   o.backoff.max = *rmax;

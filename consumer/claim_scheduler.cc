@@ -488,6 +488,13 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
   }
 }
 
+std::vector<int> ClaimScheduler::PartNumbers() const {
+  std::vector<int> out;
+  out.reserve(parts_.size());
+  for (const auto& [part, st] : parts_) out.push_back(part);
+  return out;
+}
+
 int64_t ClaimScheduler::held() const {
   int64_t n = 0;
   for (const auto& b : queue_) n += b.items.size();

@@ -136,6 +136,8 @@ class ClaimScheduler {
   // limit, the budget at `now` to claim one; without `now`, the budget is
   // not looked at.
   bool WantClaim(absl::Time now = absl::InfiniteFuture()) const;
+  // The parts it claims from, in order.
+  std::vector<int> PartNumbers() const;
   // A claim is under way (between BeginClaim and AcceptClaim or FailClaim).
   bool claiming() const { return claiming_; }
   // A claim for `batches` batches (0: only the suspect probe), or nullopt

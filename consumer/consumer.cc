@@ -243,11 +243,12 @@ void Consumer::OnLost(const std::vector<OwnedPart>& parts) {
 
 void Consumer::ClaimLoop() {
   std::unique_ptr<Store> store;
-  absl::Time last_poll = clock_->Now();
+  absl::Time next_poll = clock_->Now() + options_.poll_interval;
   for (;;) {
     const SessionId session = session_->id();
     std::optional<ClaimRequest> req;
     absl::Time started;
+    bool after_poll = false;  // this claim follows a poll
     {
       absl::MutexLock lock(&mu_);
       // Claims here feed workers that wait with nothing queued; busy workers
@@ -264,17 +265,19 @@ void Consumer::ClaimLoop() {
       // came due with every claim. Due by the clock, not by a quiet
       // interval: notices for one part must not postpone another's poll.
       // Under a rate limit, also when a part's budget next allows an item
-      // (a budget there already is for `ready` to see, with room).
+      // (a budget there already is for `ready` to see, with room). Idle (the
+      // last poll found nothing, nothing in flight): next_poll is when the
+      // parts' first retry or delayed item comes due (below).
       const absl::Time now_before = clock_->Now();
       const absl::Time budget_at = scheduler_.RateReadyAt(now_before);
       clock_->AwaitWithDeadline(
           mu_, absl::Condition(&ready),
-          std::min(last_poll + options_.poll_interval,
-                   budget_at > now_before ? budget_at : absl::InfiniteFuture()));
+          std::min(next_poll, budget_at > now_before ? budget_at : absl::InfiniteFuture()));
       const absl::Time now = clock_->Now();
-      if (now >= last_poll + options_.poll_interval) {
+      if (now >= next_poll) {
         scheduler_.Poll();
-        last_poll = now;
+        next_poll = now + options_.poll_interval;
+        after_poll = true;
       }
       if (stopping_) return;
       if (!room()) continue;
@@ -301,9 +304,46 @@ void Consumer::ClaimLoop() {
       continue;
     }
     if (metrics_ != nullptr) metrics_->ClaimQuery(claim_end - started, *items, claim_end);
-    absl::MutexLock lock(&mu_);
-    CountClaimedLocked(scheduler_.AcceptClaim(*req, *std::move(items), started));
+    const bool found = !items->empty();
+    std::vector<int> idle_parts;
+    {
+      absl::MutexLock lock(&mu_);
+      CountClaimedLocked(scheduler_.AcceptClaim(*req, *std::move(items), started));
+      if (found) {
+        next_poll = std::min(next_poll, claim_end + options_.poll_interval);
+      } else if (session_->listening() && scheduler_.held() == 0 && !scheduler_.WantClaim()) {
+        idle_parts = scheduler_.PartNumbers();
+      }
+    }
+    // Idle after a poll: wait for what comes due. After a notice whose item
+    // is not due yet (a delayed one): poll when it is, if that is sooner.
+    if (!idle_parts.empty()) {
+      const absl::Time due = NextIdlePoll(*store, idle_parts, claim_end);
+      next_poll = after_poll ? due : std::min(next_poll, due);
+    }
   }
+}
+
+// An idle worker's next poll: when the first retry or delayed item of its
+// parts comes due, at the latest after idle_poll_interval; a notice wakes it
+// before. What it cannot learn (an error, a store without NextDue), it polls
+// for as a busy one does.
+absl::Time Consumer::NextIdlePoll(Store& store, const std::vector<int>& parts, absl::Time now) {
+  absl::StatusOr<std::optional<absl::Duration>> due = store.NextDue(options_.queue, parts);
+  if (!due.ok()) {
+    if (!absl::IsUnimplemented(due.status())) PARTQ_LOG(Info) << "next due: " << due.status();
+    return now + options_.poll_interval;
+  }
+  const absl::Duration wait =
+      due->has_value() ? std::min(**due, options_.idle_poll_interval) : options_.idle_poll_interval;
+  if (wait > absl::ZeroDuration()) {
+    due_now_streak_ = 0;
+    return now + wait;
+  }
+  // Due already: it came due since the claim read (poll again at once), or
+  // it cannot be claimed yet (held back by its key: then poll as a busy
+  // worker does, not in a loop).
+  return now + (due_now_streak_++ == 0 ? absl::ZeroDuration() : options_.poll_interval);
 }
 
 void Consumer::WorkLoop(int index) {

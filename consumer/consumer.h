@@ -44,7 +44,10 @@
 // other key back.
 //
 // Wake-ups: item notices (LISTEN) wake the claimer at once; without them it
-// polls every `poll_interval`.
+// polls every `poll_interval`. With them, an idle worker (its last poll's
+// claim found nothing, nothing in flight) polls next when its parts' first
+// retry or delayed item comes due (Store::NextDue), at the latest after
+// `idle_poll_interval`.
 //
 // The parts: a ClaimScheduler (claim_scheduler.h) decides what to claim and
 // holds what is in flight, a BatchRunner (batch_runner.h) runs a batch's
@@ -101,12 +104,19 @@ class TableKeeper;
 
 struct ConsumerOptions {
   std::string queue;
-  int concurrency = 4;      // worker threads (each one connection)
-  int batch = 100;          // items per claim and per ack transaction
-  std::string instance_id;  // static membership (see SessionOptions)
+  int concurrency = 4;         // worker threads (each one connection)
+  int batch = 100;             // items per claim and per ack transaction
+  std::string instance_id;     // static membership (see SessionOptions)
   bool leave_on_stop = false;  // a static member leaves on Stop() (SessionOptions)
-  bool poll_only = false;   // no LISTEN (PgBouncer transaction pooling)
+  bool poll_only = false;      // no LISTEN (PgBouncer transaction pooling)
   absl::Duration poll_interval = absl::Seconds(1);
+  // With LISTEN: once a poll's claim finds nothing and nothing is in flight,
+  // the next poll waits until the first retry or delayed item of its parts
+  // comes due (Store::NextDue), a notice, or this long, whichever is first:
+  // an idle worker costs its heartbeats and not a claim a second. What it
+  // still finds by this poll alone: items written without a notice (an
+  // INSERT into the items table by hand).
+  absl::Duration idle_poll_interval = absl::Seconds(60);
   // poll_only: every part is read from its head at least this often (see
   // above); with LISTEN, the notices say where to read, and a busy part's
   // claims look for what came due behind its cursor this often.
@@ -225,6 +235,8 @@ class Consumer : private PartListener {
   // Stop() began (before its drain, unlike stopping_).
   std::atomic<bool> stop_requested_{false};
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time NextIdlePoll(Store& store, const std::vector<int>& parts, absl::Time now);
+  int due_now_streak_ = 0;  // NextIdlePoll's answers in a row that were "now" (claimer only)
   ConsumerStats stats_ ABSL_GUARDED_BY(mu_);
 
   std::thread claimer_;

@@ -838,6 +838,7 @@ absl::StatusOr<std::vector<OwnedPart>> Session::Acquire(const std::vector<int>& 
 }
 
 void Session::ListenerRestarted() {
+  listening_now_ = true;
   Poke();
   ItemsCallback cb;
   {
@@ -897,6 +898,7 @@ void Session::ListenLoop() {
     if (!notices.ok()) {
       // Its store is gone: the session thread connects again and listens
       // on the new connection.
+      listening_now_ = false;
       absl::MutexLock lock(&mu_);
       if (session_listener_ == listener) session_listener_.reset();
       continue;
@@ -937,6 +939,7 @@ void Session::ListenOnOwnConnection() {
     // only bounds how late a Stop is seen, so it needs no injected time.
     auto notices = listener->Wait(absl::Milliseconds(250));
     if (!notices.ok()) {
+      listening_now_ = false;
       listener.reset();
       continue;
     }

@@ -53,6 +53,7 @@
 #ifndef PARTQ_COORDINATOR_SESSION_H_
 #define PARTQ_COORDINATOR_SESSION_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -151,6 +152,10 @@ class Session {
   void SetPausedCallback(PausedCallback cb);
   // The queue is paused, as of the last group view (Store::SetPaused).
   bool paused() const;
+  // A listener is open now: item notices arrive (none with poll_only, a
+  // store without LISTEN, or while the listener reconnects; a new one makes
+  // every part be read from its head).
+  bool listening() const { return listening_now_.load(); }
   // Called when the queue's rate limit changes (Store::SetRate; nullopt:
   // none), as a join or a group view reads it, with the queue's part count;
   // a join on a limited queue counts as a change and comes before the kept
@@ -222,6 +227,7 @@ class Session {
   // Notices may have been missed (a new listener): read the group, and
   // every part from its head.
   void ListenerRestarted();
+  std::atomic<bool> listening_now_{false};
   // Connects store_ (and, unless poll_only, listens on it) if it is not.
   absl::Status EnsureStore();
   absl::Status Join();

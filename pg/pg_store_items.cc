@@ -437,8 +437,8 @@ absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepare
   const std::string q(queue);
   const pqxx::binarystring payload(item.payload.data(), item.payload.size());
   if (item.group) {
-    pqxx::result r = tx.exec_params(EnqueueGroupedSql(schema), q, payload, args.key,
-                                    args.dedup_key, args.priority, *item.group);
+    pqxx::result r = tx.exec_params(EnqueueGroupedSql(schema), q, payload, args.key, args.dedup_key,
+                                    args.priority, *item.group);
     return EnqueueResult{r[0][0].as<int64_t>(), r[0][1].as<int>(), r[0][2].as<bool>()};
   }
   const std::string channel = ChannelFor(schema, queue);
@@ -1055,9 +1055,8 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
     // a transaction of its own for the same reason: a BEGIN and a COMMIT more.
     std::vector<std::optional<std::string>> params = {request.queue, a->session};
     AppendClaimParams(*a, &params);
-    const PipelineResult r =
-        RunGuarded(pipeline_, *conn_, a->fair ? kPipelinedClaimFair : kPipelinedClaim,
-                   std::move(params));
+    const PipelineResult r = RunGuarded(
+        pipeline_, *conn_, a->fair ? kPipelinedClaimFair : kPipelinedClaim, std::move(params));
     out.reserve(r.size());
     for (int row = 0; row < r.size(); ++row) {
       absl::StatusOr<Item> it = ItemFromCells(PipelineCells{r, row}, 0);
@@ -1835,6 +1834,17 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
     }
     tx.commit();
     return status;
+  });
+}
+
+absl::StatusOr<std::optional<absl::Duration>> PgStore::NextDue(absl::string_view queue,
+                                                               const std::vector<int>& parts) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  return Run("next_due", [&]() -> absl::StatusOr<std::optional<absl::Duration>> {
+    pqxx::transaction_base& tx = Autocommit();
+    const pqxx::result r = Exec(tx, "next_due", std::string(queue), IntArray(parts));
+    if (r.empty() || r[0][0].is_null()) return std::nullopt;
+    return absl::Microseconds(std::max<int64_t>(0, r[0][0].as<int64_t>()));
   });
 }
 

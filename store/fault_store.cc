@@ -113,6 +113,10 @@ class FaultStore : public Store {
   absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override {
     return Call("Owners", [&] { return inner_->Owners(queue); });
   }
+  absl::StatusOr<std::optional<absl::Duration>> NextDue(absl::string_view queue,
+                                                    const std::vector<int>& parts) override {
+    return Call("NextDue", [&] { return inner_->NextDue(queue, parts); });
+  }
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override {
     return Call("Listen", [&] { return inner_->Listen(queue); });
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <set>
 #include <tuple>
 
 #include "absl/random/random.h"
@@ -725,6 +726,23 @@ class MemStore : public Store {
       }
     }
     return out;
+  }
+
+  absl::StatusOr<std::optional<absl::Duration>> NextDue(absl::string_view queue,
+                                                        const std::vector<int>& parts) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("NextDue"); !st.ok()) return st;
+    if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
+    const std::set<int> want(parts.begin(), parts.end());
+    const absl::Time now = db_->clock_->Now();
+    std::optional<absl::Duration> first;
+    for (const auto& [id, s] : db_->items_) {
+      if (s.queue != queue || want.count(s.item.part) == 0) continue;
+      if (!s.later || s.item.run_at == absl::InfiniteFuture()) continue;
+      const absl::Duration in = std::max(s.item.run_at - now, absl::ZeroDuration());
+      if (!first || in < *first) first = in;
+    }
+    return first;
   }
 
   absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override {

@@ -724,6 +724,14 @@ class Store {
   virtual absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) = 0;
   virtual absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
                                               const FinishBody& body) = 0;
+  // How long until the first retried, delayed or requeued item of these
+  // parts comes due (zero: it is due already; never a held group item), by
+  // the store's clock; nullopt when there is none. An idle consumer sleeps until then, or until a notice, instead of
+  // polling (Consumer, ClaimLoop). Unimplemented: it polls as before.
+  virtual absl::StatusOr<std::optional<absl::Duration>> NextDue(absl::string_view queue,
+                                                            const std::vector<int>& parts) {
+    return absl::UnimplementedError("NextDue");
+  }
   virtual absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) = 0;
   virtual absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
                                                            absl::string_view dedup_key) = 0;

@@ -1305,6 +1305,69 @@ TEST_F(ConsumerTest, IdleWorkerPicksUpANewItemWithinMilliseconds) {
   EXPECT_LT(lat[lat.size() / 2], absl::Milliseconds(50)) << "median pick-up latency";
 }
 
+// An idle worker with LISTEN makes no claims: it waits for a notice, or for
+// its parts' first delayed item to come due (Store::NextDue), not for a poll
+// every poll_interval (issue 47: 100 idle workers made 1.32 transactions a
+// second each). A delayed item enqueued meanwhile runs when it comes due.
+TEST_F(ConsumerTest, AnIdleWorkerMakesNoClaimsUntilANoticeOrADelayedItemComesDue) {
+  CreateQueue("q", 4);
+  absl::Mutex mu;
+  std::map<std::string, absl::Time> picked;
+  auto handler = MakeHandler([&](HandlerCall& call) {
+    absl::MutexLock l(&mu);
+    picked[call.item->payload] = absl::Now();
+    return absl::OkStatus();
+  });
+  FaultInjector faults(Clock::Real());
+  ConsumerOptions o = Options("q");
+  o.poll_interval = absl::Milliseconds(100);
+  o.idle_poll_interval = absl::Seconds(60);
+  Consumer c(faults.Wrap(schema_.Factory()), o, handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(c.session().WaitStable(absl::Seconds(10)));
+  ASSERT_TRUE(WaitUntil([&] { return c.session().listening(); }));
+  absl::SleepFor(absl::Milliseconds(500));  // the first polls find nothing
+  const int64_t claims = faults.Calls("Claim");
+  absl::SleepFor(absl::Seconds(2));  // 20 poll intervals
+  EXPECT_LE(faults.Calls("Claim") - claims, 1) << "an idle worker went on polling";
+  // A delayed item: its notice's claim finds it not due; the worker polls
+  // when it is, without claims in between.
+  Producer p(schema_.NewStore());
+  NewItem later;
+  later.payload = "later";
+  later.delay = absl::Seconds(2);
+  const absl::Time t0 = absl::Now();
+  ASSERT_TRUE(p.Enqueue("q", later).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::MutexLock l(&mu);
+        return picked.count("later") > 0;
+      },
+      absl::Seconds(10)));
+  {
+    absl::MutexLock l(&mu);
+    EXPECT_GE(picked["later"] - t0, absl::Seconds(2));
+    EXPECT_LT(picked["later"] - t0, absl::Seconds(4)) << "found only by a late poll";
+  }
+  EXPECT_LE(faults.Calls("Claim") - claims, 6) << "claims while the delayed item waited";
+  // A plain item: its notice wakes the worker at once.
+  NewItem now;
+  now.payload = "now";
+  const absl::Time t1 = absl::Now();
+  ASSERT_TRUE(p.Enqueue("q", now).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::MutexLock l(&mu);
+        return picked.count("now") > 0;
+      },
+      absl::Seconds(10)));
+  {
+    absl::MutexLock l(&mu);
+    EXPECT_LT(picked["now"] - t1, absl::Seconds(1));
+  }
+  c.Stop();
+}
+
 TEST_F(ConsumerTest, SigtermDrainsAndLosesNothing) {
   CreateQueue("q", 8, absl::Seconds(30));
   EnqueueN("q", 3000);
