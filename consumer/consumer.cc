@@ -123,6 +123,10 @@ absl::Status Consumer::StartThreads() {
     so.fair = config_.fair_by == FairBy::kKey;
     so.key_concurrency = config_.key_concurrency;
     scheduler_ = ClaimScheduler(so);
+    // An ordered or key-bound queue holds items back behind older ones of
+    // their key, which may finish in another part (after a grow) with no
+    // notice here: it polls as before, never idle.
+    holds_back_ = config_.ordered || config_.key_concurrency > 0;
   }
   if (absl::Status st = session_->Start(); !st.ok()) return st;
   claimer_ = std::thread([this] { ClaimLoop(); });
@@ -311,7 +315,8 @@ void Consumer::ClaimLoop() {
       CountClaimedLocked(scheduler_.AcceptClaim(*req, *std::move(items), started));
       if (found) {
         next_poll = std::min(next_poll, claim_end + options_.poll_interval);
-      } else if (session_->listening() && scheduler_.held() == 0 && !scheduler_.WantClaim()) {
+      } else if (session_->listening() && !holds_back_ && scheduler_.held() == 0 &&
+                 !scheduler_.WantClaim()) {
         idle_parts = scheduler_.PartNumbers();
       }
     }

@@ -45,9 +45,10 @@
 //
 // Wake-ups: item notices (LISTEN) wake the claimer at once; without them it
 // polls every `poll_interval`. With them, an idle worker (its last poll's
-// claim found nothing, nothing in flight) polls next when its parts' first
-// retry or delayed item comes due (Store::NextDue), at the latest after
-// `idle_poll_interval`.
+// claim found nothing, nothing in flight; not of an ordered or key-bound
+// queue, whose held-back items come free without a notice) polls next when
+// its parts' first retry or delayed item comes due (Store::NextDue), at the
+// latest after `idle_poll_interval`.
 //
 // The parts: a ClaimScheduler (claim_scheduler.h) decides what to claim and
 // holds what is in flight, a BatchRunner (batch_runner.h) runs a batch's
@@ -236,6 +237,7 @@ class Consumer : private PartListener {
   std::atomic<bool> stop_requested_{false};
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time NextIdlePoll(Store& store, const std::vector<int>& parts, absl::Time now);
+  bool holds_back_ = false;  // ordered or key-bound: never idle (Start sets it)
   int due_now_streak_ = 0;  // NextIdlePoll's answers in a row that were "now" (claimer only)
   ConsumerStats stats_ ABSL_GUARDED_BY(mu_);
 
