@@ -302,6 +302,7 @@ void Consumer::ClaimLoop() {
         absl::MutexLock lock(&mu_);
         scheduler_.FailClaim();
       }
+      last_store_failure_ns_ = absl::ToUnixNanos(claim_end);
       PARTQ_LOG(Warning) << "claim: " << items.status();
       store.reset();
       clock_->SleepFor(options_.retry_backoff);
@@ -316,7 +317,10 @@ void Consumer::ClaimLoop() {
       if (found) {
         next_poll = std::min(next_poll, claim_end + options_.poll_interval);
       } else if (session_->listening() && !holds_back_ && scheduler_.held() == 0 &&
-                 !scheduler_.WantClaim()) {
+                 !scheduler_.WantClaim() &&
+                 (last_store_failure_ns_.load() == INT64_MIN ||
+                  claim_end - absl::FromUnixNanos(last_store_failure_ns_.load()) >=
+                      options_.idle_poll_interval)) {
         idle_parts = scheduler_.PartNumbers();
       }
     }
@@ -383,6 +387,7 @@ void Consumer::WorkLoop(int index) {
         }
       }
       if (store != nullptr && Process(*store, gen, batch, &kept)) break;
+      last_store_failure_ns_ = absl::ToUnixNanos(clock_->Now());
       store.reset();
       bool give_up;
       {

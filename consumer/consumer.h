@@ -238,6 +238,10 @@ class Consumer : private PartListener {
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time NextIdlePoll(Store& store, const std::vector<int>& parts, absl::Time now);
   bool holds_back_ = false;  // ordered or key-bound: never idle (Start sets it)
+  // When the database last failed a claim or an ack (a failover, a restart):
+  // for idle_poll_interval after it the claimer polls as before and never
+  // waits idle, as its listener may still be reconnecting, its notices lost.
+  std::atomic<int64_t> last_store_failure_ns_{INT64_MIN};  // absl::ToUnixNanos
   int due_now_streak_ = 0;  // NextIdlePoll's answers in a row that were "now" (claimer only)
   ConsumerStats stats_ ABSL_GUARDED_BY(mu_);
 
