@@ -3121,7 +3121,9 @@ TEST_P(StoreConformance, AScheduleCatchesUpTheTicksInsideItsWindowOnce) {
   // (PgStore's harness moves stored times back, not the clock on: ticks are
   // compared with the clock of this firing.)
   EXPECT_EQ(f.fired[1].tick - f.fired[0].tick, absl::Hours(1));
-  EXPECT_LT(absl::AbsDuration(f.fired[1].tick - (f.db_now - absl::Seconds(1))), absl::Seconds(1));
+  // (Real time passes between the advance and this firing on PgStore: under
+  // a loaded suite more than a second of it, once 1.06 s.)
+  EXPECT_LT(absl::AbsDuration(f.fired[1].tick - (f.db_now - absl::Seconds(1))), absl::Seconds(10));
   EXPECT_GE(f.fired[0].late, absl::Hours(1));
   ASSERT_OK_AND_ASSIGN(f, store_->FireSchedules("q"));
   EXPECT_TRUE(f.fired.empty()) << "each once";
