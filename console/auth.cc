@@ -54,7 +54,8 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   if (token.size() < 16) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--token-file: the token in ", path,
-        " is shorter than 16 characters; make one with `openssl rand -hex 32 > ", path, "`"));
+        " is shorter than 16 characters; make one with `(umask 077; openssl rand -hex 32 > ", path,
+        ")`"));
   }
   return token;
 }
@@ -70,10 +71,10 @@ bool IsLoopbackHost(absl::string_view host) {
 absl::Status CheckListenAddress(absl::string_view host, bool has_token,
                                 absl::string_view token_flag) {
   if (has_token || IsLoopbackHost(host)) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("refusing to serve the console on \"", host.empty() ? "*" : host,
-                   "\" (reachable from other machines) without a token: give ", token_flag,
-                   " FILE (e.g. made with `openssl rand -hex 32 > FILE`), or listen on 127.0.0.1"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "refusing to serve the console on \"", host.empty() ? "*" : host,
+      "\" (reachable from other machines) without a token: give ", token_flag,
+      " FILE (e.g. made with `(umask 077; openssl rand -hex 32 > FILE)`), or listen on 127.0.0.1"));
 }
 
 }  // namespace partq::console

@@ -41,16 +41,21 @@ HttpResponse Secured(HttpResponse r) {
   return r;
 }
 
+std::string Header(const HttpRequest& request, const std::string& name) {
+  auto it = request.headers.find(name);
+  return it == request.headers.end() ? "" : it->second;
+}
+
 // Whether the client reached us over TLS, or a proxy in front says it did.
 // (A client that says so itself over plain HTTP gets a Secure cookie its
 // browser will not send back: it harms only itself.)
 bool OverTls(const HttpRequest& request) {
   if (request.tls) return true;
+  // The first proxy's word (a header may list several, comma-separated).
   auto first = [&](const char* name) {
-    auto it = request.headers.find(name);
-    if (it == request.headers.end()) return std::string();
-    return absl::AsciiStrToLower(absl::StripAsciiWhitespace(
-        absl::string_view(it->second).substr(0, it->second.find(','))));
+    const std::string value = Header(request, name);
+    return absl::AsciiStrToLower(
+        absl::StripAsciiWhitespace(absl::string_view(value).substr(0, value.find(','))));
   };
   if (first("x-forwarded-proto") == "https") return true;
   for (absl::string_view pair : absl::StrSplit(first("forwarded"), ';')) {
@@ -64,9 +69,16 @@ std::string CookieAttributes(const HttpRequest& request) {
                           : "; Path=/; HttpOnly; SameSite=Strict";
 }
 
-// How long the login form's answer for a throttled address says to wait.
-std::string WaitText(absl::Duration d) {
-  return absl::StrCat(absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1))), " s");
+// A throttled address's answer: `answer` (an error or the login page) as a 429
+// that says how long to wait, in its text and in Retry-After.
+HttpResponse TooManyGuesses(absl::Duration wait,
+                            const std::function<HttpResponse(int, const std::string&)>& answer) {
+  const std::string seconds =
+      absl::StrCat(absl::ToInt64Seconds(absl::Ceil(wait, absl::Seconds(1))));
+  HttpResponse r = answer(
+      429, absl::StrCat("too many wrong tokens from your address: try again in ", seconds, " s"));
+  r.headers.emplace_back("Retry-After", seconds);
+  return r;
 }
 
 HttpResponse Json(int code, const json& j) {
@@ -118,14 +130,6 @@ json RunsJson(absl::string_view head, int64_t total) {
   return out;
 }
 
-// The owners lane's read as the store gave it, for SumUp.
-QueueOwners OwnersOf(const QueueState& q) {
-  QueueOwners o;
-  o.sessions = q.sessions;
-  o.owners = q.owners;
-  return o;
-}
-
 // The host of a Host header: without the port, brackets of an IPv6 address
 // or a trailing dot, in lowercase.
 std::string HostOfHeader(absl::string_view h) {
@@ -145,11 +149,6 @@ bool IsIpAddress(const std::string& host) {
   in_addr v4{};
   in6_addr v6{};
   return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
-}
-
-std::string Header(const HttpRequest& request, const std::string& name) {
-  auto it = request.headers.find(name);
-  return it == request.headers.end() ? "" : it->second;
 }
 
 }  // namespace
@@ -224,21 +223,27 @@ bool Console::Authenticated(const HttpRequest& request) const {
   return found;
 }
 
-absl::Duration Console::WaitFor(const std::string& addr, absl::Time now) const {
+Console::Guess Console::CountGuess(const std::string& addr, absl::Time now, bool right) {
   absl::MutexLock l(&sessions_mu_);
-  auto f = login_failures_.find(addr);
-  return f == login_failures_.end() ? absl::ZeroDuration()
-                                    : std::max(absl::ZeroDuration(), f->second.wait_until - now);
-}
-
-absl::Duration Console::LoginFailed(const std::string& addr, absl::Time now) {
-  absl::MutexLock l(&sessions_mu_);
-  // Addresses silent for an hour are forgotten; a bound on what guesses from
-  // many addresses can make this process keep.
-  for (auto it = login_failures_.begin(); it != login_failures_.end();) {
-    it = now - it->second.last > absl::Hours(1) ? login_failures_.erase(it) : std::next(it);
+  // Addresses silent for an hour are forgotten (looked for once a minute); a
+  // bound on what guesses from many addresses can make this process keep.
+  if (now - failures_swept_ >= absl::Minutes(1)) {
+    for (auto it = login_failures_.begin(); it != login_failures_.end();) {
+      it = now - it->second.last > absl::Hours(1) ? login_failures_.erase(it) : std::next(it);
+    }
+    failures_swept_ = now;
   }
-  if (login_failures_.size() >= 10000 && !login_failures_.count(addr)) {
+  auto known = login_failures_.find(addr);
+  // An address that must wait is not even heard: checked and counted under
+  // one lock, so guesses sent at once cannot all pass the check.
+  if (known != login_failures_.end() && known->second.wait_until > now) {
+    return {false, known->second.wait_until - now};
+  }
+  if (right) {
+    if (known != login_failures_.end()) login_failures_.erase(known);
+    return {true, absl::ZeroDuration()};
+  }
+  if (known == login_failures_.end() && login_failures_.size() >= 10000) {
     login_failures_.erase(std::min_element(
         login_failures_.begin(), login_failures_.end(),
         [](const auto& a, const auto& b) { return a.second.last < b.second.last; }));
@@ -253,18 +258,15 @@ absl::Duration Console::LoginFailed(const std::string& addr, absl::Time now) {
     f.wait_until = now + wait;
   }
   // One line a minute at most: 23,173 wrong guesses were as many lines.
-  ++failures_unlogged_;
-  if (now - failures_logged_ >= absl::Minutes(1)) {
-    PARTQ_LOG(Warning) << "console: " << failures_unlogged_
-                       << (failures_unlogged_ == 1 ? " login" : " logins")
+  if (const LogLimiter::Verdict v = failure_log_.Admit(0); v.log) {
+    PARTQ_LOG(Warning) << "console: " << v.dropped.lines + 1
+                       << (v.dropped.lines == 0 ? " login" : " logins")
                        << " with a wrong token refused since the last such line (the last from "
-                       << Text(addr) << ", its " << f.count << (f.count == 1 ? "st" : "th")
-                       << " in a row; past " << options_.login_free_failures
+                       << Text(addr) << ", " << f.count << " in a row from there; past "
+                       << options_.login_free_failures
                        << " an address waits, twice as long after each)";
-    failures_logged_ = now;
-    failures_unlogged_ = 0;
   }
-  return wait;
+  return {false, wait};
 }
 
 std::optional<std::string> Console::ForgeryCheck(const HttpRequest& request,
@@ -295,15 +297,14 @@ bool Console::HostAllowed(const HttpRequest& request) const {
   if (header == request.headers.end()) return true;
   const std::string host = HostOfHeader(header->second);
   for (const std::string& h : options_.allowed_hosts) {
-    if (absl::EqualsIgnoreCase(host, HostOfHeader(h))) return true;
+    if (host == HostOfHeader(h)) return true;  // both lowercase
   }
   const std::string listen = absl::AsciiStrToLower(options_.listen_host);
   const bool everywhere = listen.empty() || listen == "0.0.0.0" || listen == "*";
   if (host == listen || (everywhere && IsIpAddress(host))) return true;
   // A browser sends localhost, 127.0.0.1 or [::1] for loopback; no DNS
   // answer makes any of them another site's.
-  return (everywhere || IsLoopbackHost(listen)) && IsLoopbackHost(host) &&
-         (host == "localhost" || IsIpAddress(host));
+  return (everywhere || IsLoopbackHost(listen)) && IsLoopbackHost(host);
 }
 
 HttpResponse Console::Handle(const HttpRequest& request) {
@@ -343,20 +344,9 @@ HttpResponse Console::Handle(const HttpRequest& request) {
   if (post && path == "/logout") return Secured(Logout(request));
   // A wrong bearer token is a guess like a wrong login, throttled alike.
   if (options_.token && absl::StartsWith(Header(request, "authorization"), "Bearer ")) {
-    const absl::Time now = options_.poller.clock->Now();
-    absl::Duration wait = WaitFor(request.remote_addr, now);
-    if (wait == absl::ZeroDuration() && !Bearer(request)) {
-      wait = LoginFailed(request.remote_addr, now);
-      if (wait == absl::ZeroDuration()) return Secured(Error(401, "wrong token"));
-    }
-    if (wait > absl::ZeroDuration()) {
-      HttpResponse r = Error(429, absl::StrCat("too many wrong tokens from your address: try "
-                                               "again in ",
-                                               WaitText(wait)));
-      r.headers.emplace_back(
-          "Retry-After", absl::StrCat(absl::ToInt64Seconds(absl::Ceil(wait, absl::Seconds(1)))));
-      return Secured(std::move(r));
-    }
+    const Guess g = CountGuess(request.remote_addr, options_.poller.clock->Now(), Bearer(request));
+    if (g.wait > absl::ZeroDuration()) return Secured(TooManyGuesses(g.wait, Error));
+    if (!g.right) return Secured(Error(401, "wrong token"));
   }
   const bool authed = Authenticated(request);
   if (get && (path == "/" || path == "/index.html")) {
@@ -408,28 +398,19 @@ HttpResponse Console::Login(const HttpRequest& request) {
     return LoginPage(403, *why);
   }
   const absl::Time now = options_.poller.clock->Now();
-  auto throttled = [&](absl::Duration wait) {
-    HttpResponse r = LoginPage(
-        429, absl::StrCat("too many wrong tokens from your address: try again in ", WaitText(wait)));
-    r.headers.emplace_back("Retry-After",
-                           absl::StrCat(absl::ToInt64Seconds(absl::Ceil(wait, absl::Seconds(1)))));
-    return r;
-  };
-  // An address that must wait is not even compared: guessing stops there.
-  if (const absl::Duration wait = WaitFor(request.remote_addr, now); wait > absl::ZeroDuration()) {
-    return throttled(wait);
-  }
   auto token = form.find("token");
-  if (token == form.end() ||
-      !SameSecret(std::string(absl::StripAsciiWhitespace(token->second)), *options_.token)) {
-    const absl::Duration wait = LoginFailed(request.remote_addr, now);
-    if (wait > absl::ZeroDuration()) return throttled(wait);
-    return LoginPage(401, "wrong token");
+  const bool right =
+      token != form.end() &&
+      SameSecret(std::string(absl::StripAsciiWhitespace(token->second)), *options_.token);
+  const Guess g = CountGuess(request.remote_addr, now, right);
+  if (g.wait > absl::ZeroDuration()) {
+    return TooManyGuesses(
+        g.wait, [this](int code, const std::string& message) { return LoginPage(code, message); });
   }
+  if (!g.right) return LoginPage(401, "wrong token");
   const std::string session = RandomToken();
   {
     absl::MutexLock l(&sessions_mu_);
-    login_failures_.erase(request.remote_addr);
     // A bound on what logins can make this process keep: the least recently
     // used login has to log in again.
     if (sessions_.size() >= 1000) {
@@ -470,13 +451,13 @@ HttpResponse Console::Queues() const {
   for (const auto& [name, q] : s.queues) {
     // Liveness as `partq status` counts it (SumUp), at this moment: a
     // session that expired since the read counts as expired.
-    const OwnerTotals o = SumUp(OwnersOf(q), now - q.owners_at);
+    const OwnerTotals o = SumUp(q.group, now - q.owners_at);
     json j = {{"name", name},
               {"parts", q.config.parts},
               {"paused", q.config.paused},
               {"sessions", o.live_sessions},
               {"expired_sessions", o.expired_sessions}};
-    j["unowned_parts"] = q.owners.empty() ? json() : json(o.unowned_parts);
+    j["unowned_parts"] = q.group.owners.empty() ? json() : json(o.unowned_parts);
     if (q.status) {
       const QueueTotals t = SumUp(*q.status, now - q.status_at);
       j["ready"] = t.ready;
@@ -529,16 +510,14 @@ HttpResponse Console::Queue(const std::string& name) const {
   }
   std::map<std::string, int> index;
   std::map<std::string, int> owned;
-  for (const auto& o : q->owners) {
+  for (const auto& o : q->group.owners) {
     if (o) ++owned[o->value];
   }
   json sessions = json::array();
-  int live = 0;
   auto add = [&](const std::string& id, const std::string& host, int pid,
                  const QueueOwners::Session* ses) {
     index[id] = static_cast<int>(sessions.size());
     const bool alive = ses != nullptr && SessionLive(ses->expires_in, since_owners);
-    live += alive ? 1 : 0;
     json s = {{"id", id},       {"host", Text(host)}, {"pid", pid},
               {"parts", owned[id]}, {"expired", !alive}};
     if (ses != nullptr) {
@@ -549,7 +528,7 @@ HttpResponse Console::Queue(const std::string& name) const {
     if (it != info.end()) s["instance"] = Text(it->second->instance_id);
     sessions.push_back(std::move(s));
   };
-  for (const auto& ses : q->sessions) add(ses.id.value, ses.host, ses.pid, &ses);
+  for (const auto& ses : q->group.sessions) add(ses.id.value, ses.host, ses.pid, &ses);
   for (const auto& [id, n] : owned) {
     if (!index.count(id)) {
       auto l = labels.find(id);
@@ -557,8 +536,8 @@ HttpResponse Console::Queue(const std::string& name) const {
     }
   }
   json owner = json::array();
-  for (const auto& o : q->owners) owner.push_back(o ? index[o->value] : -1);
-  const OwnerTotals ot = SumUp(OwnersOf(*q), since_owners);
+  for (const auto& o : q->group.owners) owner.push_back(o ? index[o->value] : -1);
+  const OwnerTotals ot = SumUp(q->group, since_owners);
   json ready = json::array(), oldest = json::array();
   if (q->status) {
     for (const PartStatus& p : q->status->parts) {
@@ -586,7 +565,7 @@ HttpResponse Console::Queue(const std::string& name) const {
             {"max_attempts", q->config.max_attempts},
             {"ordered", q->config.ordered},
             {"sessions", std::move(sessions)},
-            {"live_sessions", live},
+            {"live_sessions", ot.live_sessions},
             {"unowned_parts", ot.unowned_parts},
             {"owner", std::move(owner)},
             {"ready", std::move(ready)},

@@ -57,6 +57,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/log_limiter.h"
 #include "console/poller.h"
 #include "store/store.h"
 #include "store/throughput.h"
@@ -155,11 +156,14 @@ class Console {
   const std::string csrf_;
   Poller poller_;
 
-  // A wrong token from `addr` at `now`: counts it, sets the address's wait,
-  // logs (at most once a minute). Returns how long the address must wait.
-  absl::Duration LoginFailed(const std::string& addr, absl::Time now);
-  // How long `addr` must still wait before its next try (zero: none).
-  absl::Duration WaitFor(const std::string& addr, absl::Time now) const;
+  // A token from `addr` at `now`, `right` or not: refused while the address
+  // must wait (`wait`); else a right one clears its count, a wrong one counts,
+  // sets its next wait and is logged (at most once a minute).
+  struct Guess {
+    bool right = false;
+    absl::Duration wait;  // zero: heard
+  };
+  Guess CountGuess(const std::string& addr, absl::Time now, bool right);
 
   mutable absl::Mutex sessions_mu_;
   struct Session {
@@ -172,9 +176,9 @@ class Console {
     absl::Time last, wait_until;
   };
   std::map<std::string, Failures> login_failures_ ABSL_GUARDED_BY(sessions_mu_);  // by address
-  // The warning's rate limit: when it was last logged, what came since.
-  absl::Time failures_logged_ ABSL_GUARDED_BY(sessions_mu_) = absl::InfinitePast();
-  int64_t failures_unlogged_ ABSL_GUARDED_BY(sessions_mu_) = 0;
+  absl::Time failures_swept_ ABSL_GUARDED_BY(sessions_mu_) = absl::InfinitePast();
+  // The warning of wrong tokens: a line a minute, with the count of the rest.
+  LogLimiter failure_log_{1, INT64_MAX, absl::Minutes(1), options_.poller.clock};
 
   // Dead item lists and actions, on their own connection.
   absl::Mutex store_mu_;

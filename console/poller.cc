@@ -130,21 +130,21 @@ absl::Status Poller::PollOwnersOnce() {
     for (const QueueOwners::Session& ses : r->second.sessions) {
       state_.labels[ses.id.value] = absl::StrCat(ses.host, ":", ses.pid);
     }
-    if (s.owners_at != absl::Time() && s.owners.size() == r->second.owners.size()) {
-      for (Handoff& h : Diff(s.owners, r->second.owners, now)) s.handoffs.push_back(std::move(h));
+    if (s.owners_at != absl::Time() && s.group.owners.size() == r->second.owners.size()) {
+      for (Handoff& h : Diff(s.group.owners, r->second.owners, now))
+        s.handoffs.push_back(std::move(h));
     }
     while (!s.handoffs.empty() && s.handoffs.front().at < now - options_.handoff_window) {
       s.handoffs.pop_front();
     }
-    s.sessions = std::move(r->second.sessions);
-    s.owners = std::move(r->second.owners);
+    s.group = std::move(r->second);
     s.owners_at = now;
   }
   state_.queues = std::move(next);
   // Labels only of sessions something still names.
   std::set<std::string> named;
   for (const auto& [name, q] : state_.queues) {
-    for (const auto& ses : q.sessions) named.insert(ses.id.value);
+    for (const auto& ses : q.group.sessions) named.insert(ses.id.value);
     for (const Handoff& h : q.handoffs) {
       if (h.from) named.insert(h.from->value);
       if (h.to) named.insert(h.to->value);

@@ -70,8 +70,7 @@ struct QueueState {
   QueueConfig config;
   // Owners lane.
   absl::Time owners_at;  // absl::Time(): not read yet
-  std::vector<QueueOwners::Session> sessions;
-  std::vector<std::optional<SessionId>> owners;  // one per part
+  QueueOwners group;     // as Store::Owners gave it: sessions, an owner per part
   std::deque<Handoff> handoffs;                  // oldest first
   // Status lane.
   std::optional<QueueStatus> status;

@@ -45,7 +45,6 @@ FinishRates RecentRates(const QueueStatus& status, absl::Duration interval,
     // make its counts a burst.
     const absl::Time start = std::min(status.db_now - s.since_start, last - interval);
     const absl::Time from = std::max(last - window, start);
-    if (last <= from) continue;  // no heartbeat since it started
     FinishRates mine;
     for (const ThroughputMinute& m : s.throughput) {
       const auto [lo, hi] = Covered(m.minute, last, start, interval);

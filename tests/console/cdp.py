@@ -71,8 +71,7 @@ class Browser:
         self.call("Page.enable")
         self.call("Runtime.enable")
         self.call("Network.enable")
-        self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+        self.resize(width, height)
 
     def resize(self, width, height):
         """The viewport's size in CSS pixels."""

@@ -5,14 +5,17 @@
 #include "console/console.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "base/clock.h"
 #include "coordinator/queue_collector.h"
 #include "gtest/gtest.h"
@@ -714,6 +717,35 @@ TEST_F(ConsoleTest, WrongTokensAreThrottledPerAddressAndLoggedOnceAMinute) {
   EXPECT_GE(lines, 2) << log;
   EXPECT_LE(lines, 43) << "a line a minute at most, not one per guess: " << log;
   EXPECT_TRUE(absl::StrContains(log, "with a wrong token refused")) << log;
+}
+
+// Guesses sent at once from one address are heard one at a time: only the
+// free ones are compared, however many threads the server runs them on
+// (checking the wait and counting the guess were two steps, and a burst
+// passed the check together).
+TEST_F(ConsoleTest, GuessesSentAtOnceAreCountedOneAtATime) {
+  MakeQueue(*store_, "q", 1);
+  auto console = Make();
+  constexpr int kThreads = 32;
+  std::atomic<int> refused{0}, heard{0};
+  absl::Notification go;
+  std::vector<std::thread> threads;
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      HttpRequest api = Get("/api/queues");
+      api.remote_addr = "10.0.0.9";
+      api.headers["authorization"] = "Bearer wrong-token-0123456";
+      go.WaitForNotification();
+      const int code = console->Handle(api).code;
+      (code == 429 ? refused : heard)++;
+    });
+  }
+  go.Notify();
+  for (auto& t : threads) t.join();
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(heard.load(), 5) << "the free guesses (login_free_failures), no more";
+  EXPECT_EQ(refused.load(), kThreads - 5);
 }
 
 TEST_F(ConsoleTest, ManyGuessesMakeFewLogLines) {
