@@ -99,6 +99,37 @@ class ConsumerTest : public ::testing::Test {
               1);
   }
 
+  // A handler that notes when each payload reached it, and how long after
+  // its enqueue an item was picked up: for the tests of idle workers.
+  class Pickups {
+   public:
+    Handler* handler() { return handler_.get(); }
+    // Enqueues `item` into `queue` and returns how long after the enqueue
+    // its handler call began (infinite if not within 10 s).
+    absl::Duration After(Producer& p, const std::string& queue, const NewItem& item) {
+      const absl::Time t0 = absl::Now();
+      EXPECT_TRUE(p.Enqueue(queue, item).ok());
+      const bool seen = WaitUntil(
+          [&] {
+            absl::MutexLock l(&mu_);
+            return at_.count(item.payload) > 0;
+          },
+          absl::Seconds(10));
+      EXPECT_TRUE(seen) << item.payload << " was not picked up";
+      absl::MutexLock l(&mu_);
+      return seen ? at_[item.payload] - t0 : absl::InfiniteDuration();
+    }
+
+   private:
+    absl::Mutex mu_;
+    std::map<std::string, absl::Time> at_ ABSL_GUARDED_BY(mu_);
+    std::unique_ptr<Handler> handler_ = MakeHandler([this](HandlerCall& call) {
+      absl::MutexLock l(&mu_);
+      at_[call.item->payload] = absl::Now();
+      return absl::OkStatus();
+    });
+  };
+
   int64_t Left(const std::string& queue) {
     return schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = '" + queue + "'");
   }
@@ -1271,16 +1302,10 @@ TEST_F(ConsumerTest, KeyConcurrencyRunsAtMostNItemsOfAKeyAtOnceAcrossConsumers) 
 
 TEST_F(ConsumerTest, IdleWorkerPicksUpANewItemWithinMilliseconds) {
   CreateQueue("q", 8);
-  absl::Mutex mu;
-  std::map<std::string, absl::Time> picked;
-  auto handler = MakeHandler([&](HandlerCall& call) {
-    absl::MutexLock l(&mu);
-    picked[call.item->payload] = absl::Now();
-    return absl::OkStatus();
-  });
+  Pickups picked;
   ConsumerOptions o = Options("q");
   o.poll_interval = absl::Seconds(30);  // only a NOTIFY can wake it in time
-  Consumer c(schema_.Factory(), o, handler.get());
+  Consumer c(schema_.Factory(), o, picked.handler());
   ASSERT_TRUE(c.Start().ok());
   ASSERT_TRUE(c.session().WaitStable(absl::Seconds(10)));
   Producer p(schema_.NewStore());
@@ -1289,16 +1314,7 @@ TEST_F(ConsumerTest, IdleWorkerPicksUpANewItemWithinMilliseconds) {
     absl::SleepFor(absl::Milliseconds(50));  // idle between items
     NewItem it;
     it.payload = absl::StrCat("i", i);
-    const absl::Time t0 = absl::Now();
-    ASSERT_TRUE(p.Enqueue("q", it).ok());
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          absl::MutexLock l(&mu);
-          return picked.count(it.payload) > 0;
-        },
-        absl::Seconds(10)));
-    absl::MutexLock l(&mu);
-    lat.push_back(picked[it.payload] - t0);
+    lat.push_back(picked.After(p, "q", it));
   }
   c.Stop();
   std::sort(lat.begin(), lat.end());
@@ -1311,18 +1327,12 @@ TEST_F(ConsumerTest, IdleWorkerPicksUpANewItemWithinMilliseconds) {
 // second each). A delayed item enqueued meanwhile runs when it comes due.
 TEST_F(ConsumerTest, AnIdleWorkerMakesNoClaimsUntilANoticeOrADelayedItemComesDue) {
   CreateQueue("q", 4);
-  absl::Mutex mu;
-  std::map<std::string, absl::Time> picked;
-  auto handler = MakeHandler([&](HandlerCall& call) {
-    absl::MutexLock l(&mu);
-    picked[call.item->payload] = absl::Now();
-    return absl::OkStatus();
-  });
+  Pickups picked;
   FaultInjector faults(Clock::Real());
   ConsumerOptions o = Options("q");
   o.poll_interval = absl::Milliseconds(100);
   o.idle_poll_interval = absl::Seconds(60);
-  Consumer c(faults.Wrap(schema_.Factory()), o, handler.get());
+  Consumer c(faults.Wrap(schema_.Factory()), o, picked.handler());
   ASSERT_TRUE(c.Start().ok());
   ASSERT_TRUE(c.session().WaitStable(absl::Seconds(10)));
   ASSERT_TRUE(WaitUntil([&] { return c.session().listening(); }));
@@ -1330,34 +1340,22 @@ TEST_F(ConsumerTest, AnIdleWorkerMakesNoClaimsUntilANoticeOrADelayedItemComesDue
   const int64_t claims = faults.Calls("Claim");
   absl::SleepFor(absl::Seconds(2));  // 20 poll intervals
   EXPECT_LE(faults.Calls("Claim") - claims, 1) << "an idle worker went on polling";
-  // Enqueues `payload` with `delay` and returns how long after the enqueue it
-  // was picked up.
-  Producer p(schema_.NewStore());
-  auto picked_after = [&](const std::string& payload, absl::Duration delay) {
-    NewItem item;
-    item.payload = payload;
-    item.delay = delay;
-    const absl::Time t0 = absl::Now();
-    EXPECT_TRUE(p.Enqueue("q", item).ok());
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          absl::MutexLock l(&mu);
-          return picked.count(payload) > 0;
-        },
-        absl::Seconds(10)));
-    absl::MutexLock l(&mu);
-    return picked.count(payload) > 0 ? picked[payload] - t0 : absl::InfiniteDuration();
-  };
   // A delayed item: its notice's claim finds it not due; the worker polls
   // when it is, without claims in between.
-  const absl::Duration later = picked_after("later", absl::Seconds(2));
-  EXPECT_GE(later, absl::Seconds(2));
-  EXPECT_LT(later, absl::Seconds(4)) << "found only by a late poll";
+  Producer p(schema_.NewStore());
+  NewItem later;
+  later.payload = "later";
+  later.delay = absl::Seconds(2);
+  const absl::Duration waited = picked.After(p, "q", later);
+  EXPECT_GE(waited, absl::Seconds(2));
+  EXPECT_LT(waited, absl::Seconds(4)) << "found only by a late poll";
   printf("a 2 s delay was picked up %s after its due time\n",
-         absl::FormatDuration(later - absl::Seconds(2)).c_str());
+         absl::FormatDuration(waited - absl::Seconds(2)).c_str());
   EXPECT_LE(faults.Calls("Claim") - claims, 6) << "claims while the delayed item waited";
   // A plain item: its notice wakes the worker at once.
-  EXPECT_LT(picked_after("now", absl::ZeroDuration()), absl::Seconds(1));
+  NewItem now;
+  now.payload = "now";
+  EXPECT_LT(picked.After(p, "q", now), absl::Seconds(1));
   c.Stop();
 }
 
