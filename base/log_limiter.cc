@@ -5,8 +5,10 @@
 namespace partq {
 
 std::string LogLimiter::Dropped::Describe() const {
-  return absl::StrCat(lines, lines == 1 ? " line" : " lines", " (", bytes,
-                      bytes == 1 ? " byte" : " bytes", ") not logged over the last ",
+  // Lines admitted as 0 bytes (a budget of lines only) say no size.
+  const std::string size =
+      bytes == 0 ? "" : absl::StrCat(" (", bytes, bytes == 1 ? " byte)" : " bytes)");
+  return absl::StrCat(lines, lines == 1 ? " line" : " lines", size, " not logged over the last ",
                       absl::FormatDuration(absl::Trunc(over, absl::Milliseconds(1))));
 }
 

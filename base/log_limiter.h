@@ -32,7 +32,8 @@ class LogLimiter {
     int64_t bytes = 0;
     absl::Duration over;  // from the first dropped line to now
     bool any() const { return lines > 0; }
-    // "N line(s) (B bytes) not logged over the last D" for a log line.
+    // "N line(s) (B bytes) not logged over the last D" for a log line (no
+    // size when the lines were admitted as 0 bytes).
     std::string Describe() const;
   };
   struct Verdict {

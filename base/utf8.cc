@@ -128,16 +128,21 @@ std::string EscapeInvisibleControls(absl::string_view json) {
   return out;
 }
 
-std::string Quoted(absl::string_view value) {
-  if (value.size() <= kMaxQuotedBytes) return absl::StrCat("\"", PrintableUtf8(value), "\"");
+absl::string_view CutAtCharacter(absl::string_view value, size_t max_bytes) {
+  if (value.size() <= max_bytes) return value;
   // Back to the start of the character the cut would split.
-  size_t cut = kMaxQuotedBytes;
+  size_t cut = max_bytes;
   for (int back = 0; back < 3 && cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80;
        ++back) {
     --cut;
   }
-  return absl::StrCat("\"", PrintableUtf8(value.substr(0, cut)), "\"... (", value.size(),
-                      " bytes)");
+  return value.substr(0, cut);
+}
+
+std::string Quoted(absl::string_view value, size_t max_bytes) {
+  if (value.size() <= max_bytes) return absl::StrCat("\"", PrintableUtf8(value), "\"");
+  return absl::StrCat("\"", PrintableUtf8(CutAtCharacter(value, max_bytes)), "\"... (",
+                      value.size(), " bytes)");
 }
 
 }  // namespace partq

@@ -37,12 +37,16 @@ std::string PrintableUtf8Lines(absl::string_view s);
 // value, safe to show on a terminal.
 std::string EscapeInvisibleControls(absl::string_view json);
 
+// The first `max_bytes` bytes of `value`, or fewer: never a part of a
+// UTF-8 character (a cut inside one would show as \xNN escapes).
+absl::string_view CutAtCharacter(absl::string_view value, size_t max_bytes);
+
 // How a message shows a value it refuses or reports: in double quotes,
-// PrintableUtf8, and cut after kMaxQuotedBytes bytes (at a character
-// boundary) with its whole length noted, so that a 100 KB value makes a
-// message of one line: "aaaa"... (100000 bytes).
+// PrintableUtf8, and cut after `max_bytes` bytes (CutAtCharacter) with its
+// whole length noted, so that a 100 KB value makes a message of one line:
+// "aaaa"... (100000 bytes).
 inline constexpr size_t kMaxQuotedBytes = 64;
-std::string Quoted(absl::string_view value);
+std::string Quoted(absl::string_view value, size_t max_bytes = kMaxQuotedBytes);
 
 }  // namespace partq
 

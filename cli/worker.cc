@@ -3,17 +3,17 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "base/secret_file.h"
+#include "base/utf8.h"
 #include "cli/common.h"
 #include "cli/console_flags.h"
 #include "cli/http_server.h"
@@ -29,12 +29,9 @@ namespace {
 // which anyone on the machine can read (/proc/PID/cmdline, ps). Empty: none.
 absl::StatusOr<std::string> HandlerAuthorization(const Args& args) {
   if (auto file = args.Get("handler-auth-file")) {
-    std::ifstream in(*file);
-    std::string line;
-    if (!in || !std::getline(in, line)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--handler-auth-file: cannot read a line from ", *file));
-    }
+    absl::StatusOr<std::string> content = ReadSecretFile(*file, "--handler-auth-file");
+    if (!content.ok()) return content.status();
+    std::string line = content->substr(0, content->find('\n'));
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("--handler-auth-file: ", *file,
@@ -57,8 +54,8 @@ absl::StatusOr<std::vector<std::string>> HandlerEnv(const Args& args) {
                        std::all_of(name.begin(), name.end(),
                                    [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
     if (!valid) {
-      return absl::InvalidArgumentError(absl::StrCat("--handler-env: \"", absl::CHexEscape(name),
-                                                     "\" is not an environment variable name"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--handler-env: ", Quoted(name), " is not an environment variable name"));
     }
     names.emplace_back(name);
   }

@@ -2,15 +2,11 @@
 
 #include <arpa/inet.h>
 #include <sys/random.h>
-#include <sys/stat.h>
-
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "base/secret_file.h"
 
 namespace partq::console {
 
@@ -36,21 +32,9 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--token-file: cannot read ", path));
-  // As ssh refuses a private key others can read. A group may read it:
-  // Kubernetes gives a Secret's files to the pod's fsGroup.
-  struct stat st {};
-  if (stat(path.c_str(), &st) == 0 && (st.st_mode & S_IRWXO) != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--token-file: %s can be read or written by other users (mode %04o): anyone on this "
-        "machine could take the console's token; chmod o-rwx %s (600, or 640 for a group "
-        "such as Kubernetes' fsGroup)",
-        path, st.st_mode & 07777, path));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string token(absl::StripAsciiWhitespace(ss.str()));
+  absl::StatusOr<std::string> file = ReadSecretFile(path, "--token-file");
+  if (!file.ok()) return file.status();
+  std::string token(absl::StripAsciiWhitespace(*file));
   if (token.size() < 16) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--token-file: the token in ", path,

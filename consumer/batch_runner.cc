@@ -105,7 +105,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
   }
   auto ack = [&](size_t i) { Ack(items[i], calls[i], &outcomes[i]); };
   if (handler_->StatusesAreFinal() && !isolate) {
-    switch (RunFinal(items, calls, run_index, gen, batch, &outcomes)) {
+    switch (RunFinal(items, calls, run, run_index, gen, batch, &outcomes)) {
       case FinalRun::kDone:
         return outcomes;
       case FinalRun::kStopped:
@@ -326,11 +326,10 @@ void BatchRunner::Ack(const Item& item, HandlerCall& call, Outcome* outcome) {
 
 BatchRunner::FinalRun BatchRunner::RunFinal(absl::Span<const Item> items,
                                             std::vector<HandlerCall>& calls,
+                                            const std::vector<HandlerCall*>& run,
                                             const std::vector<size_t>& run_index,
                                             absl::BitGenRef gen, Batch& batch,
                                             std::vector<Outcome>* outcomes) {
-  std::vector<HandlerCall*> run;
-  for (size_t i : run_index) run.push_back(&calls[i]);
   std::vector<absl::Status> statuses;
   if (run.size() == 1) {
     statuses.push_back(RunAlone(*run[0]));

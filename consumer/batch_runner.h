@@ -119,6 +119,8 @@ class BatchRunner {
   void CancelCalls();
   // Whether `status` is the stop signal Run returns.
   static bool IsStopSignal(const absl::Status& status);
+  // StopBy was called.
+  bool Stopping() const { return stop_deadline_ns_.load() != INT64_MAX; }
 
  private:
   // Isolating runs: `runs` items that succeeded in their batch attempt ran
@@ -140,9 +142,10 @@ class BatchRunner {
   // caller rolls back and isolates as for any handler. kStopped: calls are
   // over (Stopped) before it could finish.
   enum class FinalRun { kDone, kBroken, kStopped };
+  // `run`: the calls of `run_index`.
   FinalRun RunFinal(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
-                    const std::vector<size_t>& run_index, absl::BitGenRef gen, Batch& batch,
-                    std::vector<Outcome>* outcomes);
+                    const std::vector<HandlerCall*>& run, const std::vector<size_t>& run_index,
+                    absl::BitGenRef gen, Batch& batch, std::vector<Outcome>* outcomes);
   // FailurePolicy::Failed, noted in batch.failures.
   Outcome Failed(const Item& item, const absl::Status& failure, absl::BitGenRef gen,
                  Batch& batch) const;

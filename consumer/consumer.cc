@@ -147,7 +147,6 @@ void Consumer::Stop() {
   // the stop ends within drain_timeout whatever the handler does (a child
   // that keeps dying is not restarted past it, nor its items run alone).
   if (runner_ != nullptr) runner_->StopBy(clock_->Now() + options_.drain_timeout);
-  stop_requested_.store(true);
   // Revokes every part (OnRevoke drains), then leaves the group. Before the
   // part-0 jobs stop: stopping them waits for the query they are in, and the
   // queue's status reads the whole queue (6 s with a 500k backlog under load
@@ -212,7 +211,7 @@ void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
   scheduler_.Remove(nums);
   auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return scheduler_.Drained(nums); };
   if (!clock_->AwaitWithTimeout(mu_, absl::Condition(&drained), options_.drain_timeout)) {
-    if (stop_requested_.load() && runner_ != nullptr) {
+    if (runner_ != nullptr && runner_->Stopping()) {
       // Stopping: the handler calls still running are given up; their
       // items go back to the queue unfinished (BatchRunner::CancelCalls).
       PARTQ_LOG(Warning) << "drain timeout (--drain-timeout " << options_.drain_timeout
@@ -386,7 +385,10 @@ void Consumer::WorkLoop(int index) {
           PARTQ_LOG(Warning) << "worker " << index << ": " << s.status();
         }
       }
-      if (store != nullptr && Process(*store, gen, batch, &kept)) break;
+      const Processed done =
+          store != nullptr ? Process(*store, gen, batch, &kept) : Processed::kFailed;
+      // Stopped (Run's stop signal): the batch is given up; not a failure.
+      if (done != Processed::kFailed) break;
       last_store_failure_ns_ = absl::ToUnixNanos(clock_->Now());
       store.reset();
       bool give_up;
@@ -430,8 +432,8 @@ std::vector<OwnedPart> FenceOf(const std::vector<Item>& items) {
 
 }  // namespace
 
-bool Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
-                       std::optional<Batch>* kept) {
+Consumer::Processed Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
+                                      std::optional<Batch>* kept) {
   FinishRequest req;
   req.queue = options_.queue;
   req.begin_next = true;  // the first batch claimed ahead is this worker's next
@@ -475,7 +477,7 @@ bool Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
   }
   // The failures of the transactions that committed, to report.
   std::vector<FailureNote> notes;
-  if (r.ok()) notes = batch.failures;
+  if (r.ok()) notes = std::move(batch.failures);
   // An isolating run that left items: they go in transactions of their own,
   // one after another (each may leave some again), as the same batch.
   Batch rest;
@@ -539,16 +541,16 @@ bool Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
   }
   if (!r.ok() && BatchRunner::IsStopSignal(r.status())) {
     PARTQ_LOG(Info) << batch.items.size() << " items: " << r.status().message();
-    return false;  // stopping: the caller gives the batch up
+    return Processed::kStopped;  // the caller gives the batch up
   }
   if (!r.ok()) {
     PARTQ_LOG(Warning) << "finishing " << batch.items.size() << " items: " << r.status();
     ++stats_.finish_errors;
     if (metrics_ != nullptr) metrics_->FinishError();
-    return false;
+    return Processed::kFailed;
   }
   CountLocked(*r, batch.items, t0, t1);
-  return true;
+  return Processed::kDone;
 }
 
 namespace {
@@ -588,20 +590,20 @@ void Consumer::ReportFailures(const std::vector<FailureNote>& notes, const Finis
     const LogLevel level =
         note.kind == FailureKind::kThrottled ? LogLevel::kInfo : LogLevel::kWarning;
     if (level < GetLogLevel()) continue;
-    const std::string& error = note.outcome.error;
-    std::string line = absl::StrCat(
-        "queue \"", options_.queue, "\": item ", note.outcome.id, " failed at attempt ",
-        note.attempt, " of ", config_.max_attempts, " (", FailureKindName(note.kind),
-        "): ", PrintableUtf8(absl::string_view(error).substr(0, kLoggedErrorBytes)),
-        error.size() > kLoggedErrorBytes ? "..." : "", "; ",
-        NextStep(note, is_dead, config_.max_attempts));
-    const LogLimiter::Verdict v = failure_log_.Admit(line.size());
+    // Admitted first: in a flood the dropped lines are not even made.
+    const LogLimiter::Verdict v = failure_log_.Admit(0);
     if (!v.log) continue;
     if (v.dropped.any()) {
       LogLine(LogLevel::kWarning, absl::StrCat("item failures: ", v.dropped.Describe(),
                                                " (partq_item_failures_total counts every one)"));
     }
-    LogLine(level, line);
+    const std::string& error = note.outcome.error;
+    LogLine(level, absl::StrCat("queue \"", options_.queue, "\": item ", note.outcome.id,
+                                " failed at attempt ", note.attempt, " of ", config_.max_attempts,
+                                " (", FailureKindName(note.kind),
+                                "): ", PrintableUtf8(CutAtCharacter(error, kLoggedErrorBytes)),
+                                error.size() > kLoggedErrorBytes ? "..." : "", "; ",
+                                NextStep(note, is_dead, config_.max_attempts)));
   }
   if (throttled > 0) {
     absl::MutexLock lock(&mu_);

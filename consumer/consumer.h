@@ -193,12 +193,13 @@ class Consumer : private PartListener {
 
   void ClaimLoop();
   void WorkLoop(int index);
-  // Finishes one batch (claiming ahead when due); returns false if it must be
+  // Finishes one batch (claiming ahead when due); kFailed if it must be
   // retried (database error), with `batch` cut down to what did not commit
   // (an isolating run's earlier transactions may have). `*kept` gets the
   // batch this worker must run next on `store` (its transaction is begun
   // already), if any. Retry delays draw their jitter from `gen`.
-  bool Process(Store& store, absl::BitGenRef gen, Batch& batch, std::optional<Batch>* kept);
+  enum class Processed { kDone, kStopped, kFailed };  // kStopped: Run's stop signal
+  Processed Process(Store& store, absl::BitGenRef gen, Batch& batch, std::optional<Batch>* kept);
   // What a Finish of `items` committed, into the stats and metrics.
   void CountLocked(const FinishResult& r, const std::vector<Item>& items, absl::Time start,
                    absl::Time end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -226,15 +227,14 @@ class Consumer : private PartListener {
 
   // Item failure lines: at most 10 lines (16 KiB) every 10 s; the rest
   // counted, and said with the next line or at Stop.
-  LogLimiter failure_log_{10, 16 << 10, absl::Seconds(10), clock_};
+  // Lines only (each is short: its error is cut), admitted before it is made.
+  LogLimiter failure_log_{10, INT64_MAX, absl::Seconds(10), clock_};
 
   StartStop lifecycle_;
   mutable absl::Mutex mu_;
   // What to claim, and what is in flight (its locking contract: claim_scheduler.h).
   ClaimScheduler scheduler_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // Stop() began (before its drain, unlike stopping_).
-  std::atomic<bool> stop_requested_{false};
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time NextIdlePoll(Store& store, const std::vector<int>& parts, absl::Time now);
   bool holds_back_ = false;  // ordered or key-bound: never idle (Start sets it)

@@ -30,10 +30,6 @@ constexpr char kRetryInUrl[] = "type.partq.dev/handler.retry_in";  // nanosecond
 constexpr char kDeadNowUrl[] = "type.partq.dev/handler.dead_now";
 constexpr char kThrottledUrl[] = "type.partq.dev/handler.throttled";
 constexpr char kKindUrl[] = "type.partq.dev/handler.failure_kind";  // FailureKindName
-constexpr FailureKind kKinds[] = {FailureKind::kHandlerError, FailureKind::kEffect,
-                                  FailureKind::kTimeout,      FailureKind::kCrash,
-                                  FailureKind::kProtocol,     FailureKind::kConnection,
-                                  FailureKind::kThrottled};
 }  // namespace
 
 const char* FailureKindName(FailureKind kind) {
@@ -64,7 +60,7 @@ absl::Status WithFailureKind(absl::Status failure, FailureKind kind) {
 FailureKind FailureKindOf(const absl::Status& failure) {
   if (IsThrottled(failure)) return FailureKind::kThrottled;
   if (const auto p = failure.GetPayload(kKindUrl)) {
-    for (FailureKind k : kKinds) {
+    for (FailureKind k : kFailureKinds) {
       if (*p == FailureKindName(k)) return k;
     }
   }

@@ -136,6 +136,11 @@ enum class FailureKind {
   kConnection,    // the connection to the handler broke
   kThrottled,     // Throttled: not the item's failure; the attempt given back
 };
+// Every kind, in enum order (its value is its index).
+inline constexpr FailureKind kFailureKinds[] = {
+    FailureKind::kHandlerError, FailureKind::kEffect,   FailureKind::kTimeout,
+    FailureKind::kCrash,        FailureKind::kProtocol, FailureKind::kConnection,
+    FailureKind::kThrottled};
 // A failure marked with its kind, by a handler that knows it (the exec and
 // http transports); kept through copies, as the hints are.
 absl::Status WithFailureKind(absl::Status failure, FailureKind kind);

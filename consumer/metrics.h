@@ -67,6 +67,7 @@ class ConsumerMetrics {
   prometheus::Counter& fenced_;
   prometheus::Counter& finish_errors_;
   prometheus::Family<prometheus::Counter>& item_failures_;
+  std::vector<prometheus::Counter*> item_failure_by_kind_;  // by FailureKind, from kFailureKinds
   prometheus::Histogram& latency_;
   prometheus::Histogram& batch_duration_;
   prometheus::Histogram& claim_duration_;

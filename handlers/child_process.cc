@@ -35,9 +35,7 @@ constexpr size_t kLastStderrLine = 512;      // kept for error messages
 constexpr size_t kQuotedOutputBytes = 200;
 std::string QuoteOutput(absl::string_view out) {
   if (!out.empty() && out.back() == '\n') out.remove_suffix(1);
-  std::string q = absl::StrCat("\"", PrintableUtf8(out.substr(0, kQuotedOutputBytes)), "\"");
-  if (out.size() > kQuotedOutputBytes) q += "...";
-  return q;
+  return Quoted(out, kQuotedOutputBytes);
 }
 
 std::string Errno(absl::string_view what, int err) {

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/log_limiter.h"
+#include "base/utf8.h"
 #include "handlers/child_process.h"
 
 extern char** environ;
@@ -194,15 +195,17 @@ absl::Status ExecHandler::Ready(Slot& slot, absl::Time deadline, const std::atom
                                              options_.stderr_interval);
   co.on_stderr_line = [level = options_.stderr_level, budget](pid_t pid, absl::string_view line) {
     if (level < GetLogLevel()) return;
-    const LogLimiter::Verdict v = budget->Admit(line.size());
+    // A long line costs what is logged of it: it is cut.
+    const LogLimiter::Verdict v = budget->Admit(std::min(line.size(), kMaxLoggedStderrLine));
     if (!v.log) return;
     if (v.dropped.any()) {
       LogLine(level, absl::StrCat("exec[pid ", pid, "]: its stderr: ", v.dropped.Describe()));
     }
-    LogLine(level, line.size() <= kMaxLoggedStderrLine
-                       ? absl::StrCat("exec[pid ", pid, "]: ", line)
-                       : absl::StrCat("exec[pid ", pid, "]: ", line.substr(0, kMaxLoggedStderrLine),
-                                      "... (", line.size(), " bytes)"));
+    LogLine(level,
+            line.size() <= kMaxLoggedStderrLine
+                ? absl::StrCat("exec[pid ", pid, "]: ", line)
+                : absl::StrCat("exec[pid ", pid, "]: ", CutAtCharacter(line, kMaxLoggedStderrLine),
+                               "... (", line.size(), " bytes)"));
   };
   co.on_stderr_end = [level = options_.stderr_level, budget](pid_t pid) {
     if (const LogLimiter::Dropped d = budget->TakeDropped(); d.any() && level >= GetLogLevel()) {

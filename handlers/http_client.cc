@@ -60,10 +60,6 @@ bool IsToken(absl::string_view name) {
   return true;
 }
 
-bool HasLineBreakOrNul(absl::string_view s) {
-  return s.find_first_of(absl::string_view("\r\n\0", 3)) != absl::string_view::npos;
-}
-
 bool ReservedHeader(absl::string_view name) {
   for (absl::string_view r : {"Content-Type", "Accept", "User-Agent", "Expect", "Idempotency-Key",
                               "Host", "Content-Length", "Transfer-Encoding", "Connection"}) {
@@ -241,6 +237,10 @@ absl::Status CheckHttpUrl(absl::string_view url) {
     return absl::InvalidArgumentError(absl::StrCat("not an http or https URL: \"", shown, "\""));
   }
   return absl::OkStatus();
+}
+
+bool HasLineBreakOrNul(absl::string_view s) {
+  return s.find_first_of(absl::string_view("\r\n\0", 3)) != absl::string_view::npos;
 }
 
 absl::string_view HttpFailureName(HttpFailure failure) {

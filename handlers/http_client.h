@@ -118,6 +118,9 @@ enum class HttpFailure {
 // A stable lower-case name ("too_slow"), for logs and metric labels.
 absl::string_view HttpFailureName(HttpFailure failure);
 
+// Whether a header value would break the request (a line break or NUL).
+bool HasLineBreakOrNul(absl::string_view s);
+
 // `url` for a message: scheme, host, port and path only (libcurl's URL API
 // parses it), so credentials in its user info or a token in its query never
 // reach a log line, an item's last error or a page. Empty when libcurl cannot

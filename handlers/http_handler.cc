@@ -47,8 +47,7 @@ absl::StatusOr<std::unique_ptr<HttpHandler>> HttpHandler::Create(HttpHandlerOpti
     return absl::InvalidArgumentError(absl::StrCat("http handler: ", url.message()));
   }
   if (!options.authorization.empty()) {
-    if (absl::string_view(options.authorization).find_first_of(absl::string_view("\r\n\0", 3)) !=
-        absl::string_view::npos) {
+    if (HasLineBreakOrNul(options.authorization)) {
       return absl::InvalidArgumentError(
           "http handler: the Authorization value contains a line break or NUL character");
     }
@@ -189,6 +188,13 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
           PARTQ_LOG(Info) << message;  // said already, for the batches before it
         }
         statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), w.wait));
+        return;
+      }
+      if (r.failure == HttpFailure::kCancelled) {
+        // The consumer gave the call up (it is stopping): not the server's
+        // failure, nor the batch's; as the exec handler, said at info.
+        PARTQ_LOG(Info) << "http handler: " << r.error;
+        if (calls.size() == 1) statuses->push_back(absl::CancelledError(r.error));
         return;
       }
       Connected();

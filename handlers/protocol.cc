@@ -55,10 +55,9 @@ std::string Quote(absl::string_view s) {
 // bytes, escaped, and its size.
 constexpr size_t kQuotedReplyBytes = 200;
 std::string QuoteReply(absl::string_view reply) {
-  std::string out = absl::StrCat("\"", PrintableUtf8(reply.substr(0, kQuotedReplyBytes)), "\"");
-  if (reply.size() > kQuotedReplyBytes) out += "...";
-  absl::StrAppend(&out, " (", reply.size(), reply.size() == 1 ? " byte)" : " bytes)");
-  return out;
+  if (reply.size() > kQuotedReplyBytes) return Quoted(reply, kQuotedReplyBytes);  // says its size
+  return absl::StrCat(Quoted(reply, kQuotedReplyBytes), " (", reply.size(),
+                      reply.size() == 1 ? " byte)" : " bytes)");
 }
 
 // A violation of the protocol at `path` ("results[2] (item 17).enqueue[0]").

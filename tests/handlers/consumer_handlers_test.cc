@@ -492,7 +492,12 @@ TEST_F(ConsumerHandlersTest, EachItemFailureIsLoggedWithWhatComesNextAndCountedB
 // were left out; the metric counts them all.
 TEST_F(ConsumerHandlersTest, ItemFailureLinesAreRateLimited) {
   CreateQueue(1);
-  auto failing = MakeHandler([](HandlerCall&) { return absl::InternalError("always"); });
+  // A long error, of 2-byte characters, cut at 300 bytes where it would
+  // split one: the line keeps 146 of them whole.
+  std::string e_acute;
+  for (int i = 0; i < 400; ++i) e_acute += "\xc3\xa9";
+  auto failing = MakeHandler(
+      [&](HandlerCall&) { return absl::InternalError(absl::StrCat("always:", e_acute)); });
   std::vector<std::string> payloads(30, "x");
   Enqueue(payloads);
   const Run run =
@@ -504,8 +509,12 @@ TEST_F(ConsumerHandlersTest, ItemFailureLinesAreRateLimited) {
     ++lines;
   }
   EXPECT_EQ(lines, 10u) << Tail(run.log);
-  EXPECT_TRUE(absl::StrContains(run.log, "item failures: 20 lines ("))
+  EXPECT_TRUE(absl::StrContains(run.log, "item failures: 20 lines not logged"))
       << "said at the stop: " << Tail(run.log);
+  EXPECT_TRUE(
+      absl::StrContains(run.log, absl::StrCat("): always:", e_acute.substr(0, 292), "...; ")))
+      << Tail(run.log);
+  EXPECT_FALSE(absl::StrContains(run.log, "\\x")) << "a character cut in two: " << Tail(run.log);
   EXPECT_EQ(ItemFailures("handler_error"), 30);
 }
 

@@ -413,9 +413,6 @@ TEST_F(ExecHandlerTest, OutputBeyondOneLinePerRequestKillsTheChild) {
   }
 }
 
-// A command the shell cannot run (status 127, or 126) never took the batch:
-// the items are throttled until the next start, not failed, so a misspelt
-// command does not dead-letter a queue.
 // A child that floods its stderr costs its budget of lines in the log, then
 // one line saying how much was left out (issue 48: 1 GiB of stderr became
 // 1.06 GiB of log).
@@ -440,6 +437,22 @@ TEST_F(ExecHandlerTest, AChildsStderrIsRateLimitedInTheLog) {
   EXPECT_EQ(lines, 10u) << log.substr(0, 3000);
   EXPECT_TRUE(absl::StrContains(log, "its stderr: 19991 lines (")) << log.substr(0, 3000);
   EXPECT_LT(log.size(), 4000u) << "bounded, not 20001 lines";
+}
+
+// A stderr line longer than kMaxLoggedStderrLine is logged cut, with its
+// length, not whole.
+TEST_F(ExecHandlerTest, ALongStderrLineIsLoggedCut) {
+  ::testing::internal::CaptureStderr();
+  {
+    ExecHandler h(Options(
+        absl::StrCat("head -c 50000 /dev/zero | tr '\\0' y >&2; echo >&2; ", Child("serve"))));
+    EXPECT_TRUE(RunAlone(h, "x").ok());
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(absl::StrContains(
+      log, absl::StrCat(std::string(ExecHandler::kMaxLoggedStderrLine, 'y'), "... (50000 bytes)")))
+      << log.substr(0, 300);
+  EXPECT_LT(log.size(), 6000u) << "cut at 4096 bytes, not 50000";
 }
 
 // A child gets partq's environment without the database's credentials:
@@ -479,6 +492,9 @@ TEST_F(ExecHandlerTest, AChildGetsTheEnvironmentWithoutThePgAndPartqVariables) {
   std::remove(file.c_str());
 }
 
+// A command the shell cannot run (status 127, or 126) never took the batch:
+// the items are throttled until the next start, not failed, so a misspelt
+// command does not dead-letter a queue.
 TEST_F(ExecHandlerTest, ACommandThatCannotBeRunThrottlesInsteadOfFailing) {
   ExecHandler h(Options("/nonexistent/partq-test-handler"));
   for (int i = 0; i < 2; ++i) {

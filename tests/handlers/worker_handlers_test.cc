@@ -5,6 +5,7 @@
 // policy, the others are acked, and the worker stays up and healthy. The
 // faults one by one are in consumer_handlers_test.cc; this is the wiring.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -147,6 +148,16 @@ TEST(WorkerCredentialsTest, TheAuthorizationValueComesFromAFileOrTheEnvironment)
   ASSERT_GT(server.port(), 0) << "see " << server.log();
   const std::string auth_file = absl::StrCat(::testing::TempDir(), "/handler_auth");
   std::ofstream(auth_file) << "Bearer from-the-file\n";
+  // A file other users can read is refused, as a console token's is.
+  ASSERT_EQ(chmod(auth_file.c_str(), 0644), 0);
+  const testing::PartqResult readable =
+      testing::Partq({"worker", "q", "--handler", "http:http://127.0.0.1:1/", "--handler-auth-file",
+                      auth_file, "--dsn", schema.dsn(), "--schema", schema.name()});
+  EXPECT_NE(readable.code, 0);
+  EXPECT_TRUE(absl::StrContains(readable.err, "--handler-auth-file: ")) << readable.err;
+  EXPECT_TRUE(absl::StrContains(readable.err, "can be read or written by other users"))
+      << readable.err;
+  ASSERT_EQ(chmod(auth_file.c_str(), 0600), 0);
   const std::string url = absl::StrCat("http:http://127.0.0.1:", server.port(), "/ok");
   int items = 0;
   for (const auto& [flags, env, expected] : std::vector<
