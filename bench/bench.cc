@@ -36,6 +36,7 @@
 #include "base/log.h"
 #include "bench/baselines.h"
 #include "bench/handler_peers.h"
+#include "bench/peer_queues.h"
 #include "bench/tracking_store.h"
 #include "consumer/builtin_handlers.h"
 #include "consumer/consumer.h"
@@ -177,7 +178,7 @@ class Bench {
   absl::StatusOr<BenchReport> Run();
 
  private:
-  void Log(const std::string& line) {
+  void Log(const std::string& line) const {
     if (o_.verbose)
       fprintf(stderr, "[%6.1fs] %s\n", absl::ToDoubleSeconds(absl::Now() - start_), line.c_str());
   }
@@ -242,6 +243,11 @@ class Bench {
     run.client_cpu_s = b.client_s - a.client_s;
   }
   absl::StatusOr<DrainRun> Drain(const std::string& system, int sessions, int batch, int64_t items);
+  // How the graphile_worker and pg_boss systems' script is run.
+  NodePeerOptions PeerOptions() const {
+    return {o_.peers_dir, o_.pg.dsn, schema_, absl::Minutes(10),
+            [this](absl::string_view line) { Log(absl::StrCat("  peer: ", line)); }};
+  }
   absl::StatusOr<DrainRun> DrainPartq(const std::string& system, int sessions, int batch,
                                       int64_t items);
   // Runs a few batches per session through the consumers just started, with
@@ -249,6 +255,11 @@ class Bench {
   // has seen acked by then.
   absl::StatusOr<int64_t> WarmUp(Tracker& tracker, int sessions, int batch,
                                  const std::string& system = "partq");
+  // The Node peers' steady and pickup runs of one round, into `runs` by
+  // system and workload.
+  using PeerRuns = std::map<std::pair<std::string, std::string>, std::vector<NodePeerResult>>;
+  absl::Status PeerLatencies(const std::string& mode, PeerRuns& runs);
+  static void SummarizePeers(const PeerRuns& runs, BenchReport& r);
   absl::Status Steady(BenchReport& r, std::vector<double>& p50, std::vector<double>& p99,
                       std::vector<double>& max, std::vector<double>& achieved);
   absl::Status Pickup(std::vector<double>& claim_ms, std::vector<double>& ack_ms);
@@ -453,6 +464,15 @@ absl::StatusOr<int64_t> Bench::WarmUp(Tracker& tracker, int sessions, int batch,
 }
 
 absl::Status Bench::CanRun(const std::string& system) const {
+  if (IsNodePeer(system)) return NodePeerModules(o_.peers_dir).status();
+  if (system == "pgq") {
+    auto n = sql_->Scalar("SELECT count(*) FROM pg_available_extensions WHERE name = 'pgq'");
+    if (!n.ok()) return n.status();
+    if (*n == "0") {
+      return absl::FailedPreconditionError(
+          "bench: pgq needs PgQ on the server (Debian: apt install postgresql-15-pgq3)");
+    }
+  }
   if ((system == "partq_exec" || system == "partq_http" || system == "partq_exec_noop" ||
        system == "partq_http_noop" || !WithoutFailures(system).empty()) &&
       o_.worker_binary.empty()) {
@@ -582,15 +602,78 @@ absl::StatusOr<Bench::DrainRun> Bench::DrainPartq(const std::string& system, int
   return run;
 }
 
+absl::Status Bench::PeerLatencies(const std::string& mode, PeerRuns& runs) {
+  for (const std::string& system : PeerQueueSystems()) {
+    if (!o_.systems.count(system) || !IsNodePeer(system)) continue;
+    std::vector<std::string> args = {"--workers", std::to_string(o_.steady_sessions)};
+    if (mode == "steady") {
+      args.insert(args.end(), {"--rate", absl::StrCat(o_.steady_rate), "--seconds",
+                               absl::StrCat(o_.steady_seconds)});
+    } else {
+      args.insert(args.end(), {"--samples", std::to_string(o_.pickup_samples)});
+    }
+    auto run = RunNodePeer(PeerOptions(), system, mode, args);
+    if (!run.ok()) return run.status();
+    Log(absl::StrFormat("         %-24s %s: p50 %.1f ms p99 %.1f ms max %.1f ms%s", system, mode,
+                        run->p50_ms, run->p99_ms, run->max_ms,
+                        mode == "steady"
+                            ? absl::StrFormat(" (achieved %.0f/s%s)", run->achieved_rate,
+                                              run->kept_up ? "" : ", fell behind")
+                            : ""));
+    runs[{system, mode}].push_back(*std::move(run));
+  }
+  return absl::OkStatus();
+}
+
+void Bench::SummarizePeers(const PeerRuns& runs, BenchReport& r) {
+  for (const auto& [key, list] : runs) {
+    std::vector<double> p50, p99, achieved;
+    BenchReport::PeerLatency l;
+    for (const NodePeerResult& x : list) {
+      p50.push_back(x.p50_ms);
+      p99.push_back(x.p99_ms);
+      achieved.push_back(x.achieved_rate);
+      l.latency.samples += x.samples;
+      l.latency.max_ms = std::max(l.latency.max_ms, x.max_ms);
+      l.kept_up = l.kept_up && x.kept_up;
+    }
+    l.latency.p50_ms = Median(p50);
+    l.latency.p99_ms = Median(p99);
+    l.achieved_rate = Median(achieved);
+    (key.second == "steady" ? r.peer_steady : r.peer_pickup)[key.first] = l;
+  }
+}
+
 absl::StatusOr<Bench::DrainRun> Bench::Drain(const std::string& system, int sessions, int batch,
                                              int64_t items) {
   if (system == "partq" || Among(HandlerSystems(), system)) {
     return DrainPartq(system, sessions, batch, items);
   }
-  if (auto st = LoadBaseline(*sql_, schema_, items); !st.ok()) return st;
+  if (IsNodePeer(system)) {
+    // The script loads, drains and checks exactly once itself; it times the
+    // drain alone, so there are no CPU marks around it.
+    std::vector<std::string> args = {"--items", std::to_string(items), "--workers",
+                                     std::to_string(sessions)};
+    // Graphile Worker's "batch jobs" carry the cell's batch, as partq's
+    // batches do; pg-boss's best fetch is its own (peer.mjs).
+    if (system == "graphile_worker") args.insert(args.end(), {"--batch", std::to_string(batch)});
+    auto peer = RunNodePeer(PeerOptions(), system, "drain", args);
+    if (!peer.ok()) return peer.status();
+    return DrainRun{peer->seconds, 0};
+  }
   CpuMark m0, m1;
-  auto secs = DrainBaseline(o_.pg.dsn, schema_, system, sessions, batch, items,
-                            [&](bool start) { (start ? m0 : m1) = Mark(); });
+  auto mark = [&](bool start) { (start ? m0 : m1) = Mark(); };
+  if (system == "pgq") {
+    if (auto st = LoadPgq(o_.pg.dsn, schema_, items, batch); !st.ok()) return st;
+    auto secs = DrainPgq(o_.pg.dsn, schema_, mark);
+    if (!secs.ok()) return secs.status();
+    if (auto st = CheckResults("bl_results", items); !st.ok()) return st;
+    DrainRun run{*secs, 0};
+    SetCpu(run, m0, m1);
+    return run;
+  }
+  if (auto st = LoadBaseline(*sql_, schema_, items); !st.ok()) return st;
+  auto secs = DrainBaseline(o_.pg.dsn, schema_, system, sessions, batch, items, mark);
   if (!secs.ok()) return secs.status();
   if (auto st = CheckResults("bl_results", items); !st.ok()) return st;
   DrainRun run{*secs, 0};
@@ -1303,6 +1386,12 @@ absl::StatusOr<BenchReport> Bench::Run() {
       if (!o_.full && b != max_batch && s != o_.sweep_sessions) continue;
       Cell c{s, b, {"floor", "partq", b == 1 ? "skip_locked_one" : "skip_locked_batch"}};
       c.systems.insert(c.systems.end(), HandlerSystems().begin(), HandlerSystems().end());
+      // The other queues in the session sweep (they take no batch but PgQ's tick).
+      if (b == max_batch) {
+        for (const std::string& x : PeerQueueSystems()) {
+          if (RunsInCell(x, s)) c.systems.push_back(x);
+        }
+      }
       // One-at-a-time systems take no batch: they run in the session sweep.
       if (b == max_batch && b != 1) {
         c.systems.push_back("skip_locked_one");
@@ -1326,6 +1415,7 @@ absl::StatusOr<BenchReport> Bench::Run() {
   }
   const bool drain = o_.only.count("drain") > 0;
   std::vector<double> sp50, sp99, smax, sach, pc, pa;
+  PeerRuns peer_runs;
   std::map<std::string, std::vector<double>> enq;
   for (int round = 1; round <= o_.rounds; ++round) {
     for (const Cell& c : drain ? cells : std::vector<Cell>{}) {
@@ -1352,6 +1442,9 @@ absl::StatusOr<BenchReport> Bench::Run() {
       Log(absl::StrFormat("round %d  steady %.0f/s: p50 %.1f ms p99 %.1f ms max %.1f ms", round,
                           sach.back(), sp50.back(), sp99.back(), smax.back()));
     }
+    if (o_.only.count("steady")) {
+      if (auto st = PeerLatencies("steady", peer_runs); !st.ok()) return st;
+    }
     if (o_.only.count("pickup")) {
       std::vector<double> claim, ack;
       if (auto st = Pickup(claim, ack); !st.ok()) return st;
@@ -1359,6 +1452,7 @@ absl::StatusOr<BenchReport> Bench::Run() {
       pa.insert(pa.end(), ack.begin(), ack.end());
       Log(absl::StrFormat("round %d  pickup: claim p99 %.1f ms, ack p99 %.1f ms", round,
                           LatencyOf(claim).p99_ms, LatencyOf(ack).p99_ms));
+      if (auto st = PeerLatencies("pickup", peer_runs); !st.ok()) return st;
     }
     if (o_.only.count("enqueue")) {
       if (auto st = Enqueue(enq); !st.ok()) return st;
@@ -1426,6 +1520,7 @@ absl::StatusOr<BenchReport> Bench::Run() {
   if (o_.only.count("soak")) {
     if (auto st = Soak(r); !st.ok()) return st;
   }
+  SummarizePeers(peer_runs, r);
   r.pickup_claim = LatencyOf(pc);
   r.pickup_ack = LatencyOf(pa);
   for (const auto& [k, v] : enq) r.enqueue[k] = Median(v);
@@ -1468,6 +1563,16 @@ absl::StatusOr<BenchReport> Bench::Run() {
   if (o_.diagnose) Diagnose(r);
   // Leave nothing behind in a shared database.
   (void)sql_->Exec(absl::StrCat("DROP SCHEMA IF EXISTS \"", schema_, "\" CASCADE"));
+  for (const std::string& x : PeerQueueSystems()) {
+    if (!o_.systems.count(x)) continue;
+    if (x == "pgq") {
+      (void)DropPgq(o_.pg.dsn, schema_);
+    } else {
+      const std::string name = absl::StrCat(schema_, "_", absl::StripSuffix(x, "_default"));
+      (void)sql_->Exec(
+          absl::StrCat("DROP SCHEMA IF EXISTS \"", name, "\", \"", name, "_results\" CASCADE"));
+    }
+  }
   return r;
 }
 

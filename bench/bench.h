@@ -24,11 +24,26 @@ namespace partq::bench {
 
 // The drain systems, in table order.
 inline const std::vector<std::string>& DrainSystems() {
-  static const std::vector<std::string> s = {
-      "floor",           "partq",           "skip_locked_batch", "skip_locked_one",
-      "naive_update",    "partq_result",    "partq_exec",        "partq_http",
-      "partq_noop",      "partq_exec_noop", "partq_http_noop",   "partq_exec_python",
-      "partq_http_node", "partq_exec_fail", "partq_http_fail"};
+  static const std::vector<std::string> s = {"floor",
+                                             "partq",
+                                             "skip_locked_batch",
+                                             "skip_locked_one",
+                                             "naive_update",
+                                             "partq_result",
+                                             "partq_exec",
+                                             "partq_http",
+                                             "partq_noop",
+                                             "partq_exec_noop",
+                                             "partq_http_noop",
+                                             "partq_exec_python",
+                                             "partq_http_node",
+                                             "partq_exec_fail",
+                                             "partq_http_fail",
+                                             "pgq",
+                                             "graphile_worker",
+                                             "graphile_worker_default",
+                                             "pg_boss",
+                                             "pg_boss_default"};
   return s;
 }
 
@@ -66,10 +81,12 @@ inline bool NoResult(const std::string& system) {
 
 // The systems that run only when --systems names them: the examples need
 // python3 and node, and their speed is their runtime's; the *_fail systems
-// answer one question (what 1 % of failing items cost a transport).
+// answer one question (what 1 % of failing items cost a transport); the
+// other queues (peer_queues.h) need their packages.
 inline const std::vector<std::string>& OptInSystems() {
-  static const std::vector<std::string> s = {"partq_exec_python", "partq_http_node",
-                                             "partq_exec_fail", "partq_http_fail"};
+  static const std::vector<std::string> s = {
+      "partq_exec_python", "partq_http_node",         "partq_exec_fail", "partq_http_fail", "pgq",
+      "graphile_worker",   "graphile_worker_default", "pg_boss",         "pg_boss_default"};
   return s;
 }
 
@@ -164,6 +181,9 @@ struct BenchOptions {
   // The examples/ directory of the source tree: partq_exec_python runs
   // python/handler.py, partq_http_node node/server.mjs.
   std::string examples_dir;
+  // bench/peers of the source tree: the Node.js driver of the graphile_worker
+  // and pg_boss systems (peer_queues.h) and its pinned npm packages.
+  std::string peers_dir;
   int postmaster_pid = 0;  // for the server's CPU; 0: read postmaster.pid if possible
   bool verbose = true;     // progress lines on stderr
   // Diagnostic run: needs pg_stat_statements preloaded; adds the top
@@ -240,6 +260,16 @@ struct BenchReport {
     int64_t enqueued = 0, unsure = 0, acked_rows = 0;
     int joins = 0, leaves = 0;
   } soak;
+  // The other queues driven by bench/peers/peer.mjs (peer_queues.h), by
+  // system, over the rounds (medians; max: the largest): at the steady rate
+  // (the producer's send -> the handler's start) and idle pick-up (the same,
+  // one item at a time into an idle fleet).
+  struct PeerLatency {
+    Latency latency;
+    double achieved_rate = 0;
+    bool kept_up = true;
+  };
+  std::map<std::string, PeerLatency> peer_steady, peer_pickup;
   bool scale_ran = false;
   ScaleReport scale;
   std::vector<std::string> notes;

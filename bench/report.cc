@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "bench/bench.h"
+#include "bench/peer_queues.h"
 
 namespace partq::bench {
 namespace {
@@ -31,6 +32,11 @@ const DrainCell* Find(const BenchReport& r, const std::string& system, int sessi
     if (c.system == system && c.sessions == sessions && c.batch == batch) return &c;
   }
   return nullptr;
+}
+
+bool IsPeerQueue(const std::string& system) {
+  return std::find(PeerQueueSystems().begin(), PeerQueueSystems().end(), system) !=
+         PeerQueueSystems().end();
 }
 
 bool IsHandlerSystem(const std::string& system) {
@@ -47,6 +53,32 @@ std::string Ratio(double ratio, int width) {
 
 nlohmann::json LatencyJson(const Latency& l) {
   return {{"samples", l.samples}, {"p50_ms", l.p50_ms}, {"p99_ms", l.p99_ms}, {"max_ms", l.max_ms}};
+}
+
+// The other queues (peer_queues.h), a row per drain, with partq's drains of
+// the same rounds divided by theirs: partq (a result row per item, as PgQ's
+// drain writes) and partq_noop (no write, as Graphile Worker's and pg-boss's
+// no-op handlers).
+std::string PeerQueueTable(const BenchReport& r, const BenchOptions& o) {
+  std::string rows;
+  for (const DrainCell& c : r.cells) {
+    if (!IsPeerQueue(c.system)) continue;
+    absl::StrAppendFormat(&rows, "%-8d %-6d %-24s %10.0f", c.sessions, c.batch, c.system,
+                          c.median_items_per_s);
+    for (const char* ref : {"partq", "partq_noop"}) {
+      auto it = c.median_ratio_to.find(ref);
+      absl::StrAppend(
+          &rows, " ",
+          Ratio(it == c.median_ratio_to.end() || it->second <= 0 ? 0 : 1 / it->second, 15));
+    }
+    absl::StrAppend(&rows, " ", Ratio(c.median_ratio_to_floor, 9), "\n");
+  }
+  if (rows.empty()) return "";
+  return absl::StrFormat(
+      "\nOther queues: median items/s over %d round(s); partq's drains in the same rounds "
+      "divided by theirs (bench/README.md)\n%-8s %-6s %-24s %10s %15s %15s %9s\n%s",
+      o.rounds, "sessions", "batch", "system", "items/s", "partq/it", "partq_noop/it", "to floor",
+      rows);
 }
 
 }  // namespace
@@ -73,7 +105,7 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
     std::vector<std::string> systems;
     bool any = false;
     for (const auto& sys : DrainSystems()) {
-      if (IsHandlerSystem(sys)) continue;
+      if (IsHandlerSystem(sys) || IsPeerQueue(sys)) continue;
       systems.push_back(sys);
       for (int s : sessions) any = any || Find(r, sys, s, b) != nullptr;
     }
@@ -142,6 +174,7 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
       absl::StrAppendFormat(&out, " %10s\n%s", "to floor", rows);
     }
   }
+  out += PeerQueueTable(r, o);
   // The transports with failing items, against themselves without.
   std::string failing;
   for (const DrainCell& c : r.cells) {
@@ -188,6 +221,25 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
                           "p50 %.1f ms p99 %.1f ms; -> ack committed p50 %.1f ms p99 %.1f ms\n",
                           static_cast<long long>(r.pickup_claim.samples), r.pickup_claim.p50_ms,
                           r.pickup_claim.p99_ms, r.pickup_ack.p50_ms, r.pickup_ack.p99_ms);
+  }
+  for (const auto& [name, list] :
+       {std::pair<std::string, const std::map<std::string, BenchReport::PeerLatency>*>{
+            "at the steady rate", &r.peer_steady},
+        {"idle pick-up", &r.peer_pickup}}) {
+    if (list->empty()) continue;
+    absl::StrAppendFormat(&out,
+                          "Other queues, %s: their producer's send -> their handler's start "
+                          "(%d workers)\n",
+                          name, o.steady_sessions);
+    for (const auto& [system, l] : *list) {
+      absl::StrAppendFormat(&out, "  %-24s p50 %.1f ms p99 %.1f ms max %.1f ms (%lld items)%s\n",
+                            system, l.latency.p50_ms, l.latency.p99_ms, l.latency.max_ms,
+                            static_cast<long long>(l.latency.samples),
+                            list == &r.peer_steady
+                                ? absl::StrFormat("; achieved %.0f/s%s", l.achieved_rate,
+                                                  l.kept_up ? "" : ", fell behind")
+                                : "");
+    }
   }
   if (!r.enqueue.empty()) {
     out += "Enqueue items/s:";
@@ -275,6 +327,16 @@ std::string ToJson(const BenchReport& r, const BenchOptions& o) {
   }
   if (r.pickup_claim.samples > 0) {
     j["pickup"] = {{"claimed", LatencyJson(r.pickup_claim)}, {"acked", LatencyJson(r.pickup_ack)}};
+  }
+  for (const auto& [key, list] :
+       {std::pair<const char*, const std::map<std::string, BenchReport::PeerLatency>*>{
+            "peer_steady", &r.peer_steady},
+        {"peer_pickup", &r.peer_pickup}}) {
+    for (const auto& [system, l] : *list) {
+      j[key][system] = {{"latency", LatencyJson(l.latency)},
+                        {"achieved", l.achieved_rate},
+                        {"kept_up", l.kept_up}};
+    }
   }
   if (!r.enqueue.empty()) j["enqueue_items_per_s"] = r.enqueue;
   if (r.idle_sessions > 0) {

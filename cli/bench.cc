@@ -202,6 +202,7 @@ int CmdBench(const std::vector<std::string>& argv) {
   o.diagnose = args->Has("diagnose");
   o.worker_binary = SelfPath();
   o.examples_dir = args->Get("examples").value_or(PARTQ_SOURCE_DIR "/examples");
+  o.peers_dir = PARTQ_SOURCE_DIR "/bench/peers";
   if (o.only.count("soak") && o.soak.out.empty()) {
     return Fail(absl::InvalidArgumentError(
         "--only soak needs --soak-out FILE, where its samples go (bench/soak.sh plots them)"));

@@ -182,7 +182,9 @@ const char* BenchUsage() {
                    [--only drain,steady,pickup,enqueue,idle,memory]
                    [--systems floor,partq,skip_locked_batch,skip_locked_one,naive_update,
                               partq_result,partq_exec,partq_http,
-                              partq_exec_python,partq_http_node] [--examples DIR]
+                              partq_exec_python,partq_http_node,
+                              pgq,graphile_worker,graphile_worker_default,
+                              pg_boss,pg_boss_default] [--examples DIR]
                    [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
                    [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
                    [--only scale [--scale-sessions 200] [--scale-parts 4096]
@@ -201,7 +203,12 @@ partq_exec and partq_http answer each item with a result, in process, through
 an exec child and through an HTTP server (partq's own peers); the example
 handlers (partq_exec_python: DIR/python/handler.py, partq_http_node:
 DIR/node/server.mjs; DIR defaults to the source tree's examples/) run only
-when --systems names them. The soak (issue 27; bench/soak.sh runs and plots
+when --systems names them. So do the other queues (bench/README.md): PgQ
+(Debian's postgresql-15-pgq3 on the server) with one consumer, and Graphile
+Worker and pg-boss at their best settings and their defaults (Node.js; their
+pinned npm packages installed into ~/.cache/partq-tools on first use); with
+steady and pickup, those two are measured at the steady rate and idle too.
+The soak (issue 27; bench/soak.sh runs and plots
 it) runs only when --only names it: producers at --soak-rate, the record
 handler, a session joining or leaving every --soak-churn seconds, optionally a
 server restart (a shell command) and snapshots held for FOR seconds from AT;

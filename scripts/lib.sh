@@ -32,6 +32,7 @@ PARTQ_PACKAGES=(
   "${PARTQ_BUILD_PACKAGES[@]}"
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   postgresql-15 postgresql-contrib
+  postgresql-15-pgq3 # partq bench's pgq system (bench/peer_queues.h): PgQ beside partq
   pgbouncer   # tests/pg/pgbouncer_test puts a real PgBouncer (1.18) between partq and the server
   prometheus  # promtool: the metrics page, alert rules and their unit tests are checked in ctest
   kcat        # the Kafka tests put a real client on the wire

@@ -147,6 +147,58 @@ TEST(BenchSmoke, HandlerDrainsLeaveAResultPerItem) {
   EXPECT_EQ(drained, seen) << "every system has a drain cell";
 }
 
+// The other queues (issue 51, bench/peer_queues.h): PgQ in SQL, Graphile
+// Worker and pg-boss through bench/peers/peer.mjs with their pinned npm
+// packages, at their best settings and their defaults. Each drain checks
+// exactly once by the system's own account (the bench exits 1 otherwise);
+// here every one must have drained, PgQ only with one consumer, with ratios
+// to partq's drains of the same round, and the Node peers must have kept up
+// with the steady rate and picked up items in an idle fleet. So the peers'
+// scripts cannot rot. Speed is not checked.
+TEST(BenchSmoke, OtherQueuesDrainExactlyOnceAndReportLatency) {
+  const std::string out = testing::TempDir() + "/partq_bench_peers.json";
+  std::remove(out.c_str());
+  const std::string cmd = std::string(PARTQ_BINARY) + " bench --dsn '" + partq::testing::TestDsn() +
+                          "' --only drain,steady,pickup --systems partq,partq_noop,pgq,"
+                          "graphile_worker,graphile_worker_default,pg_boss,pg_boss_default"
+                          " --items 2000 --sessions 1,2 --batch 100 --rounds 1"
+                          " --steady-rate 200 --steady-seconds 1 --steady-sessions 2"
+                          " --pickup-samples 5 --quiet --schema partq_bench_peers --out " +
+                          out + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str());
+
+  std::set<std::pair<std::string, int>> drained;
+  for (const auto& c : j.at("drain")) {
+    const std::string system = c.at("system").get<std::string>();
+    if (absl::StartsWith(system, "partq")) continue;
+    drained.insert({system, c.at("sessions").get<int>()});
+    EXPECT_GT(c.at("median_items_per_s").get<double>(), 0) << c.dump();
+    EXPECT_GT(c.at("median_ratio_to").at("partq").get<double>(), 0) << c.dump();
+  }
+  const std::set<std::pair<std::string, int>> expected = {{"pgq", 1},
+                                                          {"graphile_worker", 1},
+                                                          {"graphile_worker", 2},
+                                                          {"graphile_worker_default", 1},
+                                                          {"graphile_worker_default", 2},
+                                                          {"pg_boss", 1},
+                                                          {"pg_boss", 2},
+                                                          {"pg_boss_default", 1},
+                                                          {"pg_boss_default", 2}};
+  EXPECT_EQ(drained, expected);
+  for (const std::string s :
+       {"graphile_worker", "graphile_worker_default", "pg_boss", "pg_boss_default"}) {
+    const auto& steady = j.at("peer_steady").at(s);
+    EXPECT_GT(steady.at("latency").at("samples").get<int64_t>(), 0) << s;
+    EXPECT_GT(steady.at("latency").at("p99_ms").get<double>(), 0) << s;
+    EXPECT_TRUE(steady.at("kept_up").get<bool>()) << s;
+    EXPECT_EQ(j.at("peer_pickup").at(s).at("latency").at("samples").get<int64_t>(), 5) << s;
+  }
+}
+
 // A server without room for the idle sessions' connections (a --dsn with
 // default settings) gets a note saying what to change, and the rest of the
 // report, instead of sessions failing one by one on "too many clients".
