@@ -16,6 +16,22 @@
 
 namespace {
 
+// Runs `partq bench ARGS --quiet` on the test server in schema
+// partq_bench_NAME and returns its JSON (--out); fails the test when the
+// bench exits non-zero, and throws (fails) when the JSON is invalid.
+nlohmann::json RunBenchOnTestServer(const std::string& name, const std::string& args) {
+  const std::string out = testing::TempDir() + "/partq_bench_" + name + ".json";
+  std::remove(out.c_str());
+  const std::string cmd = std::string(PARTQ_BINARY) + " bench --dsn '" + partq::testing::TestDsn() +
+                          "' " + args + " --quiet --schema partq_bench_" + name + " --out " + out +
+                          " > /dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
 TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
   const std::string out = testing::TempDir() + "/partq_bench_smoke.json";
   const std::string plot = testing::TempDir() + "/partq_bench_smoke.svg";
@@ -110,19 +126,10 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
 // answer ok without a result and leave none. The transports get ratios to
 // the in-process handler of the same round. Speed is not checked.
 TEST(BenchSmoke, HandlerDrainsLeaveAResultPerItem) {
-  const std::string out = testing::TempDir() + "/partq_bench_handlers.json";
-  std::remove(out.c_str());
-  const std::string cmd = std::string(PARTQ_BINARY) + " bench --dsn '" + partq::testing::TestDsn() +
-                          "' --only drain --systems partq_result,partq_exec,partq_http,"
-                          "partq_noop,partq_exec_noop,partq_http_noop"
-                          " --items 2000 --sessions 2 --batch 10 --rounds 1 --quiet"
-                          " --schema partq_bench_handlers --out " +
-                          out + " > /dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::ifstream f(out);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str());
+  const nlohmann::json j = RunBenchOnTestServer(
+      "handlers",
+      "--only drain --systems partq_result,partq_exec,partq_http,partq_noop,partq_exec_noop,"
+      "partq_http_noop --items 2000 --sessions 2 --batch 10 --rounds 1");
 
   std::set<std::string> seen;
   for (const auto& s : j.at("samples")) {
@@ -156,20 +163,11 @@ TEST(BenchSmoke, HandlerDrainsLeaveAResultPerItem) {
 // with the steady rate and picked up items in an idle fleet. So the peers'
 // scripts cannot rot. Speed is not checked.
 TEST(BenchSmoke, OtherQueuesDrainExactlyOnceAndReportLatency) {
-  const std::string out = testing::TempDir() + "/partq_bench_peers.json";
-  std::remove(out.c_str());
-  const std::string cmd = std::string(PARTQ_BINARY) + " bench --dsn '" + partq::testing::TestDsn() +
-                          "' --only drain,steady,pickup --systems partq,partq_noop,pgq,"
-                          "graphile_worker,graphile_worker_default,pg_boss,pg_boss_default"
-                          " --items 2000 --sessions 1,2 --batch 100 --rounds 1"
-                          " --steady-rate 200 --steady-seconds 1 --steady-sessions 2"
-                          " --pickup-samples 5 --quiet --schema partq_bench_peers --out " +
-                          out + " > /dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::ifstream f(out);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str());
+  const nlohmann::json j = RunBenchOnTestServer(
+      "peers",
+      "--only drain,steady,pickup --systems partq,partq_noop,pgq,graphile_worker,"
+      "graphile_worker_default,pg_boss,pg_boss_default --items 2000 --sessions 1,2 --batch 100"
+      " --rounds 1 --steady-rate 200 --steady-seconds 1 --steady-sessions 2 --pickup-samples 5");
 
   std::set<std::pair<std::string, int>> drained;
   for (const auto& c : j.at("drain")) {
@@ -203,19 +201,11 @@ TEST(BenchSmoke, OtherQueuesDrainExactlyOnceAndReportLatency) {
 // default settings) gets a note saying what to change, and the rest of the
 // report, instead of sessions failing one by one on "too many clients".
 TEST(BenchSmoke, IdleWithoutRoomOnTheServerIsSkippedWithANote) {
-  const std::string out = testing::TempDir() + "/partq_bench_idle.json";
-  std::remove(out.c_str());
   const std::string max_conn =
       partq::testing::Query(partq::testing::TestDsn(), "SHOW max_connections")[0][0].value_or("");
   const int sessions = std::stoi(max_conn);  // ~4 connections each: never room
-  const std::string cmd = std::string(PARTQ_BINARY) + " bench --dsn '" + partq::testing::TestDsn() +
-                          "' --only idle,memory --idle-sessions " + std::to_string(sessions) +
-                          " --quiet --schema partq_bench_idle --out " + out + " > /dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::ifstream f(out);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str());
+  const nlohmann::json j = RunBenchOnTestServer(
+      "idle", "--only idle,memory --idle-sessions " + std::to_string(sessions));
   EXPECT_FALSE(j.contains("idle")) << j.dump();
   const std::string notes = j.at("notes").dump();
   EXPECT_NE(notes.find("idle: skipped: " + std::to_string(sessions) + " idle sessions"),
