@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <deque>
 #include <fstream>
@@ -607,8 +608,11 @@ absl::Status Bench::PeerLatencies(const std::string& mode, PeerRuns& runs) {
     if (!o_.systems.count(system) || !IsNodePeer(system)) continue;
     std::vector<std::string> args = {"--workers", std::to_string(o_.steady_sessions)};
     if (mode == "steady") {
-      args.insert(args.end(), {"--rate", absl::StrCat(o_.steady_rate), "--seconds",
-                               absl::StrCat(o_.steady_seconds)});
+      // The script takes whole numbers: a rate of at least 1/s, a second at least.
+      args.insert(
+          args.end(),
+          {"--rate", absl::StrFormat("%.0f", std::max(1.0, std::round(o_.steady_rate))),
+           "--seconds", absl::StrFormat("%.0f", std::max(1.0, std::round(o_.steady_seconds)))});
     } else {
       args.insert(args.end(), {"--samples", std::to_string(o_.pickup_samples)});
     }
@@ -668,6 +672,14 @@ absl::StatusOr<Bench::DrainRun> Bench::Drain(const std::string& system, int sess
     auto secs = DrainPgq(o_.pg.dsn, schema_, mark);
     if (!secs.ok()) return secs.status();
     if (auto st = CheckResults("bl_results", items); !st.ok()) return st;
+    // Exactly once: as many distinct events as rows, all of them in range.
+    auto once = sql_->Scalar(absl::StrCat(
+        "SELECT count(DISTINCT item_id) = count(*) AND min(item_id) = 1 AND max(item_id) = ", items,
+        " FROM \"", schema_, "\".bl_results"));
+    if (!once.ok()) return once.status();
+    if (*once != "t") {
+      return absl::InternalError("bench pgq: an event was consumed twice and another never");
+    }
     DrainRun run{*secs, 0};
     SetCpu(run, m0, m1);
     return run;

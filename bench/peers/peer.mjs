@@ -580,14 +580,24 @@ function percentiles (values) {
 
 // Waits until handlers saw `expected` distinct ids and then until `account()` (the system's
 // own count of done items) reaches it too, polling it every `everyMs`; gives up at `deadline`
-// (performance.now() ms) or when no handler ran for STALL_MS. Returns whether both held.
+// (performance.now() ms) or when no handler ran, or the account did not move, for STALL_MS.
+// Returns whether both held.
 async function settle (seen, expected, account, deadline = Infinity, everyMs = 5) {
   const allSeen = seen.until(() => seen.distinct >= expected)
+  let lastDone = -1
+  let lastMove = performance.now()
   for (;;) {
     const now = performance.now()
     if (seen.distinct >= expected) {
-      if ((await account()) >= expected) return true
-      if (performance.now() >= deadline) return false
+      // The system's own count must follow; one that stops moving (a job failed and waits
+      // for its retry) ends the wait as a stall does.
+      const done = await account()
+      if (done >= expected) return true
+      if (done !== lastDone) {
+        lastDone = done
+        lastMove = performance.now()
+      }
+      if (performance.now() >= deadline || performance.now() - lastMove > STALL_MS) return false
       await sleep(everyMs)
       continue
     }
@@ -816,7 +826,8 @@ async function main () {
     o = parseArgs(process.argv.slice(2))
   } catch (e) {
     if (!(e instanceof UsageError)) throw e
-    process.stderr.write(`peer.mjs: ${e.message}\n${USAGE}\n`)
+    // The message last: the bench quotes the last stderr line.
+    process.stderr.write(`${USAGE}\npeer.mjs: ${e.message}\n`)
     process.exit(2)
   }
   const timer = setTimeout(() => {
@@ -849,7 +860,9 @@ async function main () {
 }
 
 main().catch(e => {
-  process.stderr.write(`peer.mjs: ${e && e.stack ? e.stack : e}\n`)
+  // The stack, then the message last: the bench quotes the last stderr line.
+  if (e && e.stack) process.stderr.write(`${e.stack}\n`)
+  process.stderr.write(`peer.mjs: ${e && e.message ? e.message : e}\n`)
   killChildren()
   process.exit(1)
 })
