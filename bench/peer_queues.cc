@@ -189,7 +189,8 @@ absl::StatusOr<NodePeerResult> RunNodePeer(const NodePeerOptions& options,
                                            const std::string& system, const std::string& mode,
                                            const std::vector<std::string>& args) {
   if (!IsNodePeer(system)) return absl::InvalidArgumentError("bench: not a Node peer: " + system);
-  auto modules = NodePeerModules(options.peers_dir);
+  absl::StatusOr<std::string> modules = options.node_modules;
+  if (modules->empty()) modules = NodePeerModules(options.peers_dir);
   if (!modules.ok()) return modules.status();
   auto env = PgEnvironment(options.dsn);
   if (!env.ok()) return env.status();

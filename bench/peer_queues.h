@@ -62,6 +62,9 @@ struct NodePeerOptions {
   std::string schema;     // the bench's; the peers use <schema>_<system>
   absl::Duration timeout = absl::Minutes(10);
   std::function<void(absl::string_view)> log;  // the child's stderr lines; may be empty
+  // NodePeerModules(peers_dir), when the caller has it already (a run of
+  // tools/setup each time otherwise).
+  std::string node_modules;
 };
 
 // What one run of peer.mjs printed.
