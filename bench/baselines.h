@@ -39,15 +39,19 @@ class Sql {
 
 // Creates the baseline tables in `schema` (which must exist):
 //   bl_jobs(id, payload, status, enqueued_at) and bl_results, the same shape
-//   as the record handler's table (item_id, session_id uuid, acked_at).
+//   as the record handler's table (item_id, session_id uuid, acked_at); and
+//   log_floor's bl_log(id, payload, enqueued_at) and bl_offsets(part, off).
 absl::Status CreateBaselineTables(Sql& sql, const std::string& schema);
 
 // Empties the baseline tables, checkpoints, loads `items` jobs (payload like
-// partq's) and returns. Not timed.
-absl::Status LoadBaseline(Sql& sql, const std::string& schema, int64_t items);
+// partq's; into bl_log for `system` log_floor) and returns. Not timed.
+absl::Status LoadBaseline(Sql& sql, const std::string& schema, int64_t items,
+                          const std::string& system);
 
 // Drains bl_jobs with `sessions` connections of `system` (one of
-// skip_locked_batch, skip_locked_one, naive_update, floor) at `batch`;
+// skip_locked_batch, skip_locked_one, naive_update, floor; or bl_log with
+// log_floor, whose ack deletes nothing: it moves the session's offset row) at
+// `batch`;
 // returns the seconds from the moment every connection was ready until the
 // last one found nothing left. Every item's ack deletes it and inserts one
 // bl_results row in the same transaction. `mark`, when given, is called with

@@ -696,7 +696,7 @@ absl::StatusOr<Bench::DrainRun> Bench::Drain(const std::string& system, int sess
     SetCpu(run, m0, m1);
     return run;
   }
-  if (auto st = LoadBaseline(*sql_, schema_, items); !st.ok()) return st;
+  if (auto st = LoadBaseline(*sql_, schema_, items, system); !st.ok()) return st;
   auto secs = DrainBaseline(o_.pg.dsn, schema_, system, sessions, batch, items, mark);
   if (!secs.ok()) return secs.status();
   if (auto st = CheckResults("bl_results", items); !st.ok()) return st;
@@ -1408,7 +1408,8 @@ absl::StatusOr<BenchReport> Bench::Run() {
   for (int b : o_.batches) {
     for (int s : o_.sessions) {
       if (!o_.full && b != max_batch && s != o_.sweep_sessions) continue;
-      Cell c{s, b, {"floor", "partq", b == 1 ? "skip_locked_one" : "skip_locked_batch"}};
+      Cell c{s, b,
+             {"floor", "log_floor", "partq", b == 1 ? "skip_locked_one" : "skip_locked_batch"}};
       c.systems.insert(c.systems.end(), HandlerSystems().begin(), HandlerSystems().end());
       // The other queues in the session sweep (they take no batch but PgQ's tick).
       if (b == max_batch) {

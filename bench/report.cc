@@ -130,6 +130,15 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
         }
         out += "\n";
       }
+      // Against the log's floor too (issue 47), where it ran in the same rounds.
+      for (int s : sessions) {
+        const DrainCell* c = Find(r, "partq", s, b);
+        if (c == nullptr) continue;
+        auto it = c->median_ratio_to.find("log_floor");
+        if (it == c->median_ratio_to.end()) continue;
+        absl::StrAppendFormat(&out, "partq over log_floor, %d sessions: %s\n", s,
+                              Ratio(it->second, 6));
+      }
     }
     // CPU per item of the same drains: where a fleet's limit is (the
     // server's share: in production the workers run elsewhere).

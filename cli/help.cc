@@ -180,8 +180,8 @@ const char* BenchUsage() {
   return R"(usage: partq bench [--sessions 1,2,4,8,16] [--batch 1,10,100] [--items N]
                    [--rounds N] [--parts N] [--full] [--sweep-sessions N]
                    [--only drain,steady,pickup,enqueue,idle,memory]
-                   [--systems floor,partq,skip_locked_batch,skip_locked_one,naive_update,
-                              partq_result,partq_exec,partq_http,
+                   [--systems floor,log_floor,partq,skip_locked_batch,skip_locked_one,
+                              naive_update,partq_result,partq_exec,partq_http,
                               partq_exec_python,partq_http_node,
                               pgq,graphile_worker,graphile_worker_default,
                               pg_boss,pg_boss_default] [--examples DIR]

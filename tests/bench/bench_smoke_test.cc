@@ -96,7 +96,7 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
                                            [](const auto& f) { return f.second > 0; });
     if (floor_counted) EXPECT_GT(ratios_checked, 0) << "the floor counted CPU, yet no ratio";
   }
-  for (const std::string s : {"floor", "partq", "skip_locked_batch", "skip_locked_one",
+  for (const std::string s : {"floor", "log_floor", "partq", "skip_locked_batch", "skip_locked_one",
                               "naive_update", "partq_result", "partq_exec", "partq_http"}) {
     EXPECT_TRUE(seen.count(s)) << "missing system " << s;
   }
