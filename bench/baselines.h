@@ -53,9 +53,10 @@ absl::Status LoadBaseline(Sql& sql, const std::string& schema, int64_t items,
 // log_floor, whose ack deletes nothing: it moves the session's offset row) at
 // `batch`;
 // returns the seconds from the moment every connection was ready until the
-// last one found nothing left. Every item's ack deletes it and inserts one
-// bl_results row in the same transaction. `mark`, when given, is called with
-// true when the clock starts and with false when it stops.
+// last one found nothing left. Every item's ack inserts one bl_results row
+// and, but for log_floor's, deletes the item in the same transaction.
+// `mark`, when given, is called with true when the clock starts and with
+// false when it stops.
 absl::StatusOr<double> DrainBaseline(const std::string& dsn, const std::string& schema,
                                      const std::string& system, int sessions, int batch,
                                      int64_t items,

@@ -1499,7 +1499,9 @@ absl::StatusOr<BenchReport> Bench::Run() {
         for (const auto& f : r.samples) {
           // The floor's own ratio is 1; a reference is not given a ratio to itself.
           const bool reference =
-              f.system == "floor" || (Among(ReferenceSystems(), f.system) && f.system != system);
+              f.system == "floor" ||
+              ((f.system == kLogFloor || Among(ReferenceSystems(), f.system)) &&
+               f.system != system);
           const bool same = f.round == s.round && f.sessions == s.sessions && f.batch == s.batch;
           if ((reference || f.system == WithoutFailures(system)) && same) {
             ratios[f.system].push_back(s.items_per_s / f.items_per_s);
@@ -1529,6 +1531,7 @@ absl::StatusOr<BenchReport> Bench::Run() {
       for (const std::string& ref : ReferenceSystems()) {
         if (ratios.count(ref)) dc.median_ratio_to[ref] = Median(ratios[ref]);
       }
+      if (ratios.count(kLogFloor)) dc.median_ratio_to[kLogFloor] = Median(ratios[kLogFloor]);
       if (const std::string without = WithoutFailures(system); ratios.count(without)) {
         dc.median_ratio_to[without] = Median(ratios[without]);
       }

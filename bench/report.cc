@@ -134,7 +134,7 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
       for (int s : sessions) {
         const DrainCell* c = Find(r, "partq", s, b);
         if (c == nullptr) continue;
-        auto it = c->median_ratio_to.find("log_floor");
+        auto it = c->median_ratio_to.find(kLogFloor);
         if (it == c->median_ratio_to.end()) continue;
         absl::StrAppendFormat(&out, "partq over log_floor, %d sessions: %s\n", s,
                               Ratio(it->second, 6));

@@ -76,6 +76,14 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
   for (const auto& c : j.at("drain")) {
     EXPECT_GT(c.at("median_items_per_s").get<double>(), 0) << c.dump();
     seen.insert(c.at("system").get<std::string>());
+    // partq against both floors (issue 47): the log's floor ran in the same
+    // round, so partq's cell has its ratio to it, and it to the floor.
+    if (c.at("system") == "partq") {
+      EXPECT_GT(c.at("median_ratio_to").value("log_floor", 0.0), 0) << c.dump();
+    }
+    if (c.at("system") == "log_floor") {
+      EXPECT_GT(c.at("median_ratio_to_floor").get<double>(), 0) << c.dump();
+    }
     EXPECT_GT(c.at("median_client_cpu_us_per_item").get<double>(), 0) << c.dump();
     const double server = c.at("median_server_cpu_us_per_item").get<double>();
     if (server == -1) continue;
