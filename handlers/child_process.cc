@@ -298,6 +298,15 @@ absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, ab
       return Fail(absl::StatusCode::kCancelled, "given up: partq is stopping");
     }
     if (absl::Now() >= deadline) {
+      // What reached the pipe while the last poll was ending counts: the
+      // answer if it is whole, else said as what it wrote.
+      const size_t scanned = line_.size();
+      absl::Status err;
+      ReadStdout(&err);
+      if (!err.ok()) return err;
+      if (const size_t nl = line_.find('\n', scanned); nl != std::string::npos) {
+        return take_line(nl);
+      }
       return Fail(absl::StatusCode::kDeadlineExceeded,
                   line_.empty() ? std::string("did not answer by the deadline")
                                 : absl::StrCat("wrote ", line_.size(),
