@@ -11,7 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "pg/embedded_sql.h"
 #include "pg/migrations.h"
 #include "pg/pg_store_internal.h"
 
@@ -19,37 +23,23 @@ namespace partq {
 namespace pg_internal {
 namespace {
 
-// The single-row enqueue. One round trip: the queue lookup (NotFound and the
-// part count), the id (nextval, so a keyless item's part can come from its id
-// in the same statement, via part_for_id which mirrors PartForId), the insert
-// with dedup, and the NOTIFY. $2 is the key's positive murmur2 (NULL without a
-// key), so `$2 % parts` is PartForKey and no client-side cache of part counts
-// can go stale. A dedup hit returns the parts but no id.
-constexpr const char* kEnqueue = R"sql(
-WITH q AS (SELECT parts FROM {schema}.queues WHERE name = $1),
-n AS (SELECT nextval('{schema}.items_id_seq') AS id, parts FROM q),
-ins AS (
-  INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, payload)
-  SELECT n.id, $1,
-         CASE WHEN $2::bigint IS NULL THEN {schema}.part_for_id(n.id, n.parts)
-              ELSE ($2::bigint % n.parts)::int END,
-         $3, $4, $5::smallint, now() + $6::bigint * interval '1 microsecond', $7::bytea
-  FROM n
-  ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-  RETURNING id, part)
-SELECT q.parts, ins.id, ins.part,
-       CASE WHEN ins.id IS NOT NULL
-            THEN pg_notify($8, 'i:' || ins.part || ':' || $5 || ':' || ins.id) END
-FROM q LEFT JOIN ins ON true
-)sql";
+// The statement in pg/sql/NAME.sql, without the comment lines that head the
+// file (they say why it looks as it does, for its readers, not the server).
+std::string StatementSql(absl::string_view name) {
+  absl::string_view text = EmbeddedSql(absl::StrCat("sql/", name, ".sql"));
+  while (absl::StartsWith(text, "--")) {
+    const size_t nl = text.find('\n');
+    text.remove_prefix(nl == absl::string_view::npos ? text.size() : nl + 1);
+  }
+  return std::string(text);
+}
 
-// An item of a queue group: enqueue_item() (migration 12) holds the group's
-// row and counts the item; a rare path, not worth a statement of its own.
-// $1 queue, $2 payload, $3 key, $4 dedup key, $5 priority, $6 group.
-constexpr const char* kEnqueueGrouped = R"sql(
-SELECT e.id, e.part, e.duplicate
-FROM {schema}.enqueue_item($1, $2::bytea, $3, $4, interval '0', $5, $6) e
-)sql";
+// StatementSql(name) with its holes ("{fence}", ...) filled: fragments that
+// several statements share and that live in one place.
+std::string Fill(absl::string_view name,
+                 std::initializer_list<std::pair<absl::string_view, absl::string_view>> holes) {
+  return absl::StrReplaceAll(StatementSql(name), holes);
+}
 
 // The columns of `items i` that every claim read returns.
 constexpr const char* kReadColumns =
@@ -866,711 +856,73 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
   return s;
 }
 
-std::string EnqueueSql(absl::string_view schema) { return WithSchema(kEnqueue, schema); }
+std::string EnqueueSql(absl::string_view schema) {
+  return WithSchema(StatementSql("enqueue"), schema);
+}
 std::string EnqueueGroupedSql(absl::string_view schema) {
-  return WithSchema(kEnqueueGrouped, schema);
+  return WithSchema(StatementSql("enqueue_grouped"), schema);
 }
 
-// The heartbeat's renewal of our row, the first CTE of both heartbeat
-// statements ("heartbeat" and "heartbeat_idle"): $1 queue, $2 session, $3
-// incarnation. An expiry never moves back (a heartbeat that started earlier
-// can commit later, e.g. one the client gave up on), which the expiry sweep
-// of heartbeat_idle counts on.
-constexpr const char* kHeartbeatMe = R"sql(
-WITH me AS (
-  UPDATE {schema}.sessions s
-  SET heartbeat_at = now(), expires_at = greatest(s.expires_at, now() + q.session_ttl)
-  FROM {schema}.queues q
-  WHERE s.id = $2 AND s.incarnation = $3 AND s.queue = $1 AND q.name = $1
-  RETURNING s.id))sql";
-
 std::vector<Statement> PreparedStatements(absl::string_view schema) {
-  std::vector<Statement> s = {
-      // --- queues ---------------------------------------------------------------
-      // With its expiry sweep row, due at once (migration 24).
-      {"create_queue", R"sql(
-WITH q AS (
-  INSERT INTO {schema}.queues (name, parts, assignment, session_ttl, max_attempts, ordered,
-                              dlq_topic, rate, fair_by, key_concurrency)
-  VALUES ($1, $2, $3, $4::bigint * interval '1 microsecond', $5, $6, $7, $8::double precision,
-          $9::text, $10::int)
-  ON CONFLICT (name) DO NOTHING
-  RETURNING name),
-sweep AS (
-  INSERT INTO {schema}.expiry_sweeps (queue, generation, sweep_after)
-  SELECT name, -1, '-infinity' FROM q)
-SELECT name FROM q
-)sql"},
-      {"get_queue", R"sql(
-SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ','), fair_by,
-       key_concurrency
-FROM {schema}.queues WHERE name = $1
-)sql"},
-      {"list_queues", R"sql(
-SELECT name, parts, assignment, (extract(epoch FROM session_ttl) * 1000000)::bigint,
-       max_attempts, ordered, dlq_topic, paused, rate, array_to_string(grown_from, ','), fair_by,
-       key_concurrency
-FROM {schema}.queues ORDER BY name
-)sql"},
-      // SetRate: the limit, and a group notice so sessions re-read at once.
-      {"set_rate", R"sql(
-WITH u AS (UPDATE {schema}.queues SET rate = $2::double precision WHERE name = $1 RETURNING 1)
-SELECT count(pg_notify($3, 'g')) FROM u
-)sql"},
-      // GrowParts ($2 the new count, checked by the caller against $3, the
-      // count it read): the row locked FOR UPDATE, so a grow waits for the
-      // acquisitions and cancels holding it (and they for the grow), and
-      // two grows at once apply one after the other, each checked against
-      // the count it read (a grow that read a stale one changes nothing and
-      // returns the current count, for the caller to check again). Enqueues
-      // take no lock on the row: one that read the old count may still
-      // commit an item into the old part, which the ordered claim's probe
-      // of earlier parts sees (ReadyItems). A group notice so sessions
-      // re-read at once.
-      {"grow_parts", R"sql(
-WITH q AS (SELECT parts FROM {schema}.queues WHERE name = $1 FOR UPDATE),
-u AS (
-  UPDATE {schema}.queues SET parts = $2, grown_from = grown_from || q.parts
-  FROM q WHERE name = $1 AND q.parts = $3 AND $2 > q.parts
-  RETURNING 1)
-SELECT q.parts, (SELECT count(*) FROM u), (SELECT count(pg_notify($4, 'g')) FROM u) FROM q
-)sql"},
-      // SetFairBy: no notice; sessions read it when they start.
-      {"set_fair_by", R"sql(
-UPDATE {schema}.queues SET fair_by = $2::text WHERE name = $1
-)sql"},
-      // SetKeyConcurrency: no notice; sessions read it when they start.
-      {"set_key_concurrency", R"sql(
-UPDATE {schema}.queues SET key_concurrency = $2::int WHERE name = $1
-)sql"},
-      // SetPaused: the flag, and a group notice so sessions re-read at once.
-      {"set_paused", R"sql(
-WITH u AS (UPDATE {schema}.queues SET paused = $2 WHERE name = $1 RETURNING 1)
-SELECT count(pg_notify($3, 'g')) FROM u
-)sql"},
-
-      // --- sessions -------------------------------------------------------------
-      // Join, dynamic ($2 NULL: a random id) or static ($2 = instance id: a
-      // stable id, so a restart within the TTL finds its row). A static
-      // re-join bumps the incarnation (fencing the old process's heartbeats)
-      // and moves every part the row still owns to a fresh epoch (fencing its
-      // acks); the parts are returned as "part:epoch,...". What the old
-      // process had in flight there (its claim records) is marked abandoned,
-      // one attempt counted each (store.h, "Claims"). The NOTIFY goes out on
-      // commit; the statement is its own transaction.
-      {"join",
-       absl::StrCat(R"sql(
-WITH q AS (SELECT name, session_ttl, paused, rate FROM {schema}.queues WHERE name = $1),
-up AS (
-  INSERT INTO {schema}.sessions AS t (id, queue, instance_id, host, pid, expires_at)
-  SELECT CASE WHEN $2::text IS NULL THEN gen_random_uuid()
-              ELSE md5($1 || '/' || $2::text)::uuid END,
-         q.name, $2::text, $3, $4, now() + q.session_ttl
-  FROM q
-  ON CONFLICT (id) DO UPDATE
-    SET incarnation = t.incarnation + 1, host = excluded.host, pid = excluded.pid,
-        heartbeat_at = now(), expires_at = excluded.expires_at
-  RETURNING id, incarnation),
-kept AS (
-  UPDATE {schema}.session_parts sp SET epoch = nextval('{schema}.epochs'), acquired_at = now()
-  FROM up WHERE sp.session_id = up.id AND sp.queue = $1
-  RETURNING sp.part, sp.epoch),
-)sql",
-                    TakeOverClaims("kept"), R"sql(
-SELECT up.id, up.incarnation,
-       (SELECT string_agg(part || ':' || epoch, ',' ORDER BY part) FROM kept),
-       pg_notify($5, 'g'), (SELECT paused FROM q), (SELECT rate FROM q)
-FROM up
-)sql"),
-       /*prepared=*/false},
-      // Heartbeat: one round trip. The update touches only heartbeat_at and
-      // expires_at (no index covers them: a HOT update). Expired sessions of
-      // the queue are deleted (their parts cascade), but a heartbeat never
-      // waits: a locked session row is one in the middle of its own
-      // heartbeat or leave (and two expired members deleting each other must
-      // not deadlock), and a locked part row is a Finish of that session
-      // still running (a paused process can hold it for long; its parts are
-      // fenced until it ends anyway), so those sessions are left for a later
-      // heartbeat. The part rows are locked here first (all or none) so the
-      // cascade cannot wait either. All
-      // CTEs read one snapshot, so rows deleted here are still visible to the
-      // reads below and are excluded by hand; our own row is taken from the
-      // update (the snapshot still has the old expires_at).
-      // `done` adds what the session finished since its last heartbeat
-      // ($5..$7, Store::Heartbeat) to its row of the current minute in
-      // throughput (a session writes only its own rows: no row every member
-      // updates at once), and only while the session is alive; `pruned`
-      // deletes the queue's rows older than an hour, those of dead sessions
-      // too, skipping rows another heartbeat is deleting (it never waits).
-      // $8 is the group generation the caller last read the whole group at
-      // (Store::HeartbeatSince): when it is where it was, nobody expired here
-      // and nobody is past its TTL, members and owners stay NULL (a CASE
-      // runs its subquery only when it takes that branch) and the statement
-      // reads no part row. The generation is read in the statement's one
-      // snapshot, so it belongs with the rows read beside it; the triggers of
-      // migration 19 move it in every transaction that changes the group.
-      // When it moved, and $8 is at most kGroupChangesKept behind, and this
-      // statement expired nobody (the changes its own deletions log are not
-      // in its snapshot), the owners are only those changed since $8
-      // (owner_changes() of migration 22; GroupView::delta): the latest
-      // change of each part, an empty session for a row that went.
-      {"heartbeat", absl::StrCat(kHeartbeatMe, R"sql(,
-done AS (
-  INSERT INTO {schema}.throughput AS t (queue, minute, session_id, acked, retried, dead)
-  SELECT $1, date_trunc('minute', now()), me.id, $5::bigint, $6::bigint, $7::bigint FROM me
-  WHERE $5::bigint <> 0 OR $6::bigint <> 0 OR $7::bigint <> 0
-  ON CONFLICT (queue, minute, session_id) DO UPDATE
-    SET acked = t.acked + excluded.acked, retried = t.retried + excluded.retried,
-        dead = t.dead + excluded.dead),
-pruned AS (
-  DELETE FROM {schema}.throughput o
-  WHERE (o.queue, o.minute, o.session_id) IN (
-    SELECT x.queue, x.minute, x.session_id FROM {schema}.throughput x
-    WHERE x.queue = $1 AND x.minute < now() - interval '1 hour'
-    LIMIT 1000 FOR UPDATE SKIP LOCKED)),
-gone AS (
-  DELETE FROM {schema}.sessions d
-  WHERE d.id IN (
-    SELECT x.id FROM {schema}.sessions x
-    WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2
-      AND (SELECT count(*) FROM {schema}.session_parts sp WHERE sp.session_id = x.id)
-          = (SELECT count(*) FROM (SELECT 1 FROM {schema}.session_parts sp
-                                   WHERE sp.session_id = x.id FOR UPDATE SKIP LOCKED) l)
-    FOR UPDATE SKIP LOCKED)
-  RETURNING d.id),
-members AS (
-  SELECT id FROM {schema}.sessions
-  WHERE queue = $1 AND expires_at >= now() AND id <> $2 AND id NOT IN (SELECT id FROM gone)
-  UNION ALL SELECT id FROM me),
-gen AS (SELECT coalesce((SELECT generation FROM {schema}.group_generations WHERE queue = $1), 0)
-               AS generation),
-same AS (
-  SELECT $8::bigint >= 0 AND $8::bigint = (SELECT generation FROM gen)
-         AND NOT EXISTS (SELECT 1 FROM gone)
-         AND NOT EXISTS (SELECT 1 FROM {schema}.sessions x
-                         WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2) AS yes),
-delta AS (
-  SELECT NOT (SELECT yes FROM same) AND $8::bigint >= 0
-         AND $8::bigint <= (SELECT generation FROM gen)
-         AND $8::bigint >= (SELECT generation FROM gen) - $9::bigint
-         AND NOT EXISTS (SELECT 1 FROM gone) AS yes)
-SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM gone),
-       CASE WHEN NOT (SELECT yes FROM same) THEN
-         (SELECT string_agg(id::text, ',' ORDER BY id) FROM members) END,
-       CASE WHEN (SELECT yes FROM delta) THEN
-         {schema}.owner_changes($1, $8::bigint)
-       WHEN NOT (SELECT yes FROM same) THEN
-         (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
-          FROM {schema}.session_parts
-          WHERE queue = $1 AND session_id NOT IN (SELECT id FROM gone)) END,
-       (SELECT count(pg_notify($4, 'g')) FROM (SELECT 1 FROM gone LIMIT 1) g),
-       q.paused, q.rate, q.parts, (SELECT generation FROM gen), (SELECT yes FROM same),
-       (SELECT yes FROM delta)
-FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
-)sql")},
-      // The idle heartbeat (PgStore::HeartbeatSince tries it first when the
-      // caller knows a generation and has no counts to carry): our row's
-      // update, the generation, whether anyone else is past its TTL, and
-      // the queue row's fields, all in one snapshot, and nothing else. When
-      // it answers alive, at the generation the caller knows, with nobody
-      // expired, that is the whole answer (the full statement's `same`,
-      // under which it would expire nobody and read no row either). Anything
-      // else and the full `heartbeat` follows. Why two statements: an idle
-      // fleet's server CPU was mostly the full statement's executor start
-      // (its four data-modifying CTEs and every CASE branch are initialized
-      // on each run, though only the update does anything) and its planning
-      // (BENCHMARKS.md, "The idle heartbeat"); this plan is a few nodes.
-      // Whether anyone is past its TTL is read from the members only when
-      // the queue's expiry sweep (migration 24) is due: its generation is not
-      // the current one, or its time has come. Then `next` is the earliest
-      // expiry of the others ('infinity' for none; ours, just renewed, is no
-      // earlier than theirs; a row of our id at another incarnation is not
-      // ours but a static re-join's, and counts), and when it is still ahead
-      // the sweep row takes it, with the generation read beside it. The row
-      // is locked SKIP LOCKED and only then (a CASE runs its subquery only in
-      // the branch it takes): a heartbeat never waits for another's sweep,
-      // and one that is not due writes nothing but its own row. A queue
-      // without a sweep row is due every time, which is correct, only slower.
-      {"heartbeat_idle", absl::StrCat(kHeartbeatMe, R"sql(,
-gen AS (SELECT coalesce((SELECT generation FROM {schema}.group_generations WHERE queue = $1), 0)
-               AS generation),
-scan AS (
-  SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM {schema}.expiry_sweeps w
-                               WHERE w.queue = $1 AND w.generation = (SELECT generation FROM gen)
-                                 AND w.sweep_after > now())
-         THEN coalesce((SELECT min(x.expires_at) FROM {schema}.sessions x
-                        WHERE x.queue = $1 AND NOT (x.id = $2 AND x.incarnation = $3)),
-                       'infinity') END AS next),
-lock AS (
-  SELECT CASE WHEN (SELECT next FROM scan) >= now() THEN
-           (SELECT w.queue FROM {schema}.expiry_sweeps w WHERE w.queue = $1
-            FOR UPDATE SKIP LOCKED) END AS queue),
-swept AS (
-  UPDATE {schema}.expiry_sweeps w SET generation = gen.generation, sweep_after = scan.next
-  FROM gen, scan WHERE w.queue = (SELECT queue FROM lock)
-  RETURNING 1)
-SELECT (SELECT count(*) FROM me), (SELECT generation FROM gen),
-       coalesce((SELECT next FROM scan) < now(), false),
-       q.paused, q.rate, q.parts
-FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
-)sql")},
-      // ReadGroup: as the heartbeat's read, $2 the generation last read, $3
-      // kGroupChangesKept.
-      {"read_group", R"sql(
-WITH gen AS (
-  SELECT coalesce((SELECT generation FROM {schema}.group_generations WHERE queue = $1), 0)
-         AS generation),
-same AS (
-  SELECT $2::bigint >= 0 AND $2::bigint = (SELECT generation FROM gen)
-         AND NOT EXISTS (SELECT 1 FROM {schema}.sessions x
-                         WHERE x.queue = $1 AND x.expires_at < now()) AS yes),
-delta AS (
-  SELECT NOT (SELECT yes FROM same) AND $2::bigint >= 0
-         AND $2::bigint <= (SELECT generation FROM gen)
-         AND $2::bigint >= (SELECT generation FROM gen) - $3::bigint AS yes)
-SELECT (SELECT count(*) FROM {schema}.queues WHERE name = $1),
-       CASE WHEN NOT (SELECT yes FROM same) THEN
-         (SELECT string_agg(id::text, ',' ORDER BY id) FROM {schema}.sessions
-          WHERE queue = $1 AND expires_at >= now()) END,
-       CASE WHEN (SELECT yes FROM delta) THEN
-         {schema}.owner_changes($1, $2::bigint)
-       WHEN NOT (SELECT yes FROM same) THEN
-         (SELECT string_agg(part || ':' || session_id || ':' || epoch, ',' ORDER BY part)
-          FROM {schema}.session_parts WHERE queue = $1) END,
-       q.paused, q.rate, q.parts, (SELECT generation FROM gen), (SELECT yes FROM same),
-       (SELECT yes FROM delta)
-FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1
-)sql"},
-      // AcquireParts: the primary key (queue, part) makes a second owner
-      // impossible (I1); ON CONFLICT DO NOTHING skips owned parts. Rows go in
-      // part order so two sessions racing for overlapping sets wait on each
-      // other in one order and cannot deadlock. A row (-1, 0) says our session
-      // row is gone; a session deleted concurrently surfaces as an FK error.
-      // A claim record in an acquired part was left by an owner that died
-      // (a graceful one deletes it): its items are marked abandoned.
-      // The queue row is locked FOR SHARE before anything is written, so a
-      // part gets no owner while a cancel holds the row (cancel_items(),
-      // migration 13, says why); acquisitions do not wait for each other.
-      {"acquire",
-       absl::StrCat(R"sql(
-WITH s AS (SELECT id FROM {schema}.sessions WHERE id = $2 AND queue = $1),
-q AS (SELECT parts FROM {schema}.queues WHERE name = $1 FOR SHARE),
-ins AS (
-  INSERT INTO {schema}.session_parts (queue, part, session_id, epoch)
-  SELECT $1, p.part, s.id, nextval('{schema}.epochs')
-  FROM s, q, unnest($3::int[]) AS p(part)
-  WHERE p.part >= 0 AND p.part < q.parts
-  ORDER BY p.part
-  ON CONFLICT DO NOTHING
-  RETURNING part, epoch),
-)sql",
-                    TakeOverClaims("ins"), R"sql(
-SELECT part, epoch FROM ins
-UNION ALL SELECT -1, 0 WHERE NOT EXISTS (SELECT 1 FROM s)
-)sql"),
-       /*prepared=*/false},
-      // ReleaseParts: deletes our rows at the given epochs, and their claim
-      // records: a graceful hand-off abandons nothing. One statement, so one
-      // transaction. Its notice is 'r' (Notice::kReleased), not 'g': only the
-      // members waiting for a hand-off read the group for it, not the whole
-      // fleet for every release of a join storm.
-      {"release", R"sql(
-WITH rel AS (
-  DELETE FROM {schema}.session_parts sp
-  USING unnest($3::int[], $4::bigint[]) AS r(part, epoch)
-  WHERE sp.queue = $1 AND sp.session_id = $2 AND sp.part = r.part AND sp.epoch = r.epoch
-  RETURNING sp.part),
-rec AS (
-  DELETE FROM {schema}.part_claims c USING rel WHERE c.queue = $1 AND c.part = rel.part
-  RETURNING 1)
-SELECT (SELECT count(*) FROM rel), (SELECT count(*) FROM rec),
-       (SELECT count(pg_notify($5, 'r')) FROM (SELECT 1 FROM rel LIMIT 1) x)
-)sql"},
-      // Leave: deletes this incarnation's row; its parts cascade at the end
-      // of the statement, after `p` has read them from the snapshot. Their
-      // claim records go too, as in a release.
-      {"leave", R"sql(
-WITH s AS (
-  DELETE FROM {schema}.sessions WHERE id = $2 AND incarnation = $3 AND queue = $1
-  RETURNING id),
-p AS (SELECT sp.part FROM {schema}.session_parts sp JOIN s ON sp.session_id = s.id),
-rec AS (
-  DELETE FROM {schema}.part_claims c USING p WHERE c.queue = $1 AND c.part = p.part
-  RETURNING 1)
-SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM rec),
-       (SELECT count(pg_notify($4, 'g')) FROM s)
-)sql"},
-      // ReleaseClaims: a static member stopping empties the records of its
-      // parts at their epochs (what it had not finished is ready again, no
-      // attempt counted) and keeps its session and parts for its restart.
-      {"release_claims", R"sql(
-UPDATE {schema}.part_claims c SET ids = '{}'
-FROM {schema}.session_parts sp JOIN {schema}.sessions s ON s.id = sp.session_id
-WHERE s.id = $2 AND s.incarnation = $3 AND s.queue = $1 AND sp.queue = $1
-  AND c.queue = $1 AND c.part = sp.part AND c.epoch = sp.epoch AND c.ids <> '{}'
-)sql"},
-      {"notify", "SELECT pg_notify($1, $2)"},
-      // One notice per part, with the lowest key the transaction added
-      // there (Notice::from): "i:PART:PRIORITY:ID".
-      {"notify_parts",
-       "SELECT count(pg_notify($1, 'i:' || t.p || ':' || t.pr || ':' || t.id)) "
-       "FROM unnest($2::int[], $3::int[], $4::bigint[]) AS t(p, pr, id)"},
-      // Tx::Publish: a message for `partq bridge publish`, in the caller's
-      // transaction.
-      {"write_outbox", R"sql(
-INSERT INTO {schema}.outbox (topic, key, payload, headers)
-VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4::jsonb)
-)sql"},
-
-      // --- items ------------------------------------------------------------------
-      {"enqueue", kEnqueue},
-      {"dedup_lookup", R"sql(
-SELECT id, part FROM {schema}.items WHERE queue = $1 AND dedup_key = $2
-)sql"},
-      // A transaction that reads the queue row in one statement and writes
-      // items in a later one (EnqueueBatch, IngestKafka) runs this first:
-      // DeleteQueue's SHARE lock on items then either waits for it to end or
-      // makes it wait before it reads the queue row, never between the read
-      // and the write (which would leave items in a deleted queue, to turn
-      // up again in a queue created later under the same name).
-      {"lock_items_for_enqueue", "LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE"},
-      // EnqueueBatch reserves ids for its rows (so the client can compute
-      // PartForId and COPY explicit ids). Usually the n values are contiguous
-      // and min/max/count say so; if concurrent nextval calls interleaved,
-      // reserve_id_list fetches a fresh, explicit list instead.
-      {"reserve_ids", R"sql(
-WITH q AS (SELECT parts FROM {schema}.queues WHERE name = $1),
-s AS (SELECT nextval('{schema}.items_id_seq') AS v FROM q, generate_series(1, $2::int))
-SELECT (SELECT parts FROM q), min(v), max(v), count(v),
-       (extract(epoch FROM now()) * 1000000)::bigint
-FROM s
-)sql"},
-      {"reserve_id_list", R"sql(
-SELECT nextval('{schema}.items_id_seq') FROM generate_series(1, $1::int)
-)sql"},
-      // The batch path for items with dedup keys (COPY cannot skip conflicts).
-      {"insert_batch", R"sql(
-WITH ins AS (
-  INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, payload)
-  SELECT t.id, $1, t.part, t.key, t.dedup, t.prio,
-         now() + t.delay_us * interval '1 microsecond', decode(t.payload, 'hex')
-  FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::smallint[], $7::bigint[],
-              $8::text[]) AS t(id, part, key, dedup, prio, delay_us, payload)
-  ORDER BY t.id
-  ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-  RETURNING 1)
-SELECT count(*) FROM ins
-)sql"},
-      // --- queue groups (migration 12; store.h, "Queue groups") -------------------
-      // An item of a group, one at a time: enqueue_item() holds the group's
-      // row and counts the item (a rare path: not worth a statement of its own).
-      // The batch path's groups: each row held until commit, in id order
-      // (no deadlock between two batches), with whether it has started.
-      {"hold_groups", R"sql(
-SELECT g, {schema}.group_hold($1, g) FROM unnest($2::text[]) AS g ORDER BY g
-)sql",
-       /*prepared=*/false},
-      // insert_batch for a batch with groups: held items wait ('infinity'
-      // until group_start), and each group counts the items inserted.
-      {"insert_batch_grouped", R"sql(
-WITH ins AS (
-  INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, payload,
-                              group_id)
-  SELECT t.id, $1, t.part, t.key, t.dedup, t.prio,
-         CASE WHEN t.held THEN 'infinity' ELSE now() + t.delay_us * interval '1 microsecond' END,
-         decode(t.payload, 'hex'), t.grp
-  FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::smallint[], $7::bigint[],
-              $8::text[], $9::text[], $10::bool[])
-       AS t(id, part, key, dedup, prio, delay_us, payload, grp, held)
-  ORDER BY t.id
-  ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-  RETURNING group_id),
-counted AS (
-  UPDATE {schema}.groups x SET pending = x.pending + c.n
-  FROM (SELECT group_id, count(*) AS n FROM ins WHERE group_id IS NOT NULL GROUP BY group_id) c
-  WHERE x.queue = $1 AND x.id = c.group_id
-  RETURNING 1)
-SELECT count(*), (SELECT count(*) FROM counted) FROM ins
-)sql",
-       /*prepared=*/false},
-      // Finish's part: the groups of the items it acked or dead-lettered.
-      {"groups_finished", R"sql(
-SELECT {schema}.groups_finished($1, $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
-)sql",
-       /*prepared=*/false},
-      // The claim of a queue with a key bound (ordered, key concurrency), not
-      // fair; the others run kPipelinedClaim(Fair) (PgStore::Claim says why
-      // this one keeps the plan the planner picks: its key probes).
-      {"claim", ClaimStatement(/*fair=*/false)},
-      // The slow path of Finish: lock first, so the handler sees only items
-      // of parts that are still ours and that are still there (an item gone
-      // was finished already: by this session, when a COMMIT whose outcome
-      // was unknown did commit). FOR SHARE keeps the rows (and their epochs)
-      // as they are until the ack transaction ends: expiry, release and a
-      // static re-join all wait for it.
-      {"fence", absl::StrCat("WITH ", kFence, R"sql(
-SELECT 'p', part::bigint FROM f
-UNION ALL
-SELECT 'i', id FROM {schema}.items WHERE id = ANY($5::bigint[])
-)sql")},
-      // Finish: the fence and every outcome in one statement, after the
-      // handler ran (store.h, Finish). The general form, for batches with
-      // retries or dead items and for the second, locked attempt: sent
-      // unprepared, planned for its arguments each time (Statement::prepared),
-      // only where kPipelinedFinish(Claim)(Fair) does not serve (an ordered
-      // or key-concurrency queue's claim ahead). Returns ('p', part) for each
-      // part
-      // still held at its epoch, and ('a'|'r'|'d', id) per row written; the
-      // caller rolls back when a part was not held or a count is off.
-      {"finish", FinishStatement(), /*prepared=*/false},
-      // Finish and claim ahead: the claim's reads see the statement's
-      // snapshot, where the rows this statement deletes or reschedules still
-      // look ready, so the batch's ids are skipped explicitly.
-      {"finish_claim", FinishClaimStatement(/*fair=*/false), /*prepared=*/false},
-      {"finish_claim_fair", FinishClaimStatement(/*fair=*/true), /*prepared=*/false},
-      // The common Finish (AckCtes), without and with a claim ahead. With
-      // one, a queue without a key bound, and a fair one, run
-      // kPipelinedLeanAckClaim(Fair) (PipelinedStatements) instead.
-      {"ack", absl::StrCat("WITH ", AckCtes(), R"sql(
-SELECT 'p' AS k, part::bigint AS id FROM f
-UNION ALL SELECT 'n', count(*) FROM done
-)sql")},
-      {"ack_claim", AckClaimStatement(/*fair=*/false)},
-      // GetItemState by id: where the id is now, in any queue, and the id
-      // sequence's high-water mark (an allocated id found nowhere finished
-      // without leaving a result row).
-      {"item_state", R"sql(
-SELECT 'p' AS k, queue, attempts, last_error, NULL::bytea FROM {schema}.items WHERE id = $2
-UNION ALL
-SELECT 'd', queue, attempts, last_error, NULL FROM {schema}.dead_items WHERE id = $2
-UNION ALL
-SELECT 'r', queue, 0, NULL, result FROM {schema}.results WHERE id = $2
-UNION ALL
-SELECT 'c', queue, attempts, NULL, NULL FROM {schema}.cancelled_items WHERE id = $2
-UNION ALL
-SELECT 's', NULL, (SELECT count(*) FROM {schema}.queues WHERE name = $1)::int,
-       CASE WHEN is_called THEN last_value ELSE last_value - 1 END::text, NULL
-FROM {schema}.items_id_seq
-)sql"},
-      // CancelItems: whether the queue exists, and the parts of the asked
-      // items still in it (each part is cancelled in its own transaction).
-      {"cancel_parts", R"sql(
-SELECT NULL::int, (SELECT count(*) FROM {schema}.queues WHERE name = $1)::bigint
-UNION ALL
-SELECT part, id FROM {schema}.items WHERE queue = $1 AND id = ANY($2::bigint[])
-)sql"},
-      // cancel_items() and cancel_by_dedup_key() (migration 13), called only
-      // for a queue that exists: no rows for one that does not (NotFound),
-      // where the functions would raise an error of their own.
-      {"cancel_items", R"sql(
-SELECT c.id, c.state FROM {schema}.queues q
-CROSS JOIN LATERAL {schema}.cancel_items(q.name, $2::bigint[]) c
-WHERE q.name = $1
-)sql"},
-      // Store::VacuumQueueTables: the schema's queue tables whose dead rows
-      // have passed their own autovacuum threshold (reloptions, else the
-      // server's settings), whether this role may vacuum them (their
-      // owner's or the database owner's privileges, as VACUUM asks), and
-      // the vacuum horizon: the xmin of its oldest holder other than this
-      // backend and running vacuums (as in status_horizon), NULL when there
-      // is none.
-      {"vacuum_due", R"sql(
-WITH t AS (
-  SELECT c.relname::text AS name, s.n_dead_tup AS dead, c.reltuples, c.relowner,
-         (SELECT option_value::float8 FROM pg_options_to_table(c.reloptions)
-          WHERE option_name = 'autovacuum_vacuum_threshold') AS threshold,
-         (SELECT option_value::float8 FROM pg_options_to_table(c.reloptions)
-          WHERE option_name = 'autovacuum_vacuum_scale_factor') AS scale
-  FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
-  WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1)
-    AND c.relname IN ('items', 'part_claims')
-), h AS (
-  SELECT backend_xmin AS x FROM pg_stat_activity
-  WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
-    AND (datname = current_database() OR backend_type = 'walsender')
-    AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum)
-  UNION ALL
-  SELECT transaction FROM pg_prepared_xacts WHERE database = current_database()
-  UNION ALL
-  SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
-)
-SELECT name, dead,
-       pg_has_role(relowner, 'USAGE')
-         OR pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()),
-                        'USAGE'),
-       (SELECT x::text FROM h ORDER BY age(x) DESC LIMIT 1)
-FROM t
-WHERE dead >= coalesce(threshold, current_setting('autovacuum_vacuum_threshold')::float8)
-              + coalesce(scale, current_setting('autovacuum_vacuum_scale_factor')::float8)
-                * greatest(reltuples, 0)
-ORDER BY name
-)sql"},
-      // Store::Prune: the function checks the name, the queue and the age.
-      {"prune", R"sql(
-SELECT results, cancelled, groups, dead_items
-FROM {schema}.prune($1, $2::bigint * interval '1 microsecond', $3::boolean)
-)sql"},
-      {"cancel_by_dedup_key", R"sql(
-SELECT c.id, c.state FROM {schema}.queues q
-CROSS JOIN LATERAL {schema}.cancel_by_dedup_key(q.name, $2) c
-WHERE q.name = $1
-)sql"},
-      // By dedup key: the live item first, else the newest finished one.
-      {"item_state_dedup", R"sql(
-(SELECT 'p' AS k, id, attempts, last_error, NULL::bytea FROM {schema}.items
- WHERE queue = $1 AND dedup_key = $2)
-UNION ALL
-(SELECT k, id, attempts, last_error, result FROM (
-   SELECT 'r' AS k, id, 0 AS attempts, NULL::text AS last_error, result FROM {schema}.results
-   WHERE queue = $1 AND dedup_key = $2
-   UNION ALL
-   SELECT 'd', id, attempts, last_error, NULL FROM {schema}.dead_items
-   WHERE queue = $1 AND dedup_key = $2
-   UNION ALL
-   SELECT 'c', id, attempts, NULL, NULL FROM {schema}.cancelled_items
-   WHERE queue = $1 AND dedup_key = $2) f
- ORDER BY id DESC LIMIT 1)
-UNION ALL
-SELECT 'q', 0, (SELECT count(*) FROM {schema}.queues WHERE name = $1)::int, NULL, NULL
-)sql"},
-      // Status: sessions, then one row per part (zero-filled by
-      // generate_series). An item is in flight while a claim record lists it
-      // (its owner's, or a dead owner's that no one has taken over yet: the
-      // next owner marks those abandoned), else ready or delayed by run_at, or held
-      // (run_at 'infinity': an item of a queue group not started).
-      // `fly` is small (what sessions have in flight), so the IN test is a
-      // hash lookup per item.
-      {"status_sessions", R"sql(
-SELECT s.id, coalesce(s.instance_id, ''), s.host, s.pid,
-       (extract(epoch FROM now() - s.heartbeat_at) * 1000000)::bigint,
-       (extract(epoch FROM s.expires_at - now()) * 1000000)::bigint,
-       (SELECT count(*) FROM {schema}.session_parts sp WHERE sp.session_id = s.id),
-       (extract(epoch FROM now()) * 1000000)::bigint,
-       (extract(epoch FROM now() - s.started_at) * 1000000)::bigint
-FROM {schema}.sessions s WHERE s.queue = $1 ORDER BY s.id
-)sql"},
-      // Each session's own throughput rows that may cover the minute before
-      // its last heartbeat (RecentRates, store/throughput.h): a row covers
-      // from a heartbeat before its minute, and heartbeats come more often
-      // than the TTL.
-      {"status_session_throughput", R"sql(
-SELECT t.session_id::text, (extract(epoch FROM t.minute))::bigint, t.acked, t.retried, t.dead
-FROM {schema}.throughput t
-JOIN {schema}.sessions s ON s.id = t.session_id
-JOIN {schema}.queues q ON q.name = s.queue
-WHERE t.queue = $1 AND s.queue = $1 AND q.name = $1
-  AND t.minute >= date_trunc('minute', s.heartbeat_at - interval '1 minute' - q.session_ttl)
-ORDER BY t.session_id, t.minute
-)sql"},
-      // Owners: one statement, so one snapshot; the queue's row says it
-      // exists and how many parts it has, EXISTS stops at the first item.
-      // Sessions come with their heartbeat's age and their expiry, as in
-      // status_sessions, so a reader tells live ones from expired ones.
-      // NextDue: the first retried, delayed or requeued item per part (by
-      // items_later), in microseconds from now: 0 or less when one is due
-      // already (it came due since the claim read). Held group items
-      // ('infinity') are not due at any time.
-      {"next_due", R"sql(
-SELECT (extract(epoch FROM min(d.run_at) - now()) * 1000000)::bigint
-FROM unnest($2::int[]) AS p(part)
-CROSS JOIN LATERAL (
-  SELECT i.run_at FROM {schema}.items i
-  WHERE i.queue = $1 AND i.part = p.part AND i.run_at > i.enqueued_at
-    AND i.run_at < 'infinity'
-  ORDER BY i.run_at LIMIT 1) d
-)sql"},
-      {"owners", R"sql(
-SELECT 'q', NULL::text, NULL::text, parts, NULL::bigint, NULL::bigint
-FROM {schema}.queues WHERE name = $1
-UNION ALL SELECT 's', id::text, host, pid,
-                 (extract(epoch FROM now() - heartbeat_at) * 1000000)::bigint,
-                 (extract(epoch FROM expires_at - now()) * 1000000)::bigint
-FROM {schema}.sessions WHERE queue = $1
-UNION ALL SELECT 'p', session_id::text, NULL, part, NULL, NULL
-FROM {schema}.session_parts WHERE queue = $1
-UNION ALL SELECT 'i', NULL, NULL, NULL, NULL, NULL
-WHERE EXISTS (SELECT 1 FROM {schema}.items WHERE queue = $1)
-)sql"},
-      // The oldest holder of this database's vacuum horizon: backends of
-      // this database (and walsenders, whose hot_standby_feedback holds every
-      // database's), prepared transactions, replication slots. Our own
-      // snapshot (the status transaction) is left out, and so are backends
-      // running a (lazy) VACUUM: their xmin shows in pg_stat_activity, but
-      // PostgreSQL leaves it out of every other vacuum's horizon
-      // (PROC_IN_VACUUM), so a 20 s autovacuum of a big handler table holds
-      // nothing back. An ANALYZE does hold it and stays. Oldest by xid age;
-      // the time is the holder's transaction's.
-      {"status_horizon", R"sql(
-WITH h AS (
-  SELECT 'transaction' AS holder,
-         format('pid %s (%s, %s)', pid, coalesce(nullif(application_name, ''), backend_type),
-                coalesce(state, 'unknown')) AS who,
-         age(backend_xmin) AS xid_age,
-         coalesce(now() - xact_start, interval '0') AS held
-  FROM pg_stat_activity
-  WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
-    AND (datname = current_database() OR backend_type = 'walsender')
-    AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum)
-  UNION ALL
-  SELECT 'prepared transaction', format('gid %s', gid), age(transaction), now() - prepared
-  FROM pg_prepared_xacts WHERE database = current_database()
-  UNION ALL
-  SELECT 'replication slot', format('slot %s', slot_name), age(xmin), interval '0'
-  FROM pg_replication_slots WHERE xmin IS NOT NULL
-)
-SELECT holder, who, xid_age, (extract(epoch FROM held) * 1000000)::bigint
-FROM h ORDER BY xid_age DESC, held DESC LIMIT 1
-)sql"},
-      // What the queue's sessions reported finished per minute over the last
-      // hour (the heartbeat's `done`), summed over sessions, oldest first.
-      {"status_throughput", R"sql(
-SELECT (extract(epoch FROM minute))::bigint, sum(acked)::bigint, sum(retried)::bigint,
-       sum(dead)::bigint
-FROM {schema}.throughput
-WHERE queue = $1 AND minute >= date_trunc('minute', now() - interval '1 hour')
-GROUP BY minute ORDER BY minute
-)sql"},
-      // The queue's groups by state, and what the open ones have pending.
-      {"status_groups", R"sql(
-SELECT count(*) FILTER (WHERE started_at IS NULL AND ended_at IS NULL),
-       count(*) FILTER (WHERE started_at IS NOT NULL AND ended_at IS NULL),
-       count(*) FILTER (WHERE ended_at IS NOT NULL),
-       coalesce(sum(pending) FILTER (WHERE ended_at IS NULL), 0)
-FROM {schema}.groups WHERE queue = $1
-)sql"},
-      {"status_parts", R"sql(
-WITH own AS (SELECT part, session_id, epoch FROM {schema}.session_parts WHERE queue = $1),
-fly AS (
-  SELECT i.id FROM {schema}.part_claims c
-  JOIN {schema}.items i ON i.id = ANY(c.ids) AND i.part = c.part AND i.queue = c.queue
-  WHERE c.queue = $1),
-it AS (
-  SELECT part,
-         count(*) FILTER (WHERE NOT fl AND run_at <= now()) AS ready,
-         count(*) FILTER (WHERE NOT fl AND run_at > now() AND run_at < 'infinity') AS delayed,
-         count(*) FILTER (WHERE run_at = 'infinity') AS held,
-         count(*) FILTER (WHERE fl) AS in_flight,
-         min(enqueued_at) FILTER (WHERE NOT fl AND run_at <= now()) AS oldest
-  FROM (SELECT part, run_at, enqueued_at, id IN (SELECT id FROM fly) AS fl
-        FROM {schema}.items WHERE queue = $1) x
-  GROUP BY part),
-dd AS (SELECT part, count(*) AS n,
-              count(*) FILTER (WHERE failed_at > now() - interval '1 minute') AS recent
-       FROM {schema}.dead_items WHERE queue = $1 GROUP BY part),
-cc AS (SELECT part, count(*) AS n FROM {schema}.cancelled_items WHERE queue = $1 GROUP BY part)
-SELECT p, own.session_id, coalesce(own.epoch, 0), coalesce(it.ready, 0),
-       coalesce(it.delayed, 0), coalesce(it.in_flight, 0), coalesce(dd.n, 0),
-       coalesce((extract(epoch FROM now() - it.oldest) * 1000000)::bigint, 0),
-       coalesce(it.held, 0), coalesce(cc.n, 0), coalesce(dd.recent, 0)
-FROM generate_series(0, $2::int - 1) AS p
-LEFT JOIN own ON own.part = p
-LEFT JOIN it ON it.part = p
-LEFT JOIN dd ON dd.part = p
-LEFT JOIN cc ON cc.part = p
-ORDER BY p
-)sql"},
-  };
+  std::vector<Statement> s;
+  // Statements that are a file of pg/sql/ as it is: NAME.sql, whose header
+  // says why it looks as it does.
+  for (const char* name :
+       {// queues
+        "create_queue", "get_queue", "list_queues", "set_rate", "grow_parts", "set_fair_by",
+        "set_key_concurrency", "set_paused",
+        // sessions and parts (join, heartbeat and acquire are below)
+        "read_group", "release", "leave", "release_claims", "notify", "notify_parts",
+        "write_outbox",
+        // items
+        "enqueue", "dedup_lookup", "lock_items_for_enqueue", "reserve_ids", "reserve_id_list",
+        "insert_batch", "item_state", "cancel_parts", "cancel_items", "vacuum_due", "prune",
+        "cancel_by_dedup_key", "item_state_dedup",
+        // status
+        "status_sessions", "status_session_throughput", "next_due", "owners", "status_horizon",
+        "status_throughput", "status_groups", "status_parts"}) {
+    s.push_back({name, StatementSql(name)});
+  }
+  // The same, sent unprepared (Statement::prepared says when and why):
+  // queue groups.
+  for (const char* name : {"hold_groups", "insert_batch_grouped", "groups_finished"}) {
+    s.push_back({name, StatementSql(name), /*prepared=*/false});
+  }
+  // Files with holes, filled with fragments that other statements share.
+  const std::string heartbeat_me(absl::StripTrailingAsciiWhitespace(StatementSql("heartbeat_me")));
+  s.push_back({"join", Fill("join", {{"{take_over_claims}", TakeOverClaims("kept")}}),
+               /*prepared=*/false});
+  s.push_back({"heartbeat", Fill("heartbeat", {{"{heartbeat_me}", heartbeat_me}})});
+  s.push_back({"heartbeat_idle", Fill("heartbeat_idle", {{"{heartbeat_me}", heartbeat_me}})});
+  s.push_back({"acquire", Fill("acquire", {{"{take_over_claims}", TakeOverClaims("ins")}}),
+               /*prepared=*/false});
+  s.push_back({"fence", Fill("fence", {{"{fence}", kFence}})});
+  s.push_back({"ack", Fill("ack", {{"{ack_ctes}", AckCtes()}})});
+  // The claim and Finish statements are built from the fragments above,
+  // one variant per kind of queue.
+  //
+  // The claim of a queue with a key bound (ordered, key concurrency), not
+  // fair; the others run kPipelinedClaim(Fair) (PgStore::Claim says why
+  // this one keeps the plan the planner picks: its key probes).
+  s.push_back({"claim", ClaimStatement(/*fair=*/false)});
+  // Finish: the fence and every outcome in one statement, after the
+  // handler ran (store.h, Finish). The general form, for batches with
+  // retries or dead items and for the second, locked attempt: sent
+  // unprepared, planned for its arguments each time (Statement::prepared),
+  // only where kPipelinedFinish(Claim)(Fair) does not serve (an ordered
+  // or key-concurrency queue's claim ahead). Returns ('p', part) for each
+  // part still held at its epoch, and ('a'|'r'|'d', id) per row written;
+  // the caller rolls back when a part was not held or a count is off.
+  s.push_back({"finish", FinishStatement(), /*prepared=*/false});
+  // Finish and claim ahead: the claim's reads see the statement's
+  // snapshot, where the rows this statement deletes or reschedules still
+  // look ready, so the batch's ids are skipped explicitly.
+  s.push_back({"finish_claim", FinishClaimStatement(/*fair=*/false), /*prepared=*/false});
+  s.push_back({"finish_claim_fair", FinishClaimStatement(/*fair=*/true), /*prepared=*/false});
+  // The common Finish (ack.sql) with a claim ahead. A queue without a key
+  // bound, and a fair one, run kPipelinedLeanAckClaim(Fair)
+  // (PipelinedStatements) instead.
+  s.push_back({"ack_claim", AckClaimStatement(/*fair=*/false)});
   for (Statement& st : s) st.sql = WithSchema(st.sql, schema);
   return s;
 }

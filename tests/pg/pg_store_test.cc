@@ -29,13 +29,16 @@
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
+#include "pg/embedded_sql.h"
 #include "pg/migrations.h"
 #include "pg/pg_connection.h"
 #include "pg/pg_store_internal.h"
@@ -334,6 +337,40 @@ TEST_F(PgStoreTest, VacuumQueueTablesIsNotHeldBackByAVacuumOfAnotherTable) {
   const std::string slow_who = absl::StrCat("pid ", slow_pid, " ");
   EXPECT_TRUE(!st.horizon || !absl::StrContains(st.horizon->who, slow_who)) << st.horizon->who;
   EXPECT_EQ(schema_.QInt(running), 1) << "the slow vacuum ended first: the test proved nothing";
+}
+
+// pg/sql/NAME.sql is the statement PgStore runs as NAME, or a fragment that
+// statements share (filled into their {holes}); each begins with the comment
+// that says why it looks as it does. A file no statement uses would be a
+// reader's trap: SQL that looks live and is not.
+TEST(PgStoreStatements, EveryStatementFileIsAStatementOrASharedFragment) {
+  std::set<std::string> names;
+  for (const pg_internal::Statement& st : pg_internal::PreparedStatements("s")) {
+    names.insert(st.name);
+  }
+  const std::set<std::string> fragments = {"heartbeat_me", "enqueue_grouped"};
+  int files = 0;
+  for (const EmbeddedSqlFile& f : EmbeddedSqlFiles()) {
+    absl::string_view path = f.path;
+    if (!absl::ConsumePrefix(&path, "sql/")) continue;
+    ++files;
+    SCOPED_TRACE(f.path);
+    ASSERT_TRUE(absl::ConsumeSuffix(&path, ".sql"));
+    EXPECT_TRUE(names.count(std::string(path)) + fragments.count(std::string(path)) == 1);
+    EXPECT_TRUE(absl::StartsWith(f.text, "-- "));
+    // No hole left unfilled, and the header never reaches the server.
+    for (const pg_internal::Statement& st : pg_internal::PreparedStatements("s")) {
+      if (st.name != path) continue;
+      for (size_t open = st.sql.find('{'); open != std::string::npos;
+           open = st.sql.find('{', open + 1)) {
+        const size_t close = st.sql.find('}', open);
+        const std::string inside = st.sql.substr(open + 1, close - open - 1);
+        EXPECT_TRUE(inside.empty() || !absl::ascii_isalpha(inside[0])) << "{" << inside << "}";
+      }
+      EXPECT_FALSE(absl::StartsWith(st.sql, "--")) << st.sql;
+    }
+  }
+  EXPECT_GE(files, 40);
 }
 
 TEST(PgStoreMigrate, ConcurrentMigrationsFromEightConnectionsApplyOnce) {

@@ -1,0 +1,3 @@
+-- SetRate: the limit, and a group notice so sessions re-read at once.
+WITH u AS (UPDATE {schema}.queues SET rate = $2::double precision WHERE name = $1 RETURNING 1)
+SELECT count(pg_notify($3, 'g')) FROM u
