@@ -186,6 +186,23 @@ struct Transfer {
   bool cancelled = false;
 
   int64_t Received() const { return header_bytes + static_cast<int64_t>(body.size()); }
+
+  // Forgets the last call (keeping the body's buffer) for one that
+  // `cancel_flag` may stop.
+  void Begin(const std::atomic<bool>* cancel_flag) {
+    cancel = cancel_flag;
+    body.clear();
+    header_bytes = 0;
+    connected = false;
+    answered = false;
+    status = 0;
+    reason.clear();
+    declared_length = -1;
+    window_bytes = 0;
+    slow_bytes = -1;
+    too_large = false;
+    cancelled = false;
+  }
 };
 
 }  // namespace
@@ -390,6 +407,255 @@ int OnProgress(void* userdata, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return 0;
 }
 
+// Why a call failed (HttpResult::failure) and what to say about it (error).
+struct Failure {
+  HttpFailure failure;
+  std::string error;
+};
+
+// Why a request cannot be sent (its URL, whose RedactedUrl is `where` and
+// `scheme`, or one of its headers); nullopt when it can.
+std::optional<std::string> InvalidRequest(absl::string_view url, const std::string& where,
+                                          const std::string& scheme,
+                                          const HttpRequestHeaders& headers) {
+  if (where.empty() || (scheme != "http" && scheme != "https")) {
+    absl::Status bad = CheckHttpUrl(url);
+    return bad.ok() ? absl::StrCat("not a usable URL: \"",
+                                   absl::CHexEscape(where.empty() ? "(not shown)" : where), "\"")
+                    : std::string(bad.message());
+  }
+  if (!headers.idempotency_key.empty() && HasLineBreakOrNul(headers.idempotency_key)) {
+    return "the Idempotency-Key contains a line break or NUL character";
+  }
+  for (const auto& [name, value] : headers.extra) {
+    if (!IsToken(name)) {
+      return absl::StrCat("not a valid header name: \"", absl::CHexEscape(name), "\"");
+    }
+    if (ReservedHeader(name)) {
+      return absl::StrCat("the ", name, " header is set by partq and cannot be given");
+    }
+    if (HasLineBreakOrNul(value)) {
+      return absl::StrCat("the value of header ", name, " contains a line break or NUL character");
+    }
+  }
+  return std::nullopt;
+}
+
+// The request's headers as libcurl takes them; *ok turns false if one could
+// not be added (out of memory).
+curl_slist* HeaderList(const HttpRequestHeaders& headers, bool* ok) {
+  curl_slist* list = nullptr;
+  auto add = [&list, ok](const std::string& line) {
+    curl_slist* next = curl_slist_append(list, line.c_str());
+    if (next == nullptr) {
+      *ok = false;
+    } else {
+      list = next;
+    }
+  };
+  add("Content-Type: application/json");
+  add("Accept: application/json");
+  add("Expect:");  // no 100-continue round trip before a large body
+  if (!headers.idempotency_key.empty()) add("Idempotency-Key: " + headers.idempotency_key);
+  for (const auto& [name, value] : headers.extra) {
+    // "Name;" is libcurl's spelling of a header with an empty value.
+    add(value.empty() ? absl::StrCat(name, ";") : absl::StrCat(name, ": ", value));
+  }
+  return list;
+}
+
+// Sends the request on `c` and waits for the answer (OUT_OF_MEMORY without
+// sending when the header list is incomplete). `list` stays the caller's.
+CURLcode Perform(CURL* c, const std::string& url, curl_slist* list, bool list_ok,
+                 absl::string_view body, long timeout_ms) {
+  CURLcode code = CURLE_OUT_OF_MEMORY;
+  static constexpr char kEmpty[] = "";
+  if (list_ok && curl_easy_setopt(c, CURLOPT_URL, url.c_str()) == CURLE_OK &&
+      curl_easy_setopt(c, CURLOPT_HTTPHEADER, list) == CURLE_OK &&
+      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size())) ==
+          CURLE_OK &&
+      curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.empty() ? kEmpty : body.data()) == CURLE_OK &&
+      curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms) == CURLE_OK) {
+    code = curl_easy_perform(c);
+  }
+  // The handle must not point at this call's memory once it returns.
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, nullptr);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, nullptr);
+  return code;
+}
+
+// The status of the answer, if one came (`answered`), and its content type
+// and Retry-After, into *result; `end` is when the call ended.
+void ReadAnswerHeaders(CURL* c, bool answered, absl::Time end, HttpResult* result) {
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  result->status = answered ? static_cast<int>(status) : 0;
+  if (result->status == 0) return;
+  char* type = nullptr;
+  if (curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type) == CURLE_OK && type != nullptr) {
+    result->content_type = type;
+  }
+  if (std::string retry = HeaderValue(c, "Retry-After"); !retry.empty()) {
+    // An HTTP-date counts from the server's own Date when it sent one, so
+    // clock skew between the two machines does not stretch the delay.
+    absl::Time now = end;
+    if (std::string date = HeaderValue(c, "Date"); !date.empty()) {
+      if (time_t d = curl_getdate(date.c_str(), nullptr); d != -1) now = absl::FromTimeT(d);
+    }
+    result->retry_after = ParseRetryAfter(retry, now);
+  }
+}
+
+// A call the callbacks stopped: cancelled, too slow or too large (after
+// `body_bytes` of the body had come); nullopt for any other.
+std::optional<Failure> StoppedFailure(const Transfer& t, const HttpClientOptions& options,
+                                      const std::string& where, const std::string& took,
+                                      const std::string& status_text, size_t body_bytes) {
+  if (t.cancelled) {
+    return Failure{HttpFailure::kCancelled,
+                   absl::StrCat("POST ", where, ": cancelled after ", took)};
+  }
+  if (t.slow_bytes >= 0) {
+    return Failure{
+        HttpFailure::kTooSlow,
+        absl::StrCat("POST ", where, ": ", status_text, " came too slowly: ", t.slow_bytes,
+                     " bytes in ", FormatSeconds(t.slow_window), ", under the minimum of ",
+                     options.low_speed_bytes_per_second, " bytes/s (", body_bytes,
+                     t.declared_length >= 0 ? absl::StrCat(" of ", t.declared_length) : "",
+                     " body bytes received)")};
+  }
+  if (t.too_large) {
+    return Failure{HttpFailure::kTooLarge,
+                   absl::StrCat("POST ", where, ": ", status_text, " with a body over the ",
+                                Mib(options.max_response_bytes), " limit",
+                                t.declared_length >= 0
+                                    ? absl::StrCat(" (Content-Length ", t.declared_length, ")")
+                                    : std::string())};
+  }
+  return std::nullopt;
+}
+
+// A call that ran out of time (CURLE_OPERATION_TIMEDOUT): connecting,
+// waiting for the answer, or receiving it (`body_bytes` of its body).
+Failure TimeoutFailure(const Transfer& t, const std::string& where, const std::string& took,
+                       const std::string& detail, const std::string& status_text,
+                       size_t body_bytes) {
+  if (!t.connected) {
+    return {HttpFailure::kConnect,
+            absl::StrCat("POST ", where, ": could not connect within ", took, ": ", detail)};
+  }
+  if (!t.answered) {
+    return {HttpFailure::kTimeout,
+            absl::StrCat("POST ", where, ": no response before the deadline (", took,
+                         "): the server took the request but did not answer")};
+  }
+  return {
+      HttpFailure::kTimeout,
+      absl::StrCat("POST ", where, ": ", status_text,
+                   " began but did not finish before the deadline (", took, "): ", body_bytes,
+                   t.declared_length >= 0 ? absl::StrCat(" of ", t.declared_length) : std::string(),
+                   " body bytes received")};
+}
+
+// Any other libcurl error `code`: the host name, the address, the URL, TLS
+// or a connection that broke (after `body_bytes` of the body).
+Failure CurlFailure(CURLcode code, const Transfer& t, const HttpClientOptions& options,
+                    const std::string& where, const std::string& scheme, const std::string& detail,
+                    const std::string& status_text, size_t body_bytes) {
+  switch (code) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+      return {HttpFailure::kConnect,
+              absl::StrCat("POST ", where, ": cannot resolve the host name: ", detail)};
+    case CURLE_COULDNT_CONNECT:
+      return {HttpFailure::kConnect,
+              absl::StrCat("POST ", where,
+                           ": cannot connect (refused or unreachable; is the handler "
+                           "serving on that address?): ",
+                           detail)};
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+      return {HttpFailure::kInvalidRequest, absl::StrCat("POST ", where, ": bad URL: ", detail)};
+    default:
+      break;
+  }
+  if (IsTlsError(code)) {
+    std::string hint;
+    if (code == CURLE_PEER_FAILED_VERIFICATION) {
+      hint = options.ca_file.empty()
+                 ? " (a server certificate from a private CA needs that CA's bundle: "
+                   "HttpClientOptions::ca_file)"
+                 : absl::StrCat(" (verified with the CA file ", options.ca_file, ")");
+    }
+    return {HttpFailure::kTls, absl::StrCat("POST ", where, ": TLS failed: ", detail, hint)};
+  }
+  if (scheme == "https" && !t.answered && (code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR) &&
+      absl::StrContains(detail, "SSL") && absl::StrContains(detail, "alert")) {
+    // TLS 1.3 servers check a client certificate after the handshake, so
+    // their refusal arrives as an alert on the first read.
+    return {HttpFailure::kTls,
+            absl::StrCat("POST ", where, ": TLS failed: the server ended the session: ", detail,
+                         options.client_cert_file.empty()
+                             ? " (does it require a client certificate? "
+                               "HttpClientOptions::client_cert_file)"
+                             : absl::StrCat(" (does it trust the client certificate ",
+                                            options.client_cert_file, "?)"))};
+  }
+  return {HttpFailure::kTransport, absl::StrCat("POST ", where, ": ",
+                                                ConnectionBroke(code, t.answered, status_text,
+                                                                body_bytes, t.declared_length),
+                                                " (libcurl: ", detail, ")")};
+}
+
+// Why a whole answer other than 429 and 503 is no reply: its status, or for
+// a 2xx its body; nullopt for a 2xx JSON reply. `url`: the request's, to
+// resolve a redirect's Location against.
+std::optional<Failure> AnswerFailure(const HttpResult& result, CURL* c, const std::string& url,
+                                     const HttpClientOptions& options, const std::string& where,
+                                     const std::string& status_text) {
+  const int s = result.status;
+  if (s >= 200 && s <= 299) {
+    if (result.body.empty()) {
+      return Failure{HttpFailure::kEmptyBody,
+                     absl::StrCat("POST ", where, ": ", status_text,
+                                  " with an empty body; a JSON reply was expected")};
+    }
+    if (!IsJsonContentType(result.content_type)) {
+      return Failure{
+          HttpFailure::kNotJson,
+          absl::StrCat("POST ", where, ": ", status_text, " with content type ",
+                       result.content_type.empty()
+                           ? std::string("(none)")
+                           : absl::StrCat("\"", absl::CHexEscape(result.content_type), "\""),
+                       ", not JSON; body ", Preview(result.body, options.preview_bytes))};
+    }
+    return std::nullopt;
+  }
+  if (s >= 300 && s <= 399) {
+    // The Location, resolved against the request's URL, as RedactUrl shows
+    // URLs: a redirect to a URL with credentials in it must not leak them.
+    const std::string location = HeaderValue(c, "Location");
+    std::string location_scheme;
+    const std::string shown_location = RedactedUrl(location, &location_scheme, url);
+    return Failure{HttpFailure::kRedirect,
+                   absl::StrCat("POST ", where, ": ", status_text, " redirects to ",
+                                location.empty() ? std::string("(no Location)")
+                                : shown_location.empty()
+                                    ? std::string("a Location partq cannot parse")
+                                    : absl::StrCat("\"", absl::CHexEscape(shown_location), "\""),
+                                "; redirects are not followed: use the final URL")};
+  }
+  const std::string with_body =
+      result.body.empty() ? std::string(", empty body")
+                          : absl::StrCat(", body ", Preview(result.body, options.preview_bytes));
+  if (s >= 400 && s <= 499) {
+    return Failure{HttpFailure::kClientError,
+                   absl::StrCat("POST ", where, ": ", status_text, with_body)};
+  }
+  return Failure{HttpFailure::kServerError,
+                 absl::StrCat("POST ", where, ": ", status_text, with_body)};
+}
+
 }  // namespace
 
 struct HttpClient::State {
@@ -492,10 +758,10 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
                             const HttpRequestHeaders& headers, absl::Time deadline,
                             const std::atomic<bool>* cancel) {
   HttpResult result;
-  auto fail = [&result](HttpFailure failure, std::string error) {
+  auto fail = [&result](Failure f) {
     result.outcome = HttpOutcome::kFailed;
-    result.failure = failure;
-    result.error = std::move(error);
+    result.failure = f.failure;
+    result.error = std::move(f.error);
     return std::move(result);
   };
 
@@ -503,116 +769,34 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
   // say what is wrong with it.
   std::string scheme;
   const std::string where = RedactedUrl(url, &scheme);
-  if (where.empty() || (scheme != "http" && scheme != "https")) {
-    absl::Status bad = CheckHttpUrl(url);
-    return fail(HttpFailure::kInvalidRequest,
-                bad.ok()
-                    ? absl::StrCat("not a usable URL: \"",
-                                   absl::CHexEscape(where.empty() ? "(not shown)" : where), "\"")
-                    : std::string(bad.message()));
-  }
-  if (!headers.idempotency_key.empty() && HasLineBreakOrNul(headers.idempotency_key)) {
-    return fail(HttpFailure::kInvalidRequest,
-                "the Idempotency-Key contains a line break or NUL character");
-  }
-  for (const auto& [name, value] : headers.extra) {
-    if (!IsToken(name)) {
-      return fail(HttpFailure::kInvalidRequest,
-                  absl::StrCat("not a valid header name: \"", absl::CHexEscape(name), "\""));
-    }
-    if (ReservedHeader(name)) {
-      return fail(HttpFailure::kInvalidRequest,
-                  absl::StrCat("the ", name, " header is set by partq and cannot be given"));
-    }
-    if (HasLineBreakOrNul(value)) {
-      return fail(
-          HttpFailure::kInvalidRequest,
-          absl::StrCat("the value of header ", name, " contains a line break or NUL character"));
-    }
+  if (std::optional<std::string> why = InvalidRequest(url, where, scheme, headers)) {
+    return fail({HttpFailure::kInvalidRequest, *std::move(why)});
   }
   const absl::Time start = absl::Now();
   long timeout_ms = 0;  // none
   if (deadline != absl::InfiniteFuture()) {
     if (deadline <= start) {
-      return fail(HttpFailure::kTimeout,
-                  absl::StrCat("POST ", where, ": the deadline had passed before the request"));
+      return fail({HttpFailure::kTimeout,
+                   absl::StrCat("POST ", where, ": the deadline had passed before the request")});
     }
     // Rounded up: a deadline 0.4 ms away is still a deadline, not "none".
     timeout_ms = static_cast<long>(std::max<int64_t>(
         1, absl::ToInt64Milliseconds(absl::Ceil(deadline - start, absl::Milliseconds(1)))));
   }
 
-  curl_slist* list = nullptr;
   bool list_ok = true;
-  auto add = [&list, &list_ok](const std::string& line) {
-    curl_slist* next = curl_slist_append(list, line.c_str());
-    if (next == nullptr) {
-      list_ok = false;
-    } else {
-      list = next;
-    }
-  };
-  add("Content-Type: application/json");
-  add("Accept: application/json");
-  add("Expect:");  // no 100-continue round trip before a large body
-  if (!headers.idempotency_key.empty()) add("Idempotency-Key: " + headers.idempotency_key);
-  for (const auto& [name, value] : headers.extra) {
-    // "Name;" is libcurl's spelling of a header with an empty value.
-    add(value.empty() ? absl::StrCat(name, ";") : absl::StrCat(name, ": ", value));
-  }
-
+  curl_slist* list = HeaderList(headers, &list_ok);
   CURL* c = state_->curl;
   Transfer& t = state_->transfer;
-  t.cancel = cancel;
-  t.body.clear();
-  t.header_bytes = 0;
-  t.connected = false;
-  t.answered = false;
-  t.status = 0;
-  t.reason.clear();
-  t.declared_length = -1;
-  t.window_bytes = 0;
-  t.slow_bytes = -1;
-  t.too_large = false;
-  t.cancelled = false;
+  t.Begin(cancel);
   state_->error[0] = '\0';
-
-  CURLcode code = CURLE_OUT_OF_MEMORY;
   const std::string url_copy(url);
-  static constexpr char kEmpty[] = "";
-  if (list_ok && curl_easy_setopt(c, CURLOPT_URL, url_copy.c_str()) == CURLE_OK &&
-      curl_easy_setopt(c, CURLOPT_HTTPHEADER, list) == CURLE_OK &&
-      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size())) ==
-          CURLE_OK &&
-      curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.empty() ? kEmpty : body.data()) == CURLE_OK &&
-      curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms) == CURLE_OK) {
-    code = curl_easy_perform(c);
-  }
-  // The handle must not point at this call's memory once it returns.
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, nullptr);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, nullptr);
+  const CURLcode code = Perform(c, url_copy, list, list_ok, body, timeout_ms);
   curl_slist_free_all(list);
   t.cancel = nullptr;
   const absl::Time end = absl::Now();
 
-  long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  result.status = t.answered ? static_cast<int>(status) : 0;
-  if (result.status != 0) {
-    char* type = nullptr;
-    if (curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type) == CURLE_OK && type != nullptr) {
-      result.content_type = type;
-    }
-    if (std::string retry = HeaderValue(c, "Retry-After"); !retry.empty()) {
-      // An HTTP-date counts from the server's own Date when it sent one, so
-      // clock skew between the two machines does not stretch the delay.
-      absl::Time now = end;
-      if (std::string date = HeaderValue(c, "Date"); !date.empty()) {
-        if (time_t d = curl_getdate(date.c_str(), nullptr); d != -1) now = absl::FromTimeT(d);
-      }
-      result.retry_after = ParseRetryAfter(retry, now);
-    }
-  }
+  ReadAnswerHeaders(c, t.answered, end, &result);
   const std::string detail =
       state_->error[0] != '\0' ? std::string(state_->error) : std::string(curl_easy_strerror(code));
   const std::string took = FormatSeconds(end - start);
@@ -623,98 +807,18 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
   if (code != CURLE_OK) {
     const size_t body_bytes = t.body.size();
     std::string().swap(t.body);  // a partial body is no answer; do not keep it either
-    if (t.cancelled) {
-      return fail(HttpFailure::kCancelled,
-                  absl::StrCat("POST ", where, ": cancelled after ", took));
-    }
-    if (t.slow_bytes >= 0) {
-      return fail(
-          HttpFailure::kTooSlow,
-          absl::StrCat("POST ", where, ": ", status_text, " came too slowly: ", t.slow_bytes,
-                       " bytes in ", FormatSeconds(t.slow_window), ", under the minimum of ",
-                       options_.low_speed_bytes_per_second, " bytes/s (", body_bytes,
-                       t.declared_length >= 0 ? absl::StrCat(" of ", t.declared_length) : "",
-                       " body bytes received)"));
-    }
-    if (t.too_large) {
-      return fail(HttpFailure::kTooLarge,
-                  absl::StrCat("POST ", where, ": ", status_text, " with a body over the ",
-                               Mib(options_.max_response_bytes), " limit",
-                               t.declared_length >= 0
-                                   ? absl::StrCat(" (Content-Length ", t.declared_length, ")")
-                                   : std::string()));
+    if (std::optional<Failure> stopped =
+            StoppedFailure(t, options_, where, took, status_text, body_bytes)) {
+      return fail(*std::move(stopped));
     }
     if (code == CURLE_OPERATION_TIMEDOUT) {
-      if (!t.connected) {
-        return fail(
-            HttpFailure::kConnect,
-            absl::StrCat("POST ", where, ": could not connect within ", took, ": ", detail));
-      }
-      if (!t.answered) {
-        return fail(HttpFailure::kTimeout,
-                    absl::StrCat("POST ", where, ": no response before the deadline (", took,
-                                 "): the server took the request but did not answer"));
-      }
-      return fail(
-          HttpFailure::kTimeout,
-          absl::StrCat(
-              "POST ", where, ": ", status_text, " began but did not finish before the deadline (",
-              took, "): ", body_bytes,
-              t.declared_length >= 0 ? absl::StrCat(" of ", t.declared_length) : std::string(),
-              " body bytes received"));
+      return fail(TimeoutFailure(t, where, took, detail, status_text, body_bytes));
     }
-    switch (code) {
-      case CURLE_COULDNT_RESOLVE_HOST:
-      case CURLE_COULDNT_RESOLVE_PROXY:
-        return fail(HttpFailure::kConnect,
-                    absl::StrCat("POST ", where, ": cannot resolve the host name: ", detail));
-      case CURLE_COULDNT_CONNECT:
-        return fail(HttpFailure::kConnect,
-                    absl::StrCat("POST ", where,
-                                 ": cannot connect (refused or unreachable; is the handler "
-                                 "serving on that address?): ",
-                                 detail));
-      case CURLE_UNSUPPORTED_PROTOCOL:
-      case CURLE_URL_MALFORMAT:
-        return fail(HttpFailure::kInvalidRequest,
-                    absl::StrCat("POST ", where, ": bad URL: ", detail));
-      default:
-        break;
-    }
-    if (IsTlsError(code)) {
-      std::string hint;
-      if (code == CURLE_PEER_FAILED_VERIFICATION) {
-        hint = options_.ca_file.empty()
-                   ? " (a server certificate from a private CA needs that CA's bundle: "
-                     "HttpClientOptions::ca_file)"
-                   : absl::StrCat(" (verified with the CA file ", options_.ca_file, ")");
-      }
-      return fail(HttpFailure::kTls, absl::StrCat("POST ", where, ": TLS failed: ", detail, hint));
-    }
-    if (scheme == "https" && !t.answered &&
-        (code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR) &&
-        absl::StrContains(detail, "SSL") && absl::StrContains(detail, "alert")) {
-      // TLS 1.3 servers check a client certificate after the handshake, so
-      // their refusal arrives as an alert on the first read.
-      return fail(
-          HttpFailure::kTls,
-          absl::StrCat("POST ", where, ": TLS failed: the server ended the session: ", detail,
-                       options_.client_cert_file.empty()
-                           ? " (does it require a client certificate? "
-                             "HttpClientOptions::client_cert_file)"
-                           : absl::StrCat(" (does it trust the client certificate ",
-                                          options_.client_cert_file, "?)")));
-    }
-    return fail(
-        HttpFailure::kTransport,
-        absl::StrCat("POST ", where, ": ",
-                     ConnectionBroke(code, t.answered, status_text, body_bytes, t.declared_length),
-                     " (libcurl: ", detail, ")"));
+    return fail(CurlFailure(code, t, options_, where, scheme, detail, status_text, body_bytes));
   }
 
   result.body = std::move(t.body);
-  const int s = result.status;
-  if (s == 429 || s == 503) {
+  if (result.status == 429 || result.status == 503) {
     result.outcome = HttpOutcome::kThrottled;
     result.error =
         absl::StrCat("POST ", where, ": ", status_text,
@@ -723,47 +827,12 @@ HttpResult HttpClient::Post(absl::string_view url, absl::string_view body,
                          : std::string(", no Retry-After"));
     return result;
   }
-  if (s >= 200 && s <= 299) {
-    if (result.body.empty()) {
-      return fail(HttpFailure::kEmptyBody,
-                  absl::StrCat("POST ", where, ": ", status_text,
-                               " with an empty body; a JSON reply was expected"));
-    }
-    if (!IsJsonContentType(result.content_type)) {
-      return fail(
-          HttpFailure::kNotJson,
-          absl::StrCat("POST ", where, ": ", status_text, " with content type ",
-                       result.content_type.empty()
-                           ? std::string("(none)")
-                           : absl::StrCat("\"", absl::CHexEscape(result.content_type), "\""),
-                       ", not JSON; body ", Preview(result.body, options_.preview_bytes)));
-    }
-    result.outcome = HttpOutcome::kOk;
-    return result;
+  if (std::optional<Failure> bad =
+          AnswerFailure(result, c, url_copy, options_, where, status_text)) {
+    return fail(*std::move(bad));
   }
-  if (s >= 300 && s <= 399) {
-    // The Location, resolved against the request's URL, as RedactUrl shows
-    // URLs: a redirect to a URL with credentials in it must not leak them.
-    const std::string location = HeaderValue(c, "Location");
-    std::string location_scheme;
-    const std::string shown_location = RedactedUrl(location, &location_scheme, url_copy);
-    return fail(HttpFailure::kRedirect,
-                absl::StrCat("POST ", where, ": ", status_text, " redirects to ",
-                             location.empty() ? std::string("(no Location)")
-                             : shown_location.empty()
-                                 ? std::string("a Location partq cannot parse")
-                                 : absl::StrCat("\"", absl::CHexEscape(shown_location), "\""),
-                             "; redirects are not followed: use the final URL"));
-  }
-  const std::string with_body =
-      result.body.empty() ? std::string(", empty body")
-                          : absl::StrCat(", body ", Preview(result.body, options_.preview_bytes));
-  if (s >= 400 && s <= 499) {
-    return fail(HttpFailure::kClientError,
-                absl::StrCat("POST ", where, ": ", status_text, with_body));
-  }
-  return fail(HttpFailure::kServerError,
-              absl::StrCat("POST ", where, ": ", status_text, with_body));
+  result.outcome = HttpOutcome::kOk;
+  return result;
 }
 
 }  // namespace partq
