@@ -265,6 +265,53 @@ bool ChildProcess::ReadStdout(absl::Status* error) {
   }
 }
 
+absl::StatusOr<std::string> ChildProcess::TakeLine(size_t nl, size_t written,
+                                                   size_t request_bytes) {
+  if (written < request_bytes) {
+    return Fail(absl::StatusCode::kFailedPrecondition,
+                absl::StrCat("answered after reading ", written, " of the ", request_bytes,
+                             " bytes of the request: ", QuoteOutput(line_)));
+  }
+  if (nl + 1 != line_.size()) {
+    return Fail(absl::StatusCode::kFailedPrecondition,
+                absl::StrCat("wrote more than one line in answer to one request: ",
+                             QuoteOutput(absl::string_view(line_).substr(0, nl)), ", then ",
+                             QuoteOutput(absl::string_view(line_).substr(nl + 1))));
+  }
+  line_.resize(nl);
+  return std::move(line_);
+}
+
+absl::StatusOr<std::string> ChildProcess::ReplyAtDeadline(size_t written, size_t request_bytes) {
+  // What reached the pipe while the last poll was ending counts: the
+  // answer if it is whole, else said as what it wrote.
+  const size_t scanned = line_.size();
+  absl::Status err;
+  ReadStdout(&err);
+  if (!err.ok()) return err;
+  if (const size_t nl = line_.find('\n', scanned); nl != std::string::npos) {
+    return TakeLine(nl, written, request_bytes);
+  }
+  return Fail(absl::StatusCode::kDeadlineExceeded,
+              line_.empty() ? std::string("did not answer by the deadline")
+                            : absl::StrCat("wrote ", line_.size(),
+                                           " byte(s) of a line but not its end by the "
+                                           "deadline: ",
+                                           QuoteOutput(line_)));
+}
+
+absl::StatusOr<std::string> ChildProcess::ReplyAfterExit(size_t written, size_t request_bytes) {
+  // What it wrote before it exited is still in the pipe.
+  const size_t scanned = line_.size();
+  absl::Status err;
+  ReadStdout(&err);
+  if (!err.ok()) return err;
+  if (const size_t nl = line_.find('\n', scanned); nl != std::string::npos) {
+    return TakeLine(nl, written, request_bytes);
+  }
+  return Fail(absl::StatusCode::kUnavailable, "exited before answering");
+}
+
 absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, absl::Time deadline,
                                                    const std::atomic<bool>* cancel) {
   assert(request.find('\n') == absl::string_view::npos);
@@ -275,45 +322,11 @@ absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, ab
   line_.clear();
   SigpipeBlock sigpipe;
 
-  // A complete line in line_: the reply, if the request went out whole and
-  // nothing follows it.
-  auto take_line = [&](size_t nl) -> absl::StatusOr<std::string> {
-    if (written < out.size()) {
-      return Fail(absl::StatusCode::kFailedPrecondition,
-                  absl::StrCat("answered after reading ", written, " of the ", out.size(),
-                               " bytes of the request: ", QuoteOutput(line_)));
-    }
-    if (nl + 1 != line_.size()) {
-      return Fail(absl::StatusCode::kFailedPrecondition,
-                  absl::StrCat("wrote more than one line in answer to one request: ",
-                               QuoteOutput(absl::string_view(line_).substr(0, nl)), ", then ",
-                               QuoteOutput(absl::string_view(line_).substr(nl + 1))));
-    }
-    line_.resize(nl);
-    return std::move(line_);
-  };
-
   for (;;) {
     if (cancel != nullptr && cancel->load()) {
       return Fail(absl::StatusCode::kCancelled, "given up: partq is stopping");
     }
-    if (absl::Now() >= deadline) {
-      // What reached the pipe while the last poll was ending counts: the
-      // answer if it is whole, else said as what it wrote.
-      const size_t scanned = line_.size();
-      absl::Status err;
-      ReadStdout(&err);
-      if (!err.ok()) return err;
-      if (const size_t nl = line_.find('\n', scanned); nl != std::string::npos) {
-        return take_line(nl);
-      }
-      return Fail(absl::StatusCode::kDeadlineExceeded,
-                  line_.empty() ? std::string("did not answer by the deadline")
-                                : absl::StrCat("wrote ", line_.size(),
-                                               " byte(s) of a line but not its end by the "
-                                               "deadline: ",
-                                               QuoteOutput(line_)));
-    }
+    if (absl::Now() >= deadline) return ReplyAtDeadline(written, out.size());
     pollfd fds[3] = {{stdout_, POLLIN, 0}, {pidfd_, POLLIN, 0}, {stdin_, POLLOUT, 0}};
     const nfds_t n = written < out.size() ? 3 : 2;
     const int r = poll(
@@ -329,7 +342,7 @@ absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, ab
       const bool open = ReadStdout(&err);
       if (!err.ok()) return err;
       if (const size_t nl = line_.find('\n', scanned); nl != std::string::npos) {
-        return take_line(nl);
+        return TakeLine(nl, written, out.size());
       }
       if (!open) {
         // Most likely it is exiting; give it a moment, for its exit status.
@@ -343,17 +356,7 @@ absl::StatusOr<std::string> ChildProcess::Exchange(absl::string_view request, ab
                                " byte(s) of a line, without its end: ", QuoteOutput(line_)));
       }
     }
-    if (fds[1].revents != 0) {
-      // It exited. What it wrote before is still in the pipe.
-      const size_t scanned = line_.size();
-      absl::Status err;
-      ReadStdout(&err);
-      if (!err.ok()) return err;
-      if (const size_t nl = line_.find('\n', scanned); nl != std::string::npos) {
-        return take_line(nl);
-      }
-      return Fail(absl::StatusCode::kUnavailable, "exited before answering");
-    }
+    if (fds[1].revents != 0) return ReplyAfterExit(written, out.size());
     if (n == 3 && fds[2].revents != 0) {
       const ssize_t w = write(stdin_, out.data() + written, out.size() - written);
       if (w > 0) {

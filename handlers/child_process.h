@@ -115,6 +115,15 @@ class ChildProcess {
   // Reads what stdout has now (non-blocking) into line_. Returns false on
   // EOF or a read error.
   bool ReadStdout(absl::Status* error);
+  // Exchange's steps, for a request of `request_bytes` of which `written`
+  // went out. TakeLine: the complete line in line_ that ends at `nl`, if the
+  // whole request went out first and nothing follows the line.
+  absl::StatusOr<std::string> TakeLine(size_t nl, size_t written, size_t request_bytes);
+  // At the deadline: the reply if what reached the pipe completes it, else
+  // DeadlineExceeded.
+  absl::StatusOr<std::string> ReplyAtDeadline(size_t written, size_t request_bytes);
+  // Once it has exited: the reply if it wrote one first, else Unavailable.
+  absl::StatusOr<std::string> ReplyAfterExit(size_t written, size_t request_bytes);
   // Waits (poll on the pidfd) until the child exits or `deadline`.
   bool WaitExit(absl::Time deadline);
   void StderrLoop();
