@@ -393,6 +393,89 @@ class ReplyParser {
   const ReplyLimits& limits_;
 };
 
+// `reply` parsed under ParseGuard; InvalidArgument saying what is wrong
+// with a reply that is not JSON.
+absl::StatusOr<json> ParseJson(absl::string_view reply) {
+  try {
+    ParseGuard guard;
+    return json::parse(reply.begin(), reply.end(), std::ref(guard));
+  } catch (const GuardError& e) {
+    return Bad("", e.message);
+  } catch (const json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at ..." without its tag;
+    // the text quotes what was read, which need not be UTF-8.
+    absl::string_view what = e.what();
+    if (const size_t tag = what.find("] "); tag != absl::string_view::npos) {
+      what.remove_prefix(tag + 2);
+    }
+    return Bad("", absl::StrCat("not valid JSON: ", PrintableUtf8(what), "; the handler sent ",
+                                QuoteReply(reply)));
+  }
+}
+
+// The "results" array of the reply `doc` (parsed from `reply`), once the
+// rest of it is checked: an object of known fields, version 1, the batch
+// `batch_id`.
+absl::StatusOr<const json*> Results(const json& doc, absl::string_view batch_id,
+                                    absl::string_view reply) {
+  if (!doc.is_object()) {
+    return Bad("", absl::StrCat("must be a JSON object, not ", doc.type_name(),
+                                "; the handler sent ", QuoteReply(reply)));
+  }
+  if (absl::Status st = KnownFields(doc, {"version", "batch", "results"}, ""); !st.ok()) {
+    return st;
+  }
+  const json* version = Field(doc, "version");
+  if (version == nullptr) return Bad("", "\"version\" is missing");
+  if (!version->is_number_integer()) return WrongType("version", "an integer", *version);
+  const bool v1 = version->is_number_unsigned()
+                      ? version->get<uint64_t>() == kHandlerProtocolVersion
+                      : version->get<int64_t>() == kHandlerProtocolVersion;
+  if (!v1) {
+    return Bad("", absl::StrCat("version ", version->dump(),
+                                " is not supported (this partq speaks version ",
+                                kHandlerProtocolVersion, ")"));
+  }
+  const json* batch = Field(doc, "batch");
+  if (batch == nullptr) return Bad("", "\"batch\" is missing");
+  if (!batch->is_string()) return WrongType("batch", "a string", *batch);
+  if (batch->get_ref<const std::string&>() != batch_id) {
+    return Bad("", absl::StrCat("batch ", Quote(batch->get_ref<const std::string&>()),
+                                " is not the batch sent (", Quote(batch_id), ")"));
+  }
+  const json* results = Field(doc, "results");
+  if (results == nullptr) return Bad("", "\"results\" is missing");
+  if (!results->is_array()) return WrongType("results", "an array", *results);
+  return results;
+}
+
+// Which item of the batch the result `r` (at `path`) answers: its position
+// in `index` (id -> position).
+absl::StatusOr<size_t> ResultPosition(const json& r, const std::string& path,
+                                      const absl::flat_hash_map<int64_t, size_t>& index) {
+  if (!r.is_object()) return WrongType(path, "an object", r);
+  const json* id = Field(r, "id");
+  if (id == nullptr) return Bad(path, "\"id\" is missing");
+  // An id as a string of its decimal digits is taken too: some JSON
+  // libraries (Perl's JSON::PP) write a number once used as a string as a
+  // string. Only its canonical form ("17", not "017", "+17" or "17.0").
+  int64_t as_text = 0;
+  const bool text_id = id->is_string() &&
+                       absl::SimpleAtoi(id->get_ref<const std::string&>(), &as_text) &&
+                       as_text >= 0 && absl::StrCat(as_text) == id->get_ref<const std::string&>();
+  if (!id->is_number_integer() && !text_id) {
+    return WrongType(Join(path, "id"), "an integer", *id);
+  }
+  const bool fits =
+      text_id || !id->is_number_unsigned() ||
+      id->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  auto it = !fits ? index.end() : index.find(text_id ? as_text : id->get<int64_t>());
+  if (it == index.end()) {
+    return Bad(path, absl::StrCat("lists item ", id->dump(), ", which was not in the batch"));
+  }
+  return it->second;
+}
+
 }  // namespace
 
 std::string EncodeRequest(const BatchRequest& request, absl::Span<const Item* const> items) {
@@ -432,80 +515,23 @@ absl::StatusOr<std::vector<ItemReply>> ParseReply(absl::string_view reply,
     return absl::ResourceExhaustedError(absl::StrCat(
         "reply: ", reply.size(), " bytes, over the limit of ", limits.max_reply_bytes));
   }
-  json doc;
-  try {
-    ParseGuard guard;
-    doc = json::parse(reply.begin(), reply.end(), std::ref(guard));
-  } catch (const GuardError& e) {
-    return Bad("", e.message);
-  } catch (const json::exception& e) {
-    // "[json.exception.parse_error.101] parse error at ..." without its tag;
-    // the text quotes what was read, which need not be UTF-8.
-    absl::string_view what = e.what();
-    if (const size_t tag = what.find("] "); tag != absl::string_view::npos) {
-      what.remove_prefix(tag + 2);
-    }
-    return Bad("", absl::StrCat("not valid JSON: ", PrintableUtf8(what), "; the handler sent ",
-                                QuoteReply(reply)));
-  }
-  if (!doc.is_object()) {
-    return Bad("", absl::StrCat("must be a JSON object, not ", doc.type_name(),
-                                "; the handler sent ", QuoteReply(reply)));
-  }
-  if (absl::Status st = KnownFields(doc, {"version", "batch", "results"}, ""); !st.ok()) {
-    return st;
-  }
-  const json* version = Field(doc, "version");
-  if (version == nullptr) return Bad("", "\"version\" is missing");
-  if (!version->is_number_integer()) return WrongType("version", "an integer", *version);
-  const bool v1 = version->is_number_unsigned()
-                      ? version->get<uint64_t>() == kHandlerProtocolVersion
-                      : version->get<int64_t>() == kHandlerProtocolVersion;
-  if (!v1) {
-    return Bad("", absl::StrCat("version ", version->dump(),
-                                " is not supported (this partq speaks version ",
-                                kHandlerProtocolVersion, ")"));
-  }
-  const json* batch = Field(doc, "batch");
-  if (batch == nullptr) return Bad("", "\"batch\" is missing");
-  if (!batch->is_string()) return WrongType("batch", "a string", *batch);
-  if (batch->get_ref<const std::string&>() != batch_id) {
-    return Bad("", absl::StrCat("batch ", Quote(batch->get_ref<const std::string&>()),
-                                " is not the batch sent (", Quote(batch_id), ")"));
-  }
-  const json* results = Field(doc, "results");
-  if (results == nullptr) return Bad("", "\"results\" is missing");
-  if (!results->is_array()) return WrongType("results", "an array", *results);
+  absl::StatusOr<json> doc = ParseJson(reply);
+  if (!doc.ok()) return doc.status();
+  absl::StatusOr<const json*> checked = Results(*doc, batch_id, reply);
+  if (!checked.ok()) return checked.status();
+  const json& results = **checked;
 
   absl::flat_hash_map<int64_t, size_t> index;  // id -> position in ids
   for (size_t i = 0; i < ids.size(); ++i) index.emplace(ids[i], i);
   std::vector<ItemReply> out(ids.size());
   std::vector<int64_t> seen_at(ids.size(), -1);  // the result that answered it
   ReplyParser parser(limits);
-  for (size_t k = 0; k < results->size(); ++k) {
-    const json& r = (*results)[k];
+  for (size_t k = 0; k < results.size(); ++k) {
+    const json& r = results[k];
     std::string path = absl::StrCat("results[", k, "]");
-    if (!r.is_object()) return WrongType(path, "an object", r);
-    const json* id = Field(r, "id");
-    if (id == nullptr) return Bad(path, "\"id\" is missing");
-    // An id as a string of its decimal digits is taken too: some JSON
-    // libraries (Perl's JSON::PP) write a number once used as a string as a
-    // string. Only its canonical form ("17", not "017", "+17" or "17.0").
-    int64_t as_text = 0;
-    const bool text_id = id->is_string() &&
-                         absl::SimpleAtoi(id->get_ref<const std::string&>(), &as_text) &&
-                         as_text >= 0 && absl::StrCat(as_text) == id->get_ref<const std::string&>();
-    if (!id->is_number_integer() && !text_id) {
-      return WrongType(Join(path, "id"), "an integer", *id);
-    }
-    const bool fits =
-        text_id || !id->is_number_unsigned() ||
-        id->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-    auto it = !fits ? index.end() : index.find(text_id ? as_text : id->get<int64_t>());
-    if (it == index.end()) {
-      return Bad(path, absl::StrCat("lists item ", id->dump(), ", which was not in the batch"));
-    }
-    const size_t i = it->second;
+    absl::StatusOr<size_t> position = ResultPosition(r, path, index);
+    if (!position.ok()) return position.status();
+    const size_t i = *position;
     if (seen_at[i] >= 0) {
       return Bad(path, absl::StrCat("item ", ids[i], " is answered twice (also in results[",
                                     seen_at[i], "])"));
@@ -524,7 +550,7 @@ absl::StatusOr<std::vector<ItemReply>> ParseReply(absl::string_view reply,
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (seen_at[i] < 0) {
-      return Bad("", absl::StrCat("no result for item ", ids[i], " (", results->size(), " of ",
+      return Bad("", absl::StrCat("no result for item ", ids[i], " (", results.size(), " of ",
                                   ids.size(), " items answered)"));
     }
   }
