@@ -114,6 +114,64 @@ void HttpHandler::Connected() {
   connect_wait_end_ = absl::InfinitePast();
 }
 
+void HttpHandler::FailBatch(absl::Span<HandlerCall* const> calls, absl::string_view reason,
+                            const std::string& message, FailureKind kind,
+                            std::vector<absl::Status>* statuses) {
+  if (options_.metrics != nullptr) options_.metrics->Failure(reason);
+  PARTQ_LOG(Warning) << message;
+  if (calls.size() == 1) {
+    statuses->push_back(WithFailureKind(absl::UnavailableError(message), kind));
+  }
+}
+
+void HttpHandler::ThrottleBatch(absl::Span<HandlerCall* const> calls, const HttpResult& r,
+                                std::vector<absl::Status>* statuses) {
+  Connected();
+  // The server did nothing with the batch and said when to come back:
+  // every item waits that long, its attempt given back.
+  if (options_.metrics != nullptr) options_.metrics->Throttled();
+  const absl::Duration wait = r.retry_after.value_or(options_.default_retry_after);
+  const std::string message =
+      absl::StrCat("http handler: ", r.error, "; retrying in ", absl::FormatDuration(wait));
+  PARTQ_LOG(Info) << message;
+  statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), wait));
+}
+
+void HttpHandler::RequestFailed(absl::Span<HandlerCall* const> calls, const HttpResult& r,
+                                std::vector<absl::Status>* statuses) {
+  if (r.failure == HttpFailure::kConnect) {
+    // Nothing reached the server: not the items' failure. They wait,
+    // longer while it stays away, without using an attempt.
+    if (options_.metrics != nullptr) options_.metrics->Failure(HttpFailureName(r.failure));
+    const ConnectWait w = ConnectFailed();
+    const std::string message =
+        absl::StrCat("http handler: ", r.error, "; nothing was sent, so no item used an ",
+                     "attempt; retrying in ", absl::FormatDuration(w.wait));
+    if (w.longer) {
+      PARTQ_LOG(Warning) << message;
+    } else {
+      PARTQ_LOG(Info) << message;  // said already, for the batches before it
+    }
+    statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), w.wait));
+    return;
+  }
+  if (r.failure == HttpFailure::kCancelled) {
+    // The consumer gave the call up (it is stopping): not the server's
+    // failure, nor the batch's; as the exec handler, said at info.
+    PARTQ_LOG(Info) << "http handler: " << r.error;
+    if (calls.size() == 1) statuses->push_back(absl::CancelledError(r.error));
+    return;
+  }
+  Connected();
+  // The deadline is the worker's --handler-timeout from the batch's start.
+  FailBatch(calls, HttpFailureName(r.failure),
+            absl::StrCat("http handler: ", r.error,
+                         r.failure == HttpFailure::kTimeout
+                             ? "; the deadline is the worker's --handler-timeout"
+                             : ""),
+            KindOf(r.failure), statuses);
+}
+
 void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
                               std::vector<absl::Status>* statuses) {
   statuses->clear();
@@ -139,18 +197,10 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
   headers.idempotency_key = absl::StrCat(options_.queue, ":", absl::StrJoin(ids, ","));
   if (!options_.authorization.empty()) headers.extra = {{"Authorization", options_.authorization}};
 
-  // A failure of the whole batch: alone, the item's; in a batch, no one's in
-  // particular (no statuses: the consumer runs each item alone).
-  auto fail = [&](absl::string_view reason, const std::string& message, FailureKind kind) {
-    if (options_.metrics != nullptr) options_.metrics->Failure(reason);
-    PARTQ_LOG(Warning) << message;
-    if (calls.size() == 1) {
-      statuses->push_back(WithFailureKind(absl::UnavailableError(message), kind));
-    }
-  };
   std::unique_ptr<HttpClient> client = Acquire();
   if (client == nullptr) {
-    return fail("client", "http handler: cannot make an HTTP client", FailureKind::kConnection);
+    return FailBatch(calls, "client", "http handler: cannot make an HTTP client",
+                     FailureKind::kConnection, statuses);
   }
   const absl::Time sent = absl::Now();
   // The calls share one cancel flag (HandlerCall::cancel): the consumer
@@ -161,61 +211,21 @@ void HttpHandler::HandleBatch(absl::Span<HandlerCall* const> calls,
   if (options_.metrics != nullptr) options_.metrics->Request(absl::Now() - sent);
 
   switch (r.outcome) {
-    case HttpOutcome::kThrottled: {
-      Connected();
-      // The server did nothing with the batch and said when to come back:
-      // every item waits that long, its attempt given back.
-      if (options_.metrics != nullptr) options_.metrics->Throttled();
-      const absl::Duration wait = r.retry_after.value_or(options_.default_retry_after);
-      const std::string message =
-          absl::StrCat("http handler: ", r.error, "; retrying in ", absl::FormatDuration(wait));
-      PARTQ_LOG(Info) << message;
-      statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), wait));
-      return;
-    }
+    case HttpOutcome::kThrottled:
+      return ThrottleBatch(calls, r, statuses);
     case HttpOutcome::kFailed:
-      if (r.failure == HttpFailure::kConnect) {
-        // Nothing reached the server: not the items' failure. They wait,
-        // longer while it stays away, without using an attempt.
-        if (options_.metrics != nullptr) options_.metrics->Failure(HttpFailureName(r.failure));
-        const ConnectWait w = ConnectFailed();
-        const std::string message =
-            absl::StrCat("http handler: ", r.error, "; nothing was sent, so no item used an ",
-                         "attempt; retrying in ", absl::FormatDuration(w.wait));
-        if (w.longer) {
-          PARTQ_LOG(Warning) << message;
-        } else {
-          PARTQ_LOG(Info) << message;  // said already, for the batches before it
-        }
-        statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), w.wait));
-        return;
-      }
-      if (r.failure == HttpFailure::kCancelled) {
-        // The consumer gave the call up (it is stopping): not the server's
-        // failure, nor the batch's; as the exec handler, said at info.
-        PARTQ_LOG(Info) << "http handler: " << r.error;
-        if (calls.size() == 1) statuses->push_back(absl::CancelledError(r.error));
-        return;
-      }
-      Connected();
-      // The deadline is the worker's --handler-timeout from the batch's start.
-      return fail(HttpFailureName(r.failure),
-                  absl::StrCat("http handler: ", r.error,
-                               r.failure == HttpFailure::kTimeout
-                                   ? "; the deadline is the worker's --handler-timeout"
-                                   : ""),
-                  KindOf(r.failure));
+      return RequestFailed(calls, r, statuses);
     case HttpOutcome::kOk:
       Connected();
       break;
   }
   auto replies = ParseReply(r.body, request.batch_id, ids, options_.limits);
   if (!replies.ok()) {
-    return fail(
-        "bad_reply",
+    return FailBatch(
+        calls, "bad_reply",
         absl::StrCat("http handler: POST ", url_for_messages_, ": HTTP ", r.status,
                      " with a reply that breaks the protocol: ", replies.status().message()),
-        FailureKind::kProtocol);
+        FailureKind::kProtocol, statuses);
   }
   *statuses = ApplyReplies(calls, *replies, options_.apply_effects);
 }

@@ -121,6 +121,21 @@ class HttpHandler : public Handler {
   ConnectWait ConnectFailed() ABSL_LOCKS_EXCLUDED(backoff_mu_);
   void Connected() ABSL_LOCKS_EXCLUDED(backoff_mu_);
 
+  // HandleBatch's outcomes other than a reply. FailBatch: a failure of the
+  // whole batch, logged and counted as `reason`: alone, the item's; in a
+  // batch, no one's in particular (no statuses: the consumer runs each item
+  // alone).
+  void FailBatch(absl::Span<HandlerCall* const> calls, absl::string_view reason,
+                 const std::string& message, FailureKind kind, std::vector<absl::Status>* statuses);
+  // A 429 or 503 (r.outcome kThrottled): every item waits for its
+  // Retry-After (default_retry_after when the server sent none).
+  void ThrottleBatch(absl::Span<HandlerCall* const> calls, const HttpResult& r,
+                     std::vector<absl::Status>* statuses);
+  // r.outcome kFailed: no connection throttles every item, a cancelled call
+  // is given up, anything else fails the batch.
+  void RequestFailed(absl::Span<HandlerCall* const> calls, const HttpResult& r,
+                     std::vector<absl::Status>* statuses);
+
   absl::Mutex backoff_mu_;
   // Failed connections in a row, counted once per wait: the step of the
   // current wait (0: none), and when it ends.
