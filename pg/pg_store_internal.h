@@ -299,6 +299,9 @@ class ConnUse {
   int* const depth_;
 };
 
+struct FinishAttempt;  // pg_store_items.cc
+struct FinishRows;
+
 class PgStore final : public Store, public BridgeStore {
  public:
   explicit PgStore(PgOptions options);
@@ -465,6 +468,16 @@ class PgStore final : public Store, public BridgeStore {
   // was committed and Finish must run again with `lock_first`.
   absl::StatusOr<FinishResult> FinishOnce(const FinishRequest& request, const FinishBody& body,
                                           bool lock_first, bool* again);
+  // FinishOnce's steps, in the order they run (pg_store_items.cc): the
+  // transaction, begun or taken over; the items still ours; the handler's
+  // body; then the pipelined ack where it serves (PipelinedAckServes), else
+  // the general statement, its rows and the COMMIT.
+  absl::Status FinishInTx(FinishAttempt& f, const FinishBody& body);
+  void KeepFenced(FinishAttempt& f);
+  absl::Status RunFinishBody(FinishAttempt& f, const FinishBody& body);
+  absl::Status FinishPipelined(FinishAttempt& f);
+  absl::Status FinishGeneral(FinishAttempt& f);
+  void RunFinishStatement(FinishAttempt& f, FinishRows* rows);
   // Counts the items of queue groups that `out` acked or dead-lettered in
   // their groups, in Finish's transaction `tx` before its COMMIT; the last
   // one of a started group ends it (groups_finished(), migration 12).

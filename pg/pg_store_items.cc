@@ -1177,402 +1177,480 @@ absl::StatusOr<FinishResult> PgStore::Finish(const FinishRequest& request, const
   return r;
 }
 
+// The rows of the general Finish statement: libpqxx's, or the pipeline's
+// when it ran after kPlanGuard (RunGuarded).
+struct FinishRows {
+  // Calls fn(cells) for each row.
+  template <typename Fn>
+  void Each(Fn&& fn) const {
+    if (guarded) {
+      for (int row = 0; row < guarded->size(); ++row) fn(PipelineCells{*guarded, row});
+    } else {
+      for (const pqxx::row& row : r) fn(PqxxCells{row});
+    }
+  }
+
+  pqxx::result r;
+  std::optional<PipelineResult> guarded;
+};
+
+// The state of one FinishOnce, shared by its steps (PgStore::FinishInTx and
+// what it calls, in the order they run).
+struct FinishAttempt {
+  FinishAttempt(const FinishRequest& r, bool lock) : request(r), lock_first(lock) {}
+
+  // An item belongs to the fence when its part is there at its claim epoch.
+  bool InFence(const Item& item) const {
+    auto it = wanted.find(item.part);
+    return it != wanted.end() && it->second == item.claim_epoch.value;
+  }
+
+  const FinishRequest& request;
+  const bool lock_first;
+  absl::flat_hash_map<int, int64_t> wanted;  // part -> epoch claimed under
+  std::vector<int> parts;                    // the fence: wanted's parts and epochs,
+  std::vector<int64_t> epochs;               // in the request's order
+  pqxx::nontransaction* tx = nullptr;        // the transaction, while FinishInTx runs
+  bool open = true;                          // tx not committed or rolled back yet
+  std::vector<Item> kept;                    // given, when it is not request.items
+  absl::Span<const Item> given;              // the items still ours: the body's
+  size_t outcomes = 0;                       // how many the body returned
+  OutcomeArgs args;                          // and what they say
+  bool located = false;                      // every acked row located by its claim
+  bool grouped = false;                      // an item of a queue group among them
+  std::optional<ClaimRequest> claim;         // the claim ahead (FinishRequest::next)
+  std::optional<ClaimArgs> next;             // and as the general statement's arguments
+  FinishResult out;
+  bool again = false;  // nothing committed: run again locking first (FinishOnce)
+  bool drop = false;   // a handler statement broke the connection
+};
+
+namespace {
+
+// The common case runs pipelined (pg_store_sql.cc, PipelinedAck): every
+// item acked where its claim saw it, no handler result to record, and a
+// claim (if any) of one part without a suspect probe, not fair (the
+// pipelined statement reads in (priority, id) order). Items of queue groups
+// are counted in their groups before the COMMIT (groups_finished), which
+// the pipelined flight sends with the ack: they take the general path.
+bool PipelinedAckServes(const FinishAttempt& f) {
+  const OutcomeArgs& a = f.args;
+  return !f.grouped && !f.lock_first && !a.ack_ids.empty() && a.o_ids.empty() && f.located &&
+         std::none_of(a.ack_results.begin(), a.ack_results.end(),
+                      [](const auto& r) { return r.has_value(); }) &&
+         (!f.claim || (!ProbesSuspects(*f.claim) && f.claim->parts.size() == 1 && !f.claim->fair));
+}
+
+// The pipelined ack's statement: with the claim ahead in a plain or a
+// keyed form, reading from the cursor or behind it.
+const char* PipelinedAckName(const std::optional<ClaimRequest>& claim) {
+  if (!claim) return kPipelinedAck;
+  const bool keyed = KeyBound(*claim) != 0;
+  return claim->parts[0].behind ? (keyed ? kPipelinedAckClaimBehindKeyed : kPipelinedAckClaimBehind)
+                                : (keyed ? kPipelinedAckClaimKeyed : kPipelinedAckClaim);
+}
+
+// The pipelined ack's parameters, and in `binary` which travel in binary
+// (BinaryInt8Array says why).
+std::vector<std::optional<std::string>> PipelinedAckParams(const FinishAttempt& f,
+                                                           std::vector<bool>* binary) {
+  const OutcomeArgs& a = f.args;
+  // The fence: the parts of the acked items at their claim epochs.
+  std::vector<int> fence_parts;
+  std::vector<int64_t> fence_epochs;
+  for (int part : a.ack_parts) {
+    if (std::find(fence_parts.begin(), fence_parts.end(), part) == fence_parts.end()) {
+      fence_parts.push_back(part);
+      fence_epochs.push_back(f.wanted.at(part));
+    }
+  }
+  // The statement's check compares the deleted ids in order.
+  std::vector<int64_t> sorted_ids = a.ack_ids;
+  std::sort(sorted_ids.begin(), sorted_ids.end());
+  std::vector<std::optional<std::string>> params = {f.request.queue,
+                                                    f.request.session.value,
+                                                    BinaryInt4Array(fence_parts),
+                                                    BinaryInt8Array(fence_epochs),
+                                                    BinaryInt8Array(sorted_ids),
+                                                    BinaryTidArray(a.ack_locators)};
+  *binary = {false, false, true, true, true, true};
+  if (!f.claim) return params;
+  const ClaimRequest& claim = *f.claim;
+  const ClaimPart& cp = claim.parts[0];
+  params.push_back(absl::StrCat(cp.part));
+  params.push_back(absl::StrCat(cp.epoch.value));
+  params.push_back(absl::StrCat(cp.after ? cp.after->priority : kHeadPriority));
+  params.push_back(absl::StrCat(cp.after ? cp.after->id : kHeadId));
+  params.push_back(absl::StrCat(std::min(cp.limit, claim.limit)));
+  params.push_back(absl::StrCat(KeyBound(claim)));
+  // In flight there (the new claim record keeps them), and what the read
+  // skips up to the cursor: those and the items finished now (past the
+  // cursor it looks at neither).
+  std::vector<int64_t> fly;
+  for (const auto& [part, id] : claim.in_flight) {
+    if (part == cp.part) fly.push_back(id);
+  }
+  // A read that starts at the cursor and does not look behind it meets none
+  // of them: it sends none.
+  std::vector<int64_t> skip;
+  if (cp.behind || !cp.after || !cp.cursor || *cp.after < *cp.cursor) {
+    skip = a.ack_ids;
+    skip.insert(skip.end(), fly.begin(), fly.end());
+  }
+  params.push_back(BinaryInt8Array(fly));
+  params.push_back(BinaryInt8Array(skip));
+  binary->resize(params.size(), false);
+  binary->end()[-1] = binary->end()[-2] = true;
+  params.push_back(absl::StrCat(cp.cursor ? cp.cursor->priority : kLastPriority));
+  params.push_back(absl::StrCat(cp.cursor ? cp.cursor->id : kLastId));
+  params.push_back(absl::StrCat(cp.record));
+  binary->resize(params.size(), false);
+  return params;
+}
+
+// Reads the general Finish statement's rows into f.out: ('p', part) for
+// each part still held, ('a'|'r'|'d', id) per row written, ('n', count) from
+// the lean form, and ('c', ...) for each claimed item, read only after the
+// COMMIT (*claimed says there are some). Sets f.again when a part was lost
+// and the attempt did not lock first.
+absl::Status ReadFinishRows(const FinishRows& rows, FinishAttempt& f, bool* claimed) {
+  absl::flat_hash_set<int> held;
+  bool malformed = false;
+  rows.Each([&](const auto& row) {
+    const absl::string_view k = row.get(0);
+    const char kind = k.empty() ? '\0' : k[0];
+    if (kind == 'c') {
+      *claimed = true;  // read after the commit
+      return;
+    }
+    int64_t n = 0;
+    if (row.null(1) || !absl::SimpleAtoi(row.get(1), &n)) {
+      malformed = true;
+    } else if (kind == 'p') {
+      held.insert(static_cast<int>(n));
+    } else if (kind == 'n') {
+      // The lean statement counts; it deletes all or Finish rolls back.
+      if (n == static_cast<int64_t>(f.args.ack_ids.size())) f.out.acked = f.args.ack_ids;
+    } else {
+      (kind == 'a' ? f.out.acked : kind == 'r' ? f.out.retried : f.out.dead).push_back(n);
+    }
+  });
+  if (malformed) return absl::InternalError("finish: malformed row");
+  if (std::any_of(f.given.begin(), f.given.end(),
+                  [&](const Item& item) { return held.count(item.part) == 0; })) {
+    // A part is no longer ours: nothing of this attempt may commit.
+    if (!f.lock_first) {
+      f.again = true;
+      return absl::OkStatus();
+    }
+    return absl::InternalError("finish: a part locked by the fence was not held");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<FinishResult> PgStore::FinishOnce(const FinishRequest& request,
                                                  const FinishBody& body, bool lock_first,
                                                  bool* again) {
-  absl::flat_hash_map<int, int64_t> wanted;  // part -> epoch claimed under
-  std::vector<int> parts;
-  std::vector<int64_t> epochs;
+  FinishAttempt f(request, lock_first);
   for (const OwnedPart& p : request.parts) {
-    if (wanted.emplace(p.part, p.epoch.value).second) {
-      parts.push_back(p.part);
-      epochs.push_back(p.epoch.value);
+    if (f.wanted.emplace(p.part, p.epoch.value).second) {
+      f.parts.push_back(p.part);
+      f.epochs.push_back(p.epoch.value);
     }
   }
-  // An item belongs to the fence when its part is there at its claim epoch.
-  auto in_fence = [&](const Item& item) {
-    auto it = wanted.find(item.part);
-    return it != wanted.end() && it->second == item.claim_epoch.value;
-  };
-  FinishResult out;
-  *again = false;
-  bool drop = false;  // a handler statement broke the connection
   absl::Status st = Run(
-      "finish",
-      [&]() -> absl::Status {
-        // The transaction is driven by statements, not pqxx::work, so its COMMIT
-        // can carry the next one's BEGIN (FinishRequest::begin_next): that saves
-        // a round trip per batch, a quarter of an ack's.
-        pqxx::nontransaction tx(*conn_);
-        if (begun_) {
-          begun_ = false;
-        } else {
-          tx.exec(BeginSql(options_.transaction_pooler));
-        }
-        bool open = true;
-        auto rollback = absl::MakeCleanup([&] {
-          if (!open) return;
-          try {
-            tx.exec("ROLLBACK");
-          } catch (...) {
-            // The connection is gone (the caller's error says so); the server
-            // rolls back on its own.
-          }
-        });
-        // The items still ours; usually all of them, passed without a copy.
-        std::vector<Item> kept;
-        absl::Span<const Item> given = request.items;
-        if (lock_first && !request.items.empty()) {
-          std::vector<int64_t> ids;
-          for (const Item& item : request.items) ids.push_back(item.id);
-          absl::flat_hash_set<int64_t> held, there;
-          for (const pqxx::row& row : Exec(tx, "fence", request.queue, request.session.value,
-                                           IntArray(parts), IntArray(epochs), IntArray(ids))) {
-            (row[0].c_str()[0] == 'p' ? held : there).insert(row[1].as<int64_t>());
-          }
-          for (const Item& item : request.items) {
-            if (in_fence(item) && held.count(item.part) && there.count(item.id)) {
-              kept.push_back(item);
-            } else {
-              out.fenced.push_back(item.id);
-            }
-          }
-          given = kept;
-        } else if (!std::all_of(request.items.begin(), request.items.end(), in_fence)) {
-          for (const Item& item : request.items) {
-            if (in_fence(item)) {
-              kept.push_back(item);
-            } else {
-              out.fenced.push_back(item.id);
-            }
-          }
-          given = kept;
-        }
-
-        // The body runs even with no items (a handler's one-time setup uses
-        // that); its writes commit with the outcomes.
-        PgTx handler_tx(tx, *conn_, handler_statements_, unprepared_, options_);
-        absl::StatusOr<std::vector<Outcome>> outcomes = body(handler_tx, given);
-        drop = handler_tx.error().drop_connection;
-        if (!outcomes.ok()) return outcomes.status();
-        if (!handler_tx.error().status.ok()) {
-          // The body carried on after a failed statement without rolling back
-          // to a savepoint: the server aborted the transaction; it cannot commit.
-          return handler_tx.error().status;
-        }
-        if (outcomes->size() != given.size()) {
-          return absl::InternalError(absl::StrCat("finish: the handler returned ", outcomes->size(),
-                                                  " outcomes for ", given.size(), " items"));
-        }
-        absl::StatusOr<OutcomeArgs> a = MakeOutcomeArgs(*outcomes, given);
-        if (!a.ok()) return a.status();
-        std::optional<ClaimRequest> claim;
-        if (request.next) claim = request.next();
-        // Every acked row located where its claim saw it.
-        const bool located = std::none_of(a->ack_locators.begin(), a->ack_locators.end(),
-                                          [](uint64_t l) { return l == 0; });
-        // The common case runs pipelined (pg_store_sql.cc, PipelinedAck):
-        // every item acked where its claim saw it, no handler result to
-        // record, and a claim (if any) of one part without a suspect probe,
-        // not fair (the pipelined statement reads in (priority, id) order).
-        // Items of queue groups are counted in their groups before the
-        // COMMIT (groups_finished), which the pipelined flight sends with the
-        // ack: they take the general path.
-        const bool grouped = std::any_of(given.begin(), given.end(),
-                                         [](const Item& item) { return item.group.has_value(); });
-        const bool pipelined =
-            !grouped && !lock_first && !a->ack_ids.empty() && a->o_ids.empty() && located &&
-            std::none_of(a->ack_results.begin(), a->ack_results.end(),
-                         [](const auto& r) { return r.has_value(); }) &&
-            (!claim || (!ProbesSuspects(*claim) && claim->parts.size() == 1 && !claim->fair));
-        if (pipelined) {
-          // (The general path checks the claim in MakeClaimArgs.)
-          if (claim) {
-            if (absl::Status bad = CheckClaimLimits(*claim); !bad.ok()) return bad;
-          }
-          // The fence: the parts of the acked items at their claim epochs.
-          std::vector<int> fence_parts;
-          std::vector<int64_t> fence_epochs;
-          for (int part : a->ack_parts) {
-            if (std::find(fence_parts.begin(), fence_parts.end(), part) == fence_parts.end()) {
-              fence_parts.push_back(part);
-              fence_epochs.push_back(wanted.at(part));
-            }
-          }
-          // The statement's check compares the deleted ids in order.
-          std::vector<int64_t> sorted_ids = a->ack_ids;
-          std::sort(sorted_ids.begin(), sorted_ids.end());
-          // The arrays go in binary (BinaryInt8Array says why).
-          std::vector<std::optional<std::string>> params = {request.queue,
-                                                            request.session.value,
-                                                            BinaryInt4Array(fence_parts),
-                                                            BinaryInt8Array(fence_epochs),
-                                                            BinaryInt8Array(sorted_ids),
-                                                            BinaryTidArray(a->ack_locators)};
-          std::vector<bool> binary_params = {false, false, true, true, true, true};
-          if (claim) {
-            const ClaimPart& cp = claim->parts[0];
-            params.push_back(absl::StrCat(cp.part));
-            params.push_back(absl::StrCat(cp.epoch.value));
-            params.push_back(absl::StrCat(cp.after ? cp.after->priority : kHeadPriority));
-            params.push_back(absl::StrCat(cp.after ? cp.after->id : kHeadId));
-            params.push_back(absl::StrCat(std::min(cp.limit, claim->limit)));
-            params.push_back(absl::StrCat(KeyBound(*claim)));
-            // In flight there (the new claim record keeps them), and what the
-            // read skips up to the cursor: those and the items finished now
-            // (past the cursor it looks at neither).
-            std::vector<int64_t> fly;
-            for (const auto& [part, id] : claim->in_flight) {
-              if (part == cp.part) fly.push_back(id);
-            }
-            // A read that starts at the cursor and does not look behind it
-            // meets none of them: it sends none.
-            std::vector<int64_t> skip;
-            if (cp.behind || !cp.after || !cp.cursor || *cp.after < *cp.cursor) {
-              skip = a->ack_ids;
-              skip.insert(skip.end(), fly.begin(), fly.end());
-            }
-            params.push_back(BinaryInt8Array(fly));
-            params.push_back(BinaryInt8Array(skip));
-            binary_params.resize(params.size(), false);
-            binary_params.end()[-1] = binary_params.end()[-2] = true;
-            params.push_back(absl::StrCat(cp.cursor ? cp.cursor->priority : kLastPriority));
-            params.push_back(absl::StrCat(cp.cursor ? cp.cursor->id : kLastId));
-            params.push_back(absl::StrCat(cp.record));
-            binary_params.resize(params.size(), false);
-          }
-          const bool chain = claim.has_value() && request.begin_next;
-          const char* ack = kPipelinedAck;
-          if (claim) {
-            const bool keyed = KeyBound(*claim) != 0;
-            ack = claim->parts[0].behind
-                      ? (keyed ? kPipelinedAckClaimBehindKeyed : kPipelinedAckClaimBehind)
-                      : (keyed ? kPipelinedAckClaimKeyed : kPipelinedAckClaim);
-          }
-          std::vector<PipelineResult> res;
-          try {
-            std::vector<Pipeline::Step> steps = {{kPlanGuard, {}},
-                                                 {ack, params,
-                                                  /*binary=*/true, binary_params},
-                                                 {chain ? kPipelinedChain : kPipelinedCommit, {}}};
-            // COMMIT AND CHAIN keeps the transaction's characteristics, not
-            // its SET LOCALs: the next one sets them again.
-            if (chain && options_.transaction_pooler) {
-              steps.push_back({kPipelinedLocalSettings, {}});
-            }
-            res = pipeline_.Run(*conn_, steps);
-          } catch (const pqxx::broken_connection& e) {
-            // The COMMIT was in the flight: it may or may not have run.
-            open = false;
-            throw pqxx::in_doubt_error(e.what());
-          }
-          bool settings_failed = false;  // kPipelinedLocalSettings, after the COMMIT
-          for (int i = 0; i < static_cast<int>(res.size()); ++i) {
-            const PipelineResult& step = res[i];
-            if (step.kind == PipelineResult::Kind::kOk) continue;
-            if (i == 3) {
-              settings_failed = true;  // the ack committed; the new transaction is not used
-              continue;
-            }
-            if (step.kind == PipelineResult::Kind::kError && step.sqlstate == "PQ001") {
-              // A part was lost or an item is gone: nothing committed. Roll
-              // back and run again locking first (Finish).
-              *again = true;
-              return absl::OkStatus();
-            }
-            if (step.kind == PipelineResult::Kind::kError) {
-              throw pqxx::sql_error(step.message, i == 2 ? "COMMIT" : "pipelined ack",
-                                    step.sqlstate.c_str());
-            }
-          }
-          open = false;
-          out.acked = a->ack_ids;
-          const PipelineResult& rows = res[1];
-          if (claim) out.next.reserve(rows.size());
-          for (int row = 0; claim && row < rows.size(); ++row) {
-            if (rows.is_null(row, 0)) continue;  // the claim's one row of NULLs
-            absl::StatusOr<Item> item =
-                ItemFromBinary(rows, row, claim->parts[0].part, claim->parts[0].epoch);
-            // Cannot happen (the server wrote these columns); the item stays
-            // ready in the database and is claimed again.
-            if (!item.ok()) continue;
-            out.next.push_back(*std::move(item));
-          }
-          if (chain && (out.next.empty() || settings_failed)) {
-            // Nothing to run in the transaction the COMMIT began: end it, so
-            // the next batch's transaction does not start with a stale now().
-            // The ack has committed; a failure here only costs the connection.
-            try {
-              tx.exec("ROLLBACK");
-            } catch (...) {
-              drop = true;
-            }
-          } else {
-            begun_ = chain;
-          }
-          out.next_begun = chain && !out.next.empty() && !settings_failed;
-          return absl::OkStatus();
-        }
-        std::optional<ClaimArgs> next;
-        if (claim) {
-          absl::StatusOr<ClaimArgs> c = MakeClaimArgs(*claim);
-          if (!c.ok()) return c.status();
-          next = *std::move(c);
-        }
-        const std::string ctids = CtidArray(a->ack_locators);
-        auto exec = [&](const char* name, auto&&... args) { return Exec(tx, name, args...); };
-        pqxx::result r;
-        std::optional<PipelineResult> guarded;  // the lean ack's claim, run by RunGuarded
-        // Calls fn(cells) for each row of the statement's result, r or guarded.
-        auto each_row = [&](auto&& fn) {
-          if (guarded) {
-            for (int row = 0; row < guarded->size(); ++row) fn(PipelineCells{*guarded, row});
-          } else {
-            for (const pqxx::row& row : r) fn(PqxxCells{row});
-          }
-        };
-        bool claimed_rows = false;
-        // Otherwise the lean statement (pg_store_sql.cc, AckCtes), if every
-        // item is acked and every row located by its claim.
-        const bool lean = !lock_first && a->o_ids.empty() && located;
-        if (!outcomes->empty() || next) {
-          std::vector<int64_t> result_ids;
-          std::vector<std::optional<std::string>> results;
-          for (size_t i = 0; lean && i < a->ack_ids.size(); ++i) {
-            if (a->ack_results[i]) {
-              result_ids.push_back(a->ack_ids[i]);
-              results.push_back(a->ack_results[i]);
-            }
-          }
-          if (lean && next && !next->fair && next->key_bound != 0) {
-            // With a key bound: the plan the planner picks (PgStore::Claim).
-            r = ExecClaimForm(exec, *next, "ack_claim", request.queue, request.session.value,
-                              IntArray(parts), IntArray(epochs), IntArray(a->ack_ids), ctids,
-                              IntArray(result_ids), TextArray(results), next->parts, next->epochs,
-                              next->after_prio, next->after_id, next->limits, next->key_bound,
-                              next->suspect, next->fly_parts, next->fly_ids, next->limit,
-                              next->cursor_prio, next->cursor_id, next->records, next->behind);
-          } else if (lean && next) {
-            // After kPlanGuard, as the claims are (PgStore::Claim says why):
-            // its settings last to the COMMIT, after the handler's statements.
-            std::vector<std::optional<std::string>> params = {
-                request.queue,        request.session.value, IntArray(parts),
-                IntArray(epochs),     IntArray(a->ack_ids),  ctids,
-                IntArray(result_ids), TextArray(results)};
-            AppendClaimParams(*next, &params);
-            guarded = RunGuarded(pipeline_, *conn_,
-                                 next->fair ? kPipelinedLeanAckClaimFair : kPipelinedLeanAckClaim,
-                                 std::move(params));
-          } else if (lean) {
-            r = Exec(tx, "ack", request.queue, request.session.value, IntArray(parts),
-                     IntArray(epochs), IntArray(a->ack_ids), ctids, IntArray(result_ids),
-                     TextArray(results));
-          } else if (next && (next->fair || next->key_bound == 0)) {
-            // The general form after kPlanGuard too (PipelinedStatements says
-            // why); with a key bound, the plan the planner picks, as above.
-            std::vector<std::optional<std::string>> params =
-                FinishParams(request, parts, epochs, *a, ctids);
-            AppendClaimParams(*next, &params);
-            guarded = RunGuarded(pipeline_, *conn_,
-                                 next->fair ? kPipelinedFinishClaimFair : kPipelinedFinishClaim,
-                                 std::move(params));
-          } else if (next) {
-            r = ExecClaimForm(exec, *next, "finish_claim", request.queue, request.session.value,
-                              IntArray(parts), IntArray(epochs), IntArray(a->ack_ids),
-                              IntArray(a->ack_parts), ctids, TextArray(a->ack_results),
-                              IntArray(a->o_ids), IntArray(a->o_parts), BoolArray(a->o_dead),
-                              IntArray(a->o_delays), BoolArray(a->o_refund), TextArray(a->o_errors),
-                              std::max(1, request.max_attempts), next->parts, next->epochs,
-                              next->after_prio, next->after_id, next->limits, next->key_bound,
-                              next->suspect, next->fly_parts, next->fly_ids, next->limit,
-                              next->cursor_prio, next->cursor_id, next->records, next->behind);
-          } else {
-            guarded = RunGuarded(pipeline_, *conn_, kPipelinedFinish,
-                                 FinishParams(request, parts, epochs, *a, ctids));
-          }
-          absl::flat_hash_set<int> held;
-          bool malformed = false;
-          each_row([&](const auto& row) {
-            const absl::string_view k = row.get(0);
-            const char kind = k.empty() ? '\0' : k[0];
-            if (kind == 'c') {
-              claimed_rows = true;  // read after the commit
-              return;
-            }
-            int64_t n = 0;
-            if (row.null(1) || !absl::SimpleAtoi(row.get(1), &n)) {
-              malformed = true;
-            } else if (kind == 'p') {
-              held.insert(static_cast<int>(n));
-            } else if (kind == 'n') {
-              // The lean statement counts; it deletes all or Finish rolls back.
-              if (n == static_cast<int64_t>(a->ack_ids.size())) out.acked = a->ack_ids;
-            } else {
-              (kind == 'a' ? out.acked : kind == 'r' ? out.retried : out.dead).push_back(n);
-            }
-          });
-          if (malformed) return absl::InternalError("finish: malformed row");
-          if (std::any_of(given.begin(), given.end(),
-                          [&](const Item& item) { return held.count(item.part) == 0; })) {
-            // A part is no longer ours: nothing of this attempt may commit.
-            if (!lock_first) {
-              *again = true;
-              return absl::OkStatus();
-            }
-            return absl::InternalError("finish: a part locked by the fence was not held");
-          }
-        }
-        if (out.acked.size() != a->ack_ids.size() ||
-            out.retried.size() + out.dead.size() != a->o_ids.size()) {
-          if (!lock_first) {
-            *again = true;  // look which are still there, then run those only
-            return absl::OkStatus();
-          }
-          // The fence found these rows and only this session touches them while
-          // it holds their parts, so a row gone since means two Finish calls
-          // raced for one item. Write nothing.
-          return absl::AbortedError(absl::StrCat(
-              "finish: ",
-              a->ack_ids.size() + a->o_ids.size() - out.acked.size() - out.retried.size() -
-                  out.dead.size(),
-              " of ", a->ack_ids.size() + a->o_ids.size(),
-              " items were no longer there (finished concurrently?); nothing was written"));
-        }
-        if (grouped) CountInGroups(tx, request.queue, given, out);
-        const bool chain = request.begin_next && claimed_rows;
-        try {
-          tx.exec(!chain                        ? "COMMIT"
-                  : options_.transaction_pooler ? absl::StrCat("COMMIT; ", BeginSql(true))
-                                                : "COMMIT; BEGIN");
-        } catch (const pqxx::broken_connection& e) {
-          open = false;
-          throw pqxx::in_doubt_error(e.what());
-        }
-        open = false;
-        begun_ = chain;
-        out.next_begun = chain;
-        // The claimed items are read only now: the server waits for nothing
-        // while the client turns a hundred rows into Items.
-        if (claimed_rows) {
-          each_row([&](const auto& row) {
-            if (row.get(0) != "c") return;
-            absl::StatusOr<Item> item = ItemFromCells(row, 1);
-            // Cannot happen (the server wrote the payload's text form); the item
-            // stays ready in the database and is claimed again.
-            if (item.ok()) out.next.push_back(*std::move(item));
-          });
-        }
-        return absl::OkStatus();
-      },
-      /*keep_begun=*/true);
+      "finish", [&]() -> absl::Status { return FinishInTx(f, body); }, /*keep_begun=*/true);
+  *again = f.again;
   // Only now: the transaction that used the connection is gone.
-  if (drop) {
+  if (f.drop) {
     ConnUse use(shared_.get(), &use_depth_);
     DropConnection();
   }
   if (!st.ok()) return st;
-  if (*again) return FinishResult{};
-  return out;
+  if (f.again) return FinishResult{};
+  return std::move(f.out);
+}
+
+absl::Status PgStore::FinishInTx(FinishAttempt& f, const FinishBody& body) {
+  // The transaction is driven by statements, not pqxx::work, so its COMMIT
+  // can carry the next one's BEGIN (FinishRequest::begin_next): that saves
+  // a round trip per batch, a quarter of an ack's.
+  pqxx::nontransaction tx(*conn_);
+  if (begun_) {
+    begun_ = false;
+  } else {
+    tx.exec(BeginSql(options_.transaction_pooler));
+  }
+  f.tx = &tx;
+  auto rollback = absl::MakeCleanup([&] {
+    f.tx = nullptr;
+    if (!f.open) return;
+    try {
+      tx.exec("ROLLBACK");
+    } catch (...) {
+      // The connection is gone (the caller's error says so); the server
+      // rolls back on its own.
+    }
+  });
+  KeepFenced(f);
+  if (absl::Status st = RunFinishBody(f, body); !st.ok()) return st;
+  if (f.request.next) f.claim = f.request.next();
+  return PipelinedAckServes(f) ? FinishPipelined(f) : FinishGeneral(f);
+}
+
+void PgStore::KeepFenced(FinishAttempt& f) {
+  const FinishRequest& request = f.request;
+  f.given = request.items;  // usually all of them, passed without a copy
+  if (f.lock_first && !request.items.empty()) {
+    std::vector<int64_t> ids;
+    for (const Item& item : request.items) ids.push_back(item.id);
+    absl::flat_hash_set<int64_t> held, there;
+    for (const pqxx::row& row : Exec(*f.tx, "fence", request.queue, request.session.value,
+                                     IntArray(f.parts), IntArray(f.epochs), IntArray(ids))) {
+      (row[0].c_str()[0] == 'p' ? held : there).insert(row[1].as<int64_t>());
+    }
+    for (const Item& item : request.items) {
+      if (f.InFence(item) && held.count(item.part) && there.count(item.id)) {
+        f.kept.push_back(item);
+      } else {
+        f.out.fenced.push_back(item.id);
+      }
+    }
+    f.given = f.kept;
+  } else if (!std::all_of(request.items.begin(), request.items.end(),
+                          [&f](const Item& item) { return f.InFence(item); })) {
+    for (const Item& item : request.items) {
+      if (f.InFence(item)) {
+        f.kept.push_back(item);
+      } else {
+        f.out.fenced.push_back(item.id);
+      }
+    }
+    f.given = f.kept;
+  }
+}
+
+absl::Status PgStore::RunFinishBody(FinishAttempt& f, const FinishBody& body) {
+  // The body runs even with no items (a handler's one-time setup uses
+  // that); its writes commit with the outcomes.
+  PgTx handler_tx(*f.tx, *conn_, handler_statements_, unprepared_, options_);
+  absl::StatusOr<std::vector<Outcome>> outcomes = body(handler_tx, f.given);
+  f.drop = handler_tx.error().drop_connection;
+  if (!outcomes.ok()) return outcomes.status();
+  if (!handler_tx.error().status.ok()) {
+    // The body carried on after a failed statement without rolling back
+    // to a savepoint: the server aborted the transaction; it cannot commit.
+    return handler_tx.error().status;
+  }
+  if (outcomes->size() != f.given.size()) {
+    return absl::InternalError(absl::StrCat("finish: the handler returned ", outcomes->size(),
+                                            " outcomes for ", f.given.size(), " items"));
+  }
+  absl::StatusOr<OutcomeArgs> a = MakeOutcomeArgs(*outcomes, f.given);
+  if (!a.ok()) return a.status();
+  f.outcomes = outcomes->size();
+  f.args = *std::move(a);
+  f.located = std::none_of(f.args.ack_locators.begin(), f.args.ack_locators.end(),
+                           [](uint64_t l) { return l == 0; });
+  f.grouped = std::any_of(f.given.begin(), f.given.end(),
+                          [](const Item& item) { return item.group.has_value(); });
+  return absl::OkStatus();
+}
+
+absl::Status PgStore::FinishPipelined(FinishAttempt& f) {
+  // (The general path checks the claim in MakeClaimArgs.)
+  if (f.claim) {
+    if (absl::Status bad = CheckClaimLimits(*f.claim); !bad.ok()) return bad;
+  }
+  std::vector<bool> binary_params;
+  std::vector<std::optional<std::string>> params = PipelinedAckParams(f, &binary_params);
+  const bool chain = f.claim.has_value() && f.request.begin_next;
+  std::vector<PipelineResult> res;
+  try {
+    std::vector<Pipeline::Step> steps = {
+        {kPlanGuard, {}},
+        {PipelinedAckName(f.claim), std::move(params), /*binary=*/true, std::move(binary_params)},
+        {chain ? kPipelinedChain : kPipelinedCommit, {}}};
+    // COMMIT AND CHAIN keeps the transaction's characteristics, not its SET
+    // LOCALs: the next one sets them again.
+    if (chain && options_.transaction_pooler) steps.push_back({kPipelinedLocalSettings, {}});
+    res = pipeline_.Run(*conn_, steps);
+  } catch (const pqxx::broken_connection& e) {
+    // The COMMIT was in the flight: it may or may not have run.
+    f.open = false;
+    throw pqxx::in_doubt_error(e.what());
+  }
+  bool settings_failed = false;  // kPipelinedLocalSettings, after the COMMIT
+  for (int i = 0; i < static_cast<int>(res.size()); ++i) {
+    const PipelineResult& step = res[i];
+    if (step.kind == PipelineResult::Kind::kOk) continue;
+    if (i == 3) {
+      settings_failed = true;  // the ack committed; the new transaction is not used
+      continue;
+    }
+    if (step.kind == PipelineResult::Kind::kError && step.sqlstate == "PQ001") {
+      // A part was lost or an item is gone: nothing committed. Roll back and
+      // run again locking first (Finish).
+      f.again = true;
+      return absl::OkStatus();
+    }
+    if (step.kind == PipelineResult::Kind::kError) {
+      throw pqxx::sql_error(step.message, i == 2 ? "COMMIT" : "pipelined ack",
+                            step.sqlstate.c_str());
+    }
+  }
+  f.open = false;
+  f.out.acked = f.args.ack_ids;
+  const PipelineResult& rows = res[1];
+  if (f.claim) f.out.next.reserve(rows.size());
+  for (int row = 0; f.claim && row < rows.size(); ++row) {
+    if (rows.is_null(row, 0)) continue;  // the claim's one row of NULLs
+    absl::StatusOr<Item> item =
+        ItemFromBinary(rows, row, f.claim->parts[0].part, f.claim->parts[0].epoch);
+    // Cannot happen (the server wrote these columns); the item stays ready
+    // in the database and is claimed again.
+    if (!item.ok()) continue;
+    f.out.next.push_back(*std::move(item));
+  }
+  if (chain && (f.out.next.empty() || settings_failed)) {
+    // Nothing to run in the transaction the COMMIT began: end it, so the
+    // next batch's transaction does not start with a stale now(). The ack
+    // has committed; a failure here only costs the connection.
+    try {
+      f.tx->exec("ROLLBACK");
+    } catch (...) {
+      f.drop = true;
+    }
+  } else {
+    begun_ = chain;
+  }
+  f.out.next_begun = chain && !f.out.next.empty() && !settings_failed;
+  return absl::OkStatus();
+}
+
+absl::Status PgStore::FinishGeneral(FinishAttempt& f) {
+  if (f.claim) {
+    absl::StatusOr<ClaimArgs> c = MakeClaimArgs(*f.claim);
+    if (!c.ok()) return c.status();
+    f.next = *std::move(c);
+  }
+  const OutcomeArgs& a = f.args;
+  FinishRows rows;
+  bool claimed_rows = false;
+  if (f.outcomes > 0 || f.next) {
+    RunFinishStatement(f, &rows);
+    absl::Status st = ReadFinishRows(rows, f, &claimed_rows);
+    if (!st.ok() || f.again) return st;
+  }
+  if (f.out.acked.size() != a.ack_ids.size() ||
+      f.out.retried.size() + f.out.dead.size() != a.o_ids.size()) {
+    if (!f.lock_first) {
+      f.again = true;  // look which are still there, then run those only
+      return absl::OkStatus();
+    }
+    // The fence found these rows and only this session touches them while it
+    // holds their parts, so a row gone since means two Finish calls raced for
+    // one item. Write nothing.
+    return absl::AbortedError(
+        absl::StrCat("finish: ",
+                     a.ack_ids.size() + a.o_ids.size() - f.out.acked.size() - f.out.retried.size() -
+                         f.out.dead.size(),
+                     " of ", a.ack_ids.size() + a.o_ids.size(),
+                     " items were no longer there (finished concurrently?); nothing was written"));
+  }
+  if (f.grouped) CountInGroups(*f.tx, f.request.queue, f.given, f.out);
+  const bool chain = f.request.begin_next && claimed_rows;
+  try {
+    f.tx->exec(!chain                        ? "COMMIT"
+               : options_.transaction_pooler ? absl::StrCat("COMMIT; ", BeginSql(true))
+                                             : "COMMIT; BEGIN");
+  } catch (const pqxx::broken_connection& e) {
+    f.open = false;
+    throw pqxx::in_doubt_error(e.what());
+  }
+  f.open = false;
+  begun_ = chain;
+  f.out.next_begun = chain;
+  // The claimed items are read only now: the server waits for nothing while
+  // the client turns a hundred rows into Items.
+  if (claimed_rows) {
+    rows.Each([&](const auto& row) {
+      if (row.get(0) != "c") return;
+      absl::StatusOr<Item> item = ItemFromCells(row, 1);
+      // Cannot happen (the server wrote the payload's text form); the item
+      // stays ready in the database and is claimed again.
+      if (item.ok()) f.out.next.push_back(*std::move(item));
+    });
+  }
+  return absl::OkStatus();
+}
+
+void PgStore::RunFinishStatement(FinishAttempt& f, FinishRows* rows) {
+  const FinishRequest& request = f.request;
+  const std::optional<ClaimArgs>& next = f.next;
+  const OutcomeArgs& a = f.args;
+  pqxx::nontransaction& tx = *f.tx;
+  const std::string ctids = CtidArray(a.ack_locators);
+  auto exec = [&](const char* name, auto&&... args) { return Exec(tx, name, args...); };
+  // The lean statement (pg_store_sql.cc, AckCtes), if every item is acked
+  // and every row located by its claim.
+  const bool lean = !f.lock_first && a.o_ids.empty() && f.located;
+  std::vector<int64_t> result_ids;
+  std::vector<std::optional<std::string>> results;
+  for (size_t i = 0; lean && i < a.ack_ids.size(); ++i) {
+    if (a.ack_results[i]) {
+      result_ids.push_back(a.ack_ids[i]);
+      results.push_back(a.ack_results[i]);
+    }
+  }
+  if (lean && next && !next->fair && next->key_bound != 0) {
+    // With a key bound: the plan the planner picks (PgStore::Claim).
+    rows->r = ExecClaimForm(exec, *next, "ack_claim", request.queue, request.session.value,
+                            IntArray(f.parts), IntArray(f.epochs), IntArray(a.ack_ids), ctids,
+                            IntArray(result_ids), TextArray(results), next->parts, next->epochs,
+                            next->after_prio, next->after_id, next->limits, next->key_bound,
+                            next->suspect, next->fly_parts, next->fly_ids, next->limit,
+                            next->cursor_prio, next->cursor_id, next->records, next->behind);
+  } else if (lean && next) {
+    // After kPlanGuard, as the claims are (PgStore::Claim says why): its
+    // settings last to the COMMIT, after the handler's statements.
+    std::vector<std::optional<std::string>> params = {request.queue,        request.session.value,
+                                                      IntArray(f.parts),    IntArray(f.epochs),
+                                                      IntArray(a.ack_ids),  ctids,
+                                                      IntArray(result_ids), TextArray(results)};
+    AppendClaimParams(*next, &params);
+    rows->guarded = RunGuarded(pipeline_, *conn_,
+                               next->fair ? kPipelinedLeanAckClaimFair : kPipelinedLeanAckClaim,
+                               std::move(params));
+  } else if (lean) {
+    rows->r =
+        Exec(tx, "ack", request.queue, request.session.value, IntArray(f.parts), IntArray(f.epochs),
+             IntArray(a.ack_ids), ctids, IntArray(result_ids), TextArray(results));
+  } else if (next && (next->fair || next->key_bound == 0)) {
+    // The general form after kPlanGuard too (PipelinedStatements says why);
+    // with a key bound, the plan the planner picks, as above.
+    std::vector<std::optional<std::string>> params =
+        FinishParams(request, f.parts, f.epochs, a, ctids);
+    AppendClaimParams(*next, &params);
+    rows->guarded = RunGuarded(pipeline_, *conn_,
+                               next->fair ? kPipelinedFinishClaimFair : kPipelinedFinishClaim,
+                               std::move(params));
+  } else if (next) {
+    rows->r = ExecClaimForm(exec, *next, "finish_claim", request.queue, request.session.value,
+                            IntArray(f.parts), IntArray(f.epochs), IntArray(a.ack_ids),
+                            IntArray(a.ack_parts), ctids, TextArray(a.ack_results),
+                            IntArray(a.o_ids), IntArray(a.o_parts), BoolArray(a.o_dead),
+                            IntArray(a.o_delays), BoolArray(a.o_refund), TextArray(a.o_errors),
+                            std::max(1, request.max_attempts), next->parts, next->epochs,
+                            next->after_prio, next->after_id, next->limits, next->key_bound,
+                            next->suspect, next->fly_parts, next->fly_ids, next->limit,
+                            next->cursor_prio, next->cursor_id, next->records, next->behind);
+  } else {
+    rows->guarded = RunGuarded(pipeline_, *conn_, kPipelinedFinish,
+                               FinishParams(request, f.parts, f.epochs, a, ctids));
+  }
 }
 
 // --- item state -----------------------------------------------------------------------
