@@ -380,6 +380,280 @@ void WarnOfNamesThatDifferInCase(Store& store, const std::string& name) {
   }
 }
 
+// QueueConfig in --json (`queue list`, `status`).
+nlohmann::json QueueJson(const QueueConfig& q) {
+  return {{"name", q.name},
+          {"parts", q.parts},
+          {"assignment", AssignmentName(q.assignment)},
+          {"session_ttl_seconds", absl::ToDoubleSeconds(q.session_ttl)},
+          {"max_attempts", q.max_attempts},
+          {"ordered", q.ordered},
+          {"dlq_topic", DlqTopicJson(q)},
+          {"paused", q.paused},
+          {"rate_per_second", q.rate ? nlohmann::json(*q.rate) : nullptr},
+          {"fair_by", FairByName(q.fair_by)},
+          {"key_concurrency", KeyConcurrencyJson(q)}};
+}
+
+// `queue create`'s flags as a QueueConfig named `name`, not yet validated
+// as a whole.
+absl::StatusOr<QueueConfig> QueueFromFlags(const Args& args, const std::string& name) {
+  QueueConfig q;
+  q.name = name;
+  auto parts = args.Int("parts", 0, 1, 4096);
+  if (!parts.ok()) return parts.status();
+  q.parts = static_cast<int>(*parts);
+  const std::string assignment = args.GetOr("assignment", "lexical");
+  if (assignment == "lexical") {
+    q.assignment = AssignmentKind::kLexical;
+  } else if (assignment == "sticky") {
+    q.assignment = AssignmentKind::kSticky;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--assignment must be lexical or sticky (got ", Quoted(assignment), ")"));
+  }
+  auto attempts = args.Int("max-attempts", q.max_attempts, 1, 1000);
+  if (!attempts.ok()) return attempts.status();
+  q.max_attempts = static_cast<int>(*attempts);
+  auto ttl = args.Duration("session-ttl", q.session_ttl, absl::Milliseconds(100), absl::Hours(24));
+  if (!ttl.ok()) return ttl.status();
+  q.session_ttl = *ttl;
+  q.ordered = args.Has("ordered");
+  auto dlq = DlqTopicFlag(args);
+  if (!dlq.ok()) return dlq.status();
+  q.dlq_topic = *dlq;
+  auto rate = RateFlag(args);
+  if (!rate.ok()) return rate.status();
+  q.rate = *rate;
+  auto fair_by = FairByFlag(args);
+  if (!fair_by.ok()) return fair_by.status();
+  q.fair_by = *fair_by;
+  auto key_concurrency = KeyConcurrencyFlag(args);
+  if (!key_concurrency.ok()) return key_concurrency.status();
+  q.key_concurrency = *key_concurrency;
+  return q;
+}
+
+int QueueCreate(const Args& args) {
+  const auto& pos = args.positional();
+  if (auto u =
+          WrongPositionals(pos, 1, {"NAME"}, "usage: partq queue create NAME --parts N [...]")) {
+    return *u;
+  }
+  if (!args.Has("parts")) {
+    return Usage("queue create needs --parts N (1..4096), e.g. partq queue create " + pos[1] +
+                 " --parts 8");
+  }
+  auto q = QueueFromFlags(args, pos[1]);
+  if (!q.ok()) return Fail(q.status());
+  if (absl::Status st = ValidateQueueConfig(*q); !st.ok()) return Fail(st);
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  if (absl::Status st = (*store)->CreateQueue(*q); !st.ok()) {
+    if (!absl::IsAlreadyExists(st)) return Fail(st);
+    auto existing = (*store)->GetQueue(q->name);
+    if (!existing.ok()) return Fail(existing.status());
+    return CreateExisting(args, *q, *existing);
+  }
+  printf("created queue \"%s\": %s\n", q->name.c_str(), Settings(*q).c_str());
+  WarnOfNamesThatDifferInCase(**store, q->name);
+  return 0;
+}
+
+// `queue set NAME --parts N`.
+int QueueSetParts(const Args& args, const std::string& name) {
+  // What it can grow to depends on the current count: the store says.
+  auto parts = args.Int("parts", 0, 1, 4096);
+  if (!parts.ok()) return Fail(parts.status());
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  auto before = (*store)->GrowParts(name, static_cast<int>(*parts));
+  if (!before.ok()) return Fail(before.status());
+  if (*before == *parts) {
+    printf("queue \"%s\" has %d parts already\n", name.c_str(), *before);
+  } else {
+    printf(
+        "queue \"%s\" grew from %d to %lld parts: its workers rebalance onto them; "
+        "items enqueued before run in their old parts (an ordered queue's keys in order)\n",
+        name.c_str(), *before, static_cast<long long>(*parts));
+  }
+  return 0;
+}
+
+// `queue set NAME --fair-by key|none`.
+int QueueSetFairBy(const Args& args, const std::string& name) {
+  auto fair_by = FairByFlag(args);
+  if (!fair_by.ok()) return Fail(fair_by.status());
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  if (absl::Status st = (*store)->SetFairBy(name, *fair_by); !st.ok()) return Fail(st);
+  // Workers read it when they start (QueueConfig::fair_by).
+  if (*fair_by == FairBy::kKey) {
+    printf(
+        "queue \"%s\": each part's owner serves its keys in turn (workers started from "
+        "now on)\n",
+        name.c_str());
+  } else {
+    printf("queue \"%s\": no fair share (workers started from now on)\n", name.c_str());
+  }
+  return 0;
+}
+
+// `queue set NAME --key-concurrency N|none`.
+int QueueSetKeyConcurrency(const Args& args, const std::string& name) {
+  auto n = KeyConcurrencyFlag(args);
+  if (!n.ok()) return Fail(n.status());
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  if (absl::Status st = (*store)->SetKeyConcurrency(name, *n); !st.ok()) return Fail(st);
+  // Workers read it when they start (QueueConfig::key_concurrency).
+  if (*n > 0) {
+    printf(
+        "queue \"%s\": at most %d items of a key in flight at once (workers started from "
+        "now on)\n",
+        name.c_str(), *n);
+  } else {
+    printf("queue \"%s\": no key concurrency bound (workers started from now on)\n", name.c_str());
+  }
+  return 0;
+}
+
+// `queue set NAME --rate N/s|none`.
+int QueueSetRate(const Args& args, const std::string& name) {
+  auto rate = RateFlag(args);
+  if (!rate.ok()) return Fail(rate.status());
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  if (absl::Status st = (*store)->SetRate(name, *rate); !st.ok()) return Fail(st);
+  if (*rate) {
+    printf(
+        "queue \"%s\": its workers claim at most %s in all (each part's owner its part's "
+        "share)\n",
+        name.c_str(), RateText(*rate).c_str());
+  } else {
+    printf("queue \"%s\": no rate limit\n", name.c_str());
+  }
+  return 0;
+}
+
+// `queue set NAME --dlq-topic TOPIC|''`.
+int QueueSetDlqTopic(const Args& args, const std::string& name) {
+  auto dlq = DlqTopicFlag(args);
+  if (!dlq.ok()) return Fail(dlq.status());
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  if (absl::Status st = (*store)->SetDeadLetterTopic(name, *dlq); !st.ok()) return Fail(st);
+  if (*dlq) {
+    printf("queue \"%s\": dead-lettered items go to topic %s\n", name.c_str(),
+           dlq->value().c_str());
+  } else {
+    printf("queue \"%s\": no dead-letter topic\n", name.c_str());
+  }
+  return 0;
+}
+
+int QueueSet(const Args& args) {
+  // Only settings that can change under a running group: the part count
+  // (it grows), the dead-letter topic, the rate limit, fair share and key
+  // concurrency; assignment and ordering are fixed at creation.
+  const auto& pos = args.positional();
+  if (auto u = WrongPositionals(pos, 1, {"NAME"},
+                                "usage: partq queue set NAME --parts N | --dlq-topic TOPIC|'' | "
+                                "--rate N/s|none | --fair-by key|none | "
+                                "--key-concurrency N|none")) {
+    return *u;
+  }
+  for (const char* fixed : {"assignment", "max-attempts", "session-ttl", "ordered"}) {
+    if (args.Has(fixed)) {
+      return Usage(
+          absl::StrCat("queue set cannot change --", fixed, " (fixed when the queue is created)"));
+    }
+  }
+  const int settings = args.Has("parts") + args.Has("dlq-topic") + args.Has("rate") +
+                       args.Has("fair-by") + args.Has("key-concurrency");
+  if (settings == 0) {
+    return Usage(
+        "queue set needs a setting to change: --parts N (a multiple of the current count), "
+        "--dlq-topic TOPIC (or '' for none), --rate N/s (or none), --fair-by key (or none), "
+        "--key-concurrency N (or none)");
+  }
+  if (settings > 1) return Usage("queue set changes one setting at a time");
+  if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
+  if (args.Has("parts")) return QueueSetParts(args, pos[1]);
+  if (args.Has("fair-by")) return QueueSetFairBy(args, pos[1]);
+  if (args.Has("key-concurrency")) return QueueSetKeyConcurrency(args, pos[1]);
+  if (args.Has("rate")) return QueueSetRate(args, pos[1]);
+  return QueueSetDlqTopic(args, pos[1]);
+}
+
+// `queue pause NAME` (`pause`) and `queue resume NAME`.
+int QueuePauseOrResume(const Args& args, bool pause) {
+  // A flag on the queue row and a group notice: workers stop (or start)
+  // claiming at once with LISTEN, at their next group read (every second)
+  // without; what they hold runs to its end, their parts and heartbeats stay.
+  const auto& pos = args.positional();
+  if (auto u = WrongPositionals(pos, 1, {"NAME"},
+                                absl::StrCat("usage: partq queue ", pos[0], " NAME"))) {
+    return *u;
+  }
+  if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  if (absl::Status st = (*store)->SetPaused(pos[1], pause); !st.ok()) return Fail(st);
+  printf(pause ? "queue \"%s\" paused: its workers claim nothing until `partq queue resume`\n"
+               : "queue \"%s\" resumed\n",
+         pos[1].c_str());
+  return 0;
+}
+
+int QueueList(const Args& args) {
+  if (auto u = WrongPositionals(args.positional(), 1, {}, "usage: partq queue list")) return *u;
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  auto queues = (*store)->ListQueues();
+  if (!queues.ok()) return Fail(queues.status());
+  if (args.Has("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& q : *queues) out.push_back(QueueJson(q));
+    PrintJson(out.dump(2));
+    return 0;
+  }
+  printf("%-32s %6s %-10s %10s %12s %-7s %-6s %-10s %-7s %-8s %s\n", "NAME", "PARTS", "ASSIGNMENT",
+         "TTL", "MAX_ATTEMPTS", "ORDERED", "PAUSED", "RATE", "FAIR_BY", "KEY_CONC", "DLQ_TOPIC");
+  for (const auto& q : *queues) {
+    printf("%-32s %6d %-10s %10s %12d %-7s %-6s %-10s %-7s %-8s %s\n", q.name.c_str(), q.parts,
+           AssignmentName(q.assignment), absl::FormatDuration(q.session_ttl).c_str(),
+           q.max_attempts, q.ordered ? "yes" : "no", q.paused ? "yes" : "no",
+           q.rate ? RateText(q.rate).c_str() : "-",
+           q.fair_by != FairBy::kNone ? FairByName(q.fair_by) : "-",
+           q.key_concurrency > 0 ? absl::StrCat(q.key_concurrency).c_str() : "-",
+           q.dlq_topic ? q.dlq_topic->c_str() : "-");
+  }
+  return 0;
+}
+
+int QueueDelete(const Args& args) {
+  // Without --force the store refuses a queue that still holds work, in
+  // the transaction that would delete it, and says what it holds.
+  const auto& pos = args.positional();
+  if (auto u = WrongPositionals(pos, 1, {"NAME"}, "usage: partq queue delete NAME [--force]")) {
+    return *u;
+  }
+  const bool force = args.Has("force");
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  auto deleted =
+      (*store)->DeleteQueue(pos[1], force ? QueueContents::kDelete : QueueContents::kRefuse);
+  if (!deleted.ok()) return Fail(deleted.status());
+  if (force) {
+    printf("deleted queue \"%s\" with %s and %s\n", pos[1].c_str(),
+           Count(deleted->items, "item").c_str(), Count(deleted->dead_items, "dead item").c_str());
+  } else {
+    printf("deleted queue \"%s\"\n", pos[1].c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int CmdQueue(const std::vector<std::string>& argv) {
@@ -395,246 +669,11 @@ int CmdQueue(const std::vector<std::string>& argv) {
   }
   const std::string& sub = pos[0];
   if (args->Has("force") && sub != "delete") return Usage("--force goes with queue delete");
-  if (sub == "create") {
-    if (auto u =
-            WrongPositionals(pos, 1, {"NAME"}, "usage: partq queue create NAME --parts N [...]")) {
-      return *u;
-    }
-    if (!args->Has("parts")) {
-      return Usage("queue create needs --parts N (1..4096), e.g. partq queue create " + pos[1] +
-                   " --parts 8");
-    }
-    QueueConfig q;
-    q.name = pos[1];
-    auto parts = args->Int("parts", 0, 1, 4096);
-    if (!parts.ok()) return Fail(parts.status());
-    q.parts = static_cast<int>(*parts);
-    const std::string assignment = args->GetOr("assignment", "lexical");
-    if (assignment == "lexical") {
-      q.assignment = AssignmentKind::kLexical;
-    } else if (assignment == "sticky") {
-      q.assignment = AssignmentKind::kSticky;
-    } else {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--assignment must be lexical or sticky (got ", Quoted(assignment), ")")));
-    }
-    auto attempts = args->Int("max-attempts", q.max_attempts, 1, 1000);
-    if (!attempts.ok()) return Fail(attempts.status());
-    q.max_attempts = static_cast<int>(*attempts);
-    auto ttl =
-        args->Duration("session-ttl", q.session_ttl, absl::Milliseconds(100), absl::Hours(24));
-    if (!ttl.ok()) return Fail(ttl.status());
-    q.session_ttl = *ttl;
-    q.ordered = args->Has("ordered");
-    auto dlq = DlqTopicFlag(*args);
-    if (!dlq.ok()) return Fail(dlq.status());
-    q.dlq_topic = *dlq;
-    auto rate = RateFlag(*args);
-    if (!rate.ok()) return Fail(rate.status());
-    q.rate = *rate;
-    auto fair_by = FairByFlag(*args);
-    if (!fair_by.ok()) return Fail(fair_by.status());
-    q.fair_by = *fair_by;
-    auto key_concurrency = KeyConcurrencyFlag(*args);
-    if (!key_concurrency.ok()) return Fail(key_concurrency.status());
-    q.key_concurrency = *key_concurrency;
-    if (absl::Status st = ValidateQueueConfig(q); !st.ok()) return Fail(st);
-    auto store = ConnectChecked(*args);
-    if (!store.ok()) return Fail(store.status());
-    if (absl::Status st = (*store)->CreateQueue(q); !st.ok()) {
-      if (!absl::IsAlreadyExists(st)) return Fail(st);
-      auto existing = (*store)->GetQueue(q.name);
-      if (!existing.ok()) return Fail(existing.status());
-      return CreateExisting(*args, q, *existing);
-    }
-    printf("created queue \"%s\": %s\n", q.name.c_str(), Settings(q).c_str());
-    WarnOfNamesThatDifferInCase(**store, q.name);
-    return 0;
-  }
-  if (sub == "set") {
-    // Only settings that can change under a running group: the part count
-    // (it grows), the dead-letter topic, the rate limit, fair share and key
-    // concurrency; assignment and ordering are fixed at creation.
-    if (auto u = WrongPositionals(pos, 1, {"NAME"},
-                                  "usage: partq queue set NAME --parts N | --dlq-topic TOPIC|'' | "
-                                  "--rate N/s|none | --fair-by key|none | "
-                                  "--key-concurrency N|none")) {
-      return *u;
-    }
-    for (const char* fixed : {"assignment", "max-attempts", "session-ttl", "ordered"}) {
-      if (args->Has(fixed)) {
-        return Usage(absl::StrCat("queue set cannot change --", fixed,
-                                  " (fixed when the queue is created)"));
-      }
-    }
-    const int settings = args->Has("parts") + args->Has("dlq-topic") + args->Has("rate") +
-                         args->Has("fair-by") + args->Has("key-concurrency");
-    if (settings == 0) {
-      return Usage(
-          "queue set needs a setting to change: --parts N (a multiple of the current count), "
-          "--dlq-topic TOPIC (or '' for none), --rate N/s (or none), --fair-by key (or none), "
-          "--key-concurrency N (or none)");
-    }
-    if (settings > 1) return Usage("queue set changes one setting at a time");
-    if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
-    if (args->Has("parts")) {
-      // What it can grow to depends on the current count: the store says.
-      auto parts = args->Int("parts", 0, 1, 4096);
-      if (!parts.ok()) return Fail(parts.status());
-      auto store = ConnectChecked(*args);
-      if (!store.ok()) return Fail(store.status());
-      auto before = (*store)->GrowParts(pos[1], static_cast<int>(*parts));
-      if (!before.ok()) return Fail(before.status());
-      if (*before == *parts) {
-        printf("queue \"%s\" has %d parts already\n", pos[1].c_str(), *before);
-      } else {
-        printf(
-            "queue \"%s\" grew from %d to %lld parts: its workers rebalance onto them; "
-            "items enqueued before run in their old parts (an ordered queue's keys in order)\n",
-            pos[1].c_str(), *before, static_cast<long long>(*parts));
-      }
-      return 0;
-    }
-    if (args->Has("fair-by")) {
-      auto fair_by = FairByFlag(*args);
-      if (!fair_by.ok()) return Fail(fair_by.status());
-      auto store = ConnectChecked(*args);
-      if (!store.ok()) return Fail(store.status());
-      if (absl::Status st = (*store)->SetFairBy(pos[1], *fair_by); !st.ok()) return Fail(st);
-      // Workers read it when they start (QueueConfig::fair_by).
-      if (*fair_by == FairBy::kKey) {
-        printf(
-            "queue \"%s\": each part's owner serves its keys in turn (workers started from "
-            "now on)\n",
-            pos[1].c_str());
-      } else {
-        printf("queue \"%s\": no fair share (workers started from now on)\n", pos[1].c_str());
-      }
-      return 0;
-    }
-    if (args->Has("key-concurrency")) {
-      auto n = KeyConcurrencyFlag(*args);
-      if (!n.ok()) return Fail(n.status());
-      auto store = ConnectChecked(*args);
-      if (!store.ok()) return Fail(store.status());
-      if (absl::Status st = (*store)->SetKeyConcurrency(pos[1], *n); !st.ok()) return Fail(st);
-      // Workers read it when they start (QueueConfig::key_concurrency).
-      if (*n > 0) {
-        printf(
-            "queue \"%s\": at most %d items of a key in flight at once (workers started from "
-            "now on)\n",
-            pos[1].c_str(), *n);
-      } else {
-        printf("queue \"%s\": no key concurrency bound (workers started from now on)\n",
-               pos[1].c_str());
-      }
-      return 0;
-    }
-    if (args->Has("rate")) {
-      auto rate = RateFlag(*args);
-      if (!rate.ok()) return Fail(rate.status());
-      auto store = ConnectChecked(*args);
-      if (!store.ok()) return Fail(store.status());
-      if (absl::Status st = (*store)->SetRate(pos[1], *rate); !st.ok()) return Fail(st);
-      if (*rate) {
-        printf("queue \"%s\": its workers claim at most %s in all (each part's owner its part's "
-               "share)\n",
-               pos[1].c_str(), RateText(*rate).c_str());
-      } else {
-        printf("queue \"%s\": no rate limit\n", pos[1].c_str());
-      }
-      return 0;
-    }
-    auto dlq = DlqTopicFlag(*args);
-    if (!dlq.ok()) return Fail(dlq.status());
-    auto store = ConnectChecked(*args);
-    if (!store.ok()) return Fail(store.status());
-    if (absl::Status st = (*store)->SetDeadLetterTopic(pos[1], *dlq); !st.ok()) return Fail(st);
-    if (*dlq) {
-      printf("queue \"%s\": dead-lettered items go to topic %s\n", pos[1].c_str(),
-             dlq->value().c_str());
-    } else {
-      printf("queue \"%s\": no dead-letter topic\n", pos[1].c_str());
-    }
-    return 0;
-  }
-  if (sub == "pause" || sub == "resume") {
-    // A flag on the queue row and a group notice: workers stop (or start)
-    // claiming at once with LISTEN, at their next group read (every second)
-    // without; what they hold runs to its end, their parts and heartbeats stay.
-    if (auto u = WrongPositionals(pos, 1, {"NAME"}, absl::StrCat("usage: partq queue ", sub,
-                                                                 " NAME"))) {
-      return *u;
-    }
-    if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
-    auto store = ConnectChecked(*args);
-    if (!store.ok()) return Fail(store.status());
-    const bool pause = sub == "pause";
-    if (absl::Status st = (*store)->SetPaused(pos[1], pause); !st.ok()) return Fail(st);
-    printf(pause ? "queue \"%s\" paused: its workers claim nothing until `partq queue resume`\n"
-                 : "queue \"%s\" resumed\n",
-           pos[1].c_str());
-    return 0;
-  }
-  if (sub == "list") {
-    if (auto u = WrongPositionals(pos, 1, {}, "usage: partq queue list")) return *u;
-    auto store = ConnectChecked(*args);
-    if (!store.ok()) return Fail(store.status());
-    auto queues = (*store)->ListQueues();
-    if (!queues.ok()) return Fail(queues.status());
-    if (args->Has("json")) {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& q : *queues) {
-        out.push_back({{"name", q.name},
-                       {"parts", q.parts},
-                       {"assignment", AssignmentName(q.assignment)},
-                       {"session_ttl_seconds", absl::ToDoubleSeconds(q.session_ttl)},
-                       {"max_attempts", q.max_attempts},
-                       {"ordered", q.ordered},
-                       {"dlq_topic", DlqTopicJson(q)},
-                       {"paused", q.paused},
-                       {"rate_per_second", q.rate ? nlohmann::json(*q.rate) : nullptr},
-                       {"fair_by", FairByName(q.fair_by)},
-                       {"key_concurrency", KeyConcurrencyJson(q)}});
-      }
-      PrintJson(out.dump(2));
-      return 0;
-    }
-    printf("%-32s %6s %-10s %10s %12s %-7s %-6s %-10s %-7s %-8s %s\n", "NAME", "PARTS",
-           "ASSIGNMENT", "TTL", "MAX_ATTEMPTS", "ORDERED", "PAUSED", "RATE", "FAIR_BY", "KEY_CONC",
-           "DLQ_TOPIC");
-    for (const auto& q : *queues) {
-      printf("%-32s %6d %-10s %10s %12d %-7s %-6s %-10s %-7s %-8s %s\n", q.name.c_str(), q.parts,
-             AssignmentName(q.assignment), absl::FormatDuration(q.session_ttl).c_str(),
-             q.max_attempts, q.ordered ? "yes" : "no", q.paused ? "yes" : "no",
-             q.rate ? RateText(q.rate).c_str() : "-",
-             q.fair_by != FairBy::kNone ? FairByName(q.fair_by) : "-",
-             q.key_concurrency > 0 ? absl::StrCat(q.key_concurrency).c_str() : "-",
-             q.dlq_topic ? q.dlq_topic->c_str() : "-");
-    }
-    return 0;
-  }
-  if (sub == "delete") {
-    // Without --force the store refuses a queue that still holds work, in
-    // the transaction that would delete it, and says what it holds.
-    if (auto u = WrongPositionals(pos, 1, {"NAME"}, "usage: partq queue delete NAME [--force]")) {
-      return *u;
-    }
-    const bool force = args->Has("force");
-    auto store = ConnectChecked(*args);
-    if (!store.ok()) return Fail(store.status());
-    auto deleted =
-        (*store)->DeleteQueue(pos[1], force ? QueueContents::kDelete : QueueContents::kRefuse);
-    if (!deleted.ok()) return Fail(deleted.status());
-    if (force) {
-      printf("deleted queue \"%s\" with %s and %s\n", pos[1].c_str(),
-             Count(deleted->items, "item").c_str(),
-             Count(deleted->dead_items, "dead item").c_str());
-    } else {
-      printf("deleted queue \"%s\"\n", pos[1].c_str());
-    }
-    return 0;
-  }
+  if (sub == "create") return QueueCreate(*args);
+  if (sub == "set") return QueueSet(*args);
+  if (sub == "pause" || sub == "resume") return QueuePauseOrResume(*args, sub == "pause");
+  if (sub == "list") return QueueList(*args);
+  if (sub == "delete") return QueueDelete(*args);
   return Usage(absl::StrCat("unknown queue subcommand ", Quoted(sub),
                             " (create, set, pause, resume, list, delete)"));
 }
