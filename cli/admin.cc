@@ -990,89 +990,73 @@ int CmdCancel(const std::vector<std::string>& argv) {
   return status;
 }
 
-int CmdStatus(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, ConnectionFlags(), {"json", "parts"});
-  if (!args.ok()) return Fail(args.status());
-  if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
-                                "usage: partq status QUEUE [--parts] [--json]")) {
-    return *u;
+namespace {
+
+bool SessionExpired(const SessionInfo& s) { return !SessionLive(s.expires_in); }
+
+// `status --json`.
+void PrintStatusJson(const QueueStatus& st, const QueueTotals& t) {
+  nlohmann::json out;
+  out["queue"] = QueueJson(st.config);
+  out["totals"] = {{"ready", t.ready},
+                   {"delayed", t.delayed},
+                   {"held", t.held},
+                   {"in_flight", t.in_flight},
+                   {"in_flight_unowned", t.in_flight_unowned},
+                   {"dead", t.dead},
+                   {"cancelled", t.cancelled},
+                   {"dead_last_minute", t.dead_last_minute},
+                   {"dead_per_second_last_minute", t.dead_last_minute / 60.0},
+                   {"unowned_parts", t.unowned_parts},
+                   {"live_sessions", t.live_sessions},
+                   {"expired_sessions", t.expired_sessions},
+                   {"oldest_ready_age_seconds", absl::ToDoubleSeconds(t.oldest_ready_age)}};
+  out["sessions"] = nlohmann::json::array();
+  for (const auto& s : st.sessions) {
+    out["sessions"].push_back(
+        {{"id", s.id.value},
+         {"instance_id", s.instance_id},
+         {"host", s.host},
+         {"pid", s.pid},
+         {"since_heartbeat_seconds", absl::ToDoubleSeconds(s.since_heartbeat)},
+         {"expires_in_seconds", absl::ToDoubleSeconds(s.expires_in)},
+         {"expired", SessionExpired(s)},
+         {"parts_owned", s.parts_owned}});
   }
-  auto store = ConnectChecked(*args);
-  if (!store.ok()) return Fail(store.status());
-  auto st = (*store)->Status(args->positional()[0]);
-  if (!st.ok()) return Fail(st.status());
-  const QueueTotals t = SumUp(*st);
-  auto expired = [](const SessionInfo& s) { return !SessionLive(s.expires_in); };
-  if (args->Has("json")) {
-    nlohmann::json out;
-    out["queue"] = {
-        {"name", st->config.name},
-        {"parts", st->config.parts},
-        {"assignment", AssignmentName(st->config.assignment)},
-        {"session_ttl_seconds", absl::ToDoubleSeconds(st->config.session_ttl)},
-        {"max_attempts", st->config.max_attempts},
-        {"ordered", st->config.ordered},
-        {"dlq_topic", DlqTopicJson(st->config)},
-        {"paused", st->config.paused},
-        {"rate_per_second", st->config.rate ? nlohmann::json(*st->config.rate) : nullptr},
-        {"fair_by", FairByName(st->config.fair_by)},
-        {"key_concurrency", KeyConcurrencyJson(st->config)}};
-    out["totals"] = {{"ready", t.ready},
-                     {"delayed", t.delayed},
-                     {"held", t.held},
-                     {"in_flight", t.in_flight},
-                     {"in_flight_unowned", t.in_flight_unowned},
-                     {"dead", t.dead},
-                     {"cancelled", t.cancelled},
-                     {"dead_last_minute", t.dead_last_minute},
-                     {"dead_per_second_last_minute", t.dead_last_minute / 60.0},
-                     {"unowned_parts", t.unowned_parts},
-                     {"live_sessions", t.live_sessions},
-                     {"expired_sessions", t.expired_sessions},
-                     {"oldest_ready_age_seconds", absl::ToDoubleSeconds(t.oldest_ready_age)}};
-    out["sessions"] = nlohmann::json::array();
-    for (const auto& s : st->sessions) {
-      out["sessions"].push_back(
-          {{"id", s.id.value},
-           {"instance_id", s.instance_id},
-           {"host", s.host},
-           {"pid", s.pid},
-           {"since_heartbeat_seconds", absl::ToDoubleSeconds(s.since_heartbeat)},
-           {"expires_in_seconds", absl::ToDoubleSeconds(s.expires_in)},
-           {"expired", expired(s)},
-           {"parts_owned", s.parts_owned}});
-    }
-    out["parts"] = nlohmann::json::array();
-    for (const auto& p : st->parts) {
-      out["parts"].push_back(
-          {{"part", p.part},
-           {"owner", p.owner ? nlohmann::json(p.owner->value) : nlohmann::json()},
-           {"epoch", p.epoch.value},
-           {"ready", p.ready},
-           {"delayed", p.delayed},
-           {"held", p.held},
-           {"in_flight", p.in_flight},
-           {"dead", p.dead},
-           {"dead_last_minute", p.dead_last_minute},
-           {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
-    }
-    out["throughput"] = console::ThroughputJson(*st, st->throughput);
-    out["groups"] = {{"held", st->groups.held},
-                     {"started", st->groups.started},
-                     {"ended", st->groups.ended},
-                     {"pending_items", st->groups.pending}};
-    if (st->horizon) {
-      out["vacuum_horizon"] = {{"holder", st->horizon->holder},
-                               {"who", st->horizon->who},
-                               {"age_seconds", absl::ToDoubleSeconds(st->horizon->age)},
-                               {"age_xids", st->horizon->xid_age}};
-    } else {
-      out["vacuum_horizon"] = nullptr;
-    }
-    PrintJson(out.dump(2));
-    return 0;
+  out["parts"] = nlohmann::json::array();
+  for (const auto& p : st.parts) {
+    out["parts"].push_back(
+        {{"part", p.part},
+         {"owner", p.owner ? nlohmann::json(p.owner->value) : nlohmann::json()},
+         {"epoch", p.epoch.value},
+         {"ready", p.ready},
+         {"delayed", p.delayed},
+         {"held", p.held},
+         {"in_flight", p.in_flight},
+         {"dead", p.dead},
+         {"dead_last_minute", p.dead_last_minute},
+         {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
   }
-  const auto& c = st->config;
+  out["throughput"] = console::ThroughputJson(st, st.throughput);
+  out["groups"] = {{"held", st.groups.held},
+                   {"started", st.groups.started},
+                   {"ended", st.groups.ended},
+                   {"pending_items", st.groups.pending}};
+  if (st.horizon) {
+    out["vacuum_horizon"] = {{"holder", st.horizon->holder},
+                             {"who", st.horizon->who},
+                             {"age_seconds", absl::ToDoubleSeconds(st.horizon->age)},
+                             {"age_xids", st.horizon->xid_age}};
+  } else {
+    out["vacuum_horizon"] = nullptr;
+  }
+  PrintJson(out.dump(2));
+}
+
+// `status`'s lines on the queue as a whole: its settings, items and groups,
+// the last minute's rates, and what holds vacuum back.
+void PrintStatusSummary(const QueueStatus& st, const QueueTotals& t) {
+  const auto& c = st.config;
   printf("queue %s: %s\n", c.name.c_str(), Settings(c).c_str());
   if (c.paused) {
     printf("PAUSED: its workers claim nothing (partq queue resume %s)\n", c.name.c_str());
@@ -1087,7 +1071,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
                             "worker takes their parts)")
                    .c_str(),
          static_cast<long long>(t.dead), t.ready > 0 ? Seconds(t.oldest_ready_age).c_str() : "-");
-  const QueueStatus::GroupCounts& g = st->groups;
+  const QueueStatus::GroupCounts& g = st.groups;
   if (g.held + g.started + g.ended > 0) {
     printf("groups: %lld held (not started, %lld items), %lld started, %lld ended; %lld items "
            "pending in those not ended (partq group list %s)\n",
@@ -1100,7 +1084,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
   // counts (QueueStatus::throughput), so the figure is up to one heartbeat
   // behind (console::Rates says over what). Dead items carry the time they
   // died, so their own count is exact (for those still dead).
-  const FinishRates r = console::Rates(*st);
+  const FinishRates r = console::Rates(st);
   printf(
       "last minute: %.2f acked/s, %.2f failed/s (retried), %.2f dead-lettered/s by the %lld "
       "live worker(s), each over the minute before its last heartbeat (every %s); still dead "
@@ -1110,14 +1094,18 @@ int CmdStatus(const std::vector<std::string>& argv) {
       static_cast<long long>(t.dead_last_minute));
   // Said only when it matters: a worker's own transactions hold the horizon
   // for milliseconds all the time.
-  if (st->horizon &&
-      (st->horizon->age >= kHorizonWorthSaying || st->horizon->holder == "replication slot")) {
+  if (st.horizon &&
+      (st.horizon->age >= kHorizonWorthSaying || st.horizon->holder == "replication slot")) {
     printf(
         "vacuum held back for %s (%lld transactions) by %s %s: acked items' rows stay until it "
         "ends\n",
-        Seconds(st->horizon->age).c_str(), static_cast<long long>(st->horizon->xid_age),
-        st->horizon->holder.c_str(), st->horizon->who.c_str());
+        Seconds(st.horizon->age).c_str(), static_cast<long long>(st.horizon->xid_age),
+        st.horizon->holder.c_str(), st.horizon->who.c_str());
   }
+}
+
+// `status`'s sessions: how many live and expired, and a row each.
+void PrintSessions(const QueueStatus& st, const QueueTotals& t) {
   printf("\n%lld live session(s)", static_cast<long long>(t.live_sessions));
   if (t.expired_sessions > 0) {
     // Only a live member's heartbeat deletes an expired session (and frees
@@ -1127,24 +1115,23 @@ int CmdStatus(const std::vector<std::string>& argv) {
   }
   if (t.unowned_parts > 0) {
     printf("; %lld of %d parts have no live owner", static_cast<long long>(t.unowned_parts),
-           c.parts);
+           st.config.parts);
   }
   printf(":\n%-36s %-16s %-20s %7s %6s %10s %10s\n", "ID", "INSTANCE", "HOST", "PID", "PARTS",
          "HEARTBEAT", "EXPIRES_IN");
-  for (const auto& s : st->sessions) {
+  for (const auto& s : st.sessions) {
     printf("%-36s %-16s %-20s %7d %6d %10s %10s\n", PrintableUtf8(s.id.value).c_str(),
            s.instance_id.empty() ? "-" : PrintableUtf8(s.instance_id).c_str(),
-           PrintableUtf8(s.host).c_str(), s.pid,
-           s.parts_owned, Seconds(s.since_heartbeat).c_str(),
-           expired(s) ? "expired" : Seconds(s.expires_in).c_str());
+           PrintableUtf8(s.host).c_str(), s.pid, s.parts_owned, Seconds(s.since_heartbeat).c_str(),
+           SessionExpired(s) ? "expired" : Seconds(s.expires_in).c_str());
   }
-  if (static_cast<int>(st->parts.size()) > kPartsInFull && !args->Has("parts")) {
-    PrintPartsSummary(*st);
-    return 0;
-  }
+}
+
+// `status`'s parts, a row each.
+void PrintParts(const QueueStatus& st) {
   printf("\n%5s %-36s %8s %8s %8s %9s %6s %10s\n", "PART", "OWNER", "EPOCH", "READY", "DELAYED",
          "IN_FLIGHT", "DEAD", "OLDEST");
-  for (const auto& p : st->parts) {
+  for (const auto& p : st.parts) {
     printf("%5d %-36s %8lld %8lld %8lld %9lld %6lld %10s\n", p.part,
            p.owner ? PrintableUtf8(p.owner->value).c_str() : "(none)",
            static_cast<long long>(p.epoch.value),
@@ -1152,6 +1139,33 @@ int CmdStatus(const std::vector<std::string>& argv) {
            static_cast<long long>(p.in_flight), static_cast<long long>(p.dead),
            p.ready > 0 ? Seconds(p.oldest_ready_age).c_str() : "-");
   }
+}
+
+}  // namespace
+
+int CmdStatus(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, ConnectionFlags(), {"json", "parts"});
+  if (!args.ok()) return Fail(args.status());
+  if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
+                                "usage: partq status QUEUE [--parts] [--json]")) {
+    return *u;
+  }
+  auto store = ConnectChecked(*args);
+  if (!store.ok()) return Fail(store.status());
+  auto st = (*store)->Status(args->positional()[0]);
+  if (!st.ok()) return Fail(st.status());
+  const QueueTotals t = SumUp(*st);
+  if (args->Has("json")) {
+    PrintStatusJson(*st, t);
+    return 0;
+  }
+  PrintStatusSummary(*st, t);
+  PrintSessions(*st, t);
+  if (static_cast<int>(st->parts.size()) > kPartsInFull && !args->Has("parts")) {
+    PrintPartsSummary(*st);
+    return 0;
+  }
+  PrintParts(*st);
   return 0;
 }
 
