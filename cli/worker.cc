@@ -62,55 +62,42 @@ absl::StatusOr<std::vector<std::string>> HandlerEnv(const Args& args) {
   return names;
 }
 
-}  // namespace
-
-int CmdWorker(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv,
-      With(ConnectionFlags(),
-           {"concurrency", "batch", "handler", "instance-id", "metrics-addr", "drain-timeout",
-            "handler-timeout", "poll-interval", "idle-poll-interval", "retry-base", "retry-max",
-            "log-level", "handler-ca", "handler-auth-file", "handler-env", "console-listen",
-            "console-token-file", "console-allowed-host", "vacuum-interval"}),
-      {"poll-only", "quiet", "leave-on-stop", "console-read-only", "handler-env-all"});
-  if (!args.ok()) return Fail(args.status());
-  if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
-                                "usage: partq worker QUEUE [options]")) {
-    return *u;
-  }
+// The consumer's options from the command line (all but what the connection
+// options decide); InvalidArgument naming the flag that is wrong.
+absl::StatusOr<ConsumerOptions> WorkerOptions(const Args& args) {
   ConsumerOptions o;
-  o.queue = args->positional()[0];
-  if (absl::Status st = ValidateQueueName(o.queue); !st.ok()) return Fail(st);
-  auto concurrency = args->Int("concurrency", 4, 1, 1024);
-  auto batch = args->Int("batch", 100, 1, 10000);
+  o.queue = args.positional()[0];
+  if (absl::Status st = ValidateQueueName(o.queue); !st.ok()) return st;
+  auto concurrency = args.Int("concurrency", 4, 1, 1024);
+  auto batch = args.Int("batch", 100, 1, 10000);
   auto drain =
-      args->Duration("drain-timeout", absl::Seconds(10), absl::ZeroDuration(), absl::Hours(1));
+      args.Duration("drain-timeout", absl::Seconds(10), absl::ZeroDuration(), absl::Hours(1));
   auto htimeout =
-      args->Duration("handler-timeout", absl::Minutes(5), absl::Milliseconds(1), absl::Hours(24));
+      args.Duration("handler-timeout", absl::Minutes(5), absl::Milliseconds(1), absl::Hours(24));
   auto poll =
-      args->Duration("poll-interval", absl::Seconds(1), absl::Milliseconds(10), absl::Minutes(10));
-  auto idle_poll = args->Duration("idle-poll-interval", absl::Seconds(60), absl::Milliseconds(10),
-                                  absl::Hours(1));
-  auto rbase = args->Duration("retry-base", absl::Seconds(1), absl::ZeroDuration(), absl::Hours(1));
+      args.Duration("poll-interval", absl::Seconds(1), absl::Milliseconds(10), absl::Minutes(10));
+  auto idle_poll = args.Duration("idle-poll-interval", absl::Seconds(60), absl::Milliseconds(10),
+                                 absl::Hours(1));
+  auto rbase = args.Duration("retry-base", absl::Seconds(1), absl::ZeroDuration(), absl::Hours(1));
   auto rmax =
-      args->Duration("retry-max", absl::Minutes(10), absl::ZeroDuration(), absl::Hours(24 * 7));
+      args.Duration("retry-max", absl::Minutes(10), absl::ZeroDuration(), absl::Hours(24 * 7));
   auto vacuum =
-      args->Duration("vacuum-interval", absl::Seconds(10), absl::ZeroDuration(), absl::Hours(24));
+      args.Duration("vacuum-interval", absl::Seconds(10), absl::ZeroDuration(), absl::Hours(24));
   for (const absl::Status& st :
        {concurrency.status(), batch.status(), drain.status(), htimeout.status(), poll.status(),
         idle_poll.status(), rbase.status(), rmax.status(), vacuum.status()}) {
-    if (!st.ok()) return Fail(st);
+    if (!st.ok()) return st;
   }
   if (*vacuum > absl::ZeroDuration() && *vacuum < absl::Seconds(1)) {
     // Each round is a catalog query on the database: a millisecond interval
     // would make the owner of part 0 ask hundreds of times a second.
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "--vacuum-interval must be 0 (off) or at least 1s, not ", absl::FormatDuration(*vacuum))));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--vacuum-interval must be 0 (off) or at least 1s, not ", absl::FormatDuration(*vacuum)));
   }
   if (*rbase > *rmax) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("--retry-base (", absl::FormatDuration(*rbase),
-                     ") must not exceed --retry-max (", absl::FormatDuration(*rmax), ")")));
+    return absl::InvalidArgumentError(absl::StrCat("--retry-base (", absl::FormatDuration(*rbase),
+                                                   ") must not exceed --retry-max (",
+                                                   absl::FormatDuration(*rmax), ")"));
   }
   o.concurrency = static_cast<int>(*concurrency);
   o.batch = static_cast<int>(*batch);
@@ -121,93 +108,101 @@ int CmdWorker(const std::vector<std::string>& argv) {
   o.vacuum_interval = *vacuum;
   o.backoff.base = *rbase;
   o.backoff.max = *rmax;
-  o.instance_id = args->GetOr("instance-id", "");
-  o.poll_only = args->Has("poll-only");
-  o.leave_on_stop = args->Has("leave-on-stop");
+  o.instance_id = args.GetOr("instance-id", "");
+  o.poll_only = args.Has("poll-only");
+  o.leave_on_stop = args.Has("leave-on-stop");
   if (o.instance_id.size() > 200) {
-    return Fail(absl::InvalidArgumentError("--instance-id is longer than 200 characters"));
+    return absl::InvalidArgumentError("--instance-id is longer than 200 characters");
   }
   if (o.leave_on_stop && o.instance_id.empty()) {
-    return Fail(absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(
         "--leave-on-stop is for static members (--instance-id): a worker without one always "
-        "leaves when it stops"));
+        "leaves when it stops");
   }
-  if (absl::Status st = SetLogLevelFlag(*args); !st.ok()) return Fail(st);
-  auto pg = ConnectionOptions(*args);
-  if (!pg.ok()) return Fail(pg.status());
-  pg->application_name = "partq worker";
-  // LISTEN cannot work through a transaction pooler: --pool-mode transaction implies --poll-only.
-  o.poll_only = o.poll_only || pg->transaction_pooler;
-  // Fail fast on a bad DSN, a missing schema or an unknown queue.
-  HandlerSpecOptions ho;
-  {
-    auto store = ConnectChecked(*pg);
-    if (!store.ok()) return Fail(store.status());
-    auto queue = (*store)->GetQueue(o.queue);
-    if (!queue.ok()) return Fail(queue.status());
-    ho.queue = *queue;
-  }
-  auto registry = std::make_shared<prometheus::Registry>();
-  ho.registry = registry.get();
-  ho.ca_file = args->GetOr("handler-ca", "");
-  auto auth = HandlerAuthorization(*args);
-  if (!auth.ok()) return Fail(auth.status());
-  ho.http_authorization = *auth;
-  const std::string spec = args->GetOr("handler", "noop");
-  if (args->Has("handler-auth-file") && !absl::StartsWith(spec, "http")) {
-    return Fail(absl::InvalidArgumentError("--handler-auth-file goes with an http: handler"));
-  }
-  auto pass_env = HandlerEnv(*args);
-  if (!pass_env.ok()) return Fail(pass_env.status());
-  ho.exec_pass_env = *pass_env;
-  ho.exec_pass_all_env = args->Has("handler-env-all");
-  if ((args->Has("handler-env") || ho.exec_pass_all_env) && !absl::StartsWith(spec, "exec:")) {
-    return Fail(
-        absl::InvalidArgumentError("--handler-env and --handler-env-all go with an exec: handler"));
-  }
-  auto handler = MakeHandler(spec, ho);
-  if (!handler.ok()) return Fail(handler.status());
-  ConsumerMetrics metrics(*registry, o.queue);
-  InstallStopSignals();  // first: drain and leave; second: exit at once
+  return o;
+}
 
-  Consumer consumer(PgStoreFactory(*pg), o, handler->get(), &metrics);
-  std::unique_ptr<HttpServer> http;
-  if (auto addr = args->Get("metrics-addr")) {
-    // Ready once the session joined and finished a rebalance round: it then
-    // owns its parts or waits for their hand-off (or, with more workers than
-    // parts, is a spare; still ready, so a rollout is not blocked on it).
-    auto server = HttpServer::Start(*addr, registry, [&consumer](std::string* why) {
-      const auto& session = consumer.session();
-      const auto state = session.state();
-      if (state != Session::State::kActive) {
-        *why = absl::StrCat("session ", Session::StateName(state));
-        return false;
-      }
-      if (session.rounds() == 0) {
-        *why = "session joined, first rebalance not done";
-        return false;
-      }
-      return true;
-    });
-    if (!server.ok()) return Fail(server.status());
-    http = std::move(*server);
+// The queue as the store has it, read once before the worker starts: fails
+// fast on a bad DSN, a missing schema or an unknown queue.
+absl::StatusOr<QueueConfig> CheckedQueue(const PgOptions& pg, const std::string& queue) {
+  auto store = ConnectChecked(pg);
+  if (!store.ok()) return store.status();
+  return (*store)->GetQueue(queue);
+}
+
+// --handler SPEC (noop by default) for `queue`, with its --handler-* flags;
+// exec and http handlers report to `registry`.
+absl::StatusOr<std::unique_ptr<Handler>> WorkerHandler(const Args& args, const QueueConfig& queue,
+                                                       prometheus::Registry* registry) {
+  HandlerSpecOptions ho;
+  ho.queue = queue;
+  ho.registry = registry;
+  ho.ca_file = args.GetOr("handler-ca", "");
+  auto auth = HandlerAuthorization(args);
+  if (!auth.ok()) return auth.status();
+  ho.http_authorization = *auth;
+  const std::string spec = args.GetOr("handler", "noop");
+  if (args.Has("handler-auth-file") && !absl::StartsWith(spec, "http")) {
+    return absl::InvalidArgumentError("--handler-auth-file goes with an http: handler");
   }
-  // The web console in this process, on its own port: a pod can serve it.
-  std::optional<ServedConsole> console;
-  if (args->Has("console-listen")) {
-    auto flags = ParseConsoleFlags(*args, "console-", "");
+  auto pass_env = HandlerEnv(args);
+  if (!pass_env.ok()) return pass_env.status();
+  ho.exec_pass_env = *pass_env;
+  ho.exec_pass_all_env = args.Has("handler-env-all");
+  if ((args.Has("handler-env") || ho.exec_pass_all_env) && !absl::StartsWith(spec, "exec:")) {
+    return absl::InvalidArgumentError(
+        "--handler-env and --handler-env-all go with an exec: handler");
+  }
+  return MakeHandler(spec, ho);
+}
+
+// --metrics-addr ADDR: /metrics from `registry`, and a readiness check on
+// the consumer's session.
+absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsServer(
+    const std::string& addr, const std::shared_ptr<prometheus::Registry>& registry,
+    Consumer& consumer) {
+  // Ready once the session joined and finished a rebalance round: it then
+  // owns its parts or waits for their hand-off (or, with more workers than
+  // parts, is a spare; still ready, so a rollout is not blocked on it).
+  return HttpServer::Start(addr, registry, [&consumer](std::string* why) {
+    const auto& session = consumer.session();
+    const auto state = session.state();
+    if (state != Session::State::kActive) {
+      *why = absl::StrCat("session ", Session::StateName(state));
+      return false;
+    }
+    if (session.rounds() == 0) {
+      *why = "session joined, first rebalance not done";
+      return false;
+    }
+    return true;
+  });
+}
+
+// --console-listen ADDR: the web console in this process, on its own port (a
+// pod can serve it), into `console`. The exit status when it cannot start or
+// its flags come without --console-listen; nullopt otherwise.
+std::optional<int> ServeWorkerConsole(const Args& args, const PgOptions& pg,
+                                      std::optional<ServedConsole>* console) {
+  if (args.Has("console-listen")) {
+    auto flags = ParseConsoleFlags(args, "console-", "");
     if (!flags.ok()) return Fail(flags.status());
-    auto served = ServeConsole(*flags, *pg);
+    auto served = ServeConsole(*flags, pg);
     if (!served.ok()) return Fail(served.status());
-    console = std::move(*served);
-  } else if (args->Has("console-read-only") || args->Has("console-token-file") ||
-             args->Has("console-allowed-host")) {
+    *console = std::move(*served);
+  } else if (args.Has("console-read-only") || args.Has("console-token-file") ||
+             args.Has("console-allowed-host")) {
     return Usage(
         "--console-read-only, --console-token-file and --console-allowed-host go with "
         "--console-listen ADDR");
   }
+  return std::nullopt;
+}
+
+// Starts `consumer` and runs it until a stop signal or the end of its
+// session (its queue deleted), then stops it; the exit status.
+int RunUntilStopped(Consumer& consumer, const ConsumerOptions& o, bool quiet) {
   if (absl::Status st = consumer.Start(); !st.ok()) return Fail(st);
-  const bool quiet = args->Has("quiet");
   if (!quiet) {
     fprintf(stderr, "partq: worker session %s joined queue \"%s\" (%d thread%s, batch %d)\n",
             consumer.session().id().value.c_str(), o.queue.c_str(), o.concurrency,
@@ -256,6 +251,51 @@ int CmdWorker(const std::vector<std::string>& argv) {
                      "left to work on")));
   }
   return 0;
+}
+
+}  // namespace
+
+int CmdWorker(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(
+      argv,
+      With(ConnectionFlags(),
+           {"concurrency", "batch", "handler", "instance-id", "metrics-addr", "drain-timeout",
+            "handler-timeout", "poll-interval", "idle-poll-interval", "retry-base", "retry-max",
+            "log-level", "handler-ca", "handler-auth-file", "handler-env", "console-listen",
+            "console-token-file", "console-allowed-host", "vacuum-interval"}),
+      {"poll-only", "quiet", "leave-on-stop", "console-read-only", "handler-env-all"});
+  if (!args.ok()) return Fail(args.status());
+  if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
+                                "usage: partq worker QUEUE [options]")) {
+    return *u;
+  }
+  auto options = WorkerOptions(*args);
+  if (!options.ok()) return Fail(options.status());
+  ConsumerOptions& o = *options;
+  if (absl::Status st = SetLogLevelFlag(*args); !st.ok()) return Fail(st);
+  auto pg = ConnectionOptions(*args);
+  if (!pg.ok()) return Fail(pg.status());
+  pg->application_name = "partq worker";
+  // LISTEN cannot work through a transaction pooler: --pool-mode transaction implies --poll-only.
+  o.poll_only = o.poll_only || pg->transaction_pooler;
+  auto queue = CheckedQueue(*pg, o.queue);
+  if (!queue.ok()) return Fail(queue.status());
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto handler = WorkerHandler(*args, *queue, registry.get());
+  if (!handler.ok()) return Fail(handler.status());
+  ConsumerMetrics metrics(*registry, o.queue);
+  InstallStopSignals();  // first: drain and leave; second: exit at once
+
+  Consumer consumer(PgStoreFactory(*pg), o, handler->get(), &metrics);
+  std::unique_ptr<HttpServer> http;
+  if (auto addr = args->Get("metrics-addr")) {
+    auto server = StartMetricsServer(*addr, registry, consumer);
+    if (!server.ok()) return Fail(server.status());
+    http = std::move(*server);
+  }
+  std::optional<ServedConsole> console;
+  if (auto status = ServeWorkerConsole(*args, *pg, &console)) return *status;
+  return RunUntilStopped(consumer, o, args->Has("quiet"));
 }
 
 }  // namespace partq::cli
