@@ -108,6 +108,20 @@ class Demo {
   void CountBacklog();
   // Enqueues `n` more items, numbered on from those enqueued before.
   absl::Status Enqueue(int64_t n);
+  // A fresh queue and proof table, whatever an earlier run left.
+  absl::Status Setup();
+  // Starts the first workers and waits for them to own every part.
+  void FormGroup();
+  // The events while items are left; the one the backlog drained before
+  // (empty if none).
+  absl::StatusOr<std::string> TellStory();
+  // Whether work is left to show `what` with, after a top-up if the backlog
+  // is gone or low.
+  absl::StatusOr<bool> WorkLeftFor(const std::string& what);
+  // Stops the workers still running and waits for them.
+  void StopWorkers();
+  // The proof, read back from the database, and the verdict; the exit status.
+  int Report(absl::Duration run_time, const std::string& missed);
 
   PgOptions pg_;
   const int64_t batch_;  // --items: the first enqueue, and each top-up's size
@@ -286,11 +300,11 @@ absl::Status Demo::Enqueue(int64_t n) {
   return absl::OkStatus();
 }
 
-int Demo::Run() {
+absl::Status Demo::Setup() {
   auto store = ConnectPg(pg_);
-  if (!store.ok()) return Fail(store.status());
+  if (!store.ok()) return store.status();
   store_ = std::move(*store);
-  if (absl::Status st = store_->Migrate(); !st.ok()) return Fail(st);
+  if (absl::Status st = store_->Migrate(); !st.ok()) return st;
   // A kept or shared database: start fresh, whatever an earlier run left.
   (void)store_->DeleteQueue(kQueue, QueueContents::kDelete);
   QueueConfig q;
@@ -298,12 +312,14 @@ int Demo::Run() {
   q.parts = kParts;
   q.session_ttl = kTtl;
   q.max_attempts = 5;
-  if (absl::Status st = store_->CreateQueue(q); !st.ok()) return Fail(st);
+  if (absl::Status st = store_->CreateQueue(q); !st.ok()) return st;
   printf("partq demo: queue \"%s\" with %d parts (session TTL %s)\n\n", kQueue, kParts,
          absl::FormatDuration(kTtl).c_str());
   // A fresh proof table for this run (a kept database may have an old one).
-  if (absl::Status st = DropRecordTable(pg_, "demo_effects"); !st.ok()) return Fail(st);
+  return DropRecordTable(pg_, "demo_effects");
+}
 
+void Demo::FormGroup() {
   // The group forms on the empty queue first: with the backlog already
   // there, a fast fleet drained most of it while it formed, before any event.
   log_ = absl::StrCat("/tmp/partq-demo-", getpid(), ".log");
@@ -314,24 +330,33 @@ int Demo::Run() {
   Event(absl::StrFormat(
       "all %d parts owned after %s", kParts,
       absl::FormatDuration(absl::Trunc(gaps_.back().second, absl::Milliseconds(1)))));
+}
 
-  Event(absl::StrFormat("enqueueing %lld items via COPY...", static_cast<long long>(batch_)));
-  const absl::Time t0 = absl::Now();
-  if (absl::Status st = Enqueue(batch_); !st.ok()) return Fail(st);
-  const absl::Time drain_start = absl::Now();
-  std::thread counter([this] { CountBacklog(); });
-  auto stop_counting = absl::MakeCleanup([&] {
-    {
-      absl::MutexLock lock(&mu_);
-      counting_ = false;
-    }
-    counter.join();
-  });
-  const absl::Duration enqueue_time = drain_start - t0;
-  Event(absl::StrFormat("enqueued %lld items in %.2fs (%.0f items/s)",
-                        static_cast<long long>(batch_), absl::ToDoubleSeconds(enqueue_time),
-                        batch_ / absl::ToDoubleSeconds(enqueue_time)));
+absl::StatusOr<bool> Demo::WorkLeftFor(const std::string& what) {
+  // The fleet can drain the backlog before an event (a fast machine, a
+  // small --items) or while an event waits for the one before it to settle
+  // (a loaded one): an event is only worth showing with work to move, so a
+  // backlog that is gone or below a quarter of --items gets another
+  // --items first (at most one top-up per event).
+  int64_t remaining;
+  {
+    absl::MutexLock lock(&mu_);
+    remaining = remaining_;
+  }
+  const bool low = remaining >= 0 && remaining < batch_ / 4;
+  bool work_left = !low && Watch(absl::Milliseconds(500));
+  if (!work_left) {
+    if (absl::Status st = Enqueue(batch_); !st.ok()) return st;
+    Event(absl::StrFormat("backlog low: enqueued %lld more items before \"%s\"",
+                          static_cast<long long>(batch_), what));
+    // One look, not another half second: a fast fleet drains a small
+    // --items within it (demo_top_up did, in a clean run).
+    work_left = Watch(absl::ZeroDuration());
+  }
+  return work_left;
+}
 
+absl::StatusOr<std::string> Demo::TellStory() {
   // The story, each event half a second after the last settled, while items
   // are left. The SIGKILL comes last: its parts keep their items through the
   // TTL, so work is left when they move.
@@ -373,50 +398,25 @@ int Demo::Run() {
          moved("SIGKILL", w.name, absl::Now());
        }},
   };
-  std::string missed;
   for (const auto& [what, act] : story) {
-    // The fleet can drain the backlog before an event (a fast machine, a
-    // small --items) or while an event waits for the one before it to settle
-    // (a loaded one): an event is only worth showing with work to move, so a
-    // backlog that is gone or below a quarter of --items gets another
-    // --items first (at most one top-up per event).
-    int64_t remaining;
-    {
-      absl::MutexLock lock(&mu_);
-      remaining = remaining_;
-    }
-    const bool low = remaining >= 0 && remaining < batch_ / 4;
-    bool work_left = !low && Watch(absl::Milliseconds(500));
-    if (!work_left) {
-      if (absl::Status st = Enqueue(batch_); !st.ok()) return Fail(st);
-      Event(absl::StrFormat("backlog low: enqueued %lld more items before \"%s\"",
-                            static_cast<long long>(batch_), what));
-      // One look, not another half second: a fast fleet drains a small
-      // --items within it (demo_top_up did, in a clean run).
-      work_left = Watch(absl::ZeroDuration());
-    }
-    if (!work_left) {
-      missed = what;
-      break;
-    }
+    absl::StatusOr<bool> work_left = WorkLeftFor(what);
+    if (!work_left.ok()) return work_left.status();
+    if (!*work_left) return what;
     act();
   }
-  while (Watch(absl::Milliseconds(250))) {
-    if (absl::Now() - drain_start > absl::Minutes(5)) {
-      Event("giving up: the backlog did not drain in 5 minutes");
-      break;
-    }
-  }
-  const absl::Duration run_time = absl::Now() - drain_start;
-  std::move(stop_counting).Invoke();
+  return std::string();
+}
+
+void Demo::StopWorkers() {
   for (auto& w : workers_) {
     if (w.alive) kill(w.pid, SIGTERM);
   }
   for (auto& w : workers_) {
     if (w.alive) waitpid(w.pid, nullptr, 0);
   }
+}
 
-  // The proof, read back from the database.
+int Demo::Report(absl::Duration run_time, const std::string& missed) {
   auto verify = store_->Status(kQueue);
   if (!verify.ok()) return Fail(verify.status());
   int64_t dead = 0;
@@ -466,6 +466,41 @@ int Demo::Run() {
     printf("\nFAILED: see the numbers above.\n");
   }
   return ok ? 0 : 1;
+}
+
+int Demo::Run() {
+  if (absl::Status st = Setup(); !st.ok()) return Fail(st);
+  FormGroup();
+
+  Event(absl::StrFormat("enqueueing %lld items via COPY...", static_cast<long long>(batch_)));
+  const absl::Time t0 = absl::Now();
+  if (absl::Status st = Enqueue(batch_); !st.ok()) return Fail(st);
+  const absl::Time drain_start = absl::Now();
+  std::thread counter([this] { CountBacklog(); });
+  auto stop_counting = absl::MakeCleanup([&] {
+    {
+      absl::MutexLock lock(&mu_);
+      counting_ = false;
+    }
+    counter.join();
+  });
+  const absl::Duration enqueue_time = drain_start - t0;
+  Event(absl::StrFormat("enqueued %lld items in %.2fs (%.0f items/s)",
+                        static_cast<long long>(batch_), absl::ToDoubleSeconds(enqueue_time),
+                        batch_ / absl::ToDoubleSeconds(enqueue_time)));
+
+  absl::StatusOr<std::string> missed = TellStory();
+  if (!missed.ok()) return Fail(missed.status());
+  while (Watch(absl::Milliseconds(250))) {
+    if (absl::Now() - drain_start > absl::Minutes(5)) {
+      Event("giving up: the backlog did not drain in 5 minutes");
+      break;
+    }
+  }
+  const absl::Duration run_time = absl::Now() - drain_start;
+  std::move(stop_counting).Invoke();
+  StopWorkers();
+  return Report(run_time, *missed);
 }
 
 }  // namespace
