@@ -90,32 +90,30 @@ std::string SelfPath() {
   return buf;
 }
 
-}  // namespace
+// `partq bench`'s flags that take a value.
+const std::set<std::string>& BenchValueFlags() {
+  static const std::set<std::string> flags =
+      With(ConnectionFlags(), {"sessions",       "batch",           "items",
+                               "rounds",         "parts",           "sweep-sessions",
+                               "only",           "systems",         "steady-rate",
+                               "steady-seconds", "steady-sessions", "idle-sessions",
+                               "idle-seconds",   "pickup-samples",  "out",
+                               "plot",           "examples",        "soak-rate",
+                               "soak-seconds",   "soak-sessions",   "soak-churn",
+                               "soak-sample",    "soak-restart-at", "soak-restart",
+                               "soak-hold",      "soak-out",        "scale-sessions",
+                               "scale-parts",    "scale-warmup",    "vacuum-interval"});
+  return flags;
+}
 
-int CmdBench(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv, With(ConnectionFlags(), {"sessions",       "batch",           "items",
-                                     "rounds",         "parts",           "sweep-sessions",
-                                     "only",           "systems",         "steady-rate",
-                                     "steady-seconds", "steady-sessions", "idle-sessions",
-                                     "idle-seconds",   "pickup-samples",  "out",
-                                     "plot",           "examples",        "soak-rate",
-                                     "soak-seconds",   "soak-sessions",   "soak-churn",
-                                     "soak-sample",    "soak-restart-at", "soak-restart",
-                                     "soak-hold",      "soak-out",        "scale-sessions",
-                                     "scale-parts",    "scale-warmup",    "vacuum-interval"}),
-      {"json", "full", "quiet", "keep", "diagnose"});
-  if (!args.ok()) return Fail(args.status());
-  if (auto u = WrongPositionals(args->positional(), 0, {},
-                                "usage: partq bench [options]; partq bench --help lists them")) {
-    return *u;
-  }
-  bench::BenchOptions o;
-  auto sessions = IntList(*args, "sessions", o.sessions, 1, 64);
-  if (!sessions.ok()) return Fail(sessions.status());
+// The workloads' sizes into `o`: sessions, batches, items, rounds, parts and
+// the steady, idle, scale and pickup workloads' numbers.
+absl::Status ReadSizes(const Args& args, bench::BenchOptions& o) {
+  auto sessions = IntList(args, "sessions", o.sessions, 1, 64);
+  if (!sessions.ok()) return sessions.status();
   o.sessions = *sessions;
-  auto batches = IntList(*args, "batch", o.batches, 1, 10000);
-  if (!batches.ok()) return Fail(batches.status());
+  auto batches = IntList(args, "batch", o.batches, 1, 10000);
+  if (!batches.ok()) return batches.status();
   o.batches = *batches;
   struct IntFlag {
     const char* name;
@@ -136,21 +134,26 @@ int CmdBench(const std::vector<std::string>& argv) {
                             {"scale-warmup", 0, 100, nullptr, &o.scale_warmup},
                             {"pickup-samples", 1, 100000, nullptr, &o.pickup_samples}}) {
     const int64_t def = f.out64 ? *f.out64 : *f.out;
-    auto v = args->Int(f.name, def, f.min, f.max);
-    if (!v.ok()) return Fail(v.status());
+    auto v = args.Int(f.name, def, f.min, f.max);
+    if (!v.ok()) return v.status();
     if (f.out64) *f.out64 = *v;
     if (f.out) *f.out = static_cast<int>(*v);
   }
   o.items = items;
-  auto rate = args->Double("steady-rate", o.steady_rate, 1, 1e7);
-  if (!rate.ok()) return Fail(rate.status());
+  auto rate = args.Double("steady-rate", o.steady_rate, 1, 1e7);
+  if (!rate.ok()) return rate.status();
   o.steady_rate = *rate;
-  auto secs = args->Double("steady-seconds", o.steady_seconds, 0.1, 3600);
-  if (!secs.ok()) return Fail(secs.status());
+  auto secs = args.Double("steady-seconds", o.steady_seconds, 0.1, 3600);
+  if (!secs.ok()) return secs.status();
   o.steady_seconds = *secs;
-  auto idle = args->Double("idle-seconds", o.idle_seconds, 1, 3600);
-  if (!idle.ok()) return Fail(idle.status());
+  auto idle = args.Double("idle-seconds", o.idle_seconds, 1, 3600);
+  if (!idle.ok()) return idle.status();
   o.idle_seconds = *idle;
+  return absl::OkStatus();
+}
+
+// The soak workload's flags into `o` (and --vacuum-interval, read with them).
+absl::Status ReadSoakFlags(const Args& args, bench::BenchOptions& o) {
   for (const auto& [flag, out, lo, hi] :
        std::vector<std::tuple<const char*, double*, double, double>>{
            {"soak-rate", &o.soak.rate, 1, 1e7},
@@ -159,63 +162,132 @@ int CmdBench(const std::vector<std::string>& argv) {
            {"soak-sample", &o.soak.sample_seconds, 1, 3600},
            {"soak-restart-at", &o.soak.restart_at, 0, 86400},
            {"vacuum-interval", &o.vacuum_interval_seconds, 0, 86400}}) {
-    auto v = args->Double(flag, *out, lo, hi);
-    if (!v.ok()) return Fail(v.status());
+    auto v = args.Double(flag, *out, lo, hi);
+    if (!v.ok()) return v.status();
     *out = *v;
   }
-  auto soak_sessions = args->Int("soak-sessions", o.soak.sessions, 1, 64);
-  if (!soak_sessions.ok()) return Fail(soak_sessions.status());
+  auto soak_sessions = args.Int("soak-sessions", o.soak.sessions, 1, 64);
+  if (!soak_sessions.ok()) return soak_sessions.status();
   o.soak.sessions = static_cast<int>(*soak_sessions);
-  o.soak.restart_command = args->Get("soak-restart").value_or("");
+  o.soak.restart_command = args.Get("soak-restart").value_or("");
   if (o.soak.restart_at > 0 && o.soak.restart_command.empty()) {
-    return Fail(absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(
         "--soak-restart-at needs --soak-restart COMMAND (the shell command that restarts the "
-        "server)"));
+        "server)");
   }
   // --soak-hold AT:FOR[,AT:FOR...], seconds from the start.
   for (absl::string_view h :
-       absl::StrSplit(args->Get("soak-hold").value_or(""), ',', absl::SkipEmpty())) {
+       absl::StrSplit(args.Get("soak-hold").value_or(""), ',', absl::SkipEmpty())) {
     std::pair<std::string, std::string> p = absl::StrSplit(h, absl::MaxSplits(':', 1));
     double at, length;
     if (!absl::SimpleAtod(p.first, &at) || !absl::SimpleAtod(p.second, &length) || at < 0 ||
         length <= 0) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--soak-hold: \"", h, "\" is not START:SECONDS (e.g. 300:120,900:600)")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--soak-hold: \"", h, "\" is not START:SECONDS (e.g. 300:120,900:600)"));
     }
     o.soak.holds.emplace_back(at, length);
   }
-  o.soak.out = args->Get("soak-out").value_or("");
-  o.full = args->Has("full");
-  if (auto only = args->Get("only")) {
+  o.soak.out = args.Get("soak-out").value_or("");
+  return absl::OkStatus();
+}
+
+// The run's options from the command line, all but the database; what the
+// run will write is checked too.
+absl::StatusOr<bench::BenchOptions> BenchOptionsFromFlags(const Args& args) {
+  bench::BenchOptions o;
+  if (absl::Status st = ReadSizes(args, o); !st.ok()) return st;
+  if (absl::Status st = ReadSoakFlags(args, o); !st.ok()) return st;
+  o.full = args.Has("full");
+  if (auto only = args.Get("only")) {
     std::vector<std::string> known = bench::Workloads();
     known.insert(known.end(), bench::OptInWorkloads().begin(), bench::OptInWorkloads().end());
     auto chosen = Choices("only", "workload", *only, known);
-    if (!chosen.ok()) return Fail(chosen.status());
+    if (!chosen.ok()) return chosen.status();
     o.only = *std::move(chosen);
   }
-  if (auto systems = args->Get("systems")) {
+  if (auto systems = args.Get("systems")) {
     auto chosen = Choices("systems", "system", *systems, bench::DrainSystems());
-    if (!chosen.ok()) return Fail(chosen.status());
+    if (!chosen.ok()) return chosen.status();
     o.systems = *std::move(chosen);
   }
-  o.verbose = !args->Has("quiet");
-  o.diagnose = args->Has("diagnose");
+  o.verbose = !args.Has("quiet");
+  o.diagnose = args.Has("diagnose");
   o.worker_binary = SelfPath();
-  o.examples_dir = args->Get("examples").value_or(PARTQ_SOURCE_DIR "/examples");
+  o.examples_dir = args.Get("examples").value_or(PARTQ_SOURCE_DIR "/examples");
   o.peers_dir = PARTQ_SOURCE_DIR "/bench/peers";
   if (o.only.count("soak") && o.soak.out.empty()) {
-    return Fail(absl::InvalidArgumentError(
-        "--only soak needs --soak-out FILE, where its samples go (bench/soak.sh plots them)"));
+    return absl::InvalidArgumentError(
+        "--only soak needs --soak-out FILE, where its samples go (bench/soak.sh plots them)");
   }
   // What the run will write is checked before it starts: a run takes minutes.
   for (const char* flag : {"out", "plot", "soak-out"}) {
-    if (auto path = args->Get(flag)) {
-      if (absl::Status st = CheckWritable(flag, *path); !st.ok()) return Fail(st);
+    if (auto path = args.Get(flag)) {
+      if (absl::Status st = CheckWritable(flag, *path); !st.ok()) return st;
     }
   }
-  if (auto plot = args->Get("plot")) {
-    if (absl::Status st = bench::CheckPlot(o, *plot); !st.ok()) return Fail(st);
+  if (auto plot = args.Get("plot")) {
+    if (absl::Status st = bench::CheckPlot(o, *plot); !st.ok()) return st;
   }
+  return o;
+}
+
+// An embedded PostgreSQL for a run given no database, with room for the
+// workloads' connections.
+absl::StatusOr<std::unique_ptr<EmbeddedPostgres>> StartBenchServer(const Args& args,
+                                                                   const bench::BenchOptions& o) {
+  if (o.verbose) fprintf(stderr, "partq bench: starting an embedded PostgreSQL...\n");
+  EmbeddedPostgres::Options eo;
+  eo.keep = args.Has("keep");
+  // Default settings except room for the idle workload's connections
+  // (bench::kIdleConnectionsPerSession each), with a margin.
+  eo.settings = {
+      absl::StrCat("max_connections=",
+                   std::max({200, (bench::kIdleConnectionsPerSession + 1) * o.idle_sessions + 50,
+                             o.only.count("scale") ? 2 * (o.scale_sessions + 1) + 50 : 0}))};
+  // --diagnose: pg_stat_statements, for a run that explains its numbers.
+  if (o.diagnose) {
+    eo.settings.push_back("shared_preload_libraries=pg_stat_statements");
+    eo.settings.push_back("pg_stat_statements.track_planning=on");
+  }
+  return EmbeddedPostgres::Start(eo);
+}
+
+// The report as a table (or --json) on stdout, then --out and --plot; the
+// exit status.
+int WriteReport(const Args& args, const bench::BenchReport& report, const bench::BenchOptions& o) {
+  const std::string table = bench::FormatTable(report, o);
+  const std::string json = bench::ToJson(report, o);
+  if (args.Has("json")) {
+    printf("%s\n", json.c_str());
+  } else {
+    printf("%s", table.c_str());
+  }
+  fflush(stdout);
+  if (auto out = args.Get("out")) {
+    std::ofstream f(*out);
+    f << json << "\n";
+    if (!f) return Fail(absl::UnavailableError(absl::StrCat("--out: cannot write ", *out)));
+  }
+  if (auto plot = args.Get("plot")) {
+    // The results are out already; the plot asked for is not.
+    if (absl::Status st = bench::WritePlot(report, o, *plot); !st.ok()) return Fail(st);
+    if (o.verbose) fprintf(stderr, "partq bench: plot written to %s\n", plot->c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int CmdBench(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, BenchValueFlags(), {"json", "full", "quiet", "keep", "diagnose"});
+  if (!args.ok()) return Fail(args.status());
+  if (auto u = WrongPositionals(args->positional(), 0, {},
+                                "usage: partq bench [options]; partq bench --help lists them")) {
+    return *u;
+  }
+  auto options = BenchOptionsFromFlags(*args);
+  if (!options.ok()) return Fail(options.status());
+  bench::BenchOptions& o = *options;
 
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());
@@ -223,21 +295,7 @@ int CmdBench(const std::vector<std::string>& argv) {
   pg->application_name = "partq bench";
   std::unique_ptr<EmbeddedPostgres> server;
   if (!args->Has("dsn") && std::getenv("PARTQ_DSN") == nullptr) {
-    if (o.verbose) fprintf(stderr, "partq bench: starting an embedded PostgreSQL...\n");
-    EmbeddedPostgres::Options eo;
-    eo.keep = args->Has("keep");
-    // Default settings except room for the idle workload's connections
-    // (bench::kIdleConnectionsPerSession each), with a margin.
-    eo.settings = {
-        absl::StrCat("max_connections=",
-                     std::max({200, (bench::kIdleConnectionsPerSession + 1) * o.idle_sessions + 50,
-                               o.only.count("scale") ? 2 * (o.scale_sessions + 1) + 50 : 0}))};
-    // --diagnose: pg_stat_statements, for a run that explains its numbers.
-    if (o.diagnose) {
-      eo.settings.push_back("shared_preload_libraries=pg_stat_statements");
-      eo.settings.push_back("pg_stat_statements.track_planning=on");
-    }
-    auto s = EmbeddedPostgres::Start(eo);
+    auto s = StartBenchServer(*args, o);
     if (!s.ok()) return Fail(s.status());
     server = std::move(*s);
     pg->dsn = server->dsn();
@@ -248,25 +306,7 @@ int CmdBench(const std::vector<std::string>& argv) {
 
   auto report = bench::RunBench(o);
   if (!report.ok()) return Fail(report.status());
-  const std::string table = bench::FormatTable(*report, o);
-  const std::string json = bench::ToJson(*report, o);
-  if (args->Has("json")) {
-    printf("%s\n", json.c_str());
-  } else {
-    printf("%s", table.c_str());
-  }
-  fflush(stdout);
-  if (auto out = args->Get("out")) {
-    std::ofstream f(*out);
-    f << json << "\n";
-    if (!f) return Fail(absl::UnavailableError(absl::StrCat("--out: cannot write ", *out)));
-  }
-  if (auto plot = args->Get("plot")) {
-    // The results are out already; the plot asked for is not.
-    if (absl::Status st = bench::WritePlot(*report, o, *plot); !st.ok()) return Fail(st);
-    if (o.verbose) fprintf(stderr, "partq bench: plot written to %s\n", plot->c_str());
-  }
-  return 0;
+  return WriteReport(*args, *report, o);
 }
 
 int CmdBenchPeer(const std::vector<std::string>& argv) {
