@@ -1204,57 +1204,65 @@ int CmdPrune(const std::vector<std::string>& argv) {
   return 0;
 }
 
+namespace {
+
+// `dead list QUEUE`.
+int DeadList(const Args& args) {
+  const auto& pos = args.positional();
+  constexpr char kUsage[] = "usage: partq dead list QUEUE [--limit 20] [--json]";
+  if (auto u = WrongPositionals(pos, 1, {"QUEUE"}, kUsage)) return *u;
+  if (args.Has("all")) {
+    return Usage(absl::StrCat("--all goes with dead requeue and delete (", kUsage, ")"));
+  }
+  auto limit = args.Int("limit", 20, 1, 100000);
+  if (!limit.ok()) return Fail(limit.status());
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  auto dead = (*store)->ListDead(pos[1], static_cast<int>(*limit));
+  if (!dead.ok()) return Fail(dead.status());
+  if (args.Has("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const DeadItem& d : *dead) {
+      out.push_back(
+          {{"id", d.id},
+           {"part", d.part},
+           {"key", d.key ? nlohmann::json(*d.key) : nlohmann::json()},
+           {"dedup_key", d.dedup_key ? nlohmann::json(*d.dedup_key) : nlohmann::json()},
+           {"attempts", d.attempts},
+           {"enqueued_at",
+            absl::FormatTime(absl::RFC3339_full, d.enqueued_at, absl::UTCTimeZone())},
+           {"failed_at", absl::FormatTime(absl::RFC3339_full, d.failed_at, absl::UTCTimeZone())},
+           {"last_error", d.last_error},
+           {"payload_bytes", d.payload_bytes}});
+    }
+    PrintJson(out.dump(2));
+    return 0;
+  }
+  if (dead->empty()) {
+    printf("no dead items in %s\n", pos[1].c_str());
+    return 0;
+  }
+  printf("%zu dead item%s of %s, newest first:\n", dead->size(), dead->size() == 1 ? "" : "s",
+         pos[1].c_str());
+  printf("%12s %5s %8s %-20s %s\n", "ID", "PART", "ATTEMPTS", "FAILED_AT (UTC)", "LAST_ERROR");
+  for (const DeadItem& d : *dead) {
+    printf("%12lld %5d %8d %-20s %s\n", static_cast<long long>(d.id), d.part, d.attempts,
+           absl::FormatTime("%Y-%m-%d %H:%M:%S", d.failed_at, absl::UTCTimeZone()).c_str(),
+           // An error is the handler's text: one line, control bytes
+           // escaped (quotes and apostrophes left as they are).
+           PrintableUtf8(d.last_error).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
 int CmdDead(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, With(ConnectionFlags(), {"limit"}), {"json", "all"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   const std::string sub = pos.empty() ? "" : pos[0];
-  if (sub == "list") {
-    constexpr char kUsage[] = "usage: partq dead list QUEUE [--limit 20] [--json]";
-    if (auto u = WrongPositionals(pos, 1, {"QUEUE"}, kUsage)) return *u;
-    if (args->Has("all")) {
-      return Usage(absl::StrCat("--all goes with dead requeue and delete (", kUsage, ")"));
-    }
-    auto limit = args->Int("limit", 20, 1, 100000);
-    if (!limit.ok()) return Fail(limit.status());
-    auto store = ConnectChecked(*args);
-    if (!store.ok()) return Fail(store.status());
-    auto dead = (*store)->ListDead(pos[1], static_cast<int>(*limit));
-    if (!dead.ok()) return Fail(dead.status());
-    if (args->Has("json")) {
-      nlohmann::json out = nlohmann::json::array();
-      for (const DeadItem& d : *dead) {
-        out.push_back(
-            {{"id", d.id},
-             {"part", d.part},
-             {"key", d.key ? nlohmann::json(*d.key) : nlohmann::json()},
-             {"dedup_key", d.dedup_key ? nlohmann::json(*d.dedup_key) : nlohmann::json()},
-             {"attempts", d.attempts},
-             {"enqueued_at",
-              absl::FormatTime(absl::RFC3339_full, d.enqueued_at, absl::UTCTimeZone())},
-             {"failed_at", absl::FormatTime(absl::RFC3339_full, d.failed_at, absl::UTCTimeZone())},
-             {"last_error", d.last_error},
-             {"payload_bytes", d.payload_bytes}});
-      }
-      PrintJson(out.dump(2));
-      return 0;
-    }
-    if (dead->empty()) {
-      printf("no dead items in %s\n", pos[1].c_str());
-      return 0;
-    }
-    printf("%zu dead item%s of %s, newest first:\n", dead->size(), dead->size() == 1 ? "" : "s",
-           pos[1].c_str());
-    printf("%12s %5s %8s %-20s %s\n", "ID", "PART", "ATTEMPTS", "FAILED_AT (UTC)", "LAST_ERROR");
-    for (const DeadItem& d : *dead) {
-      printf("%12lld %5d %8d %-20s %s\n", static_cast<long long>(d.id), d.part, d.attempts,
-             absl::FormatTime("%Y-%m-%d %H:%M:%S", d.failed_at, absl::UTCTimeZone()).c_str(),
-             // An error is the handler's text: one line, control bytes
-             // escaped (quotes and apostrophes left as they are).
-             PrintableUtf8(d.last_error).c_str());
-    }
-    return 0;
-  }
+  if (sub == "list") return DeadList(*args);
   if (sub == "requeue" || sub == "delete") {
     const bool all = args->Has("all");
     if (pos.size() < 2 || (all == (pos.size() > 2))) {

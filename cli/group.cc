@@ -83,6 +83,39 @@ void PrintStatus(const std::string& queue, const GroupStatus& g) {
   }
 }
 
+// `group list QUEUE`.
+int GroupList(const Args& args) {
+  const auto& pos = args.positional();
+  constexpr char kUsage[] = "usage: partq group list QUEUE [--all] [--limit 50] [--json]";
+  if (auto u = WrongPositionals(pos, 1, {"QUEUE"}, kUsage)) return *u;
+  auto limit = args.Int("limit", 50, 1, 100000);
+  if (!limit.ok()) return Fail(limit.status());
+  if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  auto groups = (*store)->ListGroups(pos[1], args.Has("all"), static_cast<int>(*limit));
+  if (!groups.ok()) return Fail(groups.status());
+  if (args.Has("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const GroupStatus& g : *groups) out.push_back(GroupJson(g, /*with_live_counts=*/false));
+    PrintJson(out.dump(2));
+    return 0;
+  }
+  if (groups->empty()) {
+    printf("no %sgroups in %s\n", args.Has("all") ? "" : "open ", pos[1].c_str());
+    return 0;
+  }
+  printf("%-32s %-8s %10s %10s %8s %9s  %s\n", "GROUP", "STATE", "PENDING", "DONE", "DEAD",
+         "CANCELLED", "CREATED (UTC)");
+  for (const GroupStatus& g : *groups) {
+    printf("%-32s %-8s %10lld %10lld %8lld %9lld  %s\n", PrintableUtf8(g.id).c_str(), State(g),
+           static_cast<long long>(g.pending), static_cast<long long>(g.done),
+           static_cast<long long>(g.dead), static_cast<long long>(g.cancelled),
+           absl::FormatTime("%Y-%m-%d %H:%M:%S", g.created_at, absl::UTCTimeZone()).c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int CmdGroup(const std::vector<std::string>& argv) {
@@ -91,36 +124,7 @@ int CmdGroup(const std::vector<std::string>& argv) {
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   const std::string sub = pos.empty() ? "" : pos[0];
-  if (sub == "list") {
-    constexpr char kUsage[] = "usage: partq group list QUEUE [--all] [--limit 50] [--json]";
-    if (auto u = WrongPositionals(pos, 1, {"QUEUE"}, kUsage)) return *u;
-    auto limit = args->Int("limit", 50, 1, 100000);
-    if (!limit.ok()) return Fail(limit.status());
-    if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
-    auto store = ConnectChecked(*args);
-    if (!store.ok()) return Fail(store.status());
-    auto groups = (*store)->ListGroups(pos[1], args->Has("all"), static_cast<int>(*limit));
-    if (!groups.ok()) return Fail(groups.status());
-    if (args->Has("json")) {
-      nlohmann::json out = nlohmann::json::array();
-      for (const GroupStatus& g : *groups) out.push_back(GroupJson(g, /*with_live_counts=*/false));
-      PrintJson(out.dump(2));
-      return 0;
-    }
-    if (groups->empty()) {
-      printf("no %sgroups in %s\n", args->Has("all") ? "" : "open ", pos[1].c_str());
-      return 0;
-    }
-    printf("%-32s %-8s %10s %10s %8s %9s  %s\n", "GROUP", "STATE", "PENDING", "DONE", "DEAD",
-           "CANCELLED", "CREATED (UTC)");
-    for (const GroupStatus& g : *groups) {
-      printf("%-32s %-8s %10lld %10lld %8lld %9lld  %s\n", PrintableUtf8(g.id).c_str(), State(g),
-             static_cast<long long>(g.pending), static_cast<long long>(g.done),
-             static_cast<long long>(g.dead), static_cast<long long>(g.cancelled),
-             absl::FormatTime("%Y-%m-%d %H:%M:%S", g.created_at, absl::UTCTimeZone()).c_str());
-    }
-    return 0;
-  }
+  if (sub == "list") return GroupList(*args);
   if (sub == "create" || sub == "start" || sub == "status" || sub == "cancel") {
     const std::string usage =
         sub == "create" ? "usage: partq group create QUEUE ID [--end-queue Q [--end-payload JSON]]"
