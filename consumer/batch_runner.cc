@@ -103,7 +103,6 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     run.push_back(&calls[i]);
     run_index.push_back(i);
   }
-  auto ack = [&](size_t i) { Ack(items[i], calls[i], &outcomes[i]); };
   if (handler_->StatusesAreFinal() && !isolate) {
     switch (RunFinal(items, calls, run, run_index, gen, batch, &outcomes)) {
       case FinalRun::kDone:
@@ -131,7 +130,7 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
       const absl::Status st = RunAlone(calls[i]);
       if (Stopped()) return StopSignal();
       if (st.ok()) {
-        ack(i);
+        Ack(items[i], calls[i], &outcomes[i]);
         return outcomes;
       }
       batch.failed_alone.emplace(items[i].id, st);
@@ -140,50 +139,73 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     }
   }
   if (!isolate) {
-    std::vector<absl::Status> statuses;
-    const absl::Time t0 = clock_->Now();
-    try {
-      handler_->HandleBatch(absl::MakeConstSpan(run), &statuses);
-    } catch (...) {
-      if (Stopped()) return StopSignal();
-      *need_isolation = true;
-      return IsolateSignal();
-    }
-    if (Stopped()) return StopSignal();
-    const absl::Time t1 = clock_->Now();
-    if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
-    batch.item_cost = (t1 - t0) / static_cast<int64_t>(run.size());
-    const bool told = statuses.size() == run.size() && t1 <= deadline;
-    bool all_ok = told;
-    for (const auto& st : statuses) all_ok = all_ok && st.ok();
-    if (!all_ok) {
-      batch.blamed.clear();
-      batch.throttled.clear();
-      for (size_t k = 0; told && k < run.size(); ++k) {
-        if (statuses[k].ok()) continue;
-        const int64_t id = items[run_index[k]].id;
-        if (IsThrottled(statuses[k])) {
-          batch.throttled.emplace_back(id, statuses[k]);
-        } else {
-          batch.blamed.push_back(id);
-        }
-      }
-      *need_isolation = true;
-      return IsolateSignal();
-    }
-    for (size_t i : run_index) ack(i);
+    absl::Status st =
+        RunAttempt(items, calls, run, run_index, deadline, batch, need_isolation, &outcomes);
+    if (!st.ok()) return st;
     return outcomes;
   }
-  // Isolating. The items the batch attempt did not blame may run again
-  // together under a savepoint: with a bad item among cheap ones (a batch
-  // INSERT), a batch then costs a savepoint or two instead of two round trips
-  // per item. A group that fails again sheds the items it blames now and may
-  // try again (a flaky downstream fails others each time), up to
-  // kGroupRounds. Each round runs only if it is expected to cost less than
-  // running its items alone (GroupRoundPays): a failed round runs every item
-  // of it once more, which for slow handlers, or when reruns fail often,
-  // costs more than the round trips it could save. Blamed items, and
-  // whatever remains, run alone after the group.
+  if (absl::Status st = Isolate(tx, items, calls, run, run_index, gen, batch, &outcomes);
+      !st.ok()) {
+    return st;
+  }
+  return outcomes;
+}
+
+absl::Status BatchRunner::RunAttempt(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
+                                     const std::vector<HandlerCall*>& run,
+                                     const std::vector<size_t>& run_index, absl::Time deadline,
+                                     Batch& batch, bool* need_isolation,
+                                     std::vector<Outcome>* outcomes) {
+  std::vector<absl::Status> statuses;
+  const absl::Time t0 = clock_->Now();
+  try {
+    handler_->HandleBatch(absl::MakeConstSpan(run), &statuses);
+  } catch (...) {
+    if (Stopped()) return StopSignal();
+    *need_isolation = true;
+    return IsolateSignal();
+  }
+  if (Stopped()) return StopSignal();
+  const absl::Time t1 = clock_->Now();
+  if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
+  batch.item_cost = (t1 - t0) / static_cast<int64_t>(run.size());
+  const bool told = statuses.size() == run.size() && t1 <= deadline;
+  bool all_ok = told;
+  for (const auto& st : statuses) all_ok = all_ok && st.ok();
+  if (!all_ok) {
+    batch.blamed.clear();
+    batch.throttled.clear();
+    for (size_t k = 0; told && k < run.size(); ++k) {
+      if (statuses[k].ok()) continue;
+      const int64_t id = items[run_index[k]].id;
+      if (IsThrottled(statuses[k])) {
+        batch.throttled.emplace_back(id, statuses[k]);
+      } else {
+        batch.blamed.push_back(id);
+      }
+    }
+    *need_isolation = true;
+    return IsolateSignal();
+  }
+  for (size_t i : run_index) Ack(items[i], calls[i], &(*outcomes)[i]);
+  return absl::OkStatus();
+}
+
+absl::Status BatchRunner::Isolate(Tx& tx, absl::Span<const Item> items,
+                                  std::vector<HandlerCall>& calls,
+                                  const std::vector<HandlerCall*>& run,
+                                  const std::vector<size_t>& run_index, absl::BitGenRef gen,
+                                  Batch& batch, std::vector<Outcome>* outcomes) {
+  // The items the batch attempt did not blame may run again together under a
+  // savepoint: with a bad item among cheap ones (a batch INSERT), a batch
+  // then costs a savepoint or two instead of two round trips per item. A
+  // group that fails again sheds the items it blames now and may try again
+  // (a flaky downstream fails others each time), up to kGroupRounds. Each
+  // round runs only if it is expected to cost less than running its items
+  // alone (GroupRoundPays): a failed round runs every item of it once more,
+  // which for slow handlers, or when reruns fail often, costs more than the
+  // round trips it could save. Blamed items, and whatever remains, run alone
+  // after the group.
   //
   // Savepoints whose writes this transaction keeps until its commit (a group
   // that succeeded, items alone that succeeded) are counted: PostgreSQL keeps
@@ -210,22 +232,39 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     for (size_t k = 0; k < run.size(); ++k) {
       const size_t i = run_index[k];
       if (auto t = throttled.find(items[i].id); t != throttled.end()) {
-        outcomes[i] = Failed(items[i], t->second, gen, batch);
+        (*outcomes)[i] = Failed(items[i], t->second, gen, batch);
         continue;
       }
       unblamed[k] = told && blamed.count(items[i].id) == 0;
       (unblamed[k] ? group : alone).push_back(k);
     }
   }
+  if (absl::Status st = RunGroupRounds(tx, items, run, run_index, gen, batch, outcomes, &group,
+                                       &alone, &kept_savepoints);
+      !st.ok()) {
+    return st;
+  }
+  alone.insert(alone.end(), group.begin(), group.end());
+  std::sort(alone.begin(), alone.end());
+  return RunEachAlone(tx, items, calls, run_index, alone, unblamed, kept_savepoints, gen, batch,
+                      outcomes);
+}
+
+absl::Status BatchRunner::RunGroupRounds(Tx& tx, absl::Span<const Item> items,
+                                         const std::vector<HandlerCall*>& run,
+                                         const std::vector<size_t>& run_index, absl::BitGenRef gen,
+                                         Batch& batch, std::vector<Outcome>* outcomes,
+                                         std::vector<size_t>* group, std::vector<size_t>* alone,
+                                         int* kept_savepoints) {
   absl::Duration item_cost = batch.item_cost;
-  for (int round = 0; group.size() >= 2 && round < kGroupRounds; ++round) {
+  for (int round = 0; group->size() >= 2 && round < kGroupRounds; ++round) {
     const absl::Time s0 = clock_->Now();
     if (absl::Status sp = tx.Savepoint("partq_group"); !sp.ok()) return sp;
     const absl::Duration savepoint_cost = 2 * (clock_->Now() - s0);  // with its RELEASE
-    if (!GroupRoundPays(RerunFailureRate(), group.size(), item_cost, savepoint_cost)) break;
+    if (!GroupRoundPays(RerunFailureRate(), group->size(), item_cost, savepoint_cost)) break;
     std::vector<HandlerCall*> calls_of_group;
     const absl::Time t0 = clock_->Now();
-    for (size_t k : group) {
+    for (size_t k : *group) {
       run[k]->deadline = CallDeadline(t0);
       calls_of_group.push_back(run[k]);
     }
@@ -239,39 +278,50 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     if (Stopped()) return StopSignal();
     const absl::Time t1 = clock_->Now();
     if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
-    item_cost = (t1 - t0) / static_cast<int64_t>(group.size());
-    told = told && statuses.size() == group.size() && t1 <= CallDeadline(t0);
+    item_cost = (t1 - t0) / static_cast<int64_t>(group->size());
+    told = told && statuses.size() == group->size() && t1 <= CallDeadline(t0);
     const bool ok = told && std::all_of(statuses.begin(), statuses.end(),
                                         [](const absl::Status& st) { return st.ok(); });
     if (ok) {
       if (absl::Status r = tx.ReleaseSavepoint("partq_group"); !r.ok()) return r;
-      NoteRerun(group.size(), 0);
-      ++kept_savepoints;
-      for (size_t k : group) ack(run_index[k]);
-      group.clear();
+      NoteRerun(group->size(), 0);
+      ++*kept_savepoints;
+      for (size_t k : *group) {
+        const size_t i = run_index[k];
+        Ack(items[i], *run[k], &(*outcomes)[i]);
+      }
+      group->clear();
       break;
     }
     if (absl::Status r = tx.RollbackToSavepoint("partq_group"); !r.ok()) return r;
-    for (size_t k : group) calls[run_index[k]].result.reset();
+    for (size_t k : *group) run[k]->result.reset();
     if (!told) break;  // it cannot say which: all of them alone
     std::vector<size_t> still;
-    for (size_t j = 0; j < group.size(); ++j) {
+    for (size_t j = 0; j < group->size(); ++j) {
       if (statuses[j].ok()) {
-        still.push_back(group[j]);
+        still.push_back((*group)[j]);
       } else if (IsThrottled(statuses[j])) {
         // It did nothing (and the rollback took nothing of it): recorded
         // now, not run alone.
-        const size_t i = run_index[group[j]];
-        outcomes[i] = Failed(items[i], statuses[j], gen, batch);
+        const size_t i = run_index[(*group)[j]];
+        (*outcomes)[i] = Failed(items[i], statuses[j], gen, batch);
       } else {
-        alone.push_back(group[j]);
+        alone->push_back((*group)[j]);
       }
     }
-    NoteRerun(group.size(), group.size() - still.size());
-    group = std::move(still);
+    NoteRerun(group->size(), group->size() - still.size());
+    *group = std::move(still);
   }
-  alone.insert(alone.end(), group.begin(), group.end());
-  std::sort(alone.begin(), alone.end());
+  return absl::OkStatus();
+}
+
+absl::Status BatchRunner::RunEachAlone(Tx& tx, absl::Span<const Item> items,
+                                       std::vector<HandlerCall>& calls,
+                                       const std::vector<size_t>& run_index,
+                                       const std::vector<size_t>& alone,
+                                       const std::vector<bool>& unblamed, int kept_savepoints,
+                                       absl::BitGenRef gen, Batch& batch,
+                                       std::vector<Outcome>* outcomes) {
   // Each item alone runs under the savepoint partq_item, and one round trip
   // between two items moves it on: after a success, "RELEASE SAVEPOINT;
   // SAVEPOINT" (the item's writes stay, the next item gets a savepoint of
@@ -283,9 +333,9 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
   for (size_t k : alone) {
     const size_t i = run_index[k];
     if (kept_savepoints >= kMaxKeptSavepoints) {
-      outcomes[i].id = items[i].id;
-      outcomes[i].part = items[i].part;
-      outcomes[i].kind = Outcome::Kind::kLeave;
+      (*outcomes)[i].id = items[i].id;
+      (*outcomes)[i].part = items[i].part;
+      (*outcomes)[i].kind = Outcome::Kind::kLeave;
       batch.left.push_back(items[i].id);
       continue;
     }
@@ -301,13 +351,13 @@ absl::StatusOr<std::vector<Outcome>> BatchRunner::Run(Tx& tx, absl::Span<const I
     if (st.ok()) {
       holds = true;
       ++kept_savepoints;
-      ack(i);
+      Ack(items[i], calls[i], &(*outcomes)[i]);
     } else {
       if (absl::Status r = tx.RollbackToSavepoint("partq_item"); !r.ok()) return r;
-      outcomes[i] = Failed(items[i], st, gen, batch);
+      (*outcomes)[i] = Failed(items[i], st, gen, batch);
     }
   }
-  return outcomes;
+  return absl::OkStatus();
 }
 
 Outcome BatchRunner::Failed(const Item& item, const absl::Status& failure, absl::BitGenRef gen,

@@ -146,6 +146,40 @@ class BatchRunner {
   FinalRun RunFinal(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
                     const std::vector<HandlerCall*>& run, const std::vector<size_t>& run_index,
                     absl::BitGenRef gen, Batch& batch, std::vector<Outcome>* outcomes);
+  // The steps of Run after it set up its calls, with Run's parameters
+  // (`run`: the calls of `run_index`, positions in `items` and `calls`). An
+  // error is Run's to return: the stop or isolate signal, or the
+  // transaction's.
+  //
+  // The batch attempt (but of a lone item): every call of `run` in one
+  // HandleBatch call, due by `deadline`. OK: all acked into *outcomes.
+  absl::Status RunAttempt(absl::Span<const Item> items, std::vector<HandlerCall>& calls,
+                          const std::vector<HandlerCall*>& run,
+                          const std::vector<size_t>& run_index, absl::Time deadline, Batch& batch,
+                          bool* need_isolation, std::vector<Outcome>* outcomes);
+  // The isolating run: the throttled items' retries, the group rounds, then
+  // the rest alone (fills batch.left).
+  absl::Status Isolate(Tx& tx, absl::Span<const Item> items, std::vector<HandlerCall>& calls,
+                       const std::vector<HandlerCall*>& run, const std::vector<size_t>& run_index,
+                       absl::BitGenRef gen, Batch& batch, std::vector<Outcome>* outcomes);
+  // The group rounds of an isolating run over *group (positions in `run`):
+  // what a round acks leaves *group (and counts in *kept_savepoints), what
+  // it blames goes to *alone; what is left in *group at the end runs alone
+  // too.
+  absl::Status RunGroupRounds(Tx& tx, absl::Span<const Item> items,
+                              const std::vector<HandlerCall*>& run,
+                              const std::vector<size_t>& run_index, absl::BitGenRef gen,
+                              Batch& batch, std::vector<Outcome>* outcomes,
+                              std::vector<size_t>* group, std::vector<size_t>* alone,
+                              int* kept_savepoints);
+  // The items of `alone` (positions in `run`, in order) each alone
+  // under a savepoint, `kept_savepoints` kept already; those beyond
+  // kMaxKeptSavepoints are left (kLeave, in batch.left). `unblamed`: which
+  // ran OK in the batch attempt (a rerun, for NoteRerun).
+  absl::Status RunEachAlone(Tx& tx, absl::Span<const Item> items, std::vector<HandlerCall>& calls,
+                            const std::vector<size_t>& run_index, const std::vector<size_t>& alone,
+                            const std::vector<bool>& unblamed, int kept_savepoints,
+                            absl::BitGenRef gen, Batch& batch, std::vector<Outcome>* outcomes);
   // FailurePolicy::Failed, noted in batch.failures.
   Outcome Failed(const Item& item, const absl::Status& failure, absl::BitGenRef gen,
                  Batch& batch) const;
