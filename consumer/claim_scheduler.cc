@@ -181,50 +181,13 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
   const bool slot_free =
       suspect_id_ == 0 || std::any_of(finishing.begin(), finishing.end(),
                                       [&](const Item& i) { return i.id == suspect_id_; });
-  std::vector<int> hungry;
-  for (auto& [part, st] : parts_) {
-    if (st.noticed_floor) {
-      if (!st.floor || *st.noticed_floor < *st.floor) st.floor = st.noticed_floor;
-      st.noticed_floor.reset();
-    }
-    if (options_.fair && st.floor) {
-      // A fair read goes by its keys' cursors (the part's cursor is not an
-      // order its reads follow): an item noticed behind one is read from.
-      for (auto& [key, id] : st.key_cursors) id = std::min(id, st.floor->id);
-      st.floor.reset();
-    }
-    if (batches <= 0 || !st.hungry) continue;
-    // Fair: a retried or delayed item that came due behind a key's cursor
-    // is found by a read from the heads, when one would look behind.
-    if (ReadsFromHeads() || !st.cursor ||
-        (options_.fair && (st.look_behind || now - st.last_behind >= options_.rescan_interval)) ||
-        (!options_.notices && now - st.last_rescan >= options_.rescan_interval)) {
-      st.rescan = true;
-    }
-    hungry.push_back(part);
-  }
+  std::vector<int> hungry = HungryParts(batches, now);
   const int limit = options_.batch * std::max(1, batches);
   // Under a rate limit a part is read for at most the whole items its
   // budget holds, taken now (what the read does not use goes back in
   // AcceptClaim); a part with less than one item's budget is not read.
   std::map<int, int> allowed;
-  if (rate_) {
-    std::vector<int> funded;
-    for (int part : hungry) {
-      PartState& st = parts_.at(part);
-      if (st.budget_at == absl::InfinitePast()) {
-        st.budget_at = now;  // its budget starts from nothing, now
-        continue;
-      }
-      st.budget = BudgetAt(st, now);
-      st.budget_at = now;
-      const int n = std::min(limit, static_cast<int>(st.budget));
-      if (n < 1) continue;
-      allowed[part] = n;
-      funded.push_back(part);
-    }
-    hungry = std::move(funded);
-  }
+  if (rate_) allowed = RateAllowed(limit, now, &hungry);
   if (hungry.empty() && !(slot_free && suspects_pending_)) return std::nullopt;
   // Parts take turns: each claim starts one part further on and reads parts
   // only until it has `limit` items, so a batch mostly comes from one part
@@ -279,6 +242,53 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
   claim_gen_ = notice_gen_;
   claiming_ = true;
   return req;
+}
+
+std::vector<int> ClaimScheduler::HungryParts(int batches, absl::Time now) {
+  std::vector<int> hungry;
+  for (auto& [part, st] : parts_) {
+    if (st.noticed_floor) {
+      if (!st.floor || *st.noticed_floor < *st.floor) st.floor = st.noticed_floor;
+      st.noticed_floor.reset();
+    }
+    if (options_.fair && st.floor) {
+      // A fair read goes by its keys' cursors (the part's cursor is not an
+      // order its reads follow): an item noticed behind one is read from.
+      for (auto& [key, id] : st.key_cursors) id = std::min(id, st.floor->id);
+      st.floor.reset();
+    }
+    if (batches <= 0 || !st.hungry) continue;
+    // Fair: a retried or delayed item that came due behind a key's cursor
+    // is found by a read from the heads, when one would look behind.
+    if (ReadsFromHeads() || !st.cursor ||
+        (options_.fair && (st.look_behind || now - st.last_behind >= options_.rescan_interval)) ||
+        (!options_.notices && now - st.last_rescan >= options_.rescan_interval)) {
+      st.rescan = true;
+    }
+    hungry.push_back(part);
+  }
+  return hungry;
+}
+
+std::map<int, int> ClaimScheduler::RateAllowed(int limit, absl::Time now,
+                                               std::vector<int>* hungry) {
+  std::map<int, int> allowed;
+  std::vector<int> funded;
+  for (int part : *hungry) {
+    PartState& st = parts_.at(part);
+    if (st.budget_at == absl::InfinitePast()) {
+      st.budget_at = now;  // its budget starts from nothing, now
+      continue;
+    }
+    st.budget = BudgetAt(st, now);
+    st.budget_at = now;
+    const int n = std::min(limit, static_cast<int>(st.budget));
+    if (n < 1) continue;
+    allowed[part] = n;
+    funded.push_back(part);
+  }
+  *hungry = std::move(funded);
+  return allowed;
 }
 
 std::optional<std::string> ClaimScheduler::LastTurn(const std::optional<std::string>& from,
@@ -370,44 +380,7 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
       st.budget += std::max(0, r->second - n);  // what the read did not use
       reserved.erase(r);
     }
-    const std::optional<ItemKey> before = st.cursor;
-    if (n > 0) st.cursor = before ? std::max(*before, g->second.second) : g->second.second;
-    if (req.fair) {
-      std::vector<const Item*> mine;
-      for (const Item& item : items) {
-        if (!item.suspect && item.part == cp.part) mine.push_back(&item);
-      }
-      if (auto turn = LastTurn(cp.key_after, mine)) st.key_after = std::move(turn);
-      UpdateKeyCursors(st, mine);
-    }
-    st.full = !to_the_end && n >= std::min(cp.limit, req.limit);
-    if (!cp.after) {
-      st.last_rescan = started;
-      st.rescan = false;
-    }
-    if (!cp.after || cp.behind) {  // a read from the head has nothing behind it
-      st.last_behind = started;
-      st.look_behind = false;
-    }
-    // Where the next read starts behind the cursor. A read that stopped
-    // early, before where the cursor was, goes on from its last item (more
-    // may wait between); if the items that came due behind its start filled
-    // it, from the same start again (those taken are in flight now, and the
-    // rest come next).
-    st.floor.reset();
-    // (Not for a fair read: its items are in key order, not the part's.)
-    if (!req.fair && !to_the_end && n > 0 && before) {
-      const ItemKey got_last = g->second.second;
-      if (cp.after && !(*cp.after < got_last)) {
-        if (*cp.after < *before) st.floor = cp.after;
-        st.look_behind = true;
-      } else if (got_last < *before) {
-        st.floor = got_last;
-      }
-    }
-    st.hungry = !to_the_end || st.rescan;
-    if (st.noticed > claim_gen_) st.hungry = true;  // noticed while this claim was under way
-    if (st.noticed_head > claim_gen_) st.rescan = true;
+    NoteRead(req, cp, items, n, n > 0 ? g->second.second : ItemKey{}, to_the_end, started, st);
   }
   for (const ClaimPart& cp : req.parts) {  // parts the claim did not read
     auto r = reserved.find(cp.part);
@@ -420,6 +393,52 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     suspects_pending_ =
         std::any_of(items.begin(), items.end(), [](const Item& i) { return i.suspect; });
   }
+  return QueueClaimed(std::move(items), keep);
+}
+
+void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
+                              const std::vector<Item>& items, int n, const ItemKey& got_last,
+                              bool to_the_end, absl::Time started, PartState& st) {
+  const std::optional<ItemKey> before = st.cursor;
+  if (n > 0) st.cursor = before ? std::max(*before, got_last) : got_last;
+  if (req.fair) {
+    std::vector<const Item*> mine;
+    for (const Item& item : items) {
+      if (!item.suspect && item.part == cp.part) mine.push_back(&item);
+    }
+    if (auto turn = LastTurn(cp.key_after, mine)) st.key_after = std::move(turn);
+    UpdateKeyCursors(st, mine);
+  }
+  st.full = !to_the_end && n >= std::min(cp.limit, req.limit);
+  if (!cp.after) {
+    st.last_rescan = started;
+    st.rescan = false;
+  }
+  if (!cp.after || cp.behind) {  // a read from the head has nothing behind it
+    st.last_behind = started;
+    st.look_behind = false;
+  }
+  // Where the next read starts behind the cursor. A read that stopped
+  // early, before where the cursor was, goes on from its last item (more
+  // may wait between); if the items that came due behind its start filled
+  // it, from the same start again (those taken are in flight now, and the
+  // rest come next).
+  st.floor.reset();
+  // (Not for a fair read: its items are in key order, not the part's.)
+  if (!req.fair && !to_the_end && n > 0 && before) {
+    if (cp.after && !(*cp.after < got_last)) {
+      if (*cp.after < *before) st.floor = cp.after;
+      st.look_behind = true;
+    } else if (got_last < *before) {
+      st.floor = got_last;
+    }
+  }
+  st.hungry = !to_the_end || st.rescan;
+  if (st.noticed > claim_gen_) st.hungry = true;  // noticed while this claim was under way
+  if (st.noticed_head > claim_gen_) st.rescan = true;
+}
+
+int64_t ClaimScheduler::QueueClaimed(std::vector<Item> items, Batch* keep) {
   int64_t taken = 0;
   std::optional<Batch> suspect;
   std::vector<Batch> normal;

@@ -229,6 +229,25 @@ class ClaimScheduler {
   // of those that had the most turns. nullopt when none has a key.
   static std::optional<std::string> LastTurn(const std::optional<std::string>& from,
                                              const std::vector<const Item*>& items);
+  // BeginClaim's first step: moves each part's noticed floor into its floor
+  // (fair: into its key cursors) and, for a claim of `batches` > 0, lists
+  // the hungry parts, marking those due a read from the head at `now`.
+  std::vector<int> HungryParts(int batches, absl::Time now);
+  // Under a rate limit: how many items each part of *hungry may be read for
+  // at `now` (the whole items its budget holds, at most `limit`), by part;
+  // the parts with less than one leave *hungry. A part not counted yet
+  // starts counting now, from nothing.
+  std::map<int, int> RateAllowed(int limit, absl::Time now, std::vector<int>* hungry);
+  // What the claim `req`'s read of `cp` (started at `started`) says of its
+  // part, `st`: it took `n` of `items` there, the last at key `got_last`
+  // (when n > 0), and read to the end of what it could see (`to_the_end`)
+  // or not.
+  void NoteRead(const ClaimRequest& req, const ClaimPart& cp, const std::vector<Item>& items, int n,
+                const ItemKey& got_last, bool to_the_end, absl::Time started, PartState& st);
+  // AcceptClaim's last step: `items` of parts still held go in flight and are
+  // queued as batches (a suspect alone, at the front), the first to `keep`
+  // if given. Returns how many it took.
+  int64_t QueueClaimed(std::vector<Item> items, Batch* keep);
   // A part's budget at `now` (at most the burst).
   double BudgetAt(const PartState& st, absl::Time now) const;
   // The part may have items no claim has seen: read it from its head.
