@@ -430,6 +430,33 @@ std::vector<OwnedPart> FenceOf(const std::vector<Item>& items) {
   return parts;
 }
 
+// The items of `current` that its isolating run left (their ids `left`), as
+// a batch of their own that isolates at once, knowing what `batch`'s attempt
+// learned.
+Batch LeftOver(const Batch& current, const absl::flat_hash_set<int64_t>& left, const Batch& batch) {
+  Batch next;
+  for (const Item& i : current.items) {
+    if (left.count(i.id)) next.items.push_back(i);
+  }
+  next.isolate = true;
+  next.blamed = batch.blamed;
+  next.item_cost = batch.item_cost;
+  return next;
+}
+
+// Adds what the Finish `from` of left-over items finished to `to`, the
+// batch's result so far; the claim ahead is the last Finish's.
+void AddFinished(FinishResult& from, FinishResult* to) {
+  for (auto [f, t] : {std::pair{&from.acked, &to->acked},
+                      {&from.retried, &to->retried},
+                      {&from.dead, &to->dead},
+                      {&from.fenced, &to->fenced}}) {
+    t->insert(t->end(), f->begin(), f->end());
+  }
+  to->next = std::move(from.next);
+  to->next_begun = from.next_begun;
+}
+
 }  // namespace
 
 Consumer::Processed Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
@@ -483,14 +510,7 @@ Consumer::Processed Consumer::Process(Store& store, absl::BitGenRef gen, Batch& 
   Batch rest;
   while (r.ok() && !current->left.empty()) {
     const absl::flat_hash_set<int64_t> left(current->left.begin(), current->left.end());
-    Batch next;
-    for (const Item& i : current->items) {
-      if (left.count(i.id)) next.items.push_back(i);
-    }
-    next.isolate = true;
-    next.blamed = batch.blamed;
-    next.item_cost = batch.item_cost;
-    rest = std::move(next);
+    rest = LeftOver(*current, left, batch);
     current = &rest;
     FinishRequest sub = req;
     sub.items = rest.items;
@@ -503,30 +523,36 @@ Consumer::Processed Consumer::Process(Store& store, absl::BitGenRef gen, Batch& 
       // The earlier transactions committed: count what they finished, and
       // leave the retry only the rest. Retrying the whole batch ran the
       // committed items' handlers again, for the store to report them fenced.
-      std::vector<Item> done;
-      for (Item& i : batch.items) {
-        if (!left.count(i.id)) done.push_back(std::move(i));
-      }
-      batch = std::move(rest);
-      batch.left.clear();  // of the rolled-back transaction
-      ReportFailures(notes, *r);
-      absl::MutexLock lock(&mu_);
-      CountLocked(*r, done, t0, clock_->Now());
-      scheduler_.Release(done);
+      CutToUncommitted(*r, notes, left, t0, rest, batch);
       r = more.status();
       break;
     }
-    for (auto [from, to] : {std::pair{&more->acked, &r->acked},
-                            {&more->retried, &r->retried},
-                            {&more->dead, &r->dead},
-                            {&more->fenced, &r->fenced}}) {
-      to->insert(to->end(), from->begin(), from->end());
-    }
-    r->next = std::move(more->next);
-    r->next_begun = more->next_begun;
+    AddFinished(*more, &*r);
     notes.insert(notes.end(), rest.failures.begin(), rest.failures.end());
   }
   if (r.ok()) ReportFailures(notes, *r);
+  return Settle(std::move(r), ahead, claim_started, batch, t0, kept);
+}
+
+void Consumer::CutToUncommitted(const FinishResult& r, const std::vector<FailureNote>& notes,
+                                const absl::flat_hash_set<int64_t>& left, absl::Time t0,
+                                Batch& rest, Batch& batch) {
+  std::vector<Item> done;
+  for (Item& i : batch.items) {
+    if (!left.count(i.id)) done.push_back(std::move(i));
+  }
+  batch = std::move(rest);
+  batch.left.clear();  // of the rolled-back transaction
+  ReportFailures(notes, r);
+  absl::MutexLock lock(&mu_);
+  CountLocked(r, done, t0, clock_->Now());
+  scheduler_.Release(done);
+}
+
+Consumer::Processed Consumer::Settle(absl::StatusOr<FinishResult> r,
+                                     const std::optional<ClaimRequest>& ahead,
+                                     absl::Time claim_started, const Batch& batch, absl::Time t0,
+                                     std::optional<Batch>* kept) {
   const absl::Time t1 = clock_->Now();
   absl::MutexLock lock(&mu_);
   if (ahead) {

@@ -81,8 +81,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/bit_gen_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
@@ -200,6 +202,20 @@ class Consumer : private PartListener {
   // already), if any. Retry delays draw their jitter from `gen`.
   enum class Processed { kDone, kStopped, kFailed };  // kStopped: Run's stop signal
   Processed Process(Store& store, absl::BitGenRef gen, Batch& batch, std::optional<Batch>* kept);
+  // A Finish of what an isolating run left, `left` of `batch` (now in
+  // `rest`), failed after the earlier ones committed `r` (since `t0`, with
+  // `notes`): reports and counts what committed and releases it, and cuts
+  // `batch` down to `rest`.
+  void CutToUncommitted(const FinishResult& r, const std::vector<FailureNote>& notes,
+                        const absl::flat_hash_set<int64_t>& left, absl::Time t0, Batch& rest,
+                        Batch& batch) ABSL_LOCKS_EXCLUDED(mu_);
+  // The end of Process, once the Finish of `batch` (begun at `t0`) gave
+  // `r`: accepts the claim ahead in it (`ahead`, begun at `claim_started`;
+  // `*kept` as for Process) or fails it, then counts the finished items, or
+  // logs and counts the error.
+  Processed Settle(absl::StatusOr<FinishResult> r, const std::optional<ClaimRequest>& ahead,
+                   absl::Time claim_started, const Batch& batch, absl::Time t0,
+                   std::optional<Batch>* kept) ABSL_LOCKS_EXCLUDED(mu_);
   // What a Finish of `items` committed, into the stats and metrics.
   void CountLocked(const FinishResult& r, const std::vector<Item>& items, absl::Time start,
                    absl::Time end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
