@@ -1320,37 +1320,7 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
       if (!cands.empty()) taken_in[cp.part] = cp.epoch.value;
       continue;
     }
-    std::vector<const StoredItem*> cands;
-    // Ordered or bounded per key: the older live items of each key so far.
-    const int bound = KeyBound(req);
-    std::map<std::string, int> older;
-    // In a grown queue: the parts its keys had before each grow
-    // (Store::GrowParts), whose items of a key come before this part's.
-    std::set<int> earlier;
-    if (bound > 0) {
-      if (auto q = queues_.find(req.queue); q != queues_.end()) {
-        for (int c : q->second.grown_from) {
-          if (c <= cp.part) earlier.insert(cp.part % c);
-        }
-      }
-    }
-    for (const auto& [id, s] : items_) {  // id order
-      if (s.queue != req.queue) continue;
-      if (earlier.count(s.item.part) > 0 && s.item.key) ++older[*s.item.key];
-      if (s.item.part != cp.part) continue;
-      if (bound > 0 && s.item.key && older[*s.item.key]++ >= bound) continue;
-      if (s.item.run_at > now || s.abandoned_epoch != 0) continue;
-      const ItemKey k{s.item.priority, s.item.id};
-      // Behind `after`, only what came due there; up to the cursor, not
-      // what is in flight.
-      const bool behind = cp.after && !(*cp.after < k);
-      if (behind && (!cp.behind || !s.later)) continue;
-      if ((behind || !cp.cursor || !(*cp.cursor < k)) && skip.count(id) > 0) continue;
-      cands.push_back(&s);
-    }
-    std::stable_sort(cands.begin(), cands.end(), [](const StoredItem* a, const StoredItem* b) {
-      return ItemKey{a->item.priority, a->item.id} < ItemKey{b->item.priority, b->item.id};
-    });
+    std::vector<const StoredItem*> cands = InOrderLocked(req, cp, now, skip);
     if (static_cast<int>(cands.size()) > std::min(cp.limit, room)) {
       cands.resize(std::min(cp.limit, room));
     }
@@ -1358,19 +1328,8 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
     if (!cands.empty()) taken_in[cp.part] = cp.epoch.value;
   }
   if (req.include_suspect && !req.session.value.empty()) {
-    const StoredItem* best = nullptr;
     int64_t best_epoch = 0;
-    for (const auto& [id, s] : items_) {
-      if (s.queue != req.queue || s.abandoned_epoch == 0 || s.item.run_at > now) continue;
-      if (skip.count(id) > 0) continue;
-      auto o = owners_.find({req.queue, s.item.part});
-      if (o == owners_.end() || o->second.session != req.session.value) continue;
-      if (best == nullptr ||
-          ItemKey{s.item.priority, id} < ItemKey{best->item.priority, best->item.id}) {
-        best = &s;
-        best_epoch = o->second.epoch;
-      }
-    }
+    const StoredItem* best = SuspectLocked(req, now, skip, &best_epoch);
     if (best != nullptr) {
       out.push_back(out_item(*best, best_epoch, true));
       taken_in[best->item.part] = best_epoch;
@@ -1380,6 +1339,66 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
   std::sort(out.begin(), out.end(), [](const Item& a, const Item& b) {
     return ItemKey{a.priority, a.id} < ItemKey{b.priority, b.id};
   });
+  RecordClaimLocked(req, taken_in, out);
+  return out;
+}
+
+std::vector<const MemDatabase::StoredItem*> MemDatabase::InOrderLocked(
+    const ClaimRequest& req, const ClaimPart& cp, absl::Time now, const std::set<int64_t>& skip) {
+  std::vector<const StoredItem*> cands;
+  // Ordered or bounded per key: the older live items of each key so far.
+  const int bound = KeyBound(req);
+  std::map<std::string, int> older;
+  // In a grown queue: the parts its keys had before each grow
+  // (Store::GrowParts), whose items of a key come before this part's.
+  std::set<int> earlier;
+  if (bound > 0) {
+    if (auto q = queues_.find(req.queue); q != queues_.end()) {
+      for (int c : q->second.grown_from) {
+        if (c <= cp.part) earlier.insert(cp.part % c);
+      }
+    }
+  }
+  for (const auto& [id, s] : items_) {  // id order
+    if (s.queue != req.queue) continue;
+    if (earlier.count(s.item.part) > 0 && s.item.key) ++older[*s.item.key];
+    if (s.item.part != cp.part) continue;
+    if (bound > 0 && s.item.key && older[*s.item.key]++ >= bound) continue;
+    if (s.item.run_at > now || s.abandoned_epoch != 0) continue;
+    const ItemKey k{s.item.priority, s.item.id};
+    // Behind `after`, only what came due there; up to the cursor, not
+    // what is in flight.
+    const bool behind = cp.after && !(*cp.after < k);
+    if (behind && (!cp.behind || !s.later)) continue;
+    if ((behind || !cp.cursor || !(*cp.cursor < k)) && skip.count(id) > 0) continue;
+    cands.push_back(&s);
+  }
+  std::stable_sort(cands.begin(), cands.end(), [](const StoredItem* a, const StoredItem* b) {
+    return ItemKey{a->item.priority, a->item.id} < ItemKey{b->item.priority, b->item.id};
+  });
+  return cands;
+}
+
+const MemDatabase::StoredItem* MemDatabase::SuspectLocked(const ClaimRequest& req, absl::Time now,
+                                                          const std::set<int64_t>& skip,
+                                                          int64_t* epoch) {
+  const StoredItem* best = nullptr;
+  for (const auto& [id, s] : items_) {
+    if (s.queue != req.queue || s.abandoned_epoch == 0 || s.item.run_at > now) continue;
+    if (skip.count(id) > 0) continue;
+    auto o = owners_.find({req.queue, s.item.part});
+    if (o == owners_.end() || o->second.session != req.session.value) continue;
+    if (best == nullptr ||
+        ItemKey{s.item.priority, id} < ItemKey{best->item.priority, best->item.id}) {
+      best = &s;
+      *epoch = o->second.epoch;
+    }
+  }
+  return best;
+}
+
+void MemDatabase::RecordClaimLocked(const ClaimRequest& req, const std::map<int, int64_t>& taken_in,
+                                    const std::vector<Item>& out) {
   for (const auto& [part, epoch] : taken_in) {
     ClaimRecord rec{epoch, {}};
     for (const auto& [p, id] : req.in_flight) {
@@ -1391,7 +1410,6 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
     auto slot = claims_.find({req.queue, part});
     if (slot != claims_.end() && slot->second.epoch == epoch) slot->second = std::move(rec);
   }
-  return out;
 }
 
 }  // namespace partq

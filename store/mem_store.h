@@ -103,6 +103,22 @@ class MemDatabase {
   std::vector<const StoredItem*> FairLocked(const ClaimRequest& req, const ClaimPart& cp,
                                             absl::Time now, const std::set<int64_t>& skip)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a claim that is not fair may take from part `cp`, in (priority, id)
+  // order; the caller cuts it to its limits.
+  std::vector<const StoredItem*> InOrderLocked(const ClaimRequest& req, const ClaimPart& cp,
+                                               absl::Time now, const std::set<int64_t>& skip)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The suspect a claim probes for (ClaimRequest::include_suspect): the
+  // first abandoned item, in (priority, id) order, of a part the claiming
+  // session owns, and in *epoch that part's epoch; null if none.
+  const StoredItem* SuspectLocked(const ClaimRequest& req, absl::Time now,
+                                  const std::set<int64_t>& skip, int64_t* epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rewrites the claim records of the parts a claim took items from
+  // (`taken_in`: part -> epoch): the in-flight ids it was sent, and the
+  // items it took (`out`).
+  void RecordClaimLocked(const ClaimRequest& req, const std::map<int, int64_t>& taken_in,
+                         const std::vector<Item>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Cancels item `id` of `queue` (Store::CancelItems).
   CancelOutcome::Kind CancelLocked(const std::string& queue, int64_t id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
