@@ -239,8 +239,8 @@ absl::Status BatchRunner::Isolate(Tx& tx, absl::Span<const Item> items,
       (unblamed[k] ? group : alone).push_back(k);
     }
   }
-  if (absl::Status st = RunGroupRounds(tx, items, run, run_index, gen, batch, outcomes, &group,
-                                       &alone, &kept_savepoints);
+  if (absl::Status st = RunGroupRounds(tx, items, run, run_index, gen, batch, outcomes, group,
+                                       alone, &kept_savepoints);
       !st.ok()) {
     return st;
   }
@@ -254,17 +254,17 @@ absl::Status BatchRunner::RunGroupRounds(Tx& tx, absl::Span<const Item> items,
                                          const std::vector<HandlerCall*>& run,
                                          const std::vector<size_t>& run_index, absl::BitGenRef gen,
                                          Batch& batch, std::vector<Outcome>* outcomes,
-                                         std::vector<size_t>* group, std::vector<size_t>* alone,
+                                         std::vector<size_t>& group, std::vector<size_t>& alone,
                                          int* kept_savepoints) {
   absl::Duration item_cost = batch.item_cost;
-  for (int round = 0; group->size() >= 2 && round < kGroupRounds; ++round) {
+  for (int round = 0; group.size() >= 2 && round < kGroupRounds; ++round) {
     const absl::Time s0 = clock_->Now();
     if (absl::Status sp = tx.Savepoint("partq_group"); !sp.ok()) return sp;
     const absl::Duration savepoint_cost = 2 * (clock_->Now() - s0);  // with its RELEASE
-    if (!GroupRoundPays(RerunFailureRate(), group->size(), item_cost, savepoint_cost)) break;
+    if (!GroupRoundPays(RerunFailureRate(), group.size(), item_cost, savepoint_cost)) break;
     std::vector<HandlerCall*> calls_of_group;
     const absl::Time t0 = clock_->Now();
-    for (size_t k : *group) {
+    for (size_t k : group) {
       run[k]->deadline = CallDeadline(t0);
       calls_of_group.push_back(run[k]);
     }
@@ -278,39 +278,39 @@ absl::Status BatchRunner::RunGroupRounds(Tx& tx, absl::Span<const Item> items,
     if (Stopped()) return StopSignal();
     const absl::Time t1 = clock_->Now();
     if (metrics_ != nullptr) metrics_->HandlerCall(t1 - t0);
-    item_cost = (t1 - t0) / static_cast<int64_t>(group->size());
-    told = told && statuses.size() == group->size() && t1 <= CallDeadline(t0);
+    item_cost = (t1 - t0) / static_cast<int64_t>(group.size());
+    told = told && statuses.size() == group.size() && t1 <= CallDeadline(t0);
     const bool ok = told && std::all_of(statuses.begin(), statuses.end(),
                                         [](const absl::Status& st) { return st.ok(); });
     if (ok) {
       if (absl::Status r = tx.ReleaseSavepoint("partq_group"); !r.ok()) return r;
-      NoteRerun(group->size(), 0);
+      NoteRerun(group.size(), 0);
       ++*kept_savepoints;
-      for (size_t k : *group) {
+      for (size_t k : group) {
         const size_t i = run_index[k];
         Ack(items[i], *run[k], &(*outcomes)[i]);
       }
-      group->clear();
+      group.clear();
       break;
     }
     if (absl::Status r = tx.RollbackToSavepoint("partq_group"); !r.ok()) return r;
-    for (size_t k : *group) run[k]->result.reset();
+    for (size_t k : group) run[k]->result.reset();
     if (!told) break;  // it cannot say which: all of them alone
     std::vector<size_t> still;
-    for (size_t j = 0; j < group->size(); ++j) {
+    for (size_t j = 0; j < group.size(); ++j) {
       if (statuses[j].ok()) {
-        still.push_back((*group)[j]);
+        still.push_back(group[j]);
       } else if (IsThrottled(statuses[j])) {
         // It did nothing (and the rollback took nothing of it): recorded
         // now, not run alone.
-        const size_t i = run_index[(*group)[j]];
+        const size_t i = run_index[group[j]];
         (*outcomes)[i] = Failed(items[i], statuses[j], gen, batch);
       } else {
-        alone->push_back((*group)[j]);
+        alone.push_back(group[j]);
       }
     }
-    NoteRerun(group->size(), group->size() - still.size());
-    *group = std::move(still);
+    NoteRerun(group.size(), group.size() - still.size());
+    group = std::move(still);
   }
   return absl::OkStatus();
 }

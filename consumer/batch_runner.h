@@ -162,15 +162,15 @@ class BatchRunner {
   absl::Status Isolate(Tx& tx, absl::Span<const Item> items, std::vector<HandlerCall>& calls,
                        const std::vector<HandlerCall*>& run, const std::vector<size_t>& run_index,
                        absl::BitGenRef gen, Batch& batch, std::vector<Outcome>* outcomes);
-  // The group rounds of an isolating run over *group (positions in `run`):
-  // what a round acks leaves *group (and counts in *kept_savepoints), what
-  // it blames goes to *alone; what is left in *group at the end runs alone
-  // too.
+  // The group rounds of an isolating run over `group` (positions in `run`):
+  // what a round acks leaves `group` (its savepoint counted in
+  // *kept_savepoints), what it blames goes to `alone`; what is left in
+  // `group` at the end runs alone too.
   absl::Status RunGroupRounds(Tx& tx, absl::Span<const Item> items,
                               const std::vector<HandlerCall*>& run,
                               const std::vector<size_t>& run_index, absl::BitGenRef gen,
                               Batch& batch, std::vector<Outcome>* outcomes,
-                              std::vector<size_t>* group, std::vector<size_t>* alone,
+                              std::vector<size_t>& group, std::vector<size_t>& alone,
                               int* kept_savepoints);
   // The items of `alone` (positions in `run`, in order) each alone
   // under a savepoint, `kept_savepoints` kept already; those beyond
