@@ -13,6 +13,7 @@ PARTQ_CHECKER_PACKAGES=(
   nodejs npm # tools/k8s-validate, tools/check-dashboards (npm ci of tools/package-lock.json)
   prometheus # promtool parses the dashboards' PromQL
   jq         # tests/helm/check_chart.sh reads values.schema.json
+  universal-ctags # tools/check-function-lengths
 )
 
 # Debian 12 packages that build the `partq` binary (the Dockerfile's build stage installs these).
