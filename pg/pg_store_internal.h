@@ -111,11 +111,6 @@ inline constexpr char kPipelinedClaim[] = "partq_pl_claim";
 inline constexpr char kPipelinedClaimFair[] = "partq_pl_claim_fair";
 inline constexpr char kPipelinedLeanAckClaim[] = "partq_pl_lean_ack_claim";
 inline constexpr char kPipelinedLeanAckClaimFair[] = "partq_pl_lean_ack_claim_fair";
-// The lean Finish with failed items beside its acks (AckFailCtes) after
-// kPlanGuard: without a claim, with one, and with a fair one.
-inline constexpr char kPipelinedLeanAckFail[] = "partq_pl_lean_ack_fail";
-inline constexpr char kPipelinedLeanAckFailClaim[] = "partq_pl_lean_ack_fail_claim";
-inline constexpr char kPipelinedLeanAckFailClaimFair[] = "partq_pl_lean_ack_fail_claim_fair";
 // The general Finish (retries, dead items) after kPlanGuard: the text of
 // "finish", and of "finish_claim" without a key bound, and "finish_claim_fair".
 inline constexpr char kPipelinedFinish[] = "partq_pl_finish";

@@ -1587,37 +1587,6 @@ absl::Status PgStore::FinishGeneral(FinishAttempt& f) {
   return absl::OkStatus();
 }
 
-namespace {
-
-// The lean Finish's parameters (AckCtes, $1-$8: the fence, the acked ids and
-// rows, the results), and with failed items beside them (AckFailCtes) those
-// as FinishCtes takes them ($9-$15), in text.
-std::vector<std::optional<std::string>> LeanParams(const FinishAttempt& f,
-                                                   const std::string& ctids) {
-  const OutcomeArgs& a = f.args;
-  std::vector<int64_t> result_ids;
-  std::vector<std::optional<std::string>> results;
-  for (size_t i = 0; i < a.ack_ids.size(); ++i) {
-    if (a.ack_results[i]) {
-      result_ids.push_back(a.ack_ids[i]);
-      results.push_back(a.ack_results[i]);
-    }
-  }
-  std::vector<std::optional<std::string>> params = {f.request.queue,      f.request.session.value,
-                                                    IntArray(f.parts),    IntArray(f.epochs),
-                                                    IntArray(a.ack_ids),  ctids,
-                                                    IntArray(result_ids), TextArray(results)};
-  if (a.o_ids.empty()) return params;
-  for (std::string p : {IntArray(a.o_ids), IntArray(a.o_parts), BoolArray(a.o_dead),
-                        IntArray(a.o_delays), BoolArray(a.o_refund), TextArray(a.o_errors),
-                        absl::StrCat(std::max(1, f.request.max_attempts))}) {
-    params.push_back(std::move(p));
-  }
-  return params;
-}
-
-}  // namespace
-
 void PgStore::RunFinishStatement(FinishAttempt& f, FinishRows* rows) {
   const FinishRequest& request = f.request;
   const std::optional<ClaimArgs>& next = f.next;
@@ -1625,44 +1594,41 @@ void PgStore::RunFinishStatement(FinishAttempt& f, FinishRows* rows) {
   pqxx::nontransaction& tx = *f.tx;
   const std::string ctids = CtidArray(a.ack_locators);
   auto exec = [&](const char* name, auto&&... args) { return Exec(tx, name, args...); };
-  // The lean statement (pg_store_sql.cc, AckCtes, and AckFailCtes with failed
-  // items), if every acked row was located by its claim; the general one
-  // (FinishCtes) for the second, locked attempt and rows a claim did not
-  // locate.
-  if (!f.lock_first && f.located) {
-    std::vector<std::optional<std::string>> params = LeanParams(f, ctids);
-    const bool failing = !a.o_ids.empty();
-    if (next && !next->fair && next->key_bound != 0) {
-      // With a key bound: the plan the planner picks (PgStore::Claim).
-      auto run = [&](auto&&... lean) {
-        return ExecClaimForm(exec, *next, failing ? "ack_fail_claim" : "ack_claim", lean...,
-                             next->parts, next->epochs, next->after_prio, next->after_id,
-                             next->limits, next->key_bound, next->suspect, next->fly_parts,
-                             next->fly_ids, next->limit, next->cursor_prio, next->cursor_id,
-                             next->records, next->behind);
-      };
-      rows->r = failing ? run(*params[0], *params[1], *params[2], *params[3], *params[4],
-                              *params[5], *params[6], *params[7], *params[8], *params[9],
-                              *params[10], *params[11], *params[12], *params[13], *params[14])
-                        : run(*params[0], *params[1], *params[2], *params[3], *params[4],
-                              *params[5], *params[6], *params[7]);
-    } else if (next) {
-      // After kPlanGuard, as the claims are (PgStore::Claim says why): its
-      // settings last to the COMMIT, after the handler's statements.
-      AppendClaimParams(*next, &params);
-      const char* name =
-          next->fair ? (failing ? kPipelinedLeanAckFailClaimFair : kPipelinedLeanAckClaimFair)
-                     : (failing ? kPipelinedLeanAckFailClaim : kPipelinedLeanAckClaim);
-      rows->guarded = RunGuarded(pipeline_, *conn_, name, std::move(params));
-    } else if (failing) {
-      rows->guarded = RunGuarded(pipeline_, *conn_, kPipelinedLeanAckFail, std::move(params));
-    } else {
-      rows->r = Exec(tx, "ack", *params[0], *params[1], *params[2], *params[3], *params[4],
-                     *params[5], *params[6], *params[7]);
+  // The lean statement (pg_store_sql.cc, AckCtes), if every item is acked
+  // and every row located by its claim.
+  const bool lean = !f.lock_first && a.o_ids.empty() && f.located;
+  std::vector<int64_t> result_ids;
+  std::vector<std::optional<std::string>> results;
+  for (size_t i = 0; lean && i < a.ack_ids.size(); ++i) {
+    if (a.ack_results[i]) {
+      result_ids.push_back(a.ack_ids[i]);
+      results.push_back(a.ack_results[i]);
     }
-    return;
   }
-  if (next && (next->fair || next->key_bound == 0)) {
+  if (lean && next && !next->fair && next->key_bound != 0) {
+    // With a key bound: the plan the planner picks (PgStore::Claim).
+    rows->r = ExecClaimForm(exec, *next, "ack_claim", request.queue, request.session.value,
+                            IntArray(f.parts), IntArray(f.epochs), IntArray(a.ack_ids), ctids,
+                            IntArray(result_ids), TextArray(results), next->parts, next->epochs,
+                            next->after_prio, next->after_id, next->limits, next->key_bound,
+                            next->suspect, next->fly_parts, next->fly_ids, next->limit,
+                            next->cursor_prio, next->cursor_id, next->records, next->behind);
+  } else if (lean && next) {
+    // After kPlanGuard, as the claims are (PgStore::Claim says why): its
+    // settings last to the COMMIT, after the handler's statements.
+    std::vector<std::optional<std::string>> params = {request.queue,        request.session.value,
+                                                      IntArray(f.parts),    IntArray(f.epochs),
+                                                      IntArray(a.ack_ids),  ctids,
+                                                      IntArray(result_ids), TextArray(results)};
+    AppendClaimParams(*next, &params);
+    rows->guarded = RunGuarded(pipeline_, *conn_,
+                               next->fair ? kPipelinedLeanAckClaimFair : kPipelinedLeanAckClaim,
+                               std::move(params));
+  } else if (lean) {
+    rows->r =
+        Exec(tx, "ack", request.queue, request.session.value, IntArray(f.parts), IntArray(f.epochs),
+             IntArray(a.ack_ids), ctids, IntArray(result_ids), TextArray(results));
+  } else if (next && (next->fair || next->key_bound == 0)) {
     // The general form after kPlanGuard too (PipelinedStatements says why);
     // with a key bound, the plan the planner picks, as above.
     std::vector<std::optional<std::string>> params =

@@ -476,20 +476,6 @@ res AS (
   RETURNING 1))sql");
 }
 
-// The common Finish with failed items beside its acks: AckCtes ($1-$8),
-// and the failed ones as FinishCtes takes them ($9 ids, $10 parts, $11 dead,
-// $12 delay in µs, $13 refund, $14 error; $15 max attempts), which
-// fail_items() (migration 29) retries or buries as FinishCtes would. A batch
-// with one failure of a hundred then costs what a batch without one does,
-// not the general Finish's ten CTEs (migration 29 says what it cost).
-std::string AckFailCtes() {
-  return absl::StrCat(AckCtes(), R"sql(,
-failed AS (
-  SELECT * FROM {schema}.fail_items(ARRAY(SELECT part FROM f), $9::bigint[], $10::int[],
-                                    $11::bool[], $12::bigint[], $13::bool[], $14::text[],
-                                    $15::int)))sql");
-}
-
 // Finish's CTEs ($1 queue, $2 session, $3/$4 fence parts and epochs, $5-$8
 // acks: id, part, ctid, result as hex; $9-$14 other outcomes: id, part, dead,
 // delay in µs, refund, error; $15 max attempts). Why they look like this:
@@ -812,40 +798,6 @@ FROM )sql",
                       kPickFrom, "\n");
 }
 
-// AckFailCtes without a claim: ('p', part) per part still held, ('n', count)
-// of the acked, ('r'|'d', id) per failed item retried or buried.
-std::string AckFailStatement() {
-  return absl::StrCat("WITH ", AckFailCtes(), ",\n", UnrecordCte(false), R"sql(
-SELECT 'p' AS k, part::bigint AS id FROM f
-UNION ALL SELECT 'n', count(*) FROM done
-UNION ALL SELECT failed_kind, failed_id FROM failed
-)sql");
-}
-
-// AckFailCtes and a claim ahead, which skips the batch's ids (its snapshot
-// still sees the failed rows as they were): the rows of AckFailStatement,
-// then ('c', ...) per claimed item.
-std::string AckFailClaimStatement(bool fair, bool unkeyed = false) {
-  return absl::StrCat("WITH ", AckFailCtes(), ",\n",
-                      ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]",
-                                /*async_commit=*/false, fair, unkeyed),
-                      ",\n", UnrecordCte(true), R"sql(
-SELECT 'p' AS k, part::bigint AS id, )sql",
-                      kTypedPad, R"sql(
-FROM f
-UNION ALL SELECT 'n', count(*), )sql",
-                      kPad, R"sql(
-FROM done
-UNION ALL SELECT failed_kind, failed_id, )sql",
-                      kPad, R"sql(
-FROM failed
-UNION ALL
-SELECT 'c', )sql",
-                      kPickColumns, R"sql(
-FROM )sql",
-                      kPickFrom, "\n");
-}
-
 }  // namespace
 
 std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema) {
@@ -888,12 +840,6 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       // queue, a handler's result): also after kPlanGuard.
       {kPipelinedLeanAckClaim, AckClaimStatement(/*fair=*/false, /*unkeyed=*/true)},
       {kPipelinedLeanAckClaimFair, AckClaimStatement(/*fair=*/true)},
-      // The same with failed items beside the acks (AckFailCtes): what a
-      // batch with a retry or a dead item takes when its acked rows were
-      // located by their claims and the statement need not lock first.
-      {kPipelinedLeanAckFail, AckFailStatement()},
-      {kPipelinedLeanAckFailClaim, AckFailClaimStatement(/*fair=*/false, /*unkeyed=*/true)},
-      {kPipelinedLeanAckFailClaimFair, AckFailClaimStatement(/*fair=*/true)},
       // The general Finish (FinishCtes: retries, dead items), with and
       // without a claim ahead, also after kPlanGuard. Planned for its
       // arguments on every call it took 13 ms a batch (pg_stat_statements:
@@ -977,7 +923,6 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
   // bound, and a fair one, run kPipelinedLeanAckClaim(Fair)
   // (PipelinedStatements) instead.
   s.push_back({"ack_claim", AckClaimStatement(/*fair=*/false)});
-  s.push_back({"ack_fail_claim", AckFailClaimStatement(/*fair=*/false)});
   for (Statement& st : s) st.sql = WithSchema(st.sql, schema);
   return s;
 }

@@ -2250,12 +2250,10 @@ TEST_F(PgStoreTest, AClaimAheadPlannedOnAnEmptyQueueNeverScansTheTable) {
   EXPECT_LE(seq_scans, 8) << "acks or claims of the backlog read the whole items table";
 }
 
-// A Finish with failures (a batch with a retry or a dead item, which a queue
-// whose exec or http handler fails 1 % of its items sends most batches)
+// The general Finish (a batch with a retry or a dead item, which a queue
+// whose exec or http handler fails 1 % of its items sends it most batches)
 // runs a generic plan after the plan guard too, from the first run, and
-// scans no table for it however small the queue was when it was planned:
-// the lean form with failures beside the acks (AckFailCtes, fail_items()),
-// and the general form (FinishCtes), which takes rows no claim located.
+// scans no table for it however small the queue was when it was planned.
 TEST_F(PgStoreTest, AFinishWithFailuresRunsAGenericPlanThatNeverScansTheTable) {
   MakeQueue("q", 1);
   auto store = schema_.NewStore();
@@ -2276,7 +2274,7 @@ TEST_F(PgStoreTest, AFinishWithFailuresRunsAGenericPlanThatNeverScansTheTable) {
   };
   std::vector<Item> batch;
   int64_t gone = 0;  // acked and dead: deleted from items
-  auto drain = [&](int batches, int per_batch, bool located) {
+  auto drain = [&](int batches, int per_batch) {
     for (int b = 0; b < batches; ++b) {
       ClaimRequest next = ClaimAll("q", m, per_batch);
       next.include_suspect = false;
@@ -2287,9 +2285,6 @@ TEST_F(PgStoreTest, AFinishWithFailuresRunsAGenericPlanThatNeverScansTheTable) {
       }
       ASSERT_GE(batch.size(), 2u);
       next.parts[0].after = ItemKey{batch.back().priority, batch.back().id};
-      if (!located) {
-        for (Item& item : batch) item.locator = 0;
-      }
       FinishRequest req = FinishOf("q", m, batch);
       req.begin_next = true;
       req.next = [&]() -> std::optional<ClaimRequest> { return next; };
@@ -2301,25 +2296,17 @@ TEST_F(PgStoreTest, AFinishWithFailuresRunsAGenericPlanThatNeverScansTheTable) {
       batch = r->next;
     }
     // Without a claim ahead: the other form.
-    if (!located) {
-      for (Item& item : batch) item.locator = 0;
-    }
     ASSERT_OK_AND_ASSIGN(FinishResult last, store->Finish(FinishOf("q", m, batch), body));
     ASSERT_EQ(last.dead.size(), 1u);
     gone += static_cast<int64_t>(last.acked.size() + last.dead.size());
     batch.clear();
   };
-  for (int i = 0; i < 50; ++i) ASSERT_OK(store_->Enqueue("q", Payload("small")));
-  // The generic plans are made on the small table.
-  drain(6, 3, /*located=*/true);
-  drain(6, 3, /*located=*/false);
+  for (int i = 0; i < 40; ++i) ASSERT_OK(store_->Enqueue("q", Payload("small")));
+  drain(6, 5);  // the generic plans are made on the small table
   std::vector<NewItem> big(20000, Payload("big"));
   ASSERT_OK(store_->EnqueueBatch("q", big));
-  drain(20, 100, /*located=*/true);
-  drain(20, 100, /*located=*/false);
-  for (const char* name :
-       {pg_internal::kPipelinedLeanAckFailClaim, pg_internal::kPipelinedLeanAckFail,
-        pg_internal::kPipelinedFinishClaim, pg_internal::kPipelinedFinish}) {
+  drain(40, 100);
+  for (const char* name : {pg_internal::kPipelinedFinishClaim, pg_internal::kPipelinedFinish}) {
     const auto counts = PlanCounts(*store, "q", name);
     ASSERT_TRUE(counts.has_value()) << name << " did not run";
     EXPECT_GT(counts->first, 0) << name << ": generic plans";
