@@ -24,14 +24,16 @@ namespace pg_internal {
 namespace {
 
 // The statement in pg/sql/NAME.sql, without the comment lines that head the
-// file (they say why it looks as it does, for its readers, not the server).
+// file (they say why it looks as it does, for its readers, not the server)
+// and without the file's last newline: the server sees the statement as it
+// is written, which is what pg_stat_activity shows and tests match.
 std::string StatementSql(absl::string_view name) {
   absl::string_view text = EmbeddedSql(absl::StrCat("sql/", name, ".sql"));
   while (absl::StartsWith(text, "--")) {
     const size_t nl = text.find('\n');
     text.remove_prefix(nl == absl::string_view::npos ? text.size() : nl + 1);
   }
-  return std::string(text);
+  return std::string(absl::StripTrailingAsciiWhitespace(text));
 }
 
 // StatementSql(name) with its holes ("{fence}", ...) filled: fragments that
@@ -889,7 +891,7 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
     s.push_back({name, StatementSql(name), /*prepared=*/false});
   }
   // Files with holes, filled with fragments that other statements share.
-  const std::string heartbeat_me(absl::StripTrailingAsciiWhitespace(StatementSql("heartbeat_me")));
+  const std::string heartbeat_me = StatementSql("heartbeat_me");
   s.push_back({"join", Fill("join", {{"{take_over_claims}", TakeOverClaims("kept")}}),
                /*prepared=*/false});
   s.push_back({"heartbeat", Fill("heartbeat", {{"{heartbeat_me}", heartbeat_me}})});
