@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -480,76 +481,63 @@ int QueueSetParts(const Args& args, const std::string& name) {
   return 0;
 }
 
+// What every `queue set` of one setting does once its flag is read: connect,
+// `set` the store, and on success print `said`.
+int ApplyQueueSetting(const Args& args, const std::function<absl::Status(Store&)>& set,
+                      const std::string& said) {
+  auto store = ConnectChecked(args);
+  if (!store.ok()) return Fail(store.status());
+  if (absl::Status st = set(**store); !st.ok()) return Fail(st);
+  printf("%s\n", said.c_str());
+  return 0;
+}
+
 // `queue set NAME --fair-by key|none`.
 int QueueSetFairBy(const Args& args, const std::string& name) {
   auto fair_by = FairByFlag(args);
   if (!fair_by.ok()) return Fail(fair_by.status());
-  auto store = ConnectChecked(args);
-  if (!store.ok()) return Fail(store.status());
-  if (absl::Status st = (*store)->SetFairBy(name, *fair_by); !st.ok()) return Fail(st);
   // Workers read it when they start (QueueConfig::fair_by).
-  if (*fair_by == FairBy::kKey) {
-    printf(
-        "queue \"%s\": each part's owner serves its keys in turn (workers started from "
-        "now on)\n",
-        name.c_str());
-  } else {
-    printf("queue \"%s\": no fair share (workers started from now on)\n", name.c_str());
-  }
-  return 0;
+  return ApplyQueueSetting(
+      args, [&](Store& store) { return store.SetFairBy(name, *fair_by); },
+      *fair_by == FairBy::kKey
+          ? absl::StrCat("queue \"", name,
+                         "\": each part's owner serves its keys in turn (workers started from "
+                         "now on)")
+          : absl::StrCat("queue \"", name, "\": no fair share (workers started from now on)"));
 }
 
 // `queue set NAME --key-concurrency N|none`.
 int QueueSetKeyConcurrency(const Args& args, const std::string& name) {
   auto n = KeyConcurrencyFlag(args);
   if (!n.ok()) return Fail(n.status());
-  auto store = ConnectChecked(args);
-  if (!store.ok()) return Fail(store.status());
-  if (absl::Status st = (*store)->SetKeyConcurrency(name, *n); !st.ok()) return Fail(st);
   // Workers read it when they start (QueueConfig::key_concurrency).
-  if (*n > 0) {
-    printf(
-        "queue \"%s\": at most %d items of a key in flight at once (workers started from "
-        "now on)\n",
-        name.c_str(), *n);
-  } else {
-    printf("queue \"%s\": no key concurrency bound (workers started from now on)\n", name.c_str());
-  }
-  return 0;
+  return ApplyQueueSetting(
+      args, [&](Store& store) { return store.SetKeyConcurrency(name, *n); },
+      *n > 0 ? absl::StrCat("queue \"", name, "\": at most ", *n,
+                            " items of a key in flight at once (workers started from now on)")
+             : absl::StrCat("queue \"", name,
+                            "\": no key concurrency bound (workers started from now on)"));
 }
 
 // `queue set NAME --rate N/s|none`.
 int QueueSetRate(const Args& args, const std::string& name) {
   auto rate = RateFlag(args);
   if (!rate.ok()) return Fail(rate.status());
-  auto store = ConnectChecked(args);
-  if (!store.ok()) return Fail(store.status());
-  if (absl::Status st = (*store)->SetRate(name, *rate); !st.ok()) return Fail(st);
-  if (*rate) {
-    printf(
-        "queue \"%s\": its workers claim at most %s in all (each part's owner its part's "
-        "share)\n",
-        name.c_str(), RateText(*rate).c_str());
-  } else {
-    printf("queue \"%s\": no rate limit\n", name.c_str());
-  }
-  return 0;
+  return ApplyQueueSetting(
+      args, [&](Store& store) { return store.SetRate(name, *rate); },
+      *rate ? absl::StrCat("queue \"", name, "\": its workers claim at most ", RateText(*rate),
+                           " in all (each part's owner its part's share)")
+            : absl::StrCat("queue \"", name, "\": no rate limit"));
 }
 
 // `queue set NAME --dlq-topic TOPIC|''`.
 int QueueSetDlqTopic(const Args& args, const std::string& name) {
   auto dlq = DlqTopicFlag(args);
   if (!dlq.ok()) return Fail(dlq.status());
-  auto store = ConnectChecked(args);
-  if (!store.ok()) return Fail(store.status());
-  if (absl::Status st = (*store)->SetDeadLetterTopic(name, *dlq); !st.ok()) return Fail(st);
-  if (*dlq) {
-    printf("queue \"%s\": dead-lettered items go to topic %s\n", name.c_str(),
-           dlq->value().c_str());
-  } else {
-    printf("queue \"%s\": no dead-letter topic\n", name.c_str());
-  }
-  return 0;
+  return ApplyQueueSetting(
+      args, [&](Store& store) { return store.SetDeadLetterTopic(name, *dlq); },
+      *dlq ? absl::StrCat("queue \"", name, "\": dead-lettered items go to topic ", dlq->value())
+           : absl::StrCat("queue \"", name, "\": no dead-letter topic"));
 }
 
 int QueueSet(const Args& args) {

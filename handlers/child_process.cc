@@ -282,16 +282,25 @@ absl::StatusOr<std::string> ChildProcess::TakeLine(size_t nl, size_t written,
   return std::move(line_);
 }
 
-absl::StatusOr<std::string> ChildProcess::ReplyAtDeadline(size_t written, size_t request_bytes) {
-  // What reached the pipe while the last poll was ending counts: the
-  // answer if it is whole, else said as what it wrote.
+bool ChildProcess::LineInPipe(size_t written, size_t request_bytes,
+                              absl::StatusOr<std::string>* reply) {
   const size_t scanned = line_.size();
   absl::Status err;
   ReadStdout(&err);
-  if (!err.ok()) return err;
-  if (const size_t nl = line_.find('\n', scanned); nl != std::string::npos) {
-    return TakeLine(nl, written, request_bytes);
+  if (!err.ok()) {
+    *reply = err;
+    return true;
   }
+  const size_t nl = line_.find('\n', scanned);
+  if (nl == std::string::npos) return false;
+  *reply = TakeLine(nl, written, request_bytes);
+  return true;
+}
+
+absl::StatusOr<std::string> ChildProcess::ReplyAtDeadline(size_t written, size_t request_bytes) {
+  // What reached the pipe while the last poll was ending counts: the
+  // answer if it is whole, else said as what it wrote.
+  if (absl::StatusOr<std::string> reply; LineInPipe(written, request_bytes, &reply)) return reply;
   return Fail(absl::StatusCode::kDeadlineExceeded,
               line_.empty() ? std::string("did not answer by the deadline")
                             : absl::StrCat("wrote ", line_.size(),
@@ -302,13 +311,7 @@ absl::StatusOr<std::string> ChildProcess::ReplyAtDeadline(size_t written, size_t
 
 absl::StatusOr<std::string> ChildProcess::ReplyAfterExit(size_t written, size_t request_bytes) {
   // What it wrote before it exited is still in the pipe.
-  const size_t scanned = line_.size();
-  absl::Status err;
-  ReadStdout(&err);
-  if (!err.ok()) return err;
-  if (const size_t nl = line_.find('\n', scanned); nl != std::string::npos) {
-    return TakeLine(nl, written, request_bytes);
-  }
+  if (absl::StatusOr<std::string> reply; LineInPipe(written, request_bytes, &reply)) return reply;
   return Fail(absl::StatusCode::kUnavailable, "exited before answering");
 }
 

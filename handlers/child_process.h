@@ -119,6 +119,9 @@ class ChildProcess {
   // went out. TakeLine: the complete line in line_ that ends at `nl`, if the
   // whole request went out first and nothing follows the line.
   absl::StatusOr<std::string> TakeLine(size_t nl, size_t written, size_t request_bytes);
+  // Reads what the pipe holds now: true, with *reply set, when that ends a
+  // line (the reply or why it is none) or the read failed.
+  bool LineInPipe(size_t written, size_t request_bytes, absl::StatusOr<std::string>* reply);
   // At the deadline: the reply if what reached the pipe completes it, else
   // DeadlineExceeded.
   absl::StatusOr<std::string> ReplyAtDeadline(size_t written, size_t request_bytes);

@@ -1402,34 +1402,31 @@ absl::Status PgStore::FinishInTx(FinishAttempt& f, const FinishBody& body) {
 
 void PgStore::KeepFenced(FinishAttempt& f) {
   const FinishRequest& request = f.request;
-  f.given = request.items;  // usually all of them, passed without a copy
-  if (f.lock_first && !request.items.empty()) {
+  // Locking first, the fence statement says which parts are still held and
+  // which items still there.
+  const bool locked = f.lock_first && !request.items.empty();
+  absl::flat_hash_set<int64_t> held, there;
+  if (locked) {
     std::vector<int64_t> ids;
     for (const Item& item : request.items) ids.push_back(item.id);
-    absl::flat_hash_set<int64_t> held, there;
     for (const pqxx::row& row : Exec(*f.tx, "fence", request.queue, request.session.value,
                                      IntArray(f.parts), IntArray(f.epochs), IntArray(ids))) {
       (row[0].c_str()[0] == 'p' ? held : there).insert(row[1].as<int64_t>());
     }
-    for (const Item& item : request.items) {
-      if (f.InFence(item) && held.count(item.part) && there.count(item.id)) {
-        f.kept.push_back(item);
-      } else {
-        f.out.fenced.push_back(item.id);
-      }
-    }
-    f.given = f.kept;
-  } else if (!std::all_of(request.items.begin(), request.items.end(),
-                          [&f](const Item& item) { return f.InFence(item); })) {
-    for (const Item& item : request.items) {
-      if (f.InFence(item)) {
-        f.kept.push_back(item);
-      } else {
-        f.out.fenced.push_back(item.id);
-      }
-    }
-    f.given = f.kept;
   }
+  auto ours = [&](const Item& item) {
+    return f.InFence(item) && (!locked || (held.count(item.part) && there.count(item.id)));
+  };
+  f.given = request.items;  // usually all of them, passed without a copy
+  if (std::all_of(request.items.begin(), request.items.end(), ours)) return;
+  for (const Item& item : request.items) {
+    if (ours(item)) {
+      f.kept.push_back(item);
+    } else {
+      f.out.fenced.push_back(item.id);
+    }
+  }
+  f.given = f.kept;
 }
 
 absl::Status PgStore::RunFinishBody(FinishAttempt& f, const FinishBody& body) {

@@ -344,9 +344,9 @@ TEST_F(PgStoreTest, VacuumQueueTablesIsNotHeldBackByAVacuumOfAnotherTable) {
 // that says why it looks as it does. A file no statement uses would be a
 // reader's trap: SQL that looks live and is not.
 TEST(PgStoreStatements, EveryStatementFileIsAStatementOrASharedFragment) {
-  std::set<std::string> names;
+  std::map<std::string, std::string> sql;  // name -> text
   for (const pg_internal::Statement& st : pg_internal::PreparedStatements("s")) {
-    names.insert(st.name);
+    sql[st.name] = st.sql;
   }
   const std::set<std::string> fragments = {"heartbeat_me", "enqueue_grouped"};
   int files = 0;
@@ -356,19 +356,19 @@ TEST(PgStoreStatements, EveryStatementFileIsAStatementOrASharedFragment) {
     ++files;
     SCOPED_TRACE(f.path);
     ASSERT_TRUE(absl::ConsumeSuffix(&path, ".sql"));
-    EXPECT_TRUE(names.count(std::string(path)) + fragments.count(std::string(path)) == 1);
+    const std::string name(path);
+    EXPECT_TRUE(sql.count(name) + fragments.count(name) == 1);
     EXPECT_TRUE(absl::StartsWith(f.text, "-- "));
     // No hole left unfilled, and the header never reaches the server.
-    for (const pg_internal::Statement& st : pg_internal::PreparedStatements("s")) {
-      if (st.name != path) continue;
-      for (size_t open = st.sql.find('{'); open != std::string::npos;
-           open = st.sql.find('{', open + 1)) {
-        const size_t close = st.sql.find('}', open);
-        const std::string inside = st.sql.substr(open + 1, close - open - 1);
-        EXPECT_TRUE(inside.empty() || !absl::ascii_isalpha(inside[0])) << "{" << inside << "}";
-      }
-      EXPECT_FALSE(absl::StartsWith(st.sql, "--")) << st.sql;
+    auto it = sql.find(name);
+    if (it == sql.end()) continue;
+    const std::string& text = it->second;
+    for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
+      const size_t close = text.find('}', open);
+      const std::string inside = text.substr(open + 1, close - open - 1);
+      EXPECT_TRUE(inside.empty() || !absl::ascii_isalpha(inside[0])) << "{" << inside << "}";
     }
+    EXPECT_FALSE(absl::StartsWith(text, "--")) << text;
   }
   EXPECT_GE(files, 40);
 }
