@@ -26,29 +26,14 @@ const std::vector<std::string>& FallbackTypes() {
   return *types;
 }
 
-// Statements that would end or split the ack transaction: its commit must be
-// the ack's (exactly once), so a handler statement may not commit it. (A
-// procedure cannot: CALL inside a transaction block refuses COMMIT.)
-constexpr absl::string_view kTransactionVerbs[] = {
-    "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "PREPARE"};
-
-// The first word of `sql`, after whitespace and comments.
-absl::string_view FirstWord(absl::string_view sql) {
-  for (;;) {
-    sql = absl::StripLeadingAsciiWhitespace(sql);
-    if (absl::ConsumePrefix(&sql, "--")) {
-      const size_t eol = sql.find('\n');
-      sql = eol == absl::string_view::npos ? absl::string_view() : sql.substr(eol + 1);
-    } else if (absl::ConsumePrefix(&sql, "/*")) {
-      const size_t end = sql.find("*/");
-      sql = end == absl::string_view::npos ? absl::string_view() : sql.substr(end + 2);
-    } else {
-      break;
-    }
-  }
-  size_t n = 0;
-  while (n < sql.size() && absl::ascii_isalpha(sql[n])) ++n;
-  return sql.substr(0, n);
+// What Setup and Handle say of a statement that PostgreSQL parses as one that could end or split
+// the ack transaction: its commit must be the ack's (exactly once).
+absl::Status EndsTheTransaction(const std::string& statement) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "sql: PostgreSQL parses \"", CutAtCharacter(statement, 200),
+      "\" as a statement that is not a query, INSERT, UPDATE, DELETE, MERGE, VALUES or CALL; "
+      "the statement runs inside the transaction that acknowledges the item and may not end it "
+      "(COMMIT, ROLLBACK, SAVEPOINT, ...) or be another kind"));
 }
 
 // The value of parameter `i` ($i+1) for `item`, in the text form of `type`.
@@ -121,15 +106,6 @@ absl::StatusOr<std::unique_ptr<SqlHandler>> SqlHandler::Create(absl::string_view
     return absl::InvalidArgumentError(
         "sql:STATEMENT needs a statement, like sql:CALL app.handle($1, $2)");
   }
-  const absl::string_view verb = FirstWord(statement);
-  for (absl::string_view v : kTransactionVerbs) {
-    if (absl::EqualsIgnoreCase(verb, v)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sql: a ", absl::AsciiStrToUpper(verb),
-                       " statement would end the transaction that acknowledges the item; the "
-                       "statement runs inside it"));
-    }
-  }
   return std::unique_ptr<SqlHandler>(new SqlHandler(std::string(statement), std::string(queue)));
 }
 
@@ -142,6 +118,7 @@ absl::Status SqlHandler::Setup(Tx& tx) {
     return absl::Status(p.status().code(), absl::StrCat("sql: PostgreSQL refused the statement \"",
                                                         statement_, "\": ", p.status().message()));
   }
+  if (!p->keeps_transaction) return EndsTheTransaction(statement_);
   if (p->param_types.size() > static_cast<size_t>(kMaxParams)) {
     return absl::InvalidArgumentError(
         absl::StrCat("sql: the statement uses $", p->param_types.size(),
@@ -156,6 +133,7 @@ absl::Status SqlHandler::Handle(HandlerCall& call) {
   // Prepared once per connection; from then on an answer from memory.
   absl::StatusOr<PreparedStatement> p = call.tx->Prepare(statement_, FallbackTypes());
   if (!p.ok()) return p.status();
+  if (!p->keeps_transaction) return EndsTheTransaction(statement_);
   if (p->param_types.size() > static_cast<size_t>(kMaxParams)) {
     return absl::InvalidArgumentError(
         absl::StrCat("sql: the statement uses $", p->param_types.size()));

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
@@ -98,6 +99,54 @@ int ParameterNumber(const char* primary) {
     if (end > at + 1 && absl::SimpleAtoi(message.substr(at + 1, end - at - 1), &n)) return n;
   }
   return 0;
+}
+
+// Whether PostgreSQL's own grammar takes `text` for a statement that runs inside the
+// transaction and cannot end it: one that SQL PREPARE accepts (a query, INSERT, UPDATE, DELETE,
+// MERGE, VALUES), or a CALL (a procedure called inside a transaction block may not commit).
+// PREPARE refuses every other kind at the statement's first word, and the server says where:
+// that word is read at the error's position, so comments, nesting, case and line ends are the
+// server's to read, never a text guard's (issue 48: `/* /* */ */ COMMIT` passed one).
+bool KeepsTransaction(pqxx::transaction_base& tx, PGconn* c, const std::string& text,
+                      const std::vector<std::string>& param_types) {
+  std::string sql = "PREPARE partq_kind_check";
+  if (!param_types.empty()) absl::StrAppend(&sql, "(", absl::StrJoin(param_types, ", "), ")");
+  absl::StrAppend(&sql, " AS ");
+  const size_t start = sql.size();
+  sql += text;
+  for (int attempt = 0;; ++attempt) {
+    tx.exec("SAVEPOINT partq_kind_check");
+    // The extended protocol: one statement, whatever the text holds after it.
+    PgResultPtr r(PQexecParams(c, sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0), PQclear);
+    if (r != nullptr && PQresultStatus(r.get()) == PGRES_COMMAND_OK) {
+      tx.exec("DEALLOCATE partq_kind_check");
+      tx.exec("RELEASE SAVEPOINT partq_kind_check");
+      return true;
+    }
+    if (r == nullptr || PQstatus(c) != CONNECTION_OK) ThrowFailure(c, r.get(), sql);
+    const char* state = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+    const char* position = PQresultErrorField(r.get(), PG_DIAG_STATEMENT_POSITION);
+    tx.exec("ROLLBACK TO SAVEPOINT partq_kind_check");
+    tx.exec("RELEASE SAVEPOINT partq_kind_check");
+    // A PREPARE outlives a rollback: one left on a pooled server connection is dropped, once.
+    if (state != nullptr && absl::string_view(state) == "42P05" && attempt == 0) {
+      tx.exec("DEALLOCATE partq_kind_check");
+      continue;
+    }
+    size_t chars = 0;  // 1-based, in characters
+    if (state == nullptr || absl::string_view(state) != "42601" || position == nullptr ||
+        !absl::SimpleAtoi(position, &chars) || chars == 0) {
+      return false;
+    }
+    size_t at = 0;  // the byte where character `chars` begins
+    for (size_t seen = 0; at < sql.size(); ++at) {
+      if ((static_cast<unsigned char>(sql[at]) & 0xC0) != 0x80 && ++seen == chars) break;
+    }
+    if (at < start) return false;
+    size_t end = at;
+    while (end < sql.size() && (absl::ascii_isalnum(sql[end]) || sql[end] == '_')) ++end;
+    return absl::EqualsIgnoreCase(absl::string_view(sql).substr(at, end - at), "call");
+  }
 }
 
 // The Tx a FinishBody sees: the Finish transaction itself. PostgreSQL aborts
@@ -318,6 +367,7 @@ ORDER BY u.n)sql",
     for (int i = 0; i < static_cast<int>(names.size()); ++i) {
       (i < params ? info.param_types : info.column_types).push_back(names[i][0].as<std::string>());
     }
+    info.keeps_transaction = KeepsTransaction(tx_, c, text, info.param_types);
     tx_.exec("RELEASE SAVEPOINT partq_prepare");
     error_ = PgError{};
     statements_.AddDescribed(text, {prepare_as, conn_.generation(), info, std::move(param_oids)});

@@ -62,6 +62,9 @@ struct PreparedStatement {
   // The columns of its rows; empty for a statement that returns none (a
   // CALL returns one row of its procedure's OUT and INOUT parameters).
   std::vector<std::string> column_types;
+  // PostgreSQL parses it as a query, INSERT, UPDATE, DELETE, MERGE, VALUES or CALL: a statement
+  // that runs inside the transaction and cannot end it (not COMMIT, ROLLBACK, SAVEPOINT, ...).
+  bool keeps_transaction = false;
 };
 
 // The transaction a handler's own writes go into; it commits exactly when the

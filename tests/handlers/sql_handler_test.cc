@@ -9,10 +9,12 @@
 
 #include <fstream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -130,18 +132,44 @@ TEST_F(SqlHandlerTest, AStatementThatDoesNotPrepareFailsSetupWithTheServersMessa
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.sessions"), 0) << "nobody joined";
 }
 
-TEST_F(SqlHandlerTest, AStatementThatWouldEndTheAckTransactionIsRefused) {
+// PostgreSQL's own parse decides (issue 48): the two spellings that passed the text guard this
+// replaced, and a few hundred more from comments, line ends and case the server reads its own way.
+TEST_F(SqlHandlerTest, EveryStatementThatCouldEndTheAckTransactionIsRefusedByPostgresqlsParse) {
+  CreateQueue("q", 4);
+  schema_.Q("CREATE PROCEDURE {schema}.committer(bigint) LANGUAGE plpgsql AS $$ BEGIN END $$");
+  auto refused = [&](const std::string& statement) {
+    absl::Status st = StartWith(statement);
+    EXPECT_TRUE(absl::IsInvalidArgument(st)) << absl::CEscape(statement) << ": " << st;
+    EXPECT_TRUE(absl::StrContains(st.message(), "may not end it")) << st;
+  };
   for (const char* statement :
-       {"COMMIT", "  commit and chain", "/* x */ ROLLBACK", "-- done\nEND", "begin", "SAVEPOINT a",
-        "release a", "PREPARE TRANSACTION 'x'", "abort"}) {
-    auto h = SqlHandler::Create(statement, "q");
-    ASSERT_FALSE(h.ok()) << statement;
-    EXPECT_TRUE(absl::IsInvalidArgument(h.status())) << statement;
-    EXPECT_TRUE(absl::StrContains(h.status().message(), "would end the transaction")) << h.status();
+       {"/* /* */ */ COMMIT", "-- c\rCOMMIT", "COMMIT", "  commit and chain", "/* x */ ROLLBACK",
+        "-- done\nEND", "begin", "SAVEPOINT a", "release a", "PREPARE TRANSACTION 'x'", "abort",
+        "ROLLBACK TO SAVEPOINT a", "COMMIT PREPARED 'x'", "START TRANSACTION;", "NOTIFY q"}) {
+    refused(statement);
   }
-  EXPECT_FALSE(SqlHandler::Create("  ", "q").ok());
-  EXPECT_TRUE(SqlHandler::Create("SELECT 'COMMIT'", "q").ok());
-  EXPECT_TRUE(SqlHandler::Create("CALL committer($1)", "q").ok());
+  const std::vector<std::string> gaps = {" ",      "\t",     "\n",     "\r",          "\r\n",
+                                         "/**/",   "/* */",  "/*\r*/", "/* /* */ */", "/*/**/*/",
+                                         "-- x\n", "-- x\r", "--\r\n", "/* -- */"};
+  const std::vector<std::string> verbs = {
+      "commit", "rollback",    "end",       "abort",
+      "begin",  "savepoint s", "release s", "start transaction"};
+  std::mt19937 random(48);
+  for (int i = 0; i < 120; ++i) {
+    std::string statement;
+    for (int n = random() % 4; n >= 0; --n) statement += gaps[random() % gaps.size()];
+    for (char c : verbs[random() % verbs.size()]) {
+      statement += random() % 2 ? absl::ascii_toupper(c) : c;
+    }
+    if (random() % 3 == 0) statement += gaps[random() % gaps.size()] + ";";
+    refused(statement);
+  }
+  for (const std::string statement :
+       {"SELECT 'COMMIT'", "/* COMMIT */ SELECT $1::bigint", "-- COMMIT\rSELECT 1",
+        "CALL {schema}.committer($1)", "call/* */{schema}.committer($1)",
+        "WITH x AS (SELECT 1) SELECT * FROM x"}) {
+    EXPECT_TRUE(StartWith(WithSchema(statement, schema_.name())).ok()) << statement;
+  }
 }
 
 TEST_F(SqlHandlerTest, ParametersComeByNumberInTheTypesTheStatementGives) {
