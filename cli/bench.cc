@@ -82,14 +82,6 @@ absl::StatusOr<std::set<std::string>> Choices(const char* flag, const char* noun
   return out;
 }
 
-std::string SelfPath() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  buf[n] = 0;
-  return buf;
-}
-
 // `partq bench`'s flags that take a value.
 const std::set<std::string>& BenchValueFlags() {
   static const std::set<std::string> flags =

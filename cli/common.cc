@@ -235,4 +235,12 @@ std::optional<int> WrongPositionals(const std::vector<std::string>& positional, 
   return std::nullopt;
 }
 
+std::string SelfPath() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  buf[n] = 0;
+  return buf;
+}
+
 }  // namespace partq::cli

@@ -91,6 +91,9 @@ int StopSignals();
 // PARTQ_KAFKA_SASL_PASSWORD, keep it out of the command line altogether.
 void HidePasswordsInArgv(int argc, char** argv);
 
+// The running binary's path (/proc/self/exe), or "" where it cannot be read.
+std::string SelfPath();
+
 // Help text (help.cc): `partq help`; `partq COMMAND --help` (nullopt for an
 // unknown command); the bench's options. WantsHelp: --help or -h among the
 // arguments, before a "--" (after it they are positional: a payload).

@@ -50,14 +50,6 @@ int64_t Left(const QueueStatus& st) {
   return n;
 }
 
-std::string SelfPath() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "partq";
-  buf[n] = 0;
-  return buf;
-}
-
 struct Worker {
   std::string name;
   pid_t pid = -1;
@@ -148,8 +140,9 @@ class Demo {
 void Demo::StartWorker() {
   Worker w;
   w.name = absl::StrCat("w", workers_.size() + 1);
+  const std::string self = SelfPath();
   w.pid =
-      Spawn({SelfPath(), "worker", kQueue, "--dsn", pg_.dsn, "--schema", pg_.schema, "--handler",
+      Spawn({self.empty() ? "partq" : self, "worker", kQueue, "--dsn", pg_.dsn, "--schema", pg_.schema, "--handler",
              "record:demo_effects", "--concurrency", "2", "--batch", "100", "--quiet"},
             log_);
   w.alive = w.pid > 0;

@@ -16,9 +16,10 @@ PARTQ_CHECKER_PACKAGES=(
   universal-ctags # tools/check-function-lengths
 )
 
-# Debian 12 packages that build the `partq` binary (the Dockerfile's build stage installs these).
+# Debian 12 packages that build the `partq` binary (the Dockerfile's build stage installs these
+# but Ninja, and builds with Make).
 PARTQ_BUILD_PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ninja-build
   libpqxx-dev libpq-dev librdkafka-dev libabsl-dev prometheus-cpp-dev
   nlohmann-json3-dev libcivetweb-dev libcurl4-openssl-dev
 )
@@ -62,8 +63,23 @@ partq_install_deps() {
   partq_install_packages "${PARTQ_PACKAGES[@]}" "$@"
 }
 
-partq_install_demo_deps() {
-  partq_install_packages "${PARTQ_DEMO_PACKAGES[@]}"
+# What the demo needs, with the build between: the build's packages first, then partq builds
+# while the server installs beside it (the build does not need the server). apt's output for
+# the server goes to a file, so the build's own stays readable.
+partq_install_demo_deps_and_build() {
+  partq_install_packages "${PARTQ_BUILD_PACKAGES[@]}"
+  partq_build_binary &
+  local build=$! log
+  log=$(mktemp /tmp/partq-apt.XXXXXX)
+  if ! partq_install_packages postgresql-15 >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    wait "$build" || true
+    echo "partq: installing postgresql-15 failed (apt's output above)" >&2
+    return 1
+  fi
+  rm -f "$log"
+  wait "$build"
 }
 
 # Installs those of the given Debian packages that are missing (apt, as root or with sudo).
@@ -90,7 +106,7 @@ partq_install_packages() {
 # Everything: the product, the tests and the benchmarks, whatever the build directory was
 # configured with before (the demo configures a new one without tests).
 partq_build() {
-  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+  cmake -S "$ROOT" -B "$BUILD_DIR" $(partq_generator) -DCMAKE_BUILD_TYPE=Release \
     -DPARTQ_BUILD_TESTS=ON -DPARTQ_BUILD_BENCH=ON >/dev/null
   cmake --build "$BUILD_DIR" --parallel "$(nproc)"
 }
@@ -101,6 +117,14 @@ partq_build() {
 partq_build_binary() {
   local options=()
   [[ -f $BUILD_DIR/CMakeCache.txt ]] || options=(-DPARTQ_BUILD_TESTS=OFF -DPARTQ_BUILD_BENCH=OFF)
-  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "${options[@]}" >/dev/null
+  cmake -S "$ROOT" -B "$BUILD_DIR" $(partq_generator) -DCMAKE_BUILD_TYPE=Release "${options[@]}" \
+    >/dev/null
   cmake --build "$BUILD_DIR" --parallel "$(nproc)" --target partq
+}
+
+# Ninja for a build directory configured here for the first time (it keeps both cores busy
+# across targets, where Make finishes a library before starting the next); a directory
+# configured before keeps its generator.
+partq_generator() {
+  [[ -f $BUILD_DIR/CMakeCache.txt ]] || ! command -v ninja >/dev/null || echo "-G Ninja"
 }
