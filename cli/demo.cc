@@ -141,10 +141,10 @@ void Demo::StartWorker() {
   Worker w;
   w.name = absl::StrCat("w", workers_.size() + 1);
   const std::string self = SelfPath();
-  w.pid =
-      Spawn({self.empty() ? "partq" : self, "worker", kQueue, "--dsn", pg_.dsn, "--schema", pg_.schema, "--handler",
-             "record:demo_effects", "--concurrency", "2", "--batch", "100", "--quiet"},
-            log_);
+  w.pid = Spawn(
+      {self.empty() ? "partq" : self, "worker", kQueue, "--dsn", pg_.dsn, "--schema", pg_.schema,
+       "--handler", "record:demo_effects", "--concurrency", "2", "--batch", "100", "--quiet"},
+      log_);
   w.alive = w.pid > 0;
   workers_.push_back(w);
 }
