@@ -24,6 +24,12 @@
 #               order within the part's window (pg_visible_in_snapshot against
 #               the window's snapshot and the part's position, so a late
 #               commit is never skipped), payloads returned, + COMMIT
+#   log_horizon the same round trips and record as log_partq, but the next batch is a
+#               plain range of the part's log in (xid, id) order below the horizon
+#               pg_snapshot_xmin(pg_current_snapshot()), the oldest transaction
+#               still writing: every row below it has committed or never will, so
+#               one cursor is exact and no row needs a visibility test or a window
+#               (the price: rows above a long-running writer wait for it to end)
 #   delete_partq  the same round trips with today's ack: the handler's
 #               INSERT; then fence, DELETE the batch's rows by id, replace the
 #               record, read the next batch by (part, id) from a cursor
@@ -158,6 +164,29 @@ SELECT id, payload FROM nxt;
 COMMIT;
 \\endpipeline
 SQL
+cat >"$work/log_horizon.sql" <<SQL
+BEGIN;
+INSERT INTO $s.results (item_id, session_id) SELECT unnest(r.ids), md5(:client_id::text)::uuid
+  FROM (SELECT ids FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1) r;
+\\startpipeline
+WITH f AS (SELECT epoch FROM $s.owners WHERE queue = 'q' AND part = :client_id AND epoch = 1 FOR SHARE),
+cur AS (SELECT * FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1),
+gone AS (DELETE FROM $s.records r USING cur, f WHERE r.queue = 'q' AND r.part = :client_id
+         AND r.seq = cur.seq RETURNING r.*),
+nxt AS (SELECT l.xid, l.id, l.payload FROM $s.log l
+        WHERE l.queue = 'q' AND l.part = :client_id
+          AND (l.xid, l.id) > ((SELECT read_xid FROM gone), (SELECT read_to FROM gone))
+          AND l.xid < pg_snapshot_xmin(pg_current_snapshot())
+        ORDER BY l.xid, l.id LIMIT $batch),
+last AS (SELECT xid, id FROM nxt ORDER BY xid DESC, id DESC LIMIT 1),
+rec AS (INSERT INTO $s.records (queue, part, seq, epoch, pos, win, read_xid, read_to, ids)
+        SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, g.pos, g.win,
+               coalesce((SELECT xid FROM last), g.read_xid), coalesce((SELECT id FROM last), g.read_to),
+               coalesce((SELECT array_agg(id) FROM nxt), '{}') FROM gone g)
+SELECT id, payload FROM nxt;
+COMMIT;
+\\endpipeline
+SQL
 cat >"$work/delete_partq.sql" <<SQL
 BEGIN;
 INSERT INTO $s.results (item_id, session_id) SELECT unnest(r.ids), md5(:client_id::text)::uuid
@@ -217,7 +246,7 @@ run() {
   setup "$shape"
   # The 2-round-trip shapes claim their first batch in their first transaction.
   local t="$tx"
-  if [[ "$shape" == *_partq ]]; then t=$((tx + 1)); fi
+  if [[ "$shape" == *_partq || "$shape" == log_horizon ]]; then t=$((tx + 1)); fi
   out="$(pgbench "$dsn" -n -M prepared -c "$clients" -j "$clients" -t "$t" \
          -f "$work/$shape.sql" 2>&1)" || {
     echo "$0: pgbench $shape failed:" >&2; echo "$out" >&2; exit 1; }
@@ -229,7 +258,7 @@ run() {
   awk -v t="$tps" -v b="$batch" -v n="$tx" -v m="$t" 'BEGIN { printf "%.0f", t * b * n / m }'
 }
 
-shapes=(floor log_floor log_partq delete_partq)
+shapes=(floor log_floor log_partq log_horizon delete_partq)
 echo "clients=$clients batch=$batch items/round=$items rounds=$rounds"
 printf '%-6s' round; for sh in "${shapes[@]}"; do printf ' %20s' "$sh"; done; echo
 for ((r = 1; r <= rounds; r++)); do
