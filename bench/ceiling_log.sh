@@ -139,7 +139,10 @@ SQL
 # the BEGIN is a round trip of its own here (pgbench ends each transaction
 # in its script), where partq's COMMIT AND CHAIN begins the next: a little
 # against these shapes.
-cat >"$work/log_partq.sql" <<SQL
+# log_partq and log_horizon differ only in which rows of the part the read takes after the
+# cursor: $1, conditions on l.xid.
+log_shape() {
+  cat <<SQL
 BEGIN;
 INSERT INTO $s.results (item_id, session_id) SELECT unnest(r.ids), md5(:client_id::text)::uuid
   FROM (SELECT ids FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1) r;
@@ -151,42 +154,22 @@ gone AS (DELETE FROM $s.records r USING cur, f WHERE r.queue = 'q' AND r.part = 
 nxt AS (SELECT l.xid, l.id, l.payload FROM $s.log l
         WHERE l.queue = 'q' AND l.part = :client_id
           AND (l.xid, l.id) > ((SELECT read_xid FROM gone), (SELECT read_to FROM gone))
-          AND l.xid < (SELECT pg_snapshot_xmax(win) FROM gone)
+          $1
+        ORDER BY l.xid, l.id LIMIT $batch),
+last AS (SELECT xid, id FROM nxt ORDER BY xid DESC, id DESC LIMIT 1),
+rec AS (INSERT INTO $s.records (queue, part, seq, epoch, pos, win, read_xid, read_to, ids)
+        SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, g.pos, g.win,
+               coalesce((SELECT xid FROM last), g.read_xid), coalesce((SELECT id FROM last), g.read_to),
+               coalesce((SELECT array_agg(id) FROM nxt), '{}') FROM gone g)
+SELECT id, payload FROM nxt;
+COMMIT;
+\\endpipeline
+SQL
+}
+log_shape "AND l.xid < (SELECT pg_snapshot_xmax(win) FROM gone)
           AND pg_visible_in_snapshot(l.xid, (SELECT win FROM gone))
-          AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM gone))
-        ORDER BY l.xid, l.id LIMIT $batch),
-last AS (SELECT xid, id FROM nxt ORDER BY xid DESC, id DESC LIMIT 1),
-rec AS (INSERT INTO $s.records (queue, part, seq, epoch, pos, win, read_xid, read_to, ids)
-        SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, g.pos, g.win,
-               coalesce((SELECT xid FROM last), g.read_xid), coalesce((SELECT id FROM last), g.read_to),
-               coalesce((SELECT array_agg(id) FROM nxt), '{}') FROM gone g)
-SELECT id, payload FROM nxt;
-COMMIT;
-\\endpipeline
-SQL
-cat >"$work/log_horizon.sql" <<SQL
-BEGIN;
-INSERT INTO $s.results (item_id, session_id) SELECT unnest(r.ids), md5(:client_id::text)::uuid
-  FROM (SELECT ids FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1) r;
-\\startpipeline
-WITH f AS (SELECT epoch FROM $s.owners WHERE queue = 'q' AND part = :client_id AND epoch = 1 FOR SHARE),
-cur AS (SELECT * FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1),
-gone AS (DELETE FROM $s.records r USING cur, f WHERE r.queue = 'q' AND r.part = :client_id
-         AND r.seq = cur.seq RETURNING r.*),
-nxt AS (SELECT l.xid, l.id, l.payload FROM $s.log l
-        WHERE l.queue = 'q' AND l.part = :client_id
-          AND (l.xid, l.id) > ((SELECT read_xid FROM gone), (SELECT read_to FROM gone))
-          AND l.xid < pg_snapshot_xmin(pg_current_snapshot())
-        ORDER BY l.xid, l.id LIMIT $batch),
-last AS (SELECT xid, id FROM nxt ORDER BY xid DESC, id DESC LIMIT 1),
-rec AS (INSERT INTO $s.records (queue, part, seq, epoch, pos, win, read_xid, read_to, ids)
-        SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, g.pos, g.win,
-               coalesce((SELECT xid FROM last), g.read_xid), coalesce((SELECT id FROM last), g.read_to),
-               coalesce((SELECT array_agg(id) FROM nxt), '{}') FROM gone g)
-SELECT id, payload FROM nxt;
-COMMIT;
-\\endpipeline
-SQL
+          AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM gone))" >"$work/log_partq.sql"
+log_shape "AND l.xid < pg_snapshot_xmin(pg_current_snapshot())" >"$work/log_horizon.sql"
 cat >"$work/delete_partq.sql" <<SQL
 BEGIN;
 INSERT INTO $s.results (item_id, session_id) SELECT unnest(r.ids), md5(:client_id::text)::uuid

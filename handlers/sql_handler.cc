@@ -30,8 +30,8 @@ const std::vector<std::string>& FallbackTypes() {
 // the ack transaction: its commit must be the ack's (exactly once).
 absl::Status EndsTheTransaction(const std::string& statement) {
   return absl::InvalidArgumentError(absl::StrCat(
-      "sql: PostgreSQL parses \"", CutAtCharacter(statement, 200),
-      "\" as a statement that is not a query, INSERT, UPDATE, DELETE, MERGE, VALUES or CALL; "
+      "sql: PostgreSQL parses ", Quoted(statement, 200),
+      " as a statement that is not a query, INSERT, UPDATE, DELETE, MERGE, VALUES or CALL; "
       "the statement runs inside the transaction that acknowledges the item and may not end it "
       "(COMMIT, ROLLBACK, SAVEPOINT, ...) or be another kind"));
 }
