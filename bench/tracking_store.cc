@@ -88,6 +88,10 @@ class TrackingStore : public Store {
     t_->Call("set_key_concurrency");
     return inner_->SetKeyConcurrency(queue, n);
   }
+  absl::Status SetMaxPayload(absl::string_view queue, int64_t bytes) override {
+    t_->Call("set_max_payload");
+    return inner_->SetMaxPayload(queue, bytes);
+  }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
     t_->Call("release_claims");

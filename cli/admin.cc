@@ -107,7 +107,8 @@ std::string RateText(std::optional<double> rate) {
 }
 
 // "16 parts, lexical assignment, session TTL 10s, max attempts 25[, ordered]
-// [, dead-letter topic T][, rate limit R][, fair by key][, key concurrency N]".
+// [, dead-letter topic T][, rate limit R][, fair by key][, key concurrency N]
+// [, payload limit N bytes]" (the limit when it is not the default 1 MiB).
 std::string Settings(const QueueConfig& q) {
   return absl::StrCat(
       q.parts, " parts, ", AssignmentName(q.assignment), " assignment, session TTL ",
@@ -116,7 +117,10 @@ std::string Settings(const QueueConfig& q) {
       q.dlq_topic ? absl::StrCat(", dead-letter topic ", *q.dlq_topic) : "",
       q.rate ? absl::StrCat(", rate limit ", RateText(q.rate)) : "",
       q.fair_by != FairBy::kNone ? absl::StrCat(", fair by ", FairByName(q.fair_by)) : "",
-      q.key_concurrency > 0 ? absl::StrCat(", key concurrency ", q.key_concurrency) : "");
+      q.key_concurrency > 0 ? absl::StrCat(", key concurrency ", q.key_concurrency) : "",
+      q.max_payload_bytes != kDefaultMaxPayloadBytes
+          ? absl::StrCat(", payload limit ", q.max_payload_bytes, " bytes")
+          : "");
 }
 
 // --key-concurrency N|none (absent: none).
@@ -204,6 +208,10 @@ int CreateExisting(const Args& args, const QueueConfig& want, const QueueConfig&
     rows.push_back({"key concurrency", KeyConcurrencyText(have.key_concurrency),
                     KeyConcurrencyText(want.key_concurrency)});
   }
+  if (args.Has("max-payload")) {
+    rows.push_back({"payload limit", absl::StrCat(have.max_payload_bytes),
+                    absl::StrCat(want.max_payload_bytes)});
+  }
 
   bool same = true;
   for (const Row& r : rows) same = same && r.existing == r.requested;
@@ -232,7 +240,8 @@ int CreateExisting(const Args& args, const QueueConfig& want, const QueueConfig&
   return Fail(absl::AlreadyExistsError(absl::StrCat(
       "queue \"", have.name, "\" already exists with other settings; nothing was changed:\n", table,
       "A queue's settings are fixed when it is created, except its dead-letter topic, rate "
-      "limit, fair share, key concurrency and part count, which grows to a multiple (partq "
+      "limit, fair share, key concurrency, payload limit and part count, which grows to a multiple "
+      "(partq "
       "queue set).")));
 }
 
@@ -393,7 +402,8 @@ nlohmann::json QueueJson(const QueueConfig& q) {
           {"paused", q.paused},
           {"rate_per_second", q.rate ? nlohmann::json(*q.rate) : nullptr},
           {"fair_by", FairByName(q.fair_by)},
-          {"key_concurrency", KeyConcurrencyJson(q)}};
+          {"key_concurrency", KeyConcurrencyJson(q)},
+          {"max_payload_bytes", q.max_payload_bytes}};
 }
 
 // `queue create`'s flags as a QueueConfig named `name`, not yet validated
@@ -432,6 +442,11 @@ absl::StatusOr<QueueConfig> QueueFromFlags(const Args& args, const std::string& 
   auto key_concurrency = KeyConcurrencyFlag(args);
   if (!key_concurrency.ok()) return key_concurrency.status();
   q.key_concurrency = *key_concurrency;
+  // The queue's limit for the SQL API; the same flag is this command's own
+  // limit as a client (ConnectionOptions), which a create does not use.
+  auto max_payload = args.Int("max-payload", kDefaultMaxPayloadBytes, 1, kMaxMaxPayloadBytes);
+  if (!max_payload.ok()) return max_payload.status();
+  q.max_payload_bytes = *max_payload;
   return q;
 }
 
@@ -519,6 +534,17 @@ int QueueSetKeyConcurrency(const Args& args, const std::string& name) {
                             "\": no key concurrency bound (workers started from now on)"));
 }
 
+// `queue set NAME --max-payload BYTES`: the SQL API's limit for the queue
+// (C++ producers keep theirs, the --max-payload of their own command).
+int QueueSetMaxPayload(const Args& args, const std::string& name) {
+  auto bytes = args.Int("max-payload", kDefaultMaxPayloadBytes, 1, kMaxMaxPayloadBytes);
+  if (!bytes.ok()) return Fail(bytes.status());
+  return ApplyQueueSetting(
+      args, [&](Store& store) { return store.SetMaxPayload(name, *bytes); },
+      absl::StrCat("queue \"", name, "\": the SQL API takes payloads of up to ", *bytes,
+                   " bytes into it"));
+}
+
 // `queue set NAME --rate N/s|none`.
 int QueueSetRate(const Args& args, const std::string& name) {
   auto rate = RateFlag(args);
@@ -542,13 +568,14 @@ int QueueSetDlqTopic(const Args& args, const std::string& name) {
 
 int QueueSet(const Args& args) {
   // Only settings that can change under a running group: the part count
-  // (it grows), the dead-letter topic, the rate limit, fair share and key
-  // concurrency; assignment and ordering are fixed at creation.
+  // (it grows), the dead-letter topic, the rate limit, fair share, key
+  // concurrency and the payload limit; assignment and ordering are fixed at
+  // creation.
   const auto& pos = args.positional();
   if (auto u = WrongPositionals(pos, 1, {"NAME"},
                                 "usage: partq queue set NAME --parts N | --dlq-topic TOPIC|'' | "
                                 "--rate N/s|none | --fair-by key|none | "
-                                "--key-concurrency N|none")) {
+                                "--key-concurrency N|none | --max-payload BYTES")) {
     return *u;
   }
   for (const char* fixed : {"assignment", "max-attempts", "session-ttl", "ordered"}) {
@@ -558,12 +585,12 @@ int QueueSet(const Args& args) {
     }
   }
   const int settings = args.Has("parts") + args.Has("dlq-topic") + args.Has("rate") +
-                       args.Has("fair-by") + args.Has("key-concurrency");
+                       args.Has("fair-by") + args.Has("key-concurrency") + args.Has("max-payload");
   if (settings == 0) {
     return Usage(
         "queue set needs a setting to change: --parts N (a multiple of the current count), "
         "--dlq-topic TOPIC (or '' for none), --rate N/s (or none), --fair-by key (or none), "
-        "--key-concurrency N (or none)");
+        "--key-concurrency N (or none), --max-payload BYTES");
   }
   if (settings > 1) return Usage("queue set changes one setting at a time");
   if (absl::Status st = ValidateQueueName(pos[1]); !st.ok()) return Fail(st);
@@ -571,6 +598,7 @@ int QueueSet(const Args& args) {
   if (args.Has("fair-by")) return QueueSetFairBy(args, pos[1]);
   if (args.Has("key-concurrency")) return QueueSetKeyConcurrency(args, pos[1]);
   if (args.Has("rate")) return QueueSetRate(args, pos[1]);
+  if (args.Has("max-payload")) return QueueSetMaxPayload(args, pos[1]);
   return QueueSetDlqTopic(args, pos[1]);
 }
 
@@ -708,8 +736,7 @@ int EnqueueStdin(Producer& producer, const std::string& queue, const NewItem& it
   LineReader reader(STDIN_FILENO);
   size_t batch_bytes = 0;
   for (;;) {
-    const LineReader::Result got =
-        reader.Next(static_cast<size_t>(max_payload_bytes), &line);
+    const LineReader::Result got = reader.Next(static_cast<size_t>(max_payload_bytes), &line);
     if (got == LineReader::Result::kEnd) break;
     if (got == LineReader::Result::kError) {
       const std::string why = absl::StrCat("reading line ", line_no + 1, " of standard input: ",

@@ -46,6 +46,10 @@ constexpr CommandUsage kCommands[] = {
      "                                           also keeps the key's order); also queue\n"
      "                                           create --key-concurrency; workers started\n"
      "                                           after the change follow it\n"
+     "  queue set NAME --max-payload BYTES       the largest payload the SQL API takes into\n"
+     "                                           the queue (1 MiB unless set; also queue\n"
+     "                                           create --max-payload); callers cannot raise\n"
+     "                                           it. C++ producers keep their own --max-payload\n"
      "  queue pause NAME | queue resume NAME     its workers stop claiming (what they hold\n"
      "                                           finishes; parts and sessions stay) / go on\n"
      "  queue list [--json]\n"
@@ -120,6 +124,15 @@ constexpr CommandUsage kCommands[] = {
      "      retention: deletes results, cancelled records and ended groups that finished\n"
      "      more than AGE ago (7d, 24h, 30m); --dead: dead items too. Live items, open\n"
      "      groups and schedules stay. Run it from cron or a Kubernetes CronJob\n"},
+    {"grant",
+     "  grant producer|operator|viewer ROLE --queue Q[,Q...]\n"
+     "      lets ROLE (who logs in as it, or a member) call the SQL API on those queues,\n"
+     "      and nothing else: a producer enqueues, cancels, groups and reads the state of\n"
+     "      items; an operator does that and adds schedules and prunes; a viewer reads\n"
+     "      states, groups and schedules. Run as the schema's owner; the role needs no\n"
+     "      table privileges (docs/guide/operations-and-roles.md)\n"},
+    {"revoke", "  revoke producer|operator|viewer ROLE --queue Q[,Q...]   takes a grant back\n"},
+    {"grants", "  grants [--queue Q] [--json]              who may use which queue, and how\n"},
     {"schedule",
      "  schedule add NAME QUEUE (--every 30s | --cron 'MIN HOUR DOM MON DOW' [--tz ZONE])\n"
      "               [--key K] [--priority N] [--catch-up 30s] PAYLOAD\n"

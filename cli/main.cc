@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
   if (cmd == "status") return CmdStatus(rest);
   if (cmd == "dead") return CmdDead(rest);
   if (cmd == "prune") return CmdPrune(rest);
+  if (cmd == "grant") return CmdGrant(rest);
+  if (cmd == "revoke") return CmdRevoke(rest);
+  if (cmd == "grants") return CmdGrants(rest);
   if (cmd == "group") return CmdGroup(rest);
   if (cmd == "schedule") return CmdSchedule(rest);
   if (cmd == "demo") return CmdDemo(rest);

@@ -637,6 +637,7 @@ QueueConfig QueueFromRow(const pqxx::row& r) {
   // NULL is none; the table's CHECK allows only 'key' besides.
   c.fair_by = r[10].is_null() ? FairBy::kNone : FairBy::kKey;
   c.key_concurrency = r[11].is_null() ? 0 : r[11].as<int>();
+  c.max_payload_bytes = r[12].as<int64_t>();
   return c;
 }
 
@@ -685,11 +686,11 @@ absl::Status PgStore::CreateQueue(const QueueConfig& config) {
   if (absl::Status st = ValidateQueueConfig(config); !st.ok()) return st;
   return Run(absl::StrCat("create queue \"", config.name, "\""), [&]() -> absl::Status {
     pqxx::transaction_base& tx = Autocommit();
-    pqxx::result r =
-        Exec(tx, "create_queue", config.name, config.parts,
-             std::string(AssignmentName(config.assignment)), Micros(config.session_ttl),
-             config.max_attempts, config.ordered, config.dlq_topic, config.rate,
-             FairByText(config.fair_by), KeyConcurrencyValue(config.key_concurrency));
+    pqxx::result r = Exec(tx, "create_queue", config.name, config.parts,
+                          std::string(AssignmentName(config.assignment)),
+                          Micros(config.session_ttl), config.max_attempts, config.ordered,
+                          config.dlq_topic, config.rate, FairByText(config.fair_by),
+                          KeyConcurrencyValue(config.key_concurrency), config.max_payload_bytes);
     if (r.empty()) {
       return absl::AlreadyExistsError(absl::StrCat("queue \"", config.name, "\" already exists"));
     }
@@ -1055,6 +1056,16 @@ absl::Status PgStore::SetKeyConcurrency(absl::string_view queue, int n) {
       });
 }
 
+absl::Status PgStore::SetMaxPayload(absl::string_view queue, int64_t bytes) {
+  if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
+  if (absl::Status st = ValidateMaxPayload(bytes); !st.ok()) return st;
+  return Run(absl::StrCat("set the payload limit of queue \"", queue, "\""), [&]() -> absl::Status {
+    pqxx::result r = Exec(Autocommit(), "set_max_payload", std::string(queue), bytes);
+    if (r.affected_rows() == 0) return UnknownQueue(queue, options_.schema);
+    return absl::OkStatus();
+  });
+}
+
 absl::Status PgStore::ReleaseClaims(absl::string_view queue, const SessionId& session,
                                     int64_t incarnation) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
@@ -1317,6 +1328,30 @@ absl::StatusOr<std::vector<AppliedMigration>> PgMigrationStatus(const PgOptions&
   auto store = ConnectPgStore(options);
   if (!store.ok()) return store.status();
   return (*store)->MigrationStatus();
+}
+
+absl::Status PgGrant(const PgOptions& options, absl::string_view kind, absl::string_view role,
+                     const std::vector<std::string>& queues) {
+  auto store = ConnectPgStore(options);
+  if (!store.ok()) return store.status();
+  if (absl::Status st = (*store)->CheckSchema(); !st.ok()) return st;
+  return (*store)->Grant(kind, role, queues);
+}
+
+absl::StatusOr<int> PgRevoke(const PgOptions& options, absl::string_view kind,
+                             absl::string_view role, const std::vector<std::string>& queues) {
+  auto store = ConnectPgStore(options);
+  if (!store.ok()) return store.status();
+  if (absl::Status st = (*store)->CheckSchema(); !st.ok()) return st;
+  return (*store)->Revoke(kind, role, queues);
+}
+
+absl::StatusOr<std::vector<QueueGrant>> PgListGrants(const PgOptions& options,
+                                                     const std::optional<std::string>& queue) {
+  auto store = ConnectPgStore(options);
+  if (!store.ok()) return store.status();
+  if (absl::Status st = (*store)->CheckSchema(); !st.ok()) return st;
+  return (*store)->ListGrants(queue);
 }
 
 absl::StatusOr<std::unique_ptr<Store>> ConnectPg(const PgOptions& options) {

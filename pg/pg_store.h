@@ -46,7 +46,7 @@ struct PgOptions {
 };
 
 // The schema version this binary writes and understands.
-inline constexpr int kSchemaVersion = 28;
+inline constexpr int kSchemaVersion = 29;
 
 // Connects (and checks the connection). InvalidArgument for a malformed DSN,
 // Unavailable when the server cannot be reached, PermissionDenied/Unauthenticated
@@ -69,6 +69,33 @@ struct AppliedMigration {
 // schema has that it does not know. A schema that does not exist has every
 // migration pending.
 absl::StatusOr<std::vector<AppliedMigration>> PgMigrationStatus(const PgOptions& options);
+// Roles per queue (migration 29; docs/guide/operations-and-roles.md, "Roles per queue"). The SQL
+// API runs as the schema's owner and asks first whether the caller (its
+// session_user) may use the queue: the owner and its members may, and the
+// roles granted here. A producer enqueues, reads the state of, cancels and
+// groups items; an operator does that and keeps schedules and prunes; a
+// viewer reads states and schedules.
+struct QueueGrant {
+  std::string queue;
+  std::string role;
+  std::string kind;  // producer, operator or viewer
+  absl::Time granted_at;
+  bool role_exists = true;  // false: the role was dropped since (its rows count for no one)
+};
+// Grants `role` the right `kind` on each of `queues`, and USAGE on the
+// schema, in one transaction; granting again changes nothing.
+// InvalidArgument for a bad kind or queue name, NotFound for an unknown
+// queue or role, PermissionDenied for a caller that does not own the schema.
+absl::Status PgGrant(const PgOptions& options, absl::string_view kind, absl::string_view role,
+                     const std::vector<std::string>& queues);
+// Takes them back; how many of them there were. USAGE on the schema stays
+// (other grants may need it; it lets the role call the functions, which
+// then refuse it).
+absl::StatusOr<int> PgRevoke(const PgOptions& options, absl::string_view kind,
+                             absl::string_view role, const std::vector<std::string>& queues);
+// Every grant, or `queue`'s, by queue, role and kind.
+absl::StatusOr<std::vector<QueueGrant>> PgListGrants(const PgOptions& options,
+                                                     const std::optional<std::string>& queue);
 // The same for the Kafka bridge's operations (store/bridge_store.h).
 absl::StatusOr<std::unique_ptr<BridgeStore>> ConnectPgBridge(const PgOptions& options);
 BridgeStoreFactory PgBridgeStoreFactory(PgOptions options);

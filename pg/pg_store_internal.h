@@ -316,6 +316,12 @@ class PgStore final : public Store, public BridgeStore {
   absl::Status MigrateTo(int to_version);
   absl::StatusOr<std::vector<AppliedMigration>> MigrationStatus();
   absl::Status CheckSchema() override;
+  // PgGrant, PgRevoke and PgListGrants (pg_store.h; pg_store_roles.cc).
+  absl::Status Grant(absl::string_view kind, absl::string_view role,
+                     const std::vector<std::string>& queues);
+  absl::StatusOr<int> Revoke(absl::string_view kind, absl::string_view role,
+                             const std::vector<std::string>& queues);
+  absl::StatusOr<std::vector<QueueGrant>> ListGrants(const std::optional<std::string>& queue);
 
   absl::Status CreateQueue(const QueueConfig& config) override;
   absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) override;
@@ -340,6 +346,7 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<int> GrowParts(absl::string_view queue, int parts) override;
   absl::Status SetFairBy(absl::string_view queue, FairBy fair_by) override;
   absl::Status SetKeyConcurrency(absl::string_view queue, int n) override;
+  absl::Status SetMaxPayload(absl::string_view queue, int64_t bytes) override;
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override;
   absl::Status Leave(absl::string_view queue, const SessionId& session,

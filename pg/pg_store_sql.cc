@@ -872,7 +872,7 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
   for (const char* name :
        {// queues
         "create_queue", "get_queue", "list_queues", "set_rate", "grow_parts", "set_fair_by",
-        "set_key_concurrency", "set_paused",
+        "set_key_concurrency", "set_max_payload", "set_paused",
         // sessions and parts (join, heartbeat and acquire are below)
         "read_group", "release", "leave", "release_claims", "notify", "notify_parts",
         "write_outbox",
@@ -880,6 +880,8 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
         "enqueue", "dedup_lookup", "lock_items_for_enqueue", "reserve_ids", "reserve_id_list",
         "insert_batch", "item_state", "cancel_parts", "cancel_items", "vacuum_due", "prune",
         "cancel_by_dedup_key", "item_state_dedup",
+        // roles per queue (migration 29)
+        "grant_queue_right", "revoke_queue_right", "list_grants",
         // status
         "status_sessions", "status_session_throughput", "next_due", "owners", "status_horizon",
         "status_throughput", "status_groups", "status_parts"}) {

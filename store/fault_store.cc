@@ -77,6 +77,9 @@ class FaultStore : public Store {
   absl::Status SetKeyConcurrency(absl::string_view queue, int n) override {
     return Call("SetKeyConcurrency", [&] { return inner_->SetKeyConcurrency(queue, n); });
   }
+  absl::Status SetMaxPayload(absl::string_view queue, int64_t bytes) override {
+    return Call("SetMaxPayload", [&] { return inner_->SetMaxPayload(queue, bytes); });
+  }
   absl::Status ReleaseClaims(absl::string_view queue, const SessionId& session,
                              int64_t incarnation) override {
     return Call("ReleaseClaims",

@@ -111,6 +111,16 @@ class MemStore : public Store {
     (*q)->key_concurrency = n;
     return absl::OkStatus();
   }
+  absl::Status SetMaxPayload(absl::string_view name, int64_t bytes) override {
+    absl::MutexLock l(&db_->mu_);
+    if (auto st = db_->Enter("SetMaxPayload"); !st.ok()) return st;
+    if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
+    if (absl::Status st = ValidateMaxPayload(bytes); !st.ok()) return st;
+    absl::StatusOr<QueueConfig*> q = db_->QueueLocked(name);
+    if (!q.ok()) return q.status();
+    (*q)->max_payload_bytes = bytes;
+    return absl::OkStatus();
+  }
   absl::StatusOr<DeletedQueue> DeleteQueue(absl::string_view name,
                                            QueueContents contents) override {
     absl::MutexLock l(&db_->mu_);

@@ -642,6 +642,10 @@ class Store {
   // start. InvalidArgument outside 0..kMaxKeyConcurrency; NotFound for an
   // unknown queue.
   virtual absl::Status SetKeyConcurrency(absl::string_view queue, int n) = 0;
+  // Sets the queue's payload limit (QueueConfig::max_payload_bytes), which
+  // the SQL API applies from its next call. InvalidArgument outside
+  // ValidateMaxPayload's range; NotFound for an unknown queue.
+  virtual absl::Status SetMaxPayload(absl::string_view queue, int64_t bytes) = 0;
 
   // --- sessions (docs/architecture.md: join, heartbeat, rebalance, leave) --
   virtual absl::StatusOr<JoinResult> Join(const JoinRequest& request) = 0;

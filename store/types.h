@@ -78,6 +78,12 @@ struct QueueConfig {
   // (Store::SetKeyConcurrency); 0: no bound. An ordered queue is bounded to
   // 1 whatever this says. Sessions read it when they start, as fair_by.
   int key_concurrency = 0;
+  // The largest payload the SQL API takes into this queue (its enqueue
+  // functions, add_schedule; Store::SetMaxPayload): the queue's, so a
+  // producer cannot raise it. C++ producers keep their own limit
+  // (PgOptions::max_payload_bytes, --max-payload), as they did. Validated by
+  // ValidateMaxPayload.
+  int64_t max_payload_bytes = 1 << 20;  // kDefaultMaxPayloadBytes (validate.h)
 };
 
 // A part this session owns, and the epoch of that ownership.

@@ -105,7 +105,16 @@ absl::Status ValidateQueueConfig(const QueueConfig& config) {
   if (absl::Status st = ValidateKeyConcurrency(config.key_concurrency); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("queue \"", config.name, "\": ", st.message()));
   }
+  if (absl::Status st = ValidateMaxPayload(config.max_payload_bytes); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("queue \"", config.name, "\": ", st.message()));
+  }
   return absl::OkStatus();
+}
+
+absl::Status ValidateMaxPayload(int64_t bytes) {
+  if (bytes >= 1 && bytes <= kMaxMaxPayloadBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("the payload limit must be 1..",
+                                                 kMaxMaxPayloadBytes, " bytes (got ", bytes, ")"));
 }
 
 absl::Status ValidateKeyText(absl::string_view what, absl::string_view key) {

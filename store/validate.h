@@ -30,6 +30,10 @@ absl::Status ValidateQueueConfig(const QueueConfig& config);
 // The payload limit a store applies unless told otherwise (PgOptions,
 // MemDatabase::Connect).
 inline constexpr int64_t kDefaultMaxPayloadBytes = 1 << 20;
+// A queue's payload limit (QueueConfig::max_payload_bytes): 1 byte to
+// 1 GiB (PostgreSQL's bytea holds up to 1 GiB).
+inline constexpr int64_t kMaxMaxPayloadBytes = int64_t{1} << 30;
+absl::Status ValidateMaxPayload(int64_t bytes);
 // Keys and dedup keys are at most this long (PostgreSQL keeps them in btree
 // indexes, whose entries must fit in a third of a page).
 inline constexpr size_t kMaxKeyBytes = 1024;

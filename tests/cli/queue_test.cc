@@ -256,7 +256,8 @@ TEST_F(QueueCommandTest, CreateOfAnExistingQueueWithOtherSettingsFailsAndShowsBo
             "  assignment    lexical   sticky     <- differs\n"
             "  max attempts  5         5\n"
             "A queue's settings are fixed when it is created, except its dead-letter topic, "
-            "rate limit, fair share, key concurrency and part count, which grows to a multiple "
+            "rate limit, fair share, key concurrency, payload limit and part count, which grows to "
+            "a multiple "
             "(partq queue set).\n");
 
   // Each setting on its own, the ones a flag cannot turn off included.

@@ -817,9 +817,13 @@ TEST_F(SqlApiTest, BadArgumentsFailWithTheCppProducersMessages) {
       {"SELECT {schema}.enqueue('q', 'x', delay => '3651 days')", "22023",
        "is longer than 10 years", long_delay},
       {"SELECT {schema}.enqueue('q', repeat('p', 1048577))", "22023",
-       "payload is 1048577 bytes; the limit is 1048576 (partq.max_payload_bytes)", std::nullopt},
-      {"SET LOCAL partq.max_payload_bytes = 10; SELECT {schema}.enqueue('q', 'eleven byte')",
-       "22023", "payload is 11 bytes; the limit is 10 (partq.max_payload_bytes)", std::nullopt},
+       "payload is 1048577 bytes; the limit is 1048576 (the queue's, partq queue set "
+       "--max-payload)",
+       std::nullopt},
+      // The queue's limit (partq queue set --max-payload), rolled back with the case.
+      {"UPDATE {schema}.queues SET max_payload_bytes = 10 WHERE name = 'q'; "
+       "SELECT {schema}.enqueue('q', 'eleven byte')",
+       "22023", "payload is 11 bytes; the limit is 10 (the queue's", std::nullopt},
       {"SELECT * FROM {schema}.item_state('nope', 1)", "42704", "unknown queue \"nope\"",
        std::nullopt},
       {"SELECT * FROM {schema}.item_state_by_dedup_key('nope', 'd')", "42704",
@@ -1120,9 +1124,10 @@ TEST_F(SqlApiTest, EnqueueManyRefusesBadInputAndEnqueuesNothing) {
       {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a', 'b'], "
        "dedup_keys => ARRAY['ok', repeat('d', 1025)])",
        "item 2: dedup key is 1025 bytes; the limit is 1024"},
-      {"SET LOCAL partq.max_payload_bytes = 10; SELECT * FROM {schema}.enqueue_many('q', "
-       "ARRAY['short', 'eleven byte'])",
-       "item 2: payload is 11 bytes; the limit is 10 (partq.max_payload_bytes)"},
+      {"UPDATE {schema}.queues SET max_payload_bytes = 10 WHERE name = 'q'; "
+       "SELECT * FROM {schema}.enqueue_many('q', ARRAY['short', 'eleven byte'])",
+       "item 2: payload is 11 bytes; the limit is 10 (the queue's, partq queue set "
+       "--max-payload)"},
       {"SELECT * FROM {schema}.enqueue_many('q', ARRAY['a', 'b'], group_id => 'g', "
        "delay => '1 minute')",
        "cannot have a delay"},

@@ -1,0 +1,108 @@
+// `partq grant`, `partq revoke` and `partq grants`: roles per queue
+// (migration 29; docs/guide/operations-and-roles.md, "Roles per queue"). Run as the schema's
+// owner: the grants are rows of its table `grants`, which the SQL API's
+// authorize() reads.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "base/utf8.h"
+#include "cli/args.h"
+#include "cli/common.h"
+#include "nlohmann/json.hpp"
+#include "pg/pg_store.h"
+
+namespace partq::cli {
+namespace {
+
+// "a producer", "an operator".
+const char* Article(const std::string& kind) { return kind == "operator" ? "an" : "a"; }
+
+// `partq grant|revoke KIND ROLE --queue Q[,Q...]`, parsed into `args`.
+int GrantOrRevoke(const Args& args, bool grant) {
+  const std::string usage = absl::StrCat("usage: partq ", grant ? "grant" : "revoke",
+                                         " producer|operator|viewer ROLE --queue Q[,Q...]");
+  if (auto u = WrongPositionals(args.positional(), 0, {"KIND", "ROLE"}, usage)) return *u;
+  if (!args.Has("queue")) {
+    return Usage(absl::StrCat("--queue is required: the queues the grant is for (", usage, ")"));
+  }
+  const std::vector<std::string> queues =
+      absl::StrSplit(*args.Get("queue"), ',', absl::SkipEmpty());
+  if (queues.empty()) return Usage(absl::StrCat("--queue names no queue (", usage, ")"));
+  auto o = ConnectionOptions(args);
+  if (!o.ok()) return Fail(o.status());
+  const std::string& kind = args.positional()[0];
+  const std::string& role = args.positional()[1];
+  const std::string what =
+      absl::StrCat(Article(kind), " ", kind, " of ", absl::StrJoin(queues, ", "));
+  if (grant) {
+    if (absl::Status st = PgGrant(*o, kind, role, queues); !st.ok()) return Fail(st);
+    printf("role %s is %s in schema \"%s\"\n", Quoted(role).c_str(), what.c_str(),
+           o->schema.c_str());
+    return 0;
+  }
+  auto removed = PgRevoke(*o, kind, role, queues);
+  if (!removed.ok()) return Fail(removed.status());
+  printf("role %s is no longer %s (%d grant%s removed)\n", Quoted(role).c_str(), what.c_str(),
+         *removed, *removed == 1 ? "" : "s");
+  return 0;
+}
+
+}  // namespace
+
+int CmdGrant(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, With(ConnectionFlags(), {"queue"}), {});
+  if (!args.ok()) return Fail(args.status());
+  return GrantOrRevoke(*args, /*grant=*/true);
+}
+
+int CmdRevoke(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, With(ConnectionFlags(), {"queue"}), {});
+  if (!args.ok()) return Fail(args.status());
+  return GrantOrRevoke(*args, /*grant=*/false);
+}
+
+int CmdGrants(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, With(ConnectionFlags(), {"queue"}), {"json"});
+  if (!args.ok()) return Fail(args.status());
+  if (auto u =
+          WrongPositionals(args->positional(), 0, {}, "usage: partq grants [--queue Q] [--json]")) {
+    return *u;
+  }
+  auto o = ConnectionOptions(*args);
+  if (!o.ok()) return Fail(o.status());
+  auto all = PgListGrants(*o, args->Get("queue"));
+  if (!all.ok()) return Fail(all.status());
+  if (args->Has("json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const QueueGrant& g : *all) {
+      out.push_back(
+          {{"queue", g.queue},
+           {"role", g.role},
+           {"kind", g.kind},
+           {"granted_at", absl::FormatTime(absl::RFC3339_full, g.granted_at, absl::UTCTimeZone())},
+           {"role_exists", g.role_exists}});
+    }
+    PrintJson(out.dump(2));
+    return 0;
+  }
+  if (all->empty()) {
+    printf(
+        "no grants: only the schema's owner (and roles holding table privileges) use its "
+        "queues\n");
+    return 0;
+  }
+  printf("%-24s %-24s %-9s %s\n", "QUEUE", "ROLE", "KIND", "GRANTED");
+  for (const QueueGrant& g : *all) {
+    printf("%-24s %-24s %-9s %s%s\n", g.queue.c_str(), Quoted(g.role).c_str(), g.kind.c_str(),
+           absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", g.granted_at, absl::UTCTimeZone()).c_str(),
+           g.role_exists ? "" : "  (the role no longer exists)");
+  }
+  return 0;
+}
+
+}  // namespace partq::cli

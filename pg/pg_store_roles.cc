@@ -1,0 +1,91 @@
+// Roles per queue (schema migration 29; docs/guide/operations-and-roles.md, "Roles per queue"):
+// the rows of `grants` that the SQL API's authorize() reads, written by the
+// schema's owner through `partq grant` and `partq revoke`. Admin operations.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "base/utf8.h"
+#include "pg/pg_store.h"
+#include "pg/pg_store_internal.h"
+#include "store/validate.h"
+
+namespace partq {
+namespace pg_internal {
+
+absl::Status ValidateGrantKind(absl::string_view kind) {
+  if (kind == "producer" || kind == "operator" || kind == "viewer") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the kind of a grant is producer, operator or viewer (got ", Quoted(kind), ")"));
+}
+
+absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
+                            const std::vector<std::string>& queues) {
+  if (absl::Status st = ValidateGrantKind(kind); !st.ok()) return st;
+  for (const std::string& q : queues) {
+    if (absl::Status st = ValidateQueueName(q); !st.ok()) return st;
+  }
+  return Run(absl::StrCat("grant ", kind, " to role ", Quoted(role)), [&]() -> absl::Status {
+    PgWork<> tx(*conn_, options_.transaction_pooler);
+    if (tx.exec_params("SELECT 1 FROM pg_roles WHERE rolname = $1", std::string(role)).empty()) {
+      return absl::NotFoundError(absl::StrCat("role ", Quoted(role),
+                                              " does not exist (CREATE ROLE makes it, with "
+                                              "LOGIN for a role that connects)"));
+    }
+    for (const std::string& q : queues) {
+      if (Exec(tx, "get_queue", q).empty()) return UnknownQueue(q, options_.schema);
+      Exec(tx, "grant_queue_right", q, std::string(role), std::string(kind));
+    }
+    // The functions are the schema's: a role needs to see it, nothing more.
+    tx.exec(absl::StrCat("GRANT USAGE ON SCHEMA ", tx.quote_name(options_.schema), " TO ",
+                         tx.quote_name(std::string(role))));
+    tx.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<int> PgStore::Revoke(absl::string_view kind, absl::string_view role,
+                                    const std::vector<std::string>& queues) {
+  if (absl::Status st = ValidateGrantKind(kind); !st.ok()) return st;
+  for (const std::string& q : queues) {
+    if (absl::Status st = ValidateQueueName(q); !st.ok()) return st;
+  }
+  int removed = 0;
+  absl::Status st =
+      Run(absl::StrCat("revoke ", kind, " from role ", Quoted(role)), [&]() -> absl::Status {
+        removed = 0;
+        PgWork<> tx(*conn_, options_.transaction_pooler);
+        for (const std::string& q : queues) {
+          removed += static_cast<int>(
+              Exec(tx, "revoke_queue_right", q, std::string(role), std::string(kind))
+                  .affected_rows());
+        }
+        tx.commit();
+        return absl::OkStatus();
+      });
+  if (!st.ok()) return st;
+  return removed;
+}
+
+absl::StatusOr<std::vector<QueueGrant>> PgStore::ListGrants(
+    const std::optional<std::string>& queue) {
+  if (queue) {
+    if (absl::Status st = ValidateQueueName(*queue); !st.ok()) return st;
+  }
+  std::vector<QueueGrant> out;
+  absl::Status st = Run("list the grants", [&]() -> absl::Status {
+    out.clear();
+    for (const pqxx::row& r : Exec(Autocommit(), "list_grants", queue)) {
+      out.push_back({r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::string>(),
+                     absl::FromUnixMicros(r[3].as<int64_t>()), r[4].as<bool>()});
+    }
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+}  // namespace pg_internal
+}  // namespace partq

@@ -1,0 +1,286 @@
+// Roles per queue (migration 29; docs/guide/operations-and-roles.md, "Roles per queue"): real
+// login roles, granted with the `partq grant` binary and nothing else, try
+// what issue 48 found a producer could do through the SQL API's table
+// grants, and each attempt is refused with 42501 and leaves nothing behind.
+// The queue's payload limit binds every caller of the SQL API.
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/random/random.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "pg/migrations.h"
+#include "store/store.h"
+#include "tests/store/store_test_util.h"
+#include "tests/testing/pg_env.h"
+#include "tests/testing/process.h"
+
+namespace partq {
+namespace {
+
+using testing::Partq;
+using testing::PartqResult;
+using testing::TestSchema;
+
+class RolesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = schema_.NewStore();
+    for (const char* q : {"a", "b"}) {
+      QueueConfig c;
+      c.name = q;
+      c.parts = 2;
+      ASSERT_TRUE(store_->CreateQueue(c).ok());
+    }
+  }
+  void TearDown() override {
+    for (const std::string& role : roles_) {
+      schema_.Q(absl::StrCat("DROP OWNED BY ", role));
+      schema_.Q(absl::StrCat("DROP ROLE ", role));
+    }
+  }
+
+  // A new login role with no privileges at all; dropped after the test.
+  std::string NewRole(const std::string& what) {
+    const std::string role = absl::StrCat("partq_", what, "_", absl::Uniform<uint32_t>(gen_));
+    schema_.Q(absl::StrCat("CREATE ROLE ", role, " LOGIN"));
+    roles_.push_back(role);
+    return role;
+  }
+  // `partq ARGS` with this test's connection; expects exit 0.
+  std::string PartqOk(std::vector<std::string> args) {
+    args.insert(args.end(), {"--dsn", schema_.dsn(), "--schema", schema_.name()});
+    PartqResult r = Partq(args);
+    EXPECT_EQ(r.code, 0) << absl::StrJoin(args, " ") << ": " << r.err;
+    return r.out;
+  }
+  // A connection as `role`.
+  std::unique_ptr<pqxx::connection> As(const std::string& role) {
+    return std::make_unique<pqxx::connection>(absl::StrCat(schema_.dsn(), " user=", role));
+  }
+  // `sql` ({schema} filled) run as `role` in a transaction of its own: ""
+  // when it worked (the transaction committed), else the SQLSTATE.
+  std::string Try(pqxx::connection& c, const std::string& sql) {
+    try {
+      pqxx::work w(c);
+      w.exec(WithSchema(sql, schema_.name()));
+      w.commit();
+      return "";
+    } catch (const pqxx::insufficient_privilege&) {
+      return "42501";  // libpqxx 6.4 leaves sqlstate() empty in this subclass
+    } catch (const pqxx::sql_error& e) {
+      return e.sqlstate();
+    }
+  }
+  int64_t Count(const std::string& table_and_where) {
+    return schema_.QInt(absl::StrCat("SELECT count(*) FROM {schema}.", table_and_where));
+  }
+
+  TestSchema schema_;
+  std::unique_ptr<Store> store_;
+  std::vector<std::string> roles_;
+  absl::BitGen gen_;
+};
+
+// Finding 2 of issue 48: a producer granted queue a enqueues there, and
+// everything else it tried through the old grants is refused: other queues,
+// the tables, the functions behind the API, a raised payload limit.
+TEST_F(RolesTest, AProducerUsesItsQueueThroughTheApiAndNothingElse) {
+  const std::string p = NewRole("producer");
+  EXPECT_EQ(
+      PartqOk({"grant", "producer", p, "--queue", "a"}),
+      absl::StrCat("role \"", p, "\" is a producer of a in schema \"", schema_.name(), "\"\n"));
+  NewItem other;
+  other.payload = "b's";
+  other.dedup_key = "secret";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult b_item, store_->Enqueue("b", other));
+  schema_.Q("SELECT {schema}.group_create('b', 'gb')");
+  auto c = As(p);
+
+  // What it is for.
+  for (const char* ok :
+       {"SELECT {schema}.enqueue('a', 'x')", "SELECT {schema}.enqueue('a', '\\x00'::bytea)",
+        "SELECT * FROM {schema}.enqueue_item('a', 'x', key => 'k', dedup_key => 'd')",
+        "SELECT * FROM {schema}.enqueue_many('a', ARRAY['1', '2']::text[])",
+        "SELECT * FROM {schema}.item_state('a', 1)",
+        "SELECT * FROM {schema}.item_state_by_dedup_key('a', 'd')",
+        "SELECT {schema}.group_create('a', 'g')",
+        "SELECT {schema}.enqueue('a', 'g', group_id => 'g')",
+        "SELECT * FROM {schema}.group_status('a', 'g')", "SELECT {schema}.group_start('a', 'g')",
+        "SELECT * FROM {schema}.cancel_by_dedup_key('a', 'd')"}) {
+    EXPECT_EQ(Try(*c, ok), "") << ok;
+  }
+  EXPECT_EQ(Count("items WHERE queue = 'a'"), 5);
+
+  // What it is not for: 42501, insufficient_privilege, every time.
+  const std::string b_id = absl::StrCat(b_item.id);
+  for (const std::string& refused : std::vector<std::string>{
+           // another queue, through the API
+           "SELECT {schema}.enqueue('b', 'x')", "SELECT * FROM {schema}.enqueue_item('b', 'x')",
+           "SELECT * FROM {schema}.enqueue_many('b', ARRAY['1']::text[])",
+           "SELECT * FROM {schema}.item_state('b', " + b_id + ")",
+           "SELECT * FROM {schema}.item_state_by_dedup_key('b', 'secret')",
+           "SELECT {schema}.cancel('b', " + b_id + ")",
+           "SELECT * FROM {schema}.cancel_items('b', ARRAY[" + b_id + "]::bigint[])",
+           "SELECT {schema}.group_cancel('b', 'gb')", "SELECT {schema}.group_start('b', 'gb')",
+           "SELECT * FROM {schema}.group_status('b', 'gb')",
+           // its own queue's end item into another queue
+           "SELECT {schema}.group_create('a', 'g2', end_queue => 'b')",
+           // an operator's work
+           "SELECT {schema}.add_schedule('s', 'a', 'x', every => '1 minute')",
+           "SELECT * FROM {schema}.prune('a', '0 s', dead => true)",
+           // the tables: payloads, an attempts count no claim survives, the
+           // group rows, the queue's parts, another queue's parts
+           "SELECT payload FROM {schema}.items", "SELECT last_error FROM {schema}.dead_items",
+           "SELECT * FROM {schema}.results",
+           "INSERT INTO {schema}.items (id, queue, part, payload, attempts) "
+           "VALUES (999999, 'a', 0, 'x', 2147483647)",
+           "UPDATE {schema}.groups SET pending = 0", "SELECT * FROM {schema}.groups FOR UPDATE",
+           "UPDATE {schema}.queues SET parts = 1 WHERE name = 'b'",
+           "UPDATE {schema}.session_parts SET epoch = epoch + 1",
+           // the functions behind the API, which run as their owner
+           "SELECT {schema}.enqueue_as_owner('b', 'x')",
+           "SELECT * FROM {schema}.cancel_items_as_owner('b', ARRAY[" + b_id + "]::bigint[])",
+           "SELECT {schema}.group_mark_cancelled('b', 'gb', false)",
+           "SELECT * FROM {schema}.grants",
+           "INSERT INTO {schema}.grants (queue, role, kind) VALUES ('b', current_user, "
+           "'producer')"}) {
+    EXPECT_EQ(Try(*c, refused), "42501") << refused;
+  }
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 1);
+  EXPECT_EQ(Count("groups WHERE queue = 'b' AND cancelled_at IS NULL AND ended_at IS NULL"), 1);
+  EXPECT_EQ(schema_.QInt("SELECT parts FROM {schema}.queues WHERE name = 'b'"), 2);
+
+  // A cancel names its queue: b's item is not a's, so it is unknown there.
+  pqxx::work w(*c);
+  EXPECT_EQ(w.exec1(WithSchema(absl::StrCat("SELECT {schema}.cancel('a', ", b_id, ")"),
+                               schema_.name()))[0]
+                .as<std::string>(),
+            "unknown");
+  w.commit();
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 1);
+
+  // The payload limit is the queue's: the caller's setting does not raise it.
+  EXPECT_EQ(Try(*c,
+                "SET partq.max_payload_bytes = 1000000000; "
+                "SELECT {schema}.enqueue('a', repeat('x', 1048577))"),
+            "22023");
+  // Revoked, it is refused at once.
+  EXPECT_EQ(PartqOk({"revoke", "producer", p, "--queue", "a"}),
+            absl::StrCat("role \"", p, "\" is no longer a producer of a (1 grant removed)\n"));
+  EXPECT_EQ(Try(*c, "SELECT {schema}.enqueue('a', 'x')"), "42501");
+}
+
+// An operator keeps its queues' schedules and prunes them; a viewer reads
+// states, groups and schedules and changes nothing. list_schedules() with
+// no queue shows only the queues the caller may see.
+TEST_F(RolesTest, AnOperatorAndAViewerDoWhatTheirGrantSaysOnTheirQueuesOnly) {
+  const std::string op = NewRole("operator");
+  const std::string viewer = NewRole("viewer");
+  PartqOk({"grant", "operator", op, "--queue", "a"});
+  PartqOk({"grant", "viewer", viewer, "--queue", "a,b"});
+  schema_.Q("SELECT {schema}.add_schedule('sb', 'b', 'x', every => '1 hour')");
+  auto o = As(op);
+  EXPECT_EQ(Try(*o, "SELECT {schema}.add_schedule('sa', 'a', 'x', every => '1 hour')"), "");
+  EXPECT_EQ(Try(*o, "SELECT * FROM {schema}.prune('a', '1 day')"), "");
+  EXPECT_EQ(Try(*o, "SELECT {schema}.enqueue('a', 'x')"), "");
+  EXPECT_EQ(Try(*o, "SELECT {schema}.add_schedule('sb2', 'b', 'x', every => '1 hour')"), "42501");
+  EXPECT_EQ(Try(*o, "SELECT {schema}.delete_schedule('sb')"), "42501");
+  EXPECT_EQ(Try(*o, "SELECT * FROM {schema}.prune('b', '1 day')"), "42501");
+  EXPECT_EQ(Try(*o, "SELECT * FROM {schema}.list_schedules('b')"), "42501");
+  {
+    pqxx::work w(*o);
+    pqxx::result r =
+        w.exec(WithSchema("SELECT name FROM {schema}.list_schedules()", schema_.name()));
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0][0].as<std::string>(), "sa");
+  }
+  auto v = As(viewer);
+  EXPECT_EQ(Try(*v, "SELECT * FROM {schema}.item_state('b', 1)"), "");
+  EXPECT_EQ(Try(*v, "SELECT * FROM {schema}.list_schedules('b')"), "");
+  for (const char* refused :
+       {"SELECT {schema}.enqueue('a', 'x')", "SELECT {schema}.cancel('a', 1)",
+        "SELECT {schema}.delete_schedule('sa')", "SELECT {schema}.group_create('a', 'g')",
+        "SELECT payload FROM {schema}.schedules"}) {
+    EXPECT_EQ(Try(*v, refused), "42501") << refused;
+  }
+  EXPECT_EQ(Try(*o, "SELECT {schema}.delete_schedule('sa')"), "");
+  EXPECT_EQ(Count("schedules"), 1);
+}
+
+// A grant to a group role serves its members; a grant to a role dropped
+// since counts for no one and `partq grants` says so; granting needs an
+// existing role and queue and a known kind, and says which is wrong.
+TEST_F(RolesTest, GrantsGoToGroupRolesAndNameWhatIsWrong) {
+  const std::string group = NewRole("group");
+  const std::string member = NewRole("member");
+  schema_.Q(absl::StrCat("GRANT ", group, " TO ", member));
+  PartqOk({"grant", "producer", group, "--queue", "a"});
+  auto m = As(member);
+  EXPECT_EQ(Try(*m, "SELECT {schema}.enqueue('a', 'x')"), "");
+  EXPECT_EQ(Try(*m, "SELECT {schema}.enqueue('b', 'x')"), "42501");
+
+  const std::string gone = NewRole("gone");
+  PartqOk({"grant", "viewer", gone, "--queue", "b"});
+  schema_.Q(absl::StrCat("DROP OWNED BY ", gone));
+  schema_.Q(absl::StrCat("DROP ROLE ", gone));
+  roles_.pop_back();
+  const std::string listed = PartqOk({"grants", "--queue", "b"});
+  EXPECT_TRUE(absl::StrContains(listed, "(the role no longer exists)")) << listed;
+  EXPECT_TRUE(absl::StrContains(PartqOk({"grants", "--json"}), "\"role_exists\": false"));
+  EXPECT_EQ(Try(*m, "SELECT * FROM {schema}.item_state('b', 1)"), "42501");
+
+  auto refused = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--dsn", schema_.dsn(), "--schema", schema_.name()});
+    PartqResult r = Partq(args);
+    EXPECT_NE(r.code, 0) << absl::StrJoin(args, " ");
+    return r.err;
+  };
+  EXPECT_TRUE(
+      absl::StrContains(refused({"grant", "producer", "partq_no_such_role", "--queue", "a"}),
+                        "role \"partq_no_such_role\" does not exist"));
+  EXPECT_TRUE(absl::StrContains(refused({"grant", "producer", member, "--queue", "a,zz"}),
+                                "unknown queue \"zz\""));
+  EXPECT_TRUE(absl::StrContains(refused({"grant", "writer", member, "--queue", "a"}),
+                                "producer, operator or viewer (got \"writer\")"));
+  EXPECT_TRUE(absl::StrContains(refused({"grant", "producer", member}), "--queue is required"));
+  // Nothing of the refused grants was written: a and zz in one transaction.
+  EXPECT_EQ(Count(absl::StrCat("grants WHERE role = '", member, "'")), 0);
+  // The queue's delete takes its grants with it.
+  ASSERT_TRUE(store_->DeleteQueue("a", QueueContents::kDelete).ok());
+  EXPECT_EQ(Count("grants WHERE queue = 'a'"), 0);
+}
+
+// The payload limit is the queue's (queue create/set --max-payload), for
+// the owner as for a producer, whatever the session says; the caller's
+// setting is back as it was after the call.
+TEST_F(RolesTest, TheSqlApisPayloadLimitIsTheQueuesAndNoSettingRaisesIt) {
+  PartqOk({"queue", "set", "a", "--max-payload", "10"});
+  ASSERT_OK_AND_ASSIGN(QueueConfig a, store_->GetQueue("a"));
+  EXPECT_EQ(a.max_payload_bytes, 10);
+  pqxx::connection c(schema_.dsn());
+  EXPECT_EQ(Try(c, "SELECT {schema}.enqueue('a', repeat('x', 10))"), "");
+  for (const char* over :
+       {"SELECT {schema}.enqueue('a', repeat('x', 11))",
+        "SELECT * FROM {schema}.enqueue_many('a', ARRAY[repeat('x', 11)])",
+        "SELECT {schema}.add_schedule('s', 'a', repeat('x', 11), every => '1 hour')",
+        "SET partq.max_payload_bytes = 1000; SELECT {schema}.enqueue('a', repeat('x', 11))"}) {
+    EXPECT_EQ(Try(c, over), "22023") << over;
+  }
+  pqxx::work w(c);
+  w.exec("SET partq.max_payload_bytes = 1000");
+  w.exec(WithSchema("SELECT {schema}.enqueue('b', repeat('x', 100))", schema_.name()));
+  EXPECT_EQ(w.exec1("SHOW partq.max_payload_bytes")[0].as<std::string>(), "1000");
+  w.commit();
+  EXPECT_TRUE(
+      absl::StrContains(PartqOk({"queue", "create", "c", "--parts", "1", "--max-payload", "2048"}),
+                        "payload limit 2048 bytes"));
+}
+
+}  // namespace
+}  // namespace partq
