@@ -125,13 +125,16 @@ constexpr CommandUsage kCommands[] = {
      "      more than AGE ago (7d, 24h, 30m); --dead: dead items too. Live items, open\n"
      "      groups and schedules stay. Run it from cron or a Kubernetes CronJob\n"},
     {"grant",
-     "  grant producer|operator|viewer ROLE --queue Q[,Q...]\n"
+     "  grant producer|operator|viewer|worker ROLE --queue Q[,Q...]\n"
      "      lets ROLE (who logs in as it, or a member) call the SQL API on those queues,\n"
      "      and nothing else: a producer enqueues, cancels, groups and reads the state of\n"
      "      items; an operator does that and adds schedules and prunes; a viewer reads\n"
      "      states, groups and schedules. Run as the schema's owner; the role needs no\n"
-     "      table privileges (docs/guide/operations-and-roles.md)\n"},
-    {"revoke", "  revoke producer|operator|viewer ROLE --queue Q[,Q...]   takes a grant back\n"},
+     "      table privileges (docs/guide/operations-and-roles.md). A worker runs `partq\n"
+     "      worker` on them: it gets a worker's table privileges, and row-level security\n"
+     "      keeps it to those queues' rows\n"},
+    {"revoke",
+     "  revoke producer|operator|viewer|worker ROLE --queue Q[,Q...]   takes a grant back\n"},
     {"grants", "  grants [--queue Q] [--json]              who may use which queue, and how\n"},
     {"schedule",
      "  schedule add NAME QUEUE (--every 30s | --cron 'MIN HOUR DOM MON DOW' [--tz ZONE])\n"

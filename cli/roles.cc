@@ -25,7 +25,7 @@ const char* Article(const std::string& kind) { return kind == "operator" ? "an" 
 // `partq grant|revoke KIND ROLE --queue Q[,Q...]`, parsed into `args`.
 int GrantOrRevoke(const Args& args, bool grant) {
   const std::string usage = absl::StrCat("usage: partq ", grant ? "grant" : "revoke",
-                                         " producer|operator|viewer ROLE --queue Q[,Q...]");
+                                         " producer|operator|viewer|worker ROLE --queue Q[,Q...]");
   if (auto u = WrongPositionals(args.positional(), 0, {"KIND", "ROLE"}, usage)) return *u;
   if (!args.Has("queue")) {
     return Usage(absl::StrCat("--queue is required: the queues the grant is for (", usage, ")"));

@@ -46,7 +46,7 @@ struct PgOptions {
 };
 
 // The schema version this binary writes and understands.
-inline constexpr int kSchemaVersion = 29;
+inline constexpr int kSchemaVersion = 30;
 
 // Connects (and checks the connection). InvalidArgument for a malformed DSN,
 // Unavailable when the server cannot be reached, PermissionDenied/Unauthenticated
@@ -78,7 +78,7 @@ absl::StatusOr<std::vector<AppliedMigration>> PgMigrationStatus(const PgOptions&
 struct QueueGrant {
   std::string queue;
   std::string role;
-  std::string kind;  // producer, operator or viewer
+  std::string kind;  // producer, operator, viewer or worker
   absl::Time granted_at;
   bool role_exists = true;  // false: the role was dropped since (its rows count for no one)
 };

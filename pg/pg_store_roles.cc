@@ -1,13 +1,19 @@
-// Roles per queue (schema migration 29; docs/guide/operations-and-roles.md, "Roles per queue"):
-// the rows of `grants` that the SQL API's authorize() reads, written by the
-// schema's owner through `partq grant` and `partq revoke`. Admin operations.
+// Roles per queue (schema migrations 29 and 30; docs/guide/operations-and-roles.md, "Roles per
+// queue"): the rows of `grants` that the SQL API's authorize() reads, written by the schema's owner
+// through `partq grant` and `partq revoke`. Admin operations.
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/utf8.h"
+#include "pg/embedded_sql.h"
+#include "pg/migrations.h"
 #include "pg/pg_store.h"
 #include "pg/pg_store_internal.h"
 #include "store/validate.h"
@@ -16,10 +22,39 @@ namespace partq {
 namespace pg_internal {
 
 absl::Status ValidateGrantKind(absl::string_view kind) {
-  if (kind == "producer" || kind == "operator" || kind == "viewer") return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("the kind of a grant is producer, operator or viewer (got ", Quoted(kind), ")"));
+  if (kind == "producer" || kind == "operator" || kind == "viewer" || kind == "worker") {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the kind of a grant is producer, operator, viewer or worker (got ", Quoted(kind), ")"));
 }
+
+namespace {
+
+// The GRANT or REVOKE statements of pg/sql/FILE.sql (its comment lines
+// dropped) for `role`, each run in `tx`.
+void RunPrivilegeFile(pqxx::transaction_base& tx, absl::string_view file, absl::string_view schema,
+                      const std::string& role) {
+  std::string sql;
+  for (absl::string_view line :
+       absl::StrSplit(EmbeddedSql(absl::StrCat("sql/", file, ".sql")), '\n')) {
+    if (!absl::StartsWith(line, "--")) absl::StrAppend(&sql, line, "\n");
+  }
+  sql = absl::StrReplaceAll(WithSchema(sql, schema), {{"{role}", tx.quote_name(role)}});
+  for (absl::string_view statement : absl::StrSplit(sql, ';', absl::SkipWhitespace())) {
+    tx.exec(std::string(statement));
+  }
+}
+
+// The restrictive row-level security policies of `role`, made again from its
+// worker grants (migration 30): none when it has none left.
+void ApplyWorkerPolicies(pqxx::transaction_base& tx, absl::string_view schema,
+                         absl::string_view role) {
+  tx.exec_params(WithSchema("SELECT {schema}.apply_worker_policies($1)", schema),
+                 std::string(role));
+}
+
+}  // namespace
 
 absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
                             const std::vector<std::string>& queues) {
@@ -38,9 +73,14 @@ absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
       if (Exec(tx, "get_queue", q).empty()) return UnknownQueue(q, options_.schema);
       Exec(tx, "grant_queue_right", q, std::string(role), std::string(kind));
     }
-    // The functions are the schema's: a role needs to see it, nothing more.
+    // The functions are the schema's: a role needs to see it, nothing more;
+    // a worker uses the tables, within its queues' rows (migration 30).
     tx.exec(absl::StrCat("GRANT USAGE ON SCHEMA ", tx.quote_name(options_.schema), " TO ",
                          tx.quote_name(std::string(role))));
+    if (kind == "worker") {
+      RunPrivilegeFile(tx, "grant_worker_tables", options_.schema, std::string(role));
+      ApplyWorkerPolicies(tx, options_.schema, role);
+    }
     tx.commit();
     return absl::OkStatus();
   });
@@ -62,6 +102,17 @@ absl::StatusOr<int> PgStore::Revoke(absl::string_view kind, absl::string_view ro
               Exec(tx, "revoke_queue_right", q, std::string(role), std::string(kind))
                   .affected_rows());
         }
+        // A role with no worker grant left is no longer confined to any
+        // queue's rows: it keeps no table privilege either.
+        if (kind == "worker" &&
+            tx.exec_params(WithSchema("SELECT 1 FROM {schema}.grants WHERE role = $1 AND kind = "
+                                      "'worker'",
+                                      options_.schema),
+                           std::string(role))
+                .empty()) {
+          RunPrivilegeFile(tx, "revoke_worker_tables", options_.schema, std::string(role));
+        }
+        if (kind == "worker") ApplyWorkerPolicies(tx, options_.schema, role);
         tx.commit();
         return absl::OkStatus();
       });

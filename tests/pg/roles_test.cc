@@ -3,6 +3,8 @@
 // what issue 48 found a producer could do through the SQL API's table
 // grants, and each attempt is refused with 42501 and leaves nothing behind.
 // The queue's payload limit binds every caller of the SQL API.
+#include <signal.h>
+
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
@@ -19,6 +21,7 @@
 #include "tests/store/store_test_util.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
+#include "tests/testing/wait.h"
 
 namespace partq {
 namespace {
@@ -247,7 +250,7 @@ TEST_F(RolesTest, GrantsGoToGroupRolesAndNameWhatIsWrong) {
   EXPECT_TRUE(absl::StrContains(refused({"grant", "producer", member, "--queue", "a,zz"}),
                                 "unknown queue \"zz\""));
   EXPECT_TRUE(absl::StrContains(refused({"grant", "writer", member, "--queue", "a"}),
-                                "producer, operator or viewer (got \"writer\")"));
+                                "producer, operator, viewer or worker (got \"writer\")"));
   EXPECT_TRUE(absl::StrContains(refused({"grant", "producer", member}), "--queue is required"));
   // Nothing of the refused grants was written: a and zz in one transaction.
   EXPECT_EQ(Count(absl::StrCat("grants WHERE role = '", member, "'")), 0);
@@ -280,6 +283,86 @@ TEST_F(RolesTest, TheSqlApisPayloadLimitIsTheQueuesAndNoSettingRaisesIt) {
   EXPECT_TRUE(
       absl::StrContains(PartqOk({"queue", "create", "c", "--parts", "1", "--max-payload", "2048"}),
                         "payload limit 2048 bytes"));
+}
+
+// Finding 3 of issue 48: a role granted `worker` on queue a (and nothing but
+// `partq grant`) runs a real `partq worker a` that drains it, and row-level
+// security keeps it to a's rows: b's items, parts, dead items and queue row
+// are invisible to it, writes into b are refused, and the SQL API no longer
+// takes its table privileges for a grant on b. Revoked, it keeps nothing.
+TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
+  const std::string w = NewRole("worker");
+  EXPECT_EQ(PartqOk({"grant", "worker", w, "--queue", "a"}),
+            absl::StrCat("role \"", w, "\" is a worker of a in schema \"", schema_.name(), "\"\n"));
+  for (int i = 0; i < 300; ++i) {
+    NewItem item;
+    item.payload = absl::StrCat("a", i);
+    ASSERT_TRUE(store_->Enqueue("a", item).ok());
+  }
+  for (int i = 0; i < 20; ++i) {
+    NewItem item;
+    item.payload = absl::StrCat("secret", i);
+    ASSERT_TRUE(store_->Enqueue("b", item).ok());
+  }
+  schema_.Q(
+      "INSERT INTO {schema}.dead_items (id, queue, part, priority, attempts, enqueued_at, "
+      "last_error, payload) VALUES (1000000, 'b', 0, 0, 1, now(), 'b''s error', 'b''s payload')");
+  // b's parts are owned (by the schema's owner, paused so it claims nothing).
+  PartqOk({"queue", "pause", "b"});
+  const std::string owner_dsn = schema_.dsn();
+  const std::string role_dsn = absl::StrCat(schema_.dsn(), " user=", w);
+  testing::ChildProcess b_worker({testing::PartqBinary(), "worker", "b", "--dsn", owner_dsn,
+                                  "--schema", schema_.name(), "--handler", "noop", "--quiet"});
+  testing::ChildProcess a_worker({testing::PartqBinary(), "worker", "a", "--dsn", role_dsn,
+                                  "--schema", schema_.name(), "--handler", "noop", "--quiet"});
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("items WHERE queue = 'a'") == 0; }))
+      << "the worker role did not drain its queue";
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("session_parts WHERE queue = 'b'") == 2; }));
+  EXPECT_TRUE(a_worker.Running());
+
+  auto c = As(w);
+  auto rows = [&](const std::string& sql) -> int64_t {
+    pqxx::work t(*c);
+    pqxx::result r = t.exec(WithSchema(sql, schema_.name()));
+    t.commit();
+    return r.affected_rows();
+  };
+  // Reads and writes of b's rows find none.
+  for (const char* none :
+       {"SELECT payload FROM {schema}.items WHERE queue = 'b'",
+        "SELECT payload FROM {schema}.dead_items", "SELECT * FROM {schema}.queues WHERE name = 'b'",
+        "UPDATE {schema}.session_parts SET epoch = epoch WHERE queue = 'b'",
+        "DELETE FROM {schema}.items WHERE queue = 'b'",
+        "UPDATE {schema}.items SET attempts = 2147483647 WHERE queue = 'b'",
+        "DELETE FROM {schema}.sessions WHERE queue = 'b'"}) {
+    EXPECT_EQ(rows(none), 0) << none;
+  }
+  // Rows of b cannot be written; the tables cannot be emptied; the queue's
+  // settings and the API stay out of reach.
+  for (const char* refused :
+       {"INSERT INTO {schema}.results (id, queue, result) VALUES (1, 'b', 'forged')",
+        "INSERT INTO {schema}.items (id, queue, part, payload) VALUES (999999, 'b', 0, 'x')",
+        "INSERT INTO {schema}.session_parts (queue, part, session_id, epoch) "
+        "SELECT 'b', 3, session_id, epoch FROM {schema}.session_parts LIMIT 1",
+        "TRUNCATE {schema}.items", "UPDATE {schema}.queues SET parts = 1 WHERE name = 'a'",
+        "SELECT {schema}.enqueue('b', 'x')", "SELECT * FROM {schema}.grants",
+        "DELETE FROM {schema}.outbox"}) {
+    EXPECT_EQ(Try(*c, refused), "42501") << refused;
+  }
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 20);
+  EXPECT_EQ(Count("dead_items WHERE queue = 'b'"), 1);
+  EXPECT_EQ(Count("session_parts WHERE queue = 'b'"), 2);
+  EXPECT_EQ(Count("results WHERE queue = 'b'"), 0);
+  // A worker of b under this role does not start: b does not exist for it.
+  testing::PartqResult other =
+      Partq({"worker", "b", "--dsn", role_dsn, "--schema", schema_.name(), "--handler", "noop"});
+  EXPECT_NE(other.code, 0);
+  EXPECT_TRUE(absl::StrContains(other.err, "unknown queue \"b\"")) << other.err;
+
+  a_worker.Signal(SIGTERM);
+  EXPECT_TRUE(a_worker.Wait(absl::Seconds(30)).has_value());
+  PartqOk({"revoke", "worker", w, "--queue", "a"});
+  EXPECT_EQ(Try(*c, "SELECT count(*) FROM {schema}.items"), "42501");
 }
 
 }  // namespace
