@@ -21,8 +21,11 @@
 -- renamed to <name>_as_owner (EXECUTE revoked from PUBLIC) and a wrapper of
 -- the old name checks and calls it. The payload limit is the queue's
 -- (queues.max_payload_bytes, 1 MiB), no longer a setting the caller can
--- raise: the wrappers that write items pin partq.max_payload_bytes to it
--- for the call (a function's SET restores the caller's value on exit).
+-- raise: the wrappers that write items set partq.max_payload_bytes to it
+-- (set_config, local to the transaction) just before they call the function
+-- that reads it. (A SET clause on the function would scope it to the call,
+-- but CREATE FUNCTION ... SET of a custom setting needs a superuser or a
+-- GRANT SET ON PARAMETER, and the schema's owner need not be either.)
 
 CREATE TABLE {schema}.grants (
   queue      text COLLATE "C" NOT NULL REFERENCES {schema}.queues (name) ON DELETE CASCADE,
@@ -69,8 +72,9 @@ BEGIN
 END
 $$;
 
--- authorize() for a writer of items, and the queue's payload limit for the
--- rest of the call (the wrapper's SET scopes it).
+-- authorize() for a writer of items, and the queue's payload limit for what
+-- the wrapper calls next (and, harmlessly, the rest of the transaction: every
+-- writer sets it again before it reads it).
 CREATE FUNCTION {schema}.authorize_enqueue(queue text) RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
@@ -240,7 +244,7 @@ CREATE FUNCTION {schema}.enqueue_item(queue text, payload bytea, key text DEFAUL
                                       priority int DEFAULT 0, group_id text DEFAULT NULL)
 RETURNS TABLE (id bigint, part int, duplicate boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET partq.max_payload_bytes = '1048576' AS $$
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM {schema}.authorize_enqueue(queue);
   RETURN QUERY SELECT * FROM {schema}.enqueue_item_as_owner(queue, payload, key, dedup_key, delay,
@@ -253,7 +257,7 @@ CREATE FUNCTION {schema}.enqueue_item(queue text, payload text, key text DEFAULT
                                       priority int DEFAULT 0, group_id text DEFAULT NULL)
 RETURNS TABLE (id bigint, part int, duplicate boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET partq.max_payload_bytes = '1048576' AS $$
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM {schema}.authorize_enqueue(queue);
   RETURN QUERY SELECT * FROM {schema}.enqueue_item_as_owner(queue, convert_to(payload, 'UTF8'),
@@ -267,7 +271,7 @@ CREATE FUNCTION {schema}.enqueue(queue text, payload bytea, key text DEFAULT NUL
                                  priority int DEFAULT 0, group_id text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET partq.max_payload_bytes = '1048576' AS $$
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM {schema}.authorize_enqueue(queue);
   RETURN (SELECT e.id FROM {schema}.enqueue_item_as_owner(queue, payload, key, dedup_key, delay,
@@ -280,7 +284,7 @@ CREATE FUNCTION {schema}.enqueue(queue text, payload text, key text DEFAULT NULL
                                  priority int DEFAULT 0, group_id text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET partq.max_payload_bytes = '1048576' AS $$
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM {schema}.authorize_enqueue(queue);
   RETURN (SELECT e.id FROM {schema}.enqueue_item_as_owner(queue, convert_to(payload, 'UTF8'),
@@ -295,7 +299,7 @@ CREATE FUNCTION {schema}.enqueue_many(queue text, payloads bytea[], keys text[] 
                                       group_id text DEFAULT NULL)
 RETURNS TABLE (id bigint, part int, duplicate boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET partq.max_payload_bytes = '1048576' AS $$
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM {schema}.authorize_enqueue(queue);
   RETURN QUERY SELECT * FROM {schema}.enqueue_many_as_owner(queue, payloads, keys, dedup_keys,
@@ -309,7 +313,7 @@ CREATE FUNCTION {schema}.enqueue_many(queue text, payloads text[], keys text[] D
                                       group_id text DEFAULT NULL)
 RETURNS TABLE (id bigint, part int, duplicate boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET partq.max_payload_bytes = '1048576' AS $$
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM {schema}.authorize_enqueue(queue);
   RETURN QUERY SELECT * FROM {schema}.enqueue_many_as_owner(queue, payloads, keys, dedup_keys,
@@ -414,7 +418,7 @@ CREATE FUNCTION {schema}.add_schedule(name text, queue text, payload bytea,
                                       catch_up interval DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET partq.max_payload_bytes = '1048576' AS $$
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM {schema}.authorize(queue, ARRAY['operator'], 'schedules', 'INSERT');
   PERFORM {schema}.authorize_enqueue(queue);
@@ -430,7 +434,7 @@ CREATE FUNCTION {schema}.add_schedule(name text, queue text, payload text,
                                       catch_up interval DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET partq.max_payload_bytes = '1048576' AS $$
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM {schema}.authorize(queue, ARRAY['operator'], 'schedules', 'INSERT');
   PERFORM {schema}.authorize_enqueue(queue);

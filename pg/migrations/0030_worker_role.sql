@@ -55,11 +55,18 @@ DECLARE
   cmd text;
 BEGIN
   FOREACH t IN ARRAY {schema}.worker_tables() LOOP
-    FOREACH cmd IN ARRAY ARRAY['all', 'select', 'update', 'delete', 'insert'] LOOP
+    FOREACH cmd IN ARRAY ARRAY['all', 'select', 'update', 'delete', 'insert', 'end'] LOOP
       EXECUTE format('DROP POLICY IF EXISTS %I ON {schema}.%I', pol || '_' || cmd, t);
     END LOOP;
     CONTINUE WHEN cardinality(work) = 0;
     col := CASE WHEN t = 'queues' THEN 'name' ELSE 'queue' END;
+    IF t = 'groups' THEN
+      -- A group's end item goes into its end queue as the worker acks the
+      -- group's last item: only into a queue the worker may produce to.
+      EXECUTE format('CREATE POLICY %I ON {schema}.groups AS RESTRICTIVE TO %I USING (true) '
+                     'WITH CHECK (end_queue IS NULL OR end_queue = ANY (%L))',
+                     pol || '_end', r, produce);
+    END IF;
     IF t <> 'items' THEN
       EXECUTE format('CREATE POLICY %I ON {schema}.%I AS RESTRICTIVE TO %I USING (%I = ANY (%L))',
                      pol || '_all', t, r, col, work);

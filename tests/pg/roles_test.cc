@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "pg/migrations.h"
+#include "pg/pg_store.h"
 #include "store/store.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/pg_env.h"
@@ -275,14 +276,29 @@ TEST_F(RolesTest, TheSqlApisPayloadLimitIsTheQueuesAndNoSettingRaisesIt) {
         "SET partq.max_payload_bytes = 1000; SELECT {schema}.enqueue('a', repeat('x', 11))"}) {
     EXPECT_EQ(Try(c, over), "22023") << over;
   }
-  pqxx::work w(c);
-  w.exec("SET partq.max_payload_bytes = 1000");
-  w.exec(WithSchema("SELECT {schema}.enqueue('b', repeat('x', 100))", schema_.name()));
-  EXPECT_EQ(w.exec1("SHOW partq.max_payload_bytes")[0].as<std::string>(), "1000");
-  w.commit();
+  // Nor does a smaller one lower it: b's limit is 1 MiB.
+  EXPECT_EQ(Try(c,
+                "SET partq.max_payload_bytes = 1000; "
+                "SELECT {schema}.enqueue('b', repeat('x', 2000))"),
+            "");
   EXPECT_TRUE(
       absl::StrContains(PartqOk({"queue", "create", "c", "--parts", "1", "--max-payload", "2048"}),
                         "payload limit 2048 bytes"));
+}
+
+// The schema's owner need not be a superuser: every migration, the
+// wrappers' included, runs for an ordinary role that may create schemas.
+TEST_F(RolesTest, AnOwnerThatIsNoSuperuserMigratesTheSchema) {
+  const std::string owner = NewRole("owner");
+  schema_.Q(absl::StrCat("GRANT CREATE ON DATABASE \"",
+                         *schema_.Q("SELECT current_database()")[0][0], "\" TO ", owner));
+  const std::string schema = absl::StrCat(schema_.name(), "_own");
+  auto cleanup = absl::MakeCleanup(
+      [&] { schema_.Q(absl::StrCat("DROP SCHEMA IF EXISTS ", schema, " CASCADE")); });
+  testing::PartqResult r =
+      Partq({"migrate", "--dsn", absl::StrCat(schema_.dsn(), " user=", owner), "--schema", schema});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, absl::StrCat("schema \"", schema, "\" is at version ", kSchemaVersion, "\n"));
 }
 
 // Finding 3 of issue 48: a role granted `worker` on queue a (and nothing but
@@ -346,7 +362,10 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
         "SELECT 'b', 3, session_id, epoch FROM {schema}.session_parts LIMIT 1",
         "TRUNCATE {schema}.items", "UPDATE {schema}.queues SET parts = 1 WHERE name = 'a'",
         "SELECT {schema}.enqueue('b', 'x')", "SELECT * FROM {schema}.grants",
-        "DELETE FROM {schema}.outbox"}) {
+        "DELETE FROM {schema}.outbox",
+        // a group of its own queue whose end item would go into b
+        "INSERT INTO {schema}.groups (queue, id, end_queue, end_payload) "
+        "VALUES ('a', 'evil', 'b', '{}')"}) {
     EXPECT_EQ(Try(*c, refused), "42501") << refused;
   }
   EXPECT_EQ(Count("items WHERE queue = 'b'"), 20);
