@@ -62,8 +62,10 @@ BEGIN
     col := CASE WHEN t = 'queues' THEN 'name' ELSE 'queue' END;
     IF t = 'groups' THEN
       -- A group's end item goes into its end queue as the worker acks the
-      -- group's last item: only into a queue the worker may produce to.
-      EXECUTE format('CREATE POLICY %I ON {schema}.groups AS RESTRICTIVE TO %I USING (true) '
+      -- group's last item: a group the worker makes ends only into a queue
+      -- it may produce to (it may not update end_queue at all: its UPDATE
+      -- privilege names the count columns only, grant_worker_tables.sql).
+      EXECUTE format('CREATE POLICY %I ON {schema}.groups AS RESTRICTIVE FOR INSERT TO %I '
                      'WITH CHECK (end_queue IS NULL OR end_queue = ANY (%L))',
                      pol || '_end', r, produce);
     END IF;
@@ -117,5 +119,51 @@ BEGIN
   -- The table privileges of a confined worker reach only its queues.
   scope := {schema}.worker_scope();
   RETURN scope IS NULL OR queue = ANY (scope);
+END
+$$;
+
+-- A group whose end item cannot be enqueued ends with the reason in
+-- end_error, whatever the reason: before, only an unknown end queue was
+-- caught, so an end payload over the end queue's limit, or an acking worker
+-- without the right to produce to it, failed the ack of the group's last
+-- item again and again (its batch with it). The same body as migration 27's
+-- otherwise.
+CREATE OR REPLACE FUNCTION {schema}.group_end(queue text, group_id text) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  q CONSTANT text := queue;
+  g CONSTANT text := group_id;
+  r record;
+  end_id bigint;
+  was_there boolean;
+BEGIN
+  UPDATE {schema}.groups x SET ended_at = statement_timestamp(), pending = 0
+  WHERE x.queue = q AND x.id = g AND x.ended_at IS NULL
+  RETURNING x.* INTO r;
+  IF NOT FOUND OR r.end_queue IS NULL THEN
+    RETURN;
+  END IF;
+  IF r.end_skipped THEN
+    UPDATE {schema}.groups x SET end_error = 'cancelled without its end work (--no-end)'
+    WHERE x.queue = q AND x.id = g;
+    RETURN;
+  END IF;
+  BEGIN
+    SELECT e.id, e.duplicate INTO end_id, was_there
+    FROM {schema}.enqueue_item(r.end_queue,
+           convert_to(jsonb_build_object('queue', q, 'group', g, 'done', r.done, 'dead', r.dead,
+                                         'cancelled', r.cancelled,
+                                         'payload', r.end_payload)::text, 'UTF8'),
+           dedup_key => 'partq.group:' || q || ':' || g) e;
+    -- enqueue_item stamps the transaction's start; the end item is enqueued
+    -- now. Both columns alike: due at once, so not among items_later.
+    IF NOT was_there THEN
+      UPDATE {schema}.items i SET enqueued_at = statement_timestamp(), run_at = statement_timestamp()
+      WHERE i.queue = r.end_queue AND i.id = end_id;
+    END IF;
+    UPDATE {schema}.groups x SET end_item = end_id WHERE x.queue = q AND x.id = g;
+  EXCEPTION WHEN undefined_object OR insufficient_privilege OR invalid_parameter_value THEN
+    UPDATE {schema}.groups x SET end_error = SQLERRM WHERE x.queue = q AND x.id = g;
+  END;
 END
 $$;

@@ -365,7 +365,9 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
         "DELETE FROM {schema}.outbox",
         // a group of its own queue whose end item would go into b
         "INSERT INTO {schema}.groups (queue, id, end_queue, end_payload) "
-        "VALUES ('a', 'evil', 'b', '{}')"}) {
+        "VALUES ('a', 'evil', 'b', '{}')",
+        // or one already there made to
+        "UPDATE {schema}.groups SET end_queue = 'b' WHERE queue = 'a'"}) {
     EXPECT_EQ(Try(*c, refused), "42501") << refused;
   }
   EXPECT_EQ(Count("items WHERE queue = 'b'"), 20);
@@ -382,6 +384,46 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
   EXPECT_TRUE(a_worker.Wait(absl::Seconds(30)).has_value());
   PartqOk({"revoke", "worker", w, "--queue", "a"});
   EXPECT_EQ(Try(*c, "SELECT count(*) FROM {schema}.items"), "42501");
+}
+
+// A group whose end item cannot be enqueued, as the worker acks its last
+// item, ends with the reason in end_error and its items' acks go through:
+// an end payload over the end queue's limit (22023), an acking worker
+// without the right to produce to the end queue (42501). Before, the ack
+// of the last item failed again and again, its batch with it.
+TEST_F(RolesTest, AGroupWhoseEndItemCannotBeEnqueuedEndsWithTheReasonAndTheAcksGoOn) {
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  PartqOk({"grant", "producer", w, "--queue", "b"});
+  QueueConfig c;
+  c.name = "c";
+  c.parts = 1;
+  ASSERT_TRUE(store_->CreateQueue(c).ok());
+  PartqOk({"queue", "set", "b", "--max-payload", "50"});
+  schema_.Q("SELECT {schema}.group_create('a', 'too-big', 'b', '{\"note\": \"x\"}')");
+  schema_.Q("SELECT {schema}.group_create('a', 'no-right', 'c')");
+  for (const char* g : {"too-big", "no-right"}) {
+    for (int i = 0; i < 3; ++i) {
+      schema_.Q(absl::StrCat("SELECT {schema}.enqueue('a', 'x', group_id => '", g, "')"));
+    }
+    schema_.Q(absl::StrCat("SELECT {schema}.group_start('a', '", g, "')"));
+  }
+  testing::ChildProcess worker({testing::PartqBinary(), "worker", "a", "--dsn",
+                                absl::StrCat(schema_.dsn(), " user=", w), "--schema",
+                                schema_.name(), "--handler", "noop", "--quiet"});
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("items WHERE queue = 'a'") == 0; }))
+      << "the group's items were not acked";
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("groups WHERE ended_at IS NOT NULL") == 2; }));
+  EXPECT_EQ(Count("groups WHERE id = 'too-big' AND done = 3 AND end_item IS NULL AND "
+                  "end_error LIKE 'payload is % bytes; the limit is 50 %'"),
+            1)
+      << schema_.Q("SELECT end_error FROM {schema}.groups WHERE id = 'too-big'")[0][0].value_or("");
+  EXPECT_EQ(Count("groups WHERE id = 'no-right' AND done = 3 AND end_item IS NULL AND "
+                  "end_error LIKE 'permission denied for queue \"c\"%'"),
+            1)
+      << schema_.Q("SELECT end_error FROM {schema}.groups WHERE id = 'no-right'")[0][0].value_or(
+             "");
+  EXPECT_EQ(Count("items WHERE queue IN ('b', 'c')"), 0);
 }
 
 }  // namespace
