@@ -74,7 +74,8 @@ absl::StatusOr<std::vector<AppliedMigration>> PgMigrationStatus(const PgOptions&
 // session_user) may use the queue: the owner and its members may, and the
 // roles granted here. A producer enqueues, reads the state of, cancels and
 // groups items; an operator does that and keeps schedules and prunes; a
-// viewer reads states and schedules.
+// viewer reads states and schedules; a worker runs `partq worker`, confined
+// to its queues' rows by row-level security (migration 30).
 struct QueueGrant {
   std::string queue;
   std::string role;

@@ -21,6 +21,8 @@
 namespace partq {
 namespace pg_internal {
 
+namespace {
+
 absl::Status ValidateGrantKind(absl::string_view kind) {
   if (kind == "producer" || kind == "operator" || kind == "viewer" || kind == "worker") {
     return absl::OkStatus();
@@ -29,20 +31,25 @@ absl::Status ValidateGrantKind(absl::string_view kind) {
       "the kind of a grant is producer, operator, viewer or worker (got ", Quoted(kind), ")"));
 }
 
-namespace {
-
-// The GRANT or REVOKE statements of pg/sql/FILE.sql (its comment lines
-// dropped) for `role`, each run in `tx`.
-void RunPrivilegeFile(pqxx::transaction_base& tx, absl::string_view file, absl::string_view schema,
-                      const std::string& role) {
+// The worker's table privileges, pg/sql/grant_worker_tables.sql (its comment
+// lines dropped), granted to `role`, or with `revoke` taken back: each
+// statement as REVOKE ... FROM, but USAGE on the schema, which stays (the
+// SQL API needs it). One list, so a revoke takes exactly what the grant gave.
+void WorkerPrivileges(pqxx::transaction_base& tx, absl::string_view schema, const std::string& role,
+                      bool revoke) {
   std::string sql;
-  for (absl::string_view line :
-       absl::StrSplit(EmbeddedSql(absl::StrCat("sql/", file, ".sql")), '\n')) {
+  for (absl::string_view line : absl::StrSplit(EmbeddedSql("sql/grant_worker_tables.sql"), '\n')) {
     if (!absl::StartsWith(line, "--")) absl::StrAppend(&sql, line, "\n");
   }
-  sql = absl::StrReplaceAll(WithSchema(sql, schema), {{"{role}", tx.quote_name(role)}});
+  sql = WithSchema(sql, schema);
+  const std::string who = tx.quote_name(role);
   for (absl::string_view statement : absl::StrSplit(sql, ';', absl::SkipWhitespace())) {
-    tx.exec(std::string(statement));
+    std::string s(absl::StripAsciiWhitespace(statement));
+    if (revoke) {
+      if (absl::StrContains(s, " ON SCHEMA ")) continue;
+      s = absl::StrReplaceAll(s, {{"GRANT ", "REVOKE "}, {" TO {role}", " FROM {role}"}});
+    }
+    tx.exec(absl::StrReplaceAll(s, {{"{role}", who}}));
   }
 }
 
@@ -78,7 +85,7 @@ absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
     tx.exec(absl::StrCat("GRANT USAGE ON SCHEMA ", tx.quote_name(options_.schema), " TO ",
                          tx.quote_name(std::string(role))));
     if (kind == "worker") {
-      RunPrivilegeFile(tx, "grant_worker_tables", options_.schema, std::string(role));
+      WorkerPrivileges(tx, options_.schema, std::string(role), /*revoke=*/false);
       ApplyWorkerPolicies(tx, options_.schema, role);
     }
     tx.commit();
@@ -110,7 +117,7 @@ absl::StatusOr<int> PgStore::Revoke(absl::string_view kind, absl::string_view ro
                                       options_.schema),
                            std::string(role))
                 .empty()) {
-          RunPrivilegeFile(tx, "revoke_worker_tables", options_.schema, std::string(role));
+          WorkerPrivileges(tx, options_.schema, std::string(role), /*revoke=*/true);
         }
         if (kind == "worker") ApplyWorkerPolicies(tx, options_.schema, role);
         tx.commit();

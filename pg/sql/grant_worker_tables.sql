@@ -1,5 +1,8 @@
 -- partq grant worker: the table privileges a worker uses (migration 30), for
--- role {role}; row-level security keeps it to its queues' rows. No TRUNCATE
+-- role {role}; row-level security keeps it to its queues' rows. partq revoke
+-- worker, at the role's last worker grant, runs the same statements as
+-- REVOKE ... FROM (pg_store_roles.cc, WorkerPrivileges), USAGE on the
+-- schema excepted: without a worker grant the role would not be confined. No TRUNCATE
 -- (row-level security does not apply to it); of queues only the column the
 -- part acquisition's FOR SHARE needs an UPDATE privilege on; of outbox (no
 -- queue column) only INSERT, which an ack with Kafka messages writes; of

@@ -348,10 +348,10 @@ TEST(PgStoreStatements, EveryStatementFileIsAStatementOrASharedFragment) {
   for (const pg_internal::Statement& st : pg_internal::PreparedStatements("s")) {
     sql[st.name] = st.sql;
   }
-  // Shared fragments, and the GRANT scripts pg_store_roles.cc runs statement
+  // Shared fragments, and the GRANT script pg_store_roles.cc runs statement
   // by statement with the role's name in {role}.
   const std::set<std::string> fragments = {"heartbeat_me", "enqueue_grouped",
-                                           "grant_worker_tables", "revoke_worker_tables"};
+                                           "grant_worker_tables"};
   int files = 0;
   for (const EmbeddedSqlFile& f : EmbeddedSqlFiles()) {
     absl::string_view path = f.path;

@@ -384,6 +384,22 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
   EXPECT_TRUE(a_worker.Wait(absl::Seconds(30)).has_value());
   PartqOk({"revoke", "worker", w, "--queue", "a"});
   EXPECT_EQ(Try(*c, "SELECT count(*) FROM {schema}.items"), "42501");
+  // Nothing the grant gave is left on any table or column, nor on a
+  // sequence; USAGE on the schema stays.
+  EXPECT_EQ(schema_.QInt(absl::StrCat(
+                "SELECT count(*) FROM pg_class c WHERE c.relnamespace = '{schema}'::regnamespace "
+                "AND c.relkind IN ('r', 'p', 'S') AND (has_any_column_privilege('",
+                w,
+                "', c.oid, 'SELECT, INSERT, UPDATE') OR (c.relkind <> 'S' AND "
+                "has_table_privilege('",
+                w,
+                "', c.oid, 'DELETE')) OR (c.relkind = 'S' AND "
+                "has_sequence_privilege('",
+                w, "', c.oid, 'USAGE')))")),
+            0);
+  EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT has_schema_privilege('", w,
+                                      "', '{schema}'::regnamespace, 'USAGE')::int")),
+            1);
 }
 
 // A group whose end item cannot be enqueued, as the worker acks its last
