@@ -891,7 +891,10 @@ SELECT current_setting('max_connections')::int
   }
   const int parts = std::max(o_.parts, 128);
   if (auto st = ResetQueue(parts); !st.ok()) return st;
-  Tracker tracker;
+  // The idle fleet must still start a delayed item on time (issue 47): after
+  // the idle window, kDelayed items with delays of 0.5-1.5 s, one at a time.
+  constexpr int kDelayed = 20;
+  Tracker tracker(kDelayed);
   Log(absl::StrCat("idle: starting ", n, " sessions"));
   auto consumers = StartConsumers(n, 100, &tracker, parts);
   if (!consumers.ok()) return consumers.status();
@@ -912,7 +915,30 @@ SELECT current_setting('max_connections')::int
   const auto c1 = tracker.calls();
   const int64_t cpu1 = ServerCpuTicks(postmaster_);
   const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
+  // Due time -> claimed. The due time is taken before the enqueue's round
+  // trip (the server's now() is later), so a sample overstates the lateness
+  // by up to one round trip, never understates it.
+  std::mt19937 rng(47);
+  std::uniform_int_distribution<int> delay_ms(500, 1500);
+  std::vector<double> late_ms;
+  absl::Status delayed_st;
+  for (int i = 0; i < kDelayed && delayed_st.ok(); ++i) {
+    NewItem it;
+    it.payload = absl::StrCat(i);
+    it.delay = absl::Milliseconds(delay_ms(rng));
+    const int64_t due = absl::ToUnixMicros(absl::Now() + it.delay);
+    if (auto e = store_->Enqueue(kQueue, it); !e.ok()) {
+      delayed_st = e.status();
+    } else if (!tracker.WaitAcked(i + 1, absl::Now() + absl::Seconds(10))) {
+      delayed_st = absl::DeadlineExceededError(
+          "bench idle: a delayed item was not acked within 10 s of its enqueue");
+    } else {
+      late_ms.push_back(std::max<int64_t>(0, tracker.claimed_us(i) - due) / 1000.0);
+    }
+  }
   StopAll(*consumers);
+  if (!delayed_st.ok()) return delayed_st;
+  r.idle_delayed_late = LatencyOf(late_ms);
   r.idle_sessions = n;
   int64_t calls = 0;
   for (const auto& [what, count] : c1) {

@@ -251,6 +251,8 @@ struct BenchReport {
   std::map<std::string, double> idle_calls_per_s;  // by Store call
   double idle_server_xacts_per_s = 0;
   double idle_server_cpu_percent = -1;  // of one core; -1 when unknown
+  // A delayed item enqueued into the idle fleet: due time -> claimed.
+  Latency idle_delayed_late;
   // memory of a `partq worker --concurrency 16`
   double worker_rss_mb = -1, worker_peak_rss_mb = -1;
   // idle pick-up: enqueue commit -> claim returned, and -> ack committed

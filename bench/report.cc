@@ -267,6 +267,12 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
       parts.push_back(absl::StrFormat(k == "claim_probe" ? "(%s %.1f)" : "%s %.1f", k, v));
     }
     absl::StrAppend(&out, "  by call: ", absl::StrJoin(parts, ", "), "\n");
+    absl::StrAppendFormat(&out,
+                          "  %.3f transactions/s per session; a delayed item claimed after its "
+                          "due time: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%lld items)\n",
+                          r.idle_server_xacts_per_s / r.idle_sessions, r.idle_delayed_late.p50_ms,
+                          r.idle_delayed_late.p99_ms, r.idle_delayed_late.max_ms,
+                          static_cast<long long>(r.idle_delayed_late.samples));
   }
   if (r.worker_rss_mb >= 0) {
     absl::StrAppendFormat(&out, "Worker at 16 threads: RSS %.1f MB after draining, peak %.1f MB\n",
@@ -353,7 +359,9 @@ std::string ToJson(const BenchReport& r, const BenchOptions& o) {
                  {"client_calls_per_s", r.idle_client_calls_per_s},
                  {"calls_per_s", r.idle_calls_per_s},
                  {"server_xacts_per_s", r.idle_server_xacts_per_s},
-                 {"server_cpu_percent", r.idle_server_cpu_percent}};
+                 {"server_cpu_percent", r.idle_server_cpu_percent},
+                 {"server_xacts_per_s_per_session", r.idle_server_xacts_per_s / r.idle_sessions},
+                 {"delayed_claimed_after_due", LatencyJson(r.idle_delayed_late)}};
   }
   if (r.worker_rss_mb >= 0) {
     j["worker_memory"] = {{"concurrency", 16},

@@ -114,6 +114,8 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
   EXPECT_GT(j.at("steady").at("latency").at("samples").get<int64_t>(), 0);
   EXPECT_GT(j.at("pickup").at("acked").at("samples").get<int64_t>(), 0);
   EXPECT_EQ(j.at("idle").at("sessions").get<int>(), 4);
+  // Every delayed item enqueued into the idle fleet was claimed and timed.
+  EXPECT_EQ(j.at("idle").at("delayed_claimed_after_due").at("samples").get<int64_t>(), 20);
   EXPECT_GT(j.at("worker_memory").at("rss_mb").get<double>(), 0);
 
   // The plot: an SVG with a line (and a key entry) for every system.
