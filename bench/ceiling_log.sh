@@ -30,6 +30,14 @@
 #               still writing: every row below it has committed or never will, so
 #               one cursor is exact and no row needs a visibility test or a window
 #               (the price: rows above a long-running writer wait for it to end)
+#   log_mem     the log's next shape (docs/architecture.md): the part's window
+#               and cursor live in the owner's memory (pgbench variables here,
+#               set by \gset), so the ack statement writes no record: it fences
+#               the part, appends one row listing the batch's ids to the part's
+#               acks, and reads the next batch from the window after the cursor;
+#               the handler's INSERT takes the ids from memory. pgbench allows no
+#               \gset in a pipeline, so its COMMIT is a round trip of its own (one
+#               more than log_partq's: against this shape)
 #   delete_partq  the same round trips with today's ack: the handler's
 #               INSERT; then fence, DELETE the batch's rows by id, replace the
 #               record, read the next batch by (part, id) from a cursor
@@ -115,6 +123,10 @@ CREATE TABLE $s.items (id bigint PRIMARY KEY, queue text COLLATE "C" NOT NULL, p
   key text COLLATE "C", priority smallint NOT NULL DEFAULT 0, payload bytea NOT NULL,
   enqueued_at timestamptz NOT NULL DEFAULT now(), run_at timestamptz NOT NULL DEFAULT now());
 CREATE INDEX items_ready ON $s.items (queue, part, priority, id);
+-- log_mem's acks: one row per acknowledged batch, never updated.
+CREATE TABLE $s.acks (queue text COLLATE "C" NOT NULL, part int NOT NULL, epoch bigint NOT NULL,
+  xid xid8 NOT NULL DEFAULT pg_current_xact_id(), ids bigint[] NOT NULL);
+CREATE INDEX acks_part ON $s.acks (queue, part, xid);
 SQL
 
 cat >"$work/floor.sql" <<SQL
@@ -170,6 +182,27 @@ log_shape "AND l.xid < (SELECT pg_snapshot_xmax(win) FROM gone)
           AND pg_visible_in_snapshot(l.xid, (SELECT win FROM gone))
           AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM gone))" >"$work/log_partq.sql"
 log_shape "AND l.xid < pg_snapshot_xmin(pg_current_snapshot())" >"$work/log_horizon.sql"
+cat >"$work/log_mem.sql" <<SQL
+BEGIN;
+INSERT INTO $s.results (item_id, session_id) SELECT unnest(:ids::bigint[]), md5(:client_id::text)::uuid;
+WITH f AS (SELECT epoch FROM $s.owners WHERE queue = 'q' AND part = :client_id AND epoch = 1 FOR SHARE),
+a AS (INSERT INTO $s.acks (queue, part, epoch, ids) SELECT 'q', :client_id, f.epoch, :ids::bigint[]
+      FROM f WHERE cardinality(:ids::bigint[]) > 0),
+nxt AS (SELECT l.xid, l.id, l.payload FROM $s.log l
+        WHERE l.queue = 'q' AND l.part = :client_id
+          AND (l.xid, l.id) > (:read_xid::xid8, :read_to)
+          AND l.xid < pg_snapshot_xmax(:win::pg_snapshot)
+          AND pg_visible_in_snapshot(l.xid, :win::pg_snapshot)
+          AND NOT pg_visible_in_snapshot(l.xid, :pos::pg_snapshot)
+        ORDER BY l.xid, l.id LIMIT $batch),
+last AS (SELECT xid, id FROM nxt ORDER BY xid DESC, id DESC LIMIT 1)
+SELECT coalesce((SELECT array_agg(id ORDER BY xid, id) FROM nxt), '{}') AS ids,
+       coalesce((SELECT array_agg(payload) FROM nxt), '{}') AS payloads,
+       coalesce((SELECT xid FROM last), :read_xid::xid8) AS read_xid,
+       coalesce((SELECT id FROM last), :read_to) AS read_to
+\gset
+COMMIT;
+SQL
 cat >"$work/delete_partq.sql" <<SQL
 BEGIN;
 INSERT INTO $s.results (item_id, session_id) SELECT unnest(r.ids), md5(:client_id::text)::uuid
@@ -197,7 +230,7 @@ SQL
 # transactions of 10,000 (so the log's xids vary as a producer's would).
 setup() {
   psql_q -o /dev/null <<SQL
-TRUNCATE $s.jobs, $s.results, $s.log, $s.offsets, $s.owners, $s.records, $s.items;
+TRUNCATE $s.jobs, $s.results, $s.log, $s.offsets, $s.owners, $s.records, $s.items, $s.acks;
 SELECT setval('$s.blocks', 0, false);
 INSERT INTO $s.owners SELECT 'q', p, 1 FROM generate_series(0, $clients - 1) p;
 SQL
@@ -228,9 +261,16 @@ run() {
   local shape="$1" out tps
   setup "$shape"
   # The 2-round-trip shapes claim their first batch in their first transaction.
-  local t="$tx"
-  if [[ "$shape" == *_partq || "$shape" == log_horizon ]]; then t=$((tx + 1)); fi
-  out="$(pgbench "$dsn" -n -M prepared -c "$clients" -j "$clients" -t "$t" \
+  local t="$tx" vars=()
+  if [[ "$shape" == *_partq || "$shape" == log_horizon || "$shape" == log_mem ]]; then
+    t=$((tx + 1))
+  fi
+  if [[ "$shape" == log_mem ]]; then
+    # The window every part starts with: all of the log (the records' win).
+    vars=(-D "win=$(psql_q -At -c "SELECT win FROM $s.records LIMIT 1")" -D "pos=1:1:"
+          -D "read_xid=0" -D "read_to=-1" -D "ids={}")
+  fi
+  out="$(pgbench "$dsn" -n -M prepared -c "$clients" -j "$clients" -t "$t" "${vars[@]}" \
          -f "$work/$shape.sql" 2>&1)" || {
     echo "$0: pgbench $shape failed:" >&2; echo "$out" >&2; exit 1; }
   tps="$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")"
@@ -241,7 +281,7 @@ run() {
   awk -v t="$tps" -v b="$batch" -v n="$tx" -v m="$t" 'BEGIN { printf "%.0f", t * b * n / m }'
 }
 
-shapes=(floor log_floor log_partq log_horizon delete_partq)
+shapes=(floor log_floor log_partq log_mem log_horizon delete_partq)
 echo "clients=$clients batch=$batch items/round=$items rounds=$rounds"
 printf '%-6s' round; for sh in "${shapes[@]}"; do printf ' %20s' "$sh"; done; echo
 for ((r = 1; r <= rounds; r++)); do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/ceiling_log.sh end to end with tiny sizes (on PARTQ_TEST_DSN when set,
 # else its own server): every shape writes each item's result exactly once (the
-# script fails otherwise) and each round prints five rates with the floor at
+# script fails otherwise) and each round prints six rates with the floor at
 # 1.00x. It never checks speed.
 set -euo pipefail
 script="$(dirname "$0")/../../bench/ceiling_log.sh"
@@ -9,8 +9,8 @@ args=(--clients 2 --transactions 20 --rounds 2)
 [[ -n "${PARTQ_TEST_DSN:-}" ]] && args+=(--dsn "$PARTQ_TEST_DSN")
 out="$(bash "$script" "${args[@]}")"
 echo "$out"
-rows="$(grep -cE '^[12] +([0-9]+ \([0-9.]+x\) *){5}$' <<<"$out")" || true
-[[ "$rows" == 2 ]] || { echo "FAIL: expected 2 round rows with 5 rates, got $rows" >&2; exit 1; }
+rows="$(grep -cE '^[12] +([0-9]+ \([0-9.]+x\) *){6}$' <<<"$out")" || true
+[[ "$rows" == 2 ]] || { echo "FAIL: expected 2 round rows with 6 rates, got $rows" >&2; exit 1; }
 while read -r _ _ r1; do
   [[ "$r1" == "(1.00x)" ]] || { echo "FAIL: the floor is not 1.00x: $r1" >&2; exit 1; }
 done < <(grep -E '^[12] ' <<<"$out" | awk '{print $1, $2, $3}')
