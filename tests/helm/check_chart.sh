@@ -148,6 +148,7 @@ cases=(
   "console-loopback|console-loopback.yaml|"
   "prune|prune.yaml|"
   "networkpolicy|networkpolicy.yaml|"
+  "worker-role|worker-role.yaml|"
 )
 dash_chart=$CHART
 packaged=("$chart_dash"/*.json)

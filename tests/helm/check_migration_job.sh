@@ -10,6 +10,9 @@
 #      unchanged; another max attempts: success, the queue left as it is;
 #   4. with a partq from before idempotent creates as the migration image (stood in for by
 #      a wrapper that fails `queue create` of an existing queue as it did): success;
+#   5. with database.worker.role: the role is granted the worker's queue (`partq grants`), the
+#      worker pods' env logs in as it, and a second run changes nothing; a role that does not
+#      exist fails the Job with a message that names it;
 # and once against a schema newer than the binary: the Job must fail.
 # Usage: tests/helm/check_migration_job.sh PARTQ_BINARY   (PARTQ_TEST_DSN: the database)
 set -euo pipefail
@@ -41,6 +44,12 @@ queues:
 worker:
   queue: jobs
 VALUES
+  if [[ -n ${ROLE:-} ]]; then
+    cat >>"$work/values.yaml" <<VALUES
+database:
+  worker: {role: $ROLE, dsnKey: worker-dsn}
+VALUES
+  fi
   "$TOOLS/helm-template" --strict --name partq --namespace queues -f "$work/values.yaml" \
     "$ROOT/helm/partq" >"$work/chart.yaml"
   python3 - "$work/chart.yaml" <<'PY'
@@ -88,6 +97,20 @@ OLD
 chmod +x "$work/old/partq"
 PATH="$work/old:$PATH" /bin/sh -ec "$s4" >"$work/out" 2>&1 || fail "an older partq failed the Job: $(cat "$work/out")"
 grep -q 'queue "orders" left as it is' "$work/out" || fail "an older partq: $(cat "$work/out")"
+
+role=job_worker_$$_$RANDOM
+trap 'psql -X -q "$dsn" -c "DROP SCHEMA IF EXISTS $schema CASCADE" -c "DROP ROLE IF EXISTS $role" >/dev/null 2>&1; rm -rf "$work"' EXIT
+psql -X -q "$dsn" -c "CREATE ROLE $role LOGIN"
+sr=$(ROLE=$role script 4)
+grep -q "partq grant worker '$role' --queue 'jobs'" <<<"$sr" || fail "no grant in the Job's script: $sr"
+grep -A1 "name: PGUSER" "$work/chart.yaml" | grep -qF "value: \"$role\"" || fail "the worker pods do not log in as the role"
+run "$sr" || fail "a run with database.worker.role failed: $(cat "$work/out")"
+grants() { "$work/bin/partq" grants 2>&1 | grep -E "^ *jobs +\"?$role\"? +worker" || true; }
+[[ -n $(grants) ]] || fail "the worker role has no worker grant on jobs: $("$work/bin/partq" grants 2>&1)"
+run "$sr" || fail "a second run with database.worker.role failed: $(cat "$work/out")"
+[[ $(grants | wc -l) == 1 ]] || fail "a second run: $("$work/bin/partq" grants 2>&1)"
+if run "$(ROLE=${role}_missing script 4)"; then fail "the Job granted a role that does not exist: $(cat "$work/out")"; fi
+grep -q "${role}_missing" "$work/out" || fail "a missing role: the Job's failure does not name it: $(cat "$work/out")"
 
 psql -X -q "$dsn" -c "INSERT INTO $schema.schema_migrations (version, description) VALUES (999, 'future')"
 if run "$s4"; then fail "the Job succeeded on a schema newer than partq: $(cat "$work/out")"; fi

@@ -88,15 +88,37 @@ and the PG* variables (libpq applies them to whatever the DSN leaves out, e.g. s
 No credential is ever a literal value here: user and password come from the Secret.
 */}}
 {{- define "partq.databaseEnv" -}}
-{{- $db := .Values.database -}}
+{{- include "partq.databaseEnvAs" (dict "ctx" . "worker" false) -}}
+{{- end -}}
+
+{{/* The worker pods' connection: as database.worker.role when it is set (its own Secret,
+DSN or password; the owner's host, port, database and TLS settings), else as the owner. */}}
+{{- define "partq.workerDatabaseEnv" -}}
+{{- include "partq.databaseEnvAs" (dict "ctx" . "worker" (ne .Values.database.worker.role "")) -}}
+{{- end -}}
+
+{{- define "partq.databaseEnvAs" -}}
+{{- $db := .ctx.Values.database -}}
+{{- $secret := $db.existingSecret -}}
+{{- $dsnKey := $db.dsnKey -}}
+{{- $userKey := $db.userKey -}}
+{{- $user := $db.user -}}
+{{- $passwordKey := $db.passwordKey -}}
+{{- if .worker -}}
+{{- $secret = $db.worker.existingSecret | default $db.existingSecret -}}
+{{- $dsnKey = $db.worker.dsnKey -}}
+{{- $userKey = "" -}}
+{{- $user = $db.worker.role -}}
+{{- $passwordKey = $db.worker.passwordKey -}}
+{{- end -}}
 - name: PARTQ_SCHEMA
   value: {{ $db.schema | quote }}
-{{- if $db.dsnKey }}
+{{- if $dsnKey }}
 - name: PARTQ_DSN
   valueFrom:
     secretKeyRef:
-      name: {{ $db.existingSecret }}
-      key: {{ $db.dsnKey }}
+      name: {{ $secret }}
+      key: {{ $dsnKey }}
 {{- end }}
 {{- if $db.host }}
 - name: PGHOST
@@ -108,22 +130,22 @@ No credential is ever a literal value here: user and password come from the Secr
 - name: PGDATABASE
   value: {{ $db.database | quote }}
 {{- end }}
-{{- if $db.userKey }}
+{{- if $userKey }}
 - name: PGUSER
   valueFrom:
     secretKeyRef:
-      name: {{ $db.existingSecret }}
-      key: {{ $db.userKey }}
-{{- else if $db.user }}
+      name: {{ $secret }}
+      key: {{ $userKey }}
+{{- else if $user }}
 - name: PGUSER
-  value: {{ $db.user | quote }}
+  value: {{ $user | quote }}
 {{- end }}
-{{- if $db.passwordKey }}
+{{- if $passwordKey }}
 - name: PGPASSWORD
   valueFrom:
     secretKeyRef:
-      name: {{ $db.existingSecret }}
-      key: {{ $db.passwordKey }}
+      name: {{ $secret }}
+      key: {{ $passwordKey }}
 {{- end }}
 {{- if $db.sslmode }}
 - name: PGSSLMODE
@@ -348,6 +370,17 @@ that at most one is set. */}}
 {{- end -}}
 {{- if and (not $db.dsnKey) (not $db.host) -}}
 {{- fail "database: set dsnKey (a key of database.existingSecret holding a libpq DSN) or host (+ port, database, user/userKey, passwordKey)" -}}
+{{- end -}}
+{{- $w := $db.worker -}}
+{{- if $w.role -}}
+{{- if and $db.dsnKey (not $w.dsnKey) -}}
+{{- fail "database.worker.role with database.dsnKey: the owner's DSN names the owner, so give the worker role a DSN of its own (database.worker.dsnKey)" -}}
+{{- end -}}
+{{- if and (not $w.dsnKey) (not $w.passwordKey) -}}
+{{- fail "database.worker.role needs its credentials: database.worker.dsnKey (a DSN) or database.worker.passwordKey (with the owner's host fields)" -}}
+{{- end -}}
+{{- else if or $w.existingSecret $w.dsnKey $w.passwordKey -}}
+{{- fail "database.worker: credentials given without a role: set database.worker.role (the role they log in as, which the migration Job grants the worker's queue)" -}}
 {{- end -}}
 {{- if .Values.worker.enabled -}}
 {{- include "partq.validateHandler" . -}}
