@@ -83,7 +83,8 @@ constexpr CommandUsage kCommands[] = {
      "      (in flight, done or dead), 4 some unknown, 1 an error such as an unknown queue,\n"
      "      2 bad input such as an id that is not a number (then nothing is cancelled)\n"},
     {"worker",
-     "  worker QUEUE [--concurrency 4] [--batch 100] [--handler SPEC] [--instance-id ID]\n"
+     "  worker QUEUE [QUEUE...] [--concurrency 4] [--batch 100] [--handler SPEC]\n"
+     "               [--instance-id ID]\n"
      "               [--leave-on-stop] [--metrics-addr HOST:PORT] [--poll-only]\n"
      "               [--drain-timeout 10s] [--vacuum-interval 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--idle-poll-interval 60s]\n"
@@ -93,6 +94,8 @@ constexpr CommandUsage kCommands[] = {
      "               [--log-level warning] [--quiet]\n"
      "               [--console-listen HOST:PORT [--console-token-file F] [--console-read-only]\n"
      "                [--console-allowed-host NAME,...]]\n"
+     "      several queues: a session, threads and a handler per queue, with the same\n"
+     "      flags; one metrics endpoint (ready when every session is) and one console\n"
      "      --console-listen serves the web console (as `partq console`) from this process\n"
      "      --idle-poll-interval: with nothing to do, the worker waits for a notice, the\n"
      "      first retry or delayed item of its parts coming due, or this long\n"

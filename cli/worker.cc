@@ -1,10 +1,13 @@
-// partq worker: one consumer session in this process, until SIGTERM/SIGINT.
+// partq worker: a consumer session per queue named, in this process, until
+// SIGTERM/SIGINT.
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -66,8 +69,6 @@ absl::StatusOr<std::vector<std::string>> HandlerEnv(const Args& args) {
 // options decide); InvalidArgument naming the flag that is wrong.
 absl::StatusOr<ConsumerOptions> WorkerOptions(const Args& args) {
   ConsumerOptions o;
-  o.queue = args.positional()[0];
-  if (absl::Status st = ValidateQueueName(o.queue); !st.ok()) return st;
   auto concurrency = args.Int("concurrency", 4, 1, 1024);
   auto batch = args.Int("batch", 100, 1, 10000);
   auto drain =
@@ -157,23 +158,27 @@ absl::StatusOr<std::unique_ptr<Handler>> WorkerHandler(const Args& args, const Q
 }
 
 // --metrics-addr ADDR: /metrics from `registry`, and a readiness check on
-// the consumer's session.
+// the consumers' sessions: ready when every one of them is.
 absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsServer(
     const std::string& addr, const std::shared_ptr<prometheus::Registry>& registry,
-    Consumer& consumer) {
-  // Ready once the session joined and finished a rebalance round: it then
+    const std::vector<std::unique_ptr<Consumer>>& consumers) {
+  // Ready once each session joined and finished a rebalance round: it then
   // owns its parts or waits for their hand-off (or, with more workers than
   // parts, is a spare; still ready, so a rollout is not blocked on it).
-  return HttpServer::Start(addr, registry, [&consumer](std::string* why) {
-    const auto& session = consumer.session();
-    const auto state = session.state();
-    if (state != Session::State::kActive) {
-      *why = absl::StrCat("session ", Session::StateName(state));
-      return false;
-    }
-    if (session.rounds() == 0) {
-      *why = "session joined, first rebalance not done";
-      return false;
+  return HttpServer::Start(addr, registry, [&consumers](std::string* why) {
+    for (const auto& consumer : consumers) {
+      const auto& session = consumer->session();
+      const auto state = session.state();
+      const std::string of =
+          consumers.size() > 1 ? absl::StrCat(" (queue \"", consumer->queue(), "\")") : "";
+      if (state != Session::State::kActive) {
+        *why = absl::StrCat("session ", Session::StateName(state), of);
+        return false;
+      }
+      if (session.rounds() == 0) {
+        *why = absl::StrCat("session joined, first rebalance not done", of);
+        return false;
+      }
     }
     return true;
   });
@@ -199,20 +204,50 @@ std::optional<int> ServeWorkerConsole(const Args& args, const PgOptions& pg,
   return std::nullopt;
 }
 
-// Starts `consumer` and runs it until a stop signal or the end of its
-// session (its queue deleted), then stops it; the exit status.
-int RunUntilStopped(Consumer& consumer, const ConsumerOptions& o, bool quiet) {
-  if (absl::Status st = consumer.Start(); !st.ok()) return Fail(st);
-  if (!quiet) {
-    fprintf(stderr, "partq: worker session %s joined queue \"%s\" (%d thread%s, batch %d)\n",
-            consumer.session().id().value.c_str(), o.queue.c_str(), o.concurrency,
-            o.concurrency == 1 ? "" : "s", o.batch);
+// The line a stopped consumer of `queue` prints.
+void PrintStopped(const Consumer& consumer, bool several) {
+  const ConsumerStats s = consumer.stats();
+  // Throttled items (429/503, a handler not reachable) were sent back
+  // without using an attempt: not failures, so apart from the retried.
+  fprintf(stderr,
+          "partq: worker stopped%s: %lld acked, %lld retried, %lld throttled (back without "
+          "using an attempt), %lld dead-lettered, %lld fenced\n",
+          several ? absl::StrCat(" on queue \"", consumer.queue(), "\"").c_str() : "",
+          static_cast<long long>(s.acked), static_cast<long long>(s.retried - s.throttled),
+          static_cast<long long>(s.throttled), static_cast<long long>(s.dead),
+          static_cast<long long>(s.fenced));
+}
+
+// Starts the consumers (one per queue) and runs them until a stop signal or
+// the end of a session (its queue deleted), then stops them all at once; the
+// exit status.
+int RunUntilStopped(const std::vector<std::unique_ptr<Consumer>>& consumers,
+                    const ConsumerOptions& o, bool quiet) {
+  const bool several = consumers.size() > 1;
+  for (size_t i = 0; i < consumers.size(); ++i) {
+    Consumer& consumer = *consumers[i];
+    if (absl::Status st = consumer.Start(); !st.ok()) {
+      for (size_t j = 0; j < i; ++j) consumers[j]->Stop();
+      return Fail(st);
+    }
+    if (!quiet) {
+      fprintf(stderr, "partq: worker session %s joined queue \"%s\" (%d thread%s, batch %d)\n",
+              consumer.session().id().value.c_str(), consumer.queue().c_str(), o.concurrency,
+              o.concurrency == 1 ? "" : "s", o.batch);
+    }
   }
   absl::Status ended;
-  while (StopSignals() == 0 && (ended = consumer.session().ended()).ok()) {
-    absl::SleepFor(absl::Milliseconds(20));
+  const Consumer* deleted = nullptr;
+  while (StopSignals() == 0 && deleted == nullptr) {
+    for (const auto& consumer : consumers) {
+      if (!(ended = consumer->session().ended()).ok()) {
+        deleted = consumer.get();
+        break;
+      }
+    }
+    if (deleted == nullptr) absl::SleepFor(absl::Milliseconds(20));
   }
-  if (!quiet && ended.ok()) {
+  if (!quiet && deleted == nullptr) {
     if (o.instance_id.empty() || o.leave_on_stop) {
       fprintf(stderr, "partq: draining and leaving...\n");
     } else {
@@ -227,30 +262,45 @@ int RunUntilStopped(Consumer& consumer, const ConsumerOptions& o, bool quiet) {
   // restart, which moves them to a new epoch: either way their acks cannot
   // commit once someone holds them again), but a handler that runs on (sleeps,
   // hangs) would hold the process for as long, past what --drain-timeout
-  // promised.
-  StopWithin([&] { consumer.Stop(); }, o.drain_timeout + kStopGrace, "handlers still running",
-             "without them (their items were released and run again elsewhere)");
-  const ConsumerStats s = consumer.stats();
+  // promised. The queues drain side by side, so several take no longer than one.
+  StopWithin(
+      [&] {
+        std::vector<std::thread> stoppers;
+        for (const auto& consumer : consumers) {
+          stoppers.emplace_back([c = consumer.get()] { c->Stop(); });
+        }
+        for (auto& t : stoppers) t.join();
+      },
+      o.drain_timeout + kStopGrace, "handlers still running",
+      "without them (their items were released and run again elsewhere)");
   if (!quiet) {
-    // Throttled items (429/503, a handler not reachable) were sent back
-    // without using an attempt: not failures, so apart from the retried.
-    fprintf(stderr,
-            "partq: worker stopped: %lld acked, %lld retried, %lld throttled (back without using "
-            "an attempt), %lld dead-lettered, %lld fenced\n",
-            static_cast<long long>(s.acked), static_cast<long long>(s.retried - s.throttled),
-            static_cast<long long>(s.throttled), static_cast<long long>(s.dead),
-            static_cast<long long>(s.fenced));
+    for (const auto& consumer : consumers) PrintStopped(*consumer, several);
   }
-  if (!ended.ok()) {
+  if (deleted != nullptr) {
     // The queue was deleted under us (partq queue delete): nothing to work
     // on. (The store's own message would suggest creating the queue, as for
     // a name never created; the session's log line above carries it.)
     return Fail(absl::NotFoundError(
-        absl::StrCat("queue \"", o.queue,
+        absl::StrCat("queue \"", deleted->queue(),
                      "\" was deleted while this worker ran (partq queue delete); nothing is "
-                     "left to work on")));
+                     "left to work on",
+                     several ? "; the other queues were drained and left" : "")));
   }
   return 0;
+}
+
+// The queues of `partq worker QUEUE...`: valid names, each once.
+absl::StatusOr<std::vector<std::string>> WorkerQueues(const Args& args) {
+  std::vector<std::string> queues;
+  for (const std::string& q : args.positional()) {
+    if (absl::Status st = ValidateQueueName(q); !st.ok()) return st;
+    if (std::find(queues.begin(), queues.end(), q) != queues.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "queue ", Quoted(q), " is named twice: one worker has one session per queue"));
+    }
+    queues.push_back(q);
+  }
+  return queues;
 }
 
 }  // namespace
@@ -265,10 +315,11 @@ int CmdWorker(const std::vector<std::string>& argv) {
             "console-token-file", "console-allowed-host", "vacuum-interval"}),
       {"poll-only", "quiet", "leave-on-stop", "console-read-only", "handler-env-all"});
   if (!args.ok()) return Fail(args.status());
-  if (auto u = WrongPositionals(args->positional(), 0, {"QUEUE"},
-                                "usage: partq worker QUEUE [options]")) {
-    return *u;
+  if (args->positional().empty()) {
+    return Usage("QUEUE is missing (usage: partq worker QUEUE [QUEUE...] [options])");
   }
+  auto queues = WorkerQueues(*args);
+  if (!queues.ok()) return Fail(queues.status());
   auto options = WorkerOptions(*args);
   if (!options.ok()) return Fail(options.status());
   ConsumerOptions& o = *options;
@@ -278,24 +329,35 @@ int CmdWorker(const std::vector<std::string>& argv) {
   pg->application_name = "partq worker";
   // LISTEN cannot work through a transaction pooler: --pool-mode transaction implies --poll-only.
   o.poll_only = o.poll_only || pg->transaction_pooler;
-  auto queue = CheckedQueue(*pg, o.queue);
-  if (!queue.ok()) return Fail(queue.status());
   auto registry = std::make_shared<prometheus::Registry>();
-  auto handler = WorkerHandler(*args, *queue, registry.get());
-  if (!handler.ok()) return Fail(handler.status());
-  ConsumerMetrics metrics(*registry, o.queue);
+  // Per queue: its handler (exec children and http clients of its own), its
+  // metrics (labelled with the queue) and its consumer, with the same flags.
+  std::vector<std::unique_ptr<Handler>> handlers;
+  std::vector<std::unique_ptr<ConsumerMetrics>> metrics;
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  for (const std::string& name : *queues) {
+    auto queue = CheckedQueue(*pg, name);
+    if (!queue.ok()) return Fail(queue.status());
+    auto handler = WorkerHandler(*args, *queue, registry.get());
+    if (!handler.ok()) return Fail(handler.status());
+    handlers.push_back(std::move(*handler));
+    metrics.push_back(std::make_unique<ConsumerMetrics>(*registry, name));
+    ConsumerOptions qo = o;
+    qo.queue = name;
+    consumers.push_back(std::make_unique<Consumer>(PgStoreFactory(*pg), qo, handlers.back().get(),
+                                                   metrics.back().get()));
+  }
   InstallStopSignals();  // first: drain and leave; second: exit at once
 
-  Consumer consumer(PgStoreFactory(*pg), o, handler->get(), &metrics);
   std::unique_ptr<HttpServer> http;
   if (auto addr = args->Get("metrics-addr")) {
-    auto server = StartMetricsServer(*addr, registry, consumer);
+    auto server = StartMetricsServer(*addr, registry, consumers);
     if (!server.ok()) return Fail(server.status());
     http = std::move(*server);
   }
   std::optional<ServedConsole> console;
   if (auto status = ServeWorkerConsole(*args, *pg, &console)) return *status;
-  return RunUntilStopped(consumer, o, args->Has("quiet"));
+  return RunUntilStopped(consumers, o, args->Has("quiet"));
 }
 
 }  // namespace partq::cli

@@ -182,6 +182,7 @@ class Consumer : private PartListener {
   ConsumerStats stats() const;
 
   const Session& session() const { return *session_; }
+  const std::string& queue() const { return options_.queue; }
   // Items waiting for a worker plus items being processed.
   int64_t in_flight() const;
 

@@ -102,6 +102,8 @@ TEST_F(BadInputTest, UnknownQueue) {
   ExpectRejected(With({"enqueue", "nosuch", "hello"}), 1, msg);
   ExpectRejected(With({"enqueue", "nosuch", "--stdin"}), 1, msg, "a\nb\n");
   ExpectRejected(With({"worker", "nosuch"}), 1, msg);
+  // Several queues: one unknown is named, and nothing starts.
+  ExpectRejected(With({"worker", "q", "nosuch"}), 1, msg);
   ExpectRejected(With({"status", "nosuch"}), 1, msg);
   ExpectRejected(With({"wait", "nosuch", "1", "--timeout", "1s"}), 1, msg);
 }
@@ -114,7 +116,9 @@ TEST_F(BadInputTest, InvalidQueueNames) {
     ExpectRejected(With({"queue", "create", name, "--parts", "4"}), 2, "invalid queue name");
     ExpectRejected(With({"enqueue", name, "payload"}), 2, "invalid queue name");
     ExpectRejected(With({"worker", name}), 2, "invalid queue name");
+    ExpectRejected(With({"worker", "q", name}), 2, "invalid queue name");
   }
+  ExpectRejected(With({"worker", "q", "q"}), 2, "queue \"q\" is named twice");
   // A name that looks like an option is refused as one.
   ExpectRejected(With({"queue", "create", "-q", "--parts", "4"}), 2, "unknown option \"-q\"");
   // 63 characters is the limit, not an error.

@@ -505,6 +505,41 @@ TEST_F(ConsumerTest, FourWorkerProcessesDrain50kExactlyOnce) {
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.sessions"), 0) << "workers left";
 }
 
+// `partq worker A B`: a session per queue in one process (issue 52). Two such
+// processes share both queues; one is SIGKILLed mid-drain and the other takes
+// its parts of both queues over: every item of each queue recorded once.
+TEST_F(ConsumerTest, WorkersOfTwoQueuesEachDrainBothExactlyOnceAcrossASigkill) {
+  CreateQueue("mails", 4);
+  CreateQueue("thumbs", 8);
+  EnqueueN("mails", 6000);
+  EnqueueN("thumbs", 9000);
+  const int64_t mails_lo = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE queue = 'mails'");
+  const int64_t mails_hi = schema_.QInt("SELECT max(id) FROM {schema}.items WHERE queue = 'mails'");
+  ASSERT_EQ(mails_hi - mails_lo, 5999);
+  ASSERT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = 'thumbs' AND id <= " +
+                         std::to_string(mails_hi)),
+            0);
+  ChildProcess a(Worker("mails", "record:effects", {"thumbs"}));
+  ChildProcess b(Worker("mails", "record:effects", {"thumbs"}));
+  ASSERT_TRUE(WaitUntil([&] { return Left("mails") + Left("thumbs") < 12000; }, absl::Minutes(1)));
+  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT queue) FROM {schema}.sessions"), 2);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.sessions"), 4) << "a session per queue";
+  a.Signal(SIGKILL);
+  ASSERT_TRUE(a.Wait(absl::Seconds(10)).has_value());
+  ASSERT_TRUE(
+      WaitUntil([&] { return Left("mails") == 0 && Left("thumbs") == 0; }, absl::Minutes(3)));
+  b.Signal(SIGTERM);
+  auto st = b.Wait(absl::Seconds(30));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  ExpectExactlyOnce("effects", 15000);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.effects WHERE item_id BETWEEN " +
+                         std::to_string(mails_lo) + " AND " + std::to_string(mails_hi)),
+            6000)
+      << "each queue's items, not the other's twice";
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.sessions"), 0) << "workers left";
+}
+
 TEST_F(ConsumerTest, SessionThatLostItsPartCannotAckAndNewOwnerProcessesOnce) {
   CreateQueue("q", 1, absl::Seconds(30));
   EnqueueN("q", 20);
