@@ -60,8 +60,14 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
       value = argv[++i];
     }
     args.values_[name] = *value;
+    args.all_values_[name].push_back(*value);
   }
   return args;
+}
+
+std::vector<std::string> Args::GetAll(const std::string& flag) const {
+  auto it = all_values_.find(flag);
+  return it == all_values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::optional<std::string> Args::Get(const std::string& flag) const {

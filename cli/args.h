@@ -28,6 +28,8 @@ class Args {
   bool Has(const std::string& flag) const { return values_.count(flag) > 0; }
   std::optional<std::string> Get(const std::string& flag) const;
   std::string GetOr(const std::string& flag, const std::string& def) const;
+  // Every value a repeatable flag was given, in order (Get: the last one).
+  std::vector<std::string> GetAll(const std::string& flag) const;
 
   // Typed getters: the default when absent, InvalidArgument when malformed or
   // outside [min, max].
@@ -41,6 +43,7 @@ class Args {
  private:
   std::vector<std::string> positional_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_values_;
 };
 
 // Parses a duration as Args::Duration does; InvalidArgument if malformed.

@@ -84,7 +84,7 @@ constexpr CommandUsage kCommands[] = {
      "      2 bad input such as an id that is not a number (then nothing is cancelled)\n"},
     {"worker",
      "  worker QUEUE [QUEUE...] [--concurrency 4] [--batch 100] [--handler SPEC]\n"
-     "               [--instance-id ID]\n"
+     "               [--queue NAME:SETTINGS]... [--instance-id ID]\n"
      "               [--leave-on-stop] [--metrics-addr HOST:PORT] [--poll-only]\n"
      "               [--drain-timeout 10s] [--vacuum-interval 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--idle-poll-interval 60s]\n"
@@ -96,6 +96,9 @@ constexpr CommandUsage kCommands[] = {
      "                [--console-allowed-host NAME,...]]\n"
      "      several queues: a session, threads and a handler per queue, with the same\n"
      "      flags; one metrics endpoint (ready when every session is) and one console\n"
+     "      --queue NAME:KEY=VALUE,... (repeatable): that queue's own concurrency=N,\n"
+     "      batch=N, handler-timeout=DURATION and handler=SPEC (last: it takes the rest);\n"
+     "      a queue named only there is served too\n"
      "      --console-listen serves the web console (as `partq console`) from this process\n"
      "      --idle-poll-interval: with nothing to do, the worker waits for a notice, the\n"
      "      first retry or delayed item of its parts coming due, or this long\n"

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -131,9 +132,10 @@ absl::StatusOr<QueueConfig> CheckedQueue(const PgOptions& pg, const std::string&
   return (*store)->GetQueue(queue);
 }
 
-// --handler SPEC (noop by default) for `queue`, with its --handler-* flags;
+// Handler `spec` (--handler, or the queue's own) for `queue`, with the --handler-* flags;
 // exec and http handlers report to `registry`.
 absl::StatusOr<std::unique_ptr<Handler>> WorkerHandler(const Args& args, const QueueConfig& queue,
+                                                       const std::string& spec,
                                                        prometheus::Registry* registry) {
   HandlerSpecOptions ho;
   ho.queue = queue;
@@ -142,7 +144,6 @@ absl::StatusOr<std::unique_ptr<Handler>> WorkerHandler(const Args& args, const Q
   auto auth = HandlerAuthorization(args);
   if (!auth.ok()) return auth.status();
   ho.http_authorization = *auth;
-  const std::string spec = args.GetOr("handler", "noop");
   if (args.Has("handler-auth-file") && !absl::StartsWith(spec, "http")) {
     return absl::InvalidArgumentError("--handler-auth-file goes with an http: handler");
   }
@@ -231,9 +232,10 @@ int RunUntilStopped(const std::vector<std::unique_ptr<Consumer>>& consumers,
       return Fail(st);
     }
     if (!quiet) {
+      const ConsumerOptions& co = consumer.options();
       fprintf(stderr, "partq: worker session %s joined queue \"%s\" (%d thread%s, batch %d)\n",
-              consumer.session().id().value.c_str(), consumer.queue().c_str(), o.concurrency,
-              o.concurrency == 1 ? "" : "s", o.batch);
+              consumer.session().id().value.c_str(), consumer.queue().c_str(), co.concurrency,
+              co.concurrency == 1 ? "" : "s", co.batch);
     }
   }
   absl::Status ended;
@@ -289,16 +291,101 @@ int RunUntilStopped(const std::vector<std::unique_ptr<Consumer>>& consumers,
   return 0;
 }
 
-// The queues of `partq worker QUEUE...`: valid names, each once.
-absl::StatusOr<std::vector<std::string>> WorkerQueues(const Args& args) {
-  std::vector<std::string> queues;
-  for (const std::string& q : args.positional()) {
-    if (absl::Status st = ValidateQueueName(q); !st.ok()) return st;
-    if (std::find(queues.begin(), queues.end(), q) != queues.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "queue ", Quoted(q), " is named twice: one worker has one session per queue"));
+// A queue of `partq worker` and what it runs with: the command's flags, or
+// its own from --queue NAME:KEY=VALUE,...
+struct WorkerQueue {
+  std::string name;
+  ConsumerOptions options;
+  std::string handler;
+};
+
+// --queue NAME:KEY=VALUE[,KEY=VALUE...] onto `q`: concurrency, batch and
+// handler-timeout, and handler last (its value is the rest, commas and all).
+absl::Status ApplyQueueSettings(absl::string_view settings, WorkerQueue& q) {
+  const std::string flag = absl::StrCat("--queue ", q.name);
+  while (!settings.empty()) {
+    if (absl::ConsumePrefix(&settings, "handler=")) {
+      if (settings.empty()) return absl::InvalidArgumentError(flag + ": handler= is empty");
+      q.handler = std::string(settings);
+      return absl::OkStatus();
     }
-    queues.push_back(q);
+    const size_t comma = settings.find(',');
+    const absl::string_view item = settings.substr(0, comma);
+    settings = comma == absl::string_view::npos ? "" : settings.substr(comma + 1);
+    const size_t eq = item.find('=');
+    const std::string key(item.substr(0, eq));
+    const std::string value(eq == absl::string_view::npos ? "" : item.substr(eq + 1));
+    // The same bounds as the command's flags: parsed by Args for one flag.
+    auto one = Args::Parse({absl::StrCat("--", key, "=", value)},
+                           {"concurrency", "batch", "handler-timeout"}, {});
+    if (eq == absl::string_view::npos || !one.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": ", Quoted(item),
+                       " is not one of concurrency=N, batch=N, handler-timeout=DURATION or "
+                       "handler=SPEC (last)"));
+    }
+    if (key == "handler-timeout") {
+      auto d =
+          one->Duration(key, q.options.handler_timeout, absl::Milliseconds(1), absl::Hours(24));
+      if (!d.ok())
+        return absl::InvalidArgumentError(absl::StrCat(flag, ": ", d.status().message()));
+      q.options.handler_timeout = *d;
+      continue;
+    }
+    auto n = key == "concurrency" ? one->Int(key, 0, 1, 1024) : one->Int(key, 0, 1, 10000);
+    if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", n.status().message()));
+    (key == "concurrency" ? q.options.concurrency : q.options.batch) = static_cast<int>(*n);
+  }
+  return absl::OkStatus();
+}
+
+// The queues of `partq worker QUEUE... [--queue NAME:SETTINGS]...`: valid
+// names, each once, with the command's flags (`base`) unless --queue sets
+// its own. A queue given only by --queue is served too.
+absl::StatusOr<std::vector<WorkerQueue>> WorkerQueues(const Args& args,
+                                                      const ConsumerOptions& base) {
+  std::vector<WorkerQueue> queues;
+  auto add = [&](const std::string& name) -> absl::Status {
+    if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
+    for (const auto& q : queues) {
+      if (q.name == name) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "queue ", Quoted(name), " is named twice: one worker has one session per queue"));
+      }
+    }
+    WorkerQueue q{name, base, args.GetOr("handler", "noop")};
+    q.options.queue = name;
+    queues.push_back(std::move(q));
+    return absl::OkStatus();
+  };
+  for (const std::string& name : args.positional()) {
+    if (absl::Status st = add(name); !st.ok()) return st;
+  }
+  std::set<std::string> configured;
+  for (const std::string& spec : args.GetAll("queue")) {
+    const size_t colon = spec.find(':');
+    const std::string name = spec.substr(0, colon);
+    if (!configured.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--queue ", Quoted(name), " is given twice: put its settings in one"));
+    }
+    auto it = std::find_if(queues.begin(), queues.end(),
+                           [&](const WorkerQueue& q) { return q.name == name; });
+    if (it == queues.end()) {
+      if (absl::Status st = add(name); !st.ok()) return st;
+      it = queues.end() - 1;
+    }
+    if (colon != std::string::npos) {
+      if (absl::Status st = ApplyQueueSettings(absl::string_view(spec).substr(colon + 1), *it);
+          !st.ok()) {
+        return st;
+      }
+    }
+  }
+  if (queues.empty()) {
+    return absl::InvalidArgumentError(
+        "QUEUE is missing (usage: partq worker QUEUE [QUEUE...] [--queue NAME:SETTINGS]... "
+        "[options])");
   }
   return queues;
 }
@@ -306,46 +393,62 @@ absl::StatusOr<std::vector<std::string>> WorkerQueues(const Args& args) {
 }  // namespace
 
 int CmdWorker(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv,
-      With(ConnectionFlags(),
-           {"concurrency", "batch", "handler", "instance-id", "metrics-addr", "drain-timeout",
-            "handler-timeout", "poll-interval", "idle-poll-interval", "retry-base", "retry-max",
-            "log-level", "handler-ca", "handler-auth-file", "handler-env", "console-listen",
-            "console-token-file", "console-allowed-host", "vacuum-interval"}),
-      {"poll-only", "quiet", "leave-on-stop", "console-read-only", "handler-env-all"});
+  auto args =
+      Args::Parse(argv,
+                  With(ConnectionFlags(), {"concurrency",
+                                           "batch",
+                                           "handler",
+                                           "instance-id",
+                                           "metrics-addr",
+                                           "drain-timeout",
+                                           "handler-timeout",
+                                           "poll-interval",
+                                           "idle-poll-interval",
+                                           "retry-base",
+                                           "retry-max",
+                                           "log-level",
+                                           "handler-ca",
+                                           "handler-auth-file",
+                                           "handler-env",
+                                           "console-listen",
+                                           "console-token-file",
+                                           "console-allowed-host",
+                                           "vacuum-interval",
+                                           "queue"}),
+                  {"poll-only", "quiet", "leave-on-stop", "console-read-only", "handler-env-all"});
   if (!args.ok()) return Fail(args.status());
-  if (args->positional().empty()) {
-    return Usage("QUEUE is missing (usage: partq worker QUEUE [QUEUE...] [options])");
-  }
-  auto queues = WorkerQueues(*args);
-  if (!queues.ok()) return Fail(queues.status());
   auto options = WorkerOptions(*args);
   if (!options.ok()) return Fail(options.status());
   ConsumerOptions& o = *options;
+  auto queues = WorkerQueues(*args, o);
+  if (!queues.ok()) {
+    if (args->positional().empty() && !args->Has("queue")) {
+      return Usage("QUEUE is missing (usage: partq worker QUEUE [QUEUE...] [options])");
+    }
+    return Fail(queues.status());
+  }
   if (absl::Status st = SetLogLevelFlag(*args); !st.ok()) return Fail(st);
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());
   pg->application_name = "partq worker";
-  // LISTEN cannot work through a transaction pooler: --pool-mode transaction implies --poll-only.
-  o.poll_only = o.poll_only || pg->transaction_pooler;
   auto registry = std::make_shared<prometheus::Registry>();
   // Per queue: its handler (exec children and http clients of its own), its
-  // metrics (labelled with the queue) and its consumer, with the same flags.
+  // metrics (labelled with the queue) and its consumer.
   std::vector<std::unique_ptr<Handler>> handlers;
   std::vector<std::unique_ptr<ConsumerMetrics>> metrics;
   std::vector<std::unique_ptr<Consumer>> consumers;
-  for (const std::string& name : *queues) {
-    auto queue = CheckedQueue(*pg, name);
+  for (WorkerQueue& wq : *queues) {
+    // LISTEN cannot work through a transaction pooler: --pool-mode transaction implies
+    // --poll-only.
+    wq.options.poll_only = wq.options.poll_only || pg->transaction_pooler;
+    auto queue = CheckedQueue(*pg, wq.name);
     if (!queue.ok()) return Fail(queue.status());
-    auto handler = WorkerHandler(*args, *queue, registry.get());
+    auto handler = WorkerHandler(*args, *queue, wq.handler, registry.get());
     if (!handler.ok()) return Fail(handler.status());
     handlers.push_back(std::move(*handler));
-    metrics.push_back(std::make_unique<ConsumerMetrics>(*registry, name));
-    ConsumerOptions qo = o;
-    qo.queue = name;
-    consumers.push_back(std::make_unique<Consumer>(PgStoreFactory(*pg), qo, handlers.back().get(),
-                                                   metrics.back().get()));
+    metrics.push_back(std::make_unique<ConsumerMetrics>(*registry, wq.name));
+    consumers.push_back(std::make_unique<Consumer>(PgStoreFactory(*pg), wq.options,
+                                                   handlers.back().get(), metrics.back().get()));
   }
   InstallStopSignals();  // first: drain and leave; second: exit at once
 

@@ -183,6 +183,7 @@ class Consumer : private PartListener {
 
   const Session& session() const { return *session_; }
   const std::string& queue() const { return options_.queue; }
+  const ConsumerOptions& options() const { return options_; }
   // Items waiting for a worker plus items being processed.
   int64_t in_flight() const;
 

@@ -55,6 +55,9 @@ TEST(ArgsParse, AFlagGivenTwiceCountsTheLastTime) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(*a->Get("batch"), "200");
   EXPECT_TRUE(a->Has("poll-only"));
+  // A repeatable flag (partq worker --queue) keeps every value, in order.
+  EXPECT_EQ(a->GetAll("batch"), (std::vector<std::string>{"100", "200"}));
+  EXPECT_TRUE(a->GetAll("queue").empty());
 }
 
 TEST(Help, WantsHelpStopsAtTheSeparator) {

@@ -119,6 +119,15 @@ TEST_F(BadInputTest, InvalidQueueNames) {
     ExpectRejected(With({"worker", "q", name}), 2, "invalid queue name");
   }
   ExpectRejected(With({"worker", "q", "q"}), 2, "queue \"q\" is named twice");
+  ExpectRejected(With({"worker", "q", "--queue", "q:batch=5", "--queue", "q:batch=6"}), 2,
+                 "--queue \"q\" is given twice");
+  ExpectRejected(With({"worker", "--queue", "q:concurrency=0"}), 2,
+                 "--queue q: --concurrency must be between 1 and 1024 (got 0)");
+  ExpectRejected(With({"worker", "--queue", "q:bogus=1"}), 2,
+                 "--queue q: \"bogus=1\" is not one of concurrency=N, batch=N, "
+                 "handler-timeout=DURATION or handler=SPEC (last)");
+  ExpectRejected(With({"worker", "--queue", "q:handler="}), 2, "--queue q: handler= is empty");
+  ExpectRejected(With({"worker", "--queue", "q;x:batch=1"}), 2, "invalid queue name");
   // A name that looks like an option is refused as one.
   ExpectRejected(With({"queue", "create", "-q", "--parts", "4"}), 2, "unknown option \"-q\"");
   // 63 characters is the limit, not an error.

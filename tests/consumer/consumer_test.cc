@@ -540,6 +540,32 @@ TEST_F(ConsumerTest, WorkersOfTwoQueuesEachDrainBothExactlyOnceAcrossASigkill) {
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.sessions"), 0) << "workers left";
 }
 
+// --queue NAME:SETTINGS gives one queue of a worker its own handler and
+// sizes; the others keep the command's (issue 52).
+TEST_F(ConsumerTest, AQueuesOwnSettingsApplyToThatQueueAlone) {
+  CreateQueue("mails", 4);
+  CreateQueue("thumbs", 4);
+  EnqueueN("mails", 700);
+  EnqueueN("thumbs", 900);
+  ChildProcess w(Worker("mails", "record:mail_effects",
+                        {"--queue", "thumbs:concurrency=1,batch=7,handler=record:thumb_effects"}));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Left("mails") == 0 && Left("thumbs") == 0; }, absl::Minutes(2)));
+  w.Signal(SIGTERM);
+  auto st = w.Wait(absl::Seconds(30));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  ExpectExactlyOnce("mail_effects", 700);
+  ExpectExactlyOnce("thumb_effects", 900);
+  // thumbs ran one thread with batches of at most 7: no ack of its took more.
+  EXPECT_LE(schema_.QInt("SELECT max(n) FROM (SELECT count(*) AS n FROM {schema}.thumb_effects "
+                         "GROUP BY session_id, acked_at) b"),
+            7);
+  EXPECT_GT(schema_.QInt("SELECT max(n) FROM (SELECT count(*) AS n FROM {schema}.mail_effects "
+                         "GROUP BY session_id, acked_at) b"),
+            7);
+}
+
 TEST_F(ConsumerTest, SessionThatLostItsPartCannotAckAndNewOwnerProcessesOnce) {
   CreateQueue("q", 1, absl::Seconds(30));
   EnqueueN("q", 20);
