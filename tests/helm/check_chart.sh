@@ -149,6 +149,7 @@ cases=(
   "prune|prune.yaml|"
   "networkpolicy|networkpolicy.yaml|"
   "worker-role|worker-role.yaml|"
+  "several-queues|several-queues.yaml|"
 )
 dash_chart=$CHART
 packaged=("$chart_dash"/*.json)

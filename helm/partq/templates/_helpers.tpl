@@ -337,16 +337,51 @@ that at most one is set. */}}
 {{- if not $parts -}}
 {{- fail (printf "worker.queue %q is not declared in queues[]: declare it there, or set worker.queueParts to its part count (the chart caps replicas at it)" .Values.worker.queue) -}}
 {{- end -}}
+{{- /* A worker of several queues owns parts while any of them has parts left for it. */ -}}
+{{- $seen := list .Values.worker.queue -}}
+{{- range .Values.worker.moreQueues -}}
+{{- $name := .name -}}
+{{- if has $name $seen -}}
+{{- fail (printf "worker.moreQueues: queue %q is named twice (worker.queue counts): a worker has one session per queue" $name) -}}
+{{- end -}}
+{{- $seen = append $seen $name -}}
+{{- $found := 0 -}}
+{{- range $.Values.queues -}}
+{{- if eq .name $name -}}{{- $found = int .parts -}}{{- end -}}
+{{- end -}}
+{{- if not $found -}}
+{{- fail (printf "worker.moreQueues: queue %q is not declared in queues[]: declare it there (the chart caps replicas at the largest part count of the worker's queues)" $name) -}}
+{{- end -}}
+{{- if gt $found $parts -}}{{- $parts = $found -}}{{- end -}}
+{{- end -}}
 {{- $parts -}}
 {{- end -}}
 
-{{/* maxReplicas of an autoscaler: its own setting, else the part count; call with (dict "ctx" $ "cfg" .Values.autoscaling.hpa "key" "autoscaling.hpa"). */}}
+{{/* How the render errors name the part count that caps the workers. */}}
+{{- define "partq.partsOwner" -}}
+{{- if .Values.worker.moreQueues -}}
+the largest of the worker's queues
+{{- else -}}
+queue {{ .Values.worker.queue | quote }}
+{{- end -}}
+{{- end -}}
+
+{{/* The worker's queues as a SQL list, for KEDA's queries: 'jobs', 'thumbs'. Queue names
+are safe to inline (values.schema.json: [A-Za-z0-9_.-]). */}}
+{{- define "partq.queuesSqlList" -}}
+{{- $names := list (printf "'%s'" .Values.worker.queue) -}}
+{{- range .Values.worker.moreQueues -}}
+{{- $names = append $names (printf "'%s'" .name) -}}
+{{- end -}}
+{{- join ", " $names -}}
+{{- end -}}
+
 {{- define "partq.maxReplicas" -}}
 {{- $parts := int (include "partq.queueParts" .ctx) -}}
 {{- $max := int .cfg.maxReplicas -}}
 {{- if not $max -}}{{- $max = $parts -}}{{- end -}}
 {{- if gt $max $parts -}}
-{{- fail (printf "%s.maxReplicas is %d but queue %q has %d parts: a worker beyond the part count owns no part and does nothing, so maxReplicas must be <= %d (0 means: the part count)" .key $max .ctx.Values.worker.queue $parts $parts) -}}
+{{- fail (printf "%s.maxReplicas is %d but %s has %d parts: a worker beyond the part count owns no part and does nothing, so maxReplicas must be <= %d (0 means: the part count)" .key $max (include "partq.partsOwner" .ctx) $parts $parts) -}}
 {{- end -}}
 {{- if gt (int .cfg.minReplicas) $max -}}
 {{- fail (printf "%s.minReplicas (%d) is greater than maxReplicas (%d)" .key (int .cfg.minReplicas) $max) -}}
@@ -387,7 +422,7 @@ that at most one is set. */}}
 {{- include "partq.validateConsole" . -}}
 {{- $parts := int (include "partq.queueParts" .) -}}
 {{- if and (not (include "partq.autoscaled" .)) (gt (int .Values.worker.replicas) $parts) -}}
-{{- fail (printf "worker.replicas is %d but queue %q has %d parts: a worker beyond the part count owns no part and does nothing" (int .Values.worker.replicas) .Values.worker.queue $parts) -}}
+{{- fail (printf "worker.replicas is %d but %s has %d parts: a worker beyond the part count owns no part and does nothing" (int .Values.worker.replicas) (include "partq.partsOwner" .) $parts) -}}
 {{- end -}}
 {{- end -}}
 {{- if .Values.autoscaling.keda.enabled -}}
