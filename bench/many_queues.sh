@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# One worker, many queues (issue 52): what serving several queues from one process costs,
+# against a process per queue, and whether a busy queue delays a quiet one beside it.
+#
+#   drain    QUEUES queues of 16 parts, ITEMS items each (enqueued before the workers start),
+#            drained by `partq worker q0 q1 ...` (one process, CONCURRENCY threads per queue)
+#            and by one `partq worker qI` per queue (the same threads in all), record
+#            handler, modes alternated per round. Rate: all items over the span between the
+#            first and the last ack (the server's clock, acked_at), so start-up is not in it.
+#            Printed as each round's ratio one process / a process per queue (target: >= 0.9).
+#   quiet    BACKLOG no-op items in queue `busy` and one worker `partq worker busy quiet`; while
+#            it drains them, SAMPLES items go one at a time into `quiet` (every 25 ms, through
+#            the SQL API) and each one's wait is the time from just before its enqueue (the
+#            server's clock_timestamp()) to its ack transaction's start (acked_at), which is when
+#            its handler runs. p50/p99/max, and the backlog left when the last sample was taken
+#            (it must not be 0: the quiet queue must have been measured beside a busy one).
+#            Target: p99 <= 10 ms with 1,000,000 items behind.
+#
+# Usage: bench/many_queues.sh [--dsn DSN] [--partq BIN] [--queues 4] [--items 100000]
+#                             [--concurrency 2] [--rounds 3] [--backlog 1000000]
+#                             [--samples 200] [--only drain|quiet]
+# Without --dsn it starts a throwaway PostgreSQL 15 (default settings, fsync on) and removes
+# it afterwards. Every item of the drain is checked to be recorded exactly once.
+set -euo pipefail
+
+dsn="" partq="build/cli/partq" queues=4 items=100000 conc=2 rounds=3 backlog=1000000
+samples=200 only=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --dsn) dsn="$2"; shift 2 ;;
+    --partq) partq="$2"; shift 2 ;;
+    --queues) queues="$2"; shift 2 ;;
+    --items) items="$2"; shift 2 ;;
+    --concurrency) conc="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --backlog) backlog="$2"; shift 2 ;;
+    --samples) samples="$2"; shift 2 ;;
+    --only) only="$2"; shift 2 ;;
+    *) echo "usage: $0 [--dsn DSN] [--partq BIN] [--queues N] [--items N] [--concurrency N]" \
+            "[--rounds N] [--backlog N] [--samples N] [--only drain|quiet]" >&2
+       exit 2 ;;
+  esac
+done
+for v in "$queues" "$items" "$conc" "$rounds" "$backlog" "$samples"; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "$0: counts must be positive integers, got '$v'" >&2; exit 2; }
+done
+[[ -z $only || $only == drain || $only == quiet ]] || { echo "$0: --only drain or quiet" >&2; exit 2; }
+[[ -x $partq ]] || { echo "$0: no partq binary at $partq (build it, or pass --partq)" >&2; exit 2; }
+
+bindir=/usr/lib/postgresql/15/bin
+work="$(mktemp -d /tmp/partq-many-queues.XXXXXX)"
+as_owner=()
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  if [[ -f "$work/data/postmaster.pid" ]]; then
+    "${as_owner[@]}" "$bindir/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+if [[ -z "$dsn" ]]; then
+  if [[ $(id -u) -eq 0 ]]; then
+    chown postgres "$work"
+    as_owner=(runuser -u postgres --)
+  fi
+  port=$((20000 + RANDOM % 20000))
+  "${as_owner[@]}" "$bindir/initdb" -D "$work/data" -U postgres --auth=trust -E UTF8 \
+    --locale=C >"$work/initdb.log" 2>&1
+  "${as_owner[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/server.log" -w -t 60 \
+    -o "-p $port -k $work -c listen_addresses=127.0.0.1 -c max_connections=300" start >/dev/null
+  dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
+fi
+export PARTQ_DSN="$dsn" PARTQ_SCHEMA=partq_many_queues
+s=$PARTQ_SCHEMA
+psql_q() { psql "$dsn" -X -q -v ON_ERROR_STOP=1 "$@"; }
+fresh_schema() {
+  psql_q -c "SET client_min_messages = warning; DROP SCHEMA IF EXISTS $s CASCADE" >/dev/null
+  "$partq" migrate >/dev/null
+}
+left() { psql_q -At -c "SELECT count(*) FROM $s.items"; }
+stop_workers() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" || { echo "$0: a worker exited with status $?" >&2; exit 1; }; done
+  pids=()
+}
+
+# One drain round in `mode` (one | each); prints items/s.
+drain_round() {
+  local mode="$1" total=$((queues * items)) names=() i
+  fresh_schema
+  for ((i = 0; i < queues; i++)); do
+    names+=("q$i")
+    "$partq" queue create "q$i" --parts 16 >/dev/null
+    seq 1 "$items" | "$partq" enqueue "q$i" --stdin >/dev/null 2>"$work/enqueue.log" ||
+      { cat "$work/enqueue.log" >&2; exit 1; }
+  done
+  psql_q -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
+  local flags=(--handler record:effects --concurrency "$conc" --quiet)
+  if [[ $mode == one ]]; then
+    "$partq" worker "${names[@]}" "${flags[@]}" &
+    pids+=($!)
+  else
+    for q in "${names[@]}"; do "$partq" worker "$q" "${flags[@]}" & pids+=($!); done
+  fi
+  local deadline=$((SECONDS + 600))
+  while [[ $(left) != 0 ]]; do
+    ((SECONDS < deadline)) || { echo "$0: the $mode drain did not finish in 600 s" >&2; exit 1; }
+    sleep 0.2
+  done
+  stop_workers
+  local got
+  got="$(psql_q -At -c "SELECT count(*) || ' ' || count(DISTINCT item_id) FROM $s.effects")"
+  [[ "$got" == "$total $total" ]] || { echo "$0: $mode recorded '$got', not $total once each" >&2; exit 1; }
+  psql_q -At -c "SELECT round($total / extract(epoch FROM max(acked_at) - min(acked_at)))
+                 FROM $s.effects"
+}
+
+quiet_run() {
+  fresh_schema
+  "$partq" queue create busy --parts 16 >/dev/null
+  "$partq" queue create quiet --parts 16 >/dev/null
+  psql_q -c "CREATE TABLE $s.sent (id bigint PRIMARY KEY, at timestamptz NOT NULL)" >/dev/null
+  local n=0
+  while ((n < backlog)); do
+    local k=$((backlog - n < 500000 ? backlog - n : 500000))
+    seq 1 "$k" | "$partq" enqueue busy --stdin >/dev/null 2>"$work/enqueue.log" ||
+      { cat "$work/enqueue.log" >&2; exit 1; }
+    n=$((n + k))
+  done
+  psql_q -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
+  "$partq" worker busy quiet --handler noop --concurrency "$conc" --quiet \
+    --queue "quiet:handler=record:quiet_effects" &
+  pids+=($!)
+  # The samples start once the busy queue is being drained.
+  local start
+  start=$(left)
+  while (($(left) > start - 10000)); do sleep 0.1; done
+  for ((i = 0; i < samples; i++)); do
+    echo "INSERT INTO $s.sent SELECT $s.enqueue('quiet', 'x'), statement_timestamp();"
+    echo "SELECT pg_sleep(0.025);"
+  done | psql_q >/dev/null
+  local behind
+  behind=$(psql_q -At -c "SELECT count(*) FROM $s.items WHERE queue = 'busy'")
+  local deadline=$((SECONDS + 60))
+  while [[ $(psql_q -At -c "SELECT count(*) FROM $s.items WHERE queue = 'quiet'") != 0 ]]; do
+    ((SECONDS < deadline)) || { echo "$0: the quiet queue did not drain in 60 s" >&2; exit 1; }
+    sleep 0.2
+  done
+  stop_workers
+  psql_q -At -F' ' -c "
+    SELECT count(*),
+           round((percentile_cont(0.5) WITHIN GROUP (ORDER BY w))::numeric, 2),
+           round((percentile_cont(0.99) WITHIN GROUP (ORDER BY w))::numeric, 2),
+           round(max(w)::numeric, 2)
+    FROM (SELECT extract(epoch FROM e.acked_at - t.at) * 1000 AS w
+          FROM $s.sent t JOIN $s.quiet_effects e ON e.item_id = t.id) x" |
+    while read -r count p50 p99 max; do
+      echo "quiet queue beside $backlog busy items: $count samples, enqueue -> handler start" \
+           "p50 $p50 ms, p99 $p99 ms, max $max ms; busy items left after the last sample: $behind"
+      [[ $count == "$samples" ]] || { echo "$0: $count of $samples samples ran" >&2; exit 1; }
+    done
+}
+
+if [[ -z $only || $only == drain ]]; then
+  echo "drain: $queues queues x $items items, $conc threads per queue, record handler"
+  printf '%-6s %22s %22s %8s\n' round one_process process_per_queue ratio
+  for ((r = 1; r <= rounds; r++)); do
+    if ((r % 2)); then a=$(drain_round one); b=$(drain_round each)
+    else b=$(drain_round each); a=$(drain_round one); fi
+    printf '%-6s %22s %22s %8s\n' "$r" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2fx", a / b }')"
+  done
+  echo "items/s (first to last ack); ratio: one process / a process per queue"
+fi
+if [[ -z $only || $only == quiet ]]; then
+  quiet_run
+fi
+psql_q -c "SET client_min_messages = warning; DROP SCHEMA IF EXISTS $s CASCADE" >/dev/null
