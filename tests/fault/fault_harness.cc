@@ -331,7 +331,9 @@ int64_t FaultScenario::Left() {
 }
 
 int64_t FaultScenario::LiveSessions() {
-  auto r = TryQuery(dsn_, "SELECT count(*) FROM partq.sessions WHERE expires_at > now()");
+  // The scenario's queue's: a worker of several queues has a session in each.
+  auto r = TryQuery(dsn_, absl::StrCat("SELECT count(*) FROM partq.sessions WHERE queue = '",
+                                       kQueue, "' AND expires_at > now()"));
   return r ? (*r)[0][0].as<int64_t>() : -1;
 }
 

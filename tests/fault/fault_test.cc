@@ -124,6 +124,44 @@ TEST(Fault, SigkillWhileGroupsFinishEndsEachGroupOnce) {
   }
 }
 
+// Workers of two queues (`partq worker q --queue side:handler=...`, issue 52),
+// SIGKILLed every 1.5 s as above: each queue is drained exactly once, the
+// second by its own handler, and the scenario's checks hold for the first.
+TEST(Fault, SigkillWorkersOfTwoQueues) {
+  constexpr int kSide = 4000;
+  ScenarioOptions o = Options("two_queues", 12000);
+  o.more_queues = {"side"};
+  FaultScenario s(o);
+  ASSERT_TRUE(s.SetUp());
+  {
+    PgOptions pg;
+    pg.dsn = s.dsn();
+    auto store = ConnectPg(pg);
+    ASSERT_TRUE(store.ok()) << store.status();
+    std::vector<NewItem> items(kSide);
+    for (int i = 0; i < kSide; ++i) items[i].payload = absl::StrCat("s", i);
+    ASSERT_TRUE((*store)->EnqueueBatch("side", items).ok());
+  }
+  const std::vector<std::string> side = {"--queue", "side:handler=sleep:2,record:side_effects"};
+  s.Add(Spec(kHandler, "w1", side));
+  s.Add(Spec(kHandler, "w2", side));
+  s.Add(Spec(kHandler, "", side));
+  s.Add(Spec(kHandler, "", side));
+  CheckResult r = s.Run(absl::Milliseconds(1500), [&](int) {
+    return s.Signal(RandomIndex(s.Active()), SIGKILL) > 0 ? 1 : 0;
+  });
+  ExpectExactlyOnce(s, r, 0);
+  EXPECT_GE(s.faults(), 5);
+  pqxx::connection c(s.dsn());
+  pqxx::nontransaction q(c);
+  const pqxx::row side_done =
+      q.exec1("SELECT count(*), count(DISTINCT item_id) FROM partq.side_effects");
+  EXPECT_EQ(side_done[0].as<int64_t>(), kSide) << "side: items recorded twice or lost";
+  EXPECT_EQ(side_done[1].as<int64_t>(), kSide);
+  EXPECT_EQ(q.exec1("SELECT count(*) FROM partq.items WHERE queue = 'side'")[0].as<int64_t>(), 0);
+  EXPECT_EQ(q.exec1("SELECT count(*) FROM partq.dead_items")[0].as<int64_t>(), 0);
+}
+
 TEST(Fault, SigstopPastTheTtlThenSigcont) {
   FaultScenario s(Options("sigstop", 12000));
   ASSERT_TRUE(s.SetUp());
