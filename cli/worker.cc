@@ -1,13 +1,14 @@
 // partq worker: a consumer session per queue named, in this process, until
 // SIGTERM/SIGINT.
 
+#include "consumer/worker.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -159,30 +160,14 @@ absl::StatusOr<std::unique_ptr<Handler>> WorkerHandler(const Args& args, const Q
 }
 
 // --metrics-addr ADDR: /metrics from `registry`, and a readiness check on
-// the consumers' sessions: ready when every one of them is.
+// the worker's sessions: ready once each joined and finished a rebalance round
+// (it then owns its parts or waits for their hand-off, or, with more workers
+// than parts, is a spare: still ready, so a rollout is not blocked on it).
 absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsServer(
     const std::string& addr, const std::shared_ptr<prometheus::Registry>& registry,
-    const std::vector<std::unique_ptr<Consumer>>& consumers) {
-  // Ready once each session joined and finished a rebalance round: it then
-  // owns its parts or waits for their hand-off (or, with more workers than
-  // parts, is a spare; still ready, so a rollout is not blocked on it).
-  return HttpServer::Start(addr, registry, [&consumers](std::string* why) {
-    for (const auto& consumer : consumers) {
-      const auto& session = consumer->session();
-      const auto state = session.state();
-      const std::string of =
-          consumers.size() > 1 ? absl::StrCat(" (queue \"", consumer->queue(), "\")") : "";
-      if (state != Session::State::kActive) {
-        *why = absl::StrCat("session ", Session::StateName(state), of);
-        return false;
-      }
-      if (session.rounds() == 0) {
-        *why = absl::StrCat("session joined, first rebalance not done", of);
-        return false;
-      }
-    }
-    return true;
-  });
+    const Worker& worker) {
+  return HttpServer::Start(addr, registry,
+                           [&worker](std::string* why) { return worker.Ready(why); });
 }
 
 // --console-listen ADDR: the web console in this process, on its own port (a
@@ -219,37 +204,25 @@ void PrintStopped(const Consumer& consumer, bool several) {
           static_cast<long long>(s.fenced));
 }
 
-// Starts the consumers (one per queue) and runs them until a stop signal or
-// the end of a session (its queue deleted), then stops them all at once; the
-// exit status.
-int RunUntilStopped(const std::vector<std::unique_ptr<Consumer>>& consumers,
-                    const ConsumerOptions& o, bool quiet) {
+// Starts the worker and runs it until a stop signal or the end of a session
+// (its queue deleted), then stops every queue at once; the exit status.
+int RunUntilStopped(Worker& worker, const ConsumerOptions& o, bool quiet) {
+  const auto& consumers = worker.consumers();
   const bool several = consumers.size() > 1;
-  for (size_t i = 0; i < consumers.size(); ++i) {
-    Consumer& consumer = *consumers[i];
-    if (absl::Status st = consumer.Start(); !st.ok()) {
-      for (size_t j = 0; j < i; ++j) consumers[j]->Stop();
-      return Fail(st);
-    }
-    if (!quiet) {
-      const ConsumerOptions& co = consumer.options();
+  if (absl::Status st = worker.Start(); !st.ok()) return Fail(st);
+  if (!quiet) {
+    for (const auto& consumer : consumers) {
+      const ConsumerOptions& co = consumer->options();
       fprintf(stderr, "partq: worker session %s joined queue \"%s\" (%d thread%s, batch %d)\n",
-              consumer.session().id().value.c_str(), consumer.queue().c_str(), co.concurrency,
+              consumer->session().id().value.c_str(), consumer->queue().c_str(), co.concurrency,
               co.concurrency == 1 ? "" : "s", co.batch);
     }
   }
-  absl::Status ended;
-  const Consumer* deleted = nullptr;
-  while (StopSignals() == 0 && deleted == nullptr) {
-    for (const auto& consumer : consumers) {
-      if (!(ended = consumer->session().ended()).ok()) {
-        deleted = consumer.get();
-        break;
-      }
-    }
-    if (deleted == nullptr) absl::SleepFor(absl::Milliseconds(20));
+  std::string deleted;
+  while (StopSignals() == 0 && worker.Ended(&deleted).ok()) {
+    absl::SleepFor(absl::Milliseconds(20));
   }
-  if (!quiet && deleted == nullptr) {
+  if (!quiet && deleted.empty()) {
     if (o.instance_id.empty() || o.leave_on_stop) {
       fprintf(stderr, "partq: draining and leaving...\n");
     } else {
@@ -265,25 +238,17 @@ int RunUntilStopped(const std::vector<std::unique_ptr<Consumer>>& consumers,
   // commit once someone holds them again), but a handler that runs on (sleeps,
   // hangs) would hold the process for as long, past what --drain-timeout
   // promised. The queues drain side by side, so several take no longer than one.
-  StopWithin(
-      [&] {
-        std::vector<std::thread> stoppers;
-        for (const auto& consumer : consumers) {
-          stoppers.emplace_back([c = consumer.get()] { c->Stop(); });
-        }
-        for (auto& t : stoppers) t.join();
-      },
-      o.drain_timeout + kStopGrace, "handlers still running",
-      "without them (their items were released and run again elsewhere)");
+  StopWithin([&] { worker.Stop(); }, o.drain_timeout + kStopGrace, "handlers still running",
+             "without them (their items were released and run again elsewhere)");
   if (!quiet) {
     for (const auto& consumer : consumers) PrintStopped(*consumer, several);
   }
-  if (deleted != nullptr) {
+  if (!deleted.empty()) {
     // The queue was deleted under us (partq queue delete): nothing to work
     // on. (The store's own message would suggest creating the queue, as for
     // a name never created; the session's log line above carries it.)
     return Fail(absl::NotFoundError(
-        absl::StrCat("queue \"", deleted->queue(),
+        absl::StrCat("queue \"", deleted,
                      "\" was deleted while this worker ran (partq queue delete); nothing is "
                      "left to work on",
                      several ? "; the other queues were drained and left" : "")));
@@ -293,7 +258,7 @@ int RunUntilStopped(const std::vector<std::unique_ptr<Consumer>>& consumers,
 
 // A queue of `partq worker` and what it runs with: the command's flags, or
 // its own from --queue NAME:KEY=VALUE,...
-struct WorkerQueue {
+struct QueueSpec {
   std::string name;
   ConsumerOptions options;
   std::string handler;
@@ -301,7 +266,7 @@ struct WorkerQueue {
 
 // --queue NAME:KEY=VALUE[,KEY=VALUE...] onto `q`: concurrency, batch and
 // handler-timeout, and handler last (its value is the rest, commas and all).
-absl::Status ApplyQueueSettings(absl::string_view settings, WorkerQueue& q) {
+absl::Status ApplyQueueSettings(absl::string_view settings, QueueSpec& q) {
   const std::string flag = absl::StrCat("--queue ", q.name);
   while (!settings.empty()) {
     if (absl::ConsumePrefix(&settings, "handler=")) {
@@ -342,9 +307,8 @@ absl::Status ApplyQueueSettings(absl::string_view settings, WorkerQueue& q) {
 // The queues of `partq worker QUEUE... [--queue NAME:SETTINGS]...`: valid
 // names, each once, with the command's flags (`base`) unless --queue sets
 // its own. A queue given only by --queue is served too.
-absl::StatusOr<std::vector<WorkerQueue>> WorkerQueues(const Args& args,
-                                                      const ConsumerOptions& base) {
-  std::vector<WorkerQueue> queues;
+absl::StatusOr<std::vector<QueueSpec>> WorkerQueues(const Args& args, const ConsumerOptions& base) {
+  std::vector<QueueSpec> queues;
   auto add = [&](const std::string& name) -> absl::Status {
     if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
     for (const auto& q : queues) {
@@ -353,7 +317,7 @@ absl::StatusOr<std::vector<WorkerQueue>> WorkerQueues(const Args& args,
             "queue ", Quoted(name), " is named twice: one worker has one session per queue"));
       }
     }
-    WorkerQueue q{name, base, args.GetOr("handler", "noop")};
+    QueueSpec q{name, base, args.GetOr("handler", "noop")};
     q.options.queue = name;
     queues.push_back(std::move(q));
     return absl::OkStatus();
@@ -370,7 +334,7 @@ absl::StatusOr<std::vector<WorkerQueue>> WorkerQueues(const Args& args,
           absl::StrCat("--queue ", Quoted(name), " is given twice: put its settings in one"));
     }
     auto it = std::find_if(queues.begin(), queues.end(),
-                           [&](const WorkerQueue& q) { return q.name == name; });
+                           [&](const QueueSpec& q) { return q.name == name; });
     if (it == queues.end()) {
       if (absl::Status st = add(name); !st.ok()) return st;
       it = queues.end() - 1;
@@ -436,31 +400,31 @@ int CmdWorker(const std::vector<std::string>& argv) {
   // metrics (labelled with the queue) and its consumer.
   std::vector<std::unique_ptr<Handler>> handlers;
   std::vector<std::unique_ptr<ConsumerMetrics>> metrics;
-  std::vector<std::unique_ptr<Consumer>> consumers;
-  for (WorkerQueue& wq : *queues) {
+  std::vector<WorkerQueue> served;
+  for (QueueSpec& q : *queues) {
     // LISTEN cannot work through a transaction pooler: --pool-mode transaction implies
     // --poll-only.
-    wq.options.poll_only = wq.options.poll_only || pg->transaction_pooler;
-    auto queue = CheckedQueue(*pg, wq.name);
+    q.options.poll_only = q.options.poll_only || pg->transaction_pooler;
+    auto queue = CheckedQueue(*pg, q.name);
     if (!queue.ok()) return Fail(queue.status());
-    auto handler = WorkerHandler(*args, *queue, wq.handler, registry.get());
+    auto handler = WorkerHandler(*args, *queue, q.handler, registry.get());
     if (!handler.ok()) return Fail(handler.status());
     handlers.push_back(std::move(*handler));
-    metrics.push_back(std::make_unique<ConsumerMetrics>(*registry, wq.name));
-    consumers.push_back(std::make_unique<Consumer>(PgStoreFactory(*pg), wq.options,
-                                                   handlers.back().get(), metrics.back().get()));
+    metrics.push_back(std::make_unique<ConsumerMetrics>(*registry, q.name));
+    served.push_back({q.options, handlers.back().get(), metrics.back().get()});
   }
+  Worker worker(PgStoreFactory(*pg), std::move(served));
   InstallStopSignals();  // first: drain and leave; second: exit at once
 
   std::unique_ptr<HttpServer> http;
   if (auto addr = args->Get("metrics-addr")) {
-    auto server = StartMetricsServer(*addr, registry, consumers);
+    auto server = StartMetricsServer(*addr, registry, worker);
     if (!server.ok()) return Fail(server.status());
     http = std::move(*server);
   }
   std::optional<ServedConsole> console;
   if (auto status = ServeWorkerConsole(*args, *pg, &console)) return *status;
-  return RunUntilStopped(consumers, o, args->Has("quiet"));
+  return RunUntilStopped(worker, o, args->Has("quiet"));
 }
 
 }  // namespace partq::cli

@@ -10,6 +10,11 @@
 //   partq::Consumer consumer(partq::PgStoreFactory(pg), options, handler.get());
 //   consumer.Start();  ...  consumer.Stop();  // drains, then hands the parts over
 //
+// A Worker serves several queues from one object, a Consumer each (consumer/worker.h):
+//
+//   partq::Worker worker(partq::PgStoreFactory(pg), {{emails, &send}, {thumbs, &resize}});
+//   worker.Start();  ...  worker.Stop();  // every queue drains at once
+//
 // ParseHandlerSpec builds the built-in handlers of `partq worker --handler`
 // ("record:TABLE", "sleep:MS"...); ConsumerMetrics exports the consumer's and
 // its session's metrics to your Prometheus registry (docs/metrics.md).
@@ -21,6 +26,7 @@
 #include "consumer/consumer.h"
 #include "consumer/handler.h"
 #include "consumer/metrics.h"
+#include "consumer/worker.h"
 #include "pg/pg_store.h"
 #include "store/store.h"
 

@@ -18,6 +18,7 @@
 #include "bench/tracking_store.h"
 #include "consumer/builtin_handlers.h"
 #include "consumer/metrics.h"
+#include "consumer/worker.h"
 #include "coordinator/heartbeat.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
@@ -184,6 +185,69 @@ TEST_F(ConsumerTest, ThreeConsumersDrainWithRecordHandlerExactlyOnce) {
   int64_t acked = 0;
   for (auto& c : consumers) acked += c->stats().acked;
   EXPECT_EQ(acked, 6000);
+}
+
+// The library's Worker (consumer/worker.h, issue 52): two queues in one
+// object, each with its own handler and options, drained exactly once; ready
+// once both sessions are; Stop leaves both groups.
+TEST_F(ConsumerTest, AWorkerOfTwoQueuesDrainsEachWithItsOwnHandler) {
+  CreateQueue("mails", 4);
+  CreateQueue("thumbs", 8);
+  EnqueueN("mails", 1500);
+  EnqueueN("thumbs", 2500);
+  auto mails = ParseHandlerSpec("record:mail_effects");
+  auto thumbs = ParseHandlerSpec("record:thumb_effects");
+  ASSERT_TRUE(mails.ok() && thumbs.ok());
+  ConsumerOptions thumbs_options = Options("thumbs");
+  thumbs_options.batch = 7;
+  partq::Worker worker(schema_.Factory(),
+                       {{Options("mails"), mails->get()}, {thumbs_options, thumbs->get()}});
+  std::string why;
+  EXPECT_FALSE(worker.Ready(&why));
+  ASSERT_TRUE(worker.Start().ok());
+  ASSERT_EQ(worker.consumers().size(), 2u);
+  EXPECT_TRUE(WaitUntil([&] { return worker.Ready(&why); })) << why;
+  ASSERT_TRUE(WaitUntil([&] { return Left("mails") == 0 && Left("thumbs") == 0; }));
+  EXPECT_TRUE(worker.Ended().ok());
+  worker.Stop();
+  ExpectExactlyOnce("mail_effects", 1500);
+  ExpectExactlyOnce("thumb_effects", 2500);
+  EXPECT_EQ(worker.consumers()[0]->stats().acked, 1500);
+  EXPECT_EQ(worker.consumers()[1]->stats().acked, 2500);
+  EXPECT_LE(schema_.QInt("SELECT max(n) FROM (SELECT count(*) AS n FROM {schema}.thumb_effects "
+                         "GROUP BY session_id, acked_at) b"),
+            7);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.sessions"), 0) << "sessions left";
+}
+
+// A Worker refuses queues it cannot serve before anything starts, and one
+// whose consumer fails to start stops the others, names the queue and stays
+// stopped.
+TEST_F(ConsumerTest, AWorkerRefusesBadQueuesAndStopsWhatStartedWhenOneFails) {
+  CreateQueue("q", 4);
+  auto handler = ParseHandlerSpec("noop");
+  ASSERT_TRUE(handler.ok());
+  {
+    partq::Worker twice(schema_.Factory(),
+                        {{Options("q"), handler->get()}, {Options("q"), handler->get()}});
+    absl::Status st = twice.Start();
+    EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+    EXPECT_NE(st.message().find("queue \"q\" is named twice"), absl::string_view::npos) << st;
+    EXPECT_TRUE(twice.consumers().empty());
+    partq::Worker none(schema_.Factory(), {});
+    EXPECT_TRUE(absl::IsInvalidArgument(none.Start()));
+    partq::Worker unhandled(schema_.Factory(), {{Options("q"), nullptr}});
+    EXPECT_TRUE(absl::IsInvalidArgument(unhandled.Start()));
+  }
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.sessions"), 0);
+  partq::Worker worker(schema_.Factory(),
+                       {{Options("q"), handler->get()}, {Options("nosuch"), handler->get()}});
+  absl::Status st = worker.Start();
+  EXPECT_TRUE(absl::IsNotFound(st)) << st;
+  EXPECT_NE(st.message().find("(queue \"nosuch\")"), absl::string_view::npos) << st;
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.sessions"), 0)
+      << "the first queue's session was left running";
+  EXPECT_TRUE(absl::IsFailedPrecondition(worker.Start()));
 }
 
 // Issue 27: the owner of part 0 vacuums the items table once the drain

@@ -1,0 +1,122 @@
+#include "consumer/worker.h"
+
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace partq {
+namespace {
+
+std::vector<std::unique_ptr<Consumer>> MakeConsumers(const StoreFactory& factory,
+                                                     const std::vector<WorkerQueue>& queues,
+                                                     bool valid) {
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  if (!valid) return consumers;
+  for (const WorkerQueue& q : queues) {
+    consumers.push_back(std::make_unique<Consumer>(factory, q.options, q.handler, q.metrics));
+  }
+  return consumers;
+}
+
+// " (queue "q")" when there are several queues to tell apart, else nothing.
+std::string OfQueue(const Consumer& c, size_t queues) {
+  return queues > 1 ? absl::StrCat(" (queue \"", c.queue(), "\")") : "";
+}
+
+}  // namespace
+
+Worker::Worker(StoreFactory factory, std::vector<WorkerQueue> queues)
+    : invalid_(CheckQueues(queues)), consumers_(MakeConsumers(factory, queues, invalid_.ok())) {}
+
+Worker::~Worker() { Stop(); }
+
+absl::Status Worker::CheckQueues(const std::vector<WorkerQueue>& queues) {
+  if (queues.empty()) return absl::InvalidArgumentError("a worker needs at least one queue");
+  absl::flat_hash_set<std::string> seen;
+  for (const WorkerQueue& q : queues) {
+    if (!seen.insert(q.options.queue).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "queue \"", q.options.queue, "\" is named twice: one worker has one session per queue"));
+    }
+    if (q.handler == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("queue \"", q.options.queue, "\" has no handler"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Worker::Start() {
+  if (!invalid_.ok()) return invalid_;
+  if (absl::Status st = lifecycle_.BeginStart("worker"); !st.ok()) return st;
+  absl::Status failed;
+  size_t started = 0;
+  for (; started < consumers_.size(); ++started) {
+    Consumer& c = *consumers_[started];
+    if (absl::Status st = c.Start(); !st.ok()) {
+      failed = absl::Status(st.code(), absl::StrCat(st.message(), OfQueue(c, consumers_.size())));
+      break;
+    }
+  }
+  if (failed.ok()) {
+    lifecycle_.EndStart(true);
+    return failed;
+  }
+  // The consumers started are stopped, and a stopped Consumer does not start again
+  // (base/service.h): so the worker is stopped too, and another Start fails.
+  for (size_t i = 0; i < started; ++i) consumers_[i]->Stop();
+  lifecycle_.EndStart(true);
+  if (lifecycle_.BeginStop()) lifecycle_.EndStop();
+  return failed;
+}
+
+void Worker::Stop() {
+  if (!lifecycle_.BeginStop()) return;
+  std::vector<std::thread> stoppers;
+  for (const auto& c : consumers_)
+    stoppers.emplace_back([consumer = c.get()] { consumer->Stop(); });
+  for (auto& t : stoppers) t.join();
+  lifecycle_.EndStop();
+}
+
+void Worker::Abandon() {
+  if (!lifecycle_.BeginStop()) return;
+  for (const auto& c : consumers_) c->Abandon();
+  lifecycle_.EndStop();
+}
+
+bool Worker::Ready(std::string* why) const {
+  if (consumers_.empty()) {
+    *why = std::string(invalid_.message());
+    return false;
+  }
+  for (const auto& c : consumers_) {
+    const Session& session = c->session();
+    const Session::State state = session.state();
+    if (state != Session::State::kActive) {
+      *why = absl::StrCat("session ", Session::StateName(state), OfQueue(*c, consumers_.size()));
+      return false;
+    }
+    if (session.rounds() == 0) {
+      *why =
+          absl::StrCat("session joined, first rebalance not done", OfQueue(*c, consumers_.size()));
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status Worker::Ended(std::string* queue) const {
+  for (const auto& c : consumers_) {
+    absl::Status st = c->session().ended();
+    if (!st.ok()) {
+      if (queue != nullptr) *queue = c->queue();
+      return absl::Status(st.code(), absl::StrCat(st.message(), OfQueue(*c, consumers_.size())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace partq
