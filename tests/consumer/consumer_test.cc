@@ -573,8 +573,9 @@ TEST_F(ConsumerTest, FourWorkerProcessesDrain50kExactlyOnce) {
 // processes share both queues; one is SIGKILLed mid-drain and the other takes
 // its parts of both queues over: every item of each queue recorded once.
 TEST_F(ConsumerTest, WorkersOfTwoQueuesEachDrainBothExactlyOnceAcrossASigkill) {
-  CreateQueue("mails", 4);
-  CreateQueue("thumbs", 8);
+  // A 2 s TTL: the killed worker's parts of both queues move on that soon.
+  CreateQueue("mails", 4, absl::Seconds(2));
+  CreateQueue("thumbs", 8, absl::Seconds(2));
   EnqueueN("mails", 6000);
   EnqueueN("thumbs", 9000);
   const int64_t mails_lo = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE queue = 'mails'");
