@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/utf8.h"
 #include "cli/common.h"
@@ -1036,7 +1037,8 @@ void PrintStatusJson(const QueueStatus& st, const QueueTotals& t) {
          {"since_heartbeat_seconds", absl::ToDoubleSeconds(s.since_heartbeat)},
          {"expires_in_seconds", absl::ToDoubleSeconds(s.expires_in)},
          {"expired", SessionExpired(s)},
-         {"parts_owned", s.parts_owned}});
+         {"parts_owned", s.parts_owned},
+         {"also_serves", s.also_serves}});
   }
   out["parts"] = nlohmann::json::array();
   for (const auto& p : st.parts) {
@@ -1132,13 +1134,14 @@ void PrintSessions(const QueueStatus& st, const QueueTotals& t) {
     printf("; %lld of %d parts have no live owner", static_cast<long long>(t.unowned_parts),
            st.config.parts);
   }
-  printf(":\n%-36s %-16s %-20s %7s %6s %10s %10s\n", "ID", "INSTANCE", "HOST", "PID", "PARTS",
-         "HEARTBEAT", "EXPIRES_IN");
+  printf(":\n%-36s %-16s %-20s %7s %6s %10s %10s %s\n", "ID", "INSTANCE", "HOST", "PID", "PARTS",
+         "HEARTBEAT", "EXPIRES_IN", "ALSO_SERVES");
   for (const auto& s : st.sessions) {
-    printf("%-36s %-16s %-20s %7d %6d %10s %10s\n", PrintableUtf8(s.id.value).c_str(),
+    printf("%-36s %-16s %-20s %7d %6d %10s %10s %s\n", PrintableUtf8(s.id.value).c_str(),
            s.instance_id.empty() ? "-" : PrintableUtf8(s.instance_id).c_str(),
            PrintableUtf8(s.host).c_str(), s.pid, s.parts_owned, Seconds(s.since_heartbeat).c_str(),
-           SessionExpired(s) ? "expired" : Seconds(s.expires_in).c_str());
+           SessionExpired(s) ? "expired" : Seconds(s.expires_in).c_str(),
+           s.also_serves.empty() ? "-" : PrintableUtf8(absl::StrJoin(s.also_serves, ",")).c_str());
   }
 }
 

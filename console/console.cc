@@ -525,7 +525,13 @@ HttpResponse Console::Queue(const std::string& name) const {
       s["expires_in_seconds"] = Secs(ses->expires_in - since_owners);
     }
     auto it = info.find(id);
-    if (it != info.end()) s["instance"] = Text(it->second->instance_id);
+    if (it != info.end()) {
+      s["instance"] = Text(it->second->instance_id);
+      // The other queues this session's process serves (a worker of several queues).
+      json also = json::array();
+      for (const std::string& q : it->second->also_serves) also.push_back(Text(q));
+      s["also_serves"] = std::move(also);
+    }
     sessions.push_back(std::move(s));
   };
   for (const auto& ses : q->group.sessions) add(ses.id.value, ses.host, ses.pid, &ses);

@@ -1907,6 +1907,7 @@ absl::StatusOr<QueueStatus> PgStore::Status(absl::string_view queue) {
       s.expires_in = absl::Microseconds(row[5].as<int64_t>());
       s.parts_owned = row[6].as<int>();
       s.since_start = absl::Microseconds(row[8].as<int64_t>());
+      s.also_serves = absl::StrSplit(row[9].as<std::string>(), ',', absl::SkipEmpty());
       status.sessions.push_back(std::move(s));
     }
     {

@@ -692,6 +692,14 @@ class MemStore : public Store {
       info.since_heartbeat = out.db_now - s.heartbeat_at;
       info.expires_in = s.expires_at - out.db_now;
       info.since_start = out.db_now - s.started_at;
+      std::set<std::string> also;
+      for (const auto& [other_id, o] : db_->sessions_) {
+        if (s.pid != 0 && o.host == s.host && o.pid == s.pid && o.queue != s.queue &&
+            o.expires_at > out.db_now) {
+          also.insert(o.queue);
+        }
+      }
+      info.also_serves.assign(also.begin(), also.end());
       for (const auto& p : out.parts) info.parts_owned += p.owner && p.owner->value == id;
       out.sessions.push_back(info);
     }

@@ -174,6 +174,9 @@ struct SessionInfo {
   absl::Duration expires_in;       // negative when already expired
   int parts_owned = 0;
   absl::Duration since_start;  // database time since it joined
+  // The other queues a live session of the same process (host and pid) serves, by name: a
+  // worker of several queues (`partq worker A B`) has a session in each. Empty for pid 0.
+  std::vector<std::string> also_serves;
   // Its `throughput` rows (QueueStatus::throughput, this session's alone) of
   // the minutes RecentRates needs: those that may cover the minute before
   // its last heartbeat. Oldest first; empty in a store that keeps none.

@@ -298,19 +298,29 @@ async function drawSessions(queue) {
   view.append(el('h1', {}, `${j.name}: sessions`));
   const body = el('tbody', {});
   for (const s of j.sessions) {
-    body.append(el('tr', {'data-session': s.id, class: s.expired ? 'expired' : ''},
-      el('td', {}, el('code', {}, s.id)), el('td', {}, s.instance || '–'), el('td', {}, s.host),
-      el('td', {class: 'num'}, String(s.pid)), el('td', {class: 'num'}, num(s.parts)),
-      el('td', {class: 'num'}, secs(s.heartbeat_seconds)),
-      el('td', {class: 'num'}, s.expires_in_seconds === undefined ? '–'
-        : s.expired ? `expired ${secs(-s.expires_in_seconds)} ago` : secs(s.expires_in_seconds))));
+    body.append(el(
+        'tr', {'data-session': s.id, class: s.expired ? 'expired' : ''},
+        el('td', {}, el('code', {}, s.id)), el('td', {}, s.instance || '–'), el('td', {}, s.host),
+        el('td', {class: 'num'}, String(s.pid)), el('td', {class: 'num'}, num(s.parts)),
+        el('td', {class: 'num'}, secs(s.heartbeat_seconds)),
+        el('td', {class: 'num'},
+           s.expires_in_seconds === undefined ? '–' :
+               s.expired                      ? `expired ${secs(-s.expires_in_seconds)} ago` :
+                                                secs(s.expires_in_seconds)),
+        el('td', {}, s.also_serves && s.also_serves.length ? s.also_serves.join(', ') : '–')));
   }
-  view.append(el('table', {id: 'sessions'}, el('thead', {}, el('tr', {},
-    ...['session', 'instance', 'host', 'pid', 'parts', 'heartbeat age', 'expires in']
-      .map((h) => el('th', {}, h)))), body),
-    el('p', {class: 'note'}, 'As of the last ownership read (every second). An expired ' +
-      'session missed its heartbeats for longer than the queue\'s TTL; it keeps its parts ' +
-      '(and nothing runs them) until a live worker\'s heartbeat deletes it.'));
+  view.append(
+      el('table', {id: 'sessions'},
+         el('thead', {},
+            el('tr', {},
+               ...['session', 'instance', 'host', 'pid', 'parts', 'heartbeat age', 'expires in',
+                   'its process also serves']
+                   .map((h) => el('th', {}, h)))),
+         body),
+      el('p', {class: 'note'},
+         'As of the last ownership read (every second). An expired ' +
+             'session missed its heartbeats for longer than the queue\'s TTL; it keeps its parts ' +
+             '(and nothing runs them) until a live worker\'s heartbeat deletes it.'));
   footer(`ownership read ${secs(j.owners_age_seconds)} ago`);
 }
 

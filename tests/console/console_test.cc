@@ -143,6 +143,21 @@ class ConsoleTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
 };
 
+// A worker of several queues has a session in each: the sessions tab says
+// which other queues each session's process serves (issue 52).
+TEST_F(ConsoleTest, SessionsNameTheOtherQueuesTheirProcessServes) {
+  MakeQueue(*store_, "q", 2);
+  MakeQueue(*store_, "r", 2);
+  auto console = Make();
+  JoinWith(*store_, "q", store_testing::kAllParts);
+  JoinWith(*store_, "r", store_testing::kAllParts);  // the same host and pid
+  ASSERT_TRUE(console->poller().PollOwnersOnce().ok());
+  ASSERT_TRUE(console->poller().PollStatusOnce().ok());
+  json j = Body(console->Handle(Get("/api/queue?name=q")));
+  ASSERT_EQ(j["sessions"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["sessions"][0]["also_serves"], json({"r"})) << j.dump();
+}
+
 TEST_F(ConsoleTest, PartMapShowsOwnersAndTheHandOffsTheConsoleSaw) {
   MakeQueue(*store_, "q", 4);
   auto console = Make();

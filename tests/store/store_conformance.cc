@@ -2548,6 +2548,44 @@ TEST_P(StoreConformance, OwnersSaysWhatStatusSaysOfTheGroup) {
   EXPECT_EQ(v.expired, 1) << "b was still there to expire";
 }
 
+// A worker of several queues (`partq worker A B`, issue 52) has a session in
+// each: a queue's status names the other queues of each session's process
+// (same host and pid), live ones only, so an operator sees which process
+// serves what.
+TEST_P(StoreConformance, StatusNamesTheOtherQueuesOfASessionsProcess) {
+  for (const char* q : {"a", "b", "c"}) MakeQueue(*store_, q, 2);
+  auto join = [&](const std::string& queue, const std::string& host, int pid) {
+    JoinRequest req;
+    req.queue = queue;
+    req.host = host;
+    req.pid = pid;
+    absl::StatusOr<JoinResult> j = store_->Join(req);
+    EXPECT_TRUE(j.ok()) << j.status();
+    return j.ok() ? j->id : SessionId{};
+  };
+  const SessionId a1 = join("a", "pod-1", 7);
+  join("c", "pod-1", 7);
+  join("b", "pod-1", 7);
+  const SessionId a2 = join("a", "pod-2", 7);  // another host, the same pid
+  join("b", "pod-1", 8);                       // the same host, another process
+  ASSERT_OK_AND_ASSIGN(QueueStatus s, store_->Status("a"));
+  ASSERT_EQ(s.sessions.size(), 2u);
+  for (const SessionInfo& info : s.sessions) {
+    if (info.id == a1) {
+      EXPECT_EQ(info.also_serves, (std::vector<std::string>{"b", "c"}));
+    } else {
+      EXPECT_EQ(info.id, a2);
+      EXPECT_TRUE(info.also_serves.empty());
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(QueueStatus b, store_->Status("b"));
+  for (const SessionInfo& info : b.sessions) {
+    const std::vector<std::string> want =
+        info.pid == 7 ? std::vector<std::string>{"a", "c"} : std::vector<std::string>{};
+    EXPECT_EQ(info.also_serves, want) << info.pid;
+  }
+}
+
 TEST_P(StoreConformance, StatusZeroFillsPartsAndCounts) {
   MakeQueue(*store_, "q", 8);
   std::map<int, std::string> key_of = KeyPerPart(8);
