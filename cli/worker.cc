@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -278,28 +279,32 @@ absl::Status ApplyQueueSettings(absl::string_view settings, QueueSpec& q) {
     const absl::string_view item = settings.substr(0, comma);
     settings = comma == absl::string_view::npos ? "" : settings.substr(comma + 1);
     const size_t eq = item.find('=');
-    const std::string key(item.substr(0, eq));
+    const absl::string_view key = item.substr(0, eq);
     const std::string value(eq == absl::string_view::npos ? "" : item.substr(eq + 1));
-    // The same bounds as the command's flags: parsed by Args for one flag.
-    auto one = Args::Parse({absl::StrCat("--", key, "=", value)},
-                           {"concurrency", "batch", "handler-timeout"}, {});
-    if (eq == absl::string_view::npos || !one.ok()) {
+    if (eq != absl::string_view::npos && key == "handler-timeout") {
+      // The bounds of the command's --handler-timeout.
+      auto d = ParseDurationFlag(value);
+      if (!d.ok() || *d < absl::Milliseconds(1) || *d > absl::Hours(24)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            flag, ": handler-timeout must be a duration from 1ms to 24h, not ", Quoted(value)));
+      }
+      q.options.handler_timeout = *d;
+      continue;
+    }
+    if (eq == absl::string_view::npos || (key != "concurrency" && key != "batch")) {
       return absl::InvalidArgumentError(
           absl::StrCat(flag, ": ", Quoted(item),
                        " is not one of concurrency=N, batch=N, handler-timeout=DURATION or "
                        "handler=SPEC (last)"));
     }
-    if (key == "handler-timeout") {
-      auto d =
-          one->Duration(key, q.options.handler_timeout, absl::Milliseconds(1), absl::Hours(24));
-      if (!d.ok())
-        return absl::InvalidArgumentError(absl::StrCat(flag, ": ", d.status().message()));
-      q.options.handler_timeout = *d;
-      continue;
+    // The bounds of the command's --concurrency and --batch.
+    const int64_t max = key == "concurrency" ? 1024 : 10000;
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(value, &n) || n < 1 || n > max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": ", key, " must be between 1 and ", max, ", not ", Quoted(value)));
     }
-    auto n = key == "concurrency" ? one->Int(key, 0, 1, 1024) : one->Int(key, 0, 1, 10000);
-    if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", n.status().message()));
-    (key == "concurrency" ? q.options.concurrency : q.options.batch) = static_cast<int>(*n);
+    (key == "concurrency" ? q.options.concurrency : q.options.batch) = static_cast<int>(n);
   }
   return absl::OkStatus();
 }

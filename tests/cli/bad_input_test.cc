@@ -122,7 +122,11 @@ TEST_F(BadInputTest, InvalidQueueNames) {
   ExpectRejected(With({"worker", "q", "--queue", "q:batch=5", "--queue", "q:batch=6"}), 2,
                  "--queue \"q\" is given twice");
   ExpectRejected(With({"worker", "--queue", "q:concurrency=0"}), 2,
-                 "--queue q: --concurrency must be between 1 and 1024 (got 0)");
+                 "--queue q: concurrency must be between 1 and 1024, not \"0\"");
+  ExpectRejected(With({"worker", "--queue", "q:batch=10001"}), 2,
+                 "--queue q: batch must be between 1 and 10000, not \"10001\"");
+  ExpectRejected(With({"worker", "--queue", "q:handler-timeout=forever"}), 2,
+                 "--queue q: handler-timeout must be a duration from 1ms to 24h, not \"forever\"");
   ExpectRejected(With({"worker", "--queue", "q:bogus=1"}), 2,
                  "--queue q: \"bogus=1\" is not one of concurrency=N, batch=N, "
                  "handler-timeout=DURATION or handler=SPEC (last)");
@@ -392,8 +396,8 @@ TEST_F(BadInputTest, ConsoleRefusesAnOpenAddressWithoutAToken) {
 // A command given too many or too few words names the word, not only the
 // usage line.
 TEST_F(BadInputTest, ExtraAndMissingArgumentsAreNamed) {
-  ExpectRejected(With({"worker", "dd", "del"}), 2,
-                 "unexpected argument \"del\" (usage: partq worker QUEUE [options])");
+  // A worker takes several queues (issue 52): a second word is a queue, checked as one.
+  ExpectRejected(With({"worker", "dd", "del"}), 1, "unknown queue \"dd\"");
   ExpectRejected(With({"worker"}), 2, "QUEUE is missing (usage: partq worker QUEUE");
   ExpectRejected(With({"status", "q", "x", "y"}), 2, "unexpected arguments \"x\" \"y\"");
   ExpectRejected(With({"migrate", "now"}), 2, "unexpected argument \"now\"");
