@@ -361,6 +361,8 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
         "INSERT INTO {schema}.session_parts (queue, part, session_id, epoch) "
         "SELECT 'b', 3, session_id, epoch FROM {schema}.session_parts LIMIT 1",
         "TRUNCATE {schema}.items", "UPDATE {schema}.queues SET parts = 1 WHERE name = 'a'",
+        // its part acquisition's FOR SHARE needs UPDATE (paused); pausing is not its (v31)
+        "UPDATE {schema}.queues SET paused = true WHERE name = 'a'",
         "SELECT {schema}.enqueue('b', 'x')", "SELECT * FROM {schema}.grants",
         "DELETE FROM {schema}.outbox",
         // a group of its own queue whose end item would go into b
@@ -370,6 +372,7 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
         "UPDATE {schema}.groups SET end_queue = 'b' WHERE queue = 'a'"}) {
     EXPECT_EQ(Try(*c, refused), "42501") << refused;
   }
+  EXPECT_EQ(Count("queues WHERE name = 'a' AND paused"), 0);
   EXPECT_EQ(Count("items WHERE queue = 'b'"), 20);
   EXPECT_EQ(Count("dead_items WHERE queue = 'b'"), 1);
   EXPECT_EQ(Count("session_parts WHERE queue = 'b'"), 2);
