@@ -14,17 +14,18 @@
 #            server's clock_timestamp()) to its ack transaction's start (acked_at), which is when
 #            its handler runs. p50/p99/max, and the backlog left when the last sample was taken
 #            (it must not be 0: the quiet queue must have been measured beside a busy one).
-#            Target: p99 <= 10 ms with 1,000,000 items behind.
+#            Target: p99 <= 10 ms with 1,000,000 items behind. --quiet-apart runs the two
+#            queues in two processes instead (the same threads): what the machine itself gives.
 #
 # Usage: bench/many_queues.sh [--dsn DSN] [--partq BIN] [--queues 4] [--items 100000]
 #                             [--concurrency 2] [--rounds 3] [--backlog 1000000]
-#                             [--samples 200] [--only drain|quiet]
+#                             [--samples 200] [--only drain|quiet] [--quiet-apart]
 # Without --dsn it starts a throwaway PostgreSQL 15 (default settings, fsync on) and removes
 # it afterwards. Every item of the drain is checked to be recorded exactly once.
 set -euo pipefail
 
 dsn="" partq="build/cli/partq" queues=4 items=100000 conc=2 rounds=3 backlog=1000000
-samples=200 only=""
+samples=200 only="" apart=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dsn) dsn="$2"; shift 2 ;;
@@ -36,8 +37,9 @@ while [[ $# -gt 0 ]]; do
     --backlog) backlog="$2"; shift 2 ;;
     --samples) samples="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
+    --quiet-apart) apart=1; shift ;;
     *) echo "usage: $0 [--dsn DSN] [--partq BIN] [--queues N] [--items N] [--concurrency N]" \
-            "[--rounds N] [--backlog N] [--samples N] [--only drain|quiet]" >&2
+            "[--rounds N] [--backlog N] [--samples N] [--only drain|quiet] [--quiet-apart]" >&2
        exit 2 ;;
   esac
 done
@@ -129,9 +131,16 @@ quiet_run() {
     n=$((n + k))
   done
   psql_q -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
-  "$partq" worker busy quiet --handler noop --concurrency "$conc" --quiet \
-    --queue "quiet:handler=record:quiet_effects" &
-  pids+=($!)
+  if ((apart)); then
+    "$partq" worker busy --handler noop --concurrency "$conc" --quiet &
+    pids+=($!)
+    "$partq" worker quiet --handler record:quiet_effects --concurrency "$conc" --quiet &
+    pids+=($!)
+  else
+    "$partq" worker busy quiet --handler noop --concurrency "$conc" --quiet \
+      --queue "quiet:handler=record:quiet_effects" &
+    pids+=($!)
+  fi
   # The samples start once the busy queue is being drained.
   local start
   start=$(left)
@@ -156,7 +165,8 @@ quiet_run() {
     FROM (SELECT extract(epoch FROM e.acked_at - t.at) * 1000 AS w
           FROM $s.sent t JOIN $s.quiet_effects e ON e.item_id = t.id) x" |
     while read -r count p50 p99 max; do
-      echo "quiet queue beside $backlog busy items: $count samples, enqueue -> handler start" \
+      echo "quiet queue beside $backlog busy items ($( ((apart)) && echo "two processes" || echo "one process")):" \
+           "$count samples, enqueue -> handler start" \
            "p50 $p50 ms, p99 $p99 ms, max $max ms; busy items left after the last sample: $behind"
       [[ $count == "$samples" ]] || { echo "$0: $count of $samples samples ran" >&2; exit 1; }
     done

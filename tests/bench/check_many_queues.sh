@@ -13,7 +13,7 @@ out="$(bash "$script" "${args[@]}")"
 echo "$out"
 rows="$(grep -cE '^[12] +[0-9]+ +[0-9]+ +[0-9.]+x$' <<<"$out")" || true
 [[ "$rows" == 2 ]] || { echo "FAIL: expected 2 round rows with two rates and a ratio, got $rows" >&2; exit 1; }
-line="$(grep -E '^quiet queue beside 300000 busy items: 10 samples, ' <<<"$out")" ||
+line="$(grep -E '^quiet queue beside 300000 busy items \(one process\): 10 samples, ' <<<"$out")" ||
   { echo "FAIL: no quiet-queue line with 10 samples" >&2; exit 1; }
 left="${line##*after the last sample: }"
 [[ "$left" =~ ^[0-9]+$ && "$left" -gt 0 ]] ||
