@@ -16,16 +16,23 @@
 #            (it must not be 0: the quiet queue must have been measured beside a busy one).
 #            Target: p99 <= 10 ms with 1,000,000 items behind. --quiet-apart runs the two
 #            queues in two processes instead (the same threads): what the machine itself gives.
+#   idle     IDLE_QUEUES empty queues of 16 parts served by one `partq worker q0 ... qN`: after
+#            its sessions joined and 15 s settled, the server's connections of that process
+#            (application_name 'partq worker'), its transactions a second over 30 s
+#            (pg_stat_database, flushed lazily, so approximate) and the process's RSS.
+#            Target: <= 6 connections and <= 0.5 transactions/s for 50 queues. With --dsn,
+#            other `partq worker`s on that server count too.
 #
 # Usage: bench/many_queues.sh [--dsn DSN] [--partq BIN] [--queues 4] [--items 100000]
 #                             [--concurrency 2] [--rounds 3] [--backlog 1000000]
-#                             [--samples 200] [--only drain|quiet] [--quiet-apart]
+#                             [--samples 200] [--only drain|quiet|idle] [--quiet-apart]
+#                             [--idle-queues 50]
 # Without --dsn it starts a throwaway PostgreSQL 15 (default settings, fsync on) and removes
 # it afterwards. Every item of the drain is checked to be recorded exactly once.
 set -euo pipefail
 
 dsn="" partq="build/cli/partq" queues=4 items=100000 conc=2 rounds=3 backlog=1000000
-samples=200 only="" apart=0
+samples=200 only="" apart=0 idle_queues=50
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dsn) dsn="$2"; shift 2 ;;
@@ -38,15 +45,18 @@ while [[ $# -gt 0 ]]; do
     --samples) samples="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
     --quiet-apart) apart=1; shift ;;
+    --idle-queues) idle_queues="$2"; shift 2 ;;
     *) echo "usage: $0 [--dsn DSN] [--partq BIN] [--queues N] [--items N] [--concurrency N]" \
-            "[--rounds N] [--backlog N] [--samples N] [--only drain|quiet] [--quiet-apart]" >&2
+            "[--rounds N] [--backlog N] [--samples N] [--only drain|quiet|idle] [--quiet-apart]" \
+            "[--idle-queues N]" >&2
        exit 2 ;;
   esac
 done
-for v in "$queues" "$items" "$conc" "$rounds" "$backlog" "$samples"; do
+for v in "$queues" "$items" "$conc" "$rounds" "$backlog" "$samples" "$idle_queues"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "$0: counts must be positive integers, got '$v'" >&2; exit 2; }
 done
-[[ -z $only || $only == drain || $only == quiet ]] || { echo "$0: --only drain or quiet" >&2; exit 2; }
+[[ -z $only || $only == drain || $only == quiet || $only == idle ]] ||
+  { echo "$0: --only drain, quiet or idle" >&2; exit 2; }
 [[ -x $partq ]] || { echo "$0: no partq binary at $partq (build it, or pass --partq)" >&2; exit 2; }
 
 bindir=/usr/lib/postgresql/15/bin
@@ -70,7 +80,7 @@ if [[ -z "$dsn" ]]; then
   "${as_owner[@]}" "$bindir/initdb" -D "$work/data" -U postgres --auth=trust -E UTF8 \
     --locale=C >"$work/initdb.log" 2>&1
   "${as_owner[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/server.log" -w -t 60 \
-    -o "-p $port -k $work -c listen_addresses=127.0.0.1 -c max_connections=300" start >/dev/null
+    -o "-p $port -k $work -c listen_addresses=127.0.0.1 -c max_connections=400" start >/dev/null
   dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
 fi
 export PARTQ_DSN="$dsn" PARTQ_SCHEMA=partq_many_queues
@@ -172,6 +182,34 @@ quiet_run() {
     done
 }
 
+idle_run() {
+  fresh_schema
+  local names=() i
+  for ((i = 0; i < idle_queues; i++)); do
+    names+=("q$i")
+    "$partq" queue create "q$i" --parts 16 >/dev/null
+  done
+  "$partq" worker "${names[@]}" --handler noop --concurrency "$conc" --quiet &
+  local worker=$!
+  pids+=($worker)
+  local deadline=$((SECONDS + 120))
+  while [[ $(psql_q -At -c "SELECT count(*) FROM $s.sessions") != "$idle_queues" ]]; do
+    ((SECONDS < deadline)) || { echo "$0: the idle worker's sessions did not all join" >&2; exit 1; }
+    sleep 0.5
+  done
+  sleep 15
+  local xacts="SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+  local conns x0 x1 t0 t1 rss
+  conns=$(psql_q -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'partq worker'")
+  x0=$(psql_q -At -c "$xacts"); t0=$(date +%s.%N)
+  sleep 30
+  x1=$(psql_q -At -c "$xacts"); t1=$(date +%s.%N)
+  rss=$(awk '/^VmRSS/ {print $2}' "/proc/$worker/status")
+  stop_workers
+  awk -v n="$idle_queues" -v c="$conns" -v a="$x0" -v b="$x1" -v t0="$t0" -v t1="$t1" -v r="$rss" \
+    'BEGIN { printf "idle: one worker of %d empty queues: %d connections, %.1f transactions/s on the server (approximate), RSS %.1f MB\n", n, c, (b - a - 1) / (t1 - t0), r / 1024 }'
+}
+
 if [[ -z $only || $only == drain ]]; then
   echo "drain: $queues queues x $items items, $conc threads per queue, record handler"
   printf '%-6s %22s %22s %8s\n' round one_process process_per_queue ratio
@@ -184,5 +222,8 @@ if [[ -z $only || $only == drain ]]; then
 fi
 if [[ -z $only || $only == quiet ]]; then
   quiet_run
+fi
+if [[ -z $only || $only == idle ]]; then
+  idle_run
 fi
 psql_q -c "SET client_min_messages = warning; DROP SCHEMA IF EXISTS $s CASCADE" >/dev/null

@@ -2,12 +2,12 @@
 # bench/many_queues.sh with tiny sizes, against PARTQ_TEST_DSN (else its own server): both
 # drain modes record every item exactly once (the script fails otherwise) and print a rate
 # and a ratio per round; the quiet queue's samples all ran, beside a backlog that was still
-# there. It never checks speed.
+# there; the idle part counts the connections of a worker of 3 queues. It never checks speed.
 # Usage: tests/bench/check_many_queues.sh PARTQ_BINARY
 set -euo pipefail
 script="$(dirname "$0")/../../bench/many_queues.sh"
 args=(--partq "${1:?usage: check_many_queues.sh PARTQ_BINARY}" --queues 3 --items 2000
-      --rounds 2 --backlog 300000 --samples 10)
+      --rounds 2 --backlog 300000 --samples 10 --idle-queues 3)
 [[ -n "${PARTQ_TEST_DSN:-}" ]] && args+=(--dsn "$PARTQ_TEST_DSN")
 out="$(bash "$script" "${args[@]}")"
 echo "$out"
@@ -18,4 +18,6 @@ line="$(grep -E '^quiet queue beside 300000 busy items \(one process\): 10 sampl
 left="${line##*after the last sample: }"
 [[ "$left" =~ ^[0-9]+$ && "$left" -gt 0 ]] ||
   { echo "FAIL: the quiet samples were not taken beside a backlog (left: '$left')" >&2; exit 1; }
+grep -qE '^idle: one worker of 3 empty queues: [1-9][0-9]* connections, [0-9.]+ transactions/s' <<<"$out" ||
+  { echo "FAIL: no idle line for a worker of 3 queues" >&2; exit 1; }
 echo "ok"
