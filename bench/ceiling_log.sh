@@ -64,27 +64,16 @@ for v in "$clients" "$batch" "$tx" "$rounds"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "$0: counts must be positive integers, got '$v'" >&2; exit 2; }
 done
 
-bindir=/usr/lib/postgresql/15/bin
+# shellcheck source=bench/throwaway_pg.sh
+source "$(dirname "$0")/throwaway_pg.sh"
 work="$(mktemp -d /tmp/partq-ceiling-log.XXXXXX)"
-as_owner=()
 cleanup() {
-  if [[ -f "$work/data/postmaster.pid" ]]; then
-    "${as_owner[@]}" "$bindir/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true
-  fi
+  throwaway_pg_stop "$work"
   rm -rf "$work"
 }
 trap cleanup EXIT
 if [[ -z "$dsn" ]]; then
-  if [[ $(id -u) -eq 0 ]]; then
-    chown postgres "$work"
-    as_owner=(runuser -u postgres --)
-  fi
-  port=$((20000 + RANDOM % 20000))
-  "${as_owner[@]}" "$bindir/initdb" -D "$work/data" -U postgres --auth=trust -E UTF8 \
-    --locale=C >"$work/initdb.log" 2>&1
-  "${as_owner[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/server.log" -w -t 60 \
-    -o "-p $port -k $work -c listen_addresses=127.0.0.1" start >/dev/null
-  dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
+  throwaway_pg_start "$work"
 fi
 
 psql_q() { psql "$dsn" -X -q -v ON_ERROR_STOP=1 "$@"; }

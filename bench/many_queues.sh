@@ -59,29 +59,18 @@ done
   { echo "$0: --only drain, quiet or idle" >&2; exit 2; }
 [[ -x $partq ]] || { echo "$0: no partq binary at $partq (build it, or pass --partq)" >&2; exit 2; }
 
-bindir=/usr/lib/postgresql/15/bin
+# shellcheck source=bench/throwaway_pg.sh
+source "$(dirname "$0")/throwaway_pg.sh"
 work="$(mktemp -d /tmp/partq-many-queues.XXXXXX)"
-as_owner=()
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  if [[ -f "$work/data/postmaster.pid" ]]; then
-    "${as_owner[@]}" "$bindir/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1 || true
-  fi
+  throwaway_pg_stop "$work"
   rm -rf "$work"
 }
 trap cleanup EXIT
 if [[ -z "$dsn" ]]; then
-  if [[ $(id -u) -eq 0 ]]; then
-    chown postgres "$work"
-    as_owner=(runuser -u postgres --)
-  fi
-  port=$((20000 + RANDOM % 20000))
-  "${as_owner[@]}" "$bindir/initdb" -D "$work/data" -U postgres --auth=trust -E UTF8 \
-    --locale=C >"$work/initdb.log" 2>&1
-  "${as_owner[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/server.log" -w -t 60 \
-    -o "-p $port -k $work -c listen_addresses=127.0.0.1 -c max_connections=400" start >/dev/null
-  dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
+  throwaway_pg_start "$work" max_connections=400
 fi
 export PARTQ_DSN="$dsn" PARTQ_SCHEMA=partq_many_queues
 s=$PARTQ_SCHEMA

@@ -351,11 +351,6 @@ absl::StatusOr<std::vector<QueueSpec>> WorkerQueues(const Args& args, const Cons
       }
     }
   }
-  if (queues.empty()) {
-    return absl::InvalidArgumentError(
-        "QUEUE is missing (usage: partq worker QUEUE [QUEUE...] [--queue NAME:SETTINGS]... "
-        "[options])");
-  }
   return queues;
 }
 
@@ -386,16 +381,14 @@ int CmdWorker(const std::vector<std::string>& argv) {
                                            "queue"}),
                   {"poll-only", "quiet", "leave-on-stop", "console-read-only", "handler-env-all"});
   if (!args.ok()) return Fail(args.status());
+  if (args->positional().empty() && !args->Has("queue")) {
+    return Usage("QUEUE is missing (usage: partq worker QUEUE [QUEUE...] [options])");
+  }
   auto options = WorkerOptions(*args);
   if (!options.ok()) return Fail(options.status());
   ConsumerOptions& o = *options;
   auto queues = WorkerQueues(*args, o);
-  if (!queues.ok()) {
-    if (args->positional().empty() && !args->Has("queue")) {
-      return Usage("QUEUE is missing (usage: partq worker QUEUE [QUEUE...] [options])");
-    }
-    return Fail(queues.status());
-  }
+  if (!queues.ok()) return Fail(queues.status());
   if (absl::Status st = SetLogLevelFlag(*args); !st.ok()) return Fail(st);
   auto pg = ConnectionOptions(*args);
   if (!pg.ok()) return Fail(pg.status());

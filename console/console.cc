@@ -102,6 +102,13 @@ constexpr int kThroughputMinutes = 30;
 
 json Opt(const std::optional<std::string>& s) { return s ? json(Text(*s)) : json(); }
 
+// The other queues a session's process serves (a worker of several queues).
+json AlsoServes(const SessionInfo& s) {
+  json also = json::array();
+  for (const std::string& q : s.also_serves) also.push_back(Text(q));
+  return also;
+}
+
 std::string Utc(absl::Time t) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%S", t, absl::UTCTimeZone());
 }
@@ -527,10 +534,7 @@ HttpResponse Console::Queue(const std::string& name) const {
     auto it = info.find(id);
     if (it != info.end()) {
       s["instance"] = Text(it->second->instance_id);
-      // The other queues this session's process serves (a worker of several queues).
-      json also = json::array();
-      for (const std::string& q : it->second->also_serves) also.push_back(Text(q));
-      s["also_serves"] = std::move(also);
+      s["also_serves"] = AlsoServes(*it->second);
     }
     sessions.push_back(std::move(s));
   };

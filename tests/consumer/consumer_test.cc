@@ -165,6 +165,15 @@ class ConsumerTest : public ::testing::Test {
     return argv;
   }
 
+  // SIGTERMs a worker process: it must drain and exit 0 within 30 s. Call as
+  // ASSERT_NO_FATAL_FAILURE(StopCleanly(w)), so a worker that does not stop ends the test.
+  static void StopCleanly(ChildProcess& w) {
+    w.Signal(SIGTERM);
+    auto st = w.Wait(absl::Seconds(30));
+    ASSERT_TRUE(st.has_value()) << "the worker did not stop within 30 s of SIGTERM";
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "wait status " << *st;
+  }
+
   TestSchema schema_;
 };
 
@@ -593,10 +602,7 @@ TEST_F(ConsumerTest, WorkersOfTwoQueuesEachDrainBothExactlyOnceAcrossASigkill) {
   ASSERT_TRUE(a.Wait(absl::Seconds(10)).has_value());
   ASSERT_TRUE(
       WaitUntil([&] { return Left("mails") == 0 && Left("thumbs") == 0; }, absl::Minutes(3)));
-  b.Signal(SIGTERM);
-  auto st = b.Wait(absl::Seconds(30));
-  ASSERT_TRUE(st.has_value());
-  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  ASSERT_NO_FATAL_FAILURE(StopCleanly(b));
   ExpectExactlyOnce("effects", 15000);
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.effects WHERE item_id BETWEEN " +
                          std::to_string(mails_lo) + " AND " + std::to_string(mails_hi)),
@@ -616,10 +622,7 @@ TEST_F(ConsumerTest, AQueuesOwnSettingsApplyToThatQueueAlone) {
                         {"--queue", "thumbs:concurrency=1,batch=7,handler=record:thumb_effects"}));
   ASSERT_TRUE(
       WaitUntil([&] { return Left("mails") == 0 && Left("thumbs") == 0; }, absl::Minutes(2)));
-  w.Signal(SIGTERM);
-  auto st = w.Wait(absl::Seconds(30));
-  ASSERT_TRUE(st.has_value());
-  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  ASSERT_NO_FATAL_FAILURE(StopCleanly(w));
   ExpectExactlyOnce("mail_effects", 700);
   ExpectExactlyOnce("thumb_effects", 900);
   // thumbs ran one thread with batches of at most 7: no ack of its took more.
@@ -1496,10 +1499,7 @@ TEST_F(ConsumerTest, SigtermDrainsAndLosesNothing) {
   ASSERT_TRUE(WaitUntil([&] { return schema_.QInt("SELECT count(*) FROM {schema}.effects") > 300; },
                         absl::Minutes(1)));
   const absl::Time t0 = absl::Now();
-  a.Signal(SIGTERM);
-  auto st = a.Wait(absl::Seconds(30));
-  ASSERT_TRUE(st.has_value());
-  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  ASSERT_NO_FATAL_FAILURE(StopCleanly(a));
   // b owns every part at once (a handed over, no TTL wait).
   EXPECT_TRUE(WaitUntil(
       [&] {
@@ -1510,10 +1510,7 @@ TEST_F(ConsumerTest, SigtermDrainsAndLosesNothing) {
   // Well inside the 30 s TTL: the parts were handed over, not expired.
   EXPECT_LT(absl::Now() - t0, absl::Seconds(25));
   ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Minutes(2)));
-  b.Signal(SIGTERM);
-  auto st_b = b.Wait(absl::Seconds(30));
-  ASSERT_TRUE(st_b.has_value());
-  EXPECT_TRUE(WIFEXITED(*st_b) && WEXITSTATUS(*st_b) == 0);
+  ASSERT_NO_FATAL_FAILURE(StopCleanly(b));
   ExpectExactlyOnce("effects", 3000);
 }
 

@@ -366,14 +366,20 @@ queue {{ .Values.worker.queue | quote }}
 {{- end -}}
 {{- end -}}
 
-{{/* The worker's queues as a SQL list, for KEDA's queries: 'jobs', 'thumbs'. Queue names
-are safe to inline (values.schema.json: [A-Za-z0-9_.-]). */}}
-{{- define "partq.queuesSqlList" -}}
-{{- $names := list (printf "'%s'" .Values.worker.queue) -}}
+{{/* The worker's queues, worker.queue first, comma-separated: jobs,thumbs. Queue names hold
+no comma (values.schema.json: [A-Za-z0-9_.-]). */}}
+{{- define "partq.workerQueueNames" -}}
+{{- $names := list .Values.worker.queue -}}
 {{- range .Values.worker.moreQueues -}}
-{{- $names = append $names (printf "'%s'" .name) -}}
+{{- $names = append $names .name -}}
 {{- end -}}
-{{- join ", " $names -}}
+{{- join "," $names -}}
+{{- end -}}
+
+{{/* The worker's queues as a SQL list, for KEDA's queries: 'jobs', 'thumbs'. Queue names are
+safe to inline (see above). */}}
+{{- define "partq.queuesSqlList" -}}
+'{{ include "partq.workerQueueNames" . | replace "," "', '" }}'
 {{- end -}}
 
 {{- define "partq.maxReplicas" -}}

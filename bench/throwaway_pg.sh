@@ -1,0 +1,33 @@
+# A PostgreSQL 15 of a bench script's own, for the scripts that measure on one when given no
+# --dsn (ceiling.sh, ceiling_log.sh, many_queues.sh): default settings, fsync on, as `partq
+# bench`'s embedded server. Sourced, not run.
+#   throwaway_pg_start DIR [SETTING=VALUE...]  initdb and start a server in DIR/data (as
+#       postgres when run as root) on a random port, listening on 127.0.0.1 and a socket in
+#       DIR, with the settings given; sets `dsn` to it.
+#   throwaway_pg_stop DIR                      stops it, if it runs (from the EXIT trap).
+throwaway_pg_bin=/usr/lib/postgresql/15/bin
+throwaway_pg_as=()
+
+throwaway_pg_start() {
+  local dir="$1" setting
+  shift
+  if [[ $(id -u) -eq 0 ]]; then
+    chown postgres "$dir"
+    throwaway_pg_as=(runuser -u postgres --)
+  fi
+  local port=$((20000 + RANDOM % 20000))
+  local options="-p $port -k $dir -c listen_addresses=127.0.0.1"
+  for setting in "$@"; do options+=" -c $setting"; done
+  "${throwaway_pg_as[@]}" "$throwaway_pg_bin/initdb" -D "$dir/data" -U postgres --auth=trust \
+    -E UTF8 --locale=C >"$dir/initdb.log" 2>&1
+  "${throwaway_pg_as[@]}" "$throwaway_pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
+    -t 60 -o "$options" start >/dev/null
+  dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
+}
+
+throwaway_pg_stop() {
+  if [[ -f "$1/data/postmaster.pid" ]]; then
+    "${throwaway_pg_as[@]}" "$throwaway_pg_bin/pg_ctl" -D "$1/data" -m immediate stop \
+      >/dev/null 2>&1 || true
+  fi
+}
