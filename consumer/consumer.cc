@@ -53,25 +53,35 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
   });
   // The owner of part 0 collects the queue's depth, fires its schedules and
   // vacuums its tables: the three jobs take turns on one connection.
-  auto part0 = std::make_shared<SharedStore>(factory_);
+  std::shared_ptr<SharedStore> part0 = options_.part0_store;
+  if (part0 == nullptr) part0 = std::make_shared<SharedStore>(factory_);
+  auto owns_part0 = [this] { return session_->EpochOf(0).has_value(); };
+  // With notices the part-0 jobs of a quiet queue wait for one (below).
+  const absl::Duration quiet = options_.poll_only ? absl::ZeroDuration()
+                                                  : options_.quiet_poll_interval;
   if (metrics_ != nullptr) {
-    collector_ = std::make_unique<QueueCollector>(
-        part0, options_.queue, [this] { return session_->EpochOf(0).has_value(); },
-        metrics_->registry(), options_.status_interval, clock_);
+    collector_ = std::make_unique<QueueCollector>(part0, options_.queue, owns_part0,
+                                                  metrics_->registry(), options_.status_interval,
+                                                  clock_);
+    collector_->SetQuietInterval(quiet);
   }
   ScheduleFirerOptions fo;
   fo.queue = options_.queue;
   fo.poll_interval = options_.schedule_poll_interval;
+  fo.quiet_poll_interval = quiet;
   fo.retry_backoff = std::max(options_.retry_backoff, absl::Milliseconds(100));
   fo.clock = clock_;
-  firer_ = std::make_unique<ScheduleFirer>(
-      part0, fo, [this] { return session_->EpochOf(0).has_value(); }, metrics_);
+  firer_ = std::make_unique<ScheduleFirer>(part0, fo, owns_part0, metrics_);
   TableKeeperOptions ko;
   ko.queue = options_.queue;
   ko.interval = options_.vacuum_interval;
   ko.clock = clock_;
   keeper_ = std::make_unique<TableKeeper>(
-      std::move(part0), ko, [this] { return session_->EpochOf(0).has_value(); }, metrics_);
+      std::move(part0), ko, options_.keeps_tables ? options_.keeps_tables : owns_part0, metrics_);
+  session_->SetNoticeCallback([this](Notice::Kind kind) {
+    if (collector_ != nullptr) collector_->Poke();
+    if (kind == Notice::Kind::kSchedules || kind == Notice::Kind::kGroup) firer_->Poke();
+  });
 }
 
 Consumer::~Consumer() { Stop(); }

@@ -74,6 +74,7 @@
 #define PARTQ_CONSUMER_CONSUMER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -102,6 +103,7 @@ namespace partq {
 
 class ConsumerMetrics;
 class QueueCollector;
+struct SharedStore;
 class ScheduleFirer;
 class TableKeeper;
 
@@ -136,10 +138,24 @@ struct ConsumerOptions {
   // (schedule_firer.h): it asks the database at each due tick and at least
   // this often, which is how soon a schedule added meanwhile starts firing.
   absl::Duration schedule_poll_interval = absl::Seconds(5);
+  // A queue that has no schedule is asked about once per
+  // quiet_poll_interval instead, and an idle queue's depth gauges are read
+  // that often: with LISTEN, a schedule added, an enqueue or any change of
+  // the group wakes them at once (Notice). Zero: as the intervals above.
+  absl::Duration quiet_poll_interval = absl::Seconds(60);
   // While this worker owns part 0 it vacuums the queue's tables
   // (table_keeper.h) when the statistics say they passed their threshold,
   // looking this often; zero: never (autovacuum alone keeps them).
   absl::Duration vacuum_interval = absl::Seconds(10);
+  // When the table keeper runs: empty, while this consumer owns its queue's
+  // part 0. The tables are every queue's, so a Worker of several queues
+  // gives one consumer "while this process owns any of its queues' part 0"
+  // and the others a vacuum_interval of zero.
+  std::function<bool()> keeps_tables;
+  // The one connection the part-0 jobs (collector, firer, keeper) take turns
+  // on (store/shared_store.h); null: the consumer's own. A Worker gives all
+  // its consumers one.
+  std::shared_ptr<SharedStore> part0_store;
   // Every time read, sleep and timed wait of the consumer, its session, its
   // queue collector, its schedule firer and its table keeper (polls, rescans,
   // the drain, handler deadlines, backoff after database errors) goes through

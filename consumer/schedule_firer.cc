@@ -37,6 +37,10 @@ void ScheduleFirer::Stop() {
     stopping_ = true;
   }
   thread_.join();
+  {
+    absl::MutexLock lock(&store_->mu);
+    store_->NotNeededLocked(this);
+  }
   lifecycle_.EndStop();
 }
 
@@ -70,15 +74,15 @@ absl::Time ScheduleFirer::RunOnce() {
   const absl::Time now = clock_->Now();
   if (!is_firer_()) {
     // Part 0 went elsewhere: so does the connection, which only the firer
-    // needs.
+    // needs (once the others sharing it need it no longer either).
     absl::MutexLock lock(&store_->mu);
-    store_->store.reset();
+    store_->NotNeededLocked(this);
     return now + options_.poll_interval;
   }
   absl::StatusOr<FiredSchedules> r;
   {
     absl::MutexLock lock(&store_->mu);
-    if (absl::Status st = store_->EnsureLocked(); !st.ok()) {
+    if (absl::Status st = store_->EnsureLocked(this); !st.ok()) {
       PARTQ_LOG(Warning) << "schedules of " << options_.queue << ": " << st;
       if (metrics_ != nullptr) metrics_->ScheduleError();
       return now + options_.retry_backoff;
@@ -132,6 +136,11 @@ absl::Time ScheduleFirer::RunOnce() {
   // of part 0 under way): look again after the backoff, not in a loop.
   const absl::Time after = clock_->Now();
   absl::Duration wait = options_.poll_interval;
+  // A queue with no schedule at all: one added is announced by a notice
+  // (Poke), so only a missed one is waited for.
+  if (!r->next_due && options_.quiet_poll_interval > absl::ZeroDuration()) {
+    wait = options_.quiet_poll_interval;
+  }
   if (r->next_due) {
     const absl::Duration until = *r->next_due - r->db_now;
     wait = std::min(wait, until > absl::ZeroDuration() ? until : options_.retry_backoff);

@@ -7,7 +7,9 @@
 // earliest next tick the last round reported, read as a distance on the
 // database clock, so the clocks need not agree) and otherwise once per
 // `poll_interval`, which is also how soon a schedule added meanwhile starts
-// firing. Workers that do not own part 0 never ask. When part 0 comes to
+// firing; when the queue has none, once per `quiet_poll_interval` if set (a
+// listening Consumer sets it, and a notice of a schedule added pokes it).
+// Workers that do not own part 0 never ask. When part 0 comes to
 // this worker (Poke) it looks at once: ticks that came due while its firer
 // was dead or stalled fire then, late, each once, as far back as the
 // schedule's catch-up window (schedule/timing.h, PlanCatchUp); of older ones
@@ -49,6 +51,10 @@ struct ScheduleFirerOptions {
   std::string queue;
   // With no tick due sooner, ask the database this often.
   absl::Duration poll_interval = absl::Seconds(5);
+  // When the queue has no schedule at all, this often instead (zero: as
+  // poll_interval). Only for a firer that is poked when a schedule is added
+  // (the queue's notices, Notice::Kind::kSchedules): a Consumer that listens.
+  absl::Duration quiet_poll_interval = absl::ZeroDuration();
   // After a failed round (the database is away), try again this soon.
   absl::Duration retry_backoff = absl::Seconds(1);
   // Reads, and waits between rounds; must outlive the firer.

@@ -33,6 +33,10 @@ void TableKeeper::Stop() {
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  {
+    absl::MutexLock lock(&store_->mu);
+    store_->NotNeededLocked(this);
+  }
   lifecycle_.EndStop();
 }
 
@@ -53,16 +57,17 @@ void TableKeeper::Run() {
 
 absl::Time TableKeeper::RunOnce() {
   if (!is_keeper_()) {
-    // Part 0 went elsewhere: so does the connection (the collector and the
-    // firer, which share it, only need it while we own part 0 too).
+    // Part 0 went elsewhere: so does the connection, once the collector and
+    // firer that share it (ours, and other queues' in the process) need it
+    // no longer either.
     absl::MutexLock lock(&store_->mu);
-    store_->store.reset();
+    store_->NotNeededLocked(this);
     return clock_->Now() + options_.interval;
   }
   absl::StatusOr<std::vector<TableVacuum>> r;
   {
     absl::MutexLock lock(&store_->mu);
-    if (absl::Status st = store_->EnsureLocked(); !st.ok()) {
+    if (absl::Status st = store_->EnsureLocked(this); !st.ok()) {
       r = st;
     } else {
       r = store_->store->VacuumQueueTables();

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "store/shared_store.h"
 
 namespace partq {
 namespace {
@@ -14,9 +15,27 @@ std::vector<std::unique_ptr<Consumer>> MakeConsumers(const StoreFactory& factory
                                                      bool valid) {
   std::vector<std::unique_ptr<Consumer>> consumers;
   if (!valid) return consumers;
+  // What the queues' part-0 jobs can share, they share: one connection for
+  // all of them, and one table keeper (the tables are every queue's), in the
+  // first consumer, running while any of the queues' part 0 is ours.
+  auto part0 = std::make_shared<SharedStore>(factory);
+  auto all = std::make_shared<std::vector<const Consumer*>>();
   for (const WorkerQueue& q : queues) {
-    consumers.push_back(std::make_unique<Consumer>(factory, q.options, q.handler, q.metrics));
+    ConsumerOptions o = q.options;
+    o.part0_store = part0;
+    if (!consumers.empty()) {
+      o.vacuum_interval = absl::ZeroDuration();
+    } else if (queues.size() > 1) {
+      o.keeps_tables = [all] {
+        for (const Consumer* c : *all) {
+          if (c->session().EpochOf(0).has_value()) return true;
+        }
+        return false;
+      };
+    }
+    consumers.push_back(std::make_unique<Consumer>(factory, o, q.handler, q.metrics));
   }
+  for (const auto& c : consumers) all->push_back(c.get());
   return consumers;
 }
 

@@ -124,6 +124,10 @@ void QueueCollector::Stop() {
       stopping_ = true;
     }
     thread_.join();
+    {
+      absl::MutexLock lock(&store_->mu);
+      store_->NotNeededLocked(this);
+    }
     lifecycle_.EndStop();
   }
   ZeroFill();  // whatever it published last is stale now, collected or not
@@ -134,28 +138,39 @@ void QueueCollector::Run() {
     if (absl::Status st = CollectOnce(); !st.ok()) {
       PARTQ_LOG(Warning) << "queue metrics of " << queue_ << ": " << st;
     }
-    absl::Duration took;
+    absl::Duration wait;
     {
       absl::MutexLock lock(&took_mu_);
-      took = last_took_;
+      wait = quiet_ && quiet_interval_ > absl::ZeroDuration() ? quiet_interval_
+                                                             : WaitAfter(interval_, last_took_);
     }
-    const absl::Duration wait = WaitAfter(interval_, took);
     absl::MutexLock lock(&mu_);
-    if (clock_->AwaitWithTimeout(mu_, absl::Condition(&stopping_), wait)) return;
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || poked_; };
+    clock_->AwaitWithTimeout(mu_, absl::Condition(&woken), wait);
+    if (stopping_) return;
+    poked_ = false;
   }
+}
+
+void QueueCollector::SetQuietInterval(absl::Duration d) { quiet_interval_ = d; }
+
+void QueueCollector::Poke() {
+  absl::MutexLock lock(&mu_);
+  poked_ = true;
 }
 
 absl::Status QueueCollector::CollectOnce() {
   {
     absl::MutexLock lock(&took_mu_);
     last_took_ = absl::ZeroDuration();
+    quiet_ = false;
   }
   if (!is_collector_()) {
     // Part 0 went elsewhere: so does the connection, which only its owner
-    // needs.
+    // needs (once the others sharing it need it no longer either).
     {
       absl::MutexLock lock(&store_->mu);
-      store_->store.reset();
+      store_->NotNeededLocked(this);
     }
     ZeroFill();
     return absl::OkStatus();
@@ -164,7 +179,7 @@ absl::Status QueueCollector::CollectOnce() {
   absl::StatusOr<QueueStatus> status;
   {
     absl::MutexLock lock(&store_->mu);
-    if (absl::Status st = store_->EnsureLocked(); !st.ok()) {
+    if (absl::Status st = store_->EnsureLocked(this); !st.ok()) {
       errors_.Increment();
       return st;
     }
@@ -191,6 +206,10 @@ absl::Status QueueCollector::CollectOnce() {
     return absl::OkStatus();
   }
   Publish(*status);
+  const QueueTotals t = SumUp(*status);
+  absl::MutexLock lock(&took_mu_);
+  quiet_ = t.ready == 0 && t.delayed == 0 && t.in_flight == 0 && t.held == 0 &&
+           status->groups.pending == 0 && t.unowned_parts == 0;
   return absl::OkStatus();
 }
 

@@ -119,6 +119,15 @@ class QueueCollector {
 
   void Start();
   void Stop();
+  // When the last read found the queue quiet (nothing ready, delayed, in
+  // flight or held, no group pending, every part owned), the next waits this
+  // long instead of `interval`, or until Poke: for a collector that is poked
+  // whenever the queue may have changed (a Consumer that listens pokes it on
+  // every notice of the queue: an enqueue, a join, a leave, an expiry swept,
+  // a setting changed). Zero (the default): always `interval`. Before Start.
+  void SetQuietInterval(absl::Duration d);
+  // Runs the next round now (something changed).
+  void Poke();
 
   // One round: zero-fills if this process is not the collector, else queries
   // and publishes. Returns the query's error, if any.
@@ -163,10 +172,14 @@ class QueueCollector {
   // How long the last status query took; zero if it failed or this process
   // was not the collector.
   absl::Duration last_took_ ABSL_GUARDED_BY(took_mu_);
+  // The last round read the queue quiet (SetQuietInterval).
+  bool quiet_ ABSL_GUARDED_BY(took_mu_) = false;
+  absl::Duration quiet_interval_;  // set before Start
 
   absl::Mutex mu_;
   StartStop lifecycle_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -141,6 +141,11 @@ void Session::SetItemsCallback(ItemsCallback cb) {
   items_cb_ = std::move(cb);
 }
 
+void Session::SetNoticeCallback(NoticeCallback cb) {
+  absl::MutexLock lock(&mu_);
+  notice_cb_ = std::move(cb);
+}
+
 void Session::SetPausedCallback(PausedCallback cb) {
   absl::MutexLock lock(&mu_);
   paused_cb_ = std::move(cb);
@@ -846,15 +851,24 @@ void Session::ListenerRestarted() {
     cb = items_cb_;
   }
   if (cb) cb(-1, std::nullopt);
+  NoticeCallback any;
+  {
+    absl::MutexLock lock(&mu_);
+    any = notice_cb_;
+  }
+  if (any) any(Notice::Kind::kGroup);  // anything may have changed meanwhile
 }
 
 void Session::Dispatch(const std::vector<Notice>& notices) {
   ItemsCallback cb;
+  NoticeCallback any;
   {
     absl::MutexLock lock(&mu_);
     cb = items_cb_;
+    any = notice_cb_;
   }
   for (const auto& n : notices) {
+    if (any) any(n.kind);
     if (n.kind == Notice::Kind::kGroup) {
       Poke();
     } else if (n.kind == Notice::Kind::kReleased) {
@@ -866,6 +880,8 @@ void Session::Dispatch(const std::vector<Notice>& notices) {
       // end waiting for the part: it reads again at once, not at its poll.
       absl::MutexLock lock(&mu_);
       if (!stable_ || in_round_) poked_ = true;
+    } else if (n.kind == Notice::Kind::kSchedules) {
+      // For the schedule firer alone (the notice callback above).
     } else if (cb) {
       cb(n.part, n.from);
     }

@@ -144,6 +144,12 @@ class Session {
 
   // Called for every item notice (from the listener thread).
   void SetItemsCallback(ItemsCallback cb);
+  // Called for every notice of the queue, whatever its kind, before the
+  // session acts on it, and with kGroup when a new listener starts (notices
+  // may have been missed); from the listener thread. The queue's part-0 jobs
+  // use it to wake when something changed (Consumer).
+  using NoticeCallback = std::function<void(Notice::Kind)>;
+  void SetNoticeCallback(NoticeCallback cb);
   // Called when the queue's paused flag changes, as a join or a group view
   // reads it (a join on a paused queue counts as a change, and comes before
   // the kept parts reach the listener); from the thread that joined or the
@@ -304,6 +310,7 @@ class Session {
   std::shared_ptr<Listener> session_listener_ ABSL_GUARDED_BY(mu_);
   int64_t listeners_made_ ABSL_GUARDED_BY(mu_) = 0;
   ItemsCallback items_cb_ ABSL_GUARDED_BY(mu_);
+  NoticeCallback notice_cb_ ABSL_GUARDED_BY(mu_);
   PausedCallback paused_cb_ ABSL_GUARDED_BY(mu_);
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   RateCallback rate_cb_ ABSL_GUARDED_BY(mu_);

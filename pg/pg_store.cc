@@ -1107,6 +1107,8 @@ std::vector<Notice> ParseNotices(const std::vector<std::string>& payloads) {
       n.kind = Notice::Kind::kGroup;
     } else if (p == "r") {
       n.kind = Notice::Kind::kReleased;
+    } else if (p == "s") {
+      n.kind = Notice::Kind::kSchedules;
     } else if (absl::ConsumePrefix(&p, "i:")) {
       // "i:PART" or "i:PART:PRIORITY:ID" (NotifyParts, kEnqueue); anything else
       // wakes every part from its head.

@@ -549,9 +549,11 @@ struct GroupStatus {
 // did: every member reads the group. kReleased: a member released parts to
 // hand them off; only members waiting for parts need to read the group (a
 // member holding its target is not concerned by who else holds what, and its
-// heartbeat reads the changes anyway).
+// heartbeat reads the changes anyway). kSchedules: a schedule of the queue
+// was added or its timing changed (migration 32): the queue's schedule firer
+// looks at once.
 struct Notice {
-  enum class Kind { kItems, kGroup, kReleased };
+  enum class Kind { kItems, kGroup, kReleased, kSchedules };
   Kind kind = Kind::kItems;
   int part = -1;  // kItems: the part that got items, -1 when unknown
   // kItems: the lowest key the notifying transaction added there (in all

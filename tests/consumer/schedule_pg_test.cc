@@ -243,5 +243,31 @@ TEST_F(SchedulePgTest, TicksOlderThanTheCatchUpWindowAreMissedTheRestFireOnce) {
   EXPECT_EQ(Doubled(), 0);
 }
 
+// A queue with no schedule is asked about once a minute (issue 52: 50 idle
+// queues would be 10 transactions a second at 5 s each); a schedule added
+// meanwhile notifies the queue's channel (migration 32) and the listening
+// firer looks at once. Both intervals here are a minute, so only the notice
+// can make it fire within the test's wait; what a schedule's own updates
+// (its next tick) write sends no notice, and the firer then sleeps until
+// that tick.
+TEST_F(SchedulePgTest, AScheduleAddedToAnIdleQueueFiresAtOnceOnItsNotice) {
+  auto handler = ParseHandlerSpec("noop");
+  ASSERT_TRUE(handler.ok());
+  ConsumerOptions o = Options();
+  o.schedule_poll_interval = absl::Minutes(1);
+  o.quiet_poll_interval = absl::Minutes(1);
+  Consumer c(schema_.Factory(), o, handler->get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return c.session().EpochOf(0).has_value(); }));
+  absl::SleepFor(absl::Seconds(1));  // the firer's first round found nothing
+  const absl::Time added = absl::Now();
+  AddEvery("sec", absl::Seconds(1));
+  ASSERT_TRUE(WaitUntil([&] { return Row("sec").fired >= 3; }, absl::Seconds(20)));
+  EXPECT_LT(absl::Now() - added, absl::Seconds(10));
+  c.Stop();
+  EXPECT_EQ(Enqueued(), Row("sec").fired);
+  EXPECT_EQ(Doubled(), 0);
+}
+
 }  // namespace
 }  // namespace partq
