@@ -17,8 +17,8 @@
 #            Target: p99 <= 10 ms with 1,000,000 items behind. --quiet-apart runs the two
 #            queues in two processes instead (the same threads): what the machine itself gives.
 #   idle     IDLE_QUEUES empty queues of 16 parts served by one `partq worker q0 ... qN`: after
-#            its sessions joined and 15 s settled, the server's connections of that process
-#            (application_name 'partq worker'), its transactions a second over 30 s
+#            its sessions joined and 30 s settled, the server's connections of that process
+#            (application_name 'partq worker', and 'partq worker/listen'), its transactions a second over 60 s
 #            (pg_stat_database, flushed lazily, so approximate) and the process's RSS.
 #            Target: <= 6 connections and <= 0.5 transactions/s for 50 queues. With --dsn,
 #            other `partq worker`s on that server count too.
@@ -186,12 +186,14 @@ idle_run() {
     ((SECONDS < deadline)) || { echo "$0: the idle worker's sessions did not all join" >&2; exit 1; }
     sleep 0.5
   done
-  sleep 15
+  # Settled: the claimers' first claims done and the pool's spare connections closed (their
+  # counts reach pg_stat_database when they close, and must not fall in the window).
+  sleep 30
   local xacts="SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
   local conns x0 x1 t0 t1 rss
-  conns=$(psql_q -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'partq worker'")
+  conns=$(psql_q -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'partq worker' OR starts_with(application_name, 'partq worker/')")
   x0=$(psql_q -At -c "$xacts"); t0=$(date +%s.%N)
-  sleep 30
+  sleep 60
   x1=$(psql_q -At -c "$xacts"); t1=$(date +%s.%N)
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$worker/status")
   stop_workers

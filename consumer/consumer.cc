@@ -13,6 +13,7 @@
 #include "consumer/schedule_firer.h"
 #include "consumer/table_keeper.h"
 #include "coordinator/queue_collector.h"
+#include "store/store_pool.h"
 
 namespace partq {
 
@@ -29,6 +30,8 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
   so.leave_on_stop = options_.leave_on_stop;
   so.poll_only = options_.poll_only;
   so.heartbeat_interval = options_.heartbeat_interval;
+  so.hub = options_.heartbeat_hub.get();
+  so.notices = options_.notice_hub.get();
   so.retry_backoff = options_.retry_backoff;
   so.clock = clock_;
   if (metrics_ != nullptr) so.metrics = &metrics_->session();
@@ -300,7 +303,7 @@ void Consumer::ClaimLoop() {
       started = clock_->Now();
     }
     if (store == nullptr) {
-      auto s = factory_();
+      auto s = options_.claim_pool != nullptr ? options_.claim_pool->Take() : factory_();
       if (s.ok()) store = std::move(*s);
     }
     absl::StatusOr<std::vector<Item>> items =
@@ -339,6 +342,8 @@ void Consumer::ClaimLoop() {
       const absl::Time due = NextIdlePoll(*store, idle_parts, claim_end);
       next_poll = after_poll ? due : std::min(next_poll, due);
     }
+    // A shared claimer's connection goes back for the next claim of any queue.
+    if (options_.claim_pool != nullptr) options_.claim_pool->Give(std::move(store));
   }
 }
 

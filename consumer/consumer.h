@@ -104,6 +104,7 @@ namespace partq {
 class ConsumerMetrics;
 class QueueCollector;
 struct SharedStore;
+class StorePool;
 class ScheduleFirer;
 class TableKeeper;
 
@@ -156,6 +157,18 @@ struct ConsumerOptions {
   // on (store/shared_store.h); null: the consumer's own. A Worker gives all
   // its consumers one.
   std::shared_ptr<SharedStore> part0_store;
+  // Heartbeat in one transaction with the process's other sessions
+  // (coordinator/heartbeat_hub.h); null: on the session's connection. A
+  // Worker of several queues gives all its consumers one.
+  std::shared_ptr<HeartbeatHub> heartbeat_hub;
+  // Wait for notices on the process's one LISTEN connection
+  // (coordinator/notice_hub.h); null: the session's. A Worker of several
+  // queues gives all its consumers one.
+  std::shared_ptr<NoticeHub> notice_hub;
+  // Claim on connections borrowed from this pool (store/store_pool.h) for one
+  // claim at a time; null: on the claimer's own. A Worker of several queues
+  // gives all its consumers one.
+  std::shared_ptr<StorePool> claim_pool;
   // Every time read, sleep and timed wait of the consumer, its session, its
   // queue collector, its schedule firer and its table keeper (polls, rescans,
   // the drain, handler deadlines, backoff after database errors) goes through

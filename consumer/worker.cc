@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "store/shared_store.h"
+#include "store/store_pool.h"
 
 namespace partq {
 namespace {
@@ -19,10 +20,26 @@ std::vector<std::unique_ptr<Consumer>> MakeConsumers(const StoreFactory& factory
   // all of them, and one table keeper (the tables are every queue's), in the
   // first consumer, running while any of the queues' part 0 is ours.
   auto part0 = std::make_shared<SharedStore>(factory);
+  // And the sessions' heartbeats go as one transaction, their notices come
+  // on one connection, and between rounds they hold none of their own; the
+  // claimers borrow their connections from one pool.
+  std::shared_ptr<HeartbeatHub> hub;
+  std::shared_ptr<NoticeHub> notices;
+  std::shared_ptr<StorePool> claims;
+  if (queues.size() > 1) {
+    claims = std::make_shared<StorePool>(factory);
+    hub = std::make_shared<HeartbeatHub>(factory, static_cast<int>(queues.size()));
+    std::vector<std::string> names;
+    for (const WorkerQueue& q : queues) names.push_back(q.options.queue);
+    notices = std::make_shared<NoticeHub>(factory, std::move(names));
+  }
   auto all = std::make_shared<std::vector<const Consumer*>>();
   for (const WorkerQueue& q : queues) {
     ConsumerOptions o = q.options;
     o.part0_store = part0;
+    o.heartbeat_hub = hub;
+    o.notice_hub = notices;
+    o.claim_pool = claims;
     if (!consumers.empty()) {
       o.vacuum_interval = absl::ZeroDuration();
     } else if (queues.size() > 1) {

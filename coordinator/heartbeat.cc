@@ -4,11 +4,18 @@
 
 namespace partq {
 
-HeartbeatTimer::HeartbeatTimer(Clock* clock, absl::Duration interval, absl::Duration ttl)
-    : clock_(clock), interval_(interval), ttl_(ttl) {
+HeartbeatTimer::HeartbeatTimer(Clock* clock, absl::Duration interval, absl::Duration ttl,
+                               bool aligned)
+    : clock_(clock), interval_(interval), aligned_(aligned), ttl_(ttl) {
   const absl::Time now = clock_->Now();
-  next_ = now + interval_;
+  next_ = After(now);
   last_alive_ = now;
+}
+
+absl::Time HeartbeatTimer::After(absl::Time t) const {
+  const absl::Time unaligned = t + interval_;
+  if (!aligned_) return unaligned;
+  return absl::UnixEpoch() + absl::Floor(unaligned - absl::UnixEpoch(), interval_);
 }
 
 void HeartbeatTimer::Retry(absl::Time retry, bool heartbeat) {

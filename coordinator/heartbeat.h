@@ -38,7 +38,12 @@ class HeartbeatTimer {
  public:
   // `interval` between heartbeats (> 0), `ttl` of the session; `clock` must
   // outlive the timer. The TTL and the first heartbeat count from now.
-  HeartbeatTimer(Clock* clock, absl::Duration interval, absl::Duration ttl);
+  // `aligned`: each next heartbeat is due at the last multiple of `interval`
+  // (on the clock, since the Unix epoch) no later than an interval after the
+  // last, so timers of one interval are due at the same moments (sessions of
+  // one process sharing a transaction, heartbeat_hub.h). Never later than
+  // unaligned; sometimes sooner.
+  HeartbeatTimer(Clock* clock, absl::Duration interval, absl::Duration ttl, bool aligned = false);
 
   absl::Duration interval() const { return interval_; }
   absl::Time next() const { return next_; }
@@ -47,7 +52,7 @@ class HeartbeatTimer {
 
   // The round that began at `start` completed with its heartbeat (if it was
   // due): the next one is due an interval after `start`.
-  void Sent(absl::Time start) { next_ = start + interval_; }
+  void Sent(absl::Time start) { next_ = After(start); }
   // The round failed; the session retries at `retry`. A heartbeat that was
   // due in it (`heartbeat`) goes with the retry, not at once: a loop that
   // kept its past due time would spin on a database that refuses every call.
@@ -60,8 +65,12 @@ class HeartbeatTimer {
   bool Expired() const { return clock_->Now() - last_alive_ > ttl_; }
 
  private:
+  // An interval after `t`, or the grid point before it (aligned).
+  absl::Time After(absl::Time t) const;
+
   Clock* clock_;
   absl::Duration interval_;
+  bool aligned_;
   absl::Duration ttl_;
   absl::Time next_;
   absl::Time last_alive_;

@@ -233,7 +233,11 @@ absl::Status Session::EnsureStore() {
   if (store_ != nullptr) return absl::OkStatus();
   auto store = factory_();
   if (!store.ok()) return store.status();
-  if (!options_.poll_only) {
+  if (!options_.poll_only && options_.notices != nullptr) {
+    // The process listens for all its queues on one connection.
+    absl::MutexLock lock(&mu_);
+    listening_ = Listening::kOwn;
+  } else if (!options_.poll_only) {
     // Heartbeats and LISTEN on one connection: half the connections of an
     // idle worker (docs/guide/operations-and-roles.md, "Connections").
     auto l = (*store)->ListenHere(options_.queue);
@@ -251,6 +255,10 @@ absl::Status Session::EnsureStore() {
   }
   store_ = std::move(*store);
   return absl::OkStatus();
+}
+
+bool Session::ClosesBetweenRounds() const {
+  return options_.hub != nullptr && (options_.poll_only || options_.notices != nullptr);
 }
 
 absl::Status Session::Join() {
@@ -321,7 +329,7 @@ absl::Status Session::Start(absl::Duration timeout) {
                      options_.heartbeat_interval > absl::ZeroDuration()
                          ? options_.heartbeat_interval
                          : DefaultHeartbeatInterval(config_.session_ttl),
-                     config_.session_ttl);
+                     config_.session_ttl, /*aligned=*/options_.hub != nullptr);
   SetState(State::kJoining);
   for (;;) {
     // A reconnect that failed leaves no store to join through: wait and
@@ -538,6 +546,9 @@ void Session::Run() {
       next_round =
           now + (stable ? (options_.poll_only ? options_.group_poll : heartbeat_->interval())
                         : options_.handoff_poll);
+      // With the process's hubs, a settled session needs no connection
+      // between rounds: its heartbeats and notices come through them.
+      if (stable && ClosesBetweenRounds()) store_.reset();
       continue;
     }
     if (absl::IsNotFound(st)) {
@@ -659,7 +670,10 @@ void Session::Leave() {
 }
 
 absl::Status Session::Tick(bool heartbeat) {
-  if (absl::Status st = EnsureStore(); !st.ok()) {
+  // A heartbeat through the hub needs no connection of ours; what follows it
+  // (a re-join, a group read, a rebalance) connects when it needs one.
+  const bool lazy = heartbeat && options_.hub != nullptr && state() != State::kLost;
+  if (absl::Status st = lazy ? absl::OkStatus() : EnsureStore(); !st.ok()) {
     if (heartbeat) metrics_.HeartbeatFailed();
     return st;
   }
@@ -679,7 +693,11 @@ absl::Status Session::Tick(bool heartbeat) {
     // gone) go with the next one.
     const FinishCounts finished = Finished();
     const absl::Time sent = clock_->Now();
-    view = store_->HeartbeatSince(options_.queue, me, inc, known_generation_, finished - reported_);
+    view = options_.hub != nullptr
+               ? options_.hub->Heartbeat(HeartbeatRequest{options_.queue, me, inc,
+                                                          known_generation_, finished - reported_})
+               : store_->HeartbeatSince(options_.queue, me, inc, known_generation_,
+                                        finished - reported_);
     if (!view.ok()) {
       metrics_.HeartbeatFailed();
       return view.status();
@@ -687,6 +705,7 @@ absl::Status Session::Tick(bool heartbeat) {
     if (view->alive) reported_ = finished;
     if (!view->alive) {
       Lose(owned(), Loss::kSession, "session row gone (expired, or replaced by a static re-join)");
+      if (absl::Status st = EnsureStore(); !st.ok()) return st;
       if (absl::Status st = Rejoin(); !st.ok()) return st;
       view = store_->ReadGroupSince(options_.queue, known_generation_);  // whole: a new id
       if (!view.ok()) return view.status();
@@ -808,7 +827,9 @@ absl::Status Session::Release(const std::vector<int>& parts) {
   PARTQ_LOG(Info) << "session " << id() << " releasing " << PartList(give);
   const absl::Time revoke_start = clock_->Now();
   RevokeKeepingAlive(give);
-  if (absl::Status st = store_->ReleaseParts(options_.queue, id(), give); !st.ok()) {
+  absl::Status released = EnsureStore();
+  if (released.ok()) released = store_->ReleaseParts(options_.queue, id(), give);
+  if (absl::Status st = released; !st.ok()) {
     // Still ours (same epochs): hand them back to the listener, so they are
     // not left unworked if the next round's plan no longer releases them.
     {
@@ -825,6 +846,7 @@ absl::Status Session::Release(const std::vector<int>& parts) {
 }
 
 absl::StatusOr<std::vector<OwnedPart>> Session::Acquire(const std::vector<int>& parts) {
+  if (absl::Status st = EnsureStore(); !st.ok()) return st;
   auto got = store_->AcquireParts(options_.queue, id(), parts);
   if (!got.ok()) {
     absl::MutexLock lock(&mu_);
@@ -933,14 +955,20 @@ void Session::ListenOnOwnConnection() {
   while (!stopping()) {
     if (listener == nullptr) {
       absl::Status st;
-      // The store only opens the listener, which has a connection of its
-      // own: it is not kept.
-      auto store = factory_();
-      st = store.status();
-      if (store.ok()) {
-        auto l = (*store)->Listen(options_.queue);
+      if (options_.notices != nullptr) {
+        auto l = options_.notices->Listen(options_.queue);
         st = l.status();
         if (l.ok()) listener = std::move(*l);
+      } else {
+        // The store only opens the listener, which has a connection of its
+        // own: it is not kept.
+        auto store = factory_();
+        st = store.status();
+        if (store.ok()) {
+          auto l = (*store)->Listen(options_.queue);
+          st = l.status();
+          if (l.ok()) listener = std::move(*l);
+        }
       }
       if (absl::IsUnimplemented(st)) return;
       if (listener == nullptr) {

@@ -68,6 +68,8 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "coordinator/heartbeat.h"
+#include "coordinator/heartbeat_hub.h"
+#include "coordinator/notice_hub.h"
 #include "coordinator/part_table.h"
 #include "coordinator/session_metrics.h"
 #include "store/store.h"
@@ -106,6 +108,15 @@ struct SessionOptions {
   absl::Duration min_tick_gap = absl::Milliseconds(50);
   // Backoff between reconnect attempts when the database is unreachable.
   absl::Duration retry_backoff = absl::Milliseconds(200);
+  // Heartbeat through this hub, in one transaction with the other sessions
+  // of the process (heartbeat_hub.h), on a grid of the interval; null: on
+  // the session's own connection. Must outlive the session.
+  HeartbeatHub* hub = nullptr;
+  // Wait for notices on this hub's connection, which the process's other
+  // sessions share (notice_hub.h); null: on the session's connection (or one
+  // of its own). With both hubs, a session holds no connection between
+  // rounds. Must outlive the session.
+  NoticeHub* notices = nullptr;
   // Where the session reports parts, rebalances and heartbeats; null: nowhere.
   // Must outlive the session.
   SessionMetrics* metrics = nullptr;
@@ -236,6 +247,9 @@ class Session {
   std::atomic<bool> listening_now_{false};
   // Connects store_ (and, unless poll_only, listens on it) if it is not.
   absl::Status EnsureStore();
+  // Whether store_ is closed after a round that left the session stable: it
+  // heartbeats through a hub and does not listen on store_.
+  bool ClosesBetweenRounds() const;
   absl::Status Join();
   // From kLost: joining, then active again, or lost again on failure.
   absl::Status Rejoin();

@@ -872,39 +872,63 @@ absl::StatusOr<GroupView> PgStore::HeartbeatSince(absl::string_view queue, const
                                                   const FinishCounts& finished) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("heartbeat", [&]() -> absl::StatusOr<GroupView> {
-    pqxx::transaction_base& tx = Autocommit();
-    // The idle fleet's heartbeat: alive, nothing changed, nobody to expire,
-    // nothing to count. One small statement; otherwise the full one below
-    // (pg_store_sql.cc, "heartbeat_idle").
-    if (known_generation >= 0 && finished.empty()) {
-      pqxx::result idle = Exec(tx, "heartbeat_idle", std::string(queue), session.value, incarnation);
-      if (idle[0][0].as<int64_t>() > 0 && idle[0][1].as<int64_t>() == known_generation &&
-          !idle[0][2].as<bool>()) {
-        GroupView view;
-        view.alive = true;
-        view.unchanged = true;
-        view.generation = known_generation;
-        view.paused = !idle[0][3].is_null() && idle[0][3].as<bool>();
-        if (!idle[0][4].is_null()) view.rate = idle[0][4].as<double>();
-        if (!idle[0][5].is_null()) view.parts = idle[0][5].as<int>();
-        return view;
-      }
-    }
-    pqxx::result r = Exec(tx, "heartbeat", std::string(queue), session.value, incarnation,
-                          ChannelFor(options_.schema, queue), finished.acked, finished.retried,
-                          finished.dead, known_generation, kGroupChangesKept);
-    GroupView view;
-    view.alive = r[0][0].as<int64_t>() > 0;
-    view.expired = r[0][1].as<int64_t>();
-    ParseGroup(Text(r[0][2]), Text(r[0][3]), &view);
-    view.paused = !r[0][5].is_null() && r[0][5].as<bool>();
-    if (!r[0][6].is_null()) view.rate = r[0][6].as<double>();
-    if (!r[0][7].is_null()) view.parts = r[0][7].as<int>();
-    view.generation = r[0][8].as<int64_t>();
-    view.unchanged = r[0][9].as<bool>();
-    view.delta = r[0][10].as<bool>();
-    return view;
+    return HeartbeatOn(Autocommit(), HeartbeatRequest{std::string(queue), session, incarnation,
+                                                      known_generation, finished});
   });
+}
+
+absl::StatusOr<std::vector<GroupView>> PgStore::HeartbeatMany(
+    const std::vector<HeartbeatRequest>& requests) {
+  for (const HeartbeatRequest& r : requests) {
+    if (absl::Status st = ValidateQueueName(r.queue); !st.ok()) return st;
+  }
+  // Rows are written queue by queue in name order (expiries, generations,
+  // sweeps), as every other transaction writes one queue's: no deadlock.
+  std::vector<size_t> order(requests.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return requests[a].queue < requests[b].queue; });
+  return Run("heartbeats", [&]() -> absl::StatusOr<std::vector<GroupView>> {
+    PgWork<> tx(*conn_, options_.transaction_pooler);
+    std::vector<GroupView> out(requests.size());
+    for (size_t i : order) out[i] = HeartbeatOn(tx, requests[i]);
+    tx.commit();
+    return out;
+  });
+}
+
+GroupView PgStore::HeartbeatOn(pqxx::transaction_base& tx, const HeartbeatRequest& h) {
+  // The idle fleet's heartbeat: alive, nothing changed, nobody to expire,
+  // nothing to count. One small statement; otherwise the full one below
+  // (pg_store_sql.cc, "heartbeat_idle").
+  if (h.known_generation >= 0 && h.finished.empty()) {
+    pqxx::result idle = Exec(tx, "heartbeat_idle", h.queue, h.session.value, h.incarnation);
+    if (idle[0][0].as<int64_t>() > 0 && idle[0][1].as<int64_t>() == h.known_generation &&
+        !idle[0][2].as<bool>()) {
+      GroupView view;
+      view.alive = true;
+      view.unchanged = true;
+      view.generation = h.known_generation;
+      view.paused = !idle[0][3].is_null() && idle[0][3].as<bool>();
+      if (!idle[0][4].is_null()) view.rate = idle[0][4].as<double>();
+      if (!idle[0][5].is_null()) view.parts = idle[0][5].as<int>();
+      return view;
+    }
+  }
+  pqxx::result r = Exec(tx, "heartbeat", h.queue, h.session.value, h.incarnation,
+                        ChannelFor(options_.schema, h.queue), h.finished.acked, h.finished.retried,
+                        h.finished.dead, h.known_generation, kGroupChangesKept);
+  GroupView view;
+  view.alive = r[0][0].as<int64_t>() > 0;
+  view.expired = r[0][1].as<int64_t>();
+  ParseGroup(Text(r[0][2]), Text(r[0][3]), &view);
+  view.paused = !r[0][5].is_null() && r[0][5].as<bool>();
+  if (!r[0][6].is_null()) view.rate = r[0][6].as<double>();
+  if (!r[0][7].is_null()) view.parts = r[0][7].as<int>();
+  view.generation = r[0][8].as<int64_t>();
+  view.unchanged = r[0][9].as<bool>();
+  view.delta = r[0][10].as<bool>();
+  return view;
 }
 
 absl::StatusOr<GroupView> PgStore::ReadGroupSince(absl::string_view queue,
@@ -1124,11 +1148,18 @@ std::vector<Notice> ParseNotices(const std::vector<std::string>& payloads) {
 
 class PgListener final : public Listener {
  public:
-  PgListener(std::unique_ptr<PgConnection> conn, const std::string& channel)
-      : conn_(std::move(conn)), receiver_(std::make_unique<Receiver>(*conn_, channel, &inbox_)) {}
+  // channel -> the queue its notices are of ("" for one queue's listener:
+  // Notice::queue stays empty).
+  PgListener(std::unique_ptr<PgConnection> conn,
+             const std::vector<std::pair<std::string, std::string>>& channels)
+      : conn_(std::move(conn)) {
+    for (const auto& [channel, queue] : channels) {
+      receivers_.push_back(std::make_unique<Receiver>(*conn_, channel, queue, &inbox_));
+    }
+  }
   ~PgListener() override {
-    // The receiver unlistens through the connection, so it goes first.
-    receiver_.reset();
+    // The receivers unlisten through the connection, so they go first.
+    receivers_.clear();
     conn_.reset();
   }
 
@@ -1146,30 +1177,40 @@ class PgListener final : public Listener {
       if (!conn_->is_open()) throw pqxx::broken_connection("connection closed");
     } catch (...) {
       PgError e = ClassifyException(std::current_exception(), "listen", "");
-      receiver_.reset();
+      receivers_.clear();
       conn_.reset();
       if (e.status.code() == absl::StatusCode::kUnavailable) return e.status;
       return absl::UnavailableError(e.status.message());
     }
-    std::vector<Notice> out = ParseNotices(inbox_);
+    std::vector<Notice> out;
+    for (const auto& [queue, payload] : inbox_) {
+      for (Notice& n : ParseNotices({payload})) {
+        n.queue = queue;
+        out.push_back(std::move(n));
+      }
+    }
     inbox_.clear();
     return out;
   }
 
  private:
+  using Inbox = std::vector<std::pair<std::string, std::string>>;  // queue, payload
   class Receiver final : public pqxx::notification_receiver {
    public:
-    Receiver(pqxx::connection_base& c, const std::string& channel, std::vector<std::string>* sink)
-        : pqxx::notification_receiver(c, channel), sink_(sink) {}
-    void operator()(const std::string& payload, int) override { sink_->push_back(payload); }
+    Receiver(pqxx::connection_base& c, const std::string& channel, std::string queue, Inbox* sink)
+        : pqxx::notification_receiver(c, channel), queue_(std::move(queue)), sink_(sink) {}
+    void operator()(const std::string& payload, int) override {
+      sink_->emplace_back(queue_, payload);
+    }
 
    private:
-    std::vector<std::string>* sink_;
+    const std::string queue_;
+    Inbox* sink_;
   };
 
-  std::vector<std::string> inbox_;
+  Inbox inbox_;
   std::unique_ptr<PgConnection> conn_;
-  std::unique_ptr<Receiver> receiver_;
+  std::vector<std::unique_ptr<Receiver>> receivers_;
 };
 
 // Puts what a notification receiver gets into the shared inbox. It runs in
@@ -1298,8 +1339,30 @@ absl::StatusOr<std::unique_ptr<Listener>> PgStore::Listen(absl::string_view queu
   try {
     // The receiver's constructor sends LISTEN, so notices sent after this
     // returns are seen.
-    return std::unique_ptr<Listener>(
-        std::make_unique<PgListener>(std::move(*conn), ChannelFor(options_.schema, queue)));
+    return std::unique_ptr<Listener>(std::make_unique<PgListener>(
+        std::move(*conn), std::vector<std::pair<std::string, std::string>>{
+                              {ChannelFor(options_.schema, queue), ""}}));
+  } catch (...) {
+    return ClassifyException(std::current_exception(), "listen", options_.schema).status;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Listener>> PgStore::ListenMany(
+    const std::vector<std::string>& queues) {
+  std::vector<std::pair<std::string, std::string>> channels;
+  for (const std::string& q : queues) {
+    if (absl::Status st = ValidateQueueName(q); !st.ok()) return st;
+    channels.emplace_back(ChannelFor(options_.schema, q), q);
+  }
+  if (options_.transaction_pooler) return ListenThroughPooler();
+  PgOptions options = options_;
+  options.application_name = absl::StrCat(options_.application_name, "/listen");
+  absl::StatusOr<std::unique_ptr<PgConnection>> conn = OpenConnection(options);
+  if (!conn.ok()) return conn.status();
+  try {
+    // Each receiver's constructor sends its LISTEN, so notices sent after
+    // this returns are seen.
+    return std::unique_ptr<Listener>(std::make_unique<PgListener>(std::move(*conn), channels));
   } catch (...) {
     return ClassifyException(std::current_exception(), "listen", options_.schema).status;
   }

@@ -334,6 +334,8 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<GroupView> HeartbeatSince(absl::string_view queue, const SessionId& session,
                                            int64_t incarnation, int64_t known_generation,
                                            const FinishCounts& finished) override;
+  absl::StatusOr<std::vector<GroupView>> HeartbeatMany(
+      const std::vector<HeartbeatRequest>& requests) override;
   absl::StatusOr<GroupView> ReadGroupSince(absl::string_view queue,
                                            int64_t known_generation) override;
   absl::StatusOr<std::vector<OwnedPart>> AcquireParts(absl::string_view queue,
@@ -368,6 +370,8 @@ class PgStore final : public Store, public BridgeStore {
                                                         const std::vector<int>& parts) override;
 
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override;
+  absl::StatusOr<std::unique_ptr<Listener>> ListenMany(
+      const std::vector<std::string>& queues) override;
   absl::StatusOr<std::unique_ptr<Listener>> ListenHere(absl::string_view queue) override;
 
   absl::StatusOr<std::vector<CancelOutcome>> CancelItems(absl::string_view queue,
@@ -494,6 +498,10 @@ class PgStore final : public Store, public BridgeStore {
   // tick of) one due schedule of `queue` that no other caller holds, into
   // `out`. Returns false when none was due.
   absl::StatusOr<bool> FireOneSchedule(absl::string_view queue, FiredSchedules* out);
+
+  // One session's heartbeat in `tx` (HeartbeatSince, HeartbeatMany); throws
+  // as the statements do.
+  GroupView HeartbeatOn(pqxx::transaction_base& tx, const HeartbeatRequest& h);
 
   // Runs statement `name` (PreparedStatements) in `tx`: prepared, or planned
   // for these arguments when it is not one to prepare.

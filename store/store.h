@@ -560,6 +560,7 @@ struct Notice {
   // parts when part is -1); nullopt when the notifier did not say (an older
   // producer), and then anything may have come anywhere in the part.
   std::optional<ItemKey> from;
+  std::string queue;  // Store::ListenMany: the queue it is of (else empty)
 };
 
 // A dedicated LISTEN connection for one queue.
@@ -678,6 +679,21 @@ class Store {
                                                    const SessionId& session, int64_t incarnation,
                                                    int64_t known_generation,
                                                    const FinishCounts& finished) = 0;
+  // The heartbeats of several sessions (of different queues: one process's,
+  // issue 52) as one transaction: each as HeartbeatSince would do it, and a
+  // view per request in their order. An error fails them all (none renews).
+  // The requests' rows are written in the order of their queues, so two
+  // such batches cannot deadlock. This default calls HeartbeatSince for each.
+  virtual absl::StatusOr<std::vector<GroupView>> HeartbeatMany(
+      const std::vector<HeartbeatRequest>& requests) {
+    std::vector<GroupView> out;
+    for (const HeartbeatRequest& r : requests) {
+      auto v = HeartbeatSince(r.queue, r.session, r.incarnation, r.known_generation, r.finished);
+      if (!v.ok()) return v.status();
+      out.push_back(*std::move(v));
+    }
+    return out;
+  }
   // The whole group, reporting `finished` (nothing by default).
   absl::StatusOr<GroupView> Heartbeat(absl::string_view queue, const SessionId& session,
                                       int64_t incarnation,
@@ -755,6 +771,13 @@ class Store {
 
   // A new LISTEN connection for `queue` (PgStore); Unimplemented elsewhere.
   virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) = 0;
+  // One new LISTEN connection for all of `queues` (a process that serves
+  // several, coordinator/notice_hub.h): each notice names its queue
+  // (Notice::queue). Unimplemented where the store cannot.
+  virtual absl::StatusOr<std::unique_ptr<Listener>> ListenMany(
+      const std::vector<std::string>& queues) {
+    return absl::UnimplementedError("this store cannot listen for several queues at once");
+  }
   // LISTEN for `queue` on this store's own connection, so one connection
   // serves both (a session's heartbeats and its wake-ups). One thread may
   // Wait on the listener while one other uses the store: each store call

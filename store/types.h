@@ -158,6 +158,16 @@ struct FinishCounts {
   }
 };
 
+// One session's heartbeat (Store::HeartbeatMany; the arguments of
+// Store::HeartbeatSince).
+struct HeartbeatRequest {
+  std::string queue;
+  SessionId session;
+  int64_t incarnation = 0;
+  int64_t known_generation = kNoGeneration;
+  FinishCounts finished;
+};
+
 // What a queue's sessions reported finishing in one minute of the database
 // clock (the minute of the heartbeat that carried the counts).
 struct ThroughputMinute {

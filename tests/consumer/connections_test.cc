@@ -16,6 +16,7 @@
 #include "consumer/consumer.h"
 #include "consumer/handler.h"
 #include "consumer/metrics.h"
+#include "consumer/worker.h"
 #include "gtest/gtest.h"
 #include "pg/pg_store.h"
 #include "prometheus/registry.h"
@@ -31,7 +32,7 @@ using testing::WaitUntil;
 
 // A Consumer as `partq worker` runs it (with metrics, so with a queue
 // collector), connecting as `app`.
-struct Worker {
+struct Process {
   std::string app;
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<ConsumerMetrics> metrics;
@@ -57,9 +58,9 @@ class ConnectionsTest : public ::testing::Test {
     store_testing::MakeQueue(*schema_.NewStore(), "q", parts, QueueConfig{}.session_ttl);
   }
 
-  std::unique_ptr<Worker> Start(const std::string& name, Handler* handler, int concurrency,
-                                absl::Duration poll = absl::Minutes(10)) {
-    auto w = std::make_unique<Worker>();
+  std::unique_ptr<Process> Start(const std::string& name, Handler* handler, int concurrency,
+                                 absl::Duration poll = absl::Minutes(10)) {
+    auto w = std::make_unique<Process>();
     w->app = absl::StrCat("partq worker ", schema_.name(), " ", name);
     PgOptions pg = schema_.options();
     pg.application_name = w->app;
@@ -85,7 +86,7 @@ class ConnectionsTest : public ::testing::Test {
   }
 
   // The worker's connections now (its LISTEN included, on whichever one).
-  int64_t Connections(const Worker& w) {
+  int64_t Connections(const Process& w) {
     pqxx::connection c(schema_.dsn());
     pqxx::nontransaction tx(c);
     return tx
@@ -99,7 +100,7 @@ class ConnectionsTest : public ::testing::Test {
   // Its claimer has claimed (so connected), and, on the owner of part 0, the
   // collector has collected (the firer connects when part 0 comes, and
   // shares the collector's connection).
-  void AwaitAllConnected(const Worker& w) {
+  void AwaitAllConnected(const Process& w) {
     ASSERT_TRUE(w.consumer->session().WaitStable(absl::Seconds(60)));
     ASSERT_TRUE(WaitUntil([&] { return w.Metric("partq_claim_duration_seconds") >= 1; }));
     if (!w.OwnsPartZero()) return;
@@ -108,7 +109,7 @@ class ConnectionsTest : public ::testing::Test {
 
   // `n` holds as its collector collects three more times (a firer round,
   // every 200 ms, runs meanwhile too).
-  void ExpectStays(const Worker& w, int64_t n) {
+  void ExpectStays(const Process& w, int64_t n) {
     for (int i = 0; i < 3; ++i) {
       const double took = w.Metric("partq_queue_collect_duration_seconds");
       ASSERT_TRUE(WaitUntil([&] {
@@ -120,6 +121,54 @@ class ConnectionsTest : public ::testing::Test {
 
   TestSchema schema_;
 };
+
+// A worker of several queues (issue 52) shares what it can: one connection
+// for every session's heartbeats (one transaction), one for their LISTEN,
+// one for the part-0 jobs of all queues, and claim connections borrowed per
+// claim (the pool keeps one once the others idled 10 s). So 4 however many
+// queues, while idle; an enqueue still wakes its queue at once.
+TEST_F(ConnectionsTest, AnIdleWorkerOfFiveQueuesHoldsFour) {
+  std::vector<WorkerQueue> queues;
+  auto noop = MakeHandler([](HandlerCall&) { return absl::OkStatus(); });
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::vector<std::unique_ptr<ConsumerMetrics>> metrics;
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = absl::StrCat("q", i);
+    store_testing::MakeQueue(*schema_.NewStore(), name, 4, QueueConfig{}.session_ttl);
+    ConsumerOptions o;
+    o.queue = name;
+    o.concurrency = 2;
+    o.poll_interval = absl::Minutes(10);  // only a notice wakes a claimer in time
+    o.rescan_interval = absl::Minutes(10);
+    o.heartbeat_interval = absl::Milliseconds(200);  // the hub connects with the first
+    metrics.push_back(std::make_unique<ConsumerMetrics>(*registry, name));
+    queues.push_back({o, noop.get(), metrics.back().get()});
+  }
+  Process w;
+  w.app = absl::StrCat("partq worker ", schema_.name(), " five");
+  PgOptions pg = schema_.options();
+  pg.application_name = w.app;
+  partq::Worker worker(PgStoreFactory(pg), queues);
+  ASSERT_TRUE(worker.Start().ok());
+  std::string why;
+  ASSERT_TRUE(WaitUntil([&] { return worker.Ready(&why); })) << why;
+  // Sessions connect while they join and rebalance, and claimers while they
+  // claim at the start: settled, 4 stay.
+  ASSERT_TRUE(WaitUntil([&] {
+    for (int i = 0; i < 4; ++i) {
+      if (Connections(w) != 4) return false;
+      absl::SleepFor(absl::Milliseconds(500));
+    }
+    return true;
+  })) << Connections(w);
+  NewItem item;
+  item.payload = "wake";
+  const absl::Time enqueued = absl::Now();
+  ASSERT_TRUE(schema_.NewStore()->Enqueue("q3", item).ok());
+  ASSERT_TRUE(WaitUntil([&] { return worker.consumers()[3]->stats().acked == 1; }));
+  EXPECT_LT(absl::Now() - enqueued, absl::Seconds(5)) << "woken by its notice, not a poll";
+  worker.Stop();
+}
 
 TEST_F(ConnectionsTest, IdleWorkersHoldTwoAndTheOwnerOfPartZeroThree) {
   CreateQueue(4);
@@ -136,8 +185,8 @@ TEST_F(ConnectionsTest, IdleWorkersHoldTwoAndTheOwnerOfPartZeroThree) {
            b->consumer->session().owned().size() == 2 &&
            a->consumer->session().WaitStable(absl::ZeroDuration());
   }));
-  Worker& owner = a->OwnsPartZero() ? *a : *b;
-  Worker& other = a->OwnsPartZero() ? *b : *a;
+  Process& owner = a->OwnsPartZero() ? *a : *b;
+  Process& other = a->OwnsPartZero() ? *b : *a;
   ASSERT_NO_FATAL_FAILURE(AwaitAllConnected(owner));
   ASSERT_NO_FATAL_FAILURE(AwaitAllConnected(other));
   // One that owned part 0 before closes the collector's and firer's

@@ -2,6 +2,8 @@
 // how a failure moves them, and when the session counts as expired.
 #include "coordinator/heartbeat.h"
 
+#include <algorithm>
+
 #include "base/clock.h"
 #include "gtest/gtest.h"
 
@@ -30,6 +32,35 @@ TEST(HeartbeatTimer, NextIsAnIntervalAfterTheRoundThatSentOne) {
   clock.Advance(absl::Milliseconds(300));  // the round took this long
   hb.Sent(round);
   EXPECT_EQ(hb.next(), round + kInterval);
+}
+
+// Aligned (sessions sharing a transaction, heartbeat_hub.h): timers of one
+// interval started at different moments come due at the same grid points,
+// never later than an interval after their last heartbeat.
+TEST(HeartbeatTimer, AlignedTimersOfOneIntervalAreDueTogetherAndNeverLater) {
+  ManualClock clock;
+  const absl::Duration interval = absl::Milliseconds(3333);
+  clock.Advance(absl::Milliseconds(1234));
+  HeartbeatTimer a(&clock, interval, kTtl, /*aligned=*/true);
+  const absl::Time a_start = clock.Now();
+  clock.Advance(absl::Milliseconds(2100));
+  HeartbeatTimer b(&clock, interval, kTtl, /*aligned=*/true);
+  const absl::Time b_start = clock.Now();
+  EXPECT_LE(a.next(), a_start + interval);
+  EXPECT_LE(b.next(), b_start + interval);
+  EXPECT_GT(a.next(), a_start);
+  EXPECT_GT(b.next(), b_start);
+  for (int round = 0; round < 5; ++round) {
+    const absl::Time due = std::max(a.next(), b.next());
+    clock.Advance(due - clock.Now());
+    const absl::Time now = clock.Now();
+    a.Sent(now);
+    b.Sent(now);
+    EXPECT_EQ(a.next(), b.next()) << "round " << round;
+    EXPECT_LE(a.next(), now + interval);
+    EXPECT_GT(a.next(), now);
+    EXPECT_EQ((a.next() - absl::UnixEpoch()) % interval, absl::ZeroDuration());
+  }
 }
 
 // A failed heartbeat goes with the retry, not at once: its due time is past,

@@ -15,11 +15,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "coordinator/heartbeat_hub.h"
 #include "coordinator/session.h"
 #include "gtest/gtest.h"
 #include "partitioner/assign.h"
 #include "pg/embedded_postgres.h"
 #include "pg/migrations.h"
+#include "pg/pg_store.h"
 #include "store/fault_store.h"
 #include "tests/testing/pg_env.h"
 #include "tests/testing/process.h"
@@ -136,6 +138,120 @@ TEST_F(SessionPgTest, SeedExampleTwoSessionsThenOneSortingBetween) {
 // it, and with its hand-off poll and its heartbeats an hour or more away, only
 // that notice can wake it (also when it arrives while the joiner's own round
 // is under way, having read the group before the release).
+// The sessions of one process (a worker of several queues, issue 52) send
+// their heartbeats through a HeartbeatHub: one transaction for all of them
+// each interval, on one connection; losing that connection fails a round,
+// which the sessions retry like any failed heartbeat, and nobody loses parts.
+TEST_F(SessionPgTest, SessionsOfThreeQueuesHeartbeatInOneTransactionAndSurviveItsLoss) {
+  const std::vector<std::string> queues = {"q", "q2", "q3"};
+  for (const std::string& name : queues) {
+    QueueConfig q;
+    q.name = name;
+    q.parts = 4;
+    q.session_ttl = absl::Seconds(3);
+    ASSERT_TRUE(schema_.NewStore()->CreateQueue(q).ok());
+  }
+  PgOptions pg = schema_.options();
+  pg.application_name = absl::StrCat("hub of ", schema_.name());
+  HeartbeatHub hub(PgStoreFactory(pg), static_cast<int>(queues.size()));
+  std::vector<std::unique_ptr<Session>> group;
+  for (const std::string& name : queues) {
+    SessionOptions o;
+    o.queue = name;
+    o.heartbeat_interval = absl::Milliseconds(100);
+    o.retry_backoff = absl::Milliseconds(50);
+    o.hub = &hub;
+    group.push_back(std::make_unique<Session>(schema_.Factory(), o, &listener_));
+    ASSERT_TRUE(group.back()->Start().ok());
+  }
+  for (auto& g : group) ASSERT_TRUE(g->WaitStable(absl::Seconds(30)));
+  const int64_t batches = hub.batches(), heartbeats = hub.heartbeats();
+  absl::SleepFor(absl::Seconds(2));
+  const int64_t sent = hub.heartbeats() - heartbeats, in = hub.batches() - batches;
+  EXPECT_GE(sent, 30) << "3 sessions x 20 intervals";
+  EXPECT_LE(in * 2, sent) << in << " transactions for " << sent << " heartbeats";
+  EXPECT_LT(schema_.QInt("SELECT (extract(epoch FROM max(now() - heartbeat_at)) * 1000)::bigint "
+                         "FROM {schema}.sessions"),
+            1000);
+
+  schema_.Q(absl::StrCat(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '",
+      pg.application_name, "'"));
+  const int64_t after = hub.heartbeats();
+  ASSERT_TRUE(WaitUntil([&] { return hub.heartbeats() >= after + 30; }));
+  for (auto& g : group) {
+    EXPECT_EQ(g->state(), Session::State::kActive);
+    EXPECT_EQ(g->owned().size(), 4u);
+  }
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.sessions"), 3);
+  for (auto& g : group) g->Stop();
+}
+
+// One LISTEN connection for the queues of a process (a worker of several,
+// issue 52): each listener hears its own queue's notices only, with the queue
+// named; when the hub's connection is lost every listener's Wait fails, as a
+// lost connection's would, and a listener made after the hub reconnected
+// hears what comes next.
+TEST_F(SessionPgTest,
+       ANoticeHubHandsEachQueuesNoticesToItsListenersAndFailsThemWhenItsConnectionGoes) {
+  for (const std::string& name : {"a", "b"}) {
+    QueueConfig q;
+    q.name = name;
+    q.parts = 2;
+    ASSERT_TRUE(schema_.NewStore()->CreateQueue(q).ok());
+  }
+  PgOptions pg = schema_.options();
+  pg.application_name = absl::StrCat("notices of ", schema_.name());
+  NoticeHub hub(PgStoreFactory(pg), {"a", "b"}, absl::Milliseconds(50));
+  EXPECT_TRUE(absl::IsInvalidArgument(hub.Listen("c").status()));
+  std::unique_ptr<Listener> a, b;
+  ASSERT_TRUE(WaitUntil([&] {
+    auto l = hub.Listen("a");
+    if (l.ok()) a = *std::move(l);
+    return a != nullptr;
+  }));
+  auto lb = hub.Listen("b");
+  ASSERT_TRUE(lb.ok()) << lb.status();
+  b = *std::move(lb);
+  auto store = schema_.NewStore();
+  NewItem item;
+  item.payload = "x";
+  ASSERT_TRUE(store->Enqueue("a", item).ok());
+  std::vector<Notice> heard;
+  ASSERT_TRUE(WaitUntil([&] {
+    auto n = a->Wait(absl::Milliseconds(100));
+    EXPECT_TRUE(n.ok()) << n.status();
+    if (n.ok()) heard.insert(heard.end(), n->begin(), n->end());
+    return !heard.empty();
+  }));
+  EXPECT_EQ(heard[0].kind, Notice::Kind::kItems);
+  EXPECT_EQ(heard[0].queue, "a");
+  auto none = b->Wait(absl::Milliseconds(300));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty()) << "b hears nothing of a";
+
+  schema_.Q(absl::StrCat(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '",
+      pg.application_name, "/listen'"));
+  ASSERT_TRUE(WaitUntil([&] { return !b->Wait(absl::Milliseconds(100)).ok(); }));
+  EXPECT_FALSE(a->Wait(absl::ZeroDuration()).ok());
+  b.reset();
+  ASSERT_TRUE(WaitUntil([&] {
+    auto l = hub.Listen("b");
+    if (l.ok()) b = *std::move(l);
+    return b != nullptr;
+  }));
+  EXPECT_EQ(hub.connections(), 2);
+  ASSERT_TRUE(store->Enqueue("b", item).ok());
+  heard.clear();
+  ASSERT_TRUE(WaitUntil([&] {
+    auto n = b->Wait(absl::Milliseconds(100));
+    if (n.ok()) heard.insert(heard.end(), n->begin(), n->end());
+    return !heard.empty();
+  }));
+  EXPECT_EQ(heard[0].queue, "b");
+}
+
 TEST_F(SessionPgTest, AMemberWaitingForPartsTakesThemAtTheReleaseNoticeNotAtItsPoll) {
   CreateQueue(8, AssignmentKind::kLexical, absl::Hours(4));
   for (int round = 0; round < 3; ++round) {
