@@ -178,6 +178,8 @@ idle_run() {
     names+=("q$i")
     "$partq" queue create "q$i" --parts 16 >/dev/null
   done
+  # Autovacuum's ANALYZE of the new queues' rows would count in the window.
+  psql_q -c "VACUUM ANALYZE" >/dev/null
   "$partq" worker "${names[@]}" --handler noop --concurrency "$conc" --quiet &
   local worker=$!
   pids+=($worker)

@@ -173,9 +173,19 @@ class TrackingStore : public Store {
     t_->Call("next_due");
     return inner_->NextDue(queue, parts);
   }
+  absl::StatusOr<std::vector<std::string>> QueuesWithWork(
+      const std::vector<std::string>& queues) override {
+    t_->Call("queues_with_work");
+    return inner_->QueuesWithWork(queues);
+  }
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override {
     t_->Call("listen");
     return inner_->Listen(queue);
+  }
+  absl::StatusOr<std::unique_ptr<Listener>> ListenMany(
+      const std::vector<std::string>& queues) override {
+    t_->Call("listen");
+    return inner_->ListenMany(queues);
   }
   absl::StatusOr<std::unique_ptr<Listener>> ListenHere(absl::string_view queue) override {
     t_->Call("listen");

@@ -61,7 +61,9 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
   auto owns_part0 = [this] { return session_->EpochOf(0).has_value(); };
   // With notices the part-0 jobs of a quiet queue wait for one (below).
   const absl::Duration quiet = options_.poll_only ? absl::ZeroDuration()
-                                                  : options_.quiet_poll_interval;
+                               : options_.swept_poll_interval > absl::ZeroDuration()
+                                   ? options_.swept_poll_interval
+                                   : options_.quiet_poll_interval;
   if (metrics_ != nullptr) {
     collector_ = std::make_unique<QueueCollector>(part0, options_.queue, owns_part0,
                                                   metrics_->registry(), options_.status_interval,
@@ -239,6 +241,15 @@ void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
   scheduler_.DropQueued(nums);  // a claim that was under way may have queued more
 }
 
+void Consumer::Poke() {
+  {
+    absl::MutexLock lock(&mu_);
+    scheduler_.Poll();
+  }
+  if (firer_ != nullptr) firer_->Poke();
+  if (collector_ != nullptr) collector_->Poke();
+}
+
 void Consumer::OnAssign(const std::vector<OwnedPart>& parts) {
   {
     absl::MutexLock lock(&mu_);
@@ -357,8 +368,11 @@ absl::Time Consumer::NextIdlePoll(Store& store, const std::vector<int>& parts, a
     if (!absl::IsUnimplemented(due.status())) PARTQ_LOG(Info) << "next due: " << due.status();
     return now + options_.poll_interval;
   }
-  const absl::Duration wait =
-      due->has_value() ? std::min(**due, options_.idle_poll_interval) : options_.idle_poll_interval;
+  // Swept: the Worker's sweep pokes this queue when something came without a notice.
+  const absl::Duration most = options_.swept_poll_interval > absl::ZeroDuration()
+                                  ? options_.swept_poll_interval
+                                  : options_.idle_poll_interval;
+  const absl::Duration wait = due->has_value() ? std::min(**due, most) : most;
   if (wait > absl::ZeroDuration()) {
     due_now_streak_ = 0;
     return now + wait;

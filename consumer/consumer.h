@@ -169,6 +169,12 @@ struct ConsumerOptions {
   // claim at a time; null: on the claimer's own. A Worker of several queues
   // gives all its consumers one.
   std::shared_ptr<StorePool> claim_pool;
+  // Non-zero: a Worker's sweep (consumer/worker.h) asks, for all its queues in one read, which
+  // hold an item or a due schedule every idle_poll_interval and pokes those (Poke), so this
+  // consumer's idle claimer and quiet part-0 jobs wait on their own (beside notices and the
+  // due times they know) only this long, instead of idle_poll_interval and
+  // quiet_poll_interval each. A Worker of several queues sets it (an hour) unless poll_only.
+  absl::Duration swept_poll_interval = absl::ZeroDuration();
   // Every time read, sleep and timed wait of the consumer, its session, its
   // queue collector, its schedule firer and its table keeper (polls, rescans,
   // the drain, handler deadlines, backoff after database errors) goes through
@@ -209,6 +215,9 @@ class Consumer : private PartListener {
   void Abandon();
 
   ConsumerStats stats() const;
+  // What a poll does, now: the claimer reads its parts, and (while this consumer owns part 0)
+  // the firer and the collector look at once. A Worker's sweep calls it (swept_poll_interval).
+  void Poke();
 
   const Session& session() const { return *session_; }
   const std::string& queue() const { return options_.queue; }

@@ -5,15 +5,21 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "store/shared_store.h"
 #include "store/store_pool.h"
 
 namespace partq {
 namespace {
 
+// How long a swept consumer waits on its own (ConsumerOptions::swept_poll_interval): a
+// backstop only, as the sweep, notices and known due times wake it.
+constexpr absl::Duration kSweptPollInterval = absl::Hours(1);
+
 std::vector<std::unique_ptr<Consumer>> MakeConsumers(const StoreFactory& factory,
                                                      const std::vector<WorkerQueue>& queues,
-                                                     bool valid) {
+                                                     bool valid,
+                                                     std::shared_ptr<StorePool> claims) {
   std::vector<std::unique_ptr<Consumer>> consumers;
   if (!valid) return consumers;
   // What the queues' part-0 jobs can share, they share: one connection for
@@ -25,9 +31,7 @@ std::vector<std::unique_ptr<Consumer>> MakeConsumers(const StoreFactory& factory
   // claimers borrow their connections from one pool.
   std::shared_ptr<HeartbeatHub> hub;
   std::shared_ptr<NoticeHub> notices;
-  std::shared_ptr<StorePool> claims;
   if (queues.size() > 1) {
-    claims = std::make_shared<StorePool>(factory);
     hub = std::make_shared<HeartbeatHub>(factory, static_cast<int>(queues.size()));
     std::vector<std::string> names;
     for (const WorkerQueue& q : queues) names.push_back(q.options.queue);
@@ -40,6 +44,8 @@ std::vector<std::unique_ptr<Consumer>> MakeConsumers(const StoreFactory& factory
     o.heartbeat_hub = hub;
     o.notice_hub = notices;
     o.claim_pool = claims;
+    // And a sweep (Worker::Sweep) stands in for their idle polls.
+    if (queues.size() > 1 && !o.poll_only) o.swept_poll_interval = kSweptPollInterval;
     if (!consumers.empty()) {
       o.vacuum_interval = absl::ZeroDuration();
     } else if (queues.size() > 1) {
@@ -64,7 +70,9 @@ std::string OfQueue(const Consumer& c, size_t queues) {
 }  // namespace
 
 Worker::Worker(StoreFactory factory, std::vector<WorkerQueue> queues)
-    : invalid_(CheckQueues(queues)), consumers_(MakeConsumers(factory, queues, invalid_.ok())) {}
+    : invalid_(CheckQueues(queues)),
+      pool_(queues.size() > 1 ? std::make_shared<StorePool>(factory) : nullptr),
+      consumers_(MakeConsumers(factory, queues, invalid_.ok(), pool_)) {}
 
 Worker::~Worker() { Stop(); }
 
@@ -97,6 +105,7 @@ absl::Status Worker::Start() {
     }
   }
   if (failed.ok()) {
+    StartSweep();
     lifecycle_.EndStart(true);
     return failed;
   }
@@ -110,6 +119,7 @@ absl::Status Worker::Start() {
 
 void Worker::Stop() {
   if (!lifecycle_.BeginStop()) return;
+  StopSweep();
   std::vector<std::thread> stoppers;
   for (const auto& c : consumers_)
     stoppers.emplace_back([consumer = c.get()] { consumer->Stop(); });
@@ -119,8 +129,54 @@ void Worker::Stop() {
 
 void Worker::Abandon() {
   if (!lifecycle_.BeginStop()) return;
+  StopSweep();
   for (const auto& c : consumers_) c->Abandon();
   lifecycle_.EndStop();
+}
+
+void Worker::StartSweep() {
+  std::vector<Consumer*> swept;
+  for (const auto& c : consumers_) {
+    if (c->options().swept_poll_interval > absl::ZeroDuration()) swept.push_back(c.get());
+  }
+  if (swept.empty()) return;
+  sweeper_ = std::thread([this, swept = std::move(swept)] { SweepLoop(swept); });
+}
+
+void Worker::StopSweep() {
+  {
+    absl::MutexLock lock(&sweep_mu_);
+    sweep_stop_ = true;
+  }
+  if (sweeper_.joinable()) sweeper_.join();
+}
+
+// Once every idle_poll_interval (the first swept queue's), one read for all the swept queues:
+// those that hold items or a due schedule are poked, which is what each queue's own idle poll
+// would have found. A read that fails, or a store that cannot answer, pokes them all.
+void Worker::SweepLoop(const std::vector<Consumer*>& swept) {
+  const absl::Duration every = swept.front()->options().idle_poll_interval;
+  std::vector<std::string> names;
+  for (const Consumer* c : swept) names.push_back(c->queue());
+  for (;;) {
+    {
+      absl::MutexLock lock(&sweep_mu_);
+      if (sweep_mu_.AwaitWithTimeout(absl::Condition(&sweep_stop_), every)) return;
+    }
+    absl::StatusOr<std::vector<std::string>> due = absl::UnavailableError("no connection");
+    absl::StatusOr<std::unique_ptr<Store>> store = pool_->Take();
+    if (store.ok()) due = (*store)->QueuesWithWork(names);
+    if (!due.ok()) {
+      if (!absl::IsUnimplemented(due.status())) PARTQ_LOG(Info) << "sweep: " << due.status();
+      for (Consumer* c : swept) c->Poke();
+      continue;
+    }
+    pool_->Give(*std::move(store));
+    const absl::flat_hash_set<std::string> with_work(due->begin(), due->end());
+    for (Consumer* c : swept) {
+      if (with_work.contains(c->queue())) c->Poke();
+    }
+  }
 }
 
 bool Worker::Ready(std::string* why) const {

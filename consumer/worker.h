@@ -11,8 +11,10 @@
 //   ...
 //   worker.Stop();  // every queue drains at once, each within its drain_timeout
 //
-// Nothing is shared between the queues yet but the process: each Consumer holds its own
-// connections and heartbeats (docs/guide/handlers.md, "Several queues in one worker").
+// The queues share what can be shared without one holding another back (docs/architecture.md,
+// "Threads of a worker"): one heartbeat transaction, one LISTEN connection, a pool of claim
+// connections, one connection for the part-0 jobs, and a sweep that stands in for every idle
+// queue's own polls (ConsumerOptions::swept_poll_interval).
 // Start (but see there), Stop and Abandon keep the rules of base/service.h. All methods are
 // thread-safe.
 #ifndef PARTQ_CONSUMER_WORKER_H_
@@ -20,9 +22,11 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "base/service.h"
 #include "consumer/consumer.h"
 #include "store/store.h"
@@ -70,10 +74,17 @@ class Worker {
 
  private:
   static absl::Status CheckQueues(const std::vector<WorkerQueue>& queues);
+  void StartSweep();
+  void StopSweep();
+  void SweepLoop(const std::vector<Consumer*>& swept);
 
   const absl::Status invalid_;  // CheckQueues' verdict, returned by Start
+  const std::shared_ptr<StorePool> pool_;  // the claimers' and the sweep's (several queues)
   const std::vector<std::unique_ptr<Consumer>> consumers_;
   StartStop lifecycle_;
+  absl::Mutex sweep_mu_;
+  bool sweep_stop_ ABSL_GUARDED_BY(sweep_mu_) = false;
+  std::thread sweeper_;
 };
 
 }  // namespace partq

@@ -1260,8 +1260,8 @@ class SharedListener final : public Listener {
     s.inbox.clear();
     if (s.missed) {
       s.missed = false;
-      out.push_back(Notice{Notice::Kind::kGroup, -1, std::nullopt});
-      out.push_back(Notice{Notice::Kind::kItems, -1, std::nullopt});
+      out.push_back(Notice{Notice::Kind::kGroup, -1, std::nullopt, ""});
+      out.push_back(Notice{Notice::Kind::kItems, -1, std::nullopt, ""});
     }
     return out;
   }

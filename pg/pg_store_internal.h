@@ -366,6 +366,8 @@ class PgStore final : public Store, public BridgeStore {
                                                    absl::string_view dedup_key) override;
   absl::StatusOr<QueueStatus> Status(absl::string_view queue) override;
   absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override;
+  absl::StatusOr<std::vector<std::string>> QueuesWithWork(
+      const std::vector<std::string>& queues) override;
   absl::StatusOr<std::optional<absl::Duration>> NextDue(absl::string_view queue,
                                                         const std::vector<int>& parts) override;
 

@@ -1974,6 +1974,23 @@ absl::StatusOr<std::optional<absl::Duration>> PgStore::NextDue(absl::string_view
   });
 }
 
+absl::StatusOr<std::vector<std::string>> PgStore::QueuesWithWork(
+    const std::vector<std::string>& queues) {
+  std::vector<std::optional<std::string>> names;
+  for (const std::string& q : queues) {
+    if (absl::Status st = ValidateQueueName(q); !st.ok()) return st;
+    names.emplace_back(q);
+  }
+  return Run("queues_with_work", [&]() -> absl::StatusOr<std::vector<std::string>> {
+    pqxx::transaction_base& tx = Autocommit();
+    std::vector<std::string> out;
+    for (const pqxx::row& row : Exec(tx, "queues_with_work", TextArray(names))) {
+      out.push_back(row[0].as<std::string>());
+    }
+    return out;
+  });
+}
+
 absl::StatusOr<QueueOwners> PgStore::Owners(absl::string_view queue) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("owners", [&]() -> absl::StatusOr<QueueOwners> {

@@ -883,8 +883,8 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
         // roles per queue (migration 29)
         "grant_queue_right", "revoke_queue_right", "list_grants",
         // status
-        "status_sessions", "status_session_throughput", "next_due", "owners", "status_horizon",
-        "status_throughput", "status_groups", "status_parts"}) {
+        "status_sessions", "status_session_throughput", "next_due", "queues_with_work", "owners",
+        "status_horizon", "status_throughput", "status_groups", "status_parts"}) {
     s.push_back({name, StatementSql(name)});
   }
   // The same, sent unprepared (Statement::prepared says when and why):

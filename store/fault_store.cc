@@ -120,8 +120,16 @@ class FaultStore : public Store {
                                                     const std::vector<int>& parts) override {
     return Call("NextDue", [&] { return inner_->NextDue(queue, parts); });
   }
+  absl::StatusOr<std::vector<std::string>> QueuesWithWork(
+      const std::vector<std::string>& queues) override {
+    return Call("QueuesWithWork", [&] { return inner_->QueuesWithWork(queues); });
+  }
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override {
     return Call("Listen", [&] { return inner_->Listen(queue); });
+  }
+  absl::StatusOr<std::unique_ptr<Listener>> ListenMany(
+      const std::vector<std::string>& queues) override {
+    return Call("Listen", [&] { return inner_->ListenMany(queues); });
   }
   absl::StatusOr<std::vector<CancelOutcome>> CancelItems(absl::string_view queue,
                                                          const std::vector<int64_t>& ids) override {

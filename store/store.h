@@ -757,6 +757,15 @@ class Store {
                                                             const std::vector<int>& parts) {
     return absl::UnimplementedError("NextDue");
   }
+  // Of `queues`, those that hold any item (ready, delayed or held) or a schedule that is due,
+  // in one read: a Worker of several queues asks this once a minute for all of them instead of
+  // each idle queue polling on its own (consumer/worker.h). Unimplemented: the Worker wakes
+  // every queue instead.
+  virtual absl::StatusOr<std::vector<std::string>> QueuesWithWork(
+      const std::vector<std::string>& queues) {
+    (void)queues;
+    return absl::UnimplementedError("QueuesWithWork");
+  }
   virtual absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) = 0;
   virtual absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
                                                            absl::string_view dedup_key) = 0;

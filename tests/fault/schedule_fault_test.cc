@@ -152,7 +152,9 @@ TEST(Fault, AScheduleFirerKilledOrStoppedLosesNoTick) {
     if (w.get() != first) w->Signal(SIGTERM);
   }
   for (auto& w : workers) {
-    if (w.get() != first) EXPECT_TRUE(w->Wait(absl::Seconds(30)).has_value());
+    if (w.get() != first) {
+      EXPECT_TRUE(w->Wait(absl::Seconds(30)).has_value());
+    }
   }
   constexpr char kScheduled[] =
       "(SELECT dedup_key FROM partq.items UNION ALL SELECT dedup_key FROM partq.results "
