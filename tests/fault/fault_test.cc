@@ -124,16 +124,20 @@ TEST(Fault, SigkillWhileGroupsFinishEndsEachGroupOnce) {
   }
 }
 
-// Workers of two queues (`partq worker q --queue side:handler=...`, issue 52),
-// SIGKILLed every 1.5 s as above: each queue is drained exactly once, the
-// second by its own handler, and the scenario's checks hold for the first.
-TEST(Fault, SigkillWorkersOfTwoQueues) {
-  constexpr int kSide = 4000;
-  ScenarioOptions o = Options("two_queues", 12000);
-  o.more_queues = {"side"};
-  FaultScenario s(o);
-  ASSERT_TRUE(s.SetUp());
-  {
+// Workers of two queues (`partq worker q --queue side:handler=...`, issue 52): a scenario
+// whose workers also serve `side`, kSide items recorded into side_effects by its own handler,
+// so the shared heartbeats, LISTEN connection, claim pool and sweep of a worker of several
+// queues go through the same faults. WorkerArgs() goes to every worker; Check() proves side
+// drained exactly once (the scenario's own checks prove the first queue).
+class SideQueue {
+ public:
+  static constexpr int kSide = 4000;
+  explicit SideQueue(bool on) : on_(on) {}
+  void AddTo(ScenarioOptions& o) const {
+    if (on_) o.more_queues = {"side"};
+  }
+  void Enqueue(FaultScenario& s) const {
+    if (!on_) return;
     PgOptions pg;
     pg.dsn = s.dsn();
     auto store = ConnectPg(pg);
@@ -142,30 +146,52 @@ TEST(Fault, SigkillWorkersOfTwoQueues) {
     for (int i = 0; i < kSide; ++i) items[i].payload = absl::StrCat("s", i);
     ASSERT_TRUE((*store)->EnqueueBatch("side", items).ok());
   }
-  const std::vector<std::string> side = {"--queue", "side:handler=sleep:2,record:side_effects"};
-  s.Add(Spec(kHandler, "w1", side));
-  s.Add(Spec(kHandler, "w2", side));
-  s.Add(Spec(kHandler, "", side));
-  s.Add(Spec(kHandler, "", side));
+  std::vector<std::string> WorkerArgs() const {
+    if (!on_) return {};
+    return {"--queue", "side:handler=sleep:2,record:side_effects"};
+  }
+  void Check(FaultScenario& s) const {
+    if (!on_) return;
+    pqxx::connection c(s.dsn());
+    pqxx::nontransaction q(c);
+    const pqxx::row done =
+        q.exec1("SELECT count(*), count(DISTINCT item_id) FROM partq.side_effects");
+    EXPECT_EQ(done[0].as<int64_t>(), kSide) << "side: items recorded twice or lost";
+    EXPECT_EQ(done[1].as<int64_t>(), kSide);
+    EXPECT_EQ(q.exec1("SELECT count(*) FROM partq.items WHERE queue = 'side'")[0].as<int64_t>(), 0);
+    EXPECT_EQ(q.exec1("SELECT count(*) FROM partq.dead_items")[0].as<int64_t>(), 0);
+  }
+
+ private:
+  const bool on_;
+};
+
+TEST(Fault, SigkillWorkersOfTwoQueues) {
+  const SideQueue side(true);
+  ScenarioOptions o = Options("two_queues", 12000);
+  side.AddTo(o);
+  FaultScenario s(o);
+  ASSERT_TRUE(s.SetUp());
+  ASSERT_NO_FATAL_FAILURE(side.Enqueue(s));
+  s.Add(Spec(kHandler, "w1", side.WorkerArgs()));
+  s.Add(Spec(kHandler, "w2", side.WorkerArgs()));
+  s.Add(Spec(kHandler, "", side.WorkerArgs()));
+  s.Add(Spec(kHandler, "", side.WorkerArgs()));
   CheckResult r = s.Run(absl::Milliseconds(1500), [&](int) {
     return s.Signal(RandomIndex(s.Active()), SIGKILL) > 0 ? 1 : 0;
   });
   ExpectExactlyOnce(s, r, 0);
   EXPECT_GE(s.faults(), 5);
-  pqxx::connection c(s.dsn());
-  pqxx::nontransaction q(c);
-  const pqxx::row side_done =
-      q.exec1("SELECT count(*), count(DISTINCT item_id) FROM partq.side_effects");
-  EXPECT_EQ(side_done[0].as<int64_t>(), kSide) << "side: items recorded twice or lost";
-  EXPECT_EQ(side_done[1].as<int64_t>(), kSide);
-  EXPECT_EQ(q.exec1("SELECT count(*) FROM partq.items WHERE queue = 'side'")[0].as<int64_t>(), 0);
-  EXPECT_EQ(q.exec1("SELECT count(*) FROM partq.dead_items")[0].as<int64_t>(), 0);
+  side.Check(s);
 }
 
-TEST(Fault, SigstopPastTheTtlThenSigcont) {
-  FaultScenario s(Options("sigstop", 12000));
+void SigstopPastTheTtl(const std::string& name, const SideQueue& side) {
+  ScenarioOptions o = Options(name, 12000);
+  side.AddTo(o);
+  FaultScenario s(o);
   ASSERT_TRUE(s.SetUp());
-  for (int i = 0; i < 4; ++i) s.Add(Spec(kHandler));
+  ASSERT_NO_FATAL_FAILURE(side.Enqueue(s));
+  for (int i = 0; i < 4; ++i) s.Add(Spec(kHandler, "", side.WorkerArgs()));
   const absl::Duration pause = s.options().ttl + absl::Milliseconds(1500);
   CheckResult r = s.Run(absl::Milliseconds(500), [&](int) {
     const int victim = RandomIndex(s.Active());
@@ -176,12 +202,22 @@ TEST(Fault, SigstopPastTheTtlThenSigcont) {
   });
   ExpectExactlyOnce(s, r, 0);
   EXPECT_GE(s.faults(), 3);
+  side.Check(s);
 }
 
-TEST(Fault, PostgresRestartedFastAndImmediate) {
-  FaultScenario s(Options("pg_restart", 12000));
+TEST(Fault, SigstopPastTheTtlThenSigcont) { SigstopPastTheTtl("sigstop", SideQueue(false)); }
+
+TEST(Fault, SigstopPastTheTtlThenSigcontWorkersOfTwoQueues) {
+  SigstopPastTheTtl("sigstop_two_queues", SideQueue(true));
+}
+
+void PostgresRestarted(const std::string& name, const SideQueue& side) {
+  ScenarioOptions o = Options(name, 12000);
+  side.AddTo(o);
+  FaultScenario s(o);
   ASSERT_TRUE(s.SetUp());
-  for (int i = 0; i < 3; ++i) s.Add(Spec(kHandler));
+  ASSERT_NO_FATAL_FAILURE(side.Enqueue(s));
+  for (int i = 0; i < 3; ++i) s.Add(Spec(kHandler, "", side.WorkerArgs()));
   CheckResult r = s.Run(absl::Seconds(4), [&](int round) {
     const auto mode = round % 2 == 0 ? EmbeddedPostgres::StopMode::kFast
                                      : EmbeddedPostgres::StopMode::kImmediate;
@@ -191,12 +227,26 @@ TEST(Fault, PostgresRestartedFastAndImmediate) {
   });
   ExpectExactlyOnce(s, r, 0);
   EXPECT_GE(s.faults(), 2);
+  side.Check(s);
 }
 
-TEST(Fault, WorkerConnectionsTerminated) {
-  FaultScenario s(Options("pg_terminate_backend", 12000));
+TEST(Fault, PostgresRestartedFastAndImmediate) {
+  PostgresRestarted("pg_restart", SideQueue(false));
+}
+
+TEST(Fault, PostgresRestartedUnderWorkersOfTwoQueues) {
+  PostgresRestarted("pg_restart_two_queues", SideQueue(true));
+}
+
+// Every connection of the workers (their LISTEN connections, named `partq worker/listen`
+// in a worker of several queues, too) terminated again and again.
+void ConnectionsTerminated(const std::string& name, const SideQueue& side) {
+  ScenarioOptions o = Options(name, 12000);
+  side.AddTo(o);
+  FaultScenario s(o);
   ASSERT_TRUE(s.SetUp());
-  for (int i = 0; i < 3; ++i) s.Add(Spec(kHandler));
+  ASSERT_NO_FATAL_FAILURE(side.Enqueue(s));
+  for (int i = 0; i < 3; ++i) s.Add(Spec(kHandler, "", side.WorkerArgs()));
   int64_t backends = 0;
   CheckResult r = s.Run(absl::Milliseconds(1500), [&](int) {
     try {
@@ -204,7 +254,7 @@ TEST(Fault, WorkerConnectionsTerminated) {
       pqxx::nontransaction tx(c);
       backends += tx.exec1(
                         "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM "
-                        "pg_stat_activity WHERE application_name = 'partq worker'")[0]
+                        "pg_stat_activity WHERE starts_with(application_name, 'partq worker')")[0]
                       .as<int64_t>();
       return 1;
     } catch (const std::exception& e) {
@@ -217,6 +267,15 @@ TEST(Fault, WorkerConnectionsTerminated) {
   ExpectExactlyOnce(s, r, 0);
   EXPECT_GE(s.faults(), 5);
   EXPECT_GT(backends, s.faults());
+  side.Check(s);
+}
+
+TEST(Fault, WorkerConnectionsTerminated) {
+  ConnectionsTerminated("pg_terminate_backend", SideQueue(false));
+}
+
+TEST(Fault, ConnectionsOfWorkersOfTwoQueuesTerminated) {
+  ConnectionsTerminated("pg_terminate_two_queues", SideQueue(true));
 }
 
 TEST(Fault, NetworkDroppedResetAndStalledByAProxy) {
