@@ -84,7 +84,7 @@ constexpr CommandUsage kCommands[] = {
      "      2 bad input such as an id that is not a number (then nothing is cancelled)\n"},
     {"worker",
      "  worker QUEUE [QUEUE...] [--concurrency 4] [--batch 100] [--handler SPEC]\n"
-     "               [--queue NAME:SETTINGS]... [--instance-id ID]\n"
+     "               [--claim-bytes N] [--queue NAME:SETTINGS]... [--instance-id ID]\n"
      "               [--leave-on-stop] [--metrics-addr HOST:PORT] [--poll-only]\n"
      "               [--drain-timeout 10s] [--vacuum-interval 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--idle-poll-interval 60s]\n"
@@ -100,6 +100,9 @@ constexpr CommandUsage kCommands[] = {
      "      batch=N, handler-timeout=DURATION and handler=SPEC (last: it takes the rest);\n"
      "      a queue named only there is served too\n"
      "      --console-listen serves the web console (as `partq console`) from this process\n"
+     "      --claim-bytes: a claim stops once its payloads reach this many bytes (the item\n"
+     "      that reaches it is its last), so a worker holds about --concurrency x 2 x this\n"
+     "      much of payloads at most (1024 to 1 GiB; 0, the default: claims count items only)\n"
      "      --idle-poll-interval: with nothing to do, the worker waits for a notice, the\n"
      "      first retry or delayed item of its parts coming due, or this long\n"
      "      --handler-auth-file: its first line is sent as an http: handler's Authorization\n"

@@ -74,6 +74,8 @@ absl::StatusOr<ConsumerOptions> WorkerOptions(const Args& args) {
   ConsumerOptions o;
   auto concurrency = args.Int("concurrency", 4, 1, 1024);
   auto batch = args.Int("batch", 100, 1, 10000);
+  // 0 (none) or 1 KiB .. 1 GiB: a claim always takes its first item, whatever its size.
+  auto claim_bytes = args.Int("claim-bytes", 0, 0, int64_t{1} << 30);
   auto drain =
       args.Duration("drain-timeout", absl::Seconds(10), absl::ZeroDuration(), absl::Hours(1));
   auto htimeout =
@@ -88,8 +90,9 @@ absl::StatusOr<ConsumerOptions> WorkerOptions(const Args& args) {
   auto vacuum =
       args.Duration("vacuum-interval", absl::Seconds(10), absl::ZeroDuration(), absl::Hours(24));
   for (const absl::Status& st :
-       {concurrency.status(), batch.status(), drain.status(), htimeout.status(), poll.status(),
-        idle_poll.status(), rbase.status(), rmax.status(), vacuum.status()}) {
+       {concurrency.status(), batch.status(), claim_bytes.status(), drain.status(),
+        htimeout.status(), poll.status(), idle_poll.status(), rbase.status(), rmax.status(),
+        vacuum.status()}) {
     if (!st.ok()) return st;
   }
   if (*vacuum > absl::ZeroDuration() && *vacuum < absl::Seconds(1)) {
@@ -98,6 +101,10 @@ absl::StatusOr<ConsumerOptions> WorkerOptions(const Args& args) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--vacuum-interval must be 0 (off) or at least 1s, not ", absl::FormatDuration(*vacuum)));
   }
+  if (*claim_bytes > 0 && *claim_bytes < 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--claim-bytes must be 0 (no bound) or at least 1024, not ", *claim_bytes));
+  }
   if (*rbase > *rmax) {
     return absl::InvalidArgumentError(absl::StrCat("--retry-base (", absl::FormatDuration(*rbase),
                                                    ") must not exceed --retry-max (",
@@ -105,6 +112,7 @@ absl::StatusOr<ConsumerOptions> WorkerOptions(const Args& args) {
   }
   o.concurrency = static_cast<int>(*concurrency);
   o.batch = static_cast<int>(*batch);
+  o.claim_bytes = *claim_bytes;
   o.drain_timeout = *drain;
   o.handler_timeout = *htimeout;
   o.poll_interval = *poll;
@@ -361,6 +369,7 @@ int CmdWorker(const std::vector<std::string>& argv) {
       Args::Parse(argv,
                   With(ConnectionFlags(), {"concurrency",
                                            "batch",
+                                           "claim-bytes",
                                            "handler",
                                            "instance-id",
                                            "metrics-addr",

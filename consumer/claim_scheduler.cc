@@ -201,6 +201,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
   req.queue = options_.queue;
   req.session = session;
   req.limit = limit;
+  req.max_bytes = options_.max_claim_bytes;
   req.ordered = options_.ordered;
   req.key_concurrency = options_.key_concurrency;
   req.fair = options_.fair;
@@ -348,6 +349,7 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
   // Per part: items taken (not counting a suspect) and the last key.
   std::map<int, std::pair<int, ItemKey>> got;
   int taken_normal = 0;
+  int64_t bytes = 0;
   for (const Item& item : items) {
     if (item.suspect) continue;
     auto& g = got[item.part];
@@ -355,12 +357,14 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     g.second = g.first == 0 ? key : std::max(g.second, key);
     ++g.first;
     ++taken_normal;
+    bytes += static_cast<int64_t>(item.payload.size());
   }
-  // The claim read its parts in order until it had req.limit items: if it
-  // got fewer, it read every part to its end; if not, every part before the
-  // last one it took from, while the last may have more and the ones after
-  // it were not read at all.
-  const bool full = taken_normal >= req.limit;
+  // The claim read its parts in order until it had req.limit items (or
+  // req.max_bytes of payloads): if it got fewer, it read every part to its
+  // end; if not, every part before the last one it took from, while the
+  // last may have more and the ones after it were not read at all.
+  const bool by_bytes = req.max_bytes > 0 && bytes >= req.max_bytes;
+  const bool full = taken_normal >= req.limit || by_bytes;
   int last = -1;
   for (size_t i = 0; i < req.parts.size(); ++i) {
     if (got.count(req.parts[i].part)) last = static_cast<int>(i);
@@ -381,6 +385,8 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
       reserved.erase(r);
     }
     NoteRead(req, cp, items, n, n > 0 ? g->second.second : ItemKey{}, to_the_end, started, st);
+    // Stopped by its bytes in this part: a backlog there, as a part that filled the count.
+    if (by_bytes && static_cast<int>(i) == last) st.full = true;
   }
   for (const ClaimPart& cp : req.parts) {  // parts the claim did not read
     auto r = reserved.find(cp.part);

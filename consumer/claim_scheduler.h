@@ -41,6 +41,10 @@ namespace partq {
 struct ClaimSchedulerOptions {
   std::string queue;
   int batch = 100;  // items per batch; a claim for n batches reads up to n * batch
+  // More than 0: a claim takes at most this many payload bytes (ClaimRequest::max_bytes: the
+  // item that reaches it is the last), whatever its batches; one that reached it counts as
+  // full, so its last part is read on by the next claim.
+  int64_t max_claim_bytes = 0;
   // Without notices (see `notices`): every part is read from its head this
   // often. With them, a busy part's claims look behind its cursor (for
   // retries and delayed items come due) this often.

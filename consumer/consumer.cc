@@ -132,6 +132,7 @@ absl::Status Consumer::StartThreads() {
     ClaimSchedulerOptions so;
     so.queue = options_.queue;
     so.batch = options_.batch;
+    so.max_claim_bytes = options_.claim_bytes;
     so.notices = !options_.poll_only;
     so.rescan_interval = options_.rescan_interval;
     so.ordered = config_.ordered;

@@ -112,6 +112,9 @@ struct ConsumerOptions {
   std::string queue;
   int concurrency = 4;         // worker threads (each one connection)
   int batch = 100;             // items per claim and per ack transaction
+  // Payload bytes per claim, at most (ClaimSchedulerOptions::max_claim_bytes; 0: no bound, and
+  // the claims' cheaper statements): a worker holds about concurrency x 2 claims' payloads.
+  int64_t claim_bytes = 0;
   std::string instance_id;     // static membership (see SessionOptions)
   bool leave_on_stop = false;  // a static member leaves on Stop() (SessionOptions)
   bool poll_only = false;      // no LISTEN (PgBouncer transaction pooling)

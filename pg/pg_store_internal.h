@@ -117,6 +117,10 @@ inline constexpr char kPipelinedFinish[] = "partq_pl_finish";
 inline constexpr char kPipelinedFinishClaim[] = "partq_pl_finish_claim";
 inline constexpr char kPipelinedFinishClaimFair[] = "partq_pl_finish_claim_fair";
 std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema);
+// The byte-bounded form of a claiming statement (ClaimRequest::max_bytes): NAME_bytes, for
+// the pipelined ones above and "claim", "finish_claim", "finish_claim_fair" and "ack_claim".
+// The unbounded forms are as they were, without the running sum the bound costs.
+const char* BoundedName(const char* name);
 // The items a claim reads in one part, as a subquery (`{schema}` not yet
 // replaced); pg_store_sql.cc says what each argument is. Declared here for
 // the tests that EXPLAIN it.

@@ -800,6 +800,7 @@ struct ClaimArgs {
   int limit = 0;
   std::string cursor_prio, cursor_id, records, behind;
   std::string key_after;
+  int64_t max_bytes = 0;  // ClaimRequest::max_bytes (0: none, and the unbounded statements)
   bool fair = false;
   // ClaimPart::key_cursors of every part, flattened (the fair form's only).
   std::string key_cursor_parts, key_cursor_keys, key_cursor_ids;
@@ -811,9 +812,17 @@ struct ClaimArgs {
 template <typename ExecFn, typename... Args>
 pqxx::result ExecClaimForm(ExecFn&& exec, const ClaimArgs& c, absl::string_view name,
                            Args&&... args) {
-  if (!c.fair) return exec(std::string(name).c_str(), std::forward<Args>(args)..., c.key_after);
-  return exec(absl::StrCat(name, "_fair").c_str(), std::forward<Args>(args)..., c.key_after,
-              c.key_cursor_parts, c.key_cursor_keys, c.key_cursor_ids);
+  const std::string form = c.fair ? absl::StrCat(name, "_fair") : std::string(name);
+  // The byte-bounded form takes its bound after key_after (ClaimCtes).
+  if (c.max_bytes > 0) {
+    const char* bounded = BoundedName(form.c_str());
+    if (!c.fair) return exec(bounded, std::forward<Args>(args)..., c.key_after, c.max_bytes);
+    return exec(bounded, std::forward<Args>(args)..., c.key_after, c.max_bytes, c.key_cursor_parts,
+                c.key_cursor_keys, c.key_cursor_ids);
+  }
+  if (!c.fair) return exec(form.c_str(), std::forward<Args>(args)..., c.key_after);
+  return exec(form.c_str(), std::forward<Args>(args)..., c.key_after, c.key_cursor_parts,
+              c.key_cursor_keys, c.key_cursor_ids);
 }
 
 // ExecClaimForm's parameters from ClaimArgs, in text, for a statement the
@@ -830,6 +839,7 @@ void AppendClaimParams(const ClaimArgs& c, std::vector<std::optional<std::string
   for (const std::string* p : {&c.cursor_prio, &c.cursor_id, &c.records, &c.behind, &c.key_after}) {
     params->push_back(*p);
   }
+  if (c.max_bytes > 0) params->push_back(absl::StrCat(c.max_bytes));
   if (c.fair) {
     for (const std::string* p : {&c.key_cursor_parts, &c.key_cursor_keys, &c.key_cursor_ids}) {
       params->push_back(*p);
@@ -858,6 +868,11 @@ absl::Status CheckClaimLimits(const ClaimRequest& request) {
         absl::StrCat("claim: limit ", request.limit, " is not 1..", kMaxClaim));
   }
   return absl::OkStatus();
+}
+
+// The form of claiming statement `name` for `request`: bounded by bytes or not.
+const char* ClaimForm(const char* name, int64_t max_bytes) {
+  return max_bytes > 0 ? BoundedName(name) : name;
 }
 
 // Only a session's claim looks for abandoned items (its own parts').
@@ -894,6 +909,7 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   }
   a.behind = BoolArray(behind);
   a.key_after = TextArray(key_after);
+  a.max_bytes = std::max<int64_t>(0, request.max_bytes);
   a.fair = request.fair;
   a.key_cursor_parts = IntArray(key_cursor_parts);
   a.key_cursor_keys = TextArray(key_cursor_keys);
@@ -1106,7 +1122,8 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
     std::vector<std::optional<std::string>> params = {request.queue, a->session};
     AppendClaimParams(*a, &params);
     const PipelineResult r = RunGuarded(
-        pipeline_, *conn_, a->fair ? kPipelinedClaimFair : kPipelinedClaim, std::move(params));
+        pipeline_, *conn_, ClaimForm(a->fair ? kPipelinedClaimFair : kPipelinedClaim, a->max_bytes),
+        std::move(params));
     out.reserve(r.size());
     for (int row = 0; row < r.size(); ++row) {
       absl::StatusOr<Item> it = ItemFromCells(PipelineCells{r, row}, 0);
@@ -1296,8 +1313,10 @@ bool PipelinedAckServes(const FinishAttempt& f) {
 const char* PipelinedAckName(const std::optional<ClaimRequest>& claim) {
   if (!claim) return kPipelinedAck;
   const bool keyed = KeyBound(*claim) != 0;
-  return claim->parts[0].behind ? (keyed ? kPipelinedAckClaimBehindKeyed : kPipelinedAckClaimBehind)
-                                : (keyed ? kPipelinedAckClaimKeyed : kPipelinedAckClaim);
+  return ClaimForm(claim->parts[0].behind
+                       ? (keyed ? kPipelinedAckClaimBehindKeyed : kPipelinedAckClaimBehind)
+                       : (keyed ? kPipelinedAckClaimKeyed : kPipelinedAckClaim),
+                   claim->max_bytes);
 }
 
 // The pipelined ack's parameters, and in `binary` which travel in binary
@@ -1354,6 +1373,7 @@ std::vector<std::optional<std::string>> PipelinedAckParams(const FinishAttempt& 
   params.push_back(absl::StrCat(cp.cursor ? cp.cursor->priority : kLastPriority));
   params.push_back(absl::StrCat(cp.cursor ? cp.cursor->id : kLastId));
   params.push_back(absl::StrCat(cp.record));
+  if (claim.max_bytes > 0) params.push_back(absl::StrCat(claim.max_bytes));
   binary->resize(params.size(), false);
   return params;
 }
@@ -1668,9 +1688,11 @@ void PgStore::RunFinishStatement(FinishAttempt& f, FinishRows* rows) {
                                                       IntArray(a.ack_ids),  ctids,
                                                       IntArray(result_ids), TextArray(results)};
     AppendClaimParams(*next, &params);
-    rows->guarded = RunGuarded(pipeline_, *conn_,
-                               next->fair ? kPipelinedLeanAckClaimFair : kPipelinedLeanAckClaim,
-                               std::move(params));
+    rows->guarded =
+        RunGuarded(pipeline_, *conn_,
+                   ClaimForm(next->fair ? kPipelinedLeanAckClaimFair : kPipelinedLeanAckClaim,
+                             next->max_bytes),
+                   std::move(params));
   } else if (lean) {
     rows->r =
         Exec(tx, "ack", request.queue, request.session.value, IntArray(f.parts), IntArray(f.epochs),
@@ -1681,9 +1703,10 @@ void PgStore::RunFinishStatement(FinishAttempt& f, FinishRows* rows) {
     std::vector<std::optional<std::string>> params =
         FinishParams(request, f.parts, f.epochs, a, ctids);
     AppendClaimParams(*next, &params);
-    rows->guarded = RunGuarded(pipeline_, *conn_,
-                               next->fair ? kPipelinedFinishClaimFair : kPipelinedFinishClaim,
-                               std::move(params));
+    rows->guarded = RunGuarded(
+        pipeline_, *conn_,
+        ClaimForm(next->fair ? kPipelinedFinishClaimFair : kPipelinedFinishClaim, next->max_bytes),
+        std::move(params));
   } else if (next) {
     rows->r = ExecClaimForm(exec, *next, "finish_claim", request.queue, request.session.value,
                             IntArray(f.parts), IntArray(f.epochs), IntArray(a.ack_ids),

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,13 @@ std::string Fill(absl::string_view name,
 constexpr const char* kReadColumns =
     "i.ctid AS tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload, "
     "i.enqueued_at, i.run_at, i.group_id";
+// The payload bytes a claim read before this row (`r` or `c`, in the order read): a claim
+// keeps the rows read before it reached its byte bound (ClaimRequest::max_bytes), so the
+// row that reaches it is the last, and the first is always kept. octet_length reads a
+// stored value's size from its header, without detoasting it.
+constexpr const char* kBytesBefore =
+    "sum(octet_length(payload)) OVER (ROWS UNBOUNDED PRECEDING) - octet_length(payload) "
+    "AS bytes_before";
 // kReadColumns of a subquery `x` that selected them.
 constexpr const char* kReadColumnsOf =
     "x.tid, x.id, x.key, x.dedup_key, x.priority, x.attempts, x.payload, x.enqueued_at, x.run_at, "
@@ -327,11 +335,23 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
 // bound is the literal 0, which the planner folds away, so that a generic plan
 // carries none of ReadyCondition's key probes (the pipelined ack's forms say
 // why); the bound's parameter must then be 0, else the claim reads nothing.
+// The `ready` CTE of ClaimCtes: each owned part's `reads` (ReadyItems or FairItems of
+// `own.part`), in the parts' order, cut at `total` rows and, given `bytes` (a parameter), where
+// the payloads read before a row reach it.
+std::string ReadyCte(absl::string_view reads, absl::string_view total, absl::string_view bytes) {
+  return absl::StrCat(
+      "ready AS (\n  SELECT x.part, x.epoch, ", kReadColumnsOf,
+      ", false AS suspect FROM (\n  SELECT own.part, own.epoch, c.*",
+      bytes.empty() ? "" : absl::StrCat(", ", kBytesBefore), "\n  FROM own CROSS JOIN LATERAL (",
+      reads, ") c\n  LIMIT ", total, ") x",
+      bytes.empty() ? "" : absl::StrCat("\n  WHERE x.bytes_before < ", bytes, "::bigint"), ")");
+}
+
 std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit, bool fair,
-                      bool unkeyed = false) {
+                      bool unkeyed = false, bool bounded = false) {
   struct {
     int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, key_bound, suspect,
-        fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind, key_after,
+        fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind, key_after, bytes = 0,
         key_cursor_parts = 0, key_cursor_keys = 0, key_cursor_ids = 0;
   } p;
   int n = first;
@@ -340,6 +360,9 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
                  &p.records, &p.behind, &p.key_after}) {
     *f = n++;
   }
+  // Only the byte-bounded form (ClaimRequest::max_bytes) has the bound: the
+  // running sum it needs costs the server about a tenth of a drain's CPU.
+  if (bounded) p.bytes = n++;
   // Only the fair form has the key cursors (the ordinary one would leave
   // them untyped).
   if (fair) {
@@ -383,18 +406,16 @@ pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql");
   ORDER BY o.n),
 skip AS (SELECT )sql",
       d(p.fly_ids), "::bigint[] || ", extra_skip, R"sql( AS ids),
-ready AS (
-  SELECT own.part, own.epoch, c.*, false AS suspect
-  FROM own CROSS JOIN LATERAL ()sql",
-      fair ? FairItems(d(p.queue), "own.part", "own.key_after", d(p.key_cursor_parts),
-                       d(p.key_cursor_keys), d(p.key_cursor_ids),
-                       "(SELECT ids FROM skip)::bigint[]", bound, "own.lim")
-           : ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
-                        "own.cursor_id", "(SELECT ids FROM skip)::bigint[]", bound,
-                        "own.lim", "own.behind"),
-      R"sql() c
-  LIMIT )sql",
-      d(p.total), "),\n", pick, R"sql(,
+)sql",
+      ReadyCte(fair
+                   ? FairItems(d(p.queue), "own.part", "own.key_after", d(p.key_cursor_parts),
+                               d(p.key_cursor_keys), d(p.key_cursor_ids),
+                               "(SELECT ids FROM skip)::bigint[]", bound, "own.lim")
+                   : ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id",
+                                "own.cursor_prio", "own.cursor_id",
+                                "(SELECT ids FROM skip)::bigint[]", bound, "own.lim", "own.behind"),
+               d(p.total), bounded ? d(p.bytes) : ""),
+      ",\n", pick, R"sql(,
 current_records AS (
   SELECT r.part, r.epoch,
          coalesce((SELECT c.seq FROM {schema}.part_claims c
@@ -685,7 +706,8 @@ constexpr const char* kTypedPad =
 //   (ItemFromBinary): no date_part, no hex, no text conversion of a ctid.
 // It returns the claimed rows (one row of NULLs when there are none, so the
 // check always runs).
-std::string PipelinedAck(bool with_claim, bool behind = false, bool keyed = false) {
+std::string PipelinedAck(bool with_claim, bool behind = false, bool keyed = false,
+                         bool bounded = false) {
   const std::string check = R"sql(SELECT CASE
   WHEN (SELECT count(*) FROM f) = cardinality($3::int[])
        AND (SELECT array_agg(id ORDER BY id) FROM done) = $5::bigint[] THEN true
@@ -704,13 +726,17 @@ res AS (
   if (!with_claim) return absl::StrCat(head, "\n", check, "\n");
   return absl::StrCat(head, R"sql(,
 pick AS (
-  SELECT r.* FROM ()sql",
+  SELECT )sql",
+                      kReadColumnsOf, R"sql( FROM (
+  SELECT r.*)sql",
+                      bounded ? absl::StrCat(", ", kBytesBefore) : "", R"sql( FROM ()sql",
                       ReadyItems("$1", "$7", "$9", "$10::bigint", "$15", "$16::bigint",
                                  "$14::bigint[]", keyed ? "$12" : "0", "$11", behind ? "true" : ""),
                       R"sql() r
   WHERE EXISTS (SELECT 1 FROM {schema}.session_parts sp
                 WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8))sql",
-                      keyed ? "" : " AND $12::int = 0", R"sql(),
+                      keyed ? "" : " AND $12::int = 0", R"sql() x)sql",
+                      bounded ? "\n  WHERE x.bytes_before < $18::bigint" : "", R"sql(),
 replaced AS (
   DELETE FROM {schema}.part_claims c
   WHERE c.queue = $1 AND c.part = $7 AND c.epoch = $8 AND EXISTS (SELECT 1 FROM pick)
@@ -735,14 +761,15 @@ FROM ()sql",
 // in two forms: with ReadyItems or, for fair queues, FairItems. Two
 // statements rather than one with both reads, so an ordinary claim's plan
 // is exactly what it was.
-std::string ClaimStatement(bool fair, bool unkeyed = false) {
-  return absl::StrCat("WITH ",
-                      ClaimCtes(/*first=*/3, "'{}'::bigint[]", /*async_commit=*/true, fair, unkeyed),
-                      R"sql(
+std::string ClaimStatement(bool fair, bool unkeyed = false, bool bounded = false) {
+  return absl::StrCat(
+      "WITH ",
+      ClaimCtes(/*first=*/3, "'{}'::bigint[]", /*async_commit=*/true, fair, unkeyed, bounded),
+      R"sql(
 SELECT )sql",
-                      kPickColumns, R"sql(
+      kPickColumns, R"sql(
 FROM )sql",
-                      kPickFrom, R"sql(
+      kPickFrom, R"sql(
 ORDER BY p.priority, p.id
 )sql");
 }
@@ -759,10 +786,10 @@ UNION ALL SELECT 'd', id FROM dead
 )sql");
 }
 
-std::string FinishClaimStatement(bool fair, bool unkeyed = false) {
+std::string FinishClaimStatement(bool fair, bool unkeyed = false, bool bounded = false) {
   return absl::StrCat("WITH ", FinishCtes(), ",\n",
                       ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]",
-                                /*async_commit=*/false, fair, unkeyed),
+                                /*async_commit=*/false, fair, unkeyed, bounded),
                       ",\n", UnrecordCte(true), R"sql(
 SELECT 'p' AS k, part::bigint AS id, )sql",
                       kTypedPad, R"sql(
@@ -783,24 +810,40 @@ FROM )sql",
                       kPickFrom, "\n");
 }
 
-std::string AckClaimStatement(bool fair, bool unkeyed = false) {
-  return absl::StrCat("WITH ", AckCtes(), ",\n",
-                      ClaimCtes(/*first=*/9, "$5::bigint[]", /*async_commit=*/false, fair, unkeyed),
-                      R"sql(
+std::string AckClaimStatement(bool fair, bool unkeyed = false, bool bounded = false) {
+  return absl::StrCat(
+      "WITH ", AckCtes(), ",\n",
+      ClaimCtes(/*first=*/9, "$5::bigint[]", /*async_commit=*/false, fair, unkeyed, bounded),
+      R"sql(
 SELECT 'p' AS k, part::bigint AS id, )sql",
-                      kTypedPad, R"sql(
+      kTypedPad, R"sql(
 FROM f
 UNION ALL SELECT 'n', count(*), )sql",
-                      kPad, R"sql(
+      kPad, R"sql(
 FROM done
 UNION ALL
 SELECT 'c', )sql",
-                      kPickColumns, R"sql(
+      kPickColumns, R"sql(
 FROM )sql",
-                      kPickFrom, "\n");
+      kPickFrom, "\n");
 }
 
 }  // namespace
+
+const char* BoundedName(const char* name) {
+  static const auto* const names = [] {
+    auto* m = new absl::flat_hash_map<std::string, std::string>;
+    for (const char* n :
+         {kPipelinedAckClaim, kPipelinedAckClaimBehind, kPipelinedAckClaimKeyed,
+          kPipelinedAckClaimBehindKeyed, kPipelinedClaim, kPipelinedClaimFair,
+          kPipelinedLeanAckClaim, kPipelinedLeanAckClaimFair, kPipelinedFinishClaim,
+          kPipelinedFinishClaimFair, "claim", "finish_claim", "finish_claim_fair", "ack_claim"}) {
+      (*m)[n] = absl::StrCat(n, "_bytes");
+    }
+    return m;
+  }();
+  return names->at(name).c_str();
+}
 
 std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema) {
   std::vector<std::pair<const char*, std::string>> s = {
@@ -853,6 +896,18 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       {kPipelinedFinish, FinishStatement()},
       {kPipelinedFinishClaim, FinishClaimStatement(/*fair=*/false, /*unkeyed=*/true)},
       {kPipelinedFinishClaimFair, FinishClaimStatement(/*fair=*/true)},
+      // The claiming statements' byte-bounded forms (ClaimRequest::max_bytes).
+      {BoundedName(kPipelinedAckClaim), PipelinedAck(true, false, false, /*bounded=*/true)},
+      {BoundedName(kPipelinedAckClaimBehind), PipelinedAck(true, true, false, /*bounded=*/true)},
+      {BoundedName(kPipelinedAckClaimKeyed), PipelinedAck(true, false, true, /*bounded=*/true)},
+      {BoundedName(kPipelinedAckClaimBehindKeyed),
+       PipelinedAck(true, true, true, /*bounded=*/true)},
+      {BoundedName(kPipelinedClaim), ClaimStatement(false, true, /*bounded=*/true)},
+      {BoundedName(kPipelinedClaimFair), ClaimStatement(true, false, /*bounded=*/true)},
+      {BoundedName(kPipelinedLeanAckClaim), AckClaimStatement(false, true, /*bounded=*/true)},
+      {BoundedName(kPipelinedLeanAckClaimFair), AckClaimStatement(true, false, /*bounded=*/true)},
+      {BoundedName(kPipelinedFinishClaim), FinishClaimStatement(false, true, /*bounded=*/true)},
+      {BoundedName(kPipelinedFinishClaimFair), FinishClaimStatement(true, false, /*bounded=*/true)},
   };
   for (auto& st : s) st.second = WithSchema(st.second, schema);
   return s;
@@ -927,6 +982,11 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
   // bound, and a fair one, run kPipelinedLeanAckClaim(Fair)
   // (PipelinedStatements) instead.
   s.push_back({"ack_claim", AckClaimStatement(/*fair=*/false)});
+  // Their byte-bounded forms (ClaimRequest::max_bytes), prepared or not as they are.
+  s.push_back({BoundedName("claim"), ClaimStatement(false, false, /*bounded=*/true)});
+  s.push_back({BoundedName("finish_claim"), FinishClaimStatement(false, false, true), false});
+  s.push_back({BoundedName("finish_claim_fair"), FinishClaimStatement(true, false, true), false});
+  s.push_back({BoundedName("ack_claim"), AckClaimStatement(false, false, /*bounded=*/true)});
   for (Statement& st : s) st.sql = WithSchema(st.sql, schema);
   return s;
 }

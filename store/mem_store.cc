@@ -1327,23 +1327,28 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
   };
   std::vector<Item> out;
   std::map<int, int64_t> taken_in;  // part -> epoch, for the records
+  int64_t bytes = 0;                // the payloads taken, for max_bytes
+  auto full = [&] { return req.max_bytes > 0 && bytes >= req.max_bytes; };
   for (const ClaimPart& cp : req.parts) {
     const int room = req.limit - static_cast<int>(out.size());
-    if (room <= 0) break;
+    if (room <= 0 || full()) break;
     if (!ours(cp.part, cp.epoch.value)) continue;
+    std::vector<const StoredItem*> cands;
     if (req.fair) {
-      std::vector<const StoredItem*> cands = FairLocked(req, cp, now, skip);
+      cands = FairLocked(req, cp, now, skip);
       if (static_cast<int>(cands.size()) > room) cands.resize(room);
-      for (const StoredItem* s : cands) out.push_back(out_item(*s, cp.epoch.value, false));
-      if (!cands.empty()) taken_in[cp.part] = cp.epoch.value;
-      continue;
+    } else {
+      cands = InOrderLocked(req, cp, now, skip);
+      if (static_cast<int>(cands.size()) > std::min(cp.limit, room)) {
+        cands.resize(std::min(cp.limit, room));
+      }
     }
-    std::vector<const StoredItem*> cands = InOrderLocked(req, cp, now, skip);
-    if (static_cast<int>(cands.size()) > std::min(cp.limit, room)) {
-      cands.resize(std::min(cp.limit, room));
+    size_t taken = 0;
+    for (; taken < cands.size() && !full(); ++taken) {
+      out.push_back(out_item(*cands[taken], cp.epoch.value, false));
+      bytes += static_cast<int64_t>(cands[taken]->item.payload.size());
     }
-    for (const StoredItem* s : cands) out.push_back(out_item(*s, cp.epoch.value, false));
-    if (!cands.empty()) taken_in[cp.part] = cp.epoch.value;
+    if (taken > 0) taken_in[cp.part] = cp.epoch.value;
   }
   if (req.include_suspect && !req.session.value.empty()) {
     int64_t best_epoch = 0;

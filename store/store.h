@@ -250,6 +250,11 @@ struct ClaimRequest {
   bool include_suspect = true;
   // What this session has in flight (claimed, not finished), as (part, id).
   std::vector<std::pair<int, int64_t>> in_flight;
+  // More than 0: the claim stops once the payloads it took reach this many bytes (the item
+  // that reaches it is its last; the first is always taken), in the order it reads, so a
+  // worker's memory is bounded by bytes as well as by `limit`. A claim that took this many
+  // bytes may have stopped before the end of what it read (ClaimScheduler reads on).
+  int64_t max_bytes = 0;
 };
 // How many older live items of its key an item of the claim's queue may
 // have (ClaimRequest::ordered is 1, then key_concurrency); 0: no bound.

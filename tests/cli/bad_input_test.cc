@@ -820,6 +820,10 @@ TEST_F(BadInputTest, MalformedDurationsAndNumbers) {
   ExpectRejected(With({"worker", "q", "--leave-on-stop"}), 2,
                  "--leave-on-stop is for static members (--instance-id)");
   ExpectRejected(With({"worker", "q", "--batch", "100000"}), 2, "--batch must be between");
+  ExpectRejected(With({"worker", "q", "--claim-bytes", "10"}), 2,
+                 "--claim-bytes must be 0 (no bound) or at least 1024, not 10");
+  ExpectRejected(With({"worker", "q", "--claim-bytes", "2000000000"}), 2,
+                 "--claim-bytes must be between 0 and 1073741824");
   ExpectRejected(With({"worker", "q", "--handler-timeout", "0"}), 2,
                  "--handler-timeout must be between");
   ExpectRejected(With({"worker", "q", "--handler", "sleep:-5"}), 2, "sleep:MS needs milliseconds");

@@ -767,5 +767,31 @@ TEST_F(RateTest, AFailedClaimGivesItsBudgetBackAndNoLimitMeansNone) {
   EXPECT_EQ(s_.RateReadyAt(t1), absl::InfiniteFuture());
 }
 
+// A claim bounded by bytes (issue 48) that came back at its bound stopped there, so its part
+// is read on; one that came back under it read the part to its end.
+TEST(ClaimSchedulerBytes, AClaimThatReachedItsByteBoundLeavesItsPartToBeReadOn) {
+  ClaimSchedulerOptions o = Options();
+  o.batch = 100;
+  o.max_claim_bytes = 2000;
+  ClaimScheduler s(o);
+  s.Assign({{0, Epoch{1}}});
+  auto sized = [](int64_t id, size_t bytes) {
+    Item i = MakeItem(id, 0, 1);
+    i.payload.assign(bytes, 'x');
+    return i;
+  };
+  std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->max_bytes, 2000);
+  s.AcceptClaim(*req, {sized(1, 1500), sized(2, 1500)}, kT0);
+  EXPECT_TRUE(s.WantClaim(kT0)) << "two items of 100 wanted, but the claim reached its bytes";
+  req = s.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_TRUE(req->parts[0].after.has_value());
+  EXPECT_EQ(req->parts[0].after->id, 2) << "read on from the last item taken";
+  s.AcceptClaim(*req, {sized(3, 10)}, kT0);
+  EXPECT_FALSE(s.WantClaim(kT0)) << "under the bound and the count: the part was read to its end";
+}
+
 }  // namespace
 }  // namespace partq

@@ -1357,6 +1357,44 @@ TEST_P(StoreConformance, ClaimReadsPartsInTheGivenOrderUpToEachLimitAndTheTotal)
   EXPECT_EQ(status.parts[3].in_flight, 1);
 }
 
+// Issue 48: a claim is bounded by its payloads' bytes as well as by count (a worker's memory):
+// it takes items in its order until their payloads reach max_bytes, the one that reaches it
+// last; the first always, however large. The claim an ack makes ahead is bounded the same.
+TEST_P(StoreConformance, AClaimStopsOnceItsPayloadsReachItsByteBound) {
+  MakeQueue(*store_, "q", 1);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(std::string(1000, 'a'))));
+    ids.push_back(r.id);
+  }
+  Member m = JoinWith(*store_, "q", kAllParts);
+  ASSERT_EQ(m.parts.size(), 1u);
+  ClaimRequest req = ClaimAll("q", m, 100);
+  req.include_suspect = false;
+  req.max_bytes = 2500;  // 0, 1000 and 2000 bytes before: three items
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(req));
+  EXPECT_EQ(Ids(first), std::vector<int64_t>(ids.begin(), ids.begin() + 3));
+  // The ack's claim ahead: from after the three, 1500 bytes: two more.
+  FinishRequest fin = FinishOf("q", m, first);
+  fin.next = [&]() -> std::optional<ClaimRequest> {
+    ClaimRequest next = ClaimAll("q", m, 100);
+    next.include_suspect = false;
+    next.parts[0].after = ItemKey{0, ids[2]};
+    next.parts[0].cursor = ItemKey{0, ids[2]};
+    next.max_bytes = 1500;
+    return next;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(fin, AckAll()));
+  EXPECT_EQ(r.acked.size(), 3u);
+  EXPECT_EQ(Sorted(Ids(r.next)), std::vector<int64_t>(ids.begin() + 3, ids.begin() + 5));
+  // A bound below the first item's size still takes it, and only it.
+  ClaimRequest one = ClaimAll("q", m, 100, r.next);
+  one.include_suspect = false;
+  one.max_bytes = 10;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> alone, store_->Claim(one));
+  EXPECT_EQ(Ids(alone), std::vector<int64_t>{ids[5]});
+}
+
 TEST_P(StoreConformance, ClaimResumesAfterTheCursorWithoutRereadingTheHead) {
   MakeQueue(*store_, "q", 1);
   std::vector<int64_t> ids = EnqueueNumbered(*store_, "q", 6);
