@@ -357,7 +357,7 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     g.second = g.first == 0 ? key : std::max(g.second, key);
     ++g.first;
     ++taken_normal;
-    bytes += static_cast<int64_t>(item.payload.size());
+    if (req.max_bytes > 0) bytes += static_cast<int64_t>(item.payload.size());
   }
   // The claim read its parts in order until it had req.limit items (or
   // req.max_bytes of payloads): if it got fewer, it read every part to its

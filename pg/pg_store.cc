@@ -680,6 +680,19 @@ void ParseGroup(const std::optional<std::string>& members, const std::optional<s
   }
 }
 
+// The queue's paused, rate and parts at columns `first`.. of a heartbeat's or a group read's
+// row (each may be NULL: unknown), and, with `group`, the generation, unchanged and delta
+// that follow them.
+void ReadGroupState(const pqxx::row& row, int first, bool group, GroupView* view) {
+  view->paused = !row[first].is_null() && row[first].as<bool>();
+  if (!row[first + 1].is_null()) view->rate = row[first + 1].as<double>();
+  if (!row[first + 2].is_null()) view->parts = row[first + 2].as<int>();
+  if (!group) return;
+  view->generation = row[first + 3].as<int64_t>();
+  view->unchanged = row[first + 4].as<bool>();
+  view->delta = row[first + 5].as<bool>();
+}
+
 }  // namespace
 
 absl::Status PgStore::CreateQueue(const QueueConfig& config) {
@@ -909,9 +922,7 @@ GroupView PgStore::HeartbeatOn(pqxx::transaction_base& tx, const HeartbeatReques
       view.alive = true;
       view.unchanged = true;
       view.generation = h.known_generation;
-      view.paused = !idle[0][3].is_null() && idle[0][3].as<bool>();
-      if (!idle[0][4].is_null()) view.rate = idle[0][4].as<double>();
-      if (!idle[0][5].is_null()) view.parts = idle[0][5].as<int>();
+      ReadGroupState(idle[0], 3, /*group=*/false, &view);
       return view;
     }
   }
@@ -922,12 +933,7 @@ GroupView PgStore::HeartbeatOn(pqxx::transaction_base& tx, const HeartbeatReques
   view.alive = r[0][0].as<int64_t>() > 0;
   view.expired = r[0][1].as<int64_t>();
   ParseGroup(Text(r[0][2]), Text(r[0][3]), &view);
-  view.paused = !r[0][5].is_null() && r[0][5].as<bool>();
-  if (!r[0][6].is_null()) view.rate = r[0][6].as<double>();
-  if (!r[0][7].is_null()) view.parts = r[0][7].as<int>();
-  view.generation = r[0][8].as<int64_t>();
-  view.unchanged = r[0][9].as<bool>();
-  view.delta = r[0][10].as<bool>();
+  ReadGroupState(r[0], 5, /*group=*/true, &view);
   return view;
 }
 
@@ -941,12 +947,7 @@ absl::StatusOr<GroupView> PgStore::ReadGroupSince(absl::string_view queue,
     if (r[0][0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
     GroupView view;
     ParseGroup(Text(r[0][1]), Text(r[0][2]), &view);
-    view.paused = !r[0][3].is_null() && r[0][3].as<bool>();
-    if (!r[0][4].is_null()) view.rate = r[0][4].as<double>();
-    if (!r[0][5].is_null()) view.parts = r[0][5].as<int>();
-    view.generation = r[0][6].as<int64_t>();
-    view.unchanged = r[0][7].as<bool>();
-    view.delta = r[0][8].as<bool>();
+    ReadGroupState(r[0], 3, /*group=*/true, &view);
     return view;
   });
 }

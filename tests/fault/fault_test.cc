@@ -127,14 +127,24 @@ TEST(Fault, SigkillWhileGroupsFinishEndsEachGroupOnce) {
 // Workers of two queues (`partq worker q --queue side:handler=...`, issue 52): a scenario
 // whose workers also serve `side`, kSide items recorded into side_effects by its own handler,
 // so the shared heartbeats, LISTEN connection, claim pool and sweep of a worker of several
-// queues go through the same faults. WorkerArgs() goes to every worker; Check() proves side
-// drained exactly once (the scenario's own checks prove the first queue).
+// queues go through the same faults. Start() sets a scenario up with its workers; Check()
+// proves side drained exactly once (the scenario's own checks prove the first queue).
 class SideQueue {
  public:
   static constexpr int kSide = 4000;
   explicit SideQueue(bool on) : on_(on) {}
-  void AddTo(ScenarioOptions& o) const {
+  // Scenario `name` of 12,000 items (and side, when on).
+  ScenarioOptions OptionsFor(const std::string& name) const {
+    ScenarioOptions o = Options(name, 12000);
     if (on_) o.more_queues = {"side"};
+    return o;
+  }
+  // Sets `s` up, side's items enqueued, and adds a worker (kHandler, and side's handler when
+  // on) per instance id ("": a dynamic member).
+  void Start(FaultScenario& s, const std::vector<std::string>& instance_ids) const {
+    ASSERT_TRUE(s.SetUp());
+    ASSERT_NO_FATAL_FAILURE(Enqueue(s));
+    for (const std::string& id : instance_ids) s.Add(Spec(kHandler, id, WorkerArgs()));
   }
   void Enqueue(FaultScenario& s) const {
     if (!on_) return;
@@ -168,15 +178,8 @@ class SideQueue {
 
 TEST(Fault, SigkillWorkersOfTwoQueues) {
   const SideQueue side(true);
-  ScenarioOptions o = Options("two_queues", 12000);
-  side.AddTo(o);
-  FaultScenario s(o);
-  ASSERT_TRUE(s.SetUp());
-  ASSERT_NO_FATAL_FAILURE(side.Enqueue(s));
-  s.Add(Spec(kHandler, "w1", side.WorkerArgs()));
-  s.Add(Spec(kHandler, "w2", side.WorkerArgs()));
-  s.Add(Spec(kHandler, "", side.WorkerArgs()));
-  s.Add(Spec(kHandler, "", side.WorkerArgs()));
+  FaultScenario s(side.OptionsFor("two_queues"));
+  ASSERT_NO_FATAL_FAILURE(side.Start(s, {"w1", "w2", "", ""}));
   CheckResult r = s.Run(absl::Milliseconds(1500), [&](int) {
     return s.Signal(RandomIndex(s.Active()), SIGKILL) > 0 ? 1 : 0;
   });
@@ -186,12 +189,8 @@ TEST(Fault, SigkillWorkersOfTwoQueues) {
 }
 
 void SigstopPastTheTtl(const std::string& name, const SideQueue& side) {
-  ScenarioOptions o = Options(name, 12000);
-  side.AddTo(o);
-  FaultScenario s(o);
-  ASSERT_TRUE(s.SetUp());
-  ASSERT_NO_FATAL_FAILURE(side.Enqueue(s));
-  for (int i = 0; i < 4; ++i) s.Add(Spec(kHandler, "", side.WorkerArgs()));
+  FaultScenario s(side.OptionsFor(name));
+  ASSERT_NO_FATAL_FAILURE(side.Start(s, {"", "", "", ""}));
   const absl::Duration pause = s.options().ttl + absl::Milliseconds(1500);
   CheckResult r = s.Run(absl::Milliseconds(500), [&](int) {
     const int victim = RandomIndex(s.Active());
@@ -212,12 +211,8 @@ TEST(Fault, SigstopPastTheTtlThenSigcontWorkersOfTwoQueues) {
 }
 
 void PostgresRestarted(const std::string& name, const SideQueue& side) {
-  ScenarioOptions o = Options(name, 12000);
-  side.AddTo(o);
-  FaultScenario s(o);
-  ASSERT_TRUE(s.SetUp());
-  ASSERT_NO_FATAL_FAILURE(side.Enqueue(s));
-  for (int i = 0; i < 3; ++i) s.Add(Spec(kHandler, "", side.WorkerArgs()));
+  FaultScenario s(side.OptionsFor(name));
+  ASSERT_NO_FATAL_FAILURE(side.Start(s, {"", "", ""}));
   CheckResult r = s.Run(absl::Seconds(4), [&](int round) {
     const auto mode = round % 2 == 0 ? EmbeddedPostgres::StopMode::kFast
                                      : EmbeddedPostgres::StopMode::kImmediate;
@@ -241,12 +236,8 @@ TEST(Fault, PostgresRestartedUnderWorkersOfTwoQueues) {
 // Every connection of the workers (their LISTEN connections, named `partq worker/listen`
 // in a worker of several queues, too) terminated again and again.
 void ConnectionsTerminated(const std::string& name, const SideQueue& side) {
-  ScenarioOptions o = Options(name, 12000);
-  side.AddTo(o);
-  FaultScenario s(o);
-  ASSERT_TRUE(s.SetUp());
-  ASSERT_NO_FATAL_FAILURE(side.Enqueue(s));
-  for (int i = 0; i < 3; ++i) s.Add(Spec(kHandler, "", side.WorkerArgs()));
+  FaultScenario s(side.OptionsFor(name));
+  ASSERT_NO_FATAL_FAILURE(side.Start(s, {"", "", ""}));
   int64_t backends = 0;
   CheckResult r = s.Run(absl::Milliseconds(1500), [&](int) {
     try {

@@ -7,8 +7,10 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "pg/migrations.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "pg/migrations.h"
 
 namespace partq::testing {
 namespace {
@@ -90,7 +92,28 @@ TestSchema::TestSchema() : dsn_(TestDsn()) {
 }
 
 TestSchema::~TestSchema() {
-  Query(dsn_, absl::StrCat("DROP SCHEMA IF EXISTS \"", name_, "\" CASCADE"));
+  // A worker process the test killed can leave its backend finishing a statement in the
+  // schema, and the server may then pick the DROP as a deadlock's victim: it goes through
+  // once that statement ends.
+  const std::string drop = absl::StrCat("DROP SCHEMA IF EXISTS \"", name_, "\" CASCADE");
+  for (int attempt = 1;; ++attempt) {
+    try {
+      pqxx::connection c(dsn_);
+      pqxx::nontransaction tx(c);
+      tx.exec(drop);
+      return;
+    } catch (const pqxx::deadlock_detected& e) {
+      if (attempt < 5) {
+        absl::SleepFor(absl::Milliseconds(200));
+        continue;
+      }
+      ADD_FAILURE() << "query failed " << attempt << " times: " << drop << ": " << e.what();
+      return;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "query failed: " << drop << ": " << e.what();
+      return;
+    }
+  }
 }
 
 PgOptions TestSchema::options() const {
