@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -241,6 +242,33 @@ std::string SelfPath() {
   if (n <= 0) return "";
   buf[n] = 0;
   return buf;
+}
+
+std::string SiblingPath(const std::string& name) {
+  const std::string self = SelfPath();
+  const size_t slash = self.rfind('/');
+  if (slash == std::string::npos) return name;
+  return self.substr(0, slash + 1) + name;
+}
+
+int ExecBench(const std::string& command, const std::vector<std::string>& argv) {
+  const std::string bench = SiblingPath("partq-bench");
+  if (access(bench.c_str(), X_OK) != 0) {
+    fprintf(stderr,
+            "partq %s: the benchmark binary %s is not there (%s). partq bench is a binary of its "
+            "own, beside partq: ./scripts/test builds it, or `cmake --build build --target "
+            "partq-bench` (./scripts/demo builds partq alone)\n",
+            command.c_str(), bench.c_str(), strerror(errno));
+    return 2;
+  }
+  std::vector<std::string> words = {bench, command};
+  words.insert(words.end(), argv.begin(), argv.end());
+  std::vector<char*> args;
+  for (std::string& w : words) args.push_back(w.data());
+  args.push_back(nullptr);
+  execv(bench.c_str(), args.data());
+  fprintf(stderr, "partq %s: cannot run %s: %s\n", command.c_str(), bench.c_str(), strerror(errno));
+  return 1;
 }
 
 }  // namespace partq::cli

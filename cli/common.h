@@ -93,6 +93,9 @@ void HidePasswordsInArgv(int argc, char** argv);
 
 // The running binary's path (/proc/self/exe), or "" where it cannot be read.
 std::string SelfPath();
+// `name` in the running binary's directory (`partq-bench` beside `partq`), or
+// `name` alone where that directory cannot be read (then found on PATH).
+std::string SiblingPath(const std::string& name);
 
 // Help text (help.cc): `partq help`; `partq COMMAND --help` (nullopt for an
 // unknown command); the bench's options. WantsHelp: --help or -h among the
@@ -120,6 +123,11 @@ int CmdDemo(const std::vector<std::string>& argv);
 int CmdBench(const std::vector<std::string>& argv);
 // `partq bench-peer exec|http`: a handler peer of `partq bench` (not in the help).
 int CmdBenchPeer(const std::vector<std::string>& argv);
+// `partq bench` and `partq bench-peer`: both are commands of the `partq-bench`
+// binary (bench/bench_main.cc; the demo's build leaves it out), which this runs
+// in the place of the current process from beside `partq`; a clear error where
+// it is not there.
+int ExecBench(const std::string& command, const std::vector<std::string>& argv);
 int CmdBridge(const std::vector<std::string>& argv);
 int CmdConsole(const std::vector<std::string>& argv);
 

@@ -85,8 +85,7 @@ int main(int argc, char** argv) {
   if (cmd == "group") return CmdGroup(rest);
   if (cmd == "schedule") return CmdSchedule(rest);
   if (cmd == "demo") return CmdDemo(rest);
-  if (cmd == "bench") return CmdBench(rest);
-  if (cmd == "bench-peer") return CmdBenchPeer(rest);
+  if (cmd == "bench" || cmd == "bench-peer") return ExecBench(cmd, rest);
   if (cmd == "bridge") return CmdBridge(rest);
   if (cmd == "console") return CmdConsole(rest);
   return Usage("unknown command \"" + cmd + "\"");

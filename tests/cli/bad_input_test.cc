@@ -990,6 +990,36 @@ TEST(Help, EveryCommandAnswersHelpWithoutADatabase) {
 // `partq bench` checks what it will write, and what it is asked to run,
 // before it connects (a run takes minutes): the database here does not
 // exist, so a check made later would show as a connection error instead.
+// `partq bench` runs the `partq-bench` binary beside `partq` (the demo's build
+// leaves it out): a `partq` alone says what is missing and how to build it, and
+// its help still answers.
+TEST(BenchFlags, APartqWithoutItsBenchBinarySaysHowToBuildIt) {
+  char tmpl[] = "/tmp/partq-alone-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string lone = dir + "/partq";
+  std::filesystem::copy_file(testing::PartqBinary(), lone);
+  std::filesystem::permissions(lone, std::filesystem::perms::owner_all);
+  std::string out;
+  // stderr with stdout, where RunCommand reads
+  auto run = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"/bin/sh", "-c", "exec \"$@\" 2>&1", "sh"});
+    return testing::RunCommand(argv, &out);
+  };
+  for (const char* command : {"bench", "bench-peer"}) {
+    const int code = run({lone, command, "--only", "enqueue"});
+    EXPECT_EQ(code, 2) << out;
+    EXPECT_TRUE(absl::StrContains(out, dir + "/partq-bench is not there")) << out;
+    EXPECT_TRUE(absl::StrContains(out, "--target partq-bench")) << out;
+  }
+  EXPECT_EQ(run({lone, "bench", "--help"}), 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "usage: partq bench")) << out;
+  // Built, it is there and answers for the command.
+  EXPECT_EQ(run({testing::PartqBinary(), "bench-peer", "nope"}), 2) << out;
+  EXPECT_TRUE(absl::StrContains(out, "usage: partq bench-peer exec|http")) << out;
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 TEST(BenchFlags, RefusedBeforeTheRun) {
   const std::string dsn =
       absl::StrCat("host=127.0.0.1 port=", testing::FreePort(), " user=postgres");

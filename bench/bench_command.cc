@@ -1,7 +1,7 @@
 // partq bench: end-to-end throughput and latency, partq against plain-SQL
 // baselines in one run on one database (bench/bench.h has the workloads).
-#include "bench/bench.h"
-
+// The commands of the `partq-bench` binary (bench_main.cc), which `partq bench`
+// and `partq bench-peer` run (cli/main.cc): the harness is not in `partq`.
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/log.h"
+#include "bench/bench.h"
 #include "bench/handler_peers.h"
 #include "cli/common.h"
 #include "pg/embedded_postgres.h"
@@ -204,7 +205,8 @@ absl::StatusOr<bench::BenchOptions> BenchOptionsFromFlags(const Args& args) {
   }
   o.verbose = !args.Has("quiet");
   o.diagnose = args.Has("diagnose");
-  o.worker_binary = SelfPath();
+  // The workers and the handler peers the bench starts are `partq`'s commands.
+  o.worker_binary = SiblingPath("partq");
   o.examples_dir = args.Get("examples").value_or(PARTQ_SOURCE_DIR "/examples");
   o.peers_dir = PARTQ_SOURCE_DIR "/bench/peers";
   if (o.only.count("soak") && o.soak.out.empty()) {
