@@ -249,6 +249,35 @@ TEST_F(BridgeTest, IngestSurvivesInjectedFetchErrorsAndBrokersDownAndUp) {
   EXPECT_EQ(bridge.stats().messages, 1000);
 }
 
+// The bridge's connections to PostgreSQL killed again and again while messages
+// arrive (a failover seen from the bridge): each failed batch pauses its
+// partitions, re-reads their offsets and seeks; every message still arrives
+// exactly once.
+TEST_F(BridgeTest, IngestGetsEverythingWhileItsConnectionsAreKilledAgainAndAgain) {
+  CreateQueue();
+  BridgeIngestOptions o = IngestOptions();
+  o.check_interval = absl::Milliseconds(50);
+  BridgeIngest bridge(schema_.BridgeFactory(), o, nullptr);
+  ASSERT_TRUE(bridge.Start().ok());
+  std::vector<KafkaRecord> produced;
+  for (int round = 0; round < 20; ++round) {
+    auto more = ProduceKeyed(cluster_.bootstraps(), topic_, 100, 7, round * 100);
+    produced.insert(produced.end(), more.begin(), more.end());
+    absl::SleepFor(absl::Milliseconds(100 + 37 * (round % 5)));
+    schema_.Q(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE pid <> pg_backend_pid() AND datname = current_database() "
+        "AND application_name LIKE 'partq%'");
+  }
+  ASSERT_TRUE(WaitFor([&] { return Items() >= 2000; }, absl::Seconds(90)))
+      << Items() << " of 2000; errors " << bridge.stats().errors;
+  absl::SleepFor(absl::Seconds(1));
+  bridge.Stop();
+  EXPECT_EQ(Items(), 2000);
+  EXPECT_EQ(ItemOrigins(), Origins(produced));
+  EXPECT_GE(bridge.stats().errors, 1);
+}
+
 TEST_F(BridgeTest, IngestPausesAboveHighWaterAndResumesBelowLowWater) {
   CreateQueue();
   BridgeIngestOptions o = IngestOptions();
