@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -225,6 +226,7 @@ void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
   for (const auto& p : parts) nums.push_back(p.part);
   absl::MutexLock lock(&mu_);
   scheduler_.Remove(nums);
+  flush_now_ = !deferred_.empty();  // the deferred failures are in flight: written first
   auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return scheduler_.Drained(nums); };
   if (!clock_->AwaitWithTimeout(mu_, absl::Condition(&drained), options_.drain_timeout)) {
     if (runner_ != nullptr && runner_->Stopping()) {
@@ -239,6 +241,7 @@ void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
                             "acks will be fenced once the parts have a new owner or epoch)";
     }
   }
+  DropDeferredLocked(nums);     // past the drain timeout: not written
   scheduler_.DropQueued(nums);  // a claim that was under way may have queued more
 }
 
@@ -267,6 +270,7 @@ void Consumer::OnLost(const std::vector<OwnedPart>& parts) {
   for (const auto& p : parts) nums.push_back(p.part);
   absl::MutexLock lock(&mu_);
   scheduler_.Remove(nums);
+  DropDeferredLocked(nums);
 }
 
 void Consumer::ClaimLoop() {
@@ -393,18 +397,19 @@ void Consumer::WorkLoop(int index) {
   std::optional<Batch> kept;
   for (;;) {
     Batch batch;
+    bool flush_alone = false;  // no batch: deferred failures to write
     if (kept) {
       batch = *std::move(kept);
       kept.reset();
     } else {
       absl::MutexLock lock(&mu_);
       ++idle_workers_;
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || scheduler_.queued() > 0;
-      };
-      mu_.Await(absl::Condition(&ready));
+      AwaitWorkLocked();
       --idle_workers_;
-      if (!scheduler_.TakeQueued(&batch)) return;  // stopping
+      // Nothing queued but deferred failures due: an empty batch, whose
+      // Process writes them alone.
+      flush_alone = !stopping_ && scheduler_.queued() == 0 && FlushDueLocked();
+      if (!flush_alone && !scheduler_.TakeQueued(&batch)) return;  // stopping
     }
     for (;;) {
       if (store == nullptr) {
@@ -416,7 +421,7 @@ void Consumer::WorkLoop(int index) {
         }
       }
       const Processed done =
-          store != nullptr ? Process(*store, gen, batch, &kept) : Processed::kFailed;
+          store != nullptr ? Process(*store, gen, batch, &kept, flush_alone) : Processed::kFailed;
       // Stopped (Run's stop signal): the batch is given up; not a failure.
       if (done != Processed::kFailed) break;
       last_store_failure_ns_ = absl::ToUnixNanos(clock_->Now());
@@ -427,8 +432,11 @@ void Consumer::WorkLoop(int index) {
         // Parts revoked or lost meanwhile: the new owner will take the items.
         give_up = stopping_ || !scheduler_.HoldsAny(batch.items);
       }
-      if (give_up) break;
+      // A flush of deferred failures alone (an empty batch) is given up
+      // after the backoff: they stay in flight for the next one.
+      if (give_up && !flush_alone) break;
       clock_->SleepFor(options_.retry_backoff);
+      if (give_up) break;
     }
     absl::MutexLock lock(&mu_);
     scheduler_.Release(batch.items);
@@ -490,14 +498,22 @@ void AddFinished(FinishResult& from, FinishResult* to) {
 }  // namespace
 
 Consumer::Processed Consumer::Process(Store& store, absl::BitGenRef gen, Batch& batch,
-                                      std::optional<Batch>* kept) {
+                                      std::optional<Batch>* kept, bool flush_alone) {
+  // Deferred failures due are written in this Finish (all of them alone).
+  std::vector<Deferred> flushing;
+  {
+    absl::MutexLock lock(&mu_);
+    flushing = TakeDeferredLocked(/*all=*/flush_alone);
+  }
+  if (flush_alone && flushing.empty()) return Processed::kDone;  // another worker wrote them
   FinishRequest req;
   req.queue = options_.queue;
   req.begin_next = true;  // the first batch claimed ahead is this worker's next
   req.session = session_->id();
   req.max_attempts = config_.max_attempts;
   req.items = batch.items;
-  req.parts = FenceOf(batch.items);
+  for (const Deferred& d : flushing) req.items.push_back(d.item);
+  req.parts = FenceOf(req.items);
   // Claim ahead in this ack, if the store asks (after the handler ran) and
   // then no claim is under way and the claimed batches do not cover the idle
   // workers and this one. A second attempt of the same Finish gets the same
@@ -523,8 +539,9 @@ Consumer::Processed Consumer::Process(Store& store, absl::BitGenRef gen, Batch& 
 
   const absl::Time t0 = clock_->Now();
   bool need_isolation = false;
+  std::vector<Deferred> deferring;
   auto body = [&](Tx& tx, absl::Span<const Item> owned) {
-    return runner_->Run(tx, owned, req.session, gen, batch, &need_isolation);
+    return RunBody(tx, owned, flushing, req.session, gen, batch, &need_isolation, &deferring);
   };
   absl::StatusOr<FinishResult> r = store.Finish(req, body);
   if (!r.ok() && need_isolation && !batch.isolate) {
@@ -532,9 +549,11 @@ Consumer::Processed Consumer::Process(Store& store, absl::BitGenRef gen, Batch& 
     need_isolation = false;
     r = store.Finish(req, body);
   }
+  const bool flushed = r.ok();  // the first transaction, with what it flushed, committed
   // The failures of the transactions that committed, to report.
   std::vector<FailureNote> notes;
   if (r.ok()) notes = std::move(batch.failures);
+  for (const Deferred& d : flushing) notes.push_back(d.note);
   // An isolating run that left items: they go in transactions of their own,
   // one after another (each may leave some again), as the same batch.
   Batch rest;
@@ -561,7 +580,131 @@ Consumer::Processed Consumer::Process(Store& store, absl::BitGenRef gen, Batch& 
     notes.insert(notes.end(), rest.failures.begin(), rest.failures.end());
   }
   if (r.ok()) ReportFailures(notes, *r);
-  return Settle(std::move(r), ahead, claim_started, batch, t0, kept);
+  const Processed done = Settle(std::move(r), ahead, claim_started, batch, t0, kept);
+  if (!deferring.empty() || !flushing.empty()) {
+    SettleDeferred(flushed, std::move(deferring), std::move(flushing), batch);
+  }
+  return done;
+}
+
+absl::StatusOr<std::vector<Outcome>> Consumer::RunBody(Tx& tx, absl::Span<const Item> owned,
+                                                       const std::vector<Deferred>& flushing,
+                                                       const SessionId& session,
+                                                       absl::BitGenRef gen, Batch& batch,
+                                                       bool* need_isolation,
+                                                       std::vector<Deferred>* deferring) {
+  deferring->clear();  // of an earlier call, rolled back
+  std::vector<Outcome> flushed;
+  std::vector<Item> own;
+  absl::Span<const Item> run = owned;
+  if (!flushing.empty()) {
+    absl::flat_hash_map<int64_t, const Outcome*> noted;
+    for (const Deferred& d : flushing) noted[d.item.id] = &d.note.outcome;
+    for (const Item& i : owned) {
+      auto it = noted.find(i.id);
+      if (it != noted.end()) {
+        flushed.push_back(*it->second);
+      } else {
+        own.push_back(i);
+      }
+    }
+    run = own;
+  }
+  // The runner as ever (it answers a stop even for no items), but not for a
+  // flush alone.
+  absl::StatusOr<std::vector<Outcome>> outs = std::vector<Outcome>{};
+  if (flushing.empty() || !run.empty()) {
+    outs = runner_->Run(tx, run, session, gen, batch, need_isolation);
+  }
+  if (!outs.ok()) return outs;
+  DeferFailures(batch, run, &*outs, deferring);
+  outs->insert(outs->end(), flushed.begin(), flushed.end());
+  return outs;
+}
+
+void Consumer::DeferFailures(const Batch& batch, absl::Span<const Item> run,
+                             std::vector<Outcome>* outs, std::vector<Deferred>* deferring) const {
+  if (batch.isolate || batch.failures.empty() || !handler_->StatusesAreFinal()) return;
+  absl::flat_hash_map<int64_t, size_t> at;
+  for (size_t i = 0; i < run.size(); ++i) at[run[i].id] = i;
+  for (const FailureNote& note : batch.failures) {
+    const Outcome& o = note.outcome;
+    const bool failed = o.kind == Outcome::Kind::kRetry || o.kind == Outcome::Kind::kDead;
+    auto it = at.find(o.id);
+    // The handler's own answer only: crashes, timeouts and the like, a
+    // suspect's end and given-back attempts go as they did.
+    if (!failed || o.refund_attempt || note.kind != FailureKind::kHandlerError || it == at.end() ||
+        run[it->second].suspect || (*outs)[it->second].id != o.id) {
+      continue;
+    }
+    (*outs)[it->second].kind = Outcome::Kind::kLeave;
+    deferring->push_back({run[it->second], note});
+  }
+}
+
+bool Consumer::FlushDueLocked() const {
+  return !deferred_.empty() && (flush_now_ || deferred_.size() >= kDeferredMax ||
+                                clock_->Now() >= deferred_since_ + kDeferredAge);
+}
+
+std::vector<Consumer::Deferred> Consumer::TakeDeferredLocked(bool all) {
+  std::vector<Deferred> out;
+  if (deferred_.empty() || (!all && !FlushDueLocked())) return out;
+  out.swap(deferred_);
+  flush_now_ = false;
+  return out;
+}
+
+void Consumer::SettleDeferred(bool flushed, std::vector<Deferred> deferring,
+                              std::vector<Deferred> flushing, Batch& batch) {
+  absl::MutexLock lock(&mu_);
+  if (!flushed) {
+    // Not written: still in flight, for the next flush (or the drop of a
+    // part that goes meanwhile). What the batch deferred was rolled back.
+    deferring = std::move(flushing);
+    flushing.clear();
+  } else if (!deferring.empty()) {
+    absl::flat_hash_set<int64_t> ids;
+    for (const Deferred& d : deferring) ids.insert(d.item.id);
+    batch.items.erase(std::remove_if(batch.items.begin(), batch.items.end(),
+                                     [&](const Item& i) { return ids.count(i.id) > 0; }),
+                      batch.items.end());
+  }
+  if (!deferring.empty()) {
+    if (deferred_.empty()) deferred_since_ = clock_->Now();
+    for (Deferred& d : deferring) deferred_.push_back(std::move(d));
+  }
+  std::vector<Item> done;
+  for (Deferred& d : flushing) done.push_back(std::move(d.item));
+  scheduler_.Release(done);
+}
+
+void Consumer::DropDeferredLocked(const std::vector<int>& parts) {
+  const absl::flat_hash_set<int> gone(parts.begin(), parts.end());
+  std::vector<Item> dropped;
+  auto it = std::remove_if(deferred_.begin(), deferred_.end(), [&](Deferred& d) {
+    if (gone.count(d.item.part) == 0) return false;
+    dropped.push_back(d.item);
+    return true;
+  });
+  deferred_.erase(it, deferred_.end());
+  scheduler_.Release(dropped);
+}
+
+void Consumer::AwaitWorkLocked() {
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || scheduler_.queued() > 0 || (flush_now_ && !deferred_.empty());
+  };
+  auto ready_or_deferred = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ready() || !deferred_.empty();
+  };
+  while (!ready() && !FlushDueLocked()) {
+    if (deferred_.empty()) {
+      mu_.Await(absl::Condition(&ready_or_deferred));
+    } else {
+      clock_->AwaitWithDeadline(mu_, absl::Condition(&ready), deferred_since_ + kDeferredAge);
+    }
+  }
 }
 
 void Consumer::CutToUncommitted(const FinishResult& r, const std::vector<FailureNote>& notes,

@@ -100,7 +100,10 @@ class FaultStore : public Store {
   }
   absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
                                       const FinishBody& body) override {
-    return Call("Finish", [&] { return inner_->Finish(request, body); });
+    absl::StatusOr<FinishResult> r = Call("Finish", [&] { return inner_->Finish(request, body); });
+    // Finishes that wrote failures (issue 49: not one per failing batch).
+    if (r.ok() && (!r->retried.empty() || !r->dead.empty())) faults_->Count("FinishWithFailures");
+    return r;
   }
   absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override {
     return Call("GetItemState", [&] { return inner_->GetItemState(queue, id); });

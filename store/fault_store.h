@@ -67,7 +67,8 @@ class FaultInjector {
   // A call that is not slow is counted together with its failure, so once
   // Calls shows it, lifting FailCallsOf no longer lets it through.
   // Also "WholeGroupView": heartbeats and group reads that returned members
-  // and owners (GroupView::unchanged false).
+  // and owners (GroupView::unchanged false); "FinishWithFailures": Finishes
+  // that committed a retry or a dead item.
   int64_t Calls(const std::string& method) const;
   // Counts `what` as Calls reports it (the wrapped stores' results).
   void Count(const char* what);

@@ -36,6 +36,7 @@
 #include "handlers/handler_metrics.h"
 #include "handlers/http_handler.h"
 #include "nlohmann/json.hpp"
+#include "store/fault_store.h"
 #include "store/mem_store.h"
 #include "tests/observability/scrape.h"
 #include "tests/testing/process.h"
@@ -153,7 +154,7 @@ class ConsumerHandlersTest : public ::testing::Test {
     ::testing::internal::CaptureStderr();
     {
       ConsumerMetrics metrics(registry_, kQueue);
-      Consumer c(db_.Factory(), o, &handler, &metrics);
+      Consumer c(faults_.Wrap(db_.Factory()), o, &handler, &metrics);
       if (c.Start().ok()) {
         run.done = testing::WaitUntil([&] { return done(c.stats()); }, absl::Minutes(2),
                                       absl::Milliseconds(10));
@@ -213,6 +214,7 @@ class ConsumerHandlersTest : public ::testing::Test {
 
   MemDatabase db_;
   std::unique_ptr<Store> admin_ = db_.Connect();
+  FaultInjector faults_;  // injects nothing: counts the consumer's calls
   prometheus::Registry registry_;
   int max_attempts_ = 0;
   int64_t after_id_ = 0;
@@ -466,6 +468,62 @@ TEST_F(ConsumerHandlersTest, ExecRepliesFailuresAreRecordedWithoutSendingTheBatc
   ASSERT_EQ(db_.Outbox().size(), 1u);
   EXPECT_EQ(db_.Outbox()[0].topic, "events");
   EXPECT_EQ(Metric("partq_handler_requests_total"), 2);
+}
+
+// 400 items through exec in batches of 10, every 20th one dead: 20 batches
+// with a failure. Their dead-letterings are written together, a few at a
+// time, not each by its batch's ack (which stays the lean one: issue 49);
+// every item is asked of the handler once, the good ones acked with their
+// results, the failing ones dead with the handler's error.
+TEST_F(ConsumerHandlersTest, FailuresOfManyBatchesAreWrittenTogetherNotByEachBatchsAck) {
+  CreateQueue(3);
+  ExecHandler handler(Exec("TEST_CHILD_TRACE=1 " + ServeCommand()));
+  std::vector<std::string> payloads;
+  for (int i = 0; i < 400; ++i) payloads.push_back(i % 20 == 7 ? "dead" : absl::StrCat("p", i));
+  const std::vector<int64_t> ids = Enqueue(payloads);
+  const Run run = Consume(handler, absl::Minutes(1),
+                          [](const ConsumerStats& s) { return s.acked + s.dead == 400; });
+  ASSERT_TRUE(run.done) << Tail(run.log);
+  EXPECT_EQ(run.stats.acked, 380);
+  EXPECT_EQ(run.stats.dead, 20);
+  EXPECT_EQ(run.stats.retried, 0);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const ItemState st = State(ids[i]);
+    if (payloads[i] == "dead") {
+      EXPECT_EQ(st.kind, ItemState::Kind::kDead) << i;
+      EXPECT_EQ(st.attempts, 1) << i;
+      EXPECT_EQ(st.error, "can never succeed") << i;
+    } else {
+      EXPECT_EQ(st.result, payloads[i]) << i;
+    }
+  }
+  size_t asked = 0;
+  for (const std::string& request : TracedRequests(run.log)) {
+    asked += std::vector<std::string>(absl::StrSplit(request, ',')).size();
+  }
+  EXPECT_EQ(asked, 400u) << "an item was sent again: " << Tail(run.log);
+  EXPECT_GE(faults_.Calls("FinishWithFailures"), 1);
+  EXPECT_LE(faults_.Calls("FinishWithFailures"), 10)
+      << "one Finish that writes failures per failing batch (20) is what issue 49 removed";
+}
+
+// A failure deferred when the worker stops is written before its part goes:
+// the stop's revoke waits for it, so the item is dead, not left in flight
+// for the next owner to run again.
+TEST_F(ConsumerHandlersTest, ADeferredFailureIsWrittenBeforeTheStopLetsItsPartGo) {
+  CreateQueue(3);
+  ExecHandler handler(Exec(ServeCommand()));
+  const std::vector<int64_t> ids = Enqueue({"a", "dead"});
+  const Run run =
+      Consume(handler, absl::Minutes(1), [](const ConsumerStats& s) { return s.acked == 1; });
+  ASSERT_TRUE(run.done) << Tail(run.log);
+  EXPECT_EQ(run.stats.dead, 1) << Tail(run.log);
+  const ItemState st = State(ids[1]);
+  EXPECT_EQ(st.kind, ItemState::Kind::kDead);
+  EXPECT_EQ(st.error, "can never succeed");
+  auto status = admin_->Status(kQueue);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->parts[0].in_flight, 0);
 }
 
 // Each failure is logged once it commits, saying the queue, the item, its
