@@ -220,6 +220,8 @@ const char* BenchUsage() {
                    [--json] [--out FILE] [--plot FILE.svg|FILE.png] [--quiet]
                    [--dsn DSN] [--schema NAME] [--pool-mode MODE] [--max-payload BYTES]
                    [--keep] [--diagnose] [--vacuum-interval 10]
+The harness is a binary of its own, partq-bench, which partq runs from its own
+directory (./scripts/test builds it; ./scripts/demo builds partq alone).
 Without --dsn or $PARTQ_DSN, runs against an embedded PostgreSQL (default
 settings, max_connections raised for the idle workload; with --dsn, idle needs
 about 2 free connections a session or is skipped). The bench uses its own
