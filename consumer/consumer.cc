@@ -226,7 +226,9 @@ void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
   for (const auto& p : parts) nums.push_back(p.part);
   absl::MutexLock lock(&mu_);
   scheduler_.Remove(nums);
-  flush_now_ = !deferred_.empty();  // the deferred failures are in flight: written first
+  // Still ours until released: deferred failures there are written first.
+  for (const auto& p : parts) revoking_[p.part] = p.epoch;
+  flush_now_ = !deferred_.empty();
   auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return scheduler_.Drained(nums); };
   if (!clock_->AwaitWithTimeout(mu_, absl::Condition(&drained), options_.drain_timeout)) {
     if (runner_ != nullptr && runner_->Stopping()) {
@@ -241,6 +243,7 @@ void Consumer::OnRevoke(const std::vector<OwnedPart>& parts) {
                             "acks will be fenced once the parts have a new owner or epoch)";
     }
   }
+  for (int p : nums) revoking_.erase(p);
   DropDeferredLocked(nums);     // past the drain timeout: not written
   scheduler_.DropQueued(nums);  // a claim that was under way may have queued more
 }
@@ -523,23 +526,30 @@ Consumer::Processed Consumer::Process(Store& store, absl::BitGenRef gen, Batch& 
   // The batch whose handlers the current Finish runs: `batch`, or what an
   // isolating run left for another transaction (Batch::left).
   Batch* current = &batch;
+  // What the body defers of the batch's failures (they stay in flight).
+  std::vector<Deferred> deferring;
   req.next = [&]() -> std::optional<ClaimRequest> {
     // Only the transaction that finishes the batch's last items claims.
     if (!current->left.empty()) return std::nullopt;
+    // What this transaction finishes: the claim must skip the rest of what
+    // is in flight, deferred failures too, and its record keep listing them.
+    std::vector<Item> adjusted;
+    const std::vector<Item>& finishing = deferring.empty() && flushing.empty()
+                                             ? batch.items
+                                             : (adjusted = Finishing(batch, deferring, flushing));
     absl::MutexLock lock(&mu_);
     if (ahead) return ahead;
     if (stopping_) return std::nullopt;
     const std::optional<int> batches =
-        scheduler_.ClaimAheadBatches(idle_workers_, batch.items, clock_->Now());
+        scheduler_.ClaimAheadBatches(idle_workers_, finishing, clock_->Now());
     if (!batches) return std::nullopt;
-    ahead = scheduler_.BeginClaim(req.session, *batches, batch.items, clock_->Now());
+    ahead = scheduler_.BeginClaim(req.session, *batches, finishing, clock_->Now());
     if (ahead) claim_started = clock_->Now();
     return ahead;
   };
 
   const absl::Time t0 = clock_->Now();
   bool need_isolation = false;
-  std::vector<Deferred> deferring;
   auto body = [&](Tx& tx, absl::Span<const Item> owned) {
     return RunBody(tx, owned, flushing, req.session, gen, batch, &need_isolation, &deferring);
   };
@@ -642,6 +652,24 @@ void Consumer::DeferFailures(const Batch& batch, absl::Span<const Item> run,
   }
 }
 
+std::vector<Item> Consumer::Finishing(const Batch& batch, const std::vector<Deferred>& deferring,
+                                      const std::vector<Deferred>& flushing) {
+  absl::flat_hash_set<int64_t> left;
+  for (const Deferred& d : deferring) left.insert(d.item.id);
+  std::vector<Item> out;
+  for (const Item& i : batch.items) {
+    if (left.count(i.id) == 0) out.push_back(i);
+  }
+  for (const Deferred& d : flushing) out.push_back(d.item);
+  return out;
+}
+
+bool Consumer::DeferrableLocked(const Item& item) const {
+  if (scheduler_.HoldsAny({item})) return true;
+  auto it = revoking_.find(item.part);
+  return it != revoking_.end() && it->second == item.claim_epoch;
+}
+
 bool Consumer::FlushDueLocked() const {
   return !deferred_.empty() && (flush_now_ || deferred_.size() >= kDeferredMax ||
                                 clock_->Now() >= deferred_since_ + kDeferredAge);
@@ -652,6 +680,17 @@ std::vector<Consumer::Deferred> Consumer::TakeDeferredLocked(bool all) {
   if (deferred_.empty() || (!all && !FlushDueLocked())) return out;
   out.swap(deferred_);
   flush_now_ = false;
+  // Of a part lost meanwhile (or held again at a newer epoch): their Finish
+  // would be fenced, and one Finish holds one epoch per part.
+  std::vector<Item> stale;
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [&](const Deferred& d) {
+                             if (DeferrableLocked(d.item)) return false;
+                             stale.push_back(d.item);
+                             return true;
+                           }),
+            out.end());
+  scheduler_.Release(stale);
   return out;
 }
 
@@ -670,11 +709,19 @@ void Consumer::SettleDeferred(bool flushed, std::vector<Deferred> deferring,
                                      [&](const Item& i) { return ids.count(i.id) > 0; }),
                       batch.items.end());
   }
-  if (!deferring.empty()) {
-    if (deferred_.empty()) deferred_since_ = clock_->Now();
-    for (Deferred& d : deferring) deferred_.push_back(std::move(d));
-  }
   std::vector<Item> done;
+  for (Deferred& d : deferring) {
+    // A part lost or revoked meanwhile (OnLost, a revoke past its drain
+    // timeout, both of which dropped the others): released unwritten.
+    if (!DeferrableLocked(d.item)) {
+      done.push_back(std::move(d.item));
+      continue;
+    }
+    if (deferred_.empty()) deferred_since_ = clock_->Now();
+    // A revoke under way waits for it: written at once.
+    flush_now_ = flush_now_ || revoking_.count(d.item.part) > 0;
+    deferred_.push_back(std::move(d));
+  }
   for (Deferred& d : flushing) done.push_back(std::move(d.item));
   scheduler_.Release(done);
 }

@@ -82,6 +82,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/random/bit_gen_ref.h"
 #include "absl/status/status.h"
@@ -291,6 +292,13 @@ class Consumer : private PartListener {
   // items and notes go to *deferring.
   void DeferFailures(const Batch& batch, absl::Span<const Item> run, std::vector<Outcome>* outs,
                      std::vector<Deferred>* deferring) const;
+  // The items a Finish of `batch` finishes when it defers `deferring` and
+  // writes `flushing` (what its claim ahead must not count as in flight).
+  static std::vector<Item> Finishing(const Batch& batch, const std::vector<Deferred>& deferring,
+                                     const std::vector<Deferred>& flushing);
+  // Whether `item`'s part is still this session's at the item's epoch
+  // (held, or being revoked): its failure can still be written.
+  bool DeferrableLocked(const Item& item) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the deferred failures are due to be written.
   bool FlushDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The deferred failures, taken out to be written: when due, or (`all`)
@@ -347,6 +355,9 @@ class Consumer : private PartListener {
   std::vector<Deferred> deferred_ ABSL_GUARDED_BY(mu_);  // failures not written yet
   absl::Time deferred_since_ ABSL_GUARDED_BY(mu_);       // when the oldest was deferred
   bool flush_now_ ABSL_GUARDED_BY(mu_) = false;          // a revoke waits for them
+  // Parts OnRevoke is draining, at their epochs: out of the scheduler, ours
+  // until released.
+  absl::flat_hash_map<int, Epoch> revoking_ ABSL_GUARDED_BY(mu_);
   absl::Time NextIdlePoll(Store& store, const std::vector<int>& parts, absl::Time now);
   bool holds_back_ = false;  // ordered or key-bound: never idle (Start sets it)
   // When the database last failed a claim or an ack (a failover, a restart):

@@ -6,7 +6,9 @@ misbehaves as asked: by MODE (argv[1]) for the whole process, or by an item's
 payload for one batch.
 
 With TEST_CHILD_TRACE=1 in its environment it writes "request: P,P,..." (the
-payloads of each request, in order) to stderr as it reads each request.
+payloads of each request, in order) to stderr as it reads each request; with
+TEST_CHILD_TRACE_FILE=PATH, it appends the same line to PATH (which a worker's
+rate-limited log of its children's stderr does not cut).
 
 Modes:
   serve            answer each batch (payload rules below)
@@ -89,9 +91,12 @@ def main():
     for line in sys.stdin:
         request = json.loads(line)
         items = request["items"]
+        traced = "request: " + ",".join(payload_of(i).decode("utf-8", "replace") for i in items)
         if os.environ.get("TEST_CHILD_TRACE") == "1":
-            print("request: " + ",".join(payload_of(i).decode("utf-8", "replace") for i in items),
-                  file=sys.stderr, flush=True)
+            print(traced, file=sys.stderr, flush=True)
+        if os.environ.get("TEST_CHILD_TRACE_FILE"):
+            with open(os.environ["TEST_CHILD_TRACE_FILE"], "a", encoding="utf-8") as f:
+                f.write(traced + "\n")
         mode = process_mode
         misbehaving = [i for i in items if payload_of(i).startswith(b"misbehave:")]
         if misbehaving:

@@ -20,6 +20,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "tests/observability/scrape.h"
 #include "tests/testing/pg_env.h"
@@ -298,6 +300,74 @@ TEST(WorkerSummaryTest, ThrottledItemsAreCountedApartFromTheRetried) {
                                 "without using an attempt), 0 dead-lettered, 0 fenced"))
       << text.str();
   if (!HasFailure()) std::remove(log.c_str());
+}
+
+// An exec handler's failures are written after their batch's ack (issue 49),
+// and until then the items are in flight: no claim may take them again. An
+// ordered queue polled every 20 ms reads its part from the head, where they
+// still are. 200 keyed items, every 20th failing for good, two worker threads
+// claiming ahead: each item is asked of the handler once, the failing ones
+// dead, the rest acked, nothing left in flight.
+TEST(WorkerDeferredFailuresTest, AClaimAheadDoesNotTakeAFailureNotWrittenYet) {
+  testing::TestSchema schema;
+  QueueConfig q;
+  q.name = "q";
+  q.parts = 1;
+  q.ordered = true;
+  auto store = schema.NewStore();
+  ASSERT_TRUE(store->CreateQueue(q).ok());
+  for (int i = 0; i < 200; ++i) {
+    NewItem item;
+    item.payload = i % 20 == 7 ? "dead" : absl::StrCat("p", i);
+    item.key = absl::StrCat("k", i % 5);
+    ASSERT_TRUE(store->Enqueue("q", item).ok());
+  }
+  const int port = testing::FreePort();
+  const std::string log = absl::StrCat(::testing::TempDir(), "/worker_deferred.log");
+  const std::string trace = absl::StrCat(::testing::TempDir(), "/worker_deferred.trace");
+  std::remove(log.c_str());
+  std::remove(trace.c_str());
+  ChildProcess worker({testing::PartqBinary(), "worker", "q", "--handler",
+                       absl::StrCat("exec:TEST_CHILD_TRACE_FILE=", trace, " exec ", PYTHON3, " ",
+                                    TEST_CHILD, " serve"),
+                       "--concurrency", "2", "--batch", "10", "--poll-only", "--poll-interval",
+                       "20ms", "--metrics-addr", absl::StrCat("127.0.0.1:", port), "--dsn",
+                       schema.dsn(), "--schema", schema.name()},
+                      {}, log);
+  std::string body;
+  std::map<std::string, double> m;
+  ASSERT_TRUE(WaitUntil([&] {
+    if (HttpGet(port, "/metrics", &body) != 200) return false;
+    m = ParseSamples(body);
+    return m["partq_items_acked_total{queue=\"q\"}"] +
+               m["partq_items_dead_lettered_total{queue=\"q\"}"] >=
+           200;
+  })) << "see "
+      << log;
+  worker.Signal(SIGTERM);
+  ASSERT_TRUE(worker.Wait(absl::Seconds(30)).has_value());
+  EXPECT_EQ(m["partq_items_acked_total{queue=\"q\"}"], 190);
+  EXPECT_EQ(m["partq_items_dead_lettered_total{queue=\"q\"}"], 10);
+  std::stringstream text, traced;
+  text << std::ifstream(log).rdbuf();
+  traced << std::ifstream(trace).rdbuf();
+  int asked = 0, dead = 0;
+  for (absl::string_view line : absl::StrSplit(traced.str(), '\n', absl::SkipEmpty())) {
+    ASSERT_TRUE(absl::ConsumePrefix(&line, "request: ")) << line;
+    for (absl::string_view p : absl::StrSplit(line, ',')) {
+      ++asked;
+      dead += p == "dead";
+    }
+  }
+  EXPECT_EQ(asked, 200) << traced.str();
+  EXPECT_EQ(dead, 10) << "a failure not written yet was claimed again: " << traced.str();
+  EXPECT_FALSE(absl::StrContains(text.str(), "finishing")) << text.str();
+  EXPECT_EQ(schema.QInt("SELECT count(*) FROM {schema}.dead_items"), 10);
+  EXPECT_EQ(schema.QInt("SELECT count(*) FROM {schema}.items"), 0);
+  if (!HasFailure()) {
+    std::remove(log.c_str());
+    std::remove(trace.c_str());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, WorkerHandlersTest,
