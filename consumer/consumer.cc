@@ -678,19 +678,12 @@ bool Consumer::FlushDueLocked() const {
 std::vector<Consumer::Deferred> Consumer::TakeDeferredLocked(bool all) {
   std::vector<Deferred> out;
   if (deferred_.empty() || (!all && !FlushDueLocked())) return out;
-  out.swap(deferred_);
-  flush_now_ = false;
   // Of a part lost meanwhile (or held again at a newer epoch): their Finish
   // would be fenced, and one Finish holds one epoch per part.
-  std::vector<Item> stale;
-  out.erase(std::remove_if(out.begin(), out.end(),
-                           [&](const Deferred& d) {
-                             if (DeferrableLocked(d.item)) return false;
-                             stale.push_back(d.item);
-                             return true;
-                           }),
-            out.end());
-  scheduler_.Release(stale);
+  DropDeferredLocked([this](const Item& i)
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !DeferrableLocked(i); });
+  out.swap(deferred_);
+  flush_now_ = false;
   return out;
 }
 
@@ -726,16 +719,20 @@ void Consumer::SettleDeferred(bool flushed, std::vector<Deferred> deferring,
   scheduler_.Release(done);
 }
 
-void Consumer::DropDeferredLocked(const std::vector<int>& parts) {
-  const absl::flat_hash_set<int> gone(parts.begin(), parts.end());
+void Consumer::DropDeferredLocked(absl::FunctionRef<bool(const Item&)> drop) {
   std::vector<Item> dropped;
-  auto it = std::remove_if(deferred_.begin(), deferred_.end(), [&](Deferred& d) {
-    if (gone.count(d.item.part) == 0) return false;
+  auto it = std::remove_if(deferred_.begin(), deferred_.end(), [&](const Deferred& d) {
+    if (!drop(d.item)) return false;
     dropped.push_back(d.item);
     return true;
   });
   deferred_.erase(it, deferred_.end());
   scheduler_.Release(dropped);
+}
+
+void Consumer::DropDeferredLocked(const std::vector<int>& parts) {
+  const absl::flat_hash_set<int> gone(parts.begin(), parts.end());
+  DropDeferredLocked([&](const Item& i) { return gone.count(i.part) > 0; });
 }
 
 void Consumer::AwaitWorkLocked() {

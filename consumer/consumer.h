@@ -84,6 +84,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/random/bit_gen_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -313,6 +314,9 @@ class Consumer : private PartListener {
   // Deferred failures of parts this session no longer holds: released
   // unwritten (their Finish would be fenced; the next owner counts them).
   void DropDeferredLocked(const std::vector<int>& parts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same for those `drop` picks (TakeDeferredLocked: not ours at their epoch).
+  void DropDeferredLocked(absl::FunctionRef<bool(const Item&)> drop)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker's wait for a batch, or for deferred failures to come due.
   void AwaitWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
