@@ -418,20 +418,19 @@ skip AS (SELECT )sql",
       ",\n", pick, R"sql(,
 current_records AS (
   SELECT r.part, r.epoch,
-         coalesce((SELECT c.seq FROM {schema}.part_claims c
+         coalesce((SELECT c.ctid FROM {schema}.part_claims c
                    WHERE c.queue = )sql",
       d(p.queue), R"sql( AND c.part = r.part AND c.seq = r.record),
-                  (SELECT c.seq FROM {schema}.part_claims c
+                  (SELECT c.ctid FROM {schema}.part_claims c
                    WHERE c.queue = )sql",
       d(p.queue), R"sql( AND c.part = r.part AND c.epoch = r.epoch
-                   ORDER BY c.seq DESC LIMIT 1)) AS seq
+                   ORDER BY c.seq DESC LIMIT 1)) AS tid
   FROM (SELECT DISTINCT k.part, k.epoch, o.record
         FROM pick k LEFT JOIN own o ON o.part = k.part) r),
 replaced AS (
-  DELETE FROM {schema}.part_claims c USING current_records l
-  WHERE c.queue = )sql",
-      d(p.queue), R"sql( AND c.part = l.part AND c.seq = l.seq AND c.epoch = l.epoch
-  RETURNING c.part, c.epoch),
+  SELECT d.dropped_part AS part, d.dropped_epoch AS epoch
+  FROM (SELECT array_agg(l.tid) AS tids, array_agg(l.epoch) AS epochs FROM current_records l) a
+  CROSS JOIN LATERAL {schema}.drop_claim_records(a.tids, a.epochs) d),
 recorded AS (
   INSERT INTO {schema}.part_claims (queue, part, epoch, ids)
   SELECT )sql",
@@ -452,17 +451,18 @@ recorded AS (
 // statement, the parts it takes from are left to it: `recorded` replaces
 // those without them, and one statement must not change a row twice.
 // Only each part's latest record is current (migration 9): that row is
-// changed in place, which a retry or a dead item (rare) can afford.
+// changed in place, which a retry or a dead item (rare) can afford, and found
+// by its ctid (a join by key read the queue's every dead record, as a claim's
+// replace did: migration 33).
 std::string UnrecordCte(bool with_claim) {
   return absl::StrCat(R"sql(unrecorded AS (
   UPDATE {schema}.part_claims c
   SET ids = ARRAY(SELECT x FROM unnest(c.ids) AS x WHERE x <> ALL($9::bigint[]))
-  FROM (SELECT p.part, l.seq FROM (SELECT DISTINCT part FROM unnest($10::int[]) AS u(part)) p
+  FROM (SELECT p.part, l.tid FROM (SELECT DISTINCT part FROM unnest($10::int[]) AS u(part)) p
         CROSS JOIN LATERAL (
-          SELECT c2.seq FROM {schema}.part_claims c2
+          SELECT c2.ctid AS tid FROM {schema}.part_claims c2
           WHERE c2.queue = $1 AND c2.part = p.part ORDER BY c2.seq DESC LIMIT 1) l) cur
-  WHERE c.queue = $1 AND c.part = cur.part AND c.seq = cur.seq
-    AND cardinality($9::bigint[]) > 0)sql",
+  WHERE c.ctid = cur.tid AND cardinality($9::bigint[]) > 0)sql",
                       with_claim ? "\n    AND c.part NOT IN (SELECT part FROM pick)" : "",
                       R"sql(
   RETURNING 1))sql");
