@@ -92,6 +92,22 @@ Latency LatencyOf(std::vector<double> ms) {
   return l;
 }
 
+// Rounds' latencies in one: the medians of their p50 and p99, the largest max.
+Latency MedianLatency(const std::vector<Latency>& rounds) {
+  Latency l;
+  if (rounds.empty()) return l;
+  std::vector<double> p50, p99;
+  for (const Latency& r : rounds) {
+    l.samples += r.samples;
+    p50.push_back(r.p50_ms);
+    p99.push_back(r.p99_ms);
+    l.max_ms = std::max(l.max_ms, r.max_ms);
+  }
+  l.p50_ms = Median(p50);
+  l.p99_ms = Median(p99);
+  return l;
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path);
   std::stringstream ss;
@@ -290,6 +306,8 @@ class Bench {
   std::unique_ptr<Handler> noop_handler_;    // partq_noop's
   int postmaster_ = 0;
   absl::Time start_ = absl::Now();
+  // The steady rounds' halves of the latency (BenchReport::steady_to_claimed).
+  std::vector<Latency> steady_to_claimed_, steady_claimed_to_acked_;
 };
 
 absl::Status Bench::Setup() {
@@ -766,6 +784,13 @@ absl::Status Bench::Steady(BenchReport& r, std::vector<double>& p50, std::vector
     ms.push_back(std::max<int64_t>(0, tracker.acked_us(s) - enq_us[s]) / 1000.0);
   }
   Latency l = LatencyOf(ms);
+  std::vector<double> to_claimed, to_acked;
+  for (int64_t s = 0; s < total; ++s) {
+    to_claimed.push_back(std::max<int64_t>(0, tracker.claimed_us(s) - enq_us[s]) / 1000.0);
+    to_acked.push_back(std::max<int64_t>(0, tracker.acked_us(s) - tracker.claimed_us(s)) / 1000.0);
+  }
+  steady_to_claimed_.push_back(LatencyOf(std::move(to_claimed)));
+  steady_claimed_to_acked_.push_back(LatencyOf(std::move(to_acked)));
   p50.push_back(l.p50_ms);
   p99.push_back(l.p99_ms);
   max.push_back(l.max_ms);
@@ -1490,8 +1515,12 @@ absl::StatusOr<BenchReport> Bench::Run() {
     }
     if (o_.only.count("steady")) {
       if (auto st = Steady(r, sp50, sp99, smax, sach); !st.ok()) return st;
-      Log(absl::StrFormat("round %d  steady %.0f/s: p50 %.1f ms p99 %.1f ms max %.1f ms", round,
-                          sach.back(), sp50.back(), sp99.back(), smax.back()));
+      Log(absl::StrFormat(
+          "round %d  steady %.0f/s: p50 %.1f ms p99 %.1f ms max %.1f ms (to claimed p50 %.1f "
+          "p99 %.1f, claimed to acked p50 %.1f p99 %.1f)",
+          round, sach.back(), sp50.back(), sp99.back(), smax.back(),
+          steady_to_claimed_.back().p50_ms, steady_to_claimed_.back().p99_ms,
+          steady_claimed_to_acked_.back().p50_ms, steady_claimed_to_acked_.back().p99_ms));
     }
     if (o_.only.count("steady")) {
       if (auto st = PeerLatencies("steady", peer_runs); !st.ok()) return st;
@@ -1570,6 +1599,8 @@ absl::StatusOr<BenchReport> Bench::Run() {
     r.steady_latency.p50_ms = Median(sp50);
     r.steady_latency.p99_ms = Median(sp99);
     r.steady_latency.max_ms = *std::max_element(smax.begin(), smax.end());
+    r.steady_to_claimed = MedianLatency(steady_to_claimed_);
+    r.steady_claimed_to_acked = MedianLatency(steady_claimed_to_acked_);
   }
   if (o_.only.count("soak")) {
     if (auto st = Soak(r); !st.ok()) return st;

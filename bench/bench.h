@@ -165,6 +165,9 @@ struct BenchOptions {
   double steady_rate = 5000;  // items/s
   double steady_seconds = 3;
   int steady_sessions = 4;
+  // Non-zero: the run fails (partq bench exits 1) when the steady p99 (median over rounds)
+  // is above this many milliseconds, so that a change that adds latency is seen.
+  double steady_p99_limit_ms = 0;
   // Every consumer's table keeper (ConsumerOptions::vacuum_interval), in
   // seconds; 0: off, autovacuum alone keeps the tables (the A/B of issue
   // 27's soak).
@@ -243,6 +246,10 @@ struct BenchReport {
   // steady state
   double steady_rate = 0, steady_achieved = 0;
   Latency steady_latency;
+  // Its two halves (medians of the rounds' p50 and p99, the largest max): enqueue commit ->
+  // claimed (the notice, the claimer, the claim) and claimed -> ack commit (the wait for the
+  // session's worker, the handler, the ack).
+  Latency steady_to_claimed, steady_claimed_to_acked;
   // enqueue items/s: single, batch (multi-row INSERT), copy
   std::map<std::string, double> enqueue;
   // idle

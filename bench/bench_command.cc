@@ -85,17 +85,37 @@ absl::StatusOr<std::set<std::string>> Choices(const char* flag, const char* noun
 
 // `partq bench`'s flags that take a value.
 const std::set<std::string>& BenchValueFlags() {
-  static const std::set<std::string> flags =
-      With(ConnectionFlags(), {"sessions",       "batch",           "items",
-                               "rounds",         "parts",           "sweep-sessions",
-                               "only",           "systems",         "steady-rate",
-                               "steady-seconds", "steady-sessions", "idle-sessions",
-                               "idle-seconds",   "pickup-samples",  "out",
-                               "plot",           "examples",        "soak-rate",
-                               "soak-seconds",   "soak-sessions",   "soak-churn",
-                               "soak-sample",    "soak-restart-at", "soak-restart",
-                               "soak-hold",      "soak-out",        "scale-sessions",
-                               "scale-parts",    "scale-warmup",    "vacuum-interval"});
+  static const std::set<std::string> flags = With(ConnectionFlags(), {"sessions",
+                                                                      "batch",
+                                                                      "items",
+                                                                      "rounds",
+                                                                      "parts",
+                                                                      "sweep-sessions",
+                                                                      "only",
+                                                                      "systems",
+                                                                      "steady-rate",
+                                                                      "steady-seconds",
+                                                                      "steady-sessions",
+                                                                      "steady-p99-limit",
+                                                                      "idle-sessions",
+                                                                      "idle-seconds",
+                                                                      "pickup-samples",
+                                                                      "out",
+                                                                      "plot",
+                                                                      "examples",
+                                                                      "soak-rate",
+                                                                      "soak-seconds",
+                                                                      "soak-sessions",
+                                                                      "soak-churn",
+                                                                      "soak-sample",
+                                                                      "soak-restart-at",
+                                                                      "soak-restart",
+                                                                      "soak-hold",
+                                                                      "soak-out",
+                                                                      "scale-sessions",
+                                                                      "scale-parts",
+                                                                      "scale-warmup",
+                                                                      "vacuum-interval"});
   return flags;
 }
 
@@ -139,6 +159,9 @@ absl::Status ReadSizes(const Args& args, bench::BenchOptions& o) {
   auto secs = args.Double("steady-seconds", o.steady_seconds, 0.1, 3600);
   if (!secs.ok()) return secs.status();
   o.steady_seconds = *secs;
+  auto limit = args.Double("steady-p99-limit", o.steady_p99_limit_ms, 0, 1e6);
+  if (!limit.ok()) return limit.status();
+  o.steady_p99_limit_ms = *limit;
   auto idle = args.Double("idle-seconds", o.idle_seconds, 1, 3600);
   if (!idle.ok()) return idle.status();
   o.idle_seconds = *idle;
@@ -266,6 +289,12 @@ int WriteReport(const Args& args, const bench::BenchReport& report, const bench:
     // The results are out already; the plot asked for is not.
     if (absl::Status st = bench::WritePlot(report, o, *plot); !st.ok()) return Fail(st);
     if (o.verbose) fprintf(stderr, "partq bench: plot written to %s\n", plot->c_str());
+  }
+  if (o.steady_p99_limit_ms > 0 && report.steady_rate > 0 &&
+      report.steady_latency.p99_ms > o.steady_p99_limit_ms) {
+    fprintf(stderr, "partq bench: steady p99 %.1f ms is above --steady-p99-limit %.1f ms\n",
+            report.steady_latency.p99_ms, o.steady_p99_limit_ms);
+    return 1;
   }
   return 0;
 }

@@ -205,9 +205,17 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
   if (r.steady_rate > 0) {
     absl::StrAppendFormat(&out,
                           "\nSteady state at %.0f items/s (achieved %.0f/s, %d sessions): "
-                          "enqueue commit -> ack commit p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+                          "enqueue commit -> ack commit p50 %.1f ms, p99 %.1f ms, max %.1f ms\n"
+                          "  of which enqueue commit -> claimed p50 %.1f ms, p99 %.1f ms; "
+                          "claimed -> ack commit p50 %.1f ms, p99 %.1f ms\n",
                           r.steady_rate, r.steady_achieved, o.steady_sessions,
-                          r.steady_latency.p50_ms, r.steady_latency.p99_ms, r.steady_latency.max_ms);
+                          r.steady_latency.p50_ms, r.steady_latency.p99_ms, r.steady_latency.max_ms,
+                          r.steady_to_claimed.p50_ms, r.steady_to_claimed.p99_ms,
+                          r.steady_claimed_to_acked.p50_ms, r.steady_claimed_to_acked.p99_ms);
+    if (o.steady_p99_limit_ms > 0) {
+      absl::StrAppendFormat(&out, "  p99 limit %.1f ms: %s\n", o.steady_p99_limit_ms,
+                            r.steady_latency.p99_ms <= o.steady_p99_limit_ms ? "met" : "EXCEEDED");
+    }
   }
   if (r.soak.ran) {
     const SoakOptions& so = o.soak;
@@ -322,7 +330,9 @@ std::string ToJson(const BenchReport& r, const BenchOptions& o) {
     j["steady"] = {{"rate", r.steady_rate},
                    {"achieved", r.steady_achieved},
                    {"sessions", o.steady_sessions},
-                   {"latency", LatencyJson(r.steady_latency)}};
+                   {"latency", LatencyJson(r.steady_latency)},
+                   {"to_claimed", LatencyJson(r.steady_to_claimed)},
+                   {"claimed_to_acked", LatencyJson(r.steady_claimed_to_acked)}};
   }
   if (r.soak.ran) {
     const auto& k = r.soak;

@@ -211,7 +211,7 @@ const char* BenchUsage() {
                               pgq,graphile_worker,graphile_worker_default,
                               pg_boss,pg_boss_default] [--examples DIR]
                    [--steady-rate 5000] [--steady-seconds 3] [--steady-sessions 4]
-                   [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
+                   [--steady-p99-limit MS] [--idle-sessions 100] [--idle-seconds 10] [--pickup-samples 100]
                    [--only scale [--scale-sessions 200] [--scale-parts 4096]
                     [--scale-warmup 0]]
                    [--only soak --soak-out FILE [--soak-rate 20000] [--soak-seconds 1800]
@@ -248,6 +248,9 @@ part is ever owned twice. --scale-warmup N lets each session heartbeat N
 more times before the idle window (6: past PostgreSQL's first five plans of
 a prepared statement, the steady state of a long-idle fleet); its idle
 window lasts --idle-seconds.
+The steady workload reports its latency whole and in two halves (enqueue
+commit -> claimed, claimed -> ack commit); --steady-p99-limit MS makes the run
+exit 1 when the whole p99 (median over rounds) is above MS.
 --vacuum-interval S: how often the consumers' table keeper looks (seconds, as
 `partq worker --vacuum-interval`); 0 leaves the tables to autovacuum alone.)";
 }
