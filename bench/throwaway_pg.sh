@@ -1,6 +1,6 @@
 # A PostgreSQL 15 of a bench script's own, for the scripts that measure on one when given no
-# --dsn (ceiling.sh, ceiling_log.sh, many_queues.sh): default settings, fsync on, as `partq
-# bench`'s embedded server. Sourced, not run.
+# --dsn (ceiling.sh, ceiling_log.sh, many_queues.sh; rls_cost.sh always): default settings,
+# fsync on, as `partq bench`'s embedded server. Sourced, not run.
 #   throwaway_pg_start DIR [SETTING=VALUE...]  initdb and start a server in DIR/data (as
 #       postgres when run as root) on a random port, listening on 127.0.0.1 and a socket in
 #       DIR, with the settings given; sets `dsn` to it.
