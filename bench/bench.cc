@@ -281,8 +281,12 @@ class Bench {
   using PeerRuns = std::map<std::pair<std::string, std::string>, std::vector<NodePeerResult>>;
   absl::Status PeerLatencies(const std::string& mode, PeerRuns& runs);
   static void SummarizePeers(const PeerRuns& runs, BenchReport& r);
-  absl::Status Steady(BenchReport& r, std::vector<double>& p50, std::vector<double>& p99,
-                      std::vector<double>& max, std::vector<double>& achieved);
+  // One steady round's latencies (BenchReport::steady_latency and its halves) and rate.
+  struct SteadyRound {
+    Latency whole, to_claimed, claimed_to_acked;
+    double achieved = 0;
+  };
+  absl::StatusOr<SteadyRound> Steady();
   absl::Status Pickup(std::vector<double>& claim_ms, std::vector<double>& ack_ms);
   absl::Status Enqueue(std::map<std::string, std::vector<double>>& rates);
   absl::Status Idle(BenchReport& r);
@@ -306,8 +310,6 @@ class Bench {
   std::unique_ptr<Handler> noop_handler_;    // partq_noop's
   int postmaster_ = 0;
   absl::Time start_ = absl::Now();
-  // The steady rounds' halves of the latency (BenchReport::steady_to_claimed).
-  std::vector<Latency> steady_to_claimed_, steady_claimed_to_acked_;
 };
 
 absl::Status Bench::Setup() {
@@ -723,8 +725,7 @@ absl::StatusOr<Bench::DrainRun> Bench::Drain(const std::string& system, int sess
   return run;
 }
 
-absl::Status Bench::Steady(BenchReport& r, std::vector<double>& p50, std::vector<double>& p99,
-                           std::vector<double>& max, std::vector<double>& achieved) {
+absl::StatusOr<Bench::SteadyRound> Bench::Steady() {
   if (auto st = ResetQueue(o_.parts); !st.ok()) return st;
   const int64_t total = static_cast<int64_t>(o_.steady_rate * o_.steady_seconds);
   Tracker tracker(total);
@@ -779,24 +780,19 @@ absl::Status Bench::Steady(BenchReport& r, std::vector<double>& p50, std::vector
   StopAll(*consumers);
   if (!error.empty()) return absl::InternalError(absl::StrCat("bench steady: ", error));
   if (!done) return absl::DeadlineExceededError("bench steady: consumers did not keep up");
-  std::vector<double> ms;
+  std::vector<double> whole, to_claimed, to_acked;
+  auto ms = [](int64_t from_us, int64_t to_us) {
+    return static_cast<double>(std::max<int64_t>(0, to_us - from_us)) / 1000.0;
+  };
   for (int64_t s = 0; s < total; ++s) {
-    ms.push_back(std::max<int64_t>(0, tracker.acked_us(s) - enq_us[s]) / 1000.0);
+    whole.push_back(ms(enq_us[s], tracker.acked_us(s)));
+    to_claimed.push_back(ms(enq_us[s], tracker.claimed_us(s)));
+    to_acked.push_back(ms(tracker.claimed_us(s), tracker.acked_us(s)));
   }
-  Latency l = LatencyOf(ms);
-  std::vector<double> to_claimed, to_acked;
-  for (int64_t s = 0; s < total; ++s) {
-    to_claimed.push_back(std::max<int64_t>(0, tracker.claimed_us(s) - enq_us[s]) / 1000.0);
-    to_acked.push_back(std::max<int64_t>(0, tracker.acked_us(s) - tracker.claimed_us(s)) / 1000.0);
-  }
-  steady_to_claimed_.push_back(LatencyOf(std::move(to_claimed)));
-  steady_claimed_to_acked_.push_back(LatencyOf(std::move(to_acked)));
-  p50.push_back(l.p50_ms);
-  p99.push_back(l.p99_ms);
-  max.push_back(l.max_ms);
-  achieved.push_back(total / absl::ToDoubleSeconds(last_enqueue - t0));
-  r.steady_latency.samples += l.samples;
-  return CheckResults(kRecordTable, *warm + total);
+  if (auto st = CheckResults(kRecordTable, *warm + total); !st.ok()) return st;
+  return SteadyRound{LatencyOf(std::move(whole)), LatencyOf(std::move(to_claimed)),
+                     LatencyOf(std::move(to_acked)),
+                     total / absl::ToDoubleSeconds(last_enqueue - t0)};
 }
 
 absl::Status Bench::Pickup(std::vector<double>& claim_ms, std::vector<double>& ack_ms) {
@@ -1490,7 +1486,8 @@ absl::StatusOr<BenchReport> Bench::Run() {
     }
   }
   const bool drain = o_.only.count("drain") > 0;
-  std::vector<double> sp50, sp99, smax, sach, pc, pa;
+  std::vector<SteadyRound> steady;
+  std::vector<double> pc, pa;
   PeerRuns peer_runs;
   std::map<std::string, std::vector<double>> enq;
   for (int round = 1; round <= o_.rounds; ++round) {
@@ -1514,13 +1511,15 @@ absl::StatusOr<BenchReport> Bench::Run() {
       }
     }
     if (o_.only.count("steady")) {
-      if (auto st = Steady(r, sp50, sp99, smax, sach); !st.ok()) return st;
+      auto s = Steady();
+      if (!s.ok()) return s.status();
+      steady.push_back(*s);
       Log(absl::StrFormat(
           "round %d  steady %.0f/s: p50 %.1f ms p99 %.1f ms max %.1f ms (to claimed p50 %.1f "
           "p99 %.1f, claimed to acked p50 %.1f p99 %.1f)",
-          round, sach.back(), sp50.back(), sp99.back(), smax.back(),
-          steady_to_claimed_.back().p50_ms, steady_to_claimed_.back().p99_ms,
-          steady_claimed_to_acked_.back().p50_ms, steady_claimed_to_acked_.back().p99_ms));
+          round, s->achieved, s->whole.p50_ms, s->whole.p99_ms, s->whole.max_ms,
+          s->to_claimed.p50_ms, s->to_claimed.p99_ms, s->claimed_to_acked.p50_ms,
+          s->claimed_to_acked.p99_ms));
     }
     if (o_.only.count("steady")) {
       if (auto st = PeerLatencies("steady", peer_runs); !st.ok()) return st;
@@ -1593,14 +1592,20 @@ absl::StatusOr<BenchReport> Bench::Run() {
       r.cells.push_back(dc);
     }
   }
-  if (!sp99.empty()) {
+  if (!steady.empty()) {
+    std::vector<double> achieved;
+    std::vector<Latency> whole, to_claimed, to_acked;
+    for (const SteadyRound& s : steady) {
+      achieved.push_back(s.achieved);
+      whole.push_back(s.whole);
+      to_claimed.push_back(s.to_claimed);
+      to_acked.push_back(s.claimed_to_acked);
+    }
     r.steady_rate = o_.steady_rate;
-    r.steady_achieved = Median(sach);
-    r.steady_latency.p50_ms = Median(sp50);
-    r.steady_latency.p99_ms = Median(sp99);
-    r.steady_latency.max_ms = *std::max_element(smax.begin(), smax.end());
-    r.steady_to_claimed = MedianLatency(steady_to_claimed_);
-    r.steady_claimed_to_acked = MedianLatency(steady_claimed_to_acked_);
+    r.steady_achieved = Median(achieved);
+    r.steady_latency = MedianLatency(whole);
+    r.steady_to_claimed = MedianLatency(to_claimed);
+    r.steady_claimed_to_acked = MedianLatency(to_acked);
   }
   if (o_.only.count("soak")) {
     if (auto st = Soak(r); !st.ok()) return st;

@@ -293,6 +293,9 @@ struct BenchReport {
 absl::StatusOr<BenchReport> RunBench(const BenchOptions& options);
 
 std::string FormatTable(const BenchReport& report, const BenchOptions& options);
+// Whether a --steady-p99-limit was given and the steady p99 is above it (partq bench then
+// exits 1).
+bool SteadyOverLimit(const BenchReport& report, const BenchOptions& options);
 std::string ToJson(const BenchReport& report, const BenchOptions& options);
 // Whether a run with `options` can plot to `path`, checked before the run
 // (it takes minutes): the path ends in .svg or .png, the run includes the

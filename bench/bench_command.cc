@@ -290,9 +290,8 @@ int WriteReport(const Args& args, const bench::BenchReport& report, const bench:
     if (absl::Status st = bench::WritePlot(report, o, *plot); !st.ok()) return Fail(st);
     if (o.verbose) fprintf(stderr, "partq bench: plot written to %s\n", plot->c_str());
   }
-  if (o.steady_p99_limit_ms > 0 && report.steady_rate > 0 &&
-      report.steady_latency.p99_ms > o.steady_p99_limit_ms) {
-    fprintf(stderr, "partq bench: steady p99 %.1f ms is above --steady-p99-limit %.1f ms\n",
+  if (bench::SteadyOverLimit(report, o)) {
+    fprintf(stderr, "partq bench: steady p99 %.1f ms is above --steady-p99-limit %g ms\n",
             report.steady_latency.p99_ms, o.steady_p99_limit_ms);
     return 1;
   }

@@ -83,6 +83,11 @@ std::string PeerQueueTable(const BenchReport& r, const BenchOptions& o) {
 
 }  // namespace
 
+bool SteadyOverLimit(const BenchReport& r, const BenchOptions& o) {
+  return o.steady_p99_limit_ms > 0 && r.steady_rate > 0 &&
+         r.steady_latency.p99_ms > o.steady_p99_limit_ms;
+}
+
 std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
   std::string out;
   std::vector<int> batches = o.batches;
@@ -213,8 +218,8 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
                           r.steady_to_claimed.p50_ms, r.steady_to_claimed.p99_ms,
                           r.steady_claimed_to_acked.p50_ms, r.steady_claimed_to_acked.p99_ms);
     if (o.steady_p99_limit_ms > 0) {
-      absl::StrAppendFormat(&out, "  p99 limit %.1f ms: %s\n", o.steady_p99_limit_ms,
-                            r.steady_latency.p99_ms <= o.steady_p99_limit_ms ? "met" : "EXCEEDED");
+      absl::StrAppendFormat(&out, "  p99 limit %g ms: %s\n", o.steady_p99_limit_ms,
+                            SteadyOverLimit(r, o) ? "EXCEEDED" : "met");
     }
   }
   if (r.soak.ran) {

@@ -104,9 +104,9 @@ drain() {
   t1=$(date +%s.%N)
   sleep 1
   c1=$(server_ticks)
-  local acked
-  acked=$(psql_q -At -c "SELECT count(*) FROM $s.dead_items")
-  [[ $acked == 0 ]] || { echo "$0: $acked items of the $mode drain went dead" >&2; exit 1; }
+  local dead
+  dead=$(psql_q -At -c "SELECT count(*) FROM $s.dead_items")
+  [[ $dead == 0 ]] || { echo "$0: $dead items of the $mode drain went dead" >&2; exit 1; }
   awk -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v n="$items" -v t0="$t0" -v t1="$t1" \
     'BEGIN { printf "%.2f %.0f\n", c / hz * 1e6 / n, n / (t1 - t0) }'
 }

@@ -1,5 +1,7 @@
 // `partq bench` with tiny sizes, like leveldb's db_bench in CI: a smoke test
 // that the benchmark runs end to end, never a speed check.
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -112,6 +114,11 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
     EXPECT_GT(j.at("enqueue_items_per_s").at(k).get<double>(), 0) << k;
   }
   EXPECT_GT(j.at("steady").at("latency").at("samples").get<int64_t>(), 0);
+  // Its two halves, timed for every item of the whole.
+  for (const std::string half : {"to_claimed", "claimed_to_acked"}) {
+    EXPECT_EQ(j.at("steady").at(half).at("samples"), j.at("steady").at("latency").at("samples"))
+        << half;
+  }
   EXPECT_GT(j.at("pickup").at("acked").at("samples").get<int64_t>(), 0);
   EXPECT_EQ(j.at("idle").at("sessions").get<int>(), 4);
   // Every delayed item enqueued into the idle fleet was claimed and timed.
@@ -205,6 +212,34 @@ TEST(BenchSmoke, OtherQueuesDrainExactlyOnceAndReportLatency) {
     EXPECT_TRUE(steady.at("kept_up").get<bool>()) << s;
     EXPECT_EQ(j.at("peer_pickup").at(s).at("latency").at("samples").get<int64_t>(), 5) << s;
   }
+}
+
+// --steady-p99-limit: a run whose steady p99 is above it exits 1 and says
+// so, its report still written; under it, 0. The limits are a microsecond
+// (no enqueue is acked that fast) and 100 s.
+TEST(BenchSmoke, ASteadyP99AboveItsLimitFailsTheRunAndSaysSo) {
+  const std::string out = testing::TempDir() + "/partq_bench_limit.json";
+  const std::string err = testing::TempDir() + "/partq_bench_limit.err";
+  auto run = [&](const std::string& limit) {
+    std::remove(out.c_str());
+    const std::string cmd =
+        std::string(PARTQ_BINARY) + " bench --dsn '" + partq::testing::TestDsn() +
+        "' --only steady --rounds 1 --steady-rate 200 --steady-seconds 0.5 --steady-p99-limit " +
+        limit + " --quiet --schema partq_bench_limit --out " + out + " > /dev/null 2> " + err;
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  auto read = [](const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  EXPECT_EQ(run("0.001"), 1);
+  EXPECT_NE(read(err).find("is above --steady-p99-limit 0.001 ms"), std::string::npos) << read(err);
+  const nlohmann::json j = nlohmann::json::parse(read(out));
+  EXPECT_GT(j.at("steady").at("latency").at("p99_ms").get<double>(), 0.001);
+  EXPECT_EQ(run("100000"), 0) << read(err);
 }
 
 // A server without room for the idle sessions' connections (a --dsn with
