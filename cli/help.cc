@@ -84,7 +84,8 @@ constexpr CommandUsage kCommands[] = {
      "      2 bad input such as an id that is not a number (then nothing is cancelled)\n"},
     {"worker",
      "  worker QUEUE [QUEUE...] [--concurrency 4] [--batch 100] [--handler SPEC]\n"
-     "               [--claim-bytes N] [--queue NAME:SETTINGS]... [--instance-id ID]\n"
+     "               [--claim-bytes N] [--queue NAME:SETTINGS]... [--queues-file FILE]\n"
+     "               [--instance-id ID]\n"
      "               [--leave-on-stop] [--metrics-addr HOST:PORT] [--poll-only]\n"
      "               [--drain-timeout 10s] [--vacuum-interval 10s]\n"
      "               [--handler-timeout 5m] [--poll-interval 1s] [--idle-poll-interval 60s]\n"
@@ -99,6 +100,8 @@ constexpr CommandUsage kCommands[] = {
      "      --queue NAME:KEY=VALUE,... (repeatable): that queue's own concurrency=N,\n"
      "      batch=N, handler-timeout=DURATION and handler=SPEC (last: it takes the rest);\n"
      "      a queue named only there is served too\n"
+     "      --queues-file FILE: the same entries, one a line (NAME or NAME:SETTINGS; blank\n"
+     "      lines and lines starting with # skipped), for a worker of many queues\n"
      "      --console-listen serves the web console (as `partq console`) from this process\n"
      "      --claim-bytes: a claim stops once its payloads reach this many bytes (the item\n"
      "      that reaches it is its last), so a worker holds about --concurrency x 2 x this\n"

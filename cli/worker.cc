@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <string>
@@ -275,8 +276,8 @@ struct QueueSpec {
 
 // --queue NAME:KEY=VALUE[,KEY=VALUE...] onto `q`: concurrency, batch and
 // handler-timeout, and handler last (its value is the rest, commas and all).
-absl::Status ApplyQueueSettings(absl::string_view settings, QueueSpec& q) {
-  const std::string flag = absl::StrCat("--queue ", q.name);
+// `flag` says in errors where the settings came from.
+absl::Status ApplyQueueSettings(absl::string_view settings, const std::string& flag, QueueSpec& q) {
   while (!settings.empty()) {
     if (absl::ConsumePrefix(&settings, "handler=")) {
       if (settings.empty()) return absl::InvalidArgumentError(flag + ": handler= is empty");
@@ -317,9 +318,55 @@ absl::Status ApplyQueueSettings(absl::string_view settings, QueueSpec& q) {
   return absl::OkStatus();
 }
 
-// The queues of `partq worker QUEUE... [--queue NAME:SETTINGS]...`: valid
-// names, each once, with the command's flags (`base`) unless --queue sets
-// its own. A queue given only by --queue is served too.
+// A queue's NAME[:SETTINGS] as --queue gives it, and where it was given:
+// "--queue NAME", or "FILE:LINE" of --queues-file.
+struct QueueEntry {
+  std::string spec;
+  std::string origin;
+};
+
+// --queues-file FILE: a --queue entry per line, for a worker of many queues
+// (a ConfigMap in Kubernetes); blank lines and lines starting with # are
+// skipped, and each line's surrounding blanks.
+absl::StatusOr<std::vector<QueueEntry>> QueuesFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("--queues-file: cannot read ", Quoted(path)));
+  }
+  std::vector<QueueEntry> entries;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const absl::string_view spec = absl::StripAsciiWhitespace(line);
+    if (spec.empty() || spec[0] == '#') continue;
+    entries.push_back({std::string(spec), absl::StrCat(path, ":", n)});
+  }
+  if (in.bad()) {
+    return absl::InvalidArgumentError(absl::StrCat("--queues-file: cannot read ", Quoted(path)));
+  }
+  if (entries.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--queues-file: ", Quoted(path),
+                                                   " names no queue (one NAME[:SETTINGS] a line)"));
+  }
+  return entries;
+}
+
+// The --queue entries of the command line, then those of --queues-file.
+absl::StatusOr<std::vector<QueueEntry>> QueueEntries(const Args& args) {
+  std::vector<QueueEntry> entries;
+  for (const std::string& spec : args.GetAll("queue")) {
+    entries.push_back({spec, absl::StrCat("--queue ", spec.substr(0, spec.find(':')))});
+  }
+  if (auto path = args.Get("queues-file")) {
+    auto more = QueuesFile(*path);
+    if (!more.ok()) return more.status();
+    entries.insert(entries.end(), more->begin(), more->end());
+  }
+  return entries;
+}
+
+// The queues of `partq worker QUEUE... [--queue NAME:SETTINGS]... [--queues-file F]`:
+// valid names, each once, with the command's flags (`base`) unless an entry
+// sets its own. A queue given only by an entry is served too.
 absl::StatusOr<std::vector<QueueSpec>> WorkerQueues(const Args& args, const ConsumerOptions& base) {
   std::vector<QueueSpec> queues;
   auto add = [&](const std::string& name) -> absl::Status {
@@ -338,22 +385,30 @@ absl::StatusOr<std::vector<QueueSpec>> WorkerQueues(const Args& args, const Cons
   for (const std::string& name : args.positional()) {
     if (absl::Status st = add(name); !st.ok()) return st;
   }
+  auto entries = QueueEntries(args);
+  if (!entries.ok()) return entries.status();
   std::set<std::string> configured;
-  for (const std::string& spec : args.GetAll("queue")) {
-    const size_t colon = spec.find(':');
-    const std::string name = spec.substr(0, colon);
+  for (const QueueEntry& e : *entries) {
+    const size_t colon = e.spec.find(':');
+    const std::string name = e.spec.substr(0, colon);
     if (!configured.insert(name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--queue ", Quoted(name), " is given twice: put its settings in one"));
+      return absl::InvalidArgumentError(absl::StrCat(e.origin, ": queue ", Quoted(name),
+                                                     " is given twice: put its settings in one"));
     }
     auto it = std::find_if(queues.begin(), queues.end(),
                            [&](const QueueSpec& q) { return q.name == name; });
     if (it == queues.end()) {
-      if (absl::Status st = add(name); !st.ok()) return st;
+      if (absl::Status st = add(name); !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat(e.origin, ": ", st.message()));
+      }
       it = queues.end() - 1;
     }
     if (colon != std::string::npos) {
-      if (absl::Status st = ApplyQueueSettings(absl::string_view(spec).substr(colon + 1), *it);
+      const std::string flag = absl::StartsWith(e.origin, "--queue ")
+                                   ? e.origin
+                                   : absl::StrCat(e.origin, ": queue ", name);
+      if (absl::Status st =
+              ApplyQueueSettings(absl::string_view(e.spec).substr(colon + 1), flag, *it);
           !st.ok()) {
         return st;
       }
@@ -387,11 +442,14 @@ int CmdWorker(const std::vector<std::string>& argv) {
                                            "console-token-file",
                                            "console-allowed-host",
                                            "vacuum-interval",
-                                           "queue"}),
+                                           "queue",
+                                           "queues-file"}),
                   {"poll-only", "quiet", "leave-on-stop", "console-read-only", "handler-env-all"});
   if (!args.ok()) return Fail(args.status());
-  if (args->positional().empty() && !args->Has("queue")) {
-    return Usage("QUEUE is missing (usage: partq worker QUEUE [QUEUE...] [options])");
+  if (args->positional().empty() && !args->Has("queue") && !args->Has("queues-file")) {
+    return Usage(
+        "QUEUE is missing (usage: partq worker QUEUE [QUEUE...] [options], or --queue "
+        "NAME:SETTINGS or --queues-file FILE)");
   }
   auto options = WorkerOptions(*args);
   if (!options.ok()) return Fail(options.status());

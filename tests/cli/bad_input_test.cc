@@ -120,7 +120,7 @@ TEST_F(BadInputTest, InvalidQueueNames) {
   }
   ExpectRejected(With({"worker", "q", "q"}), 2, "queue \"q\" is named twice");
   ExpectRejected(With({"worker", "q", "--queue", "q:batch=5", "--queue", "q:batch=6"}), 2,
-                 "--queue \"q\" is given twice");
+                 "--queue q: queue \"q\" is given twice");
   ExpectRejected(With({"worker", "--queue", "q:concurrency=0"}), 2,
                  "--queue q: concurrency must be between 1 and 1024, not \"0\"");
   ExpectRejected(With({"worker", "--queue", "q:batch=10001"}), 2,
@@ -132,6 +132,27 @@ TEST_F(BadInputTest, InvalidQueueNames) {
                  "handler-timeout=DURATION or handler=SPEC (last)");
   ExpectRejected(With({"worker", "--queue", "q:handler="}), 2, "--queue q: handler= is empty");
   ExpectRejected(With({"worker", "--queue", "q;x:batch=1"}), 2, "invalid queue name");
+  // --queues-file: the same entries, each error at its file and line; nothing starts.
+  char tmpl[] = "/tmp/partq-queues-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string file = dir + "/queues";
+  auto queues_file = [&](const std::string& text) {
+    std::ofstream(file, std::ios::trunc) << text;
+    return With({"worker", "--queues-file", file});
+  };
+  ExpectRejected(queues_file("# a\nq:batch=0\n"), 2,
+                 file + ":2: queue q: batch must be between 1 and 10000, not \"0\"");
+  ExpectRejected(queues_file("q\n\n  q:batch=5\n"), 2,
+                 file + ":3: queue \"q\" is given twice: put its settings in one");
+  ExpectRejected(queues_file("q;x\n"), 2, file + ":1: invalid queue name");
+  ExpectRejected(queues_file("q:handler=\n"), 2, file + ":1: queue q: handler= is empty");
+  ExpectRejected(queues_file("# nothing\n\n"), 2, "names no queue (one NAME[:SETTINGS] a line)");
+  std::ofstream(file, std::ios::trunc) << "q:batch=5\n";
+  ExpectRejected(With({"worker", "--queue", "q:batch=6", "--queues-file", file}), 2,
+                 file + ":1: queue \"q\" is given twice");
+  ExpectRejected(With({"worker", "--queues-file", dir + "/nosuch"}), 2,
+                 "--queues-file: cannot read \"" + dir + "/nosuch\"");
+  std::filesystem::remove_all(dir);
   // A name that looks like an option is refused as one.
   ExpectRejected(With({"queue", "create", "-q", "--parts", "4"}), 2, "unknown option \"-q\"");
   // 63 characters is the limit, not an error.

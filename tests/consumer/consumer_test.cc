@@ -4,6 +4,8 @@
 
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <pqxx/pqxx>
 #include <set>
@@ -678,6 +680,38 @@ TEST_F(ConsumerTest, AQueuesOwnSettingsApplyToThatQueueAlone) {
   EXPECT_GT(schema_.QInt("SELECT max(n) FROM (SELECT count(*) AS n FROM {schema}.mail_effects "
                          "GROUP BY session_id, acked_at) b"),
             7);
+}
+
+// --queues-file F: the same entries as --queue, one a line, for a worker of
+// many queues (issue 52); comments and blank lines are skipped, and a queue
+// named only there is served with the command's flags.
+TEST_F(ConsumerTest, AWorkerServesTheQueuesItsFileNamesWithTheirSettings) {
+  CreateQueue("mails", 4);
+  CreateQueue("thumbs", 4);
+  CreateQueue("idle", 2);
+  EnqueueN("mails", 700);
+  EnqueueN("thumbs", 900);
+  char tmpl[] = "/tmp/partq-queues-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  absl::Cleanup rm = [&] { std::filesystem::remove_all(dir); };
+  const std::string file = dir + "/queues";
+  std::ofstream(file) << "# the worker's queues\n"
+                         "\n"
+                         "  mails\n"
+                         "thumbs:concurrency=1,batch=7,handler=record:thumb_effects\n";
+  std::vector<std::string> argv = Worker("idle", "record:mail_effects", {"--queues-file", file});
+  ChildProcess w(argv);
+  ASSERT_TRUE(
+      WaitUntil([&] { return Left("mails") == 0 && Left("thumbs") == 0; }, absl::Minutes(2)));
+  EXPECT_EQ(schema_.QInt("SELECT count(DISTINCT queue) FROM {schema}.sessions"), 3)
+      << "a session for the queue on the command line and each in the file";
+  ASSERT_NO_FATAL_FAILURE(StopCleanly(w));
+  ExpectExactlyOnce("mail_effects", 700);
+  ExpectExactlyOnce("thumb_effects", 900);
+  EXPECT_LE(schema_.QInt("SELECT max(n) FROM (SELECT count(*) AS n FROM {schema}.thumb_effects "
+                         "GROUP BY session_id, acked_at) b"),
+            7)
+      << "thumbs ran with the file's batch";
 }
 
 TEST_F(ConsumerTest, SessionThatLostItsPartCannotAckAndNewOwnerProcessesOnce) {
