@@ -144,10 +144,16 @@ constexpr CommandUsage kCommands[] = {
      "      states, groups and schedules. Run as the schema's owner; the role needs no\n"
      "      table privileges (docs/guide/operations-and-roles.md). A worker runs `partq\n"
      "      worker` on them: it gets a worker's table privileges, and row-level security\n"
-     "      keeps it to those queues' rows\n"},
+     "      keeps it to those queues' rows\n"
+     "  grant publish ROLE --topic T[,T...]\n"
+     "      lets ROLE, as a worker, publish to those Kafka topics (outbox rows for `partq\n"
+     "      bridge publish`); a role with a worker grant publishes to no other topic\n"},
     {"revoke",
-     "  revoke producer|operator|viewer|worker ROLE --queue Q[,Q...]   takes a grant back\n"},
-    {"grants", "  grants [--queue Q] [--json]              who may use which queue, and how\n"},
+     "  revoke producer|operator|viewer|worker ROLE --queue Q[,Q...]   takes a grant back\n"
+     "  revoke publish ROLE --topic T[,T...]\n"},
+    {"grants",
+     "  grants [--queue Q] [--json]              who may use which queue, and how (and,\n"
+     "                                           without --queue, the publish grants)\n"},
     {"schedule",
      "  schedule add NAME QUEUE (--every 30s | --cron 'MIN HOUR DOM MON DOW' [--tz ZONE])\n"
      "               [--key K] [--priority N] [--catch-up 30s] PAYLOAD\n"

@@ -1,7 +1,7 @@
 // `partq grant`, `partq revoke` and `partq grants`: roles per queue
-// (migration 29; docs/guide/operations-and-roles.md, "Roles per queue"). Run as the schema's
-// owner: the grants are rows of its table `grants`, which the SQL API's
-// authorize() reads.
+// (migration 29; the Kafka topics of confined workers, migration 34;
+// docs/guide/operations-and-roles.md, "Roles per queue"). Run as the schema's owner: the grants are
+// rows of its table `grants`, which the SQL API's authorize() reads.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -22,23 +22,35 @@ namespace {
 // "a producer", "an operator".
 const char* Article(const std::string& kind) { return kind == "operator" ? "an" : "a"; }
 
-// `partq grant|revoke KIND ROLE --queue Q[,Q...]`, parsed into `args`.
+// `partq grant|revoke KIND ROLE --queue Q[,Q...]` (or `publish ROLE --topic
+// T[,T...]`), parsed into `args`.
 int GrantOrRevoke(const Args& args, bool grant) {
-  const std::string usage = absl::StrCat("usage: partq ", grant ? "grant" : "revoke",
-                                         " producer|operator|viewer|worker ROLE --queue Q[,Q...]");
+  const std::string usage =
+      absl::StrCat("usage: partq ", grant ? "grant" : "revoke",
+                   " producer|operator|viewer|worker ROLE --queue Q[,Q...], or publish ROLE "
+                   "--topic T[,T...]");
   if (auto u = WrongPositionals(args.positional(), 0, {"KIND", "ROLE"}, usage)) return *u;
-  if (!args.Has("queue")) {
-    return Usage(absl::StrCat("--queue is required: the queues the grant is for (", usage, ")"));
-  }
-  const std::vector<std::string> queues =
-      absl::StrSplit(*args.Get("queue"), ',', absl::SkipEmpty());
-  if (queues.empty()) return Usage(absl::StrCat("--queue names no queue (", usage, ")"));
-  auto o = ConnectionOptions(args);
-  if (!o.ok()) return Fail(o.status());
   const std::string& kind = args.positional()[0];
   const std::string& role = args.positional()[1];
+  // A publish grant names Kafka topics, every other kind queues.
+  const bool publish = kind == "publish";
+  const std::string flag = publish ? "topic" : "queue";
+  if (args.Has(publish ? "queue" : "topic")) {
+    return Usage(absl::StrCat("--", publish ? "queue" : "topic", " does not go with ", kind, " (",
+                              usage, ")"));
+  }
+  if (!args.Has(flag)) {
+    return Usage(
+        absl::StrCat("--", flag, " is required: the ", flag, "s the grant is for (", usage, ")"));
+  }
+  const std::vector<std::string> queues = absl::StrSplit(*args.Get(flag), ',', absl::SkipEmpty());
+  if (queues.empty()) return Usage(absl::StrCat("--", flag, " names no ", flag, " (", usage, ")"));
+  auto o = ConnectionOptions(args);
+  if (!o.ok()) return Fail(o.status());
   const std::string what =
-      absl::StrCat(Article(kind), " ", kind, " of ", absl::StrJoin(queues, ", "));
+      publish ? absl::StrCat("a publisher to Kafka topic", queues.size() == 1 ? " " : "s ",
+                             absl::StrJoin(queues, ", "), " as a worker")
+              : absl::StrCat(Article(kind), " ", kind, " of ", absl::StrJoin(queues, ", "));
   if (grant) {
     if (absl::Status st = PgGrant(*o, kind, role, queues); !st.ok()) return Fail(st);
     printf("role %s is %s in schema \"%s\"\n", Quoted(role).c_str(), what.c_str(),
@@ -55,13 +67,13 @@ int GrantOrRevoke(const Args& args, bool grant) {
 }  // namespace
 
 int CmdGrant(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, With(ConnectionFlags(), {"queue"}), {});
+  auto args = Args::Parse(argv, With(ConnectionFlags(), {"queue", "topic"}), {});
   if (!args.ok()) return Fail(args.status());
   return GrantOrRevoke(*args, /*grant=*/true);
 }
 
 int CmdRevoke(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, With(ConnectionFlags(), {"queue"}), {});
+  auto args = Args::Parse(argv, With(ConnectionFlags(), {"queue", "topic"}), {});
   if (!args.ok()) return Fail(args.status());
   return GrantOrRevoke(*args, /*grant=*/false);
 }
@@ -81,7 +93,8 @@ int CmdGrants(const std::vector<std::string>& argv) {
     nlohmann::json out = nlohmann::json::array();
     for (const QueueGrant& g : *all) {
       out.push_back(
-          {{"queue", g.queue},
+          {{"queue", g.queue.empty() ? nlohmann::json() : nlohmann::json(g.queue)},
+           {"topic", g.topic.empty() ? nlohmann::json() : nlohmann::json(g.topic)},
            {"role", g.role},
            {"kind", g.kind},
            {"granted_at", absl::FormatTime(absl::RFC3339_full, g.granted_at, absl::UTCTimeZone())},
@@ -98,7 +111,8 @@ int CmdGrants(const std::vector<std::string>& argv) {
   }
   printf("%-24s %-24s %-9s %s\n", "QUEUE", "ROLE", "KIND", "GRANTED");
   for (const QueueGrant& g : *all) {
-    printf("%-24s %-24s %-9s %s%s\n", g.queue.c_str(), Quoted(g.role).c_str(), g.kind.c_str(),
+    const std::string object = g.topic.empty() ? g.queue : absl::StrCat("topic:", g.topic);
+    printf("%-24s %-24s %-9s %s%s\n", object.c_str(), Quoted(g.role).c_str(), g.kind.c_str(),
            absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", g.granted_at, absl::UTCTimeZone()).c_str(),
            g.role_exists ? "" : "  (the role no longer exists)");
   }

@@ -46,7 +46,7 @@ struct PgOptions {
 };
 
 // The schema version this binary writes and understands.
-inline constexpr int kSchemaVersion = 33;
+inline constexpr int kSchemaVersion = 34;
 
 // Connects (and checks the connection). InvalidArgument for a malformed DSN,
 // Unavailable when the server cannot be reached, PermissionDenied/Unauthenticated
@@ -77,14 +77,17 @@ absl::StatusOr<std::vector<AppliedMigration>> PgMigrationStatus(const PgOptions&
 // viewer reads states and schedules; a worker runs `partq worker`, confined
 // to its queues' rows by row-level security (migration 30).
 struct QueueGrant {
-  std::string queue;
+  std::string queue;  // empty for a publish grant
   std::string role;
-  std::string kind;  // producer, operator, viewer or worker
+  std::string kind;   // producer, operator, viewer, worker, or publish (a Kafka topic)
+  std::string topic;  // publish: the topic a confined worker may write outbox rows for
   absl::Time granted_at;
   bool role_exists = true;  // false: the role was dropped since (its rows count for no one)
 };
 // Grants `role` the right `kind` on each of `queues`, and USAGE on the
-// schema, in one transaction; granting again changes nothing.
+// schema, in one transaction; granting again changes nothing. Kind
+// "publish" takes Kafka topics instead of queues: the topics a confined
+// worker may write outbox rows for (migration 34).
 // InvalidArgument for a bad kind or queue name, NotFound for an unknown
 // queue or role, PermissionDenied for a caller that does not own the schema.
 absl::Status PgGrant(const PgOptions& options, absl::string_view kind, absl::string_view role,

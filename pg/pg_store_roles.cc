@@ -1,4 +1,4 @@
-// Roles per queue (schema migrations 29 and 30; docs/guide/operations-and-roles.md, "Roles per
+// Roles per queue (schema migrations 29, 30 and 34; docs/guide/operations-and-roles.md, "Roles per
 // queue"): the rows of `grants` that the SQL API's authorize() reads, written by the schema's owner
 // through `partq grant` and `partq revoke`. Admin operations.
 #include <optional>
@@ -24,11 +24,22 @@ namespace pg_internal {
 namespace {
 
 absl::Status ValidateGrantKind(absl::string_view kind) {
-  if (kind == "producer" || kind == "operator" || kind == "viewer" || kind == "worker") {
+  if (kind == "producer" || kind == "operator" || kind == "viewer" || kind == "worker" ||
+      kind == "publish") {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "the kind of a grant is producer, operator, viewer or worker (got ", Quoted(kind), ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("the kind of a grant is producer, operator, viewer, worker or publish (got ",
+                   Quoted(kind), ")"));
+}
+
+// The queue names of a grant, or a publish grant's Kafka topics.
+absl::Status ValidateGrantObjects(absl::string_view kind, const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    absl::Status st = kind == "publish" ? ValidateTopicName(n) : ValidateQueueName(n);
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
 }
 
 // The worker's table privileges, pg/sql/grant_worker_tables.sql (its comment
@@ -66,9 +77,7 @@ void ApplyWorkerPolicies(pqxx::transaction_base& tx, absl::string_view schema,
 absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
                             const std::vector<std::string>& queues) {
   if (absl::Status st = ValidateGrantKind(kind); !st.ok()) return st;
-  for (const std::string& q : queues) {
-    if (absl::Status st = ValidateQueueName(q); !st.ok()) return st;
-  }
+  if (absl::Status st = ValidateGrantObjects(kind, queues); !st.ok()) return st;
   return Run(absl::StrCat("grant ", kind, " to role ", Quoted(role)), [&]() -> absl::Status {
     PgWork<> tx(*conn_, options_.transaction_pooler);
     if (tx.exec_params("SELECT 1 FROM pg_roles WHERE rolname = $1", std::string(role)).empty()) {
@@ -77,6 +86,10 @@ absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
                                               "LOGIN for a role that connects)"));
     }
     for (const std::string& q : queues) {
+      if (kind == "publish") {
+        Exec(tx, "grant_topic", q, std::string(role));
+        continue;
+      }
       if (Exec(tx, "get_queue", q).empty()) return UnknownQueue(q, options_.schema);
       Exec(tx, "grant_queue_right", q, std::string(role), std::string(kind));
     }
@@ -96,18 +109,18 @@ absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
 absl::StatusOr<int> PgStore::Revoke(absl::string_view kind, absl::string_view role,
                                     const std::vector<std::string>& queues) {
   if (absl::Status st = ValidateGrantKind(kind); !st.ok()) return st;
-  for (const std::string& q : queues) {
-    if (absl::Status st = ValidateQueueName(q); !st.ok()) return st;
-  }
+  if (absl::Status st = ValidateGrantObjects(kind, queues); !st.ok()) return st;
   int removed = 0;
   absl::Status st =
       Run(absl::StrCat("revoke ", kind, " from role ", Quoted(role)), [&]() -> absl::Status {
         removed = 0;
         PgWork<> tx(*conn_, options_.transaction_pooler);
         for (const std::string& q : queues) {
-          removed += static_cast<int>(
-              Exec(tx, "revoke_queue_right", q, std::string(role), std::string(kind))
-                  .affected_rows());
+          removed +=
+              static_cast<int>((kind == "publish" ? Exec(tx, "revoke_topic", q, std::string(role))
+                                                  : Exec(tx, "revoke_queue_right", q,
+                                                         std::string(role), std::string(kind)))
+                                   .affected_rows());
         }
         // A role with no worker grant left is no longer confined to any
         // queue's rows: it keeps no table privilege either.
@@ -136,8 +149,9 @@ absl::StatusOr<std::vector<QueueGrant>> PgStore::ListGrants(
   absl::Status st = Run("list the grants", [&]() -> absl::Status {
     out.clear();
     for (const pqxx::row& r : Exec(Autocommit(), "list_grants", queue)) {
-      out.push_back({r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::string>(),
-                     absl::FromUnixMicros(r[3].as<int64_t>()), r[4].as<bool>()});
+      out.push_back({r[0].as<std::string>(""), r[1].as<std::string>(), r[2].as<std::string>(),
+                     r[5].as<std::string>(""), absl::FromUnixMicros(r[3].as<int64_t>()),
+                     r[4].as<bool>()});
     }
     return absl::OkStatus();
   });

@@ -936,7 +936,7 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
         "insert_batch", "item_state", "cancel_parts", "cancel_items", "vacuum_due", "prune",
         "cancel_by_dedup_key", "item_state_dedup",
         // roles per queue (migration 29)
-        "grant_queue_right", "revoke_queue_right", "list_grants",
+        "grant_queue_right", "revoke_queue_right", "list_grants", "grant_topic", "revoke_topic",
         // status
         "status_sessions", "status_session_throughput", "next_due", "queues_with_work", "owners",
         "status_horizon", "status_throughput", "status_groups", "status_parts"}) {

@@ -47,7 +47,7 @@ VALUES
   if [[ -n ${ROLE:-} ]]; then
     cat >>"$work/values.yaml" <<VALUES
 database:
-  worker: {role: $ROLE, dsnKey: worker-dsn}
+  worker: {role: $ROLE, dsnKey: worker-dsn, publishTopics: [events]}
 VALUES
   fi
   "$TOOLS/helm-template" --strict --name partq --namespace queues -f "$work/values.yaml" \
@@ -107,6 +107,8 @@ grep -A1 "name: PGUSER" "$work/chart.yaml" | grep -qF "value: \"$role\"" || fail
 run "$sr" || fail "a run with database.worker.role failed: $(cat "$work/out")"
 grants() { "$work/bin/partq" grants 2>&1 | grep -E "^ *jobs +\"?$role\"? +worker" || true; }
 [[ -n $(grants) ]] || fail "the worker role has no worker grant on jobs: $("$work/bin/partq" grants 2>&1)"
+"$work/bin/partq" grants 2>&1 | grep -qE "^ *topic:events +\"?$role\"? +publish" ||
+  fail "the worker role may not publish to events: $("$work/bin/partq" grants 2>&1)"
 run "$sr" || fail "a second run with database.worker.role failed: $(cat "$work/out")"
 [[ $(grants | wc -l) == 1 ]] || fail "a second run: $("$work/bin/partq" grants 2>&1)"
 if run "$(ROLE=${role}_missing script 4)"; then fail "the Job granted a role that does not exist: $(cat "$work/out")"; fi

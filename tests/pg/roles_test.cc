@@ -251,7 +251,7 @@ TEST_F(RolesTest, GrantsGoToGroupRolesAndNameWhatIsWrong) {
   EXPECT_TRUE(absl::StrContains(refused({"grant", "producer", member, "--queue", "a,zz"}),
                                 "unknown queue \"zz\""));
   EXPECT_TRUE(absl::StrContains(refused({"grant", "writer", member, "--queue", "a"}),
-                                "producer, operator, viewer or worker (got \"writer\")"));
+                                "producer, operator, viewer, worker or publish (got \"writer\")"));
   EXPECT_TRUE(absl::StrContains(refused({"grant", "producer", member}), "--queue is required"));
   // Nothing of the refused grants was written: a and zz in one transaction.
   EXPECT_EQ(Count(absl::StrCat("grants WHERE role = '", member, "'")), 0);
@@ -403,6 +403,74 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
   EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT has_schema_privilege('", w,
                                       "', '{schema}'::regnamespace, 'USAGE')::int")),
             1);
+}
+
+// Issue 48: a confined worker writes Kafka messages (outbox rows, which
+// `partq bridge publish` sends) only for the topics granted to it with
+// `partq grant publish` (migration 34); before, for any topic at all. The
+// schema's owner, and roles without a worker grant, are as before.
+TEST_F(RolesTest, AWorkerRolePublishesOnlyToTheTopicsGrantedToIt) {
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  auto c = As(w);
+  const std::string to_events =
+      "INSERT INTO {schema}.outbox (topic, payload) VALUES ('events', 'x')";
+  const std::string to_payments =
+      "INSERT INTO {schema}.outbox (topic, payload) VALUES ('payments', 'x')";
+  EXPECT_EQ(Try(*c, to_events), "42501");
+  try {
+    pqxx::work t(*c);
+    t.exec(WithSchema(to_payments, schema_.name()));
+    ADD_FAILURE() << "a confined worker wrote a message for a topic not granted to it";
+  } catch (const pqxx::sql_error& e) {
+    EXPECT_TRUE(absl::StrContains(
+        e.what(), absl::StrCat("permission denied for Kafka topic \"payments\": role \"", w,
+                               "\" is a confined worker")))
+        << e.what();
+  }
+  EXPECT_EQ(PartqOk({"grant", "publish", w, "--topic", "events,audit"}),
+            absl::StrCat("role \"", w, "\" is a publisher to Kafka topics events, audit as a ",
+                         "worker in schema \"", schema_.name(), "\"\n"));
+  EXPECT_EQ(Try(*c, to_events), "");
+  EXPECT_EQ(Try(*c, to_payments), "42501");
+  const std::string listed = PartqOk({"grants"});
+  EXPECT_TRUE(absl::StrContains(listed, "topic:events")) << listed;
+  EXPECT_TRUE(absl::StrContains(PartqOk({"grants", "--json"}), "\"topic\": \"audit\""));
+
+  // A worker of a under the role, whose handler publishes to events.
+  for (int i = 0; i < 50; ++i) {
+    NewItem item;
+    item.payload = absl::StrCat("a", i);
+    ASSERT_TRUE(store_->Enqueue("a", item).ok());
+  }
+  testing::ChildProcess worker({testing::PartqBinary(), "worker", "a", "--dsn",
+                                absl::StrCat(schema_.dsn(), " user=", w), "--schema",
+                                schema_.name(), "--handler", "publish:events", "--quiet"});
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("items WHERE queue = 'a'") == 0; }))
+      << "the worker role did not drain its queue";
+  worker.Signal(SIGTERM);
+  EXPECT_TRUE(worker.Wait(absl::Seconds(30)).has_value());
+  EXPECT_EQ(Count("outbox WHERE topic = 'events'"), 51) << "50 messages and the test's own";
+  EXPECT_EQ(Count("dead_items"), 0);
+
+  EXPECT_EQ(PartqOk({"revoke", "publish", w, "--topic", "events"}),
+            absl::StrCat("role \"", w, "\" is no longer a publisher to Kafka topic events as a ",
+                         "worker (1 grant removed)\n"));
+  EXPECT_EQ(Try(*c, to_events), "42501");
+  // The owner publishes anywhere; so does a role that is no confined worker.
+  schema_.Q(to_payments);
+  PartqOk({"revoke", "worker", w, "--queue", "a"});
+  schema_.Q(absl::StrCat("GRANT INSERT ON {schema}.outbox TO ", w));
+  EXPECT_EQ(Try(*c, to_payments), "");
+  // Bad input is named.
+  PartqResult bad = Partq(
+      {"grant", "publish", w, "--queue", "a", "--dsn", schema_.dsn(), "--schema", schema_.name()});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(absl::StrContains(bad.err, "--queue does not go with publish")) << bad.err;
+  bad = Partq({"grant", "publish", w, "--topic", "bad topic", "--dsn", schema_.dsn(), "--schema",
+               schema_.name()});
+  EXPECT_NE(bad.code, 0);
+  EXPECT_EQ(Count("topic_grants"), 1) << "audit's grant is left, nothing else";
 }
 
 // A group whose end item cannot be enqueued, as the worker acks its last
