@@ -115,6 +115,7 @@ class TrackingStore : public Store {
     if (r.ok()) t_->Claimed(*r, absl::Now());
     return r;
   }
+  bool Begun() const override { return inner_->Begun(); }
   absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
                                       const FinishBody& body) override {
     t_->Call("finish");

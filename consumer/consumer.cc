@@ -278,6 +278,7 @@ void Consumer::OnLost(const std::vector<OwnedPart>& parts) {
 
 void Consumer::ClaimLoop() {
   std::unique_ptr<Store> store;
+  bool parked = false;  // `store` is a worker's (ClaimStore)
   absl::Time next_poll = clock_->Now() + options_.poll_interval;
   for (;;) {
     const SessionId session = session_->id();
@@ -289,7 +290,9 @@ void Consumer::ClaimLoop() {
       // Claims here feed workers that wait with nothing queued; busy workers
       // claim ahead themselves as they finish.
       auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !scheduler_.claiming() && static_cast<int>(scheduler_.queued()) < idle_workers_;
+        return !scheduler_.claiming() &&
+               static_cast<int>(scheduler_.queued()) + static_cast<int>(handoffs_.size()) <
+                   idle_workers_;
       };
       auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || (room() && scheduler_.WantClaim(clock_->Now()));
@@ -316,15 +319,15 @@ void Consumer::ClaimLoop() {
       }
       if (stopping_) return;
       if (!room()) continue;
-      req = scheduler_.BeginClaim(session, idle_workers_ - static_cast<int>(scheduler_.queued()),
+      req = scheduler_.BeginClaim(session,
+                                  idle_workers_ - static_cast<int>(scheduler_.queued()) -
+                                      static_cast<int>(handoffs_.size()),
                                   {}, now);
       if (!req) continue;
+      req->begin_after = true;  // for the idle worker it feeds (HandOffLocked)
       started = clock_->Now();
     }
-    if (store == nullptr) {
-      auto s = options_.claim_pool != nullptr ? options_.claim_pool->Take() : factory_();
-      if (s.ok()) store = std::move(*s);
-    }
+    if (store == nullptr) store = ClaimStore(&parked);
     absl::StatusOr<std::vector<Item>> items =
         store ? store->Claim(*req) : absl::UnavailableError("no connection");
     const absl::Time claim_end = clock_->Now();
@@ -345,6 +348,7 @@ void Consumer::ClaimLoop() {
     {
       absl::MutexLock lock(&mu_);
       CountClaimedLocked(scheduler_.AcceptClaim(*req, *std::move(items), started));
+      if (store->Begun()) HandOffLocked(&store);
       if (found) {
         next_poll = std::min(next_poll, claim_end + options_.poll_interval);
       } else if (session_->listening() && !holds_back_ && scheduler_.held() == 0 &&
@@ -361,9 +365,44 @@ void Consumer::ClaimLoop() {
       const absl::Time due = NextIdlePoll(*store, idle_parts, claim_end);
       next_poll = after_poll ? due : std::min(next_poll, due);
     }
-    // A shared claimer's connection goes back for the next claim of any queue.
-    if (options_.claim_pool != nullptr) options_.claim_pool->Give(std::move(store));
+    // A shared claimer's connection goes back for the next claim of any
+    // queue; a worker's, to the workers.
+    if (parked && store != nullptr) {
+      absl::MutexLock lock(&mu_);
+      parked_.push_back(std::move(store));
+    } else if (options_.claim_pool != nullptr) {
+      options_.claim_pool->Give(std::move(store));
+    }
   }
+}
+
+std::unique_ptr<Store> Consumer::ClaimStore(bool* parked) {
+  {
+    absl::MutexLock lock(&mu_);
+    *parked = !parked_.empty();
+    if (*parked) {
+      std::unique_ptr<Store> s = std::move(parked_.back());
+      parked_.pop_back();
+      return s;
+    }
+  }
+  auto s = options_.claim_pool != nullptr ? options_.claim_pool->Take() : factory_();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+void Consumer::HandOffLocked(std::unique_ptr<Store>* store) {
+  Batch batch;
+  if (stopping_ || !scheduler_.TakeQueued(&batch)) {
+    store->reset();
+    return;
+  }
+  handoffs_.push_back(Handoff{std::move(*store), std::move(batch)});
+}
+
+void Consumer::TakeHandoffLocked(Batch* batch, std::unique_ptr<Store>* store) {
+  *batch = std::move(handoffs_.front().batch);
+  *store = std::move(handoffs_.front().store);
+  handoffs_.pop_front();
 }
 
 // An idle worker's next poll: when the first retry or delayed item of its
@@ -406,13 +445,24 @@ void Consumer::WorkLoop(int index) {
       kept.reset();
     } else {
       absl::MutexLock lock(&mu_);
+      // Idle, its connection is the claimer's to use (ClaimStore).
+      if (store != nullptr && !store->Begun()) parked_.push_back(std::move(store));
       ++idle_workers_;
       AwaitWorkLocked();
       --idle_workers_;
-      // Nothing queued but deferred failures due: an empty batch, whose
-      // Process writes them alone.
-      flush_alone = !stopping_ && scheduler_.queued() == 0 && FlushDueLocked();
-      if (!flush_alone && !scheduler_.TakeQueued(&batch)) return;  // stopping
+      if (!handoffs_.empty()) {
+        // A claim for idle workers began this batch's transaction.
+        TakeHandoffLocked(&batch, &store);
+      } else {
+        if (store == nullptr && !parked_.empty()) {
+          store = std::move(parked_.back());
+          parked_.pop_back();
+        }
+        // Nothing queued but deferred failures due: an empty batch, whose
+        // Process writes them alone.
+        flush_alone = !stopping_ && scheduler_.queued() == 0 && FlushDueLocked();
+        if (!flush_alone && !scheduler_.TakeQueued(&batch)) return;  // stopping
+      }
     }
     for (;;) {
       if (store == nullptr) {
@@ -737,7 +787,8 @@ void Consumer::DropDeferredLocked(const std::vector<int>& parts) {
 
 void Consumer::AwaitWorkLocked() {
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || scheduler_.queued() > 0 || (flush_now_ && !deferred_.empty());
+    return stopping_ || scheduler_.queued() > 0 || !handoffs_.empty() ||
+           (flush_now_ && !deferred_.empty());
   };
   auto ready_or_deferred = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return ready() || !deferred_.empty();

@@ -74,6 +74,7 @@
 #define PARTQ_CONSUMER_CONSUMER_H_
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -320,6 +321,27 @@ class Consumer : private PartListener {
   // A worker's wait for a batch, or for deferred failures to come due.
   void AwaitWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Connections move between the claimer and the workers: an idle worker
+  // parks its own (parked_), the claimer claims on a parked one when it has
+  // none, and a claim that left a transaction begun (Store::Begun) goes with
+  // its first batch to the next idle worker (handoffs_), whose Finish
+  // continues that transaction: no BEGIN between an idle worker's claim and
+  // its handler. A waking worker takes a handoff's connection, or a parked
+  // one. So the worker's threads and the claimer share as many connections
+  // as before.
+  //
+  // The claimer's connection for its next claim (`*parked`: it was a
+  // worker's, which goes back to parked_ when the claim keeps it).
+  std::unique_ptr<Store> ClaimStore(bool* parked) ABSL_LOCKS_EXCLUDED(mu_);
+  // After a claim that left a transaction begun on `*store`: the store and a
+  // queued batch become a handoff. Stopping, or with no batch queued, the
+  // store is closed instead (the server rolls the transaction back).
+  void HandOffLocked(std::unique_ptr<Store>* store) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker takes the first handoff: its batch into `*batch` and its store
+  // into `*store`.
+  void TakeHandoffLocked(Batch* batch, std::unique_ptr<Store>* store)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // What a Finish of `items` committed, into the stats and metrics.
   void CountLocked(const FinishResult& r, const std::vector<Item>& items, absl::Time start,
                    absl::Time end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -356,6 +378,12 @@ class Consumer : private PartListener {
   ClaimScheduler scheduler_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  struct Handoff {
+    std::unique_ptr<Store> store;  // Store::Begun()
+    Batch batch;
+  };
+  std::deque<Handoff> handoffs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Store>> parked_ ABSL_GUARDED_BY(mu_);
   std::vector<Deferred> deferred_ ABSL_GUARDED_BY(mu_);  // failures not written yet
   absl::Time deferred_since_ ABSL_GUARDED_BY(mu_);       // when the oldest was deferred
   bool flush_now_ ABSL_GUARDED_BY(mu_) = false;          // a revoke waits for them

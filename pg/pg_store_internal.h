@@ -100,6 +100,8 @@ inline constexpr char kPipelinedAckClaimKeyed[] = "partq_pl_ack_claim_keyed";
 inline constexpr char kPipelinedAckClaimBehindKeyed[] = "partq_pl_ack_claim_behind_keyed";
 inline constexpr char kPipelinedCommit[] = "partq_pl_commit";
 inline constexpr char kPipelinedChain[] = "partq_pl_chain";
+// Before a claim that leaves a transaction begun (ClaimRequest::begin_after).
+inline constexpr char kPipelinedBegin[] = "partq_pl_begin";
 // After kPipelinedChain through a transaction pooler: the new transaction's
 // SET LOCAL jit = off (LocalSettings), in the same flight.
 inline constexpr char kPipelinedLocalSettings[] = "partq_pl_local_settings";
@@ -363,6 +365,7 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<int64_t> EnqueueBatch(absl::string_view queue,
                                        const std::vector<NewItem>& items) override;
   absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) override;
+  bool Begun() const override { return begun_; }
   absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
                                       const FinishBody& body) override;
   absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override;
@@ -490,6 +493,7 @@ class PgStore final : public Store, public BridgeStore {
   // body; then the pipelined ack where it serves (PipelinedAckServes), else
   // the general statement, its rows and the COMMIT.
   absl::Status FinishInTx(FinishAttempt& f, const FinishBody& body);
+  PipelineResult ClaimThenBegin(const char* form, std::vector<std::optional<std::string>> params);
   void KeepFenced(FinishAttempt& f);
   absl::Status RunFinishBody(FinishAttempt& f, const FinishBody& body);
   absl::Status FinishPipelined(FinishAttempt& f);

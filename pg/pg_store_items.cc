@@ -1121,9 +1121,10 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
     // a transaction of its own for the same reason: a BEGIN and a COMMIT more.
     std::vector<std::optional<std::string>> params = {request.queue, a->session};
     AppendClaimParams(*a, &params);
-    const PipelineResult r = RunGuarded(
-        pipeline_, *conn_, ClaimForm(a->fair ? kPipelinedClaimFair : kPipelinedClaim, a->max_bytes),
-        std::move(params));
+    const char* form = ClaimForm(a->fair ? kPipelinedClaimFair : kPipelinedClaim, a->max_bytes);
+    const PipelineResult r = request.begin_after && !options_.transaction_pooler
+                                 ? ClaimThenBegin(form, std::move(params))
+                                 : RunGuarded(pipeline_, *conn_, form, std::move(params));
     out.reserve(r.size());
     for (int row = 0; row < r.size(); ++row) {
       absl::StatusOr<Item> it = ItemFromCells(PipelineCells{r, row}, 0);
@@ -1132,6 +1133,41 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
     }
     return out;
   });
+}
+
+// The pipelined claim `form` in a transaction of its own, committed by
+// COMMIT AND CHAIN in the same flight, which leaves the next transaction
+// begun for the Finish of what it claimed (ClaimRequest::begin_after); with
+// nothing claimed, that transaction is committed at once.
+PipelineResult PgStore::ClaimThenBegin(const char* form,
+                                       std::vector<std::optional<std::string>> params) {
+  begun_ = true;  // until it is known to be committed or rolled back
+  std::vector<PipelineResult> res;
+  try {
+    res = pipeline_.Run(*conn_, {{kPipelinedBegin, {}},
+                                 {kPlanGuard, {}},
+                                 {form, std::move(params)},
+                                 {kPipelinedChain, {}}});
+    for (const PipelineResult& step : res) {
+      if (step.kind == PipelineResult::Kind::kError) ThrowStepError(step, form);
+    }
+    if (res[2].kind != PipelineResult::Kind::kOk || res[3].kind != PipelineResult::Kind::kOk) {
+      throw pqxx::sql_error("the statement was skipped", form);
+    }
+  } catch (const pqxx::broken_connection&) {
+    throw;  // Run drops the connection, and begun_ with it
+  } catch (...) {
+    pqxx::nontransaction tx(*conn_);
+    tx.exec("ROLLBACK");
+    begun_ = false;
+    throw;
+  }
+  if (res[2].size() == 0) {
+    pqxx::nontransaction tx(*conn_);
+    tx.exec("COMMIT");
+    begun_ = false;
+  }
+  return std::move(res[2]);
 }
 
 // --- finish -------------------------------------------------------------------------

@@ -872,6 +872,9 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       // Commits and begins the next transaction, where the claimed batch
       // runs (FinishRequest::begin_next).
       {kPipelinedChain, "COMMIT AND CHAIN"},
+      // A claim in a transaction of its own, which kPipelinedChain commits
+      // and follows with the transaction its batch runs in.
+      {kPipelinedBegin, "BEGIN"},
       {kPipelinedLocalSettings, kLocalSettings},
       // Claim (store.h, ClaimRequest), after kPlanGuard (PgStore::Claim),
       // without a key bound or fair: reads, and writes only the claim records. Its own transaction

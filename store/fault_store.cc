@@ -98,6 +98,7 @@ class FaultStore : public Store {
   absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) override {
     return Call("Claim", [&] { return inner_->Claim(request); });
   }
+  bool Begun() const override { return inner_->Begun(); }
   absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
                                       const FinishBody& body) override {
     absl::StatusOr<FinishResult> r = Call("Finish", [&] { return inner_->Finish(request, body); });

@@ -255,6 +255,12 @@ struct ClaimRequest {
   // worker's memory is bounded by bytes as well as by `limit`. A claim that took this many
   // bytes may have stopped before the end of what it read (ClaimScheduler reads on).
   int64_t max_bytes = 0;
+  // Leave a transaction begun on the store's connection once the claim has
+  // committed, when it returned items: the next Finish there continues it
+  // instead of sending BEGIN, as after FinishRequest::begin_next (one round
+  // trip less between an idle worker's claim and its handler). Stores that
+  // cannot, or claims of some forms, ignore it: Store::Begun() says.
+  bool begin_after = false;
 };
 // How many older live items of its key an item of the claim's queue may
 // have (ClaimRequest::ordered is 1, then key_concurrency); 0: no bound.
@@ -752,6 +758,9 @@ class Store {
                                                const std::vector<NewItem>& items) = 0;
   // See ClaimRequest. Writes only the claim records, never an item row.
   virtual absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) = 0;
+  // A transaction is open on this store's connection for its next Finish
+  // (ClaimRequest::begin_after); any other call rolls it back first.
+  virtual bool Begun() const { return false; }
   virtual absl::StatusOr<FinishResult> Finish(const FinishRequest& request,
                                               const FinishBody& body) = 0;
   // How long until the first retried, delayed or requeued item of these

@@ -607,6 +607,61 @@ TEST_F(PgStoreTest, ABatchClaimedAheadIsRecordedWhenItFinishedNotWhenItWasClaime
             handled_again);
 }
 
+// ClaimRequest::begin_after: the claim commits in its own transaction (a
+// worker that dies in the handler still had its items claimed, and their
+// attempt counts), and the next transaction is left begun for the Finish
+// that acks them: one BEGIN less between an idle worker's claim and its
+// handler. A claim that found nothing leaves no transaction open.
+TEST_F(PgStoreTest, AClaimThatBeginsTheNextTransactionCommitsItselfFirst) {
+  MakeQueue("q", 1);
+  ASSERT_OK(store_->EnqueueBatch("q", {Payload("a"), Payload("b")}));
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest claim = ClaimAll("q", m, 10);
+  claim.include_suspect = false;
+  claim.begin_after = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(claim));
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_TRUE(store_->Begun());
+  // Committed: another connection sees the claim's record of both.
+  EXPECT_EQ(schema_.QInt("SELECT coalesce(sum(cardinality(ids)), 0) FROM {schema}.part_claims "
+                         "WHERE queue = 'q'"),
+            2);
+  // The Finish runs in the transaction begun with the claim: it started
+  // before the handler's time passed.
+  absl::SleepFor(absl::Milliseconds(300));
+  std::optional<std::string> began_ms_before;
+  FinishBody body = [&](Tx& tx,
+                        absl::Span<const Item> owned) -> absl::StatusOr<std::vector<Outcome>> {
+    auto rows = tx.Exec("SELECT (extract(epoch FROM statement_timestamp() - now()) * 1000)::int");
+    if (!rows.ok()) return rows.status();
+    began_ms_before = (*rows)[0][0];
+    std::vector<Outcome> out;
+    for (const Item& i : owned) out.push_back({i.id, i.part});
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", m, items), body));
+  EXPECT_EQ(r.acked.size(), 2u);
+  ASSERT_TRUE(began_ms_before.has_value());
+  EXPECT_GE(std::stoi(*began_ms_before), 300) << "the Finish began its own transaction";
+  EXPECT_FALSE(store_->Begun());
+  EXPECT_EQ(Count("items", "queue = 'q'"), 0);
+
+  // Nothing to claim: no transaction left open.
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(claim));
+  EXPECT_TRUE(none.empty());
+  EXPECT_FALSE(store_->Begun());
+
+  // A begun transaction nobody finished is rolled back by the store's next
+  // other call, which works as ever.
+  ASSERT_OK(store_->EnqueueBatch("q", {Payload("c")}));
+  ASSERT_OK_AND_ASSIGN(items, store_->Claim(claim));
+  ASSERT_EQ(items.size(), 1u);
+  ASSERT_TRUE(store_->Begun());
+  ASSERT_OK(store_->Enqueue("q", Payload("d")).status());
+  EXPECT_FALSE(store_->Begun());
+  EXPECT_EQ(Count("items", "queue = 'q'"), 2);
+}
+
 // A deleted queue takes the bridge's stored offsets with it: the same name
 // created again must not resume a topic where the old queue stopped (its
 // items are gone). Another queue's offsets for the same topic stay.
