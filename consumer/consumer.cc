@@ -290,9 +290,7 @@ void Consumer::ClaimLoop() {
       // Claims here feed workers that wait with nothing queued; busy workers
       // claim ahead themselves as they finish.
       auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !scheduler_.claiming() &&
-               static_cast<int>(scheduler_.queued()) + static_cast<int>(handoffs_.size()) <
-                   idle_workers_;
+        return !scheduler_.claiming() && static_cast<int>(scheduler_.queued()) < idle_workers_;
       };
       auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || (room() && scheduler_.WantClaim(clock_->Now()));
@@ -319,12 +317,12 @@ void Consumer::ClaimLoop() {
       }
       if (stopping_) return;
       if (!room()) continue;
-      req = scheduler_.BeginClaim(session,
-                                  idle_workers_ - static_cast<int>(scheduler_.queued()) -
-                                      static_cast<int>(handoffs_.size()),
+      req = scheduler_.BeginClaim(session, idle_workers_ - static_cast<int>(scheduler_.queued()),
                                   {}, now);
       if (!req) continue;
-      req->begin_after = true;  // for the idle worker it feeds (HandOffLocked)
+      // For the idle worker it feeds (HandOffLocked); not after a poll, which
+      // mostly finds nothing, and then the begun transaction costs a COMMIT.
+      req->begin_after = !after_poll;
       started = clock_->Now();
     }
     if (store == nullptr) store = ClaimStore(&parked);
@@ -345,10 +343,11 @@ void Consumer::ClaimLoop() {
     if (metrics_ != nullptr) metrics_->ClaimQuery(claim_end - started, *items, claim_end);
     const bool found = !items->empty();
     std::vector<int> idle_parts;
+    std::unique_ptr<Store> closing;  // closed outside the lock
     {
       absl::MutexLock lock(&mu_);
       CountClaimedLocked(scheduler_.AcceptClaim(*req, *std::move(items), started));
-      if (store->Begun()) HandOffLocked(&store);
+      if (store->Begun()) closing = HandOffLocked(std::move(store));
       if (found) {
         next_poll = std::min(next_poll, claim_end + options_.poll_interval);
       } else if (session_->listening() && !holds_back_ && scheduler_.held() == 0 &&
@@ -361,7 +360,7 @@ void Consumer::ClaimLoop() {
     }
     // Idle after a poll: wait for what comes due. After a notice whose item
     // is not due yet (a delayed one): poll when it is, if that is sooner.
-    if (!idle_parts.empty()) {
+    if (!idle_parts.empty() && store != nullptr) {
       const absl::Time due = NextIdlePoll(*store, idle_parts, claim_end);
       next_poll = after_poll ? due : std::min(next_poll, due);
     }
@@ -390,19 +389,24 @@ std::unique_ptr<Store> Consumer::ClaimStore(bool* parked) {
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-void Consumer::HandOffLocked(std::unique_ptr<Store>* store) {
-  Batch batch;
-  if (stopping_ || !scheduler_.TakeQueued(&batch)) {
-    store->reset();
-    return;
-  }
-  handoffs_.push_back(Handoff{std::move(*store), std::move(batch)});
+std::unique_ptr<Store> Consumer::HandOffLocked(std::unique_ptr<Store> store) {
+  if (stopping_ || scheduler_.queued() == 0) return store;
+  handoffs_.push_back(std::move(store));
+  return nullptr;
 }
 
-void Consumer::TakeHandoffLocked(Batch* batch, std::unique_ptr<Store>* store) {
-  *batch = std::move(handoffs_.front().batch);
-  *store = std::move(handoffs_.front().store);
-  handoffs_.pop_front();
+bool Consumer::TakeHandoffLocked(Batch* batch, std::unique_ptr<Store>* store,
+                                 std::vector<std::unique_ptr<Store>>* closing) {
+  if (handoffs_.empty()) return false;
+  if (scheduler_.TakeQueued(batch)) {
+    *store = std::move(handoffs_.front());
+    handoffs_.pop_front();
+    return true;
+  }
+  // Their batches went (a revoke, a loss, Abandon): nothing to run on them.
+  for (auto& s : handoffs_) closing->push_back(std::move(s));
+  handoffs_.clear();
+  return false;
 }
 
 // An idle worker's next poll: when the first retry or delayed item of its
@@ -440,6 +444,7 @@ void Consumer::WorkLoop(int index) {
   for (;;) {
     Batch batch;
     bool flush_alone = false;  // no batch: deferred failures to write
+    std::vector<std::unique_ptr<Store>> closing;  // closed outside the lock
     if (kept) {
       batch = *std::move(kept);
       kept.reset();
@@ -450,10 +455,8 @@ void Consumer::WorkLoop(int index) {
       ++idle_workers_;
       AwaitWorkLocked();
       --idle_workers_;
-      if (!handoffs_.empty()) {
-        // A claim for idle workers began this batch's transaction.
-        TakeHandoffLocked(&batch, &store);
-      } else {
+      // A claim for idle workers began this batch's transaction.
+      if (!TakeHandoffLocked(&batch, &store, &closing)) {
         if (store == nullptr && !parked_.empty()) {
           store = std::move(parked_.back());
           parked_.pop_back();
@@ -787,8 +790,7 @@ void Consumer::DropDeferredLocked(const std::vector<int>& parts) {
 
 void Consumer::AwaitWorkLocked() {
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || scheduler_.queued() > 0 || !handoffs_.empty() ||
-           (flush_now_ && !deferred_.empty());
+    return stopping_ || scheduler_.queued() > 0 || (flush_now_ && !deferred_.empty());
   };
   auto ready_or_deferred = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return ready() || !deferred_.empty();

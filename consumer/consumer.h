@@ -323,23 +323,29 @@ class Consumer : private PartListener {
 
   // Connections move between the claimer and the workers: an idle worker
   // parks its own (parked_), the claimer claims on a parked one when it has
-  // none, and a claim that left a transaction begun (Store::Begun) goes with
-  // its first batch to the next idle worker (handoffs_), whose Finish
-  // continues that transaction: no BEGIN between an idle worker's claim and
-  // its handler. A waking worker takes a handoff's connection, or a parked
-  // one. So the worker's threads and the claimer share as many connections
-  // as before.
+  // none, and the connection of a claim that left a transaction begun
+  // (Store::Begun) goes to the next idle worker (handoffs_), which takes it
+  // with the first queued batch: its Finish continues that transaction, no
+  // BEGIN between an idle worker's claim and its handler. The batches stay
+  // in the scheduler's queue until then, so a revoke, a loss or Abandon
+  // drops them as ever, and claims ahead count them. A waking worker takes
+  // a handoff's connection, or a parked one: the worker threads and the
+  // claimer share connections.
   //
   // The claimer's connection for its next claim (`*parked`: it was a
   // worker's, which goes back to parked_ when the claim keeps it).
   std::unique_ptr<Store> ClaimStore(bool* parked) ABSL_LOCKS_EXCLUDED(mu_);
-  // After a claim that left a transaction begun on `*store`: the store and a
-  // queued batch become a handoff. Stopping, or with no batch queued, the
-  // store is closed instead (the server rolls the transaction back).
-  void HandOffLocked(std::unique_ptr<Store>* store) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A worker takes the first handoff: its batch into `*batch` and its store
-  // into `*store`.
-  void TakeHandoffLocked(Batch* batch, std::unique_ptr<Store>* store)
+  // After a claim that left a transaction begun on `store`: a handoff, while
+  // a batch is queued for it; else (stopping, or nothing queued) the store is
+  // returned, for the caller to close outside the lock (the server rolls the
+  // transaction back).
+  std::unique_ptr<Store> HandOffLocked(std::unique_ptr<Store> store)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A waking worker takes the first handoff with the first queued batch (its
+  // store into `*store`); false when there is no handoff, or no batch, when
+  // the handoffs' stores go to `*closing`, to be closed outside the lock.
+  bool TakeHandoffLocked(Batch* batch, std::unique_ptr<Store>* store,
+                         std::vector<std::unique_ptr<Store>>* closing)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // What a Finish of `items` committed, into the stats and metrics.
@@ -378,11 +384,7 @@ class Consumer : private PartListener {
   ClaimScheduler scheduler_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
-  struct Handoff {
-    std::unique_ptr<Store> store;  // Store::Begun()
-    Batch batch;
-  };
-  std::deque<Handoff> handoffs_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<Store>> handoffs_ ABSL_GUARDED_BY(mu_);  // Store::Begun()
   std::vector<std::unique_ptr<Store>> parked_ ABSL_GUARDED_BY(mu_);
   std::vector<Deferred> deferred_ ABSL_GUARDED_BY(mu_);  // failures not written yet
   absl::Time deferred_since_ ABSL_GUARDED_BY(mu_);       // when the oldest was deferred
