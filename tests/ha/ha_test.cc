@@ -2,7 +2,8 @@
 //
 // Two PostgreSQL 15 nodes with synchronous replication, reached through the
 // multi-host DSN docs/high-availability.md gives users. While three `partq
-// worker` processes (record handler), a producer (`partq enqueue --stdin`,
+// worker` processes of two queues (issue 52: q, and k, which the bridge
+// fills; a record handler each), a producer (`partq enqueue --stdin`,
 // fed a steady stream of numbered lines) and `partq bridge ingest` (fed by
 // librdkafka's mock cluster) run, the leader fails over: under Patroni by
 // `patronictl switchover` and then by a SIGKILL of the leader's postgres;
@@ -13,7 +14,8 @@
 // so the sessions survive it). At the end: every enqueued item recorded
 // exactly once, every line the producer reported enqueued is there (a chunk
 // whose COMMIT broke is re-sent, and may then be there twice: it said so),
-// every Kafka message in the queue exactly once.
+// every Kafka message in the queue exactly once, and each of them recorded by
+// the workers exactly once.
 //
 // A failed test keeps its cluster's directory (servers' and processes' logs), and so does
 // any run with PARTQ_HA_KEEP set; the first line the test prints names it.
@@ -125,9 +127,11 @@ class HaRun {
 
     for (int i = 0; i < kWorkers; ++i) {
       workers_.push_back(std::make_unique<ChildProcess>(
+          // Workers of two queues (issue 52): q, and k, which the bridge fills.
           std::vector<std::string>{testing::PartqBinary(), "worker", "q", "--handler",
                                    "record:effects", "--concurrency", "2", "--dsn", dsn_,
-                                   "--drain-timeout", "10s"},
+                                   "--drain-timeout", "10s", "--queue",
+                                   "k:concurrency=1,handler=record:k_effects"},
           std::map<std::string, std::string>{}, Log(absl::StrCat("worker-", i))));
     }
     bridge_ = std::make_unique<ChildProcess>(
@@ -226,13 +230,13 @@ class HaRun {
   // Stops the producers, lets the fleet drain, stops it and checks.
   void StopAndCheck() {
     Stop();
-    // Drained: q empty, and every Kafka message in k.
+    // Drained: every Kafka message in k, and q and k empty.
     const bool drained = testing::WaitUntil(
         [&] {
-          return ToInt(TryQuery(dsn_, "SELECT count(*) FROM partq.items WHERE queue = 'q'")) == 0 &&
-                 ToInt(TryQuery(dsn_,
+          return ToInt(TryQuery(dsn_,
                                 "SELECT count(*) FROM public.ha_enqueued WHERE queue = "
-                                "'k'")) >= produced_kafka_;
+                                "'k'")) >= produced_kafka_ &&
+                 ToInt(TryQuery(dsn_, "SELECT count(*) FROM partq.items")) == 0;
         },
         absl::Seconds(90), absl::Milliseconds(200));
     EXPECT_TRUE(drained) << "q still holds "
@@ -286,6 +290,13 @@ class HaRun {
         TryQuery(dsn_,
                  "SELECT count(*) - count(DISTINCT payload) FROM public.ha_enqueued WHERE queue = "
                  "'q'"));
+    // Every item of k recorded once by the same workers' other session.
+    const int64_t k_recorded = ToInt(TryQuery(
+        dsn_,
+        "SELECT count(DISTINCT item_id) FROM partq.k_effects f WHERE EXISTS (SELECT 1 FROM "
+        "public.ha_enqueued e WHERE e.id = f.item_id AND e.queue = 'k')"));
+    const int64_t k_twice =
+        ToInt(TryQuery(dsn_, "SELECT count(*) - count(DISTINCT item_id) FROM partq.k_effects"));
     // Every Kafka message in k once.
     const int64_t k_rows =
         ToInt(TryQuery(dsn_, "SELECT count(*) FROM public.ha_enqueued WHERE queue = 'k'"));
@@ -296,13 +307,15 @@ class HaRun {
     printf(
         "ha: %lld items enqueued by %lld lines (%d producer runs, %lld lines in doubt, %lld "
         "there twice), %lld recorded twice, %lld lost, %lld phantom, %lld dead; Kafka: %lld "
-        "messages, %lld rows in the queue, %lld missing\n",
+        "messages, %lld rows in the queue, %lld missing, %lld recorded by the workers (%lld "
+        "twice)\n",
         static_cast<long long>(enqueued), static_cast<long long>(next_line_.load()),
         producer_runs_.load(), static_cast<long long>(in_doubt_lines_.load()),
         static_cast<long long>(twice_lines), static_cast<long long>(duplicates),
         static_cast<long long>(lost), static_cast<long long>(phantom), static_cast<long long>(dead),
         static_cast<long long>(produced_kafka_), static_cast<long long>(k_rows),
-        static_cast<long long>(k_missing));
+        static_cast<long long>(k_missing), static_cast<long long>(k_recorded),
+        static_cast<long long>(k_twice));
     fflush(stdout);
     EXPECT_GT(enqueued, 0);
     EXPECT_EQ(duplicates, 0);
@@ -314,6 +327,8 @@ class HaRun {
     EXPECT_LE(twice_lines, in_doubt_lines_.load());
     EXPECT_EQ(k_rows, produced_kafka_);
     EXPECT_EQ(k_missing, 0);
+    EXPECT_EQ(k_recorded, k_rows) << "k's items recorded by the workers of both queues";
+    EXPECT_EQ(k_twice, 0);
   }
 
  private:
