@@ -40,6 +40,7 @@ Consumer::Consumer(StoreFactory factory, ConsumerOptions options, Handler* handl
   session_->SetItemsCallback([this](int part, std::optional<ItemKey> from) {
     absl::MutexLock lock(&mu_);
     scheduler_.Notice(part, from);
+    noticed_ = true;
   });
   session_->SetPausedCallback([this](bool paused) {
     absl::MutexLock lock(&mu_);
@@ -320,9 +321,11 @@ void Consumer::ClaimLoop() {
       req = scheduler_.BeginClaim(session, idle_workers_ - static_cast<int>(scheduler_.queued()),
                                   {}, now);
       if (!req) continue;
-      // For the idle worker it feeds (HandOffLocked); not after a poll, which
-      // mostly finds nothing, and then the begun transaction costs a COMMIT.
-      req->begin_after = !after_poll;
+      // For the idle worker it feeds (HandOffLocked); not for a poll alone,
+      // which mostly finds nothing, and then the begun transaction costs a
+      // COMMIT. A notice since the last claim says something came.
+      req->begin_after = noticed_ || !after_poll;
+      noticed_ = false;
       started = clock_->Now();
     }
     if (store == nullptr) store = ClaimStore(&parked);

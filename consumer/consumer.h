@@ -385,6 +385,7 @@ class Consumer : private PartListener {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<std::unique_ptr<Store>> handoffs_ ABSL_GUARDED_BY(mu_);  // Store::Begun()
+  bool noticed_ ABSL_GUARDED_BY(mu_) = false;  // a notice of items since the last claim
   std::vector<std::unique_ptr<Store>> parked_ ABSL_GUARDED_BY(mu_);
   std::vector<Deferred> deferred_ ABSL_GUARDED_BY(mu_);  // failures not written yet
   absl::Time deferred_since_ ABSL_GUARDED_BY(mu_);       // when the oldest was deferred
