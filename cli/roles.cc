@@ -43,21 +43,22 @@ int GrantOrRevoke(const Args& args, bool grant) {
     return Usage(
         absl::StrCat("--", flag, " is required: the ", flag, "s the grant is for (", usage, ")"));
   }
-  const std::vector<std::string> queues = absl::StrSplit(*args.Get(flag), ',', absl::SkipEmpty());
-  if (queues.empty()) return Usage(absl::StrCat("--", flag, " names no ", flag, " (", usage, ")"));
+  // Queues, or topics.
+  const std::vector<std::string> names = absl::StrSplit(*args.Get(flag), ',', absl::SkipEmpty());
+  if (names.empty()) return Usage(absl::StrCat("--", flag, " names no ", flag, " (", usage, ")"));
   auto o = ConnectionOptions(args);
   if (!o.ok()) return Fail(o.status());
   const std::string what =
-      publish ? absl::StrCat("a publisher to Kafka topic", queues.size() == 1 ? " " : "s ",
-                             absl::StrJoin(queues, ", "), " as a worker")
-              : absl::StrCat(Article(kind), " ", kind, " of ", absl::StrJoin(queues, ", "));
+      publish ? absl::StrCat("a publisher to Kafka topic", names.size() == 1 ? " " : "s ",
+                             absl::StrJoin(names, ", "), " as a worker")
+              : absl::StrCat(Article(kind), " ", kind, " of ", absl::StrJoin(names, ", "));
   if (grant) {
-    if (absl::Status st = PgGrant(*o, kind, role, queues); !st.ok()) return Fail(st);
+    if (absl::Status st = PgGrant(*o, kind, role, names); !st.ok()) return Fail(st);
     printf("role %s is %s in schema \"%s\"\n", Quoted(role).c_str(), what.c_str(),
            o->schema.c_str());
     return 0;
   }
-  auto removed = PgRevoke(*o, kind, role, queues);
+  auto removed = PgRevoke(*o, kind, role, names);
   if (!removed.ok()) return Fail(removed.status());
   printf("role %s is no longer %s (%d grant%s removed)\n", Quoted(role).c_str(), what.c_str(),
          *removed, *removed == 1 ? "" : "s");

@@ -1022,19 +1022,25 @@ absl::StatusOr<Item> ItemFromCells(const Cells& row, int c) {
 
 // Runs statement `name` (Pipeline::Define'd, its parameters and rows in
 // text) after kPlanGuard in one flight: in the transaction under way, or in
-// an implicit one that ends with the flight. Its result; throws what
-// Pipeline::Run throws, and a statement's error as libpqxx would.
+// an implicit one that ends with the flight; with `chain`, in a transaction
+// of its own that COMMIT AND CHAIN ends, leaving the next one begun. Its
+// result; throws what Pipeline::Run throws, and a statement's error (or one
+// skipped) as libpqxx would.
 PipelineResult RunGuarded(Pipeline& pipeline, PgConnection& conn, const char* name,
-                          std::vector<std::optional<std::string>> params) {
-  std::vector<PipelineResult> res =
-      pipeline.Run(conn, {{kPlanGuard, {}}, {name, std::move(params)}});
+                          std::vector<std::optional<std::string>> params, bool chain = false) {
+  std::vector<Pipeline::Step> steps = {{kPlanGuard, {}}, {name, std::move(params)}};
+  if (chain) {
+    steps.insert(steps.begin(), {kPipelinedBegin, {}});
+    steps.push_back({kPipelinedChain, {}});
+  }
+  std::vector<PipelineResult> res = pipeline.Run(conn, std::move(steps));
   for (const PipelineResult& step : res) {
     if (step.kind == PipelineResult::Kind::kError) ThrowStepError(step, name);
+    if (step.kind != PipelineResult::Kind::kOk) {
+      throw pqxx::sql_error("the statement was skipped", name);
+    }
   }
-  if (res[1].kind != PipelineResult::Kind::kOk) {
-    throw pqxx::sql_error("the statement was skipped", name);
-  }
-  return std::move(res[1]);
+  return std::move(res[chain ? 2 : 1]);
 }
 
 // Big-endian integers of PostgreSQL's binary format.
@@ -1142,18 +1148,9 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
 PipelineResult PgStore::ClaimThenBegin(const char* form,
                                        std::vector<std::optional<std::string>> params) {
   begun_ = true;  // until it is known to be committed or rolled back
-  std::vector<PipelineResult> res;
+  PipelineResult r;
   try {
-    res = pipeline_.Run(*conn_, {{kPipelinedBegin, {}},
-                                 {kPlanGuard, {}},
-                                 {form, std::move(params)},
-                                 {kPipelinedChain, {}}});
-    for (const PipelineResult& step : res) {
-      if (step.kind == PipelineResult::Kind::kError) ThrowStepError(step, form);
-    }
-    if (res[2].kind != PipelineResult::Kind::kOk || res[3].kind != PipelineResult::Kind::kOk) {
-      throw pqxx::sql_error("the statement was skipped", form);
-    }
+    r = RunGuarded(pipeline_, *conn_, form, std::move(params), /*chain=*/true);
   } catch (const pqxx::broken_connection&) {
     throw;  // Run drops the connection, and begun_ with it
   } catch (...) {
@@ -1162,12 +1159,12 @@ PipelineResult PgStore::ClaimThenBegin(const char* form,
     begun_ = false;
     throw;
   }
-  if (res[2].size() == 0) {
+  if (r.size() == 0) {
     pqxx::nontransaction tx(*conn_);
     tx.exec("COMMIT");
     begun_ = false;
   }
-  return std::move(res[2]);
+  return r;
 }
 
 // --- finish -------------------------------------------------------------------------
