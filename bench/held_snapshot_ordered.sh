@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# An ordered queue beside a held snapshot (issue 47's "ordered queues stop"): keyed items
+# enqueued at RATE items/s (KEYS keys, `enqueue_many` of BATCH payloads, pgbench -R) into an
+# ordered queue of PARTS parts drained by WORKERS `partq worker --handler record:effects`; a
+# REPEATABLE READ snapshot held by another session from HOLD_AT for HOLD_FOR seconds; every
+# 5 s the items done (rows in effects), the rate since the last sample and the backlog.
+# Run by hand (minutes) against a server of your own; it creates and drops database $DB there.
+#   DSN='host=127.0.0.1 port=5499 user=postgres' bench/held_snapshot_ordered.sh
+# Environment: DSN (required: a superuser connection, without dbname), PARTQ (build/cli/partq),
+# DB (partq_held_ordered), RATE (5000), KEYS (997), PARTS (16), WORKERS (2), BATCH (100),
+# SECS (200), HOLD_AT (40), HOLD_FOR (60), OUT (/tmp/partq-held-ordered), DB_SQL (statements
+# run on the new database first, e.g. ALTER DATABASE settings for auto_explain).
+set -euo pipefail
+: "${DSN:?set DSN to a superuser connection of the server to measure (no dbname)}"
+PARTQ=${PARTQ:-build/cli/partq} DB=${DB:-partq_held_ordered}
+RATE=${RATE:-5000} KEYS=${KEYS:-997} PARTS=${PARTS:-16} WORKERS=${WORKERS:-2} BATCH=${BATCH:-100}
+SECS=${SECS:-200} HOLD_AT=${HOLD_AT:-40} HOLD_FOR=${HOLD_FOR:-60}
+OUT=${OUT:-/tmp/partq-held-ordered}
+mkdir -p "$OUT"
+psql "$DSN dbname=postgres" -q -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
+dsn="$DSN dbname=$DB"
+if [[ -n "${DB_SQL:-}" ]]; then psql "$dsn" -q -c "$DB_SQL"; fi
+"$PARTQ" migrate --dsn "$dsn" >/dev/null
+"$PARTQ" queue create oq --parts "$PARTS" --ordered --dsn "$dsn" >/dev/null
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT
+for ((w = 0; w < WORKERS; w++)); do
+  "$PARTQ" worker oq --handler record:effects --dsn "$dsn" >"$OUT/worker$w.log" 2>&1 &
+  pids+=($!)
+done
+cat >"$OUT/enqueue.sql" <<EOF
+SELECT count(*) FROM partq.enqueue_many('oq',
+  array_fill('x'::text, ARRAY[$BATCH]),
+  (SELECT array_agg('k' || floor(random() * $KEYS)::int) FROM generate_series(1, $BATCH)));
+EOF
+sleep 2
+pgbench "$dsn" -n -f "$OUT/enqueue.sql" -R $((RATE / BATCH)) -T "$SECS" -c 2 -j 1 \
+  >"$OUT/pgbench.txt" 2>&1 &
+pids+=($!)
+(sleep "$HOLD_AT"
+ psql "$dsn" -q -c "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1;
+   SELECT pg_sleep($HOLD_FOR); COMMIT;" >/dev/null 2>&1) &
+pids+=($!)
+echo "t done per_s backlog" | tee "$OUT/samples.txt"
+t0=$(date +%s) last=0
+while (($(date +%s) - t0 < SECS + 5)); do
+  sleep 5
+  row=$(psql "$dsn" -qAt -c "SELECT (SELECT count(*) FROM partq.effects),
+      (SELECT count(*) FROM partq.items WHERE queue = 'oq')" 2>/dev/null || echo "0|0")
+  done_=${row%%|*} backlog=${row##*|}
+  echo "$(($(date +%s) - t0)) $done_ $(((done_ - last) / 5)) $backlog" | tee -a "$OUT/samples.txt"
+  last=$done_
+done
