@@ -215,7 +215,10 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     cp.record = st.record;
     cp.key_after = st.key_after;
     if (cp.after) cp.key_cursors.assign(st.key_cursors.begin(), st.key_cursors.end());
-    if (ReleasesKeys()) cp.key_cursors.assign(st.released.begin(), st.released.end());
+    // (A read from the head reads them anyway; they are kept for the next.)
+    if (ReleasesKeys() && cp.after) {
+      cp.key_cursors.assign(st.released.begin(), st.released.end());
+    }
     cp.behind = cp.after.has_value() &&
                 (st.look_behind || now - st.last_behind >= options_.rescan_interval);
     cp.limit = limit;
@@ -375,11 +378,13 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
   for (size_t i = 0; i < req.parts.size(); ++i) {
     const ClaimPart& cp = req.parts[i];
     if (full && static_cast<int>(i) > last) break;  // not read
+    auto g = got.find(cp.part);
+    const int n = g == got.end() ? 0 : g->second.first;
+    const int taken_before = before;
+    before += n;
     auto it = parts_.find(cp.part);
     if (it == parts_.end() || it->second.epoch != cp.epoch) continue;  // revoked meanwhile
     PartState& st = it->second;
-    auto g = got.find(cp.part);
-    const int n = g == got.end() ? 0 : g->second.first;
     // A read that stopped at its own part's limit (a rate limit's budget)
     // did not reach the end either.
     const bool to_the_end = (!full || static_cast<int>(i) < last) && n < cp.limit;
@@ -388,10 +393,12 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
       reserved.erase(r);
     }
     NoteRead(req, cp, items, n, n > 0 ? g->second.second : ItemKey{}, to_the_end, started, st);
-    if (!cp.key_cursors.empty() && ReleasesKeys()) {
+    if (!cp.key_cursors.empty() && ReleasesKeys() && n > 0) {
       // The keys' next items come after what came due behind the start and
       // before the read on from it: both were read whole if fewer rows than
       // the part's limit (and what the parts before it left) came from there.
+      // A read that took nothing there may not have read at all (a cancel
+      // replaced the part's claim record: kPickFrom): the keys are kept.
       int behind = 0;
       for (const Item& item : items) {
         if (!item.suspect && item.part == cp.part && cp.after &&
@@ -399,11 +406,10 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
           ++behind;
         }
       }
-      ForgetReleased(cp, items,
-                     to_the_end || (!by_bytes && behind < std::min(cp.limit, req.limit - before)),
-                     st);
+      ForgetReleased(
+          cp, items,
+          to_the_end || (!by_bytes && behind < std::min(cp.limit, req.limit - taken_before)), st);
     }
-    before += n;
     // Stopped by its bytes in this part: a backlog there, as a part that filled the count.
     if (by_bytes && static_cast<int>(i) == last) st.full = true;
   }
@@ -540,8 +546,10 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
       auto it = parts_.find(i.part);
       if (!i.key || it == parts_.end() || it->second.epoch != i.claim_epoch) continue;
       PartState& st = it->second;
-      int64_t& id = st.released[*i.key];
-      id = std::max(id, i.id);
+      // The lowest: a late commit's item of the key, finished after a later
+      // one was released, may hold back items between the two.
+      auto [r, added] = st.released.emplace(*i.key, i.id);
+      if (!added) r->second = std::min(r->second, i.id);
       ++notice_gen_;
       if (st.released.size() > kMaxReleased) {
         st.released.clear();  // a read from the head finds them all

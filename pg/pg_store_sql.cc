@@ -168,19 +168,22 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view behind, absl::string_view released) {
   const std::string columns = kReadColumns;
   const std::string common = ReadyCondition(queue, part, bound);
-  // A key bound's read looks at most kKeyedReadRows times its limit of the
-  // part's rows from where it starts: at most one item of a key is ready,
-  // so in a backlog of few keys nearly every row is held back, and a read
-  // that went on until its limit walked the whole backlog on every claim
-  // (bench/held_snapshot_ordered.sh). The keys past that window wait for
-  // those in it.
+  // An ordered read on from a cursor looks at most kKeyedReadRows times its
+  // limit of the part's rows: at most one item of a key is ready, so in a
+  // backlog of few keys nearly every row is held back, and a read that went
+  // on until its limit walked the whole backlog on every claim
+  // (bench/held_snapshot_ordered.sh). What lies past that window is found
+  // by the next read from the head, which looks at every row (at least every
+  // rescan_interval: ClaimSchedulerOptions::ordered), as key-concurrency
+  // reads, always from the head, do.
   const bool keyed = bound != "0";
   const std::string rows =
       keyed
           ? absl::StrCat("(SELECT i.ctid AS tid, i.* FROM {schema}.items i WHERE i.queue = ", queue,
                          " AND i.part = ", part, " AND (i.priority, i.id) > (", after_prio,
-                         "::smallint, ", after_id, ") ORDER BY i.priority, i.id LIMIT ",
-                         kKeyedReadRows, " * ", limit, ") i")
+                         "::smallint, ", after_id, ") ORDER BY i.priority, i.id LIMIT CASE WHEN ",
+                         bound, "::int = 1 AND ", after_id, " <> -9223372036854775808 THEN ",
+                         kKeyedReadRows, " * ", limit, " END) i")
           : std::string("{schema}.items i");
   const std::string onward =
       absl::StrCat("SELECT ", keyed ? kReadColumnsOfRows : columns, R"sql(
