@@ -267,8 +267,8 @@ std::vector<int> ClaimScheduler::HungryParts(int batches, absl::Time now) {
     // is found by a read from the heads, when one would look behind.
     if (ReadsFromHeads() || !st.cursor ||
         (options_.fair && (st.look_behind || now - st.last_behind >= options_.rescan_interval)) ||
-        ((!options_.notices || ReleasesKeys()) &&
-         now - st.last_rescan >= options_.rescan_interval)) {
+        (!options_.notices && now - st.last_rescan >= options_.rescan_interval) ||
+        (ReleasesKeys() && now - st.last_rescan >= kOrderedRescans * options_.rescan_interval)) {
       st.rescan = true;
     }
     hungry.push_back(part);

@@ -51,13 +51,14 @@ struct ClaimSchedulerOptions {
   absl::Duration rescan_interval = absl::Seconds(1);
   // Ordered queue: a finished item's key is released (ClaimPart::key_cursors):
   // the next claim reads that key's next item, which the read that passed
-  // it held back, wherever it sorts, and the part on from its cursor; a
-  // part is read from its head when acquired, when more than
-  // kMaxReleased keys wait, and every rescan_interval (an item held back by
-  // a key's item in an earlier part of a grown queue, which another session
-  // may finish, has nothing else to tell of it). Never the head on every
-  // claim: its acked rows, which a held snapshot keeps, would be walked
-  // each time.
+  // it held back, wherever it sorts, and the part on from its cursor (a
+  // window of rows: ReadyItems); a part is read from its head, every row,
+  // when acquired, when more than kMaxReleased keys wait, and every
+  // kOrderedRescans rescan_intervals (what the window or a release missed:
+  // a key's item past a window all held back, an item held back by a key's
+  // item in an earlier part of a grown queue, which another session may
+  // finish). Never the head on every claim: its acked rows, which a held
+  // snapshot keeps, and the backlog would be walked each time.
   bool ordered = false;
   // At most this many items of a key in flight (ClaimRequest::key_concurrency;
   // 0: no bound): every claim reads from the parts' heads, where a key's
@@ -240,6 +241,10 @@ class ClaimScheduler {
   // instead (ClaimSchedulerOptions::ordered).
   bool ReleasesKeys() const { return options_.ordered && !options_.fair; }
   static constexpr size_t kMaxReleased = 256;
+  // An ordered part is read from its head every this many rescan_intervals
+  // (ClaimSchedulerOptions::ordered): such a read looks at every row, and a
+  // held snapshot or a backlog makes that a walk.
+  static constexpr int kOrderedRescans = 10;
   // After the claim `req` read `cp` and took `items`: forgets the released
   // keys it sent for `st`'s part whose next items it surely read
   // (`evaluated`: the read of keys behind its start was not cut short), and

@@ -366,12 +366,25 @@ TEST_F(OrderedClaimSchedulerTest, AFinishedItemsKeyIsReleasedAndTheClaimsReadOnF
   req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
   EXPECT_EQ(req->parts[0].key_cursors, (Released{{"c", 7}}));
-  // A part is still read from its head every rescan_interval.
+  // A part is still read from its head every ten rescan_intervals, and such
+  // a read does not send the released keys (it does not read behind the
+  // cursor); they wait for the next read on from it.
   s_.AcceptClaim(*req, {}, kT0);
   s_.Poll();
   req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(2));
   ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->parts[0].after.has_value()) << "2 s: not yet";
+  s_.AcceptClaim(*req, {}, kT0 + absl::Seconds(2));
+  s_.Poll();
+  req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(11));
+  ASSERT_TRUE(req.has_value());
   EXPECT_FALSE(req->parts[0].after.has_value());
+  EXPECT_TRUE(req->parts[0].key_cursors.empty());
+  s_.AcceptClaim(*req, {}, kT0 + absl::Seconds(11));
+  s_.Poll();
+  req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(12));
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->parts[0].key_cursors, (Released{{"c", 7}}));
 }
 
 // Key concurrency: as ordered, every claim reads from the head (a key's
