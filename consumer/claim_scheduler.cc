@@ -217,7 +217,8 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     if (cp.after) cp.key_cursors.assign(st.key_cursors.begin(), st.key_cursors.end());
     // (A read from the head reads them anyway; they are kept for the next.)
     if (ReleasesKeys() && cp.after) {
-      cp.key_cursors.assign(st.released.begin(), st.released.end());
+      for (const auto& [key, r] : st.released) cp.key_cursors.emplace_back(key, r.id);
+      parts_.at(part).released_sent = release_gen_;
     }
     cp.behind = cp.after.has_value() &&
                 (st.look_behind || now - st.last_behind >= options_.rescan_interval);
@@ -477,7 +478,8 @@ void ClaimScheduler::ForgetReleased(const ClaimPart& cp, const std::vector<Item>
   }
   for (const auto& [key, id] : cp.key_cursors) {
     auto it = st.released.find(key);
-    if (it != st.released.end() && it->second == id && (evaluated || taken.count(key) > 0)) {
+    if (it != st.released.end() && it->second.gen <= st.released_sent &&
+        (evaluated || taken.count(key) > 0)) {
       st.released.erase(it);
     }
   }
@@ -548,8 +550,8 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
       PartState& st = it->second;
       // The lowest: a late commit's item of the key, finished after a later
       // one was released, may hold back items between the two.
-      auto [r, added] = st.released.emplace(*i.key, i.id);
-      if (!added) r->second = std::min(r->second, i.id);
+      auto [r, added] = st.released.emplace(*i.key, PartState::Released{i.id, ++release_gen_});
+      if (!added) r->second = {std::min(r->second.id, i.id), release_gen_};
       ++notice_gen_;
       if (st.released.size() > kMaxReleased) {
         st.released.clear();  // a read from the head finds them all

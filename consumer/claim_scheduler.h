@@ -227,13 +227,18 @@ class ClaimScheduler {
     // from the heads (ClaimPart::key_cursors); at most kMaxKeyCursors.
     std::map<std::string, int64_t> key_cursors;
     // Ordered: keys released since a claim last read their next items, with
-    // the id of the item finished (ClaimPart::key_cursors); at most
-    // kMaxReleased.
-    std::map<std::string, int64_t> released;
+    // the (lowest) id of the item finished (ClaimPart::key_cursors) and the
+    // release_gen_ of the key's last release; at most kMaxReleased.
+    struct Released {
+      int64_t id = 0;
+      uint64_t gen = 0;
+    };
+    std::map<std::string, Released> released;
+    uint64_t released_sent = 0;  // release_gen_ when a claim last sent them
   };
-  // Ordered and key-bounded queues hold items back behind a part's cursor
-  // (a key's next item), so every claim reads their parts from the heads
-  // and a finished item has its part read from its head again.
+  // Key-bounded queues (and fair ordered ones) hold items back behind a
+  // part's cursor (a key's next item), so every claim reads their parts from
+  // the heads and a finished item has its part read from its head again.
   bool ReadsFromHeads() const {
     return (options_.ordered || options_.key_concurrency > 0) && !ReleasesKeys();
   }
@@ -248,7 +253,8 @@ class ClaimScheduler {
   // After the claim `req` read `cp` and took `items`: forgets the released
   // keys it sent for `st`'s part whose next items it surely read
   // (`evaluated`: the read of keys behind its start was not cut short), and
-  // those it took an item of; a key released again meanwhile stays.
+  // those it took an item of; a key released again since they were sent
+  // stays, whatever its id.
   static void ForgetReleased(const ClaimPart& cp, const std::vector<Item>& items, bool evaluated,
                              PartState& st);
   // The key cursors a part keeps (each claim sends them all).
@@ -306,6 +312,7 @@ class ClaimScheduler {
   // part's hunger (or rescan) if the part was noticed after that.
   int64_t notice_gen_ = 0;
   int64_t claim_gen_ = 0;
+  uint64_t release_gen_ = 0;  // counts ordered releases (PartState::released)
 };
 
 }  // namespace partq

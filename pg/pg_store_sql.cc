@@ -173,30 +173,43 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
   // backlog of few keys nearly every row is held back, and a read that went
   // on until its limit walked the whole backlog on every claim
   // (bench/held_snapshot_ordered.sh). What lies past that window is found
-  // by the next read from the head, which looks at every row (at least every
-  // rescan_interval: ClaimSchedulerOptions::ordered), as key-concurrency
-  // reads, always from the head, do.
-  const bool keyed = bound != "0";
-  const std::string rows =
-      keyed
-          ? absl::StrCat("(SELECT i.ctid AS tid, i.* FROM {schema}.items i WHERE i.queue = ", queue,
-                         " AND i.part = ", part, " AND (i.priority, i.id) > (", after_prio,
-                         "::smallint, ", after_id, ") ORDER BY i.priority, i.id LIMIT CASE WHEN ",
-                         bound, "::int = 1 AND ", after_id, " <> -9223372036854775808 THEN ",
-                         kKeyedReadRows, " * ", limit, " END) i")
-          : std::string("{schema}.items i");
-  const std::string onward =
-      absl::StrCat("SELECT ", keyed ? kReadColumnsOfRows : columns, R"sql(
+  // by the next read from the head, which looks at every row (every
+  // kOrderedRescans rescan_intervals: ClaimSchedulerOptions::ordered), as
+  // key-concurrency reads, always from the head, do. The windowed and the
+  // flat form are branches of one read, each gated by a condition on its
+  // parameters alone (a one-time filter: the other branch never runs, and a
+  // plan for known values drops it), so a key-concurrency read keeps the
+  // flat form's plan, which stops at its limit.
+  auto onward_from = [&](absl::string_view rows, absl::string_view read_columns,
+                         absl::string_view gate) {
+    return absl::StrCat("SELECT ", read_columns, R"sql(
     FROM )sql",
-                   rows, R"sql(
+                        rows, R"sql(
     WHERE )sql",
-                   common, R"sql(
+                        common, R"sql(
       AND (i.priority, i.id) > ()sql",
-                   after_prio, "::smallint, ", after_id, R"sql()
+                        after_prio, "::smallint, ", after_id, R"sql()
       AND ((i.priority, i.id) > ()sql",
-                   cursor_prio, "::smallint, ", cursor_id, ") OR i.id <> ALL(", skip, R"sql())
+                        cursor_prio, "::smallint, ", cursor_id, ") OR i.id <> ALL(", skip, "))",
+                        gate, R"sql(
     ORDER BY i.priority, i.id LIMIT )sql",
-                   limit);
+                        limit);
+  };
+  const std::string flat = "{schema}.items i";
+  std::string onward = onward_from(flat, columns, "");
+  if (bound != "0") {
+    const std::string windowed =
+        absl::StrCat(bound, "::int = 1 AND ", after_id, " <> -9223372036854775808");
+    const std::string window = absl::StrCat(
+        "(SELECT i.ctid AS tid, i.* FROM {schema}.items i WHERE i.queue = ", queue,
+        " AND i.part = ", part, " AND (i.priority, i.id) > (", after_prio, "::smallint, ", after_id,
+        ") ORDER BY i.priority, i.id LIMIT ", kKeyedReadRows, " * ", limit, ") i");
+    onward =
+        absl::StrCat("SELECT * FROM ((",
+                     onward_from(window, kReadColumnsOfRows, absl::StrCat(" AND ", windowed)),
+                     ")\n  UNION ALL\n  (",
+                     onward_from(flat, columns, absl::StrCat(" AND NOT (", windowed, ")")), ")) o");
+  }
   // Behind the start, so the onward read cannot return it again; not what
   // the look behind returns.
   const std::string next_of_released =

@@ -141,15 +141,11 @@ TEST_F(PgStoreTest, MigrateIsIdempotent) {
   EXPECT_EQ(schema_.QInt("SELECT max(version) FROM {schema}.schema_migrations"), kSchemaVersion);
 }
 
-// A vacuum of items or part_claims never truncates them (migration 23): it
-// would wait up to 5 s for an exclusive lock some statement nearly always
-// holds, and hold it, when it got it, in front of every claim, ack and COPY.
-// The emptied pages stay for the next rows.
 // An ordered read on from a cursor looks at a window of 8x its limit rows
 // (ReadyItems, kKeyedReadRows): a key's item past a window that is all held
 // back is not read there, and a read from the head, which looks at every
-// row, finds it (the scheduler reads an ordered part from its head at least
-// every rescan_interval).
+// row, finds it (the scheduler reads an ordered part from its head every
+// kOrderedRescans rescan_intervals).
 TEST_F(PgStoreTest, AnOrderedReadFromItsCursorLooksAtAWindowAndAReadFromTheHeadAtEveryRow) {
   MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
   std::vector<EnqueueResult> a;
@@ -171,6 +167,10 @@ TEST_F(PgStoreTest, AnOrderedReadFromItsCursorLooksAtAWindowAndAReadFromTheHeadA
   EXPECT_EQ(Ids(got), (std::vector<int64_t>{b.id}));
 }
 
+// A vacuum of items or part_claims never truncates them (migration 23): it
+// would wait up to 5 s for an exclusive lock some statement nearly always
+// holds, and hold it, when it got it, in front of every claim, ack and COPY.
+// The emptied pages stay for the next rows.
 TEST_F(PgStoreTest, VacuumLeavesTheQueueTablesEmptiedPagesInPlace) {
   MakeQueue("q", 4);
   ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(5000, Payload("x"))));
