@@ -59,7 +59,7 @@ constexpr const char* kBytesBefore =
 constexpr const char* kReadColumnsOfRows =
     "i.tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload, i.enqueued_at, "
     "i.run_at, i.group_id";
-// How many times its limit a key bound's read looks at (ReadyItems).
+// How many times its limit of rows an ordered read on from a cursor looks at (ReadyItems).
 constexpr int kKeyedReadRows = 8;
 // kReadColumns of a subquery `x` that selected them.
 constexpr const char* kReadColumnsOf =
