@@ -43,12 +43,16 @@ pids+=($!)
    SELECT pg_sleep($HOLD_FOR); COMMIT;" >/dev/null 2>&1) &
 pids+=($!)
 echo "t done per_s backlog" | tee "$OUT/samples.txt"
-t0=$(date +%s) last=0
-while (($(date +%s) - t0 < SECS + 5)); do
+# per_s: items done since the last sample over the time since it (a sample's own queries make
+# the interval longer than 5 s under load).
+t0=$(date +%s.%N) last=0 last_t=$t0
+while awk -v n="$(date +%s.%N)" -v t="$t0" -v s="$SECS" 'BEGIN { exit !(n - t < s + 5) }'; do
   sleep 5
   row=$(psql "$dsn" -qAt -c "SELECT (SELECT count(*) FROM partq.effects),
       (SELECT count(*) FROM partq.items WHERE queue = 'oq')" 2>/dev/null || echo "0|0")
+  now=$(date +%s.%N)
   done_=${row%%|*} backlog=${row##*|}
-  echo "$(($(date +%s) - t0)) $done_ $(((done_ - last) / 5)) $backlog" | tee -a "$OUT/samples.txt"
-  last=$done_
+  awk -v n="$now" -v t="$t0" -v l="$last_t" -v d="$done_" -v p="$last" -v b="$backlog" \
+    'BEGIN { printf "%d %d %.0f %d\n", n - t, d, (d - p) / (n - l), b }' | tee -a "$OUT/samples.txt"
+  last=$done_ last_t=$now
 done

@@ -23,6 +23,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     dsn="$DSN dbname=$DB"
     "$partq" migrate --dsn "$dsn" >/dev/null
     "$partq" queue create oq --parts "$PARTS" --ordered --dsn "$dsn" >/dev/null
+    # ITEMS / 1000 calls of 1000 (the `0 * b` makes each call draw keys of its own).
     psql "$dsn" -q -c "SELECT count(*) FROM generate_series(1, $ITEMS / 1000) b,
       LATERAL partq.enqueue_many('oq', array_fill('x'::text, ARRAY[1000]),
         (SELECT array_agg('k' || floor(random() * $KEYS)::int) FROM generate_series(1, 1000 + 0 * b)))" >/dev/null
