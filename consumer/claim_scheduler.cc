@@ -150,6 +150,7 @@ void ClaimScheduler::FailClaim() {
 
 bool ClaimScheduler::WantClaim(absl::Time now) const {
   if (paused_) return false;
+  if (suspect_id_ == 0 && suspects_pending_) return true;  // the probe for the next suspect
   return std::any_of(parts_.begin(), parts_.end(), [&](const auto& p) {
     // A part not counted yet has nothing, but is due its first look (where
     // its budget starts counting).

@@ -138,7 +138,10 @@ class ClaimScheduler {
   // --- claims -------------------------------------------------------------------
   // Some part may have ready items (never while paused) and, under a rate
   // limit, the budget at `now` to claim one; without `now`, the budget is
-  // not looked at.
+  // not looked at. Or a suspect probe is due: the last probe found one and
+  // none is in flight (a claim begun while one was could not probe, and
+  // the ack of the one in flight cannot claim while that claim is under
+  // way).
   bool WantClaim(absl::Time now = absl::InfiniteFuture()) const;
   // The parts it claims from, in order.
   std::vector<int> PartNumbers() const;
@@ -266,7 +269,8 @@ class ClaimScheduler {
   std::map<int, int> busy_parts_;                // part -> items being processed
   int64_t suspect_id_ = 0;                       // the suspect in flight; 0: none
   // The last probe found a suspect (or parts came that may hold some): the
-  // ack of a suspect probes for the next one.
+  // ack of a suspect probes for the next one, and with none in flight a
+  // claim is wanted for the probe (WantClaim).
   bool suspects_pending_ = true;
   size_t rotation_ = 0;    // first part of the next claim, if not all fit
   bool claiming_ = false;  // a claim is under way

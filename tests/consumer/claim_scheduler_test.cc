@@ -586,6 +586,33 @@ TEST_F(ClaimSchedulerTest, SuspectsRunAloneOneAtATime) {
   EXPECT_FALSE(req->include_suspect);
 }
 
+// The claimer's claim began while a suspect was in flight, so it could not
+// probe; the suspect finished during it, so its ack could not claim ahead.
+// The next probe must still come: from WantClaim, not from a notice or a poll
+// (after a poll that finds nothing the claimer waits for what comes due, and
+// abandoned items come due at no time it waits for).
+TEST_F(ClaimSchedulerTest, ASuspectFinishedDuringAClaimThatCouldNotProbeIsFollowedByAProbe) {
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  s_.AcceptClaim(*req, {MakeItem(7, 0, 1, /*suspect=*/true)}, kT0);
+  Batch suspect;
+  ASSERT_TRUE(s_.TakeQueued(&suspect));
+  EXPECT_FALSE(s_.WantClaim(kT0)) << "one suspect at a time, and the part was read to its end";
+  s_.Notice(0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->include_suspect) << "the suspect's slot is taken";
+  EXPECT_FALSE(s_.ClaimAheadBatches(0, suspect.items).has_value()) << "a claim is under way";
+  s_.Release(suspect.items);
+  s_.AcceptClaim(*req, {}, kT0);
+  ASSERT_TRUE(s_.WantClaim(kT0)) << "the next suspect is due a probe";
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->include_suspect);
+  s_.AcceptClaim(*req, {}, kT0);
+  EXPECT_FALSE(s_.WantClaim(kT0)) << "the probe found none: nothing more is due";
+}
+
 TEST_F(ClaimSchedulerTest, ADroppedSuspectFreesTheSlot) {
   std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
