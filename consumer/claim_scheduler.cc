@@ -216,6 +216,11 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     cp.record = st.record;
     cp.key_after = st.key_after;
     if (cp.after) cp.key_cursors.assign(st.key_cursors.begin(), st.key_cursors.end());
+    // (A read from the head reads them anyway; they are kept for the next.)
+    if (ReleasesKeys() && cp.after) {
+      for (const auto& [key, r] : st.released) cp.key_cursors.emplace_back(key, r.id);
+      parts_.at(part).released_sent = release_gen_;
+    }
     cp.behind = cp.after.has_value() &&
                 (st.look_behind || now - st.last_behind >= options_.rescan_interval);
     cp.limit = limit;
@@ -264,7 +269,8 @@ std::vector<int> ClaimScheduler::HungryParts(int batches, absl::Time now) {
     // is found by a read from the heads, when one would look behind.
     if (ReadsFromHeads() || !st.cursor ||
         (options_.fair && (st.look_behind || now - st.last_behind >= options_.rescan_interval)) ||
-        (!options_.notices && now - st.last_rescan >= options_.rescan_interval)) {
+        (!options_.notices && now - st.last_rescan >= options_.rescan_interval) ||
+        (ReleasesKeys() && now - st.last_rescan >= kOrderedRescans * options_.rescan_interval)) {
       st.rescan = true;
     }
     hungry.push_back(part);
@@ -370,14 +376,17 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
   for (size_t i = 0; i < req.parts.size(); ++i) {
     if (got.count(req.parts[i].part)) last = static_cast<int>(i);
   }
+  int before = 0;  // taken from the parts read before this one
   for (size_t i = 0; i < req.parts.size(); ++i) {
     const ClaimPart& cp = req.parts[i];
     if (full && static_cast<int>(i) > last) break;  // not read
+    auto g = got.find(cp.part);
+    const int n = g == got.end() ? 0 : g->second.first;
+    const int taken_before = before;
+    before += n;
     auto it = parts_.find(cp.part);
     if (it == parts_.end() || it->second.epoch != cp.epoch) continue;  // revoked meanwhile
     PartState& st = it->second;
-    auto g = got.find(cp.part);
-    const int n = g == got.end() ? 0 : g->second.first;
     // A read that stopped at its own part's limit (a rate limit's budget)
     // did not reach the end either.
     const bool to_the_end = (!full || static_cast<int>(i) < last) && n < cp.limit;
@@ -386,6 +395,23 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
       reserved.erase(r);
     }
     NoteRead(req, cp, items, n, n > 0 ? g->second.second : ItemKey{}, to_the_end, started, st);
+    if (!cp.key_cursors.empty() && ReleasesKeys() && n > 0) {
+      // The keys' next items come after what came due behind the start and
+      // before the read on from it: both were read whole if fewer rows than
+      // the part's limit (and what the parts before it left) came from there.
+      // A read that took nothing there may not have read at all (a cancel
+      // replaced the part's claim record: kPickFrom): the keys are kept.
+      int behind = 0;
+      for (const Item& item : items) {
+        if (!item.suspect && item.part == cp.part && cp.after &&
+            !(*cp.after < ItemKey{item.priority, item.id})) {
+          ++behind;
+        }
+      }
+      ForgetReleased(
+          cp, items,
+          to_the_end || (!by_bytes && behind < std::min(cp.limit, req.limit - taken_before)), st);
+    }
     // Stopped by its bytes in this part: a backlog there, as a part that filled the count.
     if (by_bytes && static_cast<int>(i) == last) st.full = true;
   }
@@ -445,6 +471,21 @@ void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
   if (st.noticed_head > claim_gen_) st.rescan = true;
 }
 
+void ClaimScheduler::ForgetReleased(const ClaimPart& cp, const std::vector<Item>& items,
+                                    bool evaluated, PartState& st) {
+  absl::flat_hash_set<std::string> taken;
+  for (const Item& item : items) {
+    if (item.part == cp.part && item.key) taken.insert(*item.key);
+  }
+  for (const auto& [key, id] : cp.key_cursors) {
+    auto it = st.released.find(key);
+    if (it != st.released.end() && it->second.gen <= st.released_sent &&
+        (evaluated || taken.count(key) > 0)) {
+      st.released.erase(it);
+    }
+  }
+}
+
 int64_t ClaimScheduler::QueueClaimed(std::vector<Item> items, Batch* keep) {
   int64_t taken = 0;
   std::optional<Batch> suspect;
@@ -499,10 +540,27 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
     if (--busy_parts_[i.part] == 0) busy_parts_.erase(i.part);
     if (i.id == suspect_id_) suspect_id_ = 0;
     in_flight_.erase(i.id);
-    // Ordered: the key's next item may be claimed now, and it sorts before
-    // the cursor. No notice says so; read the part's head at once.
-    // Key concurrency: likewise, the key's next item held back.
-    if (ReadsFromHeads()) {
+    // Ordered: the key's next item may be claimed now, and it may sort
+    // before the cursor. No notice says so; the next claim reads it
+    // (ClaimSchedulerOptions::ordered).
+    // Key concurrency: likewise, the key's next item held back; its part is
+    // read from its head at once.
+    if (ReleasesKeys()) {
+      auto it = parts_.find(i.part);
+      if (!i.key || it == parts_.end() || it->second.epoch != i.claim_epoch) continue;
+      PartState& st = it->second;
+      // The lowest: a late commit's item of the key, finished after a later
+      // one was released, may hold back items between the two.
+      auto [r, added] = st.released.emplace(*i.key, PartState::Released{i.id, ++release_gen_});
+      if (!added) r->second = {std::min(r->second.id, i.id), release_gen_};
+      ++notice_gen_;
+      if (st.released.size() > kMaxReleased) {
+        st.released.clear();  // a read from the head finds them all
+        Mark(st);
+      } else {
+        Wake(st, std::nullopt);
+      }
+    } else if (ReadsFromHeads()) {
       Notice(i.part);
     } else if (options_.fair) {
       // Fair: the read that took it may have stopped short of keys with

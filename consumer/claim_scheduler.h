@@ -49,14 +49,21 @@ struct ClaimSchedulerOptions {
   // often. With them, a busy part's claims look behind its cursor (for
   // retries and delayed items come due) this often.
   absl::Duration rescan_interval = absl::Seconds(1);
-  // Ordered queue: every claim reads from the parts' heads, and a finished
-  // item's part is read from its head at once (the key's next item sorts
-  // before the cursor).
+  // Ordered queue: a finished item's key is released (ClaimPart::key_cursors):
+  // the next claim reads that key's next item, which the read that passed
+  // it held back, wherever it sorts, and the part on from its cursor (a
+  // window of rows: ReadyItems); a part is read from its head, every row,
+  // when acquired, when more than kMaxReleased keys wait, and every
+  // kOrderedRescans rescan_intervals (what the window or a release missed:
+  // a key's item past a window all held back, an item held back by a key's
+  // item in an earlier part of a grown queue, which another session may
+  // finish). Never the head on every claim: its acked rows, which a held
+  // snapshot keeps, and the backlog would be walked each time.
   bool ordered = false;
   // At most this many items of a key in flight (ClaimRequest::key_concurrency;
-  // 0: no bound): as in an ordered queue, every claim reads from the parts'
-  // heads, where a key's held-back items are, and a finished item's part is
-  // read from its head at once (the key's next item may run now).
+  // 0: no bound): every claim reads from the parts' heads, where a key's
+  // held-back items are, and a finished item's part is read from its head
+  // at once (the key's next item may run now).
   int key_concurrency = 0;
   // Fair share across keys (FairBy::kKey): claims are fair
   // (ClaimRequest::fair). Each part's turns go on after the key served last
@@ -222,11 +229,37 @@ class ClaimScheduler {
     // Fair: per key, the last id claimed of it since the part's last read
     // from the heads (ClaimPart::key_cursors); at most kMaxKeyCursors.
     std::map<std::string, int64_t> key_cursors;
+    // Ordered: keys released since a claim last read their next items, with
+    // the (lowest) id of the item finished (ClaimPart::key_cursors) and the
+    // release_gen_ of the key's last release; at most kMaxReleased.
+    struct Released {
+      int64_t id = 0;
+      uint64_t gen = 0;
+    };
+    std::map<std::string, Released> released;
+    uint64_t released_sent = 0;  // release_gen_ when a claim last sent them
   };
-  // Ordered and key-bounded queues hold items back behind a part's cursor
-  // (a key's next item), so every claim reads their parts from the heads
-  // and a finished item has its part read from its head again.
-  bool ReadsFromHeads() const { return options_.ordered || options_.key_concurrency > 0; }
+  // Key-bounded queues (and fair ordered ones) hold items back behind a
+  // part's cursor (a key's next item), so every claim reads their parts from
+  // the heads and a finished item has its part read from its head again.
+  bool ReadsFromHeads() const {
+    return (options_.ordered || options_.key_concurrency > 0) && !ReleasesKeys();
+  }
+  // An ordered queue (not fair) reads a finished item's key's next item
+  // instead (ClaimSchedulerOptions::ordered).
+  bool ReleasesKeys() const { return options_.ordered && !options_.fair; }
+  static constexpr size_t kMaxReleased = 256;
+  // An ordered part is read from its head every this many rescan_intervals
+  // (ClaimSchedulerOptions::ordered): such a read looks at every row, and a
+  // held snapshot or a backlog makes that a walk.
+  static constexpr int kOrderedRescans = 10;
+  // After the claim `req` read `cp` and took `items`: forgets the released
+  // keys it sent for `st`'s part whose next items it surely read
+  // (`evaluated`: the read of keys behind its start was not cut short), and
+  // those it took an item of; a key released again since they were sent
+  // stays, whatever its id.
+  static void ForgetReleased(const ClaimPart& cp, const std::vector<Item>& items, bool evaluated,
+                             PartState& st);
   // The key cursors a part keeps (each claim sends them all).
   static constexpr size_t kMaxKeyCursors = 64;
   // Fair: the key cursors after a read of `st`'s part took `items`.
@@ -283,6 +316,7 @@ class ClaimScheduler {
   // part's hunger (or rescan) if the part was noticed after that.
   int64_t notice_gen_ = 0;
   int64_t claim_gen_ = 0;
+  uint64_t release_gen_ = 0;  // counts ordered releases (PartState::released)
 };
 
 }  // namespace partq

@@ -130,7 +130,7 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
                        absl::string_view skip, absl::string_view bound, absl::string_view limit,
-                       absl::string_view behind);
+                       absl::string_view behind, absl::string_view released = "");
 // The single-item enqueue of an item of a queue group (never prepared).
 std::string EnqueueGroupedSql(absl::string_view schema);
 // The single-item enqueue statement (also run unprepared by EnqueueInTx).

@@ -808,19 +808,18 @@ struct ClaimArgs {
 
 // Runs claim statement `name` in its form (pg_store_sql.cc, ClaimStatement:
 // "claim" is "claim_fair" for a fair queue) through `exec(name, args...)`:
-// `args`, then the form's last parameters, which ClaimArgs holds.
+// `args`, then the form's last parameters, which ClaimArgs holds. These
+// forms are the fair and the keyed ones, which both take the key cursors
+// (an ordered claim's released keys: ClaimCtes).
 template <typename ExecFn, typename... Args>
 pqxx::result ExecClaimForm(ExecFn&& exec, const ClaimArgs& c, absl::string_view name,
                            Args&&... args) {
   const std::string form = c.fair ? absl::StrCat(name, "_fair") : std::string(name);
   // The byte-bounded form takes its bound after key_after (ClaimCtes).
   if (c.max_bytes > 0) {
-    const char* bounded = BoundedName(form.c_str());
-    if (!c.fair) return exec(bounded, std::forward<Args>(args)..., c.key_after, c.max_bytes);
-    return exec(bounded, std::forward<Args>(args)..., c.key_after, c.max_bytes, c.key_cursor_parts,
-                c.key_cursor_keys, c.key_cursor_ids);
+    return exec(BoundedName(form.c_str()), std::forward<Args>(args)..., c.key_after, c.max_bytes,
+                c.key_cursor_parts, c.key_cursor_keys, c.key_cursor_ids);
   }
-  if (!c.fair) return exec(form.c_str(), std::forward<Args>(args)..., c.key_after);
   return exec(form.c_str(), std::forward<Args>(args)..., c.key_after, c.key_cursor_parts,
               c.key_cursor_keys, c.key_cursor_ids);
 }
@@ -1330,7 +1329,9 @@ namespace {
 // The common case runs pipelined (pg_store_sql.cc, PipelinedAck): every
 // item acked where its claim saw it, no handler result to record, and a
 // claim (if any) of one part without a suspect probe, not fair (the
-// pipelined statement reads in (priority, id) order). Items of queue groups
+// pipelined statement reads in (priority, id) order) and without an ordered
+// claim's released keys (ClaimPart::key_cursors: only the general forms read
+// their next items). Items of queue groups
 // are counted in their groups before the COMMIT (groups_finished), which
 // the pipelined flight sends with the ack: they take the general path.
 bool PipelinedAckServes(const FinishAttempt& f) {
@@ -1338,7 +1339,8 @@ bool PipelinedAckServes(const FinishAttempt& f) {
   return !f.grouped && !f.lock_first && !a.ack_ids.empty() && a.o_ids.empty() && f.located &&
          std::none_of(a.ack_results.begin(), a.ack_results.end(),
                       [](const auto& r) { return r.has_value(); }) &&
-         (!f.claim || (!ProbesSuspects(*f.claim) && f.claim->parts.size() == 1 && !f.claim->fair));
+         (!f.claim || (!ProbesSuspects(*f.claim) && f.claim->parts.size() == 1 && !f.claim->fair &&
+                       f.claim->parts[0].key_cursors.empty()));
 }
 
 // The pipelined ack's statement: with the claim ahead in a plain or a

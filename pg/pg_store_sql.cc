@@ -55,6 +55,12 @@ constexpr const char* kReadColumns =
 constexpr const char* kBytesBefore =
     "sum(octet_length(payload)) OVER (ROWS UNBOUNDED PRECEDING) - octet_length(payload) "
     "AS bytes_before";
+// kReadColumns of a subquery `i` of items' rows with their ctids as `tid`.
+constexpr const char* kReadColumnsOfRows =
+    "i.tid, i.id, i.key, i.dedup_key, i.priority, i.attempts, i.payload, i.enqueued_at, "
+    "i.run_at, i.group_id";
+// How many times its limit of rows an ordered read on from a cursor looks at (ReadyItems).
+constexpr int kKeyedReadRows = 8;
 // kReadColumns of a subquery `x` that selected them.
 constexpr const char* kReadColumnsOf =
     "x.tid, x.id, x.key, x.dedup_key, x.priority, x.attempts, x.payload, x.enqueued_at, x.run_at, "
@@ -148,25 +154,89 @@ std::string ReadyCondition(absl::string_view queue, absl::string_view part,
 // as well. The earlier counts are read once per statement (an uncorrelated
 // subquery); for a queue that never grew the list is empty and the second
 // probe finds nothing at once. An unordered queue evaluates neither.
+// - `released` (an ordered claim's; empty: none): a FROM item of (key, id)
+//   rows, the keys whose item at that id this session finished since it
+//   last read the part (ClaimPart::key_cursors). Each key's next item, the
+//   first of the key after that id, may have come ready behind where the
+//   read starts (the read that passed it held it back: its key was busy),
+//   so it is read too, found through items_key from the finished id: never
+//   from the part's head, whose acked rows a held snapshot keeps.
 std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
                        absl::string_view skip, absl::string_view bound, absl::string_view limit,
-                       absl::string_view behind) {
+                       absl::string_view behind, absl::string_view released) {
   const std::string columns = kReadColumns;
   const std::string common = ReadyCondition(queue, part, bound);
-  const std::string onward = absl::StrCat("SELECT ", columns, R"sql(
-    FROM {schema}.items i
+  // An ordered read on from a cursor looks at most kKeyedReadRows times its
+  // limit of the part's rows: at most one item of a key is ready, so in a
+  // backlog of few keys nearly every row is held back, and a read that went
+  // on until its limit walked the whole backlog on every claim
+  // (bench/held_snapshot_ordered.sh). What lies past that window is found
+  // by the next read from the head, which looks at every row (every
+  // kOrderedRescans rescan_intervals: ClaimSchedulerOptions::ordered), as
+  // key-concurrency reads, always from the head, do. The windowed and the
+  // flat form are branches of one read, each gated by a condition on its
+  // parameters alone (a one-time filter: the other branch never runs, and a
+  // plan for known values drops it), so a key-concurrency read keeps the
+  // flat form's plan, which stops at its limit.
+  auto onward_from = [&](absl::string_view rows, absl::string_view read_columns,
+                         absl::string_view gate) {
+    return absl::StrCat("SELECT ", read_columns, R"sql(
+    FROM )sql",
+                        rows, R"sql(
     WHERE )sql",
-                                          common, R"sql(
+                        common, R"sql(
       AND (i.priority, i.id) > ()sql",
-                                          after_prio, "::smallint, ", after_id, R"sql()
+                        after_prio, "::smallint, ", after_id, R"sql()
       AND ((i.priority, i.id) > ()sql",
-                                          cursor_prio, "::smallint, ", cursor_id,
-                                          ") OR i.id <> ALL(", skip, R"sql())
+                        cursor_prio, "::smallint, ", cursor_id, ") OR i.id <> ALL(", skip, "))",
+                        gate, R"sql(
     ORDER BY i.priority, i.id LIMIT )sql",
-                                          limit);
-  if (behind.empty()) return onward;
+                        limit);
+  };
+  const std::string flat = "{schema}.items i";
+  std::string onward = onward_from(flat, columns, "");
+  if (bound != "0") {
+    const std::string windowed =
+        absl::StrCat(bound, "::int = 1 AND ", after_id, " <> -9223372036854775808");
+    const std::string window = absl::StrCat(
+        "(SELECT i.ctid AS tid, i.* FROM {schema}.items i WHERE i.queue = ", queue,
+        " AND i.part = ", part, " AND (i.priority, i.id) > (", after_prio, "::smallint, ", after_id,
+        ") ORDER BY i.priority, i.id LIMIT ", kKeyedReadRows, " * ", limit, ") i");
+    onward =
+        absl::StrCat("SELECT * FROM ((",
+                     onward_from(window, kReadColumnsOfRows, absl::StrCat(" AND ", windowed)),
+                     ")\n  UNION ALL\n  (",
+                     onward_from(flat, columns, absl::StrCat(" AND NOT (", windowed, ")")), ")) o");
+  }
+  // Behind the start, so the onward read cannot return it again; not what
+  // the look behind returns.
+  const std::string next_of_released =
+      released.empty()
+          ? std::string()
+          : absl::StrCat("(SELECT ", kReadColumnsOfRows, R"sql(
+    FROM (SELECT rel.key, rel.id FROM )sql",
+                         released, R"sql() rel
+    CROSS JOIN LATERAL (
+      SELECT n.ctid AS tid, n.* FROM {schema}.items n
+      WHERE n.queue = )sql",
+                         queue, " AND n.part = ", part, R"sql( AND n.key = rel.key AND n.id > rel.id
+      ORDER BY n.id LIMIT 1) i
+    WHERE )sql",
+                         common, R"sql(
+      AND (i.priority::int, i.id) <= ()sql",
+                         after_prio, "::int, ", after_id, ") AND i.id <> ALL(", skip, ")",
+                         behind.empty()
+                             ? std::string()
+                             : absl::StrCat(" AND NOT (", behind, " AND i.run_at > i.enqueued_at)"),
+                         R"sql(
+    ORDER BY i.priority::int, i.id LIMIT )sql",
+                         limit, ")\n  UNION ALL\n  ");
+  if (behind.empty() && released.empty()) return onward;
+  if (behind.empty()) {
+    return absl::StrCat("SELECT * FROM (", next_of_released, "(", onward, ")) r LIMIT ", limit);
+  }
   return absl::StrCat("SELECT * FROM ((SELECT ", columns, R"sql(
     FROM {schema}.items i
     WHERE )sql",
@@ -176,7 +246,8 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
       AND (i.priority::int, i.id) <= ()sql",
                       after_prio, "::int, ", after_id, ") AND i.id <> ALL(", skip, R"sql()
     ORDER BY i.priority::int, i.id LIMIT )sql",
-                      limit, ")\n  UNION ALL\n  (", onward, ")) r LIMIT ", limit);
+                      limit, ")\n  UNION ALL\n  ", next_of_released, "(", onward, ")) r LIMIT ",
+                      limit);
 }
 
 namespace {
@@ -329,7 +400,8 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
 // read by the fair form only; ClaimRequest, as PgStore::Claim binds them).
 // `fair`: each part is read by FairItems instead of ReadyItems, and three
 // more follow: the key cursors (ClaimPart::key_cursors) as parts, keys and
-// ids.
+// ids. The keyed form (not `unkeyed`) takes the same three: an ordered
+// claim's released keys (ReadyItems, `released`).
 //
 // `unkeyed`: the form for a claim without a key bound (KeyBound 0), whose
 // bound is the literal 0, which the planner folds away, so that a generic plan
@@ -345,6 +417,13 @@ std::string ReadyCte(absl::string_view reads, absl::string_view total, absl::str
       bytes.empty() ? "" : absl::StrCat(", ", kBytesBefore), "\n  FROM own CROSS JOIN LATERAL (",
       reads, ") c\n  LIMIT ", total, ") x",
       bytes.empty() ? "" : absl::StrCat("\n  WHERE x.bytes_before < ", bytes, "::bigint"), ")");
+}
+
+// An ordered claim's released keys of the part `own.part` (ReadyItems,
+// `released`), from the key cursors' parameters.
+std::string ReleasedKeys(absl::string_view parts, absl::string_view keys, absl::string_view ids) {
+  return absl::StrCat("unnest(", parts, "::int[], ", keys, "::text[], ", ids,
+                      "::bigint[]) AS rel(part, key, id) WHERE rel.part = own.part");
 }
 
 std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit, bool fair,
@@ -363,9 +442,10 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
   // Only the byte-bounded form (ClaimRequest::max_bytes) has the bound: the
   // running sum it needs costs the server about a tenth of a drain's CPU.
   if (bounded) p.bytes = n++;
-  // Only the fair form has the key cursors (the ordinary one would leave
-  // them untyped).
-  if (fair) {
+  // Only the fair form has the key cursors (an unkeyed one would leave
+  // them untyped); the keyed form has them too, as an ordered claim's
+  // released keys (ReadyItems).
+  if (fair || !unkeyed) {
     for (int* f : {&p.key_cursor_parts, &p.key_cursor_keys, &p.key_cursor_ids}) *f = n++;
   }
   auto d = [](int k) { return absl::StrCat("$", k); };
@@ -407,13 +487,15 @@ pick AS (SELECT * FROM ready UNION ALL SELECT * FROM suspect))sql");
 skip AS (SELECT )sql",
       d(p.fly_ids), "::bigint[] || ", extra_skip, R"sql( AS ids),
 )sql",
-      ReadyCte(fair
-                   ? FairItems(d(p.queue), "own.part", "own.key_after", d(p.key_cursor_parts),
-                               d(p.key_cursor_keys), d(p.key_cursor_ids),
-                               "(SELECT ids FROM skip)::bigint[]", bound, "own.lim")
-                   : ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id",
-                                "own.cursor_prio", "own.cursor_id",
-                                "(SELECT ids FROM skip)::bigint[]", bound, "own.lim", "own.behind"),
+      ReadyCte(fair ? FairItems(d(p.queue), "own.part", "own.key_after", d(p.key_cursor_parts),
+                                d(p.key_cursor_keys), d(p.key_cursor_ids),
+                                "(SELECT ids FROM skip)::bigint[]", bound, "own.lim")
+                    : ReadyItems(d(p.queue), "own.part", "own.after_prio", "own.after_id",
+                                 "own.cursor_prio", "own.cursor_id",
+                                 "(SELECT ids FROM skip)::bigint[]", bound, "own.lim", "own.behind",
+                                 unkeyed ? ""
+                                         : ReleasedKeys(d(p.key_cursor_parts), d(p.key_cursor_keys),
+                                                        d(p.key_cursor_ids))),
                d(p.total), bounded ? d(p.bytes) : ""),
       ",\n", pick, R"sql(,
 current_records AS (
@@ -731,7 +813,8 @@ pick AS (
   SELECT r.*)sql",
                       bounded ? absl::StrCat(", ", kBytesBefore) : "", R"sql( FROM ()sql",
                       ReadyItems("$1", "$7", "$9", "$10::bigint", "$15", "$16::bigint",
-                                 "$14::bigint[]", keyed ? "$12" : "0", "$11", behind ? "true" : ""),
+                                 "$14::bigint[]", keyed ? "$12" : "0", "$11", behind ? "true" : "",
+                                 /*released=*/""),
                       R"sql() r
   WHERE EXISTS (SELECT 1 FROM {schema}.session_parts sp
                 WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8))sql",

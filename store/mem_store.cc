@@ -1382,17 +1382,28 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::InOrderLocked(
       }
     }
   }
+  // Ordered (not fair): released keys, whose next item is read behind `after` too.
+  std::map<std::string, int64_t> released;
+  if (!req.fair && req.ordered) released.insert(cp.key_cursors.begin(), cp.key_cursors.end());
   for (const auto& [id, s] : items_) {  // id order
     if (s.queue != req.queue) continue;
     if (earlier.count(s.item.part) > 0 && s.item.key) ++older[*s.item.key];
     if (s.item.part != cp.part) continue;
+    // The first item of a released key after its id: that key's next.
+    bool next_of_released = false;
+    if (s.item.key) {
+      if (auto r = released.find(*s.item.key); r != released.end() && id > r->second) {
+        next_of_released = true;
+        released.erase(r);
+      }
+    }
     if (bound > 0 && s.item.key && older[*s.item.key]++ >= bound) continue;
     if (s.item.run_at > now || s.abandoned_epoch != 0) continue;
     const ItemKey k{s.item.priority, s.item.id};
-    // Behind `after`, only what came due there; up to the cursor, not
-    // what is in flight.
+    // Behind `after`, only what came due there and a released key's next;
+    // up to the cursor, not what is in flight.
     const bool behind = cp.after && !(*cp.after < k);
-    if (behind && (!cp.behind || !s.later)) continue;
+    if (behind && (!cp.behind || !s.later) && !next_of_released) continue;
     if ((behind || !cp.cursor || !(*cp.cursor < k)) && skip.count(id) > 0) continue;
     cands.push_back(&s);
   }

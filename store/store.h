@@ -209,6 +209,12 @@ struct ClaimPart {
   // ClaimScheduler does. A key listed is visited (takes its turns) whether
   // or not it still has items. Keys not listed, and keyless items, are read
   // from their heads.
+  // Ordered claims (ClaimRequest::ordered, not fair): per key, the id of
+  // an item of it this session finished in the part since it sent the key
+  // last. The key's next item (the first of it after that id, ready or
+  // not) is read even when it sorts at or before `after`: a read that
+  // passed it held it back while its key was busy. Other items behind
+  // `after` are returned as above.
   std::vector<std::pair<std::string, int64_t>> key_cursors;
 };
 

@@ -331,18 +331,62 @@ class OrderedClaimSchedulerTest : public ClaimSchedulerTest {
   OrderedClaimSchedulerTest() : ClaimSchedulerTest({0}, /*ordered=*/true) {}
 };
 
-TEST_F(OrderedClaimSchedulerTest, EveryClaimReadsFromTheHeadAndAFinishedKeyWakesItsPart) {
-  ClaimAndAccept(kT0, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});
+Item Keyed(int64_t id, const std::string& key) {
+  Item i = MakeItem(id, 0, 1);
+  i.key = key;
+  return i;
+}
+
+// Ordered: the claims read on from the cursor, never the head on every
+// claim (a held snapshot keeps its acked rows), and a finished item's key is
+// released: the next claim names it, so the key's next item is read behind
+// the cursor; once read, the key is not sent again.
+TEST_F(OrderedClaimSchedulerTest, AFinishedItemsKeyIsReleasedAndTheClaimsReadOnFromTheCursor) {
+  ClaimAndAccept(kT0, {Keyed(1, "a"), Keyed(2, "b"), Keyed(5, "a"), Keyed(7, "c")});
   std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
   EXPECT_TRUE(req->ordered);
-  EXPECT_FALSE(req->parts[0].after.has_value());
+  ASSERT_TRUE(req->parts[0].after.has_value()) << "not the head again";
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 7}));
+  EXPECT_TRUE(req->parts[0].key_cursors.empty());
   s_.AcceptClaim(*req, {}, kT0);
   EXPECT_FALSE(s_.WantClaim());
-  Batch b;
+  Batch b, later;
   ASSERT_TRUE(s_.TakeQueued(&b));
+  ASSERT_TRUE(s_.TakeQueued(&later));
   s_.Release(b.items);  // the keys' next items may be claimable now
   EXPECT_TRUE(s_.WantClaim());
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_TRUE(req->parts[0].after.has_value());
+  using Released = std::vector<std::pair<std::string, int64_t>>;
+  EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 1}, {"b", 2}}));
+  // Released while the claim is under way: kept, a key sent already too
+  // (its lowest id stays: what lies between may be held back).
+  s_.Release(later.items);
+  s_.AcceptClaim(*req, {Keyed(3, "a")}, kT0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 1}, {"c", 7}}));
+  // A part is still read from its head every ten rescan_intervals, and such
+  // a read does not send the released keys (it does not read behind the
+  // cursor); they wait for the next read on from it.
+  s_.AcceptClaim(*req, {}, kT0);
+  s_.Poll();
+  req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(2));
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->parts[0].after.has_value()) << "2 s: not yet";
+  s_.AcceptClaim(*req, {}, kT0 + absl::Seconds(2));
+  s_.Poll();
+  req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(11));
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->parts[0].after.has_value());
+  EXPECT_TRUE(req->parts[0].key_cursors.empty());
+  s_.AcceptClaim(*req, {}, kT0 + absl::Seconds(11));
+  s_.Poll();
+  req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(12));
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 1}, {"c", 7}}));
 }
 
 // Key concurrency: as ordered, every claim reads from the head (a key's

@@ -141,6 +141,32 @@ TEST_F(PgStoreTest, MigrateIsIdempotent) {
   EXPECT_EQ(schema_.QInt("SELECT max(version) FROM {schema}.schema_migrations"), kSchemaVersion);
 }
 
+// An ordered read on from a cursor looks at a window of 8x its limit rows
+// (ReadyItems, kKeyedReadRows): a key's item past a window that is all held
+// back is not read there, and a read from the head, which looks at every
+// row, finds it (the scheduler reads an ordered part from its head every
+// kOrderedRescans rescan_intervals).
+TEST_F(PgStoreTest, AnOrderedReadFromItsCursorLooksAtAWindowAndAReadFromTheHeadAtEveryRow) {
+  MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
+  std::vector<EnqueueResult> a;
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed("a", "a")));
+    a.push_back(r);
+  }
+  ASSERT_OK_AND_ASSIGN(EnqueueResult b, store_->Enqueue("q", Keyed("b", "b")));
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest req = ClaimAll("q", m, 10);
+  req.ordered = true;
+  req.in_flight = {{0, a[0].id}};  // a's first is in flight: the rest of a is held back
+  req.parts[0].after = req.parts[0].cursor = ItemKey{0, a[0].id};
+  req.parts[0].behind = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
+  EXPECT_TRUE(none.empty()) << "b is past the 80 rows the read on from the cursor looks at";
+  req.parts[0].after.reset();
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
+  EXPECT_EQ(Ids(got), (std::vector<int64_t>{b.id}));
+}
+
 // A vacuum of items or part_claims never truncates them (migration 23): it
 // would wait up to 5 s for an exclusive lock some statement nearly always
 // holds, and hold it, when it got it, in front of every claim, ack and COPY.

@@ -1574,6 +1574,35 @@ TEST_P(StoreConformance, OrderedClaimTakesOnlyTheHeadOfEachKey) {
   EXPECT_EQ(Ids(next), (std::vector<int64_t>{a2.id}));
 }
 
+// An ordered claim reads on from its cursor: a key's next item, held back
+// behind the cursor while the key was busy, is read when the claim names the
+// key as released (ClaimPart::key_cursors), and only then; a key whose item
+// is still in flight yields nothing.
+TEST_P(StoreConformance, AnOrderedClaimReadsAReleasedKeysNextItemBehindItsCursor) {
+  MakeQueue(*store_, "q", 1, absl::Seconds(60), /*ordered=*/true);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a1, store_->Enqueue("q", Keyed("a", "a1")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult b1, store_->Enqueue("q", Keyed("b", "b1")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a2, store_->Enqueue("q", Keyed("a", "a2")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult b2, store_->Enqueue("q", Keyed("b", "b2")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult c1, store_->Enqueue("q", Payload("c1")));
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest req = ClaimAll("q", m, 10);
+  req.ordered = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
+  ASSERT_EQ(Ids(got), (std::vector<int64_t>{a1.id, b1.id, c1.id}));
+  ASSERT_OK(store_->Finish(FinishOf("q", m, {got[0]}), AckAll()));
+  // On from the cursor (c1), b1 and c1 in flight.
+  req.in_flight = {{0, b1.id}, {0, c1.id}};
+  req.parts[0].after = req.parts[0].cursor = ItemKey{0, c1.id};
+  req.parts[0].behind = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
+  EXPECT_TRUE(none.empty()) << "a2 is behind the cursor, and no key was released";
+  req.parts[0].key_cursors = {{"a", a1.id}, {"b", b1.id - 1}};
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> next, store_->Claim(req));
+  EXPECT_EQ(Ids(next), (std::vector<int64_t>{a2.id})) << "b's next is b1, in flight: not b2";
+  EXPECT_LT(b2.id, c1.id);
+}
+
 // --- key concurrency ---------------------------------------------------------------------
 
 TEST_P(StoreConformance, KeyConcurrencyIsSetAtCreationAndChangedBySetKeyConcurrency) {
