@@ -123,10 +123,13 @@ int List(const Args& args) {
                             : nlohmann::json(s.spec.time_zone.empty() ? "UTC" : s.spec.time_zone)},
                      {"key", s.spec.key ? nlohmann::json(*s.spec.key) : nlohmann::json()},
                      {"priority", s.spec.priority},
-                     // JSON text is UTF-8: a binary payload shows as its size alone.
-                     {"payload", IsValidUtf8(s.spec.payload) ? nlohmann::json(s.spec.payload)
-                                                             : nlohmann::json()},
-                     {"payload_bytes", s.spec.payload.size()},
+                     // JSON text is UTF-8: a binary payload shows as its size alone;
+                     // a role that may not read payloads (a viewer) sees neither.
+                     {"payload", IsValidUtf8(s.spec.payload) && !s.payload_hidden
+                                     ? nlohmann::json(s.spec.payload)
+                                     : nlohmann::json()},
+                     {"payload_bytes",
+                      s.payload_hidden ? nlohmann::json() : nlohmann::json(s.spec.payload.size())},
                      {"next_tick", TimeJson(s.next_tick)},
                      {"last_tick", TimeJson(s.last_tick)},
                      {"fired", s.fired},

@@ -125,6 +125,9 @@ std::string Cookie(const HttpRequest& request, absl::string_view name) {
   return "";
 }
 
+// What the console shows of a payload its role may not read (a viewer's, migration 35).
+constexpr char kPayloadHidden[] = "(hidden: this console's role may not read payloads)";
+
 // PayloadRuns as [["t", text] | ["x", "\\xNN..."] | ["m", "… (N bytes)"], ...].
 json RunsJson(absl::string_view head, int64_t total) {
   json out = json::array();
@@ -641,17 +644,20 @@ HttpResponse Console::Dead(const std::string& name) {
     if (!dead.ok()) return dead.status();
     json items = json::array();
     for (const DeadItem& d : *dead) {
-      items.push_back({{"id", d.id},
-                       {"part", d.part},
-                       {"key", Opt(d.key)},
-                       {"dedup_key", Opt(d.dedup_key)},
-                       {"attempts", d.attempts},
-                       {"enqueued_at", Utc(d.enqueued_at)},
-                       {"failed_at", Utc(d.failed_at)},
-                       {"error", Text(d.last_error)},
-                       {"payload", PayloadPreview(d.payload_head, d.payload_bytes)},
-                       {"payload_runs", RunsJson(d.payload_head, d.payload_bytes)},
-                       {"payload_bytes", d.payload_bytes}});
+      items.push_back(
+          {{"id", d.id},
+           {"part", d.part},
+           {"key", Opt(d.key)},
+           {"dedup_key", Opt(d.dedup_key)},
+           {"attempts", d.attempts},
+           {"enqueued_at", Utc(d.enqueued_at)},
+           {"failed_at", Utc(d.failed_at)},
+           {"error", Text(d.last_error)},
+           {"payload",
+            d.payload_hidden ? json() : json(PayloadPreview(d.payload_head, d.payload_bytes))},
+           {"payload_runs", d.payload_hidden ? json::array({json::array({"m", kPayloadHidden})})
+                                             : RunsJson(d.payload_head, d.payload_bytes)},
+           {"payload_bytes", d.payload_hidden ? json() : json(d.payload_bytes)}});
     }
     return json{{"limit", options_.dead_limit}, {"items", std::move(items)}};
   });
@@ -676,8 +682,12 @@ HttpResponse Console::Schedules(const std::string& name) {
            {"catch_up", s.spec.catch_up ? absl::FormatDuration(*s.spec.catch_up)
                                         : std::string("default (TTL, heartbeat, period)")},
            {"error", Text(s.error)},
-           {"payload", PayloadPreview(s.spec.payload.substr(0, 256), s.spec.payload.size())},
-           {"payload_runs", RunsJson(s.spec.payload.substr(0, 256), s.spec.payload.size())}});
+           {"payload", s.payload_hidden ? json()
+                                        : json(PayloadPreview(s.spec.payload.substr(0, 256),
+                                                              s.spec.payload.size()))},
+           {"payload_runs", s.payload_hidden
+                                ? json::array({json::array({"m", kPayloadHidden})})
+                                : RunsJson(s.spec.payload.substr(0, 256), s.spec.payload.size())}});
     }
     return json{{"schedules", std::move(items)}};
   });

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "pg/migrations.h"
 #include "pg/pg_store_internal.h"
 #include "store/validate.h"
@@ -113,8 +114,13 @@ absl::StatusOr<std::vector<GroupStatus>> PgStore::ListGroups(absl::string_view q
                tx.exec_params(WithSchema("SELECT {schema}.require_queue($1)", options_.schema),
                               std::string(queue));
                std::vector<GroupStatus> out;
+               // A viewer may not read end payloads (migration 35): not named.
+               std::string columns = GroupColumns("x.id::text", "0", "0");
+               if (!MayRead(tx, options_.schema, "groups", "end_payload")) {
+                 columns = absl::StrReplaceAll(columns, {{"x.end_payload::text", "NULL::text"}});
+               }
                for (const pqxx::row& r : tx.exec_params(
-                        WithSchema(absl::StrCat("SELECT ", GroupColumns("x.id::text", "0", "0"),
+                        WithSchema(absl::StrCat("SELECT ", columns,
                                                 " FROM {schema}.groups x WHERE x.queue = $1"
                                                 " AND ($2 OR x.ended_at IS NULL)"
                                                 " ORDER BY x.created_at DESC, x.id LIMIT $3"),

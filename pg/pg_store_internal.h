@@ -51,6 +51,10 @@ std::string CleanMessage(absl::string_view message);
 std::string SchemaFlag(absl::string_view schema);
 // NotFound for a queue `schema` does not have, with how to create it there.
 absl::Status UnknownQueue(absl::string_view name, absl::string_view schema);
+// Whether the connection's role may read `column` of `table` in `schema`: a
+// viewer may not read payloads (migration 35), so lists leave them out for it.
+bool MayRead(pqxx::transaction_base& tx, absl::string_view schema, absl::string_view table,
+             absl::string_view column);
 
 // --- encoding -----------------------------------------------------------------
 

@@ -2099,13 +2099,17 @@ absl::StatusOr<std::vector<DeadItem>> PgStore::ListDead(absl::string_view queue,
       return UnknownQueue(queue, options_.schema);
     }
     std::vector<DeadItem> out;
-    for (const pqxx::row& r : tx.exec_params(WithSchema(R"sql(
+    // A viewer may not read payloads: the statement must not name them.
+    const bool hidden = !MayRead(tx, options_.schema, "dead_items", "payload");
+    const char* payload =
+        hidden ? "0, $3::int - $3" : "octet_length(payload), substring(payload FROM 1 FOR $3)";
+    for (const pqxx::row& r : tx.exec_params(WithSchema(absl::StrCat(R"sql(
 SELECT id, part, key, dedup_key, attempts,
        (date_part('epoch', enqueued_at) * 1000000)::bigint,
-       (date_part('epoch', failed_at) * 1000000)::bigint, last_error, octet_length(payload),
-       substring(payload FROM 1 FOR $3)
+       (date_part('epoch', failed_at) * 1000000)::bigint, last_error, )sql",
+                                                                     payload, R"sql(
 FROM {schema}.dead_items WHERE queue = $1
-ORDER BY failed_at DESC, id DESC LIMIT $2)sql",
+ORDER BY failed_at DESC, id DESC LIMIT $2)sql"),
                                                         options_.schema),
                                              q, limit, kDeadPayloadHead)) {
       DeadItem d;
@@ -2118,7 +2122,8 @@ ORDER BY failed_at DESC, id DESC LIMIT $2)sql",
       d.failed_at = absl::FromUnixMicros(r[6].as<int64_t>());
       d.last_error = r[7].as<std::string>();
       d.payload_bytes = r[8].as<int64_t>();
-      DecodeBytea(absl::string_view(r[9].c_str(), r[9].size()), &d.payload_head);
+      d.payload_hidden = hidden;
+      if (!hidden) DecodeBytea(absl::string_view(r[9].c_str(), r[9].size()), &d.payload_head);
       out.push_back(std::move(d));
     }
     return out;

@@ -1,6 +1,6 @@
-// Roles per queue (schema migrations 29, 30 and 34; docs/guide/operations-and-roles.md, "Roles per
-// queue"): the rows of `grants` that the SQL API's authorize() reads, written by the schema's owner
-// through `partq grant` and `partq revoke`. Admin operations.
+// Roles per queue (schema migrations 29, 30, 34 and 35; docs/guide/operations-and-roles.md, "Roles
+// per queue"): the rows of `grants` that the SQL API's authorize() reads, written by the schema's
+// owner through `partq grant` and `partq revoke`. Admin operations.
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,8 +64,16 @@ void WorkerPrivileges(pqxx::transaction_base& tx, absl::string_view schema, cons
   }
 }
 
+// A viewer's column privileges, every column the console reads but payloads
+// (migration 35), granted to `role` or taken back.
+void ViewerPrivileges(pqxx::transaction_base& tx, absl::string_view schema, absl::string_view role,
+                      bool revoke) {
+  tx.exec_params(WithSchema("SELECT {schema}.viewer_privileges($1, $2)", schema), std::string(role),
+                 revoke);
+}
+
 // The restrictive row-level security policies of `role`, made again from its
-// worker grants (migration 30): none when it has none left.
+// worker and viewer grants (migrations 30 and 35): none when it has none left.
 void ApplyWorkerPolicies(pqxx::transaction_base& tx, absl::string_view schema,
                          absl::string_view role) {
   tx.exec_params(WithSchema("SELECT {schema}.apply_worker_policies($1)", schema),
@@ -73,6 +81,14 @@ void ApplyWorkerPolicies(pqxx::transaction_base& tx, absl::string_view schema,
 }
 
 }  // namespace
+
+bool MayRead(pqxx::transaction_base& tx, absl::string_view schema, absl::string_view table,
+             absl::string_view column) {
+  return tx
+      .exec_params("SELECT has_column_privilege(format('%I.%I', $1::text, $2::text), $3, 'SELECT')",
+                   std::string(schema), std::string(table), std::string(column))[0][0]
+      .as<bool>();
+}
 
 absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
                             const std::vector<std::string>& queues) {
@@ -97,10 +113,11 @@ absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
     // a worker uses the tables, within its queues' rows (migration 30).
     tx.exec(absl::StrCat("GRANT USAGE ON SCHEMA ", tx.quote_name(options_.schema), " TO ",
                          tx.quote_name(std::string(role))));
-    if (kind == "worker") {
+    if (kind == "worker")
       WorkerPrivileges(tx, options_.schema, std::string(role), /*revoke=*/false);
-      ApplyWorkerPolicies(tx, options_.schema, role);
-    }
+    // A viewer reads its queues' rows, but no payload (migration 35).
+    if (kind == "viewer") ViewerPrivileges(tx, options_.schema, role, /*revoke=*/false);
+    if (kind == "worker" || kind == "viewer") ApplyWorkerPolicies(tx, options_.schema, role);
     tx.commit();
     return absl::OkStatus();
   });
@@ -122,17 +139,18 @@ absl::StatusOr<int> PgStore::Revoke(absl::string_view kind, absl::string_view ro
                                                          std::string(role), std::string(kind)))
                                    .affected_rows());
         }
-        // A role with no worker grant left is no longer confined to any
-        // queue's rows: it keeps no table privilege either.
-        if (kind == "worker" &&
-            tx.exec_params(WithSchema("SELECT 1 FROM {schema}.grants WHERE role = $1 AND kind = "
-                                      "'worker'",
+        // A role with no worker (viewer) grant left is no longer confined to
+        // any queue's rows: it keeps no table (column) privilege either.
+        const bool last =
+            tx.exec_params(WithSchema("SELECT 1 FROM {schema}.grants WHERE role = $1 AND kind = $2",
                                       options_.schema),
-                           std::string(role))
-                .empty()) {
+                           std::string(role), std::string(kind))
+                .empty();
+        if (kind == "worker" && last) {
           WorkerPrivileges(tx, options_.schema, std::string(role), /*revoke=*/true);
         }
-        if (kind == "worker") ApplyWorkerPolicies(tx, options_.schema, role);
+        if (kind == "viewer" && last) ViewerPrivileges(tx, options_.schema, role, /*revoke=*/true);
+        if (kind == "worker" || kind == "viewer") ApplyWorkerPolicies(tx, options_.schema, role);
         tx.commit();
         return absl::OkStatus();
       });

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "pg/migrations.h"
 #include "pg/pg_store_internal.h"
 #include "schedule/timing.h"
@@ -136,13 +137,19 @@ absl::StatusOr<std::vector<Schedule>> PgStore::ListSchedules(absl::string_view q
       return UnknownQueue(queue, options_.schema);
     }
     std::vector<Schedule> out;
+    // A viewer may not read payloads: the statement must not name them.
+    const bool hidden = !MayRead(tx, options_.schema, "schedules", "payload");
+    const std::string columns =
+        hidden ? absl::StrReplaceAll(kScheduleColumns, {{" payload,", " ''::bytea,"}})
+               : std::string(kScheduleColumns);
     for (const pqxx::row& r :
-         tx.exec_params(WithSchema(absl::StrCat("SELECT ", kScheduleColumns,
+         tx.exec_params(WithSchema(absl::StrCat("SELECT ", columns,
                                                 " FROM {schema}.schedules WHERE $1::text IS NULL "
                                                 "OR queue = $1 ORDER BY name"),
                                    options_.schema),
                         q)) {
       out.push_back(ReadSchedule(r));
+      out.back().payload_hidden = hidden;
     }
     return out;
   });

@@ -506,6 +506,9 @@ struct DeadItem {
   // The payload's first kDeadPayloadHead bytes (all of it when shorter), raw
   // bytes: what a list shows of it without reading whole payloads.
   std::string payload_head;
+  // The role may not read payloads (a viewer's, migration 35): payload_bytes
+  // and payload_head say nothing.
+  bool payload_hidden = false;
 };
 inline constexpr int kDeadPayloadHead = 256;
 // What Store::RequeueDead did.

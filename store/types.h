@@ -301,6 +301,9 @@ struct Schedule {
   // Why workers cannot fire it (an expression written through the SQL API
   // that the C++ parser refuses); empty when fine.
   std::string error;
+  // The role may not read payloads (a viewer's, migration 35): spec.payload
+  // is empty.
+  bool payload_hidden = false;
 };
 
 // One tick fired by Store::FireSchedules.

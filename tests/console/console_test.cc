@@ -22,7 +22,12 @@
 #include "store/mem_store.h"
 #include "tests/store/store_test_util.h"
 #ifdef PARTQ_CONSOLE_PG
+#include <unistd.h>
+
+#include "absl/cleanup/cleanup.h"
+#include "pg/pg_store.h"
 #include "tests/testing/pg_env.h"
+#include "tests/testing/process.h"
 #endif
 
 namespace partq::console {
@@ -415,6 +420,67 @@ TEST_F(ConsoleTest, GroupsAreListed) {
   EXPECT_EQ(j["groups"][0]["id"], "batch-7");
   EXPECT_EQ(j["groups"][0]["pending"], 1);
   EXPECT_TRUE(j["groups"][0]["started_at"].is_null());
+}
+
+// Issue 48: the console may log in as a role granted `viewer` on some
+// queues (migration 35). It shows their counts, owners, dead items,
+// schedules and groups, no other queue, and no payload until the schema's
+// owner grants that column.
+TEST_F(ConsoleTest, AsAViewerRoleItShowsItsQueuesAndNoPayloadOrOtherQueue) {
+  MakeQueue(*store_, "v", 1, absl::Seconds(60), false, /*max_attempts=*/1);
+  MakeQueue(*store_, "hidden", 1, absl::Seconds(60), false, /*max_attempts=*/1);
+  Kill("v", {"v's secret"});
+  Kill("hidden", {"hidden's secret"});
+  ScheduleSpec s;
+  s.name = "tick";
+  s.queue = "v";
+  s.every = absl::Hours(1);
+  s.payload = "tick's secret";
+  ASSERT_OK(store_->AddSchedule(s));
+  const std::string role = absl::StrCat("partq_console_viewer_", getpid());
+  schema_.Q(absl::StrCat("CREATE ROLE ", role, " LOGIN"));
+  absl::Cleanup drop = [&] {
+    schema_.Q(absl::StrCat("DROP OWNED BY ", role));
+    schema_.Q(absl::StrCat("DROP ROLE ", role));
+  };
+  const testing::PartqResult granted =
+      testing::Partq({"grant", "viewer", role, "--queue", "v", "--dsn", schema_.dsn(), "--schema",
+                      schema_.name()});
+  ASSERT_EQ(granted.code, 0) << granted.err;
+  PgOptions as_viewer = schema_.options();
+  as_viewer.dsn = absl::StrCat(as_viewer.dsn, " user=", role);
+  ConsoleOptions o;
+  o.read_only = true;
+  o.token = kToken;
+  o.poller.clock = &clock_;
+  o.dead_cache = absl::ZeroDuration();
+  Console console([as_viewer] { return ConnectPg(as_viewer); }, o);
+  ASSERT_OK(console.poller().PollOwnersOnce());
+  ASSERT_OK(console.poller().PollStatusOnce());
+  const json queues = Body(console.Handle(Get("/api/queues")))["queues"];
+  ASSERT_EQ(queues.size(), 1u) << queues.dump();
+  EXPECT_EQ(queues[0]["name"], "v");
+  EXPECT_EQ(queues[0]["dead"], 1);
+  HttpResponse r = console.Handle(Get("/api/dead?name=v"));
+  ASSERT_EQ(r.code, 200) << r.body;
+  json dead = Body(r)["items"];
+  ASSERT_EQ(dead.size(), 1u) << r.body;
+  EXPECT_EQ(dead[0]["error"], "boom\\x0a<b>bad</b>");
+  EXPECT_TRUE(dead[0]["payload"].is_null()) << r.body;
+  EXPECT_FALSE(absl::StrContains(r.body, "secret")) << r.body;
+  r = console.Handle(Get("/api/schedules?name=v"));
+  ASSERT_EQ(r.code, 200) << r.body;
+  EXPECT_EQ(Body(r)["schedules"].size(), 1u) << r.body;
+  EXPECT_FALSE(absl::StrContains(r.body, "secret")) << r.body;
+  EXPECT_EQ(console.Handle(Get("/api/groups?name=v")).code, 200);
+  r = console.Handle(Get("/api/dead?name=hidden"));
+  EXPECT_NE(r.code, 200) << r.body;
+  EXPECT_FALSE(absl::StrContains(r.body, "secret")) << r.body;
+  // The owner lets it read dead items' payloads (of its queues' rows only).
+  schema_.Q(absl::StrCat("GRANT SELECT (payload) ON {schema}.dead_items TO ", role));
+  dead = Body(console.Handle(Get("/api/dead?name=v")))["items"];
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0]["payload"], "v's secret");
 }
 #else
 TEST_F(ConsoleTest, TheGroupsPageSaysWhenTheStoreKeepsNone) {

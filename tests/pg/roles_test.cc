@@ -405,6 +405,63 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
             1);
 }
 
+// Issue 48: `partq grant viewer` makes the console's read-only role
+// (migration 35): it reads its queues' rows, no payload, result or header,
+// no other queue's rows, and writes nothing. A role that is a worker of one
+// queue and a viewer of another reads both and still writes only its own.
+// A revoke leaves no column privilege behind.
+TEST_F(RolesTest, AViewerReadsItsQueuesRowsButNoPayloadAndWritesNothing) {
+  const std::string v = NewRole("viewer");
+  const std::string wv = NewRole("worker_viewer");
+  PartqOk({"grant", "viewer", v, "--queue", "a"});
+  PartqOk({"grant", "worker", wv, "--queue", "a"});
+  PartqOk({"grant", "viewer", wv, "--queue", "b"});
+  for (const char* q : {"a", "b"}) {
+    for (int i = 0; i < 5; ++i) {
+      NewItem item;
+      item.payload = absl::StrCat(q, "'s secret ", i);
+      ASSERT_TRUE(store_->Enqueue(q, item).ok());
+    }
+  }
+  auto rows = [&](pqxx::connection& c, const std::string& sql) -> int64_t {
+    pqxx::work t(c);
+    pqxx::result r = t.exec(WithSchema(sql, schema_.name()));
+    t.commit();
+    return r.affected_rows();
+  };
+  auto cv = As(v);
+  EXPECT_EQ(rows(*cv, "SELECT id, key, attempts FROM {schema}.items"), 5) << "a's rows only";
+  EXPECT_EQ(rows(*cv, "SELECT name FROM {schema}.queues"), 1);
+  for (const char* refused :
+       {"SELECT payload FROM {schema}.items", "SELECT headers FROM {schema}.dead_items",
+        "SELECT result FROM {schema}.results", "SELECT end_payload FROM {schema}.groups",
+        "SELECT * FROM {schema}.grants", "UPDATE {schema}.queues SET paused = true",
+        "DELETE FROM {schema}.items", "INSERT INTO {schema}.results (id, queue) VALUES (1, 'a')",
+        "SELECT {schema}.enqueue('a', 'x')", "SELECT {schema}.cancel('a', 1)"}) {
+    EXPECT_EQ(Try(*cv, refused), "42501") << refused;
+  }
+  auto cwv = As(wv);
+  EXPECT_EQ(rows(*cwv, "SELECT id FROM {schema}.items WHERE queue = 'b'"), 5) << "b's, as viewer";
+  EXPECT_EQ(rows(*cwv, "DELETE FROM {schema}.items WHERE queue = 'b'"), 0);
+  EXPECT_EQ(rows(*cwv, "UPDATE {schema}.items SET attempts = 2147483647 WHERE queue = 'b'"), 0);
+  EXPECT_EQ(rows(*cwv, "DELETE FROM {schema}.sessions WHERE queue = 'b'"), 0);
+  EXPECT_EQ(Try(*cwv, "INSERT INTO {schema}.results (id, queue, result) VALUES (1, 'b', 'x')"),
+            "42501");
+  EXPECT_EQ(Try(*cwv, "SELECT {schema}.enqueue('b', 'x')"), "42501");
+  EXPECT_EQ(Count("items WHERE queue = 'b' AND attempts = 0"), 5);
+
+  PartqOk({"revoke", "viewer", v, "--queue", "a"});
+  PartqOk({"revoke", "viewer", wv, "--queue", "b"});
+  EXPECT_EQ(Try(*cv, "SELECT id FROM {schema}.items"), "42501");
+  EXPECT_EQ(rows(*cwv, "SELECT id FROM {schema}.items WHERE queue = 'b'"), 0);
+  EXPECT_EQ(rows(*cwv, "SELECT id FROM {schema}.items WHERE queue = 'a'"), 5) << "still a's worker";
+  EXPECT_EQ(schema_.QInt(absl::StrCat(
+                "SELECT count(*) FROM pg_class c WHERE c.relnamespace = '{schema}'::regnamespace "
+                "AND c.relkind IN ('r', 'p') AND has_any_column_privilege('",
+                v, "', c.oid, 'SELECT')")),
+            0);
+}
+
 // Issue 48: a confined worker writes Kafka messages (outbox rows, which
 // `partq bridge publish` sends) only for the topics granted to it with
 // `partq grant publish` (migration 34); before, for any topic at all. The
