@@ -125,9 +125,6 @@ std::string Cookie(const HttpRequest& request, absl::string_view name) {
   return "";
 }
 
-// What the console shows of a payload its role may not read (a viewer's, migration 35).
-constexpr char kPayloadHidden[] = "(hidden: this console's role may not read payloads)";
-
 // PayloadRuns as [["t", text] | ["x", "\\xNN..."] | ["m", "… (N bytes)"], ...].
 json RunsJson(absl::string_view head, int64_t total) {
   json out = json::array();
@@ -138,6 +135,20 @@ json RunsJson(absl::string_view head, int64_t total) {
                    r.text});
   }
   return out;
+}
+
+// A payload's "payload" (its preview) and "payload_runs" (RunsJson) in
+// `item`, from its first bytes `head` of `total`; a payload the console's
+// role may not read (a viewer's, migration 35) as hidden.
+void SetPayload(json* item, absl::string_view head, int64_t total, bool hidden) {
+  if (hidden) {
+    (*item)["payload"] = nullptr;
+    (*item)["payload_runs"] =
+        json::array({json::array({"m", "(hidden: this console's role may not read payloads)"})});
+    return;
+  }
+  (*item)["payload"] = PayloadPreview(head, total);
+  (*item)["payload_runs"] = RunsJson(head, total);
 }
 
 // The host of a Host header: without the port, brackets of an IPv6 address
@@ -644,20 +655,17 @@ HttpResponse Console::Dead(const std::string& name) {
     if (!dead.ok()) return dead.status();
     json items = json::array();
     for (const DeadItem& d : *dead) {
-      items.push_back(
-          {{"id", d.id},
-           {"part", d.part},
-           {"key", Opt(d.key)},
-           {"dedup_key", Opt(d.dedup_key)},
-           {"attempts", d.attempts},
-           {"enqueued_at", Utc(d.enqueued_at)},
-           {"failed_at", Utc(d.failed_at)},
-           {"error", Text(d.last_error)},
-           {"payload",
-            d.payload_hidden ? json() : json(PayloadPreview(d.payload_head, d.payload_bytes))},
-           {"payload_runs", d.payload_hidden ? json::array({json::array({"m", kPayloadHidden})})
-                                             : RunsJson(d.payload_head, d.payload_bytes)},
-           {"payload_bytes", d.payload_hidden ? json() : json(d.payload_bytes)}});
+      json item = {{"id", d.id},
+                   {"part", d.part},
+                   {"key", Opt(d.key)},
+                   {"dedup_key", Opt(d.dedup_key)},
+                   {"attempts", d.attempts},
+                   {"enqueued_at", Utc(d.enqueued_at)},
+                   {"failed_at", Utc(d.failed_at)},
+                   {"error", Text(d.last_error)},
+                   {"payload_bytes", d.payload_hidden ? json() : json(d.payload_bytes)}};
+      SetPayload(&item, d.payload_head, d.payload_bytes, d.payload_hidden);
+      items.push_back(std::move(item));
     }
     return json{{"limit", options_.dead_limit}, {"items", std::move(items)}};
   });
@@ -681,13 +689,9 @@ HttpResponse Console::Schedules(const std::string& name) {
            {"missed", s.missed},
            {"catch_up", s.spec.catch_up ? absl::FormatDuration(*s.spec.catch_up)
                                         : std::string("default (TTL, heartbeat, period)")},
-           {"error", Text(s.error)},
-           {"payload", s.payload_hidden ? json()
-                                        : json(PayloadPreview(s.spec.payload.substr(0, 256),
-                                                              s.spec.payload.size()))},
-           {"payload_runs", s.payload_hidden
-                                ? json::array({json::array({"m", kPayloadHidden})})
-                                : RunsJson(s.spec.payload.substr(0, 256), s.spec.payload.size())}});
+           {"error", Text(s.error)}});
+      SetPayload(&items.back(), absl::string_view(s.spec.payload).substr(0, 256),
+                 static_cast<int64_t>(s.spec.payload.size()), s.payload_hidden);
     }
     return json{{"schedules", std::move(items)}};
   });

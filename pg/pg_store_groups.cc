@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "pg/migrations.h"
 #include "pg/pg_store_internal.h"
 #include "store/validate.h"
@@ -50,11 +49,15 @@ GroupStatus GroupFromRow(const pqxx::row& r) {
 
 // The columns GroupFromRow reads, from a row `x` of group_status() or of
 // the groups table (whose held and in_flight are given as `held`, `flying`).
-std::string GroupColumns(absl::string_view id, absl::string_view held, absl::string_view flying) {
+// Without `end_payload` the end payload is NULL: a viewer may not read it
+// (migration 35), so the statement must not name it.
+std::string GroupColumns(absl::string_view id, absl::string_view held, absl::string_view flying,
+                         bool end_payload = true) {
   return absl::StrCat(id, ", x.pending, ", held, ", ", flying, ", x.done, x.dead, x.cancelled, ",
                       Micros("x.created_at"), ", ", Micros("x.started_at"), ", ",
-                      Micros("x.cancelled_at"), ", ", Micros("x.ended_at"),
-                      ", x.end_queue::text, x.end_payload::text, x.end_item, x.end_error");
+                      Micros("x.cancelled_at"), ", ", Micros("x.ended_at"), ", x.end_queue::text, ",
+                      end_payload ? "x.end_payload::text" : "NULL::text",
+                      ", x.end_item, x.end_error");
 }
 
 }  // namespace
@@ -114,11 +117,8 @@ absl::StatusOr<std::vector<GroupStatus>> PgStore::ListGroups(absl::string_view q
                tx.exec_params(WithSchema("SELECT {schema}.require_queue($1)", options_.schema),
                               std::string(queue));
                std::vector<GroupStatus> out;
-               // A viewer may not read end payloads (migration 35): not named.
-               std::string columns = GroupColumns("x.id::text", "0", "0");
-               if (!MayRead(tx, options_.schema, "groups", "end_payload")) {
-                 columns = absl::StrReplaceAll(columns, {{"x.end_payload::text", "NULL::text"}});
-               }
+               const std::string columns = GroupColumns(
+                   "x.id::text", "0", "0", MayRead(tx, options_.schema, "groups", "end_payload"));
                for (const pqxx::row& r : tx.exec_params(
                         WithSchema(absl::StrCat("SELECT ", columns,
                                                 " FROM {schema}.groups x WHERE x.queue = $1"

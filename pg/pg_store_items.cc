@@ -2101,8 +2101,8 @@ absl::StatusOr<std::vector<DeadItem>> PgStore::ListDead(absl::string_view queue,
     std::vector<DeadItem> out;
     // A viewer may not read payloads: the statement must not name them.
     const bool hidden = !MayRead(tx, options_.schema, "dead_items", "payload");
-    const char* payload =
-        hidden ? "0, $3::int - $3" : "octet_length(payload), substring(payload FROM 1 FOR $3)";
+    const char* payload = hidden ? "0, substring(''::bytea FROM 1 FOR $3)"
+                                 : "octet_length(payload), substring(payload FROM 1 FOR $3)";
     for (const pqxx::row& r : tx.exec_params(WithSchema(absl::StrCat(R"sql(
 SELECT id, part, key, dedup_key, attempts,
        (date_part('epoch', enqueued_at) * 1000000)::bigint,
@@ -2123,7 +2123,7 @@ ORDER BY failed_at DESC, id DESC LIMIT $2)sql"),
       d.last_error = r[7].as<std::string>();
       d.payload_bytes = r[8].as<int64_t>();
       d.payload_hidden = hidden;
-      if (!hidden) DecodeBytea(absl::string_view(r[9].c_str(), r[9].size()), &d.payload_head);
+      DecodeBytea(absl::string_view(r[9].c_str(), r[9].size()), &d.payload_head);
       out.push_back(std::move(d));
     }
     return out;

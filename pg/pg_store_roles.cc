@@ -142,6 +142,7 @@ absl::StatusOr<int> PgStore::Revoke(absl::string_view kind, absl::string_view ro
         // A role with no worker (viewer) grant left is no longer confined to
         // any queue's rows: it keeps no table (column) privilege either.
         const bool last =
+            (kind == "worker" || kind == "viewer") &&
             tx.exec_params(WithSchema("SELECT 1 FROM {schema}.grants WHERE role = $1 AND kind = $2",
                                       options_.schema),
                            std::string(role), std::string(kind))

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "pg/migrations.h"
 #include "pg/pg_store_internal.h"
 #include "schedule/timing.h"
@@ -32,12 +31,18 @@ std::optional<int64_t> TickSeconds(absl::Time t) {
   return absl::ToUnixSeconds(t);
 }
 
-// The columns Schedule reads, in this order.
-constexpr char kScheduleColumns[] =
-    "name, queue, date_part('epoch', every)::bigint, cron, time_zone, payload, key, "
-    "priority, " PARTQ_MICROS("next_tick") ", " PARTQ_MICROS(
-        "last_tick") ", fired, missed, error, " PARTQ_MICROS("created_at") ", "
-    PARTQ_MICROS("catch_up");
+// The columns Schedule reads, in this order. Without `payload` it is empty:
+// a viewer may not read it (migration 35), so the statement must not name it.
+std::string ScheduleColumns(bool payload = true) {
+  return absl::StrCat(
+      "name, queue, date_part('epoch', every)::bigint, cron, time_zone, ",
+      payload ? "payload" : "''::bytea",
+      ", key, priority, " PARTQ_MICROS("next_tick") ", " PARTQ_MICROS(
+          "last_tick") ", fired, missed, error, " PARTQ_MICROS("created_at") ", " PARTQ_MICROS("cat"
+                                                                                               "ch_"
+                                                                                               "u"
+                                                                                               "p"));
+}
 // Past them, FireOneSchedule reads now() and the queue's session TTL.
 constexpr int kScheduleColumnCount = 15;
 
@@ -139,11 +144,8 @@ absl::StatusOr<std::vector<Schedule>> PgStore::ListSchedules(absl::string_view q
     std::vector<Schedule> out;
     // A viewer may not read payloads: the statement must not name them.
     const bool hidden = !MayRead(tx, options_.schema, "schedules", "payload");
-    const std::string columns =
-        hidden ? absl::StrReplaceAll(kScheduleColumns, {{" payload,", " ''::bytea,"}})
-               : std::string(kScheduleColumns);
     for (const pqxx::row& r :
-         tx.exec_params(WithSchema(absl::StrCat("SELECT ", columns,
+         tx.exec_params(WithSchema(absl::StrCat("SELECT ", ScheduleColumns(!hidden),
                                                 " FROM {schema}.schedules WHERE $1::text IS NULL "
                                                 "OR queue = $1 ORDER BY name"),
                                    options_.schema),
@@ -212,7 +214,7 @@ absl::StatusOr<bool> PgStore::FireOneSchedule(absl::string_view queue, FiredSche
         // SKIP LOCKED: a row another worker is firing is its business; its
         // compare-and-set moves the tick, and we look again next time.
         pqxx::result rows = tx.exec_params(
-            WithSchema(absl::StrCat("SELECT ", kScheduleColumns, ", " PARTQ_MICROS("now()"),
+            WithSchema(absl::StrCat("SELECT ", ScheduleColumns(), ", " PARTQ_MICROS("now()"),
                                     ", (SELECT " PARTQ_MICROS("session_ttl"),
                                     " FROM {schema}.queues WHERE name = $1)"
                                     " FROM {schema}.schedules WHERE queue = $1 AND error IS NULL "

@@ -462,6 +462,31 @@ TEST_F(RolesTest, AViewerReadsItsQueuesRowsButNoPayloadAndWritesNothing) {
             0);
 }
 
+// A viewer granted before schema version 35 (a grants row, as version 29's
+// partq grant wrote it) reads its queue's rows once the schema is migrated.
+TEST_F(RolesTest, AViewerGrantedBeforeVersion35ReadsItsQueueAfterTheUpgrade) {
+  const std::string v = NewRole("old_viewer");
+  const std::string old = absl::StrCat(schema_.name(), "_v34");
+  absl::Cleanup drop = [&] { schema_.Q(absl::StrCat("DROP SCHEMA IF EXISTS ", old, " CASCADE")); };
+  auto migrate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"migrate", "--dsn", schema_.dsn(), "--schema", old};
+    args.insert(args.end(), extra.begin(), extra.end());
+    PartqResult r = Partq(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+  };
+  migrate({"--to", "34"});
+  schema_.Q(absl::StrCat("INSERT INTO ", old, ".queues (name, parts) VALUES ('a', 2), ('b', 2);",
+                         "INSERT INTO ", old, ".grants (queue, role, kind) VALUES ('a', '", v,
+                         "', 'viewer'); GRANT USAGE ON SCHEMA ", old, " TO ", v));
+  auto c = As(v);
+  EXPECT_EQ(Try(*c, absl::StrCat("SELECT name FROM ", old, ".queues")), "42501");
+  migrate({});
+  pqxx::work t(*c);
+  pqxx::result r = t.exec(absl::StrCat("SELECT name FROM ", old, ".queues"));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0][0].as<std::string>(), "a");
+}
+
 // Issue 48: a confined worker writes Kafka messages (outbox rows, which
 // `partq bridge publish` sends) only for the topics granted to it with
 // `partq grant publish` (migration 34); before, for any topic at all. The
