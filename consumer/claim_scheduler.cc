@@ -400,7 +400,7 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
       // before the read on from it: both were read whole if fewer rows than
       // the part's limit (and what the parts before it left) came from there.
       // A read that took nothing there may not have read at all (a cancel
-      // replaced the part's claim record: kPickFrom): the keys are kept.
+      // replaced the part's claim record: pg/sql/fragments/claimed_rows.sql): the keys are kept.
       int behind = 0;
       for (const Item& item : items) {
         if (!item.suspect && item.part == cp.part && cp.after &&

@@ -1,5 +1,5 @@
 // PgStore: connection handling, error mapping, schema, queues and sessions.
-// Items live in pg_store_items.cc, the SQL in pg_store_sql.cc.
+// Items live in pg_store_items.cc, the SQL in sql/ (pg_store_sql.cc composes it).
 #include "pg/pg_store.h"
 
 #include <libpq-fe.h>

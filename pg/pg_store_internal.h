@@ -91,7 +91,7 @@ struct Statement {
 };
 // Every statement PgStore runs by name, for this schema.
 std::vector<Statement> PreparedStatements(absl::string_view schema);
-// The statements of the pipelined ack (pg_store_sql.cc, PipelinedAck), run
+// The statements of the pipelined ack (pg/sql/pipelined_ack_claim.sql), run
 // through Pipeline on the connection's libpq handle: name -> SQL.
 inline constexpr char kPlanGuard[] = "partq_pl_plan_guard";
 inline constexpr char kPipelinedAck[] = "partq_pl_ack";
@@ -128,13 +128,17 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
 // The unbounded forms are as they were, without the running sum the bound costs.
 const char* BoundedName(const char* name);
 // The items a claim reads in one part, as a subquery (`{schema}` not yet
-// replaced); pg_store_sql.cc says what each argument is. Declared here for
+// replaced); pg/sql/fragments/ready_items.sql says what each argument is. Declared here for
 // the tests that EXPLAIN it.
 std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
                        absl::string_view skip, absl::string_view bound, absl::string_view limit,
                        absl::string_view behind, absl::string_view released = "");
+// The files under pg/sql/ (their names without ".sql") read so far to
+// build statements: after PreparedStatements and PipelinedStatements, every
+// file (tests/pg: no file left that nothing reads).
+std::vector<std::string> SqlFilesRead();
 // The single-item enqueue of an item of a queue group (never prepared).
 std::string EnqueueGroupedSql(absl::string_view schema);
 // The single-item enqueue statement (also run unprepared by EnqueueInTx).

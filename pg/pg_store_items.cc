@@ -1052,7 +1052,7 @@ bool FromBinary(absl::string_view cell, T* out) {
   return true;
 }
 
-// A row of the pipelined claim (pg_store_sql.cc, PipelinedAck) in binary:
+// A row of the pipelined claim (pg/sql/pipelined_ack_claim.sql) in binary:
 // id int8, key text, dedup_key text, priority int2, attempts int4, payload
 // bytea, enqueued_at and run_at timestamptz (µs since 2000-01-01), ctid tid
 // (block uint32, offset uint16), claim record int8 (NULL: none written),
@@ -1326,7 +1326,7 @@ struct FinishAttempt {
 
 namespace {
 
-// The common case runs pipelined (pg_store_sql.cc, PipelinedAck): every
+// The common case runs pipelined (pg/sql/pipelined_ack_claim.sql): every
 // item acked where its claim saw it, no handler result to record, and a
 // claim (if any) of one part without a suspect probe, not fair (the
 // pipelined statement reads in (priority, id) order) and without an ordered
@@ -1696,7 +1696,7 @@ void PgStore::RunFinishStatement(FinishAttempt& f, FinishRows* rows) {
   pqxx::nontransaction& tx = *f.tx;
   const std::string ctids = CtidArray(a.ack_locators);
   auto exec = [&](const char* name, auto&&... args) { return Exec(tx, name, args...); };
-  // The lean statement (pg_store_sql.cc, AckCtes), if every item is acked
+  // The lean statement (pg/sql/fragments/ack_ctes.sql), if every item is acked
   // and every row located by its claim.
   const bool lean = !f.lock_first && a.o_ids.empty() && f.located;
   std::vector<int64_t> result_ids;

@@ -9,7 +9,7 @@
 -- part gets no owner while a cancel holds the row (cancel_items(),
 -- migration 13, says why); acquisitions do not wait for each other.
 --
--- {take_over_claims}: TakeOverClaims("ins") (pg_store_sql.cc).
+-- {take_over_claims}: fragments/take_over_claims.sql of `ins`.
 WITH s AS (SELECT id FROM {schema}.sessions WHERE id = $2 AND queue = $1),
 q AS (SELECT parts FROM {schema}.queues WHERE name = $1 FOR SHARE),
 ins AS (

@@ -5,7 +5,7 @@
 -- as they are until the ack transaction ends: expiry, release and a
 -- static re-join all wait for it.
 --
--- {fence}: kFence (pg_store_sql.cc), the fence every Finish begins with.
+-- {fence}: fragments/fence_cte.sql, the fence every Finish begins with.
 WITH {fence}
 SELECT 'p', part::bigint FROM f
 UNION ALL

@@ -7,7 +7,7 @@
 -- one attempt counted each (store.h, "Claims"). The NOTIFY goes out on
 -- commit; the statement is its own transaction.
 --
--- {take_over_claims}: TakeOverClaims("kept") (pg_store_sql.cc).
+-- {take_over_claims}: fragments/take_over_claims.sql of `kept`.
 WITH q AS (SELECT name, session_ttl, paused, rate FROM {schema}.queues WHERE name = $1),
 up AS (
   INSERT INTO {schema}.sessions AS t (id, queue, instance_id, host, pid, expires_at)

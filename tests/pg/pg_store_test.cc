@@ -142,7 +142,7 @@ TEST_F(PgStoreTest, MigrateIsIdempotent) {
 }
 
 // An ordered read on from a cursor looks at a window of 8x its limit rows
-// (ReadyItems, kKeyedReadRows): a key's item past a window that is all held
+// (pg/sql/fragments/ready_window.sql): a key's item past a window that is all held
 // back is not read there, and a read from the head, which looks at every
 // row, finds it (the scheduler reads an ordered part from its head every
 // kOrderedRescans rescan_intervals).
@@ -366,19 +366,26 @@ TEST_F(PgStoreTest, VacuumQueueTablesIsNotHeldBackByAVacuumOfAnotherTable) {
   EXPECT_EQ(schema_.QInt(running), 1) << "the slow vacuum ended first: the test proved nothing";
 }
 
-// pg/sql/NAME.sql is the statement PgStore runs as NAME, or a fragment that
-// statements share (filled into their {holes}); each begins with the comment
-// that says why it looks as it does. A file no statement uses would be a
-// reader's trap: SQL that looks live and is not.
-TEST(PgStoreStatements, EveryStatementFileIsAStatementOrASharedFragment) {
-  std::map<std::string, std::string> sql;  // name -> text
+// pg/sql/NAME.sql is a statement PgStore runs, or a fragment of statements
+// (pg/sql/fragments, filled into their {holes}); each begins with the
+// comment that says why it looks as it does. A file no statement reads
+// would be a reader's trap: SQL that looks live and is not. A hole left
+// unfilled, or a header that reached the server, would be a statement that
+// is not what its file says.
+TEST(PgStoreStatements, EveryStatementFileIsReadAndEveryHoleFilled) {
+  std::vector<std::pair<std::string, std::string>> statements;  // name, text
   for (const pg_internal::Statement& st : pg_internal::PreparedStatements("s")) {
-    sql[st.name] = st.sql;
+    statements.emplace_back(st.name, st.sql);
   }
-  // Shared fragments, and the GRANT script pg_store_roles.cc runs statement
-  // by statement with the role's name in {role}.
-  const std::set<std::string> fragments = {"heartbeat_me", "enqueue_grouped",
-                                           "grant_worker_tables"};
+  for (const auto& [name, sql] : pg_internal::PipelinedStatements("s")) {
+    statements.emplace_back(name, sql);
+  }
+  statements.emplace_back("enqueue_grouped", pg_internal::EnqueueGroupedSql("s"));
+  const std::vector<std::string> read_list = pg_internal::SqlFilesRead();
+  std::set<std::string> read(read_list.begin(), read_list.end());
+  // The GRANT script pg_store_roles.cc runs statement by statement, with
+  // the role's name in {role}.
+  read.insert("grant_worker_tables");
   int files = 0;
   for (const EmbeddedSqlFile& f : EmbeddedSqlFiles()) {
     absl::string_view path = f.path;
@@ -386,21 +393,20 @@ TEST(PgStoreStatements, EveryStatementFileIsAStatementOrASharedFragment) {
     ++files;
     SCOPED_TRACE(f.path);
     ASSERT_TRUE(absl::ConsumeSuffix(&path, ".sql"));
-    const std::string name(path);
-    EXPECT_TRUE(sql.count(name) + fragments.count(name) == 1);
+    EXPECT_EQ(read.count(std::string(path)), 1u) << "no statement reads it";
     EXPECT_TRUE(absl::StartsWith(f.text, "-- "));
-    // No hole left unfilled, and the header never reaches the server.
-    auto it = sql.find(name);
-    if (it == sql.end()) continue;
-    const std::string& text = it->second;
+  }
+  EXPECT_GE(files, 85);
+  for (const auto& [name, text] : statements) {
+    SCOPED_TRACE(name);
     for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
       const size_t close = text.find('}', open);
       const std::string inside = text.substr(open + 1, close - open - 1);
       EXPECT_TRUE(inside.empty() || !absl::ascii_isalpha(inside[0])) << "{" << inside << "}";
     }
     EXPECT_FALSE(absl::StartsWith(text, "--")) << text;
+    EXPECT_FALSE(absl::StrContains(text, "\n-- ")) << "a fragment's header reached the server";
   }
-  EXPECT_GE(files, 40);
 }
 
 TEST(PgStoreMigrate, ConcurrentMigrationsFromEightConnectionsApplyOnce) {
@@ -1343,7 +1349,7 @@ TEST_F(FinishTest, AnAckThatClaimedAheadBeginsTheNextTransaction) {
   EXPECT_EQ(Count("items"), 0) << "the rest, claimed by the third Finish";
 }
 
-// --- the pipelined ack (pg_store_sql.cc, PipelinedAck) -------------------------------------
+// --- the pipelined ack (pg/sql/pipelined_ack_claim.sql) -------------------------------------
 
 // The pipelined ack sends its arrays in binary; the server must read back
 // exactly the values encoded, at the edges of each type and empty.

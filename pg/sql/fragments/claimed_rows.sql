@@ -1,0 +1,11 @@
+-- The claimed rows, as every claiming statement returns them
+-- (pg_store_items.cc, ItemFromRow), and where it reads them from: only
+-- those of parts whose claim record it replaced. A claim that found its
+-- record replaced under it (a cancel took it: cancel_items(), migration
+-- 13) read items in a snapshot that may still show cancelled ones, so it
+-- returns none from that part; the items stay ready for its next claim.
+p.id, p.part, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload,
+       (date_part('epoch', p.enqueued_at) * 1000000)::bigint,
+       (date_part('epoch', p.run_at) * 1000000)::bigint, p.epoch, p.suspect, p.tid::text,
+       r.seq, p.group_id
+FROM pick p JOIN recorded r ON r.part = p.part

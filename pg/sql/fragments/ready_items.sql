@@ -1,0 +1,46 @@
+-- The items a claim reads in one part, as a subquery: the columns of
+-- `items i` that both claim forms return (read_columns.sql), in (priority,
+-- id) order, at most {limit}. Written once for the general claim
+-- (claim_ctes.sql, `ready`) and the pipelined one (pipelined_ack_claim.sql,
+-- `pick`); ReadyItems (pg_store_sql.cc) fills it. Its arguments are SQL
+-- expressions: the queue, the part, where to read from (priority, id; the
+-- id must be a bigint expression: the sentinel -32768, minimum bigint reads
+-- from the head), the session's cursor there (nothing past it can be in
+-- flight), the bigint[] of what is in flight (and being finished), the
+-- claim's KeyBound (ready_condition.sql), the limit, and whether to look
+-- behind the start (ClaimPart::behind, a boolean expression; empty leaves
+-- that read out of the statement). {reads} are up to three reads, in key
+-- order one after the other, each in parentheses, joined by UNION ALL:
+-- - ready_behind.sql: behind where the read starts, the items that came
+--   due there (retried, delayed or requeued: run_at later than
+--   enqueued_at). They are found through items_later (migration 8), which
+--   holds only such rows, in run_at order: a read never walks the part's
+--   acked rows, whose index entries stay until vacuum removes them (and
+--   while a snapshot holds the vacuum horizon, vacuum removes none). The
+--   casts keep the planner off items_ready here, whose order it would
+--   otherwise buy with that walk.
+-- - ready_released.sql (an ordered claim's; none without released keys):
+--   the keys whose item at an id this session finished since it last read
+--   the part (ClaimPart::key_cursors). Each key's next item, the first of
+--   the key after that id, may have come ready behind where the read
+--   starts (the read that passed it held it back: its key was busy), so it
+--   is read too, found through items_key from the finished id: never from
+--   the part's head, whose acked rows a held snapshot keeps. It reads
+--   behind the start, so the onward read cannot return it again, and not
+--   what the look behind returns.
+-- - ready_onward.sql: from where the read starts on, in items_ready. Items
+--   up to the cursor may be in flight and are skipped; past it, the skip
+--   list is not even looked at. With a key bound, ready_keyed.sql.
+-- With the onward read alone, the subquery is that read, not this file.
+-- Ready means ready when the claim reads: statement_timestamp(), not now()
+-- (the transaction's start), because a claim ahead runs in an ack
+-- transaction that began before its handler, and must see what was
+-- enqueued meanwhile. An ordered queue yields only each key's oldest live
+-- item (items_key serves the probe), across the grows of its parts too
+-- (Store::GrowParts): the key's items enqueued before a grow stay in the
+-- part it had then, p % c for an earlier count c, so the probe looks there
+-- as well (earlier_parts.sql). The earlier counts are read once per
+-- statement (an uncorrelated subquery); for a queue that never grew the
+-- list is empty and the second probe finds nothing at once. An unordered
+-- queue evaluates neither.
+SELECT * FROM ({reads}) r LIMIT {limit}
