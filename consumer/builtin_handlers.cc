@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/utf8.h"
 #include "store/validate.h"
 
 namespace partq {
@@ -94,7 +95,8 @@ class Record : public Handler {
                                   " (item_id bigint NOT NULL, session_id uuid NOT NULL, "
                                   "acked_at timestamptz NOT NULL DEFAULT now())"));
     if (absl::IsUnimplemented(r.status())) return absl::OkStatus();  // no SQL store
-    return r.status();
+    if (!r.ok()) return r.status();
+    return CheckOwner(tx);
   }
 
   absl::Status Handle(HandlerCall& call) override {
@@ -128,6 +130,27 @@ class Record : public Handler {
   std::string Name(const Tx& tx) const {
     return absl::StrCat("\"", schema_.empty() ? tx.schema() : schema_, "\".\"", table_, "\"");
   }
+  // A table made before, by another role, is written only if that role is
+  // this one or the schema's owner: a role that could create tables there
+  // (a worker granted CREATE for its own record table) could have made it
+  // first, with a trigger that runs, as this worker's role, whatever it
+  // likes with each item (issue 48's second review).
+  absl::Status CheckOwner(Tx& tx) const {
+    auto r = tx.Exec(
+        "SELECT pg_get_userbyid(c.relowner), "
+        "c.relowner IN (n.nspowner, (SELECT oid FROM pg_roles WHERE rolname = current_user)), "
+        "current_user FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.oid = $1::regclass",
+        {Name(tx)});
+    if (!r.ok()) return r.status();
+    if (r->empty() || !(*r)[0][0] || !(*r)[0][1] || *(*r)[0][1] == "t") return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "record:", table_, ": table ", Name(tx), " belongs to role ", Quoted(*(*r)[0][0]),
+        ", neither this worker's role (", Quoted((*r)[0][2].value_or("")),
+        ") nor the schema's owner: refusing to write into it (its triggers would run as this "
+        "role); drop it, or have the schema's owner make it"));
+  }
+
   std::string schema_;
   std::string table_;
 };

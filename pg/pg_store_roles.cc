@@ -72,12 +72,24 @@ void ViewerPrivileges(pqxx::transaction_base& tx, absl::string_view schema, absl
                  revoke);
 }
 
-// The restrictive row-level security policies of `role`, made again from its
-// worker and viewer grants (migrations 30 and 35): none when it has none left.
-void ApplyWorkerPolicies(pqxx::transaction_base& tx, absl::string_view schema,
-                         absl::string_view role) {
-  tx.exec_params(WithSchema("SELECT {schema}.apply_worker_policies($1)", schema),
-                 std::string(role));
+// A role's worker and viewer grants may not mix: a worker's table
+// privileges would read the viewed queue's payloads (migration 36). The
+// error for a grant of `kind` to `role`, if it holds grants of the other.
+absl::Status RefuseMixedGrant(pqxx::transaction_base& tx, absl::string_view schema,
+                              absl::string_view kind, const std::string& role) {
+  if (kind != "worker" && kind != "viewer") return absl::OkStatus();
+  const std::string other = kind == "worker" ? "viewer" : "worker";
+  pqxx::result r = tx.exec_params(
+      WithSchema(
+          "SELECT queue FROM {schema}.grants WHERE role = $1 AND kind = $2 ORDER BY 1 LIMIT 1",
+          schema),
+      role, other);
+  if (r.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "role ", Quoted(role), " is a ", other, " of queue ", Quoted(r[0][0].c_str()),
+      ": a role is a worker or a viewer, not both (a worker's table privileges would read what a "
+      "viewer may not); grant ",
+      kind, " to a role of its own"));
 }
 
 }  // namespace
@@ -107,6 +119,10 @@ absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
         continue;
       }
       if (Exec(tx, "get_queue", q).empty()) return UnknownQueue(q, options_.schema);
+      if (absl::Status st = RefuseMixedGrant(tx, options_.schema, kind, std::string(role));
+          !st.ok()) {
+        return st;
+      }
       Exec(tx, "grant_queue_right", q, std::string(role), std::string(kind));
     }
     // The functions are the schema's: a role needs to see it, nothing more;
@@ -117,7 +133,8 @@ absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
       WorkerPrivileges(tx, options_.schema, std::string(role), /*revoke=*/false);
     // A viewer reads its queues' rows, but no payload (migration 35).
     if (kind == "viewer") ViewerPrivileges(tx, options_.schema, role, /*revoke=*/false);
-    if (kind == "worker" || kind == "viewer") ApplyWorkerPolicies(tx, options_.schema, role);
+    // The role's policies are made again as the transaction commits (the
+    // trigger grants_changed, migration 36).
     tx.commit();
     return absl::OkStatus();
   });
@@ -151,7 +168,17 @@ absl::StatusOr<int> PgStore::Revoke(absl::string_view kind, absl::string_view ro
           WorkerPrivileges(tx, options_.schema, std::string(role), /*revoke=*/true);
         }
         if (kind == "viewer" && last) ViewerPrivileges(tx, options_.schema, role, /*revoke=*/true);
-        if (kind == "worker" || kind == "viewer") ApplyWorkerPolicies(tx, options_.schema, role);
+        // A role revoked from its last worker and viewer grant, its
+        // privileges taken back with them, is confined no longer (migration
+        // 36; a queue's delete leaves it confined to nothing).
+        if (last) {
+          tx.exec_params(WithSchema("DELETE FROM {schema}.confined_roles c USING pg_roles p "
+                                    "WHERE p.oid = c.role_oid AND p.rolname = $1 AND NOT EXISTS ("
+                                    "SELECT 1 FROM {schema}.grants g WHERE g.role = $1 "
+                                    "AND g.kind IN ('worker', 'viewer'))",
+                                    options_.schema),
+                         std::string(role));
+        }
         tx.commit();
         return absl::OkStatus();
       });

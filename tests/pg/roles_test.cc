@@ -415,7 +415,19 @@ TEST_F(RolesTest, AViewerReadsItsQueuesRowsButNoPayloadAndWritesNothing) {
   const std::string wv = NewRole("worker_viewer");
   PartqOk({"grant", "viewer", v, "--queue", "a"});
   PartqOk({"grant", "worker", wv, "--queue", "a"});
-  PartqOk({"grant", "viewer", wv, "--queue", "b"});
+  // A worker's table privileges would read a viewed queue's payloads: a
+  // role is one or the other (migration 36).
+  PartqResult mixed = Partq(
+      {"grant", "viewer", wv, "--queue", "b", "--dsn", schema_.dsn(), "--schema", schema_.name()});
+  EXPECT_NE(mixed.code, 0);
+  EXPECT_TRUE(absl::StrContains(mixed.err,
+                                "is a worker of queue \"a\": a role is a worker or a "
+                                "viewer, not both"))
+      << mixed.err;
+  // A mix granted before version 36 (a grants row, as partq grant wrote it)
+  // reads nothing of the viewed queue.
+  schema_.Q(absl::StrCat("INSERT INTO {schema}.grants (queue, role, kind) VALUES ('b', '", wv,
+                         "', 'viewer')"));
   for (const char* q : {"a", "b"}) {
     for (int i = 0; i < 5; ++i) {
       NewItem item;
@@ -441,7 +453,8 @@ TEST_F(RolesTest, AViewerReadsItsQueuesRowsButNoPayloadAndWritesNothing) {
     EXPECT_EQ(Try(*cv, refused), "42501") << refused;
   }
   auto cwv = As(wv);
-  EXPECT_EQ(rows(*cwv, "SELECT id FROM {schema}.items WHERE queue = 'b'"), 5) << "b's, as viewer";
+  EXPECT_EQ(rows(*cwv, "SELECT id, payload FROM {schema}.items WHERE queue = 'b'"), 0);
+  EXPECT_EQ(rows(*cwv, "SELECT id FROM {schema}.items WHERE queue = 'a'"), 5);
   EXPECT_EQ(rows(*cwv, "DELETE FROM {schema}.items WHERE queue = 'b'"), 0);
   EXPECT_EQ(rows(*cwv, "UPDATE {schema}.items SET attempts = 2147483647 WHERE queue = 'b'"), 0);
   EXPECT_EQ(rows(*cwv, "DELETE FROM {schema}.sessions WHERE queue = 'b'"), 0);
@@ -593,6 +606,143 @@ TEST_F(RolesTest, AGroupWhoseEndItemCannotBeEnqueuedEndsWithTheReasonAndTheAcksG
       << schema_.Q("SELECT end_error FROM {schema}.groups WHERE id = 'no-right'")[0][0].value_or(
              "");
   EXPECT_EQ(Count("items WHERE queue IN ('b', 'c')"), 0);
+}
+
+// The second review of issue 48 (migration 36): a worker role's bounds
+// outlive its queue's delete and its name's change, follow every change of
+// its grants, and its direct writes are what a worker's may be.
+TEST_F(RolesTest, AConfinedRoleStaysConfinedWhenItsQueueGoesItsNameChangesOrItsGrantsChange) {
+  auto rows = [&](pqxx::connection& c, const std::string& sql) -> int64_t {
+    pqxx::work t(c);
+    pqxx::result r = t.exec(WithSchema(sql, schema_.name()));
+    t.commit();
+    return r.affected_rows();
+  };
+  const std::vector<std::string> api = {
+      "SELECT {schema}.enqueue('b', 'x')",
+      "SELECT * FROM {schema}.item_state_by_dedup_key('b', 'd')",
+      "SELECT * FROM {schema}.cancel_by_dedup_key('b', 'd')",
+      "SELECT * FROM {schema}.prune('b', '0s', true)",
+      "INSERT INTO {schema}.outbox (topic, payload) VALUES ('payments', 'x')"};
+  // Its queue deleted: the role reaches nothing, and a queue made again
+  // under the name is not its.
+  const std::string w = NewRole("worker");
+  PartqOk({"queue", "create", "c", "--parts", "2"});
+  PartqOk({"grant", "worker", w, "--queue", "c"});
+  PartqOk({"queue", "delete", "c", "--force"});
+  auto cw = As(w);
+  for (const std::string& sql : api) EXPECT_EQ(Try(*cw, sql), "42501") << sql;
+  PartqOk({"queue", "create", "c", "--parts", "2"});
+  PartqOk({"enqueue", "c", "the new tenant's secret"});
+  EXPECT_EQ(rows(*cw, "SELECT payload FROM {schema}.items"), 0);
+  EXPECT_EQ(rows(*cw, "UPDATE {schema}.queues SET paused = true"), 0);
+  EXPECT_EQ(Count("queues WHERE paused"), 0);
+
+  // Renamed: its grants name its old name, and it is confined still.
+  const std::string r = NewRole("renamed");
+  PartqOk({"grant", "worker", r, "--queue", "a"});
+  schema_.Q(absl::StrCat("ALTER ROLE ", r, " RENAME TO ", r, "_x"));
+  roles_.back() = r + "_x";
+  auto cr = As(r + "_x");
+  for (const std::string& sql : api) EXPECT_EQ(Try(*cr, sql), "42501") << sql;
+
+  // A producer grant opens its inserts into b as new items that fit b, and
+  // its revoke closes them; no id the sequence has not issued, no result or
+  // dead item of another queue's item.
+  const std::string p = NewRole("worker_producer");
+  PartqOk({"grant", "worker", p, "--queue", "a"});
+  PartqOk({"queue", "set", "b", "--max-payload", "100"});
+  auto cp = As(p);
+  const std::string into_b =
+      "INSERT INTO {schema}.items (queue, part, payload) VALUES ('b', 0, 'x')";
+  EXPECT_EQ(Try(*cp, into_b), "42501");
+  PartqOk({"grant", "producer", p, "--queue", "b"});
+  EXPECT_EQ(Try(*cp, into_b), "");
+  for (const char* refused :
+       {"INSERT INTO {schema}.items (queue, part, payload) VALUES ('b', 2, 'x')",
+        "INSERT INTO {schema}.items (queue, part, payload) VALUES ('b', 0, "
+        "convert_to(repeat('B', 101), 'UTF8'))",
+        "INSERT INTO {schema}.items (id, queue, part, payload) VALUES "
+        "(9000000000000000000, 'a', 0, 'x')",
+        "INSERT INTO {schema}.results (id, queue) "
+        "SELECT id, 'a' FROM generate_series(1, 100) id",
+        "INSERT INTO {schema}.dead_items (id, queue, part, priority, attempts, enqueued_at, "
+        "last_error, payload) VALUES (1, 'a', 0, 0, 1, now(), 'e', 'x')"}) {
+    EXPECT_EQ(Try(*cp, refused), "42501") << refused;
+  }
+  PartqOk({"revoke", "producer", p, "--queue", "b"});
+  EXPECT_EQ(Try(*cp, into_b), "42501");
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 1);
+
+  // And the role's own acks record their results and dead items still.
+  PartqOk({"queue", "create", "d", "--parts", "2", "--max-attempts", "1"});
+  PartqOk({"grant", "worker", p, "--queue", "d"});
+  for (int i = 0; i < 20; ++i) {
+    NewItem item;
+    item.payload = absl::StrCat("a", i);
+    item.dedup_key = absl::StrCat("a-", i);
+    ASSERT_TRUE(store_->Enqueue("a", item).ok());
+    item.dedup_key = absl::StrCat("d-", i);
+    ASSERT_TRUE(store_->Enqueue("d", item).ok());
+  }
+  const std::string dsn = absl::StrCat(schema_.dsn(), " user=", p);
+  testing::ChildProcess acks({testing::PartqBinary(), "worker", "a", "--dsn", dsn, "--schema",
+                              schema_.name(), "--handler", "noop", "--quiet"});
+  testing::ChildProcess dies({testing::PartqBinary(), "worker", "d", "--dsn", dsn, "--schema",
+                              schema_.name(), "--handler", "fail:1", "--quiet"});
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("items WHERE queue IN ('a', 'd')") == 0; },
+                                 absl::Seconds(30)))
+      << "the worker role did not finish its queues";
+  for (testing::ChildProcess* c : {&acks, &dies}) {
+    c->Signal(SIGTERM);
+    EXPECT_TRUE(c->Wait(absl::Seconds(30)).has_value());
+  }
+  EXPECT_EQ(Count("results WHERE queue = 'a' AND dedup_key LIKE 'a-%'"), 20);
+  EXPECT_EQ(Count("dead_items WHERE queue = 'd'"), 20);
+  // Its last worker grant revoked, the role is confined no longer, and no
+  // policy of it is left.
+  PartqOk({"revoke", "worker", p, "--queue", "a,d"});
+  EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT count(*) FROM pg_policy y JOIN pg_roles r ON "
+                                      "y.polname LIKE 'worker\\_' || r.oid || '\\_%' "
+                                      "WHERE r.rolname = '",
+                                      p, "'")),
+            0);
+  EXPECT_EQ(Count(absl::StrCat("confined_roles c JOIN pg_roles r ON r.oid = c.role_oid WHERE "
+                               "r.rolname = '",
+                               p, "'")),
+            0);
+}
+
+// A worker role granted CREATE for its own record table could make one
+// under the name another worker's record:TABLE uses, with a trigger that
+// ran as that worker's role (the schema's owner's, in the review). Such a
+// table is refused; the role's own worker writes into its own.
+TEST_F(RolesTest, ARecordTableAnotherRoleMadeIsNotWrittenIntoByThisOne) {
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  schema_.Q(absl::StrCat("GRANT CREATE ON SCHEMA {schema} TO ", w));
+  auto cw = As(w);
+  ASSERT_EQ(Try(*cw,
+                "CREATE TABLE {schema}.effects (item_id bigint NOT NULL, session_id uuid "
+                "NOT NULL, acked_at timestamptz NOT NULL DEFAULT now())"),
+            "");
+  PartqOk({"enqueue", "a", "one"});
+  PartqOk({"enqueue", "b", "secret"});
+  PartqResult owners = Partq({"worker", "b", "--dsn", schema_.dsn(), "--schema", schema_.name(),
+                              "--handler", "record:effects"});
+  EXPECT_NE(owners.code, 0);
+  EXPECT_TRUE(absl::StrContains(
+      owners.err, absl::StrCat("belongs to role \"", w, "\", neither this worker's role")))
+      << owners.err;
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 1) << "nothing of b was handled";
+  testing::ChildProcess own({testing::PartqBinary(), "worker", "a", "--dsn",
+                             absl::StrCat(schema_.dsn(), " user=", w), "--schema", schema_.name(),
+                             "--handler", "record:effects", "--quiet"});
+  EXPECT_TRUE(testing::WaitUntil([&] { return Count("effects") == 1; }))
+      << "the role's own worker did not record into its own table";
+  own.Signal(SIGTERM);
+  EXPECT_TRUE(own.Wait(absl::Seconds(30)).has_value());
+  EXPECT_EQ(Count("items"), 1);
 }
 
 }  // namespace
