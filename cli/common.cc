@@ -126,10 +126,30 @@ void MaskKafkaSecrets(char* value) {
   }
 }
 
+// x's over the password of every URL's userinfo in `value`
+// ("http://svc:PASSWORD@host/h", in --handler or --queue Q:handler=...).
+void MaskUrlPasswords(char* value) {
+  for (char* scheme = std::strstr(value, "://"); scheme != nullptr;
+       scheme = std::strstr(scheme, "://")) {
+    char* authority = scheme + 3;
+    const size_t len = std::strcspn(authority, "/?#, ");
+    char* at = nullptr;
+    for (char* c = authority; c < authority + len; ++c) {
+      if (*c == '@') at = c;
+    }
+    if (at != nullptr) {
+      char* colon = static_cast<char*>(std::memchr(authority, ':', at - authority));
+      if (colon != nullptr) std::fill(colon + 1, at, 'x');
+    }
+    scheme = authority + len;
+  }
+}
+
 }  // namespace
 
 void HidePasswordsInArgv(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
+    MaskUrlPasswords(argv[i]);
     if (char* dsn = FlagValue(argc, argv, i, "--dsn")) {
       const std::string masked = MaskDsnPasswords(dsn);
       std::memcpy(dsn, masked.data(), masked.size());  // the same length

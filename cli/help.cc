@@ -109,8 +109,8 @@ constexpr CommandUsage kCommands[] = {
      "      --idle-poll-interval: with nothing to do, the worker waits for a notice, the\n"
      "      first retry or delayed item of its parts coming due, or this long\n"
      "      --handler-auth-file: its first line is sent as an http: handler's Authorization\n"
-     "      header (or $PARTQ_HANDLER_AUTH), so no password need be in the URL, which shows\n"
-     "      in the process list\n"
+     "      header (or $PARTQ_HANDLER_AUTH), so no password need be in the URL, where it is\n"
+     "      x'd out of the process list only once partq has started\n"
      "      exec: children get this environment without PG* and PARTQ_* variables (the\n"
      "      database's password, PARTQ_DSN); --handler-env names those they get all the\n"
      "      same, --handler-env-all passes everything\n"},
