@@ -207,12 +207,29 @@ TEST_F(RolesTest, AnOperatorAndAViewerDoWhatTheirGrantSaysOnTheirQueuesOnly) {
   auto v = As(viewer);
   EXPECT_EQ(Try(*v, "SELECT * FROM {schema}.item_state('b', 1)"), "");
   EXPECT_EQ(Try(*v, "SELECT * FROM {schema}.list_schedules('b')"), "");
+  // No payload through the API either (migration 37): a schedule's, a
+  // group's end payload; the operator, who writes them, reads them.
+  schema_.Q("SELECT {schema}.group_create('a', 'g', 'b', '{\"end\": 1}')");
+  auto first = [&](pqxx::connection& c, const std::string& sql) {
+    pqxx::work w(c);
+    pqxx::result r = w.exec(WithSchema(sql, schema_.name()));
+    w.commit();
+    return r.empty() || r[0][0].is_null() ? std::string("NULL") : r[0][0].as<std::string>();
+  };
+  EXPECT_EQ(first(*v, "SELECT payload FROM {schema}.list_schedules('b')"), "NULL");
+  EXPECT_EQ(first(*v, "SELECT end_payload FROM {schema}.group_status('a', 'g')"), "NULL");
+  EXPECT_EQ(first(*o, "SELECT convert_from(payload, 'UTF8') FROM {schema}.list_schedules('a')"),
+            "x");
+  EXPECT_EQ(first(*o, "SELECT end_payload FROM {schema}.group_status('a', 'g')"), "{\"end\": 1}");
   for (const char* refused :
        {"SELECT {schema}.enqueue('a', 'x')", "SELECT {schema}.cancel('a', 1)",
         "SELECT {schema}.delete_schedule('sa')", "SELECT {schema}.group_create('a', 'g')",
         "SELECT payload FROM {schema}.schedules"}) {
     EXPECT_EQ(Try(*v, refused), "42501") << refused;
   }
+  schema_.Q(absl::StrCat("GRANT SELECT (payload) ON {schema}.schedules TO ", viewer));
+  EXPECT_EQ(first(*v, "SELECT convert_from(payload, 'UTF8') FROM {schema}.list_schedules('b')"),
+            "x");
   EXPECT_EQ(Try(*o, "SELECT {schema}.delete_schedule('sa')"), "");
   EXPECT_EQ(Count("schedules"), 1);
 }
