@@ -52,8 +52,9 @@ struct ClaimSchedulerOptions {
   // Ordered queue: a finished item's key is released (ClaimPart::key_cursors):
   // the next claim reads that key's next item, which the read that passed
   // it held back, wherever it sorts, and the part on from its cursor (a
-  // window of rows: ReadyItems); a part is read from its head, every row,
-  // when acquired, when more than kMaxReleased keys wait, and every
+  // window of rows: ReadyItems); a part is read from its head (a window of
+  // rows and each key's head: pg/sql/fragments/ready_keyed.sql) when
+  // acquired, when more than kMaxReleased keys wait, and every
   // kOrderedRescans rescan_intervals (what the window or a release missed:
   // a key's item past a window all held back, an item held back by a key's
   // item in an earlier part of a grown queue, which another session may

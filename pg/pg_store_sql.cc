@@ -87,12 +87,16 @@ struct ReadAt {
   absl::string_view queue, part, after_prio, after_id, cursor_prio, cursor_id, skip, bound, limit;
 };
 
+// fragments/earlier_parts.sql: at most `limit` of the key's older items in
+// `queue`'s earlier parts.
+std::string EarlierParts(absl::string_view queue, absl::string_view limit) {
+  return Fragment("earlier_parts", {{"{queue}", queue}, {"{limit}", limit}});
+}
+
 // fragments/ready_condition.sql for a read of `queue`'s `part`.
 std::string ReadyCondition(absl::string_view queue, absl::string_view part,
                            absl::string_view bound) {
-  auto earlier = [&](absl::string_view limit) {
-    return Fragment("earlier_parts", {{"{queue}", queue}, {"{limit}", limit}});
-  };
+  auto earlier = [&](absl::string_view limit) { return EarlierParts(queue, limit); };
   const std::string limit_bound = absl::StrCat(bound, "::int");
   return Fragment("ready_condition", {{"{queue}", queue},
                                       {"{part}", part},
@@ -116,23 +120,35 @@ std::string ReadyOnward(const ReadAt& at, absl::string_view ready, absl::string_
                                    {"{limit}", at.limit}});
 }
 
-// The onward read: flat, or for a claim with a key bound, windowed or flat
-// (fragments/ready_keyed.sql).
+// The onward read: flat, or for a claim with a key bound, windowed, flat or
+// the keys' heads (fragments/ready_keyed.sql).
 std::string Onward(const ReadAt& at, absl::string_view ready) {
   const std::string flat = ReadyOnward(at, ready, "{schema}.items i", ReadColumns(), "");
   if (at.bound == "0") return flat;
-  const std::string gate =
-      Fragment("ready_window_gate", {{"{bound}", at.bound}, {"{after_id}", at.after_id}});
+  const std::string gate = Fragment("ready_window_gate", {{"{bound}", at.bound}});
   const std::string window = Fragment("ready_window", {{"{queue}", at.queue},
                                                        {"{part}", at.part},
                                                        {"{after_prio}", at.after_prio},
                                                        {"{after_id}", at.after_id},
                                                        {"{limit}", at.limit}});
-  return Fragment("ready_keyed",
-                  {{"{windowed}", ReadyOnward(at, ready, window, ReadColumnsOf("i"),
-                                              absl::StrCat(" AND ", gate))},
-                   {"{flat}", ReadyOnward(at, ready, "{schema}.items i", ReadColumns(),
-                                          absl::StrCat(" AND NOT (", gate, ")"))}});
+  const std::string heads =
+      Fragment("ready_heads", {{"{columns_of_i}", ReadColumnsOf("i")},
+                               {"{bound}", at.bound},
+                               {"{after_id}", at.after_id},
+                               {"{queue}", at.queue},
+                               {"{part}", at.part},
+                               {"{limit}", at.limit},
+                               {"{skip}", at.skip},
+                               {"{earlier_one}", EarlierParts(at.queue, "1")}});
+  return Fragment(
+      "ready_keyed",
+      {{"{windowed}",
+        ReadyOnward(at, ready, window, ReadColumnsOf("i"),
+                    absl::StrCat(" AND ", gate, " AND (i.key IS NULL OR i.first_of_key)"))},
+       {"{flat}", ReadyOnward(at, ready, "{schema}.items i", ReadColumns(),
+                              absl::StrCat(" AND NOT (", gate, ")"))},
+       {"{heads}", heads},
+       {"{limit}", at.limit}});
 }
 
 }  // namespace

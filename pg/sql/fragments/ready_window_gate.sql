@@ -1,3 +1,3 @@
 -- When an onward read is windowed (ready_keyed.sql): an ordered claim
--- ({bound} 1) that reads on from a cursor, not from the head.
-{bound}::int = 1 AND {after_id} <> -9223372036854775808
+-- ({bound} 1), whether it reads on from a cursor or from the head.
+{bound}::int = 1
