@@ -1,9 +1,13 @@
 -- Status, one row per part ($1 queue, $2 its part count): see
 -- status_sessions.sql for what counts as ready, delayed, held and in flight.
+-- `fly`: the ids the claim records list, a set each of the queue's items is
+-- looked up in (a hashed subplan). Joined to `items` by `i.id =
+-- ANY(c.ids)`, the planner could drive that join from the items and scan
+-- the queue's records once per item: 8.6 s for a 100,000-item backlog
+-- beside a held snapshot, whose dead records each scan walked.
 WITH own AS (SELECT part, session_id, epoch FROM {schema}.session_parts WHERE queue = $1),
 fly AS (
-  SELECT i.id FROM {schema}.part_claims c
-  JOIN {schema}.items i ON i.id = ANY(c.ids) AND i.part = c.part AND i.queue = c.queue
+  SELECT f.id FROM {schema}.part_claims c CROSS JOIN LATERAL unnest(c.ids) AS f(id)
   WHERE c.queue = $1),
 it AS (
   SELECT part,
