@@ -120,35 +120,30 @@ std::string ReadyOnward(const ReadAt& at, absl::string_view ready, absl::string_
                                    {"{limit}", at.limit}});
 }
 
-// The onward read: flat, or for a claim with a key bound, windowed, flat or
-// the keys' heads (fragments/ready_keyed.sql).
+// The onward read: flat, or for a claim with a key bound, a window of rows
+// and the keys' first items (fragments/ready_keyed.sql).
 std::string Onward(const ReadAt& at, absl::string_view ready) {
-  const std::string flat = ReadyOnward(at, ready, "{schema}.items i", ReadColumns(), "");
-  if (at.bound == "0") return flat;
-  const std::string gate = Fragment("ready_window_gate", {{"{bound}", at.bound}});
+  if (at.bound == "0") return ReadyOnward(at, ready, "{schema}.items i", ReadColumns(), "");
   const std::string window = Fragment("ready_window", {{"{queue}", at.queue},
                                                        {"{part}", at.part},
                                                        {"{after_prio}", at.after_prio},
                                                        {"{after_id}", at.after_id},
                                                        {"{limit}", at.limit}});
-  const std::string heads =
-      Fragment("ready_heads", {{"{columns_of_i}", ReadColumnsOf("i")},
-                               {"{bound}", at.bound},
-                               {"{after_id}", at.after_id},
-                               {"{queue}", at.queue},
-                               {"{part}", at.part},
-                               {"{limit}", at.limit},
-                               {"{skip}", at.skip},
-                               {"{earlier_one}", EarlierParts(at.queue, "1")}});
-  return Fragment(
-      "ready_keyed",
-      {{"{windowed}",
-        ReadyOnward(at, ready, window, ReadColumnsOf("i"),
-                    absl::StrCat(" AND ", gate, " AND (i.key IS NULL OR i.first_of_key)"))},
-       {"{flat}", ReadyOnward(at, ready, "{schema}.items i", ReadColumns(),
-                              absl::StrCat(" AND NOT (", gate, ")"))},
-       {"{heads}", heads},
-       {"{limit}", at.limit}});
+  const std::string bound = absl::StrCat(at.bound, "::int");
+  const std::string heads = Fragment("ready_heads", {{"{columns_of_i}", ReadColumnsOf("i")},
+                                                     {"{bound}", at.bound},
+                                                     {"{after_id}", at.after_id},
+                                                     {"{queue}", at.queue},
+                                                     {"{part}", at.part},
+                                                     {"{limit}", at.limit},
+                                                     {"{skip}", at.skip},
+                                                     {"{earlier}", EarlierParts(at.queue, bound)}});
+  return Fragment("ready_keyed",
+                  {{"{windowed}",
+                    ReadyOnward(at, ready, window, ReadColumnsOf("i"),
+                                absl::StrCat(" AND (i.key IS NULL OR i.key_rank <= ", bound, ")"))},
+                   {"{heads}", heads},
+                   {"{limit}", at.limit}});
 }
 
 }  // namespace

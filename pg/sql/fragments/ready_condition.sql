@@ -3,14 +3,14 @@
 -- of the claim: 1 (ordered) probes for any older live item of the key, as
 -- it always did; N > 1 (key concurrency) counts them, at most N from each
 -- probe, and wants fewer than N; 0 evaluates neither. The two forms are
--- apart so an ordered queue's probe stays the NOT EXISTS it was.
+-- apart so an ordered queue's probe stays a test for one row.
 --
--- The ordered probe reads the key's entries down from the item (a scalar
--- subquery: PostgreSQL drops an EXISTS subquery's ORDER BY): a held-back
--- item finds the live one before it (in flight, or held back too) at once,
--- where a read up from the key's first entry walked every acked entry
--- vacuum has not removed (all of them behind a held snapshot) first. Only
--- an item that is ready walks them.
+-- The probes in the part read the key's entries down from the item (the
+-- ordered one a scalar subquery: PostgreSQL drops an EXISTS subquery's
+-- ORDER BY): a held-back item finds the live ones before it (in flight, or
+-- held back too) at once, where a read up from the key's first entry
+-- walked every acked entry vacuum has not removed (all of them behind a
+-- held snapshot) first. Only an item that is ready walks them.
 --
 -- {queue}, {part}: SQL expressions. {earlier_bound} and {earlier_one}:
 -- earlier_parts.sql with its limit {bound}::int and 1.
@@ -20,7 +20,7 @@ i.queue = {queue} AND i.part = {part}
         (SELECT count(*) FROM (
           SELECT 1 FROM {schema}.items j
           WHERE j.queue = {queue} AND j.part = i.part AND j.key = i.key AND j.id < i.id
-          LIMIT {bound}::int) o)
+          ORDER BY j.id DESC LIMIT {bound}::int) o)
         + (SELECT count(*) FROM ({earlier_bound}
           LIMIT {bound}::int) e) < {bound}::int))
       AND ({bound}::int <> 1 OR i.key IS NULL OR ((
