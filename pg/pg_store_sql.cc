@@ -138,11 +138,16 @@ std::string Onward(const ReadAt& at, absl::string_view ready) {
                                                      {"{limit}", at.limit},
                                                      {"{skip}", at.skip},
                                                      {"{earlier}", EarlierParts(at.queue, bound)}});
+  // The walk on (a read from the head that found nothing else).
+  const std::string walk_gate = absl::StrCat(" AND ", at.after_id,
+                                             " = -9223372036854775808 AND NOT EXISTS (SELECT "
+                                             "1 FROM found)");
   return Fragment("ready_keyed",
                   {{"{windowed}",
                     ReadyOnward(at, ready, window, ReadColumnsOf("i"),
                                 absl::StrCat(" AND (i.key IS NULL OR i.key_rank <= ", bound, ")"))},
                    {"{heads}", heads},
+                   {"{flat}", ReadyOnward(at, ready, "{schema}.items i", ReadColumns(), walk_gate)},
                    {"{limit}", at.limit}});
 }
 

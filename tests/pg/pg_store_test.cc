@@ -143,9 +143,9 @@ TEST_F(PgStoreTest, MigrateIsIdempotent) {
 
 // An ordered read on from a cursor looks at a window of 8x its limit rows
 // (pg/sql/fragments/ready_window.sql): a key's item past a window that is all held
-// back is not read there, and a read from the head, which looks at every
-// row, finds it (the scheduler reads an ordered part from its head every
-// kOrderedRescans rescan_intervals).
+// back is not read there, and a read from the head finds it (among the
+// keys' first items: the scheduler reads an ordered part from its head
+// every kOrderedRescans rescan_intervals).
 TEST_F(PgStoreTest, AnOrderedReadFromItsCursorLooksAtAWindowAndAReadFromTheHeadAtEveryRow) {
   MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
   std::vector<EnqueueResult> a;
@@ -1595,11 +1595,12 @@ TEST_F(PgStoreTest, KeyProbesBindThePartOverStatisticsOfAnEmptyItemsTable) {
         EXPECT_TRUE(absl::StrContains(cond, "Index Cond:") && absl::StrContains(cond, "(part = "))
             << cond;
       }
-      // The probe in the part itself and the one in the earlier parts, and
-      // the read of the keys' first items (fragments/ready_heads.sql: a
-      // skip scan's first step and its next ones, each key's items from
-      // there, and their earlier parts' probe).
-      EXPECT_EQ(probes, 6) << plan;
+      // The probe in the part itself and the one in the earlier parts, of
+      // the window and of the walk on (fragments/ready_keyed.sql), and the
+      // read of the keys' first items (fragments/ready_heads.sql: a skip
+      // scan's first step and its next ones, each key's items from there,
+      // and their earlier parts' probe).
+      EXPECT_EQ(probes, 8) << plan;
       // What the read yields: in a queue that never grew, each key of part 5
       // its oldest item (bound 1) or two oldest (bound 2); in the grown one,
       // only keys without items left in part 1 (a key with any there has
@@ -1614,6 +1615,57 @@ TEST_F(PgStoreTest, KeyProbesBindThePartOverStatisticsOfAnEmptyItemsTable) {
       EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT count(*) FROM (", read, ") r")),
                 (keys - blocked) * std::stoi(bound));
     }
+  }
+}
+
+// A read from a part's head with a key bound looks at a window of rows and
+// the keys' first items (fragments/ready_keyed.sql). A ready item past both
+// is still found when they hold nothing ready: a keyless item behind a key
+// whose first items are delayed, and an item of a key past the keys the
+// skip scan visits (8 times the limit), behind 17 keys whose first items
+// are delayed. Limit 2: a window of 16 rows.
+TEST_F(PgStoreTest, AReadFromTheHeadFindsAReadyItemPastItsWindowAndItsKeys) {
+  for (const char* bound : {"1", "2"}) {
+    SCOPED_TRACE(absl::StrCat("key bound ", bound));
+    const std::string q1 = absl::StrCat("keyless", bound), q2 = absl::StrCat("farkey", bound);
+    MakeQueue(q1, 1, absl::Seconds(10), /*ordered=*/true);
+    MakeQueue(q2, 1, absl::Seconds(10), /*ordered=*/true);
+    for (int i = 0; i < 22; ++i) ASSERT_OK(store_->Enqueue(q1, Keyed("a", absl::StrCat(i))));
+    NewItem keyless;
+    keyless.payload = "keyless";
+    ASSERT_OK(store_->Enqueue(q1, keyless));
+    for (int k = 0; k < 17; ++k) {
+      for (int i = 0; i < 3; ++i) {
+        ASSERT_OK(
+            store_->Enqueue(q2, Keyed(absl::StrCat(k < 10 ? "k0" : "k", k), absl::StrCat(i))));
+      }
+    }
+    ASSERT_OK(store_->Enqueue(q2, Keyed("z", "z")));
+    // Each key's first `bound` items come due in an hour.
+    for (const std::string& q : {q1, q2}) {
+      schema_.Q(absl::StrCat(
+          "UPDATE {schema}.items SET run_at = now() + interval '1 hour' WHERE id IN (SELECT id "
+          "FROM "
+          "(SELECT id, row_number() OVER (PARTITION BY key ORDER BY id) AS n FROM {schema}.items "
+          "WHERE queue = '",
+          q, "' AND key IS NOT NULL AND key <> 'z') f WHERE n <= ", bound, ")"));
+    }
+    auto read = [&](const std::string& q) {
+      return schema_.Q(absl::StrCat(
+          "SELECT convert_from(payload, 'UTF8') FROM (",
+          WithSchema(pg_internal::ReadyItems(absl::StrCat("'", q, "'"), "0", "(-32768)",
+                                             "'-9223372036854775808'::bigint", "(-32768)",
+                                             "'-9223372036854775808'::bigint", "'{}'::bigint[]",
+                                             bound, "2", ""),
+                     schema_.name()),
+          ") r"));
+    };
+    const auto got1 = read(q1);
+    ASSERT_EQ(got1.size(), 1u);
+    EXPECT_EQ(got1[0][0].value_or(""), "keyless");
+    const auto got2 = read(q2);
+    ASSERT_EQ(got2.size(), 1u);
+    EXPECT_EQ(got2[0][0].value_or(""), "z");
   }
 }
 
