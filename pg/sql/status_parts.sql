@@ -3,8 +3,8 @@
 -- `fly`: the ids the claim records list, a set each of the queue's items is
 -- looked up in (a hashed subplan). Joined to `items` by `i.id =
 -- ANY(c.ids)`, the planner could drive that join from the items and scan
--- the queue's records once per item: 8.6 s for a 100,000-item backlog
--- beside a held snapshot, whose dead records each scan walked.
+-- the queue's records once per item: 8.6 s for 24,972 items beside a held
+-- snapshot, whose dead records each scan walked.
 WITH own AS (SELECT part, session_id, epoch FROM {schema}.session_parts WHERE queue = $1),
 fly AS (
   SELECT f.id FROM {schema}.part_claims c CROSS JOIN LATERAL unnest(c.ids) AS f(id)

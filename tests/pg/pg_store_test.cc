@@ -146,7 +146,7 @@ TEST_F(PgStoreTest, MigrateIsIdempotent) {
 // back is not read there, and a read from the head finds it (among the
 // keys' first items: the scheduler reads an ordered part from its head
 // every kOrderedRescans rescan_intervals).
-TEST_F(PgStoreTest, AnOrderedReadFromItsCursorLooksAtAWindowAndAReadFromTheHeadAtEveryRow) {
+TEST_F(PgStoreTest, AnOrderedReadFromItsCursorLooksAtAWindowAndAReadFromTheHeadFindsWhatItMissed) {
   MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
   std::vector<EnqueueResult> a;
   for (int i = 0; i < 100; ++i) {
