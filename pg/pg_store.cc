@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +26,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/utf8.h"
 #include "partitioner/part.h"
 #include "pg/dsn.h"
 #include "pg/migrations.h"
@@ -474,8 +475,47 @@ namespace {
 // Taken first in every migrating transaction: until it is held nothing else
 // may look at the schema, so 20 processes migrating at once run one after
 // another, and each later one sees the schema the earlier ones committed.
-constexpr char kMigrateLock[] =
-    "SELECT pg_advisory_xact_lock(hashtextextended('partq.migrate:' || $1, 0))";
+constexpr char kMigrateLockKey[] = "hashtextextended('partq.migrate:' || $1, 0)";
+
+// Who holds the migration lock of schema $1, as a sentence (no row: it went
+// meanwhile). A bigint advisory lock shows in pg_locks as its high and low
+// halves (classid, objid) with objsubid 1.
+constexpr char kMigrateLockHolder[] = R"(
+SELECT a.pid, coalesce(a.usename, ''), coalesce(a.application_name, ''),
+       coalesce(host(a.client_addr), 'a local socket'),
+       coalesce(extract(epoch FROM now() - a.xact_start)::bigint || ' s', 'unknown')
+FROM (SELECT hashtextextended('partq.migrate:' || $1, 0) AS k) key
+JOIN pg_locks l
+  ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+ AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+ AND l.classid = ((key.k >> 32) & 4294967295)::oid AND l.objid = (key.k & 4294967295)::oid
+JOIN pg_stat_activity a ON a.pid = l.pid
+LIMIT 1)";
+
+// Takes the schema's migration lock (kMigrateLockKey) for the rest of `tx`.
+// Any role that can connect may take the same advisory lock, and a partq
+// migrate that simply waited would hang without a word (issue 48): when the
+// lock is taken, stderr says by whom, and how to end that, before waiting.
+void TakeMigrateLock(pqxx::transaction_base& tx, const std::string& schema) {
+  if (tx.exec_params(absl::StrCat("SELECT pg_try_advisory_xact_lock(", kMigrateLockKey, ")"),
+                     schema)[0][0]
+          .as<bool>()) {
+    return;
+  }
+  const pqxx::result holder = tx.exec_params(kMigrateLockHolder, schema);
+  if (!holder.empty()) {
+    const pqxx::row& h = holder[0];
+    std::fprintf(stderr,
+                 "partq: waiting for the migration lock of schema %s, held by backend %s "
+                 "(user %s, application %s, from %s, transaction open %s): another partq "
+                 "migrate, or a session holding the lock; if it is not a migrate, end it with "
+                 "SELECT pg_terminate_backend(%s)\n",
+                 Quoted(schema).c_str(), h[0].c_str(), Quoted(h[1].c_str()).c_str(),
+                 Quoted(h[2].c_str()).c_str(), Quoted(h[3].c_str()).c_str(), h[4].c_str(),
+                 h[0].c_str());
+  }
+  tx.exec_params(absl::StrCat("SELECT pg_advisory_xact_lock(", kMigrateLockKey, ")"), schema);
+}
 
 }  // namespace
 
@@ -498,7 +538,7 @@ absl::Status PgStore::MigrateTo(int to_version) {
   }
   absl::Status st = Run("migrate", [&]() -> absl::Status {
     PgWork<> tx(*conn_, options_.transaction_pooler);
-    tx.exec_params(kMigrateLock, options_.schema);
+    TakeMigrateLock(tx, options_.schema);
     // Checked first so a user without CREATE on the database can still run
     // an up-to-date schema.
     if (tx.exec_params("SELECT 1 FROM pg_namespace WHERE nspname = $1", options_.schema).empty()) {
@@ -516,7 +556,7 @@ absl::Status PgStore::MigrateTo(int to_version) {
     if (m.version > to_version) break;
     st = Run("migrate", [&]() -> absl::Status {
       PgWork<> tx(*conn_, options_.transaction_pooler);
-      tx.exec_params(kMigrateLock, options_.schema);
+      TakeMigrateLock(tx, options_.schema);
       absl::StatusOr<int> current = SchemaVersionLocked(tx);
       if (!current.ok()) return current.status();
       if (m.version <= *current) return absl::OkStatus();

@@ -4,7 +4,12 @@
 // grants, and each attempt is refused with 42501 and leaves nothing behind.
 // The queue's payload limit binds every caller of the SQL API.
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
@@ -316,6 +321,48 @@ TEST_F(RolesTest, AnOwnerThatIsNoSuperuserMigratesTheSchema) {
       Partq({"migrate", "--dsn", absl::StrCat(schema_.dsn(), " user=", owner), "--schema", schema});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, absl::StrCat("schema \"", schema, "\" is at version ", kSchemaVersion, "\n"));
+}
+
+// Issue 48: any role that can connect may take the advisory lock that
+// `partq migrate` takes (PostgreSQL has no privilege on advisory locks), so
+// it cannot be kept from blocking a migrate; it must not do so without a
+// word. A migrate that finds the lock taken says who holds it and how to
+// end that, waits, and migrates once the lock is let go.
+TEST_F(RolesTest, AMigrateThatFindsItsLockTakenSaysWhoHoldsItAndWaits) {
+  const std::string squatter = NewRole("squatter");
+  auto holder = As(squatter);
+  pqxx::nontransaction n(*holder);
+  const std::string pid = n.exec("SELECT pg_backend_pid()")[0][0].c_str();
+  n.exec_params("SELECT pg_advisory_lock(hashtextextended('partq.migrate:' || $1, 0))",
+                schema_.name());
+  char log[] = "/tmp/partq-migrate-log-XXXXXX";
+  const int fd = mkstemp(log);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto remove_log = absl::MakeCleanup([&] { unlink(log); });
+  testing::ChildProcess migrate(
+      {testing::PartqBinary(), "migrate", "--dsn", schema_.dsn(), "--schema", schema_.name()}, {},
+      log);
+  auto said = [&] {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return absl::StrContains(said(), "waiting"); }, absl::Seconds(20)))
+      << said();
+  const std::string text = said();
+  EXPECT_TRUE(
+      absl::StrContains(text, absl::StrCat("held by backend ", pid, " (user \"", squatter, "\"")))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, absl::StrCat("pg_terminate_backend(", pid, ")"))) << text;
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_TRUE(migrate.Running()) << "a migrate went on past a held lock: " << text;
+  n.exec_params("SELECT pg_advisory_unlock(hashtextextended('partq.migrate:' || $1, 0))",
+                schema_.name());
+  const std::optional<int> status = migrate.Wait(absl::Seconds(30));
+  ASSERT_TRUE(status.has_value()) << said();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << said();
+  EXPECT_TRUE(absl::StrContains(said(), absl::StrCat("is at version ", kSchemaVersion))) << said();
 }
 
 // Finding 3 of issue 48: a role granted `worker` on queue a (and nothing but
