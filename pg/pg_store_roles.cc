@@ -113,6 +113,7 @@ absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
                                               " does not exist (CREATE ROLE makes it, with "
                                               "LOGIN for a role that connects)"));
     }
+    Exec(tx, "forget_earlier_role", std::string(role));
     for (const std::string& q : queues) {
       if (kind == "publish") {
         Exec(tx, "grant_topic", q, std::string(role));

@@ -488,6 +488,7 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
         "cancel_by_dedup_key", "item_state_dedup",
         // roles per queue (migration 29)
         "grant_queue_right", "revoke_queue_right", "list_grants", "grant_topic", "revoke_topic",
+        "forget_earlier_role",
         // status
         "status_sessions", "status_session_throughput", "next_due", "queues_with_work", "owners",
         "status_horizon", "status_throughput", "status_groups", "status_parts"}) {

@@ -323,6 +323,52 @@ TEST_F(RolesTest, AnOwnerThatIsNoSuperuserMigratesTheSchema) {
   EXPECT_EQ(r.out, absl::StrCat("schema \"", schema, "\" is at version ", kSchemaVersion, "\n"));
 }
 
+// Issue 48 (migration 38): grants name their role by name and by oid. A
+// role dropped and made again under its name gets none of the dropped
+// one's grants (PostgreSQL drops a role's own privileges with it); `partq
+// grants` shows those rows as no one's, and a new grant to the name starts
+// from nothing.
+TEST_F(RolesTest, ARoleMadeAgainUnderADroppedRolesNameGetsNoneOfItsGrants) {
+  const std::string p = NewRole("again");
+  PartqOk({"grant", "producer", p, "--queue", "a"});
+  PartqOk({"grant", "publish", p, "--topic", "t"});
+  EXPECT_EQ(Try(*As(p), "SELECT {schema}.enqueue('a', 'x')"), "");
+  schema_.Q(absl::StrCat("DROP OWNED BY ", p, "; DROP ROLE ", p, "; CREATE ROLE ", p, " LOGIN"));
+
+  EXPECT_EQ(Try(*As(p), "SELECT {schema}.enqueue('a', 'x')"), "42501");
+  EXPECT_EQ(Count("items WHERE queue = 'a'"), 1);
+  EXPECT_TRUE(absl::StrContains(PartqOk({"grants", "--queue", "a"}), "no longer exists"));
+
+  PartqOk({"grant", "producer", p, "--queue", "b"});
+  auto c = As(p);
+  EXPECT_EQ(Try(*c, "SELECT {schema}.enqueue('b', 'x')"), "");
+  EXPECT_EQ(Try(*c, "SELECT {schema}.enqueue('a', 'x')"), "42501");
+  EXPECT_EQ(Count(absl::StrCat("grants WHERE role = '", p, "'")), 1);
+  EXPECT_EQ(Count(absl::StrCat("topic_grants WHERE role = '", p, "'")), 0);
+  const std::string listed = PartqOk({"grants"});
+  EXPECT_FALSE(absl::StrContains(listed, "no longer exists")) << listed;
+}
+
+// Issue 48 (migration 38): a refused group id is echoed cut, not whole; an
+// item's attempts stay in range, so no write (a worker may update its
+// queue's items) can make every claim of a part fail on attempts + 1.
+TEST_F(RolesTest, AHugeGroupIdMakesAShortMessageAndAttemptsStayInRange) {
+  pqxx::connection c(schema_.dsn());
+  try {
+    pqxx::work w(c);
+    w.exec(WithSchema("SELECT {schema}.group_create('a', repeat('g', 100000))", schema_.name()));
+    ADD_FAILURE() << "a 100,000-byte group id was taken";
+  } catch (const pqxx::sql_error& e) {
+    const std::string what = e.what();
+    EXPECT_LT(what.find('\n'), 200u) << what.substr(0, 400);  // the message, before CONTEXT
+    EXPECT_TRUE(absl::StrContains(what, "... (100000 bytes)")) << what.substr(0, 400);
+  }
+  ASSERT_OK(store_->Enqueue("a", NewItem{}).status());
+  EXPECT_EQ(Try(c, "UPDATE {schema}.items SET attempts = 2147483647"), "23514");
+  EXPECT_EQ(Try(c, "UPDATE {schema}.items SET attempts = -1"), "23514");
+  EXPECT_EQ(Try(c, "UPDATE {schema}.items SET attempts = 7"), "");
+}
+
 // Issue 48: any role that can connect may take the advisory lock that
 // `partq migrate` takes (PostgreSQL has no privilege on advisory locks), so
 // it cannot be kept from blocking a migrate; it must not do so without a
