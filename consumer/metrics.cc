@@ -96,7 +96,13 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& que
       vacuum_errors_(Counter(r, "partq_table_vacuum_errors_total",
                              "Rounds of the table keeper that failed (database errors); "
                              "retried.",
-                             queue)) {
+                             queue)),
+      index_rebuilds_(prometheus::BuildCounter()
+                          .Name("partq_index_rebuilds_total")
+                          .Help("Indexes of the queue tables this worker rebuilt online as the "
+                                "queue's table keeper, after a vacuum found them many times the "
+                                "size their entries need (consumer/table_keeper.h).")
+                          .Register(r)) {
   // Every reason from the start, at 0: a rate over them works before the
   // first failure; kept, so a failure costs no label lookup.
   for (FailureKind kind : kFailureKinds) {
@@ -109,6 +115,10 @@ void ConsumerMetrics::Vacuumed(const std::string& table, absl::Duration took) {
   const prometheus::Labels labels{{"queue", queue_}, {"table", table}};
   vacuums_.Add(labels).Increment();
   vacuum_seconds_.Add(labels).Increment(absl::ToDoubleSeconds(took));
+}
+
+void ConsumerMetrics::IndexRebuilt(const std::string& index) {
+  index_rebuilds_.Add({{"queue", queue_}, {"index", index}}).Increment();
 }
 
 void ConsumerMetrics::ScheduleFired(const std::string& schedule, int64_t missed) {

@@ -55,6 +55,8 @@ class ConsumerMetrics {
   // round that failed.
   void Vacuumed(const std::string& table, absl::Duration took);
   void VacuumError() { vacuum_errors_.Increment(); }
+  // ... and after a vacuum it rebuilt `index`, bloated (TableVacuum::rebuilt).
+  void IndexRebuilt(const std::string& index);
 
  private:
   prometheus::Registry& registry_;
@@ -80,6 +82,7 @@ class ConsumerMetrics {
   prometheus::Family<prometheus::Counter>& vacuums_;
   prometheus::Family<prometheus::Counter>& vacuum_seconds_;
   prometheus::Counter& vacuum_errors_;
+  prometheus::Family<prometheus::Counter>& index_rebuilds_;
 };
 
 }  // namespace partq

@@ -89,6 +89,13 @@ absl::Time TableKeeper::RunOnce() {
         if (metrics_ != nullptr) metrics_->Vacuumed(v.table, v.took);
         PARTQ_LOG(Debug) << "vacuumed " << v.table << " (" << v.dead_rows << " dead rows) in "
                          << absl::FormatDuration(v.took);
+        for (const TableVacuum::Rebuild& b : v.rebuilt) {
+          if (metrics_ != nullptr) metrics_->IndexRebuilt(b.index);
+          PARTQ_LOG(Info) << "rebuilt index " << b.index << " of " << v.table << ", bloated "
+                          << "(by a held snapshot, or a backlog since drained): "
+                          << b.bytes_before / 1024 << " KiB -> " << b.bytes_after / 1024
+                          << " KiB in " << absl::FormatDuration(b.took);
+        }
         break;
       case TableVacuum::Outcome::kDenied:
         PARTQ_LOG(Warning) << "the table " << v.table << " has " << v.dead_rows

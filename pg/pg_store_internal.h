@@ -404,6 +404,8 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,
                                bool dead) override;
   absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() override;
+  // After a vacuum of `table`: rebuilds its bloated indexes (bloated_indexes.sql).
+  absl::StatusOr<std::vector<TableVacuum::Rebuild>> RebuildBloatedIndexes(const std::string& table);
 
   // Queue groups (pg_store_groups.cc).
   absl::Status CreateGroup(absl::string_view queue, const GroupSpec& spec) override;

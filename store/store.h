@@ -465,6 +465,16 @@ struct TableVacuum {
   int64_t dead_rows = 0;  // dead rows the statistics counted before
   Outcome outcome = Outcome::kVacuumed;
   absl::Duration took;  // the VACUUM's time; zero unless it ran
+  // After a vacuum: the table's indexes found many times the size their
+  // entries need (a held snapshot let them grow; a btree never gives pages
+  // back) and rebuilt online (REINDEX CONCURRENTLY), with their sizes.
+  struct Rebuild {
+    std::string index;
+    int64_t bytes_before = 0;
+    int64_t bytes_after = 0;
+    absl::Duration took;
+  };
+  std::vector<Rebuild> rebuilt;
 };
 
 // The state of one item, for `partq wait`.
