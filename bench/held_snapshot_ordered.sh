@@ -9,24 +9,29 @@
 # Environment: DSN (required: a superuser connection, without dbname), PARTQ (build/cli/partq),
 # DB (partq_held_ordered), RATE (5000), KEYS (997), PARTS (16), WORKERS (2), BATCH (100),
 # SECS (200), HOLD_AT (40), HOLD_FOR (60), OUT (/tmp/partq-held-ordered), DB_SQL (statements
-# run on the new database first, e.g. ALTER DATABASE settings for auto_explain).
+# run on the new database first, e.g. ALTER DATABASE settings for auto_explain), QUEUE_FLAGS
+# (--ordered; e.g. '--fair-by key' or '--key-concurrency 2' for the other keyed queues, or
+# '' for a plain one), WORKER_FLAGS (none; e.g. --poll-only).
 set -euo pipefail
 : "${DSN:?set DSN to a superuser connection of the server to measure (no dbname)}"
 PARTQ=${PARTQ:-build/cli/partq} DB=${DB:-partq_held_ordered}
 RATE=${RATE:-5000} KEYS=${KEYS:-997} PARTS=${PARTS:-16} WORKERS=${WORKERS:-2} BATCH=${BATCH:-100}
 SECS=${SECS:-200} HOLD_AT=${HOLD_AT:-40} HOLD_FOR=${HOLD_FOR:-60}
+QUEUE_FLAGS=${QUEUE_FLAGS---ordered} WORKER_FLAGS=${WORKER_FLAGS:-}
 OUT=${OUT:-/tmp/partq-held-ordered}
 mkdir -p "$OUT"
 psql "$DSN dbname=postgres" -q -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
 dsn="$DSN dbname=$DB"
 if [[ -n "${DB_SQL:-}" ]]; then psql "$dsn" -q -c "$DB_SQL"; fi
 "$PARTQ" migrate --dsn "$dsn" >/dev/null
-"$PARTQ" queue create oq --parts "$PARTS" --ordered --dsn "$dsn" >/dev/null
+# shellcheck disable=SC2086 # the flags are words
+"$PARTQ" queue create oq --parts "$PARTS" $QUEUE_FLAGS --dsn "$dsn" >/dev/null
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT
 for ((w = 0; w < WORKERS; w++)); do
-  "$PARTQ" worker oq --handler record:effects --dsn "$dsn" >"$OUT/worker$w.log" 2>&1 &
+  # shellcheck disable=SC2086 # the flags are words
+  "$PARTQ" worker oq --handler record:effects $WORKER_FLAGS --dsn "$dsn" >"$OUT/worker$w.log" 2>&1 &
   pids+=($!)
 done
 cat >"$OUT/enqueue.sql" <<EOF
