@@ -5,7 +5,9 @@
 -- width of the index's columns (pg_stats; 8 where there is none), on
 -- pages 70% full, plus 8 pages. A btree never gives pages back: after a
 -- held snapshot let an index grow to hold every dead entry, only a
--- rebuild returns its space (issue 47).
+-- rebuild returns its space (issue 47). Only a role with its table's
+-- owner's privileges may rebuild (REINDEX asks that; the database's owner,
+-- which may vacuum, may not): none for another.
 SELECT i.relname::text, pg_relation_size(i.oid)
 FROM pg_index x
 JOIN pg_class i ON i.oid = x.indexrelid
@@ -18,7 +20,7 @@ CROSS JOIN LATERAL (
     ON s.schemaname = $1 AND s.tablename = t.relname AND s.attname = a.attname
    AND NOT s.inherited) w
 WHERE t.relnamespace = (SELECT n.oid FROM pg_namespace n WHERE n.nspname = $1)
-  AND t.relname = $2 AND x.indisvalid AND x.indisready
+  AND t.relname = $2 AND x.indisvalid AND x.indisready AND pg_has_role(t.relowner, 'USAGE')
   AND pg_relation_size(i.oid) >= $3::bigint
   AND pg_relation_size(i.oid)
       > $4::float8 * (greatest(i.reltuples, 0) * w.width / 0.7 + 8 * 8192)
