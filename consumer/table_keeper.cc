@@ -96,6 +96,10 @@ absl::Time TableKeeper::RunOnce() {
                           << b.bytes_before / 1024 << " KiB -> " << b.bytes_after / 1024
                           << " KiB in " << absl::FormatDuration(b.took);
         }
+        if (!v.rebuild_error.ok()) {
+          PARTQ_LOG(Warning) << "rebuilding the bloated indexes of " << v.table << ": "
+                             << v.rebuild_error;
+        }
         break;
       case TableVacuum::Outcome::kDenied:
         PARTQ_LOG(Warning) << "the table " << v.table << " has " << v.dead_rows

@@ -477,42 +477,68 @@ namespace {
 // another, and each later one sees the schema the earlier ones committed.
 constexpr char kMigrateLockKey[] = "hashtextextended('partq.migrate:' || $1, 0)";
 
-// Who holds the migration lock of schema $1, as a sentence (no row: it went
-// meanwhile). A bigint advisory lock shows in pg_locks as its high and low
-// halves (classid, objid) with objsubid 1.
+// Who holds the migration lock of schema $1 (no row: it went meanwhile). A
+// bigint advisory lock shows in pg_locks as its high and low halves
+// (classid, objid) with objsubid 1; a prepared transaction's has no backend.
+// What pg_stat_activity hides from a role without pg_read_all_stats is
+// "unknown".
 constexpr char kMigrateLockHolder[] = R"(
-SELECT a.pid, coalesce(a.usename, ''), coalesce(a.application_name, ''),
-       coalesce(host(a.client_addr), 'a local socket'),
-       coalesce(extract(epoch FROM now() - a.xact_start)::bigint || ' s', 'unknown')
+SELECT coalesce(a.pid::text, 'none (a prepared transaction: see pg_prepared_xacts)'),
+       coalesce(a.usename, 'unknown'), coalesce(a.application_name, ''),
+       CASE WHEN a.client_addr IS NOT NULL THEN host(a.client_addr)
+            WHEN a.client_port = -1 THEN 'a local socket' ELSE 'unknown' END,
+       coalesce(a.state, 'unknown'), l.pid IS NOT NULL
 FROM (SELECT hashtextextended('partq.migrate:' || $1, 0) AS k) key
 JOIN pg_locks l
   ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
  AND l.classid = ((key.k >> 32) & 4294967295)::oid AND l.objid = (key.k & 4294967295)::oid
-JOIN pg_stat_activity a ON a.pid = l.pid
+LEFT JOIN pg_stat_activity a ON a.pid = l.pid
 LIMIT 1)";
+
+// How long a migrate waits for its lock before it says who holds it: a
+// fleet migrating at once takes turns of milliseconds, and says nothing.
+constexpr absl::Duration kMigrateLockQuiet = absl::Seconds(2);
+
+// Says on stderr who holds the schema's migration lock (kMigrateLockHolder).
+void SayWhoHoldsTheMigrateLock(pqxx::transaction_base& tx, const std::string& schema) {
+  const pqxx::result holder = tx.exec_params(kMigrateLockHolder, schema);
+  if (holder.empty()) return;
+  const pqxx::row& h = holder[0];
+  const std::string app = h[2].as<std::string>();
+  if (app == "partq") {
+    std::fprintf(stderr,
+                 "partq: waiting for the migration lock of schema %s: another partq migrate "
+                 "holds it (backend %s, user %s)\n",
+                 Quoted(schema).c_str(), h[0].c_str(), Quoted(h[1].c_str()).c_str());
+    return;
+  }
+  std::fprintf(stderr,
+               "partq: waiting for the migration lock of schema %s, held by backend %s (user %s, "
+               "application %s, from %s, state %s): any role that can connect may take it; if "
+               "that is not a migrate, end it%s%s%s\n",
+               Quoted(schema).c_str(), h[0].c_str(), Quoted(h[1].c_str()).c_str(),
+               Quoted(app).c_str(), Quoted(h[3].c_str()).c_str(), Quoted(h[4].c_str()).c_str(),
+               h[5].as<bool>() ? " with SELECT pg_terminate_backend(" : " (ROLLBACK PREPARED)",
+               h[5].as<bool>() ? h[0].c_str() : "", h[5].as<bool>() ? ")" : "");
+}
 
 // Takes the schema's migration lock (kMigrateLockKey) for the rest of `tx`.
 // Any role that can connect may take the same advisory lock, and a partq
-// migrate that simply waited would hang without a word (issue 48): when the
-// lock is taken, stderr says by whom, and how to end that, before waiting.
-void TakeMigrateLock(pqxx::transaction_base& tx, const std::string& schema) {
-  if (tx.exec_params(absl::StrCat("SELECT pg_try_advisory_xact_lock(", kMigrateLockKey, ")"),
-                     schema)[0][0]
-          .as<bool>()) {
-    return;
-  }
-  const pqxx::result holder = tx.exec_params(kMigrateLockHolder, schema);
-  if (!holder.empty()) {
-    const pqxx::row& h = holder[0];
-    std::fprintf(stderr,
-                 "partq: waiting for the migration lock of schema %s, held by backend %s "
-                 "(user %s, application %s, from %s, transaction open %s): another partq "
-                 "migrate, or a session holding the lock; if it is not a migrate, end it with "
-                 "SELECT pg_terminate_backend(%s)\n",
-                 Quoted(schema).c_str(), h[0].c_str(), Quoted(h[1].c_str()).c_str(),
-                 Quoted(h[2].c_str()).c_str(), Quoted(h[3].c_str()).c_str(), h[4].c_str(),
-                 h[0].c_str());
+// migrate that simply waited would hang without a word (issue 48): after
+// kMigrateLockQuiet, stderr says who holds it (once per `*said`), then the
+// migrate waits.
+void TakeMigrateLock(pqxx::transaction_base& tx, const std::string& schema, bool* said) {
+  const std::string try_lock =
+      absl::StrCat("SELECT pg_try_advisory_xact_lock(", kMigrateLockKey, ")");
+  const absl::Time quiet_until = absl::Now() + kMigrateLockQuiet;
+  do {
+    if (tx.exec_params(try_lock, schema)[0][0].as<bool>()) return;
+    absl::SleepFor(absl::Milliseconds(20));
+  } while (absl::Now() < quiet_until);
+  if (!*said) {
+    SayWhoHoldsTheMigrateLock(tx, schema);
+    *said = true;
   }
   tx.exec_params(absl::StrCat("SELECT pg_advisory_xact_lock(", kMigrateLockKey, ")"), schema);
 }
@@ -536,9 +562,10 @@ absl::Status PgStore::MigrateTo(int to_version) {
     return absl::InvalidArgumentError(
         absl::StrCat("no schema version ", to_version, ": this partq knows 1..", kSchemaVersion));
   }
+  bool said = false;  // who holds the lock, once
   absl::Status st = Run("migrate", [&]() -> absl::Status {
     PgWork<> tx(*conn_, options_.transaction_pooler);
-    TakeMigrateLock(tx, options_.schema);
+    TakeMigrateLock(tx, options_.schema, &said);
     // Checked first so a user without CREATE on the database can still run
     // an up-to-date schema.
     if (tx.exec_params("SELECT 1 FROM pg_namespace WHERE nspname = $1", options_.schema).empty()) {
@@ -556,7 +583,7 @@ absl::Status PgStore::MigrateTo(int to_version) {
     if (m.version > to_version) break;
     st = Run("migrate", [&]() -> absl::Status {
       PgWork<> tx(*conn_, options_.transaction_pooler);
-      TakeMigrateLock(tx, options_.schema);
+      TakeMigrateLock(tx, options_.schema, &said);
       absl::StatusOr<int> current = SchemaVersionLocked(tx);
       if (!current.ok()) return current.status();
       if (m.version <= *current) return absl::OkStatus();

@@ -406,6 +406,8 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() override;
   // After a vacuum of `table`: rebuilds its bloated indexes (bloated_indexes.sql).
   absl::StatusOr<std::vector<TableVacuum::Rebuild>> RebuildBloatedIndexes(const std::string& table);
+  // Drops what interrupted rebuilds left (leftover_rebuilds.sql); false when a drop gave up.
+  bool DropUnfinishedRebuilds(pqxx::transaction_base& tx, const std::string& table);
 
   // Queue groups (pg_store_groups.cc).
   absl::Status CreateGroup(absl::string_view queue, const GroupSpec& spec) override;

@@ -2298,9 +2298,13 @@ absl::StatusOr<std::vector<TableVacuum>> PgStore::VacuumQueueTables() {
       if (*ran) {
         v.outcome = TableVacuum::Outcome::kVacuumed;
         vacuumed_at_horizon_[d.table] = d.horizon;
+        // A rebuild that failed fails no vacuum: the keeper says why.
         auto rebuilt = RebuildBloatedIndexes(d.table);
-        if (!rebuilt.ok()) return rebuilt.status();
-        v.rebuilt = *std::move(rebuilt);
+        if (rebuilt.ok()) {
+          v.rebuilt = *std::move(rebuilt);
+        } else {
+          v.rebuild_error = rebuilt.status();
+        }
       } else {
         v.outcome = TableVacuum::Outcome::kBusy;
         v.took = absl::ZeroDuration();
@@ -2320,16 +2324,40 @@ namespace {
 constexpr int64_t kRebuildMinBytes = 16 << 20;
 constexpr double kRebuildFactor = 4;
 // How long a rebuild waits for a lock, or for a snapshot older than its own
-// to go: past it, the rebuild gives up until the next vacuum, and the next
-// one drops what it left.
-constexpr char kRebuildLockTimeout[] = "SET lock_timeout = '5s'";
+// to go, and how long one statement of it may take: past either it gives
+// up until the next vacuum (the keeper's connection, which the collector
+// and the firer share, is not held longer).
+constexpr char kRebuildTimeouts[] = "SET lock_timeout = '5s'; SET statement_timeout = '20s'";
+constexpr char kRebuildTimeoutsReset[] = "RESET lock_timeout; RESET statement_timeout";
 constexpr char kRebuildLock[] = "hashtextextended('partq.rebuild:' || $1, 0)";
+
+// A rebuild's statement stopped by kRebuildTimeouts (or a cancel).
+bool GaveUp(const pqxx::sql_error& e) {
+  return e.sqlstate() == "55P03" || e.sqlstate() == "57014" ||
+         absl::StrContains(e.what(), "lock timeout") ||
+         absl::StrContains(e.what(), "statement timeout");
+}
 
 }  // namespace
 
+// Drops what rebuilds that gave up or died left of `table`'s indexes
+// (leftover_rebuilds.sql); false when a drop gave up.
+bool PgStore::DropUnfinishedRebuilds(pqxx::transaction_base& tx, const std::string& table) {
+  for (const pqxx::row& r : Exec(tx, "leftover_rebuilds", options_.schema, table)) {
+    try {
+      tx.exec0(absl::StrCat("DROP INDEX CONCURRENTLY IF EXISTS ", qschema_, ".",
+                            tx.quote_name(r[0].as<std::string>())));
+    } catch (const pqxx::sql_error& e) {
+      if (!GaveUp(e)) throw;
+      return false;
+    }
+  }
+  return true;
+}
+
 absl::StatusOr<std::vector<TableVacuum::Rebuild>> PgStore::RebuildBloatedIndexes(
     const std::string& table) {
-  // Through a transaction pooler the SET of the lock timeout could reach
+  // Through a transaction pooler the SETs of the timeouts could reach
   // another client's server connection: no rebuild there.
   if (options_.transaction_pooler) return std::vector<TableVacuum::Rebuild>{};
   return Run(
@@ -2339,41 +2367,41 @@ absl::StatusOr<std::vector<TableVacuum::Rebuild>> PgStore::RebuildBloatedIndexes
         pqxx::nontransaction tx(*conn_);
         const pqxx::result bloated =
             Exec(tx, "bloated_indexes", options_.schema, table, kRebuildMinBytes, kRebuildFactor);
-        if (bloated.empty()) return out;
+        if (bloated.empty() && Exec(tx, "leftover_rebuilds", options_.schema, table).empty()) {
+          return out;
+        }
         // One keeper of the schema at a time (each queue has one).
         if (!tx.exec_params1(absl::StrCat("SELECT pg_try_advisory_lock(", kRebuildLock, ")"),
                              options_.schema)[0]
                  .as<bool>()) {
           return out;
         }
-        // The connection goes on serving the collector and the
-        // firer: whatever happens, it keeps neither the lock nor the
-        // timeout (a connection that broke has lost both).
+        // The connection goes on serving the collector and the firer:
+        // whatever happens, it keeps neither the lock nor the timeouts
+        // (a connection that broke has lost both).
         auto restore = absl::MakeCleanup([&] {
           try {
-            tx.exec0("RESET lock_timeout");
+            tx.exec0(kRebuildTimeoutsReset);
             tx.exec_params(absl::StrCat("SELECT pg_advisory_unlock(", kRebuildLock, ")"),
                            options_.schema);
           } catch (const std::exception&) {
           }
         });
-        tx.exec0(kRebuildLockTimeout);
-        for (const pqxx::row& r : Exec(tx, "leftover_rebuilds", options_.schema, table)) {
-          tx.exec0(absl::StrCat("DROP INDEX CONCURRENTLY IF EXISTS ", qschema_, ".",
-                                tx.quote_name(r[0].as<std::string>())));
-        }
+        tx.exec0(kRebuildTimeouts);
+        if (!DropUnfinishedRebuilds(tx, table)) return out;
         for (const pqxx::row& r : bloated) {
-          TableVacuum::Rebuild b{r[0].as<std::string>(), r[1].as<int64_t>()};
+          TableVacuum::Rebuild b;
+          b.index = r[0].as<std::string>();
+          b.bytes_before = r[1].as<int64_t>();
           const std::string index = absl::StrCat(qschema_, ".", tx.quote_name(b.index));
           const absl::Time start = absl::Now();
           try {
             tx.exec0(absl::StrCat("REINDEX INDEX CONCURRENTLY ", index));
           } catch (const pqxx::sql_error& e) {
-            // A lock or an old snapshot outwaited the timeout: the
-            // next vacuum tries again (and drops what this left).
-            if (e.sqlstate() != "55P03" && !absl::StrContains(e.what(), "lock timeout")) {
-              throw;
-            }
+            if (!GaveUp(e)) throw;
+            // An unfinished new index would be kept up to date by
+            // every write until dropped: it goes now if it can.
+            DropUnfinishedRebuilds(tx, table);
             break;
           }
           b.took = absl::Now() - start;

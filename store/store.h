@@ -475,6 +475,7 @@ struct TableVacuum {
     absl::Duration took;
   };
   std::vector<Rebuild> rebuilt;
+  absl::Status rebuild_error;  // a rebuild that failed (not one that gave up on a timeout)
 };
 
 // The state of one item, for `partq wait`.

@@ -15,13 +15,47 @@
 --   attempts to 2147483647; every claim of that part then failed on
 --   attempts + 1 (integer out of range), and the part's other items
 --   stalled. Attempts never pass max_attempts (at most 1000) by more than a
---   few takeovers, so new values must lie in 0..1000000. NOT VALID: rows
---   already there are not scanned (no migration fails on one).
+--   few takeovers, so new values must lie in 0..1000000 (a takeover's
+--   increment stops there: take_over_claims.sql). Rows already outside are
+--   brought in first; NOT VALID then spares a second scan.
+--
+-- The constraint takes items' ACCESS EXCLUSIVE lock for a moment. It goes
+-- first, before any other lock of this migration is held, and waits for
+-- it at most 10 s (a keeper's VACUUM holds a lock it must wait for): past
+-- that the migration fails, changes nothing, and may be run again, rather
+-- than keep every claim, ack and enqueue queued behind its wait.
+
+SET LOCAL lock_timeout = '10s';
+ALTER TABLE {schema}.items ADD CONSTRAINT items_attempts_in_range
+  CHECK (attempts BETWEEN 0 AND 1000000) NOT VALID;
+UPDATE {schema}.items SET attempts = least(greatest(attempts, 0), 1000000)
+WHERE attempts NOT BETWEEN 0 AND 1000000;
+RESET lock_timeout;
 
 ALTER TABLE {schema}.grants ADD COLUMN role_oid oid;
 UPDATE {schema}.grants g SET role_oid = r.oid FROM pg_roles r WHERE r.rolname = g.role;
 ALTER TABLE {schema}.topic_grants ADD COLUMN role_oid oid;
 UPDATE {schema}.topic_grants g SET role_oid = r.oid FROM pg_roles r WHERE r.rolname = g.role;
+
+-- Migration 36's worker_scope(), its grants matched by oid as well as name:
+-- a worker grant of a dropped role confines no role made again under its
+-- name.
+CREATE OR REPLACE FUNCTION {schema}.worker_scope() RETURNS text[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  scope CONSTANT text[] := ARRAY(
+    SELECT g.queue FROM {schema}.grants g
+    JOIN pg_roles r ON r.rolname = g.role AND r.oid = g.role_oid
+    WHERE g.kind = 'worker' AND pg_has_role(session_user, r.oid, 'MEMBER'));
+BEGIN
+  IF cardinality(scope) > 0
+     OR EXISTS (SELECT 1 FROM {schema}.confined_roles c JOIN pg_roles r ON r.oid = c.role_oid
+                WHERE pg_has_role(session_user, r.oid, 'MEMBER')) THEN
+    RETURN scope;
+  END IF;
+  RETURN NULL;
+END
+$$;
 
 -- Migration 30's may(), its grants matched by oid as well as name.
 CREATE OR REPLACE FUNCTION {schema}.may(queue text, kinds text[], tbl text, privilege text)
@@ -83,5 +117,3 @@ BEGIN
 END
 $$;
 
-ALTER TABLE {schema}.items ADD CONSTRAINT items_attempts_in_range
-  CHECK (attempts BETWEEN 0 AND 1000000) NOT VALID;

@@ -331,12 +331,20 @@ TEST_F(RolesTest, AnOwnerThatIsNoSuperuserMigratesTheSchema) {
 TEST_F(RolesTest, ARoleMadeAgainUnderADroppedRolesNameGetsNoneOfItsGrants) {
   const std::string p = NewRole("again");
   PartqOk({"grant", "producer", p, "--queue", "a"});
+  PartqOk({"grant", "worker", p, "--queue", "a"});
   PartqOk({"grant", "publish", p, "--topic", "t"});
   EXPECT_EQ(Try(*As(p), "SELECT {schema}.enqueue('a', 'x')"), "");
   schema_.Q(absl::StrCat("DROP OWNED BY ", p, "; DROP ROLE ", p, "; CREATE ROLE ", p, " LOGIN"));
 
   EXPECT_EQ(Try(*As(p), "SELECT {schema}.enqueue('a', 'x')"), "42501");
   EXPECT_EQ(Count("items WHERE queue = 'a'"), 1);
+  // Nor through a worker role it is made a member of: the dropped role's
+  // worker grant on a confines it to nothing (worker_scope).
+  const std::string w = NewRole("workers");
+  PartqOk({"grant", "worker", w, "--queue", "b"});
+  schema_.Q(absl::StrCat("GRANT ", w, " TO ", p));
+  EXPECT_EQ(Try(*As(p), "SELECT {schema}.enqueue('a', 'x')"), "42501");
+  schema_.Q(absl::StrCat("REVOKE ", w, " FROM ", p));
   EXPECT_TRUE(absl::StrContains(PartqOk({"grants", "--queue", "a"}), "no longer exists"));
 
   PartqOk({"grant", "producer", p, "--queue", "b"});

@@ -2,7 +2,9 @@
 -- session just took over (join.sql, acquire.sql): the claim record an
 -- earlier owner left there is read (a graceful owner deleted its own, so
 -- only a dead owner's remain) and its items marked abandoned, one attempt
--- counted each (store.h, "Claims"); then those records go and the part
+-- counted each (store.h, "Claims"; at most 1,000,000, the range migration
+-- 38 holds attempts to, so no item a worker set there stops the takeover);
+-- then those records go and the part
 -- gets an empty one at the new epoch, which the tenure's claims replace
 -- (only at that epoch: a session that lost the part cannot write it). $1
 -- is the queue.
@@ -24,7 +26,7 @@ left_claims AS (
   SELECT c.part, c.epoch, c.ids FROM {schema}.part_claims c JOIN {src} n ON c.part = n.part
   WHERE c.queue = $1 AND c.epoch < n.epoch),
 abandoned AS (
-  UPDATE {schema}.items i SET attempts = i.attempts + 1, abandoned_epoch = l.epoch
+  UPDATE {schema}.items i SET attempts = least(i.attempts + 1, 1000000), abandoned_epoch = l.epoch
   FROM left_claims l WHERE i.id = ANY(l.ids)
   RETURNING 1),
 cleared AS (
