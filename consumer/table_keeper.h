@@ -22,6 +22,10 @@
 // never gives pages back, so an index that grew to hold a held snapshot's
 // dead entries (157 MB after a minute at 20k items/s, against 17 MB before)
 // stayed that size (Store::VacuumQueueTables, TableVacuum::rebuilt; issue 47).
+// A rebuild holds the keeper's connection, and with it the collector and
+// the firer that share it, for its length: at most 20 s a statement, and 5 s
+// a wait for a lock or an older snapshot, past which it gives up until the
+// next vacuum.
 //
 // Cost: one catalog query every `interval` while this worker owns part 0,
 // and the vacuums (a fraction of a second each when they keep pace). It
