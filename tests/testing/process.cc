@@ -166,8 +166,15 @@ std::vector<ProcessInfo> AllProcesses() {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     pid_t pid;
     if (!absl::SimpleAtoi(e.path().filename().string(), &pid)) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // A process that exits between the listing and the read fails the read
+    // (ESRCH, which libstdc++ throws from the stream): it is gone, skip it.
+    std::string stat;
+    try {
+      std::ifstream in(e.path() / "stat");
+      stat.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::exception&) {
+      continue;
+    }
     const size_t paren = stat.rfind(')');  // the command name may hold spaces
     if (paren == std::string::npos || paren + 2 > stat.size()) continue;
     std::istringstream rest(stat.substr(paren + 2));
