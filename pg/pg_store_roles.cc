@@ -152,10 +152,7 @@ absl::StatusOr<int> PgStore::Revoke(absl::string_view kind, absl::string_view ro
         PgWork<> tx(*conn_, options_.transaction_pooler);
         // An earlier role's rows of this name are not this role's to revoke
         // (migration 38); a dropped role's own rows are, by its name.
-        if (!tx.exec_params("SELECT 1 FROM pg_roles WHERE rolname = $1", std::string(role))
-                 .empty()) {
-          Exec(tx, "forget_earlier_role", std::string(role));
-        }
+        Exec(tx, "forget_earlier_role", std::string(role));
         for (const std::string& q : queues) {
           removed +=
               static_cast<int>((kind == "publish" ? Exec(tx, "revoke_topic", q, std::string(role))
