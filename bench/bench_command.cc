@@ -269,6 +269,39 @@ absl::StatusOr<std::unique_ptr<EmbeddedPostgres>> StartBenchServer(const Args& a
   return EmbeddedPostgres::Start(eo);
 }
 
+// Gives a new embedded server the WAL segments a server that has run a
+// while keeps for reuse, up to max_wal_size. A new data directory has none:
+// every 16 MB of WAL, one backend created and zero-filled a segment while
+// every other commit waited (COMMITs of 32-41 ms on every connection at
+// once, every 6 s at 5,000 items/s: the steady rounds' max latency,
+// BENCHMARKS.md). Each segment is written once here (a logged table's row
+// each: a temporary table writes no WAL, and a switch after none is no
+// switch), then a checkpoint recycles them all as future ones. With
+// wal_init_zero off instead, commits into never-written segments paid for
+// the filesystem's allocation: a slower median. A failure costs only the
+// stalls, so it is a warning.
+void WarmWal(const std::string& dsn, bool verbose) {
+  if (verbose) fprintf(stderr, "partq bench: making the embedded server's WAL segments...\n");
+  absl::StatusOr<std::unique_ptr<bench::Sql>> sql = bench::Sql::Open(dsn);
+  absl::Status st = sql.ok() ? (*sql)->Exec(R"sql(
+CREATE TABLE partq_wal_warmup (n int);
+DO $$
+BEGIN
+  FOR n IN 1 .. pg_size_bytes(current_setting('max_wal_size'))
+                / pg_size_bytes(current_setting('wal_segment_size')) LOOP
+    INSERT INTO partq_wal_warmup VALUES (n);
+    PERFORM pg_switch_wal();
+  END LOOP;
+END $$;
+DROP TABLE partq_wal_warmup;
+CHECKPOINT)sql")
+                             : sql.status();
+  if (!st.ok()) {
+    fprintf(stderr, "partq bench: warning: the embedded server's WAL was not made ahead: %s\n",
+            std::string(st.message()).c_str());
+  }
+}
+
 // The report as a table (or --json) on stdout, then --out and --plot; the
 // exit status.
 int WriteReport(const Args& args, const bench::BenchReport& report, const bench::BenchOptions& o) {
@@ -321,6 +354,7 @@ int CmdBench(const std::vector<std::string>& argv) {
     if (!s.ok()) return Fail(s.status());
     server = std::move(*s);
     pg->dsn = server->dsn();
+    WarmWal(pg->dsn, o.verbose);
   }
   o.pg = *pg;
   // Consumers log reconnects and the like; a benchmark's output is its table.
