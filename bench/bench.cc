@@ -1408,6 +1408,13 @@ void Bench::Machine(BenchReport& r) {
     auto v = sql_->Scalar(absl::StrCat("SHOW ", s));
     if (v.ok()) r.machine[absl::StrCat("pg.", s)] = *v;
   }
+  // WAL segments made ahead for reuse: without them, every 16 MB of WAL
+  // stalls every commit while one is made (StartBenchServer's WarmWal).
+  // Reading pg_wal needs pg_monitor; without it the entry is left out.
+  auto ahead = sql_->Scalar(
+      "SELECT count(*) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$' AND name > "
+      "pg_walfile_name(pg_current_wal_lsn())");
+  if (ahead.ok()) r.machine["pg.wal_segments_ahead"] = *ahead;
 }
 
 void Bench::Diagnose(BenchReport& r) {

@@ -280,10 +280,28 @@ absl::StatusOr<std::unique_ptr<EmbeddedPostgres>> StartBenchServer(const Args& a
 // wal_init_zero off instead, commits into never-written segments paid for
 // the filesystem's allocation: a slower median. A failure costs only the
 // stalls, so it is a warning.
-void WarmWal(const std::string& dsn, bool verbose) {
-  if (verbose) fprintf(stderr, "partq bench: making the embedded server's WAL segments...\n");
-  absl::StatusOr<std::unique_ptr<bench::Sql>> sql = bench::Sql::Open(dsn);
-  absl::Status st = sql.ok() ? (*sql)->Exec(R"sql(
+void WarmWal(const EmbeddedPostgres& server, bool verbose) {
+  absl::StatusOr<std::unique_ptr<bench::Sql>> sql = bench::Sql::Open(server.dsn());
+  absl::StatusOr<std::string> need =
+      sql.ok() ? (*sql)->Scalar("SELECT pg_size_bytes(current_setting('max_wal_size'))")
+               : sql.status();
+  int64_t need_bytes = 0;
+  absl::Status st = need.status();
+  if (st.ok() && !absl::SimpleAtoi(*need, &need_bytes)) {
+    st = absl::InternalError(absl::StrCat("max_wal_size in bytes is \"", *need, "\""));
+  }
+  // The segments go beside the server's data: a disk too full for twice
+  // them keeps the stalls rather than risk the server's WAL writes.
+  std::error_code ec;
+  const std::filesystem::space_info disk = std::filesystem::space(server.dir(), ec);
+  if (st.ok() && !ec && disk.available / 2 < static_cast<uintmax_t>(need_bytes)) {
+    st = absl::ResourceExhaustedError(
+        absl::StrCat("only ", disk.available >> 20, " MB free beside it, and max_wal_size is ",
+                     need_bytes >> 20, " MB: commits may stall while a segment is made"));
+  }
+  if (st.ok()) {
+    if (verbose) fprintf(stderr, "partq bench: making the embedded server's WAL segments...\n");
+    st = (*sql)->Exec(R"sql(
 CREATE TABLE partq_wal_warmup (n int);
 DO $$
 BEGIN
@@ -294,8 +312,8 @@ BEGIN
   END LOOP;
 END $$;
 DROP TABLE partq_wal_warmup;
-CHECKPOINT)sql")
-                             : sql.status();
+CHECKPOINT)sql");
+  }
   if (!st.ok()) {
     fprintf(stderr, "partq bench: warning: the embedded server's WAL was not made ahead: %s\n",
             std::string(st.message()).c_str());
@@ -354,7 +372,7 @@ int CmdBench(const std::vector<std::string>& argv) {
     if (!s.ok()) return Fail(s.status());
     server = std::move(*s);
     pg->dsn = server->dsn();
-    WarmWal(pg->dsn, o.verbose);
+    WarmWal(*server, o.verbose);
   }
   o.pg = *pg;
   // Consumers log reconnects and the like; a benchmark's output is its table.
