@@ -71,11 +71,14 @@
 //           start until handlers saw every id AND the system's account says all are done;
 //           then, once, every id 0..N-1 seen exactly once (duplicates, missing).
 //   steady: a producer process (a fork of this script, so it does not share the workers'
-//           event loop) sends one job per item (graphile addJob, pg-boss send) at --rate per
-//           second for --seconds: one send at a time, and more concurrent sends (up to
-//           --senders, default 8) while it falls behind its schedule and they help;
-//           latency per item = handler start - send time; kept_up when all were done within
-//           10 s after the producer ended; rate_reached when it sent at >= 98% of --rate.
+//           event loop) sends --rate items a second for --seconds as partq bench's own
+//           producers do: every 10 ms, the items due by then in one call (graphile
+//           add_jobs(job_spec[]) in SQL, pg-boss insert([jobs])), one job per item; more
+//           calls at once (up to --senders, default 8) while it falls behind its schedule
+//           and they help. Latency per item = handler start - the commit of its call (the
+//           producer's clock when it returned), as partq's are from the enqueue's commit;
+//           kept_up when all were done within 10 s after the producer ended; rate_reached
+//           when it sent at >= 98% of --rate.
 //   pickup: an idle fleet of W workers; N times, 200 ms apart, one job is sent and timed from
 //           just before the send to its handler's start.
 // PARTQ_PEERS_DEBUG=1 also logs more latency percentiles to stderr.
@@ -100,6 +103,7 @@ const PICKUP_GAP_MS = 200
 const PICKUP_SAMPLE_TIMEOUT_MS = 30000
 const STALL_MS = 30000
 const LAG_MS = 20
+const TICK_MS = 10
 const SENDER_WINDOW_MS = 250
 
 // Everything but the result line goes to stderr, whatever the libraries call.
@@ -363,8 +367,15 @@ async function makeGraphileProducer (mods, schema, senders) {
   const pool = makePool(pg, senders)
   const utils = await gw.makeWorkerUtils({ pgPool: pool, schema, logger: graphileLogger(gw) })
   await Promise.all(Array.from({ length: senders }, () => pool.query('SELECT 1')))
+  // One add_jobs(job_spec[]) a tick: the SQL function the load uses, one statement for
+  // every item due (0.16.6's JS addJob takes one job).
+  const s = quoteIdent(schema)
   return {
-    send: payload => utils.addJob(TASK, payload),
+    sendMany: payloads => pool.query(
+      `SELECT count(*) FROM ${s}.add_jobs(ARRAY(
+         SELECT ROW($1::text, p, NULL, NULL, NULL, NULL, NULL, NULL)::${s}.job_spec
+         FROM unnest($2::json[]) AS p))`,
+      [TASK, payloads.map(p => JSON.stringify(p))]),
     async close () { await utils.release(); await pool.end() }
   }
 }
@@ -507,8 +518,9 @@ async function makePgBossProducer (mods, schema, senders) {
   boss.on('error', e => log('pg-boss error (producer):', e.message))
   await boss.start()
   await Promise.all(Array.from({ length: senders }, () => boss.getQueueSize(QUEUE)))
+  // One insert([jobs]) a tick: pg-boss's own batch send, as the load uses.
   return {
-    send: payload => boss.send(QUEUE, payload),
+    sendMany: payloads => boss.insert(payloads.map(data => ({ name: QUEUE, data }))),
     async close () { await boss.stop({ graceful: false, destroy: true }) }
   }
 }
@@ -526,6 +538,7 @@ class Seen {
     this.n = n
     this.counts = new Uint32Array(n)
     this.latencyMs = latencies ? new Float64Array(n).fill(NaN) : null
+    this.startUs = latencies ? new Float64Array(n).fill(NaN) : null
     this.distinct = 0
     this.outOfRange = 0
     this.lastProgress = performance.now()
@@ -538,6 +551,7 @@ class Seen {
     if (!(id >= 0 && id < this.n)) { this.outOfRange++; return }
     if (this.counts[id]++ === 0) {
       this.distinct++
+      if (this.startUs) this.startUs[id] = startUs
       if (sentUs !== undefined && this.latencyMs) this.latencyMs[id] = (startUs - sentUs) / 1000
       if (this.waiters.length) this.wake()
     }
@@ -686,6 +700,15 @@ async function steady (sys, o) {
     await settle(seen, total, account, endedAt + KEPT_UP_GRACE_MS, 20)
   const { duplicates, missing } = seen.tally()
   await producer.exited
+  // From the commit of the item's batch (the producer's clock when its call returned), as
+  // partq's steady rounds count from the enqueue's commit; a handler that started before
+  // the producer saw its commit counts 0.
+  const latencyMs = []
+  for (let i = 0; i < total; i++) {
+    if (!Number.isNaN(seen.startUs[i]) && report.commit_us[i] > 0) {
+      latencyMs.push(Math.max(0, seen.startUs[i] - report.commit_us[i]) / 1000)
+    }
+  }
   return {
     system: o.system,
     mode: 'steady',
@@ -700,7 +723,7 @@ async function steady (sys, o) {
     done: Math.max(0, accountDone),
     duplicates,
     missing,
-    ...percentiles(Array.from(seen.latencyMs)),
+    ...percentiles(latencyMs),
     kept_up: keptUp,
     rate_reached: report.sent / report.seconds >= 0.98 * o.rate,
     senders: report.senders,
@@ -763,29 +786,39 @@ async function produce () {
   }
   await new Promise(resolve => process.once('message', resolve))
   const total = Math.round(cfg.rate * cfg.seconds)
-  const intervalMs = 1000 / cfg.rate
+  // As partq bench's own producers: every TICK_MS, every item due by then in one call, so
+  // a batch's items share its commit. A tick starts when it is due and the one before it
+  // was sent; while ticks run late (more than LAG_MS), one more call may be in flight at
+  // once, up to --senders, kept only if the next SENDER_WINDOW_MS sent at least 10% more.
+  const commitUs = new Float64Array(total)
   let next = 0, sent = 0, failed = null
   const start = performance.now()
-  const due = i => start + i * intervalMs
+  let lastDone = start // when the last call returned: the rate is over the sending alone
+  const dueBy = t => Math.min(total, Math.floor(((t - start) / 1000) * cfg.rate))
   let active = 1
   const lane = async k => {
-    while (failed === null && k < active) {
-      const i = next++
-      if (i >= total) return
-      const wait = due(i) - performance.now()
+    let tick = 1
+    while (failed === null && k < active && next < total) {
+      const wait = start + tick * TICK_MS - performance.now()
       if (wait >= 1) await sleep(wait)
+      tick = Math.max(tick + 1, Math.ceil((performance.now() - start) / TICK_MS))
+      const first = next
+      const last = Math.max(first, dueBy(performance.now()))
+      if (last === first) continue
+      next = last
+      const payloads = []
+      for (let i = first; i < last; i++) payloads.push({ id: i, sent_us: nowUs() })
       try {
-        await p.send({ id: i, sent_us: nowUs() })
-        sent++
+        await p.sendMany(payloads)
+        const t = nowUs()
+        for (let i = first; i < last; i++) commitUs[i] = t
+        sent += last - first
+        lastDone = performance.now()
       } catch (e) {
         failed = e
       }
     }
   }
-  // One send at a time while that keeps to the schedule. When the next item is more than
-  // LAG_MS late, one more concurrent send (up to --senders), kept only if the next
-  // SENDER_WINDOW_MS sent at least 10% more than the one before; else it is retired and no
-  // more are tried (on a small machine more senders only take CPU from the workers).
   const lanes = [lane(0)]
   let lastSent = 0, lastT = start, before = 0, trying = false, settled = false
   while (next < total && failed === null) {
@@ -797,18 +830,22 @@ async function produce () {
     if (trying) {
       trying = false
       if (rate < before * 1.1) { active--; settled = true }
-    } else if (!settled && active < cfg.senders && now - due(next) > LAG_MS) {
+    } else if (!settled && active < cfg.senders && dueBy(now) - next > cfg.rate * LAG_MS / 1000) {
       before = rate
       lanes.push(lane(active++))
       trying = true
     }
   }
   await Promise.all(lanes)
-  const seconds = (performance.now() - start) / 1000
+  const seconds = (lastDone - start) / 1000
   await p.close().catch(e => log('producer close:', e.message))
-  if (failed) process.send({ error: `send failed after ${sent} items: ${failed.message}` })
-  else process.send({ sent, seconds, senders: active })
-  process.disconnect()
+  // The report carries every item's commit time: disconnect once it is written, and not
+  // as a lost parent (the 'disconnect' handler above).
+  const report = failed
+    ? { error: `send failed after ${sent} items: ${failed.message}` }
+    : { sent, seconds, senders: active, commit_us: Array.from(commitUs) }
+  process.removeAllListeners('disconnect')
+  process.send(report, () => process.disconnect())
 }
 
 // ---------------------------------------------------------------------------------------
