@@ -244,15 +244,15 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
                           static_cast<long long>(r.pickup_claim.samples), r.pickup_claim.p50_ms,
                           r.pickup_claim.p99_ms, r.pickup_ack.p50_ms, r.pickup_ack.p99_ms);
   }
+  // Where each latency starts (bench/peers/peer.mjs): the commit of the producer's call of
+  // the item's tick at the steady rate, just before the send for pick-up.
   for (const auto& [name, list] :
        {std::pair<std::string, const std::map<std::string, BenchReport::PeerLatency>*>{
-            "at the steady rate", &r.peer_steady},
-        {"idle pick-up", &r.peer_pickup}}) {
+            "at the steady rate: the commit of their producer's call", &r.peer_steady},
+        {"idle pick-up: their producer's send", &r.peer_pickup}}) {
     if (list->empty()) continue;
-    absl::StrAppendFormat(&out,
-                          "Other queues, %s: their producer's send -> their handler's start "
-                          "(%d workers)\n",
-                          name, o.steady_sessions);
+    absl::StrAppendFormat(&out, "Other queues, %s -> their handler's start (%d workers)\n", name,
+                          o.steady_sessions);
     for (const auto& [system, l] : *list) {
       absl::StrAppendFormat(&out, "  %-24s p50 %.1f ms p99 %.1f ms max %.1f ms (%lld items)%s\n",
                             system, l.latency.p50_ms, l.latency.p99_ms, l.latency.max_ms,
