@@ -280,6 +280,7 @@ class Bench {
   // system and workload.
   using PeerRuns = std::map<std::pair<std::string, std::string>, std::vector<NodePeerResult>>;
   absl::Status PeerLatencies(const std::string& mode, PeerRuns& runs);
+  absl::Status PgqSteady(PeerRuns& runs);
   static void SummarizePeers(const PeerRuns& runs, BenchReport& r);
   // One steady round's latencies (BenchReport::steady_latency and its halves) and rate.
   struct SteadyRound {
@@ -637,6 +638,10 @@ absl::StatusOr<Bench::DrainRun> Bench::DrainPartq(const std::string& system, int
 
 absl::Status Bench::PeerLatencies(const std::string& mode, PeerRuns& runs) {
   for (const std::string& system : PeerQueueSystems()) {
+    if (system == "pgq" && mode == "steady" && o_.systems.count(system)) {
+      if (absl::Status st = PgqSteady(runs); !st.ok()) return st;
+      continue;
+    }
     if (!o_.systems.count(system) || !IsNodePeer(system)) continue;
     std::vector<std::string> args = {"--workers", std::to_string(o_.steady_sessions)};
     if (mode == "steady") {
@@ -658,6 +663,29 @@ absl::Status Bench::PeerLatencies(const std::string& mode, PeerRuns& runs) {
                             : ""));
     runs[{system, mode}].push_back(*std::move(run));
   }
+  return absl::OkStatus();
+}
+
+// PgQ at the steady rate (SteadyPgq: one consumer, a ticker every 10 ms),
+// its events checked exactly once by its own results rows.
+absl::Status Bench::PgqSteady(PeerRuns& runs) {
+  auto run = SteadyPgq(o_.pg.dsn, schema_, o_.steady_rate, o_.steady_seconds);
+  if (!run.ok()) return run.status();
+  if (run->duplicates > 0) {
+    return absl::InternalError(
+        absl::StrCat("bench pgq: ", run->duplicates, " events were read twice at the steady rate"));
+  }
+  auto rows = sql_->Scalar(absl::StrCat("SELECT count(DISTINCT item_id) = count(*) AND count(*) = ",
+                                        run->done, " FROM \"", schema_, "\".bl_results"));
+  if (!rows.ok()) return rows.status();
+  if (*rows != "t") {
+    return absl::InternalError("bench pgq: its results rows are not one per event read");
+  }
+  Log(absl::StrFormat(
+      "         %-24s steady: p50 %.1f ms p99 %.1f ms max %.1f ms (achieved %.0f/s%s)", "pgq",
+      run->p50_ms, run->p99_ms, run->max_ms, run->achieved_rate,
+      run->kept_up ? "" : ", fell behind"));
+  runs[{"pgq", "steady"}].push_back(*std::move(run));
   return absl::OkStatus();
 }
 

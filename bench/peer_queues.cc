@@ -3,15 +3,20 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "bench/handler_peers.h"
 #include "handlers/child_process.h"
@@ -90,6 +95,145 @@ absl::StatusOr<std::string> RunForLine(const std::string& command,
   return *line;
 }
 
+// A fresh PgQ queue named after `schema` with the bench's consumer, and an
+// empty bl_results. PgQ's batch is what lies between two ticks; a tick is due
+// as soon as there is one new event (ticker_max_count 1).
+void MakePgqQueue(pqxx::nontransaction& tx, const std::string& schema) {
+  const std::string queue = PgqQueue(schema);
+  tx.exec("CREATE EXTENSION IF NOT EXISTS pgq");
+  tx.exec_params("SELECT pgq.drop_queue(queue_name, true) FROM pgq.queue WHERE queue_name = $1",
+                 queue);
+  tx.exec_params("SELECT pgq.create_queue($1)", queue);
+  tx.exec_params("SELECT pgq.set_queue_config($1, 'ticker_max_count', '1')", queue);
+  tx.exec_params("SELECT pgq.register_consumer($1, $2)", queue, kPgqConsumer);
+  tx.exec(absl::StrCat("TRUNCATE ", Results(schema)));
+  tx.exec("CHECKPOINT");
+}
+
+// PgQ at a steady rate (SteadyPgq): every kPgqTick, the producer inserts the
+// events due by then in one transaction and the ticker ticks; the consumer
+// asks for a batch every kPgqPoll while it finds none.
+constexpr absl::Duration kPgqTick = absl::Milliseconds(10);
+constexpr absl::Duration kPgqPoll = absl::Milliseconds(2);
+
+// What SteadyPgq's threads share. Event g (1..total) is at index g - 1; the
+// producer writes commit_us, the consumer start_us, and SteadyPgq reads both
+// after joining them.
+struct PgqSteady {
+  explicit PgqSteady(int64_t total) : commit_us(total, 0), start_us(total, 0) {}
+  std::vector<int64_t> commit_us, start_us;
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> seen{0}, duplicates{0};
+  absl::Mutex mu;
+  std::string error ABSL_GUARDED_BY(mu);
+  void Fail(absl::string_view what, const std::exception& e) {
+    absl::MutexLock lock(&mu);
+    if (error.empty()) error = absl::StrCat("bench pgq: ", what, ": ", e.what());
+    stop = true;
+  }
+};
+
+// pgq.ticker() every kPgqTick, as pgqd with ticker_period at that would.
+void TickPgq(const std::string& dsn, const std::string& queue, PgqSteady* st) {
+  try {
+    pqxx::connection c(dsn);
+    pqxx::nontransaction tx(c);
+    while (!st->stop) {
+      tx.exec_params("SELECT pgq.ticker($1)", queue);
+      absl::SleepFor(kPgqTick);
+    }
+  } catch (const std::exception& e) {
+    st->Fail("ticker", e);
+  }
+}
+
+// One consumer: per batch, one transaction of next_batch, its events (their
+// handler starts now), their bl_results rows and finish_batch.
+void ConsumePgq(const std::string& dsn, const std::string& schema, PgqSteady* st) {
+  const int64_t total = static_cast<int64_t>(st->start_us.size());
+  try {
+    pqxx::connection c(dsn);
+    c.prepare("next", "SELECT pgq.next_batch($1, $2)");
+    c.prepare("events", "SELECT ev_data::bigint FROM pgq.get_batch_events($1)");
+    c.prepare("results",
+              absl::StrCat("INSERT INTO ", Results(schema),
+                           " (item_id, session_id) SELECT unnest($1::bigint[]), $2::uuid"));
+    c.prepare("finish", "SELECT pgq.finish_batch($1)");
+    while (!st->stop && st->seen < total) {
+      pqxx::work tx(c);
+      pqxx::result next = tx.exec_prepared("next", PgqQueue(schema), kPgqConsumer);
+      if (next[0][0].is_null()) {
+        tx.commit();
+        absl::SleepFor(kPgqPoll);
+        continue;
+      }
+      const int64_t batch = next[0][0].as<int64_t>();
+      std::vector<int64_t> ids;
+      const int64_t now = absl::ToUnixMicros(absl::Now());
+      for (const pqxx::row& row : tx.exec_prepared("events", batch)) {
+        const int64_t id = row[0].as<int64_t>();
+        ids.push_back(id);
+        if (id < 1 || id > total || st->start_us[id - 1] != 0) {
+          ++st->duplicates;
+        } else {
+          st->start_us[id - 1] = now;
+          ++st->seen;
+        }
+      }
+      tx.exec_prepared("results", "{" + absl::StrJoin(ids, ",") + "}", kPgqSessionId);
+      tx.exec_prepared("finish", batch);
+      tx.commit();
+    }
+  } catch (const std::exception& e) {
+    st->Fail("consumer", e);
+  }
+}
+
+// Inserts `rate` events a second, event 1 first, until `total`: every
+// kPgqTick those due by then in one transaction, their commit time noted.
+// Returns when the last committed.
+absl::Time ProducePgq(const std::string& dsn, const std::string& queue, double rate,
+                      PgqSteady* st) {
+  const int64_t total = static_cast<int64_t>(st->commit_us.size());
+  const absl::Time t0 = absl::Now();
+  absl::Time last = t0;
+  try {
+    pqxx::connection c(dsn);
+    c.prepare("insert",
+              "SELECT count(pgq.insert_event($1, 'item', g::text)) FROM "
+              "generate_series($2::bigint, $3::bigint) g");
+    int64_t sent = 0;
+    for (int64_t tick = 1; sent < total && !st->stop; ++tick) {
+      absl::SleepFor(t0 + tick * kPgqTick - absl::Now());
+      const int64_t due = std::min<int64_t>(
+          total, static_cast<int64_t>(absl::ToDoubleSeconds(absl::Now() - t0) * rate));
+      if (due <= sent) continue;
+      pqxx::work tx(c);
+      tx.exec_prepared("insert", queue, sent + 1, due);
+      tx.commit();
+      last = absl::Now();
+      for (int64_t i = sent; i < due; ++i) st->commit_us[i] = absl::ToUnixMicros(last);
+      sent = due;
+    }
+  } catch (const std::exception& e) {
+    st->Fail("producer", e);
+  }
+  return last;
+}
+
+// p50, p99 and max of `ms` into `r` (sorts it).
+void Percentiles(std::vector<double> ms, NodePeerResult* r) {
+  r->samples = static_cast<int64_t>(ms.size());
+  if (ms.empty()) return;
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double p) {
+    return ms[std::max<size_t>(1, static_cast<size_t>(std::ceil(p * ms.size()))) - 1];
+  };
+  r->p50_ms = at(0.5);
+  r->p99_ms = at(0.99);
+  r->max_ms = ms.back();
+}
+
 }  // namespace
 
 bool IsNodePeer(absl::string_view system) {
@@ -101,16 +245,7 @@ absl::Status LoadPgq(const std::string& dsn, const std::string& schema, int64_t 
   try {
     pqxx::connection c(dsn);
     pqxx::nontransaction tx(c);
-    tx.exec("CREATE EXTENSION IF NOT EXISTS pgq");
-    tx.exec_params("SELECT pgq.drop_queue(queue_name, true) FROM pgq.queue WHERE queue_name = $1",
-                   queue);
-    tx.exec_params("SELECT pgq.create_queue($1)", queue);
-    // PgQ's batch is what lies between two ticks: the load ticks after every
-    // `batch` events, and a tick is due as soon as there is one new event.
-    tx.exec_params("SELECT pgq.set_queue_config($1, 'ticker_max_count', '1')", queue);
-    tx.exec_params("SELECT pgq.register_consumer($1, $2)", queue, kPgqConsumer);
-    tx.exec(absl::StrCat("TRUNCATE ", Results(schema)));
-    tx.exec("CHECKPOINT");
+    MakePgqQueue(tx, schema);
     // A batch holds whole transactions: one transaction, then one tick, per batch.
     for (int64_t from = 1; from <= items; from += batch) {
       const int64_t to = std::min<int64_t>(from + batch - 1, items);
@@ -156,6 +291,52 @@ absl::StatusOr<double> DrainPgq(const std::string& dsn, const std::string& schem
   } catch (const std::exception& e) {
     return Failed("drain", e);
   }
+}
+
+absl::StatusOr<NodePeerResult> SteadyPgq(const std::string& dsn, const std::string& schema,
+                                         double rate, double seconds) {
+  const std::string queue = PgqQueue(schema);
+  try {
+    pqxx::connection c(dsn);
+    pqxx::nontransaction tx(c);
+    MakePgqQueue(tx, schema);
+  } catch (const std::exception& e) {
+    return Failed("steady", e);
+  }
+  PgqSteady st(std::max<int64_t>(1, std::llround(rate * seconds)));
+  std::thread ticker(TickPgq, dsn, queue, &st);
+  std::thread consumer(ConsumePgq, dsn, schema, &st);
+  absl::SleepFor(absl::Milliseconds(200));  // both connected
+  const absl::Time t0 = absl::Now();
+  const absl::Time last = ProducePgq(dsn, queue, rate, &st);
+  // Kept up: every event handled within 10 s of the last commit (as peer.mjs).
+  const int64_t total = static_cast<int64_t>(st.commit_us.size());
+  while (!st.stop && st.seen < total && absl::Now() < last + absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  st.stop = true;
+  consumer.join();
+  ticker.join();
+  {
+    absl::MutexLock lock(&st.mu);
+    if (!st.error.empty()) return absl::InternalError(st.error);
+  }
+  NodePeerResult r;
+  r.items = total;
+  r.done = st.seen;
+  r.duplicates = st.duplicates;
+  r.missing = total - st.seen;
+  r.kept_up = r.missing == 0;
+  r.seconds = absl::ToDoubleSeconds(last - t0);
+  r.achieved_rate = r.seconds > 0 ? total / r.seconds : 0;
+  std::vector<double> ms;
+  for (int64_t i = 0; i < total; ++i) {
+    if (st.start_us[i] == 0 || st.commit_us[i] == 0) continue;
+    ms.push_back(static_cast<double>(std::max<int64_t>(0, st.start_us[i] - st.commit_us[i])) /
+                 1000.0);
+  }
+  Percentiles(std::move(ms), &r);
+  return r;
 }
 
 absl::Status DropPgq(const std::string& dsn, const std::string& schema) {
