@@ -659,7 +659,7 @@ absl::Status Bench::PeerLatencies(const std::string& mode, PeerRuns& runs) {
                         run->p50_ms, run->p99_ms, run->max_ms,
                         mode == "steady"
                             ? absl::StrFormat(" (achieved %.0f/s%s)", run->achieved_rate,
-                                              run->kept_up ? "" : ", fell behind")
+                                              PeerShortfall(run->kept_up, run->achieved_rate, o_))
                             : ""));
     runs[{system, mode}].push_back(*std::move(run));
   }
@@ -684,7 +684,7 @@ absl::Status Bench::PgqSteady(PeerRuns& runs) {
   Log(absl::StrFormat(
       "         %-24s steady: p50 %.1f ms p99 %.1f ms max %.1f ms (achieved %.0f/s%s)", "pgq",
       run->p50_ms, run->p99_ms, run->max_ms, run->achieved_rate,
-      run->kept_up ? "" : ", fell behind"));
+      PeerShortfall(run->kept_up, run->achieved_rate, o_)));
   runs[{"pgq", "steady"}].push_back(*std::move(run));
   return absl::OkStatus();
 }

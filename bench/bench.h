@@ -293,6 +293,10 @@ struct BenchReport {
 absl::StatusOr<BenchReport> RunBench(const BenchOptions& options);
 
 std::string FormatTable(const BenchReport& report, const BenchOptions& options);
+// ", fell behind" for a peer's steady run that did not keep up, ", but its
+// producer fell short of the rate" for one whose producer offered less than
+// 98 % of --steady-rate, else "".
+std::string PeerShortfall(bool kept_up, double achieved, const BenchOptions& options);
 // Whether a --steady-p99-limit was given and the steady p99 is above it (partq bench then
 // exits 1).
 bool SteadyOverLimit(const BenchReport& report, const BenchOptions& options);

@@ -88,6 +88,12 @@ bool SteadyOverLimit(const BenchReport& r, const BenchOptions& o) {
          r.steady_latency.p99_ms > o.steady_p99_limit_ms;
 }
 
+std::string PeerShortfall(bool kept_up, double achieved, const BenchOptions& o) {
+  if (!kept_up) return ", fell behind";
+  if (achieved < 0.98 * o.steady_rate) return ", but its producer fell short of the rate";
+  return "";
+}
+
 std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
   std::string out;
   std::vector<int> batches = o.batches;
@@ -259,7 +265,7 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
                             static_cast<long long>(l.latency.samples),
                             list == &r.peer_steady
                                 ? absl::StrFormat("; achieved %.0f/s%s", l.achieved_rate,
-                                                  l.kept_up ? "" : ", fell behind")
+                                                  PeerShortfall(l.kept_up, l.achieved_rate, o))
                                 : "");
     }
   }

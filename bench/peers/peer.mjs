@@ -704,9 +704,9 @@ async function steady (sys, o) {
   // partq's steady rounds count from the enqueue's commit; a handler that started before
   // the producer saw its commit counts 0.
   const latencyMs = []
-  for (let i = 0; i < total; i++) {
-    if (!Number.isNaN(seen.startUs[i]) && report.commit_us[i] > 0) {
-      latencyMs.push(Math.max(0, seen.startUs[i] - report.commit_us[i]) / 1000)
+  for (const [first, last, commitUs] of report.commits) {
+    for (let i = first; i < last; i++) {
+      if (!Number.isNaN(seen.startUs[i])) latencyMs.push(Math.max(0, seen.startUs[i] - commitUs) / 1000)
     }
   }
   return {
@@ -790,7 +790,7 @@ async function produce () {
   // a batch's items share its commit. A tick starts when it is due and the one before it
   // was sent; while ticks run late (more than LAG_MS), one more call may be in flight at
   // once, up to --senders, kept only if the next SENDER_WINDOW_MS sent at least 10% more.
-  const commitUs = new Float64Array(total)
+  const commits = [] // [first, last, commit µs] per call: a small report, whatever the rate
   let next = 0, sent = 0, failed = null
   const start = performance.now()
   let lastDone = start // when the last call returned: the rate is over the sending alone
@@ -810,8 +810,7 @@ async function produce () {
       for (let i = first; i < last; i++) payloads.push({ id: i, sent_us: nowUs() })
       try {
         await p.sendMany(payloads)
-        const t = nowUs()
-        for (let i = first; i < last; i++) commitUs[i] = t
+        commits.push([first, last, nowUs()])
         sent += last - first
         lastDone = performance.now()
       } catch (e) {
@@ -839,11 +838,11 @@ async function produce () {
   await Promise.all(lanes)
   const seconds = (lastDone - start) / 1000
   await p.close().catch(e => log('producer close:', e.message))
-  // The report carries every item's commit time: disconnect once it is written, and not
-  // as a lost parent (the 'disconnect' handler above).
+  // Disconnect once the report is written, and not as a lost parent (the 'disconnect'
+  // handler above).
   const report = failed
     ? { error: `send failed after ${sent} items: ${failed.message}` }
-    : { sent, seconds, senders: active, commit_us: Array.from(commitUs) }
+    : { sent, seconds, senders: active, commits }
   process.removeAllListeners('disconnect')
   process.send(report, () => process.disconnect())
 }
