@@ -280,7 +280,7 @@ class Bench {
   // system and workload.
   using PeerRuns = std::map<std::pair<std::string, std::string>, std::vector<NodePeerResult>>;
   absl::Status PeerLatencies(const std::string& mode, PeerRuns& runs);
-  absl::Status PgqSteady(PeerRuns& runs);
+  absl::Status PgqLatency(const std::string& mode, PeerRuns& runs);
   static void SummarizePeers(const PeerRuns& runs, BenchReport& r);
   // One steady round's latencies (BenchReport::steady_latency and its halves) and rate.
   struct SteadyRound {
@@ -638,8 +638,8 @@ absl::StatusOr<Bench::DrainRun> Bench::DrainPartq(const std::string& system, int
 
 absl::Status Bench::PeerLatencies(const std::string& mode, PeerRuns& runs) {
   for (const std::string& system : PeerQueueSystems()) {
-    if (system == "pgq" && mode == "steady" && o_.systems.count(system)) {
-      if (absl::Status st = PgqSteady(runs); !st.ok()) return st;
+    if (system == "pgq" && o_.systems.count(system)) {
+      if (absl::Status st = PgqLatency(mode, runs); !st.ok()) return st;
       continue;
     }
     if (!o_.systems.count(system) || !IsNodePeer(system)) continue;
@@ -666,14 +666,19 @@ absl::Status Bench::PeerLatencies(const std::string& mode, PeerRuns& runs) {
   return absl::OkStatus();
 }
 
-// PgQ at the steady rate (SteadyPgq: one consumer, a ticker every 10 ms),
-// its events checked exactly once by its own results rows.
-absl::Status Bench::PgqSteady(PeerRuns& runs) {
-  auto run = SteadyPgq(o_.pg.dsn, schema_, o_.steady_rate, o_.steady_seconds);
+// PgQ at the steady rate (SteadyPgq: one consumer, a ticker every 10 ms), or
+// its pick-up: the same at 5 events a second, so that each comes alone 200 ms
+// after the one before, as the Node peers' pick-ups do. Its events are
+// checked exactly once by its own results rows.
+absl::Status Bench::PgqLatency(const std::string& mode, PeerRuns& runs) {
+  constexpr double kPickupsPerSecond = 5;
+  auto run = mode == "steady" ? SteadyPgq(o_.pg.dsn, schema_, o_.steady_rate, o_.steady_seconds)
+                              : SteadyPgq(o_.pg.dsn, schema_, kPickupsPerSecond,
+                                          o_.pickup_samples / kPickupsPerSecond);
   if (!run.ok()) return run.status();
   if (run->duplicates > 0) {
     return absl::InternalError(
-        absl::StrCat("bench pgq: ", run->duplicates, " events were read twice at the steady rate"));
+        absl::StrCat("bench pgq: ", run->duplicates, " events were read twice (", mode, ")"));
   }
   auto rows = sql_->Scalar(absl::StrCat("SELECT count(DISTINCT item_id) = count(*) AND count(*) = ",
                                         run->done, " FROM \"", schema_, "\".bl_results"));
@@ -681,11 +686,13 @@ absl::Status Bench::PgqSteady(PeerRuns& runs) {
   if (*rows != "t") {
     return absl::InternalError("bench pgq: its results rows are not one per event read");
   }
-  Log(absl::StrFormat(
-      "         %-24s steady: p50 %.1f ms p99 %.1f ms max %.1f ms (achieved %.0f/s%s)", "pgq",
-      run->p50_ms, run->p99_ms, run->max_ms, run->achieved_rate,
-      PeerShortfall(run->kept_up, run->achieved_rate, o_)));
-  runs[{"pgq", "steady"}].push_back(*std::move(run));
+  Log(absl::StrFormat("         %-24s %s: p50 %.1f ms p99 %.1f ms max %.1f ms%s", "pgq", mode,
+                      run->p50_ms, run->p99_ms, run->max_ms,
+                      mode == "steady"
+                          ? absl::StrFormat(" (achieved %.0f/s%s)", run->achieved_rate,
+                                            PeerShortfall(run->kept_up, run->achieved_rate, o_))
+                          : ""));
+  runs[{"pgq", mode}].push_back(*std::move(run));
   return absl::OkStatus();
 }
 

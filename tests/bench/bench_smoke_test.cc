@@ -178,8 +178,8 @@ TEST(BenchSmoke, HandlerDrainsLeaveAResultPerItem) {
 // exactly once by the system's own account (the bench exits 1 otherwise);
 // here every one must have drained, PgQ only with one consumer, with ratios
 // to partq's drains of the same round, and the Node peers and PgQ must have
-// kept up with the steady rate, the Node peers picked up items in an idle
-// fleet. So the peers'
+// kept up with the steady rate and picked up items in an idle fleet. So the
+// peers'
 // scripts cannot rot. Speed is not checked.
 TEST(BenchSmoke, OtherQueuesDrainExactlyOnceAndReportLatency) {
   const nlohmann::json j = RunBenchOnTestServer(
@@ -214,11 +214,14 @@ TEST(BenchSmoke, OtherQueuesDrainExactlyOnceAndReportLatency) {
     EXPECT_TRUE(steady.at("kept_up").get<bool>()) << s;
     EXPECT_EQ(j.at("peer_pickup").at(s).at("latency").at("samples").get<int64_t>(), 5) << s;
   }
-  // PgQ at the steady rate (its ticker every 10 ms): every event read, once.
+  // PgQ at the steady rate and for pick-up (its ticker every 10 ms): every
+  // event read, once.
   const auto& pgq = j.at("peer_steady").at("pgq");
   EXPECT_EQ(pgq.at("latency").at("samples").get<int64_t>(), 200) << pgq.dump();
   EXPECT_GT(pgq.at("latency").at("p99_ms").get<double>(), 0) << pgq.dump();
   EXPECT_TRUE(pgq.at("kept_up").get<bool>()) << pgq.dump();
+  EXPECT_EQ(j.at("peer_pickup").at("pgq").at("latency").at("samples").get<int64_t>(), 5)
+      << j.at("peer_pickup").dump();
 }
 
 // --steady-p99-limit: a run whose steady p99 is above it exits 1 and says
