@@ -674,7 +674,8 @@ absl::Status Bench::PgqLatency(const std::string& mode, PeerRuns& runs) {
   constexpr double kPickupsPerSecond = 5;
   auto run = mode == "steady" ? SteadyPgq(o_.pg.dsn, schema_, o_.steady_rate, o_.steady_seconds)
                               : SteadyPgq(o_.pg.dsn, schema_, kPickupsPerSecond,
-                                          o_.pickup_samples / kPickupsPerSecond);
+                                          o_.pickup_samples / kPickupsPerSecond,
+                                          /*from_send=*/true);
   if (!run.ok()) return run.status();
   if (run->duplicates > 0) {
     return absl::InternalError(
@@ -686,12 +687,13 @@ absl::Status Bench::PgqLatency(const std::string& mode, PeerRuns& runs) {
   if (*rows != "t") {
     return absl::InternalError("bench pgq: its results rows are not one per event read");
   }
-  Log(absl::StrFormat("         %-24s %s: p50 %.1f ms p99 %.1f ms max %.1f ms%s", "pgq", mode,
-                      run->p50_ms, run->p99_ms, run->max_ms,
-                      mode == "steady"
-                          ? absl::StrFormat(" (achieved %.0f/s%s)", run->achieved_rate,
-                                            PeerShortfall(run->kept_up, run->achieved_rate, o_))
-                          : ""));
+  Log(absl::StrFormat(
+      "         %-24s %s: p50 %.1f ms p99 %.1f ms max %.1f ms%s", "pgq", mode, run->p50_ms,
+      run->p99_ms, run->max_ms,
+      mode == "steady"   ? absl::StrFormat(" (achieved %.0f/s%s)", run->achieved_rate,
+                                           PeerShortfall(run->kept_up, run->achieved_rate, o_))
+      : run->missing > 0 ? absl::StrFormat(" (%lld not read)", static_cast<long long>(run->missing))
+                         : ""));
   runs[{"pgq", mode}].push_back(*std::move(run));
   return absl::OkStatus();
 }

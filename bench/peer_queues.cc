@@ -12,8 +12,10 @@
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -118,11 +120,12 @@ constexpr absl::Duration kPgqTick = absl::Milliseconds(10);
 constexpr absl::Duration kPgqPoll = absl::Milliseconds(2);
 
 // What SteadyPgq's threads share. Event g (1..total) is at index g - 1; the
-// producer writes commit_us, the consumer start_us, and SteadyPgq reads both
-// after joining them. Event 0 is the warm-up, not counted.
+// producer writes sent_us (before its insert) and commit_us, the consumer
+// start_us, and SteadyPgq reads them after joining both. Event 0 is the
+// warm-up, not counted.
 struct PgqSteady {
-  explicit PgqSteady(int64_t total) : commit_us(total, 0), start_us(total, 0) {}
-  std::vector<int64_t> commit_us, start_us;
+  explicit PgqSteady(int64_t total) : sent_us(total, 0), commit_us(total, 0), start_us(total, 0) {}
+  std::vector<int64_t> sent_us, commit_us, start_us;
   std::atomic<bool> stop{false}, warmed{false};
   std::atomic<int64_t> seen{0}, duplicates{0};
   absl::Mutex mu;
@@ -194,25 +197,24 @@ void ConsumePgq(const std::string& dsn, const std::string& schema, PgqSteady* st
   }
 }
 
-// Inserts `rate` events a second, event 1 first, until `total`: every
-// kPgqTick those due by then in one transaction, their commit time noted.
-// Returns when the last committed.
-absl::Time ProducePgq(const std::string& dsn, const std::string& queue, double rate,
-                      PgqSteady* st) {
+// Inserts `rate` events a second through `c` (its "insert" prepared), event
+// 1 first, until `total`: every kPgqTick those due by then in one
+// transaction, the times before it and of its commit noted. Returns when it
+// started and when the last committed.
+std::pair<absl::Time, absl::Time> ProducePgq(pqxx::connection& c, const std::string& queue,
+                                             double rate, PgqSteady* st) {
   const int64_t total = static_cast<int64_t>(st->commit_us.size());
   const absl::Time t0 = absl::Now();
   absl::Time last = t0;
   try {
-    pqxx::connection c(dsn);
-    c.prepare("insert",
-              "SELECT count(pgq.insert_event($1, 'item', g::text)) FROM "
-              "generate_series($2::bigint, $3::bigint) g");
     int64_t sent = 0;
     for (int64_t tick = 1; sent < total && !st->stop; ++tick) {
       absl::SleepFor(t0 + tick * kPgqTick - absl::Now());
       const int64_t due = std::min<int64_t>(
           total, static_cast<int64_t>(absl::ToDoubleSeconds(absl::Now() - t0) * rate));
       if (due <= sent) continue;
+      const int64_t before = absl::ToUnixMicros(absl::Now());
+      for (int64_t i = sent; i < due; ++i) st->sent_us[i] = before;
       pqxx::work tx(c);
       tx.exec_prepared("insert", queue, sent + 1, due);
       tx.commit();
@@ -223,7 +225,7 @@ absl::Time ProducePgq(const std::string& dsn, const std::string& queue, double r
   } catch (const std::exception& e) {
     st->Fail("producer", e);
   }
-  return last;
+  return {t0, last};
 }
 
 // p50, p99 and max of `ms` into `r` (sorts it).
@@ -299,7 +301,7 @@ absl::StatusOr<double> DrainPgq(const std::string& dsn, const std::string& schem
 }
 
 absl::StatusOr<NodePeerResult> SteadyPgq(const std::string& dsn, const std::string& schema,
-                                         double rate, double seconds) {
+                                         double rate, double seconds, bool from_send) {
   const std::string queue = PgqQueue(schema);
   try {
     pqxx::connection c(dsn);
@@ -309,7 +311,8 @@ absl::StatusOr<NodePeerResult> SteadyPgq(const std::string& dsn, const std::stri
     // after a tick counted it (its sequence number) but could not see it
     // waits for the next tick, which pgq.ticker() makes without new events
     // only once the last is older than half ticker_max_lag (3 s by default)
-    // and than ticker_idle_period (1 min): without these, 200 ms at 5 a second.
+    // and than ticker_idle_period (1 min) or twice the gap before it: without
+    // these, 200 ms (the next event) at 5 a second.
     tx.exec_params("SELECT pgq.set_queue_config($1, 'ticker_max_lag', '20 milliseconds')", queue);
     tx.exec_params("SELECT pgq.set_queue_config($1, 'ticker_idle_period', '10 milliseconds')",
                    queue);
@@ -319,12 +322,22 @@ absl::StatusOr<NodePeerResult> SteadyPgq(const std::string& dsn, const std::stri
   PgqSteady st(std::max<int64_t>(1, std::llround(rate * seconds)));
   std::thread ticker(TickPgq, dsn, queue, &st);
   std::thread consumer(ConsumePgq, dsn, schema, &st);
-  // A warm-up event, read before the timed ones start: the consumer's first
-  // batch and every connection's first statements are not timed.
+  auto join = absl::MakeCleanup([&] {
+    st.stop = true;
+    if (consumer.joinable()) consumer.join();
+    if (ticker.joinable()) ticker.join();
+  });
+  // The producer's connection, and a warm-up event through it, read before
+  // the timed ones start: no connection's first statements are timed.
+  std::unique_ptr<pqxx::connection> producer;
   try {
-    pqxx::connection c(dsn);
-    pqxx::nontransaction tx(c);
-    tx.exec_params("SELECT pgq.insert_event($1, 'item', '0')", queue);
+    producer = std::make_unique<pqxx::connection>(dsn);
+    producer->prepare("insert",
+                      "SELECT count(pgq.insert_event($1, 'item', g::text)) FROM "
+                      "generate_series($2::bigint, $3::bigint) g");
+    pqxx::work tx(*producer);
+    tx.exec_prepared("insert", queue, 0, 0);
+    tx.commit();
   } catch (const std::exception& e) {
     st.Fail("warm-up", e);
   }
@@ -334,16 +347,14 @@ absl::StatusOr<NodePeerResult> SteadyPgq(const std::string& dsn, const std::stri
     }
     absl::SleepFor(absl::Milliseconds(5));
   }
-  const absl::Time t0 = absl::Now();
-  const absl::Time last = ProducePgq(dsn, queue, rate, &st);
+  absl::Time t0 = absl::Now(), last = t0;
+  if (!st.stop) std::tie(t0, last) = ProducePgq(*producer, queue, rate, &st);
   // Kept up: every event handled within 10 s of the last commit (as peer.mjs).
   const int64_t total = static_cast<int64_t>(st.commit_us.size());
   while (!st.stop && st.seen < total && absl::Now() < last + absl::Seconds(10)) {
     absl::SleepFor(absl::Milliseconds(5));
   }
-  st.stop = true;
-  consumer.join();
-  ticker.join();
+  std::move(join).Invoke();
   {
     absl::MutexLock lock(&st.mu);
     if (!st.error.empty()) return absl::InternalError(st.error);
@@ -357,10 +368,10 @@ absl::StatusOr<NodePeerResult> SteadyPgq(const std::string& dsn, const std::stri
   r.seconds = absl::ToDoubleSeconds(last - t0);
   r.achieved_rate = r.seconds > 0 ? total / r.seconds : 0;
   std::vector<double> ms;
+  const std::vector<int64_t>& from = from_send ? st.sent_us : st.commit_us;
   for (int64_t i = 0; i < total; ++i) {
     if (st.start_us[i] == 0 || st.commit_us[i] == 0) continue;
-    ms.push_back(static_cast<double>(std::max<int64_t>(0, st.start_us[i] - st.commit_us[i])) /
-                 1000.0);
+    ms.push_back(static_cast<double>(std::max<int64_t>(0, st.start_us[i] - from[i])) / 1000.0);
   }
   Percentiles(std::move(ms), &r);
   return r;

@@ -85,10 +85,11 @@ struct NodePeerResult {
 // pgq.ticker() every 10 ms (pgqd's default ticker_period is 1 s), and one
 // consumer asks for a batch every 2 ms while it finds none and writes each
 // batch's bl_results rows in the transaction that finishes it. Latency: from
-// the commit of an event's insert to the read of its batch. Kept up when
-// every event was read within 10 s of the last insert.
+// the commit of an event's insert to the read of its batch, or with
+// `from_send` from just before the insert (as the Node peers' pick-ups).
+// Kept up when every event was read within 10 s of the last insert.
 absl::StatusOr<NodePeerResult> SteadyPgq(const std::string& dsn, const std::string& schema,
-                                         double rate, double seconds);
+                                         double rate, double seconds, bool from_send = false);
 
 // Installs the pinned npm packages (tools/setup npm) when missing and
 // returns the node_modules directory. FailedPrecondition when node, npm or

@@ -260,13 +260,14 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
     absl::StrAppendFormat(&out, "Other queues, %s -> their handler's start (%d workers)\n", name,
                           o.steady_sessions);
     for (const auto& [system, l] : *list) {
-      absl::StrAppendFormat(&out, "  %-24s p50 %.1f ms p99 %.1f ms max %.1f ms (%lld items)%s\n",
-                            system, l.latency.p50_ms, l.latency.p99_ms, l.latency.max_ms,
-                            static_cast<long long>(l.latency.samples),
-                            list == &r.peer_steady
-                                ? absl::StrFormat("; achieved %.0f/s%s", l.achieved_rate,
-                                                  PeerShortfall(l.kept_up, l.achieved_rate, o))
-                                : "");
+      // PgQ's events go to its one consumer (SteadyPgq), not to the workers.
+      absl::StrAppendFormat(
+          &out, "  %-24s p50 %.1f ms p99 %.1f ms max %.1f ms (%lld items%s)%s\n", system,
+          l.latency.p50_ms, l.latency.p99_ms, l.latency.max_ms,
+          static_cast<long long>(l.latency.samples), system == "pgq" ? ", one consumer" : "",
+          list == &r.peer_steady ? absl::StrFormat("; achieved %.0f/s%s", l.achieved_rate,
+                                                   PeerShortfall(l.kept_up, l.achieved_rate, o))
+                                 : "");
     }
   }
   if (!r.enqueue.empty()) {
