@@ -77,21 +77,6 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-Latency LatencyOf(std::vector<double> ms) {
-  Latency l;
-  l.samples = static_cast<int64_t>(ms.size());
-  if (ms.empty()) return l;
-  std::sort(ms.begin(), ms.end());
-  auto pct = [&](double p) {
-    size_t i = static_cast<size_t>(p * static_cast<double>(ms.size() - 1) + 0.5);
-    return ms[std::min(i, ms.size() - 1)];
-  };
-  l.p50_ms = pct(0.50);
-  l.p99_ms = pct(0.99);
-  l.max_ms = ms.back();
-  return l;
-}
-
 // Rounds' latencies in one: the medians of their p50 and p99, the largest max.
 Latency MedianLatency(const std::vector<Latency>& rounds) {
   Latency l;

@@ -239,6 +239,9 @@ struct Latency {
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
 };
 
+// The p50, p99 (nearest rank) and max of `ms`, milliseconds each.
+Latency LatencyOf(std::vector<double> ms);
+
 struct BenchReport {
   std::map<std::string, std::string> machine;  // nproc, cpu, ram, server version, settings
   std::vector<DrainSample> samples;

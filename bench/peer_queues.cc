@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/bench.h"
 #include "bench/handler_peers.h"
 #include "handlers/child_process.h"
 
@@ -228,19 +229,6 @@ std::pair<absl::Time, absl::Time> ProducePgq(pqxx::connection& c, const std::str
   return {t0, last};
 }
 
-// p50, p99 and max of `ms` into `r` (sorts it).
-void Percentiles(std::vector<double> ms, NodePeerResult* r) {
-  r->samples = static_cast<int64_t>(ms.size());
-  if (ms.empty()) return;
-  std::sort(ms.begin(), ms.end());
-  auto at = [&](double p) {
-    return ms[std::max<size_t>(1, static_cast<size_t>(std::ceil(p * ms.size()))) - 1];
-  };
-  r->p50_ms = at(0.5);
-  r->p99_ms = at(0.99);
-  r->max_ms = ms.back();
-}
-
 }  // namespace
 
 bool IsNodePeer(absl::string_view system) {
@@ -373,7 +361,11 @@ absl::StatusOr<NodePeerResult> SteadyPgq(const std::string& dsn, const std::stri
     if (st.start_us[i] == 0 || st.commit_us[i] == 0) continue;
     ms.push_back(static_cast<double>(std::max<int64_t>(0, st.start_us[i] - from[i])) / 1000.0);
   }
-  Percentiles(std::move(ms), &r);
+  const Latency l = LatencyOf(std::move(ms));
+  r.samples = l.samples;
+  r.p50_ms = l.p50_ms;
+  r.p99_ms = l.p99_ms;
+  r.max_ms = l.max_ms;
   return r;
 }
 

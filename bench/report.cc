@@ -88,6 +88,21 @@ bool SteadyOverLimit(const BenchReport& r, const BenchOptions& o) {
          r.steady_latency.p99_ms > o.steady_p99_limit_ms;
 }
 
+Latency LatencyOf(std::vector<double> ms) {
+  Latency l;
+  l.samples = static_cast<int64_t>(ms.size());
+  if (ms.empty()) return l;
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double p) {
+    size_t i = static_cast<size_t>(p * static_cast<double>(ms.size() - 1) + 0.5);
+    return ms[std::min(i, ms.size() - 1)];
+  };
+  l.p50_ms = pct(0.50);
+  l.p99_ms = pct(0.99);
+  l.max_ms = ms.back();
+  return l;
+}
+
 std::string PeerShortfall(bool kept_up, double achieved, const BenchOptions& o) {
   if (!kept_up) return ", fell behind";
   if (achieved < 0.98 * o.steady_rate) return ", but its producer fell short of the rate";

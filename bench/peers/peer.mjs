@@ -24,9 +24,9 @@
 // schema: dropped (DROP SCHEMA ... CASCADE) and migrated anew by the system at every start,
 // with NAME_results (the --result rows: results(item_id bigint, done_at timestamptz)).
 //
-// Items. Every item carries a numeric id 0..N-1 in its payload ({"id": i}, and "sent_us",
-// the sender's clock as epoch microseconds, in steady and pickup). Handlers do nothing but
-// record the id (and, with --result, insert its results row).
+// Items. Every item carries a numeric id 0..N-1 in its payload ({"id": i}). Handlers do
+// nothing but record the id and when they started (and, with --result, insert its results
+// row); the sender keeps its own times.
 //
 // What each shape does (W = --workers):
 //   graphile_worker (docs: worker.graphile.org, the 0.16.6 tag of graphile/worker,
@@ -311,7 +311,7 @@ function makeGraphile (mods, o) {
           }
         }
         : async (payload, helpers) => {
-          onItem(payload.id, nowUs(), payload.sent_us)
+          onItem(payload.id, nowUs())
           if (o.result) {
             await helpers.withPgClient(c => c.query(`INSERT INTO ${results} VALUES ($1, now())`, [payload.id]))
           }
@@ -435,7 +435,7 @@ function makePgBoss (mods, o) {
       if (!best) {
         // Per-job callbacks; pg-boss completes each job after its callback resolves.
         await boss.work(QUEUE, { teamSize: PGBOSS_DEFAULT_TEAM_SIZE, teamConcurrency: o.workers }, async job => {
-          onItem(job.data.id, nowUs(), job.data.sent_us)
+          onItem(job.data.id, nowUs())
           if (o.result) await pool.query(`INSERT INTO ${results} VALUES ($1, now())`, [job.data.id])
         })
         return
@@ -445,7 +445,7 @@ function makePgBoss (mods, o) {
           if (w > 0) await sleep(PGBOSS_MIN_INTERVAL_MS / o.workers)
           await boss.work(QUEUE, { batchSize: batch, newJobCheckInterval: PGBOSS_MIN_INTERVAL_MS }, async jobs => {
             const t = nowUs()
-            for (const job of jobs) onItem(job.data.id, t, job.data.sent_us)
+            for (const job of jobs) onItem(job.data.id, t)
           })
         }
         return
@@ -537,7 +537,6 @@ class Seen {
   constructor (n, latencies = false) {
     this.n = n
     this.counts = new Uint32Array(n)
-    this.latencyMs = latencies ? new Float64Array(n).fill(NaN) : null
     this.startUs = latencies ? new Float64Array(n).fill(NaN) : null
     this.distinct = 0
     this.outOfRange = 0
@@ -545,14 +544,13 @@ class Seen {
     this.waiters = []
   }
 
-  // Called by the handlers: id, the handler's start (epoch µs), the send time if any.
-  record (id, startUs, sentUs) {
+  // Called by the handlers: id, the handler's start (epoch µs).
+  record (id, startUs) {
     this.lastProgress = performance.now()
     if (!(id >= 0 && id < this.n)) { this.outOfRange++; return }
     if (this.counts[id]++ === 0) {
       this.distinct++
       if (this.startUs) this.startUs[id] = startUs
-      if (sentUs !== undefined && this.latencyMs) this.latencyMs[id] = (startUs - sentUs) / 1000
       if (this.waiters.length) this.wake()
     }
   }
@@ -688,7 +686,7 @@ async function steady (sys, o) {
   const seen = new Seen(total, true)
   let accountDone = 0
   const account = async () => (accountDone = await sys.accountDone(total))
-  await sys.startWorkers({ onItem: (id, t, sent) => seen.record(id, t, sent) })
+  await sys.startWorkers({ onItem: (id, t) => seen.record(id, t) })
   await sleep(500) // LISTEN connected / first polls done: the fleet is idle and ready
   log(`${o.system} ${o.shape}: producing ${total} items at ${o.rate}/s for ${o.seconds} s (${sys.settings})`)
   producer.child.send({ go: true })
@@ -734,15 +732,17 @@ async function steady (sys, o) {
 async function pickup (sys, o) {
   await sys.setup()
   const seen = new Seen(o.samples, true)
-  await sys.startWorkers({ onItem: (id, t, sent) => seen.record(id, t, sent) })
+  await sys.startWorkers({ onItem: (id, t) => seen.record(id, t) })
   await sys.prepareEnqueue()
   await sleep(1000) // the fleet is idle: LISTEN connected, first polls found nothing
   log(`${o.system} ${o.shape}: ${o.samples} pickups, ${PICKUP_GAP_MS} ms apart (${sys.settings})`)
   let lost = 0
+  const sentUs = new Float64Array(o.samples)
   for (let id = 0; id < o.samples; id++) {
     if (id > 0) await sleep(PICKUP_GAP_MS)
     const handled = seen.until(() => seen.counts[id] > 0)
-    await sys.enqueue({ id, sent_us: nowUs() })
+    sentUs[id] = nowUs()
+    await sys.enqueue({ id })
     const timer = sleep(PICKUP_SAMPLE_TIMEOUT_MS).then(() => 'timeout')
     if ((await Promise.race([handled, timer])) === 'timeout') {
       lost++
@@ -760,7 +760,7 @@ async function pickup (sys, o) {
     done: seen.distinct,
     duplicates,
     missing: Math.max(missing, lost),
-    ...percentiles(Array.from(seen.latencyMs)),
+    ...percentiles(Array.from(seen.startUs, (t, id) => (t - sentUs[id]) / 1000)),
     settings: sys.settings
   }
 }
@@ -807,7 +807,7 @@ async function produce () {
       if (last === first) continue
       next = last
       const payloads = []
-      for (let i = first; i < last; i++) payloads.push({ id: i, sent_us: nowUs() })
+      for (let i = first; i < last; i++) payloads.push({ id: i })
       try {
         await p.sendMany(payloads)
         commits.push([first, last, nowUs()])
