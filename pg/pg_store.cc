@@ -343,11 +343,31 @@ PgStore::PgStore(PgOptions options)
     : options_(std::move(options)),
       qschema_(WithSchema("{schema}", options_.schema)),
       handler_statements_(/*named=*/!options_.transaction_pooler) {
+  DefinePipeline();
+}
+
+void PgStore::DefinePipeline() {
+  pipeline_ = Pipeline();
   pipeline_.SetUnnamed(options_.transaction_pooler);
-  for (auto& [name, sql] : PipelinedStatements(options_.schema)) {
+  for (auto& [name, sql] : PipelinedStatements(options_.schema, confined_)) {
     pipeline_.Define(name, std::move(sql));
   }
 }
+
+namespace {
+
+// Whether the role `conn` logged in as may not delete from the schema's
+// items itself (a worker role since migration 39): its statements then
+// delete through the schema's functions. Not for a schema not made yet.
+bool DeletesThroughFunctions(PgConnection& conn, absl::string_view qschema) {
+  pqxx::nontransaction tx(conn);
+  return tx
+      .exec_params1("SELECT NOT coalesce(has_table_privilege(to_regclass($1), 'DELETE'), true)",
+                    absl::StrCat(qschema, ".items"))[0]
+      .as<bool>();
+}
+
+}  // namespace
 
 pqxx::transaction_base& PgStore::Autocommit() {
   if (options_.transaction_pooler) {
@@ -414,9 +434,13 @@ absl::Status PgStore::EnsureConnected() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   absl::StatusOr<std::unique_ptr<PgConnection>> conn = OpenConnection(options_);
   if (!conn.ok()) return conn.status();
   try {
+    if (const bool confined = DeletesThroughFunctions(**conn, qschema_); confined != confined_) {
+      confined_ = confined;
+      DefinePipeline();
+    }
     // Definitions only: libpqxx sends each Parse on first use.
     unprepared_.clear();
-    for (Statement& st : PreparedStatements(options_.schema)) {
+    for (Statement& st : PreparedStatements(options_.schema, confined_)) {
       // Through a transaction pooler the next statement may run on another
       // server connection, where a name prepared here does not exist.
       if (st.prepared && !options_.transaction_pooler) {

@@ -89,8 +89,10 @@ struct Statement {
   // an ANALYZE invalidates it.
   bool prepared = true;
 };
-// Every statement PgStore runs by name, for this schema.
-std::vector<Statement> PreparedStatements(absl::string_view schema);
+// Every statement PgStore runs by name, for this schema; `confined`: for a
+// role that may not delete from the tables itself (a worker role, migration
+// 39), whose statements delete through the schema's functions instead.
+std::vector<Statement> PreparedStatements(absl::string_view schema, bool confined = false);
 // The statements of the pipelined ack (pg/sql/pipelined_ack_claim.sql), run
 // through Pipeline on the connection's libpq handle: name -> SQL.
 inline constexpr char kPlanGuard[] = "partq_pl_plan_guard";
@@ -122,7 +124,8 @@ inline constexpr char kPipelinedLeanAckClaimFair[] = "partq_pl_lean_ack_claim_fa
 inline constexpr char kPipelinedFinish[] = "partq_pl_finish";
 inline constexpr char kPipelinedFinishClaim[] = "partq_pl_finish_claim";
 inline constexpr char kPipelinedFinishClaimFair[] = "partq_pl_finish_claim_fair";
-std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema);
+std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema,
+                                                                     bool confined = false);
 // The byte-bounded form of a claiming statement (ClaimRequest::max_bytes): NAME_bytes, for
 // the pipelined ones above and "claim", "finish_claim", "finish_claim_fair" and "ack_claim".
 // The unbounded forms are as they were, without the running sum the bound costs.
@@ -324,6 +327,8 @@ class PgStore final : public Store, public BridgeStore {
   // Opens the connection (and defines the prepared statements) if it is not
   // open. Returns the connect error otherwise.
   absl::Status EnsureConnected();
+  // (Re)defines pipeline_'s statements for confined_.
+  void DefinePipeline();
 
   absl::Status Migrate() override;
   // MigratePg and PgMigrationStatus (pg_store.h).
@@ -539,6 +544,9 @@ class PgStore final : public Store, public BridgeStore {
   std::unique_ptr<PgConnection> conn_;
   HandlerStatements handler_statements_;  // of conn_
   Pipeline pipeline_;                     // on conn_: PipelinedStatements
+  // The statements of pipeline_ and unprepared_ are those for a role that
+  // may not delete from items itself (migration 39; EnsureConnected).
+  bool confined_ = false;
   bool begun_ = false;                    // conn_ is in a transaction begun for the next Finish
   std::unique_ptr<pqxx::transaction_base> autocommit_;  // Autocommit(), while Run runs
   // With a listener on conn_ (ListenHere): what they share, the channel and

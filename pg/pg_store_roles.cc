@@ -42,26 +42,12 @@ absl::Status ValidateGrantObjects(absl::string_view kind, const std::vector<std:
   return absl::OkStatus();
 }
 
-// The worker's table privileges, pg/sql/grant_worker_tables.sql (its comment
-// lines dropped), granted to `role`, or with `revoke` taken back: each
-// statement as REVOKE ... FROM, but USAGE on the schema, which stays (the
-// SQL API needs it). One list, so a revoke takes exactly what the grant gave.
+// The worker's table privileges (worker_privileges(), migration 39: no
+// DELETE, UPDATE on columns), granted to `role`, or with `revoke` taken
+// back, but USAGE on the schema, which stays (the SQL API needs it).
 void WorkerPrivileges(pqxx::transaction_base& tx, absl::string_view schema, const std::string& role,
                       bool revoke) {
-  std::string sql;
-  for (absl::string_view line : absl::StrSplit(EmbeddedSql("sql/grant_worker_tables.sql"), '\n')) {
-    if (!absl::StartsWith(line, "--")) absl::StrAppend(&sql, line, "\n");
-  }
-  sql = WithSchema(sql, schema);
-  const std::string who = tx.quote_name(role);
-  for (absl::string_view statement : absl::StrSplit(sql, ';', absl::SkipWhitespace())) {
-    std::string s(absl::StripAsciiWhitespace(statement));
-    if (revoke) {
-      if (absl::StrContains(s, " ON SCHEMA ")) continue;
-      s = absl::StrReplaceAll(s, {{"GRANT ", "REVOKE "}, {" TO {role}", " FROM {role}"}});
-    }
-    tx.exec(absl::StrReplaceAll(s, {{"{role}", who}}));
-  }
+  tx.exec_params(WithSchema("SELECT {schema}.worker_privileges($1, $2)", schema), role, revoke);
 }
 
 // A viewer's column privileges, every column the console reads but payloads

@@ -393,6 +393,21 @@ std::string AckClaimStatement(const StatementForm& form) {
                             {"{claimed_rows}", Fragment("claimed_rows")}});
 }
 
+// The holes where a claim or Finish statement deletes, filled with
+// fragments/NAME.sql for a role that may delete from the table itself, or
+// with fragments/NAME_confined.sql, which deletes through a function of
+// migration 39, for one that may not (a worker role: a DELETE privilege
+// would let it LOCK the table every queue shares).
+std::string FillDeletes(absl::string_view sql, bool confined) {
+  std::vector<std::pair<std::string, std::string>> holes;
+  for (const char* hole : {"delete_done", "delete_acked", "delete_dead", "delete_done_lean",
+                           "replace_record", "drop_records"}) {
+    holes.emplace_back(absl::StrCat("{", hole, "}"),
+                       Fragment(absl::StrCat(hole, confined ? "_confined" : "")));
+  }
+  return absl::StrReplaceAll(sql, holes);
+}
+
 }  // namespace
 
 std::vector<std::string> SqlFilesRead() {
@@ -415,7 +430,8 @@ const char* BoundedName(const char* name) {
   return names->at(name).c_str();
 }
 
-std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema) {
+std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema,
+                                                                     bool confined) {
   const StatementForm unkeyed{/*fair=*/false, /*unkeyed=*/true};
   const StatementForm fair{/*fair=*/true};
   const StatementForm unkeyed_bytes{/*fair=*/false, /*unkeyed=*/true, /*bounded=*/true};
@@ -460,7 +476,7 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       {BoundedName(kPipelinedFinishClaim), FinishClaimStatement(unkeyed_bytes)},
       {BoundedName(kPipelinedFinishClaimFair), FinishClaimStatement(fair_bytes)},
   };
-  for (auto& st : s) st.second = WithSchema(st.second, schema);
+  for (auto& st : s) st.second = WithSchema(FillDeletes(st.second, confined), schema);
   return s;
 }
 
@@ -471,7 +487,7 @@ std::string EnqueueGroupedSql(absl::string_view schema) {
   return WithSchema(StatementSql("enqueue_grouped"), schema);
 }
 
-std::vector<Statement> PreparedStatements(absl::string_view schema) {
+std::vector<Statement> PreparedStatements(absl::string_view schema, bool confined) {
   std::vector<Statement> s;
   // Statements that are a file of pg/sql/ as it is: NAME.sql, whose header
   // says why it looks as it does.
@@ -528,7 +544,7 @@ std::vector<Statement> PreparedStatements(absl::string_view schema) {
   s.push_back({BoundedName("finish_claim"), FinishClaimStatement(keyed_bytes), false});
   s.push_back({BoundedName("finish_claim_fair"), FinishClaimStatement(fair_bytes), false});
   s.push_back({BoundedName("ack_claim"), AckClaimStatement(keyed_bytes)});
-  for (Statement& st : s) st.sql = WithSchema(st.sql, schema);
+  for (Statement& st : s) st.sql = WithSchema(FillDeletes(st.sql, confined), schema);
   return s;
 }
 

@@ -17,6 +17,10 @@
 -- updates at once), and only while the session is alive; `pruned`
 -- deletes the queue's rows older than an hour, those of dead sessions
 -- too, skipping rows another heartbeat is deleting (it never waits).
+-- Both deletes go through delete_rows() (migration 39: a worker role may
+-- not delete from the tables) by the addresses of the rows locked here;
+-- the last column counts `pruned`, because a CTE that is not itself a
+-- data-modifying statement runs only when something reads it.
 -- $8 is the group generation the caller last read the whole group at
 -- (Store::HeartbeatSince): when it is where it was, nobody expired here
 -- and nobody is past its TTL, members and owners stay NULL (a CASE
@@ -40,21 +44,18 @@ done AS (
     SET acked = t.acked + excluded.acked, retried = t.retried + excluded.retried,
         dead = t.dead + excluded.dead),
 pruned AS (
-  DELETE FROM {schema}.throughput o
-  WHERE (o.queue, o.minute, o.session_id) IN (
-    SELECT x.queue, x.minute, x.session_id FROM {schema}.throughput x
+  SELECT 1 FROM {schema}.delete_rows('throughput', ARRAY(
+    SELECT x.ctid FROM {schema}.throughput x
     WHERE x.queue = $1 AND x.minute < now() - interval '1 hour'
-    LIMIT 1000 FOR UPDATE SKIP LOCKED)),
+    LIMIT 1000 FOR UPDATE SKIP LOCKED)) d),
 gone AS (
-  DELETE FROM {schema}.sessions d
-  WHERE d.id IN (
-    SELECT x.id FROM {schema}.sessions x
+  SELECT (d->>'id')::uuid AS id FROM {schema}.delete_rows('sessions', ARRAY(
+    SELECT x.ctid FROM {schema}.sessions x
     WHERE x.queue = $1 AND x.expires_at < now() AND x.id <> $2
       AND (SELECT count(*) FROM {schema}.session_parts sp WHERE sp.session_id = x.id)
           = (SELECT count(*) FROM (SELECT 1 FROM {schema}.session_parts sp
                                    WHERE sp.session_id = x.id FOR UPDATE SKIP LOCKED) l)
-    FOR UPDATE SKIP LOCKED)
-  RETURNING d.id),
+    FOR UPDATE SKIP LOCKED)) d),
 members AS (
   SELECT id FROM {schema}.sessions
   WHERE queue = $1 AND expires_at >= now() AND id <> $2 AND id NOT IN (SELECT id FROM gone)
@@ -82,5 +83,5 @@ SELECT (SELECT count(*) FROM me), (SELECT count(*) FROM gone),
           WHERE queue = $1 AND session_id NOT IN (SELECT id FROM gone)) END,
        (SELECT count(pg_notify($4, 'g')) FROM (SELECT 1 FROM gone LIMIT 1) g),
        q.paused, q.rate, q.parts, (SELECT generation FROM gen), (SELECT yes FROM same),
-       (SELECT yes FROM delta)
+       (SELECT yes FROM delta), (SELECT count(*) FROM pruned)
 FROM (VALUES (1)) AS one LEFT JOIN {schema}.queues q ON q.name = $1

@@ -35,15 +35,7 @@ pick AS (
   SELECT r.*{bytes_before} FROM ({reads}) r
   WHERE EXISTS (SELECT 1 FROM {schema}.session_parts sp
                 WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8){unkeyed_only}) x{bytes_bound}),
-replaced AS (
-  DELETE FROM {schema}.part_claims c
-  WHERE c.queue = $1 AND c.part = $7 AND c.epoch = $8 AND EXISTS (SELECT 1 FROM pick)
-    AND c.seq = coalesce(
-      (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7 AND l.seq = $17),
-      (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7
-         AND l.epoch = $8
-       ORDER BY l.seq DESC LIMIT 1))
-  RETURNING 1),
+{replace_record},
 recorded AS (
   INSERT INTO {schema}.part_claims (queue, part, epoch, ids)
   SELECT $1, $7, $8, $13::bigint[] || ARRAY(SELECT k.id FROM pick k) FROM replaced

@@ -484,18 +484,18 @@ TEST_F(PgStoreTest, VacuumQueueTablesIsNotHeldBackByAVacuumOfAnotherTable) {
 // is not what its file says.
 TEST(PgStoreStatements, EveryStatementFileIsReadAndEveryHoleFilled) {
   std::vector<std::pair<std::string, std::string>> statements;  // name, text
-  for (const pg_internal::Statement& st : pg_internal::PreparedStatements("s")) {
-    statements.emplace_back(st.name, st.sql);
-  }
-  for (const auto& [name, sql] : pg_internal::PipelinedStatements("s")) {
-    statements.emplace_back(name, sql);
+  // Both forms: for a role that deletes itself, and for a confined worker.
+  for (bool confined : {false, true}) {
+    for (const pg_internal::Statement& st : pg_internal::PreparedStatements("s", confined)) {
+      statements.emplace_back(st.name, st.sql);
+    }
+    for (const auto& [name, sql] : pg_internal::PipelinedStatements("s", confined)) {
+      statements.emplace_back(name, sql);
+    }
   }
   statements.emplace_back("enqueue_grouped", pg_internal::EnqueueGroupedSql("s"));
   const std::vector<std::string> read_list = pg_internal::SqlFilesRead();
   std::set<std::string> read(read_list.begin(), read_list.end());
-  // The GRANT script pg_store_roles.cc runs statement by statement, with
-  // the role's name in {role}.
-  read.insert("grant_worker_tables");
   int files = 0;
   for (const EmbeddedSqlFile& f : EmbeddedSqlFiles()) {
     absl::string_view path = f.path;

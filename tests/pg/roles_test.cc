@@ -466,10 +466,21 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
        {"SELECT payload FROM {schema}.items WHERE queue = 'b'",
         "SELECT payload FROM {schema}.dead_items", "SELECT * FROM {schema}.queues WHERE name = 'b'",
         "UPDATE {schema}.session_parts SET epoch = epoch WHERE queue = 'b'",
-        "DELETE FROM {schema}.items WHERE queue = 'b'",
         "UPDATE {schema}.items SET attempts = 2147483647 WHERE queue = 'b'",
-        "DELETE FROM {schema}.sessions WHERE queue = 'b'"}) {
+        // the functions it deletes through (migration 39) pass over b's rows,
+        // whatever ids or row addresses it names
+        "SELECT {schema}.delete_items(NULL, ARRAY(SELECT generate_series(1, 100000)::bigint))"}) {
     EXPECT_EQ(rows(none), 0) << none;
+  }
+  for (const char* t : {"sessions", "session_parts", "part_claims"}) {
+    const std::string of_b = absl::StrCat(
+        "SELECT {schema}.delete_rows('", t, "', '",
+        *testing::Query(schema_.dsn(),
+                        WithSchema(absl::StrCat("SELECT array_agg(ctid)::text FROM {schema}.", t,
+                                                " WHERE queue = 'b'"),
+                                   schema_.name()))[0][0],
+        "')");
+    EXPECT_EQ(rows(of_b), 0) << of_b;
   }
   // Rows of b cannot be written; the tables cannot be emptied; the queue's
   // settings and the API stay out of reach.
@@ -478,7 +489,9 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
         "INSERT INTO {schema}.items (id, queue, part, payload) VALUES (999999, 'b', 0, 'x')",
         "INSERT INTO {schema}.session_parts (queue, part, session_id, epoch) "
         "SELECT 'b', 3, session_id, epoch FROM {schema}.session_parts LIMIT 1",
-        "TRUNCATE {schema}.items", "UPDATE {schema}.queues SET parts = 1 WHERE name = 'a'",
+        "TRUNCATE {schema}.items", "DELETE FROM {schema}.items WHERE queue = 'b'",
+        "DELETE FROM {schema}.sessions WHERE queue = 'b'",
+        "UPDATE {schema}.queues SET parts = 1 WHERE name = 'a'",
         // its part acquisition's FOR SHARE needs UPDATE (paused); pausing is not its (v31)
         "UPDATE {schema}.queues SET paused = true WHERE name = 'a'",
         "SELECT {schema}.enqueue('b', 'x')", "SELECT * FROM {schema}.grants",
@@ -521,6 +534,103 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
   EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT has_schema_privilege('", w,
                                       "', '{schema}'::regnamespace, 'USAGE')::int")),
             1);
+}
+
+// Issue 48, finding M3: a worker role held UPDATE and DELETE on the tables
+// every queue shares, and either lets a role LOCK a table in any mode, so
+// one worker could stop every queue of the schema. Since migration 39 it
+// holds UPDATE on columns and no DELETE: every lock stronger than its
+// INSERT's ROW EXCLUSIVE is refused on every table, and its deletes go
+// through functions that touch only its queues' rows, which a role that is
+// no worker may not call. Its workers still retry, dead-letter, hand parts
+// over, take over a killed one's parts and leave, exactly once.
+TEST_F(RolesTest, AWorkerRoleLocksNoTableYetItsWorkersRetryDeadLetterAndTakeOver) {
+  QueueConfig f;
+  f.name = "f";
+  f.parts = 4;
+  f.max_attempts = 2;
+  f.session_ttl = absl::Seconds(2);
+  ASSERT_TRUE(store_->CreateQueue(f).ok());
+  const std::string w = NewRole("worker");
+  const std::string p = NewRole("producer");
+  PartqOk({"grant", "worker", w, "--queue", "f"});
+  PartqOk({"grant", "producer", p, "--queue", "b"});
+  NewItem of_b;
+  of_b.payload = "b's";
+  ASSERT_TRUE(store_->Enqueue("b", of_b).ok());
+
+  auto c = As(w);
+  const std::vector<std::string> tables = {"sessions",      "session_parts",    "items",
+                                           "dead_items",    "results",          "part_claims",
+                                           "groups",        "cancelled_items",  "kafka_offsets",
+                                           "throughput",    "schedules",        "group_generations",
+                                           "expiry_sweeps", "group_changes",    "queues",
+                                           "outbox",        "schema_migrations"};
+  for (const std::string& t : tables) {
+    for (const char* mode : {"SHARE", "SHARE ROW EXCLUSIVE", "EXCLUSIVE", "ACCESS EXCLUSIVE"}) {
+      const std::string lock = absl::StrCat("LOCK TABLE {schema}.", t, " IN ", mode, " MODE");
+      EXPECT_EQ(Try(*c, lock), "42501") << lock;
+    }
+    const std::string del = absl::StrCat("DELETE FROM {schema}.", t);
+    EXPECT_EQ(Try(*c, del), "42501") << del;
+  }
+  // A role that is no worker may not delete through the functions at all.
+  auto producer = As(p);
+  for (const char* refused :
+       {"SELECT {schema}.delete_items(NULL, ARRAY[1::bigint])",
+        "SELECT {schema}.delete_rows('sessions', ARRAY['(0,1)'::tid])",
+        "SELECT {schema}.drop_claim_records_of_mine(ARRAY['(0,1)'::tid], ARRAY[1::bigint])"}) {
+    EXPECT_EQ(Try(*producer, refused), "42501") << refused;
+  }
+  EXPECT_EQ(Try(*c, "SELECT {schema}.delete_rows('queues', ARRAY['(0,1)'::tid])"), "22023");
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 1);
+
+  // 200 items, every tenth failing: those are tried twice, then dead.
+  for (int i = 0; i < 200; ++i) {
+    NewItem item;
+    item.payload = absl::StrCat(i % 10 == 0 ? "fail" : "ok", i);
+    ASSERT_TRUE(store_->Enqueue("f", item).ok());
+  }
+  const std::string role_dsn = absl::StrCat(schema_.dsn(), " user=", w);
+  auto worker = [&] {
+    return std::make_unique<testing::ChildProcess>(std::vector<std::string>{
+        testing::PartqBinary(), "worker", "f", "--dsn", role_dsn, "--schema", schema_.name(),
+        "--handler", "sql:SELECT 1 / (CASE WHEN $2 LIKE 'fail%' THEN 0 ELSE 1 END)", "--quiet"});
+  };
+  auto first = worker();
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("items WHERE queue = 'f'") == 0; }))
+      << "the worker role did not drain its queue";
+  EXPECT_EQ(Count("dead_items WHERE queue = 'f' AND attempts = 2"), 20);
+  EXPECT_GE(Count("throughput WHERE queue = 'f'"), 1);
+  // A second worker: the first hands it parts (release), the first is
+  // killed, and the second takes its parts over (the expired session and
+  // its claim records go) and drains what comes next.
+  auto second = worker();
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return schema_.QInt(
+               "SELECT count(DISTINCT session_id) FROM {schema}.session_parts "
+               "WHERE queue = 'f'") == 2 &&
+           Count("sessions WHERE queue = 'f'") == 2;
+  })) << "the parts were not shared";
+  first->Signal(SIGKILL);
+  EXPECT_TRUE(first->Wait(absl::Seconds(10)).has_value());
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return Count("sessions WHERE queue = 'f'") == 1 &&
+           Count("session_parts WHERE queue = 'f'") == 4;
+  })) << "the killed worker's parts were not taken over";
+  for (int i = 0; i < 50; ++i) {
+    NewItem item;
+    item.payload = absl::StrCat("ok", 1000 + i);
+    ASSERT_TRUE(store_->Enqueue("f", item).ok());
+  }
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("items WHERE queue = 'f'") == 0; }));
+  second->Signal(SIGTERM);
+  EXPECT_TRUE(second->Wait(absl::Seconds(30)).has_value());
+  EXPECT_EQ(Count("sessions WHERE queue = 'f'"), 0);
+  EXPECT_EQ(Count("session_parts WHERE queue = 'f'"), 0);
+  EXPECT_EQ(Count("part_claims WHERE queue = 'f'"), 0);
+  EXPECT_EQ(Count("dead_items WHERE queue = 'f'"), 20);
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 1);
 }
 
 // Issue 48: `partq grant viewer` makes the console's read-only role
@@ -573,9 +683,9 @@ TEST_F(RolesTest, AViewerReadsItsQueuesRowsButNoPayloadAndWritesNothing) {
   auto cwv = As(wv);
   EXPECT_EQ(rows(*cwv, "SELECT id, payload FROM {schema}.items WHERE queue = 'b'"), 0);
   EXPECT_EQ(rows(*cwv, "SELECT id FROM {schema}.items WHERE queue = 'a'"), 5);
-  EXPECT_EQ(rows(*cwv, "DELETE FROM {schema}.items WHERE queue = 'b'"), 0);
+  EXPECT_EQ(Try(*cwv, "DELETE FROM {schema}.items WHERE queue = 'b'"), "42501");
   EXPECT_EQ(rows(*cwv, "UPDATE {schema}.items SET attempts = 2147483647 WHERE queue = 'b'"), 0);
-  EXPECT_EQ(rows(*cwv, "DELETE FROM {schema}.sessions WHERE queue = 'b'"), 0);
+  EXPECT_EQ(Try(*cwv, "DELETE FROM {schema}.sessions WHERE queue = 'b'"), "42501");
   EXPECT_EQ(Try(*cwv, "INSERT INTO {schema}.results (id, queue, result) VALUES (1, 'b', 'x')"),
             "42501");
   EXPECT_EQ(Try(*cwv, "SELECT {schema}.enqueue('b', 'x')"), "42501");
@@ -616,6 +726,53 @@ TEST_F(RolesTest, AViewerGrantedBeforeVersion35ReadsItsQueueAfterTheUpgrade) {
   pqxx::result r = t.exec(absl::StrCat("SELECT name FROM ", old, ".queues"));
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0][0].as<std::string>(), "a");
+}
+
+// Migration 39 on a schema whose worker role was granted before it: the
+// role's table UPDATE and DELETE go (it may LOCK nothing beyond ROW
+// EXCLUSIVE any more), its column privileges come, and a worker under it
+// drains its queue on the new statements.
+TEST_F(RolesTest, AWorkerGrantedBeforeVersion39LocksNothingAfterTheUpgradeAndDrains) {
+  const std::string w = NewRole("old_worker");
+  const std::string old = absl::StrCat(schema_.name(), "_v38");
+  absl::Cleanup drop = [&] { schema_.Q(absl::StrCat("DROP SCHEMA IF EXISTS ", old, " CASCADE")); };
+  auto migrate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"migrate", "--dsn", schema_.dsn(), "--schema", old};
+    args.insert(args.end(), extra.begin(), extra.end());
+    PartqResult r = Partq(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+  };
+  migrate({"--to", "38"});
+  // What `partq grant worker` gave before version 39.
+  schema_.Q(absl::StrCat(
+      "INSERT INTO ", old, ".queues (name, parts) VALUES ('a', 2);", "INSERT INTO ", old,
+      ".grants (queue, role, kind, role_oid) VALUES ('a', '", w, "', 'worker', '", w,
+      "'::regrole);", "GRANT USAGE ON SCHEMA ", old, " TO ", w, ";",
+      "GRANT SELECT, INSERT, UPDATE, DELETE ON ", old, ".sessions, ", old, ".session_parts, ", old,
+      ".items, ", old, ".dead_items, ", old, ".results, ", old, ".part_claims, ", old,
+      ".cancelled_items, ", old, ".kafka_offsets, ", old, ".throughput, ", old, ".schedules, ", old,
+      ".group_generations, ", old, ".expiry_sweeps, ", old, ".group_changes TO ", w, ";",
+      "GRANT SELECT, INSERT, UPDATE (pending, done, dead, cancelled, ended_at, end_error, "
+      "end_item) ON ",
+      old, ".groups TO ", w, "; GRANT SELECT, UPDATE (paused) ON ", old, ".queues TO ", w,
+      "; GRANT SELECT ON ", old, ".schema_migrations TO ", w, "; GRANT INSERT ON ", old,
+      ".outbox TO ", w, "; GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ", old, " TO ", w));
+  auto c = As(w);
+  const std::string lock = absl::StrCat("LOCK TABLE ", old, ".items IN ACCESS EXCLUSIVE MODE");
+  EXPECT_EQ(Try(*c, lock), "") << "before the upgrade it could";
+  migrate({});
+  EXPECT_EQ(Try(*c, lock), "42501");
+  EXPECT_EQ(Try(*c, absl::StrCat("DELETE FROM ", old, ".items")), "42501");
+  schema_.Q(absl::StrCat("SELECT ", old, ".enqueue('a', 'p' || g) FROM generate_series(1, 100) g"));
+  testing::ChildProcess worker({testing::PartqBinary(), "worker", "a", "--dsn",
+                                absl::StrCat(schema_.dsn(), " user=", w), "--schema", old,
+                                "--handler", "noop", "--quiet"});
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    return schema_.QInt(absl::StrCat("SELECT count(*) FROM ", old, ".items")) == 0;
+  })) << "the upgraded worker role did not drain its queue";
+  worker.Signal(SIGTERM);
+  EXPECT_TRUE(worker.Wait(absl::Seconds(30)).has_value());
+  EXPECT_EQ(schema_.QInt(absl::StrCat("SELECT count(*) FROM ", old, ".sessions")), 0);
 }
 
 // Issue 48: a confined worker writes Kafka messages (outbox rows, which

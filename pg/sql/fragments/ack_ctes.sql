@@ -10,7 +10,7 @@
 -- its writes, so this form has no CTE it does not need, and it returns the
 -- count, not the ids.
 {fence},
-done AS (SELECT * FROM {schema}.ack_items($6::tid[], $5::bigint[])),
+done AS ({delete_done_lean}),
 res AS (
   INSERT INTO {schema}.results (id, queue, dedup_key, result, finished_at)
   SELECT d.acked_id, d.acked_queue, d.acked_dedup_key, decode(r.result, 'hex'),

@@ -79,7 +79,7 @@ current_records AS (
 replaced AS (
   SELECT d.dropped_part AS part, d.dropped_epoch AS epoch
   FROM (SELECT array_agg(l.tid) AS tids, array_agg(l.epoch) AS epochs FROM current_records l) a
-  CROSS JOIN LATERAL {schema}.drop_claim_records(a.tids, a.epochs) d),
+  CROSS JOIN LATERAL {schema}.{drop_records}(a.tids, a.epochs) d),
 recorded AS (
   INSERT INTO {schema}.part_claims (queue, part, epoch, ids)
   SELECT {queue}, r.part, r.epoch,

@@ -27,14 +27,7 @@
 a AS (
   SELECT * FROM unnest($5::bigint[], $6::int[], $7::tid[], $8::text[]) AS a(id, part, tid, result)
   WHERE a.part IN (SELECT part FROM f)),
-acked AS (
-  DELETE FROM {schema}.items i
-  WHERE i.ctid = ANY(ARRAY(SELECT tid FROM a)) AND i.id = ANY(ARRAY(SELECT id FROM a))
-  RETURNING i.id, i.queue, i.dedup_key),
-moved AS (
-  DELETE FROM {schema}.items i
-  WHERE i.id = ANY(ARRAY(SELECT id FROM a WHERE id NOT IN (SELECT id FROM acked)))
-  RETURNING i.id, i.queue, i.dedup_key),
+{delete_acked},
 done AS (SELECT * FROM acked UNION ALL SELECT * FROM moved),
 res AS (
   INSERT INTO {schema}.results (id, queue, dedup_key, result, finished_at)
@@ -54,13 +47,7 @@ retried AS (
   FROM o
   WHERE i.id = o.id AND NOT o.dead AND (o.refund OR i.attempts + 1 < $15::int)
   RETURNING i.id),
-dead AS (
-  DELETE FROM {schema}.items i USING o
-  WHERE i.id = o.id AND (o.dead OR (NOT o.refund AND i.attempts + 1 >= $15::int))
-  RETURNING i.id, i.queue, i.part, i.key, i.dedup_key, i.priority,
-            i.attempts + (NOT o.refund)::int AS attempts,
-            i.enqueued_at, i.payload, coalesce(o.error, '') AS error,
-            i.origin_topic, i.origin_partition, i.origin_offset, i.headers, i.group_id),
+{delete_dead},
 buried AS (
   INSERT INTO {schema}.dead_items
     (id, queue, part, key, dedup_key, priority, attempts, enqueued_at, last_error, payload,

@@ -2,8 +2,7 @@
 -- alone, and the results `partq wait` needs (pipelined_ack.sql says why).
 {fence},
 done AS (
-  DELETE FROM {schema}.items i WHERE i.ctid = ANY($6::tid[])
-  RETURNING i.id, i.queue, i.dedup_key),
+  {delete_done}),
 res AS (
   INSERT INTO {schema}.results (id, queue, dedup_key, finished_at)
   SELECT id, queue, dedup_key, statement_timestamp() FROM done WHERE dedup_key IS NOT NULL

@@ -4,7 +4,9 @@
 -- only a dead owner's remain) and its items marked abandoned, one attempt
 -- counted each (store.h, "Claims"; at most 1,000,000, the range migration
 -- 38 holds attempts to, so no item a worker set there stops the takeover);
--- then those records go and the part
+-- then those records go (through delete_rows(), migration 39: a worker
+-- role may not delete from part_claims; `fresh` reads `cleared`, so it
+-- runs whenever there is a part to take over) and the part
 -- gets an empty one at the new epoch, which the tenure's claims replace
 -- (only at that epoch: a session that lost the part cannot write it). $1
 -- is the queue.
@@ -30,11 +32,12 @@ abandoned AS (
   FROM left_claims l WHERE i.id = ANY(l.ids)
   RETURNING 1),
 cleared AS (
-  DELETE FROM {schema}.part_claims c USING {src} n WHERE c.queue = $1 AND c.part = n.part AND c.epoch < n.epoch
-  RETURNING 1),
+  SELECT count(*) FROM {schema}.delete_rows('part_claims', ARRAY(
+    SELECT c.ctid FROM {schema}.part_claims c JOIN {src} n ON c.part = n.part
+    WHERE c.queue = $1 AND c.epoch < n.epoch)) d),
 fresh AS (
   INSERT INTO {schema}.part_claims (queue, part, epoch, ids)
-  SELECT $1, n.part, n.epoch, '{}' FROM {src} n
+  SELECT $1, n.part, n.epoch, '{}' FROM {src} n, cleared
   WHERE NOT EXISTS (SELECT 1 FROM {schema}.part_claims c
                     WHERE c.queue = $1 AND c.part = n.part AND c.epoch >= n.epoch)
   RETURNING 1)

@@ -1,0 +1,178 @@
+-- Migration 39: a confined worker deletes through functions and holds no table-level UPDATE or DELETE, so it cannot LOCK the tables
+--
+-- A worker role held UPDATE and DELETE on the tables every queue's workers
+-- share (migration 30), and in PostgreSQL either privilege lets a role take
+-- any lock on a table: a worker of queue a could LOCK TABLE items IN ACCESS
+-- EXCLUSIVE MODE and stop the claims and acks of every queue of the schema
+-- until its transaction ended (issue 48, finding M3). Row-level security
+-- does not apply to LOCK.
+--
+-- Now a worker role gets UPDATE on the columns of those tables, not on the
+-- tables (a column privilege allows UPDATE, SELECT ... FOR UPDATE and
+-- INSERT ... ON CONFLICT DO UPDATE, and no lock stronger than the ROW
+-- EXCLUSIVE its INSERT privilege allows), and no DELETE at all. The deletes
+-- a worker makes go through the SECURITY DEFINER functions below, which
+-- delete only rows of the caller's queues (worker_scope(), as the policies
+-- of migration 36 do). A role that may delete from the table itself (the
+-- schema's owner, a role a DBA granted DELETE) deletes inline as before:
+-- the store asks at connect (PgStore::EnsureConnected) and builds its
+-- statements for what it may do, so the owner's drain pays nothing for
+-- this. Cold statements (release, leave, the heartbeat's pruning, a
+-- takeover's dropped records) use the functions for every role.
+
+-- The queues whose rows session_user may delete through these functions:
+-- NULL for all (the schema's owner or a member, or a role that is not
+-- confined and holds DELETE on the table), a confined worker's queues, or
+-- an error for any other role.
+CREATE FUNCTION {schema}.deletable_queues(tbl text) RETURNS text[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  scope text[];
+BEGIN
+  IF pg_has_role(session_user,
+                 (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = '{schema_name}'),
+                 'MEMBER') THEN
+    RETURN NULL;
+  END IF;
+  scope := {schema}.worker_scope();
+  IF scope IS NOT NULL THEN
+    RETURN scope;
+  END IF;
+  IF has_table_privilege(session_user, format('%I.%I', '{schema_name}', tbl), 'DELETE') THEN
+    RETURN NULL;
+  END IF;
+  RAISE EXCEPTION 'permission denied for table %', tbl USING ERRCODE = '42501';
+END
+$$;
+
+-- Deletes the items at `tids` whose ids are in `ids` and, of `ids`, those
+-- found elsewhere (a table rewrite moves rows), as ack_items() does; with
+-- `ids` NULL, the items at `tids` (the pipelined ack's delete, whose
+-- caller compares the ids); with `tids` NULL, the items of `ids`. Only
+-- rows of the caller's queues. Planned with enable_seqscan off, as
+-- ack_items() is (migration 4 says why).
+CREATE FUNCTION {schema}.delete_items(tids tid[], ids bigint[]) RETURNS SETOF {schema}.items
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off AS $$
+DECLARE
+  scope CONSTANT text[] := {schema}.deletable_queues('items');
+  n bigint := 0;
+BEGIN
+  IF ids IS NULL THEN
+    RETURN QUERY DELETE FROM {schema}.items i
+                 WHERE i.ctid = ANY(tids) AND (scope IS NULL OR i.queue = ANY(scope))
+                 RETURNING i.*;
+    RETURN;
+  END IF;
+  IF tids IS NOT NULL THEN
+    RETURN QUERY DELETE FROM {schema}.items i
+                 WHERE i.ctid = ANY(tids) AND i.id = ANY(ids)
+                   AND (scope IS NULL OR i.queue = ANY(scope))
+                 RETURNING i.*;
+    GET DIAGNOSTICS n = ROW_COUNT;
+  END IF;
+  IF n < cardinality(ids) THEN
+    RETURN QUERY DELETE FROM {schema}.items i
+                 WHERE i.id = ANY(ids) AND (scope IS NULL OR i.queue = ANY(scope))
+                 RETURNING i.*;
+  END IF;
+END
+$$;
+
+-- drop_claim_records() (migration 33) for a role that may not delete from
+-- part_claims: the same rows, of the caller's queues only.
+CREATE FUNCTION {schema}.drop_claim_records_of_mine(tids tid[], epochs bigint[])
+RETURNS TABLE (dropped_part int, dropped_epoch bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off AS $$
+DECLARE
+  scope CONSTANT text[] := {schema}.deletable_queues('part_claims');
+BEGIN
+  RETURN QUERY
+    DELETE FROM {schema}.part_claims c USING unnest(tids, epochs) AS l(tid, epoch)
+    WHERE c.ctid = l.tid AND c.epoch = l.epoch AND (scope IS NULL OR c.queue = ANY(scope))
+    RETURNING c.part, c.epoch;
+END
+$$;
+
+-- The rows at `tids` of `tbl`, one of the tables the cold statements
+-- delete from, of the caller's queues, returned as jsonb. A row changed
+-- since its caller read it has moved and stays (the callers read and lock
+-- the rows they pass, or their rows change only by their own session).
+CREATE FUNCTION {schema}.delete_rows(tbl text, tids tid[]) RETURNS SETOF jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  scope text[];
+BEGIN
+  IF tbl IS NULL OR tbl NOT IN ('part_claims', 'session_parts', 'sessions', 'throughput') THEN
+    RAISE EXCEPTION 'delete_rows: no table %', quote_nullable(tbl) USING ERRCODE = '22023';
+  END IF;
+  scope := {schema}.deletable_queues(tbl);
+  RETURN QUERY EXECUTE format(
+    'DELETE FROM {schema}.%I t WHERE t.ctid = ANY($1) AND ($2 IS NULL OR t.queue = ANY($2)) '
+    'RETURNING to_jsonb(t)', tbl)
+    USING tids, scope;
+END
+$$;
+
+-- Migration 22's trigger, as the owner: its delete of old group changes
+-- is the schema's housekeeping, whoever's change fired it.
+ALTER FUNCTION {schema}.move_group_generation() SECURITY DEFINER;
+ALTER FUNCTION {schema}.move_group_generation() SET search_path = pg_catalog, pg_temp;
+
+-- The privileges `partq grant worker` gives (revoke: takes them back, the
+-- schema's USAGE excepted: without a worker grant the role would not be
+-- confined). Row-level security keeps the role to its queues' rows. No
+-- TRUNCATE (row-level security does not apply to it) and no DELETE; of
+-- the tables the worker writes, UPDATE on each column, not on the table;
+-- of queues only the column the part acquisition's FOR SHARE needs an
+-- UPDATE privilege on; of outbox (no queue column) only INSERT, which an
+-- ack with Kafka messages writes; of groups the count columns an ack
+-- moves, never end_queue or end_payload. Run by partq grant and revoke,
+-- as the owner.
+CREATE FUNCTION {schema}.worker_privileges(r name, revoke boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  t text;
+  cols text;
+BEGIN
+  IF revoke THEN
+    FOREACH t IN ARRAY {schema}.worker_tables() || ARRAY['schema_migrations', 'outbox'] LOOP
+      EXECUTE format('REVOKE ALL ON {schema}.%I FROM %I', t, r);
+    END LOOP;
+    EXECUTE format('REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} FROM %I', r);
+    RETURN;
+  END IF;
+  EXECUTE format('GRANT USAGE ON SCHEMA {schema} TO %I', r);
+  FOREACH t IN ARRAY {schema}.worker_tables() LOOP
+    CONTINUE WHEN t IN ('groups', 'queues');
+    SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO cols
+    FROM pg_attribute a
+    WHERE a.attrelid = format('%I.%I', '{schema_name}', t)::regclass AND a.attnum > 0
+      AND NOT a.attisdropped;
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE (%s) ON {schema}.%I TO %I', cols, t, r);
+  END LOOP;
+  EXECUTE format('GRANT SELECT, INSERT, UPDATE (pending, done, dead, cancelled, ended_at, '
+                 'end_error, end_item) ON {schema}.groups TO %I', r);
+  EXECUTE format('GRANT SELECT, UPDATE (paused) ON {schema}.queues TO %I', r);
+  EXECUTE format('GRANT SELECT ON {schema}.schema_migrations TO %I', r);
+  EXECUTE format('GRANT INSERT ON {schema}.outbox TO %I', r);
+  EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO %I', r);
+END
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.worker_privileges(name, boolean) FROM PUBLIC;
+
+-- The worker roles granted before this migration: their table UPDATE and
+-- DELETE go, their column privileges come.
+DO $$
+DECLARE
+  r name;
+BEGIN
+  FOR r IN SELECT DISTINCT g.role FROM {schema}.grants g
+           JOIN pg_roles p ON p.rolname = g.role AND p.oid = g.role_oid
+           WHERE g.kind = 'worker' LOOP
+    PERFORM {schema}.worker_privileges(r, true);
+    PERFORM {schema}.worker_privileges(r, false);
+  END LOOP;
+END
+$$;
