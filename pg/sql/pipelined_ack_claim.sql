@@ -35,11 +35,7 @@ pick AS (
   SELECT r.*{bytes_before} FROM ({reads}) r
   WHERE EXISTS (SELECT 1 FROM {schema}.session_parts sp
                 WHERE sp.queue = $1 AND sp.part = $7 AND sp.epoch = $8){unkeyed_only}) x{bytes_bound}),
-{replace_record},
-recorded AS (
-  INSERT INTO {schema}.part_claims (queue, part, epoch, ids)
-  SELECT $1, $7, $8, $13::bigint[] || ARRAY(SELECT k.id FROM pick k) FROM replaced
-  RETURNING seq)
+{replace_record}
 SELECT p.id, p.key, p.dedup_key, p.priority, p.attempts + 1, p.payload, p.enqueued_at,
        p.run_at, p.tid, (SELECT seq FROM recorded), p.group_id
 FROM ({check}) c LEFT JOIN pick p ON c.ok AND EXISTS (SELECT 1 FROM recorded)

@@ -1,13 +1,17 @@
--- The pipelined ack's claim ahead drops its part's current record
--- (pipelined_ack_claim.sql), by a confined worker (migration 39): the same
--- row, found here and dropped through drop_claim_records_of_mine(), of its
--- queues only.
-replaced AS (
-  SELECT 1 FROM {schema}.drop_claim_records_of_mine(ARRAY(
-    SELECT c.ctid FROM {schema}.part_claims c
-    WHERE c.queue = $1 AND c.part = $7 AND c.epoch = $8 AND EXISTS (SELECT 1 FROM pick)
-      AND c.seq = coalesce(
-        (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7 AND l.seq = $17),
-        (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7
-           AND l.epoch = $8
-         ORDER BY l.seq DESC LIMIT 1))), ARRAY[$8::bigint]))
+-- The pipelined ack's claim ahead replaces its part's current record
+-- (pipelined_ack_claim.sql), as a confined worker, which may not delete
+-- from part_claims (migration 39): by updating it, under a new seq, so the
+-- row version is new in the primary key as a new row's would be (no read
+-- walks the old versions, as migration 9 wants), and without a function
+-- call per batch.
+recorded AS (
+  UPDATE {schema}.part_claims c
+  SET ids = $13::bigint[] || ARRAY(SELECT k.id FROM pick k),
+      seq = nextval('{schema}.claim_seq'), claimed_at = now()
+  WHERE c.queue = $1 AND c.part = $7 AND c.epoch = $8 AND EXISTS (SELECT 1 FROM pick)
+    AND c.seq = coalesce(
+      (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7 AND l.seq = $17),
+      (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7
+         AND l.epoch = $8
+       ORDER BY l.seq DESC LIMIT 1))
+  RETURNING c.seq)
