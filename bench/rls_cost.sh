@@ -2,15 +2,19 @@
 # What row-level security costs a worker (issue 48: at most 3 %), by the server's CPU per item.
 #
 # One `partq worker q --handler noop --concurrency CONC --batch 100 --vacuum-interval 0` drains
-# ITEMS items enqueued before it starts, as the schema's owner (no row-level security) and as a
-# role granted `worker` on q (`partq grant worker`: its restrictive policies), in turn, the order
-# alternated per round. Measured over each drain, from the worker's start to its exit after the
-# queue emptied: the server's CPU (the postmaster's and its children's user + system time, from
-# /proc, reaped children included) per item, and items/s. Both modes leave vacuum to autovacuum
-# (a role that may not vacuum never runs the table keeper; the owner's would, and its VACUUM
-# would count), and autovacuum is off for items and part_claims, which are vacuumed before each
-# drain instead. Printed per round: each mode's µs per item and items/s, and the ratio confined /
-# owner of the µs; at the end, the median ratio (target: <= 1.03).
+# ITEMS items enqueued before it starts, in turn (the order rotated per round) as:
+# - owner: the schema's owner (no row-level security);
+# - confined: a role granted `worker` on q (`partq grant worker`: its restrictive policies, and
+#   since schema version 39 its deletes through a rule and functions, as it holds no DELETE);
+# - policies: a role granted `worker` and DELETE on the tables a worker deletes from, so it
+#   deletes inline under the same policies: what the policies alone cost.
+# Measured over each drain, from the worker's start to its exit after the queue emptied: the
+# server's CPU (the postmaster's and its children's user + system time, from /proc, reaped
+# children included) per item, and items/s. Every mode leaves vacuum to autovacuum (a role that
+# may not vacuum never runs the table keeper; the owner's would, and its VACUUM would count),
+# and autovacuum is off for items and part_claims, which are vacuumed before each drain
+# instead. Printed per round: each mode's µs per item and items/s, and the ratios confined /
+# owner and policies / owner of the µs; at the end, their medians (target: <= 1.03).
 #
 # Usage: bench/rls_cost.sh [--partq BIN] [--items 300000] [--rounds 5] [--concurrency 4]
 # It starts a throwaway PostgreSQL 15 of its own (default settings, fsync on): the CPU is read
@@ -50,6 +54,8 @@ throwaway_pg_start "$work"
 owner_dsn="$dsn"
 role=partq_rls_worker
 confined_dsn="${dsn/user=postgres/user=$role}"
+role_del=partq_rls_worker_deleting
+policies_dsn="${dsn/user=postgres/user=$role_del}"
 export PARTQ_SCHEMA=partq_rls_cost
 s=$PARTQ_SCHEMA
 psql_q() { psql "$owner_dsn" -X -q -v ON_ERROR_STOP=1 "$@"; }
@@ -71,17 +77,21 @@ server_ticks() {
 
 PARTQ_DSN="$owner_dsn" "$partq" migrate >/dev/null
 PARTQ_DSN="$owner_dsn" "$partq" queue create q --parts 16 >/dev/null
-psql_q -c "CREATE ROLE $role LOGIN" >/dev/null
+psql_q -c "CREATE ROLE $role LOGIN" -c "CREATE ROLE $role_del LOGIN" >/dev/null
 # Vacuum outside the measured window only: autovacuum's run after a drain's deletes is the same
 # work in both modes and would land in one drain or the next at random.
 psql_q -c "ALTER TABLE $s.items SET (autovacuum_enabled = false)" \
   -c "ALTER TABLE $s.part_claims SET (autovacuum_enabled = false)" >/dev/null
 PARTQ_DSN="$owner_dsn" "$partq" grant worker "$role" --queue q >/dev/null
+PARTQ_DSN="$owner_dsn" "$partq" grant worker "$role_del" --queue q >/dev/null
+psql_q -c "GRANT DELETE ON $s.items, $s.part_claims, $s.session_parts, $s.sessions,
+           $s.throughput TO $role_del" >/dev/null
 
-# One drain as `mode` (owner | confined): prints "µs_per_item items_per_s".
+# One drain as `mode` (owner | confined | policies): prints "µs_per_item items_per_s".
 drain() {
   local mode="$1" wdsn="$owner_dsn"
   [[ $mode == confined ]] && wdsn="$confined_dsn"
+  [[ $mode == policies ]] && wdsn="$policies_dsn"
   seq 1 "$items" | PARTQ_DSN="$owner_dsn" "$partq" enqueue q --stdin >/dev/null 2>"$work/enqueue.log" ||
     { cat "$work/enqueue.log" >&2; exit 1; }
   psql_q -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
@@ -112,15 +122,30 @@ drain() {
 }
 
 echo "rls cost: $items items a drain, one worker at concurrency $conc, batch 100, noop handler"
-printf '%-6s %24s %24s %10s\n' round "owner µs/item (items/s)" "confined µs/item (items/s)" ratio
+printf '%-6s %24s %22s %22s %9s %9s\n' round "owner µs/item (items/s)" confined policies \
+  conf/own pol/own
 ratios=()
+policies_ratios=()
+orders=("owner confined policies" "confined policies owner" "policies owner confined")
 for ((r = 1; r <= rounds; r++)); do
-  if ((r % 2)); then read -r ou oi < <(drain owner); read -r cu ci < <(drain confined)
-  else read -r cu ci < <(drain confined); read -r ou oi < <(drain owner); fi
+  for mode in ${orders[$(((r - 1) % 3))]}; do
+    case $mode in
+      owner) read -r ou oi < <(drain owner) ;;
+      confined) read -r cu ci < <(drain confined) ;;
+      policies) read -r pu pi < <(drain policies) ;;
+    esac
+  done
   ratio=$(awk -v a="$cu" -v b="$ou" 'BEGIN { printf "%.3f", a / b }')
+  pratio=$(awk -v a="$pu" -v b="$ou" 'BEGIN { printf "%.3f", a / b }')
   ratios+=("$ratio")
-  printf '%-6s %24s %24s %9sx\n' "$r" "$ou ($oi)" "$cu ($ci)" "$ratio"
+  policies_ratios+=("$pratio")
+  printf '%-6s %24s %22s %22s %8sx %8sx\n' "$r" "$ou ($oi)" "$cu ($ci)" "$pu ($pi)" "$ratio" \
+    "$pratio"
 done
-printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END {
-  m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-  printf "median ratio of the server CPU per item, confined / owner: %.3fx (target <= 1.03x)\n", m }'
+median() {
+  sort -n | awk '{ v[NR] = $1 } END {
+    printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+echo "median ratio of the server CPU per item, confined / owner: $(printf '%s\n' "${ratios[@]}" |
+  median)x (target <= 1.03x); the policies alone / owner: $(printf '%s\n' \
+  "${policies_ratios[@]}" | median)x"

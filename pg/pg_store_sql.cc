@@ -394,17 +394,31 @@ std::string AckClaimStatement(const StatementForm& form) {
 }
 
 // The holes where a claim or Finish statement deletes, filled with
-// fragments/NAME.sql for a role that may delete from the table itself, or
-// with fragments/NAME_confined.sql, which deletes through a function of
-// migration 39, for one that may not (a worker role: a DELETE privilege
-// would let it LOCK the table every queue shares).
-std::string FillDeletes(absl::string_view sql, bool confined) {
+// fragments/NAME.sql for a role that may delete from the table itself, or,
+// for one that may not (a worker role: a DELETE privilege would let it
+// LOCK the table every queue shares), with fragments/NAME_confined.sql,
+// which deletes through a function or a rule of migration 39. A statement
+// `guarded` runs after plan_guard.sql (the pipelined ones), and a confined
+// worker's then deletes through a rule where NAME_guarded.sql has one: a
+// rule is planned into the statement, a PL/pgSQL call costs its set-up in
+// every transaction; elsewhere a rule's generic plan could be a sequential
+// scan, which the functions' enable_seqscan = off rules out.
+std::string FillDeletes(absl::string_view sql, bool confined, bool guarded) {
   std::vector<std::pair<std::string, std::string>> holes;
-  for (const char* hole : {"delete_done", "delete_acked", "delete_dead", "delete_done_lean",
-                           "replace_record", "drop_records"}) {
+  for (const char* hole :
+       {"delete_done", "delete_acked", "delete_dead", "delete_done_lean", "replace_record"}) {
+    const bool by_rule = confined && guarded && absl::string_view(hole) == "delete_done_lean";
     holes.emplace_back(absl::StrCat("{", hole, "}"),
-                       Fragment(absl::StrCat(hole, confined ? "_confined" : "")));
+                       Fragment(absl::StrCat(hole, by_rule    ? "_guarded"
+                                                   : confined ? "_confined"
+                                                              : "")));
   }
+  holes.emplace_back(
+      "{drop_records}",
+      confined && guarded
+          ? Fragment("drop_records_guarded")
+          : Fragment("drop_records", {{"{drop_fn}", confined ? "drop_claim_records_of_mine"
+                                                             : "drop_claim_records"}}));
   return absl::StrReplaceAll(sql, holes);
 }
 
@@ -476,7 +490,9 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       {BoundedName(kPipelinedFinishClaim), FinishClaimStatement(unkeyed_bytes)},
       {BoundedName(kPipelinedFinishClaimFair), FinishClaimStatement(fair_bytes)},
   };
-  for (auto& st : s) st.second = WithSchema(FillDeletes(st.second, confined), schema);
+  for (auto& st : s) {
+    st.second = WithSchema(FillDeletes(st.second, confined, /*guarded=*/true), schema);
+  }
   return s;
 }
 
@@ -544,7 +560,8 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
   s.push_back({BoundedName("finish_claim"), FinishClaimStatement(keyed_bytes), false});
   s.push_back({BoundedName("finish_claim_fair"), FinishClaimStatement(fair_bytes), false});
   s.push_back({BoundedName("ack_claim"), AckClaimStatement(keyed_bytes)});
-  for (Statement& st : s) st.sql = WithSchema(FillDeletes(st.sql, confined), schema);
+  for (Statement& st : s)
+    st.sql = WithSchema(FillDeletes(st.sql, confined, /*guarded=*/false), schema);
   return s;
 }
 

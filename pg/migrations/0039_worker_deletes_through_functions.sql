@@ -84,7 +84,7 @@ $$;
 -- queue, dedup_key` deletes the items at the addresses in the array $1, of
 -- the caller's worker queues only (as worker_scope() reads them). A rule,
 -- not a function: it is planned into the caller's prepared statement as
--- one TID scan and a hashed subquery, so it costs what an inline delete
+-- one TID scan and an array of its queues, so it costs what an inline delete
 -- costs. A PL/pgSQL call per batch cost a confined drain about 20 % more
 -- server CPU per item, most of it the calls' set-up in every transaction
 -- (about 0.1 ms a batch: pg_stat_statements); a row per address, a TID
@@ -92,20 +92,42 @@ $$;
 -- with the view owner's rights (it reads the grants the worker may not);
 -- the view reads no table, so a LOCK of it locks nothing else, and a
 -- worker holds only SELECT and INSERT on it (no LOCK past ROW EXCLUSIVE
--- either). Only the pipelined ack uses it: it runs after plan_guard.sql,
--- so its generic plan cannot be a sequential scan; the other deletes of a
--- confined worker are rarer and go through delete_items() below, whose
--- plans are made with enable_seqscan off.
+-- either). With `ids` too, only rows of those ids (the lean ack's, which
+-- counts and rolls back when a row moved). Only statements that run after
+-- plan_guard.sql use it (PgStore's pipelined ones), so that their generic
+-- plan cannot be a sequential scan; the other deletes of a confined worker
+-- go through delete_items() below, whose plans are made with
+-- enable_seqscan off. my_worker_queues: session_user's worker queues, as
+-- worker_scope() reads them (a grant counts for the role of its name and
+-- oid), for the rules, which read it as the owner: an array made once per
+-- statement (an IN (subquery) built a hash table each time, and the join
+-- with pg_roles read pg_authid: about 20 µs a batch together).
+CREATE VIEW {schema}.my_worker_queues AS
+  SELECT g.queue FROM {schema}.grants g
+  WHERE g.kind = 'worker' AND pg_get_userbyid(g.role_oid) = g.role
+    AND pg_has_role(session_user, g.role_oid, 'MEMBER');
 CREATE VIEW {schema}.item_acks AS
-  SELECT NULL::tid[] AS tids, NULL::bigint AS id, NULL::text AS queue, NULL::text AS dedup_key
+  SELECT NULL::tid[] AS tids, NULL::bigint[] AS ids, NULL::bigint AS id, NULL::text AS queue,
+         NULL::text AS dedup_key
   WHERE false;
 CREATE RULE item_acks_delete AS ON INSERT TO {schema}.item_acks DO INSTEAD
   DELETE FROM {schema}.items i
-  WHERE i.ctid = ANY (NEW.tids)
-    AND i.queue IN (SELECT g.queue FROM {schema}.grants g
-                    JOIN pg_roles r ON r.rolname = g.role AND r.oid = g.role_oid
-                    WHERE g.kind = 'worker' AND pg_has_role(session_user, r.oid, 'MEMBER'))
-  RETURNING NULL::tid[], i.id, i.queue::text, i.dedup_key::text;
+  WHERE i.ctid = ANY (NEW.tids) AND (NEW.ids IS NULL OR i.id = ANY (NEW.ids))
+    AND i.queue = ANY (ARRAY(SELECT q.queue FROM {schema}.my_worker_queues q))
+  RETURNING NULL::tid[], NULL::bigint[], i.id, i.queue::text, i.dedup_key::text;
+
+-- The same for a claim's drop of its parts' old records (claim_ctes.sql):
+-- `INSERT INTO claim_record_drops (tids, epochs) ... RETURNING part, epoch`
+-- drops the rows at those addresses still at those epochs, as
+-- drop_claim_records() does, of the caller's worker queues only.
+CREATE VIEW {schema}.claim_record_drops AS
+  SELECT NULL::tid[] AS tids, NULL::bigint[] AS epochs, NULL::int AS part, NULL::bigint AS epoch
+  WHERE false;
+CREATE RULE claim_record_drops_delete AS ON INSERT TO {schema}.claim_record_drops DO INSTEAD
+  DELETE FROM {schema}.part_claims c USING unnest(NEW.tids, NEW.epochs) AS l(tid, epoch)
+  WHERE c.ctid = l.tid AND c.epoch = l.epoch
+    AND c.queue = ANY (ARRAY(SELECT q.queue FROM {schema}.my_worker_queues q))
+  RETURNING NULL::tid[], NULL::bigint[], c.part, c.epoch;
 
 -- drop_claim_records() (migration 33) for a role that may not delete from
 -- part_claims: the same rows, of the caller's queues only.
@@ -158,8 +180,10 @@ ALTER FUNCTION {schema}.move_group_generation() SET search_path = pg_catalog, pg
 -- of queues only the column the part acquisition's FOR SHARE needs an
 -- UPDATE privilege on; of outbox (no queue column) only INSERT, which an
 -- ack with Kafka messages writes; of groups the count columns an ack
--- moves, never end_queue or end_payload. Run by partq grant and revoke,
--- as the owner.
+-- moves, never end_queue or end_payload; of cancelled_items, which only a
+-- cancel writes (through the SQL API or as the owner), only SELECT: a row
+-- with an id not yet issued would fail the cancel that later needs it. Run
+-- by partq grant and revoke, as the owner.
 CREATE FUNCTION {schema}.worker_privileges(r name, revoke boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -167,7 +191,8 @@ DECLARE
   cols text;
 BEGIN
   IF revoke THEN
-    FOREACH t IN ARRAY {schema}.worker_tables() || ARRAY['schema_migrations', 'outbox', 'item_acks'] LOOP
+    FOREACH t IN ARRAY {schema}.worker_tables() || ARRAY['schema_migrations', 'outbox', 'item_acks',
+                                                        'claim_record_drops'] LOOP
       EXECUTE format('REVOKE ALL ON {schema}.%I FROM %I', t, r);
     END LOOP;
     EXECUTE format('REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} FROM %I', r);
@@ -175,7 +200,7 @@ BEGIN
   END IF;
   EXECUTE format('GRANT USAGE ON SCHEMA {schema} TO %I', r);
   FOREACH t IN ARRAY {schema}.worker_tables() LOOP
-    CONTINUE WHEN t IN ('groups', 'queues');
+    CONTINUE WHEN t IN ('groups', 'queues', 'cancelled_items');
     SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO cols
     FROM pg_attribute a
     WHERE a.attrelid = format('%I.%I', '{schema_name}', t)::regclass AND a.attnum > 0
@@ -185,9 +210,10 @@ BEGIN
   EXECUTE format('GRANT SELECT, INSERT, UPDATE (pending, done, dead, cancelled, ended_at, '
                  'end_error, end_item) ON {schema}.groups TO %I', r);
   EXECUTE format('GRANT SELECT, UPDATE (paused) ON {schema}.queues TO %I', r);
+  EXECUTE format('GRANT SELECT ON {schema}.cancelled_items TO %I', r);
   EXECUTE format('GRANT SELECT ON {schema}.schema_migrations TO %I', r);
   EXECUTE format('GRANT INSERT ON {schema}.outbox TO %I', r);
-  EXECUTE format('GRANT SELECT, INSERT ON {schema}.item_acks TO %I', r);
+  EXECUTE format('GRANT SELECT, INSERT ON {schema}.item_acks, {schema}.claim_record_drops TO %I', r);
   EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO %I', r);
 END
 $$;
@@ -205,5 +231,33 @@ BEGIN
     PERFORM {schema}.worker_privileges(r, true);
     PERFORM {schema}.worker_privileges(r, false);
   END LOOP;
+END
+$$;
+
+-- Migration 34's trigger (as migration 38 left it), and a confined
+-- worker's outbox row takes the next id, whatever id it asked for
+-- (OVERRIDING SYSTEM VALUE): an id ahead of the sequence would fail the
+-- ack whose Kafka message later needs it.
+CREATE OR REPLACE FUNCTION {schema}.outbox_topics_of_workers() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF pg_has_role(session_user,
+                 (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = '{schema_name}'),
+                 'MEMBER')
+     OR {schema}.worker_scope() IS NULL THEN
+    RETURN NEW;
+  END IF;
+  IF EXISTS (SELECT 1 FROM {schema}.topic_grants g
+             JOIN pg_roles r ON r.rolname = g.role AND r.oid = g.role_oid
+             WHERE g.topic = NEW.topic AND pg_has_role(session_user, r.oid, 'MEMBER')) THEN
+    NEW.id := nextval(pg_get_serial_sequence('{schema}.outbox', 'id'));
+    RETURN NEW;
+  END IF;
+  RAISE EXCEPTION 'permission denied for Kafka topic "%": role "%" is a confined worker of schema "%" without a publish grant for it',
+                  NEW.topic, session_user, '{schema_name}'
+    USING ERRCODE = '42501',
+          HINT = format('the schema''s owner grants it: partq grant publish %s --topic %s',
+                        session_user, NEW.topic);
 END
 $$;

@@ -76,10 +76,7 @@ current_records AS (
                    ORDER BY c.seq DESC LIMIT 1)) AS tid
   FROM (SELECT DISTINCT k.part, k.epoch, o.record
         FROM pick k LEFT JOIN own o ON o.part = k.part) r),
-replaced AS (
-  SELECT d.dropped_part AS part, d.dropped_epoch AS epoch
-  FROM (SELECT array_agg(l.tid) AS tids, array_agg(l.epoch) AS epochs FROM current_records l) a
-  CROSS JOIN LATERAL {schema}.{drop_records}(a.tids, a.epochs) d),
+{drop_records},
 recorded AS (
   INSERT INTO {schema}.part_claims (queue, part, epoch, ids)
   SELECT {queue}, r.part, r.epoch,

@@ -1,3 +1,8 @@
--- The function a claim drops its parts' old records with (claim_ctes.sql),
--- for a role that may delete from part_claims (migration 33).
-drop_claim_records
+-- A claim's drop of its parts' old records (claim_ctes.sql), through
+-- {drop_fn}: drop_claim_records() (migration 33) for a role that may delete
+-- from part_claims, drop_claim_records_of_mine() (migration 39) for a
+-- confined worker in a statement that may plan a sequential scan.
+replaced AS (
+  SELECT d.dropped_part AS part, d.dropped_epoch AS epoch
+  FROM (SELECT array_agg(l.tid) AS tids, array_agg(l.epoch) AS epochs FROM current_records l) a
+  CROSS JOIN LATERAL {schema}.{drop_fn}(a.tids, a.epochs) d)
