@@ -405,13 +405,13 @@ std::string AckClaimStatement(const StatementForm& form) {
 // scan, which the functions' enable_seqscan = off rules out.
 std::string FillDeletes(absl::string_view sql, bool confined, bool guarded) {
   std::vector<std::pair<std::string, std::string>> holes;
+  const std::string current_record = Fragment("current_record");
   for (const char* hole :
        {"delete_done", "delete_acked", "delete_dead", "delete_done_lean", "replace_record"}) {
     const bool by_rule = confined && guarded && absl::string_view(hole) == "delete_done_lean";
+    const char* form = by_rule ? "_guarded" : confined ? "_confined" : "";
     holes.emplace_back(absl::StrCat("{", hole, "}"),
-                       Fragment(absl::StrCat(hole, by_rule    ? "_guarded"
-                                                   : confined ? "_confined"
-                                                              : "")));
+                       Fragment(absl::StrCat(hole, form), {{"{current_record}", current_record}}));
   }
   holes.emplace_back(
       "{drop_records}",

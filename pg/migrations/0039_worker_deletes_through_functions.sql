@@ -234,30 +234,23 @@ BEGIN
 END
 $$;
 
--- Migration 34's trigger (as migration 38 left it), and a confined
--- worker's outbox row takes the next id, whatever id it asked for
--- (OVERRIDING SYSTEM VALUE): an id ahead of the sequence would fail the
--- ack whose Kafka message later needs it.
-CREATE OR REPLACE FUNCTION {schema}.outbox_topics_of_workers() RETURNS trigger
+-- A confined worker's outbox row takes the next id, whatever id it asked
+-- for (OVERRIDING SYSTEM VALUE): an id ahead of the sequence would fail
+-- the ack whose Kafka message later needs it. Beside migration 34's
+-- trigger, which checks the row's topic.
+CREATE FUNCTION {schema}.outbox_ids_of_workers() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  IF pg_has_role(session_user,
-                 (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = '{schema_name}'),
-                 'MEMBER')
-     OR {schema}.worker_scope() IS NULL THEN
-    RETURN NEW;
-  END IF;
-  IF EXISTS (SELECT 1 FROM {schema}.topic_grants g
-             JOIN pg_roles r ON r.rolname = g.role AND r.oid = g.role_oid
-             WHERE g.topic = NEW.topic AND pg_has_role(session_user, r.oid, 'MEMBER')) THEN
+  IF NOT pg_has_role(session_user,
+                     (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = '{schema_name}'),
+                     'MEMBER')
+     AND {schema}.worker_scope() IS NOT NULL THEN
     NEW.id := nextval(pg_get_serial_sequence('{schema}.outbox', 'id'));
-    RETURN NEW;
   END IF;
-  RAISE EXCEPTION 'permission denied for Kafka topic "%": role "%" is a confined worker of schema "%" without a publish grant for it',
-                  NEW.topic, session_user, '{schema_name}'
-    USING ERRCODE = '42501',
-          HINT = format('the schema''s owner grants it: partq grant publish %s --topic %s',
-                        session_user, NEW.topic);
+  RETURN NEW;
 END
 $$;
+REVOKE EXECUTE ON FUNCTION {schema}.outbox_ids_of_workers() FROM PUBLIC;
+CREATE TRIGGER outbox_ids_of_workers BEFORE INSERT ON {schema}.outbox
+  FOR EACH ROW EXECUTE FUNCTION {schema}.outbox_ids_of_workers();

@@ -86,6 +86,13 @@ class RolesTest : public ::testing::Test {
       return e.sqlstate();
     }
   }
+  // `partq migrate --schema schema EXTRA...` with this test's connection.
+  void MigrateSchema(const std::string& schema, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"migrate", "--dsn", schema_.dsn(), "--schema", schema};
+    args.insert(args.end(), extra.begin(), extra.end());
+    PartqResult r = Partq(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
   int64_t Count(const std::string& table_and_where) {
     return schema_.QInt(absl::StrCat("SELECT count(*) FROM {schema}.", table_and_where));
   }
@@ -754,12 +761,7 @@ TEST_F(RolesTest, AViewerGrantedBeforeVersion35ReadsItsQueueAfterTheUpgrade) {
   const std::string v = NewRole("old_viewer");
   const std::string old = absl::StrCat(schema_.name(), "_v34");
   absl::Cleanup drop = [&] { schema_.Q(absl::StrCat("DROP SCHEMA IF EXISTS ", old, " CASCADE")); };
-  auto migrate = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"migrate", "--dsn", schema_.dsn(), "--schema", old};
-    args.insert(args.end(), extra.begin(), extra.end());
-    PartqResult r = Partq(args);
-    EXPECT_EQ(r.code, 0) << r.err;
-  };
+  auto migrate = [&](std::vector<std::string> extra) { MigrateSchema(old, std::move(extra)); };
   migrate({"--to", "34"});
   schema_.Q(absl::StrCat("INSERT INTO ", old, ".queues (name, parts) VALUES ('a', 2), ('b', 2);",
                          "INSERT INTO ", old, ".grants (queue, role, kind) VALUES ('a', '", v,
@@ -781,12 +783,7 @@ TEST_F(RolesTest, AWorkerGrantedBeforeVersion39LocksNothingAfterTheUpgradeAndDra
   const std::string w = NewRole("old_worker");
   const std::string old = absl::StrCat(schema_.name(), "_v38");
   absl::Cleanup drop = [&] { schema_.Q(absl::StrCat("DROP SCHEMA IF EXISTS ", old, " CASCADE")); };
-  auto migrate = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"migrate", "--dsn", schema_.dsn(), "--schema", old};
-    args.insert(args.end(), extra.begin(), extra.end());
-    PartqResult r = Partq(args);
-    EXPECT_EQ(r.code, 0) << r.err;
-  };
+  auto migrate = [&](std::vector<std::string> extra) { MigrateSchema(old, std::move(extra)); };
   migrate({"--to", "38"});
   // What `partq grant worker` gave before version 39.
   schema_.Q(absl::StrCat(

@@ -8,10 +8,5 @@ recorded AS (
   UPDATE {schema}.part_claims c
   SET ids = $13::bigint[] || ARRAY(SELECT k.id FROM pick k),
       seq = nextval('{schema}.claim_seq'), claimed_at = now()
-  WHERE c.queue = $1 AND c.part = $7 AND c.epoch = $8 AND EXISTS (SELECT 1 FROM pick)
-    AND c.seq = coalesce(
-      (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7 AND l.seq = $17),
-      (SELECT l.seq FROM {schema}.part_claims l WHERE l.queue = $1 AND l.part = $7
-         AND l.epoch = $8
-       ORDER BY l.seq DESC LIMIT 1))
+  {current_record}
   RETURNING c.seq)
