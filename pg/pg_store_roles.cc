@@ -42,6 +42,12 @@ absl::Status ValidateGrantObjects(absl::string_view kind, const std::vector<std:
   return absl::OkStatus();
 }
 
+// A grant or revoke remakes the role's policies (migration 36), which takes
+// each table's exclusive lock: behind a transaction that has read a table,
+// the wait would queue every queue's claims, acks and enqueues behind it.
+// It gives up instead, and says so, after this long.
+constexpr char kGrantLockTimeout[] = "SET LOCAL lock_timeout = '5s'";
+
 // The worker's table privileges (worker_privileges(), migration 39: no
 // DELETE, UPDATE on columns), granted to `role`, or with `revoke` taken
 // back, but USAGE on the schema, which stays (the SQL API needs it).
@@ -94,6 +100,7 @@ absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
   if (absl::Status st = ValidateGrantObjects(kind, queues); !st.ok()) return st;
   return Run(absl::StrCat("grant ", kind, " to role ", Quoted(role)), [&]() -> absl::Status {
     PgWork<> tx(*conn_, options_.transaction_pooler);
+    tx.exec(kGrantLockTimeout);
     if (tx.exec_params("SELECT 1 FROM pg_roles WHERE rolname = $1", std::string(role)).empty()) {
       return absl::NotFoundError(absl::StrCat("role ", Quoted(role),
                                               " does not exist (CREATE ROLE makes it, with "
@@ -136,6 +143,7 @@ absl::StatusOr<int> PgStore::Revoke(absl::string_view kind, absl::string_view ro
       Run(absl::StrCat("revoke ", kind, " from role ", Quoted(role)), [&]() -> absl::Status {
         removed = 0;
         PgWork<> tx(*conn_, options_.transaction_pooler);
+        tx.exec(kGrantLockTimeout);
         // An earlier role's rows of this name are not this role's to revoke
         // (migration 38); a dropped role's own rows are, by its name.
         Exec(tx, "forget_earlier_role", std::string(role));

@@ -755,6 +755,26 @@ TEST_F(RolesTest, AViewerReadsItsQueuesRowsButNoPayloadAndWritesNothing) {
             0);
 }
 
+// A grant remakes the role's policies, which takes each table's exclusive
+// lock; behind a transaction that has read a table (any role may), its
+// wait queued every queue's enqueues and claims behind it (the second
+// review). It now gives up after its lock timeout, says so, and works once
+// that transaction ends.
+TEST_F(RolesTest, AGrantBehindALongTransactionGivesUpRatherThanStallEveryQueue) {
+  const std::string w = NewRole("worker");
+  pqxx::connection reader(schema_.dsn());
+  pqxx::work held(reader);
+  held.exec(WithSchema("SELECT count(*) FROM {schema}.items", schema_.name()));
+  const absl::Time start = absl::Now();
+  PartqResult r = Partq(
+      {"grant", "worker", w, "--queue", "a", "--dsn", schema_.dsn(), "--schema", schema_.name()});
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(absl::StrContains(r.err, "lock timeout")) << r.err;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  held.commit();
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+}
+
 // A viewer granted before schema version 35 (a grants row, as version 29's
 // partq grant wrote it) reads its queue's rows once the schema is migrated.
 TEST_F(RolesTest, AViewerGrantedBeforeVersion35ReadsItsQueueAfterTheUpgrade) {
