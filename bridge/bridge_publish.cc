@@ -2,13 +2,17 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "base/utf8.h"
 #include "bridge/broker_health.h"
 #include "bridge/kafka_config.h"
 #include "nlohmann/json.hpp"
@@ -29,11 +33,17 @@ RdKafka::Headers* ToHeaders(const std::optional<std::string>& json) {
       const std::string v = one["value"].get<std::string>();
       h->add(key, v.data(), v.size());
     } else if (one.contains("value_hex") && one["value_hex"].is_string()) {
+      // Any role that may write outbox rows writes this text: a value that
+      // is not hex is left out, with a warning, rather than stop the bridge
+      // for every queue (std::stoi threw, and the bridge aborted on every
+      // restart: issue 48's second review).
       const std::string hex = one["value_hex"].get<std::string>();
-      std::string v;
-      for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-        v.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+      if (hex.size() % 2 != 0 || !std::all_of(hex.begin(), hex.end(), absl::ascii_isxdigit)) {
+        PARTQ_LOG(Warning) << "bridge publish: header " << Quoted(key, 64)
+                           << " has a value_hex that is not hex: sent without it";
+        continue;
       }
+      const std::string v = absl::HexStringToBytes(hex);
       h->add(key, v.data(), v.size());
     } else {
       h->add(key, nullptr, 0);
