@@ -11,9 +11,9 @@
 -- tables (a column privilege allows UPDATE, SELECT ... FOR UPDATE and
 -- INSERT ... ON CONFLICT DO UPDATE, and no lock stronger than the ROW
 -- EXCLUSIVE its INSERT privilege allows), and no DELETE at all. The deletes
--- a worker makes go through the SECURITY DEFINER functions below, which
--- delete only rows of the caller's queues (worker_scope(), as the policies
--- of migration 36 do). A role that may delete from the table itself (the
+-- a worker makes go through the rules and SECURITY DEFINER functions below,
+-- which delete only rows of the caller's queues (worker_scope(), as the
+-- policies of migration 36 do). A role that may delete from the table itself (the
 -- schema's owner, a role a DBA granted DELETE) deletes inline as before:
 -- the store asks at connect (PgStore::EnsureConnected) and builds its
 -- statements for what it may do, so the owner's drain pays nothing for
