@@ -3,6 +3,7 @@
 #include <librdkafka/rdkafkacpp.h>
 
 #include <algorithm>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -166,16 +167,23 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
   // whose report failed stays, and so do the rows after it in the batch,
   // unless they were delivered anyway (then they go, and the failed one is
   // re-sent: a key's order holds unless delivery failed for good, which the
-  // retry-forever default rules out). Returns false if anything failed.
-  // Once stopping, waits at most the drain timeout (PastDrain).
+  // retry-forever default rules out). A row the producer refuses to queue
+  // (a message over its size limit) stays with every later row of its
+  // topic, so that topic's order holds; other topics' rows go on (before,
+  // one such row, which any role that may publish to its topic can write,
+  // stopped every queue's publishing: issue 48's second review). Returns
+  // false if anything failed and nothing was delivered. Once stopping,
+  // waits at most the drain timeout (PastDrain).
   bool Round(const std::vector<OutboxRow>& rows) {
     pending_.assign(rows.size(), Pending{});
     outstanding_ = 0;
     bool all_queued = true;
+    std::set<std::string> held_topics;  // a row of theirs was refused
     for (size_t i = 0; i < rows.size(); ++i) {
       const OutboxRow& r = rows[i];
       pending_[i].id = r.id;
       pending_[i].topic = r.topic;
+      if (held_topics.count(r.topic) > 0) continue;
       RdKafka::Headers* headers = ToHeaders(r.headers_json);
       RdKafka::ErrorCode e;
       for (;;) {
@@ -190,7 +198,9 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
         delete headers;  // produce() owns them only on success
         PARTQ_LOG(Warning) << "bridge publish: produce row " << r.id << ": " << RdKafka::err2str(e);
         all_queued = false;
-        break;  // later rows wait: a key's order must hold
+        held_topics.insert(r.topic);               // its later rows wait: a key's order must hold
+        if (e == RdKafka::ERR__QUEUE_FULL) break;  // stopping: nothing more goes
+        continue;
       }
       ++outstanding_;
     }
@@ -248,7 +258,7 @@ class BridgePublish::Impl : public RdKafka::DeliveryReportCb, public RdKafka::Ev
     stats_.rounds += 1;
     // What the drain timeout cut short (a failed delivery is logged above).
     if (PastDrain()) stats_.left_in_outbox = static_cast<int64_t>(rows.size()) - deleted_rows;
-    return all_queued && failed == 0 && deleted;
+    return deleted && ((all_queued && failed == 0) || !delivered.empty());
   }
 
   // Stopping, and the drain timeout (from the first call that saw the stop)

@@ -8,7 +8,9 @@
 // defaults to 0 (retry forever), so a broker outage delays rows but loses
 // none. A failed report keeps the row (counted in
 // partq_bridge_delivery_failures_total) and the batch is retried after a
-// pause. A crash between delivery and the delete re-sends those rows once
+// pause. A row the producer refuses to queue (over its message size) stays,
+// with its topic's later rows; the other topics' rows go on. A crash
+// between delivery and the delete re-sends those rows once
 // more when restarted (at-least-once across bridge crashes; see README).
 //
 // Stop is bounded: it waits for the reports of the round in hand at most

@@ -405,6 +405,34 @@ TEST_F(BridgeTest, PublishSendsARowWhoseHeaderIsNotHexWithoutThatHeader) {
   EXPECT_EQ(bridge.stats().delivered, 3);
 }
 
+// A row the producer refuses to queue (a message over its size limit),
+// which any role that may publish to its topic can write, held back every
+// later row of every topic, round after round: every queue's publishing
+// stopped (issue 48's second review). Now only its own topic waits.
+TEST_F(BridgeTest, ARowTooLargeToSendHoldsBackOnlyItsOwnTopic) {
+  cluster_.CreateTopic("too_large", 1);
+  cluster_.CreateTopic("others", 1);
+  schema_.Q(
+      "INSERT INTO {schema}.outbox (topic, payload) VALUES "
+      "('too_large', decode(repeat('00', 2000000), 'hex')), ('too_large', 'after it')");
+  schema_.Q(
+      "INSERT INTO {schema}.outbox (topic, payload) "
+      "SELECT 'others', convert_to('o' || i, 'UTF8') FROM generate_series(1, 20) i");
+  BridgePublishOptions o;
+  o.brokers = cluster_.bootstraps();
+  BridgePublish bridge(schema_.BridgeFactory(), o, nullptr);
+  ASSERT_TRUE(bridge.Start().ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return schema_.QInt("SELECT count(*) FROM {schema}.outbox WHERE topic = 'others'") == 0;
+      },
+      absl::Seconds(30)));
+  bridge.Stop();
+  EXPECT_EQ(KcatConsume(cluster_.bootstraps(), "others").size(), 20u);
+  // The refused row and the one after it in its topic wait, in order.
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.outbox WHERE topic = 'too_large'"), 2);
+}
+
 TEST_F(BridgeTest, KcatProducesIntoIngestAndConsumesThePublishedTopic) {
   CreateQueue();
   cluster_.CreateTopic("out", 1);
