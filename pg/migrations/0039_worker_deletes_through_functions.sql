@@ -47,9 +47,7 @@ $$;
 
 -- Deletes the items at `tids` whose ids are in `ids` and, of `ids`, those
 -- found elsewhere (a table rewrite moves rows), as ack_items() does; with
--- `ids` NULL, the items at `tids` (the pipelined ack's delete, whose
--- caller compares the ids); with `tids` NULL, the items of `ids`. Only
--- rows of the caller's queues. Planned with enable_seqscan off, as
+-- `tids` NULL, the items of `ids`. Only rows of the caller's queues. Planned with enable_seqscan off, as
 -- ack_items() is (migration 4 says why).
 CREATE FUNCTION {schema}.delete_items(tids tid[], ids bigint[]) RETURNS SETOF {schema}.items
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -58,12 +56,6 @@ DECLARE
   scope CONSTANT text[] := {schema}.deletable_queues('items');
   n bigint := 0;
 BEGIN
-  IF ids IS NULL THEN
-    RETURN QUERY DELETE FROM {schema}.items i
-                 WHERE i.ctid = ANY(tids) AND (scope IS NULL OR i.queue = ANY(scope))
-                 RETURNING i.*;
-    RETURN;
-  END IF;
   IF tids IS NOT NULL THEN
     RETURN QUERY DELETE FROM {schema}.items i
                  WHERE i.ctid = ANY(tids) AND i.id = ANY(ids)
