@@ -393,11 +393,13 @@ std::string AckClaimStatement(const StatementForm& form) {
                             {"{claimed_rows}", Fragment("claimed_rows")}});
 }
 
-// The holes where a claim or Finish statement deletes, filled with
-// fragments/NAME.sql for a role that may delete from the table itself, or,
-// for one that may not (a worker role: a DELETE privilege would let it
-// LOCK the table every queue shares), with fragments/NAME_confined.sql,
-// which deletes through a function or a rule of migration 39. A statement
+// The holes where a claim or Finish statement deletes (or updates items:
+// retries, a takeover's mark), filled with fragments/NAME.sql for a role
+// that may delete from the table itself, or, for one that may not (a
+// worker role: a DELETE privilege would let it LOCK the table every queue
+// shares, an UPDATE of items lock another queue's item by an ON CONFLICT),
+// with fragments/NAME_confined.sql, which writes through a function or a
+// rule of migration 39 or 40. A statement
 // `guarded` runs after plan_guard.sql (the pipelined ones), and a confined
 // worker's then deletes through a rule where NAME_guarded.sql has one: a
 // rule is planned into the statement, a PL/pgSQL call costs its set-up in
@@ -406,8 +408,8 @@ std::string AckClaimStatement(const StatementForm& form) {
 std::string FillDeletes(absl::string_view sql, bool confined, bool guarded) {
   std::vector<std::pair<std::string, std::string>> holes;
   const std::string current_record = Fragment("current_record");
-  for (const char* hole :
-       {"delete_done", "delete_acked", "delete_dead", "delete_done_lean", "replace_record"}) {
+  for (const char* hole : {"delete_done", "delete_acked", "delete_dead", "delete_done_lean",
+                           "replace_record", "retry_items", "abandon_items"}) {
     const bool by_rule = confined && guarded && absl::string_view(hole) == "delete_done_lean";
     const char* form = by_rule ? "_guarded" : confined ? "_confined" : "";
     holes.emplace_back(absl::StrCat("{", hole, "}"),

@@ -473,12 +473,13 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
        {"SELECT payload FROM {schema}.items WHERE queue = 'b'",
         "SELECT payload FROM {schema}.dead_items", "SELECT * FROM {schema}.queues WHERE name = 'b'",
         "UPDATE {schema}.session_parts SET epoch = epoch WHERE queue = 'b'",
-        "UPDATE {schema}.items SET attempts = 2147483647 WHERE queue = 'b'",
         // the functions it deletes through (migration 39) pass over b's rows,
         // whatever ids or row addresses it names
         "SELECT {schema}.delete_items(NULL, ARRAY(SELECT generate_series(1, 100000)::bigint))"}) {
     EXPECT_EQ(rows(none), 0) << none;
   }
+  // It updates no item itself (migration 40: its retries go through a rule).
+  EXPECT_EQ(Try(*c, "UPDATE {schema}.items SET attempts = 2147483647 WHERE queue = 'b'"), "42501");
   for (const char* t : {"sessions", "session_parts", "part_claims"}) {
     const std::string of_b = absl::StrCat(
         "SELECT {schema}.delete_rows('", t, "', '",
@@ -601,7 +602,9 @@ TEST_F(RolesTest, AWorkerRoleLocksNoTableYetItsWorkersRetryDeadLetterAndTakeOver
                                            "outbox",
                                            "schema_migrations",
                                            "item_acks",
-                                           "claim_record_drops"};
+                                           "claim_record_drops",
+                                           "item_retries",
+                                           "item_abandons"};
   for (const std::string& t : tables) {
     for (const char* mode : {"SHARE", "SHARE ROW EXCLUSIVE", "EXCLUSIVE", "ACCESS EXCLUSIVE"}) {
       const std::string lock = absl::StrCat("LOCK TABLE {schema}.", t, " IN ", mode, " MODE");
@@ -611,7 +614,8 @@ TEST_F(RolesTest, AWorkerRoleLocksNoTableYetItsWorkersRetryDeadLetterAndTakeOver
     const std::string del = absl::StrCat("DELETE FROM {schema}.", t);
     const std::string refused = Try(*c, del);
     EXPECT_TRUE(refused == "42501" ||
-                (refused == "55000" && (t == "item_acks" || t == "claim_record_drops")))
+                (refused == "55000" && (t == "item_acks" || t == "claim_record_drops" ||
+                                        t == "item_retries" || t == "item_abandons")))
         << del << ": " << refused;
   }
   // A role that is no worker may not delete through the functions at all.
@@ -685,6 +689,100 @@ TEST_F(RolesTest, AWorkerRoleLocksNoTableYetItsWorkersRetryDeadLetterAndTakeOver
   EXPECT_EQ(Count("items WHERE queue = 'b'"), 1);
 }
 
+// Issue 48, the third review: row-level security checks an ON CONFLICT DO
+// UPDATE's existing row only after its WHERE, and a foreign key's check
+// reads past it, so a worker of queue a could lock queue b's rows without
+// seeing them and hold them for as long as its transaction lasted: b's
+// item (its batch's ack waited), a static member's session (md5 of its
+// queue and instance id: it could neither leave nor expire), a schedule
+// by name. Migration 40 closes each, and the worker's own retries and
+// takeover marks, which now go through rules, reach only its queue.
+TEST_F(RolesTest, AWorkersUpsertsAndForeignKeysLockNoRowOfAnotherQueue) {
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  NewItem item;
+  item.payload = "b's";
+  ASSERT_TRUE(store_->Enqueue("b", item).ok());
+  ASSERT_TRUE(store_->Enqueue("a", item).ok());
+  const std::string of_b =
+      std::to_string(schema_.QInt("SELECT id FROM {schema}.items WHERE queue = 'b'"));
+  const std::string of_a =
+      std::to_string(schema_.QInt("SELECT id FROM {schema}.items WHERE queue = 'a'"));
+  schema_.Q("SELECT {schema}.add_schedule('b-hourly', 'b', 'x'::bytea, interval '1 hour')");
+  schema_.Q(
+      "INSERT INTO {schema}.sessions (id, queue, instance_id, host, pid, expires_at) "
+      "VALUES (gen_random_uuid(), 'b', 'w1', 'h', 1, now() + interval '1 hour')");
+  const std::string b_session = "md5('b/w1')::uuid";
+  ASSERT_EQ(Count(absl::StrCat("sessions WHERE id = ", b_session)), 1)
+      << "a static member's id is made from its queue and instance id";
+
+  auto c = As(w);
+  for (const std::string& refused :
+       {absl::StrCat("INSERT INTO {schema}.items (id, queue, part, payload) VALUES (", of_b,
+                     ", 'a', 0, '') ON CONFLICT (id) DO UPDATE SET attempts = 0 WHERE false"),
+        absl::StrCat("INSERT INTO {schema}.results (id, queue) VALUES (", of_b,
+                     ", 'a') ON CONFLICT (id) DO UPDATE SET result = NULL WHERE false"),
+        absl::StrCat("INSERT INTO {schema}.dead_items (id, queue, part, attempts, payload) "
+                     "VALUES (",
+                     of_b,
+                     ", 'a', 0, 1, '') "
+                     "ON CONFLICT (id) DO UPDATE SET last_error = '' WHERE false"),
+        std::string("INSERT INTO {schema}.schedules (name, queue, payload, every) "
+                    "VALUES ('b-hourly', 'a', '', interval '1 hour') "
+                    "ON CONFLICT (name) DO UPDATE SET error = NULL WHERE false"),
+        absl::StrCat("INSERT INTO {schema}.session_parts (queue, part, session_id, epoch) "
+                     "VALUES ('a', 1, ",
+                     b_session, ", 1)"),
+        std::string("UPDATE {schema}.session_parts SET session_id = gen_random_uuid()")}) {
+    EXPECT_EQ(Try(*c, refused), "42501") << refused;
+  }
+  // An upsert by a session id of queue b's makes a session of a's with an
+  // id of its own, static or dynamic, and locks nothing of b's.
+  {
+    pqxx::work held(*c);
+    for (const char* instance : {"'w1'", "NULL"}) {
+      held.exec(WithSchema(
+          absl::StrCat("INSERT INTO {schema}.sessions (id, queue, instance_id, host, pid, "
+                       "expires_at) VALUES (",
+                       b_session, ", 'a', ", instance,
+                       ", 'h', 1, now()) "
+                       "ON CONFLICT (id) DO UPDATE SET host = 'taken' WHERE false"),
+          schema_.name()));
+    }
+    pqxx::connection owner_conn(schema_.dsn());
+    pqxx::work owner(owner_conn);
+    EXPECT_EQ(owner
+                  .exec(WithSchema(absl::StrCat("SELECT 1 FROM {schema}.sessions WHERE id = ",
+                                                b_session, " FOR UPDATE NOWAIT"),
+                                   schema_.name()))
+                  .size(),
+              1u);
+    EXPECT_EQ(owner
+                  .exec(WithSchema("SELECT 1 FROM {schema}.sessions WHERE queue = 'a' "
+                                   "AND id <> md5('a/w1')::uuid",
+                                   schema_.name()))
+                  .size(),
+              0u)
+        << "the dynamic session is not yet committed";
+  }
+  EXPECT_EQ(Count(absl::StrCat("sessions WHERE id = ", b_session, " AND host = 'h'")), 1);
+  // Its retries and takeover marks go through rules, to its queue's items only.
+  EXPECT_EQ(Try(*c, absl::StrCat("INSERT INTO {schema}.item_retries VALUES (", of_a,
+                                 ", false, 0, 'once', 5), (", of_b, ", false, 0, 'once', 5)")),
+            "");
+  EXPECT_EQ(Try(*c, absl::StrCat("INSERT INTO {schema}.item_abandons VALUES (ARRAY[", of_a, ", ",
+                                 of_b, "]::bigint[], 7)")),
+            "");
+  EXPECT_EQ(
+      Count(absl::StrCat("items WHERE id = ", of_a,
+                         " AND attempts = 2 AND abandoned_epoch = 7 AND last_error = 'once'")),
+      1);
+  EXPECT_EQ(
+      Count(absl::StrCat("items WHERE id = ", of_b,
+                         " AND attempts = 0 AND abandoned_epoch IS NULL AND last_error IS NULL")),
+      1);
+}
+
 // Issue 48: `partq grant viewer` makes the console's read-only role
 // (migration 35): it reads its queues' rows, no payload, result or header,
 // no other queue's rows, and writes nothing. A role that is a worker of one
@@ -736,7 +834,8 @@ TEST_F(RolesTest, AViewerReadsItsQueuesRowsButNoPayloadAndWritesNothing) {
   EXPECT_EQ(rows(*cwv, "SELECT id, payload FROM {schema}.items WHERE queue = 'b'"), 0);
   EXPECT_EQ(rows(*cwv, "SELECT id FROM {schema}.items WHERE queue = 'a'"), 5);
   EXPECT_EQ(Try(*cwv, "DELETE FROM {schema}.items WHERE queue = 'b'"), "42501");
-  EXPECT_EQ(rows(*cwv, "UPDATE {schema}.items SET attempts = 2147483647 WHERE queue = 'b'"), 0);
+  EXPECT_EQ(Try(*cwv, "UPDATE {schema}.items SET attempts = 2147483647 WHERE queue = 'b'"),
+            "42501");
   EXPECT_EQ(Try(*cwv, "DELETE FROM {schema}.sessions WHERE queue = 'b'"), "42501");
   EXPECT_EQ(Try(*cwv, "INSERT INTO {schema}.results (id, queue, result) VALUES (1, 'b', 'x')"),
             "42501");

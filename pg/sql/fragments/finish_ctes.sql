@@ -39,14 +39,7 @@ o AS (
   SELECT * FROM unnest($9::bigint[], $10::int[], $11::bool[], $12::bigint[], $13::bool[],
                        $14::text[]) AS o(id, part, dead, delay_us, refund, error)
   WHERE o.part IN (SELECT part FROM f)),
-retried AS (
-  UPDATE {schema}.items i
-  SET attempts = i.attempts + (NOT o.refund)::int,
-      run_at = statement_timestamp() + o.delay_us * interval '1 microsecond',
-      abandoned_epoch = NULL, last_error = o.error
-  FROM o
-  WHERE i.id = o.id AND NOT o.dead AND (o.refund OR i.attempts + 1 < $15::int)
-  RETURNING i.id),
+{retry_items},
 {delete_dead},
 buried AS (
   INSERT INTO {schema}.dead_items

@@ -27,10 +27,7 @@
 left_claims AS (
   SELECT c.part, c.epoch, c.ids FROM {schema}.part_claims c JOIN {src} n ON c.part = n.part
   WHERE c.queue = $1 AND c.epoch < n.epoch),
-abandoned AS (
-  UPDATE {schema}.items i SET attempts = least(i.attempts + 1, 1000000), abandoned_epoch = l.epoch
-  FROM left_claims l WHERE i.id = ANY(l.ids)
-  RETURNING 1),
+{abandon_items},
 cleared AS (
   SELECT count(*) FROM {schema}.delete_rows('part_claims', ARRAY(
     SELECT c.ctid FROM {schema}.part_claims c JOIN {src} n ON c.part = n.part

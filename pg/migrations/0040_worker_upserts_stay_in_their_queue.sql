@@ -1,0 +1,217 @@
+-- Migration 40: a confined worker's INSERT ... ON CONFLICT and foreign keys reach no row of another queue
+--
+-- A worker role could lock rows of other queues without seeing them (issue
+-- 48, the third review): row-level security checks an ON CONFLICT DO
+-- UPDATE's existing row only after its WHERE, so
+--   INSERT INTO items (id, queue, ...) VALUES (<an item of queue b>, 'a', ...)
+--   ON CONFLICT (id) DO UPDATE SET attempts = 0 WHERE false
+-- locked b's item until the transaction ended and stalled the ack of its
+-- batch; the same by id on sessions (a static member's id is md5 of its
+-- queue and instance id), by name on schedules, and by the foreign key of
+-- session_parts (a part row naming another queue's session locks that
+-- session FOR KEY SHARE, so it can neither leave nor expire). Each is
+-- closed where it opens, with nothing on the owner's path:
+-- - items, results and dead_items: a worker role gets no UPDATE on any of
+--   their columns, so PostgreSQL refuses ON CONFLICT DO UPDATE there
+--   before it looks at a row. A retry and a takeover's abandoned mark, the
+--   only updates a worker makes of items, go through the rules of
+--   item_retries and item_abandons below (of the caller's worker queues
+--   only), as its deletes go through item_acks (migration 39).
+-- - schedules: a worker role may not insert (schedules are added through
+--   add_schedule(), the SQL API, or by the owner); its firer only updates.
+-- - sessions: a row's id is made from its queue, as join.sql makes it (a
+--   static member's md5(queue/instance id); a confined role's dynamic
+--   session a random one, whatever it asked for), so no insert by a worker
+--   of queue a can meet a row of queue b.
+-- - session_parts: a confined worker's new row must name a session of its
+--   queue, and it may not update session_id; the foreign key then locks
+--   only its own queue's sessions.
+
+-- Retries of a confined worker's general Finish (fragments/retry_items_confined.sql):
+-- `INSERT INTO item_retries SELECT ... RETURNING id` counts the attempt
+-- unless refunded, sets run_at and the error as finish_ctes.sql's UPDATE
+-- does, of the caller's worker queues only. The queue is tested as an
+-- array (`<@`), which no index of items serves: the rows are found by id.
+CREATE VIEW {schema}.item_retries AS
+  SELECT NULL::bigint AS id, NULL::boolean AS refund, NULL::bigint AS delay_us,
+         NULL::text AS error, NULL::int AS max_attempts
+  WHERE false;
+CREATE RULE item_retries_update AS ON INSERT TO {schema}.item_retries DO INSTEAD
+  UPDATE {schema}.items i
+  SET attempts = i.attempts + (NOT NEW.refund)::int,
+      run_at = statement_timestamp() + NEW.delay_us * interval '1 microsecond',
+      abandoned_epoch = NULL, last_error = NEW.error
+  WHERE i.id = NEW.id AND (NEW.refund OR i.attempts + 1 < NEW.max_attempts)
+    AND ARRAY[i.queue::text] <@ ARRAY(SELECT q.queue::text FROM {schema}.my_worker_queues q)
+  RETURNING i.id, NULL::boolean, NULL::bigint, NULL::text, NULL::int;
+
+-- A takeover's mark on the items a dead owner had in flight
+-- (fragments/abandon_items_confined.sql): one attempt counted each, at
+-- most 1,000,000, and the epoch they were abandoned at.
+CREATE VIEW {schema}.item_abandons AS
+  SELECT NULL::bigint[] AS ids, NULL::bigint AS epoch
+  WHERE false;
+CREATE RULE item_abandons_update AS ON INSERT TO {schema}.item_abandons DO INSTEAD
+  UPDATE {schema}.items i
+  SET attempts = least(i.attempts + 1, 1000000), abandoned_epoch = NEW.epoch
+  WHERE i.id = ANY (NEW.ids)
+    AND ARRAY[i.queue::text] <@ ARRAY(SELECT q.queue::text FROM {schema}.my_worker_queues q)
+  RETURNING NULL::bigint[], NULL::bigint;
+
+-- A worker role's privileges, as migration 39 made them but for the
+-- above: no UPDATE on items, results or dead_items, no INSERT on
+-- schedules, no UPDATE of session_id; the two views.
+CREATE OR REPLACE FUNCTION {schema}.worker_privileges(r name, revoke boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  views CONSTANT text[] := ARRAY['item_acks', 'claim_record_drops', 'item_retries', 'item_abandons'];
+  t text;
+  cols text;
+BEGIN
+  IF revoke THEN
+    FOREACH t IN ARRAY {schema}.worker_tables() || ARRAY['schema_migrations', 'outbox'] || views LOOP
+      EXECUTE format('REVOKE ALL ON {schema}.%I FROM %I', t, r);
+    END LOOP;
+    EXECUTE format('REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} FROM %I', r);
+    RETURN;
+  END IF;
+  EXECUTE format('GRANT USAGE ON SCHEMA {schema} TO %I', r);
+  FOREACH t IN ARRAY {schema}.worker_tables() LOOP
+    CONTINUE WHEN t IN ('groups', 'queues', 'cancelled_items');
+    EXECUTE format('GRANT SELECT%s ON {schema}.%I TO %I',
+                   CASE WHEN t = 'schedules' THEN '' ELSE ', INSERT' END, t, r);
+    CONTINUE WHEN t IN ('items', 'results', 'dead_items');
+    SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO cols
+    FROM pg_attribute a
+    WHERE a.attrelid = format('%I.%I', '{schema_name}', t)::regclass AND a.attnum > 0
+      AND NOT a.attisdropped AND a.attname NOT IN ('id', 'queue', 'part', 'session_id');
+    EXECUTE format('GRANT UPDATE (%s) ON {schema}.%I TO %I', cols, t, r);
+  END LOOP;
+  EXECUTE format('GRANT SELECT, INSERT, UPDATE (pending, done, dead, cancelled, ended_at, '
+                 'end_error, end_item) ON {schema}.groups TO %I', r);
+  EXECUTE format('GRANT SELECT, UPDATE (paused) ON {schema}.queues TO %I', r);
+  EXECUTE format('GRANT SELECT ON {schema}.cancelled_items TO %I', r);
+  EXECUTE format('GRANT SELECT ON {schema}.schema_migrations TO %I', r);
+  EXECUTE format('GRANT INSERT ON {schema}.outbox TO %I', r);
+  FOREACH t IN ARRAY views LOOP
+    EXECUTE format('GRANT SELECT, INSERT ON {schema}.%I TO %I', t, r);
+  END LOOP;
+  EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO %I', r);
+END
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.worker_privileges(name, boolean) FROM PUBLIC;
+
+-- A session's id from its queue: a static member's is md5(queue/instance
+-- id), as join.sql makes it; a confined role's dynamic session gets a
+-- random one. Sessions are made once per join, so the owner's path pays
+-- one call per join.
+CREATE FUNCTION {schema}.session_ids() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF NEW.instance_id IS NOT NULL THEN
+    NEW.id := md5(NEW.queue || '/' || NEW.instance_id)::uuid;
+  ELSIF NOT pg_has_role(session_user,
+                        (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = '{schema_name}'),
+                        'MEMBER')
+        AND {schema}.worker_scope() IS NOT NULL THEN
+    NEW.id := gen_random_uuid();
+  END IF;
+  RETURN NEW;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.session_ids() FROM PUBLIC;
+CREATE TRIGGER session_ids BEFORE INSERT ON {schema}.sessions
+  FOR EACH ROW EXECUTE FUNCTION {schema}.session_ids();
+
+-- Role r's restrictive policies as migration 36 made them, and a confined
+-- worker's new part row names a session of its own queue (read with the
+-- role's own rights: it sees only its queues' sessions).
+CREATE OR REPLACE FUNCTION {schema}.apply_worker_policies(r name) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  role_id CONSTANT oid := (SELECT p.oid FROM pg_roles p WHERE p.rolname = r);
+  pol CONSTANT text := 'worker_' || role_id;
+  confined CONSTANT boolean := EXISTS (SELECT 1 FROM {schema}.confined_roles c
+                                       WHERE c.role_oid = role_id);
+  work CONSTANT text[] := ARRAY(SELECT g.queue FROM {schema}.grants g
+                                WHERE g.role = r AND g.kind = 'worker' ORDER BY 1);
+  views CONSTANT text[] := ARRAY(SELECT g.queue FROM {schema}.grants g
+                                 WHERE g.role = r AND g.kind = 'viewer' ORDER BY 1);
+  reads CONSTANT text[] := CASE WHEN cardinality(work) > 0 THEN work ELSE views END;
+  produce CONSTANT text[] := ARRAY(SELECT DISTINCT g.queue FROM {schema}.grants g
+                                   WHERE g.role = r AND g.kind IN ('worker', 'producer', 'operator')
+                                   ORDER BY 1);
+  t text;
+  col text;
+  cmd text;
+BEGIN
+  FOREACH t IN ARRAY {schema}.worker_tables() LOOP
+    FOREACH cmd IN ARRAY ARRAY['all', 'select', 'update', 'delete', 'insert', 'end', 'ids'] LOOP
+      EXECUTE format('DROP POLICY IF EXISTS %I ON {schema}.%I', pol || '_' || cmd, t);
+    END LOOP;
+    CONTINUE WHEN role_id IS NULL OR NOT confined;
+    col := CASE WHEN t = 'queues' THEN 'name' ELSE 'queue' END;
+    IF t = 'groups' THEN
+      -- A group's end item goes into its end queue as the worker acks the
+      -- group's last item: a group the worker makes ends only into a queue
+      -- it may produce to (it may not update end_queue at all: its UPDATE
+      -- privilege names the count columns only, worker_privileges()).
+      EXECUTE format('CREATE POLICY %I ON {schema}.groups AS RESTRICTIVE FOR INSERT TO %I '
+                     'WITH CHECK (end_queue IS NULL OR end_queue = ANY (%L))',
+                     pol || '_end', r, produce);
+    END IF;
+    IF t IN ('results', 'dead_items') THEN
+      EXECUTE format('CREATE POLICY %I ON {schema}.%I AS RESTRICTIVE FOR INSERT TO %I '
+                     'WITH CHECK ({schema}.item_of(id, queue))', pol || '_ids', t, r);
+    END IF;
+    IF t = 'session_parts' THEN
+      EXECUTE format('CREATE POLICY %I ON {schema}.session_parts AS RESTRICTIVE FOR INSERT TO %I '
+                     'WITH CHECK (EXISTS (SELECT 1 FROM {schema}.sessions s '
+                     'WHERE s.id = session_parts.session_id AND s.queue = session_parts.queue))',
+                     pol || '_ids', r);
+    END IF;
+    IF t <> 'items' AND reads = work THEN
+      EXECUTE format('CREATE POLICY %I ON {schema}.%I AS RESTRICTIVE TO %I USING (%I = ANY (%L))',
+                     pol || '_all', t, r, col, work);
+      CONTINUE;
+    END IF;
+    EXECUTE format('CREATE POLICY %I ON {schema}.%I AS RESTRICTIVE FOR SELECT TO %I '
+                   'USING (%I = ANY (%L))', pol || '_select', t, r, col, reads);
+    FOREACH cmd IN ARRAY ARRAY['update', 'delete'] LOOP
+      EXECUTE format('CREATE POLICY %I ON {schema}.%I AS RESTRICTIVE FOR %s TO %I '
+                     'USING (%I = ANY (%L))', pol || '_' || cmd, t, cmd, r, col, work);
+    END LOOP;
+    IF t <> 'items' THEN
+      EXECUTE format('CREATE POLICY %I ON {schema}.%I AS RESTRICTIVE FOR INSERT TO %I '
+                     'WITH CHECK (%I = ANY (%L))', pol || '_insert', t, r, col, work);
+      CONTINUE;
+    END IF;
+    -- A handler's follow-up items also go into queues it may produce to, as
+    -- new items (an attempts count no claim survives would stall a part).
+    EXECUTE format('CREATE POLICY %I ON {schema}.items AS RESTRICTIVE FOR INSERT TO %I '
+                   'WITH CHECK (queue = ANY (%L) AND (queue = ANY (%L) OR attempts = 0) '
+                   'AND {schema}.item_fits(id, queue, part, payload))',
+                   pol || '_insert', r, produce, work);
+  END LOOP;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.apply_worker_policies(name) FROM PUBLIC;
+
+-- The worker roles granted before this migration: their privileges and
+-- policies as this version makes them.
+DO $$
+DECLARE
+  r name;
+BEGIN
+  FOR r IN SELECT DISTINCT g.role FROM {schema}.grants g
+           JOIN pg_roles p ON p.rolname = g.role AND p.oid = g.role_oid
+           WHERE g.kind = 'worker' LOOP
+    PERFORM {schema}.worker_privileges(r, true);
+    PERFORM {schema}.worker_privileges(r, false);
+  END LOOP;
+  FOR r IN SELECT p.rolname FROM {schema}.confined_roles c JOIN pg_roles p ON p.oid = c.role_oid LOOP
+    PERFORM {schema}.apply_worker_policies(r);
+  END LOOP;
+END
+$$;
