@@ -21,7 +21,7 @@ PARTQ_CHECKER_PACKAGES=(
 PARTQ_BUILD_PACKAGES=(
   build-essential cmake pkg-config ninja-build
   libpqxx-dev libpq-dev librdkafka-dev libabsl-dev prometheus-cpp-dev
-  nlohmann-json3-dev libcivetweb-dev libcurl4-openssl-dev
+  nlohmann-json3-dev libcivetweb-dev libmicrohttpd-dev libcurl4-openssl-dev
 )
 
 # What ./scripts/demo installs: the build's packages and the server `partq demo` embeds, Debian's

@@ -1,8 +1,9 @@
 // A real `partq worker` serving /metrics, /healthz, /readyz and the web console
 // (cli/http_server.h), on a real PostgreSQL, against clients that connect and
 // then send nothing, half a request or half a body: with 100 of them holding
-// their connections, each endpoint still answers at once; a body sent a byte
-// at a time is refused after the request timeout instead of holding a thread.
+// their connections, each endpoint still answers at once (on the metrics
+// address with 300, coming and going); a body sent a byte at a time to the
+// console is refused after the request timeout instead of holding a thread.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -98,22 +99,32 @@ class SlowClientsTest : public ::testing::Test {
     for (int fd : held_) close(fd);
   }
 
-  // 100 connections to `port`: a third send nothing, a third half a request
-  // header, a third a whole header of `with_body` ("METHOD PATH") and half of
-  // the body it announces.
-  void Hold(int port, const std::string& with_body) {
-    for (int i = 0; i < 100; ++i) {
-      const int fd = Connect(port);
+  // A connection to `port` that sends, by `i` % 3, nothing, half a request
+  // header, or a whole header of `with_body` ("METHOD PATH") and half of the
+  // body it announces; -1 when it could not connect or send.
+  int OpenSlow(int port, int i, const std::string& with_body) {
+    const int fd = Connect(port);
+    if (fd < 0) return -1;
+    bool sent = true;
+    if (i % 3 == 1) {
+      sent = Send(fd, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow:");
+    } else if (i % 3 == 2) {
+      sent = Send(fd, absl::StrCat(with_body,
+                                   " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n"
+                                   "Content-Type: application/x-www-form-urlencoded\r\n\r\nq=a"));
+    }
+    if (!sent) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  // `n` such connections, held until the test ends.
+  void Hold(int port, const std::string& with_body, int n = 100) {
+    for (int i = 0; i < n; ++i) {
+      const int fd = OpenSlow(port, i, with_body);
       ASSERT_GE(fd, 0) << "connection " << i;
       held_.push_back(fd);
-      if (i % 3 == 1) {
-        ASSERT_TRUE(Send(fd, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow:"));
-      } else if (i % 3 == 2) {
-        ASSERT_TRUE(
-            Send(fd, absl::StrCat(with_body,
-                                  " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n"
-                                  "Content-Type: application/x-www-form-urlencoded\r\n\r\nq=a")));
-      }
     }
   }
   // Each held connection is still open (the server has not timed it out yet,
@@ -132,12 +143,57 @@ class SlowClientsTest : public ::testing::Test {
   std::vector<int> held_;
 };
 
+// The metrics address answers a request once its header is in (none of its
+// endpoints reads a body), so the connections that sent a whole header got
+// their answer; the others are still held.
 TEST_F(SlowClientsTest, HealthAndMetricsAnswerWithAHundredSlowConnectionsOpen) {
   Hold(metrics_, "GET /metrics");
   EXPECT_EQ(Probe(metrics_, "/healthz"), "HTTP/1.1 200 OK");
   EXPECT_EQ(Probe(metrics_, "/readyz"), "HTTP/1.1 200 OK");
   EXPECT_EQ(Probe(metrics_, "/metrics"), "HTTP/1.1 200 OK");
-  ExpectAllHeld();
+  int open = 0;
+  int answered = 0;
+  for (size_t i = 0; i < held_.size(); ++i) {
+    if (i % 3 != 2) {
+      open += StillOpen(held_[i]) ? 1 : 0;
+      continue;
+    }
+    char buf[16] = {};
+    answered += read(held_[i], buf, 15) == 15 && absl::StartsWith(buf, "HTTP/1.1 200") ? 1 : 0;
+  }
+  EXPECT_EQ(open, 67);
+  EXPECT_EQ(answered, 33);
+}
+
+// Issue 48's third review: with 300 such connections, each closed and
+// opened again about 60 times a second, civetweb's 128 threads were all
+// waiting and the probes failed. libmicrohttpd's one thread waits on all of
+// them: every probe is answered, for longer than the request timeout (5 s).
+TEST_F(SlowClientsTest, HealthAnswersWhileThreeHundredSlowClientsComeAndGo) {
+  Hold(metrics_, "GET /metrics", 300);
+  int probes = 0;
+  int answered = 0;
+  size_t next = 0;
+  const absl::Time end = absl::Now() + absl::Seconds(7);
+  for (int tick = 0; absl::Now() < end; ++tick) {
+    for (int k = 0; k < 3; ++k, ++next) {
+      int& fd = held_[next % held_.size()];
+      close(fd);
+      fd = OpenSlow(metrics_, static_cast<int>(next), "GET /metrics");
+      ASSERT_GE(fd, 0) << "reconnection " << next;
+    }
+    if (tick % 4 == 0) {
+      ++probes;
+      const std::string path = tick % 8 == 0 ? "/healthz" : "/readyz";
+      const std::string got = Probe(metrics_, path);
+      EXPECT_EQ(got, "HTTP/1.1 200 OK") << path << " at probe " << probes;
+      answered += got == "HTTP/1.1 200 OK" ? 1 : 0;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(answered, probes);
+  EXPECT_GT(probes, 30);
+  EXPECT_EQ(Probe(metrics_, "/metrics"), "HTTP/1.1 200 OK");
 }
 
 TEST_F(SlowClientsTest, ConsoleAnswersWithAHundredSlowConnectionsOpen) {
