@@ -13,7 +13,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config \
       libpqxx-dev libpq-dev librdkafka-dev libabsl-dev prometheus-cpp-dev \
-      nlohmann-json3-dev libcivetweb-dev libmicrohttpd-dev libcurl4-openssl-dev \
+      nlohmann-json3-dev libmicrohttpd-dev libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -28,7 +28,7 @@ FROM ${DEBIAN_IMAGE}
 # (sslrootcert=/etc/ssl/certs/ca-certificates.crt).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libpqxx-6.4 librdkafka++1 libabsl20220623 libprometheus-cpp-core1.0 libcivetweb1 libmicrohttpd12 libcurl4 \
+      libpqxx-6.4 librdkafka++1 libabsl20220623 libprometheus-cpp-core1.0 libmicrohttpd12 libcurl4 \
       ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 partq \

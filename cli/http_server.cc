@@ -1,20 +1,19 @@
 #include "cli/http_server.h"
 
-#include <CivetServer.h>
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "cli/process_metrics.h"
@@ -23,176 +22,165 @@
 
 namespace partq::cli {
 
-struct MetricsEndpoints {
+// What a server answers: the metrics address's endpoints, or the console.
+struct HttpServer::Endpoints {
   std::shared_ptr<prometheus::Registry> registry;  // /metrics when set
   std::function<bool(std::string*)> ready;         // /readyz when set
+  console::Console* console = nullptr;             // everything else when set
 };
 
 namespace {
 
-void Reply(mg_connection* conn, int code, const char* type, const std::string& body) {
-  const char* reason = mg_get_response_code_text(conn, code);
-  mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-            "Connection: close\r\n\r\n",
-            code, reason, type, body.size());
-  mg_write(conn, body.data(), body.size());
-}
-
-// The largest request body any endpoint takes (the console's forms).
-constexpr int64_t kMaxRequestBody = console::Console::kMaxBody;
-
-// Reads the request's body whole, within kHttpRequestTimeoutMs of the call,
-// so that civetweb has nothing left to read after the reply. civetweb waits at
-// most its request timeout for each byte, but an mg_read of N bytes returns only
-// once all N came, so a client sending a byte every few seconds could hold the
-// thread for hours: one byte per mg_read lets the deadline be checked between
-// bytes. On failure the refusal is sent with mg_send_http_error, which makes
-// civetweb close the connection rather than read the rest; returns false then.
-bool ReadBody(mg_connection* conn, std::string* body) {
-  const mg_request_info* info = mg_get_request_info(conn);
-  if (mg_get_header(conn, "Transfer-Encoding") != nullptr) {
-    mg_send_http_error(conn, 411, "a request body needs a Content-Length\n");
-    return false;
-  }
-  if (info->content_length > kMaxRequestBody) {
-    mg_send_http_error(conn, 413, "request body too large\n");
-    return false;
-  }
-  const absl::Time deadline = Clock::Real()->Now() + absl::Milliseconds(kHttpRequestTimeoutMs);
-  body->clear();
-  while (static_cast<int64_t>(body->size()) < info->content_length) {
-    char c;
-    if (mg_read(conn, &c, 1) != 1 || Clock::Real()->Now() > deadline) {
-      mg_send_http_error(conn, 408, "request body incomplete or too slow\n");
-      return false;
-    }
-    body->push_back(c);
-  }
-  return true;
-}
-
-class FuncHandler : public CivetHandler {
- public:
-  explicit FuncHandler(std::function<bool(std::string*)> f) : f_(std::move(f)) {}
-  bool handleGet(CivetServer*, mg_connection* conn) override {
-    std::string body;
-    if (!ReadBody(conn, &body)) return true;
-    std::string why;
-    const bool ok = f_(&why);
-    Reply(conn, ok ? 200 : 503, "text/plain", ok ? "ok\n" : why + "\n");
-    return true;
-  }
-
- private:
-  std::function<bool(std::string*)> f_;
+// A request being read: its URI as sent (with the query string, which the
+// access handler's URL has lost), whether its header was seen, its body so
+// far, and when it must be in.
+struct Request {
+  std::string uri;
+  bool started = false;
+  std::string body;
+  absl::Time deadline;
 };
 
-// The console: every request it gets goes through Console::Handle.
-class ConsoleHandler : public CivetHandler {
- public:
-  explicit ConsoleHandler(console::Console* c) : console_(c) {}
-  // Every method, so the console answers (405, with its headers) what
-  // civetweb would answer with a page of its own.
-  bool handleGet(CivetServer*, mg_connection* conn) override { return Serve(conn); }
-  bool handleHead(CivetServer*, mg_connection* conn) override { return Serve(conn); }
-  bool handlePost(CivetServer*, mg_connection* conn) override { return Serve(conn); }
-  bool handlePut(CivetServer*, mg_connection* conn) override { return Serve(conn); }
-  bool handleDelete(CivetServer*, mg_connection* conn) override { return Serve(conn); }
-  bool handleOptions(CivetServer*, mg_connection* conn) override { return Serve(conn); }
-  bool handlePatch(CivetServer*, mg_connection* conn) override { return Serve(conn); }
+void* StartRequest(void* /*cls*/, const char* uri, MHD_Connection* /*conn*/) {
+  auto* r = new Request;
+  r->uri = uri != nullptr ? uri : "/";
+  r->deadline = Clock::Real()->Now() + absl::Milliseconds(kHttpRequestTimeoutMs);
+  return r;
+}
 
- private:
-  bool Serve(mg_connection* conn) {
-    const mg_request_info* info = mg_get_request_info(conn);
-    console::HttpRequest req;
-    req.method = info->request_method ? info->request_method : "";
-    req.path = info->local_uri ? info->local_uri : "/";
-    req.query = info->query_string ? info->query_string : "";
-    req.remote_addr = info->remote_addr;
-    req.tls = info->is_ssl != 0;
-    for (int i = 0; i < info->num_headers; ++i) {
-      req.headers[absl::AsciiStrToLower(info->http_headers[i].name)] = info->http_headers[i].value;
-    }
-    if (!ReadBody(conn, &req.body)) return true;
-    return Write(conn, req, console_->Handle(req));
-  }
+void EndRequest(void* /*cls*/, MHD_Connection* /*conn*/, void** state,
+                MHD_RequestTerminationCode /*why*/) {
+  delete static_cast<Request*>(*state);
+  *state = nullptr;
+}
 
-  static bool Write(mg_connection* conn, const console::HttpRequest& req,
-                    const console::HttpResponse& r) {
-    std::string head =
-        absl::StrCat("HTTP/1.1 ", r.code, " ", mg_get_response_code_text(conn, r.code),
-                     "\r\nContent-Type: ", r.content_type, "\r\nContent-Length: ", r.body.size(),
-                     "\r\nConnection: close\r\n");
-    for (const auto& [name, value] : r.headers) absl::StrAppend(&head, name, ": ", value, "\r\n");
-    head += "\r\n";
-    mg_write(conn, head.data(), head.size());
-    if (req.method != "HEAD") mg_write(conn, r.body.data(), r.body.size());
-    return true;
-  }
-
-  console::Console* console_;
-};
-
-// The metrics server's one thread (libmicrohttpd, epoll) waits on every
-// connection at once, so a client that connects and sends slowly or nothing
-// holds a file descriptor, not a thread. Each request is answered as soon
-// as its header is in; a body is not read (none of these endpoints takes
-// one): the answer says "Connection: close".
-MHD_Result Answer(MHD_Connection* conn, unsigned int code, const char* type,
-                  const std::string& body) {
-  MHD_Response* r = MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()),
+// Queues `r` as the answer; the connection closes after it.
+MHD_Result Answer(MHD_Connection* conn, const console::HttpResponse& r) {
+  MHD_Response* m = MHD_create_response_from_buffer(r.body.size(), const_cast<char*>(r.body.data()),
                                                     MHD_RESPMEM_MUST_COPY);
-  if (r == nullptr) return MHD_NO;
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-  const MHD_Result queued = MHD_queue_response(conn, code, r);
-  MHD_destroy_response(r);
+  if (m == nullptr) return MHD_NO;
+  MHD_add_response_header(m, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
+  MHD_add_response_header(m, MHD_HTTP_HEADER_CONNECTION, "close");
+  for (const auto& [name, value] : r.headers) {
+    MHD_add_response_header(m, name.c_str(), value.c_str());
+  }
+  const MHD_Result queued = MHD_queue_response(conn, static_cast<unsigned int>(r.code), m);
+  MHD_destroy_response(m);
   return queued;
 }
 
-MHD_Result ServeMetrics(void* cls, MHD_Connection* conn, const char* url, const char* method,
-                        const char* /*version*/, const char* /*upload_data*/,
-                        size_t* upload_data_size, void** /*state*/) {
-  const auto* e = static_cast<const MetricsEndpoints*>(cls);
-  if (*upload_data_size > 0) return MHD_NO;  // a body after the answer: close
-  if (std::strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
-      std::strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-    return Answer(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
-  }
-  const absl::string_view path(url);
-  if (path == "/healthz") return Answer(conn, MHD_HTTP_OK, "text/plain", "ok\n");
-  if (path == "/readyz" && e->ready) {
-    std::string why;
-    const bool ok = e->ready(&why);
-    return Answer(conn, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
-                  ok ? "ok\n" : why + "\n");
-  }
-  if (path == "/metrics" && e->registry) {
-    std::vector<prometheus::MetricFamily> families = e->registry->Collect();
-    for (auto& f : ProcessMetrics()) families.push_back(std::move(f));
-    return Answer(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
-                  prometheus::TextSerializer().Serialize(families));
-  }
-  return Answer(conn, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n");
+console::HttpResponse Text(int code, std::string body, bool console_headers) {
+  console::HttpResponse r;
+  r.code = code;
+  r.body = std::move(body);
+  if (console_headers) r.headers = console::SecurityHeaders();
+  return r;
 }
 
-// How many connections the metrics server holds open at once: as many as
+// The metrics address's endpoints (none takes a body).
+console::HttpResponse ServeMetrics(const HttpServer::Endpoints& e, absl::string_view path,
+                                   absl::string_view method) {
+  if (method != MHD_HTTP_METHOD_GET && method != MHD_HTTP_METHOD_HEAD) {
+    return Text(MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n", false);
+  }
+  if (path == "/healthz") return Text(MHD_HTTP_OK, "ok\n", false);
+  if (path == "/readyz" && e.ready) {
+    std::string why;
+    const bool ok = e.ready(&why);
+    return Text(ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, ok ? "ok\n" : why + "\n", false);
+  }
+  if (path == "/metrics" && e.registry) {
+    std::vector<prometheus::MetricFamily> families = e.registry->Collect();
+    for (auto& f : ProcessMetrics()) families.push_back(std::move(f));
+    console::HttpResponse r =
+        Text(MHD_HTTP_OK, prometheus::TextSerializer().Serialize(families), false);
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    return r;
+  }
+  return Text(MHD_HTTP_NOT_FOUND, "not found\n", false);
+}
+
+MHD_Result AddHeader(void* cls, MHD_ValueKind /*kind*/, const char* name, const char* value) {
+  auto* headers = static_cast<std::map<std::string, std::string>*>(cls);
+  (*headers)[absl::AsciiStrToLower(name)] = value != nullptr ? value : "";
+  return MHD_YES;
+}
+
+// The console's request as console::Console takes it.
+console::HttpRequest ConsoleRequest(MHD_Connection* conn, const char* url, const char* method,
+                                    Request* r) {
+  console::HttpRequest req;
+  req.method = method;
+  req.path = url;
+  const auto q = r->uri.find('?');
+  if (q != std::string::npos) req.query = r->uri.substr(q + 1);
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, &AddHeader, &req.headers);
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  char ip[INET_ADDRSTRLEN] = "";
+  if (info != nullptr && info->client_addr != nullptr && info->client_addr->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(info->client_addr)->sin_addr, ip,
+              sizeof ip);
+  }
+  req.remote_addr = ip;
+  req.body = std::move(r->body);
+  return req;
+}
+
+// libmicrohttpd's access handler: once when the request's header is in,
+// once per piece of its body, once more when it is all in. The metrics
+// endpoints answer at the first call (a body after it closes the
+// connection). The console reads a body of at most Console::kMaxBody bytes,
+// all within kHttpRequestTimeoutMs of the request's start: 413 when the
+// Content-Length says more; otherwise a body too long or too slow closes
+// the connection (libmicrohttpd cannot answer while a body is coming).
+MHD_Result Serve(void* cls, MHD_Connection* conn, const char* url, const char* method,
+                 const char* /*version*/, const char* upload, size_t* upload_size, void** state) {
+  const auto* e = static_cast<const HttpServer::Endpoints*>(cls);
+  auto* r = static_cast<Request*>(*state);
+  const bool console = e->console != nullptr;
+  if (!r->started) {
+    r->started = true;
+    if (!console) return Answer(conn, ServeMetrics(*e, url, method));
+    const char* length =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t n = 0;
+    if (length != nullptr && absl::SimpleAtoi(length, &n) && n > console::Console::kMaxBody) {
+      return Answer(conn, Text(MHD_HTTP_CONTENT_TOO_LARGE, "request body too large\n", true));
+    }
+    return MHD_YES;
+  }
+  if (!console) return MHD_NO;
+  if (*upload_size > 0) {
+    if (Clock::Real()->Now() > r->deadline ||
+        r->body.size() + *upload_size > console::Console::kMaxBody) {
+      return MHD_NO;
+    }
+    r->body.append(upload, *upload_size);
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  const console::HttpRequest req = ConsoleRequest(conn, url, method, r);
+  if (req.path == "/healthz") return Answer(conn, Text(MHD_HTTP_OK, "ok\n", true));
+  return Answer(conn, e->console->Handle(req));
+}
+
+// How many connections a server holds open at once: as many as
 // the process may open files, less room for its own (its database
-// connections, its handlers' children), at most kMetricsConnections. The
+// connections, its handlers' children), at most kHttpConnections. The
 // soft limit is raised to the hard one, up to what that needs.
-unsigned int MetricsConnectionLimit() {
+unsigned int ConnectionLimit() {
   constexpr rlim_t kRoom = 256;
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return 64;
-  const rlim_t want = kMetricsConnections + kRoom;
+  const rlim_t want = kHttpConnections + kRoom;
   if (lim.rlim_cur < want && lim.rlim_max > lim.rlim_cur) {
     rlimit raised = lim;
     raised.rlim_cur = std::min(lim.rlim_max, want);
     if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
   }
   if (lim.rlim_cur <= kRoom + 64) return 64;
-  return static_cast<unsigned int>(std::min<rlim_t>(lim.rlim_cur - kRoom, kMetricsConnections));
+  return static_cast<unsigned int>(std::min<rlim_t>(lim.rlim_cur - kRoom, kHttpConnections));
 }
 
 // HOST:PORT as Start takes it (see http_server.h); `flag` names it in errors.
@@ -226,8 +214,6 @@ absl::StatusOr<ListenAddress> ParseListen(const std::string& addr, const std::st
     return absl::InvalidArgumentError(absl::StrCat(
         flag, ": the host must be an IPv4 address, localhost or 0.0.0.0 (got \"", host, "\")"));
   }
-  // civetweb wants PORT alone for all interfaces, or IP:PORT.
-  out.civetweb = out.any ? port : absl::StrCat(host, ":", port);
   return out;
 }
 
@@ -238,77 +224,54 @@ std::string ListenHost(const std::string& addr) {
   return colon == std::string::npos ? "" : addr.substr(0, colon);
 }
 
-struct HttpServer::Handlers {
-  std::unique_ptr<FuncHandler> health;
-  std::unique_ptr<ConsoleHandler> console;
-};
-
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     const std::string& addr, std::shared_ptr<prometheus::Registry> registry,
     std::function<bool(std::string*)> ready) {
-  absl::StatusOr<ListenAddress> listen = ParseListen(addr, "--metrics-addr");
-  if (!listen.ok()) return listen.status();
-  std::unique_ptr<HttpServer> s(new HttpServer());
-  s->metrics_ = std::make_unique<MetricsEndpoints>();
-  s->metrics_->registry = std::move(registry);
-  s->metrics_->ready = std::move(ready);
-  sockaddr_in bind{};
-  bind.sin_family = AF_INET;
-  bind.sin_port = htons(listen->port);
-  bind.sin_addr = listen->any ? in_addr{htonl(INADDR_ANY)} : listen->ip;
-  // A connection that sends nothing for kHttpRequestTimeoutMs is closed.
-  s->daemon_ = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD, listen->port, nullptr, nullptr,
-                                &ServeMetrics, s->metrics_.get(), MHD_OPTION_SOCK_ADDR,
-                                reinterpret_cast<sockaddr*>(&bind), MHD_OPTION_CONNECTION_TIMEOUT,
-                                static_cast<unsigned int>((kHttpRequestTimeoutMs + 999) / 1000),
-                                MHD_OPTION_CONNECTION_LIMIT, MetricsConnectionLimit(),
-                                MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
-  if (s->daemon_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", addr, ": ",
-                                               std::strerror(errno), " (is the port in use?)"));
-  }
-  return s;
+  auto e = std::make_unique<Endpoints>();
+  e->registry = std::move(registry);
+  e->ready = std::move(ready);
+  return Start(addr, "--metrics-addr", std::move(e));
 }
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& addr,
                                                               HttpServerOptions options) {
-  absl::StatusOr<ListenAddress> listen = ParseListen(addr, options.flag);
+  auto e = std::make_unique<Endpoints>();
+  e->console = options.console;
+  return Start(addr, options.flag, std::move(e));
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& addr,
+                                                              const std::string& flag,
+                                                              std::unique_ptr<Endpoints> e) {
+  absl::StatusOr<ListenAddress> listen = ParseListen(addr, flag);
   if (!listen.ok()) return listen.status();
   std::unique_ptr<HttpServer> s(new HttpServer());
-  s->handlers_ = std::make_unique<Handlers>();
-  s->handlers_->health = std::make_unique<FuncHandler>([](std::string*) { return true; });
-  s->handlers_->console = std::make_unique<ConsoleHandler>(options.console);
-  // One request per connection (civetweb's keep-alive is off by default), at
-  // most kHttpRequestTimeoutMs to send it (header and body; civetweb times the
-  // header from accept, ConsoleHandler the body) and to take each write of the
-  // reply. The accept queue and the kernel's backlog hold what waits for a thread.
-  std::vector<std::string> civet = {"listening_ports",    listen->civetweb,
-                                    "num_threads",        absl::StrCat(kHttpThreads),
-                                    "request_timeout_ms", absl::StrCat(kHttpRequestTimeoutMs),
-                                    "enable_keep_alive",  "no",
-                                    "connection_queue",   absl::StrCat(kHttpThreads),
-                                    "listen_backlog",     "1024"};
-  // The console's headers on civetweb's own answers too (a malformed
-  // request, a slow or too large body refused by ReadBody).
-  std::vector<std::string> lines;
-  for (const auto& [name, value] : console::SecurityHeaders()) {
-    lines.push_back(absl::StrCat(name, ": ", value));
+  s->endpoints_ = std::move(e);
+  sockaddr_in bind{};
+  bind.sin_family = AF_INET;
+  bind.sin_port = htons(listen->port);
+  bind.sin_addr = listen->any ? in_addr{htonl(INADDR_ANY)} : listen->ip;
+  // The metrics endpoints answer from memory on the one thread; the console's
+  // may wait for its database (an action), so it has kConsoleThreads, each
+  // waiting on its share of the connections.
+  const unsigned int threads = s->endpoints_->console != nullptr ? kConsoleThreads : 1;
+  s->daemon_ = MHD_start_daemon(
+      MHD_USE_EPOLL_INTERNAL_THREAD, listen->port, nullptr, nullptr, &Serve, s->endpoints_.get(),
+      MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&bind), MHD_OPTION_URI_LOG_CALLBACK,
+      &StartRequest, nullptr, MHD_OPTION_NOTIFY_COMPLETED, &EndRequest, nullptr,
+      MHD_OPTION_CONNECTION_TIMEOUT,
+      static_cast<unsigned int>((kHttpRequestTimeoutMs + 999) / 1000), MHD_OPTION_CONNECTION_LIMIT,
+      ConnectionLimit(), MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_THREAD_POOL_SIZE,
+      threads, MHD_OPTION_END);
+  if (s->daemon_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve ", s->endpoints_->console != nullptr ? "the console" : "metrics",
+                     " on ", addr, ": ", std::strerror(errno), " (is the port in use?)"));
   }
-  civet.insert(civet.end(), {"additional_header", absl::StrJoin(lines, "\r\n")});
-  try {
-    s->server_ = std::make_unique<CivetServer>(civet);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot serve the console on ", addr, ": ", e.what(),
-                                               " (is the port in use?)"));
-  }
-  // "/" catches every path the other does not (civetweb picks the longest match).
-  s->server_->addHandler("/", s->handlers_->console.get());
-  s->server_->addHandler("/healthz", s->handlers_->health.get());
   return s;
 }
 
 HttpServer::~HttpServer() {
-  if (server_) server_->close();
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
 }
 

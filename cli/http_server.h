@@ -1,10 +1,10 @@
-// partq's HTTP endpoints, each served when its option is given:
+// partq's HTTP endpoints (libmicrohttpd), each served when its option is given:
 //   /metrics  the registry in Prometheus text format
 //   /healthz  200 while the process runs (always)
 //   /readyz   200 once the session joined and owns parts or waits for a
 //             hand-off (readiness callback), 503 otherwise
-// on the metrics address (libmicrohttpd), and the web console
-// (console/console.h) on its own (civetweb), with /healthz beside it.
+// on the metrics address, and the web console (console/console.h) on its
+// own, with /healthz beside it.
 #ifndef PARTQ_CLI_HTTP_SERVER_H_
 #define PARTQ_CLI_HTTP_SERVER_H_
 
@@ -15,7 +15,6 @@
 #include "absl/status/statusor.h"
 #include "prometheus/registry.h"
 
-class CivetServer;
 struct MHD_Daemon;
 
 namespace partq::console {
@@ -31,26 +30,20 @@ struct HttpServerOptions {
 };
 
 // How the servers hold up against clients that connect and send slowly or
-// nothing (tested in tests/observability/slow_clients_test.cc).
-// - The metrics address: libmicrohttpd's one thread waits on every
-//   connection with epoll, so a slow client holds a file descriptor, not a
-//   thread. It holds up to kMetricsConnections (fewer when the process may
-//   not open that many files), and closes a connection that sends nothing
-//   for kHttpRequestTimeoutMs.
-// - The console: civetweb serves a connection on one thread from accept to
-//   close, one request each, so it answers while fewer than kHttpThreads
-//   connections are open. A connection is closed when its request header
-//   has not arrived kHttpRequestTimeoutMs after the connect, or its body that
-//   long after the header (408), or when its client takes none of a reply
-//   for that long.
-inline constexpr int kHttpThreads = 128;
+// nothing (tested in tests/observability/slow_clients_test.cc): their
+// threads wait on every connection at once (epoll), so a slow client holds
+// a file descriptor, not a thread. Each holds up to kHttpConnections (fewer
+// when the process may not open that many files) and closes a connection
+// that sends nothing for kHttpRequestTimeoutMs; a console request's body
+// must be in within kHttpRequestTimeoutMs of its start (408). The metrics
+// address runs one thread (its answers come from memory), the console
+// kConsoleThreads (an action waits for the database).
 inline constexpr int kHttpRequestTimeoutMs = 5000;
-inline constexpr unsigned int kMetricsConnections = 10000;
+inline constexpr unsigned int kHttpConnections = 10000;
+inline constexpr unsigned int kConsoleThreads = 4;
 
 // HOST of a HOST:PORT address (as Start takes it), "" for all interfaces.
 std::string ListenHost(const std::string& addr);
-
-struct MetricsEndpoints;
 
 class HttpServer {
  public:
@@ -67,12 +60,14 @@ class HttpServer {
       std::function<bool(std::string*)> ready);
   ~HttpServer();
 
+  struct Endpoints;
+
  private:
   HttpServer() = default;
-  struct Handlers;
-  std::unique_ptr<Handlers> handlers_;  // the console's
-  std::unique_ptr<CivetServer> server_;
-  std::unique_ptr<MetricsEndpoints> metrics_;  // the metrics address's
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& addr,
+                                                           const std::string& flag,
+                                                           std::unique_ptr<Endpoints> e);
+  std::unique_ptr<Endpoints> endpoints_;
   MHD_Daemon* daemon_ = nullptr;
 };
 

@@ -1,6 +1,6 @@
 // The web console (issue 25): a few pages and their JSON endpoints over the
 // Store API, served by any HTTP server that hands requests to Handle (the
-// partq binary's civetweb server: cli/http_server.h).
+// partq binary's libmicrohttpd server: cli/http_server.h).
 //
 // What it reads: the Poller's cached state (poller.h) for queues, parts,
 // sessions and hand-offs — one poller per process, whatever the number of

@@ -17,11 +17,13 @@ PARTQ_CHECKER_PACKAGES=(
 )
 
 # Debian 12 packages that build the `partq` binary (the Dockerfile's build stage installs these
-# but Ninja, and builds with Make).
+# but Ninja and civetweb, and builds with Make). civetweb serves http in the handler tests and
+# the bench's http handler (tests/handlers, bench/); the configure step of a build with them
+# looks for it.
 PARTQ_BUILD_PACKAGES=(
   build-essential cmake pkg-config ninja-build
   libpqxx-dev libpq-dev librdkafka-dev libabsl-dev prometheus-cpp-dev
-  nlohmann-json3-dev libcivetweb-dev libmicrohttpd-dev libcurl4-openssl-dev
+  nlohmann-json3-dev libmicrohttpd-dev libcurl4-openssl-dev libcivetweb-dev
 )
 
 # What ./scripts/demo installs: the build's packages and the server `partq demo` embeds, Debian's
