@@ -73,6 +73,8 @@ BEGIN
       EXECUTE format('REVOKE ALL ON {schema}.%I FROM %I', t, r);
     END LOOP;
     EXECUTE format('REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} FROM %I', r);
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION {schema}.item_of(bigint, text), '
+                   '{schema}.item_fits(bigint, text, int, bytea) FROM %I', r);
     RETURN;
   END IF;
   EXECUTE format('GRANT USAGE ON SCHEMA {schema} TO %I', r);
@@ -97,6 +99,8 @@ BEGIN
     EXECUTE format('GRANT SELECT, INSERT ON {schema}.%I TO %I', t, r);
   END LOOP;
   EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO %I', r);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION {schema}.item_of(bigint, text), '
+                 '{schema}.item_fits(bigint, text, int, bytea) TO %I', r);
 END
 $$;
 REVOKE EXECUTE ON FUNCTION {schema}.worker_privileges(name, boolean) FROM PUBLIC;
@@ -197,6 +201,21 @@ BEGIN
 END
 $$;
 REVOKE EXECUTE ON FUNCTION {schema}.apply_worker_policies(name) FROM PUBLIC;
+
+-- A SECURITY DEFINER function runs as the owner for whoever may execute
+-- it, and PostgreSQL lets everyone execute a new function. Migration 39
+-- made move_group_generation() one and left it so: any role that may use
+-- the schema could attach it to a temporary table of its own and write
+-- group changes of any queue as the owner (the fourth review: a
+-- producer's forged changes told a queue's worker it had lost its parts,
+-- and the queue stalled). A trigger's function needs EXECUTE only when the
+-- trigger is made, so partq's own triggers keep firing. item_of() and
+-- item_fits() answered anyone whether an id or a part of another queue
+-- exists: only worker roles, whose policies call them, may now.
+-- (RolesTest.NoFunctionThatRunsAsTheOwnerIsOpenToEveryoneButTheApis)
+REVOKE EXECUTE ON FUNCTION {schema}.move_group_generation() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION {schema}.item_of(bigint, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION {schema}.item_fits(bigint, text, int, bytea) FROM PUBLIC;
 
 -- The worker roles granted before this migration: their privileges and
 -- policies as this version makes them.

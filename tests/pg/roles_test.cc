@@ -783,6 +783,38 @@ TEST_F(RolesTest, AWorkersUpsertsAndForeignKeysLockNoRowOfAnotherQueue) {
       1);
 }
 
+// Issue 48, the fourth review: a SECURITY DEFINER function runs as the
+// owner for whoever may execute it, and PostgreSQL lets everyone execute a
+// new function. move_group_generation() was open so: a producer attached
+// it to a temporary table of its own and wrote group changes of another
+// queue as the owner, and that queue's worker dropped its parts. Only the
+// SQL API's functions (which check the caller's grant) and the delete
+// functions (which refuse a role that is no worker) are open to everyone.
+TEST_F(RolesTest, NoFunctionThatRunsAsTheOwnerIsOpenToEveryoneButTheApis) {
+  const auto open = schema_.Q(
+      "SELECT string_agg(DISTINCT p.proname, ',' ORDER BY p.proname) FROM pg_proc p "
+      "JOIN pg_namespace n ON n.oid = p.pronamespace "
+      "CROSS JOIN LATERAL aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a "
+      "WHERE n.nspname = '{schema_name}' AND p.prosecdef AND a.grantee = 0 "
+      "AND a.privilege_type = 'EXECUTE'");
+  EXPECT_EQ(open[0][0].value_or(""),
+            "add_schedule,cancel,cancel_by_dedup_key,cancel_items,delete_items,delete_rows,"
+            "delete_schedule,drop_claim_records_of_mine,enqueue,enqueue_item,enqueue_many,"
+            "group_cancel,group_create,group_start,group_status,item_state,"
+            "item_state_by_dedup_key,list_schedules,prune");
+  const std::string p = NewRole("producer");
+  PartqOk({"grant", "producer", p, "--queue", "a"});
+  auto c = As(p);
+  EXPECT_EQ(Try(*c,
+                "CREATE TEMP TABLE session_parts (queue text, part int, session_id uuid, epoch "
+                "bigint); CREATE TRIGGER t AFTER INSERT ON pg_temp.session_parts REFERENCING NEW "
+                "TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION "
+                "{schema}.move_group_generation()"),
+            "42501");
+  EXPECT_EQ(Try(*c, "SELECT {schema}.item_of(1, 'b')"), "42501");
+  EXPECT_EQ(Try(*c, "SELECT {schema}.item_fits(1, 'b', 0, 'x')"), "42501");
+}
+
 // Issue 48: `partq grant viewer` makes the console's read-only role
 // (migration 35): it reads its queues' rows, no payload, result or header,
 // no other queue's rows, and writes nothing. A role that is a worker of one
