@@ -261,8 +261,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
       &StartRequest, nullptr, MHD_OPTION_NOTIFY_COMPLETED, &EndRequest, nullptr,
       MHD_OPTION_CONNECTION_TIMEOUT,
       static_cast<unsigned int>((kHttpRequestTimeoutMs + 999) / 1000), MHD_OPTION_CONNECTION_LIMIT,
-      ConnectionLimit(), MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_THREAD_POOL_SIZE,
-      threads, MHD_OPTION_END);
+      ConnectionLimit(), MHD_OPTION_PER_IP_CONNECTION_LIMIT, kHttpConnectionsPerAddress,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      s->endpoints_->console != nullptr ? kConsoleRequestMemory : kMetricsRequestMemory,
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_END);
   if (s->daemon_ == nullptr) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve ", s->endpoints_->console != nullptr ? "the console" : "metrics",

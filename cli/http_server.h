@@ -8,6 +8,7 @@
 #ifndef PARTQ_CLI_HTTP_SERVER_H_
 #define PARTQ_CLI_HTTP_SERVER_H_
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -32,14 +33,20 @@ struct HttpServerOptions {
 // How the servers hold up against clients that connect and send slowly or
 // nothing (tested in tests/observability/slow_clients_test.cc): their
 // threads wait on every connection at once (epoll), so a slow client holds
-// a file descriptor, not a thread. Each holds up to kHttpConnections (fewer
-// when the process may not open that many files) and closes a connection
-// that sends nothing for kHttpRequestTimeoutMs; a console request's body
-// must be in within kHttpRequestTimeoutMs of its start (408). The metrics
+// a file descriptor and a little memory, not a thread. Each server holds up
+// to kHttpConnections (fewer when the process may not open that many
+// files), at most kHttpConnectionsPerAddress from one client address (a
+// probe or a scrape comes from an address of its own), each with at most
+// the request memory below for its request header; it closes a connection
+// that sends nothing for kHttpRequestTimeoutMs, and a console request whose
+// body is not all in kHttpRequestTimeoutMs after it began. The metrics
 // address runs one thread (its answers come from memory), the console
 // kConsoleThreads (an action waits for the database).
 inline constexpr int kHttpRequestTimeoutMs = 5000;
-inline constexpr unsigned int kHttpConnections = 10000;
+inline constexpr unsigned int kHttpConnections = 4096;
+inline constexpr unsigned int kHttpConnectionsPerAddress = 64;
+inline constexpr size_t kMetricsRequestMemory = 16 * 1024;
+inline constexpr size_t kConsoleRequestMemory = 32 * 1024;
 inline constexpr unsigned int kConsoleThreads = 4;
 
 // HOST of a HOST:PORT address (as Start takes it), "" for all interfaces.

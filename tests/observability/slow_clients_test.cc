@@ -32,12 +32,21 @@ using testing::HttpGet;
 using testing::TestSchema;
 using testing::WaitUntil;
 
-// A connected socket to 127.0.0.1:port whose reads give up after `timeout`, or -1.
-int Connect(int port, absl::Duration timeout = absl::Seconds(2)) {
+// A connected socket to 127.0.0.1:port, from 127.0.0.`from` (each server
+// holds at most 64 connections of one address), whose reads give up after
+// `timeout`, or -1.
+int Connect(int port, absl::Duration timeout = absl::Seconds(2), int from = 1) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   timeval tv = absl::ToTimeval(timeout);
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in source{};
+  source.sin_family = AF_INET;
+  source.sin_addr.s_addr = htonl(INADDR_LOOPBACK - 1 + static_cast<uint32_t>(from));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&source), sizeof(source)) != 0) {
+    close(fd);
+    return -1;
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -99,11 +108,11 @@ class SlowClientsTest : public ::testing::Test {
     for (int fd : held_) close(fd);
   }
 
-  // A connection to `port` that sends, by `i` % 3, nothing, half a request
-  // header, or a whole header of `with_body` ("METHOD PATH") and half of the
-  // body it announces; -1 when it could not connect or send.
+  // A connection to `port`, from 127.0.0.(2 + i % 300 / 50), that sends, by `i` % 3, nothing, half
+  // a request header, or a whole header of `with_body` ("METHOD PATH") and half of the body it
+  // announces; -1 when it could not connect or send.
   int OpenSlow(int port, int i, const std::string& with_body) {
-    const int fd = Connect(port);
+    const int fd = Connect(port, absl::Seconds(2), 2 + i % 300 / 50);
     if (fd < 0) return -1;
     bool sent = true;
     if (i % 3 == 1) {
@@ -206,6 +215,30 @@ TEST_F(SlowClientsTest, HealthAnswersWhileThreeHundredSlowClientsComeAndGo) {
 
 TEST_F(SlowClientsTest, ConsoleAnswersWhileThreeHundredSlowClientsComeAndGo) {
   ChurnAndProbe(console_, "POST /api/queues", {"/", "/api/queues"});
+}
+
+// The fourth review held 10,000 connections from one address, each sending
+// a byte every 3 s, and the probes failed: one address now gets at most 64
+// connections (the rest are closed at once), and the probes, from another
+// address, are answered.
+TEST_F(SlowClientsTest, OneAddressHoldsAtMostSixtyFourConnections) {
+  for (int port : {metrics_, console_}) {
+    std::vector<int> mine;
+    for (int i = 0; i < 100; ++i) {
+      const int fd = Connect(port, absl::Milliseconds(500), 9);
+      ASSERT_GE(fd, 0);
+      held_.push_back(fd);
+      mine.push_back(fd);
+      ASSERT_TRUE(Send(fd, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow:"));
+    }
+    ASSERT_TRUE(WaitUntil([&] {
+      int open = 0;
+      for (int fd : mine) open += StillOpen(fd) ? 1 : 0;
+      return open == 64;
+    })) << "port "
+        << port;
+    EXPECT_EQ(Probe(port, "/healthz"), "HTTP/1.1 200 OK") << "port " << port;
+  }
 }
 
 TEST_F(SlowClientsTest, ConsoleAnswersWithAHundredSlowConnectionsOpen) {
