@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -76,6 +77,12 @@ std::string KafkaPropertyError(absl::string_view key, absl::string_view value,
     return absl::StrCat("kafka config ", key,
                         ": librdkafka refused its value (neither it nor librdkafka's message is "
                         "shown: it is a secret)");
+  }
+  // A key librdkafka does not know may be a secret's mistyped
+  // (sasl.pasword, SASL.PASSWORD): its value is not shown either.
+  if (absl::StrContains(err, "No such configuration property")) {
+    return absl::StrCat("kafka config ", key, ": ", err,
+                        " (its value is not shown: the key may be a secret's, mistyped)");
   }
   return absl::StrCat("kafka config ", key, "=", value, ": ", err);
 }

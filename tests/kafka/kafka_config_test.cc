@@ -83,6 +83,12 @@ TEST(KafkaPropertiesTest, ASecretRefusedByLibrdkafkaIsNotShown) {
   EXPECT_FALSE(absl::StrContains(secret, "s3cret")) << secret;
   EXPECT_TRUE(absl::StartsWith(secret, "kafka config sasl.password: librdkafka refused")) << secret;
   EXPECT_EQ(KafkaPropertyError("acks", "x", "Invalid value"), "kafka config acks=x: Invalid value");
+  // A key librdkafka does not know (a secret's, mistyped): its value is not shown.
+  const std::string typo = KafkaPropertyError("sasl.pasword", "TYPO1",
+                                              "No such configuration property: \"sasl.pasword\"");
+  EXPECT_FALSE(absl::StrContains(typo, "TYPO1")) << typo;
+  EXPECT_TRUE(absl::StartsWith(typo, "kafka config sasl.pasword: No such configuration property"))
+      << typo;
 }
 
 }  // namespace
