@@ -528,6 +528,15 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
         "status_horizon", "status_throughput", "status_groups", "status_parts"}) {
     s.push_back({name, StatementSql(name)});
   }
+  // A confined worker's items take ids reserved for its role (migration 40).
+  if (confined) {
+    for (Statement& st : s) {
+      if (absl::string_view(st.name) == "reserve_ids" ||
+          absl::string_view(st.name) == "reserve_id_list") {
+        st.sql = StatementSql(absl::StrCat(st.name, "_confined"));
+      }
+    }
+  }
   // The same, sent unprepared (Statement::prepared says when and why):
   // queue groups.
   for (const char* name : {"hold_groups", "insert_batch_grouped", "groups_finished"}) {

@@ -58,6 +58,62 @@ CREATE RULE item_abandons_update AS ON INSERT TO {schema}.item_abandons DO INSTE
     AND ARRAY[i.queue::text] <@ ARRAY(SELECT q.queue::text FROM {schema}.my_worker_queues q)
   RETURNING NULL::bigint[], NULL::bigint;
 
+-- The ids a confined worker may give its new items: ones issued to it.
+-- item_fits() let it use any id the sequence had issued, so it could insert
+-- a row (run_at 'infinity', never claimed) under the id of another queue's
+-- finished item, which item_state() and partq wait then called unknown,
+-- and a dead item's requeue found taken (the fourth review: every finished
+-- item of the schema in one statement). Now its batch's ids come from
+-- reserve_item_ids(), which records them for its role, and an id of a new
+-- item must be one of those (consumed by the insert) or the one its own
+-- session's nextval() gave last (an item made in one statement: enqueue.sql,
+-- a group's end item).
+CREATE TABLE {schema}.item_id_grants (
+  id          bigint PRIMARY KEY,
+  role_oid    oid NOT NULL,
+  reserved_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX item_id_grants_age ON {schema}.item_id_grants (role_oid, reserved_at);
+
+-- n new item ids for session_user, a confined worker (reserve_ids_confined.sql);
+-- its reservations older than an hour (of a batch that never committed its
+-- items, in a transaction of its own) go.
+CREATE FUNCTION {schema}.reserve_item_ids(n int) RETURNS SETOF bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  me CONSTANT oid := (SELECT r.oid FROM pg_roles r WHERE r.rolname = session_user);
+BEGIN
+  DELETE FROM {schema}.item_id_grants g
+  WHERE g.role_oid = me AND g.reserved_at < now() - interval '1 hour';
+  RETURN QUERY
+    INSERT INTO {schema}.item_id_grants (id, role_oid)
+    SELECT nextval('{schema}.items_id_seq'), me FROM generate_series(1, n)
+    RETURNING id;
+END
+$$;
+
+-- Whether a confined worker's new item may have this id (its INSERT
+-- policy): reserved for its role (the reservation is used up), or the last
+-- its session's nextval() gave.
+CREATE FUNCTION {schema}.fresh_item_id(id bigint) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  DELETE FROM {schema}.item_id_grants g
+  WHERE g.id = fresh_item_id.id
+    AND g.role_oid = (SELECT r.oid FROM pg_roles r WHERE r.rolname = session_user);
+  IF FOUND THEN
+    RETURN true;
+  END IF;
+  BEGIN
+    RETURN fresh_item_id.id = currval('{schema}.items_id_seq');
+  EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    RETURN false;  -- no nextval() in this session yet
+  END;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.reserve_item_ids(int) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION {schema}.fresh_item_id(bigint) FROM PUBLIC;
+
 -- A worker role's privileges, as migration 39 made them but for the
 -- above: no UPDATE on items, results or dead_items, no INSERT on
 -- schedules, no UPDATE of session_id; the two views.
@@ -74,7 +130,8 @@ BEGIN
     END LOOP;
     EXECUTE format('REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} FROM %I', r);
     EXECUTE format('REVOKE EXECUTE ON FUNCTION {schema}.item_of(bigint, text), '
-                   '{schema}.item_fits(bigint, text, int, bytea) FROM %I', r);
+                   '{schema}.item_fits(bigint, text, int, bytea), {schema}.reserve_item_ids(int), '
+                   '{schema}.fresh_item_id(bigint) FROM %I', r);
     RETURN;
   END IF;
   EXECUTE format('GRANT USAGE ON SCHEMA {schema} TO %I', r);
@@ -100,7 +157,8 @@ BEGIN
   END LOOP;
   EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO %I', r);
   EXECUTE format('GRANT EXECUTE ON FUNCTION {schema}.item_of(bigint, text), '
-                 '{schema}.item_fits(bigint, text, int, bytea) TO %I', r);
+                 '{schema}.item_fits(bigint, text, int, bytea), {schema}.reserve_item_ids(int), '
+                 '{schema}.fresh_item_id(bigint) TO %I', r);
 END
 $$;
 REVOKE EXECUTE ON FUNCTION {schema}.worker_privileges(name, boolean) FROM PUBLIC;
@@ -192,10 +250,11 @@ BEGIN
       CONTINUE;
     END IF;
     -- A handler's follow-up items also go into queues it may produce to, as
-    -- new items (an attempts count no claim survives would stall a part).
+    -- new items (an attempts count no claim survives would stall a part),
+    -- under ids issued to it (fresh_item_id()).
     EXECUTE format('CREATE POLICY %I ON {schema}.items AS RESTRICTIVE FOR INSERT TO %I '
                    'WITH CHECK (queue = ANY (%L) AND (queue = ANY (%L) OR attempts = 0) '
-                   'AND {schema}.item_fits(id, queue, part, payload))',
+                   'AND {schema}.item_fits(id, queue, part, payload) AND {schema}.fresh_item_id(id))',
                    pol || '_insert', r, produce, work);
   END LOOP;
 END

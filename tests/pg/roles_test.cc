@@ -815,6 +815,51 @@ TEST_F(RolesTest, NoFunctionThatRunsAsTheOwnerIsOpenToEveryoneButTheApis) {
   EXPECT_EQ(Try(*c, "SELECT {schema}.item_fits(1, 'b', 0, 'x')"), "42501");
 }
 
+// Issue 48, the fourth review: a worker could give a new item of its queue
+// any id the sequence had issued, so one statement took the ids of every
+// finished item of the schema (run_at 'infinity': never claimed), and
+// item_state() called another queue's done items unknown. Its new items
+// now take only ids issued to it: reserved by its batch, or the last its
+// session's nextval() gave.
+TEST_F(RolesTest, AWorkersNewItemsTakeOnlyIdsIssuedToIt) {
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  NewItem item;
+  item.payload = "b's";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult enqueued, store_->Enqueue("b", item));
+  const int64_t done = enqueued.id;
+  schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE id = ", done));  // acked, no result
+  ASSERT_OK_AND_ASSIGN(ItemState before, store_->GetItemState("b", done));
+  ASSERT_EQ(before.kind, ItemState::Kind::kDone);
+
+  auto c = As(w);
+  EXPECT_EQ(Try(*c,
+                "INSERT INTO {schema}.items (id, queue, part, payload, run_at) "
+                "SELECT g, 'a', 0, '', 'infinity' FROM generate_series(1, "
+                "(SELECT last_value FROM {schema}.items_id_seq)) g ON CONFLICT DO NOTHING"),
+            "42501");
+  EXPECT_EQ(Try(*c, absl::StrCat("INSERT INTO {schema}.items (id, queue, part, payload) VALUES (",
+                                 done, ", 'a', 0, '')")),
+            "42501");
+  ASSERT_OK_AND_ASSIGN(ItemState after, store_->GetItemState("b", done));
+  EXPECT_EQ(after.kind, ItemState::Kind::kDone);
+  // What it may: the id its session's nextval() gave last, and ids reserved for it, once each.
+  EXPECT_EQ(Try(*c,
+                "SELECT nextval('{schema}.items_id_seq'); "
+                "INSERT INTO {schema}.items (id, queue, part, payload) "
+                "VALUES (currval('{schema}.items_id_seq'), 'a', 0, 'own')"),
+            "");
+  EXPECT_EQ(Try(*c,
+                "CREATE TEMP TABLE mine AS SELECT {schema}.reserve_item_ids(2) AS id; "
+                "INSERT INTO {schema}.items (id, queue, part, payload) "
+                "SELECT id, 'a', 1, 'reserved' FROM mine"),
+            "");
+  EXPECT_EQ(Count("items WHERE queue = 'a'"), 3);
+  EXPECT_EQ(Count("item_id_grants"), 0) << "the reservations are used up";
+  auto producer = As(NewRole("producer"));
+  EXPECT_EQ(Try(*producer, "SELECT {schema}.reserve_item_ids(1)"), "42501");
+}
+
 // Issue 48: `partq grant viewer` makes the console's read-only role
 // (migration 35): it reads its queues' rows, no payload, result or header,
 // no other queue's rows, and writes nothing. A role that is a worker of one
