@@ -126,8 +126,24 @@ void MaskKafkaSecrets(char* value) {
   }
 }
 
-// x's over the password of every URL's userinfo in `value`
-// ("http://svc:PASSWORD@host/h", in --handler or --queue Q:handler=...).
+// x's over the values of a URL's query string from `query` (its '?') to
+// the URL's end (a space, a comma, a '#'): "?token=xxxxx&a=x".
+char* MaskQueryValues(char* query) {
+  char* end = query + std::strcspn(query, "#, ");
+  for (char* c = query; c < end; ++c) {
+    if (*c != '=') continue;
+    char* value_end = static_cast<char*>(std::memchr(c, '&', end - c));
+    if (value_end == nullptr) value_end = end;
+    std::fill(c + 1, value_end, 'x');
+    c = value_end;
+  }
+  return end;
+}
+
+// x's over the password of every URL's userinfo in `value`, and over the
+// values of its query string ("http://svc:PASSWORD@host/h?token=T", in
+// --handler or --queue Q:handler=...): logs and errors name the URL
+// without either (RedactUrl).
 void MaskUrlPasswords(char* value) {
   for (char* scheme = std::strstr(value, "://"); scheme != nullptr;
        scheme = std::strstr(scheme, "://")) {
@@ -142,6 +158,8 @@ void MaskUrlPasswords(char* value) {
       if (colon != nullptr) std::fill(colon + 1, at, 'x');
     }
     scheme = authority + len;
+    char* query = scheme + std::strcspn(scheme, "?#, ");
+    if (*query == '?') scheme = MaskQueryValues(query);
   }
 }
 

@@ -85,8 +85,9 @@ int StopSignals();
 // Writes x's over every password in the value of each --dsn (`--dsn V` and
 // `--dsn=V`) in argv, in place (MaskDsnPasswords), and over the values of
 // secret properties (IsSecretKafkaProperty) in each --kafka-config, and over
-// the password of every URL's userinfo in any argument (an http: handler's
-// "http://svc:PASSWORD@host/h"): the command line that `ps` and
+// the password of every URL's userinfo and the values of its query string in
+// any argument (an http: handler's "http://svc:PASSWORD@host/h?token=T"):
+// the command line that `ps` and
 // /proc/PID/cmdline show. Call it once the
 // arguments are copied. A secret is visible from exec until this runs;
 // PARTQ_DSN, PGPASSWORD or a PGPASSFILE, and --kafka-config-file or

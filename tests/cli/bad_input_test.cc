@@ -264,15 +264,16 @@ TEST_F(BadInputTest, APasswordInTheDsnIsHiddenFromTheCommandLine) {
 }
 
 // An http: handler's URL password (--handler, and --queue Q:handler=) is
-// x'd out of the command line as a DSN's is (issue 48's second review).
+// x'd out of the command line as a DSN's is (issue 48's second review), and
+// so are its query string's values (a token there: the fourth review).
 TEST_F(BadInputTest, AHandlerUrlsPasswordIsHiddenFromTheCommandLine) {
   char tmpl[] = "/tmp/partq-worker-log-XXXXXX";
   const int fd = mkstemp(tmpl);
   if (fd >= 0) close(fd);
   testing::ChildProcess worker(
       {testing::PartqBinary(), "worker", "--queue", "q:handler=http://svc:h00k-pw@127.0.0.1:9/h",
-       "--handler", "http://svc:h00k-pw2@127.0.0.1:9/h?x=1", "--schema", schema_.name(), "--dsn",
-       schema_.dsn()},
+       "--handler", "http://svc:h00k-pw2@127.0.0.1:9/h?x=1&token=h00k-tok#f", "--schema",
+       schema_.name(), "--dsn", schema_.dsn()},
       std::map<std::string, std::string>{}, tmpl);
   ASSERT_TRUE(testing::WaitUntil([&] { return absl::StrContains(ReadFile(tmpl), "joined"); },
                                  absl::Seconds(30)))
@@ -281,7 +282,8 @@ TEST_F(BadInputTest, AHandlerUrlsPasswordIsHiddenFromTheCommandLine) {
   std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
   EXPECT_FALSE(absl::StrContains(cmdline, "h00k")) << cmdline;
   EXPECT_TRUE(absl::StrContains(cmdline, "q:handler=http://svc:xxxxxxx@127.0.0.1:9/h")) << cmdline;
-  EXPECT_TRUE(absl::StrContains(cmdline, "http://svc:xxxxxxxx@127.0.0.1:9/h?x=1")) << cmdline;
+  EXPECT_TRUE(absl::StrContains(cmdline, "http://svc:xxxxxxxx@127.0.0.1:9/h?x=x&token=xxxxxxxx#f"))
+      << cmdline;
   worker.Signal(SIGTERM);
   EXPECT_TRUE(worker.Wait(absl::Seconds(20)).has_value());
   std::remove(tmpl);
