@@ -114,6 +114,59 @@ $$;
 REVOKE EXECUTE ON FUNCTION {schema}.reserve_item_ids(int) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION {schema}.fresh_item_id(bigint) FROM PUBLIC;
 
+-- A group's end item is stamped as enqueued when its group ends
+-- (group_end(), migration 30), by whoever finished the group's last item:
+-- a worker role, which may no longer update items, through this, as the
+-- owner. Only the group's own end item (its dedup key) is touched.
+CREATE FUNCTION {schema}.stamp_end_item(end_queue text, end_id bigint, q text, g text)
+RETURNS void LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+  UPDATE {schema}.items i SET enqueued_at = statement_timestamp(), run_at = statement_timestamp()
+  WHERE i.id = stamp_end_item.end_id AND i.queue = stamp_end_item.end_queue
+    AND i.dedup_key = 'partq.group:' || stamp_end_item.q || ':' || stamp_end_item.g;
+END;
+REVOKE EXECUTE ON FUNCTION {schema}.stamp_end_item(text, bigint, text, text) FROM PUBLIC;
+
+-- group_end() of migration 30 but for the stamp above.
+CREATE OR REPLACE FUNCTION {schema}.group_end(queue text, group_id text) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  q CONSTANT text := queue;
+  g CONSTANT text := group_id;
+  r record;
+  end_id bigint;
+  was_there boolean;
+BEGIN
+  UPDATE {schema}.groups x SET ended_at = statement_timestamp(), pending = 0
+  WHERE x.queue = q AND x.id = g AND x.ended_at IS NULL
+  RETURNING x.* INTO r;
+  IF NOT FOUND OR r.end_queue IS NULL THEN
+    RETURN;
+  END IF;
+  IF r.end_skipped THEN
+    UPDATE {schema}.groups x SET end_error = 'cancelled without its end work (--no-end)'
+    WHERE x.queue = q AND x.id = g;
+    RETURN;
+  END IF;
+  BEGIN
+    SELECT e.id, e.duplicate INTO end_id, was_there
+    FROM {schema}.enqueue_item(r.end_queue,
+           convert_to(jsonb_build_object('queue', q, 'group', g, 'done', r.done, 'dead', r.dead,
+                                         'cancelled', r.cancelled,
+                                         'payload', r.end_payload)::text, 'UTF8'),
+           dedup_key => 'partq.group:' || q || ':' || g) e;
+    -- enqueue_item stamps the transaction's start; the end item is enqueued
+    -- now. Both columns alike: due at once, so not among items_later.
+    IF NOT was_there THEN
+      PERFORM {schema}.stamp_end_item(r.end_queue, end_id, q, g);
+    END IF;
+    UPDATE {schema}.groups x SET end_item = end_id WHERE x.queue = q AND x.id = g;
+  EXCEPTION WHEN undefined_object OR insufficient_privilege OR invalid_parameter_value THEN
+    UPDATE {schema}.groups x SET end_error = SQLERRM WHERE x.queue = q AND x.id = g;
+  END;
+END
+$$;
+
 -- A worker role's privileges, as migration 39 made them but for the
 -- above: no UPDATE on items, results or dead_items, no INSERT on
 -- schedules, no UPDATE of session_id; the two views.
@@ -131,7 +184,8 @@ BEGIN
     EXECUTE format('REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} FROM %I', r);
     EXECUTE format('REVOKE EXECUTE ON FUNCTION {schema}.item_of(bigint, text), '
                    '{schema}.item_fits(bigint, text, int, bytea), {schema}.reserve_item_ids(int), '
-                   '{schema}.fresh_item_id(bigint) FROM %I', r);
+                   '{schema}.fresh_item_id(bigint), '
+                   '{schema}.stamp_end_item(text, bigint, text, text) FROM %I', r);
     RETURN;
   END IF;
   EXECUTE format('GRANT USAGE ON SCHEMA {schema} TO %I', r);
@@ -158,7 +212,8 @@ BEGIN
   EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO %I', r);
   EXECUTE format('GRANT EXECUTE ON FUNCTION {schema}.item_of(bigint, text), '
                  '{schema}.item_fits(bigint, text, int, bytea), {schema}.reserve_item_ids(int), '
-                 '{schema}.fresh_item_id(bigint) TO %I', r);
+                 '{schema}.fresh_item_id(bigint), '
+                 '{schema}.stamp_end_item(text, bigint, text, text) TO %I', r);
 END
 $$;
 REVOKE EXECUTE ON FUNCTION {schema}.worker_privileges(name, boolean) FROM PUBLIC;

@@ -1107,7 +1107,15 @@ TEST_F(RolesTest, AGroupWhoseEndItemCannotBeEnqueuedEndsWithTheReasonAndTheAcksG
   PartqOk({"queue", "set", "b", "--max-payload", "50"});
   schema_.Q("SELECT {schema}.group_create('a', 'too-big', 'b', '{\"note\": \"x\"}')");
   schema_.Q("SELECT {schema}.group_create('a', 'no-right', 'c')");
-  for (const char* g : {"too-big", "no-right"}) {
+  // And two that end as they should, into d (produced to) and into a (the
+  // fourth review: migration 40 had taken the UPDATE that stamps the end
+  // item from workers).
+  c.name = "d";
+  ASSERT_TRUE(store_->CreateQueue(c).ok());
+  PartqOk({"grant", "producer", w, "--queue", "d"});
+  schema_.Q("SELECT {schema}.group_create('a', 'into-d', 'd')");
+  schema_.Q("SELECT {schema}.group_create('a', 'into-a', 'a')");
+  for (const char* g : {"too-big", "no-right", "into-d", "into-a"}) {
     for (int i = 0; i < 3; ++i) {
       schema_.Q(absl::StrCat("SELECT {schema}.enqueue('a', 'x', group_id => '", g, "')"));
     }
@@ -1116,9 +1124,20 @@ TEST_F(RolesTest, AGroupWhoseEndItemCannotBeEnqueuedEndsWithTheReasonAndTheAcksG
   testing::ChildProcess worker({testing::PartqBinary(), "worker", "a", "--dsn",
                                 absl::StrCat(schema_.dsn(), " user=", w), "--schema",
                                 schema_.name(), "--handler", "noop", "--quiet"});
-  ASSERT_TRUE(testing::WaitUntil([&] { return Count("items WHERE queue = 'a'") == 0; }))
-      << "the group's items were not acked";
-  ASSERT_TRUE(testing::WaitUntil([&] { return Count("groups WHERE ended_at IS NOT NULL") == 2; }));
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return Count("items WHERE queue = 'a'") == 0 && Count("groups WHERE ended_at IS NOT NULL") == 4;
+  })) << "the group's items were not acked";
+  for (const char* g : {"into-d", "into-a"}) {
+    EXPECT_EQ(Count(absl::StrCat("groups WHERE id = '", g,
+                                 "' AND done = 3 AND end_error IS NULL AND end_item IS NOT NULL")),
+              1)
+        << g << ": "
+        << schema_
+               .Q(absl::StrCat("SELECT end_error FROM {schema}.groups WHERE id = '", g, "'"))[0][0]
+               .value_or("");
+  }
+  EXPECT_EQ(Count("items WHERE queue = 'd' AND dedup_key = 'partq.group:a:into-d'"), 1);
+  EXPECT_EQ(Count("dead_items"), 0);
   EXPECT_EQ(Count("groups WHERE id = 'too-big' AND done = 3 AND end_item IS NULL AND "
                   "end_error LIKE 'payload is % bytes; the limit is 50 %'"),
             1)
