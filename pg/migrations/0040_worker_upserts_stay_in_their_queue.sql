@@ -114,20 +114,50 @@ $$;
 REVOKE EXECUTE ON FUNCTION {schema}.reserve_item_ids(int) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION {schema}.fresh_item_id(bigint) FROM PUBLIC;
 
--- A group's end item is stamped as enqueued when its group ends
--- (group_end(), migration 30), by whoever finished the group's last item:
--- a worker role, which may no longer update items, through this, as the
--- owner. Only the group's own end item (its dedup key) is touched.
-CREATE FUNCTION {schema}.stamp_end_item(end_queue text, end_id bigint, q text, g text)
-RETURNS void LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-BEGIN ATOMIC
-  UPDATE {schema}.items i SET enqueued_at = statement_timestamp(), run_at = statement_timestamp()
-  WHERE i.id = stamp_end_item.end_id AND i.queue = stamp_end_item.end_queue
-    AND i.dedup_key = 'partq.group:' || stamp_end_item.q || ':' || stamp_end_item.g;
-END;
-REVOKE EXECUTE ON FUNCTION {schema}.stamp_end_item(text, bigint, text, text) FROM PUBLIC;
+-- A group's end item, enqueued when the group ends (group_end(), run as
+-- whoever finishes the group's last item), as the owner: the caller may
+-- produce to the end queue (authorize_enqueue(), as enqueue_item()), the
+-- group must be ending in this transaction (ended, with neither an end item
+-- nor an end error yet), and the payload is made here from the group's row.
+-- Its dedup key, 'partq.group:QUEUE:GROUP', makes it once; no other
+-- enqueue may use a 'partq.' key any more (check_dedup_keys() below, and
+-- a confined worker's INSERT policy): a producer of the end queue could
+-- enqueue a look-alike under that key first, and the group then took it
+-- for its end item (the fourth review). Stamped as enqueued now, not at the
+-- transaction's start: due at once, so not among items_later. Migration
+-- 30's group_end() stamped it with an UPDATE of items, which a worker role
+-- may no longer make.
+CREATE FUNCTION {schema}.enqueue_group_end(q text, g text)
+RETURNS TABLE (end_id bigint, duplicate boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  r record;
+  e record;
+BEGIN
+  SELECT * INTO r FROM {schema}.groups x
+  WHERE x.queue = q AND x.id = g AND x.ended_at IS NOT NULL AND x.end_queue IS NOT NULL
+    AND x.end_item IS NULL AND x.end_error IS NULL
+  FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = format('group "%s" of queue "%s" is not ending with an end item to enqueue', g, q);
+  END IF;
+  PERFORM {schema}.authorize_enqueue(r.end_queue);
+  SELECT * INTO e FROM {schema}.enqueue_item_as_owner(r.end_queue,
+    convert_to(jsonb_build_object('queue', q, 'group', g, 'done', r.done, 'dead', r.dead,
+                                  'cancelled', r.cancelled, 'payload', r.end_payload)::text,
+               'UTF8'),
+    dedup_key => 'partq.group:' || q || ':' || g) AS x;
+  IF NOT e.duplicate THEN
+    UPDATE {schema}.items i SET enqueued_at = statement_timestamp(), run_at = statement_timestamp()
+    WHERE i.id = e.id AND i.queue = r.end_queue;
+  END IF;
+  RETURN QUERY SELECT e.id, e.duplicate;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.enqueue_group_end(text, text) FROM PUBLIC;
 
--- group_end() of migration 30 but for the stamp above.
+-- group_end() of migration 30 but for the end item, enqueued above.
 CREATE OR REPLACE FUNCTION {schema}.group_end(queue text, group_id text) RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -135,7 +165,6 @@ DECLARE
   g CONSTANT text := group_id;
   r record;
   end_id bigint;
-  was_there boolean;
 BEGIN
   UPDATE {schema}.groups x SET ended_at = statement_timestamp(), pending = 0
   WHERE x.queue = q AND x.id = g AND x.ended_at IS NULL
@@ -149,21 +178,112 @@ BEGIN
     RETURN;
   END IF;
   BEGIN
-    SELECT e.id, e.duplicate INTO end_id, was_there
-    FROM {schema}.enqueue_item(r.end_queue,
-           convert_to(jsonb_build_object('queue', q, 'group', g, 'done', r.done, 'dead', r.dead,
-                                         'cancelled', r.cancelled,
-                                         'payload', r.end_payload)::text, 'UTF8'),
-           dedup_key => 'partq.group:' || q || ':' || g) e;
-    -- enqueue_item stamps the transaction's start; the end item is enqueued
-    -- now. Both columns alike: due at once, so not among items_later.
-    IF NOT was_there THEN
-      PERFORM {schema}.stamp_end_item(r.end_queue, end_id, q, g);
-    END IF;
+    SELECT e.end_id INTO end_id FROM {schema}.enqueue_group_end(q, g) e;
     UPDATE {schema}.groups x SET end_item = end_id WHERE x.queue = q AND x.id = g;
   EXCEPTION WHEN undefined_object OR insufficient_privilege OR invalid_parameter_value THEN
     UPDATE {schema}.groups x SET end_error = SQLERRM WHERE x.queue = q AND x.id = g;
   END;
+END
+$$;
+
+-- 'partq.' dedup keys are partq's own (a group's end item): the SQL API
+-- refuses them.
+CREATE FUNCTION {schema}.check_dedup_keys(keys text[]) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM unnest(keys) k WHERE k LIKE 'partq.%') THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = 'dedup keys that start with "partq." are partq''s own (a group''s end item)';
+  END IF;
+END
+$$;
+
+-- The SQL API's enqueue functions of migration 29, refusing 'partq.' dedup keys.
+CREATE OR REPLACE FUNCTION {schema}.enqueue_item(queue text, payload bytea, key text DEFAULT NULL,
+                                      dedup_key text DEFAULT NULL, delay interval DEFAULT '0',
+                                      priority int DEFAULT 0, group_id text DEFAULT NULL)
+RETURNS TABLE (id bigint, part int, duplicate boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM {schema}.authorize_enqueue(queue);
+  PERFORM {schema}.check_dedup_keys(ARRAY[dedup_key]);
+  RETURN QUERY SELECT * FROM {schema}.enqueue_item_as_owner(queue, payload, key, dedup_key, delay,
+                                                             priority, group_id);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION {schema}.enqueue_item(queue text, payload text, key text DEFAULT NULL,
+                                      dedup_key text DEFAULT NULL, delay interval DEFAULT '0',
+                                      priority int DEFAULT 0, group_id text DEFAULT NULL)
+RETURNS TABLE (id bigint, part int, duplicate boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM {schema}.authorize_enqueue(queue);
+  PERFORM {schema}.check_dedup_keys(ARRAY[dedup_key]);
+  RETURN QUERY SELECT * FROM {schema}.enqueue_item_as_owner(queue, convert_to(payload, 'UTF8'),
+                                                             key, dedup_key, delay, priority,
+                                                             group_id);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION {schema}.enqueue(queue text, payload bytea, key text DEFAULT NULL,
+                                 dedup_key text DEFAULT NULL, delay interval DEFAULT '0',
+                                 priority int DEFAULT 0, group_id text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM {schema}.authorize_enqueue(queue);
+  PERFORM {schema}.check_dedup_keys(ARRAY[dedup_key]);
+  RETURN (SELECT e.id FROM {schema}.enqueue_item_as_owner(queue, payload, key, dedup_key, delay,
+                                                           priority, group_id) e);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION {schema}.enqueue(queue text, payload text, key text DEFAULT NULL,
+                                 dedup_key text DEFAULT NULL, delay interval DEFAULT '0',
+                                 priority int DEFAULT 0, group_id text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM {schema}.authorize_enqueue(queue);
+  PERFORM {schema}.check_dedup_keys(ARRAY[dedup_key]);
+  RETURN (SELECT e.id FROM {schema}.enqueue_item_as_owner(queue, convert_to(payload, 'UTF8'),
+                                                           key, dedup_key, delay, priority,
+                                                           group_id) e);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION {schema}.enqueue_many(queue text, payloads bytea[], keys text[] DEFAULT NULL,
+                                      dedup_keys text[] DEFAULT NULL,
+                                      delay interval DEFAULT '0', priority int DEFAULT 0,
+                                      group_id text DEFAULT NULL)
+RETURNS TABLE (id bigint, part int, duplicate boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM {schema}.authorize_enqueue(queue);
+  PERFORM {schema}.check_dedup_keys(dedup_keys);
+  RETURN QUERY SELECT * FROM {schema}.enqueue_many_as_owner(queue, payloads, keys, dedup_keys,
+                                                             delay, priority, group_id);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION {schema}.enqueue_many(queue text, payloads text[], keys text[] DEFAULT NULL,
+                                      dedup_keys text[] DEFAULT NULL,
+                                      delay interval DEFAULT '0', priority int DEFAULT 0,
+                                      group_id text DEFAULT NULL)
+RETURNS TABLE (id bigint, part int, duplicate boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM {schema}.authorize_enqueue(queue);
+  PERFORM {schema}.check_dedup_keys(dedup_keys);
+  RETURN QUERY SELECT * FROM {schema}.enqueue_many_as_owner(queue, payloads, keys, dedup_keys,
+                                                             delay, priority, group_id);
 END
 $$;
 
@@ -184,8 +304,8 @@ BEGIN
     EXECUTE format('REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} FROM %I', r);
     EXECUTE format('REVOKE EXECUTE ON FUNCTION {schema}.item_of(bigint, text), '
                    '{schema}.item_fits(bigint, text, int, bytea), {schema}.reserve_item_ids(int), '
-                   '{schema}.fresh_item_id(bigint), '
-                   '{schema}.stamp_end_item(text, bigint, text, text) FROM %I', r);
+                   '{schema}.fresh_item_id(bigint), {schema}.enqueue_group_end(text, text) FROM %I',
+                   r);
     RETURN;
   END IF;
   EXECUTE format('GRANT USAGE ON SCHEMA {schema} TO %I', r);
@@ -212,8 +332,7 @@ BEGIN
   EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO %I', r);
   EXECUTE format('GRANT EXECUTE ON FUNCTION {schema}.item_of(bigint, text), '
                  '{schema}.item_fits(bigint, text, int, bytea), {schema}.reserve_item_ids(int), '
-                 '{schema}.fresh_item_id(bigint), '
-                 '{schema}.stamp_end_item(text, bigint, text, text) TO %I', r);
+                 '{schema}.fresh_item_id(bigint), {schema}.enqueue_group_end(text, text) TO %I', r);
 END
 $$;
 REVOKE EXECUTE ON FUNCTION {schema}.worker_privileges(name, boolean) FROM PUBLIC;
@@ -309,7 +428,8 @@ BEGIN
     -- under ids issued to it (fresh_item_id()).
     EXECUTE format('CREATE POLICY %I ON {schema}.items AS RESTRICTIVE FOR INSERT TO %I '
                    'WITH CHECK (queue = ANY (%L) AND (queue = ANY (%L) OR attempts = 0) '
-                   'AND {schema}.item_fits(id, queue, part, payload) AND {schema}.fresh_item_id(id))',
+                   'AND {schema}.item_fits(id, queue, part, payload) AND {schema}.fresh_item_id(id) '
+                   'AND (dedup_key IS NULL OR dedup_key NOT LIKE ''partq.%%''))',
                    pol || '_insert', r, produce, work);
   END LOOP;
 END

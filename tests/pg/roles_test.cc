@@ -1150,6 +1150,43 @@ TEST_F(RolesTest, AGroupWhoseEndItemCannotBeEnqueuedEndsWithTheReasonAndTheAcksG
   EXPECT_EQ(Count("items WHERE queue IN ('b', 'c')"), 0);
 }
 
+// The fourth review: a producer of a group's end queue enqueued, under the
+// dedup key of the group's end item, a look-alike first, and the group took
+// it for its end item. 'partq.' dedup keys are partq's own now: the SQL API
+// and a worker's own inserts refuse them, and only a group that is ending
+// enqueues its end item.
+TEST_F(RolesTest, OnlyAnEndingGroupEnqueuesItsEndItem) {
+  const std::string p = NewRole("producer");
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "producer", p, "--queue", "b"});
+  PartqOk({"grant", "worker", w, "--queue", "b"});
+  auto cp = As(p);
+  for (const char* forged :
+       {"SELECT {schema}.enqueue_item('b', 'forged', dedup_key => 'partq.group:a:g')",
+        "SELECT {schema}.enqueue('b', 'forged'::bytea, dedup_key => 'partq.group:a:g')",
+        "SELECT {schema}.enqueue_many('b', ARRAY['x', 'forged'], "
+        "dedup_keys => ARRAY['fine', 'partq.group:a:g'])"}) {
+    EXPECT_EQ(Try(*cp, forged), "22023") << forged;
+  }
+  EXPECT_EQ(Try(*cp, "SELECT {schema}.enqueue('b', 'fine', dedup_key => 'partq-like')"), "");
+  auto cw = As(w);
+  EXPECT_EQ(Try(*cw,
+                "SELECT nextval('{schema}.items_id_seq'); "
+                "INSERT INTO {schema}.items (id, queue, part, payload, dedup_key) VALUES "
+                "(currval('{schema}.items_id_seq'), 'b', 0, 'forged', 'partq.group:a:g')"),
+            "42501");
+  schema_.Q("SELECT {schema}.group_create('a', 'g', 'b', '{\"real\": true}')");
+  schema_.Q("SELECT {schema}.enqueue('a', 'x', group_id => 'g')");
+  EXPECT_EQ(Try(*cw, "SELECT {schema}.enqueue_group_end('a', 'g')"), "22023");
+  schema_.Q("SELECT {schema}.group_start('a', 'g')");
+  schema_.Q("DELETE FROM {schema}.items WHERE queue = 'a'");
+  schema_.Q("SELECT {schema}.group_end('a', 'g')");
+  EXPECT_EQ(Count("items WHERE queue = 'b' AND dedup_key = 'partq.group:a:g' AND "
+                  "convert_from(payload, 'UTF8')::jsonb -> 'payload' = '{\"real\": true}'"),
+            1);
+  EXPECT_EQ(Count("groups WHERE id = 'g' AND end_item IS NOT NULL AND end_error IS NULL"), 1);
+}
+
 // The second review of issue 48 (migration 36): a worker role's bounds
 // outlive its queue's delete and its name's change, follow every change of
 // its grants, and its direct writes are what a worker's may be.
