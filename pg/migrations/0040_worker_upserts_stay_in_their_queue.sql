@@ -75,14 +75,19 @@ CREATE TABLE {schema}.item_id_grants (
 );
 CREATE INDEX item_id_grants_age ON {schema}.item_id_grants (role_oid, reserved_at);
 
--- n new item ids for session_user, a confined worker (reserve_ids_confined.sql);
--- its reservations older than an hour (of a batch that never committed its
+-- n new item ids for session_user, a confined worker (reserve_ids_confined.sql),
+-- at most 1,000,000 at a time (EnqueueBatch reserves a chunk's); its
+-- reservations older than an hour (of a batch that never committed its
 -- items, in a transaction of its own) go.
 CREATE FUNCTION {schema}.reserve_item_ids(n int) RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   me CONSTANT oid := (SELECT r.oid FROM pg_roles r WHERE r.rolname = session_user);
 BEGIN
+  IF n IS NULL OR n < 0 OR n > 1000000 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = format('reserve 0 to 1000000 item ids at a time (asked for %s)', n);
+  END IF;
   DELETE FROM {schema}.item_id_grants g
   WHERE g.role_oid = me AND g.reserved_at < now() - interval '1 hour';
   RETURN QUERY
