@@ -6,8 +6,9 @@
 # - owner: the schema's owner (no row-level security);
 # - confined: a role granted `worker` on q (`partq grant worker`: its restrictive policies, and
 #   since schema version 39 its deletes through a rule and functions, as it holds no DELETE);
-# - policies: a role granted `worker` and DELETE on the tables a worker deletes from, so it
-#   deletes inline under the same policies: what the policies alone cost.
+# - policies: a role granted `worker` and DELETE on the tables a worker deletes from, and
+#   UPDATE on items (since schema version 40 a worker holds none), so it deletes and updates
+#   inline under the same policies: what the policies alone cost.
 # Measured over each drain, from the worker's start to its exit after the queue emptied: the
 # server's CPU (the postmaster's and its children's user + system time, from /proc, reaped
 # children included) per item, and items/s. Every mode leaves vacuum to autovacuum (a role that
@@ -85,7 +86,7 @@ psql_q -c "ALTER TABLE $s.items SET (autovacuum_enabled = false)" \
 PARTQ_DSN="$owner_dsn" "$partq" grant worker "$role" --queue q >/dev/null
 PARTQ_DSN="$owner_dsn" "$partq" grant worker "$role_del" --queue q >/dev/null
 psql_q -c "GRANT DELETE ON $s.items, $s.part_claims, $s.session_parts, $s.sessions,
-           $s.throughput TO $role_del" >/dev/null
+           $s.throughput TO $role_del" -c "GRANT UPDATE ON $s.items TO $role_del" >/dev/null
 
 # One drain as `mode` (owner | confined | policies): prints "µs_per_item items_per_s".
 drain() {

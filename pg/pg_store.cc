@@ -356,14 +356,18 @@ void PgStore::DefinePipeline() {
 
 namespace {
 
-// Whether the role `conn` logged in as may not delete from the schema's
-// items itself (a worker role since migration 39): its statements then
-// delete through the schema's functions. Not for a schema not made yet.
+// Whether the role `conn` logged in as may not delete from or update the
+// schema's items itself (a worker role since migrations 39 and 40): its
+// statements then write through the schema's rules and functions, and
+// reserve its item ids (reserve_ids_confined.sql). Not for a schema not
+// made yet.
 bool DeletesThroughFunctions(PgConnection& conn, absl::string_view qschema) {
   pqxx::nontransaction tx(conn);
   return tx
-      .exec_params1("SELECT NOT coalesce(has_table_privilege(to_regclass($1), 'DELETE'), true)",
-                    absl::StrCat(qschema, ".items"))[0]
+      .exec_params1(
+          "SELECT NOT coalesce(has_table_privilege(to_regclass($1), 'DELETE') AND "
+          "has_table_privilege(to_regclass($1), 'UPDATE'), true)",
+          absl::StrCat(qschema, ".items"))[0]
       .as<bool>();
 }
 
