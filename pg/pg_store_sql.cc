@@ -540,7 +540,9 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
   // The same, sent unprepared (Statement::prepared says when and why):
   // queue groups.
   for (const char* name : {"hold_groups", "insert_batch_grouped", "groups_finished"}) {
-    s.push_back({name, StatementSql(name), /*prepared=*/false});
+    const bool own_form = confined && absl::string_view(name) == "insert_batch_grouped";
+    s.push_back({name, StatementSql(own_form ? absl::StrCat(name, "_confined") : name),
+                 /*prepared=*/false});
   }
   // Files with holes, filled with fragments that other statements share.
   const std::string heartbeat_me = StatementSql("heartbeat_me");

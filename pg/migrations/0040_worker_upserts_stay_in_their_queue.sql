@@ -160,7 +160,10 @@ BEGIN
   RETURN QUERY SELECT e.id, e.duplicate;
 END
 $$;
-REVOKE EXECUTE ON FUNCTION {schema}.enqueue_group_end(text, text) FROM PUBLIC;
+-- Open to every role, as the SQL API is: it checks its caller itself
+-- (authorize_enqueue()), and only a role that ended the group in its own
+-- transaction finds it ending. (A role given the tables' privileges by
+-- hand, as before migration 29, ends groups too.)
 
 -- group_end() of migration 30 but for the end item, enqueued above.
 CREATE OR REPLACE FUNCTION {schema}.group_end(queue text, group_id text) RETURNS void
@@ -202,6 +205,67 @@ BEGIN
   END IF;
 END
 $$;
+
+-- A confined worker's items of queue groups (insert_batch_grouped_confined.sql),
+-- as the owner: its INSERT policy refuses a group_id, since an item of a
+-- group it inserted itself need not count in the group (the third review:
+-- uncounted items of another queue's group ended it early, its end item
+-- saying done of items that had not run, and ran before the group
+-- started). Here each group is held and its items counted in the one
+-- statement, whether an item waits for its group's start is decided here
+-- (`held`, the caller's view, is not read),
+-- the queue must be one the caller works on or produces to, the ids ones
+-- issued to it, the rows what item_fits() says, no 'partq.' dedup key.
+CREATE FUNCTION {schema}.insert_grouped_items(q text, ids bigint[], parts int[], keys text[],
+                                              dedups text[], prios smallint[], delays bigint[],
+                                              payloads text[], grps text[], held bool[])
+RETURNS TABLE (inserted bigint, counted bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM {schema}.grants g
+                 WHERE g.queue = q AND g.kind IN ('worker', 'producer', 'operator')
+                   AND pg_get_userbyid(g.role_oid) = g.role
+                   AND pg_has_role(session_user, g.role_oid, 'MEMBER')) THEN
+    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = format(
+      'permission denied for queue "%s" of schema "%s": role "%s" may not put items into it',
+      q, '{schema_name}', session_user);
+  END IF;
+  PERFORM {schema}.check_dedup_keys(dedups);
+  IF EXISTS (SELECT 1 FROM unnest(ids, parts, payloads) AS t(id, part, payload)
+             WHERE NOT ({schema}.fresh_item_id(t.id)
+                        AND {schema}.item_fits(t.id, q, t.part, decode(t.payload, 'hex')))) THEN
+    RAISE EXCEPTION USING ERRCODE = '42501',
+      MESSAGE = 'new row violates row-level security policy for table "items"';
+  END IF;
+  RETURN QUERY
+  WITH hold AS MATERIALIZED (
+    SELECT x.g, {schema}.group_hold(q, x.g) AS started
+    FROM (SELECT DISTINCT g FROM unnest(grps) AS g WHERE g IS NOT NULL ORDER BY g) x),
+  ins AS (
+    INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, payload,
+                                group_id)
+    SELECT t.id, q, t.part, t.key, t.dedup, t.prio,
+           CASE WHEN t.grp IS NOT NULL AND NOT h.started THEN 'infinity'
+                ELSE now() + t.delay_us * interval '1 microsecond' END,
+           decode(t.payload, 'hex'), t.grp
+    FROM unnest(ids, parts, keys, dedups, prios, delays, payloads, grps)
+         AS t(id, part, key, dedup, prio, delay_us, payload, grp)
+    LEFT JOIN hold h ON h.g = t.grp
+    ORDER BY t.id
+    ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING group_id),
+  counted AS (
+    UPDATE {schema}.groups x SET pending = x.pending + c.n
+    FROM (SELECT group_id, count(*) AS n FROM ins WHERE group_id IS NOT NULL GROUP BY group_id) c
+    WHERE x.queue = q AND x.id = c.group_id
+    RETURNING 1)
+  SELECT count(*), (SELECT count(*) FROM counted) FROM ins;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.insert_grouped_items(text, bigint[], int[], text[], text[],
+                                                         smallint[], bigint[], text[], text[],
+                                                         bool[])
+  FROM PUBLIC;
 
 -- The SQL API's enqueue functions of migration 29, refusing 'partq.' dedup keys.
 CREATE OR REPLACE FUNCTION {schema}.enqueue_item(queue text, payload bytea, key text DEFAULT NULL,
@@ -309,8 +373,9 @@ BEGIN
     EXECUTE format('REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} FROM %I', r);
     EXECUTE format('REVOKE EXECUTE ON FUNCTION {schema}.item_of(bigint, text), '
                    '{schema}.item_fits(bigint, text, int, bytea), {schema}.reserve_item_ids(int), '
-                   '{schema}.fresh_item_id(bigint), {schema}.enqueue_group_end(text, text) FROM %I',
-                   r);
+                   '{schema}.fresh_item_id(bigint), '
+                   '{schema}.insert_grouped_items(text, bigint[], int[], text[], text[], smallint[], '
+                   'bigint[], text[], text[], bool[]) FROM %I', r);
     RETURN;
   END IF;
   EXECUTE format('GRANT USAGE ON SCHEMA {schema} TO %I', r);
@@ -337,7 +402,9 @@ BEGIN
   EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO %I', r);
   EXECUTE format('GRANT EXECUTE ON FUNCTION {schema}.item_of(bigint, text), '
                  '{schema}.item_fits(bigint, text, int, bytea), {schema}.reserve_item_ids(int), '
-                 '{schema}.fresh_item_id(bigint), {schema}.enqueue_group_end(text, text) TO %I', r);
+                 '{schema}.fresh_item_id(bigint), '
+                 '{schema}.insert_grouped_items(text, bigint[], int[], text[], text[], smallint[], '
+                 'bigint[], text[], text[], bool[]) TO %I', r);
 END
 $$;
 REVOKE EXECUTE ON FUNCTION {schema}.worker_privileges(name, boolean) FROM PUBLIC;
@@ -434,7 +501,7 @@ BEGIN
     EXECUTE format('CREATE POLICY %I ON {schema}.items AS RESTRICTIVE FOR INSERT TO %I '
                    'WITH CHECK (queue = ANY (%L) AND (queue = ANY (%L) OR attempts = 0) '
                    'AND {schema}.item_fits(id, queue, part, payload) AND {schema}.fresh_item_id(id) '
-                   'AND (dedup_key IS NULL OR dedup_key NOT LIKE ''partq.%%''))',
+                   'AND (dedup_key IS NULL OR dedup_key NOT LIKE ''partq.%%'') AND group_id IS NULL)',
                    pol || '_insert', r, produce, work);
   END LOOP;
 END

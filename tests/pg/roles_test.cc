@@ -788,8 +788,10 @@ TEST_F(RolesTest, AWorkersUpsertsAndForeignKeysLockNoRowOfAnotherQueue) {
 // new function. move_group_generation() was open so: a producer attached
 // it to a temporary table of its own and wrote group changes of another
 // queue as the owner, and that queue's worker dropped its parts. Only the
-// SQL API's functions (which check the caller's grant) and the delete
-// functions (which refuse a role that is no worker) are open to everyone.
+// SQL API's functions (which check the caller's grant), the delete
+// functions (which refuse a role that is no worker) and enqueue_group_end()
+// (which finds only a group the caller's own transaction ended) are open
+// to everyone.
 TEST_F(RolesTest, NoFunctionThatRunsAsTheOwnerIsOpenToEveryoneButTheApis) {
   const auto open = schema_.Q(
       "SELECT string_agg(DISTINCT p.proname, ',' ORDER BY p.proname) FROM pg_proc p "
@@ -799,8 +801,8 @@ TEST_F(RolesTest, NoFunctionThatRunsAsTheOwnerIsOpenToEveryoneButTheApis) {
       "AND a.privilege_type = 'EXECUTE'");
   EXPECT_EQ(open[0][0].value_or(""),
             "add_schedule,cancel,cancel_by_dedup_key,cancel_items,delete_items,delete_rows,"
-            "delete_schedule,drop_claim_records_of_mine,enqueue,enqueue_item,enqueue_many,"
-            "group_cancel,group_create,group_start,group_status,item_state,"
+            "delete_schedule,drop_claim_records_of_mine,enqueue,enqueue_group_end,enqueue_item,"
+            "enqueue_many,group_cancel,group_create,group_start,group_status,item_state,"
             "item_state_by_dedup_key,list_schedules,prune");
   const std::string p = NewRole("producer");
   PartqOk({"grant", "producer", p, "--queue", "a"});
@@ -1185,6 +1187,52 @@ TEST_F(RolesTest, OnlyAnEndingGroupEnqueuesItsEndItem) {
                   "convert_from(payload, 'UTF8')::jsonb -> 'payload' = '{\"real\": true}'"),
             1);
   EXPECT_EQ(Count("groups WHERE id = 'g' AND end_item IS NOT NULL AND end_error IS NULL"), 1);
+  // A role given the tables' privileges by hand (before migration 29's grants) ends a group
+  // with its end item too (the third review: only worker roles could, for a moment).
+  const std::string legacy = NewRole("legacy");
+  schema_.Q(absl::StrCat("GRANT USAGE ON SCHEMA {schema} TO ", legacy,
+                         "; GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO ", legacy,
+                         "; GRANT ALL ON ALL SEQUENCES IN SCHEMA {schema} TO ", legacy));
+  schema_.Q("SELECT {schema}.group_create('a', 'h', 'a')");
+  schema_.Q("SELECT {schema}.enqueue('a', 'x', group_id => 'h')");
+  schema_.Q("SELECT {schema}.group_start('a', 'h')");
+  schema_.Q("DELETE FROM {schema}.items WHERE queue = 'a'");
+  auto cl = As(legacy);
+  EXPECT_EQ(Try(*cl, "SELECT {schema}.group_end('a', 'h')"), "");
+  EXPECT_EQ(Count("groups WHERE id = 'h' AND end_item IS NOT NULL AND end_error IS NULL"), 1);
+}
+
+// The third review: a confined worker inserted items of another queue's
+// group itself, not counted in the group, which then ended early (its end
+// item saying done of items that had not run) and ran them before its
+// start. Its grouped items now go in only through insert_grouped_items(),
+// which holds the group, counts them and decides which wait for the start.
+TEST_F(RolesTest, AWorkersItemsOfAGroupCountInTheGroup) {
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  PartqOk({"grant", "producer", w, "--queue", "b"});
+  schema_.Q("SELECT {schema}.group_create('b', 'k', 'b')");
+  schema_.Q("SELECT {schema}.enqueue('b', 'real', group_id => 'k')");
+  auto c = As(w);
+  EXPECT_EQ(Try(*c,
+                "INSERT INTO {schema}.items (id, queue, part, payload, group_id) "
+                "SELECT r, 'b', 0, 'junk', 'k' FROM {schema}.reserve_item_ids(2) r"),
+            "42501");
+  EXPECT_EQ(Try(*c,
+                "SELECT * FROM {schema}.insert_grouped_items('b', "
+                "ARRAY(SELECT {schema}.reserve_item_ids(2)), ARRAY[0, 1], ARRAY[NULL, NULL], "
+                "ARRAY[NULL, NULL], ARRAY[0, 0]::smallint[], ARRAY[0, 0]::bigint[], "
+                "ARRAY['6f6e65', '74776f'], ARRAY['k', 'k'], ARRAY[false, false])"),
+            "");
+  EXPECT_EQ(Count("groups WHERE id = 'k' AND pending = 3 AND started_at IS NULL"), 1);
+  EXPECT_EQ(Count("items WHERE queue = 'b' AND group_id = 'k' AND run_at = 'infinity'"), 3)
+      << "items of a group not started wait for its start, whatever the caller said";
+  EXPECT_EQ(Try(*c,
+                "SELECT * FROM {schema}.insert_grouped_items('c', "
+                "ARRAY(SELECT {schema}.reserve_item_ids(1)), ARRAY[0], ARRAY[NULL], "
+                "ARRAY[NULL], ARRAY[0]::smallint[], ARRAY[0]::bigint[], ARRAY['78'], "
+                "ARRAY['k'], ARRAY[true])"),
+            "42501");
 }
 
 // The second review of issue 48 (migration 36): a worker role's bounds
