@@ -122,8 +122,10 @@ REVOKE EXECUTE ON FUNCTION {schema}.fresh_item_id(bigint) FROM PUBLIC;
 -- A group's end item, enqueued when the group ends (group_end(), run as
 -- whoever finishes the group's last item), as the owner: the caller may
 -- produce to the end queue (authorize_enqueue(), as enqueue_item()), the
--- group must be ending in this transaction (ended, with neither an end item
--- nor an end error yet), and the payload is made here from the group's row.
+-- group must be ending (ended, with neither an end item nor an end error
+-- yet: a state group_end() leaves it in only within its transaction, and
+-- which only a role that may update the group's row can make), and the
+-- payload is made here from the group's row.
 -- Its dedup key, 'partq.group:QUEUE:GROUP', makes it once; no other
 -- enqueue may use a 'partq.' key any more (check_dedup_keys() below, and
 -- a confined worker's INSERT policy): a producer of the end queue could
@@ -161,8 +163,8 @@ BEGIN
 END
 $$;
 -- Open to every role, as the SQL API is: it checks its caller itself
--- (authorize_enqueue()), and only a role that ended the group in its own
--- transaction finds it ending. (A role given the tables' privileges by
+-- (authorize_enqueue()), and only a role that may update the group's row
+-- (its queue's worker) can make it ending. (A role given the tables' privileges by
 -- hand, as before migration 29, ends groups too.)
 
 -- group_end() of migration 30 but for the end item, enqueued above.
@@ -221,6 +223,9 @@ CREATE FUNCTION {schema}.insert_grouped_items(q text, ids bigint[], parts int[],
                                               payloads text[], grps text[], held bool[])
 RETURNS TABLE (inserted bigint, counted bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  g text;
+  started text[] := '{}';
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM {schema}.grants g
                  WHERE g.queue = q AND g.kind IN ('worker', 'producer', 'operator')
@@ -237,20 +242,26 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = '42501',
       MESSAGE = 'new row violates row-level security policy for table "items"';
   END IF;
+  -- Each group held (made if new) in statements of their own, before the
+  -- insert: the count below must see a group made here, or one another
+  -- transaction was making (group_hold() waits for it), which a CTE of the
+  -- same statement would not (the fourth review: such a group kept pending
+  -- 0 with items in it, and ended at its start).
+  FOR g IN SELECT DISTINCT x FROM unnest(grps) AS x WHERE x IS NOT NULL ORDER BY 1 LOOP
+    IF {schema}.group_hold(q, g) THEN
+      started := started || g;
+    END IF;
+  END LOOP;
   RETURN QUERY
-  WITH hold AS MATERIALIZED (
-    SELECT x.g, {schema}.group_hold(q, x.g) AS started
-    FROM (SELECT DISTINCT g FROM unnest(grps) AS g WHERE g IS NOT NULL ORDER BY g) x),
-  ins AS (
+  WITH ins AS (
     INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, payload,
                                 group_id)
     SELECT t.id, q, t.part, t.key, t.dedup, t.prio,
-           CASE WHEN t.grp IS NOT NULL AND NOT h.started THEN 'infinity'
+           CASE WHEN t.grp IS NOT NULL AND NOT t.grp = ANY (started) THEN 'infinity'
                 ELSE now() + t.delay_us * interval '1 microsecond' END,
            decode(t.payload, 'hex'), t.grp
     FROM unnest(ids, parts, keys, dedups, prios, delays, payloads, grps)
          AS t(id, part, key, dedup, prio, delay_us, payload, grp)
-    LEFT JOIN hold h ON h.g = t.grp
     ORDER BY t.id
     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
     RETURNING group_id),

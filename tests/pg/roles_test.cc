@@ -790,8 +790,8 @@ TEST_F(RolesTest, AWorkersUpsertsAndForeignKeysLockNoRowOfAnotherQueue) {
 // queue as the owner, and that queue's worker dropped its parts. Only the
 // SQL API's functions (which check the caller's grant), the delete
 // functions (which refuse a role that is no worker) and enqueue_group_end()
-// (which finds only a group the caller's own transaction ended) are open
-// to everyone.
+// (which finds only a group that is ending, a state only a role that may
+// update the group's row can make) are open to everyone.
 TEST_F(RolesTest, NoFunctionThatRunsAsTheOwnerIsOpenToEveryoneButTheApis) {
   const auto open = schema_.Q(
       "SELECT string_agg(DISTINCT p.proname, ',' ORDER BY p.proname) FROM pg_proc p "
@@ -1227,6 +1227,15 @@ TEST_F(RolesTest, AWorkersItemsOfAGroupCountInTheGroup) {
   EXPECT_EQ(Count("groups WHERE id = 'k' AND pending = 3 AND started_at IS NULL"), 1);
   EXPECT_EQ(Count("items WHERE queue = 'b' AND group_id = 'k' AND run_at = 'infinity'"), 3)
       << "items of a group not started wait for its start, whatever the caller said";
+  // A group it makes in the same call counts its items too (the fourth review).
+  EXPECT_EQ(Try(*c,
+                "SELECT * FROM {schema}.insert_grouped_items('b', "
+                "ARRAY(SELECT {schema}.reserve_item_ids(3)), ARRAY[0, 1, 0], "
+                "ARRAY[NULL, NULL, NULL], ARRAY[NULL, NULL, NULL], ARRAY[0, 0, 0]::smallint[], "
+                "ARRAY[0, 0, 0]::bigint[], ARRAY['6a', '6b', '6c'], ARRAY['new', 'new', 'new'], "
+                "ARRAY[false, false, false])"),
+            "");
+  EXPECT_EQ(Count("groups WHERE id = 'new' AND pending = 3"), 1);
   EXPECT_EQ(Try(*c,
                 "SELECT * FROM {schema}.insert_grouped_items('c', "
                 "ARRAY(SELECT {schema}.reserve_item_ids(1)), ARRAY[0], ARRAY[NULL], "
