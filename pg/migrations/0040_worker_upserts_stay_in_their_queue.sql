@@ -508,11 +508,17 @@ BEGIN
     END IF;
     -- A handler's follow-up items also go into queues it may produce to, as
     -- new items (an attempts count no claim survives would stall a part),
-    -- under ids issued to it (fresh_item_id()).
+    -- under ids issued to it (fresh_item_id()), enqueued about now and due
+    -- within the SQL API's range of delays or never: an item enqueued or due
+    -- at +-infinity made every claim of its queue fail (its time in
+    -- microseconds is out of bigint's range; the fifth review).
     EXECUTE format('CREATE POLICY %I ON {schema}.items AS RESTRICTIVE FOR INSERT TO %I '
                    'WITH CHECK (queue = ANY (%L) AND (queue = ANY (%L) OR attempts = 0) '
                    'AND {schema}.item_fits(id, queue, part, payload) AND {schema}.fresh_item_id(id) '
-                   'AND (dedup_key IS NULL OR dedup_key NOT LIKE ''partq.%%'') AND group_id IS NULL)',
+                   'AND (dedup_key IS NULL OR dedup_key NOT LIKE ''partq.%%'') AND group_id IS NULL '
+                   'AND enqueued_at BETWEEN now() - interval ''1 day'' AND now() + interval ''1 day'' '
+                   'AND run_at >= now() - interval ''1 day'' '
+                   'AND (run_at = ''infinity'' OR run_at <= now() + interval ''20 years''))',
                    pol || '_insert', r, produce, work);
   END LOOP;
 END

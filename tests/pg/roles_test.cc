@@ -858,6 +858,19 @@ TEST_F(RolesTest, AWorkersNewItemsTakeOnlyIdsIssuedToIt) {
             "");
   EXPECT_EQ(Count("items WHERE queue = 'a'"), 3);
   EXPECT_EQ(Count("item_id_grants"), 0) << "the reservations are used up";
+  // Nor times a claim cannot turn into microseconds (the fifth review: every claim of the
+  // queue failed with "bigint out of range").
+  const std::vector<std::pair<std::string, std::string>> times = {{"enqueued_at", "'infinity'"},
+                                                                  {"enqueued_at", "'-infinity'"},
+                                                                  {"run_at", "'-infinity'"},
+                                                                  {"run_at", "'294000-01-01'"}};
+  for (const auto& [column, time] : times) {
+    const std::string sql = absl::StrCat(
+        "SELECT nextval('{schema}.items_id_seq'); INSERT INTO {schema}.items (id, queue, part, "
+        "payload, ",
+        column, ") VALUES (currval('{schema}.items_id_seq'), 'a', 0, 'x', ", time, ")");
+    EXPECT_EQ(Try(*c, sql), "42501") << sql;
+  }
   auto producer = As(NewRole("producer"));
   EXPECT_EQ(Try(*producer, "SELECT {schema}.reserve_item_ids(1)"), "42501");
 }
