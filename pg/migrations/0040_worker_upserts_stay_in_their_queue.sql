@@ -26,6 +26,13 @@
 -- - session_parts: a confined worker's new row must name a session of its
 --   queue, and it may not update session_id; the foreign key then locks
 --   only its own queue's sessions.
+-- The later reviews of the same day found more, closed below, each with
+-- its reason: SECURITY DEFINER functions no longer open to every role;
+-- a confined worker's new items take only ids issued to it, are enqueued
+-- about now, and belong to a queue group only through
+-- insert_grouped_items(); a group's end item is enqueued only by the group
+-- as it ends (enqueue_group_end()), and 'partq.' dedup keys are partq's
+-- own; delete_schedule() deletes the row it authorized.
 
 -- Retries of a confined worker's general Finish (fragments/retry_items_confined.sql):
 -- `INSERT INTO item_retries SELECT ... RETURNING id` counts the attempt
