@@ -361,7 +361,7 @@ namespace {
 // statements then write through the schema's rules and functions, and
 // reserve its item ids (reserve_ids_confined.sql). Not for a schema not
 // made yet.
-bool DeletesThroughFunctions(PgConnection& conn, absl::string_view qschema) {
+bool WritesThroughRules(PgConnection& conn, absl::string_view qschema) {
   pqxx::nontransaction tx(conn);
   return tx
       .exec_params1(
@@ -438,7 +438,7 @@ absl::Status PgStore::EnsureConnected() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   absl::StatusOr<std::unique_ptr<PgConnection>> conn = OpenConnection(options_);
   if (!conn.ok()) return conn.status();
   try {
-    if (const bool confined = DeletesThroughFunctions(**conn, qschema_); confined != confined_) {
+    if (const bool confined = WritesThroughRules(**conn, qschema_); confined != confined_) {
       confined_ = confined;
       DefinePipeline();
     }

@@ -505,6 +505,20 @@ std::string EnqueueGroupedSql(absl::string_view schema) {
   return WithSchema(StatementSql("enqueue_grouped"), schema);
 }
 
+namespace {
+
+// NAME.sql, or for a confined worker NAME_confined.sql where the statement
+// has one (migration 40: its items take ids reserved for its role, and its
+// grouped items go in through insert_grouped_items()).
+std::string StatementSqlFor(absl::string_view name, bool confined) {
+  static const auto* const own_form = new absl::flat_hash_set<std::string>{
+      "reserve_ids", "reserve_id_list", "insert_batch_grouped"};
+  if (confined && own_form->contains(name)) return StatementSql(absl::StrCat(name, "_confined"));
+  return StatementSql(name);
+}
+
+}  // namespace
+
 std::vector<Statement> PreparedStatements(absl::string_view schema, bool confined) {
   std::vector<Statement> s;
   // Statements that are a file of pg/sql/ as it is: NAME.sql, whose header
@@ -526,23 +540,12 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
         // status
         "status_sessions", "status_session_throughput", "next_due", "queues_with_work", "owners",
         "status_horizon", "status_throughput", "status_groups", "status_parts"}) {
-    s.push_back({name, StatementSql(name)});
-  }
-  // A confined worker's items take ids reserved for its role (migration 40).
-  if (confined) {
-    for (Statement& st : s) {
-      if (absl::string_view(st.name) == "reserve_ids" ||
-          absl::string_view(st.name) == "reserve_id_list") {
-        st.sql = StatementSql(absl::StrCat(st.name, "_confined"));
-      }
-    }
+    s.push_back({name, StatementSqlFor(name, confined)});
   }
   // The same, sent unprepared (Statement::prepared says when and why):
   // queue groups.
   for (const char* name : {"hold_groups", "insert_batch_grouped", "groups_finished"}) {
-    const bool own_form = confined && absl::string_view(name) == "insert_batch_grouped";
-    s.push_back({name, StatementSql(own_form ? absl::StrCat(name, "_confined") : name),
-                 /*prepared=*/false});
+    s.push_back({name, StatementSqlFor(name, confined), /*prepared=*/false});
   }
   // Files with holes, filled with fragments that other statements share.
   const std::string heartbeat_me = StatementSql("heartbeat_me");

@@ -220,11 +220,11 @@ $$;
 -- group it inserted itself need not count in the group (the third review:
 -- uncounted items of another queue's group ended it early, its end item
 -- saying done of items that had not run, and ran before the group
--- started). Here each group is held and its items counted in the one
--- statement, whether an item waits for its group's start is decided here
--- (`held`, the caller's view, is not read),
--- the queue must be one the caller works on or produces to, the ids ones
--- issued to it, the rows what item_fits() says, no 'partq.' dedup key.
+-- started). Here each group is held before the insert and its items
+-- counted with it, whether an item waits for its group's start is decided
+-- here (`held`, the caller's view, is not read), the queue must be one the
+-- caller works on or produces to, the ids ones issued to it, the rows what
+-- item_fits() says, no 'partq.' dedup key.
 CREATE FUNCTION {schema}.insert_grouped_items(q text, ids bigint[], parts int[], keys text[],
                                               dedups text[], prios smallint[], delays bigint[],
                                               payloads text[], grps text[], held bool[])

@@ -757,13 +757,17 @@ TEST_F(RolesTest, AWorkersUpsertsAndForeignKeysLockNoRowOfAnotherQueue) {
                                    schema_.name()))
                   .size(),
               1u);
-    EXPECT_EQ(owner
-                  .exec(WithSchema("SELECT 1 FROM {schema}.sessions WHERE queue = 'a' "
-                                   "AND id <> md5('a/w1')::uuid",
+    // The worker's own transaction sees its two new sessions under ids of
+    // queue a's: the static one md5('a/w1'), the dynamic one another.
+    EXPECT_EQ(held.exec(WithSchema("SELECT 1 FROM {schema}.sessions WHERE queue = 'a' "
+                                   "AND id <> md5('b/w1')::uuid",
                                    schema_.name()))
                   .size(),
-              0u)
-        << "the dynamic session is not yet committed";
+              2u);
+    EXPECT_EQ(held.exec(WithSchema("SELECT 1 FROM {schema}.sessions WHERE id = md5('a/w1')::uuid",
+                                   schema_.name()))
+                  .size(),
+              1u);
   }
   EXPECT_EQ(Count(absl::StrCat("sessions WHERE id = ", b_session, " AND host = 'h'")), 1);
   // Its retries and takeover marks go through rules, to its queue's items only.
