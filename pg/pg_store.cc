@@ -358,8 +358,8 @@ namespace {
 
 // Whether the role `conn` logged in as may not delete from or update the
 // schema's items itself (a worker role since migrations 39 and 40): its
-// statements then write through the schema's rules and functions, and
-// reserve its item ids (reserve_ids_confined.sql). Not for a schema not
+// statements then write through the schema's rules and functions, and its
+// new items go in through put_items() (migration 41). Not for a schema not
 // made yet.
 bool WritesThroughRules(PgConnection& conn, absl::string_view qschema) {
   pqxx::nontransaction tx(conn);

@@ -146,6 +146,8 @@ std::vector<std::string> SqlFilesRead();
 std::string EnqueueGroupedSql(absl::string_view schema);
 // The single-item enqueue statement (also run unprepared by EnqueueInTx).
 std::string EnqueueSql(absl::string_view schema);
+// The same for a worker role, through put_items() (migration 41).
+std::string PutItemSql(absl::string_view schema);
 
 // Through a transaction pooler (PgOptions::transaction_pooler), what every
 // transaction sets for itself, since a session's settings stay behind on
@@ -217,8 +219,10 @@ struct EnqueueArgs {
 absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payload_bytes);
 // The shared body of Enqueue and EnqueueInTx: runs the enqueue statement in
 // `tx` (prepared when `prepared`, else as a parameterized statement) and looks
-// up the live duplicate when the dedup key matched. Throws what libpqxx throws.
-absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepared,
+// up the live duplicate when the dedup key matched; for a role that writes
+// no item row itself (`puts`, PgStore::confined_), through put_items().
+// Throws what libpqxx throws.
+absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepared, bool puts,
                                         const std::string& schema, absl::string_view queue,
                                         const NewItem& item, const EnqueueArgs& args);
 
@@ -499,6 +503,10 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<int64_t> EnqueueBatchInsert(absl::string_view queue,
                                              const std::vector<NewItem>& items,
                                              const std::vector<EnqueueArgs>& args);
+  // A worker role's batch (confined_), through put_items() (migration 41).
+  absl::StatusOr<int64_t> EnqueueBatchPut(absl::string_view queue,
+                                          const std::vector<NewItem>& items,
+                                          const std::vector<EnqueueArgs>& args);
   // One transaction of Finish: with `lock_first` the fence statement runs
   // before the body; without, the finish statement fences after it and
   // `*again` says a part was lost or an item was gone, in which case nothing

@@ -157,13 +157,15 @@ bool KeepsTransaction(pqxx::transaction_base& tx, PGconn* c, const std::string& 
 class PgTx final : public Tx {
  public:
   PgTx(pqxx::transaction_base& tx, PgConnection& conn, HandlerStatements& statements,
-       const std::map<std::string, std::string, std::less<>>& unprepared, const PgOptions& options)
+       const std::map<std::string, std::string, std::less<>>& unprepared, const PgOptions& options,
+       bool puts)
       : tx_(tx),
         conn_(conn),
         statements_(statements),
         unprepared_(unprepared),
         options_(options),
-        schema_(options.schema) {}
+        schema_(options.schema),
+        puts_(puts) {}
 
   absl::StatusOr<std::vector<Row>> Exec(
       absl::string_view sql, const std::vector<std::optional<std::string>>& params) override {
@@ -217,7 +219,7 @@ class PgTx final : public Tx {
     absl::StatusOr<EnqueueArgs> args = CheckNewItem(item, options_.max_payload_bytes);
     if (!args.ok()) return args.status();
     try {
-      auto r = EnqueueIn(tx_, !options_.transaction_pooler, schema_, queue, item, *args);
+      auto r = EnqueueIn(tx_, !options_.transaction_pooler, puts_, schema_, queue, item, *args);
       error_ = PgError{};
       return r;
     } catch (...) {
@@ -278,6 +280,7 @@ class PgTx final : public Tx {
   const std::map<std::string, std::string, std::less<>>& unprepared_;  // PgStore's
   const PgOptions& options_;
   const std::string& schema_;
+  const bool puts_;  // PgStore::confined_: enqueues go through put_items()
   PgError error_;
 };
 
@@ -481,9 +484,39 @@ absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payloa
   return args;
 }
 
-absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepared,
+namespace {
+
+// EnqueueIn for a worker role: put_item.sql makes the item as enqueue.sql
+// does, and returns a live duplicate's id itself (the role may not see a
+// queue it only produces to).
+absl::StatusOr<EnqueueResult> PutItemIn(pqxx::transaction_base& tx, bool prepared,
                                         const std::string& schema, absl::string_view queue,
                                         const NewItem& item, const EnqueueArgs& args) {
+  const std::string q(queue);
+  const pqxx::binarystring payload(item.payload.data(), item.payload.size());
+  const std::string channel = ChannelFor(schema, queue);
+  // A duplicate whose live item finished before the lookup: put again (once).
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    pqxx::result r =
+        prepared ? tx.exec_prepared("put_item", q, args.key, args.dedup_key, args.priority,
+                                    args.delay_us, payload, channel, item.group)
+                 : tx.exec_params(PutItemSql(schema), q, args.key, args.dedup_key, args.priority,
+                                  args.delay_us, payload, channel, item.group);
+    if (!r[0][0].is_null()) {
+      return EnqueueResult{r[0][0].as<int64_t>(), r[0][1].as<int>(), r[0][2].as<bool>()};
+    }
+  }
+  return absl::AbortedError(absl::StrCat("enqueue into \"", queue, "\": dedup key \"",
+                                         *args.dedup_key,
+                                         "\" is being finished concurrently; retry"));
+}
+
+}  // namespace
+
+absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepared, bool puts,
+                                        const std::string& schema, absl::string_view queue,
+                                        const NewItem& item, const EnqueueArgs& args) {
+  if (puts) return PutItemIn(tx, prepared, schema, queue, item, args);
   const std::string q(queue);
   const pqxx::binarystring payload(item.payload.data(), item.payload.size());
   if (item.group) {
@@ -526,7 +559,8 @@ absl::StatusOr<EnqueueResult> PgStore::Enqueue(absl::string_view queue, const Ne
     // through a transaction pooler, Autocommit says why).
     pqxx::transaction_base& tx = Autocommit();
     sent = true;
-    return EnqueueIn(tx, !options_.transaction_pooler, options_.schema, queue, item, *args);
+    return EnqueueIn(tx, !options_.transaction_pooler, confined_, options_.schema, queue, item,
+                     *args);
   });
   // An autocommit INSERT commits as it runs: a connection that broke while the
   // server ran it leaves the item there or not (through a pooler the explicit
@@ -557,6 +591,7 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatch(absl::string_view queue,
     dedup = dedup || a->dedup_key.has_value() || items[i].group.has_value();
     args.push_back(*std::move(a));
   }
+  if (confined_) return EnqueueBatchPut(queue, items, args);
   // COPY cannot skip dedup conflicts nor hold groups, so batches with dedup
   // keys or groups insert.
   return dedup ? EnqueueBatchInsert(queue, items, args) : EnqueueBatchCopy(queue, items, args);
@@ -778,6 +813,47 @@ absl::StatusOr<int64_t> PgStore::EnqueueBatchInsert(absl::string_view queue,
                      TextArray(dedups), IntArray(prios), IntArray(delays), TextArray(payloads),
                      TextArray(groups), BoolArray(held));
       written += r[0][0].as<int64_t>();
+    }
+    NotifyParts(tx, unprepared_, ChannelFor(options_.schema, queue), parts);
+    tx.commit();
+    return written;
+  });
+}
+
+absl::StatusOr<int64_t> PgStore::EnqueueBatchPut(absl::string_view queue,
+                                                 const std::vector<NewItem>& items,
+                                                 const std::vector<EnqueueArgs>& args) {
+  return Run(absl::StrCat("enqueue batch into \"", queue, "\""), [&]() -> absl::StatusOr<int64_t> {
+    const std::string q(queue);
+    PgWork<> tx(*conn_, options_.transaction_pooler);
+    LowestKeys parts;
+    int64_t written = 0;
+    for (size_t begin = 0; begin < items.size(); begin += kInsertChunk) {
+      const size_t end = std::min(items.size(), begin + kInsertChunk);
+      std::vector<int64_t> delays;
+      std::vector<int> prios;
+      std::vector<std::optional<std::string>> keys, dedups, payloads, groups;
+      for (size_t i = begin; i < end; ++i) {
+        keys.push_back(args[i].key);
+        dedups.push_back(args[i].dedup_key);
+        prios.push_back(args[i].priority);
+        delays.push_back(args[i].delay_us);
+        payloads.push_back(absl::BytesToHexString(items[i].payload));
+        groups.push_back(items[i].group);
+      }
+      // One row per item, in order: id, part, duplicate, waits.
+      const pqxx::result r =
+          Exec(tx, "put_items", q, TextArray(keys), TextArray(dedups), IntArray(prios),
+               IntArray(delays), TextArray(payloads), TextArray(groups));
+      for (size_t j = 0; j < r.size(); ++j) {
+        if (r[j][2].as<bool>()) continue;
+        ++written;
+        // A held item wakes nobody: group_start sends its notice.
+        if (!r[j][3].as<bool>()) {
+          AddKey(parts, r[j][1].as<int>(),
+                 ItemKey{args[begin + j].priority, r[j][0].as<int64_t>()});
+        }
+      }
     }
     NotifyParts(tx, unprepared_, ChannelFor(options_.schema, queue), parts);
     tx.commit();
@@ -1537,7 +1613,7 @@ void PgStore::KeepFenced(FinishAttempt& f) {
 absl::Status PgStore::RunFinishBody(FinishAttempt& f, const FinishBody& body) {
   // The body runs even with no items (a handler's one-time setup uses
   // that); its writes commit with the outcomes.
-  PgTx handler_tx(*f.tx, *conn_, handler_statements_, unprepared_, options_);
+  PgTx handler_tx(*f.tx, *conn_, handler_statements_, unprepared_, options_, confined_);
   absl::StatusOr<std::vector<Outcome>> outcomes = body(handler_tx, f.given);
   f.drop = handler_tx.error().drop_connection;
   if (!outcomes.ok()) return outcomes.status();
@@ -2426,7 +2502,7 @@ absl::StatusOr<EnqueueResult> EnqueueInTx(pqxx::transaction_base& tx, const PgOp
   if (!args.ok()) return args.status();
   try {
     // Unprepared: the connection is the caller's, and so are its statement names.
-    return pg_internal::EnqueueIn(tx, false, options.schema, queue, item, *args);
+    return pg_internal::EnqueueIn(tx, false, /*puts=*/false, options.schema, queue, item, *args);
   } catch (...) {
     return pg_internal::ClassifyException(std::current_exception(),
                                           absl::StrCat("enqueue into \"", queue, "\""),

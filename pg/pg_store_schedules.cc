@@ -210,7 +210,12 @@ absl::StatusOr<bool> PgStore::FireOneSchedule(absl::string_view queue, FiredSche
         // Items' lock first, as every writer of items takes it before anything
         // else (DeleteQueue takes it, then deletes the queue, whose FK cascade
         // needs this schedule row: the other order could deadlock with it).
-        tx.exec(WithSchema("LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE", options_.schema));
+        // A worker role may not lock items (migration 41: it holds no INSERT
+        // there); its put_items() takes the lock, later, and a queue deleted
+        // meanwhile ends in a deadlock PostgreSQL breaks, the fire tried again.
+        if (!confined_) {
+          tx.exec(WithSchema("LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE", options_.schema));
+        }
         // SKIP LOCKED: a row another worker is firing is its business; its
         // compare-and-set moves the tick, and we look again next time.
         pqxx::result rows = tx.exec_params(
@@ -264,8 +269,8 @@ absl::StatusOr<bool> PgStore::FireOneSchedule(absl::string_view queue, FiredSche
           tx.commit();
           return true;
         }
-        absl::StatusOr<EnqueueResult> r =
-            EnqueueIn(tx, !options_.transaction_pooler, options_.schema, queue, item, *args);
+        absl::StatusOr<EnqueueResult> r = EnqueueIn(tx, !options_.transaction_pooler, confined_,
+                                                    options_.schema, queue, item, *args);
         if (!r.ok()) return r.status();
         // The compare-and-set: with the row locked it cannot fail, but if it
         // did (a row changed under a lock is a bug elsewhere), nothing commits.

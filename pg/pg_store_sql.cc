@@ -501,21 +501,14 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
 std::string EnqueueSql(absl::string_view schema) {
   return WithSchema(StatementSql("enqueue"), schema);
 }
+std::string PutItemSql(absl::string_view schema) {
+  return WithSchema(StatementSql("put_item"), schema);
+}
 std::string EnqueueGroupedSql(absl::string_view schema) {
   return WithSchema(StatementSql("enqueue_grouped"), schema);
 }
 
 namespace {
-
-// NAME.sql, or for a confined worker NAME_confined.sql where the statement
-// has one (migration 40: its items take ids reserved for its role, and its
-// grouped items go in through insert_grouped_items()).
-std::string StatementSqlFor(absl::string_view name, bool confined) {
-  static const auto* const own_form = new absl::flat_hash_set<std::string>{
-      "reserve_ids", "reserve_id_list", "insert_batch_grouped"};
-  if (confined && own_form->contains(name)) return StatementSql(absl::StrCat(name, "_confined"));
-  return StatementSql(name);
-}
 
 }  // namespace
 
@@ -532,20 +525,21 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
         "write_outbox",
         // items
         "enqueue", "dedup_lookup", "lock_items_for_enqueue", "reserve_ids", "reserve_id_list",
-        "insert_batch", "item_state", "cancel_parts", "cancel_items", "vacuum_due",
-        "bloated_indexes", "leftover_rebuilds", "prune", "cancel_by_dedup_key", "item_state_dedup",
+        "insert_batch", "put_item", "put_items", "item_state", "cancel_parts", "cancel_items",
+        "vacuum_due", "bloated_indexes", "leftover_rebuilds", "prune", "cancel_by_dedup_key",
+        "item_state_dedup",
         // roles per queue (migration 29)
         "grant_queue_right", "revoke_queue_right", "list_grants", "grant_topic", "revoke_topic",
         "forget_earlier_role",
         // status
         "status_sessions", "status_session_throughput", "next_due", "queues_with_work", "owners",
         "status_horizon", "status_throughput", "status_groups", "status_parts"}) {
-    s.push_back({name, StatementSqlFor(name, confined)});
+    s.push_back({name, StatementSql(name)});
   }
   // The same, sent unprepared (Statement::prepared says when and why):
   // queue groups.
   for (const char* name : {"hold_groups", "insert_batch_grouped", "groups_finished"}) {
-    s.push_back({name, StatementSqlFor(name, confined), /*prepared=*/false});
+    s.push_back({name, StatementSql(name), /*prepared=*/false});
   }
   // Files with holes, filled with fragments that other statements share.
   const std::string heartbeat_me = StatementSql("heartbeat_me");

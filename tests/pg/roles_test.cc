@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "partitioner/part.h"
 #include "pg/migrations.h"
 #include "pg/pg_store.h"
 #include "store/store.h"
@@ -821,13 +822,13 @@ TEST_F(RolesTest, NoFunctionThatRunsAsTheOwnerIsOpenToEveryoneButTheApis) {
   EXPECT_EQ(Try(*c, "SELECT {schema}.item_fits(1, 'b', 0, 'x')"), "42501");
 }
 
-// Issue 48, the fourth review: a worker could give a new item of its queue
-// any id the sequence had issued, so one statement took the ids of every
-// finished item of the schema (run_at 'infinity': never claimed), and
-// item_state() called another queue's done items unknown. Its new items
-// now take only ids issued to it: reserved by its batch, or the last its
-// session's nextval() gave.
-TEST_F(RolesTest, AWorkersNewItemsTakeOnlyIdsIssuedToIt) {
+// Issue 48: a worker's new items went in under a policy, and each review
+// found a row it let through that no enqueue makes (ids of another queue's
+// finished items, times at +-infinity, a key in another part than its
+// key's). Since migration 41 a worker writes no item row: put_items(), as
+// the owner, makes each item's id, part and times as an enqueue does, and
+// takes only what an enqueue takes.
+TEST_F(RolesTest, AWorkerPutsItemsOnlyAsAnEnqueueMakesThem) {
   const std::string w = NewRole("worker");
   PartqOk({"grant", "worker", w, "--queue", "a"});
   NewItem item;
@@ -835,48 +836,75 @@ TEST_F(RolesTest, AWorkersNewItemsTakeOnlyIdsIssuedToIt) {
   ASSERT_OK_AND_ASSIGN(EnqueueResult enqueued, store_->Enqueue("b", item));
   const int64_t done = enqueued.id;
   schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE id = ", done));  // acked, no result
-  ASSERT_OK_AND_ASSIGN(ItemState before, store_->GetItemState("b", done));
-  ASSERT_EQ(before.kind, ItemState::Kind::kDone);
 
   auto c = As(w);
-  EXPECT_EQ(Try(*c,
-                "INSERT INTO {schema}.items (id, queue, part, payload, run_at) "
-                "SELECT g, 'a', 0, '', 'infinity' FROM generate_series(1, "
-                "(SELECT last_value FROM {schema}.items_id_seq)) g ON CONFLICT DO NOTHING"),
-            "42501");
-  EXPECT_EQ(Try(*c, absl::StrCat("INSERT INTO {schema}.items (id, queue, part, payload) VALUES (",
-                                 done, ", 'a', 0, '')")),
-            "42501");
-  ASSERT_OK_AND_ASSIGN(ItemState after, store_->GetItemState("b", done));
-  EXPECT_EQ(after.kind, ItemState::Kind::kDone);
-  // What it may: the id its session's nextval() gave last, and ids reserved for it, once each.
-  EXPECT_EQ(Try(*c,
-                "SELECT nextval('{schema}.items_id_seq'); "
-                "INSERT INTO {schema}.items (id, queue, part, payload) "
-                "VALUES (currval('{schema}.items_id_seq'), 'a', 0, 'own')"),
-            "");
-  EXPECT_EQ(Try(*c,
-                "CREATE TEMP TABLE mine AS SELECT {schema}.reserve_item_ids(2) AS id; "
-                "INSERT INTO {schema}.items (id, queue, part, payload) "
-                "SELECT id, 'a', 1, 'reserved' FROM mine"),
-            "");
-  EXPECT_EQ(Count("items WHERE queue = 'a'"), 3);
-  EXPECT_EQ(Count("item_id_grants"), 0) << "the reservations are used up";
-  // Nor times a claim cannot turn into microseconds (the fifth review: every claim of the
-  // queue failed with "bigint out of range").
-  const std::vector<std::pair<std::string, std::string>> times = {{"enqueued_at", "'infinity'"},
-                                                                  {"enqueued_at", "'-infinity'"},
-                                                                  {"run_at", "'-infinity'"},
-                                                                  {"run_at", "'294000-01-01'"}};
-  for (const auto& [column, time] : times) {
-    const std::string sql = absl::StrCat(
-        "SELECT nextval('{schema}.items_id_seq'); INSERT INTO {schema}.items (id, queue, part, "
-        "payload, ",
-        column, ") VALUES (currval('{schema}.items_id_seq'), 'a', 0, 'x', ", time, ")");
+  for (const std::string& sql :
+       {std::string("SELECT nextval('{schema}.items_id_seq'); "
+                    "INSERT INTO {schema}.items (id, queue, part, payload) "
+                    "VALUES (currval('{schema}.items_id_seq'), 'a', 0, 'own')"),
+        absl::StrCat("INSERT INTO {schema}.items (id, queue, part, payload) VALUES (", done,
+                     ", 'a', 0, '')"),
+        std::string("INSERT INTO {schema}.items (queue, part, payload, run_at) "
+                    "VALUES ('a', 0, 'x', 'infinity')")}) {
     EXPECT_EQ(Try(*c, sql), "42501") << sql;
   }
+  ASSERT_OK_AND_ASSIGN(ItemState after, store_->GetItemState("b", done));
+  EXPECT_EQ(after.kind, ItemState::Kind::kDone);
+
+  // What it may: items of its queue as an enqueue makes them, the part its key's.
+  const std::string put =
+      "SELECT * FROM {schema}.put_items('a', ARRAY['k1', NULL], ARRAY['d1', NULL], "
+      "ARRAY[0, 3]::smallint[], ARRAY[0, 1000000], ARRAY['x', 'y']::bytea[], "
+      "ARRAY[NULL, NULL]::text[])";
+  EXPECT_EQ(Try(*c, put), "");
+  EXPECT_EQ(
+      Count(absl::StrCat("items WHERE queue = 'a' AND key = 'k1' AND part = ", PartForKey("k1", 2),
+                         " AND attempts = 0 AND run_at = enqueued_at AND dedup_key = 'd1'")),
+      1);
+  EXPECT_EQ(
+      Count("items WHERE queue = 'a' AND key IS NULL AND priority = 3 AND "
+            "run_at BETWEEN enqueued_at + interval '0.9 s' AND enqueued_at + interval '1.1 s'"),
+      1);
+  // The same dedup key again: the live item's id, as a duplicate.
+  pqxx::work tx(*c);
+  const pqxx::row dup = tx.exec1(
+      WithSchema("SELECT id, duplicate FROM {schema}.put_items('a', ARRAY[NULL], ARRAY['d1'], "
+                 "ARRAY[0]::smallint[], ARRAY[0], ARRAY['z']::bytea[], ARRAY[NULL]::text[])",
+                 schema_.name()));
+  tx.commit();
+  EXPECT_TRUE(dup[1].as<bool>());
+  EXPECT_EQ(dup[0].as<int64_t>(),
+            schema_.QInt("SELECT id FROM {schema}.items WHERE dedup_key = 'd1'"));
+  EXPECT_EQ(Count("items WHERE queue = 'a'"), 2);
+
+  // Nor what an enqueue refuses: times a claim cannot turn into
+  // microseconds (the fifth review), other queues, partq's own dedup keys.
+  PartqOk({"queue", "set", "a", "--max-payload", "10"});
+  for (const auto& [args, code] : std::vector<std::pair<std::string, std::string>>{
+           {"'a', '{NULL}', '{NULL}', '{0}', '{-1}', '{x}', '{NULL}'", "22023"},
+           {"'a', '{NULL}', '{NULL}', '{0}', '{9000000000000000}', '{x}', '{NULL}'", "22023"},
+           {"'a', '{NULL}', '{NULL}', '{0}', '{0}', ARRAY['12345678901']::bytea[], '{NULL}'",
+            "22023"},
+           {"'a', '{NULL}', '{partq.group:a:g}', '{0}', '{0}', '{x}', '{NULL}'", "22023"},
+           {"'a', '{NULL, NULL}', '{NULL}', '{0}', '{0}', '{x}', '{NULL}'", "22023"},
+           {"'b', '{NULL}', '{NULL}', '{0}', '{0}', '{x}', '{NULL}'", "42501"},
+           {"'nope', '{NULL}', '{NULL}', '{0}', '{0}', '{x}', '{NULL}'", "42501"}}) {
+    const std::string sql = absl::StrCat("SELECT * FROM {schema}.put_items(", args, ")");
+    EXPECT_EQ(Try(*c, sql), code) << sql;
+  }
+  EXPECT_EQ(Count("items WHERE queue = 'a'"), 2);
+  // A queue it only produces to takes its items too (its policies hide that queue's row).
+  PartqOk({"grant", "producer", w, "--queue", "b"});
+  EXPECT_EQ(Try(*c,
+                "SELECT * FROM {schema}.put_items('b', '{NULL}', '{NULL}', '{0}', '{0}', "
+                "'{x}', '{NULL}')"),
+            "");
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 1);
   auto producer = As(NewRole("producer"));
-  EXPECT_EQ(Try(*producer, "SELECT {schema}.reserve_item_ids(1)"), "42501");
+  EXPECT_EQ(Try(*producer,
+                "SELECT * FROM {schema}.put_items('b', '{NULL}', '{NULL}', '{0}', "
+                "'{0}', '{x}', '{NULL}')"),
+            "42501");
 }
 
 // Issue 48: `partq grant viewer` makes the console's read-only role
@@ -1299,22 +1327,24 @@ TEST_F(RolesTest, AConfinedRoleStaysConfinedWhenItsQueueGoesItsNameChangesOrItsG
   auto cr = As(r + "_x");
   for (const std::string& sql : api) EXPECT_EQ(Try(*cr, sql), "42501") << sql;
 
-  // A producer grant opens its inserts into b as new items that fit b, and
-  // its revoke closes them; no id the sequence has not issued, no result or
+  // A producer grant opens its items into b (through put_items(), migration
+  // 41; never a row of its own), and its revoke closes them; no result or
   // dead item of another queue's item.
   const std::string p = NewRole("worker_producer");
   PartqOk({"grant", "worker", p, "--queue", "a"});
   PartqOk({"queue", "set", "b", "--max-payload", "100"});
   auto cp = As(p);
   const std::string into_b =
-      "INSERT INTO {schema}.items (queue, part, payload) VALUES ('b', 0, 'x')";
+      "SELECT * FROM {schema}.put_items('b', '{NULL}', '{NULL}', '{0}', '{0}', '{x}', '{NULL}')";
   EXPECT_EQ(Try(*cp, into_b), "42501");
   PartqOk({"grant", "producer", p, "--queue", "b"});
   EXPECT_EQ(Try(*cp, into_b), "");
+  EXPECT_EQ(Try(*cp,
+                "SELECT * FROM {schema}.put_items('b', '{NULL}', '{NULL}', '{0}', '{0}', "
+                "ARRAY[convert_to(repeat('B', 101), 'UTF8')], '{NULL}')"),
+            "22023");
   for (const char* refused :
-       {"INSERT INTO {schema}.items (queue, part, payload) VALUES ('b', 2, 'x')",
-        "INSERT INTO {schema}.items (queue, part, payload) VALUES ('b', 0, "
-        "convert_to(repeat('B', 101), 'UTF8'))",
+       {"INSERT INTO {schema}.items (queue, part, payload) VALUES ('b', 0, 'x')",
         "INSERT INTO {schema}.items (id, queue, part, payload) VALUES "
         "(9000000000000000000, 'a', 0, 'x')",
         "INSERT INTO {schema}.results (id, queue) "
