@@ -163,6 +163,10 @@ PgError ClassifyException(std::exception_ptr error, absl::string_view what,
   } catch (const pqxx::deadlock_detected& e) {
     out.status =
         absl::AbortedError(absl::StrCat(prefix, "deadlock, retry: ", CleanMessage(e.what())));
+  } catch (const pqxx::insufficient_privilege& e) {
+    // libpqxx 6.4 leaves sqlstate() empty in this subclass.
+    out.status =
+        FromSqlState("42501", prefix, CleanMessage(e.what()), schema, &out.drop_connection);
   } catch (const pqxx::sql_error& e) {
     out.status =
         FromSqlState(e.sqlstate(), prefix, CleanMessage(e.what()), schema, &out.drop_connection);

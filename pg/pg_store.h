@@ -105,7 +105,9 @@ absl::StatusOr<std::unique_ptr<BridgeStore>> ConnectPgBridge(const PgOptions& op
 BridgeStoreFactory PgBridgeStoreFactory(PgOptions options);
 
 // Enqueues inside the caller's libpqxx transaction: the item exists exactly
-// when that transaction commits. The NOTIFY goes out on commit too.
+// when that transaction commits. The NOTIFY goes out on commit too. A role
+// that may not insert into items itself (a worker role, migration 41) goes
+// through put_items(): one statement more, which asks.
 absl::StatusOr<EnqueueResult> EnqueueInTx(pqxx::transaction_base& tx, const PgOptions& options,
                                           absl::string_view queue, const NewItem& item);
 

@@ -2502,7 +2502,12 @@ absl::StatusOr<EnqueueResult> EnqueueInTx(pqxx::transaction_base& tx, const PgOp
   if (!args.ok()) return args.status();
   try {
     // Unprepared: the connection is the caller's, and so are its statement names.
-    return pg_internal::EnqueueIn(tx, false, /*puts=*/false, options.schema, queue, item, *args);
+    const bool puts = !tx.exec_params1(
+                             "SELECT coalesce(has_table_privilege(to_regclass($1), "
+                             "'INSERT'), true)",
+                             WithSchema("{schema}.items", options.schema))[0]
+                           .as<bool>();
+    return pg_internal::EnqueueIn(tx, false, puts, options.schema, queue, item, *args);
   } catch (...) {
     return pg_internal::ClassifyException(std::current_exception(),
                                           absl::StrCat("enqueue into \"", queue, "\""),

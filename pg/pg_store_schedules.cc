@@ -210,10 +210,11 @@ absl::StatusOr<bool> PgStore::FireOneSchedule(absl::string_view queue, FiredSche
         // Items' lock first, as every writer of items takes it before anything
         // else (DeleteQueue takes it, then deletes the queue, whose FK cascade
         // needs this schedule row: the other order could deadlock with it).
-        // A worker role may not lock items (migration 41: it holds no INSERT
-        // there); its put_items() takes the lock, later, and a queue deleted
-        // meanwhile ends in a deadlock PostgreSQL breaks, the fire tried again.
-        if (!confined_) {
+        // A worker role may not lock items itself (migration 41): put_items()
+        // takes the lock for it.
+        if (confined_) {
+          Exec(tx, "lock_items_for_put", q);
+        } else {
           tx.exec(WithSchema("LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE", options_.schema));
         }
         // SKIP LOCKED: a row another worker is firing is its business; its

@@ -11,13 +11,16 @@
 -- follow-up items (a handler's enqueues, a schedule's ticks, a group's
 -- items) go in through put_items(), which runs as the owner and makes
 -- every column itself as an enqueue does: the id from the sequence, the
--- part from the key or the id, run_at from a delay of 0 to 20 years (or
--- infinity for an item waiting for its group's start), attempts 0, no
+-- part from the key or the id, run_at from a delay of 0 to 10 years (none
+-- for an item of a group: infinity while it waits for its group's start),
+-- attempts 0, no
 -- origin, headers or error. It checks the caller's grant on the queue,
 -- so a queue the role only produces to takes its items too (the policies
 -- hid that queue's row, and its ungrouped follow-ups failed as "unknown
--- queue"). Worker roles lose INSERT on items; the INSERT policy of
--- migration 40 stays for a role given INSERT by hand.
+-- queue"). Worker roles lose INSERT on items, and EXECUTE on migration
+-- 40's reserve_item_ids(), fresh_item_id(), item_fits() and
+-- insert_grouped_items() (the last let a caller choose parts and times);
+-- migration 40's INSERT policy stays for a role given INSERT by hand.
 -- (RolesTest.AWorkerPutsItemsOnlyAsAnEnqueueMakesThem)
 
 -- The caller (session_user, as insert_grouped_items() asks) may put items
@@ -33,8 +36,10 @@ REVOKE EXECUTE ON FUNCTION {schema}.may_put_items(text) FROM PUBLIC;
 
 -- Refuses what an enqueue would refuse: arrays of different lengths, more
 -- than a million items, a NULL or oversize payload (the queue's limit), a
--- key over 1024 bytes, a priority or delay out of range, a 'partq.' dedup
--- key.
+-- key or dedup key over 1024 bytes (a longer dedup key did not fit
+-- results_dedup, and every ack of its item failed: the attack review), a
+-- priority or a delay out of range (0 to 10 years, none for an item of a
+-- group), a 'partq.' dedup key.
 CREATE FUNCTION {schema}.check_put_items(lim bigint, keys text[], dedups text[], prios smallint[],
                                          delays bigint[], payloads bytea[], grps text[])
 RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
@@ -54,13 +59,18 @@ BEGIN
                 octet_length(t.pl), lim)
               WHEN octet_length(t.k) > 1024 THEN format('key is %s bytes; the limit is 1024',
                                                         octet_length(t.k))
+              WHEN octet_length(t.dk) > 1024 THEN format(
+                'dedup key is %s bytes; the limit is 1024', octet_length(t.dk))
               WHEN t.pr IS NULL THEN 'priority must not be NULL'
-              WHEN t.us IS NULL OR t.us NOT BETWEEN 0 AND 631152000000000 THEN format(
-                'delay %s µs is out of range 0 to 20 years', t.us) END
+              WHEN t.us IS NULL OR t.us NOT BETWEEN 0 AND 315360000000000 THEN format(
+                'delay %s µs is out of range 0 to 10 years', t.us)
+              WHEN t.g IS NOT NULL AND t.us <> 0 THEN
+                'an item of a group runs when its group starts; it cannot have a delay' END
   INTO bad
-  FROM unnest(payloads, keys, prios, delays) AS t(pl, k, pr, us)
-  WHERE t.pl IS NULL OR octet_length(t.pl) > lim OR octet_length(t.k) > 1024 OR t.pr IS NULL
-     OR t.us IS NULL OR t.us NOT BETWEEN 0 AND 631152000000000
+  FROM unnest(payloads, keys, dedups, prios, delays, grps) AS t(pl, k, dk, pr, us, g)
+  WHERE t.pl IS NULL OR octet_length(t.pl) > lim OR octet_length(t.k) > 1024
+     OR octet_length(t.dk) > 1024 OR t.pr IS NULL
+     OR t.us IS NULL OR t.us NOT BETWEEN 0 AND 315360000000000 OR (t.g IS NOT NULL AND t.us <> 0)
   LIMIT 1;
   IF bad IS NOT NULL THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = bad;
@@ -91,7 +101,8 @@ DECLARE
 BEGIN
   IF NOT {schema}.may_put_items(q) THEN
     RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = format(
-      'permission denied for queue "%s" of schema "%s": role "%s" may not put items into it',
+      'permission denied for queue "%s" of schema "%s": role "%s" may not put items into it '
+      '(it is not the queue''s worker, producer or operator, or there is no such queue)',
       q, '{schema_name}', session_user);
   END IF;
   LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE;
@@ -144,17 +155,19 @@ REVOKE EXECUTE ON FUNCTION {schema}.put_items(text, text[], text[], smallint[], 
   FROM PUBLIC;
 
 -- A worker role's privileges, as migration 40 made them but for items:
--- SELECT only (no INSERT), and put_items() to add them.
+-- SELECT only (no INSERT), and put_items() to add them; of the functions
+-- its INSERT policy called, only item_of() (its results' and dead items'
+-- policies call it).
 CREATE OR REPLACE FUNCTION {schema}.worker_privileges(r name, revoke boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   views CONSTANT text[] := ARRAY['item_acks', 'claim_record_drops', 'item_retries', 'item_abandons'];
   fns CONSTANT text := '{schema}.item_of(bigint, text), '
-                       '{schema}.item_fits(bigint, text, int, bytea), {schema}.reserve_item_ids(int), '
-                       '{schema}.fresh_item_id(bigint), '
-                       '{schema}.insert_grouped_items(text, bigint[], int[], text[], text[], '
-                       'smallint[], bigint[], text[], text[], bool[]), '
                        '{schema}.put_items(text, text[], text[], smallint[], bigint[], bytea[], text[])';
+  old_fns CONSTANT text := '{schema}.item_fits(bigint, text, int, bytea), '
+                           '{schema}.reserve_item_ids(int), {schema}.fresh_item_id(bigint), '
+                           '{schema}.insert_grouped_items(text, bigint[], int[], text[], text[], '
+                           'smallint[], bigint[], text[], text[], bool[])';
   t text;
   cols text;
 BEGIN
@@ -163,7 +176,7 @@ BEGIN
       EXECUTE format('REVOKE ALL ON {schema}.%I FROM %I', t, r);
     END LOOP;
     EXECUTE format('REVOKE USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} FROM %I', r);
-    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM %I', fns, r);
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s, %s FROM %I', fns, old_fns, r);
     RETURN;
   END IF;
   EXECUTE format('GRANT USAGE ON SCHEMA {schema} TO %I', r);
@@ -220,3 +233,14 @@ BEGIN
                                WHERE q.name = authorize_enqueue.queue), 1048576)::text, true);
 END
 $$;
+
+-- Whether id is a live item of queue, for the policies of a confined
+-- worker's results and dead items: now only of one of its worker queues.
+-- It answered for any queue, so a worker learnt another queue's live ids
+-- (the attack review of this migration).
+CREATE OR REPLACE FUNCTION {schema}.item_of(id bigint, queue text)
+RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+RETURN EXISTS (SELECT 1 FROM {schema}.my_worker_queues m WHERE m.queue = item_of.queue)
+   AND EXISTS (SELECT 1 FROM {schema}.items i
+               WHERE i.id = item_of.id AND i.queue = item_of.queue);

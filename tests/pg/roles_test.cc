@@ -907,6 +907,65 @@ TEST_F(RolesTest, AWorkerPutsItemsOnlyAsAnEnqueueMakesThem) {
             "42501");
 }
 
+// The store of a worker role sends every new item through put_items()
+// (migration 41): single and batch enqueues, grouped or not, a duplicate,
+// an enqueue in the caller's transaction, a schedule's tick, into its own
+// queue and one it only produces to (the first build sent put_item.sql a
+// parameter too many, and no test ran the store as a worker role).
+TEST_F(RolesTest, AWorkerRolesStorePutsItsItemsAndTicks) {
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  PartqOk({"grant", "producer", w, "--queue", "b"});
+  PgOptions options = schema_.options();
+  options.dsn = absl::StrCat(options.dsn, " user=", w);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectPg(options));
+
+  NewItem keyed;
+  keyed.payload = "keyed";
+  keyed.key = "k1";
+  keyed.dedup_key = "once";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult first, store->Enqueue("a", keyed));
+  EXPECT_EQ(first.part, PartForKey("k1", 2));
+  EXPECT_FALSE(first.duplicate);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult again, store->Enqueue("a", keyed));
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_EQ(again.id, first.id);
+  NewItem grouped;
+  grouped.payload = "grouped";
+  grouped.group = "g1";
+  ASSERT_OK(store->Enqueue("a", grouped).status());
+  NewItem plain;
+  plain.payload = "into b";
+  ASSERT_OK(store->Enqueue("b", plain).status());
+  std::vector<NewItem> batch(3, plain);
+  batch[1].group = "g1";
+  batch[2].dedup_key = "once";
+  ASSERT_OK_AND_ASSIGN(int64_t written, store->EnqueueBatch("a", batch));
+  EXPECT_EQ(written, 2) << "the dedup key's live item stays";
+  EXPECT_EQ(Count("items WHERE queue = 'a'"), 4);
+  EXPECT_EQ(Count("items WHERE queue = 'a' AND group_id = 'g1' AND run_at = 'infinity'"), 2);
+  EXPECT_EQ(schema_.QInt("SELECT pending FROM {schema}.groups WHERE id = 'g1'"), 2);
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 1);
+  {
+    pqxx::connection c(options.dsn);
+    pqxx::work tx(c);
+    ASSERT_OK(EnqueueInTx(tx, options, "b", plain).status());
+    tx.commit();
+  }
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 2);
+  absl::StatusOr<EnqueueResult> refused = store->Enqueue("nope", plain);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "may not put items into it"))
+      << refused.status();
+
+  schema_.Q(
+      "SELECT {schema}.add_schedule('tick', 'a', 'ticked', every => '1 hour', "
+      "first_tick => now() - interval '1 second')");
+  ASSERT_OK_AND_ASSIGN(FiredSchedules fired, store->FireSchedules("a"));
+  EXPECT_EQ(fired.fired.size(), 1u);
+  EXPECT_EQ(Count("items WHERE queue = 'a' AND payload = 'ticked'"), 1);
+}
+
 // Issue 48: `partq grant viewer` makes the console's read-only role
 // (migration 35): it reads its queues' rows, no payload, result or header,
 // no other queue's rows, and writes nothing. A role that is a worker of one
@@ -1250,8 +1309,9 @@ TEST_F(RolesTest, OnlyAnEndingGroupEnqueuesItsEndItem) {
 // The third review: a confined worker inserted items of another queue's
 // group itself, not counted in the group, which then ended early (its end
 // item saying done of items that had not run) and ran them before its
-// start. Its grouped items now go in only through insert_grouped_items(),
-// which holds the group, counts them and decides which wait for the start.
+// start. Its grouped items now go in only through put_items() (migration
+// 41; insert_grouped_items() of migration 40 before), which holds the
+// group, counts them and decides which wait for the start.
 TEST_F(RolesTest, AWorkersItemsOfAGroupCountInTheGroup) {
   const std::string w = NewRole("worker");
   PartqOk({"grant", "worker", w, "--queue", "a"});
@@ -1261,32 +1321,39 @@ TEST_F(RolesTest, AWorkersItemsOfAGroupCountInTheGroup) {
   auto c = As(w);
   EXPECT_EQ(Try(*c,
                 "INSERT INTO {schema}.items (id, queue, part, payload, group_id) "
-                "SELECT r, 'b', 0, 'junk', 'k' FROM {schema}.reserve_item_ids(2) r"),
+                "VALUES (nextval('{schema}.items_id_seq'), 'b', 0, 'junk', 'k')"),
             "42501");
-  EXPECT_EQ(Try(*c,
-                "SELECT * FROM {schema}.insert_grouped_items('b', "
-                "ARRAY(SELECT {schema}.reserve_item_ids(2)), ARRAY[0, 1], ARRAY[NULL, NULL], "
-                "ARRAY[NULL, NULL], ARRAY[0, 0]::smallint[], ARRAY[0, 0]::bigint[], "
-                "ARRAY['6f6e65', '74776f'], ARRAY['k', 'k'], ARRAY[false, false])"),
-            "");
+  const std::string put_two =
+      "SELECT * FROM {schema}.put_items('b', ARRAY[NULL, NULL], ARRAY[NULL, NULL], "
+      "ARRAY[0, 0]::smallint[], ARRAY[0, 0], ARRAY['one', 'two']::bytea[], ARRAY['k', 'k'])";
+  EXPECT_EQ(Try(*c, put_two), "");
   EXPECT_EQ(Count("groups WHERE id = 'k' AND pending = 3 AND started_at IS NULL"), 1);
   EXPECT_EQ(Count("items WHERE queue = 'b' AND group_id = 'k' AND run_at = 'infinity'"), 3)
-      << "items of a group not started wait for its start, whatever the caller said";
+      << "items of a group not started wait for its start";
   // A group it makes in the same call counts its items too (the fourth review).
   EXPECT_EQ(Try(*c,
-                "SELECT * FROM {schema}.insert_grouped_items('b', "
-                "ARRAY(SELECT {schema}.reserve_item_ids(3)), ARRAY[0, 1, 0], "
-                "ARRAY[NULL, NULL, NULL], ARRAY[NULL, NULL, NULL], ARRAY[0, 0, 0]::smallint[], "
-                "ARRAY[0, 0, 0]::bigint[], ARRAY['6a', '6b', '6c'], ARRAY['new', 'new', 'new'], "
-                "ARRAY[false, false, false])"),
+                "SELECT * FROM {schema}.put_items('b', ARRAY[NULL, NULL, NULL], "
+                "ARRAY[NULL, NULL, NULL], ARRAY[0, 0, 0]::smallint[], ARRAY[0, 0, 0], "
+                "ARRAY['j', 'k', 'l']::bytea[], ARRAY['new', 'new', 'new'])"),
             "");
   EXPECT_EQ(Count("groups WHERE id = 'new' AND pending = 3"), 1);
+  // No delay for an item of a group (it runs when its group starts), no queue not granted,
+  // nor migration 40's function, which let the caller choose parts and times.
   EXPECT_EQ(Try(*c,
-                "SELECT * FROM {schema}.insert_grouped_items('c', "
-                "ARRAY(SELECT {schema}.reserve_item_ids(1)), ARRAY[0], ARRAY[NULL], "
-                "ARRAY[NULL], ARRAY[0]::smallint[], ARRAY[0]::bigint[], ARRAY['78'], "
-                "ARRAY['k'], ARRAY[true])"),
+                "SELECT * FROM {schema}.put_items('b', '{NULL}', '{NULL}', '{0}', '{1}', "
+                "'{x}', '{k}')"),
+            "22023");
+  EXPECT_EQ(Try(*c,
+                "SELECT * FROM {schema}.put_items('c', '{NULL}', '{NULL}', '{0}', '{0}', "
+                "'{x}', '{k}')"),
             "42501");
+  EXPECT_EQ(Try(*c,
+                "SELECT * FROM {schema}.insert_grouped_items('b', "
+                "ARRAY[nextval('{schema}.items_id_seq')], ARRAY[1], ARRAY['k1'], ARRAY[NULL], "
+                "ARRAY[0]::smallint[], ARRAY[-86400000000]::bigint[], ARRAY['78'], ARRAY[NULL], "
+                "ARRAY[false])"),
+            "42501");
+  EXPECT_EQ(Try(*c, "SELECT {schema}.reserve_item_ids(1)"), "42501");
 }
 
 // The second review of issue 48 (migration 36): a worker role's bounds
