@@ -277,8 +277,10 @@ TEST(BenchSmoke, TheEmbeddedServerHasItsWalSegmentsMadeAhead) {
   const nlohmann::json j = nlohmann::json::parse(ss.str());
   const nlohmann::json& machine = j.at("machine");
   EXPECT_EQ(machine.at("pg.max_wal_size").get<std::string>(), "1GB") << machine.dump();
-  // 64 segments of 16 MB were made; a few are used by the run itself.
-  EXPECT_GE(std::stoi(machine.at("pg.wal_segments_ahead").get<std::string>()), 56)
+  // 64 segments of 16 MB were made; some are used by the run itself (55
+  // left once, under the rest of the suite: 56 was too tight). A server
+  // without the warm-up has a few.
+  EXPECT_GE(std::stoi(machine.at("pg.wal_segments_ahead").get<std::string>()), 48)
       << machine.dump();
 }
 
