@@ -58,7 +58,8 @@ constexpr CommandUsage kCommands[] = {
     {"enqueue",
      "  enqueue QUEUE [--key K] [--priority N] [--delay 10s] [--dedup-key K] [--group ID]\n"
      "                [PAYLOAD]\n"
-     "  enqueue QUEUE --stdin [--chunk N]        one payload per line, via COPY\n"
+     "  enqueue QUEUE --stdin [--chunk N]        one payload per line, via COPY (a worker\n"
+     "                                           role's through put_items())\n"
      "      --group ID: the item belongs to queue group ID (created if new) and is held\n"
      "      until `partq group start`; no --delay with it\n"},
     {"group",

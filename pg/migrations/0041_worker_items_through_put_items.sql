@@ -85,7 +85,10 @@ $$;
 -- it finished meanwhile), `waits` for one held until its group starts.
 -- Each group is held, and its new items counted, as insert_grouped_items()
 -- does. Takes items' enqueue lock first (lock_items_for_enqueue.sql), as
--- every writer of items does, before it reads the queue row.
+-- every writer of items does, before it reads the queue row; outside READ
+-- COMMITTED it locks that row, as enqueue_item() does (migration 6), so a
+-- snapshot older than the queue's delete fails with 40001 instead of
+-- writing into a queue made again under its name (the third review).
 CREATE FUNCTION {schema}.put_items(q text, keys text[], dedups text[], prios smallint[],
                                    delays bigint[], payloads bytea[], grps text[])
 RETURNS TABLE (id bigint, part int, duplicate boolean, waits boolean)
@@ -106,7 +109,12 @@ BEGIN
       q, '{schema_name}', session_user);
   END IF;
   LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE;
-  SELECT x.parts, x.max_payload_bytes INTO qr FROM {schema}.queues x WHERE x.name = q;
+  IF current_setting('transaction_isolation') = 'read committed' THEN
+    SELECT x.parts, x.max_payload_bytes INTO qr FROM {schema}.queues x WHERE x.name = q;
+  ELSE
+    SELECT x.parts, x.max_payload_bytes INTO qr FROM {schema}.queues x WHERE x.name = q
+    FOR KEY SHARE;
+  END IF;
   IF NOT FOUND THEN
     RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format(
       'unknown queue "%s" in schema "%s" (partq queue list shows them)', q, '{schema_name}');

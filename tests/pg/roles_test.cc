@@ -905,6 +905,21 @@ TEST_F(RolesTest, AWorkerPutsItemsOnlyAsAnEnqueueMakesThem) {
                 "SELECT * FROM {schema}.put_items('b', '{NULL}', '{NULL}', '{0}', "
                 "'{0}', '{x}', '{NULL}')"),
             "42501");
+  // A snapshot older than its queue's delete writes nothing into the queue made again under
+  // the name (the third review: the new queue got rows in parts it does not have).
+  schema_.Q("DELETE FROM {schema}.items WHERE queue = 'b'");
+  pqxx::work old(*c, "old");
+  old.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+  old.exec("SELECT 1");
+  PartqOk({"queue", "delete", "b", "--force"});
+  PartqOk({"queue", "create", "b", "--parts", "1"});
+  PartqOk({"grant", "producer", w, "--queue", "b"});
+  EXPECT_THROW(old.exec(WithSchema("SELECT * FROM {schema}.put_items('b', '{k}', '{NULL}', "
+                                   "'{0}', '{0}', '{x}', '{NULL}')",
+                                   schema_.name())),
+               pqxx::serialization_failure);
+  old.abort();
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 0);
 }
 
 // The store of a worker role sends every new item through put_items()
