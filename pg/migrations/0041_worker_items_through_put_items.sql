@@ -252,3 +252,13 @@ SET search_path = pg_catalog, pg_temp
 RETURN EXISTS (SELECT 1 FROM {schema}.my_worker_queues m WHERE m.queue = item_of.queue)
    AND EXISTS (SELECT 1 FROM {schema}.items i
                WHERE i.id = item_of.id AND i.queue = item_of.queue);
+
+-- put_items() checks its caller's grant itself, as the SQL API does, so it
+-- is open to every role; with the schema's version readable by every role
+-- too, a producer role runs `partq enqueue` (single and --stdin) as a
+-- worker role does: it was refused at "checking the schema", and its table
+-- privileges were none to use anyway.
+GRANT EXECUTE ON FUNCTION {schema}.put_items(text, text[], text[], smallint[], bigint[], bytea[],
+                                             text[])
+  TO PUBLIC;
+GRANT SELECT ON {schema}.schema_migrations TO PUBLIC;

@@ -544,9 +544,11 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
   PartqOk({"revoke", "worker", w, "--queue", "a"});
   EXPECT_EQ(Try(*c, "SELECT count(*) FROM {schema}.items"), "42501");
   // Nothing the grant gave is left on any table or column, nor on a
-  // sequence; USAGE on the schema stays.
+  // sequence; USAGE on the schema stays, and the schema's version is
+  // every role's to read (migration 41).
   EXPECT_EQ(schema_.QInt(absl::StrCat(
                 "SELECT count(*) FROM pg_class c WHERE c.relnamespace = '{schema}'::regnamespace "
+                "AND c.relname <> 'schema_migrations' "
                 "AND c.relkind IN ('r', 'p', 'S') AND (has_any_column_privilege('",
                 w,
                 "', c.oid, 'SELECT, INSERT, UPDATE') OR (c.relkind <> 'S' AND "
@@ -808,7 +810,7 @@ TEST_F(RolesTest, NoFunctionThatRunsAsTheOwnerIsOpenToEveryoneButTheApis) {
             "add_schedule,cancel,cancel_by_dedup_key,cancel_items,delete_items,delete_rows,"
             "delete_schedule,drop_claim_records_of_mine,enqueue,enqueue_group_end,enqueue_item,"
             "enqueue_many,group_cancel,group_create,group_start,group_status,item_state,"
-            "item_state_by_dedup_key,list_schedules,prune");
+            "item_state_by_dedup_key,list_schedules,prune,put_items");
   const std::string p = NewRole("producer");
   PartqOk({"grant", "producer", p, "--queue", "a"});
   auto c = As(p);
@@ -981,6 +983,29 @@ TEST_F(RolesTest, AWorkerRolesStorePutsItsItemsAndTicks) {
   EXPECT_EQ(Count("items WHERE queue = 'a' AND payload = 'ticked'"), 1);
 }
 
+// A producer role runs `partq enqueue` (migration 41: put_items() is open to
+// every role and checks the grant, and the schema's version is readable):
+// before, it stopped at "checking the schema". Only into its queues.
+TEST_F(RolesTest, AProducerRoleEnqueuesWithTheCli) {
+  const std::string p = NewRole("producer");
+  PartqOk({"grant", "producer", p, "--queue", "a"});
+  const std::string dsn = absl::StrCat(schema_.dsn(), " user=", p);
+  PartqResult one =
+      Partq({"enqueue", "a", "hello", "--key", "k1", "--dsn", dsn, "--schema", schema_.name()});
+  EXPECT_EQ(one.code, 0) << one.err;
+  PartqResult batch =
+      Partq({"enqueue", "a", "--stdin", "--dsn", dsn, "--schema", schema_.name()}, "x\ny\n");
+  EXPECT_EQ(batch.code, 0) << batch.err;
+  EXPECT_EQ(Count(absl::StrCat("items WHERE queue = 'a' AND key = 'k1' AND part = ",
+                               PartForKey("k1", 2))),
+            1);
+  EXPECT_EQ(Count("items WHERE queue = 'a'"), 3);
+  PartqResult other = Partq({"enqueue", "b", "hello", "--dsn", dsn, "--schema", schema_.name()});
+  EXPECT_NE(other.code, 0);
+  EXPECT_TRUE(absl::StrContains(other.err, "may not put items into it")) << other.err;
+  EXPECT_EQ(Count("items WHERE queue = 'b'"), 0);
+}
+
 // Issue 48: `partq grant viewer` makes the console's read-only role
 // (migration 35): it reads its queues' rows, no payload, result or header,
 // no other queue's rows, and writes nothing. A role that is a worker of one
@@ -1047,6 +1072,7 @@ TEST_F(RolesTest, AViewerReadsItsQueuesRowsButNoPayloadAndWritesNothing) {
   EXPECT_EQ(rows(*cwv, "SELECT id FROM {schema}.items WHERE queue = 'a'"), 5) << "still a's worker";
   EXPECT_EQ(schema_.QInt(absl::StrCat(
                 "SELECT count(*) FROM pg_class c WHERE c.relnamespace = '{schema}'::regnamespace "
+                "AND c.relname <> 'schema_migrations' "  // every role's (migration 41)
                 "AND c.relkind IN ('r', 'p') AND has_any_column_privilege('",
                 v, "', c.oid, 'SELECT')")),
             0);
