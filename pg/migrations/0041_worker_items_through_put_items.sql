@@ -13,15 +13,20 @@
 -- every column itself as an enqueue does: the id from the sequence, the
 -- part from the key or the id, run_at from a delay of 0 to 10 years (none
 -- for an item of a group: infinity while it waits for its group's start),
--- attempts 0, no
--- origin, headers or error. It checks the caller's grant on the queue,
+-- attempts 0, no origin, headers or error. It checks the caller's grant on the queue,
 -- so a queue the role only produces to takes its items too (the policies
 -- hid that queue's row, and its ungrouped follow-ups failed as "unknown
 -- queue"). Worker roles lose INSERT on items, and EXECUTE on migration
 -- 40's reserve_item_ids(), fresh_item_id(), item_fits() and
 -- insert_grouped_items() (the last let a caller choose parts and times);
 -- migration 40's INSERT policy stays for a role given INSERT by hand.
--- (RolesTest.AWorkerPutsItemsOnlyAsAnEnqueueMakesThem)
+-- The reviews of this migration added: item_of() answers only for the
+-- caller's worker queues; put_items() locks its queue's row outside READ
+-- COMMITTED; the SQL API's enqueues take a queue's worker; put_items() is
+-- open to every role and the schema's version readable, so a producer
+-- role runs `partq enqueue`.
+-- (RolesTest.AWorkerPutsItemsOnlyAsAnEnqueueMakesThem,
+-- AWorkerRolesStorePutsItsItemsAndTicks, AProducerRoleEnqueuesWithTheCli)
 
 -- The caller (session_user, as insert_grouped_items() asks) may put items
 -- into q: a worker, producer or operator grant on it, of a role it is a
