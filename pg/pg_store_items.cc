@@ -486,29 +486,22 @@ absl::StatusOr<EnqueueArgs> CheckNewItem(const NewItem& item, int64_t max_payloa
 
 namespace {
 
-// EnqueueIn for a worker role: put_item.sql makes the item as enqueue.sql
-// does, and returns a live duplicate's id itself (the role may not see a
-// queue it only produces to).
-absl::StatusOr<EnqueueResult> PutItemIn(pqxx::transaction_base& tx, bool prepared,
-                                        const std::string& schema, absl::string_view queue,
-                                        const NewItem& item, const EnqueueArgs& args) {
-  const std::string q(queue);
-  const pqxx::binarystring payload(item.payload.data(), item.payload.size());
-  const std::string channel = ChannelFor(schema, queue);
-  // A duplicate whose live item finished before the lookup: put again (once).
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    pqxx::result r =
-        prepared ? tx.exec_prepared("put_item", q, args.key, args.dedup_key, args.priority,
-                                    args.delay_us, payload, channel, item.group)
-                 : tx.exec_params(PutItemSql(schema), q, args.key, args.dedup_key, args.priority,
-                                  args.delay_us, payload, channel, item.group);
-    if (!r[0][0].is_null()) {
-      return EnqueueResult{r[0][0].as<int64_t>(), r[0][1].as<int>(), r[0][2].as<bool>()};
-    }
-  }
-  return absl::AbortedError(absl::StrCat("enqueue into \"", queue, "\": dedup key \"",
-                                         *args.dedup_key,
-                                         "\" is being finished concurrently; retry"));
+// One try of EnqueueIn for a worker role: put_item.sql makes the item as
+// enqueue.sql does and returns a live duplicate's id itself (the role may
+// not see a queue it only produces to); nullopt for a duplicate that
+// finished before it was found.
+std::optional<EnqueueResult> PutItemOnce(pqxx::transaction_base& tx, bool prepared,
+                                         const std::string& schema, const std::string& q,
+                                         const pqxx::binarystring& payload,
+                                         const std::string& channel, const NewItem& item,
+                                         const EnqueueArgs& args) {
+  pqxx::result r = prepared
+                       ? tx.exec_prepared("put_item", q, args.key, args.dedup_key, args.priority,
+                                          args.delay_us, payload, channel, item.group)
+                       : tx.exec_params(PutItemSql(schema), q, args.key, args.dedup_key,
+                                        args.priority, args.delay_us, payload, channel, item.group);
+  if (r[0][0].is_null()) return std::nullopt;
+  return EnqueueResult{r[0][0].as<int64_t>(), r[0][1].as<int>(), r[0][2].as<bool>()};
 }
 
 }  // namespace
@@ -516,10 +509,9 @@ absl::StatusOr<EnqueueResult> PutItemIn(pqxx::transaction_base& tx, bool prepare
 absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepared, bool puts,
                                         const std::string& schema, absl::string_view queue,
                                         const NewItem& item, const EnqueueArgs& args) {
-  if (puts) return PutItemIn(tx, prepared, schema, queue, item, args);
   const std::string q(queue);
   const pqxx::binarystring payload(item.payload.data(), item.payload.size());
-  if (item.group) {
+  if (item.group && !puts) {
     pqxx::result r = tx.exec_params(EnqueueGroupedSql(schema), q, payload, args.key, args.dedup_key,
                                     args.priority, *item.group);
     return EnqueueResult{r[0][0].as<int64_t>(), r[0][1].as<int>(), r[0][2].as<bool>()};
@@ -528,6 +520,13 @@ absl::StatusOr<EnqueueResult> EnqueueIn(pqxx::transaction_base& tx, bool prepare
   // A dedup hit whose live item is acked before we look it up: insert again
   // (once; a second miss is a real race worth reporting).
   for (int attempt = 0; attempt < 2; ++attempt) {
+    if (puts) {
+      if (std::optional<EnqueueResult> r =
+              PutItemOnce(tx, prepared, schema, q, payload, channel, item, args)) {
+        return *r;
+      }
+      continue;
+    }
     pqxx::result r =
         prepared ? tx.exec_prepared("enqueue", q, args.key_hash, args.key, args.dedup_key,
                                     args.priority, args.delay_us, payload, channel)

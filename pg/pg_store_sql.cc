@@ -508,10 +508,6 @@ std::string EnqueueGroupedSql(absl::string_view schema) {
   return WithSchema(StatementSql("enqueue_grouped"), schema);
 }
 
-namespace {
-
-}  // namespace
-
 std::vector<Statement> PreparedStatements(absl::string_view schema, bool confined) {
   std::vector<Statement> s;
   // Statements that are a file of pg/sql/ as it is: NAME.sql, whose header

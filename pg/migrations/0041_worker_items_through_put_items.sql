@@ -17,9 +17,9 @@
 -- so a queue the role only produces to takes its items too (the policies
 -- hid that queue's row, and its ungrouped follow-ups failed as "unknown
 -- queue"). Worker roles lose INSERT on items, and EXECUTE on migration
--- 40's reserve_item_ids(), fresh_item_id(), item_fits() and
--- insert_grouped_items() (the last let a caller choose parts and times);
--- migration 40's INSERT policy stays for a role given INSERT by hand.
+-- 40's reserve_item_ids(), fresh_item_id() and item_fits(); its
+-- insert_grouped_items() (which let a caller choose parts and times) goes;
+-- its INSERT policy stays for a role given INSERT by hand.
 -- The reviews of this migration added: item_of() answers only for the
 -- caller's worker queues; put_items() locks its queue's row outside READ
 -- COMMITTED; the SQL API's enqueues take a queue's worker; put_items() is
@@ -27,17 +27,6 @@
 -- role runs `partq enqueue`.
 -- (RolesTest.AWorkerPutsItemsOnlyAsAnEnqueueMakesThem,
 -- AWorkerRolesStorePutsItsItemsAndTicks, AProducerRoleEnqueuesWithTheCli)
-
--- The caller (session_user, as insert_grouped_items() asks) may put items
--- into q: a worker, producer or operator grant on it, of a role it is a
--- member of whose name the grant still names.
-CREATE FUNCTION {schema}.may_put_items(q text) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-RETURN EXISTS (SELECT 1 FROM {schema}.grants g
-               WHERE g.queue = may_put_items.q AND g.kind IN ('worker', 'producer', 'operator')
-                 AND pg_get_userbyid(g.role_oid) = g.role
-                 AND pg_has_role(session_user, g.role_oid, 'MEMBER'));
-REVOKE EXECUTE ON FUNCTION {schema}.may_put_items(text) FROM PUBLIC;
 
 -- Refuses what an enqueue would refuse: arrays of different lengths, more
 -- than a million items, a NULL or oversize payload (the queue's limit), a
@@ -88,8 +77,8 @@ $$;
 -- owner: in order, one row each with its id and part; `duplicate` for one
 -- whose dedup key a live item holds (that item's id and part, or NULLs if
 -- it finished meanwhile), `waits` for one held until its group starts.
--- Each group is held, and its new items counted, as insert_grouped_items()
--- does. Takes items' enqueue lock first (lock_items_for_enqueue.sql), as
+-- Each group is held, and its new items counted, as migration 40's
+-- insert_grouped_items() did. Takes items' enqueue lock first (lock_items_for_enqueue.sql), as
 -- every writer of items does, before it reads the queue row; outside READ
 -- COMMITTED it locks that row, as enqueue_item() does (migration 6), so a
 -- snapshot older than the queue's delete fails with 40001 instead of
@@ -107,12 +96,9 @@ DECLARE
   started text[] := '{}';
   got bigint[];
 BEGIN
-  IF NOT {schema}.may_put_items(q) THEN
-    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = format(
-      'permission denied for queue "%s" of schema "%s": role "%s" may not put items into it '
-      '(it is not the queue''s worker, producer or operator, or there is no such queue)',
-      q, '{schema_name}', session_user);
-  END IF;
+  -- The SQL API's check (its producer, operator or worker; below), before
+  -- anything of the queue is read.
+  PERFORM {schema}.authorize_enqueue(q);
   LOCK TABLE {schema}.items IN ROW EXCLUSIVE MODE;
   IF current_setting('transaction_isolation') = 'read committed' THEN
     SELECT x.parts, x.max_payload_bytes INTO qr FROM {schema}.queues x WHERE x.name = q;
@@ -167,6 +153,11 @@ REVOKE EXECUTE ON FUNCTION {schema}.put_items(text, text[], text[], smallint[], 
                                               text[])
   FROM PUBLIC;
 
+-- Migration 40's way in for a worker's grouped items, which put_items()
+-- replaces: nothing calls it any more.
+DROP FUNCTION {schema}.insert_grouped_items(text, bigint[], int[], text[], text[], smallint[],
+                                            bigint[], text[], text[], bool[]);
+
 -- A worker role's privileges, as migration 40 made them but for items:
 -- SELECT only (no INSERT), and put_items() to add them; of the functions
 -- its INSERT policy called, only item_of() (its results' and dead items'
@@ -178,9 +169,7 @@ DECLARE
   fns CONSTANT text := '{schema}.item_of(bigint, text), '
                        '{schema}.put_items(text, text[], text[], smallint[], bigint[], bytea[], text[])';
   old_fns CONSTANT text := '{schema}.item_fits(bigint, text, int, bytea), '
-                           '{schema}.reserve_item_ids(int), {schema}.fresh_item_id(bigint), '
-                           '{schema}.insert_grouped_items(text, bigint[], int[], text[], text[], '
-                           'smallint[], bigint[], text[], text[], bool[])';
+                           '{schema}.reserve_item_ids(int), {schema}.fresh_item_id(bigint)';
   t text;
   cols text;
 BEGIN
