@@ -38,17 +38,36 @@
 #               the handler's INSERT takes the ids from memory. pgbench allows no
 #               \gset in a pipeline, so its COMMIT is a round trip of its own (one
 #               more than log_partq's: against this shape)
+#   log_dense   log_partq's round trips and record, but the log's rows carry a
+#               dense per-part sequence (as log_floor's) and the next batch is
+#               the plain range after the record's cursor: no window, no
+#               visibility test, no xid list. What it costs producers (the
+#               sequence is dense only if enqueues of a part commit in its
+#               order, so each holds the part's head row until it commits) is
+#               the second table, below
 #   delete_partq  the same round trips with today's ack: the handler's
 #               INSERT; then fence, DELETE the batch's rows by id, replace the
 #               record, read the next batch by (part, id) from a cursor
 #
+# After the rounds, a second table: what a dense per-part sequence costs
+# producers. --enqueue-clients clients (default 8) enqueue into --parts parts
+# (default 16), each transaction one item, or 100 items; "free" inserts with
+# an id from a sequence (today's enqueue: a random part, or the 100 spread
+# over every part), "dense" first locks the head row of each part it writes
+# (in part order) and numbers its items from it, holding the row until it
+# commits; "sticky" does the same but puts all of a transaction's keyless
+# items into one part whose head no one holds (FOR UPDATE SKIP LOCKED from a
+# random part on; it waits only when every head is held), as Kafka's sticky
+# partitioner fills one partition per batch.
+#
 # Usage: bench/ceiling_log.sh [--dsn DSN] [--clients 4] [--batch 100]
 #                             [--transactions 1500] [--rounds 3]
+#                             [--enqueue-clients 8] [--parts 16]
 # Without --dsn it starts a throwaway PostgreSQL 15 (default settings, fsync
 # on, as `partq bench` does) and removes it afterwards.
 set -euo pipefail
 
-dsn="" clients=4 batch=100 tx=1500 rounds=3
+dsn="" clients=4 batch=100 tx=1500 rounds=3 eclients=8 parts=16
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dsn) dsn="$2"; shift 2 ;;
@@ -56,11 +75,14 @@ while [[ $# -gt 0 ]]; do
     --batch) batch="$2"; shift 2 ;;
     --transactions) tx="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
-    *) echo "usage: $0 [--dsn DSN] [--clients N] [--batch B] [--transactions T] [--rounds R]" >&2
+    --enqueue-clients) eclients="$2"; shift 2 ;;
+    --parts) parts="$2"; shift 2 ;;
+    *) echo "usage: $0 [--dsn DSN] [--clients N] [--batch B] [--transactions T] [--rounds R]" \
+            "[--enqueue-clients N] [--parts P]" >&2
        exit 2 ;;
   esac
 done
-for v in "$clients" "$batch" "$tx" "$rounds"; do
+for v in "$clients" "$batch" "$tx" "$rounds" "$eclients" "$parts"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "$0: counts must be positive integers, got '$v'" >&2; exit 2; }
 done
 
@@ -116,6 +138,10 @@ CREATE INDEX items_ready ON $s.items (queue, part, priority, id);
 CREATE TABLE $s.acks (queue text COLLATE "C" NOT NULL, part int NOT NULL, epoch bigint NOT NULL,
   xid xid8 NOT NULL DEFAULT pg_current_xact_id(), ids bigint[] NOT NULL);
 CREATE INDEX acks_part ON $s.acks (queue, part, xid);
+-- The enqueue shapes' head rows: a part's next sequence number (dense only).
+CREATE TABLE $s.heads (queue text COLLATE "C", part int, next bigint NOT NULL,
+  PRIMARY KEY (queue, part)) WITH (fillfactor = 50);
+CREATE SEQUENCE $s.ids;
 SQL
 
 cat >"$work/floor.sql" <<SQL
@@ -140,9 +166,12 @@ SQL
 # the BEGIN is a round trip of its own here (pgbench ends each transaction
 # in its script), where partq's COMMIT AND CHAIN begins the next: a little
 # against these shapes.
-# log_partq and log_horizon differ only in which rows of the part the read takes after the
-# cursor: $1, conditions on l.xid.
+# log_partq, log_horizon and log_dense differ only in how the read takes the part's rows after
+# the cursor: $1 the log's column the cursor follows before the id (c1), $2 its condition,
+# $3 further conditions, $4 the record's new cursor (read_xid, read_to).
 log_shape() {
+  local order="l.$1, l.id"
+  [[ "$1" == seq ]] && order="l.seq"  # dense: one row per number of a part
   cat <<SQL
 BEGIN;
 INSERT INTO $s.results (item_id, session_id) SELECT unnest(r.ids), md5(:client_id::text)::uuid
@@ -152,25 +181,30 @@ WITH f AS (SELECT epoch FROM $s.owners WHERE queue = 'q' AND part = :client_id A
 cur AS (SELECT * FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1),
 gone AS (DELETE FROM $s.records r USING cur, f WHERE r.queue = 'q' AND r.part = :client_id
          AND r.seq = cur.seq RETURNING r.*),
-nxt AS (SELECT l.xid, l.id, l.payload FROM $s.log l
+nxt AS (SELECT l.$1 AS c1, l.id, l.payload FROM $s.log l
         WHERE l.queue = 'q' AND l.part = :client_id
-          AND (l.xid, l.id) > ((SELECT read_xid FROM gone), (SELECT read_to FROM gone))
-          $1
-        ORDER BY l.xid, l.id LIMIT $batch),
-last AS (SELECT xid, id FROM nxt ORDER BY xid DESC, id DESC LIMIT 1),
+          AND $2
+          $3
+        ORDER BY $order LIMIT $batch),
+last AS (SELECT c1, id FROM nxt ORDER BY c1 DESC, id DESC LIMIT 1),
 rec AS (INSERT INTO $s.records (queue, part, seq, epoch, pos, win, read_xid, read_to, ids)
-        SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, g.pos, g.win,
-               coalesce((SELECT xid FROM last), g.read_xid), coalesce((SELECT id FROM last), g.read_to),
+        SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, g.pos, g.win, $4,
                coalesce((SELECT array_agg(id) FROM nxt), '{}') FROM gone g)
 SELECT id, payload FROM nxt;
 COMMIT;
 \\endpipeline
 SQL
 }
-log_shape "AND l.xid < (SELECT pg_snapshot_xmax(win) FROM gone)
+windows_cursor="(l.xid, l.id) > ((SELECT read_xid FROM gone), (SELECT read_to FROM gone))"
+windows_next="coalesce((SELECT c1 FROM last), g.read_xid), coalesce((SELECT id FROM last), g.read_to)"
+log_shape xid "$windows_cursor" "AND l.xid < (SELECT pg_snapshot_xmax(win) FROM gone)
           AND pg_visible_in_snapshot(l.xid, (SELECT win FROM gone))
-          AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM gone))" >"$work/log_partq.sql"
-log_shape "AND l.xid < pg_snapshot_xmin(pg_current_snapshot())" >"$work/log_horizon.sql"
+          AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM gone))" "$windows_next" >"$work/log_partq.sql"
+log_shape xid "$windows_cursor" "AND l.xid < pg_snapshot_xmin(pg_current_snapshot())" \
+  "$windows_next" >"$work/log_horizon.sql"
+# log_dense: the cursor (read_to) is the part's sequence, the read a range of log_seq after it.
+log_shape seq "l.seq > (SELECT read_to FROM gone)" "" \
+  "g.read_xid, coalesce((SELECT c1 FROM last), g.read_to)" >"$work/log_dense.sql"
 cat >"$work/log_mem.sql" <<SQL
 BEGIN;
 INSERT INTO $s.results (item_id, session_id) SELECT unnest(:ids::bigint[]), md5(:client_id::text)::uuid;
@@ -251,7 +285,7 @@ run() {
   setup "$shape"
   # The 2-round-trip shapes claim their first batch in their first transaction.
   local t="$tx" vars=()
-  if [[ "$shape" == *_partq || "$shape" == log_horizon || "$shape" == log_mem ]]; then
+  if [[ "$shape" == *_partq || "$shape" == log_horizon || "$shape" == log_mem || "$shape" == log_dense ]]; then
     t=$((tx + 1))
   fi
   if [[ "$shape" == log_mem ]]; then
@@ -270,7 +304,7 @@ run() {
   awk -v t="$tps" -v b="$batch" -v n="$tx" -v m="$t" 'BEGIN { printf "%.0f", t * b * n / m }'
 }
 
-shapes=(floor log_floor log_partq log_mem log_horizon delete_partq)
+shapes=(floor log_floor log_partq log_mem log_horizon log_dense delete_partq)
 echo "clients=$clients batch=$batch items/round=$items rounds=$rounds"
 printf '%-6s' round; for sh in "${shapes[@]}"; do printf ' %20s' "$sh"; done; echo
 for ((r = 1; r <= rounds; r++)); do
@@ -287,4 +321,106 @@ for ((r = 1; r <= rounds; r++)); do
   unset rate
 done
 echo "items/s; ratios to the floor of the same round"
+
+# What a dense sequence costs producers: transactions of one item or of 100
+# items over every part, "free" (ids from a sequence, no lock: today's
+# enqueue) against "dense" (each part's head row locked in part order, its
+# items numbered from it, the rows held until COMMIT).
+ebatch=100
+etx1="$tx" etx100=$(((tx + 9) / 10))
+cat >"$work/enq_free_1.sql" <<SQL
+\set p random(0, $((parts - 1)))
+BEGIN;
+INSERT INTO $s.log (queue, part, id, seq, payload) VALUES ('q', :p, nextval('$s.ids'), 0, 'x');
+COMMIT;
+SQL
+cat >"$work/enq_dense_1.sql" <<SQL
+\set p random(0, $((parts - 1)))
+BEGIN;
+WITH h AS (UPDATE $s.heads SET next = next + 1 WHERE queue = 'q' AND part = :p RETURNING next)
+INSERT INTO $s.log (queue, part, id, seq, payload) SELECT 'q', :p, nextval('$s.ids'), h.next, 'x' FROM h;
+COMMIT;
+SQL
+cat >"$work/enq_free_$ebatch.sql" <<SQL
+BEGIN;
+INSERT INTO $s.log (queue, part, id, seq, payload)
+  SELECT 'q', (g + :client_id) % $parts, nextval('$s.ids'), 0, 'x' FROM generate_series(1, $ebatch) g;
+COMMIT;
+SQL
+cat >"$work/enq_dense_$ebatch.sql" <<SQL
+BEGIN;
+SELECT count(*) FROM (SELECT 1 FROM $s.heads WHERE queue = 'q' AND part IN
+  (SELECT (g + :client_id) % $parts FROM generate_series(1, $ebatch) g) ORDER BY part FOR UPDATE) locked;
+WITH b AS (SELECT g, (g + :client_id) % $parts AS part FROM generate_series(1, $ebatch) g),
+n AS (SELECT part, count(*) AS c FROM b GROUP BY part),
+h AS (UPDATE $s.heads f SET next = f.next + n.c FROM n WHERE f.queue = 'q' AND f.part = n.part
+      RETURNING f.part, f.next - n.c AS first),
+r AS (SELECT part, row_number() OVER (PARTITION BY part ORDER BY g) AS rn FROM b)
+INSERT INTO $s.log (queue, part, id, seq, payload)
+  SELECT 'q', r.part, nextval('$s.ids'), h.first + r.rn, 'x' FROM r JOIN h USING (part);
+COMMIT;
+SQL
+
+# sticky: the first free head from a random part on (when every head is held,
+# the UPDATE waits for the random part's), all the transaction's items
+# numbered from it.
+sticky() {
+  cat <<SQL
+\set r random(0, $((parts - 1)))
+BEGIN;
+WITH free AS (SELECT part FROM $s.heads WHERE queue = 'q' ORDER BY (part - :r + $parts) % $parts
+              FOR UPDATE SKIP LOCKED LIMIT 1),
+c AS (SELECT part FROM free UNION ALL SELECT :r WHERE NOT EXISTS (SELECT 1 FROM free)),
+h AS (UPDATE $s.heads f SET next = f.next + $1 FROM c WHERE f.queue = 'q' AND f.part = c.part
+      RETURNING f.part, f.next - $1 AS first)
+INSERT INTO $s.log (queue, part, id, seq, payload)
+  SELECT 'q', h.part, nextval('$s.ids'), h.first + g, 'x' FROM h, generate_series(1, $1) g;
+COMMIT;
+SQL
+}
+sticky 1 >"$work/enq_sticky_1.sql"
+sticky "$ebatch" >"$work/enq_sticky_$ebatch.sql"
+
+# Runs one enqueue shape ($1: free, dense or sticky, $2: items a transaction)
+# into empty tables; prints its items/s and checks the rows (dense and sticky:
+# 1..n per part).
+enq_run() {
+  local shape="enq_$1_$2" t="$etx1" out tps got
+  [[ "$2" == 1 ]] || t="$etx100"
+  psql_q -o /dev/null <<SQL
+TRUNCATE $s.log, $s.heads;
+INSERT INTO $s.heads SELECT 'q', p, 0 FROM generate_series(0, $parts - 1) p;
+VACUUM ANALYZE $s.log, $s.heads;
+CHECKPOINT;
+SQL
+  out="$(pgbench "$dsn" -n -M prepared -c "$eclients" -j "$eclients" -t "$t" -f "$work/$shape.sql" 2>&1)" || {
+    echo "$0: pgbench $shape failed:" >&2; echo "$out" >&2; exit 1; }
+  tps="$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")"
+  [[ -n "$tps" ]] || { echo "$0: no tps in pgbench output:" >&2; echo "$out" >&2; exit 1; }
+  got="$(psql_q -At -c "SELECT count(*) FROM $s.log")"
+  [[ "$got" == $((eclients * t * $2)) ]] || { echo "$0: $shape wrote $got rows, not $((eclients * t * $2))" >&2; exit 1; }
+  if [[ "$1" != free ]]; then
+    got="$(psql_q -At -c "SELECT count(*) FROM (SELECT part FROM $s.log GROUP BY part
+             HAVING count(*) <> max(seq) OR count(DISTINCT seq) <> count(*) OR min(seq) <> 1) gaps")"
+    [[ "$got" == 0 ]] || { echo "$0: $shape left $got parts with a sequence not dense" >&2; exit 1; }
+  fi
+  awk -v t="$tps" -v n="$2" 'BEGIN { printf "%.0f", t * n }'
+}
+
+echo "enqueue: clients=$eclients parts=$parts; items/s, dense and sticky as ratios to free of the same round"
+enq=(free_1 dense_1 sticky_1 "free_$ebatch" "dense_$ebatch" "sticky_$ebatch")
+printf '%-6s' round; for e in "${enq[@]}"; do printf ' %20s' "$e"; done; echo
+for ((r = 1; r <= rounds; r++)); do
+  declare -A rate=()
+  for ((k = 0; k < ${#enq[@]}; k++)); do
+    e="${enq[$(((k + r - 1) % ${#enq[@]}))]}"
+    rate[$e]="$(enq_run "${e%_*}" "${e##*_}")"
+  done
+  printf '%-6s' "e$r"
+  for e in "${enq[@]}"; do
+    printf ' %12s (%4.2fx)' "${rate[$e]}" "$(awk -v a="${rate[$e]}" -v b="${rate[free_${e##*_}]}" 'BEGIN { print a / b }')"
+  done
+  echo
+  unset rate
+done
 psql_q -c "SET client_min_messages = warning; DROP SCHEMA $s CASCADE" >/dev/null

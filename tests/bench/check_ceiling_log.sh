@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # bench/ceiling_log.sh end to end with tiny sizes (on PARTQ_TEST_DSN when set,
 # else its own server): every shape writes each item's result exactly once (the
-# script fails otherwise) and each round prints six rates with the floor at
-# 1.00x. It never checks speed.
+# script fails otherwise; the dense enqueue's numbers must be 1..n per part) and
+# each round prints seven rates with the floor at 1.00x, and the enqueue table
+# one row of six rates a round. It never checks speed.
 set -euo pipefail
 script="$(dirname "$0")/../../bench/ceiling_log.sh"
-args=(--clients 2 --transactions 20 --rounds 2)
+args=(--clients 2 --transactions 20 --rounds 2 --enqueue-clients 3 --parts 4)
 [[ -n "${PARTQ_TEST_DSN:-}" ]] && args+=(--dsn "$PARTQ_TEST_DSN")
 out="$(bash "$script" "${args[@]}")"
 echo "$out"
-rows="$(grep -cE '^[12] +([0-9]+ \([0-9.]+x\) *){6}$' <<<"$out")" || true
-[[ "$rows" == 2 ]] || { echo "FAIL: expected 2 round rows with 6 rates, got $rows" >&2; exit 1; }
+rows="$(grep -cE '^[12] +([0-9]+ \([0-9.]+x\) *){7}$' <<<"$out")" || true
+[[ "$rows" == 2 ]] || { echo "FAIL: expected 2 round rows with 7 rates, got $rows" >&2; exit 1; }
+rows="$(grep -cE '^e[12] +([0-9]+ \([0-9.]+x\) *){6}$' <<<"$out")" || true
+[[ "$rows" == 2 ]] || { echo "FAIL: expected 2 enqueue rows with 6 rates, got $rows" >&2; exit 1; }
 while read -r _ _ r1; do
   [[ "$r1" == "(1.00x)" ]] || { echo "FAIL: the floor is not 1.00x: $r1" >&2; exit 1; }
 done < <(grep -E '^[12] ' <<<"$out" | awk '{print $1, $2, $3}')
