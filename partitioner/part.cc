@@ -62,11 +62,13 @@ int PartForKey(absl::string_view key, int parts) {
 
 int PartForId(int64_t id, int parts) {
   assert(parts >= 1);
-  // A bare id % parts is even for a dense sequence but inherits any stride in
+  // A bare run % parts is even for a dense sequence but inherits any stride in
   // how ids are handed out (sequence caches, batches sized a multiple of P).
   // The splitmix64 finalizer spreads every input bit over the output first.
-  // Working on the unsigned bits keeps negative ids defined and non-negative.
-  uint64_t x = static_cast<uint64_t>(id);
+  // Working on the unsigned bits keeps negative ids defined and non-negative
+  // (the shift is a logical one).
+  static_assert(kKeylessRun == 32, "part_for_id() in migration 42 shifts by 5");
+  uint64_t x = static_cast<uint64_t>(id) >> 5;
   x ^= x >> 30;
   x *= 0xbf58476d1ce4e5b9u;
   x ^= x >> 27;

@@ -142,26 +142,47 @@ TEST(PartForId, SingleItemPartIsZero) {
 }
 
 // Pins the mapping (values computed independently from the splitmix64
-// finalizer): a change would silently re-route keyless items.
+// finalizer of id >> 5, a logical shift): a change would silently re-route
+// keyless items.
 TEST(PartForId, IsStable) {
   std::vector<int> got;
-  for (int64_t id : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{-1}, int64_t{1000000}}) {
+  for (int64_t id : {int64_t{0}, int64_t{1}, int64_t{31}, int64_t{32}, int64_t{64}, int64_t{-1},
+                     int64_t{1000000}}) {
     got.push_back(PartForId(id, 4096));
   }
-  EXPECT_EQ(got, (std::vector<int>{0, 1509, 1162, 3451, 854}));
-  EXPECT_EQ(PartForId(1, 7), 6);
-  EXPECT_EQ(PartForId(1000000, 7), 5);
+  EXPECT_EQ(got, (std::vector<int>{0, 0, 0, 1509, 1162, 3075, 2703}));
+  EXPECT_EQ(PartForId(32, 7), 6);
+  EXPECT_EQ(PartForId(1000000, 7), 3);
 }
 
-// Sequential ids, and ids with a stride of P (which a bare `id % P` would put
-// all on one part), fill every part within a few percent of the mean.
-TEST(PartForId, SpreadsSequentialAndStridedIdsEvenly) {
+// The ids of one aligned run share a part; the next run is spread anew.
+TEST(PartForId, ConsecutiveIdsShareAPartInRuns) {
+  for (int parts : {7, 16, 4096}) {
+    for (int64_t run : {int64_t{0}, int64_t{1}, int64_t{12345}, int64_t{-3}}) {
+      const int64_t first = run * kKeylessRun;
+      for (int64_t id = first; id < first + kKeylessRun; ++id) {
+        EXPECT_EQ(PartForId(id, parts), PartForId(first, parts))
+            << "parts " << parts << " id " << id;
+      }
+    }
+  }
+  int moved = 0;
+  for (int64_t run = 0; run < 1000; ++run) {
+    moved += PartForId(run * kKeylessRun, 16) != PartForId((run + 1) * kKeylessRun, 16);
+  }
+  EXPECT_GT(moved, 900);  // about 15/16 of neighbouring runs land on another part
+}
+
+// Sequential runs of ids, and ids with a stride of P * kKeylessRun (which a
+// bare `run % P` would put all on one part), fill every part within a few
+// percent of the mean.
+TEST(PartForId, SpreadsSequentialAndStridedRunsEvenly) {
   constexpr int kPerPart = 1000;
   for (int parts : {7, 64, 1024, 4096}) {
     for (int64_t stride : {int64_t{1}, static_cast<int64_t>(parts)}) {
       std::vector<int> counts(parts, 0);
       for (int64_t i = 0; i < int64_t{kPerPart} * parts; ++i) {
-        ++counts[PartForId(-5000 + i * stride, parts)];
+        ++counts[PartForId((-5000 + i * stride) * kKeylessRun, parts)];
       }
       for (int p = 0; p < parts; ++p) {
         // ~6 standard deviations of a binomial with mean 1000.

@@ -59,6 +59,7 @@ using store_testing::Ids;
 using store_testing::JoinWith;
 using store_testing::kAllParts;
 using store_testing::Keyed;
+using store_testing::KeyInPart;
 using store_testing::Member;
 using store_testing::Payload;
 using store_testing::ToStatus;
@@ -1182,8 +1183,9 @@ class FinishTest : public PgStoreTest {
     PgStoreTest::SetUp();
     MakeQueue("q", 2, absl::Seconds(10), false, /*max_attempts=*/3);
     schema_.Q("CREATE TABLE {schema}.effects (item_id bigint, note text)");
-    for (int i = 0; i < 6; ++i) {
-      ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
+    for (int i = 0; i < 6; ++i) {  // three items in each part, each of a key of its own
+      ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed(KeyInPart(i % 2, 2, i / 2),
+                                                                       absl::StrCat(i))));
       ids_.push_back(r.id);
     }
     member_ = JoinWith(*store_, "q", {0, 1});
@@ -2707,9 +2709,11 @@ TEST_F(PgStoreTest, ListenerHearsEnqueuesAndGroupChanges) {
         absl::Seconds(5)));
     return heard;
   };
-  // A join is a group change too; a big batch says "some part" (-1).
+  // A join is a group change too; a big batch says "some part" (-1). Its
+  // keyless items go to parts in runs of 32 ids (kKeylessRun): 200 runs
+  // reach far more than 32 of the 64 parts.
   Member m = JoinWith(*store_, "q", {});
-  std::vector<NewItem> batch(200, Payload("b"));
+  std::vector<NewItem> batch(6400, Payload("b"));
   batch[150].priority = -2;
   ASSERT_OK(store_->EnqueueBatch("q", batch));
   std::vector<Notice> all = hear(2);

@@ -287,10 +287,11 @@ TEST_F(SqlApiTest, KeyedItemsGoToTheCppProducersPart) {
 TEST_F(SqlApiTest, KeylessItemsTakeThePartOfTheirId) {
   CreateQueue("q", 12);
   // (The call refers to g: a call that does not is run once for all rows.)
+  // 3,000 items are about 94 runs of 32 ids (kKeylessRun): enough for every part.
   pqxx::result r =
-      Run("SELECT e.id, e.part FROM generate_series(1, 300) AS g, "
+      Run("SELECT e.id, e.part FROM generate_series(1, 3000) AS g, "
           "LATERAL {schema}.enqueue_item('q', 'p' || g) e");
-  ASSERT_EQ(r.size(), 300u);
+  ASSERT_EQ(r.size(), 3000u);
   std::set<int> parts;
   for (const auto& row : r) {
     EXPECT_EQ(row[1].as<int>(), PartForId(row[0].as<int64_t>(), 12));
@@ -1064,16 +1065,18 @@ TEST_F(SqlApiTest, EnqueueManyNotifiesEachPartOnceOnCommit) {
   NoticeReceiver few(listener, ChannelFor(schema_.name(), "few"));
   NoticeReceiver many(listener, ChannelFor(schema_.name(), "many"));
   listener.get_notifs();  // LISTEN is sent
-  const std::string hundred =
-      "ARRAY(SELECT 'p' || g FROM generate_series(1, 100) g), priority => -2";
+  // Keyless items go to parts in runs of 32 ids (kKeylessRun): 100 runs reach
+  // every part of "few" and more than 32 of "many".
+  const std::string hundred_runs =
+      "ARRAY(SELECT 'p' || g FROM generate_series(1, 3200) g), priority => -2";
   pqxx::connection c(schema_.dsn());
   {
     pqxx::work w(c);
-    w.exec(
-        WithSchema("SELECT * FROM {schema}.enqueue_many('few', " + hundred + ")", schema_.name()));
+    w.exec(WithSchema("SELECT * FROM {schema}.enqueue_many('few', " + hundred_runs + ")",
+                      schema_.name()));
     w.abort();
   }
-  pqxx::result r = Run("SELECT id, part FROM {schema}.enqueue_many('few', " + hundred + ")");
+  pqxx::result r = Run("SELECT id, part FROM {schema}.enqueue_many('few', " + hundred_runs + ")");
   std::map<int, int64_t> lowest;
   for (const auto& row : r) {
     auto [it, fresh] = lowest.try_emplace(row[1].as<int>(), row[0].as<int64_t>());
@@ -1083,7 +1086,7 @@ TEST_F(SqlApiTest, EnqueueManyNotifiesEachPartOnceOnCommit) {
   std::vector<std::string> want;
   for (const auto& [part, id] : lowest) want.push_back(absl::StrCat("i:", part, ":-2:", id));
   pqxx::result m = Run("SELECT min(id), count(DISTINCT part) FROM {schema}.enqueue_many('many', " +
-                       hundred + ")");
+                       hundred_runs + ")");
   ASSERT_GT(m[0][1].as<int>(), 32);
   ASSERT_TRUE(EndAndWait(c, listener, many, "many"));
   std::sort(few.got.begin(), few.got.end());

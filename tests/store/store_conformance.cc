@@ -28,6 +28,7 @@ using store_testing::Ids;
 using store_testing::JoinWith;
 using store_testing::kAllParts;
 using store_testing::Keyed;
+using store_testing::KeyInPart;
 using store_testing::MakeQueue;
 using store_testing::Member;
 using store_testing::Payload;
@@ -65,8 +66,9 @@ std::vector<std::string> StoreConformance::Published(const std::string& topic) {
 void StoreFinishConformance::SetUp() {
   StoreConformance::SetUp();
   MakeQueue(*store_, "q", 2, absl::Seconds(60), false, /*max_attempts=*/3);
-  for (int i = 0; i < 6; ++i) {
-    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Payload(absl::StrCat(i))));
+  for (int i = 0; i < 6; ++i) {  // three items in each part, each of a key of its own
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r,
+                         store_->Enqueue("q", Keyed(KeyInPart(i % 2, 2, i / 2), absl::StrCat(i))));
     ids_.push_back(r.id);
   }
   member_ = JoinWith(*store_, "q", {0, 1});
@@ -1023,7 +1025,8 @@ TEST_P(StoreConformance, ReleaseAndLeaveFreePartsAndDropTheirClaimRecords) {
   MakeQueue(*store_, "q", 2);
   Member a = JoinWith(*store_, "q", {0, 1, 5, -0});
   ASSERT_EQ(a.parts.size(), 2u);  // part 5 does not exist
-  for (int i = 0; i < 6; ++i) ASSERT_OK(store_->Enqueue("q", Payload("x")));
+  // Three items in each part.
+  for (int i = 0; i < 6; ++i) ASSERT_OK(store_->Enqueue("q", Keyed(KeyInPart(i % 2, 2, i / 2))));
   ASSERT_OK_AND_ASSIGN(std::vector<Item> claimed, store_->Claim(ClaimAll("q", a)));
   ASSERT_EQ(claimed.size(), 6u);
   ASSERT_OK_AND_ASSIGN(QueueStatus status, store_->Status("q"));

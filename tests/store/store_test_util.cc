@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "partitioner/part.h"
+
 namespace partq::store_testing {
 
 NewItem Payload(std::string payload) {
@@ -15,6 +18,13 @@ NewItem Keyed(std::string key, std::string payload) {
   item.key = std::move(key);
   item.payload = std::move(payload);
   return item;
+}
+
+std::string KeyInPart(int part, int parts, int nth) {
+  for (int i = 0;; ++i) {
+    std::string key = absl::StrCat("k", i);
+    if (PartForKey(key, parts) == part && nth-- == 0) return key;
+  }
 }
 
 std::vector<int64_t> Ids(const std::vector<Item>& items) {

@@ -48,6 +48,10 @@ namespace partq::store_testing {
 
 NewItem Payload(std::string payload);
 NewItem Keyed(std::string key, std::string payload = "x");
+// The `nth` of the keys "k0", "k1", ... whose items go to `part` of `parts`
+// (keyless items of a small test share one part: ids go in runs of
+// kKeylessRun).
+std::string KeyInPart(int part, int parts, int nth = 0);
 std::vector<int64_t> Ids(const std::vector<Item>& items);
 // Acks every item it is given.
 FinishBody AckAll();
