@@ -52,8 +52,9 @@
 # After the rounds, a second table: what a dense per-part sequence costs
 # producers. --enqueue-clients clients (default 8) enqueue into --parts parts
 # (default 16), each transaction one item, or 100 items; "free" inserts with
-# an id from a sequence (today's enqueue: a random part, or the 100 spread
-# over every part), "dense" first locks the head row of each part it writes
+# an id from a sequence (the enqueue before migration 42 put keyless items
+# so: a random part, or the 100 spread over every part; since, runs of 32 ids
+# share a part), "dense" first locks the head row of each part it writes
 # (in part order) and numbers its items from it, holding the row until it
 # commits; "sticky" does the same but puts all of a transaction's keyless
 # items into one part whose head no one holds (FOR UPDATE SKIP LOCKED from a

@@ -120,27 +120,45 @@ void ClaimScheduler::SetRate(std::optional<double> per_second, int queue_parts) 
 
 double ClaimScheduler::BudgetAt(const PartState& st, absl::Time now) const {
   if (st.budget_at == absl::InfinitePast()) return 0;
+  if (st.budget >= burst_) return st.budget;
   if (now == absl::InfiniteFuture()) return burst_;
   return std::min(burst_,
                   st.budget + std::max(0.0, absl::ToDoubleSeconds(now - st.budget_at)) * part_rate_);
 }
 
+double ClaimScheduler::IdleBudgetAt(absl::Time now) const {
+  double idle = 0;
+  for (const auto& [part, st] : parts_) {
+    if (!st.hungry) idle += BudgetAt(st, now);
+  }
+  return idle;
+}
+
 absl::Time ClaimScheduler::RateReadyAt(absl::Time now) const {
   if (!rate_ || paused_) return absl::InfiniteFuture();
   absl::Time at = absl::InfiniteFuture();
+  const double idle = IdleBudgetAt(now);
+  int saving = 1;  // the hungry part, and the idle parts still saving
+  for (const auto& [part, st] : parts_) {
+    if (!st.hungry && st.budget_at != absl::InfinitePast() && BudgetAt(st, now) < burst_) {
+      ++saving;
+    }
+  }
   for (const auto& [part, st] : parts_) {
     if (!st.hungry) continue;
     // A part not counted yet starts counting at its first claim: due now.
     if (st.budget_at == absl::InfinitePast()) return now;
-    const double have = BudgetAt(st, now);
+    const double have = BudgetAt(st, now) + idle;
     if (have >= 1) return now;
-    at = std::min(at, now + absl::Seconds((1 - have) / part_rate_));
+    // (An idle part that reaches its burst meanwhile stops saving: then later.)
+    at = std::min(at, now + absl::Seconds((1 - have) / (part_rate_ * saving)));
   }
   return at;
 }
 
 void ClaimScheduler::FailClaim() {
   claiming_ = false;
+  // (What a part borrowed went to its own budget when spent: it is given back there.)
   for (const auto& [part, n] : reserved_) {
     auto it = parts_.find(part);
     if (it != parts_.end()) it->second.budget += n;
@@ -151,11 +169,12 @@ void ClaimScheduler::FailClaim() {
 bool ClaimScheduler::WantClaim(absl::Time now) const {
   if (paused_) return false;
   if (suspect_id_ == 0 && suspects_pending_) return true;  // the probe for the next suspect
+  const double idle = rate_ ? IdleBudgetAt(now) : 0;
   return std::any_of(parts_.begin(), parts_.end(), [&](const auto& p) {
     // A part not counted yet has nothing, but is due its first look (where
     // its budget starts counting).
     return p.second.hungry && (!rate_ || p.second.budget_at == absl::InfinitePast() ||
-                               BudgetAt(p.second, now) >= 1);
+                               BudgetAt(p.second, now) + idle >= 1);
   });
 }
 
@@ -226,7 +245,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     cp.limit = limit;
     if (rate_) {
       cp.limit = allowed.at(part);
-      parts_.at(part).budget -= cp.limit;
+      SpendBudget(part, cp.limit);
       reserved_[part] = cp.limit;
     }
     req.parts.push_back(cp);
@@ -280,6 +299,17 @@ std::vector<int> ClaimScheduler::HungryParts(int batches, absl::Time now) {
 
 std::map<int, int> ClaimScheduler::RateAllowed(int limit, absl::Time now,
                                                std::vector<int>* hungry) {
+  // The idle parts' budgets, as of now, that hungry parts may borrow.
+  std::vector<std::pair<int, double>> lenders;
+  double idle = 0;
+  for (auto& [part, st] : parts_) {
+    if (st.hungry || st.budget_at == absl::InfinitePast()) continue;
+    st.budget = BudgetAt(st, now);
+    st.budget_at = now;
+    if (st.budget > 0) lenders.emplace_back(part, st.budget);
+    idle += std::max(0.0, st.budget);
+  }
+  borrowed_.clear();
   std::map<int, int> allowed;
   std::vector<int> funded;
   for (int part : *hungry) {
@@ -290,13 +320,35 @@ std::map<int, int> ClaimScheduler::RateAllowed(int limit, absl::Time now,
     }
     st.budget = BudgetAt(st, now);
     st.budget_at = now;
-    const int n = std::min(limit, static_cast<int>(st.budget));
+    const double own = std::max(0.0, st.budget);
+    const int n = std::min(limit, static_cast<int>(own + idle));
     if (n < 1) continue;
+    // Borrowed: what its own budget does not cover, from the lenders in turn.
+    for (double want = n - own; want > 0 && !lenders.empty();) {
+      auto& [lender, has] = lenders.back();
+      const double take = std::min(want, has);
+      borrowed_[part].emplace_back(lender, take);
+      want -= take;
+      idle -= take;
+      if ((has -= take) <= 0) lenders.pop_back();
+    }
     allowed[part] = n;
     funded.push_back(part);
   }
   *hungry = std::move(funded);
   return allowed;
+}
+
+void ClaimScheduler::SpendBudget(int part, int n) {
+  // The loans move into the part's own budget, which then pays for all n.
+  if (auto it = borrowed_.find(part); it != borrowed_.end()) {
+    for (const auto& [lender, take] : it->second) {
+      parts_.at(lender).budget -= take;
+      parts_.at(part).budget += take;
+    }
+    borrowed_.erase(it);
+  }
+  parts_.at(part).budget -= n;
 }
 
 std::optional<std::string> ClaimScheduler::LastTurn(const std::optional<std::string>& from,

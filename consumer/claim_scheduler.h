@@ -133,9 +133,12 @@ class ClaimScheduler {
   // budget that starts empty when the part is acquired and keeps at most
   // kRateBurst of that rate (at least one item): no counter shared between
   // sessions, and a part handed off cannot have its budget spent twice (the
-  // new owner starts from nothing). A suspect probe is not counted. A new
-  // limit, or the same over a grown part count, starts every budget again
-  // from nothing.
+  // new owner starts from nothing). A part with items may spend, beyond its
+  // own budget, what this session's idle parts (read to their ends) have
+  // saved, so a session claims its parts' shares together wherever its
+  // items are (keyless items come in runs of 32 to one part, kKeylessRun).
+  // A suspect probe is not counted. A new limit, or the same over a grown
+  // part count, starts every budget again from nothing.
   static constexpr absl::Duration kRateBurst = absl::Milliseconds(200);
   void SetRate(std::optional<double> per_second, int queue_parts);
   std::optional<double> rate() const { return rate_; }
@@ -275,10 +278,18 @@ class ClaimScheduler {
   // the hungry parts, marking those due a read from the head at `now`.
   std::vector<int> HungryParts(int batches, absl::Time now);
   // Under a rate limit: how many items each part of *hungry may be read for
-  // at `now` (the whole items its budget holds, at most `limit`), by part;
-  // the parts with less than one leave *hungry. A part not counted yet
-  // starts counting now, from nothing.
+  // at `now` (the whole items its budget holds, then what it may borrow from
+  // the idle parts' budgets, at most `limit` in all), by part; the parts with
+  // less than one leave *hungry. A part not counted yet starts counting now,
+  // from nothing. What each part borrows, and from which, is in borrowed_
+  // until BeginClaim spends it.
   std::map<int, int> RateAllowed(int limit, absl::Time now, std::vector<int>* hungry);
+  // Spends `n` items of budget for `part`: its own, then what RateAllowed
+  // lent it (borrowed_).
+  void SpendBudget(int part, int n);
+  // The budget the idle (not hungry) parts hold at `now`, which hungry ones
+  // may borrow.
+  double IdleBudgetAt(absl::Time now) const;
   // What the claim `req`'s read of `cp` (started at `started`) says of its
   // part, `st`: it took `n` of `items` there, the last at key `got_last`
   // (when n > 0), and read to the end of what it could see (`to_the_end`)
@@ -289,7 +300,8 @@ class ClaimScheduler {
   // queued as batches (a suspect alone, at the front), the first to `keep`
   // if given. Returns how many it took.
   int64_t QueueClaimed(std::vector<Item> items, Batch* keep);
-  // A part's budget at `now` (at most the burst).
+  // A part's budget at `now`: it grows to the burst, and a budget above the
+  // burst (borrowed, then given back unused by a claim) does not grow.
   double BudgetAt(const PartState& st, absl::Time now) const;
   // The part may have items no claim has seen: read it from its head.
   void Mark(PartState& st);
@@ -313,6 +325,8 @@ class ClaimScheduler {
   double part_rate_ = 0;        // ... per part
   double burst_ = 0;            // the most budget a part keeps
   std::map<int, int> reserved_;  // budget the claim under way took, per part
+  // RateAllowed's loans: borrowing part -> (lending part, items).
+  std::map<int, std::vector<std::pair<int, double>>> borrowed_;
   // Counts notices and polls; a claim started at claim_gen_ does not clear a
   // part's hunger (or rescan) if the part was noticed after that.
   int64_t notice_gen_ = 0;

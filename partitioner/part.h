@@ -19,8 +19,8 @@ int PartForKey(absl::string_view key, int parts);
 // Consecutive ids that share a keyless item's part: ids in one aligned run
 // (id / kKeylessRun) go to the same part, and runs spread evenly over the
 // parts. As Kafka's sticky partitioner fills one partition a batch, a small
-// enqueue wakes one session with one claim instead of every session with a
-// claim each (at 5,000 items/s over 4 sessions, p99 3.6 -> 2.0-2.7 ms:
+// enqueue wakes one or two sessions instead of every session with a claim
+// each (at 5,000 items/s over 4 sessions, p99 3.0-3.6 -> 2.0-2.9 ms:
 // docs/benchmarks-history.md, "Keyless items in runs of 32"). Migration 42's
 // part_for_id() is the same function in SQL.
 inline constexpr int kKeylessRun = 32;

@@ -4,10 +4,10 @@
 //   auto r = p.Enqueue("emails", {.payload = "...", .key = "user-42"});
 //
 // Keyed items land on part PartForKey(key) (Kafka's murmur2 partitioner), so
-// items of one key keep their order in ordered queues; keyless items spread
-// evenly. Priority: lower runs first. A dedup key makes the enqueue
-// idempotent while the item is live (the existing item is returned with
-// duplicate=true); once it finished, the key is free again.
+// items of one key keep their order in ordered queues; keyless items go to
+// parts in runs of 32 consecutive ids (kKeylessRun), the runs spread evenly. Priority: lower runs
+// first. A dedup key makes the enqueue idempotent while the item is live (the existing item is
+// returned with duplicate=true); once it finished, the key is free again.
 //
 // To enqueue inside your own libpqxx transaction (the item exists exactly when
 // it commits), use EnqueueInTx from pg/pg_store.h, or Tx::Enqueue in a handler.

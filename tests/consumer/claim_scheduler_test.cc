@@ -797,6 +797,64 @@ TEST_F(RateTest, OverTenSecondsAPartClaimsItsShareAndNoMore) {
   EXPECT_LE(claimed, 200);
 }
 
+// A part with items spends what the session's idle parts saved: keyless
+// items come in runs of 32 to one part (kKeylessRun), and a session's share
+// is its parts' together.
+TEST_F(RateTest, AHungryPartSpendsWhatItsIdleSiblingsSaved) {
+  StartBudgets(kT0);
+  const absl::Time t1 = kT0 + absl::Seconds(1);
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t1);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(PartsOf(*req), (std::vector<int>{0, 1}));
+  for (const ClaimPart& p : req->parts) ASSERT_EQ(p.limit, 2);
+  // Part 0 fills its limit (more to read); part 1 has nothing: it is idle.
+  s_.AcceptClaim(*req, Items(0, 1, 2), t1);
+  Batch b;
+  while (s_.TakeQueued(&b)) s_.Release(b.items);
+  const absl::Time t2 = t1 + absl::Seconds(1);
+  EXPECT_TRUE(s_.WantClaim(t2));
+  req = s_.BeginClaim(kMe, 50, {}, t2);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(PartsOf(*req), std::vector<int>{0});
+  EXPECT_EQ(req->parts[0].limit, 4) << "its burst and part 1's";
+  // It took 3 of the 4: the one it did not use stays the session's.
+  s_.AcceptClaim(*req, Items(0, 3, 3), t2);
+  while (s_.TakeQueued(&b)) s_.Release(b.items);
+  s_.Notice(0);
+  req = s_.BeginClaim(kMe, 50, {}, t2);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(PartsOf(*req), std::vector<int>{0});
+  EXPECT_EQ(req->parts[0].limit, 1) << "what the last claim gave back";
+  s_.AcceptClaim(*req, {}, t2);
+  EXPECT_FALSE(s_.WantClaim(t2)) << "read to its end: nothing wanted";
+  EXPECT_EQ(s_.RateReadyAt(t2), absl::InfiniteFuture());
+}
+
+TEST_F(RateTest, OverTenSecondsOnePartWithItemsClaimsTheSessionsShare) {
+  int64_t next_id = 1, claimed = 0;
+  StartBudgets(kT0);
+  for (absl::Time t = kT0; t <= kT0 + absl::Seconds(10); t += absl::Milliseconds(7)) {
+    if (!s_.WantClaim(t)) continue;
+    std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t);
+    ASSERT_TRUE(req.has_value());
+    std::vector<Item> got;
+    for (const ClaimPart& p : req->parts) {
+      if (p.part != 0) continue;  // part 1 never has an item
+      std::vector<Item> items = Items(p.part, next_id, p.limit);
+      next_id += p.limit;
+      got.insert(got.end(), items.begin(), items.end());
+    }
+    claimed += static_cast<int64_t>(got.size());
+    s_.AcceptClaim(*req, got, t);
+    Batch b;
+    while (s_.TakeQueued(&b)) s_.Release(b.items);
+  }
+  // Both parts' 10/s for 10 s, less what part 1 saved past its burst at the
+  // start, and no more than that with both bursts.
+  EXPECT_GE(claimed, 190);
+  EXPECT_LE(claimed, 204);
+}
+
 // A grow (Store::GrowParts) spreads the same limit over more parts: each
 // part's share shrinks, and budgets start again from nothing, so what a part
 // saved at the old share is not spent at the new one.

@@ -458,7 +458,8 @@ TEST_F(ConsumerTest, CancelsRacingThreeConsumersEndEachItemOnceAckedOrCancelled)
   std::map<CancelOutcome::Kind, int64_t> outcomes;
   absl::BitGen gen;
   // Ids from anywhere, and from the heads of the parts, where the owners
-  // are claiming (the lowest ids left: keyless items spread over the parts).
+  // are claiming (the lowest ids left: keyless items spread over the parts
+  // in runs of 32 ids).
   auto cancel_some = [&] {
     std::vector<int64_t> head;
     for (const auto& row : schema_.Q("SELECT id FROM {schema}.items ORDER BY id LIMIT 200")) {
