@@ -120,7 +120,6 @@ void ClaimScheduler::SetRate(std::optional<double> per_second, int queue_parts) 
 
 double ClaimScheduler::BudgetAt(const PartState& st, absl::Time now) const {
   if (st.budget_at == absl::InfinitePast()) return 0;
-  if (st.budget >= burst_) return st.budget;
   if (now == absl::InfiniteFuture()) return burst_;
   return std::min(burst_,
                   st.budget + std::max(0.0, absl::ToDoubleSeconds(now - st.budget_at)) * part_rate_);
@@ -158,12 +157,9 @@ absl::Time ClaimScheduler::RateReadyAt(absl::Time now) const {
 
 void ClaimScheduler::FailClaim() {
   claiming_ = false;
-  // (What a part borrowed went to its own budget when spent: it is given back there.)
-  for (const auto& [part, n] : reserved_) {
-    auto it = parts_.find(part);
-    if (it != parts_.end()) it->second.budget += n;
-  }
+  for (const auto& [part, n] : reserved_) GiveBack(part, n);
   reserved_.clear();
+  lent_.clear();
 }
 
 bool ClaimScheduler::WantClaim(absl::Time now) const {
@@ -346,9 +342,27 @@ void ClaimScheduler::SpendBudget(int part, int n) {
       parts_.at(lender).budget -= take;
       parts_.at(part).budget += take;
     }
+    lent_[part] = std::move(it->second);
     borrowed_.erase(it);
   }
   parts_.at(part).budget -= n;
+}
+
+void ClaimScheduler::GiveBack(int part, double n) {
+  // The lenders' first, the last loan first, each at most what it lent.
+  if (auto loans = lent_.find(part); loans != lent_.end()) {
+    for (auto l = loans->second.rbegin(); l != loans->second.rend() && n > 0; ++l) {
+      const double back = std::min(n, l->second);
+      n -= back;
+      if (auto it = parts_.find(l->first); it != parts_.end()) {
+        it->second.budget = std::min(burst_, it->second.budget + back);
+      }
+    }
+    lent_.erase(loans);
+  }
+  if (auto it = parts_.find(part); it != parts_.end() && n > 0) {
+    it->second.budget = std::min(burst_, it->second.budget + n);
+  }
 }
 
 std::optional<std::string> ClaimScheduler::LastTurn(const std::optional<std::string>& from,
@@ -443,7 +457,7 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     // did not reach the end either.
     const bool to_the_end = (!full || static_cast<int>(i) < last) && n < cp.limit;
     if (auto r = reserved.find(cp.part); r != reserved.end()) {
-      st.budget += std::max(0, r->second - n);  // what the read did not use
+      GiveBack(cp.part, std::max(0, r->second - n));  // what the read did not use
       reserved.erase(r);
     }
     NoteRead(req, cp, items, n, n > 0 ? g->second.second : ItemKey{}, to_the_end, started, st);
@@ -471,9 +485,10 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     auto r = reserved.find(cp.part);
     auto it = parts_.find(cp.part);
     if (r != reserved.end() && it != parts_.end() && it->second.epoch == cp.epoch) {
-      it->second.budget += r->second;
+      GiveBack(cp.part, r->second);
     }
   }
+  lent_.clear();  // (the loans of what was used stay spent)
   if (req.include_suspect) {
     suspects_pending_ =
         std::any_of(items.begin(), items.end(), [](const Item& i) { return i.suspect; });

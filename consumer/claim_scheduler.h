@@ -285,8 +285,13 @@ class ClaimScheduler {
   // until BeginClaim spends it.
   std::map<int, int> RateAllowed(int limit, absl::Time now, std::vector<int>* hungry);
   // Spends `n` items of budget for `part`: its own, then what RateAllowed
-  // lent it (borrowed_).
+  // lent it (borrowed_; the loans are kept in lent_ until the claim ends).
   void SpendBudget(int part, int n);
+  // Gives `n` items of budget the claim under way took for `part` and did
+  // not use back: to its lenders first (each at most what it lent), then to
+  // the part; no budget above the burst, so a session keeps at most its
+  // parts' bursts.
+  void GiveBack(int part, double n);
   // The budget the idle (not hungry) parts hold at `now`, which hungry ones
   // may borrow.
   double IdleBudgetAt(absl::Time now) const;
@@ -300,8 +305,7 @@ class ClaimScheduler {
   // queued as batches (a suspect alone, at the front), the first to `keep`
   // if given. Returns how many it took.
   int64_t QueueClaimed(std::vector<Item> items, Batch* keep);
-  // A part's budget at `now`: it grows to the burst, and a budget above the
-  // burst (borrowed, then given back unused by a claim) does not grow.
+  // A part's budget at `now` (at most the burst).
   double BudgetAt(const PartState& st, absl::Time now) const;
   // The part may have items no claim has seen: read it from its head.
   void Mark(PartState& st);
@@ -325,8 +329,10 @@ class ClaimScheduler {
   double part_rate_ = 0;        // ... per part
   double burst_ = 0;            // the most budget a part keeps
   std::map<int, int> reserved_;  // budget the claim under way took, per part
-  // RateAllowed's loans: borrowing part -> (lending part, items).
+  // RateAllowed's loans: borrowing part -> (lending part, items); once
+  // spent, the claim under way's, in lent_.
   std::map<int, std::vector<std::pair<int, double>>> borrowed_;
+  std::map<int, std::vector<std::pair<int, double>>> lent_;
   // Counts notices and polls; a claim started at claim_gen_ does not clear a
   // part's hunger (or rescan) if the part was noticed after that.
   int64_t notice_gen_ = 0;

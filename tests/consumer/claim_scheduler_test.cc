@@ -830,6 +830,25 @@ TEST_F(RateTest, AHungryPartSpendsWhatItsIdleSiblingsSaved) {
   EXPECT_EQ(s_.RateReadyAt(t2), absl::InfiniteFuture());
 }
 
+// A loan a read did not use goes back to its lenders, and no part keeps more
+// than its burst: a session never saves more than its parts' bursts.
+TEST_F(RateTest, UnusedLoansGoBackAndNoPartKeepsMoreThanItsBurst) {
+  StartBudgets(kT0);
+  absl::Time t = kT0;
+  for (int i = 0; i < 50; ++i) {  // part 0 noticed every 200 ms, never with an item
+    t += absl::Milliseconds(200);
+    s_.Notice(0);
+    std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t);
+    ASSERT_TRUE(req.has_value());
+    s_.AcceptClaim(*req, {}, t);
+  }
+  s_.Notice(-1);
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(req->parts.size(), 2u);
+  for (const ClaimPart& p : req->parts) EXPECT_EQ(p.limit, 2) << "part " << p.part;
+}
+
 TEST_F(RateTest, OverTenSecondsOnePartWithItemsClaimsTheSessionsShare) {
   int64_t next_id = 1, claimed = 0;
   StartBudgets(kT0);
