@@ -2,6 +2,7 @@
 // in. Claims are "answered" by hand with the items a store would return.
 #include "consumer/claim_scheduler.h"
 
+#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -742,6 +743,31 @@ class RateTest : public ClaimSchedulerTest {
     s_.AcceptClaim(*req, {}, t);
   }
 
+  // Claims from kT0 on, every 7 ms for 10 s, as fast as it is allowed; the
+  // parts in `full` always have items, the others none. Returns the items
+  // claimed.
+  int64_t ClaimForTenSeconds(const std::set<int>& full) {
+    int64_t next_id = 1, claimed = 0;
+    for (absl::Time t = kT0; t <= kT0 + absl::Seconds(10); t += absl::Milliseconds(7)) {
+      if (!s_.WantClaim(t)) continue;
+      std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t);
+      EXPECT_TRUE(req.has_value());
+      if (!req) return claimed;
+      std::vector<Item> got;
+      for (const ClaimPart& p : req->parts) {
+        if (full.count(p.part) == 0) continue;
+        std::vector<Item> items = Items(p.part, next_id, p.limit);
+        next_id += p.limit;
+        got.insert(got.end(), items.begin(), items.end());
+      }
+      claimed += static_cast<int64_t>(got.size());
+      s_.AcceptClaim(*req, got, t);
+      Batch b;
+      while (s_.TakeQueued(&b)) s_.Release(b.items);
+    }
+    return claimed;
+  }
+
   // Items ids from..from+n-1 of `part` (epoch 1).
   static std::vector<Item> Items(int part, int64_t from, int n) {
     std::vector<Item> out;
@@ -775,23 +801,8 @@ TEST_F(RateTest, APartsBudgetStartsEmptyAndGrowsAtItsShareUpToTheBurst) {
 
 TEST_F(RateTest, OverTenSecondsAPartClaimsItsShareAndNoMore) {
   // Claims as fast as they are allowed, each part always full of items.
-  int64_t next_id = 1, claimed = 0;
   StartBudgets(kT0);
-  for (absl::Time t = kT0; t <= kT0 + absl::Seconds(10); t += absl::Milliseconds(7)) {
-    if (!s_.WantClaim(t)) continue;
-    std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t);
-    ASSERT_TRUE(req.has_value());
-    std::vector<Item> got;
-    for (const ClaimPart& p : req->parts) {
-      std::vector<Item> items = Items(p.part, next_id, p.limit);
-      next_id += p.limit;
-      got.insert(got.end(), items.begin(), items.end());
-    }
-    claimed += static_cast<int64_t>(got.size());
-    s_.AcceptClaim(*req, got, t);
-    Batch b;
-    while (s_.TakeQueued(&b)) s_.Release(b.items);
-  }
+  const int64_t claimed = ClaimForTenSeconds({0, 1});
   // 2 parts at 10/s for 10 s, give or take the last step.
   EXPECT_GE(claimed, 198);
   EXPECT_LE(claimed, 200);
@@ -850,24 +861,8 @@ TEST_F(RateTest, UnusedLoansGoBackAndNoPartKeepsMoreThanItsBurst) {
 }
 
 TEST_F(RateTest, OverTenSecondsOnePartWithItemsClaimsTheSessionsShare) {
-  int64_t next_id = 1, claimed = 0;
   StartBudgets(kT0);
-  for (absl::Time t = kT0; t <= kT0 + absl::Seconds(10); t += absl::Milliseconds(7)) {
-    if (!s_.WantClaim(t)) continue;
-    std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 50, {}, t);
-    ASSERT_TRUE(req.has_value());
-    std::vector<Item> got;
-    for (const ClaimPart& p : req->parts) {
-      if (p.part != 0) continue;  // part 1 never has an item
-      std::vector<Item> items = Items(p.part, next_id, p.limit);
-      next_id += p.limit;
-      got.insert(got.end(), items.begin(), items.end());
-    }
-    claimed += static_cast<int64_t>(got.size());
-    s_.AcceptClaim(*req, got, t);
-    Batch b;
-    while (s_.TakeQueued(&b)) s_.Release(b.items);
-  }
+  const int64_t claimed = ClaimForTenSeconds({0});  // part 1 never has an item
   // Both parts' 10/s for 10 s, less what part 1 saved past its burst at the
   // start, and no more than that with both bursts.
   EXPECT_GE(claimed, 190);
