@@ -3,11 +3,11 @@
 -- part_for_id() spread every keyless item on its own, so an enqueue of 25
 -- items over 16 parts woke every session of a 4-session fleet, each for a
 -- claim of a few items and an ack commit of its own: at a steady 5,000
--- items/s that was p99 3.6-4.6 ms from the enqueue's commit to the ack's,
+-- items/s that was p99 3.0-4.6 ms from the enqueue's commit to the ack's,
 -- against 1.9-2.2 ms for one session. Now ids in one aligned run of 32
 -- (id >> 5) share a part and the runs are spread as the ids were, as
 -- Kafka's sticky partitioner fills one partition a batch: the same
--- enqueue wakes one or two sessions, and p99 fell to 2.0-2.7 ms
+-- enqueue wakes one or two sessions, and p99 fell to 2.0-2.9 ms
 -- (docs/benchmarks-history.md, "Keyless items in runs of 32"). The shift is
 -- a logical one (the mask clears the sign bits an arithmetic shift copies),
 -- as PartForId's on the unsigned bits in C++. Items already enqueued keep
