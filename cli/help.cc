@@ -245,7 +245,8 @@ when --systems names them. So do the other queues (bench/README.md): PgQ
 (Debian's postgresql-15-pgq3 on the server) with one consumer, and Graphile
 Worker and pg-boss at their best settings and their defaults (Node.js; their
 pinned npm packages installed into ~/.cache/partq-tools on first use); with
-steady and pickup, those two are measured at the steady rate and idle too.
+steady and pickup, those two are measured at the steady rate and idle too;
+partq's own steady rounds run unless --systems leaves partq out.
 The soak (issue 27; bench/soak.sh runs and plots
 it) runs only when --only names it: producers at --soak-rate, the record
 handler, a session joining or leaving every --soak-churn seconds, optionally a
