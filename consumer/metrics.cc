@@ -102,6 +102,13 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r, const std::string& que
                           .Help("Indexes of the queue tables this worker rebuilt online as the "
                                 "queue's table keeper, after a vacuum found them many times the "
                                 "size their entries need (consumer/table_keeper.h).")
+                          .Register(r)),
+      bytes_returned_(prometheus::BuildCounter()
+                          .Name("partq_table_bytes_returned_total")
+                          .Help("Bytes of the queue tables' empty last pages this worker handed "
+                                "back to the file system as the queue's table keeper, after a "
+                                "vacuum found a table many times the size its rows need "
+                                "(consumer/table_keeper.h).")
                           .Register(r)) {
   // Every reason from the start, at 0: a rate over them works before the
   // first failure; kept, so a failure costs no label lookup.
@@ -119,6 +126,10 @@ void ConsumerMetrics::Vacuumed(const std::string& table, absl::Duration took) {
 
 void ConsumerMetrics::IndexRebuilt(const std::string& index) {
   index_rebuilds_.Add({{"queue", queue_}, {"index", index}}).Increment();
+}
+
+void ConsumerMetrics::TableShrunk(const std::string& table, int64_t bytes) {
+  bytes_returned_.Add({{"queue", queue_}, {"table", table}}).Increment(static_cast<double>(bytes));
 }
 
 void ConsumerMetrics::ScheduleFired(const std::string& schedule, int64_t missed) {

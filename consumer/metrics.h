@@ -57,6 +57,8 @@ class ConsumerMetrics {
   void VacuumError() { vacuum_errors_.Increment(); }
   // ... and after a vacuum it rebuilt `index`, bloated (TableVacuum::rebuilt).
   void IndexRebuilt(const std::string& index);
+  // ... and it handed `bytes` of `table`'s empty pages back (TableVacuum::shrunk).
+  void TableShrunk(const std::string& table, int64_t bytes);
 
  private:
   prometheus::Registry& registry_;
@@ -83,6 +85,7 @@ class ConsumerMetrics {
   prometheus::Family<prometheus::Counter>& vacuum_seconds_;
   prometheus::Counter& vacuum_errors_;
   prometheus::Family<prometheus::Counter>& index_rebuilds_;
+  prometheus::Family<prometheus::Counter>& bytes_returned_;
 };
 
 }  // namespace partq

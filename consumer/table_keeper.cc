@@ -100,6 +100,7 @@ absl::Time TableKeeper::RunOnce() {
           PARTQ_LOG(Warning) << "rebuilding the bloated indexes of " << v.table << ": "
                              << v.rebuild_error;
         }
+        ReportShrink(v);
         break;
       case TableVacuum::Outcome::kDenied:
         PARTQ_LOG(Warning) << "the table " << v.table << " has " << v.dead_rows
@@ -115,6 +116,19 @@ absl::Time TableKeeper::RunOnce() {
     }
   }
   return clock_->Now() + options_.interval;
+}
+
+void TableKeeper::ReportShrink(const TableVacuum& v) {
+  if (!v.shrink_error.ok()) {
+    PARTQ_LOG(Warning) << "handing back the empty pages of " << v.table << ": " << v.shrink_error;
+  }
+  if (!v.shrunk.has_value()) return;
+  const int64_t returned = v.shrunk->bytes_before - v.shrunk->bytes_after;
+  if (metrics_ != nullptr && returned > 0) metrics_->TableShrunk(v.table, returned);
+  PARTQ_LOG(Info) << "vacuumed " << v.table << " again to hand back its empty last pages, "
+                  << "bloated (by a held snapshot, or a backlog since drained): "
+                  << v.shrunk->bytes_before / 1024 << " KiB -> " << v.shrunk->bytes_after / 1024
+                  << " KiB in " << absl::FormatDuration(v.shrunk->took);
 }
 
 }  // namespace partq

@@ -27,6 +27,17 @@
 // a wait for a lock or an older snapshot, past which it gives up until the
 // next vacuum.
 //
+// And it hands back the empty last pages of a table many times the size
+// its rows need (a vacuum again, with TRUNCATE: migration 23 keeps vacuum
+// from truncating as it goes, since the exclusive lock it takes stops every
+// claim): the heap a held snapshot grew stayed at its peak too
+// (TableVacuum::shrunk). That vacuum tries for the lock without waiting in
+// line, for up to 5 s (PostgreSQL's VACUUM_TRUNCATE_LOCK_TIMEOUT), and once
+// holding it gives it up as soon as a claim or an ack waits, after at most
+// 20 ms (VACUUM_TRUNCATE_LOCK_CHECK_INTERVAL); it frees only pages at the
+// table's end, so a table whose end is still written shrinks at a later
+// round.
+//
 // Cost: one catalog query every `interval` while this worker owns part 0,
 // and the vacuums (a fraction of a second each when they keep pace). It
 // takes turns on one connection with the collector and the firer
@@ -89,6 +100,8 @@ class TableKeeper {
 
  private:
   void Run();
+  // Says what a vacuum's shrink did (TableVacuum::shrunk, shrink_error).
+  void ReportShrink(const TableVacuum& v);
 
   const std::shared_ptr<SharedStore> store_;
   const TableKeeperOptions options_;

@@ -415,6 +415,11 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() override;
   // After a vacuum of `table`: rebuilds its bloated indexes (bloated_indexes.sql).
   absl::StatusOr<std::vector<TableVacuum::Rebuild>> RebuildBloatedIndexes(const std::string& table);
+  // After a vacuum of `table`: vacuums it again with TRUNCATE when it is
+  // many times the size its rows and `churn` need (bloated_table.sql).
+  absl::StatusOr<std::optional<TableVacuum::Shrink>> ShrinkBloatedTable(const std::string& table,
+                                                                        int64_t churn);
+  int64_t Churn(const std::string& table, int64_t dead);
   // Drops what interrupted rebuilds left (leftover_rebuilds.sql); false when a drop gave up.
   bool DropUnfinishedRebuilds(pqxx::transaction_base& tx, const std::string& table);
 
@@ -568,6 +573,8 @@ class PgStore final : public Store, public BridgeStore {
   // xmin, as text; empty when none but ourselves) seen before our last
   // vacuum of it.
   std::map<std::string, std::string, std::less<>> vacuumed_at_horizon_;
+  // ... and the dead rows counted before it (Churn).
+  std::map<std::string, int64_t, std::less<>> vacuumed_dead_;
 };
 
 // Opens a connection with application_name set. Unavailable/InvalidArgument/

@@ -2380,6 +2380,12 @@ absl::StatusOr<std::vector<TableVacuum>> PgStore::VacuumQueueTables() {
         } else {
           v.rebuild_error = rebuilt.status();
         }
+        auto shrunk = ShrinkBloatedTable(d.table, Churn(d.table, d.dead));
+        if (shrunk.ok()) {
+          v.shrunk = *shrunk;
+        } else {
+          v.shrink_error = shrunk.status();
+        }
       } else {
         v.outcome = TableVacuum::Outcome::kBusy;
         v.took = absl::ZeroDuration();
@@ -2396,6 +2402,7 @@ namespace {
 // its entries need (bloated_indexes.sql): room for the half-empty pages a
 // churning btree keeps, far below what a held snapshot leaves (items_ready
 // measured 11 KB an entry after a minute's hold at 20k items/s, issue 47).
+// A table is shrunk by the same measures (bloated_table.sql).
 constexpr int64_t kRebuildMinBytes = 16 << 20;
 constexpr double kRebuildFactor = 4;
 // How long a rebuild waits for a lock, or for a snapshot older than its own
@@ -2414,6 +2421,38 @@ bool GaveUp(const pqxx::sql_error& e) {
 }
 
 }  // namespace
+
+// The rows that die between two vacuums of `table` at the rate the queue
+// runs now, this vacuum's `dead` counted: the fewer of its last two
+// vacuums' (the first vacuum after a held snapshot counts every row that
+// died under it, and one after a backlog's drain the backlog).
+int64_t PgStore::Churn(const std::string& table, int64_t dead) {
+  auto [last, first] = vacuumed_dead_.try_emplace(table, dead);
+  const int64_t churn = first ? dead : std::min(dead, last->second);
+  last->second = dead;
+  return churn;
+}
+
+absl::StatusOr<std::optional<TableVacuum::Shrink>> PgStore::ShrinkBloatedTable(
+    const std::string& table, int64_t churn) {
+  return Run(absl::StrCat("hand back the empty pages of ", table),
+             [&]() -> absl::StatusOr<std::optional<TableVacuum::Shrink>> {
+               pqxx::nontransaction tx(*conn_);
+               const pqxx::result bloated = Exec(tx, "bloated_table", options_.schema, table, churn,
+                                                 kRebuildMinBytes, kRebuildFactor);
+               if (bloated.empty()) return std::nullopt;
+               TableVacuum::Shrink s;
+               s.bytes_before = bloated[0][0].as<int64_t>();
+               // TRUNCATE overrides the table's vacuum_truncate = false.
+               const std::string name = absl::StrCat(qschema_, ".", table);
+               const absl::Time start = absl::Now();
+               tx.exec0(absl::StrCat("VACUUM (SKIP_LOCKED, TRUNCATE) ", name));
+               s.took = absl::Now() - start;
+               s.bytes_after =
+                   tx.exec_params1("SELECT pg_relation_size($1::regclass)", name)[0].as<int64_t>();
+               return s;
+             });
+}
 
 // Drops what rebuilds that gave up or died left of `table`'s indexes
 // (leftover_rebuilds.sql); false when a drop gave up.

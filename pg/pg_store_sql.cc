@@ -522,8 +522,8 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
         // items
         "enqueue", "dedup_lookup", "lock_items_for_enqueue", "reserve_ids", "reserve_id_list",
         "insert_batch", "put_item", "put_items", "lock_items_for_put", "item_state", "cancel_parts",
-        "cancel_items", "vacuum_due", "bloated_indexes", "leftover_rebuilds", "prune",
-        "cancel_by_dedup_key", "item_state_dedup",
+        "cancel_items", "vacuum_due", "bloated_indexes", "bloated_table", "leftover_rebuilds",
+        "prune", "cancel_by_dedup_key", "item_state_dedup",
         // roles per queue (migration 29)
         "grant_queue_right", "revoke_queue_right", "list_grants", "grant_topic", "revoke_topic",
         "forget_earlier_role",

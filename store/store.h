@@ -476,6 +476,18 @@ struct TableVacuum {
   };
   std::vector<Rebuild> rebuilt;
   absl::Status rebuild_error;  // a rebuild that failed (not one that gave up on a timeout)
+  // After a vacuum: the table found many times the size its rows need (a held
+  // snapshot or a drained backlog grew it, and migration 23 keeps vacuum from
+  // truncating as it goes), vacuumed again to hand its empty last pages back,
+  // with its sizes (equal when none at its end were empty, or the lock that
+  // truncating needs was not to be had).
+  struct Shrink {
+    int64_t bytes_before = 0;
+    int64_t bytes_after = 0;
+    absl::Duration took;
+  };
+  std::optional<Shrink> shrunk;
+  absl::Status shrink_error;  // a shrink that failed
 };
 
 // The state of one item, for `partq wait`.
@@ -899,8 +911,11 @@ class Store {
   // tables' settings say. A table whose vacuum horizon has not moved since
   // this store last vacuumed it is skipped (a held snapshot: vacuum could
   // remove nothing more), as is one another vacuum holds, or that this role
-  // may not vacuum. Returns the tables past their threshold, none when
-  // nothing is due. Meant for one worker of a queue (consumer/table_keeper.h).
+  // may not vacuum. After a vacuum it rebuilds the table's bloated indexes
+  // and, when the table is many times the size its rows need, vacuums it
+  // again with TRUNCATE (TableVacuum::rebuilt, shrunk). Returns the tables
+  // past their threshold, none when nothing is due. Meant for one worker of
+  // a queue (consumer/table_keeper.h).
   // Unimplemented in a store without tables.
   virtual absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() {
     return absl::UnimplementedError("this store keeps no tables to vacuum");

@@ -306,6 +306,73 @@ TEST_F(PgStoreTest, VacuumQueueTablesVacuumsItemsPastTheirThresholdAndNotWhileAS
   EXPECT_EQ(vacuums(), vacuums_before);
 }
 
+// Issue 47: vacuum does not truncate a queue's table as it goes (migration
+// 23), so a table that a held snapshot or a backlog grew kept its peak size.
+// After a vacuum, VacuumQueueTables vacuums again with TRUNCATE a table many
+// times the size its live rows and its churn need (the churn: the fewer dead
+// rows of its last two vacuums); a table whose dead rows filled it, as a
+// queue's fill it between vacuums, is left alone.
+TEST_F(PgStoreTest, AVacuumHandsBackTheEmptyPagesOfATableABacklogGrew) {
+  MakeQueue("q", 4);
+  schema_.Q("ALTER TABLE {schema}.items SET (autovacuum_enabled = false)");
+  auto bytes = [&] { return schema_.QInt("SELECT pg_relation_size('{schema}.items')"); };
+  auto dead = [&] {
+    return schema_.QInt(
+        "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{schema}.items'::regclass");
+  };
+  // `n` items of 100 bytes come and go, with statistics taken while they were there.
+  auto come_and_go = [&](int n) {
+    schema_.Q(
+        absl::StrCat("INSERT INTO {schema}.items (id, queue, part, payload) "
+                     "SELECT nextval('{schema}.items_id_seq'), 'q', g % 4, repeat('x', 100)::bytea "
+                     "FROM generate_series(1, ",
+                     n, ") g"));
+    schema_.Q("ANALYZE {schema}.items");
+    schema_.Q("DELETE FROM {schema}.items WHERE length(payload) = 100");
+    ASSERT_TRUE(WaitUntil([&] { return dead() >= n; }));
+  };
+  // Rounds until the dead rows are gone (another test's snapshot on a
+  // shared server may keep them a while); the shrinks of the rounds that
+  // vacuumed items.
+  auto vacuum = [&] {
+    std::vector<std::optional<TableVacuum::Shrink>> shrinks;
+    EXPECT_TRUE(WaitUntil([&] {
+      auto r = store_->VacuumQueueTables();
+      if (!r.ok()) return false;
+      for (const TableVacuum& v : *r) {
+        EXPECT_OK(v.shrink_error);
+        if (v.table == "items" && v.outcome == TableVacuum::Outcome::kVacuumed) {
+          shrinks.push_back(v.shrunk);
+        }
+      }
+      return !shrinks.empty() && dead() < 10000;
+    }));
+    return shrinks;
+  };
+
+  // A backlog of 200,000 drained: its dead rows fill the table, so its size
+  // is what the last vacuum's churn needs. It keeps its pages.
+  come_and_go(200000);
+  const int64_t peak = bytes();
+  ASSERT_GE(peak, 16 << 20);
+  for (const auto& s : vacuum()) EXPECT_FALSE(s.has_value()) << "shrunk to " << s->bytes_after;
+  EXPECT_EQ(bytes(), peak);
+
+  // Then 20,000 come and go: a tenth of the churn before, so the table is
+  // many times what it needs, and the keeper hands its empty pages back.
+  come_and_go(20000);
+  std::optional<TableVacuum::Shrink> shrunk;
+  for (const auto& s : vacuum()) {
+    if (s.has_value()) shrunk = s;
+  }
+  ASSERT_TRUE(shrunk.has_value()) << "items was not shrunk from " << bytes() << " bytes";
+  EXPECT_EQ(shrunk->bytes_before, peak);
+  EXPECT_LT(shrunk->bytes_after, peak / 4);
+  EXPECT_EQ(bytes(), shrunk->bytes_after);
+  ASSERT_OK(store_->Enqueue("q", Payload("after")).status());
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = 'q' AND part >= 0"), 1);
+}
+
 // Issue 47: a btree never gives pages back, so an index that grew to hold
 // a held snapshot's dead entries stayed that size after the vacuum emptied
 // it. After a vacuum, VacuumQueueTables rebuilds (REINDEX CONCURRENTLY) the
