@@ -2,7 +2,8 @@
 # A held snapshot beside a steady load (issues 27 and 47): `partq bench --only steady` against
 # the server at $DSN, a REPEATABLE READ snapshot held by a second session from HOLD_AT for
 # HOLD_FOR seconds, and the queue's backlog and the size of its item storage (tables, their
-# indexes and TOAST) sampled every SAMPLE seconds into $OUT/samples.txt.
+# indexes and TOAST; not the bench's handler tables, bl_* and bench_*) sampled every SAMPLE
+# seconds into $OUT/samples.txt.
 # SYSTEM=pgq runs PgQ instead of partq, as `partq bench --systems pgq` runs it (one consumer, a
 # tick every 10 ms), with the maintenance pgqd would do (`pgq.maint_operations()`: table
 # rotation, vacuum of its own small tables) at every sample and the queue's rotation period
@@ -28,7 +29,8 @@ mkdir -p "$OUT"
 partq_sample="SELECT (SELECT count(*) FROM partq_bench.items),
     (SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c
        JOIN pg_namespace n ON n.oid = c.relnamespace
-      WHERE n.nspname = 'partq_bench' AND c.relkind = 'r' AND c.relname NOT LIKE 'bl\_%'),
+      WHERE n.nspname = 'partq_bench' AND c.relkind = 'r'
+        AND c.relname NOT LIKE 'bl\_%' AND c.relname NOT LIKE 'bench\_%'),
     n_dead_tup, pg_relation_size('partq_bench.items'), pg_indexes_size('partq_bench.items'),
     vacuum_count + autovacuum_count
   FROM pg_stat_user_tables WHERE schemaname = 'partq_bench' AND relname = 'items'"

@@ -309,9 +309,9 @@ TEST_F(PgStoreTest, VacuumQueueTablesVacuumsItemsPastTheirThresholdAndNotWhileAS
 // Issue 47: vacuum does not truncate a queue's table as it goes (migration
 // 23), so a table that a held snapshot or a backlog grew kept its peak size.
 // After a vacuum, VacuumQueueTables vacuums again with TRUNCATE a table many
-// times the size its live rows and its churn need (the churn: the fewer dead
-// rows of its last two vacuums); a table whose dead rows filled it, as a
-// queue's fill it between vacuums, is left alone.
+// times the size its live rows and its churn need (the churn: the more dead
+// rows of its last two vacuums; a row's size: its live rows'); a table whose
+// dead rows filled it, as a queue's fill it between vacuums, is left alone.
 TEST_F(PgStoreTest, AVacuumHandsBackTheEmptyPagesOfATableABacklogGrew) {
   MakeQueue("q", 4);
   schema_.Q("ALTER TABLE {schema}.items SET (autovacuum_enabled = false)");
@@ -320,16 +320,15 @@ TEST_F(PgStoreTest, AVacuumHandsBackTheEmptyPagesOfATableABacklogGrew) {
     return schema_.QInt(
         "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = '{schema}.items'::regclass");
   };
-  // `n` items of 100 bytes come and go, with statistics taken while they were there.
-  auto come_and_go = [&](int n) {
-    schema_.Q(
-        absl::StrCat("INSERT INTO {schema}.items (id, queue, part, payload) "
-                     "SELECT nextval('{schema}.items_id_seq'), 'q', g % 4, repeat('x', 100)::bytea "
-                     "FROM generate_series(1, ",
-                     n, ") g"));
-    schema_.Q("ANALYZE {schema}.items");
-    schema_.Q("DELETE FROM {schema}.items WHERE length(payload) = 100");
-    ASSERT_TRUE(WaitUntil([&] { return dead() >= n; }));
+  // `n` items of 100 bytes come and go; `live` of them stay.
+  auto come_and_go = [&](int n, int live = 0) {
+    schema_.Q(absl::StrCat(
+        "INSERT INTO {schema}.items (id, queue, part, payload) "
+        "SELECT nextval('{schema}.items_id_seq'), 'q', g % 4, "
+        "repeat(CASE WHEN g <= ",
+        live, " THEN 'y' ELSE 'x' END, 100)::bytea FROM generate_series(1, ", n, ") g"));
+    schema_.Q("DELETE FROM {schema}.items WHERE payload = repeat('x', 100)::bytea");
+    ASSERT_TRUE(WaitUntil([&] { return dead() >= n - live; }));
   };
   // Rounds until the dead rows are gone (another test's snapshot on a
   // shared server may keep them a while); the shrinks of the rounds that
@@ -350,27 +349,35 @@ TEST_F(PgStoreTest, AVacuumHandsBackTheEmptyPagesOfATableABacklogGrew) {
     return shrinks;
   };
 
-  // A backlog of 200,000 drained: its dead rows fill the table, so its size
-  // is what the last vacuum's churn needs. It keeps its pages.
-  come_and_go(200000);
+  // A backlog of 200,000 drained, 100 items left at the table's start: the
+  // dead rows fill the table, so its size is what that churn needs. It
+  // keeps its pages.
+  come_and_go(200000, 100);
   const int64_t peak = bytes();
   ASSERT_GE(peak, 16 << 20);
   for (const auto& s : vacuum()) EXPECT_FALSE(s.has_value()) << "shrunk to " << s->bytes_after;
   EXPECT_EQ(bytes(), peak);
 
-  // Then 20,000 come and go: a tenth of the churn before, so the table is
-  // many times what it needs, and the keeper hands its empty pages back.
-  come_and_go(20000);
+  // Then 20,000 come and go, twice: a tenth of the churn before, so the
+  // table is many times what it needs, and once the backlog's vacuum is the
+  // older of the last two, the keeper hands its empty pages back.
   std::optional<TableVacuum::Shrink> shrunk;
-  for (const auto& s : vacuum()) {
-    if (s.has_value()) shrunk = s;
+  for (int round = 0; round < 2 && !shrunk.has_value(); ++round) {
+    come_and_go(20000);
+    for (const auto& s : vacuum()) {
+      if (s.has_value()) shrunk = s;
+    }
+    if (round == 0) EXPECT_FALSE(shrunk.has_value()) << "shrunk with the backlog's churn";
   }
   ASSERT_TRUE(shrunk.has_value()) << "items was not shrunk from " << bytes() << " bytes";
   EXPECT_EQ(shrunk->bytes_before, peak);
   EXPECT_LT(shrunk->bytes_after, peak / 4);
   EXPECT_EQ(bytes(), shrunk->bytes_after);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = 'q' AND part >= 0"),
+            100);
   ASSERT_OK(store_->Enqueue("q", Payload("after")).status());
-  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = 'q' AND part >= 0"), 1);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = 'q' AND part >= 0"),
+            101);
 }
 
 // Issue 47: a btree never gives pages back, so an index that grew to hold
