@@ -2444,8 +2444,8 @@ absl::StatusOr<std::optional<TableVacuum::Shrink>> PgStore::ShrinkBloatedTable(
   return Run(absl::StrCat("hand back the empty pages of ", table),
              [&]() -> absl::StatusOr<std::optional<TableVacuum::Shrink>> {
                pqxx::nontransaction tx(*conn_);
-               const pqxx::result bloated = Exec(tx, "bloated_table", table, churn, kRebuildMinBytes,
-                                                 kShrinkFactor, options_.schema);
+               const pqxx::result bloated = Exec(tx, "bloated_table", table, churn,
+                                                 kRebuildMinBytes, kShrinkFactor, options_.schema);
                if (bloated.empty()) return std::nullopt;
                TableVacuum::Shrink s;
                s.bytes_before = bloated[0][0].as<int64_t>();
