@@ -18,7 +18,8 @@
 // without it (BENCHMARKS.md, "The table keeper").
 //
 // After a vacuum it also rebuilds, online (REINDEX CONCURRENTLY), the
-// table's indexes that are many times the size their entries need: a btree
+// table's indexes that are many times the size their entries need (those
+// of its live rows and of the rows that die between two vacuums): a btree
 // never gives pages back, so an index that grew to hold a held snapshot's
 // dead entries (157 MB after a minute at 20k items/s, against 17 MB before)
 // stayed that size (Store::VacuumQueueTables, TableVacuum::rebuilt; issue 47).

@@ -413,8 +413,10 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,
                                bool dead) override;
   absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() override;
-  // After a vacuum of `table`: rebuilds its bloated indexes (bloated_indexes.sql).
-  absl::StatusOr<std::vector<TableVacuum::Rebuild>> RebuildBloatedIndexes(const std::string& table);
+  // After a vacuum of `table`: rebuilds its indexes many times the size
+  // their entries and `churn` need (bloated_indexes.sql).
+  absl::StatusOr<std::vector<TableVacuum::Rebuild>> RebuildBloatedIndexes(const std::string& table,
+                                                                          int64_t churn);
   // After a vacuum of `table`: vacuums it again with TRUNCATE when it is
   // many times the size its rows and `churn` need (bloated_table.sql).
   absl::StatusOr<std::optional<TableVacuum::Shrink>> ShrinkBloatedTable(const std::string& table,

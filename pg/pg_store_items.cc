@@ -2374,13 +2374,14 @@ absl::StatusOr<std::vector<TableVacuum>> PgStore::VacuumQueueTables() {
         v.outcome = TableVacuum::Outcome::kVacuumed;
         vacuumed_at_horizon_[d.table] = d.horizon;
         // A rebuild that failed fails no vacuum: the keeper says why.
-        auto rebuilt = RebuildBloatedIndexes(d.table);
+        const int64_t churn = Churn(d.table, d.dead);
+        auto rebuilt = RebuildBloatedIndexes(d.table, churn);
         if (rebuilt.ok()) {
           v.rebuilt = *std::move(rebuilt);
         } else {
           v.rebuild_error = rebuilt.status();
         }
-        auto shrunk = ShrinkBloatedTable(d.table, Churn(d.table, d.dead));
+        auto shrunk = ShrinkBloatedTable(d.table, churn);
         if (shrunk.ok()) {
           v.shrunk = *shrunk;
         } else {
@@ -2476,7 +2477,7 @@ bool PgStore::DropUnfinishedRebuilds(pqxx::transaction_base& tx, const std::stri
 }
 
 absl::StatusOr<std::vector<TableVacuum::Rebuild>> PgStore::RebuildBloatedIndexes(
-    const std::string& table) {
+    const std::string& table, int64_t churn) {
   // Through a transaction pooler the SETs of the timeouts could reach
   // another client's server connection: no rebuild there.
   if (options_.transaction_pooler) return std::vector<TableVacuum::Rebuild>{};
@@ -2486,7 +2487,8 @@ absl::StatusOr<std::vector<TableVacuum::Rebuild>> PgStore::RebuildBloatedIndexes
         std::vector<TableVacuum::Rebuild> out;
         pqxx::nontransaction tx(*conn_);
         const pqxx::result bloated =
-            Exec(tx, "bloated_indexes", options_.schema, table, kRebuildMinBytes, kRebuildFactor);
+            Exec(tx, "bloated_indexes", options_.schema, table, kRebuildMinBytes, kRebuildFactor,
+                 churn);
         if (bloated.empty() && Exec(tx, "leftover_rebuilds", options_.schema, table).empty()) {
           return out;
         }

@@ -7,7 +7,8 @@
 -- tuple header included) plus a line pointer, on pages 90% full, plus 8
 -- pages. Statistics (pg_stats) cannot say: a queue's table is nearly empty
 -- whenever ANALYZE samples it. A table with no live row is left alone (its
--- rows' size is unknown; nor does a vacuum come due while it stays empty).
+-- rows' size is unknown; nor does a vacuum come due while it stays empty),
+-- as is one this role may not read.
 -- The sample is read only for a table past the size that rows of 32 bytes
 -- would need. A queue's table keeps the size of its peak (migration 23:
 -- vacuum does not truncate it as it goes); after a held snapshot let it grow
@@ -18,9 +19,11 @@ FROM (
   SELECT pg_relation_size(t.oid) AS bytes, t.reltuples + $2::float8 AS rows,
          CASE t.relname
            WHEN 'items' THEN (SELECT avg(pg_column_size(r.*)) FROM (
-                                SELECT * FROM {schema}.items LIMIT 100) r)
+                                SELECT * FROM {schema}.items LIMIT 100) r
+                              WHERE has_table_privilege('{schema}.items', 'SELECT'))
            WHEN 'part_claims' THEN (SELECT avg(pg_column_size(r.*)) FROM (
-                                      SELECT * FROM {schema}.part_claims LIMIT 100) r)
+                                      SELECT * FROM {schema}.part_claims LIMIT 100) r
+                                    WHERE has_table_privilege('{schema}.part_claims', 'SELECT'))
          END AS row_bytes
   FROM pg_class t
   WHERE t.relnamespace = (SELECT n.oid FROM pg_namespace n WHERE n.nspname = $5)
