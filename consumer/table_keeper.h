@@ -33,11 +33,17 @@
 // from truncating as it goes, since the exclusive lock it takes stops every
 // claim): the heap a held snapshot grew stayed at its peak too
 // (TableVacuum::shrunk). That vacuum tries for the lock without waiting in
-// line, for up to 5 s (PostgreSQL's VACUUM_TRUNCATE_LOCK_TIMEOUT), and once
-// holding it gives it up as soon as a claim or an ack waits, after at most
-// 20 ms (VACUUM_TRUNCATE_LOCK_CHECK_INTERVAL); it frees only pages at the
-// table's end, so a table whose end is still written shrinks at a later
-// round.
+// line, for up to 5 s (PostgreSQL's VACUUM_TRUNCATE_LOCK_TIMEOUT), holding
+// the keeper's connection meanwhile; holding the lock, it gives it up within
+// 20 ms of a claim or an ack waiting while it checks which pages at the end
+// are empty (VACUUM_TRUNCATE_LOCK_CHECK_INTERVAL), and cutting the file
+// holds it a moment more. It frees only pages at the table's end, so a table
+// whose end is still written shrinks at a later round; one that gave back
+// little is tried again after a minute. A hot standby replays that lock and
+// cancels its own queries of the table that wait on it past
+// max_standby_streaming_delay. Neither this nor a rebuild is judged at the
+// keeper's first vacuum of a table (one count of dead rows alone can be far
+// below what a busy queue kills between two vacuums).
 //
 // Cost: one catalog query every `interval` while this worker owns part 0,
 // and the vacuums (a fraction of a second each when they keep pace). It

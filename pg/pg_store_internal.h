@@ -421,7 +421,7 @@ class PgStore final : public Store, public BridgeStore {
   // many times the size its rows and `churn` need (bloated_table.sql).
   absl::StatusOr<std::optional<TableVacuum::Shrink>> ShrinkBloatedTable(const std::string& table,
                                                                         int64_t churn);
-  int64_t Churn(const std::string& table, int64_t dead);
+  std::optional<int64_t> Churn(const std::string& table, int64_t dead);
   // Drops what interrupted rebuilds left (leftover_rebuilds.sql); false when a drop gave up.
   bool DropUnfinishedRebuilds(pqxx::transaction_base& tx, const std::string& table);
 
@@ -577,6 +577,8 @@ class PgStore final : public Store, public BridgeStore {
   std::map<std::string, std::string, std::less<>> vacuumed_at_horizon_;
   // ... and the dead rows counted before it (Churn).
   std::map<std::string, int64_t, std::less<>> vacuumed_dead_;
+  // ShrinkBloatedTable: per table, when a shrink last gave back little.
+  std::map<std::string, absl::Time, std::less<>> shrink_tried_;
 };
 
 // Opens a connection with application_name set. Unavailable/InvalidArgument/

@@ -2331,12 +2331,13 @@ absl::StatusOr<std::vector<TableVacuum>> PgStore::VacuumQueueTables() {
     int64_t dead;
     bool may;
     std::string horizon;
+    bool readable;  // both tables, by this role
   };
   auto due = Run("look for queue tables to vacuum", [&]() -> absl::StatusOr<std::vector<Due>> {
     std::vector<Due> out;
     for (const pqxx::row& row : Exec(Autocommit(), "vacuum_due", options_.schema)) {
       out.push_back(Due{row[0].as<std::string>(), row[1].as<int64_t>(), row[2].as<bool>(),
-                        Text(row[3]).value_or("")});
+                        Text(row[3]).value_or(""), row[4].as<bool>()});
     }
     return out;
   });
@@ -2373,19 +2374,23 @@ absl::StatusOr<std::vector<TableVacuum>> PgStore::VacuumQueueTables() {
       if (*ran) {
         v.outcome = TableVacuum::Outcome::kVacuumed;
         vacuumed_at_horizon_[d.table] = d.horizon;
-        // A rebuild that failed fails no vacuum: the keeper says why.
-        const int64_t churn = Churn(d.table, d.dead);
-        auto rebuilt = RebuildBloatedIndexes(d.table, churn);
-        if (rebuilt.ok()) {
-          v.rebuilt = *std::move(rebuilt);
-        } else {
-          v.rebuild_error = rebuilt.status();
-        }
-        auto shrunk = ShrinkBloatedTable(d.table, churn);
-        if (shrunk.ok()) {
-          v.shrunk = *shrunk;
-        } else {
-          v.shrink_error = shrunk.status();
+        // Neither is judged on one vacuum's count of dead rows, nor by a
+        // role that may not read the tables' rows; a rebuild or a shrink
+        // that failed fails no vacuum: the keeper says why.
+        const std::optional<int64_t> churn = Churn(d.table, d.dead);
+        if (churn.has_value() && d.readable) {
+          auto rebuilt = RebuildBloatedIndexes(d.table, *churn);
+          if (rebuilt.ok()) {
+            v.rebuilt = *std::move(rebuilt);
+          } else {
+            v.rebuild_error = rebuilt.status();
+          }
+          auto shrunk = ShrinkBloatedTable(d.table, *churn);
+          if (shrunk.ok()) {
+            v.shrunk = *shrunk;
+          } else {
+            v.shrink_error = shrunk.status();
+          }
         }
       } else {
         v.outcome = TableVacuum::Outcome::kBusy;
@@ -2410,6 +2415,9 @@ constexpr double kRebuildFactor = 4;
 // that (at 5,000 and 20,000 items/s), and one after a minute's hold beside
 // 20,000 items/s 3 times its size before.
 constexpr double kShrinkFactor = 3;
+// How long after a shrink that gave back under a sixteenth of the table the
+// next is tried.
+constexpr absl::Duration kShrinkRetry = absl::Minutes(1);
 // How long a rebuild waits for a lock, or for a snapshot older than its own
 // to go, and how long one statement of it may take: past either it gives
 // up until the next vacuum (the keeper's connection, which the collector
@@ -2432,10 +2440,12 @@ bool GaveUp(const pqxx::sql_error& e) {
 // vacuums' (which rows a vacuum finds dead varies with when it comes: the
 // keeper's rounds and autovacuum's interleave). The first vacuum after a
 // held snapshot counts every row that died under it, and so the table is
-// measured two vacuums later.
-int64_t PgStore::Churn(const std::string& table, int64_t dead) {
+// measured two vacuums later. Nullopt at this store's first vacuum of it
+// (one count alone may be far under the churn).
+std::optional<int64_t> PgStore::Churn(const std::string& table, int64_t dead) {
   auto [last, first] = vacuumed_dead_.try_emplace(table, dead);
-  const int64_t churn = first ? dead : std::max(dead, last->second);
+  if (first) return std::nullopt;
+  const int64_t churn = std::max(dead, last->second);
   last->second = dead;
   return churn;
 }
@@ -2450,13 +2460,28 @@ absl::StatusOr<std::optional<TableVacuum::Shrink>> PgStore::ShrinkBloatedTable(
                if (bloated.empty()) return std::nullopt;
                TableVacuum::Shrink s;
                s.bytes_before = bloated[0][0].as<int64_t>();
+               // A shrink that gave little back (the table's end in use, or
+               // its lock not to be had) is not tried again for a while:
+               // each try may spend 5 s asking for the lock.
+               auto last = shrink_tried_.find(table);
+               const absl::Time now = absl::Now();
+               if (last != shrink_tried_.end() && now - last->second < kShrinkRetry) {
+                 return std::nullopt;
+               }
                // TRUNCATE overrides the table's vacuum_truncate = false.
                const std::string name = absl::StrCat(qschema_, ".", table);
-               const absl::Time start = absl::Now();
+               NoticeKeeper notices(*conn_);
                tx.exec0(absl::StrCat("VACUUM (SKIP_LOCKED, TRUNCATE) ", name));
-               s.took = absl::Now() - start;
+               s.took = absl::Now() - now;
+               // SKIP_LOCKED: another vacuum had the table; the next round asks again.
+               if (absl::StrContains(notices.text(), "skipping")) return std::nullopt;
                s.bytes_after =
                    tx.exec_params1("SELECT pg_relation_size($1::regclass)", name)[0].as<int64_t>();
+               if (s.bytes_before - s.bytes_after < s.bytes_before / 16) {
+                 shrink_tried_[table] = now;
+               } else {
+                 shrink_tried_.erase(table);
+               }
                return s;
              });
 }

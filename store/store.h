@@ -480,7 +480,8 @@ struct TableVacuum {
   // snapshot or a drained backlog grew it, and migration 23 keeps vacuum from
   // truncating as it goes), vacuumed again to hand its empty last pages back,
   // with its sizes (equal when none at its end were empty, or the lock that
-  // truncating needs was not to be had).
+  // truncating needs was not to be had; none when another vacuum had the
+  // table, or a shrink that gave little back was tried within a minute).
   struct Shrink {
     int64_t bytes_before = 0;
     int64_t bytes_after = 0;

@@ -6,24 +6,29 @@
 -- more dead rows of the table's last two vacuums; a busy queue's index
 -- holds them all between two vacuums), at 16 bytes of overhead plus the
 -- average width of the index's columns, on pages 70% full, plus 8 pages. A
--- column's width is its statistics' (pg_stats) or, without them, its
--- average over up to 100 live rows (as text: a queue's table is nearly
--- empty whenever ANALYZE samples it, and then it keeps no statistics). An
--- index one of whose columns has neither (a table with no live row and no
--- statistics, or a role that may not read it), or whose entries were never
--- counted (reltuples -1), is left
--- alone: its need is unknown. A btree never gives pages back: after a held
+-- column's width is its statistics' (pg_stats) or, for a table without
+-- any, its average over up to 100 live rows (the newest, as text: a queue's
+-- table is nearly empty whenever ANALYZE samples it, and then it keeps no
+-- statistics; items whose payload is kept out of line are left out, as a
+-- row read whole would fetch it). An index one of whose columns has
+-- neither (a table with no live row and no statistics), or whose entries
+-- were never counted (reltuples -1), is left alone: its need is unknown.
+-- Read only by a role that may read both tables (vacuum_due.sql says). A btree never gives pages back: after a held
 -- snapshot let an index grow to hold every dead entry, only a rebuild
 -- returns its space (issue 47). Only a role with its table's owner's
 -- privileges may rebuild (REINDEX asks that; the database's owner, which
 -- may vacuum, may not), and never while an index of the table is being
 -- built (an operator's REINDEX, as far as this role may see it).
 WITH sample AS MATERIALIZED (
-  SELECT to_jsonb(r) AS j FROM (SELECT * FROM {schema}.items LIMIT 100) r
-  WHERE $2 = 'items' AND has_table_privilege('{schema}.items', 'SELECT')
+  SELECT to_jsonb(r) AS j FROM (
+    SELECT * FROM {schema}.items WHERE pg_column_size(payload) <= 2000
+    ORDER BY id DESC LIMIT 100) r
+  WHERE $2 = 'items'
+    AND NOT EXISTS (SELECT 1 FROM pg_stats WHERE schemaname = $1 AND tablename = $2)
   UNION ALL
   SELECT to_jsonb(r) FROM (SELECT * FROM {schema}.part_claims LIMIT 100) r
-  WHERE $2 = 'part_claims' AND has_table_privilege('{schema}.part_claims', 'SELECT')
+  WHERE $2 = 'part_claims'
+    AND NOT EXISTS (SELECT 1 FROM pg_stats WHERE schemaname = $1 AND tablename = $2)
 )
 SELECT i.relname::text, pg_relation_size(i.oid)
 FROM pg_index x

@@ -4,7 +4,9 @@
 -- owner's or the database owner's privileges, as VACUUM asks), and
 -- the vacuum horizon: the xmin of its oldest holder other than this
 -- backend and running vacuums (as in status_horizon), NULL when there
--- is none.
+-- is none; and whether this role may read both tables (what
+-- bloated_indexes.sql and bloated_table.sql sample of their rows: a role
+-- that owns only the database may vacuum them, but not read them).
 WITH t AS (
   SELECT c.relname::text AS name, s.n_dead_tup AS dead, c.reltuples, c.relowner,
          (SELECT option_value::float8 FROM pg_options_to_table(c.reloptions)
@@ -28,7 +30,9 @@ SELECT name, dead,
        pg_has_role(relowner, 'USAGE')
          OR pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()),
                         'USAGE'),
-       (SELECT x::text FROM h ORDER BY age(x) DESC LIMIT 1)
+       (SELECT x::text FROM h ORDER BY age(x) DESC LIMIT 1),
+       has_table_privilege(format('%I.items', $1), 'SELECT')
+         AND has_table_privilege(format('%I.part_claims', $1), 'SELECT')
 FROM t
 WHERE dead >= coalesce(threshold, current_setting('autovacuum_vacuum_threshold')::float8)
               + coalesce(scale, current_setting('autovacuum_vacuum_scale_factor')::float8)

@@ -311,7 +311,8 @@ TEST_F(PgStoreTest, VacuumQueueTablesVacuumsItemsPastTheirThresholdAndNotWhileAS
 // After a vacuum, VacuumQueueTables vacuums again with TRUNCATE a table many
 // times the size its live rows and its churn need (the churn: the more dead
 // rows of its last two vacuums; a row's size: its live rows'); a table whose
-// dead rows filled it, as a queue's fill it between vacuums, is left alone.
+// dead rows filled it, as a queue's fill it between vacuums, is left alone,
+// and so is every table at a store's first vacuum of it.
 TEST_F(PgStoreTest, AVacuumHandsBackTheEmptyPagesOfATableABacklogGrew) {
   MakeQueue("q", 4);
   schema_.Q("ALTER TABLE {schema}.items SET (autovacuum_enabled = false)");
@@ -368,13 +369,15 @@ TEST_F(PgStoreTest, AVacuumHandsBackTheEmptyPagesOfATableABacklogGrew) {
   // the grown indexes too, though the table has no statistics (never
   // analyzed, as a queue's table so often has none): their entries' widths
   // come from its live rows.
+  // (Another test's snapshot on a shared server can hold a vacuum back,
+  // and each vacuum counts; a rebuild can give up on one: a few rounds.)
   std::optional<TableVacuum::Shrink> shrunk;
-  for (int round = 0; round < 2 && !shrunk.has_value(); ++round) {
+  for (int round = 0; round < 5 && !(shrunk.has_value() && rebuilt.count("items_ready"));
+       ++round) {
     come_and_go(20000);
     for (const auto& s : vacuum()) {
-      if (s.has_value()) shrunk = s;
+      if (s.has_value() && !shrunk.has_value()) shrunk = s;
     }
-    if (round == 0) EXPECT_FALSE(shrunk.has_value()) << "shrunk with the backlog's churn";
   }
   ASSERT_TRUE(shrunk.has_value()) << "items was not shrunk from " << bytes() << " bytes";
   EXPECT_EQ(shrunk->bytes_before, peak);
