@@ -42,8 +42,10 @@
 // little is tried again after a minute. A hot standby replays that lock and
 // cancels its own queries of the table that wait on it past
 // max_standby_streaming_delay. Neither this nor a rebuild is judged at the
-// keeper's first vacuum of a table (one count of dead rows alone can be far
-// below what a busy queue kills between two vacuums).
+// keeper's first vacuum of a table after it connects (one count of dead rows
+// alone can be far below what a busy queue kills between two vacuums), nor
+// by a role that may vacuum the tables but not read them (one that owns
+// only the database): both sample the tables' rows.
 //
 // Cost: one catalog query every `interval` while this worker owns part 0,
 // and the vacuums (a fraction of a second each when they keep pace). It

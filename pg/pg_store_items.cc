@@ -2454,20 +2454,21 @@ absl::StatusOr<std::optional<TableVacuum::Shrink>> PgStore::ShrinkBloatedTable(
     const std::string& table, int64_t churn) {
   return Run(absl::StrCat("hand back the empty pages of ", table),
              [&]() -> absl::StatusOr<std::optional<TableVacuum::Shrink>> {
+               // A shrink that gave little back (the table's end in use, or
+               // its lock not to be had) is not tried again for a while:
+               // each try may spend 5 s asking for the lock.
+               auto last = shrink_tried_.find(table);
+               const absl::Time now = absl::Now();
+               if (last != shrink_tried_.end() && now >= last->second &&
+                   now - last->second < kShrinkRetry) {
+                 return std::nullopt;
+               }
                pqxx::nontransaction tx(*conn_);
                const pqxx::result bloated = Exec(tx, "bloated_table", table, churn,
                                                  kRebuildMinBytes, kShrinkFactor, options_.schema);
                if (bloated.empty()) return std::nullopt;
                TableVacuum::Shrink s;
                s.bytes_before = bloated[0][0].as<int64_t>();
-               // A shrink that gave little back (the table's end in use, or
-               // its lock not to be had) is not tried again for a while:
-               // each try may spend 5 s asking for the lock.
-               auto last = shrink_tried_.find(table);
-               const absl::Time now = absl::Now();
-               if (last != shrink_tried_.end() && now - last->second < kShrinkRetry) {
-                 return std::nullopt;
-               }
                // TRUNCATE overrides the table's vacuum_truncate = false.
                const std::string name = absl::StrCat(qschema_, ".", table);
                NoticeKeeper notices(*conn_);

@@ -481,7 +481,9 @@ struct TableVacuum {
   // truncating as it goes), vacuumed again to hand its empty last pages back,
   // with its sizes (equal when none at its end were empty, or the lock that
   // truncating needs was not to be had; none when another vacuum had the
-  // table, or a shrink that gave little back was tried within a minute).
+  // table, or a shrink that gave little back was tried within a minute; and
+  // none judged at the store's first vacuum of the table, or by a role that
+  // may not read the queue tables).
   struct Shrink {
     int64_t bytes_before = 0;
     int64_t bytes_after = 0;

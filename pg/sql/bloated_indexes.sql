@@ -10,7 +10,7 @@
 -- any, its average over up to 100 live rows (the newest, as text: a queue's
 -- table is nearly empty whenever ANALYZE samples it, and then it keeps no
 -- statistics; items whose payload is kept out of line are left out, as a
--- row read whole would fetch it). An index one of whose columns has
+-- row read whole would fetch it: among the newest 1,000). An index one of whose columns has
 -- neither (a table with no live row and no statistics), or whose entries
 -- were never counted (reltuples -1), is left alone: its need is unknown.
 -- Read only by a role that may read both tables (vacuum_due.sql says). A btree never gives pages back: after a held
@@ -21,8 +21,8 @@
 -- built (an operator's REINDEX, as far as this role may see it).
 WITH sample AS MATERIALIZED (
   SELECT to_jsonb(r) AS j FROM (
-    SELECT * FROM {schema}.items WHERE pg_column_size(payload) <= 2000
-    ORDER BY id DESC LIMIT 100) r
+    SELECT * FROM (SELECT * FROM {schema}.items ORDER BY id DESC LIMIT 1000) n
+    WHERE pg_column_size(payload) <= 2000 LIMIT 100) r
   WHERE $2 = 'items'
     AND NOT EXISTS (SELECT 1 FROM pg_stats WHERE schemaname = $1 AND tablename = $2)
   UNION ALL

@@ -6,7 +6,8 @@
 -- at the average size of up to 100 of its live rows (the newest items by
 -- their ids, not a walk of the empty pages a bloated table starts with;
 -- pg_column_size, the tuple header included; items whose payload is kept
--- out of line are left out, as a row read whole would fetch it) plus a
+-- out of line are left out, as a row read whole would fetch it: among the
+-- newest 1,000, so a queue of large payloads only is left alone) plus a
 -- line pointer, on pages 90% full, plus 8
 -- pages. Statistics (pg_stats) cannot say: a queue's table is nearly empty
 -- whenever ANALYZE samples it. A table with no live row is left alone (its
@@ -22,9 +23,9 @@ FROM (
   SELECT pg_relation_size(t.oid) AS bytes, t.reltuples + $2::float8 AS rows,
          CASE t.relname
            WHEN 'items' THEN (SELECT avg(pg_column_size(r.*)) FROM (
-                                SELECT * FROM {schema}.items
-                                WHERE pg_column_size(payload) <= 2000
-                                ORDER BY id DESC LIMIT 100) r)
+                                SELECT * FROM (SELECT * FROM {schema}.items
+                                               ORDER BY id DESC LIMIT 1000) n
+                                WHERE pg_column_size(payload) <= 2000 LIMIT 100) r)
            WHEN 'part_claims' THEN (SELECT avg(pg_column_size(r.*)) FROM (
                                       SELECT * FROM {schema}.part_claims LIMIT 100) r)
          END AS row_bytes
