@@ -10,10 +10,11 @@
 -- any, its average over up to 100 live rows (the newest, as text: a queue's
 -- table is nearly empty whenever ANALYZE samples it, and then it keeps no
 -- statistics; items whose payload is kept out of line are left out, as a
--- row read whole would fetch it: among the newest 1,000). An index one of whose columns has
--- neither (a table with no live row and no statistics), or whose entries
--- were never counted (reltuples -1), is left alone: its need is unknown.
--- Read only by a role that may read both tables (vacuum_due.sql says). A btree never gives pages back: after a held
+-- row read whole would fetch it: among the newest 1,000). An index one of
+-- whose columns has neither (a table with no live row and no statistics),
+-- or whose entries were never counted (reltuples -1), is left alone: its
+-- need is unknown. Read only by a role that may read both tables
+-- (vacuum_due.sql says). A btree never gives pages back: after a held
 -- snapshot let an index grow to hold every dead entry, only a rebuild
 -- returns its space (issue 47). Only a role with its table's owner's
 -- privileges may rebuild (REINDEX asks that; the database's owner, which

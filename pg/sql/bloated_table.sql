@@ -8,9 +8,9 @@
 -- pg_column_size, the tuple header included; items whose payload is kept
 -- out of line are left out, as a row read whole would fetch it: among the
 -- newest 1,000, so a queue of large payloads only is left alone) plus a
--- line pointer, on pages 90% full, plus 8
--- pages. Statistics (pg_stats) cannot say: a queue's table is nearly empty
--- whenever ANALYZE samples it. A table with no live row is left alone (its
+-- line pointer, on pages 90% full, plus 8 pages. Statistics (pg_stats)
+-- cannot say: a queue's table is nearly empty whenever ANALYZE samples it.
+-- A table with no live row is left alone (its
 -- rows' size is unknown; nor does a vacuum come due while it stays empty).
 -- Read only by a role that may read both tables (vacuum_due.sql says).
 -- The sample is read only for a table past the size that rows of 32 bytes
