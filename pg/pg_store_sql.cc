@@ -93,14 +93,18 @@ std::string EarlierParts(absl::string_view queue, absl::string_view limit) {
   return Fragment("earlier_parts", {{"{queue}", queue}, {"{limit}", limit}});
 }
 
-// fragments/ready_condition.sql for a read of `queue`'s `part`.
-std::string ReadyCondition(absl::string_view queue, absl::string_view part,
-                           absl::string_view bound) {
+// fragments/ready_condition.sql for a read of `queue`'s `part`; an
+// ordered probe only down to `probe_from` (an id expression; empty: all
+// the way).
+std::string ReadyCondition(absl::string_view queue, absl::string_view part, absl::string_view bound,
+                           absl::string_view probe_from = "") {
   auto earlier = [&](absl::string_view limit) { return EarlierParts(queue, limit); };
   const std::string limit_bound = absl::StrCat(bound, "::int");
+  const std::string from = probe_from.empty() ? "" : absl::StrCat(" AND j.id >= ", probe_from);
   return Fragment("ready_condition", {{"{queue}", queue},
                                       {"{part}", part},
                                       {"{bound}", bound},
+                                      {"{probe_from}", from},
                                       {"{earlier_bound}", earlier(limit_bound)},
                                       {"{earlier_one}", earlier("1")}});
 }
@@ -177,16 +181,17 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
   if (!released.empty()) {
     const std::string not_behind =
         behind.empty() ? "" : absl::StrCat(" AND NOT (", behind, " AND i.run_at > i.enqueued_at)");
-    reads.push_back(Fragment("ready_released", {{"{columns_of_rows}", ReadColumnsOf("i")},
-                                                {"{released}", released},
-                                                {"{queue}", queue},
-                                                {"{part}", part},
-                                                {"{ready}", ready},
-                                                {"{after_prio}", after_prio},
-                                                {"{after_id}", after_id},
-                                                {"{skip}", skip},
-                                                {"{not_behind}", not_behind},
-                                                {"{limit}", limit}}));
+    reads.push_back(
+        Fragment("ready_released", {{"{columns_of_rows}", ReadColumnsOf("i")},
+                                    {"{released}", released},
+                                    {"{queue}", queue},
+                                    {"{part}", part},
+                                    {"{ready}", ReadyCondition(queue, part, bound, "rel.id")},
+                                    {"{after_prio}", after_prio},
+                                    {"{after_id}", after_id},
+                                    {"{skip}", skip},
+                                    {"{not_behind}", not_behind},
+                                    {"{limit}", limit}}));
   }
   reads.push_back(onward);
   return Fragment("ready_items",

@@ -168,6 +168,64 @@ TEST_F(PgStoreTest, AnOrderedReadFromItsCursorLooksAtAWindowAndAReadFromTheHeadF
   EXPECT_EQ(Ids(got), (std::vector<int64_t>{b.id}));
 }
 
+// A released key's next item (pg/sql/fragments/ready_released.sql) is
+// probed for an older live item of its key only down to the item the key
+// finished: behind a held snapshot every acked item of the key keeps its
+// entry in items_key, and the probe from the item down visited each of them
+// (a heap visit apiece) on every claim of the key, which stopped an ordered
+// queue beside a held snapshot (bench/held_snapshot_ordered.sh). The
+// entries read are the server's count for the index (a backend reports it
+// when it exits, so each claim runs on a store of its own, closed after); a
+// released key whose cursor lies below the acked items walks them, which
+// shows that the count sees such a walk.
+TEST_F(PgStoreTest, AReleasedKeysNextItemIsProbedOnlyDownToTheItemItsKeyFinished) {
+  MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
+  constexpr int kAcked = 2000;
+  ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(kAcked + 2, Keyed("a"))));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult c, store_->Enqueue("q", Payload("c")));
+  const int64_t first = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE key = 'a'");
+  const int64_t finished = first + kAcked, next = finished + 1;
+  ASSERT_EQ(schema_.QInt("SELECT max(id) FROM {schema}.items WHERE key = 'a'"), next);
+  pqxx::connection holder_conn(schema_.dsn());
+  pqxx::transaction<pqxx::repeatable_read> holder(holder_conn);
+  holder.exec("SELECT 1");
+  // The key's items up to `finished` acked (a finish deletes them so), their
+  // entries kept by the snapshot.
+  schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE key = 'a' AND id <= ", finished));
+  auto entries_read = [&] {
+    return schema_.QInt(
+        "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelid = "
+        "'{schema}.items_key'::regclass");
+  };
+  // A claim by a member of its own, on from the cursor past c (in flight),
+  // with key a released at `from`; the entries of items_key it read.
+  auto claim = [&](int64_t from) -> std::pair<std::vector<int64_t>, int64_t> {
+    const int64_t before = entries_read();
+    std::unique_ptr<Store> own = schema_.NewStore();
+    Member m = JoinWith(*own, "q", {0});
+    ClaimRequest req = ClaimAll("q", m, 10);
+    req.ordered = true;
+    req.in_flight = {{0, c.id}};
+    req.parts[0].after = req.parts[0].cursor = ItemKey{0, c.id};
+    req.parts[0].behind = false;
+    req.parts[0].key_cursors = {{"a", from}};
+    absl::StatusOr<std::vector<Item>> got = own->Claim(req);
+    EXPECT_OK(got.status());
+    EXPECT_OK(own->Leave("q", m.join.id, m.join.incarnation));
+    own.reset();
+    int64_t read = 0;
+    EXPECT_TRUE(WaitUntil([&] { return (read = entries_read() - before) > 0; }));
+    return {got.ok() ? Ids(*got) : std::vector<int64_t>{}, read};
+  };
+  const auto [got, read] = claim(finished);
+  EXPECT_EQ(got, (std::vector<int64_t>{next}));
+  EXPECT_LT(read, 20) << "the probe walked the key's acked entries";
+  const auto [walked, read_from_below] = claim(first - 1);
+  EXPECT_EQ(walked, (std::vector<int64_t>{next}));
+  EXPECT_GE(read_from_below, kAcked) << "the count did not see a walk of the acked entries";
+  holder.abort();
+}
+
 // A vacuum of items or part_claims never truncates them (migration 23): it
 // would wait up to 5 s for an exclusive lock some statement nearly always
 // holds, and hold it, when it got it, in front of every claim, ack and COPY.

@@ -12,6 +12,14 @@
 -- walked every acked entry vacuum has not removed (all of them behind a
 -- held snapshot) first. Only an item that is ready walks them.
 --
+-- A released key's next item (ready_released.sql) probes only down to the
+-- item its key finished ({probe_from}: ` AND j.id >= rel.id`; empty
+-- elsewhere): when that one was claimed no older item of the key was live,
+-- so the walk below it, through every entry a held snapshot keeps, found
+-- nothing but cost one heap visit per entry, on every claim
+-- (bench/held_snapshot_ordered.sh). The finished item itself is probed: a
+-- retried one is still live and holds its key.
+--
 -- {queue}, {part}: SQL expressions. {earlier_bound} and {earlier_one}:
 -- earlier_parts.sql with its limit {bound}::int and 1.
 i.queue = {queue} AND i.part = {part}
@@ -26,6 +34,6 @@ i.queue = {queue} AND i.part = {part}
       AND ({bound}::int <> 1 OR i.key IS NULL OR ((
         SELECT j.id FROM {schema}.items j
         WHERE j.queue = {queue} AND j.part = i.part AND j.key = i.key
-          AND j.id < i.id
+          AND j.id < i.id{probe_from}
         ORDER BY j.id DESC LIMIT 1) IS NULL
       AND NOT EXISTS ({earlier_one})))
