@@ -233,7 +233,15 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     if (cp.after) cp.key_cursors.assign(st.key_cursors.begin(), st.key_cursors.end());
     // (A read from the head reads them anyway; they are kept for the next.)
     if (ReleasesKeys() && cp.after) {
-      for (const auto& [key, r] : st.released) cp.key_cursors.emplace_back(key, r.id);
+      // The keys released, and the last item finished of the others this
+      // tenure: the store probes a key's items for an older live one only
+      // down to it (pg/sql/fragments/ready_condition.sql).
+      std::map<std::string, int64_t> sent = st.key_floors;
+      for (const auto& [key, r] : st.released) {
+        auto [it, added] = sent.emplace(key, r.id);
+        if (!added) it->second = std::min(it->second, r.id);
+      }
+      cp.key_cursors.assign(sent.begin(), sent.end());
       parts_.at(part).released_sent = release_gen_;
     }
     cp.behind = cp.after.has_value() &&
@@ -280,10 +288,9 @@ std::vector<int> ClaimScheduler::HungryParts(int batches, absl::Time now) {
       st.floor.reset();
     }
     if (batches <= 0 || !st.hungry) continue;
-    // Fair: a retried or delayed item that came due behind a key's cursor
-    // is found by a read from the heads, when one would look behind.
+    // (Fair: a retried or delayed item that came due behind a key's cursor
+    // is read by the look behind, fragments/fair_items.sql.)
     if (ReadsFromHeads() || !st.cursor ||
-        (options_.fair && (st.look_behind || now - st.last_behind >= options_.rescan_interval)) ||
         (!options_.notices && now - st.last_rescan >= options_.rescan_interval) ||
         (ReleasesKeys() && now - st.last_rescan >= kOrderedRescans * options_.rescan_interval)) {
       st.rescan = true;
@@ -388,28 +395,31 @@ std::optional<std::string> ClaimScheduler::LastTurn(const std::optional<std::str
 }
 
 void ClaimScheduler::UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items) {
-  // Only the keys this read served keep a cursor: a key it visited and got
-  // nothing from may be done, and a key with a cursor takes its turns
-  // whether or not it has items left (ClaimPart::key_cursors), which would
-  // shrink the others' shares. A key without one is read from its head.
-  st.key_cursors.clear();
-  std::map<std::string, int> served;
+  // A key keeps its cursor when a read serves nothing of it: read from its
+  // head instead, it walked every acked entry of the key a held snapshot
+  // keeps. (A key with a cursor and nothing past it costs its visit one
+  // index probe and no share: fragments/fair_items.sql.)
+  ++st.cursor_gen;
   for (const Item* item : items) {
     if (!item->key) continue;
     auto [it, added] = st.key_cursors.emplace(*item->key, item->id);
     if (!added) it->second = std::max(it->second, item->id);
-    ++served[*item->key];
+    st.key_served[*item->key] = st.cursor_gen;
   }
   if (st.key_cursors.size() <= kMaxKeyCursors) return;
-  // Every claim sends them: keep the keys this read served most (a key with
-  // a backlog, whose head is long; a key served once has a short one).
-  std::vector<std::pair<int, std::string>> by_count;
-  for (auto& [key, n] : served) by_count.emplace_back(-n, key);
-  std::sort(by_count.begin(), by_count.end());
-  if (by_count.size() > kMaxKeyCursors) by_count.resize(kMaxKeyCursors);
+  // Every claim sends them: keep the keys served last.
+  std::vector<std::pair<uint64_t, std::string>> by_served;
+  for (const auto& [key, id] : st.key_cursors) by_served.emplace_back(st.key_served[key], key);
+  std::sort(by_served.begin(), by_served.end(), std::greater<>());
+  by_served.resize(kMaxKeyCursors);
   std::map<std::string, int64_t> kept;
-  for (const auto& [n, key] : by_count) kept.emplace(key, st.key_cursors.at(key));
+  std::map<std::string, uint64_t> served;
+  for (const auto& [gen, key] : by_served) {
+    kept.emplace(key, st.key_cursors.at(key));
+    served.emplace(key, gen);
+  }
   st.key_cursors = std::move(kept);
+  st.key_served = std::move(served);
 }
 
 int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> items,
@@ -518,6 +528,9 @@ void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
     st.last_behind = started;
     st.look_behind = false;
   }
+  // Fair: what came due behind the keys' cursors is read first; a read it
+  // may have filled looks behind again.
+  if (req.fair && cp.behind && !to_the_end && n > 0) st.look_behind = true;
   // Where the next read starts behind the cursor. A read that stopped
   // early, before where the cursor was, goes on from its last item (more
   // may wait between); if the items that came due behind its start filled
@@ -620,6 +633,7 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
       // one was released, may hold back items between the two.
       auto [r, added] = st.released.emplace(*i.key, PartState::Released{i.id, ++release_gen_});
       if (!added) r->second = {std::min(r->second.id, i.id), release_gen_};
+      SetKeyFloor(st, *i.key, i.id);
       ++notice_gen_;
       if (st.released.size() > kMaxReleased) {
         st.released.clear();  // a read from the head finds them all
@@ -637,6 +651,16 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
       if (auto it = parts_.find(i.part); it != parts_.end()) Wake(it->second, std::nullopt);
     }
   }
+}
+
+void ClaimScheduler::SetKeyFloor(PartState& st, const std::string& key, int64_t id) {
+  st.key_floors[key] = id;
+  if (st.key_floors.size() <= kMaxKeyFloors) return;
+  // Every claim from the cursor sends them: the key finished longest ago
+  // (the lowest id) goes, and is probed all the way down again.
+  auto oldest = std::min_element(st.key_floors.begin(), st.key_floors.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+  st.key_floors.erase(oldest);
 }
 
 std::vector<int> ClaimScheduler::PartNumbers() const {

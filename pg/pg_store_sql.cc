@@ -165,7 +165,13 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view skip, absl::string_view bound, absl::string_view limit,
                        absl::string_view behind, absl::string_view released) {
   const ReadAt at{queue, part, after_prio, after_id, cursor_prio, cursor_id, skip, bound, limit};
-  const std::string ready = ReadyCondition(queue, part, bound);
+  // An ordered claim's key cursors also say where its probes may stop
+  // (fragments/ready_condition.sql).
+  const std::string floor = released.empty()
+                                ? std::string()
+                                : absl::StrCat("coalesce((SELECT min(rel.id) FROM ", released,
+                                               " AND rel.key = i.key), -9223372036854775808)");
+  const std::string ready = ReadyCondition(queue, part, bound, floor);
   const std::string onward = Onward(at, ready);
   if (behind.empty() && released.empty()) return onward;
   std::vector<std::string> reads;
@@ -214,7 +220,7 @@ std::string KeyCursors(absl::string_view parts, absl::string_view keys, absl::st
 std::string FairItems(absl::string_view queue, absl::string_view part, absl::string_view key_after,
                       absl::string_view cursor_parts, absl::string_view cursor_keys,
                       absl::string_view cursor_ids, absl::string_view skip, absl::string_view bound,
-                      absl::string_view limit) {
+                      absl::string_view limit, absl::string_view behind) {
   const std::string from = absl::StrCat("coalesce(", key_after, ", '')");
   const std::string cursors = KeyCursors(cursor_parts, cursor_keys, cursor_ids, "c", part);
   // One step of the skip scan (fragments/fair_next_key.sql): the first key
@@ -230,16 +236,22 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
                                       {"{cursors}", cursors},
                                       {"{c_at_most}", c_at_most}});
   };
-  return Fragment("fair_items", {{"{columns_of_x}", ReadColumnsOf("x")},
-                                 {"{columns}", ReadColumns()},
-                                 {"{onward_first}", next_key(">", from, "")},
-                                 {"{onward_next}", next_key(">", "w.key", "")},
-                                 {"{around_first}", next_key(">=", "''", from)},
-                                 {"{around_next}", next_key(">", "a.key", from)},
-                                 {"{cursors}", cursors},
-                                 {"{ready}", ReadyCondition(queue, part, bound)},
-                                 {"{skip}", skip},
-                                 {"{limit}", limit}});
+  return Fragment("fair_items",
+                  {{"{columns_of_x}", ReadColumnsOf("x")},
+                   {"{columns}", ReadColumns()},
+                   {"{onward_first}", next_key(">", from, "")},
+                   {"{onward_next}", next_key(">", "w.key", "")},
+                   {"{around_first}", next_key(">=", "''", from)},
+                   {"{around_next}", next_key(">", "a.key", from)},
+                   {"{cursors}", cursors},
+                   {"{queue}", queue},
+                   {"{part}", part},
+                   {"{behind}", behind},
+                   {"{ready}", ReadyCondition(queue, part, bound)},
+                   {"{ready_after}", ReadyCondition(queue, part, bound,
+                                                    "coalesce(t.after_id, -9223372036854775808)")},
+                   {"{skip}", skip},
+                   {"{limit}", limit}});
 }
 
 // The forms of a claiming statement: a fair read (FairItems) or not; the
@@ -287,15 +299,15 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
   const std::string skip = "(SELECT ids FROM skip)::bigint[]";
   const std::string queue = Param(p.queue);
   const std::string reads =
-      form.fair
-          ? FairItems(queue, "own.part", "own.key_after", Param(p.key_cursor_parts),
-                      Param(p.key_cursor_keys), Param(p.key_cursor_ids), skip, bound, "own.lim")
-          : ReadyItems(queue, "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
-                       "own.cursor_id", skip, bound, "own.lim", "own.behind",
-                       form.unkeyed
-                           ? ""
-                           : KeyCursors(Param(p.key_cursor_parts), Param(p.key_cursor_keys),
-                                        Param(p.key_cursor_ids), "rel", "own.part"));
+      form.fair ? FairItems(queue, "own.part", "own.key_after", Param(p.key_cursor_parts),
+                            Param(p.key_cursor_keys), Param(p.key_cursor_ids), skip, bound,
+                            "own.lim", "own.behind")
+                : ReadyItems(queue, "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
+                             "own.cursor_id", skip, bound, "own.lim", "own.behind",
+                             form.unkeyed
+                                 ? ""
+                                 : KeyCursors(Param(p.key_cursor_parts), Param(p.key_cursor_keys),
+                                              Param(p.key_cursor_ids), "rel", "own.part"));
   const std::string async =
       async_commit ? absl::StrCat("\n", Fragment("claim_async_commit")) : std::string();
   const std::string bytes_before =

@@ -203,12 +203,14 @@ struct ClaimPart {
   // since its last read from the heads. The key is read on from there, so
   // the items in flight and the acked rows not yet vacuumed at its head are
   // not walked again (an ordinary read's `cursor` does the same for a part).
-  // No item of the key at or before its id is returned, whatever came due
-  // there since: the caller sends none (reads from the heads) when something
-  // may have (a retry's delay ran out, an enqueue committed late), as
-  // ClaimScheduler does. A key listed is visited (takes its turns) whether
-  // or not it still has items. Keys not listed, and keyless items, are read
-  // from their heads.
+  // No item of the key at or before its id is returned, but for what came
+  // due there when `behind` is set (retried, delayed or requeued: run_at
+  // later than enqueued_at), which comes first, in run_at order. An enqueue
+  // that committed late there is not: its notice lowers the cursor, or the
+  // caller sends none (reads from the heads), as ClaimScheduler does. A key
+  // listed is visited whether or not it still has items; it takes a share
+  // of the read only with an item past its id. Keys not listed, and keyless
+  // items, are read from their heads.
   // Ordered claims (ClaimRequest::ordered, not fair): per key, the id of
   // an item of it this session finished in the part since it sent the key
   // last. The key's next item (the first of it after that id, ready or
@@ -242,8 +244,8 @@ struct ClaimRequest {
   // of a key are in flight at once (QueueConfig::key_concurrency).
   int key_concurrency = 0;
   // Fair share across keys (FairBy::kKey): each part's keys are read from
-  // their heads or ClaimPart::key_cursors (`after`, `cursor` and `behind`
-  // are not used) and take turns,
+  // their heads or ClaimPart::key_cursors (`after` and `cursor` are not
+  // used) and take turns,
   // one item each per turn, in id order within a key, starting after
   // ClaimPart::key_after and going around; a read visits at most
   // its limit times two keys (a key's items go in id order, whatever their

@@ -25,13 +25,30 @@
 --   the limit, not twice it), so the turns can fill the read even when
 --   some keys have fewer items than their share; the rows are then ordered
 --   by turn (their number within the key) and key, and cut at the limit.
+--   The share is of the keys with something to read: a key with a cursor
+--   and no entry past it (`has`, one probe from the cursor) takes none, so
+--   the cursors the owner keeps for keys with nothing now (ClaimScheduler:
+--   read from their heads they walked every acked entry a held snapshot
+--   keeps) do not shrink the others'. An ordered key's items are probed
+--   only down to its cursor ({ready_after}; ready_condition.sql says why).
+-- - Behind the cursors, first when the claim looks behind ({behind}): what
+--   came due there (retried, delayed, requeued: run_at later than
+--   enqueued_at), through items_later in run_at order as
+--   ready_behind.sql reads it, so the cursors are kept across it where a
+--   read from the heads walked the acked entries every rescan_interval.
 -- - Keyless items are not in items_key: they are looked for among the
 --   part's first 2 * limit ready items in (priority, id) order, read only
 --   when the keys did not fill the read.
 -- Every item read is checked against {skip}: a key read from its head, or
 -- from a cursor a late enqueue's notice lowered, meets the items in flight.
 SELECT * FROM ((
-    SELECT {columns_of_x}
+    SELECT {columns}
+    FROM {schema}.items i
+    WHERE {ready} AND i.run_at > i.enqueued_at AND {behind}
+      AND i.id <= (SELECT max(c.id) FROM {cursors} AND c.key = i.key) AND i.id <> ALL({skip})
+    ORDER BY i.run_at LIMIT {limit})
+  UNION ALL
+  (SELECT {columns_of_x}
     FROM (
       WITH RECURSIVE onward(key, n) AS (
         SELECT {onward_first}, 1
@@ -47,14 +64,23 @@ SELECT * FROM ((
         SELECT v.key, v.lap, v.n
         FROM (SELECT key, 0 AS lap, n FROM onward WHERE key IS NOT NULL
               UNION ALL SELECT key, 1, n FROM around WHERE key IS NOT NULL) v
-        ORDER BY v.lap, v.n LIMIT 2 * {limit})
-      SELECT key, row_number() OVER (ORDER BY lap, n) AS pos, count(*) OVER () AS keys,
-             (SELECT max(c.id) FROM {cursors} AND c.key = visit.key) AS after_id
-      FROM visit) t
+        ORDER BY v.lap, v.n LIMIT 2 * {limit}),
+      cursored AS (
+        SELECT visit.*, (SELECT max(c.id) FROM {cursors} AND c.key = visit.key) AS after_id
+        FROM visit),
+      counted AS (
+        SELECT u.*, u.after_id IS NULL OR EXISTS (
+          SELECT 1 FROM {schema}.items h
+          WHERE h.queue = {queue} AND h.part = {part} AND h.key = u.key AND h.id > u.after_id)
+          AS has
+        FROM cursored u)
+      SELECT key, row_number() OVER (ORDER BY lap, n) AS pos,
+             greatest(1, count(*) FILTER (WHERE has) OVER ()) AS keys, after_id
+      FROM counted WHERE has) t
     CROSS JOIN LATERAL (
       SELECT {columns}, row_number() OVER (ORDER BY i.id) AS turn
       FROM {schema}.items i
-      WHERE {ready} AND i.key = t.key
+      WHERE {ready_after} AND i.key = t.key
         AND i.id > coalesce(t.after_id, -9223372036854775808) AND i.id <> ALL({skip})
       ORDER BY i.id LIMIT least({limit}, ceil(2.0 * {limit} / t.keys)::int)) x
     ORDER BY x.turn, t.pos LIMIT {limit})

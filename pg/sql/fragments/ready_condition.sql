@@ -12,8 +12,10 @@
 -- walked every acked entry vacuum has not removed (all of them behind a
 -- held snapshot) first. Only an item that is ready walks them.
 --
--- A released key's next item (ready_released.sql) probes only down to the
--- item its key finished ({probe_from}: ` AND j.id >= rel.id`; empty
+-- An ordered claim from a cursor probes a key with a key cursor (the item
+-- of it this session finished last in the part, or a released key's:
+-- ClaimScheduler's key_floors) only down to that item ({probe_from}:
+-- ` AND j.id >= ` the cursor's id, rel.id in ready_released.sql; empty
 -- elsewhere): when that one was claimed no older item of the key was live,
 -- so the walk below it, through every entry a held snapshot keeps, found
 -- nothing but cost one heap visit per entry, on every claim
