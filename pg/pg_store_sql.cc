@@ -100,7 +100,9 @@ std::string ReadyCondition(absl::string_view queue, absl::string_view part, absl
                            absl::string_view probe_from = "") {
   auto earlier = [&](absl::string_view limit) { return EarlierParts(queue, limit); };
   const std::string limit_bound = absl::StrCat(bound, "::int");
-  const std::string from = probe_from.empty() ? "" : absl::StrCat(" AND j.id >= ", probe_from);
+  // As a row of items_key's columns (fragments/ready_condition.sql says why).
+  const std::string from =
+      probe_from.empty() ? "" : absl::StrCat(" AND (j.key, j.id) >= (i.key, ", probe_from, ")");
   return Fragment("ready_condition", {{"{queue}", queue},
                                       {"{part}", part},
                                       {"{bound}", bound},

@@ -71,7 +71,8 @@ SELECT * FROM ((
       counted AS (
         SELECT u.*, u.after_id IS NULL OR EXISTS (
           SELECT 1 FROM {schema}.items h
-          WHERE h.queue = {queue} AND h.part = {part} AND h.key = u.key AND h.id > u.after_id)
+          WHERE h.queue = {queue} AND h.part = {part} AND h.key = u.key
+            AND (h.key, h.id) > (u.key, u.after_id))
           AS has
         FROM cursored u)
       SELECT key, row_number() OVER (ORDER BY lap, n) AS pos,
@@ -81,7 +82,8 @@ SELECT * FROM ((
       SELECT {columns}, row_number() OVER (ORDER BY i.id) AS turn
       FROM {schema}.items i
       WHERE {ready_after} AND i.key = t.key
-        AND i.id > coalesce(t.after_id, -9223372036854775808) AND i.id <> ALL({skip})
+        AND (i.key, i.id) > (t.key, coalesce(t.after_id, -9223372036854775808))
+        AND i.id <> ALL({skip})
       ORDER BY i.id LIMIT least({limit}, ceil(2.0 * {limit} / t.keys)::int)) x
     ORDER BY x.turn, t.pos LIMIT {limit})
   UNION ALL
