@@ -233,15 +233,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     if (cp.after) cp.key_cursors.assign(st.key_cursors.begin(), st.key_cursors.end());
     // (A read from the head reads them anyway; they are kept for the next.)
     if (ReleasesKeys() && cp.after) {
-      // The keys released, and the last item finished of the others this
-      // tenure: the store probes a key's items for an older live one only
-      // down to it (pg/sql/fragments/ready_condition.sql).
-      std::map<std::string, int64_t> sent = st.key_floors;
-      for (const auto& [key, r] : st.released) {
-        auto [it, added] = sent.emplace(key, r.id);
-        if (!added) it->second = std::min(it->second, r.id);
-      }
-      cp.key_cursors.assign(sent.begin(), sent.end());
+      for (const auto& [key, r] : st.released) cp.key_cursors.emplace_back(key, r.id);
       parts_.at(part).released_sent = release_gen_;
     }
     cp.behind = cp.after.has_value() &&
@@ -395,31 +387,28 @@ std::optional<std::string> ClaimScheduler::LastTurn(const std::optional<std::str
 }
 
 void ClaimScheduler::UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items) {
-  // A key keeps its cursor when a read serves nothing of it: read from its
-  // head instead, it walked every acked entry of the key a held snapshot
-  // keeps. (A key with a cursor and nothing past it costs its visit one
-  // index probe and no share: fragments/fair_items.sql.)
-  ++st.cursor_gen;
+  // Only the keys this read served keep a cursor: a key it visited and got
+  // nothing from may be done, and a key with a cursor takes its turns
+  // whether or not it has items left (ClaimPart::key_cursors), which would
+  // shrink the others' shares. A key without one is read from its head.
+  st.key_cursors.clear();
+  std::map<std::string, int> served;
   for (const Item* item : items) {
     if (!item->key) continue;
     auto [it, added] = st.key_cursors.emplace(*item->key, item->id);
     if (!added) it->second = std::max(it->second, item->id);
-    st.key_served[*item->key] = st.cursor_gen;
+    ++served[*item->key];
   }
   if (st.key_cursors.size() <= kMaxKeyCursors) return;
-  // Every claim sends them: keep the keys served last.
-  std::vector<std::pair<uint64_t, std::string>> by_served;
-  for (const auto& [key, id] : st.key_cursors) by_served.emplace_back(st.key_served[key], key);
-  std::sort(by_served.begin(), by_served.end(), std::greater<>());
-  by_served.resize(kMaxKeyCursors);
+  // Every claim sends them: keep the keys this read served most (a key with
+  // a backlog, whose head is long; a key served once has a short one).
+  std::vector<std::pair<int, std::string>> by_count;
+  for (auto& [key, n] : served) by_count.emplace_back(-n, key);
+  std::sort(by_count.begin(), by_count.end());
+  if (by_count.size() > kMaxKeyCursors) by_count.resize(kMaxKeyCursors);
   std::map<std::string, int64_t> kept;
-  std::map<std::string, uint64_t> served;
-  for (const auto& [gen, key] : by_served) {
-    kept.emplace(key, st.key_cursors.at(key));
-    served.emplace(key, gen);
-  }
+  for (const auto& [n, key] : by_count) kept.emplace(key, st.key_cursors.at(key));
   st.key_cursors = std::move(kept);
-  st.key_served = std::move(served);
 }
 
 int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> items,
@@ -633,7 +622,6 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
       // one was released, may hold back items between the two.
       auto [r, added] = st.released.emplace(*i.key, PartState::Released{i.id, ++release_gen_});
       if (!added) r->second = {std::min(r->second.id, i.id), release_gen_};
-      SetKeyFloor(st, *i.key, i.id);
       ++notice_gen_;
       if (st.released.size() > kMaxReleased) {
         st.released.clear();  // a read from the head finds them all
@@ -651,16 +639,6 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
       if (auto it = parts_.find(i.part); it != parts_.end()) Wake(it->second, std::nullopt);
     }
   }
-}
-
-void ClaimScheduler::SetKeyFloor(PartState& st, const std::string& key, int64_t id) {
-  st.key_floors[key] = id;
-  if (st.key_floors.size() <= kMaxKeyFloors) return;
-  // Every claim from the cursor sends them: the key finished longest ago
-  // (the lowest id) goes, and is probed all the way down again.
-  auto oldest = std::min_element(st.key_floors.begin(), st.key_floors.end(),
-                                 [](const auto& a, const auto& b) { return a.second < b.second; });
-  st.key_floors.erase(oldest);
 }
 
 std::vector<int> ClaimScheduler::PartNumbers() const {

@@ -70,11 +70,12 @@ struct ClaimSchedulerOptions {
   // (ClaimRequest::fair). Each part's turns go on after the key served last
   // there (ClaimPart::key_after), and each key is read on from the last item
   // claimed of it (ClaimPart::key_cursors): from the heads when a part is
-  // acquired, when a poll or a notice without a place says so, and when a
-  // read looks behind (at least every rescan_interval), as retried and
-  // delayed items may have come due behind a key's cursor. A notice's place
-  // lowers the part's key cursors to it. A finished item wakes its part (a
-  // fair read may stop short of the limit while its keys have more).
+  // acquired and when a poll or a notice without a place says so. A read
+  // looks behind (at least every rescan_interval, and again while what it
+  // found there may have filled it) for retried and delayed items come due
+  // behind a key's cursor, and keeps the cursors. A notice's place lowers
+  // the part's key cursors to it. A finished item wakes its part (a fair
+  // read may stop short of the limit while its keys have more).
   bool fair = false;
   // Enqueue notices arrive (LISTEN) and say where their items are
   // (Notice::from): a part is then read from its head only when it is
@@ -230,11 +231,9 @@ class ClaimScheduler {
     absl::Time budget_at = absl::InfinitePast();
     // Fair: the key whose turn came last here (ClaimPart::key_after).
     std::optional<std::string> key_after;
-    // Fair: per key, the last id claimed of it (ClaimPart::key_cursors); at
-    // most kMaxKeyCursors, those served last (key_served: cursor_gen then).
+    // Fair: per key, the last id claimed of it since the part's last read
+    // from the heads (ClaimPart::key_cursors); at most kMaxKeyCursors.
     std::map<std::string, int64_t> key_cursors;
-    std::map<std::string, uint64_t> key_served;
-    uint64_t cursor_gen = 0;
     // Ordered: keys released since a claim last read their next items, with
     // the (lowest) id of the item finished (ClaimPart::key_cursors) and the
     // release_gen_ of the key's last release; at most kMaxReleased.
@@ -243,10 +242,6 @@ class ClaimScheduler {
       uint64_t gen = 0;
     };
     std::map<std::string, Released> released;
-    // Ordered: per key, the id of the item of it finished last in this
-    // tenure (ClaimPart::key_cursors, with the released keys); at most
-    // kMaxKeyFloors.
-    std::map<std::string, int64_t> key_floors;
     uint64_t released_sent = 0;  // release_gen_ when a claim last sent them
   };
   // Key-bounded queues (and fair ordered ones) hold items back behind a
@@ -259,7 +254,6 @@ class ClaimScheduler {
   // instead (ClaimSchedulerOptions::ordered).
   bool ReleasesKeys() const { return options_.ordered && !options_.fair; }
   static constexpr size_t kMaxReleased = 256;
-  static constexpr size_t kMaxKeyFloors = 256;
   // An ordered part is read from its head every this many rescan_intervals
   // (ClaimSchedulerOptions::ordered): such a read looks at every row, and a
   // held snapshot or a backlog makes that a walk.
@@ -271,12 +265,8 @@ class ClaimScheduler {
   // stays, whatever its id.
   static void ForgetReleased(const ClaimPart& cp, const std::vector<Item>& items, bool evaluated,
                              PartState& st);
-  // Ordered: `id` of `key` finished in `st`'s part (PartState::key_floors).
-  static void SetKeyFloor(PartState& st, const std::string& key, int64_t id);
-  // The key cursors a part keeps (each claim sends them all): a key past them
-  // is read from its head, through every acked entry of it a held snapshot
-  // keeps.
-  static constexpr size_t kMaxKeyCursors = 256;
+  // The key cursors a part keeps (each claim sends them all).
+  static constexpr size_t kMaxKeyCursors = 64;
   // Fair: the key cursors after a read of `st`'s part took `items`.
   static void UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items);
   // Fair: the key a read from `from` served last, of the keys of `items`

@@ -167,13 +167,7 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view skip, absl::string_view bound, absl::string_view limit,
                        absl::string_view behind, absl::string_view released) {
   const ReadAt at{queue, part, after_prio, after_id, cursor_prio, cursor_id, skip, bound, limit};
-  // An ordered claim's key cursors also say where its probes may stop
-  // (fragments/ready_condition.sql).
-  const std::string floor = released.empty()
-                                ? std::string()
-                                : absl::StrCat("coalesce((SELECT min(rel.id) FROM ", released,
-                                               " AND rel.key = i.key), -9223372036854775808)");
-  const std::string ready = ReadyCondition(queue, part, bound, floor);
+  const std::string ready = ReadyCondition(queue, part, bound);
   const std::string onward = Onward(at, ready);
   if (behind.empty() && released.empty()) return onward;
   std::vector<std::string> reads;
@@ -246,8 +240,6 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
                    {"{around_first}", next_key(">=", "''", from)},
                    {"{around_next}", next_key(">", "a.key", from)},
                    {"{cursors}", cursors},
-                   {"{queue}", queue},
-                   {"{part}", part},
                    {"{behind}", behind},
                    {"{ready}", ReadyCondition(queue, part, bound)},
                    {"{ready_after}", ReadyCondition(queue, part, bound,

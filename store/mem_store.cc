@@ -1250,8 +1250,8 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
   // As PgStore's FairItems (pg_store_sql.cc) reads: keys in turn from after
   // key_after and around, at most 2 * limit of them, each for an even share
   // of twice the limit (at most the limit) in id order from after its key
-  // cursor (a key with a cursor and no item past it takes no share); then
-  // keyless items among the part's first 2 * limit ready ones. Looking
+  // cursor; then keyless items among the part's first 2 * limit ready
+  // ones. Looking
   // behind (ClaimPart::behind), what came due behind the keys' cursors
   // comes first, in run_at order.
   const int limit = cp.limit;
@@ -1259,7 +1259,6 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
   std::set<std::string> keys;
   std::vector<const StoredItem*> ready;   // id order
   std::vector<const StoredItem*> behind;  // came due behind a key's cursor
-  std::set<std::string> past;             // keys with an item past their cursor
   const int bound = KeyBound(req);
   std::map<std::string, int> older;  // bounded: older live items of a key
   const std::map<std::string, int64_t> cursors(cp.key_cursors.begin(), cp.key_cursors.end());
@@ -1268,7 +1267,6 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
     if (s.queue != req.queue || s.item.part != cp.part) continue;
     auto c = s.item.key ? cursors.find(*s.item.key) : cursors.end();
     if (s.item.key) keys.insert(*s.item.key);
-    if (c != cursors.end() && id > c->second) past.insert(c->first);
     if (bound > 0 && s.item.key && older[*s.item.key]++ >= bound) continue;
     if (s.item.run_at > now || s.abandoned_epoch != 0 || skip.count(id) > 0) continue;
     if (c != cursors.end() && id <= c->second) {  // read on from its cursor
@@ -1285,10 +1283,6 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
   std::vector<std::string> turns(keys.upper_bound(from), keys.end());
   turns.insert(turns.end(), keys.begin(), keys.upper_bound(from));
   if (static_cast<int>(turns.size()) > 2 * limit) turns.resize(2 * limit);
-  turns.erase(std::remove_if(
-                  turns.begin(), turns.end(),
-                  [&](const std::string& k) { return cursors.count(k) > 0 && past.count(k) == 0; }),
-              turns.end());
   if (!turns.empty()) {
     const int visited = static_cast<int>(turns.size());
     const int share = std::min(limit, (2 * limit + visited - 1) / visited);

@@ -208,9 +208,8 @@ struct ClaimPart {
   // later than enqueued_at), which comes first, in run_at order. An enqueue
   // that committed late there is not: its notice lowers the cursor, or the
   // caller sends none (reads from the heads), as ClaimScheduler does. A key
-  // listed is visited whether or not it still has items; it takes a share
-  // of the read only with an item past its id. Keys not listed, and keyless
-  // items, are read from their heads.
+  // listed is visited (takes its turns) whether or not it still has items.
+  // Keys not listed, and keyless items, are read from their heads.
   // Ordered claims (ClaimRequest::ordered, not fair): per key, the id of
   // an item of it this session finished in the part since it sent the key
   // last. The key's next item (the first of it after that id, ready or

@@ -341,8 +341,7 @@ Item Keyed(int64_t id, const std::string& key) {
 // Ordered: the claims read on from the cursor, never the head on every
 // claim (a held snapshot keeps its acked rows), and a finished item's key is
 // released: the next claim names it, so the key's next item is read behind
-// the cursor. Once read, the key is sent with the last item of it finished,
-// where the store's probes of its items stop (PartState::key_floors).
+// the cursor; once read, the key is not sent again.
 TEST_F(OrderedClaimSchedulerTest, AFinishedItemsKeyIsReleasedAndTheClaimsReadOnFromTheCursor) {
   ClaimAndAccept(kT0, {Keyed(1, "a"), Keyed(2, "b"), Keyed(5, "a"), Keyed(7, "c")});
   std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
@@ -369,8 +368,7 @@ TEST_F(OrderedClaimSchedulerTest, AFinishedItemsKeyIsReleasedAndTheClaimsReadOnF
   s_.AcceptClaim(*req, {Keyed(3, "a")}, kT0);
   req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
-  EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 1}, {"b", 2}, {"c", 7}}))
-      << "a and c released (a at its lowest), b finished last at 2";
+  EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 1}, {"c", 7}}));
   // A part is still read from its head every ten rescan_intervals, and such
   // a read does not send the released keys (it does not read behind the
   // cursor); they wait for the next read on from it.
@@ -389,15 +387,14 @@ TEST_F(OrderedClaimSchedulerTest, AFinishedItemsKeyIsReleasedAndTheClaimsReadOnF
   s_.Poll();
   req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(12));
   ASSERT_TRUE(req.has_value());
-  EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 1}, {"b", 2}, {"c", 7}}));
+  EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 1}, {"c", 7}}));
   // Once the released keys' next items were read (a read that took
-  // something, to its end), each key is sent with the item of it finished
-  // last.
+  // something, to its end), they are not sent again.
   s_.AcceptClaim(*req, {MakeItem(9, 0, 1)}, kT0 + absl::Seconds(12));
   s_.Poll();
   req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(12));
   ASSERT_TRUE(req.has_value());
-  EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 5}, {"b", 2}, {"c", 7}}));
+  EXPECT_TRUE(req->parts[0].key_cursors.empty());
 }
 
 // Key concurrency: as ordered, every claim reads from the head (a key's
@@ -480,12 +477,10 @@ TEST(FairClaimScheduler, TurnsGoOnAfterTheKeyServedLastAndAFinishedItemWakesItsP
   EXPECT_EQ(req->parts[0].key_after, std::optional<std::string>("a"));
 }
 
-// Fair: each key is read on from the last item claimed of it, a key that a
-// read served nothing of too (read from its head, it walked every acked
-// entry a held snapshot keeps); a notice's place lowers the cursors to it;
-// every rescan_interval a read looks behind the cursors (a retried item may
-// have come due there) and keeps them; a notice that does not say where and
-// a hand-off read from the heads again.
+// Fair: each key is read on from the last item claimed of it; a notice's
+// place lowers the cursors to it; every rescan_interval a read looks behind
+// the cursors (a retried item may have come due there) and keeps them; a
+// notice that does not say where and a hand-off read from the heads again.
 TEST(FairClaimScheduler, KeysReadOnFromTheirCursorsUntilAReadFromTheHeadsIsDue) {
   ClaimScheduler s(FairOptions());
   s.Assign({{0, Epoch{1}}});
@@ -514,11 +509,11 @@ TEST(FairClaimScheduler, KeysReadOnFromTheirCursorsUntilAReadFromTheHeadsIsDue) 
   EXPECT_EQ(claim(kT0, bigs(5)), (Cursors{{"a", 3}, {"big", 4}}));
   EXPECT_FALSE(behind);
   s.Notice(0, ItemKey{0, 6});  // an item of the part that committed late
-  EXPECT_EQ(claim(kT0, bigs(20)), (Cursors{{"a", 3}, {"big", 5}}))
-      << "a got nothing and keeps its cursor; the notice lowered big's";
-  EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(24)), (Cursors{{"a", 3}, {"big", 23}}));
+  // "a" got nothing: it may be done, and keeps no cursor.
+  EXPECT_EQ(claim(kT0, bigs(20)), (Cursors{{"big", 5}})) << "the notice lowered big's";
+  EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(24)), (Cursors{{"big", 23}}));
   EXPECT_TRUE(behind) << "a read looks behind every rescan_interval";
-  EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(28)), (Cursors{{"a", 3}, {"big", 27}}));
+  EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(28)), (Cursors{{"big", 27}}));
   EXPECT_TRUE(behind) << "the look behind may have filled the read: it looks again";
   s.Notice(0);  // a notice that does not say where
   EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(32)), Cursors{});

@@ -25,17 +25,15 @@
 --   the limit, not twice it), so the turns can fill the read even when
 --   some keys have fewer items than their share; the rows are then ordered
 --   by turn (their number within the key) and key, and cut at the limit.
---   The share is of the keys with something to read: a key with a cursor
---   and no entry past it (`has`, one probe from the cursor) takes none, so
---   the cursors the owner keeps for keys with nothing now (ClaimScheduler:
---   read from their heads they walked every acked entry a held snapshot
---   keeps) do not shrink the others'. An ordered key's items are probed
---   only down to its cursor ({ready_after}; ready_condition.sql says why).
+--   An ordered key's items are probed only down to its cursor
+--   ({ready_after}; ready_condition.sql says why).
 -- - Behind the cursors, first when the claim looks behind ({behind}): what
 --   came due there (retried, delayed, requeued: run_at later than
 --   enqueued_at), through items_later in run_at order as
 --   ready_behind.sql reads it, so the cursors are kept across it where a
 --   read from the heads walked the acked entries every rescan_interval.
+--   A key's read on from its cursor is bounded by a row of items_key's
+--   columns (ready_condition.sql says why).
 -- - Keyless items are not in items_key: they are looked for among the
 --   part's first 2 * limit ready items in (priority, id) order, read only
 --   when the keys did not fill the read.
@@ -64,20 +62,10 @@ SELECT * FROM ((
         SELECT v.key, v.lap, v.n
         FROM (SELECT key, 0 AS lap, n FROM onward WHERE key IS NOT NULL
               UNION ALL SELECT key, 1, n FROM around WHERE key IS NOT NULL) v
-        ORDER BY v.lap, v.n LIMIT 2 * {limit}),
-      cursored AS (
-        SELECT visit.*, (SELECT max(c.id) FROM {cursors} AND c.key = visit.key) AS after_id
-        FROM visit),
-      counted AS (
-        SELECT u.*, u.after_id IS NULL OR EXISTS (
-          SELECT 1 FROM {schema}.items h
-          WHERE h.queue = {queue} AND h.part = {part} AND h.key = u.key
-            AND (h.key, h.id) > (u.key, u.after_id))
-          AS has
-        FROM cursored u)
-      SELECT key, row_number() OVER (ORDER BY lap, n) AS pos,
-             greatest(1, count(*) FILTER (WHERE has) OVER ()) AS keys, after_id
-      FROM counted WHERE has) t
+        ORDER BY v.lap, v.n LIMIT 2 * {limit})
+      SELECT key, row_number() OVER (ORDER BY lap, n) AS pos, count(*) OVER () AS keys,
+             (SELECT max(c.id) FROM {cursors} AND c.key = visit.key) AS after_id
+      FROM visit) t
     CROSS JOIN LATERAL (
       SELECT {columns}, row_number() OVER (ORDER BY i.id) AS turn
       FROM {schema}.items i

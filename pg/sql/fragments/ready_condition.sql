@@ -12,19 +12,18 @@
 -- walked every acked entry vacuum has not removed (all of them behind a
 -- held snapshot) first. Only an item that is ready walks them.
 --
--- An ordered claim from a cursor probes a key with a key cursor (the item
--- of it this session finished last in the part, or a released key's:
--- ClaimScheduler's key_floors) only down to that item ({probe_from}:
--- ` AND (j.key, j.id) >= (i.key, ` the cursor's id `)`, rel.id in
--- ready_released.sql; empty elsewhere): when that one was claimed no older
--- item of the key was live, so the walk below it, through every entry a
--- held snapshot keeps, found nothing but cost one heap visit per entry, on
--- every claim (bench/held_snapshot_ordered.sh). The finished item itself
--- is probed: a retried one is still live and holds its key. The bound is a
+-- A released key's next item (ready_released.sql) and a fair key read on
+-- from its cursor (fair_items.sql) are probed only down to that item
+-- ({probe_from}: ` AND (j.key, j.id) >= (i.key, ` rel.id or the cursor
+-- `)`; empty elsewhere): when it was claimed no older item of the key was
+-- live, so the walk below it, through every entry a held snapshot keeps,
+-- found nothing but cost one heap visit per entry, on every claim of the
+-- key (bench/held_snapshot_ordered.sh). The finished item itself is
+-- probed: a retried one is still live and holds its key. The bound is a
 -- row of items_key's columns, which the primary key cannot serve: written
 -- `j.id >= `, the planner took the two bounds on id for a narrow range and
 -- read it through items_pkey, every item of the queue in it, for as long
--- as the statistics of one ANALYZE stood (no item done for a minute).
+-- as the statistics of one ANALYZE stood.
 --
 -- {queue}, {part}: SQL expressions. {earlier_bound} and {earlier_one}:
 -- earlier_parts.sql with its limit {bound}::int and 1.
