@@ -7,11 +7,12 @@
 #   DSN='host=127.0.0.1 port=5499 user=postgres' PARTQS='/tmp/old/partq build/cli/partq' \
 #     bench/ordered_drain.sh
 # Environment: DSN (required), PARTQS (build/cli/partq), ROUNDS (2), ITEMS (200000),
-# KEYS (997), PARTS (16), WORKERS (2).
+# KEYS (997), PARTS (16), WORKERS (2), QUEUE_FLAGS (--ordered; '--fair-by key' for a fair
+# queue's drain).
 set -euo pipefail
 : "${DSN:?set DSN to a superuser connection of the server to measure (no dbname)}"
 PARTQS=${PARTQS:-build/cli/partq} ROUNDS=${ROUNDS:-2} ITEMS=${ITEMS:-200000}
-KEYS=${KEYS:-997} PARTS=${PARTS:-16} WORKERS=${WORKERS:-2}
+KEYS=${KEYS:-997} PARTS=${PARTS:-16} WORKERS=${WORKERS:-2} QUEUE_FLAGS=${QUEUE_FLAGS---ordered}
 DB=partq_ordered_drain
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
@@ -22,7 +23,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
     psql "$DSN dbname=postgres" -q -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
     dsn="$DSN dbname=$DB"
     "$partq" migrate --dsn "$dsn" >/dev/null
-    "$partq" queue create oq --parts "$PARTS" --ordered --dsn "$dsn" >/dev/null
+    # shellcheck disable=SC2086 # the flags are words
+    "$partq" queue create oq --parts "$PARTS" $QUEUE_FLAGS --dsn "$dsn" >/dev/null
     # ITEMS / 1000 calls of 1000 (the `0 * b` makes each call draw keys of its own).
     psql "$dsn" -q -c "SELECT count(*) FROM generate_series(1, $ITEMS / 1000) b,
       LATERAL partq.enqueue_many('oq', array_fill('x'::text, ARRAY[1000]),
