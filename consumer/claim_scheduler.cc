@@ -386,17 +386,33 @@ std::optional<std::string> ClaimScheduler::LastTurn(const std::optional<std::str
   return last;
 }
 
+int ClaimScheduler::FairBehind(const ClaimPart& cp, const std::vector<Item>& items) {
+  const std::map<std::string, int64_t> cursors(cp.key_cursors.begin(), cp.key_cursors.end());
+  int n = 0;
+  for (const Item& item : items) {
+    if (item.suspect || item.part != cp.part || !item.key) continue;
+    auto c = cursors.find(*item.key);
+    if (c != cursors.end() && item.id <= c->second) ++n;
+  }
+  return n;
+}
+
 void ClaimScheduler::UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items) {
   // Only the keys this read served keep a cursor: a key it visited and got
   // nothing from may be done, and a key with a cursor takes its turns
   // whether or not it has items left (ClaimPart::key_cursors), which would
   // shrink the others' shares. A key without one is read from its head.
+  // A key served only what came due behind its cursor keeps the cursor
+  // where it was (what lies between was claimed before).
+  std::map<std::string, int64_t> before = std::move(st.key_cursors);
   st.key_cursors.clear();
   std::map<std::string, int> served;
   for (const Item* item : items) {
     if (!item->key) continue;
-    auto [it, added] = st.key_cursors.emplace(*item->key, item->id);
-    if (!added) it->second = std::max(it->second, item->id);
+    auto b = before.find(*item->key);
+    const int64_t at = b == before.end() ? item->id : std::max(b->second, item->id);
+    auto [it, added] = st.key_cursors.emplace(*item->key, at);
+    if (!added) it->second = std::max(it->second, at);
     ++served[*item->key];
   }
   if (st.key_cursors.size() <= kMaxKeyCursors) return;
@@ -518,8 +534,10 @@ void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
     st.look_behind = false;
   }
   // Fair: what came due behind the keys' cursors is read first; a read it
-  // may have filled looks behind again.
-  if (req.fair && cp.behind && !to_the_end && n > 0) st.look_behind = true;
+  // filled looks behind again.
+  if (req.fair && cp.behind && FairBehind(cp, items) >= std::min(cp.limit, req.limit)) {
+    st.look_behind = true;
+  }
   // Where the next read starts behind the cursor. A read that stopped
   // early, before where the cursor was, goes on from its last item (more
   // may wait between); if the items that came due behind its start filled

@@ -72,8 +72,9 @@ struct ClaimSchedulerOptions {
   // claimed of it (ClaimPart::key_cursors): from the heads when a part is
   // acquired and when a poll or a notice without a place says so. A read
   // looks behind (at least every rescan_interval, and again while what it
-  // found there may have filled it) for retried and delayed items come due
-  // behind a key's cursor, and keeps the cursors. A notice's place lowers
+  // found there filled it) for retried and delayed items come due behind a
+  // key's cursor, and keeps the cursors (a key served only from there keeps
+  // its own). A notice's place lowers
   // the part's key cursors to it. A finished item wakes its part (a fair
   // read may stop short of the limit while its keys have more).
   bool fair = false;
@@ -267,6 +268,9 @@ class ClaimScheduler {
                              PartState& st);
   // The key cursors a part keeps (each claim sends them all).
   static constexpr size_t kMaxKeyCursors = 64;
+  // Fair: how many of `items` the read of `cp`'s part found behind its key
+  // cursors (what came due there).
+  static int FairBehind(const ClaimPart& cp, const std::vector<Item>& items);
   // Fair: the key cursors after a read of `st`'s part took `items`.
   static void UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items);
   // Fair: the key a read from `from` served last, of the keys of `items`

@@ -1251,9 +1251,8 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
   // key_after and around, at most 2 * limit of them, each for an even share
   // of twice the limit (at most the limit) in id order from after its key
   // cursor; then keyless items among the part's first 2 * limit ready
-  // ones. Looking
-  // behind (ClaimPart::behind), what came due behind the keys' cursors
-  // comes first, in run_at order.
+  // ones. Looking behind (ClaimPart::behind), what came due behind the
+  // keys' cursors comes first, in run_at order.
   const int limit = cp.limit;
   const std::string from = cp.key_after.value_or("");
   std::set<std::string> keys;

@@ -213,8 +213,18 @@ TEST_F(PgStoreTest, AReleasedKeysNextItemIsProbedOnlyDownToTheItemItsKeyFinished
     EXPECT_OK(got.status());
     EXPECT_OK(own->Leave("q", m.join.id, m.join.incarnation));
     own.reset();
-    int64_t read = 0;
-    EXPECT_TRUE(WaitUntil([&] { return (read = entries_read() - before) > 0; }));
+    // Reported at the backend's exit, all at once; read until it is there
+    // and stays so.
+    int64_t read = 0, last = -1;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          const int64_t now = entries_read() - before;
+          const bool settled = now > 0 && now == last;
+          last = now;
+          read = now;
+          return settled;
+        },
+        absl::Seconds(60), absl::Milliseconds(200)));
     return {got.ok() ? Ids(*got) : std::vector<int64_t>{}, read};
   };
   const auto [got, read] = claim(finished);

@@ -32,6 +32,8 @@
 --   enqueued_at), through items_later in run_at order as
 --   ready_behind.sql reads it, so the cursors are kept across it where a
 --   read from the heads walked the acked entries every rescan_interval.
+--   These take no turns: like an ordinary claim's look behind, they come
+--   before the rest, up to the whole read.
 --   A key's read on from its cursor is bounded by a row of items_key's
 --   columns (ready_condition.sql says why).
 -- - Keyless items are not in items_key: they are looked for among the
@@ -44,7 +46,7 @@ SELECT * FROM ((
     FROM {schema}.items i
     WHERE {ready} AND i.run_at > i.enqueued_at AND {behind}
       AND i.id <= (SELECT max(c.id) FROM {cursors} AND c.key = i.key) AND i.id <> ALL({skip})
-    ORDER BY i.run_at LIMIT {limit})
+    ORDER BY i.run_at, i.id LIMIT {limit})
   UNION ALL
   (SELECT {columns_of_x}
     FROM (
