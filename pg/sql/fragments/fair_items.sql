@@ -34,8 +34,6 @@
 --   read from the heads walked the acked entries every rescan_interval.
 --   These take no turns: like an ordinary claim's look behind, they come
 --   before the rest, up to the whole read.
---   A key's read on from its cursor is bounded by a row of items_key's
---   columns (ready_condition.sql says why).
 -- - Keyless items are not in items_key: they are looked for among the
 --   part's first 2 * limit ready items in (priority, id) order, read only
 --   when the keys did not fill the read.
@@ -72,8 +70,7 @@ SELECT * FROM ((
       SELECT {columns}, row_number() OVER (ORDER BY i.id) AS turn
       FROM {schema}.items i
       WHERE {ready_after} AND i.key = t.key
-        AND (i.key, i.id) > (t.key, coalesce(t.after_id, -9223372036854775808))
-        AND i.id <> ALL({skip})
+        AND i.id > coalesce(t.after_id, -9223372036854775808) AND i.id <> ALL({skip})
       ORDER BY i.id LIMIT least({limit}, ceil(2.0 * {limit} / t.keys)::int)) x
     ORDER BY x.turn, t.pos LIMIT {limit})
   UNION ALL

@@ -28,8 +28,7 @@ SELECT {columns_of_i}
       SELECT f.* FROM heads hd CROSS JOIN LATERAL (
         SELECT k.ctid AS tid, k.*, row_number() OVER (ORDER BY k.id) AS key_rank
         FROM {schema}.items k
-        WHERE k.queue = {queue} AND k.part = {part} AND k.key = hd.key
-          AND (k.key, k.id) >= (hd.key, hd.id)
+        WHERE k.queue = {queue} AND k.part = {part} AND k.key = hd.key AND k.id >= hd.id
         ORDER BY k.id LIMIT {bound}::int) f) i
     WHERE i.run_at <= statement_timestamp() AND i.abandoned_epoch IS NULL
       AND i.id <> ALL({skip})

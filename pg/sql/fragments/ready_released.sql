@@ -1,15 +1,12 @@
 -- ready_items.sql's read of an ordered claim's released keys: {released}
 -- is a FROM item of (key, id) rows (key_cursors.sql), each key's next item
 -- after that id read through items_key. {not_behind} leaves out what the
--- look behind (ready_behind.sql) returns, when there is one. The bound on
--- the id is a row of items_key's columns, which the primary key cannot
--- serve (ready_condition.sql says why).
+-- look behind (ready_behind.sql) returns, when there is one.
 SELECT {columns_of_rows}
     FROM (SELECT rel.key, rel.id FROM {released}) rel
     CROSS JOIN LATERAL (
       SELECT n.ctid AS tid, n.* FROM {schema}.items n
-      WHERE n.queue = {queue} AND n.part = {part} AND n.key = rel.key
-        AND (n.key, n.id) > (rel.key, rel.id)
+      WHERE n.queue = {queue} AND n.part = {part} AND n.key = rel.key AND n.id > rel.id
       ORDER BY n.id LIMIT 1) i
     WHERE {ready}
       AND (i.priority::int, i.id) <= ({after_prio}::int, {after_id}) AND i.id <> ALL({skip}){not_behind}
