@@ -74,9 +74,9 @@ struct ClaimSchedulerOptions {
   // looks behind (at least every rescan_interval, and again while what it
   // found there filled it) for retried and delayed items come due behind a
   // key's cursor, and keeps the cursors (a key served only from there keeps
-  // its own). A notice's place lowers
-  // the part's key cursors to it. A finished item wakes its part (a fair
-  // read may stop short of the limit while its keys have more).
+  // its own). A notice's place lowers the part's key cursors to it. A
+  // finished item wakes its part (a fair read may stop short of the limit
+  // while its keys have more).
   bool fair = false;
   // Enqueue notices arrive (LISTEN) and say where their items are
   // (Notice::from): a part is then read from its head only when it is
