@@ -234,6 +234,10 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
   };
   return Fragment("fair_items",
                   {{"{columns_of_x}", ReadColumnsOf("x")},
+                   {"{columns_of_i}", ReadColumnsOf("i")},
+                   {"{queue}", queue},
+                   {"{part}", part},
+                   {"{bound}", bound},
                    {"{columns}", ReadColumns()},
                    {"{onward_first}", next_key(">", from, "")},
                    {"{onward_next}", next_key(">", "w.key", "")},
@@ -242,6 +246,7 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
                    {"{cursors}", cursors},
                    {"{behind}", behind},
                    {"{ready}", ReadyCondition(queue, part, bound)},
+                   {"{ready_keyless}", ReadyCondition(queue, part, "0")},
                    {"{ready_after}", ReadyCondition(queue, part, bound,
                                                     "coalesce(t.after_id, -9223372036854775808)")},
                    {"{skip}", skip},

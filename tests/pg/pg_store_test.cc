@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -125,6 +126,39 @@ class PgStoreTest : public ::testing::Test {
     return got;
   }
 
+  // A claim by a member of its own (ClaimAll of part 0, limit 10, shaped by
+  // `shape`) on a store closed after it, and the entries of items_key it
+  // read: a backend reports its counts when it exits, all at once, so they
+  // are read until they are there and stay so.
+  std::pair<std::vector<int64_t>, int64_t> ClaimCountingKeyEntries(
+      const std::function<void(ClaimRequest&)>& shape) {
+    auto entries_read = [&] {
+      return schema_.QInt(
+          "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelid = "
+          "'{schema}.items_key'::regclass");
+    };
+    const int64_t before = entries_read();
+    std::unique_ptr<Store> own = schema_.NewStore();
+    Member m = JoinWith(*own, "q", {0});
+    ClaimRequest req = ClaimAll("q", m, 10);
+    shape(req);
+    absl::StatusOr<std::vector<Item>> got = own->Claim(req);
+    EXPECT_OK(got.status());
+    EXPECT_OK(own->Leave("q", m.join.id, m.join.incarnation));
+    own.reset();
+    int64_t read = 0, last = -1;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          const int64_t now = entries_read() - before;
+          const bool settled = now > 0 && now == last;
+          last = now;
+          read = now;
+          return settled;
+        },
+        absl::Seconds(60), absl::Milliseconds(200)));
+    return {got.ok() ? Ids(*got) : std::vector<int64_t>{}, read};
+  }
+
   TestSchema schema_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<BridgeStore> bridge_;  // the same database, for the Kafka bridge's operations
@@ -192,42 +226,50 @@ TEST_F(PgStoreTest, AReleasedKeysNextItemIsProbedOnlyDownToTheItemItsKeyFinished
   // The key's items up to `finished` acked (a finish deletes them so), their
   // entries kept by the snapshot.
   schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE key = 'a' AND id <= ", finished));
-  auto entries_read = [&] {
-    return schema_.QInt(
-        "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelid = "
-        "'{schema}.items_key'::regclass");
-  };
-  // A claim by a member of its own, on from the cursor past c (in flight),
-  // with key a released at `from`; the entries of items_key it read.
-  auto claim = [&](int64_t from) -> std::pair<std::vector<int64_t>, int64_t> {
-    const int64_t before = entries_read();
-    std::unique_ptr<Store> own = schema_.NewStore();
-    Member m = JoinWith(*own, "q", {0});
-    ClaimRequest req = ClaimAll("q", m, 10);
-    req.ordered = true;
-    req.in_flight = {{0, c.id}};
-    req.parts[0].after = req.parts[0].cursor = ItemKey{0, c.id};
-    req.parts[0].behind = false;
-    req.parts[0].key_cursors = {{"a", from}};
-    absl::StatusOr<std::vector<Item>> got = own->Claim(req);
-    EXPECT_OK(got.status());
-    EXPECT_OK(own->Leave("q", m.join.id, m.join.incarnation));
-    own.reset();
-    // Reported at the backend's exit, all at once; read until it is there
-    // and stays so.
-    int64_t read = 0, last = -1;
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          const int64_t now = entries_read() - before;
-          const bool settled = now > 0 && now == last;
-          last = now;
-          read = now;
-          return settled;
-        },
-        absl::Seconds(60), absl::Milliseconds(200)));
-    return {got.ok() ? Ids(*got) : std::vector<int64_t>{}, read};
+  // On from the cursor past c (in flight), with key a released at `from`.
+  auto claim = [&](int64_t from) {
+    return ClaimCountingKeyEntries([&](ClaimRequest& req) {
+      req.ordered = true;
+      req.in_flight = {{0, c.id}};
+      req.parts[0].after = req.parts[0].cursor = ItemKey{0, c.id};
+      req.parts[0].behind = false;
+      req.parts[0].key_cursors = {{"a", from}};
+    });
   };
   const auto [got, read] = claim(finished);
+  EXPECT_EQ(got, (std::vector<int64_t>{next}));
+  EXPECT_LT(read, 20) << "the probe walked the key's acked entries";
+  const auto [walked, read_from_below] = claim(first - 1);
+  EXPECT_EQ(walked, (std::vector<int64_t>{next}));
+  EXPECT_GE(read_from_below, kAcked) << "the count did not see a walk of the acked entries";
+  holder.abort();
+}
+
+// The same bound in a fair claim of an ordered queue: a key read on from its
+// cursor (fair_items.sql) is probed only down to that cursor, the last item
+// of the key the session served, so the probe does not walk the acked
+// entries a held snapshot keeps below it. The control is a cursor below
+// them: the key's read itself then walks them.
+TEST_F(PgStoreTest, AFairOrderedKeyReadOnFromItsCursorIsProbedOnlyDownToIt) {
+  MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
+  constexpr int kAcked = 2000;
+  ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(kAcked + 2, Keyed("a"))));
+  const int64_t first = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE key = 'a'");
+  const int64_t served = first + kAcked, next = served + 1;
+  pqxx::connection holder_conn(schema_.dsn());
+  pqxx::transaction<pqxx::repeatable_read> holder(holder_conn);
+  holder.exec("SELECT 1");
+  schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE key = 'a' AND id <= ", served));
+  // A fair claim with key a's cursor at `from`.
+  auto claim = [&](int64_t from) {
+    return ClaimCountingKeyEntries([&](ClaimRequest& req) {
+      req.ordered = true;
+      req.fair = true;
+      req.parts[0].behind = false;
+      req.parts[0].key_cursors = {{"a", from}};
+    });
+  };
+  const auto [got, read] = claim(served);
   EXPECT_EQ(got, (std::vector<int64_t>{next}));
   EXPECT_LT(read, 20) << "the probe walked the key's acked entries";
   const auto [walked, read_from_below] = claim(first - 1);

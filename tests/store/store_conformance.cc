@@ -2011,6 +2011,17 @@ TEST_P(StoreConformance, AFairOrderedClaimTakesOnlyTheHeadOfEachKey) {
   req.fair = true;
   ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
   EXPECT_EQ(Sorted(Ids(got)), Sorted({ids[0], ids[2]}));
+  // With those in flight and x read on from its cursor there, nothing of x
+  // or y is ready: each key's next item waits for the one before it.
+  req.in_flight = {{0, ids[0]}, {0, ids[2]}};
+  req.parts[0].key_cursors = {{"x", ids[0]}};
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> held, store_->Claim(req));
+  EXPECT_TRUE(held.empty()) << Ids(held).size() << " items of busy keys claimed";
+  // Two of a key at once (key concurrency 2): x's and y's second items too.
+  req.ordered = false;
+  req.key_concurrency = 2;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> second, store_->Claim(req));
+  EXPECT_EQ(Sorted(Ids(second)), Sorted({ids[1], ids[3]}));
 }
 
 // --- finish ---------------------------------------------------------------------------
