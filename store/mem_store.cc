@@ -1250,13 +1250,15 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
   // As PgStore's FairItems (pg_store_sql.cc) reads: keys in turn from after
   // key_after and around, at most 2 * limit of them, each for an even share
   // of twice the limit (at most the limit) in id order from after its key
-  // cursor; then keyless items among the part's first 2 * limit ready
-  // ones. Looking behind (ClaimPart::behind), what came due behind the
-  // keys' cursors comes first, in run_at order.
+  // cursor; then keyless items among the part's first 2 * limit items due
+  // (not in flight, not abandoned), their keys' bounds or cursors
+  // notwithstanding. Looking behind (ClaimPart::behind), what came due
+  // behind the keys' cursors comes first, in run_at order.
   const int limit = cp.limit;
   const std::string from = cp.key_after.value_or("");
   std::set<std::string> keys;
   std::vector<const StoredItem*> ready;   // id order
+  std::vector<const StoredItem*> due;     // id order: where keyless items are looked for
   std::vector<const StoredItem*> behind;  // came due behind a key's cursor
   const int bound = KeyBound(req);
   std::map<std::string, int> older;  // bounded: older live items of a key
@@ -1266,8 +1268,10 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
     if (s.queue != req.queue || s.item.part != cp.part) continue;
     auto c = s.item.key ? cursors.find(*s.item.key) : cursors.end();
     if (s.item.key) keys.insert(*s.item.key);
-    if (bound > 0 && s.item.key && older[*s.item.key]++ >= bound) continue;
+    const bool held = bound > 0 && s.item.key && older[*s.item.key]++ >= bound;
     if (s.item.run_at > now || s.abandoned_epoch != 0 || skip.count(id) > 0) continue;
+    due.push_back(&s);
+    if (held) continue;
     if (c != cursors.end() && id <= c->second) {  // read on from its cursor
       if (cp.behind && s.later) behind.push_back(&s);
       continue;
@@ -1303,7 +1307,7 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
     }
   }
   if (static_cast<int>(out.size()) < limit) {
-    std::vector<const StoredItem*> head = ready;
+    std::vector<const StoredItem*> head = due;
     std::stable_sort(head.begin(), head.end(), [](const StoredItem* a, const StoredItem* b) {
       return ItemKey{a->item.priority, a->item.id} < ItemKey{b->item.priority, b->item.id};
     });

@@ -2024,6 +2024,29 @@ TEST_P(StoreConformance, AFairOrderedClaimTakesOnlyTheHeadOfEachKey) {
   EXPECT_EQ(Sorted(Ids(second)), Sorted({ids[1], ids[3]}));
 }
 
+// A fair claim looks for keyless items among the part's first 2 x limit
+// items due (not in flight), keyed ones counted whether their keys hold them
+// back or not: a keyless item waits behind the keyed items due before it.
+TEST_P(StoreConformance, AFairClaimLooksForKeylessItemsAmongThePartsFirstItemsDue) {
+  MakeQueue(*store_, "q", 1, absl::Seconds(60), /*ordered=*/true);
+  std::vector<int64_t> x;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed("x")));
+    x.push_back(r.id);
+  }
+  ASSERT_OK_AND_ASSIGN(EnqueueResult z, store_->Enqueue("q", Payload("z")));
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest req = ClaimAll("q", m, 1);
+  req.ordered = true;
+  req.fair = true;
+  req.in_flight = {{0, x[0]}};  // x's later items are held back by it
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
+  EXPECT_TRUE(none.empty()) << "z is third among the items due, past 2 x 1";
+  req.parts[0].limit = 2;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
+  EXPECT_EQ(Ids(got), (std::vector<int64_t>{z.id}));
+}
+
 // --- finish ---------------------------------------------------------------------------
 
 TEST_P(StoreFinishConformance, AckDeletesItemsAndCommitsTheHandlersWrites) {

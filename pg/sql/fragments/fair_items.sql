@@ -32,8 +32,8 @@
 --   items past its cursor are read: a later one has {bound} live items of
 --   its key before it, so it cannot be ready. Read on until the share was
 --   ready, an ordered key's read probed every item of its backlog, on
---   every claim (a fair ordered queue drained 350 items/s from a backlog
---   of 200,000 items over 997 keys, bench/ordered_drain.sh).
+--   every claim (a fair ordered queue drained 250-340 items/s from a
+--   backlog of 200,000 items over 997 keys, bench/ordered_drain.sh).
 -- - Behind the cursors, first when the claim looks behind ({behind}): what
 --   came due there (retried, delayed, requeued: run_at later than
 --   enqueued_at), through items_later in run_at order as
@@ -45,11 +45,12 @@
 --   part's first 2 * limit items due in (priority, id) order, read only
 --   when the keys did not fill the read. The keyed ones among those are
 --   dropped, so they are not probed ({ready_keyless} has no key bound),
---   and they count whether their keys hold them back or not, as in a fair
---   queue that is not ordered. Probed, in an ordered queue, each walked its
+--   and they count whether their keys hold them back or not: a keyless
+--   item waits behind the keyed items due before it, as in a fair queue
+--   without a key bound. Probed, in an ordered queue, each walked its
 --   key's acked entries a held snapshot keeps (PgStoreTest's fair probe
---   test), and the read went on through every held-back item of the part's
---   backlog, probing each, until it had 2 * limit ready ones.
+--   test), and the read went on through every held-back item of the
+--   part's backlog, probing each, until it had 2 * limit ready ones.
 -- Every item read is checked against {skip}: a key read from its head, or
 -- from a cursor a late enqueue's notice lowered, meets the items in flight.
 SELECT * FROM ((
