@@ -20,7 +20,11 @@ args=(bench --dsn "$DSN" --only soak --soak-rate "$RATE" --soak-seconds "$SECS"
       --soak-sessions "$SESSIONS" --soak-churn "$CHURN" --soak-sample "$SAMPLE"
       --soak-out "$OUT/samples.tsv" --out "$OUT/report.json")
 if [[ -n "${RESTART:-}" ]]; then
-  args+=(--soak-restart-at "${RESTART_AT:-$((SECS / 2))}" --soak-restart "$RESTART")
+  # Its output to a file of its own: a server that `pg_ctl restart` starts without -l keeps
+  # writing its log to the stdout it inherited, the pipe to tee below, which then never ends
+  # (nor the script, nor its plot).
+  args+=(--soak-restart-at "${RESTART_AT:-$((SECS / 2))}"
+         --soak-restart "{ $RESTART; } >>'$OUT/restart.log' 2>&1")
 fi
 [[ -n "${HOLD:-}" ]] && args+=(--soak-hold "$HOLD")
 [[ -n "${VACUUM_INTERVAL:-}" ]] && args+=(--vacuum-interval "$VACUUM_INTERVAL")
