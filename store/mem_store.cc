@@ -1262,10 +1262,13 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::FairLocked(const ClaimR
   std::vector<const StoredItem*> behind;  // came due behind a key's cursor
   const int bound = KeyBound(req);
   std::map<std::string, int> older;  // bounded: older live items of a key
+  const std::set<int> earlier = EarlierPartsLocked(req, cp);  // their items come first
   const std::map<std::string, int64_t> cursors(cp.key_cursors.begin(), cp.key_cursors.end());
   for (const auto& [key, id] : cursors) keys.insert(key);  // visited, items or not
   for (const auto& [id, s] : items_) {
-    if (s.queue != req.queue || s.item.part != cp.part) continue;
+    if (s.queue != req.queue) continue;
+    if (earlier.count(s.item.part) > 0 && s.item.key) ++older[*s.item.key];
+    if (s.item.part != cp.part) continue;
     auto c = s.item.key ? cursors.find(*s.item.key) : cursors.end();
     if (s.item.key) keys.insert(*s.item.key);
     const bool held = bound > 0 && s.item.key && older[*s.item.key]++ >= bound;
@@ -1378,22 +1381,24 @@ std::vector<Item> MemDatabase::ClaimLocked(const ClaimRequest& req,
   return out;
 }
 
+std::set<int> MemDatabase::EarlierPartsLocked(const ClaimRequest& req, const ClaimPart& cp) {
+  std::set<int> earlier;
+  if (KeyBound(req) == 0) return earlier;
+  if (auto q = queues_.find(req.queue); q != queues_.end()) {
+    for (int c : q->second.grown_from) {
+      if (c <= cp.part) earlier.insert(cp.part % c);
+    }
+  }
+  return earlier;
+}
+
 std::vector<const MemDatabase::StoredItem*> MemDatabase::InOrderLocked(
     const ClaimRequest& req, const ClaimPart& cp, absl::Time now, const std::set<int64_t>& skip) {
   std::vector<const StoredItem*> cands;
   // Ordered or bounded per key: the older live items of each key so far.
   const int bound = KeyBound(req);
   std::map<std::string, int> older;
-  // In a grown queue: the parts its keys had before each grow
-  // (Store::GrowParts), whose items of a key come before this part's.
-  std::set<int> earlier;
-  if (bound > 0) {
-    if (auto q = queues_.find(req.queue); q != queues_.end()) {
-      for (int c : q->second.grown_from) {
-        if (c <= cp.part) earlier.insert(cp.part % c);
-      }
-    }
-  }
+  const std::set<int> earlier = EarlierPartsLocked(req, cp);
   // Ordered (not fair): released keys, whose next item is read behind `after` too.
   std::map<std::string, int64_t> released;
   if (!req.fair && req.ordered) released.insert(cp.key_cursors.begin(), cp.key_cursors.end());

@@ -103,6 +103,11 @@ class MemDatabase {
   std::vector<const StoredItem*> FairLocked(const ClaimRequest& req, const ClaimPart& cp,
                                             absl::Time now, const std::set<int64_t>& skip)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The parts whose items of a key come before part `cp`'s in a grown queue
+  // (Store::GrowParts: the part the key had before each grow), for a claim
+  // with a key bound; empty without one.
+  std::set<int> EarlierPartsLocked(const ClaimRequest& req, const ClaimPart& cp)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What a claim that is not fair may take from part `cp`, in (priority, id)
   // order; the caller cuts it to its limits.
   std::vector<const StoredItem*> InOrderLocked(const ClaimRequest& req, const ClaimPart& cp,

@@ -1762,6 +1762,7 @@ std::vector<Item> ClaimInPart(Store& store, const Member& m, int part, const Cla
   req.limit = 10;
   req.ordered = bound.ordered;
   req.key_concurrency = bound.key_concurrency;
+  req.fair = bound.fair;
   req.include_suspect = false;
   for (const Item& i : in_flight) req.in_flight.emplace_back(i.part, i.id);
   absl::StatusOr<std::vector<Item>> got = store.Claim(req);
@@ -1823,6 +1824,33 @@ TEST_P(StoreConformance, AfterAGrowAnOrderedKeyFinishesItsOldPartsItemsFirst) {
   EXPECT_EQ(Ids(second), std::vector<int64_t>{k2.id});
   ASSERT_OK(store_->Finish(FinishOf("q", m, second), AckAll()));
   EXPECT_EQ(claim_in(c), std::vector<int64_t>{k3.id});
+}
+
+// The same in a fair claim: the key's item in its new part waits for the
+// one in its old part.
+TEST_P(StoreConformance, AfterAGrowAFairOrderedKeyFinishesItsOldPartsItemsFirst) {
+  MakeQueue(*store_, "q", 2, absl::Seconds(60), /*ordered=*/true);
+  std::string key;
+  for (int k = 0; key.empty(); ++k) {
+    const std::string kk = absl::StrCat("key", k);
+    if (PartForKey(kk, 4) == PartForKey(kk, 2) + 2) key = kk;
+  }
+  Member m = JoinWith(*store_, "q", kAllParts);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult k1, store_->Enqueue("q", Keyed(key, "1")));
+  ASSERT_OK(store_->GrowParts("q", 4).status());
+  ASSERT_OK_AND_ASSIGN(EnqueueResult k2, store_->Enqueue("q", Keyed(key, "2")));
+  ASSERT_EQ(k2.part, k1.part + 2);
+  ASSERT_OK_AND_ASSIGN(std::vector<OwnedPart> more, store_->AcquireParts("q", m.join.id, {2, 3}));
+  for (const OwnedPart& p : more) m.parts.push_back(p);
+  ClaimRequest fair;
+  fair.ordered = true;
+  fair.fair = true;
+  auto claim_in = [&](int part) { return ClaimInPart(*store_, m, part, fair, {}); };
+  EXPECT_TRUE(claim_in(k2.part).empty()) << "item 2 waits for 1, in the key's old part";
+  std::vector<Item> first = claim_in(k1.part);
+  EXPECT_EQ(Ids(first), std::vector<int64_t>{k1.id});
+  ASSERT_OK(store_->Finish(FinishOf("q", m, first), AckAll()));
+  EXPECT_EQ(Ids(claim_in(k2.part)), std::vector<int64_t>{k2.id}) << "1 finished: 2 may run";
 }
 
 // After a grow, key concurrency counts the key's live items in its earlier
