@@ -27,13 +27,14 @@
 --   by turn (their number within the key) and key, and cut at the limit.
 --   An ordered key's items are probed only down to its cursor
 --   ({ready_after}; ready_condition.sql says why). With a key bound
---   ({bound}: ordered 1, key concurrency N; the second read, the first
---   without one, each gated by the bound) only the key's first {bound}
---   items past its cursor are read: a later one has {bound} live items of
---   its key before it, so it cannot be ready. Read on until the share was
---   ready, an ordered key's read probed every item of its backlog, on
---   every claim (a fair ordered queue drained 250-340 items/s from a
---   backlog of 200,000 items over 997 keys, bench/ordered_drain.sh).
+--   ({bound}: ordered 1, key concurrency N) only the key's first {bound}
+--   items past its cursor are read, since a later one has {bound} live
+--   items of its key before it and cannot be ready: the second of the two
+--   reads below, each gated by the bound (the first, without one, keeps
+--   the plan a fair queue had). Read on until the share was ready, an
+--   ordered key's read probed every item of its backlog, on every claim
+--   (a fair ordered queue drained 250-340 items/s from a backlog of
+--   200,000 items over 997 keys, bench/ordered_drain.sh).
 -- - Behind the cursors, first when the claim looks behind ({behind}): what
 --   came due there (retried, delayed, requeued: run_at later than
 --   enqueued_at), through items_later in run_at order as
