@@ -1770,6 +1770,15 @@ std::vector<Item> ClaimInPart(Store& store, const Member& m, int part, const Cla
   return got.ok() ? *got : std::vector<Item>{};
 }
 
+// A key in part a of 2 parts and in part a + 2 of 4: a grow from two parts
+// to four puts its new items in a part of their own.
+std::string KeyMovedByAGrowFromTwoPartsToFour() {
+  for (int k = 0;; ++k) {
+    std::string key = absl::StrCat("key", k);
+    if (PartForKey(key, 4) == PartForKey(key, 2) + 2) return key;
+  }
+}
+
 // Invariant I16: after a grow, an ordered queue's key keeps its order. Its
 // item in a new part waits while a part the key had before a grow still
 // holds an older item of it, ready or in flight; over two grows (2 -> 4 ->
@@ -1830,11 +1839,7 @@ TEST_P(StoreConformance, AfterAGrowAnOrderedKeyFinishesItsOldPartsItemsFirst) {
 // one in its old part.
 TEST_P(StoreConformance, AfterAGrowAFairOrderedKeyFinishesItsOldPartsItemsFirst) {
   MakeQueue(*store_, "q", 2, absl::Seconds(60), /*ordered=*/true);
-  std::string key;
-  for (int k = 0; key.empty(); ++k) {
-    const std::string kk = absl::StrCat("key", k);
-    if (PartForKey(kk, 4) == PartForKey(kk, 2) + 2) key = kk;
-  }
+  const std::string key = KeyMovedByAGrowFromTwoPartsToFour();
   Member m = JoinWith(*store_, "q", kAllParts);
   ASSERT_OK_AND_ASSIGN(EnqueueResult k1, store_->Enqueue("q", Keyed(key, "1")));
   ASSERT_OK(store_->GrowParts("q", 4).status());
@@ -1858,11 +1863,7 @@ TEST_P(StoreConformance, AfterAGrowAFairOrderedKeyFinishesItsOldPartsItemsFirst)
 // in its old part, two in its new one.
 TEST_P(StoreConformance, AfterAGrowKeyConcurrencyCountsTheOldPartsItems) {
   MakeQueue(*store_, "q", 2);
-  std::string key;
-  for (int k = 0; key.empty(); ++k) {
-    const std::string kk = absl::StrCat("key", k);
-    if (PartForKey(kk, 4) == PartForKey(kk, 2) + 2) key = kk;
-  }
+  const std::string key = KeyMovedByAGrowFromTwoPartsToFour();
   Member m = JoinWith(*store_, "q", kAllParts);
   ASSERT_OK_AND_ASSIGN(EnqueueResult k1, store_->Enqueue("q", Keyed(key, "1")));
   ASSERT_OK(store_->GrowParts("q", 4).status());
@@ -1889,11 +1890,7 @@ TEST_P(StoreConformance, AfterAGrowKeyConcurrencyCountsTheOldPartsItems) {
 
 TEST_P(StoreConformance, AfterAGrowAnUnorderedQueuesNewPartsRunAtOnce) {
   MakeQueue(*store_, "q", 2);
-  std::string key;
-  for (int k = 0; key.empty(); ++k) {
-    const std::string kk = absl::StrCat("key", k);
-    if (PartForKey(kk, 4) == PartForKey(kk, 2) + 2) key = kk;
-  }
+  const std::string key = KeyMovedByAGrowFromTwoPartsToFour();
   Member m = JoinWith(*store_, "q", kAllParts);
   ASSERT_OK_AND_ASSIGN(EnqueueResult k1, store_->Enqueue("q", Keyed(key, "1")));
   ASSERT_OK(store_->GrowParts("q", 4).status());
