@@ -231,12 +231,15 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     cp.record = st.record;
     cp.key_after = st.key_after;
     if (cp.after) cp.key_cursors.assign(st.key_cursors.begin(), st.key_cursors.end());
-    // (A read from the head reads them anyway; they are kept for the next.)
-    if (ReleasesKeys() && cp.after) {
+    if (ReleasesKeys()) cp.key_floors.assign(st.key_floors.begin(), st.key_floors.end());
+    cp.key_heads = st.key_heads && cp.after.has_value();
+    // (A read from the head, or of the keys' heads, reads them anyway; they
+    // are kept for the next.)
+    if (ReleasesKeys() && cp.after && !cp.key_heads) {
       for (const auto& [key, r] : st.released) cp.key_cursors.emplace_back(key, r.id);
       parts_.at(part).released_sent = release_gen_;
     }
-    cp.behind = cp.after.has_value() &&
+    cp.behind = cp.after.has_value() && !cp.key_heads &&
                 (st.look_behind || now - st.last_behind >= options_.rescan_interval);
     cp.limit = limit;
     if (rate_) {
@@ -283,9 +286,11 @@ std::vector<int> ClaimScheduler::HungryParts(int batches, absl::Time now) {
     // (Fair: a retried or delayed item that came due behind a key's cursor
     // is read by the look behind, fragments/fair_items.sql.)
     if (ReadsFromHeads() || !st.cursor ||
-        (!options_.notices && now - st.last_rescan >= options_.rescan_interval) ||
-        (ReleasesKeys() && now - st.last_rescan >= kOrderedRescans * options_.rescan_interval)) {
+        (!options_.notices && now - st.last_rescan >= options_.rescan_interval)) {
       st.rescan = true;
+    } else if (ReleasesKeys() &&
+               now - st.last_rescan >= kOrderedRescans * options_.rescan_interval) {
+      st.key_heads = true;
     }
     hungry.push_back(part);
   }
@@ -524,10 +529,11 @@ void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
     if (auto turn = LastTurn(cp.key_after, mine)) st.key_after = std::move(turn);
     UpdateKeyCursors(st, mine);
   }
+  if (ReleasesKeys()) UpdateKeyFloors(cp.part, items, st);
   st.full = !to_the_end && n >= std::min(cp.limit, req.limit);
-  if (!cp.after) {
+  if (!cp.after || cp.key_heads) {
     st.last_rescan = started;
-    st.rescan = false;
+    st.rescan = st.key_heads = false;
   }
   if (!cp.after || cp.behind) {  // a read from the head has nothing behind it
     st.last_behind = started;
@@ -556,6 +562,26 @@ void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
   st.hungry = !to_the_end || st.rescan;
   if (st.noticed > claim_gen_) st.hungry = true;  // noticed while this claim was under way
   if (st.noticed_head > claim_gen_) st.rescan = true;
+}
+
+void ClaimScheduler::UpdateKeyFloors(int part, const std::vector<Item>& items, PartState& st) {
+  // A suspect ran without the probe (ClaimRequest::include_suspect): older
+  // items of its key may be live, so it sets no floor.
+  for (const Item& item : items) {
+    if (item.suspect || item.part != part || !item.key) continue;
+    auto [it, added] = st.key_floors.emplace(*item.key, item.id);
+    if (!added) it->second = std::max(it->second, item.id);
+  }
+  if (st.key_floors.size() <= kMaxKeyFloors) return;
+  std::vector<int64_t> ids;
+  ids.reserve(st.key_floors.size());
+  for (const auto& [key, id] : st.key_floors) ids.push_back(id);
+  const size_t forget = st.key_floors.size() - kMaxKeyFloors * 3 / 4;
+  std::nth_element(ids.begin(), ids.begin() + forget, ids.end());
+  const int64_t keep_from = ids[forget];
+  for (auto it = st.key_floors.begin(); it != st.key_floors.end();) {
+    it = it->second < keep_from ? st.key_floors.erase(it) : std::next(it);
+  }
 }
 
 void ClaimScheduler::ForgetReleased(const ClaimPart& cp, const std::vector<Item>& items,
@@ -642,8 +668,9 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
       if (!added) r->second = {std::min(r->second.id, i.id), release_gen_};
       ++notice_gen_;
       if (st.released.size() > kMaxReleased) {
-        st.released.clear();  // a read from the head finds them all
-        Mark(st);
+        st.released.clear();  // a read of the keys' heads finds them all
+        st.key_heads = true;
+        Wake(st, std::nullopt);
       } else {
         Wake(st, std::nullopt);
       }

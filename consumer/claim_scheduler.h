@@ -54,12 +54,15 @@ struct ClaimSchedulerOptions {
   // it held back, wherever it sorts, and the part on from its cursor (a
   // window of rows: ReadyItems); a part is read from its head (a window of
   // rows and each key's head: pg/sql/fragments/ready_keyed.sql) when
-  // acquired, when more than kMaxReleased keys wait, and every
+  // acquired. Each key's first item is read from the cursor
+  // (ClaimPart::key_heads) when more than kMaxReleased keys wait and every
   // kOrderedRescans rescan_intervals (what the window or a release missed:
   // a key's item past a window all held back, an item held back by a key's
   // item in an earlier part of a grown queue, which another session may
-  // finish). Never the head on every claim: its acked rows, which a held
-  // snapshot keeps, and the backlog would be walked each time.
+  // finish). Every claim sends the highest id claimed of each key in the
+  // part (ClaimPart::key_floors), where its probes and its heads stop.
+  // Never the head on every claim, nor every few: its acked rows, which a
+  // held snapshot keeps, and the backlog would be walked each time.
   bool ordered = false;
   // At most this many items of a key in flight (ClaimRequest::key_concurrency;
   // 0: no bound): every claim reads from the parts' heads, where a key's
@@ -244,6 +247,12 @@ class ClaimScheduler {
     };
     std::map<std::string, Released> released;
     uint64_t released_sent = 0;  // release_gen_ when a claim last sent them
+    // Ordered (not fair): per key, the highest id of it claimed here in this
+    // tenure (ClaimPart::key_floors); at most kMaxKeyFloors.
+    std::map<std::string, int64_t> key_floors;
+    // Ordered: the next claim reads the keys' heads from the cursor
+    // (ClaimPart::key_heads).
+    bool key_heads = false;
   };
   // Key-bounded queues (and fair ordered ones) hold items back behind a
   // part's cursor (a key's next item), so every claim reads their parts from
@@ -255,9 +264,10 @@ class ClaimScheduler {
   // instead (ClaimSchedulerOptions::ordered).
   bool ReleasesKeys() const { return options_.ordered && !options_.fair; }
   static constexpr size_t kMaxReleased = 256;
-  // An ordered part is read from its head every this many rescan_intervals
-  // (ClaimSchedulerOptions::ordered): such a read looks at every row, and a
-  // held snapshot or a backlog makes that a walk.
+  // An ordered part's keys' heads are read every this many
+  // rescan_intervals (ClaimSchedulerOptions::ordered, ClaimPart::key_heads):
+  // such a read visits every key of the part, and a backlog makes that a
+  // walk.
   static constexpr int kOrderedRescans = 10;
   // After the claim `req` read `cp` and took `items`: forgets the released
   // keys it sent for `st`'s part whose next items it surely read
@@ -268,6 +278,12 @@ class ClaimScheduler {
                              PartState& st);
   // The key cursors a part keeps (each claim sends them all).
   static constexpr size_t kMaxKeyCursors = 64;
+  // The key floors a part keeps (each claim of it sends them all); past
+  // that, the keys claimed longest ago are forgotten until a quarter fewer
+  // remain (their items are then probed all the way down once more).
+  static constexpr size_t kMaxKeyFloors = 512;
+  // Ordered: the key floors of `part` after a claim took `items`.
+  static void UpdateKeyFloors(int part, const std::vector<Item>& items, PartState& st);
   // Fair: how many of `items` the read of `cp`'s part found behind its key
   // cursors (what came due there).
   static int FairBehind(const ClaimPart& cp, const std::vector<Item>& items);

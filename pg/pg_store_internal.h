@@ -96,6 +96,8 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
 // The statements of the pipelined ack (pg/sql/pipelined_ack_claim.sql), run
 // through Pipeline on the connection's libpq handle: name -> SQL.
 inline constexpr char kPlanGuard[] = "partq_pl_plan_guard";
+// kPlanGuard for the keyed forms (pg/sql/plan_guard_keyed.sql).
+inline constexpr char kPlanGuardKeyed[] = "partq_pl_plan_guard_keyed";
 inline constexpr char kPipelinedAck[] = "partq_pl_ack";
 inline constexpr char kPipelinedAckClaim[] = "partq_pl_ack_claim";
 // The same, also reading what came due behind the cursor (ClaimPart::behind).
@@ -114,20 +116,24 @@ inline constexpr char kPipelinedLocalSettings[] = "partq_pl_local_settings";
 // The claims that PgStore::Claim and Finish's general path run in a flight
 // after kPlanGuard, so that they run a generic plan (planning the custom one
 // took longer than running it: 4-6 ms against 1-4 ms a call, BENCHMARKS.md):
-// the text of "claim", "claim_fair", "ack_claim" and "ack_claim_fair".
+// claim.sql and ack_claim.sql in their forms without a key bound, fair, and
+// with a key bound (ordered, key concurrency: after kPlanGuardKeyed).
 inline constexpr char kPipelinedClaim[] = "partq_pl_claim";
 inline constexpr char kPipelinedClaimFair[] = "partq_pl_claim_fair";
+inline constexpr char kPipelinedClaimKeyed[] = "partq_pl_claim_keyed";
 inline constexpr char kPipelinedLeanAckClaim[] = "partq_pl_lean_ack_claim";
 inline constexpr char kPipelinedLeanAckClaimFair[] = "partq_pl_lean_ack_claim_fair";
-// The general Finish (retries, dead items) after kPlanGuard: the text of
-// "finish", and of "finish_claim" without a key bound, and "finish_claim_fair".
+inline constexpr char kPipelinedLeanAckClaimKeyed[] = "partq_pl_lean_ack_claim_keyed";
+// The general Finish (retries, dead items) after kPlanGuard: finish.sql, and
+// finish_claim.sql in the three forms.
 inline constexpr char kPipelinedFinish[] = "partq_pl_finish";
 inline constexpr char kPipelinedFinishClaim[] = "partq_pl_finish_claim";
 inline constexpr char kPipelinedFinishClaimFair[] = "partq_pl_finish_claim_fair";
+inline constexpr char kPipelinedFinishClaimKeyed[] = "partq_pl_finish_claim_keyed";
 std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::string_view schema,
                                                                      bool confined = false);
 // The byte-bounded form of a claiming statement (ClaimRequest::max_bytes): NAME_bytes, for
-// the pipelined ones above and "claim", "finish_claim", "finish_claim_fair" and "ack_claim".
+// the pipelined ones above.
 // The unbounded forms are as they were, without the running sum the bound costs.
 const char* BoundedName(const char* name);
 // The items a claim reads in one part, as a subquery (`{schema}` not yet
@@ -137,7 +143,8 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
                        absl::string_view skip, absl::string_view bound, absl::string_view limit,
-                       absl::string_view behind, absl::string_view released = "");
+                       absl::string_view behind, absl::string_view released = "",
+                       absl::string_view key_floors = "");
 // The files under pg/sql/ (their names without ".sql") read so far to
 // build statements: after PreparedStatements and PipelinedStatements, every
 // file (tests/pg: no file left that nothing reads).

@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 #include "partitioner/part.h"
 #include "pg/migrations.h"
 #include "pg/pg_store.h"
@@ -879,28 +880,15 @@ struct ClaimArgs {
   bool fair = false;
   // ClaimPart::key_cursors of every part, flattened (the fair form's only).
   std::string key_cursor_parts, key_cursor_keys, key_cursor_ids;
+  // ClaimPart::key_floors of every part (fragments/key_floor.sql; the keyed
+  // form's only).
+  std::string key_floors;
 };
 
-// Runs claim statement `name` in its form (pg_store_sql.cc, ClaimStatement:
-// "claim" is "claim_fair" for a fair queue) through `exec(name, args...)`:
-// `args`, then the form's last parameters, which ClaimArgs holds. These
-// forms are the fair and the keyed ones, which both take the key cursors
-// (an ordered claim's released keys: ClaimCtes).
-template <typename ExecFn, typename... Args>
-pqxx::result ExecClaimForm(ExecFn&& exec, const ClaimArgs& c, absl::string_view name,
-                           Args&&... args) {
-  const std::string form = c.fair ? absl::StrCat(name, "_fair") : std::string(name);
-  // The byte-bounded form takes its bound after key_after (ClaimCtes).
-  if (c.max_bytes > 0) {
-    return exec(BoundedName(form.c_str()), std::forward<Args>(args)..., c.key_after, c.max_bytes,
-                c.key_cursor_parts, c.key_cursor_keys, c.key_cursor_ids);
-  }
-  return exec(form.c_str(), std::forward<Args>(args)..., c.key_after, c.key_cursor_parts,
-              c.key_cursor_keys, c.key_cursor_ids);
-}
-
-// ExecClaimForm's parameters from ClaimArgs, in text, for a statement the
-// pipeline runs (RunGuarded): `c`'s, appended to `params`.
+// A claiming statement's parameters from ClaimArgs, in text, for the
+// pipeline (RunGuarded), in the order ClaimCtes (pg_store_sql.cc) numbers
+// them: `c`'s, appended to `params`. The fair and keyed forms take the key
+// cursors, the keyed one the key floors too.
 void AppendClaimParams(const ClaimArgs& c, std::vector<std::optional<std::string>>* params) {
   for (const std::string* p : {&c.parts, &c.epochs, &c.after_prio, &c.after_id, &c.limits}) {
     params->push_back(*p);
@@ -914,11 +902,25 @@ void AppendClaimParams(const ClaimArgs& c, std::vector<std::optional<std::string
     params->push_back(*p);
   }
   if (c.max_bytes > 0) params->push_back(absl::StrCat(c.max_bytes));
-  if (c.fair) {
+  if (c.fair || c.key_bound != 0) {
     for (const std::string* p : {&c.key_cursor_parts, &c.key_cursor_keys, &c.key_cursor_ids}) {
       params->push_back(*p);
     }
   }
+  if (!c.fair && c.key_bound != 0) params->push_back(c.key_floors);
+}
+
+// Of a claiming statement's three forms, the one for `c`: fair, with a key
+// bound (ordered, key concurrency), or neither.
+const char* ClaimStatementName(const ClaimArgs& c, const char* plain, const char* fair,
+                               const char* keyed) {
+  return c.fair ? fair : c.key_bound != 0 ? keyed : plain;
+}
+
+// The plan guard a claiming statement for `c` runs after: the keyed forms'
+// also keeps sorts out where an index gives the order (pg/sql/plan_guard_keyed.sql).
+const char* GuardFor(const ClaimArgs& c) {
+  return !c.fair && c.key_bound != 0 ? kPlanGuardKeyed : kPlanGuard;
 }
 
 // The cursor sentinel: sorts before every item, so the scan starts at the
@@ -952,6 +954,23 @@ const char* ClaimForm(const char* name, int64_t max_bytes) {
 // Only a session's claim looks for abandoned items (its own parts').
 bool ProbesSuspects(const ClaimRequest& request) {
   return request.include_suspect && !request.session.value.empty();
+}
+
+// ClaimPart::key_floors and key_heads of `request`'s parts as
+// fragments/key_floors.sql reads them: {"part": {"keys": {"key": id, ...},
+// "heads": true}, ...}. A key that is not UTF-8 (jsonb's keys are) matches
+// no item's key, and its items are probed all the way down, as without a
+// floor.
+std::string KeyFloorsJson(const ClaimRequest& request) {
+  nlohmann::json floors = nlohmann::json::object();
+  for (const ClaimPart& p : request.parts) {
+    if (p.key_floors.empty() && !p.key_heads) continue;
+    nlohmann::json& of = floors[absl::StrCat(p.part)];
+    of["keys"] = nlohmann::json::object();
+    for (const auto& [key, id] : p.key_floors) of["keys"][key] = id;
+    if (p.key_heads) of["heads"] = true;
+  }
+  return floors.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
@@ -988,6 +1007,7 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   a.key_cursor_parts = IntArray(key_cursor_parts);
   a.key_cursor_keys = TextArray(key_cursor_keys);
   a.key_cursor_ids = IntArray(key_cursor_ids);
+  a.key_floors = KeyFloorsJson(request);
   a.cursor_prio = IntArray(cursor_prios);
   a.cursor_id = IntArray(cursor_ids);
   a.records = IntArray(records);
@@ -1101,8 +1121,9 @@ absl::StatusOr<Item> ItemFromCells(const Cells& row, int c) {
 // result; throws what Pipeline::Run throws, and a statement's error (or one
 // skipped) as libpqxx would.
 PipelineResult RunGuarded(Pipeline& pipeline, PgConnection& conn, const char* name,
-                          std::vector<std::optional<std::string>> params, bool chain = false) {
-  std::vector<Pipeline::Step> steps = {{kPlanGuard, {}}, {name, std::move(params)}};
+                          std::vector<std::optional<std::string>> params, bool chain = false,
+                          const char* guard = kPlanGuard) {
+  std::vector<Pipeline::Step> steps = {{guard, {}}, {name, std::move(params)}};
   if (chain) {
     steps.insert(steps.begin(), {kPipelinedBegin, {}});
     steps.push_back({kPipelinedChain, {}});
@@ -1171,26 +1192,7 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
   if (!a.ok()) return a.status();
   return Run("claim", [&]() -> absl::StatusOr<std::vector<Item>> {
     std::vector<Item> out;
-    if (!a->fair && a->key_bound != 0) {
-      // An ordered or key-concurrency claim keeps the plan the planner picks
-      // for its arguments: a generic plan's key probes (ReadyCondition) are
-      // index scans chosen from the table's statistics once, and on a table
-      // analyzed while empty they walk items_pkey instead of items_key
-      // (EXPLAIN, BENCHMARKS.md).
-      pqxx::result r = ExecClaimForm(
-          [&](const char* name, auto&&... args) { return Exec(Autocommit(), name, args...); }, *a,
-          "claim", request.queue, a->session, a->parts, a->epochs, a->after_prio, a->after_id,
-          a->limits, a->key_bound, a->suspect, a->fly_parts, a->fly_ids, a->limit, a->cursor_prio,
-          a->cursor_id, a->records, a->behind);
-      out.reserve(r.size());
-      for (const pqxx::row& row : r) {
-        absl::StatusOr<Item> it = ItemFromCells(PqxxCells{row}, 0);
-        if (!it.ok()) return it.status();
-        out.push_back(*std::move(it));
-      }
-      return out;
-    }
-    // The others run after kPlanGuard in one flight, one implicit
+    // A claim runs after the plan guard in one flight, one implicit
     // transaction (which ends at the flight's Sync, so the guard's settings
     // last for the claim and nothing after it; through a transaction pooler
     // the flight holds one server connection): a generic plan, where the
@@ -1199,12 +1201,18 @@ absl::StatusOr<std::vector<Item>> PgStore::Claim(const ClaimRequest& request) {
     // JIT off. Without a key bound, in the form whose bound is the literal 0
     // (ClaimCtes, `unkeyed`): no key probes in its plan. A fair claim ran in
     // a transaction of its own for the same reason: a BEGIN and a COMMIT more.
+    // With a key bound, the keyed guard (GuardFor), and never leaving a
+    // transaction begun, as before it ran here.
     std::vector<std::optional<std::string>> params = {request.queue, a->session};
     AppendClaimParams(*a, &params);
-    const char* form = ClaimForm(a->fair ? kPipelinedClaimFair : kPipelinedClaim, a->max_bytes);
-    const PipelineResult r = request.begin_after && !options_.transaction_pooler
-                                 ? ClaimThenBegin(form, std::move(params))
-                                 : RunGuarded(pipeline_, *conn_, form, std::move(params));
+    const char* form = ClaimForm(
+        ClaimStatementName(*a, kPipelinedClaim, kPipelinedClaimFair, kPipelinedClaimKeyed),
+        a->max_bytes);
+    const bool keyed = GuardFor(*a) == kPlanGuardKeyed;
+    const PipelineResult r =
+        request.begin_after && !options_.transaction_pooler && !keyed
+            ? ClaimThenBegin(form, std::move(params))
+            : RunGuarded(pipeline_, *conn_, form, std::move(params), /*chain=*/false, GuardFor(*a));
     out.reserve(r.size());
     for (int row = 0; row < r.size(); ++row) {
       absl::StatusOr<Item> it = ItemFromCells(PipelineCells{r, row}, 0);
@@ -1484,6 +1492,7 @@ std::vector<std::optional<std::string>> PipelinedAckParams(const FinishAttempt& 
   params.push_back(absl::StrCat(cp.cursor ? cp.cursor->id : kLastId));
   params.push_back(absl::StrCat(cp.record));
   if (claim.max_bytes > 0) params.push_back(absl::StrCat(claim.max_bytes));
+  if (KeyBound(claim) != 0) params.push_back(KeyFloorsJson(claim));
   binary->resize(params.size(), false);
   return params;
 }
@@ -1647,7 +1656,7 @@ absl::Status PgStore::FinishPipelined(FinishAttempt& f) {
   std::vector<PipelineResult> res;
   try {
     std::vector<Pipeline::Step> steps = {
-        {kPlanGuard, {}},
+        {f.claim && KeyBound(*f.claim) != 0 ? kPlanGuardKeyed : kPlanGuard, {}},
         {PipelinedAckName(f.claim), std::move(params), /*binary=*/true, std::move(binary_params)},
         {chain ? kPipelinedChain : kPipelinedCommit, {}}};
     // COMMIT AND CHAIN keeps the transaction's characteristics, not its SET
@@ -1770,7 +1779,6 @@ void PgStore::RunFinishStatement(FinishAttempt& f, FinishRows* rows) {
   const OutcomeArgs& a = f.args;
   pqxx::nontransaction& tx = *f.tx;
   const std::string ctids = CtidArray(a.ack_locators);
-  auto exec = [&](const char* name, auto&&... args) { return Exec(tx, name, args...); };
   // The lean statement (pg/sql/fragments/ack_ctes.sql), if every item is acked
   // and every row located by its claim.
   const bool lean = !f.lock_first && a.o_ids.empty() && f.located;
@@ -1782,51 +1790,35 @@ void PgStore::RunFinishStatement(FinishAttempt& f, FinishRows* rows) {
       results.push_back(a.ack_results[i]);
     }
   }
-  if (lean && next && !next->fair && next->key_bound != 0) {
-    // With a key bound: the plan the planner picks (PgStore::Claim).
-    rows->r = ExecClaimForm(exec, *next, "ack_claim", request.queue, request.session.value,
-                            IntArray(f.parts), IntArray(f.epochs), IntArray(a.ack_ids), ctids,
-                            IntArray(result_ids), TextArray(results), next->parts, next->epochs,
-                            next->after_prio, next->after_id, next->limits, next->key_bound,
-                            next->suspect, next->fly_parts, next->fly_ids, next->limit,
-                            next->cursor_prio, next->cursor_id, next->records, next->behind);
-  } else if (lean && next) {
-    // After kPlanGuard, as the claims are (PgStore::Claim says why): its
+  if (lean && next) {
+    // After the plan guard, as the claims are (PgStore::Claim says why): its
     // settings last to the COMMIT, after the handler's statements.
     std::vector<std::optional<std::string>> params = {request.queue,        request.session.value,
                                                       IntArray(f.parts),    IntArray(f.epochs),
                                                       IntArray(a.ack_ids),  ctids,
                                                       IntArray(result_ids), TextArray(results)};
     AppendClaimParams(*next, &params);
-    rows->guarded =
-        RunGuarded(pipeline_, *conn_,
-                   ClaimForm(next->fair ? kPipelinedLeanAckClaimFair : kPipelinedLeanAckClaim,
-                             next->max_bytes),
-                   std::move(params));
+    rows->guarded = RunGuarded(
+        pipeline_, *conn_,
+        ClaimForm(ClaimStatementName(*next, kPipelinedLeanAckClaim, kPipelinedLeanAckClaimFair,
+                                     kPipelinedLeanAckClaimKeyed),
+                  next->max_bytes),
+        std::move(params), /*chain=*/false, GuardFor(*next));
   } else if (lean) {
     rows->r =
         Exec(tx, "ack", request.queue, request.session.value, IntArray(f.parts), IntArray(f.epochs),
              IntArray(a.ack_ids), ctids, IntArray(result_ids), TextArray(results));
-  } else if (next && (next->fair || next->key_bound == 0)) {
-    // The general form after kPlanGuard too (PipelinedStatements says why);
-    // with a key bound, the plan the planner picks, as above.
+  } else if (next) {
+    // The general form after the plan guard too (PipelinedStatements says why).
     std::vector<std::optional<std::string>> params =
         FinishParams(request, f.parts, f.epochs, a, ctids);
     AppendClaimParams(*next, &params);
     rows->guarded = RunGuarded(
         pipeline_, *conn_,
-        ClaimForm(next->fair ? kPipelinedFinishClaimFair : kPipelinedFinishClaim, next->max_bytes),
-        std::move(params));
-  } else if (next) {
-    rows->r = ExecClaimForm(exec, *next, "finish_claim", request.queue, request.session.value,
-                            IntArray(f.parts), IntArray(f.epochs), IntArray(a.ack_ids),
-                            IntArray(a.ack_parts), ctids, TextArray(a.ack_results),
-                            IntArray(a.o_ids), IntArray(a.o_parts), BoolArray(a.o_dead),
-                            IntArray(a.o_delays), BoolArray(a.o_refund), TextArray(a.o_errors),
-                            std::max(1, request.max_attempts), next->parts, next->epochs,
-                            next->after_prio, next->after_id, next->limits, next->key_bound,
-                            next->suspect, next->fly_parts, next->fly_ids, next->limit,
-                            next->cursor_prio, next->cursor_id, next->records, next->behind);
+        ClaimForm(ClaimStatementName(*next, kPipelinedFinishClaim, kPipelinedFinishClaimFair,
+                                     kPipelinedFinishClaimKeyed),
+                  next->max_bytes),
+        std::move(params), /*chain=*/false, GuardFor(*next));
   } else {
     rows->guarded = RunGuarded(pipeline_, *conn_, kPipelinedFinish,
                                FinishParams(request, f.parts, f.epochs, a, ctids));

@@ -85,7 +85,25 @@ std::string ReadColumnsOf(absl::string_view of) {
 // (ReadyItems).
 struct ReadAt {
   absl::string_view queue, part, after_prio, after_id, cursor_prio, cursor_id, skip, bound, limit;
+  absl::string_view key_floors;  // jsonb (fragments/key_floors.sql); empty: none
 };
+
+// One step of a skip scan of `queue`'s `part` in items_key
+// (fragments/fair_next_key.sql): the first key `op` `lower`, and at most
+// `upper` if given, of the index or of `cursors` (a FROM item `c` and its
+// WHERE).
+std::string NextKey(absl::string_view queue, absl::string_view part, absl::string_view cursors,
+                    absl::string_view op, absl::string_view lower, absl::string_view upper = "") {
+  const std::string at_most = upper.empty() ? "" : absl::StrCat(" AND k.key <= ", upper);
+  const std::string c_at_most = upper.empty() ? "" : absl::StrCat(" AND c.key <= ", upper);
+  return Fragment("fair_next_key", {{"{queue}", queue},
+                                    {"{part}", part},
+                                    {"{op}", op},
+                                    {"{lower}", lower},
+                                    {"{at_most}", at_most},
+                                    {"{cursors}", cursors},
+                                    {"{c_at_most}", c_at_most}});
+}
 
 // fragments/earlier_parts.sql: at most `limit` of the key's older items in
 // `queue`'s earlier parts.
@@ -100,9 +118,8 @@ std::string ReadyCondition(absl::string_view queue, absl::string_view part, absl
                            absl::string_view probe_from = "") {
   auto earlier = [&](absl::string_view limit) { return EarlierParts(queue, limit); };
   const std::string limit_bound = absl::StrCat(bound, "::int");
-  // As a row of items_key's columns (fragments/ready_condition.sql says why).
-  const std::string from =
-      probe_from.empty() ? "" : absl::StrCat(" AND (j.key, j.id) >= (i.key, ", probe_from, ")");
+  // The lower bound of the ordered probe (fragments/ready_condition.sql).
+  const std::string from = probe_from.empty() ? "-9223372036854775808" : std::string(probe_from);
   return Fragment("ready_condition", {{"{queue}", queue},
                                       {"{part}", part},
                                       {"{bound}", bound},
@@ -136,14 +153,25 @@ std::string Onward(const ReadAt& at, absl::string_view ready) {
                                                        {"{after_id}", at.after_id},
                                                        {"{limit}", at.limit}});
   const std::string bound = absl::StrCat(at.bound, "::int");
-  const std::string heads = Fragment("ready_heads", {{"{columns_of_i}", ReadColumnsOf("i")},
-                                                     {"{bound}", at.bound},
-                                                     {"{after_id}", at.after_id},
-                                                     {"{queue}", at.queue},
-                                                     {"{part}", at.part},
-                                                     {"{limit}", at.limit},
-                                                     {"{skip}", at.skip},
-                                                     {"{earlier}", EarlierParts(at.queue, bound)}});
+  const std::string floors = at.key_floors.empty() ? "'{}'::jsonb" : std::string(at.key_floors);
+  const std::string cursors = "floors c WHERE true";
+  // From the head, or from a cursor when the claim asks for the keys' heads.
+  const std::string gate = absl::StrCat(at.after_id, " = -9223372036854775808 OR (", floors,
+                                        " #> ARRAY[(", at.part, ")::text, 'heads']) IS NOT NULL");
+  const std::string heads = Fragment(
+      "ready_heads",
+      {{"{columns_of_i}", ReadColumnsOf("i")},
+       {"{bound}", at.bound},
+       {"{gate}", gate},
+       {"{key_floors}",
+        Fragment("key_floors", {{"{floors}", floors}, {"{part}", at.part}, {"{as}", "kf"}})},
+       {"{first_key}", NextKey(at.queue, at.part, cursors, ">=", "''")},
+       {"{next_key}", NextKey(at.queue, at.part, cursors, ">", "hd.key")},
+       {"{queue}", at.queue},
+       {"{part}", at.part},
+       {"{limit}", at.limit},
+       {"{skip}", at.skip},
+       {"{earlier}", EarlierParts(at.queue, bound)}});
   // The walk on (a read from the head that found nothing else).
   const std::string walk_gate = absl::StrCat(" AND ", at.after_id,
                                              " = -9223372036854775808 AND NOT EXISTS (SELECT "
@@ -160,15 +188,24 @@ std::string Onward(const ReadAt& at, absl::string_view ready) {
 }  // namespace
 
 // fragments/ready_items.sql: the reads behind the start (`behind`, empty:
-// none), of the released keys (`released`, empty: none) and onward.
+// none), of the released keys (`released`, empty: none) and onward, the
+// onward read's ordered probes down to the keys' floors in `key_floors`
+// (fragments/key_floor.sql; empty: all the way).
 std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
                        absl::string_view skip, absl::string_view bound, absl::string_view limit,
-                       absl::string_view behind, absl::string_view released) {
-  const ReadAt at{queue, part, after_prio, after_id, cursor_prio, cursor_id, skip, bound, limit};
+                       absl::string_view behind, absl::string_view released,
+                       absl::string_view key_floors) {
+  const ReadAt at{queue,     part, after_prio, after_id, cursor_prio,
+                  cursor_id, skip, bound,      limit,    key_floors};
   const std::string ready = ReadyCondition(queue, part, bound);
-  const std::string onward = Onward(at, ready);
+  const std::string onward = Onward(
+      at,
+      key_floors.empty()
+          ? ready
+          : ReadyCondition(queue, part, bound,
+                           Fragment("key_floor", {{"{floors}", key_floors}, {"{part}", part}})));
   if (behind.empty() && released.empty()) return onward;
   std::vector<std::string> reads;
   if (!behind.empty()) {
@@ -219,18 +256,8 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
                       absl::string_view limit, absl::string_view behind) {
   const std::string from = absl::StrCat("coalesce(", key_after, ", '')");
   const std::string cursors = KeyCursors(cursor_parts, cursor_keys, cursor_ids, "c", part);
-  // One step of the skip scan (fragments/fair_next_key.sql): the first key
-  // `op` `lower`, and at most `upper` if given.
   auto next_key = [&](absl::string_view op, absl::string_view lower, absl::string_view upper) {
-    const std::string at_most = upper.empty() ? "" : absl::StrCat(" AND k.key <= ", upper);
-    const std::string c_at_most = upper.empty() ? "" : absl::StrCat(" AND c.key <= ", upper);
-    return Fragment("fair_next_key", {{"{queue}", queue},
-                                      {"{part}", part},
-                                      {"{op}", op},
-                                      {"{lower}", lower},
-                                      {"{at_most}", at_most},
-                                      {"{cursors}", cursors},
-                                      {"{c_at_most}", c_at_most}});
+    return NextKey(queue, part, cursors, op, lower, upper);
   };
   return Fragment("fair_items",
                   {{"{columns_of_x}", ReadColumnsOf("x")},
@@ -279,10 +306,12 @@ struct ClaimParamNumbers {
     if (form.fair || !form.unkeyed) {
       for (int* f : {&key_cursor_parts, &key_cursor_keys, &key_cursor_ids}) *f = n++;
     }
+    // The keyed form alone has an ordered claim's key floors (ReadyItems).
+    if (!form.fair && !form.unkeyed) key_floors = n++;
   }
   int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, key_bound, suspect,
       fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind, key_after, bytes = 0,
-      key_cursor_parts = 0, key_cursor_keys = 0, key_cursor_ids = 0;
+      key_cursor_parts = 0, key_cursor_keys = 0, key_cursor_ids = 0, key_floors = 0;
 };
 
 std::string Param(int k) { return absl::StrCat("$", k); }
@@ -306,7 +335,8 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
                              form.unkeyed
                                  ? ""
                                  : KeyCursors(Param(p.key_cursor_parts), Param(p.key_cursor_keys),
-                                              Param(p.key_cursor_ids), "rel", "own.part"));
+                                              Param(p.key_cursor_ids), "rel", "own.part"),
+                             form.unkeyed ? "" : absl::StrCat(Param(p.key_floors), "::jsonb"));
   const std::string async =
       async_commit ? absl::StrCat("\n", Fragment("claim_async_commit")) : std::string();
   const std::string bytes_before =
@@ -356,7 +386,8 @@ std::string TakeOverClaims(absl::string_view src) {
 }
 
 // pipelined_ack.sql, or with a claim ahead, pipelined_ack_claim.sql: from
-// behind the start too (`behind`), with a key bound (`keyed`), byte-bounded.
+// behind the start too (`behind`), with a key bound (`keyed`: the key
+// floors are its last parameter), byte-bounded.
 std::string PipelinedAck(bool with_claim, bool behind = false, bool keyed = false,
                          bool bounded = false) {
   const std::string ack_ctes = Fragment("pipelined_ack_ctes", {{"{fence}", FenceCte()}});
@@ -369,7 +400,10 @@ std::string PipelinedAck(bool with_claim, bool behind = false, bool keyed = fals
        {"{bytes_before}", bounded ? absl::StrCat(", ", Fragment("bytes_before")) : ""},
        {"{reads}", ReadyItems("$1", "$7", "$9", "$10::bigint", "$15", "$16::bigint",
                               "$14::bigint[]", keyed ? "$12" : "0", "$11", behind ? "true" : "",
-                              /*released=*/"")},
+                              /*released=*/"",
+                              !keyed    ? ""
+                              : bounded ? "$19::jsonb"
+                                        : "$18::jsonb")},
        {"{unkeyed_only}", keyed ? "" : " AND $12::int = 0"},
        {"{bytes_bound}", bounded ? "\n  WHERE x.bytes_before < $18::bigint" : ""},
        {"{check}", check}});
@@ -450,11 +484,11 @@ std::vector<std::string> SqlFilesRead() {
 const char* BoundedName(const char* name) {
   static const auto* const names = [] {
     auto* m = new absl::flat_hash_map<std::string, std::string>;
-    for (const char* n :
-         {kPipelinedAckClaim, kPipelinedAckClaimBehind, kPipelinedAckClaimKeyed,
-          kPipelinedAckClaimBehindKeyed, kPipelinedClaim, kPipelinedClaimFair,
-          kPipelinedLeanAckClaim, kPipelinedLeanAckClaimFair, kPipelinedFinishClaim,
-          kPipelinedFinishClaimFair, "claim", "finish_claim", "finish_claim_fair", "ack_claim"}) {
+    for (const char* n : {kPipelinedAckClaim, kPipelinedAckClaimBehind, kPipelinedAckClaimKeyed,
+                          kPipelinedAckClaimBehindKeyed, kPipelinedClaim, kPipelinedClaimFair,
+                          kPipelinedLeanAckClaim, kPipelinedLeanAckClaimFair, kPipelinedFinishClaim,
+                          kPipelinedFinishClaimFair, kPipelinedClaimKeyed,
+                          kPipelinedLeanAckClaimKeyed, kPipelinedFinishClaimKeyed}) {
       (*m)[n] = absl::StrCat(n, "_bytes");
     }
     return m;
@@ -468,9 +502,12 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
   const StatementForm fair{/*fair=*/true};
   const StatementForm unkeyed_bytes{/*fair=*/false, /*unkeyed=*/true, /*bounded=*/true};
   const StatementForm fair_bytes{/*fair=*/true, /*unkeyed=*/false, /*bounded=*/true};
+  const StatementForm keyed;
+  const StatementForm keyed_bytes{/*fair=*/false, /*unkeyed=*/false, /*bounded=*/true};
   // Each statement's file says what it does and why it looks as it does.
   std::vector<std::pair<const char*, std::string>> s = {
       {kPlanGuard, StatementSql("plan_guard")},
+      {kPlanGuardKeyed, StatementSql("plan_guard_keyed")},
       {kPipelinedAck, PipelinedAck(/*with_claim=*/false)},
       {kPipelinedAckClaim, PipelinedAck(/*with_claim=*/true)},
       {kPipelinedAckClaimBehind, PipelinedAck(/*with_claim=*/true, /*behind=*/true)},
@@ -495,6 +532,11 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       {kPipelinedFinish, FinishStatement()},
       {kPipelinedFinishClaim, FinishClaimStatement(unkeyed)},
       {kPipelinedFinishClaimFair, FinishClaimStatement(fair)},
+      // Their forms with a key bound (ordered, key concurrency), after
+      // kPlanGuardKeyed.
+      {kPipelinedClaimKeyed, ClaimStatement(keyed)},
+      {kPipelinedLeanAckClaimKeyed, AckClaimStatement(keyed)},
+      {kPipelinedFinishClaimKeyed, FinishClaimStatement(keyed)},
       // The claiming statements' byte-bounded forms (ClaimRequest::max_bytes).
       {BoundedName(kPipelinedAckClaim), PipelinedAck(true, false, false, /*bounded=*/true)},
       {BoundedName(kPipelinedAckClaimBehind), PipelinedAck(true, true, false, /*bounded=*/true)},
@@ -507,6 +549,9 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       {BoundedName(kPipelinedLeanAckClaimFair), AckClaimStatement(fair_bytes)},
       {BoundedName(kPipelinedFinishClaim), FinishClaimStatement(unkeyed_bytes)},
       {BoundedName(kPipelinedFinishClaimFair), FinishClaimStatement(fair_bytes)},
+      {BoundedName(kPipelinedClaimKeyed), ClaimStatement(keyed_bytes)},
+      {BoundedName(kPipelinedLeanAckClaimKeyed), AckClaimStatement(keyed_bytes)},
+      {BoundedName(kPipelinedFinishClaimKeyed), FinishClaimStatement(keyed_bytes)},
   };
   for (auto& st : s) {
     st.second = WithSchema(FillDeletes(st.second, confined, /*guarded=*/true), schema);
@@ -563,25 +608,10 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
                /*prepared=*/false});
   s.push_back({"fence", Fill("fence", {{"{fence}", FenceCte()}})});
   s.push_back({"ack", Fill("ack", {{"{ack_ctes}", AckCtes()}})});
-  // The claim and Finish statements of a queue with a key bound (ordered,
-  // key concurrency), not fair; the other kinds run PipelinedStatements'
-  // forms. Each file says when its form runs; the general Finish forms are
-  // sent unprepared, planned for their arguments each time
-  // (Statement::prepared).
-  const StatementForm keyed;
-  const StatementForm keyed_bytes{/*fair=*/false, /*unkeyed=*/false, /*bounded=*/true};
-  const StatementForm fair{/*fair=*/true};
-  const StatementForm fair_bytes{/*fair=*/true, /*unkeyed=*/false, /*bounded=*/true};
-  s.push_back({"claim", ClaimStatement(keyed)});
+  // The general Finish without a claim ahead, sent unprepared, planned for
+  // its arguments each time (Statement::prepared). Every claiming statement
+  // runs in PipelinedStatements' forms.
   s.push_back({"finish", FinishStatement(), /*prepared=*/false});
-  s.push_back({"finish_claim", FinishClaimStatement(keyed), /*prepared=*/false});
-  s.push_back({"finish_claim_fair", FinishClaimStatement(fair), /*prepared=*/false});
-  s.push_back({"ack_claim", AckClaimStatement(keyed)});
-  // Their byte-bounded forms (ClaimRequest::max_bytes), prepared or not as they are.
-  s.push_back({BoundedName("claim"), ClaimStatement(keyed_bytes)});
-  s.push_back({BoundedName("finish_claim"), FinishClaimStatement(keyed_bytes), false});
-  s.push_back({BoundedName("finish_claim_fair"), FinishClaimStatement(fair_bytes), false});
-  s.push_back({BoundedName("ack_claim"), AckClaimStatement(keyed_bytes)});
   for (Statement& st : s)
     st.sql = WithSchema(FillDeletes(st.sql, confined, /*guarded=*/false), schema);
   return s;

@@ -1401,7 +1401,10 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::InOrderLocked(
   const std::set<int> earlier = EarlierPartsLocked(req, cp);
   // Ordered (not fair): released keys, whose next item is read behind `after` too.
   std::map<std::string, int64_t> released;
-  if (!req.fair && req.ordered) released.insert(cp.key_cursors.begin(), cp.key_cursors.end());
+  const bool key_heads = !req.fair && req.ordered && cp.key_heads;
+  if (!req.fair && req.ordered && !key_heads) {
+    released.insert(cp.key_cursors.begin(), cp.key_cursors.end());
+  }
   for (const auto& [id, s] : items_) {  // id order
     if (s.queue != req.queue) continue;
     if (earlier.count(s.item.part) > 0 && s.item.key) ++older[*s.item.key];
@@ -1417,10 +1420,14 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::InOrderLocked(
     if (bound > 0 && s.item.key && older[*s.item.key]++ >= bound) continue;
     if (s.item.run_at > now || s.abandoned_epoch != 0) continue;
     const ItemKey k{s.item.priority, s.item.id};
-    // Behind `after`, only what came due there and a released key's next;
+    // Behind `after`, only what came due there and a released key's next,
+    // or with key_heads, a key's first items (within its bound: above);
     // up to the cursor, not what is in flight.
     const bool behind = cp.after && !(*cp.after < k);
-    if (behind && (!cp.behind || !s.later) && !next_of_released) continue;
+    const bool head_of_key = key_heads && s.item.key.has_value();
+    if (behind && !head_of_key && (key_heads || !cp.behind || !s.later) && !next_of_released) {
+      continue;
+    }
     if ((behind || !cp.cursor || !(*cp.cursor < k)) && skip.count(id) > 0) continue;
     cands.push_back(&s);
   }

@@ -217,6 +217,24 @@ struct ClaimPart {
   // passed it held it back while its key was busy. Other items behind
   // `after` are returned as above.
   std::vector<std::pair<std::string, int64_t>> key_cursors;
+  // Ordered claims (ClaimRequest::ordered, not fair): per key, the highest
+  // id of it this session claimed in the part since it gained the part.
+  // When that item was claimed no older item of its key was live, so an
+  // item of the key past it is probed for an older live one only down to
+  // it (the item itself included: a retried one is still live). An item
+  // put below it afterwards (a dead one requeued, an enqueue that committed
+  // late) does not hold the key's later items back, as for key_cursors.
+  // Keys not listed are probed all the way down.
+  std::vector<std::pair<std::string, int64_t>> key_floors;
+  // Ordered claims reading on from `after`: also read each key's first
+  // item, as a read from the head does (so an item held back behind the
+  // cursor whose key no release names is found: its key's earlier item was
+  // cancelled, or finished in an earlier part of a grown queue), each key
+  // from its floor and the keys with floors without a descent to their
+  // heads, where a held snapshot keeps every acked entry: the part is not
+  // read from its head. Nothing behind `after` is read besides (`behind`
+  // and key_cursors are not used).
+  bool key_heads = false;
 };
 
 // Claim: ready items (run_at <= now()) of `parts`, read in the order given:

@@ -369,9 +369,10 @@ TEST_F(OrderedClaimSchedulerTest, AFinishedItemsKeyIsReleasedAndTheClaimsReadOnF
   req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
   EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 1}, {"c", 7}}));
-  // A part is still read from its head every ten rescan_intervals, and such
-  // a read does not send the released keys (it does not read behind the
-  // cursor); they wait for the next read on from it.
+  // Every ten rescan_intervals a claim reads the keys' heads from the cursor
+  // (not the part from its head), and such a read does not send the
+  // released keys nor look behind (it reads every key's first item
+  // anyway); they wait for the next read on from it.
   s_.AcceptClaim(*req, {}, kT0);
   s_.Poll();
   req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(2));
@@ -379,14 +380,20 @@ TEST_F(OrderedClaimSchedulerTest, AFinishedItemsKeyIsReleasedAndTheClaimsReadOnF
   EXPECT_TRUE(req->parts[0].after.has_value()) << "2 s: not yet";
   s_.AcceptClaim(*req, {}, kT0 + absl::Seconds(2));
   s_.Poll();
+  EXPECT_FALSE(req->parts[0].key_heads);
+  s_.AcceptClaim(*req, {}, kT0 + absl::Seconds(2));
+  s_.Poll();
   req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(11));
   ASSERT_TRUE(req.has_value());
-  EXPECT_FALSE(req->parts[0].after.has_value());
+  EXPECT_TRUE(req->parts[0].after.has_value()) << "on from the cursor";
+  EXPECT_TRUE(req->parts[0].key_heads);
+  EXPECT_FALSE(req->parts[0].behind);
   EXPECT_TRUE(req->parts[0].key_cursors.empty());
   s_.AcceptClaim(*req, {}, kT0 + absl::Seconds(11));
   s_.Poll();
   req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(12));
   ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->parts[0].key_heads) << "once in ten rescan_intervals";
   EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 1}, {"c", 7}}));
   // Once the released keys' next items were read (a read that took
   // something, to its end), they are not sent again.
@@ -395,6 +402,36 @@ TEST_F(OrderedClaimSchedulerTest, AFinishedItemsKeyIsReleasedAndTheClaimsReadOnF
   req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(12));
   ASSERT_TRUE(req.has_value());
   EXPECT_TRUE(req->parts[0].key_cursors.empty());
+}
+
+// Ordered: every claim of a part sends, per key, the highest id of it
+// claimed there in this tenure (ClaimPart::key_floors), from the head too:
+// an item of the key past it is probed only down to it. A suspect (run
+// without the probe) sets none, and a part gained again starts without.
+TEST_F(OrderedClaimSchedulerTest, EveryClaimSendsTheHighestIdClaimedOfEachKeyInThePart) {
+  using Floors = std::vector<std::pair<std::string, int64_t>>;
+  EXPECT_TRUE(ClaimAndAccept(kT0, {Keyed(1, "a"), Keyed(2, "b"), MakeItem(3, 0, 1)})
+                  .parts[0]
+                  .key_floors.empty());
+  Item suspect = Keyed(0, "c");
+  suspect.suspect = true;
+  s_.Poll();
+  EXPECT_EQ(ClaimAndAccept(kT0, {Keyed(5, "a"), suspect}).parts[0].key_floors,
+            (Floors{{"a", 1}, {"b", 2}}));
+  Item behind = Keyed(4, "a");  // a retried item, read behind the cursor
+  s_.Poll();
+  EXPECT_EQ(ClaimAndAccept(kT0, {behind}).parts[0].key_floors, (Floors{{"a", 5}, {"b", 2}}));
+  s_.Poll();
+  std::optional<ClaimRequest> heads = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(11));
+  ASSERT_TRUE(heads.has_value());
+  EXPECT_TRUE(heads->parts[0].key_heads);
+  EXPECT_EQ(heads->parts[0].key_floors, (Floors{{"a", 5}, {"b", 2}}));
+  s_.AcceptClaim(*heads, {}, kT0 + absl::Seconds(11));
+  s_.Remove({0});
+  s_.Assign({{0, Epoch{2}}});
+  std::optional<ClaimRequest> gained = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(12));
+  ASSERT_TRUE(gained.has_value());
+  EXPECT_TRUE(gained->parts[0].key_floors.empty());
 }
 
 // Key concurrency: as ordered, every claim reads from the head (a key's

@@ -245,6 +245,78 @@ TEST_F(PgStoreTest, AReleasedKeysNextItemIsProbedOnlyDownToTheItemItsKeyFinished
   holder.abort();
 }
 
+// The same bound for an item the read on from the cursor finds: its key's
+// floor (ClaimPart::key_floors), the highest id of the key the session
+// claimed in the part, is as far down as its probe reads the key's
+// entries. Without a floor it walks them all.
+TEST_F(PgStoreTest, AnOrderedItemReadOnFromTheCursorIsProbedOnlyDownToItsKeysFloor) {
+  MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
+  constexpr int kAcked = 2000;
+  ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(kAcked + 2, Keyed("a"))));
+  const int64_t first = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE key = 'a'");
+  const int64_t claimed = first + kAcked, next = claimed + 1;
+  pqxx::connection holder_conn(schema_.dsn());
+  pqxx::transaction<pqxx::repeatable_read> holder(holder_conn);
+  holder.exec("SELECT 1");
+  schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE key = 'a' AND id < ", claimed));
+  auto claim = [&](std::vector<std::pair<std::string, int64_t>> floors) {
+    return ClaimCountingKeyEntries([&](ClaimRequest& req) {
+      req.ordered = true;
+      req.parts[0].after = req.parts[0].cursor = ItemKey{0, claimed};
+      req.parts[0].behind = false;
+      req.parts[0].key_floors = floors;
+    });
+  };
+  // The item at the floor is probed too: live (in flight, or retried), it
+  // holds the next one back.
+  const auto [held, read_held] = claim({{"a", claimed}});
+  EXPECT_TRUE(held.empty()) << "the key's item at its floor is live";
+  EXPECT_LT(read_held, 20);
+  schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE id = ", claimed));
+  const auto [got, read] = claim({{"b", next}, {"a", claimed}});
+  EXPECT_EQ(got, (std::vector<int64_t>{next}));
+  EXPECT_LT(read, 20) << "the probe walked the key's acked entries";
+  const auto [walked, read_without] = claim({});
+  EXPECT_EQ(walked, (std::vector<int64_t>{next}));
+  EXPECT_GE(read_without, kAcked) << "the count did not see a walk of the acked entries";
+  holder.abort();
+}
+
+// An ordered claim of the keys' heads from the cursor (ClaimPart::key_heads)
+// visits a key with a floor without a descent to its head and reads it from
+// the floor: behind a held snapshot the head is every acked entry of the key.
+// Without the floor the read of the key walks them.
+TEST_F(PgStoreTest, AnOrderedReadOfTheKeysHeadsReadsAKeyWithAFloorFromThere) {
+  MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
+  constexpr int kAcked = 2000;
+  ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(kAcked + 2, Keyed("a"))));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult c, store_->Enqueue("q", Keyed("c")));
+  const int64_t first = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE key = 'a'");
+  const int64_t claimed = first + kAcked, next = claimed + 1;
+  pqxx::connection holder_conn(schema_.dsn());
+  pqxx::transaction<pqxx::repeatable_read> holder(holder_conn);
+  holder.exec("SELECT 1");
+  schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE key = 'a' AND id <= ", claimed));
+  // On from the cursor at c (in flight), the keys' heads.
+  auto claim = [&](std::vector<std::pair<std::string, int64_t>> floors) {
+    return ClaimCountingKeyEntries([&](ClaimRequest& req) {
+      req.ordered = true;
+      req.in_flight = {{0, c.id}};
+      req.parts[0].after = req.parts[0].cursor = ItemKey{0, c.id};
+      req.parts[0].behind = false;
+      req.parts[0].key_heads = true;
+      req.parts[0].key_floors = floors;
+    });
+  };
+  const auto [got, read] = claim({{"a", claimed}, {"b", 1}});
+  EXPECT_EQ(got, (std::vector<int64_t>{next}));
+  EXPECT_LT(read, 20) << "the read of the keys' heads walked a key's acked entries";
+  const auto [walked, read_without] = claim({});
+  EXPECT_EQ(walked, (std::vector<int64_t>{next}));
+  EXPECT_GE(read_without, kAcked) << "the count did not see a walk of the acked entries";
+  holder.abort();
+}
+
 // The same bound in a fair claim of an ordered queue: a key read on from its
 // cursor (fair_items.sql) is probed only down to that cursor, the last item
 // of the key the session served, so the probe does not walk the acked
@@ -1935,9 +2007,11 @@ TEST_F(PgStoreTest, KeyProbesBindThePartOverStatisticsOfAnEmptyItemsTable) {
       // The probe in the part itself and the one in the earlier parts, of
       // the window and of the walk on (fragments/ready_keyed.sql), and the
       // read of the keys' first items (fragments/ready_heads.sql: a skip
-      // scan's first step and its next ones, each key's items from there,
-      // and their earlier parts' probe).
-      EXPECT_EQ(probes, 8) << plan;
+      // scan's first step and its next ones, each two reads of the index
+      // (before the next key with a floor, or on when none is left:
+      // fragments/fair_next_key.sql), each key's items from there, and
+      // their earlier parts' probe).
+      EXPECT_EQ(probes, 14) << plan;
       // What the read yields: in a queue that never grew, each key of part 5
       // its oldest item (bound 1) or two oldest (bound 2); in the grown one,
       // only keys without items left in part 1 (a key with any there has

@@ -1606,6 +1606,40 @@ TEST_P(StoreConformance, AnOrderedClaimReadsAReleasedKeysNextItemBehindItsCursor
   EXPECT_LT(b2.id, c1.id);
 }
 
+// An ordered claim of the keys' heads (ClaimPart::key_heads) reads on from
+// the cursor and also each key's first item, wherever it sorts: an item
+// held back behind the cursor whose key no release names (its key's
+// earlier item finished unseen: cancelled, or in an earlier part of a grown
+// queue) is found without a read of the part from its head. The read with
+// a key floor (ClaimPart::key_floors) at the finished item finds the same,
+// and a live item at a floor holds its key's next back.
+TEST_P(StoreConformance, AnOrderedClaimOfTheKeysHeadsFindsWhatNoReleaseNamesBehindItsCursor) {
+  MakeQueue(*store_, "q", 1, absl::Seconds(60), /*ordered=*/true);
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a1, store_->Enqueue("q", Keyed("a", "a1")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult b1, store_->Enqueue("q", Keyed("b", "b1")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a2, store_->Enqueue("q", Keyed("a", "a2")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult b2, store_->Enqueue("q", Keyed("b", "b2")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult c1, store_->Enqueue("q", Payload("c1")));
+  Member m = JoinWith(*store_, "q", {0});
+  ClaimRequest req = ClaimAll("q", m, 10);
+  req.ordered = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
+  ASSERT_EQ(Ids(got), (std::vector<int64_t>{a1.id, b1.id, c1.id}));
+  ASSERT_OK(store_->Finish(FinishOf("q", m, {got[0]}), AckAll()));
+  req.in_flight = {{0, b1.id}, {0, c1.id}};
+  req.parts[0].after = req.parts[0].cursor = ItemKey{0, c1.id};
+  req.parts[0].behind = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
+  EXPECT_TRUE(none.empty()) << "a2 is behind the cursor, and no key was released";
+  req.parts[0].key_heads = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> heads, store_->Claim(req));
+  EXPECT_EQ(Ids(heads), (std::vector<int64_t>{a2.id})) << "b's first is b1, in flight: not b2";
+  req.parts[0].key_floors = {{"a", a1.id}, {"b", b1.id}};
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> from_floors, store_->Claim(req));
+  EXPECT_EQ(Ids(from_floors), (std::vector<int64_t>{a2.id}));
+  EXPECT_LT(b2.id, c1.id);
+}
+
 // --- key concurrency ---------------------------------------------------------------------
 
 TEST_P(StoreConformance, KeyConcurrencyIsSetAtCreationAndChangedBySetKeyConcurrency) {

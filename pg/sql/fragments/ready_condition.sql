@@ -12,18 +12,33 @@
 -- walked every acked entry vacuum has not removed (all of them behind a
 -- held snapshot) first. Only an item that is ready walks them.
 --
--- A released key's next item (ready_released.sql) and a fair key read on
--- from its cursor (fair_items.sql) are probed only down to that item
--- ({probe_from}: ` AND (j.key, j.id) >= (i.key, ` rel.id or the cursor
--- `)`; empty elsewhere): when it was claimed no older item of the key was
+-- A released key's next item (ready_released.sql), a fair key read on
+-- from its cursor (fair_items.sql) and an item of a key with a floor
+-- (key_floor.sql) are probed only down to that item ({probe_from}: rel.id,
+-- the cursor or the floor; elsewhere the least bigint): when it was claimed no older item of the key was
 -- live, so the walk below it, through every entry a held snapshot keeps,
 -- found nothing but cost one heap visit per entry, on every claim of the
 -- key (bench/held_snapshot_ordered.sh). The finished item itself is
 -- probed: a retried one is still live and holds its key. The bound is a
--- row of items_key's columns, which the primary key cannot serve: written
+-- row of items_key's columns, which the primary key cannot serve, and so
+-- are all the probes' bounds, with no `j.key = i.key` beside them, and the
+-- probes ask for items_key's order, (key, id): with the key equal to the
+-- item's, the planner took `ORDER BY j.id` as an order items_pkey gives,
+-- and over statistics that found `items` nearly empty (a held snapshot's
+-- dead rows and few live ones) it read the probes through items_pkey
+-- backwards with the rest as a filter, every later item of the queue; the
+-- pkey gives (key, id) only with a sort, which the keyed plan guard keeps the
+-- planner from (plan_guard_keyed.sql). `j.key IS NOT NULL` says what
+-- the key's equality said before: items_key is partial, and the planner
+-- does not infer it from a row comparison. Written
 -- `j.id >= `, the planner took the two bounds on id for a narrow range and
 -- read it through items_pkey, every item of the queue in it, for as long
--- as the statistics of one ANALYZE stood.
+-- as the statistics of one ANALYZE stood. So is the bound above, below
+-- the item: as `j.id < i.id`, after an ANALYZE that found `items` nearly
+-- empty (a held snapshot's dead rows and few live ones) the planner read
+-- every probe backwards through items_pkey from the item, every later
+-- item of the queue, and an ordered queue stopped for a minute
+-- (bench/held_snapshot_ordered.sh with auto_explain).
 --
 -- {queue}, {part}: SQL expressions. {earlier_bound} and {earlier_one}:
 -- earlier_parts.sql with its limit {bound}::int and 1.
@@ -32,13 +47,15 @@ i.queue = {queue} AND i.part = {part}
       AND ({bound}::int < 2 OR i.key IS NULL OR (
         (SELECT count(*) FROM (
           SELECT 1 FROM {schema}.items j
-          WHERE j.queue = {queue} AND j.part = i.part AND j.key = i.key AND j.id < i.id
-          ORDER BY j.id DESC LIMIT {bound}::int) o)
+          WHERE j.queue = {queue} AND j.part = i.part AND j.key IS NOT NULL
+            AND (j.key, j.id) < (i.key, i.id)
+            AND (j.key, j.id) >= (i.key, -9223372036854775808)
+          ORDER BY j.key DESC, j.id DESC LIMIT {bound}::int) o)
         + (SELECT count(*) FROM ({earlier_bound}
           LIMIT {bound}::int) e) < {bound}::int))
       AND ({bound}::int <> 1 OR i.key IS NULL OR ((
         SELECT j.id FROM {schema}.items j
-        WHERE j.queue = {queue} AND j.part = i.part AND j.key = i.key
-          AND j.id < i.id{probe_from}
-        ORDER BY j.id DESC LIMIT 1) IS NULL
+        WHERE j.queue = {queue} AND j.part = i.part AND j.key IS NOT NULL
+          AND (j.key, j.id) < (i.key, i.id) AND (j.key, j.id) >= (i.key, {probe_from})
+        ORDER BY j.key DESC, j.id DESC LIMIT 1) IS NULL
       AND NOT EXISTS ({earlier_one})))

@@ -1,0 +1,12 @@
+-- The id an ordered probe of item `i` in part {part} reads its key's
+-- entries down to (ready_condition.sql's {probe_from}): the key's floor,
+-- the highest id of it the session claimed in the part
+-- (ClaimPart::key_floors), from {floors} (key_floors.sql says what it
+-- holds); a key without one is probed all the way down. When
+-- that item was claimed no older item of its key was live, so below it the
+-- probe would find nothing but walk, a heap visit each, the entries of
+-- every acked item of the key a held snapshot keeps: on every item of the
+-- key the read on from the cursor found, which stopped an ordered queue
+-- within two minutes of a hold (bench/held_snapshot_ordered.sh). The
+-- lookup is a binary search of the object's keys.
+coalesce(({floors} #>> ARRAY[({part})::text, 'keys', i.key])::bigint, -9223372036854775808)

@@ -1,0 +1,12 @@
+-- plan_guard.sql for the claiming statements with a key bound (ordered, key
+-- concurrency; not fair): its settings, and no sort where an index gives
+-- the order. Their key probes and reads of a key's next items want
+-- items_key, in the order it gives them (fragments/ready_condition.sql);
+-- after an ANALYZE that found `items` nearly empty (a held snapshot's dead
+-- rows and few live ones), the planner read them instead through
+-- items_ready, every entry of the part, and sorted what it filtered, on
+-- every probe, and an ordered queue beside a held snapshot stopped
+-- (bench/held_snapshot_ordered.sh with auto_explain). A sort that only a
+-- sort can do (a window's partition, the order of the reads appended)
+-- still runs.
+SELECT set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true)
