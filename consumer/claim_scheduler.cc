@@ -289,6 +289,9 @@ std::vector<int> ClaimScheduler::HungryParts(int batches, absl::Time now) {
         (!options_.notices && now - st.last_rescan >= options_.rescan_interval)) {
       st.rescan = true;
     } else if (ReleasesKeys() &&
+               now - st.last_head >= kOrderedHeadReads * options_.rescan_interval) {
+      st.rescan = true;
+    } else if (ReleasesKeys() &&
                now - st.last_rescan >= kOrderedRescans * options_.rescan_interval) {
       st.key_heads = true;
     }
@@ -535,6 +538,7 @@ void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
     st.last_rescan = started;
     st.rescan = st.key_heads = false;
   }
+  if (!cp.after) st.last_head = started;
   if (!cp.after || cp.behind) {  // a read from the head has nothing behind it
     st.last_behind = started;
     st.look_behind = false;
@@ -566,12 +570,17 @@ void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
 
 void ClaimScheduler::UpdateKeyFloors(int part, const std::vector<Item>& items, PartState& st) {
   // A suspect ran without the probe (ClaimRequest::include_suspect): older
-  // items of its key may be live, so it sets no floor.
+  // items of its key may be live, so it sets no floor. The item claimed
+  // last is the floor, even below the one before (a late commit, a retried
+  // item: in flight, it holds the key's later items back); one claim takes
+  // at most one item of a key, but should it take more, the highest.
+  std::map<std::string, int64_t> claimed;
   for (const Item& item : items) {
     if (item.suspect || item.part != part || !item.key) continue;
-    auto [it, added] = st.key_floors.emplace(*item.key, item.id);
+    auto [it, added] = claimed.emplace(*item.key, item.id);
     if (!added) it->second = std::max(it->second, item.id);
   }
+  for (const auto& [key, id] : claimed) st.key_floors[key] = id;
   if (st.key_floors.size() <= kMaxKeyFloors) return;
   std::vector<int64_t> ids;
   ids.reserve(st.key_floors.size());
@@ -668,9 +677,10 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
       if (!added) r->second = {std::min(r->second.id, i.id), release_gen_};
       ++notice_gen_;
       if (st.released.size() > kMaxReleased) {
-        st.released.clear();  // a read of the keys' heads finds them all
-        st.key_heads = true;
-        Wake(st, std::nullopt);
+        // A read from the head finds them all (a read of the keys' heads
+        // visits at most 8 times its limit keys).
+        st.released.clear();
+        Mark(st);
       } else {
         Wake(st, std::nullopt);
       }

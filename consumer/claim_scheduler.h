@@ -54,12 +54,13 @@ struct ClaimSchedulerOptions {
   // it held back, wherever it sorts, and the part on from its cursor (a
   // window of rows: ReadyItems); a part is read from its head (a window of
   // rows and each key's head: pg/sql/fragments/ready_keyed.sql) when
-  // acquired. Each key's first item is read from the cursor
-  // (ClaimPart::key_heads) when more than kMaxReleased keys wait and every
-  // kOrderedRescans rescan_intervals (what the window or a release missed:
+  // acquired, when more than kMaxReleased keys wait, and every
+  // kOrderedHeadReads rescan_intervals; each key's first item is read from
+  // the cursor (ClaimPart::key_heads) every kOrderedRescans rescan_intervals
+  // between those (what the window or a release missed:
   // a key's item past a window all held back, an item held back by a key's
   // item in an earlier part of a grown queue, which another session may
-  // finish). Every claim sends the highest id claimed of each key in the
+  // finish). Every claim sends the id claimed last of each key in the
   // part (ClaimPart::key_floors), where its probes and its heads stop.
   // Never the head on every claim, nor every few: its acked rows, which a
   // held snapshot keeps, and the backlog would be walked each time.
@@ -247,9 +248,11 @@ class ClaimScheduler {
     };
     std::map<std::string, Released> released;
     uint64_t released_sent = 0;  // release_gen_ when a claim last sent them
-    // Ordered (not fair): per key, the highest id of it claimed here in this
-    // tenure (ClaimPart::key_floors); at most kMaxKeyFloors.
+    // Ordered (not fair): per key, the id of its item claimed last here in
+    // this tenure (ClaimPart::key_floors); at most kMaxKeyFloors.
     std::map<std::string, int64_t> key_floors;
+    // When the part was last read from its head (ClaimPart::after unset).
+    absl::Time last_head = absl::InfinitePast();
     // Ordered: the next claim reads the keys' heads from the cursor
     // (ClaimPart::key_heads).
     bool key_heads = false;
@@ -269,6 +272,11 @@ class ClaimScheduler {
   // such a read visits every key of the part, and a backlog makes that a
   // walk.
   static constexpr int kOrderedRescans = 10;
+  // ... and read from its head every this many (a read of the keys' heads
+  // visits at most 8 times its limit keys, in key order, so in a part with
+  // more keys than that an item whose key sorts late and that no release
+  // names waits for this read).
+  static constexpr int kOrderedHeadReads = 60;
   // After the claim `req` read `cp` and took `items`: forgets the released
   // keys it sent for `st`'s part whose next items it surely read
   // (`evaluated`: the read of keys behind its start was not cut short), and

@@ -985,10 +985,11 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   std::vector<int64_t> key_cursor_ids;
   for (const ClaimPart& p : request.parts) {
     key_after.push_back(p.key_after);
-    for (const auto& [key, id] : p.key_cursors) {
+    // A read of the keys' heads uses neither the look behind nor key_cursors.
+    for (size_t k = 0; !p.key_heads && k < p.key_cursors.size(); ++k) {
       key_cursor_parts.push_back(p.part);
-      key_cursor_keys.push_back(key);
-      key_cursor_ids.push_back(id);
+      key_cursor_keys.push_back(p.key_cursors[k].first);
+      key_cursor_ids.push_back(p.key_cursors[k].second);
     }
     parts.push_back(p.part);
     epochs.push_back(p.epoch.value);
@@ -998,7 +999,7 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
     cursor_prios.push_back(p.cursor ? p.cursor->priority : kLastPriority);
     cursor_ids.push_back(p.cursor ? p.cursor->id : kLastId);
     records.push_back(p.record);
-    behind.push_back(p.behind);
+    behind.push_back(p.behind && !p.key_heads);
   }
   a.behind = BoolArray(behind);
   a.key_after = TextArray(key_after);
@@ -1431,7 +1432,7 @@ bool PipelinedAckServes(const FinishAttempt& f) {
 const char* PipelinedAckName(const std::optional<ClaimRequest>& claim) {
   if (!claim) return kPipelinedAck;
   const bool keyed = KeyBound(*claim) != 0;
-  return ClaimForm(claim->parts[0].behind
+  return ClaimForm(claim->parts[0].behind && !claim->parts[0].key_heads
                        ? (keyed ? kPipelinedAckClaimBehindKeyed : kPipelinedAckClaimBehind)
                        : (keyed ? kPipelinedAckClaimKeyed : kPipelinedAckClaim),
                    claim->max_bytes);
@@ -1478,9 +1479,10 @@ std::vector<std::optional<std::string>> PipelinedAckParams(const FinishAttempt& 
     if (part == cp.part) fly.push_back(id);
   }
   // A read that starts at the cursor and does not look behind it meets none
-  // of them: it sends none.
+  // of them: it sends none. A read of the keys' heads looks behind it (a
+  // key's floor is often an item in flight, or one acked now).
   std::vector<int64_t> skip;
-  if (cp.behind || !cp.after || !cp.cursor || *cp.after < *cp.cursor) {
+  if (cp.behind || cp.key_heads || !cp.after || !cp.cursor || *cp.after < *cp.cursor) {
     skip = a.ack_ids;
     skip.insert(skip.end(), fly.begin(), fly.end());
   }

@@ -217,14 +217,14 @@ struct ClaimPart {
   // passed it held it back while its key was busy. Other items behind
   // `after` are returned as above.
   std::vector<std::pair<std::string, int64_t>> key_cursors;
-  // Ordered claims (ClaimRequest::ordered, not fair): per key, the highest
-  // id of it this session claimed in the part since it gained the part.
-  // When that item was claimed no older item of its key was live, so an
-  // item of the key past it is probed for an older live one only down to
+  // Ordered claims (ClaimRequest::ordered, not fair): per key, the id of
+  // its item this session claimed last in the part since it gained the
+  // part. When that item was claimed no older item of its key was live, so
+  // an item of the key past it is probed for an older live one only down to
   // it (the item itself included: a retried one is still live). An item
-  // put below it afterwards (a dead one requeued, an enqueue that committed
-  // late) does not hold the key's later items back, as for key_cursors.
-  // Keys not listed are probed all the way down.
+  // put below it afterwards and not claimed since (a dead one requeued, an
+  // enqueue that committed late) does not hold the key's later items back,
+  // as for key_cursors. Keys not listed are probed all the way down.
   std::vector<std::pair<std::string, int64_t>> key_floors;
   // Ordered claims reading on from `after`: also read each key's first
   // item, as a read from the head does (so an item held back behind the

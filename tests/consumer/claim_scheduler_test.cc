@@ -404,11 +404,13 @@ TEST_F(OrderedClaimSchedulerTest, AFinishedItemsKeyIsReleasedAndTheClaimsReadOnF
   EXPECT_TRUE(req->parts[0].key_cursors.empty());
 }
 
-// Ordered: every claim of a part sends, per key, the highest id of it
-// claimed there in this tenure (ClaimPart::key_floors), from the head too:
-// an item of the key past it is probed only down to it. A suspect (run
-// without the probe) sets none, and a part gained again starts without.
-TEST_F(OrderedClaimSchedulerTest, EveryClaimSendsTheHighestIdClaimedOfEachKeyInThePart) {
+// Ordered: every claim of a part sends, per key, the id of its item
+// claimed last there in this tenure (ClaimPart::key_floors), from the head
+// too: an item of the key past it is probed only down to it. An item below
+// it claimed later (a retried one, a late commit) lowers it: while in
+// flight it holds the key's later items back. A suspect (run without the
+// probe) sets none, and a part gained again starts without.
+TEST_F(OrderedClaimSchedulerTest, EveryClaimSendsTheLastIdClaimedOfEachKeyInThePart) {
   using Floors = std::vector<std::pair<std::string, int64_t>>;
   EXPECT_TRUE(ClaimAndAccept(kT0, {Keyed(1, "a"), Keyed(2, "b"), MakeItem(3, 0, 1)})
                   .parts[0]
@@ -418,14 +420,14 @@ TEST_F(OrderedClaimSchedulerTest, EveryClaimSendsTheHighestIdClaimedOfEachKeyInT
   s_.Poll();
   EXPECT_EQ(ClaimAndAccept(kT0, {Keyed(5, "a"), suspect}).parts[0].key_floors,
             (Floors{{"a", 1}, {"b", 2}}));
-  Item behind = Keyed(4, "a");  // a retried item, read behind the cursor
+  Item behind = Keyed(4, "a");  // a late commit, read behind the cursor
   s_.Poll();
   EXPECT_EQ(ClaimAndAccept(kT0, {behind}).parts[0].key_floors, (Floors{{"a", 5}, {"b", 2}}));
   s_.Poll();
   std::optional<ClaimRequest> heads = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(11));
   ASSERT_TRUE(heads.has_value());
   EXPECT_TRUE(heads->parts[0].key_heads);
-  EXPECT_EQ(heads->parts[0].key_floors, (Floors{{"a", 5}, {"b", 2}}));
+  EXPECT_EQ(heads->parts[0].key_floors, (Floors{{"a", 4}, {"b", 2}}));
   s_.AcceptClaim(*heads, {}, kT0 + absl::Seconds(11));
   s_.Remove({0});
   s_.Assign({{0, Epoch{2}}});

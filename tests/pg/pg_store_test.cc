@@ -246,7 +246,7 @@ TEST_F(PgStoreTest, AReleasedKeysNextItemIsProbedOnlyDownToTheItemItsKeyFinished
 }
 
 // The same bound for an item the read on from the cursor finds: its key's
-// floor (ClaimPart::key_floors), the highest id of the key the session
+// floor (ClaimPart::key_floors), the id of the key's item the session
 // claimed in the part, is as far down as its probe reads the key's
 // entries. Without a floor it walks them all.
 TEST_F(PgStoreTest, AnOrderedItemReadOnFromTheCursorIsProbedOnlyDownToItsKeysFloor) {

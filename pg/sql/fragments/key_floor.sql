@@ -1,6 +1,6 @@
 -- The id an ordered probe of item `i` in part {part} reads its key's
 -- entries down to (ready_condition.sql's {probe_from}): the key's floor,
--- the highest id of it the session claimed in the part
+-- the id of its item the session claimed last in the part
 -- (ClaimPart::key_floors), from {floors} (key_floors.sql says what it
 -- holds); a key without one is probed all the way down. When
 -- that item was claimed no older item of its key was live, so below it the

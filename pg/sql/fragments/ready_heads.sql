@@ -5,7 +5,7 @@
 -- keys come from a skip scan of items_key (each step fair_next_key.sql: one
 -- descent to the next key's first live entry, at most 8 times {limit}
 -- keys, in key order); each key's items are read on from its floor
--- (key_floors.sql: the highest id of it the session claimed in the part),
+-- (key_floors.sql: the id of it the session claimed last in the part),
 -- or from its head without one. So a key whose items are all held back
 -- (its first ones delayed, retried, in flight, or behind items in an
 -- earlier part of a grown queue) costs a descent however many rows it has,
