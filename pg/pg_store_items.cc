@@ -1299,7 +1299,7 @@ absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes
   return a;
 }
 
-// The parameters $1-$15 of the general Finish ("finish", FinishCtes), in
+// The parameters $1-$15 of the general Finish (finish.sql, FinishCtes), in
 // text, for a statement the pipeline runs (RunGuarded).
 std::vector<std::optional<std::string>> FinishParams(const FinishRequest& request,
                                                      const std::vector<int>& parts,

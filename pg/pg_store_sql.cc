@@ -608,10 +608,8 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
                /*prepared=*/false});
   s.push_back({"fence", Fill("fence", {{"{fence}", FenceCte()}})});
   s.push_back({"ack", Fill("ack", {{"{ack_ctes}", AckCtes()}})});
-  // The general Finish without a claim ahead, sent unprepared, planned for
-  // its arguments each time (Statement::prepared). Every claiming statement
-  // runs in PipelinedStatements' forms.
-  s.push_back({"finish", FinishStatement(), /*prepared=*/false});
+  // The general Finish and every claiming statement run in
+  // PipelinedStatements' forms.
   for (Statement& st : s)
     st.sql = WithSchema(FillDeletes(st.sql, confined, /*guarded=*/false), schema);
   return s;
