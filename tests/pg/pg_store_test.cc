@@ -176,15 +176,16 @@ TEST_F(PgStoreTest, MigrateIsIdempotent) {
   EXPECT_EQ(schema_.QInt("SELECT max(version) FROM {schema}.schema_migrations"), kSchemaVersion);
 }
 
-// An ordered read on from a cursor looks at a window of 8x its limit rows
-// (pg/sql/fragments/ready_window.sql): a key's item past a window that is all held
-// back is not read there, and a read from the head finds it (among the
-// keys' first items: the scheduler reads an ordered part from its head
-// every kOrderedRescans rescan_intervals).
+// An ordered read on from a cursor looks at a window of its limit of rows
+// (pg/sql/fragments/ready_window.sql; from the head, 8x its limit): a key's
+// item past a window that is all held back is not read there, and a read
+// from the head finds it (among the keys' first items: the scheduler reads
+// an ordered part's keys' heads every kOrderedRescans rescan_intervals).
+// b is the 20th row past the cursor, inside a window of 8x the limit of 10.
 TEST_F(PgStoreTest, AnOrderedReadFromItsCursorLooksAtAWindowAndAReadFromTheHeadFindsWhatItMissed) {
   MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
   std::vector<EnqueueResult> a;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 20; ++i) {
     ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed("a", "a")));
     a.push_back(r);
   }
@@ -196,7 +197,7 @@ TEST_F(PgStoreTest, AnOrderedReadFromItsCursorLooksAtAWindowAndAReadFromTheHeadF
   req.parts[0].after = req.parts[0].cursor = ItemKey{0, a[0].id};
   req.parts[0].behind = false;
   ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
-  EXPECT_TRUE(none.empty()) << "b is past the 80 rows the read on from the cursor looks at";
+  EXPECT_TRUE(none.empty()) << "b is past the 10 rows the read on from the cursor looks at";
   req.parts[0].after.reset();
   ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
   EXPECT_EQ(Ids(got), (std::vector<int64_t>{b.id}));

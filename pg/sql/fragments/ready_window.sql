@@ -1,8 +1,18 @@
 -- The window a read with a key bound looks at (ready_keyed.sql): the
--- part's next 8 times {limit} rows from where it starts, ready or not, their
--- ctids as `tid`, and `key_rank`: the row's place among its key's rows in
--- the window, in id order. Only a row within its key's first {bound} there
+-- part's next rows from where it starts, ready or not, their ctids as
+-- `tid`, and `key_rank`: the row's place among its key's rows in the
+-- window, in id order. Only a row within its key's first {bound} there
 -- can be ready: a later one has {bound} rows of its key, live, before it.
 -- So only those are probed (ready_condition.sql), and a window of a few
 -- busy keys costs a few probes per key, not one per row.
-(SELECT w.*, row_number() OVER (PARTITION BY w.key ORDER BY w.id) AS key_rank FROM (SELECT i.ctid AS tid, i.* FROM {schema}.items i WHERE i.queue = {queue} AND i.part = {part} AND (i.priority, i.id) > ({after_prio}::smallint, {after_id}) ORDER BY i.priority, i.id LIMIT 8 * {limit}) w) i
+-- From the head the window is 8 times {limit} rows; on from a cursor, {limit}
+-- rows. In a part with a backlog nearly every row past the cursor is held
+-- back (its key's item is in flight) and the claim's items come from the
+-- released keys (ready_released.sql): a window of 8 times the limit read and
+-- sorted 2,400 rows there to return about one (auto_explain, an ordered
+-- drain of 200,000 items over 997 keys, 16 parts), and a window of the
+-- limit drained the backlog 1.2-1.3x as fast (bench/ordered_drain.sh; 2.6-3.1x
+-- with 16 keys). A key's item past the window waits for the cursor to come
+-- within {limit} rows of it, or for the read of the keys' heads
+-- (ClaimPart::key_heads, every kOrderedRescans rescan_intervals).
+(SELECT w.*, row_number() OVER (PARTITION BY w.key ORDER BY w.id) AS key_rank FROM (SELECT i.ctid AS tid, i.* FROM {schema}.items i WHERE i.queue = {queue} AND i.part = {part} AND (i.priority, i.id) > ({after_prio}::smallint, {after_id}) ORDER BY i.priority, i.id LIMIT CASE WHEN {after_id} = -9223372036854775808 THEN 8 ELSE 1 END * {limit}) w) i
