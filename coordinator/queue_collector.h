@@ -38,9 +38,9 @@
 // 2-core machine), so on a backlog of millions a query every `interval` would
 // keep a database core busy when it is needed most. The next round therefore
 // waits at least kCollectSpacing times as long as the last query took
-// (WaitAfter): collection uses at most 1/kCollectSpacing of one connection's
-// time, and the gauges then lag by that much. A query that failed does not
-// space out the next one.
+// (WaitAfter), however often it is poked: collection uses at most
+// 1/kCollectSpacing of one connection's time, and the gauges then lag by that
+// much. A query that failed does not space out the next one.
 //
 // Lifecycle (base/service.h): Start() starts one thread; Stop() joins it and
 // zero-fills; safe before Start and twice. CollectOnce() and the gauges are
@@ -126,7 +126,9 @@ class QueueCollector {
   // every notice of the queue: an enqueue, a join, a leave, an expiry swept,
   // a setting changed). Zero (the default): always `interval`. Before Start.
   void SetQuietInterval(absl::Duration d);
-  // Runs the next round now (something changed).
+  // Something changed: ends a quiet wait. The next round still waits for
+  // the spacing after the last one (WaitAfter): pokes never make rounds
+  // come more often than that.
   void Poke();
 
   // One round: zero-fills if this process is not the collector, else queries

@@ -276,6 +276,33 @@ TEST_F(MetricsTest, CollectorSpacesOutSlowStatusQueries) {
   again.Stop();
 }
 
+// A poke ends a quiet wait, never the spacing: a Consumer pokes its
+// collector on every notice of its queue, and a busy queue's enqueue notices
+// (dozens a second) ran the status query back to back, the busiest backend
+// beside a held snapshot (bench/held_snapshot_ordered.sh). Poked every 10 ms,
+// the collector still waits 2 s after a query of 100 ms.
+TEST_F(MetricsTest, PokesDoNotCutTheCollectorsSpacingShort) {
+  CreateQueue(4);
+  faults_.SlowCallsOf("Status", absl::Milliseconds(100));
+  prometheus::Registry r;
+  QueueCollector c(
+      faults_.Wrap(db_.Factory()), "q", [] { return true; }, r, absl::Milliseconds(10), &clock_);
+  c.Start();
+  auto poke_for = [&](absl::Duration d) {
+    for (absl::Duration done; done < d; done += absl::Milliseconds(10)) {
+      ASSERT_TRUE(clock_.AwaitWaiters(1));
+      c.Poke();
+      clock_.Advance(absl::Milliseconds(10));
+    }
+    ASSERT_TRUE(clock_.AwaitWaiters(1));
+  };
+  poke_for(absl::Seconds(1));
+  EXPECT_EQ(faults_.Calls("Status"), 1) << "a poke ran a round within the spacing";
+  poke_for(absl::Milliseconds(1300));  // past 2.1 s: the second query and its 100 ms
+  EXPECT_EQ(faults_.Calls("Status"), 2);
+  c.Stop();
+}
+
 TEST_F(MetricsTest, ConsumerProbeCountsOutcomes) {
   prometheus::Registry r;
   ConsumerMetrics m(r, "q");
