@@ -224,6 +224,21 @@ TEST_F(ClaimSchedulerTest, ANoticeWhileAClaimIsUnderWayIsReadByTheNextClaim) {
   EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 3}));
 }
 
+// A read from a floor behind the cursor (a notice's) that fills its batch
+// before the cursor goes on from its last item: more may wait between.
+TEST_F(ClaimSchedulerTest, AReadFromANoticedFloorThatFillsItsBatchGoesOnFromItsLastItem) {
+  ClaimAndAccept(kT0, {MakeItem(10, 0, 1), MakeItem(11, 0, 1)});
+  s_.Notice(0, ItemKey{0, 4});  // committed late, behind the cursor
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 3}));
+  s_.AcceptClaim(*req, {MakeItem(5, 0, 1), MakeItem(6, 0, 1)}, kT0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 6}));
+  EXPECT_EQ(*req->parts[0].cursor, (ItemKey{0, 11}));
+}
+
 // The claim under way began before the item committed and reads past it
 // without seeing it; the notice came while the cursor was still before it.
 TEST_F(ClaimSchedulerTest, ANoticeOfAnItemThatAClaimUnderWayPassesIsReadFromBeforeIt) {
@@ -402,6 +417,35 @@ TEST_F(OrderedClaimSchedulerTest, AFinishedItemsKeyIsReleasedAndTheClaimsReadOnF
   req = s_.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(12));
   ASSERT_TRUE(req.has_value());
   EXPECT_TRUE(req->parts[0].key_cursors.empty());
+}
+
+// Not so an ordered read: one from a noticed floor that read on past its
+// start drops the floor, even when it filled its batch. In a part with a
+// backlog the released keys fill most of each batch and the read on gets
+// the rest, so the floor crept up by a few items a claim while every read on
+// from it walked each item acked between it and the cursor (all of them
+// behind a held snapshot). What lies between is held back (the keys'
+// releases bring it) or found by the read of the keys' heads.
+TEST_F(OrderedClaimSchedulerTest, AReadOnFromANoticedFloorDropsItEvenWhenItFillsItsBatch) {
+  ClaimAndAccept(kT0, {Keyed(10, "a"), Keyed(11, "b")});
+  s_.Notice(0, ItemKey{0, 4});  // committed late, behind the cursor
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 3}));
+  s_.AcceptClaim(*req, {Keyed(5, "c"), Keyed(6, "d")}, kT0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 11})) << "on from the cursor, not from 6";
+  // A batch filled by what lay behind the start (the read on may not have
+  // run) keeps the floor.
+  s_.Notice(0, ItemKey{0, 8});
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 7}));
+  s_.AcceptClaim(*req, {Keyed(2, "e"), Keyed(3, "f")}, kT0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 7}));
 }
 
 // Ordered: every claim of a part sends, per key, the id of its item
