@@ -497,9 +497,16 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
           ++behind;
         }
       }
+      // The read of the keys' next items stops at the start: from a floor
+      // below the cursor, a key's next item between the two is left to the
+      // read on, which may stop short of it (and the floor is not kept:
+      // NoteRead), so those keys are sent again with the next read.
+      const bool from_cursor = !(cp.after && cp.cursor && *cp.after < *cp.cursor);
       ForgetReleased(
           cp, items,
-          to_the_end || (!by_bytes && behind < std::min(cp.limit, req.limit - taken_before)), st);
+          from_cursor &&
+              (to_the_end || (!by_bytes && behind < std::min(cp.limit, req.limit - taken_before))),
+          st);
     }
     // Stopped by its bytes in this part: a backlog there, as a part that filled the count.
     if (by_bytes && static_cast<int>(i) == last) st.full = true;
@@ -562,7 +569,10 @@ void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
   // item and the cursor an ordered part holds items held back, which their
   // keys' releases bring (ready_released.sql reads behind the start), and
   // ready ones of free keys (a late commit past the room), which the read of
-  // the keys' heads finds (ClaimPart::key_heads, every kOrderedRescans).
+  // the keys' heads finds (ClaimPart::key_heads, every kOrderedRescans; past
+  // its keys, the read from the head). A key released before this read is
+  // sent again with the next one (AcceptClaim), whose read of the released
+  // keys reaches the cursor.
   st.floor.reset();
   // (Not for a fair read: its items are in key order, not the part's.)
   if (!req.fair && !to_the_end && n > 0 && before) {

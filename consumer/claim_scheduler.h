@@ -58,9 +58,11 @@ struct ClaimSchedulerOptions {
   // kOrderedHeadReads rescan_intervals; each key's first item is read from
   // the cursor (ClaimPart::key_heads) every kOrderedRescans rescan_intervals
   // between those (what the window or a release missed:
-  // a key's item past a window all held back, an item held back by a key's
-  // item in an earlier part of a grown queue, which another session may
-  // finish). Every claim sends the id claimed last of each key in the
+  // a key's item past a window all held back, a late commit of a free key
+  // past what a read from a noticed floor had room for (an ordered read
+  // drops the floor once it read on from it: NoteRead), an item held back
+  // by a key's item in an earlier part of a grown queue, which another
+  // session may finish). Every claim sends the id claimed last of each key in the
   // part (ClaimPart::key_floors), where its probes and its heads stop.
   // Never the head on every claim, nor every few: its acked rows, which a
   // held snapshot keeps, and the backlog would be walked each time.

@@ -148,7 +148,9 @@ struct ConsumerOptions {
   // A queue that has no schedule is asked about once per
   // quiet_poll_interval instead, and an idle queue's depth gauges are read
   // that often: with LISTEN, a schedule added, an enqueue or any change of
-  // the group wakes them at once (Notice). Zero: as the intervals above.
+  // the group wakes them (Notice): the firer at once, the gauges once
+  // status_interval has passed since their last read. Zero: as the
+  // intervals above.
   absl::Duration quiet_poll_interval = absl::Seconds(60);
   // While this worker owns part 0 it vacuums the queue's tables
   // (table_keeper.h) when the statistics say they passed their threshold,

@@ -121,7 +121,8 @@ class QueueCollector {
   void Stop();
   // When the last read found the queue quiet (nothing ready, delayed, in
   // flight or held, no group pending, every part owned), the next waits this
-  // long instead of `interval`, or until Poke: for a collector that is poked
+  // long instead of `interval`, or until Poke (but at least the spacing,
+  // WaitAfter): for a collector that is poked
   // whenever the queue may have changed (a Consumer that listens pokes it on
   // every notice of the queue: an enqueue, a join, a leave, an expiry swept,
   // a setting changed). Zero (the default): always `interval`. Before Start.

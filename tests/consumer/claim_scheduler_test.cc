@@ -448,6 +448,34 @@ TEST_F(OrderedClaimSchedulerTest, AReadOnFromANoticedFloorDropsItEvenWhenItFills
   EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 7}));
 }
 
+// A key released before a read from a floor below the cursor is sent again
+// with the next read: the read of the released keys' next items stops at
+// the read's start, and a's next item (15) lies between the floor and the
+// cursor, where the read on stopped short of it (its batch was full).
+TEST_F(OrderedClaimSchedulerTest, AKeyReleasedBeforeAReadFromAFloorIsSentAgainWithTheNext) {
+  ClaimAndAccept(kT0, {Keyed(10, "a"), Keyed(20, "b")});  // 15 of a passed, held back
+  Batch b;
+  ASSERT_TRUE(s_.TakeQueued(&b));
+  s_.Release(b.items);
+  s_.Notice(0, ItemKey{0, 4});  // committed late, behind the cursor
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 3}));
+  using Released = std::vector<std::pair<std::string, int64_t>>;
+  EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 10}, {"b", 20}}));
+  s_.AcceptClaim(*req, {Keyed(5, "c"), Keyed(6, "d")}, kT0);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 20}));
+  EXPECT_EQ(req->parts[0].key_cursors, (Released{{"a", 10}, {"b", 20}}));
+  // Read from the cursor, the keys are done with.
+  s_.AcceptClaim(*req, {Keyed(15, "a")}, kT0);
+  s_.Notice(0, ItemKey{0, 30});
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->parts[0].key_cursors.empty());
+}
+
 // Ordered: every claim of a part sends, per key, the id of its item
 // claimed last there in this tenure (ClaimPart::key_floors), from the head
 // too: an item of the key past it is probed only down to it. An item below

@@ -176,30 +176,40 @@ TEST_F(PgStoreTest, MigrateIsIdempotent) {
   EXPECT_EQ(schema_.QInt("SELECT max(version) FROM {schema}.schema_migrations"), kSchemaVersion);
 }
 
-// An ordered read on from a cursor looks at a window of its limit of rows
-// (pg/sql/fragments/ready_window.sql; from the head, 8x its limit): a key's
-// item past a window that is all held back is not read there, and a read
-// from the head finds it (among the keys' first items: the scheduler reads
-// an ordered part's keys' heads every kOrderedRescans rescan_intervals).
-// b is the 20th row past the cursor, inside a window of 8x the limit of 10.
+// An ordered read on from a cursor looks at a window of rows
+// (pg/sql/fragments/ready_window.sql): 8x its limit up to 256 rows, its limit
+// past that (from the head, 8x its limit). A key's item past a window that
+// is all held back is not read there, and a read from the head finds it
+// (among the keys' first items: the scheduler reads an ordered part's keys'
+// heads every kOrderedRescans rescan_intervals). b is the 300th row past
+// the cursor: past the 256 rows a limit of 100 looks at (800 before), and c
+// is the 20th: within the 80 a limit of 10 still looks at.
 TEST_F(PgStoreTest, AnOrderedReadFromItsCursorLooksAtAWindowAndAReadFromTheHeadFindsWhatItMissed) {
   MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
-  std::vector<EnqueueResult> a;
-  for (int i = 0; i < 20; ++i) {
-    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", Keyed("a", "a")));
-    a.push_back(r);
-  }
+  ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(300, Keyed("a", "a"))));
   ASSERT_OK_AND_ASSIGN(EnqueueResult b, store_->Enqueue("q", Keyed("b", "b")));
+  ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(19, Keyed("x", "x"))));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult c, store_->Enqueue("q", Keyed("c", "c")));
+  const int64_t a0 = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE key = 'a'");
+  const int64_t x0 = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE key = 'x'");
   Member m = JoinWith(*store_, "q", {0});
-  ClaimRequest req = ClaimAll("q", m, 10);
-  req.ordered = true;
-  req.in_flight = {{0, a[0].id}};  // a's first is in flight: the rest of a is held back
-  req.parts[0].after = req.parts[0].cursor = ItemKey{0, a[0].id};
-  req.parts[0].behind = false;
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, store_->Claim(req));
-  EXPECT_TRUE(none.empty()) << "b is past the 10 rows the read on from the cursor looks at";
-  req.parts[0].after.reset();
-  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(req));
+  // a's and x's first in flight (the rest of each held back), then c too.
+  std::vector<std::pair<int, int64_t>> in_flight = {{0, a0}, {0, x0}};
+  auto claim = [&](int limit, std::optional<ItemKey> after) {
+    ClaimRequest req = ClaimAll("q", m, limit);
+    req.ordered = true;
+    req.in_flight = in_flight;
+    req.parts[0].after = after;
+    req.parts[0].cursor = ItemKey{0, c.id};
+    req.parts[0].behind = false;
+    return store_->Claim(req);
+  };
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> none, claim(100, ItemKey{0, a0}));
+  EXPECT_TRUE(none.empty()) << "b is past the 256 rows the read on from the cursor looks at";
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> small, claim(10, ItemKey{0, x0}));
+  EXPECT_EQ(Ids(small), (std::vector<int64_t>{c.id})) << "a limit of 10 looks at 80 rows";
+  in_flight.emplace_back(0, c.id);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, claim(100, std::nullopt));
   EXPECT_EQ(Ids(got), (std::vector<int64_t>{b.id}));
 }
 

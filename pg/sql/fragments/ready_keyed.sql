@@ -1,7 +1,7 @@
 -- The onward read (ready_onward.sql) of a claim with a key bound (ordered:
 -- 1; key concurrency: N). It looks at a window of the part's rows from
--- where it starts, 8 times its limit from the head and its limit on from a
--- cursor ({windowed}: ready_window.sql says why), probing only
+-- where it starts, 8 times its limit from the head and at most 256 rows or
+-- its limit on from a cursor ({windowed}: ready_window.sql says why), probing only
 -- the rows within their key's first N there: few items of a key are ready,
 -- so in a backlog of few keys nearly every row is held back, and a read
 -- that went on until its limit walked the whole backlog, a probe per row:

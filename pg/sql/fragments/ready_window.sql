@@ -5,14 +5,18 @@
 -- can be ready: a later one has {bound} rows of its key, live, before it.
 -- So only those are probed (ready_condition.sql), and a window of a few
 -- busy keys costs a few probes per key, not one per row.
--- From the head the window is 8 times {limit} rows; on from a cursor, {limit}
--- rows. In a part with a backlog nearly every row past the cursor is held
--- back (its key's item is in flight) and the claim's items come from the
--- released keys (ready_released.sql): a window of 8 times the limit read and
--- sorted 2,400 rows there to return about one (auto_explain, an ordered
--- drain of 200,000 items over 997 keys, 16 parts), and a window of the
--- limit drained the backlog 1.2-1.3x as fast (bench/ordered_drain.sh; 2.6-3.1x
--- with 16 keys). A key's item past the window waits for the cursor to come
--- within {limit} rows of it, or for the read of the keys' heads
--- (ClaimPart::key_heads, every kOrderedRescans rescan_intervals).
-(SELECT w.*, row_number() OVER (PARTITION BY w.key ORDER BY w.id) AS key_rank FROM (SELECT i.ctid AS tid, i.* FROM {schema}.items i WHERE i.queue = {queue} AND i.part = {part} AND (i.priority, i.id) > ({after_prio}::smallint, {after_id}) ORDER BY i.priority, i.id LIMIT CASE WHEN {after_id} = -9223372036854775808 THEN 8 ELSE 1 END * {limit}) w) i
+-- From the head the window is 8 times {limit} rows; on from a cursor or a
+-- floor, 8 times {limit} up to 256 rows, and {limit} past that. In a part
+-- with a backlog nearly every row past the cursor is held back (its key's
+-- item is in flight) and the claim's items come from the released keys
+-- (ready_released.sql): a window of 8 times the limit read and sorted 2,400
+-- rows there to return about one (auto_explain, an ordered drain of 200,000
+-- items over 997 keys, 16 parts, a limit of 300), and a window of the limit
+-- drained the backlog 1.2-1.3x as fast (bench/ordered_drain.sh; 2.6-3.1x
+-- with 16 keys). A small limit (a rate limit's budget, a batch of 1, a claim
+-- ahead for one batch) keeps its 8 times: a run of a busy key's items that
+-- long holds the keys behind it back. A key's item past the window waits
+-- for the cursor to come that close to it, for the read of the keys' heads
+-- (ClaimPart::key_heads, every kOrderedRescans rescan_intervals: the first 8
+-- times {limit} keys of the part) or for the read from the head.
+(SELECT w.*, row_number() OVER (PARTITION BY w.key ORDER BY w.id) AS key_rank FROM (SELECT i.ctid AS tid, i.* FROM {schema}.items i WHERE i.queue = {queue} AND i.part = {part} AND (i.priority, i.id) > ({after_prio}::smallint, {after_id}) ORDER BY i.priority, i.id LIMIT CASE WHEN {after_id} = -9223372036854775808 THEN 8 * {limit} ELSE GREATEST({limit}, LEAST(8 * {limit}, 256)) END) w) i
