@@ -11,7 +11,7 @@
 # SECS (200), HOLD_AT (40), HOLD_FOR (60), OUT (/tmp/partq-held-ordered), DB_SQL (statements
 # run on the new database first, e.g. ALTER DATABASE settings for auto_explain), QUEUE_FLAGS
 # (--ordered; e.g. '--fair-by key' or '--key-concurrency 2' for the other keyed queues, or
-# '' for a plain one), WORKER_FLAGS (none; e.g. --poll-only).
+# '' for a plain one), WORKER_FLAGS (none; e.g. --poll-only), SAMPLE (stats; or count, below).
 set -euo pipefail
 : "${DSN:?set DSN to a superuser connection of the server to measure (no dbname)}"
 PARTQ=${PARTQ:-build/cli/partq} DB=${DB:-partq_held_ordered}
@@ -47,17 +47,35 @@ pids+=($!)
  psql "$dsn" -q -c "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1;
    SELECT pg_sleep($HOLD_FOR); COMMIT;" >/dev/null 2>&1) &
 pids+=($!)
+# SAMPLE=stats (the default): done and backlog from the server's cumulative counts of the
+# effects inserted and the items inserted and deleted (each backend reports them about once a
+# second while busy, so the backlog read so is off by up to a second of work either way), which
+# cost nothing; SAMPLE=count (the runs before 2026-12-06): counted,
+# a scan of `effects` and one of `items` every 5 s, which beside a hold read every dead row it
+# keeps and took a growing share of the 2 cores (most of a second a sample at the end).
+if [[ "${SAMPLE:-stats}" == count ]]; then
+  SAMPLE_SQL="SELECT (SELECT count(*) FROM partq.effects),
+      (SELECT count(*) FROM partq.items WHERE queue = 'oq')"
+else
+  SAMPLE_SQL="SELECT (SELECT n_tup_ins FROM pg_stat_user_tables
+                      WHERE schemaname = 'partq' AND relname = 'effects'),
+      (SELECT n_tup_ins - n_tup_del FROM pg_stat_user_tables
+       WHERE schemaname = 'partq' AND relname = 'items')"
+fi
 echo "t done per_s backlog" | tee "$OUT/samples.txt"
 # per_s: items done since the last sample over the time since it (a sample's own queries make
 # the interval longer than 5 s under load).
 t0=$(date +%s.%N) last=0 last_t=$t0
 while awk -v n="$(date +%s.%N)" -v t="$t0" -v s="$SECS" 'BEGIN { exit !(n - t < s + 5) }'; do
   sleep 5
-  row=$(psql "$dsn" -qAt -c "SELECT (SELECT count(*) FROM partq.effects),
-      (SELECT count(*) FROM partq.items WHERE queue = 'oq')" 2>/dev/null || echo "0|0")
+  row=$(psql "$dsn" -qAt -c "$SAMPLE_SQL" 2>/dev/null || echo "0|0")
   now=$(date +%s.%N)
   done_=${row%%|*} backlog=${row##*|}
   awk -v n="$now" -v t="$t0" -v l="$last_t" -v d="$done_" -v p="$last" -v b="$backlog" \
     'BEGIN { printf "%d %d %.0f %d\n", n - t, d, (d - p) / (n - l), b }' | tee -a "$OUT/samples.txt"
   last=$done_ last_t=$now
 done
+# Exactly once, counted at the end: every item recorded once, none twice.
+psql "$dsn" -qAt -c "SELECT 'effects: ' || count(*) || ' rows, ' || count(DISTINCT item_id)
+  || ' items; items left: ' || (SELECT count(*) FROM partq.items) FROM partq.effects" |
+  tee -a "$OUT/samples.txt"
