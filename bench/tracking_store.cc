@@ -174,6 +174,10 @@ class TrackingStore : public Store {
     t_->Call("next_due");
     return inner_->NextDue(queue, parts);
   }
+  absl::StatusOr<SnapshotBounds> CurrentSnapshot() override {
+    t_->Call("current_snapshot");
+    return inner_->CurrentSnapshot();
+  }
   absl::StatusOr<std::vector<std::string>> QueuesWithWork(
       const std::vector<std::string>& queues) override {
     t_->Call("queues_with_work");

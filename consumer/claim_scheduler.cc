@@ -93,9 +93,40 @@ void ClaimScheduler::Poll() {
     if (options_.notices) {
       Wake(st, std::nullopt);
       st.look_behind = true;
+    } else if (PollFloors() && st.poll_floor) {
+      Wake(st, std::nullopt);  // HungryParts: from the floor or the head, when due
     } else {
       Mark(st);
     }
+  }
+}
+
+bool ClaimScheduler::WantsSnapshot(absl::Time now) const {
+  // (Idle, once every id claimed is final, it asks for none.)
+  return PollFloors() && snapshots_ && claimed_max_ > final_id_ &&
+         now - last_snapshot_ >= SnapshotSpacing();
+}
+
+void ClaimScheduler::SnapshotAsked(absl::Time now) {
+  last_snapshot_ = now;  // a failed one is asked for again a spacing later
+  asked_claimed_max_ = claimed_max_;
+}
+
+void ClaimScheduler::NoteSnapshot(const absl::StatusOr<SnapshotBounds>& snapshot) {
+  if (!snapshot.ok()) {
+    if (absl::IsUnimplemented(snapshot.status())) snapshots_ = false;
+    return;
+  }
+  // Every id up to the highest claimed when the last snapshot was asked for
+  // was taken before then, at least SnapshotSpacing before this snapshot:
+  // by transactions whose xids are below this one's xmax.
+  if (pending_snapshots_.size() < kMaxPendingSnapshots) {
+    pending_snapshots_.emplace_back(snapshot->xmax, claimed_max_at_snapshot_);
+  }
+  claimed_max_at_snapshot_ = asked_claimed_max_;
+  while (!pending_snapshots_.empty() && pending_snapshots_.front().first <= snapshot->xmin) {
+    final_id_ = std::max(final_id_, pending_snapshots_.front().second);
+    pending_snapshots_.pop_front();
   }
 }
 
@@ -227,6 +258,10 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     cp.part = part;
     cp.epoch = st.epoch;
     if (!st.rescan) cp.after = st.floor && *st.floor < *st.cursor ? st.floor : st.cursor;
+    if (cp.after && st.floor_read) {
+      cp.after = std::min(*cp.after, ItemKey{0, *st.poll_floor});
+      cp.above = cp.after->priority >= 0;
+    }
     cp.cursor = st.cursor;
     cp.record = st.record;
     cp.key_after = st.key_after;
@@ -239,8 +274,9 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
       for (const auto& [key, r] : st.released) cp.key_cursors.emplace_back(key, r.id);
       parts_.at(part).released_sent = release_gen_;
     }
-    cp.behind = cp.after.has_value() && !cp.key_heads &&
-                (st.look_behind || now - st.last_behind >= options_.rescan_interval);
+    cp.behind =
+        cp.after.has_value() && !cp.key_heads &&
+        (st.look_behind || st.floor_read || now - st.last_behind >= options_.rescan_interval);
     cp.limit = limit;
     if (rate_) {
       cp.limit = allowed.at(part);
@@ -256,8 +292,9 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
   // marked then), so the probe runs while the last one found some, and with
   // every read from a part's head as a safety net.
   req.include_suspect =
-      slot_free && (suspects_pending_ || std::any_of(req.parts.begin(), req.parts.end(),
-                                                     [](const ClaimPart& p) { return !p.after; }));
+      slot_free &&
+      (suspects_pending_ || std::any_of(req.parts.begin(), req.parts.end(),
+                                        [](const ClaimPart& p) { return !p.after || p.above; }));
   absl::flat_hash_set<int64_t> done;
   done.reserve(finishing.size());
   for (const Item& item : finishing) done.insert(item.id);
@@ -265,6 +302,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     if (done.count(id) == 0) req.in_flight.emplace_back(part, id);
   }
   claim_gen_ = notice_gen_;
+  claim_final_ = final_id_;
   claiming_ = true;
   return req;
 }
@@ -285,9 +323,13 @@ std::vector<int> ClaimScheduler::HungryParts(int batches, absl::Time now) {
     if (batches <= 0 || !st.hungry) continue;
     // (Fair: a retried or delayed item that came due behind a key's cursor
     // is read by the look behind, fragments/fair_items.sql.)
-    if (ReadsFromHeads() || !st.cursor ||
-        (!options_.notices && now - st.last_rescan >= options_.rescan_interval)) {
+    if (ReadsFromHeads() || !st.cursor) {
       st.rescan = true;
+    } else if (!options_.notices && now - st.last_rescan >= options_.rescan_interval) {
+      // (A cursor above priority 0 is behind every floor: read from the head.)
+      st.floor_read = PollFloors() && st.poll_floor && st.cursor->priority >= 0 &&
+                      now - st.last_head < kPollHeadReads * options_.rescan_interval;
+      st.rescan = st.rescan || !st.floor_read;
     } else if (ReleasesKeys() &&
                now - st.last_head >= kOrderedHeadReads * options_.rescan_interval) {
       st.rescan = true;
@@ -453,6 +495,7 @@ int64_t ClaimScheduler::AcceptClaim(const ClaimRequest& req, std::vector<Item> i
     g.second = g.first == 0 ? key : std::max(g.second, key);
     ++g.first;
     ++taken_normal;
+    claimed_max_ = std::max(claimed_max_, item.id);
     if (req.max_bytes > 0) bytes += static_cast<int64_t>(item.payload.size());
   }
   // The claim read its parts in order until it had req.limit items (or
@@ -541,10 +584,14 @@ void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
   }
   if (ReleasesKeys()) UpdateKeyFloors(cp.part, items, st);
   st.full = !to_the_end && n >= std::min(cp.limit, req.limit);
-  if (!cp.after || cp.key_heads) {
+  if (PollFloors() && (!cp.after || st.floor_read)) MovePollFloor(n, got_last, to_the_end, st);
+  if (!cp.after || cp.key_heads || st.floor_read) {
     st.last_rescan = started;
-    st.rescan = st.key_heads = false;
+    st.rescan = st.key_heads = st.floor_read = false;
   }
+  // A read from the floor that stopped among the items that run first
+  // (read from the head) reads from the floor again: they are a backlog.
+  if (cp.above && !to_the_end && n > 0 && got_last.priority < 0) st.floor_read = true;
   if (!cp.after) st.last_head = started;
   if (!cp.after || cp.behind) {  // a read from the head has nothing behind it
     st.last_behind = started;
@@ -586,6 +633,24 @@ void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
   st.hungry = !to_the_end || st.rescan;
   if (st.noticed > claim_gen_) st.hungry = true;  // noticed while this claim was under way
   if (st.noticed_head > claim_gen_) st.rescan = true;
+}
+
+void ClaimScheduler::MovePollFloor(int n, const ItemKey& got_last, bool to_the_end,
+                                   PartState& st) const {
+  // (A read that took nothing may not have read at all, should a cancel have
+  // replaced the part's claim record meanwhile (pg/sql/fragments/claimed_rows.sql): what it
+  // missed waits for the read from the head.)
+  if (claim_final_ == 0) return;
+  // The read began after the snapshots that made claim_final_ final, so it
+  // saw every item up to it that will ever be there; one that stopped at
+  // its limit saw them up to its last item (every one of priority 0 if it
+  // stopped at a priority past 0, none if before).
+  int64_t to = claim_final_;
+  if (!to_the_end && got_last.priority <= 0) {
+    if (got_last.priority < 0) return;
+    to = std::min(to, got_last.id);
+  }
+  if (!st.poll_floor || *st.poll_floor < to) st.poll_floor = to;
 }
 
 void ClaimScheduler::UpdateKeyFloors(int part, const std::vector<Item>& items, PartState& st) {

@@ -22,6 +22,7 @@
 #ifndef PARTQ_CONSUMER_CLAIM_SCHEDULER_H_
 #define PARTQ_CONSUMER_CLAIM_SCHEDULER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "consumer/batch.h"
 #include "store/store.h"
@@ -88,8 +90,9 @@ struct ClaimSchedulerOptions {
   // (Notice::from): a part is then read from its head only when it is
   // acquired and on a notice that does not say (an older producer, a
   // listener that reconnected). Without notices, every part is read from its
-  // head every rescan_interval: an item that committed late, behind the
-  // cursor, has nothing else to tell of it. Items that come due behind the
+  // head every rescan_interval (or from its poll floor: "poll-only floors"
+  // below): an item that committed late, behind the cursor, has nothing
+  // else to tell of it. Items that come due behind the
   // cursor (retries, delays) need neither: every claim finds them
   // (ClaimPart::after).
   bool notices = true;
@@ -126,6 +129,41 @@ class ClaimScheduler {
   // notice (retries and delayed items coming due; anything at all without
   // notices, which then reads them from their heads).
   void Poll();
+
+  // --- poll-only floors -----------------------------------------------------------
+  // Without notices, a part of a plain queue (not ordered, fair or bounded
+  // per key) is read from its head only every kPollHeadReads
+  // rescan_intervals, and in between from its *poll floor*: an id of
+  // priority 0 up to which every item of the part was read, and past which
+  // an item that commits late must sort. What says no item at or below an
+  // id can commit any more is two snapshots (Store::CurrentSnapshot):
+  // every id at or below the highest one this consumer had claimed when it
+  // asked for the first was taken (nextval, which hands ids out in time
+  // order: items_id_seq has no CACHE) before then, by a transaction that
+  // took its xid within SnapshotSpacing (an enqueue takes both in a
+  // statement or two; reserve_ids.sql and enqueue.sql take the xid first),
+  // so below the next snapshot's xmax; once a snapshot's xmin passes that
+  // xmax, all of them have ended. A read from the floor also reads the part's items of a
+  // priority below 0 (which run first) from the head (ClaimPart::above). An item whose
+  // transaction took its id and then waited longer than that for its xid
+  // is found by the next read from the head.
+  //
+  // Whether the consumer should ask the store for a snapshot now: once per
+  // rescan_interval (at least a second apart) while an id it claimed is not
+  // final yet (an idle one asks for none); never with notices, nor once the
+  // store said it cannot.
+  bool WantsSnapshot(absl::Time now) const;
+  // The consumer asks for one now (then calls NoteSnapshot with the answer).
+  void SnapshotAsked(absl::Time now);
+  // What Store::CurrentSnapshot answered.
+  void NoteSnapshot(const absl::StatusOr<SnapshotBounds>& snapshot);
+  // No item at or below this id can commit any more (0: none known yet).
+  int64_t final_id() const { return final_id_; }
+  // The part's poll floor (nullopt: none, or not owned).
+  std::optional<int64_t> poll_floor(int part) const {
+    auto it = parts_.find(part);
+    return it == parts_.end() ? std::nullopt : it->second.poll_floor;
+  }
 
   // --- pause ----------------------------------------------------------------------
   // A paused queue (Store::SetPaused): no claim at all, not even ahead in an
@@ -258,7 +296,34 @@ class ClaimScheduler {
     // Ordered: the next claim reads the keys' heads from the cursor
     // (ClaimPart::key_heads).
     bool key_heads = false;
+    // Poll-only (PollFloors): every item of priority 0 up to this id was
+    // read in this tenure; the next claim reads from it (`floor_read`)
+    // instead of from the head when a rescan is due.
+    std::optional<int64_t> poll_floor;
+    bool floor_read = false;
   };
+  // Without notices, parts of a plain queue are read from their poll floors
+  // (see "poll-only floors" above).
+  bool PollFloors() const {
+    return !options_.notices && !options_.ordered && !options_.fair &&
+           options_.key_concurrency == 0;
+  }
+  // A poll-only part with a floor is read from its head every this many
+  // rescan_intervals (what waited too long between its id and its xid).
+  static constexpr int kPollHeadReads = 60;
+  // Snapshots come at least this far apart (and a rescan_interval): the time
+  // a transaction may take between an id and its xid.
+  static constexpr absl::Duration kMinSnapshotSpacing = absl::Seconds(1);
+  absl::Duration SnapshotSpacing() const {
+    return std::max(options_.rescan_interval, kMinSnapshotSpacing);
+  }
+  // The snapshots' (xmax, highest id claimed before the one before) whose
+  // xmax no snapshot's xmin has passed yet; at most kMaxPendingSnapshots
+  // (past that, newer ones are not kept: the floors move on later).
+  static constexpr size_t kMaxPendingSnapshots = 120;
+  // After a read from the head or the floor of `st`'s part that took `n`
+  // items, the last at `got_last`, and read to the end or not.
+  void MovePollFloor(int n, const ItemKey& got_last, bool to_the_end, PartState& st) const;
   // Key-bounded queues (and fair ordered ones) hold items back behind a
   // part's cursor (a key's next item), so every claim reads their parts from
   // the heads and a finished item has its part read from its head again.
@@ -369,6 +434,18 @@ class ClaimScheduler {
   int64_t notice_gen_ = 0;
   int64_t claim_gen_ = 0;
   uint64_t release_gen_ = 0;  // counts ordered releases (PartState::released)
+  // Poll-only floors: the highest id claimed so far, and when the last
+  // snapshot was asked for; the highest one when the one before was; the snapshots waiting; what
+  // can no longer commit; that as of the claim under way; whether the store
+  // has snapshots at all.
+  int64_t claimed_max_ = 0;
+  absl::Time last_snapshot_ = absl::InfinitePast();
+  int64_t asked_claimed_max_ = 0;  // claimed_max_ when the last one was asked for
+  int64_t claimed_max_at_snapshot_ = 0;
+  std::deque<std::pair<int64_t, int64_t>> pending_snapshots_;
+  int64_t final_id_ = 0;
+  int64_t claim_final_ = 0;
+  bool snapshots_ = true;
 };
 
 }  // namespace partq

@@ -286,6 +286,7 @@ void Consumer::ClaimLoop() {
     std::optional<ClaimRequest> req;
     absl::Time started;
     bool after_poll = false;  // this claim follows a poll
+    bool probe = false;       // ask for a snapshot (ClaimScheduler::WantsSnapshot)
     {
       absl::MutexLock lock(&mu_);
       // Claims here feed workers that wait with nothing queued; busy workers
@@ -317,18 +318,28 @@ void Consumer::ClaimLoop() {
         after_poll = true;
       }
       if (stopping_) return;
-      if (!room()) continue;
-      req = scheduler_.BeginClaim(session, idle_workers_ - static_cast<int>(scheduler_.queued()),
-                                  {}, now);
-      if (!req) continue;
-      // For the idle worker it feeds (HandOffLocked); not for a poll alone,
-      // which mostly finds nothing, and then the begun transaction costs a
-      // COMMIT. A notice since the last claim says something came.
-      req->begin_after = noticed_ || !after_poll;
-      noticed_ = false;
-      started = clock_->Now();
+      probe = scheduler_.WantsSnapshot(now);  // poll-only: claim or not, once a rescan_interval
+      if (probe) scheduler_.SnapshotAsked(now);
+      if (room()) {
+        req = scheduler_.BeginClaim(session, idle_workers_ - static_cast<int>(scheduler_.queued()),
+                                    {}, now);
+      }
+      if (!req && !probe) continue;
+      if (req) {
+        // For the idle worker it feeds (HandOffLocked); not for a poll alone,
+        // which mostly finds nothing, and then the begun transaction costs a
+        // COMMIT. A notice since the last claim says something came.
+        req->begin_after = noticed_ || !after_poll;
+        noticed_ = false;
+      }
     }
     if (store == nullptr) store = ClaimStore(&parked);
+    if (probe) NoteSnapshot(store.get());
+    started = clock_->Now();
+    if (!req) {
+      store = ReturnClaimStore(std::move(store), parked);
+      continue;
+    }
     absl::StatusOr<std::vector<Item>> items =
         store ? store->Claim(*req) : absl::UnavailableError("no connection");
     const absl::Time claim_end = clock_->Now();
@@ -353,11 +364,7 @@ void Consumer::ClaimLoop() {
       if (store->Begun()) closing = HandOffLocked(std::move(store));
       if (found) {
         next_poll = std::min(next_poll, claim_end + options_.poll_interval);
-      } else if (session_->listening() && !holds_back_ && scheduler_.held() == 0 &&
-                 !scheduler_.WantClaim() &&
-                 (last_store_failure_ns_.load() == INT64_MIN ||
-                  claim_end - absl::FromUnixNanos(last_store_failure_ns_.load()) >=
-                      options_.idle_poll_interval)) {
+      } else if (IdleLocked(claim_end)) {
         idle_parts = scheduler_.PartNumbers();
       }
     }
@@ -367,15 +374,37 @@ void Consumer::ClaimLoop() {
       const absl::Time due = NextIdlePoll(*store, idle_parts, claim_end);
       next_poll = after_poll ? due : std::min(next_poll, due);
     }
-    // A shared claimer's connection goes back for the next claim of any
-    // queue; a worker's, to the workers.
-    if (parked && store != nullptr) {
-      absl::MutexLock lock(&mu_);
-      parked_.push_back(std::move(store));
-    } else if (options_.claim_pool != nullptr) {
-      options_.claim_pool->Give(std::move(store));
-    }
+    store = ReturnClaimStore(std::move(store), parked);
   }
+}
+
+void Consumer::NoteSnapshot(Store* store) {
+  absl::StatusOr<SnapshotBounds> snapshot =
+      store ? store->CurrentSnapshot() : absl::UnavailableError("no connection");
+  absl::MutexLock lock(&mu_);
+  scheduler_.NoteSnapshot(snapshot);
+}
+
+bool Consumer::IdleLocked(absl::Time claim_end) {
+  // Listening, nothing held back or wanted, and no store failure for an
+  // idle_poll_interval (what failed may have come meanwhile).
+  return session_->listening() && !holds_back_ && scheduler_.held() == 0 &&
+         !scheduler_.WantClaim() &&
+         (last_store_failure_ns_.load() == INT64_MIN ||
+          claim_end - absl::FromUnixNanos(last_store_failure_ns_.load()) >=
+              options_.idle_poll_interval);
+}
+
+std::unique_ptr<Store> Consumer::ReturnClaimStore(std::unique_ptr<Store> store, bool parked) {
+  // A shared claimer's connection goes back for the next claim of any
+  // queue; a worker's, to the workers; the claim loop's own, it keeps.
+  if (parked && store != nullptr) {
+    absl::MutexLock lock(&mu_);
+    parked_.push_back(std::move(store));
+  } else if (options_.claim_pool != nullptr) {
+    options_.claim_pool->Give(std::move(store));
+  }
+  return store;
 }
 
 std::unique_ptr<Store> Consumer::ClaimStore(bool* parked) {

@@ -15,7 +15,9 @@
 // id that committed late) makes the next claim read from just before it. A part is read from its
 // head ("rescan", skipping what is in flight) when it is acquired, on a notice that carries no key
 // (an older producer; the listener reconnected), every `rescan_interval` when there are no notices
-// (poll_only), and always for ordered, key-concurrency and fair queues.
+// (poll_only: from a floor that snapshots say nothing can commit behind instead, and from the head
+// every minute; claim_scheduler.h, "poll-only floors"), and always for ordered, key-concurrency
+// and fair queues.
 //
 // Threads: workers (`concurrency`, each with its own connection and
 // transaction) finish batches and, when the queue of claimed batches is
@@ -129,7 +131,7 @@ struct ConsumerOptions {
   // still finds by this poll alone: items written without a notice (an
   // INSERT into the items table by hand).
   absl::Duration idle_poll_interval = absl::Seconds(60);
-  // poll_only: every part is read from its head at least this often (see
+  // poll_only: every part is read from its head, or its poll floor, at least this often (see
   // above); with LISTEN, the notices say where to read, and a busy part's
   // claims look for what came due behind its cursor this often.
   absl::Duration rescan_interval = absl::Seconds(1);
@@ -337,6 +339,16 @@ class Consumer : private PartListener {
   // The claimer's connection for its next claim (`*parked`: it was a
   // worker's, which goes back to parked_ when the claim keeps it).
   std::unique_ptr<Store> ClaimStore(bool* parked) ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks `store` (nullptr: none could connect) for a snapshot's bounds and
+  // tells the scheduler (ClaimScheduler::NoteSnapshot: poll-only floors).
+  void NoteSnapshot(Store* store) ABSL_LOCKS_EXCLUDED(mu_);
+  // After a claim that found nothing, ended at `claim_end`: the worker may
+  // wait for what comes due instead of polling (NextIdlePoll).
+  bool IdleLocked(absl::Time claim_end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the claim loop's connection back after a claim (ClaimStore says
+  // whose it is): returns it when it is the loop's own, else nullptr.
+  std::unique_ptr<Store> ReturnClaimStore(std::unique_ptr<Store> store, bool parked)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // After a claim that left a transaction begun on `store`: a handoff, while
   // a batch is queued for it; else (stopping, or nothing queued) the store is
   // returned, for the caller to close outside the lock (the server rolls the

@@ -144,7 +144,7 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
                        absl::string_view skip, absl::string_view bound, absl::string_view limit,
                        absl::string_view behind, absl::string_view released = "",
-                       absl::string_view key_floors = "");
+                       absl::string_view key_floors = "", absl::string_view above = "");
 // The files under pg/sql/ (their names without ".sql") read so far to
 // build statements: after PreparedStatements and PipelinedStatements, every
 // file (tests/pg: no file left that nothing reads).
@@ -401,6 +401,7 @@ class PgStore final : public Store, public BridgeStore {
       const std::vector<std::string>& queues) override;
   absl::StatusOr<std::optional<absl::Duration>> NextDue(absl::string_view queue,
                                                         const std::vector<int>& parts) override;
+  absl::StatusOr<SnapshotBounds> CurrentSnapshot() override;
 
   absl::StatusOr<std::unique_ptr<Listener>> Listen(absl::string_view queue) override;
   absl::StatusOr<std::unique_ptr<Listener>> ListenMany(

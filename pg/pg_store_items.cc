@@ -874,7 +874,7 @@ struct ClaimArgs {
   bool suspect = false;
   std::string fly_parts, fly_ids;
   int limit = 0;
-  std::string cursor_prio, cursor_id, records, behind;
+  std::string cursor_prio, cursor_id, records, behind, above;
   std::string key_after;
   int64_t max_bytes = 0;  // ClaimRequest::max_bytes (0: none, and the unbounded statements)
   bool fair = false;
@@ -898,7 +898,8 @@ void AppendClaimParams(const ClaimArgs& c, std::vector<std::optional<std::string
   params->push_back(c.fly_parts);
   params->push_back(c.fly_ids);
   params->push_back(absl::StrCat(c.limit));
-  for (const std::string* p : {&c.cursor_prio, &c.cursor_id, &c.records, &c.behind, &c.key_after}) {
+  for (const std::string* p :
+       {&c.cursor_prio, &c.cursor_id, &c.records, &c.behind, &c.key_after, &c.above}) {
     params->push_back(*p);
   }
   if (c.max_bytes > 0) params->push_back(absl::StrCat(c.max_bytes));
@@ -979,7 +980,7 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
   if (!request.session.value.empty()) a.session = request.session.value;
   std::vector<int> parts, prios, limits, cursor_prios;
   std::vector<int64_t> epochs, ids, cursor_ids, records;
-  std::vector<bool> behind;
+  std::vector<bool> behind, above;
   std::vector<std::optional<std::string>> key_after, key_cursor_keys;
   std::vector<int> key_cursor_parts;
   std::vector<int64_t> key_cursor_ids;
@@ -1000,8 +1001,10 @@ absl::StatusOr<ClaimArgs> MakeClaimArgs(const ClaimRequest& request) {
     cursor_ids.push_back(p.cursor ? p.cursor->id : kLastId);
     records.push_back(p.record);
     behind.push_back(p.behind && !p.key_heads);
+    above.push_back(p.above && !p.key_heads);
   }
   a.behind = BoolArray(behind);
+  a.above = BoolArray(above);
   a.key_after = TextArray(key_after);
   a.max_bytes = std::max<int64_t>(0, request.max_bytes);
   a.fair = request.fair;
@@ -1424,7 +1427,7 @@ bool PipelinedAckServes(const FinishAttempt& f) {
          std::none_of(a.ack_results.begin(), a.ack_results.end(),
                       [](const auto& r) { return r.has_value(); }) &&
          (!f.claim || (!ProbesSuspects(*f.claim) && f.claim->parts.size() == 1 && !f.claim->fair &&
-                       f.claim->parts[0].key_cursors.empty()));
+                       f.claim->parts[0].key_cursors.empty() && !f.claim->parts[0].above));
 }
 
 // The pipelined ack's statement: with the claim ahead in a plain or a
@@ -2098,6 +2101,14 @@ absl::StatusOr<std::optional<absl::Duration>> PgStore::NextDue(absl::string_view
     const pqxx::result r = Exec(tx, "next_due", std::string(queue), IntArray(parts));
     if (r.empty() || r[0][0].is_null()) return std::nullopt;
     return absl::Microseconds(std::max<int64_t>(0, r[0][0].as<int64_t>()));
+  });
+}
+
+absl::StatusOr<SnapshotBounds> PgStore::CurrentSnapshot() {
+  return Run("current_snapshot", [&]() -> absl::StatusOr<SnapshotBounds> {
+    pqxx::transaction_base& tx = Autocommit();
+    const pqxx::result r = Exec(tx, "current_snapshot");
+    return SnapshotBounds{r[0][0].as<int64_t>(), r[0][1].as<int64_t>()};
   });
 }
 

@@ -187,7 +187,8 @@ std::string Onward(const ReadAt& at, absl::string_view ready) {
 
 }  // namespace
 
-// fragments/ready_items.sql: the reads behind the start (`behind`, empty:
+// fragments/ready_items.sql: the reads of the items of a priority below 0
+// from the head (`above`, empty: none), behind the start (`behind`, empty:
 // none), of the released keys (`released`, empty: none) and onward, the
 // onward read's ordered probes down to the keys' floors in `key_floors`
 // (fragments/key_floor.sql; empty: all the way).
@@ -196,7 +197,7 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view cursor_prio, absl::string_view cursor_id,
                        absl::string_view skip, absl::string_view bound, absl::string_view limit,
                        absl::string_view behind, absl::string_view released,
-                       absl::string_view key_floors) {
+                       absl::string_view key_floors, absl::string_view above) {
   const ReadAt at{queue,     part, after_prio, after_id, cursor_prio,
                   cursor_id, skip, bound,      limit,    key_floors};
   const std::string ready = ReadyCondition(queue, part, bound);
@@ -206,12 +207,25 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
           ? ready
           : ReadyCondition(queue, part, bound,
                            Fragment("key_floor", {{"{floors}", key_floors}, {"{part}", part}})));
-  if (behind.empty() && released.empty()) return onward;
+  if (behind.empty() && released.empty() && above.empty()) return onward;
   std::vector<std::string> reads;
+  if (!above.empty()) {
+    reads.push_back(Fragment("ready_above", {{"{columns}", ReadColumns()},
+                                             {"{ready}", ready},
+                                             {"{above}", above},
+                                             {"{after_prio}", after_prio},
+                                             {"{skip}", skip},
+                                             {"{limit}", limit}}));
+  }
   if (!behind.empty()) {
+    const std::string not_above = above.empty()
+                                      ? ""
+                                      : absl::StrCat(" AND NOT (", above, " AND ", after_prio,
+                                                     "::int >= 0 AND i.priority < 0)");
     reads.push_back(Fragment("ready_behind", {{"{columns}", ReadColumns()},
                                               {"{ready}", ready},
                                               {"{behind}", behind},
+                                              {"{not_above}", not_above},
                                               {"{after_prio}", after_prio},
                                               {"{after_id}", after_id},
                                               {"{skip}", skip},
@@ -296,7 +310,7 @@ struct ClaimParamNumbers {
     int n = first;
     for (int* f :
          {&parts, &epochs, &after_prio, &after_id, &limits, &key_bound, &suspect, &fly_parts,
-          &fly_ids, &total, &cursor_prio, &cursor_id, &records, &behind, &key_after}) {
+          &fly_ids, &total, &cursor_prio, &cursor_id, &records, &behind, &key_after, &above}) {
       *f = n++;
     }
     if (form.bounded) bytes = n++;
@@ -310,8 +324,8 @@ struct ClaimParamNumbers {
     if (!form.fair && !form.unkeyed) key_floors = n++;
   }
   int queue = 1, session = 2, parts, epochs, after_prio, after_id, limits, key_bound, suspect,
-      fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind, key_after, bytes = 0,
-      key_cursor_parts = 0, key_cursor_keys = 0, key_cursor_ids = 0, key_floors = 0;
+      fly_parts, fly_ids, total, cursor_prio, cursor_id, records, behind, key_after, above,
+      bytes = 0, key_cursor_parts = 0, key_cursor_keys = 0, key_cursor_ids = 0, key_floors = 0;
 };
 
 std::string Param(int k) { return absl::StrCat("$", k); }
@@ -327,16 +341,17 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
   const std::string skip = "(SELECT ids FROM skip)::bigint[]";
   const std::string queue = Param(p.queue);
   const std::string reads =
-      form.fair ? FairItems(queue, "own.part", "own.key_after", Param(p.key_cursor_parts),
-                            Param(p.key_cursor_keys), Param(p.key_cursor_ids), skip, bound,
-                            "own.lim", "own.behind")
-                : ReadyItems(queue, "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
-                             "own.cursor_id", skip, bound, "own.lim", "own.behind",
-                             form.unkeyed
-                                 ? ""
-                                 : KeyCursors(Param(p.key_cursor_parts), Param(p.key_cursor_keys),
-                                              Param(p.key_cursor_ids), "rel", "own.part"),
-                             form.unkeyed ? "" : absl::StrCat(Param(p.key_floors), "::jsonb"));
+      form.fair
+          ? FairItems(queue, "own.part", "own.key_after", Param(p.key_cursor_parts),
+                      Param(p.key_cursor_keys), Param(p.key_cursor_ids), skip, bound, "own.lim",
+                      "own.behind")
+          : ReadyItems(
+                queue, "own.part", "own.after_prio", "own.after_id", "own.cursor_prio",
+                "own.cursor_id", skip, bound, "own.lim", "own.behind",
+                form.unkeyed ? ""
+                             : KeyCursors(Param(p.key_cursor_parts), Param(p.key_cursor_keys),
+                                          Param(p.key_cursor_ids), "rel", "own.part"),
+                form.unkeyed ? "" : absl::StrCat(Param(p.key_floors), "::jsonb"), "own.above");
   const std::string async =
       async_commit ? absl::StrCat("\n", Fragment("claim_async_commit")) : std::string();
   const std::string bytes_before =
@@ -356,6 +371,7 @@ std::string ClaimCtes(int first, absl::string_view extra_skip, bool async_commit
                                  {"{records}", Param(p.records)},
                                  {"{behind}", Param(p.behind)},
                                  {"{key_after}", Param(p.key_after)},
+                                 {"{above}", Param(p.above)},
                                  {"{unkeyed_only}", unkeyed_only},
                                  {"{async_commit}", async},
                                  {"{fly_ids}", Param(p.fly_ids)},
@@ -584,7 +600,7 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
         "enqueue", "dedup_lookup", "lock_items_for_enqueue", "reserve_ids", "reserve_id_list",
         "insert_batch", "put_item", "put_items", "lock_items_for_put", "item_state", "cancel_parts",
         "cancel_items", "vacuum_due", "bloated_indexes", "bloated_table", "leftover_rebuilds",
-        "prune", "cancel_by_dedup_key", "item_state_dedup",
+        "prune", "cancel_by_dedup_key", "item_state_dedup", "current_snapshot",
         // roles per queue (migration 29)
         "grant_queue_right", "revoke_queue_right", "list_grants", "grant_topic", "revoke_topic",
         "forget_earlier_role",

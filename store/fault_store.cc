@@ -1,5 +1,6 @@
 #include "store/fault_store.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -96,6 +97,10 @@ class FaultStore : public Store {
     return Call("EnqueueBatch", [&] { return inner_->EnqueueBatch(queue, items); });
   }
   absl::StatusOr<std::vector<Item>> Claim(const ClaimRequest& request) override {
+    if (std::any_of(request.parts.begin(), request.parts.end(),
+                    [](const ClaimPart& p) { return p.above; })) {
+      faults_->Count("ClaimFromAFloor");
+    }
     return Call("Claim", [&] { return inner_->Claim(request); });
   }
   bool Begun() const override { return inner_->Begun(); }
@@ -123,6 +128,9 @@ class FaultStore : public Store {
   absl::StatusOr<std::optional<absl::Duration>> NextDue(absl::string_view queue,
                                                     const std::vector<int>& parts) override {
     return Call("NextDue", [&] { return inner_->NextDue(queue, parts); });
+  }
+  absl::StatusOr<SnapshotBounds> CurrentSnapshot() override {
+    return Call("CurrentSnapshot", [&] { return inner_->CurrentSnapshot(); });
   }
   absl::StatusOr<std::vector<std::string>> QueuesWithWork(
       const std::vector<std::string>& queues) override {

@@ -68,7 +68,8 @@ class FaultInjector {
   // Calls shows it, lifting FailCallsOf no longer lets it through.
   // Also "WholeGroupView": heartbeats and group reads that returned members
   // and owners (GroupView::unchanged false); "FinishWithFailures": Finishes
-  // that committed a retry or a dead item.
+  // that committed a retry or a dead item; "ClaimFromAFloor": Claims that read
+  // a part from a poll-only consumer's floor (ClaimPart::above).
   int64_t Calls(const std::string& method) const;
   // Counts `what` as Calls reports it (the wrapped stores' results).
   void Count(const char* what);

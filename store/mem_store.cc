@@ -1425,7 +1425,11 @@ std::vector<const MemDatabase::StoredItem*> MemDatabase::InOrderLocked(
     // up to the cursor, not what is in flight.
     const bool behind = cp.after && !(*cp.after < k);
     const bool head_of_key = key_heads && s.item.key.has_value();
-    if (behind && !head_of_key && (key_heads || !cp.behind || !s.later) && !next_of_released) {
+    // A read from a floor at priority 0 or later reads the higher priorities from the head.
+    const bool above =
+        cp.above && !cp.key_heads && cp.after && cp.after->priority >= 0 && k.priority < 0;
+    if (behind && !head_of_key && (key_heads || !cp.behind || !s.later) && !next_of_released &&
+        !above) {
       continue;
     }
     if ((behind || !cp.cursor || !(*cp.cursor < k)) && skip.count(id) > 0) continue;

@@ -164,6 +164,12 @@ struct Outcome {
 // kills every worker that takes it is dead-lettered after max_attempts
 // ("crash loop").
 
+// Store::CurrentSnapshot: PostgreSQL's pg_snapshot_xmin and pg_snapshot_xmax of a snapshot.
+struct SnapshotBounds {
+  int64_t xmin = 0;
+  int64_t xmax = 0;
+};
+
 // Where a claim reads in one part.
 struct ClaimPart {
   int part = 0;
@@ -235,6 +241,13 @@ struct ClaimPart {
   // read from its head. Nothing behind `after` is read besides (`behind`
   // and key_cursors are not used).
   bool key_heads = false;
+  // With `after` at priority 0 or later (a floor instead of the head): also
+  // read the part's items of a priority below 0 (lower runs first, so they
+  // sort before `after`) from the head, as a read from the head would. A caller
+  // that knows every item of priority 0 up to some id was read (a poll-only
+  // consumer's floor, ClaimScheduler) so reads from there instead of
+  // walking the acked entries before it.
+  bool above = false;
 };
 
 // Claim: ready items (run_at <= now()) of `parts`, read in the order given:
@@ -824,6 +837,14 @@ class Store {
   virtual absl::StatusOr<std::optional<absl::Duration>> NextDue(absl::string_view queue,
                                                             const std::vector<int>& parts) {
     return absl::UnimplementedError("NextDue");
+  }
+  // The transactions a snapshot taken now sees as running: every one with an id below `xmin`
+  // has ended, and every one that took its id (PostgreSQL's xid) after this call has one of at
+  // least `xmax`. A poll-only consumer learns from two of them when no item at or below an id
+  // can still commit, and then reads its parts from there instead of from their heads
+  // (ClaimScheduler::NoteSnapshot). Unimplemented: it reads from the heads.
+  virtual absl::StatusOr<SnapshotBounds> CurrentSnapshot() {
+    return absl::UnimplementedError("CurrentSnapshot");
   }
   // Of `queues`, those that hold any item (ready, delayed or held) or a schedule that is due,
   // in one read: a Worker of several queues asks this once a minute for all of them instead of

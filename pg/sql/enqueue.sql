@@ -3,9 +3,11 @@
 -- in the same statement, via part_for_id which mirrors PartForId), the insert
 -- with dedup, and the NOTIFY. $2 is the key's positive murmur2 (NULL without a
 -- key), so `$2 % parts` is PartForKey and no client-side cache of part counts
--- can go stale. A dedup hit returns the parts but no id.
-WITH q AS (SELECT parts FROM {schema}.queues WHERE name = $1),
-n AS (SELECT nextval('{schema}.items_id_seq') AS id, parts FROM q),
+-- can go stale. A dedup hit returns the parts but no id. The xid comes
+-- before the id (`x`), as in reserve_ids.sql.
+WITH x AS MATERIALIZED (SELECT pg_current_xact_id()),
+q AS (SELECT parts FROM {schema}.queues WHERE name = $1),
+n AS (SELECT nextval('{schema}.items_id_seq') AS id, parts FROM q, x),
 ins AS (
   INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, payload)
   SELECT n.id, $1,

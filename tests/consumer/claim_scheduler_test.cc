@@ -2,6 +2,7 @@
 // in. Claims are "answered" by hand with the items a store would return.
 #include "consumer/claim_scheduler.h"
 
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -20,6 +21,12 @@ Item MakeItem(int64_t id, int part, int64_t epoch, bool suspect = false) {
   i.claim_epoch = Epoch{epoch};
   i.suspect = suspect;
   return i;
+}
+
+// The consumer's snapshot at `now` (ClaimScheduler::SnapshotAsked, then NoteSnapshot).
+void Snapshot(ClaimScheduler& s, const absl::StatusOr<SnapshotBounds>& answer, absl::Time now) {
+  s.SnapshotAsked(now);
+  s.NoteSnapshot(answer);
 }
 
 std::vector<int> PartsOf(const ClaimRequest& req) {
@@ -160,6 +167,97 @@ TEST_F(PollOnlyClaimSchedulerTest, WithoutNoticesEveryPartIsReadFromItsHeadEvery
   ASSERT_TRUE(req.has_value());
   EXPECT_FALSE(req->parts[0].after.has_value()) << "a late commit behind the cursor tells nobody";
   EXPECT_TRUE(req->include_suspect) << "every read from the head probes for suspects";
+}
+
+TEST_F(PollOnlyClaimSchedulerTest, APartIsReadFromItsPollFloorOnceSnapshotsSayNothingBelowCommits) {
+  EXPECT_FALSE(s_.WantsSnapshot(kT0)) << "nothing claimed yet";
+  ClaimAndAccept(kT0, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});  // from the head; full
+  EXPECT_TRUE(s_.WantsSnapshot(kT0));
+  // Ids up to 2 were taken before this snapshot's successor: below its xmax...
+  Snapshot(s_, SnapshotBounds{100, 105}, kT0);
+  EXPECT_FALSE(s_.WantsSnapshot(kT0 + absl::Milliseconds(999))) << "one a rescan_interval";
+  ClaimAndAccept(kT0 + absl::Milliseconds(500), {MakeItem(3, 0, 1), MakeItem(4, 0, 1)});
+  Snapshot(s_, SnapshotBounds{103, 110}, kT0 + absl::Seconds(1));
+  EXPECT_EQ(s_.final_id(), 0) << "xid 103 (below 105) may still commit an id up to 4";
+  // ... and once a snapshot's xmin passes 110, every id up to 2 committed or never will.
+  Snapshot(s_, SnapshotBounds{110, 112}, kT0 + absl::Seconds(2));
+  EXPECT_EQ(s_.final_id(), 2);
+  // The rescan due is still a read from the head (no floor yet), which sets one.
+  ClaimRequest req = ClaimAndAccept(kT0 + absl::Seconds(2), {MakeItem(5, 0, 1), MakeItem(6, 0, 1)});
+  EXPECT_FALSE(req.parts[0].after.has_value());
+  // The next one reads from the floor, and the higher priorities from the head.
+  req = ClaimAndAccept(kT0 + absl::Seconds(3), {MakeItem(7, 0, 1)});  // read to the end
+  ASSERT_TRUE(req.parts[0].after.has_value());
+  EXPECT_EQ(*req.parts[0].after, (ItemKey{0, 2}));
+  EXPECT_TRUE(req.parts[0].above);
+  EXPECT_TRUE(req.parts[0].behind) << "what came due behind the floor";
+  EXPECT_TRUE(req.include_suspect);
+  // Read to the end with the final id still 2: the floor stays; a later final id moves it.
+  Snapshot(s_, SnapshotBounds{112, 120}, kT0 + absl::Seconds(3));
+  Snapshot(s_, SnapshotBounds{121, 121}, kT0 + absl::Seconds(4));  // nothing running
+  EXPECT_EQ(s_.final_id(), 7);
+  s_.Poll();
+  ClaimAndAccept(kT0 + absl::Seconds(4), {MakeItem(8, 0, 1)});
+  s_.Poll();
+  req = ClaimAndAccept(kT0 + absl::Seconds(5), {});
+  ASSERT_TRUE(req.parts[0].after.has_value());
+  EXPECT_EQ(*req.parts[0].after, (ItemKey{0, 7}));
+  // Every kPollHeadReads rescan_intervals, the head again.
+  s_.Poll();
+  req = ClaimAndAccept(kT0 + absl::Seconds(2 + 60), {});
+  EXPECT_FALSE(req.parts[0].after.has_value());
+}
+
+TEST_F(PollOnlyClaimSchedulerTest, AReadThatFillsItsBatchMovesTheFloorToItsLastItemAtMost) {
+  ClaimAndAccept(kT0, {MakeItem(10, 0, 1), MakeItem(11, 0, 1)});
+  Snapshot(s_, SnapshotBounds{1, 2}, kT0);
+  Snapshot(s_, SnapshotBounds{3, 3}, kT0 + absl::Seconds(1));
+  ASSERT_EQ(s_.final_id(), 11);
+  EXPECT_FALSE(s_.poll_floor(0).has_value()) << "no read began after the snapshots yet";
+  // From the head, full, at item 5 (a late commit): 5, not 11.
+  ClaimAndAccept(kT0 + absl::Seconds(1), {MakeItem(4, 0, 1), MakeItem(5, 0, 1)});
+  EXPECT_EQ(s_.poll_floor(0), 5);
+  // On from there, full again: the floor goes to its last item, 7.
+  ClaimRequest req = ClaimAndAccept(kT0 + absl::Seconds(2), {MakeItem(6, 0, 1), MakeItem(7, 0, 1)});
+  ASSERT_TRUE(req.parts[0].after.has_value());
+  EXPECT_EQ(*req.parts[0].after, (ItemKey{0, 5}));
+  EXPECT_EQ(s_.poll_floor(0), 7);
+  // A read cut among the items that run first (read from the head) moves
+  // nothing, and the next claim reads from the floor and the head again.
+  Item high = MakeItem(20, 0, 1), higher = MakeItem(21, 0, 1);
+  high.priority = higher.priority = -1;
+  s_.Poll();
+  req = ClaimAndAccept(kT0 + absl::Seconds(3), {high, higher});
+  EXPECT_TRUE(req.parts[0].above);
+  EXPECT_EQ(s_.poll_floor(0), 7);
+  req = ClaimAndAccept(kT0 + absl::Seconds(3) + absl::Milliseconds(10), {MakeItem(12, 0, 1)});
+  EXPECT_TRUE(req.parts[0].above) << "a backlog of them is read on at once, not a second later";
+  EXPECT_EQ(s_.poll_floor(0), 11) << "read to the end: the final id";
+}
+
+TEST(ClaimScheduler, OnlyAPollOnlyPlainQueueAsksForSnapshotsAndOnlyTillWhatItClaimedIsFinal) {
+  auto claimed = [](bool ordered, bool notices) {
+    auto s = std::make_unique<ClaimScheduler>(Options(ordered, notices));
+    s->Assign({{0, Epoch{1}}});
+    std::optional<ClaimRequest> req = s->BeginClaim(kMe, 1, {}, kT0);
+    EXPECT_TRUE(req.has_value());
+    if (req) s->AcceptClaim(*req, {MakeItem(7, 0, 1)}, kT0);
+    return s;
+  };
+  EXPECT_FALSE(claimed(/*ordered=*/false, /*notices=*/true)->WantsSnapshot(kT0));
+  EXPECT_FALSE(claimed(/*ordered=*/true, /*notices=*/false)->WantsSnapshot(kT0));
+  std::unique_ptr<ClaimScheduler> idle = claimed(/*ordered=*/false, /*notices=*/false);
+  ASSERT_TRUE(idle->WantsSnapshot(kT0));
+  Snapshot(*idle, SnapshotBounds{5, 6}, kT0);  // 7 claimed before the next one...
+  Snapshot(*idle, SnapshotBounds{6, 6}, kT0 + absl::Seconds(1));  // ... whose xmin passed
+  ASSERT_EQ(idle->final_id(), 7);
+  EXPECT_FALSE(idle->WantsSnapshot(kT0 + absl::Seconds(9))) << "idle: every id claimed is final";
+  std::unique_ptr<ClaimScheduler> s = claimed(/*ordered=*/false, /*notices=*/false);
+  Snapshot(*s, absl::UnavailableError("down"), kT0);
+  EXPECT_FALSE(s->WantsSnapshot(kT0 + absl::Milliseconds(999)));
+  EXPECT_TRUE(s->WantsSnapshot(kT0 + absl::Seconds(1))) << "asked again a rescan_interval later";
+  Snapshot(*s, absl::UnimplementedError("no snapshots"), kT0 + absl::Seconds(1));
+  EXPECT_FALSE(s->WantsSnapshot(kT0 + absl::Seconds(9))) << "a store without them: the heads";
 }
 
 TEST_F(ClaimSchedulerTest, WithNoticesABusyPartStaysAtItsCursorHoweverLongItRuns) {

@@ -572,6 +572,64 @@ TEST_F(ConsumerTest, APausedQueueIsNotClaimedAndResumesWhereItWas) {
   EXPECT_NE(unknown.err.find("unknown queue \"nosuch\""), std::string::npos) << unknown.err;
 }
 
+// A --poll-only consumer reads its part from its poll floor once snapshots say
+// nothing below it can commit (consumer/claim_scheduler.h, "poll-only
+// floors"), not from the head every second; and it still finds, within a
+// few rescan_intervals rather than at its next read from the head (a
+// minute), an item whose transaction took its id before later items were
+// done and committed only after, and an item of a priority that runs first.
+TEST_F(ConsumerTest, APollOnlyConsumerReadsFromItsFloorAndStillFindsALateCommitAndAPriority) {
+  CreateQueue("q", 1);
+  auto handler = ParseHandlerSpec("record:effects");
+  ASSERT_TRUE(handler.ok());
+  FaultInjector faults;
+  ConsumerOptions o = Options("q");
+  o.poll_only = true;
+  Consumer c(faults.Wrap(schema_.Factory()), o, handler->get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        EnqueueN("q", 5);
+        return faults.Calls("ClaimFromAFloor") > 0 && Left("q") == 0;
+      },
+      absl::Seconds(30)))
+      << "claims from a floor: " << faults.Calls("ClaimFromAFloor");
+  const int64_t done = schema_.QInt("SELECT count(*) FROM {schema}.effects");
+  // The late one: its id and xid taken, its transaction open while later items are done.
+  pqxx::connection late_conn(schema_.dsn());
+  pqxx::work late(late_conn);
+  const int64_t late_id = late.exec1(absl::StrCat(
+      "SELECT id FROM ", schema_.name(), ".enqueue_item('q', convert_to('late', 'UTF8'))"))[0]
+                              .as<int64_t>();
+  const absl::Time later_from = absl::Now();
+  while (absl::Now() - later_from < absl::Seconds(3)) {  // snapshots, floor reads
+    EnqueueN("q", 5);
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  const int64_t floor_reads = faults.Calls("ClaimFromAFloor");
+  late.commit();
+  const absl::Time committed = absl::Now();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return schema_.QInt(absl::StrCat("SELECT count(*) FROM {schema}.effects WHERE item_id = ",
+                                         late_id)) == 1;
+      },
+      absl::Seconds(20)));
+  EXPECT_LT(absl::Now() - committed, absl::Seconds(10)) << "found by a read from the head";
+  // One that runs first: its id is past the floor, its priority before it.
+  schema_.Q("SELECT {schema}.enqueue_item('q', convert_to('first', 'UTF8'), priority => -5)");
+  const absl::Time enqueued = absl::Now();
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Seconds(20)));
+  EXPECT_LT(absl::Now() - enqueued, absl::Seconds(10)) << "found by a read from the head";
+  EXPECT_GT(faults.Calls("ClaimFromAFloor"), floor_reads) << "no read from the floor since";
+  EXPECT_GT(faults.Calls("CurrentSnapshot"), 2);
+  c.Stop();
+  EXPECT_GT(schema_.QInt("SELECT count(*) FROM {schema}.effects"), done + 1);
+  ExpectExactlyOnce("effects", schema_.QInt("SELECT count(*) FROM {schema}.effects"));
+  EXPECT_EQ(c.stats().finish_errors, 0);
+}
+
 // A fleet-wide rate limit (queue set --rate), kept per part by its owner:
 // 100 items/s over 8 parts with two consumers. The upper bound is the
 // property (a slow machine only spreads the acks out further); the lower one

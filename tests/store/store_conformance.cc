@@ -1484,6 +1484,65 @@ TEST_P(StoreConformance, AClaimFromTheCursorFindsWhatCameDueBehindIt) {
   EXPECT_EQ(Ids(again), (std::vector<int64_t>{ids[4]}));
 }
 
+// A read from a floor at priority 0 (a poll-only consumer's poll floor,
+// ClaimPart::above) also reads the part's items of a priority below 0 from
+// the head, as a read from the head would, skipping what is in flight; one
+// of them that came due behind the floor (retried) comes once, though the
+// look behind reads there too.
+TEST_P(StoreConformance, AReadFromAFloorAlsoReadsTheItemsThatRunFirstFromTheHead) {
+  MakeQueue(*store_, "q", 1);
+  std::vector<int64_t> ids = EnqueueNumbered(*store_, "q", 4);
+  ASSERT_EQ(ids.size(), 4u);
+  std::vector<int64_t> urgent;
+  for (int prio : {-5, -1}) {
+    NewItem n = Payload(absl::StrCat("urgent", prio));
+    n.priority = prio;
+    ASSERT_OK_AND_ASSIGN(EnqueueResult r, store_->Enqueue("q", n));
+    urgent.push_back(r.id);
+  }
+  Member m = JoinWith(*store_, "q", {0});
+  const ItemKey floor{0, ids[1]};
+  ClaimRequest req = ClaimAll("q", m, 10);
+  req.parts[0].after = floor;
+  req.parts[0].cursor = floor;
+  req.parts[0].behind = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> onward, store_->Claim(req));
+  ASSERT_EQ(Ids(onward), (std::vector<int64_t>{ids[2], ids[3]})) << "without `above`";
+  req = ClaimAll("q", m, 10, onward);
+  req.parts[0].after = floor;
+  req.parts[0].cursor = ItemKey{0, ids[3]};
+  req.parts[0].above = true;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(req));
+  ASSERT_EQ(Ids(first), urgent) << "from the head, in priority order; not what is in flight";
+  // urgent[0] retried (due at once), urgent[1] still in flight.
+  FinishBody body = [&](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (const Item& i : items) {
+      out.push_back(
+          Outcome{i.id, i.part, i.id == urgent[0] ? Outcome::Kind::kRetry : Outcome::Kind::kLeave});
+      out.back().error = "again";
+    }
+    return out;
+  };
+  ASSERT_OK(store_->Finish(FinishOf("q", m, first), body));
+  NewItem later = Payload("urgent-3");  // runs after the retried one, before the rest
+  later.priority = -3;
+  ASSERT_OK_AND_ASSIGN(EnqueueResult l, store_->Enqueue("q", later));
+  std::vector<Item> flying = onward;
+  flying.push_back(first[1]);
+  for (int limit : {1, 10}) {
+    req = ClaimAll("q", m, limit, flying);
+    req.parts[0].after = floor;
+    req.parts[0].cursor = ItemKey{0, ids[3]};
+    req.parts[0].above = true;
+    req.parts[0].behind = true;
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> again, store_->Claim(req));
+    const std::vector<int64_t> want =
+        limit == 1 ? std::vector<int64_t>{urgent[0]} : std::vector<int64_t>{urgent[0], l.id};
+    EXPECT_EQ(Ids(again), want) << "in priority order, each once (limit " << limit << ")";
+  }
+}
+
 // An owner that dies (its session expires) leaves its claim record behind;
 // the next owner of the part counts one attempt for each item listed there
 // and gets them back as suspects, one at a time.

@@ -4,9 +4,10 @@
 -- - `own` keeps the requested parts that are still ours at their epochs,
 --   so a session that lost a part reads nothing there, in the order
 --   requested.
--- - `ready`: per part, {reads}: the items due behind where the read starts
---   and then a scan of items_ready in (priority, id) order from there
---   (ready_items.sql), or a fair read (fair_items.sql); the parts go in
+-- - `ready`: per part, {reads}: the items of a priority below 0 when the
+--   read starts at a floor (ClaimPart::above), the items due behind where
+--   the read starts and then a scan of items_ready in (priority, id) order
+--   from there (ready_items.sql), or a fair read (fair_items.sql); the parts go in
 --   order in a nested loop under the total LIMIT, which stops pulling (and
 --   so reading parts) once it has enough. Items up to the part's cursor
 --   must be checked against what the session has in flight; past it
@@ -43,10 +44,10 @@
 -- besides those in flight, the batch being finished.
 own AS (
   SELECT o.part, o.epoch, o.after_prio, o.after_id, o.lim, o.cursor_prio, o.cursor_id, o.record,
-         o.behind, o.key_after
-  FROM unnest({parts}::int[], {epochs}::bigint[], {after_prio}::int[], {after_id}::bigint[], {limits}::int[], {cursor_prio}::int[], {cursor_id}::bigint[], {records}::bigint[], {behind}::bool[], {key_after}::text[])
+         o.behind, o.key_after, o.above
+  FROM unnest({parts}::int[], {epochs}::bigint[], {after_prio}::int[], {after_id}::bigint[], {limits}::int[], {cursor_prio}::int[], {cursor_id}::bigint[], {records}::bigint[], {behind}::bool[], {key_after}::text[], {above}::bool[])
        WITH ORDINALITY AS o(part, epoch, after_prio, after_id, lim, cursor_prio, cursor_id, record,
-                            behind, key_after, n)
+                            behind, key_after, above, n)
   JOIN {schema}.session_parts sp
     ON sp.queue = {queue} AND sp.part = o.part AND sp.epoch = o.epoch{unkeyed_only}{async_commit}
   ORDER BY o.n),

@@ -9,8 +9,10 @@
 -- flight), the bigint[] of what is in flight (and being finished), the
 -- claim's KeyBound (ready_condition.sql), the limit, and whether to look
 -- behind the start (ClaimPart::behind, a boolean expression; empty leaves
--- that read out of the statement). {reads} are up to three reads, in key
+-- that read out of the statement). {reads} are up to four reads, in key
 -- order one after the other, each in parentheses, joined by UNION ALL:
+-- - ready_above.sql (a read from a poll floor's, ClaimPart::above): the
+--   part's items of a priority below 0, from the head.
 -- - ready_behind.sql: behind where the read starts, the items that came
 --   due there (retried, delayed or requeued: run_at later than
 --   enqueued_at). They are found through items_later (migration 8), which
