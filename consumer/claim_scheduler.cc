@@ -326,7 +326,7 @@ std::vector<int> ClaimScheduler::HungryParts(int batches, absl::Time now) {
     if (ReadsFromHeads() || !st.cursor) {
       st.rescan = true;
     } else if (!options_.notices && now - st.last_rescan >= options_.rescan_interval) {
-      // (A cursor above priority 0 is behind every floor: read from the head.)
+      // (A cursor at a priority below 0 sorts before every floor: read from the head.)
       st.floor_read = PollFloors() && st.poll_floor && st.cursor->priority >= 0 &&
                       now - st.last_head < kPollHeadReads * options_.rescan_interval;
       st.rescan = st.rescan || !st.floor_read;
