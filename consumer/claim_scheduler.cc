@@ -265,9 +265,7 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
     cp.cursor = st.cursor;
     cp.record = st.record;
     cp.key_after = st.key_after;
-    if (cp.after) {
-      for (const auto& [key, c] : st.key_cursors) cp.key_cursors.emplace_back(key, c.id);
-    }
+    if (cp.after) cp.key_cursors.assign(st.key_cursors.begin(), st.key_cursors.end());
     if (ReleasesKeys()) cp.key_floors.assign(st.key_floors.begin(), st.key_floors.end());
     cp.key_heads = st.key_heads && cp.after.has_value();
     // (A read from the head, or of the keys' heads, reads them anyway; they
@@ -319,7 +317,7 @@ std::vector<int> ClaimScheduler::HungryParts(int batches, absl::Time now) {
     if (options_.fair && st.floor) {
       // A fair read goes by its keys' cursors (the part's cursor is not an
       // order its reads follow): an item noticed behind one is read from.
-      for (auto& [key, c] : st.key_cursors) c.id = std::min(c.id, st.floor->id);
+      for (auto& [key, id] : st.key_cursors) id = std::min(id, st.floor->id);
       st.floor.reset();
     }
     if (batches <= 0 || !st.hungry) continue;
@@ -449,55 +447,33 @@ int ClaimScheduler::FairBehind(const ClaimPart& cp, const std::vector<Item>& ite
   return n;
 }
 
-void ClaimScheduler::UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items,
-                                      bool from_cursors) {
-  // The keys this read served keep a cursor. A key a read from the cursors
-  // visited and got nothing from keeps its own for kKeyCursorMisses such
-  // reads: without one, the next read reaches the key from its head, in the
-  // skip scan's descent and in the read of its items, through every acked
-  // entry a held snapshot keeps (a fair queue whose reads serve a few of
-  // each part's keys fell behind beside a 10-minute hold). It may be done,
-  // and a key with a cursor takes its turns whether or not it has items
-  // left (ClaimPart::key_cursors), which shrinks the others' shares; hence
-  // the bound. A read from the heads read every key from its head: a key it
-  // did not serve keeps no cursor. A key served only what came due behind
-  // its cursor keeps the cursor where it was (what lies between was
-  // claimed before).
-  std::map<std::string, PartState::KeyCursor> before = std::move(st.key_cursors);
+void ClaimScheduler::UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items) {
+  // Only the keys this read served keep a cursor: a key it visited and got
+  // nothing from may be done, and a key with a cursor takes its turns
+  // whether or not it has items left (ClaimPart::key_cursors), which would
+  // shrink the others' shares. A key without one is read from its head.
+  // A key served only what came due behind its cursor keeps the cursor
+  // where it was (what lies between was claimed before).
+  std::map<std::string, int64_t> before = std::move(st.key_cursors);
   st.key_cursors.clear();
   std::map<std::string, int> served;
   for (const Item* item : items) {
     if (!item->key) continue;
     auto b = before.find(*item->key);
-    const int64_t at = b == before.end() ? item->id : std::max(b->second.id, item->id);
-    auto [it, added] = st.key_cursors.emplace(*item->key, PartState::KeyCursor{at, 0});
-    if (!added) it->second.id = std::max(it->second.id, at);
+    const int64_t at = b == before.end() ? item->id : std::max(b->second, item->id);
+    auto [it, added] = st.key_cursors.emplace(*item->key, at);
+    if (!added) it->second = std::max(it->second, at);
     ++served[*item->key];
   }
-  std::vector<std::pair<int, std::string>> idle;  // (misses, key)
-  if (from_cursors) {
-    for (auto& [key, c] : before) {
-      if (served.count(key) == 0 && c.misses + 1 < kKeyCursorMisses) {
-        idle.emplace_back(c.misses + 1, key);
-      }
-    }
-  }
-  // Every claim sends them all: keep the keys this read served most (a key
-  // with a backlog, whose head is long; a key served once has a short one),
-  // then those that missed fewest reads.
+  if (st.key_cursors.size() <= kMaxKeyCursors) return;
+  // Every claim sends them: keep the keys this read served most (a key with
+  // a backlog, whose head is long; a key served once has a short one).
   std::vector<std::pair<int, std::string>> by_count;
   for (auto& [key, n] : served) by_count.emplace_back(-n, key);
   std::sort(by_count.begin(), by_count.end());
-  std::sort(idle.begin(), idle.end());
-  std::map<std::string, PartState::KeyCursor> kept;
-  for (size_t k = 0; k < by_count.size() && kept.size() < kMaxKeyCursors; ++k) {
-    const std::string& key = by_count[k].second;
-    kept.emplace(key, st.key_cursors.at(key));
-  }
-  for (size_t k = 0; k < idle.size() && kept.size() < kMaxKeyCursors; ++k) {
-    const std::string& key = idle[k].second;
-    kept.emplace(key, PartState::KeyCursor{before.at(key).id, idle[k].first});
-  }
+  if (by_count.size() > kMaxKeyCursors) by_count.resize(kMaxKeyCursors);
+  std::map<std::string, int64_t> kept;
+  for (const auto& [n, key] : by_count) kept.emplace(key, st.key_cursors.at(key));
   st.key_cursors = std::move(kept);
 }
 
@@ -604,7 +580,7 @@ void ClaimScheduler::NoteRead(const ClaimRequest& req, const ClaimPart& cp,
       if (!item.suspect && item.part == cp.part) mine.push_back(&item);
     }
     if (auto turn = LastTurn(cp.key_after, mine)) st.key_after = std::move(turn);
-    UpdateKeyCursors(st, mine, cp.after.has_value());
+    UpdateKeyCursors(st, mine);
   }
   if (ReleasesKeys()) UpdateKeyFloors(cp.part, items, st);
   st.full = !to_the_end && n >= std::min(cp.limit, req.limit);

@@ -100,9 +100,6 @@ struct ClaimSchedulerOptions {
 
 class ClaimScheduler {
  public:
-  // Fair: a key a read from the cursors served nothing keeps its cursor
-  // for this many such reads in a row (UpdateKeyCursors says why).
-  static constexpr int kKeyCursorMisses = 16;
   explicit ClaimScheduler(ClaimSchedulerOptions options = {}) : options_(std::move(options)) {}
 
   // --- ownership ----------------------------------------------------------------
@@ -280,13 +277,8 @@ class ClaimScheduler {
     // Fair: the key whose turn came last here (ClaimPart::key_after).
     std::optional<std::string> key_after;
     // Fair: per key, the last id claimed of it since the part's last read
-    // from the heads (ClaimPart::key_cursors), and how many reads from the
-    // cursors in a row served it nothing; at most kMaxKeyCursors.
-    struct KeyCursor {
-      int64_t id = 0;
-      int misses = 0;
-    };
-    std::map<std::string, KeyCursor> key_cursors;
+    // from the heads (ClaimPart::key_cursors); at most kMaxKeyCursors.
+    std::map<std::string, int64_t> key_cursors;
     // Ordered: keys released since a claim last read their next items, with
     // the (lowest) id of the item finished (ClaimPart::key_cursors) and the
     // release_gen_ of the key's last release; at most kMaxReleased.
@@ -370,10 +362,8 @@ class ClaimScheduler {
   // Fair: how many of `items` the read of `cp`'s part found behind its key
   // cursors (what came due there).
   static int FairBehind(const ClaimPart& cp, const std::vector<Item>& items);
-  // Fair: the key cursors after a read of `st`'s part took `items`
-  // (`from_cursors`: the read was from them, not from the heads).
-  static void UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items,
-                               bool from_cursors);
+  // Fair: the key cursors after a read of `st`'s part took `items`.
+  static void UpdateKeyCursors(PartState& st, const std::vector<const Item*>& items);
   // Fair: the key a read from `from` served last, of the keys of `items`
   // (the part's, from one claim): the last one, in the order of the turns,
   // of those that had the most turns. nullopt when none has a key.

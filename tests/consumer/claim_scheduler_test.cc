@@ -718,19 +718,19 @@ TEST(FairClaimScheduler, KeysReadOnFromTheirCursorsUntilAReadFromTheHeadsIsDue) 
   EXPECT_EQ(claim(kT0, bigs(5)), (Cursors{{"a", 3}, {"big", 4}}));
   EXPECT_FALSE(behind);
   s.Notice(0, ItemKey{0, 6});  // an item of the part that committed late
-  // "a" got nothing from its cursor: it keeps it (UpdateKeyCursors).
-  EXPECT_EQ(claim(kT0, bigs(20)), (Cursors{{"a", 3}, {"big", 5}})) << "the notice lowered big's";
-  EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(24)), (Cursors{{"a", 3}, {"big", 23}}));
+  // "a" got nothing: it may be done, and keeps no cursor.
+  EXPECT_EQ(claim(kT0, bigs(20)), (Cursors{{"big", 5}})) << "the notice lowered big's";
+  EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(24)), (Cursors{{"big", 23}}));
   EXPECT_TRUE(behind) << "a read looks behind every rescan_interval";
-  EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(28)), (Cursors{{"a", 3}, {"big", 27}}));
+  EXPECT_EQ(claim(kT0 + absl::Seconds(1), bigs(28)), (Cursors{{"big", 27}}));
   EXPECT_FALSE(behind) << "nothing came from behind: the next look is a rescan_interval away";
   // What came due behind big's cursor (a retried item, 10-13) filled the
   // read: the next one looks again, and the cursor stays where it was.
-  EXPECT_EQ(claim(kT0 + absl::Seconds(2), bigs(10)), (Cursors{{"a", 3}, {"big", 31}}));
+  EXPECT_EQ(claim(kT0 + absl::Seconds(2), bigs(10)), (Cursors{{"big", 31}}));
   EXPECT_TRUE(behind);
-  EXPECT_EQ(claim(kT0 + absl::Seconds(2), bigs(32)), (Cursors{{"a", 3}, {"big", 31}}));
+  EXPECT_EQ(claim(kT0 + absl::Seconds(2), bigs(32)), (Cursors{{"big", 31}}));
   EXPECT_TRUE(behind) << "the look behind filled the read: it looks again";
-  EXPECT_EQ(claim(kT0 + absl::Seconds(2), bigs(36)), (Cursors{{"a", 3}, {"big", 35}}));
+  EXPECT_EQ(claim(kT0 + absl::Seconds(2), bigs(36)), (Cursors{{"big", 35}}));
   EXPECT_FALSE(behind);
   s.Notice(0);  // a notice that does not say where
   EXPECT_EQ(claim(kT0 + absl::Seconds(2), bigs(40)), Cursors{});
@@ -739,45 +739,6 @@ TEST(FairClaimScheduler, KeysReadOnFromTheirCursorsUntilAReadFromTheHeadsIsDue) 
   std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0 + absl::Seconds(2));
   ASSERT_TRUE(req.has_value());
   EXPECT_TRUE(req->parts[0].key_cursors.empty()) << "a hand-off reads from the heads";
-}
-
-// Fair: a key a read from the cursors served nothing keeps its cursor for
-// kKeyCursorMisses such reads in a row (without one it is read from its
-// head, through every acked entry a held snapshot keeps), then forgets it;
-// a read from the heads keeps the cursors of the keys it served only.
-TEST(FairClaimScheduler, AKeyThatGotNothingKeepsItsCursorForAFewReads) {
-  ClaimScheduler s(FairOptions());
-  s.Assign({{0, Epoch{1}}});
-  using Cursors = std::vector<std::pair<std::string, int64_t>>;
-  int64_t next = 1;
-  auto claim = [&](std::vector<const char*> keys) {
-    std::optional<ClaimRequest> req = s.BeginClaim(kMe, 1, {}, kT0);
-    EXPECT_TRUE(req.has_value());
-    if (!req) return Cursors{{"no claim", 0}};
-    Cursors sent = req->parts[0].key_cursors;
-    std::vector<Item> items;
-    for (const char* key : keys) items.push_back(Keyed(next++, key));
-    s.AcceptClaim(*req, std::move(items), kT0);  // a full batch: still hungry
-    return sent;
-  };
-  // (Each claim takes the next 4 ids: the last claimed before it is next - 1.)
-  EXPECT_EQ(claim({"a", "b", "b", "b"}), Cursors{}) << "from the heads";
-  EXPECT_EQ(claim({"b", "b", "b", "b"}), (Cursors{{"a", 1}, {"b", 4}}));
-  for (int miss = 2; miss <= ClaimScheduler::kKeyCursorMisses; ++miss) {
-    const Cursors want{{"a", 1}, {"b", next - 1}};
-    EXPECT_EQ(claim({"b", "b", "b", "b"}), want) << "a has missed " << miss - 1 << " reads";
-  }
-  Cursors want{{"b", next - 1}};
-  const int64_t a_served = next + 1;
-  EXPECT_EQ(claim({"b", "a", "b", "b"}), want)
-      << "after kKeyCursorMisses reads that served it nothing, a is read from its head";
-  want = {{"a", a_served}, {"b", next - 1}};
-  EXPECT_EQ(claim({"b", "b", "b", "b"}), want);
-  s.Notice(0);  // a notice that does not say where: a read from the heads
-  EXPECT_EQ(claim({"b", "b", "b", "b"}), Cursors{});
-  want = {{"b", next - 1}};
-  EXPECT_EQ(claim({"b", "b", "b", "b"}), want)
-      << "a, which the read from the heads did not serve, keeps no cursor";
 }
 
 TEST(ClaimScheduler, PartsTakeTurnsAtTheFrontOfAClaim) {
