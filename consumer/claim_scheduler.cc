@@ -114,7 +114,10 @@ void ClaimScheduler::SnapshotAsked(absl::Time now) {
 
 void ClaimScheduler::NoteSnapshot(const absl::StatusOr<SnapshotBounds>& snapshot) {
   if (!snapshot.ok()) {
-    if (absl::IsUnimplemented(snapshot.status())) snapshots_ = false;
+    // (FailedPrecondition: the ids are not in time order, PgStore says why.)
+    if (absl::IsUnimplemented(snapshot.status()) || absl::IsFailedPrecondition(snapshot.status())) {
+      snapshots_ = false;
+    }
     return;
   }
   // Every id up to the highest claimed when the last snapshot was asked for

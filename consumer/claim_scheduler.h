@@ -139,7 +139,8 @@ class ClaimScheduler {
   // id can commit any more is two snapshots (Store::CurrentSnapshot):
   // every id at or below the highest one this consumer had claimed when it
   // asked for the first was taken (nextval, which hands ids out in time
-  // order: items_id_seq has no CACHE) before then, by a transaction that
+  // order: items_id_seq has no CACHE, or the store says FailedPrecondition
+  // and the floors stay off) before then, by a transaction that
   // took its xid within SnapshotSpacing (an enqueue takes both in a
   // statement or two; reserve_ids.sql and enqueue.sql take the xid first),
   // so below the next snapshot's xmax; once a snapshot's xmin passes that
@@ -151,7 +152,7 @@ class ClaimScheduler {
   // Whether the consumer should ask the store for a snapshot now: once per
   // rescan_interval (at least a second apart) while an id it claimed is not
   // final yet (an idle one asks for none); never with notices, nor once the
-  // store said it cannot.
+  // store said it cannot (Unimplemented, FailedPrecondition).
   bool WantsSnapshot(absl::Time now) const;
   // The consumer asks for one now (then calls NoteSnapshot with the answer).
   void SnapshotAsked(absl::Time now);

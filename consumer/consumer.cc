@@ -381,6 +381,10 @@ void Consumer::ClaimLoop() {
 void Consumer::NoteSnapshot(Store* store) {
   absl::StatusOr<SnapshotBounds> snapshot =
       store ? store->CurrentSnapshot() : absl::UnavailableError("no connection");
+  if (absl::IsFailedPrecondition(snapshot.status())) {  // said once: it asks no more
+    LogLine(LogLevel::kWarning, absl::StrCat("queue \"", options_.queue,
+                                             "\": no poll floors: ", snapshot.status().message()));
+  }
   absl::MutexLock lock(&mu_);
   scheduler_.NoteSnapshot(snapshot);
 }

@@ -258,6 +258,10 @@ TEST(ClaimScheduler, OnlyAPollOnlyPlainQueueAsksForSnapshotsAndOnlyTillWhatItCla
   EXPECT_TRUE(s->WantsSnapshot(kT0 + absl::Seconds(1))) << "asked again a rescan_interval later";
   Snapshot(*s, absl::UnimplementedError("no snapshots"), kT0 + absl::Seconds(1));
   EXPECT_FALSE(s->WantsSnapshot(kT0 + absl::Seconds(9))) << "a store without them: the heads";
+  std::unique_ptr<ClaimScheduler> cached = claimed(/*ordered=*/false, /*notices=*/false);
+  Snapshot(*cached, absl::FailedPreconditionError("items_id_seq has CACHE 20"), kT0);
+  EXPECT_FALSE(cached->WantsSnapshot(kT0 + absl::Seconds(9)))
+      << "ids out of time order: no floors, the heads";
 }
 
 TEST_F(ClaimSchedulerTest, WithNoticesABusyPartStaysAtItsCursorHoweverLongItRuns) {

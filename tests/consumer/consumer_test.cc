@@ -631,6 +631,35 @@ TEST_F(ConsumerTest, APollOnlyConsumerReadsFromItsFloorAndStillFindsALateCommitA
   EXPECT_EQ(c.stats().finish_errors, 0);
 }
 
+// Poll floors need ids handed out in time order: with a CACHE on the items'
+// id sequence (each backend takes a run of ids ahead), a poll-only consumer
+// is told so by its first snapshot, says it once, and reads from the heads;
+// every item is still done once.
+TEST_F(ConsumerTest, APollOnlyConsumerReadsFromTheHeadsWhenTheIdSequenceHasACache) {
+  CreateQueue("q", 1);
+  schema_.Q("ALTER SEQUENCE {schema}.items_id_seq CACHE 20");
+  auto handler = ParseHandlerSpec("record:effects");
+  ASSERT_TRUE(handler.ok());
+  FaultInjector faults;
+  ConsumerOptions o = Options("q");
+  o.poll_only = true;
+  Consumer c(faults.Wrap(schema_.Factory()), o, handler->get());
+  ASSERT_TRUE(c.Start().ok());
+  int64_t sent = 0;
+  const absl::Time from = absl::Now();
+  while (absl::Now() - from < absl::Seconds(3)) {  // time for snapshots and floor reads
+    EnqueueN("q", 5);
+    sent += 5;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
+  c.Stop();
+  EXPECT_EQ(faults.Calls("CurrentSnapshot"), 1) << "told once, it asks no more";
+  EXPECT_EQ(faults.Calls("ClaimFromAFloor"), 0);
+  ExpectExactlyOnce("effects", sent);
+  EXPECT_EQ(c.stats().finish_errors, 0);
+}
+
 // A fleet-wide rate limit (queue set --rate), kept per part by its owner:
 // 100 items/s over 8 parts with two consumers. The upper bound is the
 // property (a slow machine only spreads the acks out further); the lower one
