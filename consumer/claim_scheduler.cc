@@ -114,10 +114,11 @@ void ClaimScheduler::SnapshotAsked(absl::Time now) {
 
 void ClaimScheduler::NoteSnapshot(const absl::StatusOr<SnapshotBounds>& snapshot) {
   if (!snapshot.ok()) {
-    // (FailedPrecondition: the ids are not in time order, PgStore says why.)
-    if (absl::IsUnimplemented(snapshot.status()) || absl::IsFailedPrecondition(snapshot.status())) {
-      snapshots_ = false;
-    }
+    if (absl::IsUnimplemented(snapshot.status())) snapshots_ = false;
+    return;
+  }
+  if (snapshot->id_cache > 1) {  // ids out of time order: no floors, the heads at every poll
+    snapshots_ = false;
     return;
   }
   // Every id up to the highest claimed when the last snapshot was asked for

@@ -139,8 +139,8 @@ class ClaimScheduler {
   // id can commit any more is two snapshots (Store::CurrentSnapshot):
   // every id at or below the highest one this consumer had claimed when it
   // asked for the first was taken (nextval, which hands ids out in time
-  // order: items_id_seq has no CACHE, or the store says FailedPrecondition
-  // and the floors stay off) before then, by a transaction that
+  // order: items_id_seq has no CACHE; with one, PollFloors() turns false)
+  // before then, by a transaction that
   // took its xid within SnapshotSpacing (an enqueue takes both in a
   // statement or two; reserve_ids.sql and enqueue.sql take the xid first),
   // so below the next snapshot's xmax; once a snapshot's xmin passes that
@@ -152,7 +152,7 @@ class ClaimScheduler {
   // Whether the consumer should ask the store for a snapshot now: once per
   // rescan_interval (at least a second apart) while an id it claimed is not
   // final yet (an idle one asks for none); never with notices, nor once the
-  // store said it cannot (Unimplemented, FailedPrecondition).
+  // store said it cannot (Unimplemented, or an id_cache above 1).
   bool WantsSnapshot(absl::Time now) const;
   // The consumer asks for one now (then calls NoteSnapshot with the answer).
   void SnapshotAsked(absl::Time now);
@@ -304,9 +304,11 @@ class ClaimScheduler {
     bool floor_read = false;
   };
   // Without notices, parts of a plain queue are read from their poll floors
-  // (see "poll-only floors" above).
+  // (see "poll-only floors" above), until the store says it has no
+  // snapshots or that its ids are not in time order (NoteSnapshot): then
+  // every poll reads the heads again, and the floors set before are left.
   bool PollFloors() const {
-    return !options_.notices && !options_.ordered && !options_.fair &&
+    return snapshots_ && !options_.notices && !options_.ordered && !options_.fair &&
            options_.key_concurrency == 0;
   }
   // A poll-only part with a floor is read from its head every this many

@@ -381,9 +381,15 @@ void Consumer::ClaimLoop() {
 void Consumer::NoteSnapshot(Store* store) {
   absl::StatusOr<SnapshotBounds> snapshot =
       store ? store->CurrentSnapshot() : absl::UnavailableError("no connection");
-  if (absl::IsFailedPrecondition(snapshot.status())) {  // said once: it asks no more
-    LogLine(LogLevel::kWarning, absl::StrCat("queue \"", options_.queue,
-                                             "\": no poll floors: ", snapshot.status().message()));
+  if (snapshot.ok() && snapshot->id_cache > 1) {  // said once: it asks no more
+    LogLine(
+        LogLevel::kWarning,
+        absl::StrCat("queue \"", options_.queue,
+                     "\": no poll floors: the schema's items_id_seq has CACHE ", snapshot->id_cache,
+                     ", so its ids are not handed out in time order and every poll reads the "
+                     "parts from their heads; after ALTER SEQUENCE <schema>.items_id_seq "
+                     "CACHE 1, restart the workers once every connection that enqueues has "
+                     "reconnected (each spends the ids it cached first)"));
   }
   absl::MutexLock lock(&mu_);
   scheduler_.NoteSnapshot(snapshot);

@@ -2108,14 +2108,7 @@ absl::StatusOr<SnapshotBounds> PgStore::CurrentSnapshot() {
   return Run("current_snapshot", [&]() -> absl::StatusOr<SnapshotBounds> {
     pqxx::transaction_base& tx = Autocommit();
     const pqxx::result r = Exec(tx, "current_snapshot");
-    if (const int64_t cache = r[0][2].as<int64_t>(1); cache > 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          options_.schema, ".items_id_seq has CACHE ", cache,
-          ": its ids are not handed out in time order, so --poll-only workers read their parts "
-          "from the heads at every poll; ALTER SEQUENCE ",
-          options_.schema, ".items_id_seq CACHE 1 lets them read from poll floors"));
-    }
-    return SnapshotBounds{r[0][0].as<int64_t>(), r[0][1].as<int64_t>()};
+    return SnapshotBounds{r[0][0].as<int64_t>(), r[0][1].as<int64_t>(), r[0][2].as<int64_t>(1)};
   });
 }
 

@@ -164,10 +164,13 @@ struct Outcome {
 // kills every worker that takes it is dead-lettered after max_attempts
 // ("crash loop").
 
-// Store::CurrentSnapshot: PostgreSQL's pg_snapshot_xmin and pg_snapshot_xmax of a snapshot.
+// Store::CurrentSnapshot: PostgreSQL's pg_snapshot_xmin and pg_snapshot_xmax of a snapshot,
+// and the CACHE of the items' id sequence: above 1, each connection takes a run of ids ahead
+// and spends it later, so ids are not handed out in time order and poll floors are off.
 struct SnapshotBounds {
   int64_t xmin = 0;
   int64_t xmax = 0;
+  int64_t id_cache = 1;
 };
 
 // Where a claim reads in one part.
@@ -842,7 +845,8 @@ class Store {
   // has ended, and every one that took its id (PostgreSQL's xid) after this call has one of at
   // least `xmax`. A poll-only consumer learns from two of them when no item at or below an id
   // can still commit, and then reads its parts from there instead of from their heads
-  // (ClaimScheduler::NoteSnapshot). Unimplemented: it reads from the heads.
+  // (ClaimScheduler::NoteSnapshot). Unimplemented, or an `id_cache` above 1: it reads from the
+  // heads.
   virtual absl::StatusOr<SnapshotBounds> CurrentSnapshot() {
     return absl::UnimplementedError("CurrentSnapshot");
   }

@@ -3,8 +3,8 @@
 -- id sequence: poll floors hold only while nextval hands ids out in time
 -- order, which a CACHE above 1 breaks (each backend takes a run of ids
 -- ahead and spends it later). Reads only the catalog pg_sequence, which
--- every role may read, so it needs no privilege on the schema's tables and
--- works through a transaction pooler.
+-- every role may read (the name needs USAGE on the schema, as every
+-- statement does), and works through a transaction pooler.
 SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint,
        (SELECT q.seqcache FROM pg_catalog.pg_sequence q
         WHERE q.seqrelid = '{schema}.items_id_seq'::regclass)

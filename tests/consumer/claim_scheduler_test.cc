@@ -208,6 +208,26 @@ TEST_F(PollOnlyClaimSchedulerTest, APartIsReadFromItsPollFloorOnceSnapshotsSayNo
   EXPECT_FALSE(req.parts[0].after.has_value());
 }
 
+// A snapshot that says the ids are not handed out in time order (a CACHE on
+// the id sequence, which an operator may add while workers run) turns the
+// floors off: every poll reads the head again, and no snapshot is asked for.
+TEST_F(PollOnlyClaimSchedulerTest, AnIdCacheTurnsTheFloorsOffAndEveryPollReadsTheHeadAgain) {
+  ClaimAndAccept(kT0, {MakeItem(10, 0, 1), MakeItem(11, 0, 1)});
+  Snapshot(s_, SnapshotBounds{1, 2}, kT0);
+  Snapshot(s_, SnapshotBounds{3, 3}, kT0 + absl::Seconds(1));
+  ASSERT_EQ(s_.final_id(), 11);
+  ClaimAndAccept(kT0 + absl::Seconds(1), {MakeItem(12, 0, 1)});  // from the head, to the end
+  ASSERT_EQ(s_.poll_floor(0), 11);
+  s_.Poll();
+  ClaimRequest req = ClaimAndAccept(kT0 + absl::Seconds(2), {MakeItem(13, 0, 1)});
+  ASSERT_TRUE(req.parts[0].after.has_value()) << "from the floor";
+  Snapshot(s_, SnapshotBounds{4, 4, /*id_cache=*/20}, kT0 + absl::Seconds(2));
+  EXPECT_FALSE(s_.WantsSnapshot(kT0 + absl::Seconds(9)));
+  s_.Poll();
+  req = ClaimAndAccept(kT0 + absl::Seconds(3), {});
+  EXPECT_FALSE(req.parts[0].after.has_value()) << "the head, as without floors";
+}
+
 TEST_F(PollOnlyClaimSchedulerTest, AReadThatFillsItsBatchMovesTheFloorToItsLastItemAtMost) {
   ClaimAndAccept(kT0, {MakeItem(10, 0, 1), MakeItem(11, 0, 1)});
   Snapshot(s_, SnapshotBounds{1, 2}, kT0);
@@ -259,7 +279,7 @@ TEST(ClaimScheduler, OnlyAPollOnlyPlainQueueAsksForSnapshotsAndOnlyTillWhatItCla
   Snapshot(*s, absl::UnimplementedError("no snapshots"), kT0 + absl::Seconds(1));
   EXPECT_FALSE(s->WantsSnapshot(kT0 + absl::Seconds(9))) << "a store without them: the heads";
   std::unique_ptr<ClaimScheduler> cached = claimed(/*ordered=*/false, /*notices=*/false);
-  Snapshot(*cached, absl::FailedPreconditionError("items_id_seq has CACHE 20"), kT0);
+  Snapshot(*cached, SnapshotBounds{5, 6, /*id_cache=*/20}, kT0);
   EXPECT_FALSE(cached->WantsSnapshot(kT0 + absl::Seconds(9)))
       << "ids out of time order: no floors, the heads";
 }
