@@ -146,6 +146,16 @@ class ConsumerTest : public ::testing::Test {
               0);
   }
 
+  // A started --poll-only consumer of queue "q" running `handler`, its
+  // store's calls counted by `faults`.
+  std::unique_ptr<Consumer> StartPollOnly(FaultInjector& faults, Handler* handler) {
+    ConsumerOptions o = Options("q");
+    o.poll_only = true;
+    auto c = std::make_unique<Consumer>(faults.Wrap(schema_.Factory()), o, handler);
+    EXPECT_TRUE(c->Start().ok());
+    return c;
+  }
+
   ConsumerOptions Options(const std::string& queue) {
     ConsumerOptions o;
     o.queue = queue;
@@ -583,10 +593,7 @@ TEST_F(ConsumerTest, APollOnlyConsumerReadsFromItsFloorAndStillFindsALateCommitA
   auto handler = ParseHandlerSpec("record:effects");
   ASSERT_TRUE(handler.ok());
   FaultInjector faults;
-  ConsumerOptions o = Options("q");
-  o.poll_only = true;
-  Consumer c(faults.Wrap(schema_.Factory()), o, handler->get());
-  ASSERT_TRUE(c.Start().ok());
+  std::unique_ptr<Consumer> c = StartPollOnly(faults, handler->get());
   int64_t sent = 0;
   ASSERT_TRUE(WaitUntil(
       [&] {
@@ -626,9 +633,9 @@ TEST_F(ConsumerTest, APollOnlyConsumerReadsFromItsFloorAndStillFindsALateCommitA
   EXPECT_LT(absl::Now() - enqueued, absl::Seconds(10)) << "found by a read from the head";
   EXPECT_GT(faults.Calls("ClaimFromAFloor"), floor_reads) << "no read from the floor since";
   EXPECT_GT(faults.Calls("CurrentSnapshot"), 2);
-  c.Stop();
+  c->Stop();
   ExpectExactlyOnce("effects", sent + 2);  // and the late one and the first
-  EXPECT_EQ(c.stats().finish_errors, 0);
+  EXPECT_EQ(c->stats().finish_errors, 0);
 }
 
 // Poll floors need ids handed out in time order: with a CACHE on the items'
@@ -641,10 +648,7 @@ TEST_F(ConsumerTest, APollOnlyConsumerReadsFromTheHeadsWhenTheIdSequenceHasACach
   auto handler = ParseHandlerSpec("record:effects");
   ASSERT_TRUE(handler.ok());
   FaultInjector faults;
-  ConsumerOptions o = Options("q");
-  o.poll_only = true;
-  Consumer c(faults.Wrap(schema_.Factory()), o, handler->get());
-  ASSERT_TRUE(c.Start().ok());
+  std::unique_ptr<Consumer> c = StartPollOnly(faults, handler->get());
   int64_t sent = 0;
   const absl::Time from = absl::Now();
   while (absl::Now() - from < absl::Seconds(3)) {  // time for snapshots and floor reads
@@ -653,11 +657,11 @@ TEST_F(ConsumerTest, APollOnlyConsumerReadsFromTheHeadsWhenTheIdSequenceHasACach
     absl::SleepFor(absl::Milliseconds(200));
   }
   ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
-  c.Stop();
+  c->Stop();
   EXPECT_EQ(faults.Calls("CurrentSnapshot"), 1) << "told once, it asks no more";
   EXPECT_EQ(faults.Calls("ClaimFromAFloor"), 0);
   ExpectExactlyOnce("effects", sent);
-  EXPECT_EQ(c.stats().finish_errors, 0);
+  EXPECT_EQ(c->stats().finish_errors, 0);
 }
 
 // A fleet-wide rate limit (queue set --rate), kept per part by its owner:
