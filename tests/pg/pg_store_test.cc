@@ -126,18 +126,29 @@ class PgStoreTest : public ::testing::Test {
     return got;
   }
 
+  // What a claim read of items_key: the entries the index returned, and its
+  // pages. A scan also passes entries that fail its bounds inside the index
+  // (a row comparison decided by a column after its first does not end a
+  // scan): those are in the pages alone.
+  struct KeyReads {
+    int64_t entries = 0;
+    int64_t pages = 0;
+  };
+
   // A claim by a member of its own (ClaimAll of part 0, limit 10, shaped by
-  // `shape`) on a store closed after it, and the entries of items_key it
-  // read: a backend reports its counts when it exits, all at once, so they
-  // are read until they are there and stay so.
-  std::pair<std::vector<int64_t>, int64_t> ClaimCountingKeyEntries(
+  // `shape`) on a store closed after it, and what it read of items_key: a
+  // backend reports its counts when it exits, all at once, so they are read
+  // until they are there and stay so.
+  std::pair<std::vector<int64_t>, KeyReads> ClaimCountingKeyEntries(
       const std::function<void(ClaimRequest&)>& shape) {
-    auto entries_read = [&] {
-      return schema_.QInt(
-          "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelid = "
-          "'{schema}.items_key'::regclass");
+    auto key_reads = [&] {
+      auto rows = schema_.Q(
+          "SELECT s.idx_tup_read, io.idx_blks_hit + io.idx_blks_read "
+          "FROM pg_stat_user_indexes s JOIN pg_statio_user_indexes io USING (indexrelid) "
+          "WHERE s.indexrelid = '{schema}.items_key'::regclass");
+      return KeyReads{std::stoll(*rows.at(0)[0]), std::stoll(*rows.at(0)[1])};
     };
-    const int64_t before = entries_read();
+    const KeyReads before = key_reads();
     std::unique_ptr<Store> own = schema_.NewStore();
     Member m = JoinWith(*own, "q", {0});
     ClaimRequest req = ClaimAll("q", m, 10);
@@ -146,13 +157,14 @@ class PgStoreTest : public ::testing::Test {
     EXPECT_OK(got.status());
     EXPECT_OK(own->Leave("q", m.join.id, m.join.incarnation));
     own.reset();
-    int64_t read = 0, last = -1;
+    KeyReads read, last{-1, -1};
     EXPECT_TRUE(WaitUntil(
         [&] {
-          const int64_t now = entries_read() - before;
-          const bool settled = now > 0 && now == last;
-          last = now;
-          read = now;
+          const KeyReads now = key_reads();
+          read = {now.entries - before.entries, now.pages - before.pages};
+          const bool settled =
+              read.entries > 0 && read.entries == last.entries && read.pages == last.pages;
+          last = read;
           return settled;
         },
         absl::Seconds(60), absl::Milliseconds(200)));
@@ -243,7 +255,7 @@ TEST_F(PgStoreTest, AnOrderedReadFromItsCursorLooksAtAWindowAndAReadFromTheHeadF
 // shows that the count sees such a walk.
 TEST_F(PgStoreTest, AReleasedKeysNextItemIsProbedOnlyDownToTheItemItsKeyFinished) {
   MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
-  constexpr int kAcked = 2000;
+  constexpr int kAcked = 20000;  // about 100 pages of items_key
   ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(kAcked + 2, Keyed("a"))));
   ASSERT_OK_AND_ASSIGN(EnqueueResult c, store_->Enqueue("q", Payload("c")));
   const int64_t first = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE key = 'a'");
@@ -267,10 +279,12 @@ TEST_F(PgStoreTest, AReleasedKeysNextItemIsProbedOnlyDownToTheItemItsKeyFinished
   };
   const auto [got, read] = claim(finished);
   EXPECT_EQ(got, (std::vector<int64_t>{next}));
-  EXPECT_LT(read, 20) << "the probe walked the key's acked entries";
+  EXPECT_LT(read.entries, 20) << "the probe walked the key's acked entries";
+  EXPECT_LT(read.pages, kAcked / 400) << "the probe passed the key's acked entries in the index";
   const auto [walked, read_from_below] = claim(first - 1);
   EXPECT_EQ(walked, (std::vector<int64_t>{next}));
-  EXPECT_GE(read_from_below, kAcked) << "the count did not see a walk of the acked entries";
+  EXPECT_GE(read_from_below.entries, kAcked) << "the count did not see a walk of the acked entries";
+  EXPECT_GE(read_from_below.pages, kAcked / 400) << "nor the pages of one";
   holder.abort();
 }
 
@@ -280,7 +294,7 @@ TEST_F(PgStoreTest, AReleasedKeysNextItemIsProbedOnlyDownToTheItemItsKeyFinished
 // entries. Without a floor it walks them all.
 TEST_F(PgStoreTest, AnOrderedItemReadOnFromTheCursorIsProbedOnlyDownToItsKeysFloor) {
   MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
-  constexpr int kAcked = 2000;
+  constexpr int kAcked = 20000;  // about 100 pages of items_key
   ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(kAcked + 2, Keyed("a"))));
   const int64_t first = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE key = 'a'");
   const int64_t claimed = first + kAcked, next = claimed + 1;
@@ -300,14 +314,17 @@ TEST_F(PgStoreTest, AnOrderedItemReadOnFromTheCursorIsProbedOnlyDownToItsKeysFlo
   // holds the next one back.
   const auto [held, read_held] = claim({{"a", claimed}});
   EXPECT_TRUE(held.empty()) << "the key's item at its floor is live";
-  EXPECT_LT(read_held, 20);
+  EXPECT_LT(read_held.entries, 20);
+  EXPECT_LT(read_held.pages, kAcked / 400);
   schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE id = ", claimed));
   const auto [got, read] = claim({{"b", next}, {"a", claimed}});
   EXPECT_EQ(got, (std::vector<int64_t>{next}));
-  EXPECT_LT(read, 20) << "the probe walked the key's acked entries";
+  EXPECT_LT(read.entries, 20) << "the probe walked the key's acked entries";
+  EXPECT_LT(read.pages, kAcked / 400) << "the probe passed the key's acked entries in the index";
   const auto [walked, read_without] = claim({});
   EXPECT_EQ(walked, (std::vector<int64_t>{next}));
-  EXPECT_GE(read_without, kAcked) << "the count did not see a walk of the acked entries";
+  EXPECT_GE(read_without.entries, kAcked) << "the count did not see a walk of the acked entries";
+  EXPECT_GE(read_without.pages, kAcked / 400) << "nor the pages of one";
   holder.abort();
 }
 
@@ -317,7 +334,7 @@ TEST_F(PgStoreTest, AnOrderedItemReadOnFromTheCursorIsProbedOnlyDownToItsKeysFlo
 // Without the floor the read of the key walks them.
 TEST_F(PgStoreTest, AnOrderedReadOfTheKeysHeadsReadsAKeyWithAFloorFromThere) {
   MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
-  constexpr int kAcked = 2000;
+  constexpr int kAcked = 20000;  // about 100 pages of items_key
   ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(kAcked + 2, Keyed("a"))));
   ASSERT_OK_AND_ASSIGN(EnqueueResult c, store_->Enqueue("q", Keyed("c")));
   const int64_t first = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE key = 'a'");
@@ -339,10 +356,12 @@ TEST_F(PgStoreTest, AnOrderedReadOfTheKeysHeadsReadsAKeyWithAFloorFromThere) {
   };
   const auto [got, read] = claim({{"a", claimed}, {"b", 1}});
   EXPECT_EQ(got, (std::vector<int64_t>{next}));
-  EXPECT_LT(read, 20) << "the read of the keys' heads walked a key's acked entries";
+  EXPECT_LT(read.entries, 20) << "the read of the keys' heads walked a key's acked entries";
+  EXPECT_LT(read.pages, kAcked / 400) << "the read of the keys' heads passed them in the index";
   const auto [walked, read_without] = claim({});
   EXPECT_EQ(walked, (std::vector<int64_t>{next}));
-  EXPECT_GE(read_without, kAcked) << "the count did not see a walk of the acked entries";
+  EXPECT_GE(read_without.entries, kAcked) << "the count did not see a walk of the acked entries";
+  EXPECT_GE(read_without.pages, kAcked / 400) << "nor the pages of one";
   holder.abort();
 }
 
@@ -353,7 +372,7 @@ TEST_F(PgStoreTest, AnOrderedReadOfTheKeysHeadsReadsAKeyWithAFloorFromThere) {
 // them: the key's read itself then walks them.
 TEST_F(PgStoreTest, AFairOrderedKeyReadOnFromItsCursorIsProbedOnlyDownToIt) {
   MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
-  constexpr int kAcked = 2000;
+  constexpr int kAcked = 20000;  // about 100 pages of items_key
   ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(kAcked + 2, Keyed("a"))));
   const int64_t first = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE key = 'a'");
   const int64_t served = first + kAcked, next = served + 1;
@@ -372,10 +391,12 @@ TEST_F(PgStoreTest, AFairOrderedKeyReadOnFromItsCursorIsProbedOnlyDownToIt) {
   };
   const auto [got, read] = claim(served);
   EXPECT_EQ(got, (std::vector<int64_t>{next}));
-  EXPECT_LT(read, 20) << "the probe walked the key's acked entries";
+  EXPECT_LT(read.entries, 20) << "the probe walked the key's acked entries";
+  EXPECT_LT(read.pages, kAcked / 400) << "the probe passed the key's acked entries in the index";
   const auto [walked, read_from_below] = claim(first - 1);
   EXPECT_EQ(walked, (std::vector<int64_t>{next}));
-  EXPECT_GE(read_from_below, kAcked) << "the count did not see a walk of the acked entries";
+  EXPECT_GE(read_from_below.entries, kAcked) << "the count did not see a walk of the acked entries";
+  EXPECT_GE(read_from_below.pages, kAcked / 400) << "nor the pages of one";
   holder.abort();
 }
 
