@@ -112,18 +112,23 @@ std::string EarlierParts(absl::string_view queue, absl::string_view limit) {
 }
 
 // fragments/ready_condition.sql for a read of `queue`'s `part`; an
-// ordered probe only down to `probe_from` (an id expression; empty: all
-// the way).
+// ordered probe only from `probe_from` on (an id expression, read up from
+// it: fragments/ordered_probe_up.sql, where `skip` is the claim's array of
+// ids in flight; empty: all the way, read down from the item:
+// ordered_probe_down.sql).
 std::string ReadyCondition(absl::string_view queue, absl::string_view part, absl::string_view bound,
-                           absl::string_view probe_from = "") {
+                           absl::string_view probe_from = "", absl::string_view skip = "") {
   auto earlier = [&](absl::string_view limit) { return EarlierParts(queue, limit); };
   const std::string limit_bound = absl::StrCat(bound, "::int");
-  // The lower bound of the ordered probe (fragments/ready_condition.sql).
-  const std::string from = probe_from.empty() ? "-9223372036854775808" : std::string(probe_from);
+  const std::string probe =
+      probe_from.empty()
+          ? Fragment("ordered_probe_down", {{"{queue}", queue}})
+          : Fragment("ordered_probe_up",
+                     {{"{queue}", queue}, {"{probe_from}", probe_from}, {"{skip}", skip}});
   return Fragment("ready_condition", {{"{queue}", queue},
                                       {"{part}", part},
                                       {"{bound}", bound},
-                                      {"{probe_from}", from},
+                                      {"{ordered_probe}", probe},
                                       {"{earlier_bound}", earlier(limit_bound)},
                                       {"{earlier_one}", earlier("1")}});
 }
@@ -202,11 +207,11 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                   cursor_id, skip, bound,      limit,    key_floors};
   const std::string ready = ReadyCondition(queue, part, bound);
   const std::string onward = Onward(
-      at,
-      key_floors.empty()
-          ? ready
-          : ReadyCondition(queue, part, bound,
-                           Fragment("key_floor", {{"{floors}", key_floors}, {"{part}", part}})));
+      at, key_floors.empty()
+              ? ready
+              : ReadyCondition(queue, part, bound,
+                               Fragment("key_floor", {{"{floors}", key_floors}, {"{part}", part}}),
+                               skip));
   if (behind.empty() && released.empty() && above.empty()) return onward;
   std::vector<std::string> reads;
   if (!above.empty()) {
@@ -239,7 +244,7 @@ std::string ReadyItems(absl::string_view queue, absl::string_view part,
                                     {"{released}", released},
                                     {"{queue}", queue},
                                     {"{part}", part},
-                                    {"{ready}", ReadyCondition(queue, part, bound, "rel.id")},
+                                    {"{ready}", ReadyCondition(queue, part, bound, "rel.id", skip)},
                                     {"{after_prio}", after_prio},
                                     {"{after_id}", after_id},
                                     {"{skip}", skip},
@@ -273,25 +278,26 @@ std::string FairItems(absl::string_view queue, absl::string_view part, absl::str
   auto next_key = [&](absl::string_view op, absl::string_view lower, absl::string_view upper) {
     return NextKey(queue, part, cursors, op, lower, upper);
   };
-  return Fragment("fair_items",
-                  {{"{columns_of_x}", ReadColumnsOf("x")},
-                   {"{columns_of_i}", ReadColumnsOf("i")},
-                   {"{queue}", queue},
-                   {"{part}", part},
-                   {"{bound}", bound},
-                   {"{columns}", ReadColumns()},
-                   {"{onward_first}", next_key(">", from, "")},
-                   {"{onward_next}", next_key(">", "w.key", "")},
-                   {"{around_first}", next_key(">=", "''", from)},
-                   {"{around_next}", next_key(">", "a.key", from)},
-                   {"{cursors}", cursors},
-                   {"{behind}", behind},
-                   {"{ready}", ReadyCondition(queue, part, bound)},
-                   {"{ready_keyless}", ReadyCondition(queue, part, "0")},
-                   {"{ready_after}", ReadyCondition(queue, part, bound,
-                                                    "coalesce(t.after_id, -9223372036854775808)")},
-                   {"{skip}", skip},
-                   {"{limit}", limit}});
+  return Fragment(
+      "fair_items",
+      {{"{columns_of_x}", ReadColumnsOf("x")},
+       {"{columns_of_i}", ReadColumnsOf("i")},
+       {"{queue}", queue},
+       {"{part}", part},
+       {"{bound}", bound},
+       {"{columns}", ReadColumns()},
+       {"{onward_first}", next_key(">", from, "")},
+       {"{onward_next}", next_key(">", "w.key", "")},
+       {"{around_first}", next_key(">=", "''", from)},
+       {"{around_next}", next_key(">", "a.key", from)},
+       {"{cursors}", cursors},
+       {"{behind}", behind},
+       {"{ready}", ReadyCondition(queue, part, bound)},
+       {"{ready_keyless}", ReadyCondition(queue, part, "0")},
+       {"{ready_after}",
+        ReadyCondition(queue, part, bound, "coalesce(t.after_id, -9223372036854775808)", skip)},
+       {"{skip}", skip},
+       {"{limit}", limit}});
 }
 
 // The forms of a claiming statement: a fair read (FairItems) or not; the

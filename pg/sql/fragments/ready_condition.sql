@@ -15,13 +15,13 @@
 --
 -- A released key's next item (ready_released.sql), a fair key read on
 -- from its cursor (fair_items.sql) and an item of a key with a floor
--- (key_floor.sql) are probed only from that item on ({probe_from}: rel.id,
--- the cursor or the floor; elsewhere the least bigint): when it was claimed no older item of the key was
+-- (key_floor.sql) are probed only from that item on (the bound: rel.id,
+-- the cursor or the floor, the least bigint for a key without one): when it was claimed no older item of the key was
 -- live, so the walk below it, through every entry a held snapshot keeps,
 -- found nothing but cost one heap visit per entry, on every claim of the
 -- key (bench/held_snapshot_ordered.sh). The finished item itself is
 -- probed: a retried one is still live and holds its key. Such a probe
--- reads UP from {probe_from}, to the key's first live entry at or after
+-- (ordered_probe_up.sql) reads UP from the bound, to the key's first live entry at or after
 -- it (the item is ready when that is the item itself, or past it), not
 -- down to it: a btree stops a scan at a row comparison only when the
 -- column that decides it is the comparison's first, so a read down from
@@ -33,8 +33,8 @@
 -- minutes of a hold, 45 % of its claims' CPU in _bt_checkkeys. Read up,
 -- the scan starts at the bound, passes the entries between it and the
 -- first live one (the item at the floor, once acked) and stops there.
--- Without a bound (the least bigint) the probe still reads down from the
--- item: the live items before it (in flight, or held back too) sit right
+-- Without a bound the probe still reads down from the item
+-- (ordered_probe_down.sql): the live items before it (in flight, or held back too) sit right
 -- below it, and a read up would pass every acked entry of the key first.
 -- The bounds are a
 -- row of items_key's columns, which the primary key cannot serve, as
@@ -57,7 +57,8 @@
 -- item of the queue, and an ordered queue stopped for a minute
 -- (bench/held_snapshot_ordered.sh with auto_explain).
 --
--- {queue}, {part}: SQL expressions. {earlier_bound} and {earlier_one}:
+-- {queue}, {part}: SQL expressions. {ordered_probe}: ordered_probe_up.sql
+-- or ordered_probe_down.sql. {earlier_bound} and {earlier_one}:
 -- earlier_parts.sql with its limit {bound}::int and 1.
 i.queue = {queue} AND i.part = {part}
       AND i.run_at <= statement_timestamp() AND i.abandoned_epoch IS NULL
@@ -70,16 +71,5 @@ i.queue = {queue} AND i.part = {part}
           ORDER BY j.key DESC, j.id DESC LIMIT {bound}::int) o)
         + (SELECT count(*) FROM ({earlier_bound}
           LIMIT {bound}::int) e) < {bound}::int))
-      AND ({bound}::int <> 1 OR i.key IS NULL OR (
-        CASE WHEN {probe_from} = -9223372036854775808 THEN (
-          SELECT j.id FROM {schema}.items j
-          WHERE j.queue = {queue} AND j.part = i.part AND j.key IS NOT NULL
-            AND (j.key, j.id) < (i.key, i.id) AND (j.key, j.id) >= (i.key, -9223372036854775808)
-          ORDER BY j.key DESC, j.id DESC LIMIT 1) IS NULL
-        ELSE coalesce((
-          SELECT j.id FROM {schema}.items j
-          WHERE j.queue = {queue} AND j.part = i.part AND j.key IS NOT NULL
-            AND (j.key, j.id) >= (i.key, {probe_from})
-            AND (j.key, j.id) <= (i.key, 9223372036854775807)
-          ORDER BY j.key, j.id LIMIT 1), i.id) >= i.id END
+      AND ({bound}::int <> 1 OR i.key IS NULL OR ({ordered_probe}
       AND NOT EXISTS ({earlier_one})))
