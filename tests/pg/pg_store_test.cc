@@ -328,6 +328,36 @@ TEST_F(PgStoreTest, AnOrderedItemReadOnFromTheCursorIsProbedOnlyDownToItsKeysFlo
   holder.abort();
 }
 
+// An item whose key's floor is in flight is held back without the probe
+// (pg/sql/fragments/ordered_probe_up.sql: the floor's item is then the key's
+// first live one); the same item is held back by the probe when the floor's
+// item is live but not in flight (a retried one), and read once the floor's
+// item is done.
+TEST_F(PgStoreTest, AnOrderedItemIsHeldBackByItsKeysFloorInFlightOrLiveAndReadOnceItIsDone) {
+  MakeQueue("q", 1, absl::Seconds(60), /*ordered=*/true);
+  ASSERT_OK(store_->EnqueueBatch("q", std::vector<NewItem>(2, Keyed("a"))));
+  const int64_t first = schema_.QInt("SELECT min(id) FROM {schema}.items WHERE key = 'a'");
+  const int64_t next = first + 1;
+  ASSERT_EQ(schema_.QInt("SELECT max(id) FROM {schema}.items WHERE key = 'a'"), next);
+  Member m = JoinWith(*store_, "q", {0});
+  auto claim = [&](bool floor_in_flight) {
+    ClaimRequest req = ClaimAll("q", m, 10);
+    req.ordered = true;
+    req.parts[0].after = req.parts[0].cursor = ItemKey{0, first};
+    req.parts[0].behind = false;
+    req.parts[0].key_floors = {{"a", first}};
+    if (floor_in_flight) req.in_flight = {{0, first}};
+    return store_->Claim(req);
+  };
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> in_flight, claim(true));
+  EXPECT_TRUE(in_flight.empty()) << "the key's item at its floor is in flight";
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> live, claim(false));
+  EXPECT_TRUE(live.empty()) << "the key's item at its floor is live";
+  schema_.Q(absl::StrCat("DELETE FROM {schema}.items WHERE id = ", first));
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, claim(false));
+  EXPECT_EQ(Ids(got), (std::vector<int64_t>{next}));
+}
+
 // An ordered claim of the keys' heads from the cursor (ClaimPart::key_heads)
 // visits a key with a floor without a descent to its head and reads it from
 // the floor: behind a held snapshot the head is every acked entry of the key.
