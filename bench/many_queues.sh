@@ -21,22 +21,24 @@
 #            queues in two processes instead (the same threads): what the machine itself gives.
 #            With --dsn, the server needs track_commit_timestamp = on.
 #   idle     IDLE_QUEUES empty queues of 16 parts served by one `partq worker q0 ... qN`: after
-#            its sessions joined and 30 s settled, the server's connections of that process
-#            (application_name 'partq worker', and 'partq worker/listen'), its transactions a second over 60 s
-#            (pg_stat_database, flushed lazily, so approximate) and the process's RSS.
+#            its sessions joined and IDLE_SETTLE seconds (30) settled, the server's connections
+#            of that process (application_name 'partq worker', and 'partq worker/listen'), its
+#            transactions a second over IDLE_WINDOW seconds (60; pg_stat_database, flushed
+#            lazily, so approximate) and the process's RSS. The smoke test shortens both: it
+#            checks that the line is there, not what it says.
 #            Target: <= 6 connections and <= 0.5 transactions/s for 50 queues. With --dsn,
 #            other `partq worker`s on that server count too.
 #
 # Usage: bench/many_queues.sh [--dsn DSN] [--partq BIN] [--queues 4] [--items 100000]
 #                             [--concurrency 2] [--rounds 3] [--backlog 1000000]
 #                             [--samples 1000] [--only drain|quiet|idle] [--quiet-apart]
-#                             [--idle-queues 50]
+#                             [--idle-queues 50] [--idle-settle 30] [--idle-window 60]
 # Without --dsn it starts a throwaway PostgreSQL 15 (default settings, fsync on) and removes
 # it afterwards. Every item of the drain is checked to be recorded exactly once.
 set -euo pipefail
 
 dsn="" partq="build/cli/partq" queues=4 items=100000 conc=2 rounds=3 backlog=1000000
-samples=1000 only="" apart=0 idle_queues=50
+samples=1000 only="" apart=0 idle_queues=50 idle_settle=30 idle_window=60
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dsn) dsn="$2"; shift 2 ;;
@@ -50,13 +52,16 @@ while [[ $# -gt 0 ]]; do
     --only) only="$2"; shift 2 ;;
     --quiet-apart) apart=1; shift ;;
     --idle-queues) idle_queues="$2"; shift 2 ;;
+    --idle-settle) idle_settle="$2"; shift 2 ;;
+    --idle-window) idle_window="$2"; shift 2 ;;
     *) echo "usage: $0 [--dsn DSN] [--partq BIN] [--queues N] [--items N] [--concurrency N]" \
             "[--rounds N] [--backlog N] [--samples N] [--only drain|quiet|idle] [--quiet-apart]" \
-            "[--idle-queues N]" >&2
+            "[--idle-queues N] [--idle-settle S] [--idle-window S]" >&2
        exit 2 ;;
   esac
 done
-for v in "$queues" "$items" "$conc" "$rounds" "$backlog" "$samples" "$idle_queues"; do
+for v in "$queues" "$items" "$conc" "$rounds" "$backlog" "$samples" "$idle_queues" \
+         "$idle_settle" "$idle_window"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "$0: counts must be positive integers, got '$v'" >&2; exit 2; }
 done
 [[ -z $only || $only == drain || $only == quiet || $only == idle ]] ||
@@ -210,12 +215,12 @@ idle_run() {
   done
   # Settled: the claimers' first claims done and the pool's spare connections closed (their
   # counts reach pg_stat_database when they close, and must not fall in the window).
-  sleep 30
+  sleep "$idle_settle"
   local xacts="SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
   local conns x0 x1 t0 t1 rss
   conns=$(psql_q -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'partq worker' OR starts_with(application_name, 'partq worker/')")
   x0=$(psql_q -At -c "$xacts"); t0=$(date +%s.%N)
-  sleep 60
+  sleep "$idle_window"
   x1=$(psql_q -At -c "$xacts"); t1=$(date +%s.%N)
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$worker/status")
   stop_workers

@@ -7,7 +7,7 @@
 set -euo pipefail
 script="$(dirname "$0")/../../bench/many_queues.sh"
 args=(--partq "${1:?usage: check_many_queues.sh PARTQ_BINARY}" --queues 3 --items 2000
-      --rounds 2 --backlog 300000 --samples 10 --idle-queues 3)
+      --rounds 2 --backlog 300000 --samples 10 --idle-queues 3 --idle-settle 3 --idle-window 5)
 [[ -n "${PARTQ_TEST_DSN:-}" ]] && args+=(--dsn "$PARTQ_TEST_DSN")
 out="$(bash "$script" "${args[@]}")"
 echo "$out"
