@@ -358,7 +358,7 @@ class ClaimScheduler {
   static constexpr size_t kMaxKeyCursors = 64;
   // The key floors a part keeps (each claim of it sends them all); past
   // that, the keys claimed longest ago are forgotten until a quarter fewer
-  // remain (their items are then probed all the way down once more).
+  // remain (their items are then probed without a floor once more).
   static constexpr size_t kMaxKeyFloors = 512;
   // Ordered: the key floors of `part` after a claim took `items`.
   static void UpdateKeyFloors(int part, const std::vector<Item>& items, PartState& st);

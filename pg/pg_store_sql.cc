@@ -113,18 +113,20 @@ std::string EarlierParts(absl::string_view queue, absl::string_view limit) {
 
 // fragments/ready_condition.sql for a read of `queue`'s `part`; an
 // ordered probe only from `probe_from` on (an id expression, read up from
-// it: fragments/ordered_probe_up.sql, where `skip` is the claim's array of
-// ids in flight; empty: all the way, read down from the item:
-// ordered_probe_down.sql).
+// it unless it is the least bigint: fragments/ordered_probe_up.sql, where
+// `skip` is the claim's array of ids in flight; empty: all the way, read
+// down from the item: ordered_probe_down.sql).
 std::string ReadyCondition(absl::string_view queue, absl::string_view part, absl::string_view bound,
                            absl::string_view probe_from = "", absl::string_view skip = "") {
   auto earlier = [&](absl::string_view limit) { return EarlierParts(queue, limit); };
   const std::string limit_bound = absl::StrCat(bound, "::int");
-  const std::string probe =
-      probe_from.empty()
-          ? Fragment("ordered_probe_down", {{"{queue}", queue}})
-          : Fragment("ordered_probe_up",
-                     {{"{queue}", queue}, {"{probe_from}", probe_from}, {"{skip}", skip}});
+  const std::string down = Fragment("ordered_probe_down", {{"{queue}", queue}});
+  const std::string probe = probe_from.empty()
+                                ? down
+                                : Fragment("ordered_probe_up", {{"{queue}", queue},
+                                                                {"{probe_from}", probe_from},
+                                                                {"{skip}", skip},
+                                                                {"{down}", down}});
   return Fragment("ready_condition", {{"{queue}", queue},
                                       {"{part}", part},
                                       {"{bound}", bound},
@@ -195,7 +197,7 @@ std::string Onward(const ReadAt& at, absl::string_view ready) {
 // fragments/ready_items.sql: the reads of the items of a priority below 0
 // from the head (`above`, empty: none), behind the start (`behind`, empty:
 // none), of the released keys (`released`, empty: none) and onward, the
-// onward read's ordered probes down to the keys' floors in `key_floors`
+// onward read's ordered probes from the keys' floors in `key_floors` on
 // (fragments/key_floor.sql; empty: all the way).
 std::string ReadyItems(absl::string_view queue, absl::string_view part,
                        absl::string_view after_prio, absl::string_view after_id,

@@ -25,7 +25,7 @@
 --   the limit, not twice it), so the turns can fill the read even when
 --   some keys have fewer items than their share; the rows are then ordered
 --   by turn (their number within the key) and key, and cut at the limit.
---   An ordered key's items are probed only down to its cursor
+--   An ordered key's items are probed only from its cursor on
 --   ({ready_after}; ready_condition.sql says why). With a key bound
 --   ({bound}: ordered 1, key concurrency N) only the key's first {bound}
 --   items past its cursor are read, since a later one has {bound} live

@@ -1,8 +1,10 @@
 -- The id an ordered probe of item `i` in part {part} reads its key's
--- entries down to (ready_condition.sql's {probe_from}): the key's floor,
+-- entries from (ready_condition.sql's {probe_from}, read up from it:
+-- ordered_probe_up.sql): the key's floor,
 -- the id of its item the session claimed last in the part
 -- (ClaimPart::key_floors), from {floors} (key_floors.sql says what it
--- holds); a key without one is probed all the way down. When
+-- holds); a key without one (the least bigint) is probed all the way
+-- down from the item. When
 -- that item was claimed no older item of its key was live, so below it the
 -- probe would find nothing but walk, a heap visit each, the entries of
 -- every acked item of the key a held snapshot keeps: on every item of the
