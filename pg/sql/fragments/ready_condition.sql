@@ -16,31 +16,34 @@
 -- A released key's next item (ready_released.sql), a fair key read on
 -- from its cursor (fair_items.sql) and an item of a key with a floor
 -- (key_floor.sql) are probed only from that item on (the bound: rel.id,
--- the cursor or the floor, the least bigint for a key without one): when it was claimed no older item of the key was
--- live, so the walk below it, through every entry a held snapshot keeps,
--- found nothing but cost one heap visit per entry, on every claim of the
--- key (bench/held_snapshot_ordered.sh). The finished item itself is
--- probed: a retried one is still live and holds its key. Such a probe
--- (ordered_probe_up.sql) reads UP from the bound, to the key's first live entry at or after
--- it (the item is ready when that is the item itself, or past it), not
--- down to it: a btree stops a scan at a row comparison only when the
--- column that decides it is the comparison's first, so a read down from
--- the item with the bound `>= (i.key, {probe_from})` went on below the
--- bound through every entry of the key, each failing the bound on `id` in
--- the index alone (no heap visit, and no entry the server counts as read).
--- Behind a held snapshot that grew with every item of the key acked since
--- it began: an ordered queue at 5,000 items/s fell behind after seven
--- minutes of a hold, 45 % of its claims' CPU in _bt_checkkeys. Read up,
--- the scan starts at the bound, passes the entries between it and the
--- first live one (the item at the floor, once acked) and stops there.
--- Without a bound the probe still reads down from the item
--- (ordered_probe_down.sql): the live items before it (in flight, or held back too) sit right
--- below it, and a read up would pass every acked entry of the key first.
--- The bounds are a
--- row of items_key's columns, which the primary key cannot serve, as
--- are all the probes' bounds, with no `j.key = i.key` beside them, and the
--- probes ask for items_key's order, (key, id): with the key equal to the
--- item's, the planner took `ORDER BY j.id` as an order items_pkey gives,
+-- the cursor or the floor, the least bigint for a key without one): when
+-- it was claimed no older item of the key was live, so the walk below it,
+-- through every entry a held snapshot keeps, found nothing but cost one
+-- heap visit per entry, on every claim of the key
+-- (bench/held_snapshot_ordered.sh). The finished item itself is probed: a
+-- retried one is still live and holds its key. Such a probe
+-- (ordered_probe_up.sql) reads UP from the bound, to the key's first live
+-- entry at or after it (the item is ready when that is the item itself,
+-- or past it), not down to it: a btree stops a scan at a row comparison
+-- only when the column that decides it is the comparison's first, so a
+-- read down from the item with the bound `>= (i.key, the bound)` went on
+-- below the bound through every entry of the key, each failing the bound
+-- on `id` in the index alone (no heap visit, and no entry the server
+-- counts as read). Behind a held snapshot that grew with every item of
+-- the key acked since it began: an ordered queue at 5,000 items/s fell
+-- behind after seven minutes of a hold, 45 % of its claims' CPU in
+-- _bt_checkkeys. Read up, the scan starts at the bound, passes the
+-- entries between it and the first live one (the item at the floor, once
+-- acked) and stops there. Without a bound, or with the least bigint, the
+-- probe still reads down from the item (ordered_probe_down.sql): the live
+-- items before it (in flight, or held back too) sit right below it, and a
+-- read up would pass every acked entry of the key first.
+--
+-- The bounds are a row of items_key's columns, which the primary key
+-- cannot serve, as are all the probes' bounds, with no `j.key = i.key`
+-- beside them, and the probes ask for items_key's order, (key, id): with
+-- the key equal to the item's, the planner took `ORDER BY j.id` as an
+-- order items_pkey gives,
 -- and over statistics that found `items` nearly empty (a held snapshot's
 -- dead rows and few live ones) it read the probes through items_pkey
 -- backwards with the rest as a filter, every later item of the queue; the
