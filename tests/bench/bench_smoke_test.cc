@@ -277,10 +277,11 @@ TEST(BenchSmoke, TheEmbeddedServerHasItsWalSegmentsMadeAhead) {
   const nlohmann::json j = nlohmann::json::parse(ss.str());
   const nlohmann::json& machine = j.at("machine");
   EXPECT_EQ(machine.at("pg.max_wal_size").get<std::string>(), "1GB") << machine.dump();
-  // 64 segments of 16 MB were made; some are used by the run itself (55
-  // left once, under the rest of the suite: 56 was too tight). A server
-  // without the warm-up has a few.
-  EXPECT_GE(std::stoi(machine.at("pg.wal_segments_ahead").get<std::string>()), 48)
+  // 64 segments of 16 MB were made; the run itself uses some, more when the
+  // rest of the suite shares the machine (63 left alone, 55 and 46 under
+  // the suite: 56 and 48 were too tight). A server without the warm-up has
+  // a few (11 on one that had run for days), so 24 still tells them apart.
+  EXPECT_GE(std::stoi(machine.at("pg.wal_segments_ahead").get<std::string>()), 24)
       << machine.dump();
 }
 
