@@ -206,7 +206,9 @@ void Demo::Draw(const QueueOwners& group) {
     remaining = remaining_;
     rate = rate_;
   }
-  // One letter per session (by pid → worker name), '.' for an unowned part.
+  // One letter per worker, kept while it lives (w1 is A, w2 B...: a part
+  // that moves changes letter, the others keep theirs), by the session's pid;
+  // '?' for a session of no worker of ours, '.' for an unowned part.
   std::map<std::string, char> letter;
   std::map<std::string, int> owned;
   for (const auto& o : group.owners) {
@@ -215,10 +217,12 @@ void Demo::Draw(const QueueOwners& group) {
   std::vector<std::string> legend;
   for (const auto& s : group.sessions) {
     std::string name = "?";
-    for (const auto& w : workers_) {
-      if (w.pid == s.pid) name = w.name;
+    char c = '?';
+    for (size_t k = 0; k < workers_.size(); ++k) {
+      if (workers_[k].pid != s.pid) continue;
+      name = workers_[k].name;
+      c = static_cast<char>('A' + k % 26);
     }
-    char c = static_cast<char>('A' + letter.size() % 26);
     letter[s.id.value] = c;
     legend.push_back(absl::StrFormat("%c=%s(%d parts)", c, name, owned[s.id.value]));
   }
@@ -232,7 +236,7 @@ void Demo::Draw(const QueueOwners& group) {
   lines.push_back("parts  [" + bar + "]");
   lines.push_back("       " + absl::StrJoin(legend, "  "));
   if (!tty_) {
-    printf("%s | %s\n", lines[0].c_str(), lines[1].c_str());
+    printf("%s | %s %s\n", lines[0].c_str(), lines[1].c_str(), absl::StrJoin(legend, " ").c_str());
     fflush(stdout);
     return;
   }
