@@ -280,7 +280,8 @@ TEST(BenchSmoke, TheEmbeddedServerHasItsWalSegmentsMadeAhead) {
   // 64 segments of 16 MB were made; the run itself uses some, more when the
   // rest of the suite shares the machine (63 left alone, 55 and 46 under
   // the suite: 56 and 48 were too tight). A server without the warm-up has
-  // a few (11 on one that had run for days), so 24 still tells them apart.
+  // a few (11 on one that had run for half an hour), so 24 still tells them
+  // apart.
   EXPECT_GE(std::stoi(machine.at("pg.wal_segments_ahead").get<std::string>()), 24)
       << machine.dump();
 }

@@ -148,16 +148,26 @@ class PgStoreTest : public ::testing::Test {
           "WHERE s.indexrelid = '{schema}.items_key'::regclass");
       return KeyReads{std::stoll(*rows.at(0)[0]), std::stoll(*rows.at(0)[1])};
     };
-    // The test's own store wrote the items (index pages too), and a backend
-    // may hold its counts back for up to 10 s: closed, it reports them as it
-    // exits. The count is taken once they stay put.
+    // What was read since `since` once the counts stay put (read has some
+    // entries if `some`): a backend reports them as it exits, or up to 10 s
+    // after it went idle.
+    auto settled = [&](const KeyReads& since, bool some) {
+      KeyReads read, last{-1, -1};
+      EXPECT_TRUE(WaitUntil(
+          [&] {
+            const KeyReads now = key_reads();
+            read = {now.entries - since.entries, now.pages - since.pages};
+            const bool same = (!some || read.entries > 0) && read.entries == last.entries &&
+                              read.pages == last.pages;
+            last = read;
+            return same;
+          },
+          absl::Seconds(60), absl::Milliseconds(300)));
+      return read;
+    };
+    // The test's own store wrote the items (index pages too): closed first.
     store_ = schema_.NewStore();
-    KeyReads before = key_reads(), was{-1, -1};
-    while (before.entries != was.entries || before.pages != was.pages) {
-      was = before;
-      absl::SleepFor(absl::Milliseconds(300));
-      before = key_reads();
-    }
+    const KeyReads before = settled(KeyReads{}, /*some=*/false);
     std::unique_ptr<Store> own = schema_.NewStore();
     Member m = JoinWith(*own, "q", {0});
     ClaimRequest req = ClaimAll("q", m, 10);
@@ -166,17 +176,7 @@ class PgStoreTest : public ::testing::Test {
     EXPECT_OK(got.status());
     EXPECT_OK(own->Leave("q", m.join.id, m.join.incarnation));
     own.reset();
-    KeyReads read, last{-1, -1};
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          const KeyReads now = key_reads();
-          read = {now.entries - before.entries, now.pages - before.pages};
-          const bool settled =
-              read.entries > 0 && read.entries == last.entries && read.pages == last.pages;
-          last = read;
-          return settled;
-        },
-        absl::Seconds(60), absl::Milliseconds(200)));
+    const KeyReads read = settled(before, /*some=*/true);
     return {got.ok() ? Ids(*got) : std::vector<int64_t>{}, read};
   }
 

@@ -33,8 +33,8 @@
 -- - ready_onward.sql: from where the read starts on, in items_ready. Items
 --   up to the cursor may be in flight and are skipped; past it, the skip
 --   list is not even looked at. With a key bound, ready_keyed.sql; an
---   ordered claim's probes there read each key's entries down to its floor
---   when it has one (key_floor.sql).
+--   ordered claim's probes there read each key's entries up from its floor
+--   when it has one (key_floor.sql, ordered_probe_up.sql).
 -- With the onward read alone, the subquery is that read, not this file.
 -- Ready means ready when the claim reads: statement_timestamp(), not now()
 -- (the transaction's start), because a claim ahead runs in an ack
