@@ -15,14 +15,26 @@ throwaway_pg_start() {
     chown postgres "$dir"
     throwaway_pg_as=(runuser -u postgres --)
   fi
-  local port=$((20000 + RANDOM % 20000))
-  local options="-p $port -k $dir -c listen_addresses=127.0.0.1"
-  for setting in "$@"; do options+=" -c $setting"; done
   "${throwaway_pg_as[@]}" "$throwaway_pg_bin/initdb" -D "$dir/data" -U postgres --auth=trust \
     -E UTF8 --locale=C >"$dir/initdb.log" 2>&1
-  "${throwaway_pg_as[@]}" "$throwaway_pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
-    -t 60 -o "$options" start >/dev/null
-  dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
+  # A random port below the kernel's ephemeral range (32768 and up), where no client connection
+  # and no embedded server (which takes a port the kernel picks) can hold it; another server may,
+  # so a start that fails tries another port (the ctest suite runs several at once: one try
+  # failed there once, 2026-12-06).
+  local port attempt options
+  for attempt in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 12768))
+    options="-p $port -k $dir -c listen_addresses=127.0.0.1"
+    for setting in "$@"; do options+=" -c $setting"; done
+    if "${throwaway_pg_as[@]}" "$throwaway_pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
+      -w -t 60 -o "$options" start >/dev/null; then
+      dsn="host=127.0.0.1 port=$port user=postgres dbname=postgres"
+      return 0
+    fi
+  done
+  echo "throwaway_pg: the server did not start in $attempt tries; its log:" >&2
+  tail -20 "$dir/server.log" >&2
+  return 1
 }
 
 throwaway_pg_stop() {
