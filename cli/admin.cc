@@ -774,8 +774,9 @@ int EnqueueStdin(Producer& producer, const std::string& queue, const NewItem& it
   }
   if (absl::Status st = flush(); !st.ok()) return Fail(st);
   const double secs = absl::ToDoubleSeconds(absl::Now() - start);
-  fprintf(stderr, "enqueued %lld items in %.2fs (%.0f items/s)\n", static_cast<long long>(total),
-          secs, secs > 0 ? total / secs : 0.0);
+  fprintf(stderr, "partq: enqueued %lld item%s in %.2fs (%.0f items/s)\n",
+          static_cast<long long>(total), total == 1 ? "" : "s", secs,
+          secs > 0 ? total / secs : 0.0);
   printf("%lld\n", static_cast<long long>(total));
   return 0;
 }

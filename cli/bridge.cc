@@ -160,8 +160,8 @@ int Ingest(const std::vector<std::string>& argv) {
   if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
   const bool quiet = args->Has("quiet");
   if (!quiet) {
-    fprintf(stderr, "partq: bridge ingesting %s into queue \"%s\"\n", o.topic.c_str(),
-            o.queue.c_str());
+    LogLine(LogLevel::kInfo,
+            absl::StrCat("bridge ingesting ", o.topic, " into queue \"", o.queue, "\""));
   }
   while (StopSignals() == 0 && bridge.status().ok()) {
     absl::SleepFor(absl::Milliseconds(20));
@@ -172,8 +172,8 @@ int Ingest(const std::vector<std::string>& argv) {
              "(an uncommitted batch is read again from the stored offsets on the next start)");
   const BridgeIngestStats s = bridge.stats();
   if (!quiet) {
-    fprintf(stderr, "partq: bridge stopped: %lld messages in %lld transactions\n",
-            static_cast<long long>(s.messages), static_cast<long long>(s.batches));
+    LogLine(LogLevel::kInfo, absl::StrCat("bridge stopped: ", s.messages, " messages in ",
+                                          s.batches, " transactions"));
   }
   if (!bridge.status().ok()) return Fail(bridge.status());
   return 0;
@@ -218,7 +218,7 @@ int Publish(const std::vector<std::string>& argv) {
   if (!http.ok()) return Fail(http.status());
   if (absl::Status st = bridge.Start(); !st.ok()) return Fail(st);
   const bool quiet = args->Has("quiet");
-  if (!quiet) fprintf(stderr, "partq: bridge publishing the outbox to %s\n", o.brokers.c_str());
+  if (!quiet) LogLine(LogLevel::kInfo, absl::StrCat("bridge publishing the outbox to ", o.brokers));
   while (StopSignals() == 0) absl::SleepFor(absl::Milliseconds(20));
   // Stop waits for the round in hand at most --drain-timeout; the grace
   // covers a database call or the producer's close that hangs past it.
@@ -227,18 +227,16 @@ int Publish(const std::vector<std::string>& argv) {
   const BridgePublishStats s = bridge.stats();
   if (s.left_in_outbox > 0) {
     // Said even with --quiet: the stop did not finish its work.
-    fprintf(stderr,
-            "partq: bridge stopped after the %s drain timeout with %lld outbox row(s) not "
-            "confirmed delivered; they stay in the outbox and are sent on the next start "
-            "(Kafka may get some twice: the idempotent producer drops duplicates only within "
-            "one producer session)\n",
-            absl::FormatDuration(o.drain_timeout).c_str(),
-            static_cast<long long>(s.left_in_outbox));
+    LogLine(LogLevel::kWarning,
+            absl::StrCat("bridge stopped after the ", absl::FormatDuration(o.drain_timeout),
+                         " drain timeout with ", s.left_in_outbox,
+                         " outbox row(s) not confirmed delivered; they stay in the outbox and "
+                         "are sent on the next start (Kafka may get some twice: the idempotent "
+                         "producer drops duplicates only within one producer session)"));
     return 1;
   }
   if (!quiet) {
-    fprintf(stderr, "partq: bridge stopped: %lld rows delivered\n",
-            static_cast<long long>(s.delivered));
+    LogLine(LogLevel::kInfo, absl::StrCat("bridge stopped: ", s.delivered, " rows delivered"));
   }
   return 0;
 }

@@ -218,8 +218,8 @@ void StopWithin(const std::function<void()>& stop, absl::Duration limit, const s
     stopped.Notify();
   });
   if (!stopped.WaitForNotificationWithTimeout(limit)) {
-    fprintf(stderr, "partq: %s %s after the stop began; exiting %s\n", what.c_str(),
-            absl::FormatDuration(limit).c_str(), consequence.c_str());
+    LogLine(LogLevel::kError, absl::StrCat(what, " ", absl::FormatDuration(limit),
+                                           " after the stop began; exiting ", consequence));
     fflush(stderr);
     _exit(1);
   }

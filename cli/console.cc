@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "cli/common.h"
 #include "cli/console_flags.h"
 #include "cli/http_server.h"
@@ -109,12 +110,14 @@ int CmdConsole(const std::vector<std::string>& argv) {
   absl::StatusOr<ServedConsole> served = ServeConsole(*flags, *pg);
   if (!served.ok()) return Fail(served.status());
   const std::string host = ListenHost(listen);
-  fprintf(stderr, "partq: console on http://%s%s/ (%s)\n",
-          host.empty() || host == "0.0.0.0" || host == "*" ? "THIS-HOST" : host.c_str(),
-          listen.substr(listen.rfind(':')).c_str(),
-          args->Has("read-only")     ? "read-only"
-          : !args->Has("token-file") ? "read-only: actions need --token-file"
-                                     : "actions with the token");
+  LogLine(LogLevel::kInfo,
+          absl::StrCat("console on http://",
+                       host.empty() || host == "0.0.0.0" || host == "*" ? "THIS-HOST" : host,
+                       listen.substr(listen.rfind(':')), "/ (",
+                       args->Has("read-only")     ? "read-only"
+                       : !args->Has("token-file") ? "read-only: actions need --token-file"
+                                                  : "actions with the token",
+                       ")"));
   while (StopSignals() == 0) absl::SleepFor(absl::Milliseconds(50));
   return 0;
 }

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
@@ -205,13 +206,11 @@ void PrintStopped(const Consumer& consumer, bool several) {
   const ConsumerStats s = consumer.stats();
   // Throttled items (429/503, a handler not reachable) were sent back
   // without using an attempt: not failures, so apart from the retried.
-  fprintf(stderr,
-          "partq: worker stopped%s: %lld acked, %lld retried, %lld throttled (back without "
-          "using an attempt), %lld dead-lettered, %lld fenced\n",
-          several ? absl::StrCat(" on queue \"", consumer.queue(), "\"").c_str() : "",
-          static_cast<long long>(s.acked), static_cast<long long>(s.retried - s.throttled),
-          static_cast<long long>(s.throttled), static_cast<long long>(s.dead),
-          static_cast<long long>(s.fenced));
+  LogLine(LogLevel::kInfo,
+          absl::StrFormat("worker stopped%s: %d acked, %d retried, %d throttled (back without "
+                          "using an attempt), %d dead-lettered, %d fenced",
+                          several ? absl::StrCat(" on queue \"", consumer.queue(), "\"") : "",
+                          s.acked, s.retried - s.throttled, s.throttled, s.dead, s.fenced));
 }
 
 // Starts the worker and runs it until a stop signal or the end of a session
@@ -223,9 +222,10 @@ int RunUntilStopped(Worker& worker, const ConsumerOptions& o, bool quiet) {
   if (!quiet) {
     for (const auto& consumer : consumers) {
       const ConsumerOptions& co = consumer->options();
-      fprintf(stderr, "partq: worker session %s joined queue \"%s\" (%d thread%s, batch %d)\n",
-              consumer->session().id().value.c_str(), consumer->queue().c_str(), co.concurrency,
-              co.concurrency == 1 ? "" : "s", co.batch);
+      LogLine(LogLevel::kInfo,
+              absl::StrFormat("worker session %s joined queue \"%s\" (%d thread%s, batch %d)",
+                              consumer->session().id().value, consumer->queue(), co.concurrency,
+                              co.concurrency == 1 ? "" : "s", co.batch));
     }
   }
   std::string deleted;
@@ -234,12 +234,12 @@ int RunUntilStopped(Worker& worker, const ConsumerOptions& o, bool quiet) {
   }
   if (!quiet && deleted.empty()) {
     if (o.instance_id.empty() || o.leave_on_stop) {
-      fprintf(stderr, "partq: draining and leaving...\n");
+      LogLine(LogLevel::kInfo, "draining and leaving...");
     } else {
-      fprintf(stderr,
-              "partq: draining; the parts of instance \"%s\" stay reserved for its restart "
-              "until the session TTL (--leave-on-stop hands them over at once)\n",
-              o.instance_id.c_str());
+      LogLine(LogLevel::kInfo,
+              absl::StrCat("draining; the parts of instance \"", o.instance_id,
+                           "\" stay reserved for its restart until the session TTL "
+                           "(--leave-on-stop hands them over at once)"));
     }
   }
   // Stop waits for the handlers that are running. After the drain timeout

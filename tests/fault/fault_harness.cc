@@ -466,7 +466,10 @@ FaultScenario::LoggedStats FaultScenario::Logged() {
     std::ifstream in(LogPath(static_cast<int>(i)));
     for (std::string line; std::getline(in, line);) {
       long long a, r, t, d, f;
-      if (sscanf(line.c_str(),
+      // After the line's time and level ("12:00:00.000 I ").
+      const size_t at = line.find("partq: worker stopped: ");
+      if (at != std::string::npos &&
+          sscanf(line.c_str() + at,
                  "partq: worker stopped: %lld acked, %lld retried, %lld throttled (back without "
                  "using an attempt), %lld dead-lettered, %lld fenced",
                  &a, &r, &t, &d, &f) == 5) {

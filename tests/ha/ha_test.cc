@@ -401,7 +401,7 @@ class HaRun {
       const bool ok = st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0;
       int64_t done = -1;
       if (ok) {
-        // "enqueued N items in ..."
+        // "partq: enqueued N items in ..."
         const size_t at = out.rfind("enqueued ");
         if (at != std::string::npos) {
           absl::SimpleAtoi(out.substr(at + 9, out.find(' ', at + 9) - at - 9), &done);
