@@ -1,6 +1,7 @@
 # A PostgreSQL 15 of a bench script's own, for the scripts that measure on one when given no
 # --dsn (ceiling.sh, ceiling_log.sh, many_queues.sh; rls_cost.sh always): default settings,
-# fsync on, as `partq bench`'s embedded server. Sourced, not run.
+# fsync on, as `partq bench`'s embedded server; and scripts/test's server for the suite
+# (max_connections=400 fsync=off). Sourced, not run.
 #   throwaway_pg_start DIR [SETTING=VALUE...]  initdb and start a server in DIR/data (as
 #       postgres when run as root) on a random port, listening on 127.0.0.1 and a socket in
 #       DIR, with the settings given; sets `dsn` to it.
@@ -15,8 +16,9 @@ throwaway_pg_start() {
     chown postgres "$dir"
     throwaway_pg_as=(runuser -u postgres --)
   fi
+  # --no-sync: the server's files are thrown away with it (fsync stays as the settings say).
   "${throwaway_pg_as[@]}" "$throwaway_pg_bin/initdb" -D "$dir/data" -U postgres --auth=trust \
-    -E UTF8 --locale=C >"$dir/initdb.log" 2>&1
+    --no-sync -E UTF8 --locale=C >"$dir/initdb.log" 2>&1
   # A random port below the kernel's ephemeral range (32768 and up), where no client connection
   # and no embedded server (which takes a port the kernel picks) can hold it; another server may,
   # so a start that fails tries another port (the ctest suite runs several at once: one try
