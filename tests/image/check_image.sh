@@ -26,7 +26,7 @@ if [[ -n ${PARTQ_IMAGE_BUILD_STATUS:-} ]]; then
   done
   [[ -s $PARTQ_IMAGE_BUILD_STATUS ]] || fail "scripts/image had not finished after 25 minutes"
   [[ $(cat "$PARTQ_IMAGE_BUILD_STATUS") == 0 ]] ||
-    fail "scripts/image failed (exit $(cat "$PARTQ_IMAGE_BUILD_STATUS")); see build/image-build.log"
+    fail "scripts/image failed (exit $(cat "$PARTQ_IMAGE_BUILD_STATUS")); see ${PARTQ_IMAGE_BUILD_STATUS%.status}.log"
 fi
 "${podman[@]}" image exists "$image" || fail "no image $image: run scripts/image"
 
