@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The image (ctest label `image`; issue 29): localhost/partq:<version>, built by scripts/image
-# (./scripts/test builds it beside the suite; this waits for it), run as the Helm chart runs it: uid 10001, a
+# (./scripts/test builds it before ctest), run as the Helm chart runs it: uid 10001, a
 # read-only root filesystem. `partq version` runs; a worker in it drains N items exactly once
 # against the suite's PostgreSQL (host network); /metrics and /readyz answer; SIGTERM stops it
 # within its drain timeout, exit status 0. Fails with the reason when podman cannot run
@@ -18,16 +18,6 @@ image=localhost/partq:$version
 podman=(podman --runtime runc)
 limits=(--ulimit nofile=20000:20000 --ulimit nproc=32768:32768)
 run=("${podman[@]}" run --rm --read-only "${limits[@]}")
-# ./scripts/test builds the image beside the suite and says here when it is done.
-if [[ -n ${PARTQ_IMAGE_BUILD_STATUS:-} ]]; then
-  for ((i = 0; i < 1500; i++)); do
-    [[ -s $PARTQ_IMAGE_BUILD_STATUS ]] && break
-    sleep 1
-  done
-  [[ -s $PARTQ_IMAGE_BUILD_STATUS ]] || fail "scripts/image had not finished after 25 minutes"
-  [[ $(cat "$PARTQ_IMAGE_BUILD_STATUS") == 0 ]] ||
-    fail "scripts/image failed (exit $(cat "$PARTQ_IMAGE_BUILD_STATUS")); see ${PARTQ_IMAGE_BUILD_STATUS%.status}.log"
-fi
 "${podman[@]}" image exists "$image" || fail "no image $image: run scripts/image"
 
 out=$("${run[@]}" --network none --entrypoint id "$image" -u 2>&1) ||
