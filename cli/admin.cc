@@ -370,6 +370,10 @@ int CmdMigrate(const std::vector<std::string>& argv) {
   if (!to.ok()) return Fail(to.status());
   if (absl::Status st = MigratePg(*o, static_cast<int>(*to)); !st.ok()) return Fail(st);
   printf("schema \"%s\" is at version %d\n", o->schema.c_str(), static_cast<int>(*to));
+  // Said, not refused: an upgrade must not stop on it (partq grant refuses).
+  if (auto creators = PgSchemaCreators(*o); creators.ok() && !creators->empty()) {
+    fprintf(stderr, "partq: warning: %s\n", SchemaCreatorsProblem(o->schema, *creators).c_str());
+  }
   return 0;
 }
 

@@ -478,6 +478,11 @@ int CmdWorker(const std::vector<std::string>& argv) {
     metrics.push_back(std::make_unique<ConsumerMetrics>(*registry, q.name));
     served.push_back({q.options, handlers.back().get(), metrics.back().get()});
   }
+  // A role that may create in the schema is not confined by its grants:
+  // said at every start (partq grant refuses such a schema).
+  if (auto creators = PgSchemaCreators(*pg); creators.ok() && !creators->empty()) {
+    LogLine(LogLevel::kWarning, SchemaCreatorsProblem(pg->schema, *creators));
+  }
   Worker worker(PgStoreFactory(*pg), std::move(served));
   InstallStopSignals();  // first: drain and leave; second: exit at once
 

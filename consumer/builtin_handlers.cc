@@ -84,18 +84,25 @@ class Record : public Handler {
   Record(std::string schema, std::string table) : schema_(std::move(schema)), table_(table) {}
 
   absl::Status Setup(Tx& tx) override {
-    // Several workers may start at once; CREATE TABLE IF NOT EXISTS is not
-    // safe against itself, so serialize it.
-    if (auto r =
-            tx.Exec("SELECT pg_advisory_xact_lock(hashtext('partq.record.' || $1))", {Name(tx)});
-        !r.ok()) {
-      return r.status();
+    // A table that is there is used as it is: CREATE TABLE IF NOT EXISTS
+    // needs CREATE on the schema even then, which a worker role must not
+    // hold on partq's (docs/guide/operations-and-roles.md).
+    auto there = tx.Exec("SELECT to_regclass($1) IS NOT NULL", {Name(tx)});
+    if (absl::IsUnimplemented(there.status())) return absl::OkStatus();  // no SQL store
+    if (!there.ok()) return there.status();
+    if ((*there)[0][0] != "t") {
+      // Several workers may start at once; CREATE TABLE IF NOT EXISTS is not
+      // safe against itself, so serialize it.
+      if (auto r =
+              tx.Exec("SELECT pg_advisory_xact_lock(hashtext('partq.record.' || $1))", {Name(tx)});
+          !r.ok()) {
+        return r.status();
+      }
+      auto r = tx.Exec(absl::StrCat("CREATE TABLE IF NOT EXISTS ", Name(tx),
+                                    " (item_id bigint NOT NULL, session_id uuid NOT NULL, "
+                                    "acked_at timestamptz NOT NULL DEFAULT now())"));
+      if (!r.ok()) return r.status();
     }
-    auto r = tx.Exec(absl::StrCat("CREATE TABLE IF NOT EXISTS ", Name(tx),
-                                  " (item_id bigint NOT NULL, session_id uuid NOT NULL, "
-                                  "acked_at timestamptz NOT NULL DEFAULT now())"));
-    if (absl::IsUnimplemented(r.status())) return absl::OkStatus();  // no SQL store
-    if (!r.ok()) return r.status();
     return CheckOwner(tx);
   }
 

@@ -1519,6 +1519,12 @@ absl::StatusOr<std::vector<QueueGrant>> PgListGrants(const PgOptions& options,
   return (*store)->ListGrants(queue);
 }
 
+absl::StatusOr<std::vector<std::string>> PgSchemaCreators(const PgOptions& options) {
+  auto store = ConnectPgStore(options);
+  if (!store.ok()) return store.status();
+  return (*store)->SchemaCreators();
+}
+
 absl::StatusOr<std::unique_ptr<Store>> ConnectPg(const PgOptions& options) {
   auto store = ConnectPgStore(options);
   if (!store.ok()) return store.status();

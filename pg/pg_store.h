@@ -46,7 +46,7 @@ struct PgOptions {
 };
 
 // The schema version this binary writes and understands.
-inline constexpr int kSchemaVersion = 42;
+inline constexpr int kSchemaVersion = 43;
 
 // Connects (and checks the connection). InvalidArgument for a malformed DSN,
 // Unavailable when the server cannot be reached, PermissionDenied/Unauthenticated
@@ -100,6 +100,14 @@ absl::StatusOr<int> PgRevoke(const PgOptions& options, absl::string_view kind,
 // Every grant, or `queue`'s, by queue, role and kind.
 absl::StatusOr<std::vector<QueueGrant>> PgListGrants(const PgOptions& options,
                                                      const std::optional<std::string>& queue);
+// The roles other than the schema's owner (its members and superusers aside)
+// that may create objects in the schema, or just "PUBLIC" when every role
+// may: while there is one, no role is confined to its queues (a function it
+// made in the schema could run in place of partq's own, as the owner).
+// PgGrant refuses then; `partq migrate` and a starting worker warn.
+absl::StatusOr<std::vector<std::string>> PgSchemaCreators(const PgOptions& options);
+// What to say of them: who they are, why it matters, and the REVOKE to run.
+std::string SchemaCreatorsProblem(absl::string_view schema, const std::vector<std::string>& roles);
 // The same for the Kafka bridge's operations (store/bridge_store.h).
 absl::StatusOr<std::unique_ptr<BridgeStore>> ConnectPgBridge(const PgOptions& options);
 BridgeStoreFactory PgBridgeStoreFactory(PgOptions options);

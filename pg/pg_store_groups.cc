@@ -144,7 +144,8 @@ absl::StatusOr<GroupStatus> PgStore::CancelGroup(absl::string_view queue, absl::
                         [&]() -> absl::Status {
                           PgWork<> tx(*conn_, options_.transaction_pooler);
                           pqxx::result r = tx.exec_params(
-                              WithSchema("SELECT unnest({schema}.group_mark_cancelled($1, $2, $3))",
+                              WithSchema("SELECT unnest({schema}.group_mark_cancelled($1::text, "
+                                         "$2::text, $3::boolean))",
                                          options_.schema),
                               std::string(queue), std::string(id), run_end);
                           for (const pqxx::row& row : r) ids.push_back(row[0].as<int64_t>());

@@ -352,6 +352,8 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<int> Revoke(absl::string_view kind, absl::string_view role,
                              const std::vector<std::string>& queues);
   absl::StatusOr<std::vector<QueueGrant>> ListGrants(const std::optional<std::string>& queue);
+  // PgSchemaCreators (pg_store.h; pg_store_roles.cc).
+  absl::StatusOr<std::vector<std::string>> SchemaCreators();
 
   absl::Status CreateQueue(const QueueConfig& config) override;
   absl::StatusOr<QueueConfig> GetQueue(absl::string_view name) override;

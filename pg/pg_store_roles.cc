@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -53,15 +54,16 @@ constexpr char kGrantLockTimeout[] = "SET LOCAL lock_timeout = '5s'";
 // back, but USAGE on the schema, which stays (the SQL API needs it).
 void WorkerPrivileges(pqxx::transaction_base& tx, absl::string_view schema, const std::string& role,
                       bool revoke) {
-  tx.exec_params(WithSchema("SELECT {schema}.worker_privileges($1, $2)", schema), role, revoke);
+  tx.exec_params(WithSchema("SELECT {schema}.worker_privileges($1::name, $2::boolean)", schema),
+                 role, revoke);
 }
 
 // A viewer's column privileges, every column the console reads but payloads
 // (migration 35), granted to `role` or taken back.
 void ViewerPrivileges(pqxx::transaction_base& tx, absl::string_view schema, absl::string_view role,
                       bool revoke) {
-  tx.exec_params(WithSchema("SELECT {schema}.viewer_privileges($1, $2)", schema), std::string(role),
-                 revoke);
+  tx.exec_params(WithSchema("SELECT {schema}.viewer_privileges($1::name, $2::boolean)", schema),
+                 std::string(role), revoke);
 }
 
 // A role's worker and viewer grants may not mix: a worker's table
@@ -86,6 +88,18 @@ absl::Status RefuseMixedGrant(pqxx::transaction_base& tx, absl::string_view sche
 
 }  // namespace
 
+absl::StatusOr<std::vector<std::string>> PgStore::SchemaCreators() {
+  return Run("read who may create in the schema",
+             [&]() -> absl::StatusOr<std::vector<std::string>> {
+               pqxx::read_transaction tx(*conn_);
+               std::vector<std::string> roles;
+               for (const auto& row : Exec(tx, "schema_creators", options_.schema)) {
+                 roles.push_back(row[0].c_str());
+               }
+               return roles;
+             });
+}
+
 bool MayRead(pqxx::transaction_base& tx, absl::string_view schema, absl::string_view table,
              absl::string_view column) {
   return tx
@@ -105,6 +119,14 @@ absl::Status PgStore::Grant(absl::string_view kind, absl::string_view role,
       return absl::NotFoundError(absl::StrCat("role ", Quoted(role),
                                               " does not exist (CREATE ROLE makes it, with "
                                               "LOGIN for a role that connects)"));
+    }
+    std::vector<std::string> creators;
+    for (const auto& row : Exec(tx, "schema_creators", options_.schema)) {
+      creators.push_back(row[0].c_str());
+    }
+    if (!creators.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          SchemaCreatorsProblem(options_.schema, creators), "; partq grant refuses until then"));
     }
     Exec(tx, "forget_earlier_role", std::string(role));
     for (const std::string& q : queues) {
@@ -204,4 +226,29 @@ absl::StatusOr<std::vector<QueueGrant>> PgStore::ListGrants(
 }
 
 }  // namespace pg_internal
+
+std::string SchemaCreatorsProblem(absl::string_view schema, const std::vector<std::string>& roles) {
+  // As identifiers, for the REVOKE to paste.
+  auto ident = [](absl::string_view name) {
+    return absl::StrCat("\"", absl::StrReplaceAll(name, {{"\"", "\"\""}}), "\"");
+  };
+  const std::string revoke = absl::StrCat("REVOKE CREATE ON SCHEMA ", ident(schema), " FROM ");
+  const char* why =
+      ": a function made there could run in place of partq's own, as the schema's owner, so no "
+      "role is confined to its queues while ";
+  if (roles.size() == 1 && roles[0] == "PUBLIC") {
+    return absl::StrCat("every role may create objects in schema ", ident(schema),
+                        " (CREATE granted to PUBLIC)", why, "it may; ", revoke, "PUBLIC");
+  }
+  std::vector<std::string> names;
+  for (const std::string& r : roles) names.push_back(ident(r));
+  const std::string list = absl::StrJoin(names, ", ");
+  return absl::StrCat(roles.size() == 1 ? "role " : "roles ", list,
+                      " may create objects in schema ", ident(schema),
+                      " (CREATE on it) without owning it", why,
+                      roles.size() == 1 ? "it may" : "they may", "; ", revoke, list,
+                      " (the owner makes a record:TABLE handler's table: "
+                      "docs/guide/operations-and-roles.md, \"Worker roles\")");
+}
+
 }  // namespace partq

@@ -102,12 +102,13 @@ absl::Status PgStore::AddSchedule(const ScheduleSpec& spec) {
       const std::optional<int64_t> catch_up =
           spec.catch_up ? std::optional<int64_t>(absl::ToInt64Microseconds(*spec.catch_up))
                         : std::nullopt;
-      tx.exec_params(WithSchema("SELECT {schema}.add_schedule($1, $2, $3, $4::interval, $5, $6, "
-                                "$7, $8, to_timestamp($9::bigint), "
-                                "$10::bigint * interval '1 microsecond')",
-                                options_.schema),
-                     spec.name, spec.queue, payload, every, cron, tz, spec.key, spec.priority,
-                     absl::ToUnixSeconds(first), catch_up);
+      tx.exec_params(
+          WithSchema("SELECT {schema}.add_schedule($1::text, $2::text, $3::bytea, $4::interval, "
+                     "$5::text, $6::text, $7::text, $8::int, to_timestamp($9::bigint), "
+                     "$10::bigint * interval '1 microsecond')",
+                     options_.schema),
+          spec.name, spec.queue, payload, every, cron, tz, spec.key, spec.priority,
+          absl::ToUnixSeconds(first), catch_up);
     } catch (const pqxx::sql_error& e) {
       // unknown_queue()'s SQLSTATE, which the store's mapping leaves alone
       // (it means other things elsewhere).

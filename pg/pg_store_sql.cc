@@ -611,7 +611,7 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
         "prune", "cancel_by_dedup_key", "item_state_dedup", "current_snapshot",
         // roles per queue (migration 29)
         "grant_queue_right", "revoke_queue_right", "list_grants", "grant_topic", "revoke_topic",
-        "forget_earlier_role",
+        "forget_earlier_role", "schema_creators",
         // status
         "status_sessions", "status_session_throughput", "next_due", "queues_with_work", "owners",
         "status_horizon", "status_throughput", "status_groups", "status_parts"}) {

@@ -4,4 +4,5 @@
 -- on $1. A schedule's firing runs it before it locks its schedule row, so
 -- a queue's delete (items' SHARE lock, then the cascade to that row)
 -- never meets the two in the other order.
-SELECT count(*) FROM {schema}.put_items($1, '{}', '{}', '{}', '{}', '{}', '{}')
+SELECT count(*) FROM {schema}.put_items($1::text, '{}'::text[], '{}'::text[], '{}'::smallint[],
+                                       '{}'::bigint[], '{}'::bytea[], '{}'::text[])

@@ -90,6 +90,28 @@ class SchedulePgTest : public ::testing::Test {
   std::unique_ptr<Store> store_ = schema_.NewStore();
 };
 
+// A schedule's payload is bytes, as an item's is: add_schedule() takes the
+// bytea form (its text form read them as UTF-8 text, and refused these).
+TEST_F(SchedulePgTest, APayloadThatIsNotUtf8IsKeptByteForByte) {
+  const std::string bytes("\xff\x00\x80tick", 7);
+  ScheduleSpec s;
+  s.name = "bytes";
+  s.queue = "q";
+  s.every = absl::Seconds(1);
+  s.payload = bytes;
+  absl::Status st = store_->AddSchedule(s);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(Row("bytes").spec.payload, bytes);
+  schema_.Q("UPDATE {schema}.schedules SET next_tick = now() - interval '1 second'");
+  auto fired = store_->FireSchedules("q");
+  ASSERT_TRUE(fired.ok()) << fired.status();
+  // The tick due and the one before it (a second back), each an item.
+  EXPECT_GE(schema_.QInt("SELECT count(*) FROM {schema}.items"), 1);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE payload <> "
+                         "'\\xff0080'::bytea || convert_to('tick', 'UTF8')"),
+            0);
+}
+
 // The firing transaction's guards, without a coordinator: eight
 // connections call FireSchedules for the same due tick at once, round after
 // round. Each round a different tick is due (a daily schedule whose next

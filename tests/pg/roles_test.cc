@@ -1538,5 +1538,96 @@ TEST_F(RolesTest, ARecordTableAnotherRoleMadeIsNotWrittenIntoByThisOne) {
   EXPECT_EQ(Count("items"), 1);
 }
 
+// The review of 2026-12-06: put_items(), which runs as the owner, called
+// check_put_items(bigint, ...) with an int, so a worker that may create in
+// the schema made check_put_items(int, ...), the better match, and ran as
+// the owner. That form is now the schema's own (migration 43), and partq
+// grant refuses, partq migrate and a worker warn, while a role other than
+// the owner may create in the schema (no role is confined while one may).
+TEST_F(RolesTest, ARoleThatMayCreateInTheSchemaIsRefusedAndCannotPlantAFunction) {
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  schema_.Q(absl::StrCat("GRANT CREATE ON SCHEMA {schema} TO ", w));
+  // The overload put_items() would have picked: it exists already.
+  auto cw = As(w);
+  EXPECT_EQ(Try(*cw,
+                "CREATE FUNCTION {schema}.check_put_items(lim int, keys text[], dedups text[], "
+                "prios smallint[], delays bigint[], payloads bytea[], grps text[]) RETURNS void "
+                "LANGUAGE sql AS 'SELECT'"),
+            "42723")  // duplicate_function
+      << "a role that may create in the schema planted the overload put_items() calls";
+  EXPECT_EQ(Try(*cw,
+                "SELECT * FROM {schema}.put_items('a', ARRAY[NULL]::text[], ARRAY[NULL]::text[], "
+                "ARRAY[0]::smallint[], ARRAY[0]::bigint[], ARRAY['x'::bytea], "
+                "ARRAY[NULL]::text[])"),
+            "");
+  EXPECT_EQ(Count("items WHERE queue = 'a'"), 1);
+
+  // partq grant refuses, naming the role and the REVOKE; migrate and a
+  // worker say so.
+  const std::string p = NewRole("producer");
+  std::vector<std::string> grant = {"grant", "producer",    p,          "--queue",     "b",
+                                    "--dsn", schema_.dsn(), "--schema", schema_.name()};
+  PartqResult refused = Partq(grant);
+  EXPECT_NE(refused.code, 0);
+  const std::string revoke =
+      absl::StrCat("REVOKE CREATE ON SCHEMA \"", schema_.name(), "\" FROM \"", w, "\"");
+  EXPECT_TRUE(absl::StrContains(refused.err, absl::StrCat("role \"", w, "\" may create objects")))
+      << refused.err;
+  EXPECT_TRUE(absl::StrContains(refused.err, revoke)) << refused.err;
+  EXPECT_EQ(Count(absl::StrCat("grants WHERE role = '", p, "'")), 0);
+  PartqResult migrated = Partq({"migrate", "--dsn", schema_.dsn(), "--schema", schema_.name()});
+  EXPECT_EQ(migrated.code, 0) << migrated.err;
+  EXPECT_TRUE(absl::StrContains(migrated.err, revoke)) << migrated.err;
+  const std::string log = absl::StrCat(::testing::TempDir(), "/creators_worker_", getpid(), ".log");
+  std::remove(log.c_str());
+  testing::ChildProcess worker(
+      {testing::PartqBinary(), "worker", "a", "--dsn", absl::StrCat(schema_.dsn(), " user=", w),
+       "--schema", schema_.name(), "--handler", "noop"},
+      {}, log);
+  EXPECT_TRUE(testing::WaitUntil([&] { return Count("items WHERE queue = 'a'") == 0; }));
+  worker.Signal(SIGTERM);
+  ASSERT_TRUE(worker.Wait(absl::Seconds(30)).has_value());
+  std::ifstream in(log);
+  const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(absl::StrContains(said, revoke)) << said;
+  std::remove(log.c_str());
+
+  // Every role, through PUBLIC: said as such.
+  schema_.Q(absl::StrCat("REVOKE CREATE ON SCHEMA {schema} FROM ", w));
+  schema_.Q("GRANT CREATE ON SCHEMA {schema} TO PUBLIC");
+  refused = Partq(grant);
+  EXPECT_NE(refused.code, 0);
+  EXPECT_TRUE(absl::StrContains(
+      refused.err, absl::StrCat("REVOKE CREATE ON SCHEMA \"", schema_.name(), "\" FROM PUBLIC")))
+      << refused.err;
+  schema_.Q("REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC");
+  PartqOk(grant);
+  EXPECT_EQ(Count(absl::StrCat("grants WHERE role = '", p, "'")), 1);
+}
+
+// What the guide says to do instead of CREATE on the schema: the owner
+// makes the record table and grants INSERT on it. The handler's set-up used
+// to run CREATE TABLE IF NOT EXISTS anyway, which needs CREATE on the
+// schema even for a table that is there.
+TEST_F(RolesTest, AWorkerRoleRecordsIntoATableTheOwnerMadeWithoutCreateOnTheSchema) {
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  schema_.Q(
+      "CREATE TABLE {schema}.effects (item_id bigint NOT NULL, session_id uuid NOT NULL, "
+      "acked_at timestamptz NOT NULL DEFAULT now())");
+  schema_.Q(absl::StrCat("GRANT INSERT ON {schema}.effects TO ", w));
+  PartqOk({"enqueue", "a", "one"});
+  PartqOk({"enqueue", "a", "two"});
+  testing::ChildProcess worker({testing::PartqBinary(), "worker", "a", "--dsn",
+                                absl::StrCat(schema_.dsn(), " user=", w), "--schema",
+                                schema_.name(), "--handler", "record:effects", "--quiet"});
+  EXPECT_TRUE(testing::WaitUntil([&] { return Count("effects") == 2; }))
+      << "the worker role recorded " << Count("effects") << " of 2";
+  worker.Signal(SIGTERM);
+  EXPECT_TRUE(worker.Wait(absl::Seconds(30)).has_value());
+  EXPECT_EQ(Count("items"), 0);
+}
+
 }  // namespace
 }  // namespace partq

@@ -6,7 +6,7 @@ dead AS (
          i.attempts + (NOT o.refund)::int AS attempts,
          i.enqueued_at, i.payload, coalesce(o.error, '') AS error,
          i.origin_topic, i.origin_partition, i.origin_offset, i.headers, i.group_id
-  FROM {schema}.delete_items(NULL, ARRAY(
+  FROM {schema}.delete_items(NULL::tid[], ARRAY(
          SELECT x.id FROM {schema}.items x JOIN o ON x.id = o.id
          WHERE o.dead OR (NOT o.refund AND x.attempts + 1 >= $15::int))) i
   JOIN o ON o.id = i.id)
