@@ -319,8 +319,10 @@ int PrintMigrations(const Args& args) {
   if (!from.ok()) return Fail(from.status());
   auto to = args.Int("to", kSchemaVersion, 1, kSchemaVersion);
   if (!to.ok()) return Fail(to.status());
-  auto script = MigrationScript(args.GetOr("schema", "partq"), static_cast<int>(*from),
-                                static_cast<int>(*to));
+  // The schema as every command finds it: --schema, else $PARTQ_SCHEMA.
+  auto o = ConnectionOptions(args);
+  if (!o.ok()) return Fail(o.status());
+  auto script = MigrationScript(o->schema, static_cast<int>(*from), static_cast<int>(*to));
   if (!script.ok()) return Fail(script.status());
   fputs(script->c_str(), stdout);
   return 0;
@@ -369,7 +371,15 @@ int CmdMigrate(const std::vector<std::string>& argv) {
   auto to = args->Int("to", kSchemaVersion, 1, kSchemaVersion);
   if (!to.ok()) return Fail(to.status());
   if (absl::Status st = MigratePg(*o, static_cast<int>(*to)); !st.ok()) return Fail(st);
-  printf("schema \"%s\" is at version %d\n", o->schema.c_str(), static_cast<int>(*to));
+  // What it is at, which --to does not lower: migrations only go up.
+  int at = static_cast<int>(*to);
+  if (auto all = PgMigrationStatus(*o); all.ok()) {
+    for (const AppliedMigration& m : *all) {
+      if (m.applied_at) at = std::max(at, m.version);
+    }
+  }
+  printf("schema \"%s\" is at version %d%s\n", o->schema.c_str(), at,
+         at > *to ? absl::StrCat(" (--to ", *to, ": migrations only go up)").c_str() : "");
   // Said, not refused: an upgrade must not stop on it (partq grant refuses).
   if (auto creators = PgSchemaCreators(*o); creators.ok() && !creators->empty()) {
     fprintf(stderr, "partq: warning: %s\n", SchemaCreatorsProblem(o->schema, *creators).c_str());

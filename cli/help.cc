@@ -101,6 +101,8 @@ constexpr CommandUsage kCommands[] = {
      "      --queue NAME:KEY=VALUE,... (repeatable): that queue's own concurrency=N,\n"
      "      batch=N, handler-timeout=DURATION and handler=SPEC (last: it takes the rest);\n"
      "      a queue named only there is served too\n"
+     "      --handler: without one a worker acknowledges items without running anything\n"
+     "      (noop), and says so when it starts\n"
      "      --queues-file FILE: the same entries, one a line (NAME or NAME:SETTINGS; blank\n"
      "      lines and lines starting with # skipped), for a worker of many queues\n"
      "      --console-listen serves the web console (as `partq console`) from this process\n"
@@ -130,7 +132,7 @@ constexpr CommandUsage kCommands[] = {
      "      --allowed-host adds names): a page of another site cannot rebind to it.\n"},
     {"dead",
      "  dead list QUEUE [--limit 20] [--json]    dead-lettered items, newest first, with errors\n"
-     "  dead requeue QUEUE ID...|--all           back to ready as new items (attempts 0)\n"
+     "  dead requeue QUEUE ID...|--all           back to ready, same ids, attempts 0\n"
      "  dead delete QUEUE ID...|--all            delete them for good\n"},
     {"prune",
      "  prune QUEUE --older-than AGE [--dead] [--json]\n"

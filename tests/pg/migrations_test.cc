@@ -152,6 +152,20 @@ TEST(MigrationsTest, StatusListsAppliedAndPendingAndToStopsThere) {
   PartqResult r = Partq({"migrate", "--dsn", TestDsn(), "--schema", s, "--to", "12"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, absl::StrCat("schema \"", s, "\" is at version 12\n"));
+  // A lower --to changes nothing, and says where the schema is.
+  r = Partq({"migrate", "--dsn", TestDsn(), "--schema", s, "--to", "3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            absl::StrCat("schema \"", s, "\" is at version 12 (--to 3: migrations only go up)\n"));
+  // --print takes the schema from PARTQ_SCHEMA, as every command does.
+  std::string script;
+  ASSERT_EQ(testing::RunCommand(
+                {testing::PartqBinary(), "migrate", "--print", "--from", "12", "--to", "13"},
+                &script, {{"PARTQ_SCHEMA", s}}),
+            0)
+      << script;
+  EXPECT_TRUE(absl::StartsWith(script, absl::StrCat("-- partq schema \"", s, "\"")))
+      << script.substr(0, 200);
   r = Partq({"migrate", "--status", "--dsn", TestDsn(), "--schema", s});
   ASSERT_EQ(r.code, 0) << r.err;
   size_t applied = 0, pending = 0;
