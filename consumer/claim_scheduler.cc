@@ -123,9 +123,9 @@ void ClaimScheduler::NoteSnapshot(const absl::StatusOr<SnapshotBounds>& snapshot
   }
   // Every id up to the highest claimed when the last snapshot was asked for
   // was taken before then, at least SnapshotSpacing before this snapshot:
-  // by transactions whose xids are below this one's xmax.
+  // by transactions whose xids are below this one's next_xid.
   if (pending_snapshots_.size() < kMaxPendingSnapshots) {
-    pending_snapshots_.emplace_back(snapshot->xmax, claimed_max_at_snapshot_);
+    pending_snapshots_.emplace_back(snapshot->next_xid, claimed_max_at_snapshot_);
   }
   claimed_max_at_snapshot_ = asked_claimed_max_;
   while (!pending_snapshots_.empty() && pending_snapshots_.front().first <= snapshot->xmin) {

@@ -143,11 +143,11 @@ class ClaimScheduler {
   // before then, by a transaction that
   // took its xid within SnapshotSpacing (an enqueue takes both in a
   // statement or two; reserve_ids.sql and enqueue.sql take the xid first),
-  // so below the next snapshot's xmax; once a snapshot's xmin passes that
-  // xmax, all of them have ended. A read from the floor also reads the part's items of a
-  // priority below 0 (which run first) from the head (ClaimPart::above). An item whose
-  // transaction took its id and then waited longer than that for its xid
-  // is found by the next read from the head.
+  // so below the xid the next snapshot's statement takes (next_xid); once a
+  // snapshot's xmin passes that, all of them have ended. A read from the floor also reads the
+  // part's items of a priority below 0 (which run first) from the head (ClaimPart::above). An item
+  // whose transaction took its id and then waited longer than that for its xid is found by the next
+  // read from the head.
   //
   // Whether the consumer should ask the store for a snapshot now: once per
   // rescan_interval (at least a second apart) while an id it claimed is not
@@ -320,8 +320,8 @@ class ClaimScheduler {
   absl::Duration SnapshotSpacing() const {
     return std::max(options_.rescan_interval, kMinSnapshotSpacing);
   }
-  // The snapshots' (xmax, highest id claimed before the one before) whose
-  // xmax no snapshot's xmin has passed yet; at most kMaxPendingSnapshots
+  // The snapshots' (next_xid, highest id claimed before the one before) whose
+  // next_xid no snapshot's xmin has passed yet; at most kMaxPendingSnapshots
   // (past that, newer ones are not kept: the floors move on later).
   static constexpr size_t kMaxPendingSnapshots = 120;
   // After a read from the head or the floor of `st`'s part that took `n`

@@ -164,12 +164,14 @@ struct Outcome {
 // kills every worker that takes it is dead-lettered after max_attempts
 // ("crash loop").
 
-// Store::CurrentSnapshot: PostgreSQL's pg_snapshot_xmin and pg_snapshot_xmax of a snapshot,
-// and the CACHE of the items' id sequence: above 1, each connection takes a run of ids ahead
+// Store::CurrentSnapshot: PostgreSQL's pg_snapshot_xmin of a snapshot, an xid above every xid
+// handed out before the call (not the snapshot's xmax, which is only the last xid to end plus
+// one: a transaction that took its xid earlier and is still open may be at or above it), and
+// the CACHE of the items' id sequence: above 1, each connection takes a run of ids ahead
 // and spends it later, so ids are not handed out in time order and poll floors are off.
 struct SnapshotBounds {
   int64_t xmin = 0;
-  int64_t xmax = 0;
+  int64_t next_xid = 0;
   int64_t id_cache = 1;
 };
 
@@ -842,8 +844,8 @@ class Store {
     return absl::UnimplementedError("NextDue");
   }
   // The transactions a snapshot taken now sees as running: every one with an id below `xmin`
-  // has ended, and every one that took its id (PostgreSQL's xid) after this call has one of at
-  // least `xmax`. A poll-only consumer learns from two of them when no item at or below an id
+  // has ended, and every one that took its id (PostgreSQL's xid) before this call has one below
+  // `next_xid`. A poll-only consumer learns from two of them when no item at or below an id
   // can still commit, and then reads its parts from there instead of from their heads
   // (ClaimScheduler::NoteSnapshot). Unimplemented, or an `id_cache` above 1: it reads from the
   // heads.
