@@ -62,6 +62,14 @@ class RolesTest : public ::testing::Test {
     roles_.push_back(role);
     return role;
   }
+  // A role granted worker on queue a that may also create in the schema,
+  // which no role but the owner should (partq grant refuses afterwards).
+  std::string WorkerThatMayCreate() {
+    const std::string w = NewRole("worker");
+    PartqOk({"grant", "worker", w, "--queue", "a"});
+    schema_.Q(absl::StrCat("GRANT CREATE ON SCHEMA {schema} TO ", w));
+    return w;
+  }
   // `partq ARGS` with this test's connection; expects exit 0.
   std::string PartqOk(std::vector<std::string> args) {
     args.insert(args.end(), {"--dsn", schema_.dsn(), "--schema", schema_.name()});
@@ -1511,9 +1519,7 @@ TEST_F(RolesTest, AConfinedRoleStaysConfinedWhenItsQueueGoesItsNameChangesOrItsG
 // ran as that worker's role (the schema's owner's, in the review). Such a
 // table is refused; the role's own worker writes into its own.
 TEST_F(RolesTest, ARecordTableAnotherRoleMadeIsNotWrittenIntoByThisOne) {
-  const std::string w = NewRole("worker");
-  PartqOk({"grant", "worker", w, "--queue", "a"});
-  schema_.Q(absl::StrCat("GRANT CREATE ON SCHEMA {schema} TO ", w));
+  const std::string w = WorkerThatMayCreate();
   auto cw = As(w);
   ASSERT_EQ(Try(*cw,
                 "CREATE TABLE {schema}.effects (item_id bigint NOT NULL, session_id uuid "
@@ -1545,9 +1551,7 @@ TEST_F(RolesTest, ARecordTableAnotherRoleMadeIsNotWrittenIntoByThisOne) {
 // grant refuses, partq migrate and a worker warn, while a role other than
 // the owner may create in the schema (no role is confined while one may).
 TEST_F(RolesTest, ARoleThatMayCreateInTheSchemaIsRefusedAndCannotPlantAFunction) {
-  const std::string w = NewRole("worker");
-  PartqOk({"grant", "worker", w, "--queue", "a"});
-  schema_.Q(absl::StrCat("GRANT CREATE ON SCHEMA {schema} TO ", w));
+  const std::string w = WorkerThatMayCreate();
   // The overload put_items() would have picked: it exists already.
   auto cw = As(w);
   EXPECT_EQ(Try(*cw,
