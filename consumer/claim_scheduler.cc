@@ -751,6 +751,17 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
     if (--busy_parts_[i.part] == 0) busy_parts_.erase(i.part);
     if (i.id == suspect_id_) suspect_id_ = 0;
     in_flight_.erase(i.id);
+    // Claimed in an earlier tenure of a part held again now (a lapse, a
+    // re-join of this same consumer): its Finish was fenced or given up, and
+    // the reads and the suspect probe of the new tenure passed over it while
+    // it was in flight. The takeover marked it abandoned (or, had its claim
+    // record committed after the takeover read the records, it is ready
+    // behind the cursor): look for it again, from the head and by the probe.
+    if (auto it = parts_.find(i.part); it != parts_.end() && it->second.epoch != i.claim_epoch) {
+      ++notice_gen_;
+      Mark(it->second);
+      suspects_pending_ = true;
+    }
     // Ordered: the key's next item may be claimed now, and it may sort
     // before the cursor. No notice says so; the next claim reads it
     // (ClaimSchedulerOptions::ordered).

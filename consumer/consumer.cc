@@ -282,7 +282,6 @@ void Consumer::ClaimLoop() {
   bool parked = false;  // `store` is a worker's (ClaimStore)
   absl::Time next_poll = clock_->Now() + options_.poll_interval;
   for (;;) {
-    const SessionId session = session_->id();
     std::optional<ClaimRequest> req;
     absl::Time started;
     bool after_poll = false;  // this claim follows a poll
@@ -321,8 +320,14 @@ void Consumer::ClaimLoop() {
       probe = scheduler_.WantsSnapshot(now);  // poll-only: claim or not, once a rescan_interval
       if (probe) scheduler_.SnapshotAsked(now);
       if (room()) {
-        req = scheduler_.BeginClaim(session, idle_workers_ - static_cast<int>(scheduler_.queued()),
-                                    {}, now);
+        // The session as of now, not of before the wait: a re-join meanwhile
+        // (a lapse under load) gave it a new id, and a claim under the old
+        // one probes for no suspects (they are found by the session's parts)
+        // though Assign asked for that probe, which then no claim repeats
+        // (ConsumerTest.ABatchFencedAfterItsPartCameBackToTheSameConsumer...).
+        // (Session's lock is taken under ours: it never calls out holding it.)
+        req = scheduler_.BeginClaim(session_->id(),
+                                    idle_workers_ - static_cast<int>(scheduler_.queued()), {}, now);
       }
       if (!req && !probe) continue;
       if (req) {

@@ -883,6 +883,36 @@ TEST_F(ClaimSchedulerTest, SuspectsRunAloneOneAtATime) {
   EXPECT_FALSE(req->include_suspect);
 }
 
+// A batch in flight when its part was lost and taken back at a new epoch (a
+// lapse, a re-join of the same consumer): the new tenure's read from the
+// head and its suspect probe skip the batch's items, which are in flight;
+// the batch's Finish is then fenced, and the takeover had marked them
+// abandoned. Their release must bring a read from the head and a probe, or
+// they wait for good while the part has a live owner
+// (HandlerFault.ExecWorkersAndTheirChildrenSigkilledMidBatch once left 10
+// of 3,000 so for 3 minutes).
+TEST_F(ClaimSchedulerTest, AnEarlierTenuresBatchReleasedBringsAReadFromTheHeadAndAProbe) {
+  ClaimAndAccept(kT0, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});
+  Batch old;
+  ASSERT_TRUE(s_.TakeQueued(&old));
+  s_.Remove({0});
+  s_.Assign({{0, Epoch{2}}});
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_TRUE(req->include_suspect);
+  EXPECT_EQ(req->in_flight.size(), 2u) << "the old batch is still being processed";
+  s_.AcceptClaim(*req, {}, kT0);  // nothing found: both skipped
+  EXPECT_FALSE(s_.WantClaim(kT0)) << "read to its end, no suspect found";
+  s_.Release(old.items);  // its Finish was fenced
+  EXPECT_TRUE(s_.WantClaim(kT0));
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_EQ(PartsOf(*req), std::vector<int>{0});
+  EXPECT_FALSE(req->parts[0].after.has_value()) << "from the head";
+  EXPECT_TRUE(req->include_suspect);
+  EXPECT_TRUE(req->in_flight.empty());
+}
+
 // The claimer's claim began while a suspect was in flight, so it could not
 // probe; the suspect finished during it, so its ack could not claim ahead.
 // The next probe must still come: from WantClaim, not from a notice or a poll

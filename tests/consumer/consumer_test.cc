@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -869,6 +870,57 @@ TEST_F(ConsumerTest, SessionThatLostItsPartCannotAckAndNewOwnerProcessesOnce) {
   ASSERT_TRUE(WaitUntil([&] { return Left("q") == 0; }));
   consumer.Stop();
   ExpectExactlyOnce("effects", 20);
+}
+
+// The same consumer loses its part mid-batch and takes it back at a new
+// epoch (its session expired under load and it joined again): the new
+// tenure's first read and suspect probe pass over the batch's items, which
+// are still in flight; the batch's Finish is then fenced. Those items (marked
+// abandoned by the takeover) must still run, at once: a consumer that listens
+// reads its parts from their heads only when told, and once left them
+// unclaimed for good (HandlerFault.ExecWorkersAndTheirChildrenSigkilledMidBatch,
+// 10 of 3,000 for 3 minutes; ClaimScheduler::Release).
+TEST_F(ConsumerTest, ABatchFencedAfterItsPartCameBackToTheSameConsumerRunsAgainAtOnce) {
+  CreateQueue("q", 1, absl::Seconds(2));
+  EnqueueN("q", 10);
+  schema_.Q("CREATE TABLE {schema}.writes (item_id bigint)");
+  absl::Notification entered, go_on;
+  std::atomic<int> calls{0};
+  std::unique_ptr<Handler> handler = MakeHandler([&](HandlerCall& call) -> absl::Status {
+    if (calls.fetch_add(1) == 0) {  // the first batch's first item waits
+      entered.Notify();
+      go_on.WaitForNotification();
+    }
+    auto r = call.tx->Exec("INSERT INTO \"" + call.tx->schema() + "\".writes VALUES ($1)",
+                           {std::to_string(call.item->id)});
+    return r.status();
+  });
+  ConsumerOptions o = Options("q");
+  o.concurrency = 1;
+  o.batch = 10;
+  o.poll_interval = absl::Seconds(30);  // only notices and its own bookkeeping wake it
+  Consumer c(schema_.Factory(), o, handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  const int64_t epoch = schema_.QInt("SELECT epoch FROM {schema}.session_parts WHERE part = 0");
+  // Expired, as another member's heartbeat would delete it: the consumer
+  // joins again and takes part 0 back at a new epoch.
+  schema_.Q("DELETE FROM {schema}.sessions");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return schema_.QInt(
+                   "SELECT coalesce(max(epoch), 0) FROM {schema}.session_parts "
+                   "WHERE part = 0") > epoch;
+      },
+      absl::Seconds(15)))
+      << "the consumer did not take its part back";
+  absl::SleepFor(absl::Milliseconds(500));  // its first read of the new tenure
+  go_on.Notify();
+  EXPECT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Seconds(10)))
+      << Left("q") << " items left unclaimed";
+  c.Stop();
+  EXPECT_EQ(c.stats().fenced, 10);
+  ExpectExactlyOnce("writes", 10);
 }
 
 // A drain goes on from each part's cursor: the part's head (where the items
