@@ -12,7 +12,16 @@ void ClaimScheduler::Assign(const std::vector<OwnedPart>& parts) {
   for (const auto& p : parts) {
     PartState st;
     st.epoch = p.epoch;
-    parts_[p.part] = st;
+    parts_[p.part] = std::move(st);
+  }
+  // An earlier tenure's items still in flight there (a part came back to
+  // this consumer after a lapse or a re-join, with a batch still running).
+  if (!in_flight_.empty()) {
+    absl::flat_hash_set<int> assigned;
+    for (const auto& p : parts) assigned.insert(p.part);
+    for (const auto& [id, part] : in_flight_) {
+      if (assigned.count(part)) parts_[part].earlier.insert(id);
+    }
   }
   suspects_pending_ = true;  // a dead owner's items were marked when we took them
 }
@@ -266,7 +275,11 @@ std::optional<ClaimRequest> ClaimScheduler::BeginClaim(const SessionId& session,
       cp.after = std::min(*cp.after, ItemKey{0, *st.poll_floor});
       cp.above = cp.after->priority >= 0;
     }
-    cp.cursor = st.cursor;
+    // Past the cursor nothing of this tenure is in flight, but an earlier
+    // tenure's items may be (a re-adoption at the same epoch leaves them
+    // ready, not abandoned): until they are released, every item read is
+    // checked against what is in flight, or one could run twice at once.
+    cp.cursor = st.earlier.empty() ? st.cursor : std::nullopt;
     cp.record = st.record;
     cp.key_after = st.key_after;
     if (cp.after) cp.key_cursors.assign(st.key_cursors.begin(), st.key_cursors.end());
@@ -752,12 +765,13 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
     if (i.id == suspect_id_) suspect_id_ = 0;
     in_flight_.erase(i.id);
     // Claimed in an earlier tenure of a part held again now (a lapse, a
-    // re-join of this same consumer): its Finish was fenced or given up, and
-    // the reads and the suspect probe of the new tenure passed over it while
-    // it was in flight. The takeover marked it abandoned (or, had its claim
-    // record committed after the takeover read the records, it is ready
-    // behind the cursor): look for it again, from the head and by the probe.
-    if (auto it = parts_.find(i.part); it != parts_.end() && it->second.epoch != i.claim_epoch) {
+    // re-join of this same consumer): the reads and the suspect probe of the
+    // new tenure passed over it while it was in flight, and its Finish may
+    // have been fenced (a new epoch: the takeover marked it abandoned, or,
+    // had its claim record committed after the takeover read the records,
+    // it is ready behind the cursor) or given up. Look for it again, from the
+    // head and by the probe (one read for nothing if it was acked).
+    if (auto it = parts_.find(i.part); it != parts_.end() && it->second.earlier.erase(i.id) > 0) {
       ++notice_gen_;
       Mark(it->second);
       suspects_pending_ = true;

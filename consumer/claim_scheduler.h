@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "consumer/batch.h"
@@ -252,6 +253,11 @@ class ClaimScheduler {
   struct PartState {
     Epoch epoch;
     std::optional<ItemKey> cursor;  // the last key claimed in this tenure
+    // Ids an earlier tenure of the part claimed that are still in flight
+    // (Assign): while any is, claims check every item read against the
+    // in-flight list (ClaimPart::cursor unset), and its release reads the
+    // part from its head again.
+    absl::flat_hash_set<int64_t> earlier;
     bool rescan = true;             // the next claim reads from the head
     // The next claim reads from after this key, behind the cursor.
     std::optional<ItemKey> floor;

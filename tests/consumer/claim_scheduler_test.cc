@@ -913,6 +913,41 @@ TEST_F(ClaimSchedulerTest, AnEarlierTenuresBatchReleasedBringsAReadFromTheHeadAn
   EXPECT_TRUE(req->in_flight.empty());
 }
 
+// A part re-adopted at the same epoch after a lapse, with a batch of the
+// earlier tenure still running: its items are not abandoned, so a read finds
+// them ready. The new tenure's cursor says nothing of them: until they are
+// released every item read is checked against what is in flight, or one
+// could run twice at once.
+TEST_F(ClaimSchedulerTest, AnEarlierTenuresItemsInFlightAreSkippedPastTheNewCursorToo) {
+  ClaimAndAccept(kT0, {MakeItem(5, 0, 1), MakeItem(9, 0, 1)});
+  Batch old;
+  ASSERT_TRUE(s_.TakeQueued(&old));
+  s_.Remove({0});
+  s_.Assign({{0, Epoch{1}}});
+  // The head read takes items behind the running ones (retries come due).
+  ClaimRequest first = ClaimAndAccept(kT0, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});
+  EXPECT_FALSE(first.parts[0].cursor.has_value());
+  std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_TRUE(req->parts[0].after.has_value());
+  EXPECT_EQ(*req->parts[0].after, (ItemKey{0, 2})) << "on from the new cursor";
+  EXPECT_FALSE(req->parts[0].cursor.has_value()) << "5 and 9 are past it and in flight";
+  EXPECT_EQ(req->in_flight.size(), 4u);
+  s_.AcceptClaim(*req, {}, kT0);
+  s_.Release(old.items);
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  EXPECT_FALSE(req->parts[0].after.has_value()) << "released: the part is read from its head";
+  s_.AcceptClaim(*req, {MakeItem(12, 0, 1)}, kT0);
+  Batch b;
+  while (s_.TakeQueued(&b)) s_.Release(b.items);
+  s_.Notice(0, ItemKey{0, 20});
+  req = s_.BeginClaim(kMe, 1, {}, kT0);
+  ASSERT_TRUE(req.has_value());
+  ASSERT_TRUE(req->parts[0].cursor.has_value()) << "nothing of the earlier tenure in flight";
+  EXPECT_EQ(*req->parts[0].cursor, (ItemKey{0, 12}));
+}
+
 // The claimer's claim began while a suspect was in flight, so it could not
 // probe; the suspect finished during it, so its ack could not claim ahead.
 // The next probe must still come: from WantClaim, not from a notice or a poll
