@@ -48,6 +48,11 @@
 #   delete_partq  the same round trips with today's ack: the handler's
 #               INSERT; then fence, DELETE the batch's rows by id, replace the
 #               record, read the next batch by (part, id) from a cursor
+#   log_flight, delete_flight  log_partq and delete_partq with the whole
+#               transaction in one flight (BEGIN, the handler's INSERT, the
+#               ack and the claim, COMMIT: one round trip a batch), as a
+#               worker could send the writes of a handler whose answer it does
+#               not need (record:TABLE) with the ack
 #
 # After the rounds, a second table: what a dense per-part sequence costs
 # producers. --enqueue-clients clients (default 8) enqueue into --parts parts
@@ -64,13 +69,18 @@
 # Usage: bench/ceiling_log.sh [--dsn DSN] [--clients 4] [--batch 100]
 #                             [--transactions 1500] [--rounds 3]
 #                             [--enqueue-clients 8] [--parts 16]
+#                             [--shapes floor,log_partq,...] [--no-enqueue]
+# (--shapes: which of the drain's shapes, floor always among them; --no-enqueue:
+# not the producers' table)
 # Without --dsn it starts a throwaway PostgreSQL 15 (default settings, fsync
 # on, as `partq bench` does) and removes it afterwards.
 set -euo pipefail
 
-dsn="" clients=4 batch=100 tx=1500 rounds=3 eclients=8 parts=16
+dsn="" clients=4 batch=100 tx=1500 rounds=3 eclients=8 parts=16 only="" enqueue=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --shapes) only="$2"; shift 2 ;;
+    --no-enqueue) enqueue=0; shift ;;
     --dsn) dsn="$2"; shift 2 ;;
     --clients) clients="$2"; shift 2 ;;
     --batch) batch="$2"; shift 2 ;;
@@ -79,7 +89,7 @@ while [[ $# -gt 0 ]]; do
     --enqueue-clients) eclients="$2"; shift 2 ;;
     --parts) parts="$2"; shift 2 ;;
     *) echo "usage: $0 [--dsn DSN] [--clients N] [--batch B] [--transactions T] [--rounds R]" \
-            "[--enqueue-clients N] [--parts P]" >&2
+            "[--enqueue-clients N] [--parts P] [--shapes S,S,...] [--no-enqueue]" >&2
        exit 2 ;;
   esac
 done
@@ -249,6 +259,10 @@ SELECT id, payload FROM nxt;
 COMMIT;
 \\endpipeline
 SQL
+# One flight a batch: the pipeline begins before the BEGIN.
+for sh in log_partq delete_partq; do
+  { echo '\startpipeline'; grep -vx '\\startpipeline' "$work/$sh.sql"; } >"$work/${sh%_partq}_flight.sql"
+done
 
 # Fresh tables for one shape, right after a checkpoint; items enqueued in
 # transactions of 10,000 (so the log's xids vary as a producer's would).
@@ -270,7 +284,7 @@ INSERT INTO $s.records SELECT 'q', p, nextval('$s.record_seq'), 1, '1:1:', pg_cu
   '0', -1, '{}' FROM generate_series(0, $clients - 1) p;
 SQL
       ;;
-    delete_partq)
+    delete_*)
       psql_q -o /dev/null <<SQL
 INSERT INTO $s.items (id, queue, part, payload) SELECT g, 'q', g % $clients, convert_to(g::text, 'UTF8') FROM generate_series(0, $items - 1) g;
 INSERT INTO $s.records SELECT 'q', p, nextval('$s.record_seq'), 1, '1:1:', '1:1:', '0', -1, '{}' FROM generate_series(0, $clients - 1) p;
@@ -286,7 +300,8 @@ run() {
   setup "$shape"
   # The 2-round-trip shapes claim their first batch in their first transaction.
   local t="$tx" vars=()
-  if [[ "$shape" == *_partq || "$shape" == log_horizon || "$shape" == log_mem || "$shape" == log_dense ]]; then
+  if [[ "$shape" == *_partq || "$shape" == *_flight || "$shape" == log_horizon || "$shape" == log_mem ||
+        "$shape" == log_dense ]]; then
     t=$((tx + 1))
   fi
   if [[ "$shape" == log_mem ]]; then
@@ -305,7 +320,16 @@ run() {
   awk -v t="$tps" -v b="$batch" -v n="$tx" -v m="$t" 'BEGIN { printf "%.0f", t * b * n / m }'
 }
 
-shapes=(floor log_floor log_partq log_mem log_horizon log_dense delete_partq)
+shapes=(floor log_floor log_partq log_flight log_mem log_horizon log_dense delete_partq delete_flight)
+if [[ -n "$only" ]]; then
+  IFS=, read -r -a picked <<<"$only"
+  shapes=(floor)
+  for sh in "${picked[@]}"; do
+    [[ -f "$work/$sh.sql" || "$sh" == floor || "$sh" == log_floor ]] || {
+      echo "$0: no shape $sh" >&2; exit 2; }
+    [[ "$sh" == floor ]] || shapes+=("$sh")
+  done
+fi
 echo "clients=$clients batch=$batch items/round=$items rounds=$rounds"
 printf '%-6s' round; for sh in "${shapes[@]}"; do printf ' %20s' "$sh"; done; echo
 for ((r = 1; r <= rounds; r++)); do
@@ -322,6 +346,8 @@ for ((r = 1; r <= rounds; r++)); do
   unset rate
 done
 echo "items/s; ratios to the floor of the same round"
+
+((enqueue)) || { psql_q -c "SET client_min_messages = warning; DROP SCHEMA $s CASCADE" >/dev/null; exit 0; }
 
 # What a dense sequence costs producers: transactions of one item or of 100
 # items over every part, "free" (ids from a sequence, no lock: today's

@@ -10,11 +10,17 @@ args=(--clients 2 --transactions 20 --rounds 2 --enqueue-clients 3 --parts 4)
 [[ -n "${PARTQ_TEST_DSN:-}" ]] && args+=(--dsn "$PARTQ_TEST_DSN")
 out="$(bash "$script" "${args[@]}")"
 echo "$out"
-rows="$(grep -cE '^[12] +([0-9]+ \([0-9.]+x\) *){7}$' <<<"$out")" || true
-[[ "$rows" == 2 ]] || { echo "FAIL: expected 2 round rows with 7 rates, got $rows" >&2; exit 1; }
+rows="$(grep -cE '^[12] +([0-9]+ \([0-9.]+x\) *){9}$' <<<"$out")" || true
+[[ "$rows" == 2 ]] || { echo "FAIL: expected 2 round rows with 9 rates, got $rows" >&2; exit 1; }
 rows="$(grep -cE '^e[12] +([0-9]+ \([0-9.]+x\) *){6}$' <<<"$out")" || true
 [[ "$rows" == 2 ]] || { echo "FAIL: expected 2 enqueue rows with 6 rates, got $rows" >&2; exit 1; }
 while read -r _ _ r1; do
   [[ "$r1" == "(1.00x)" ]] || { echo "FAIL: the floor is not 1.00x: $r1" >&2; exit 1; }
 done < <(grep -E '^[12] ' <<<"$out" | awk '{print $1, $2, $3}')
+# A subset, without the producers' table.
+sub="$(bash "$script" "${args[@]}" --shapes log_flight,delete_flight --no-enqueue)"
+echo "$sub"
+rows="$(grep -cE '^[12] +([0-9]+ \([0-9.]+x\) *){3}$' <<<"$sub")" || true
+[[ "$rows" == 2 ]] || { echo "FAIL: --shapes: expected 2 round rows with 3 rates, got $rows" >&2; exit 1; }
+! grep -q '^e[12] ' <<<"$sub" || { echo "FAIL: --no-enqueue ran the producers" >&2; exit 1; }
 echo "ok"
