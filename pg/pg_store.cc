@@ -1175,8 +1175,8 @@ absl::Status PgStore::SetKeyConcurrency(absl::string_view queue, int n) {
       absl::StrCat("set the key concurrency of queue \"", queue, "\""), [&]() -> absl::Status {
         pqxx::result r =
             Exec(Autocommit(), "set_key_concurrency", std::string(queue), KeyConcurrencyValue(n));
-        if (r.affected_rows() == 0) return UnknownQueue(queue, options_.schema);
-        return absl::OkStatus();
+        if (r.empty()) return UnknownQueue(queue, options_.schema);
+        return ValidateKeyConcurrencyFor(queue, r[0][0].as<bool>(), n);
       });
 }
 

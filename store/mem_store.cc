@@ -108,6 +108,7 @@ class MemStore : public Store {
     if (absl::Status st = ValidateKeyConcurrency(n); !st.ok()) return st;
     absl::StatusOr<QueueConfig*> q = db_->QueueLocked(name);
     if (!q.ok()) return q.status();
+    if (absl::Status st = ValidateKeyConcurrencyFor(name, (*q)->ordered, n); !st.ok()) return st;
     (*q)->key_concurrency = n;
     return absl::OkStatus();
   }

@@ -105,6 +105,11 @@ absl::Status ValidateQueueConfig(const QueueConfig& config) {
   if (absl::Status st = ValidateKeyConcurrency(config.key_concurrency); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("queue \"", config.name, "\": ", st.message()));
   }
+  if (absl::Status st =
+          ValidateKeyConcurrencyFor(config.name, config.ordered, config.key_concurrency);
+      !st.ok()) {
+    return st;
+  }
   if (absl::Status st = ValidateMaxPayload(config.max_payload_bytes); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("queue \"", config.name, "\": ", st.message()));
   }
@@ -220,6 +225,17 @@ absl::Status ValidateKeyConcurrency(int n) {
         absl::StrCat("key concurrency must be 1..", kMaxKeyConcurrency, " (or none), not ", n));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateKeyConcurrencyFor(absl::string_view queue, bool ordered, int n) {
+  if (!ordered || n == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("queue \"", queue,
+                   "\" is ordered: it already runs one item of a key at a time, in enqueue "
+                   "order, so a key concurrency of ",
+                   n,
+                   " would not apply; key concurrency is for a queue that "
+                   "is not ordered"));
 }
 
 absl::StatusOr<int> ParseKeyConcurrency(absl::string_view text) {

@@ -58,6 +58,10 @@ const char* FairByName(FairBy fair_by);
 // QueueConfig::key_concurrency: 0 (none) or 1..kMaxKeyConcurrency.
 inline constexpr int kMaxKeyConcurrency = 1000000;
 absl::Status ValidateKeyConcurrency(int n);
+// A key concurrency of `n` on queue `queue`, ordered or not: an ordered
+// queue takes none (it already runs one item of a key at a time, in
+// enqueue order), and saying one would promise what it does not do.
+absl::Status ValidateKeyConcurrencyFor(absl::string_view queue, bool ordered, int n);
 // As `--key-concurrency` spells it: N (1..kMaxKeyConcurrency) or "none"
 // (0). InvalidArgument for anything else; KeyConcurrencyText is the inverse.
 absl::StatusOr<int> ParseKeyConcurrency(absl::string_view text);

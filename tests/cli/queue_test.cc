@@ -354,8 +354,17 @@ TEST_F(QueueCommandTest, KeyConcurrencyIsSetAtCreationOrByQueueSetAndShown) {
        "one setting at a time"},
       {{"queue", "set", "nosuch", "--key-concurrency", "2"}, 1, "unknown queue \"nosuch\""},
   });
+  // An ordered queue runs one item of a key at a time already: a bound is refused.
+  Ok({"queue", "create", "o", "--parts", "1", "--ordered"});
+  ExpectRefused({
+      {{"queue", "create", "p", "--parts", "1", "--ordered", "--key-concurrency", "2"},
+       2,
+       "queue \"p\" is ordered: it already runs one item of a key at a time"},
+      {{"queue", "set", "o", "--key-concurrency", "2"}, 2, "queue \"o\" is ordered"},
+  });
   EXPECT_EQ(Count("queues", "name = 't' AND key_concurrency = 2"), 1);
-  EXPECT_EQ(Count("queues", "name = 'u'"), 0);
+  EXPECT_EQ(Count("queues", "name = 'u' OR name = 'p'"), 0);
+  EXPECT_EQ(Count("queues", "name = 'o' AND key_concurrency IS NULL"), 1);
 }
 
 // `partq status` printed 4,103 lines for a 4096-part queue (issue 25): past

@@ -1769,6 +1769,24 @@ TEST_P(StoreConformance, KeyConcurrencyIsSetAtCreationAndChangedBySetKeyConcurre
   EXPECT_EQ(st.config.key_concurrency, 2);
   EXPECT_EQ(store_->SetKeyConcurrency("nosuch", 2).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store_->SetKeyConcurrency("bad name", 2).code(), absl::StatusCode::kInvalidArgument);
+  // An ordered queue runs one item of a key at a time already: a bound is
+  // refused (it would not apply), at creation and later; none is fine.
+  QueueConfig ordered;
+  ordered.name = "ord";
+  ordered.parts = 1;
+  ordered.ordered = true;
+  ordered.key_concurrency = 2;
+  absl::Status refused = store_->CreateQueue(ordered);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.message(), "is ordered")) << refused;
+  ordered.key_concurrency = 0;
+  ASSERT_OK(store_->CreateQueue(ordered));
+  refused = store_->SetKeyConcurrency("ord", 2);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "is ordered")) << refused;
+  ASSERT_OK_AND_ASSIGN(got, store_->GetQueue("ord"));
+  EXPECT_EQ(got.key_concurrency, 0) << "left as it was";
+  ASSERT_OK(store_->SetKeyConcurrency("ord", 0));
   EXPECT_EQ(store_->SetKeyConcurrency("plain", -1).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->SetKeyConcurrency("plain", kMaxKeyConcurrency + 1).code(),
             absl::StatusCode::kInvalidArgument);
