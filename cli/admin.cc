@@ -98,6 +98,12 @@ nlohmann::json DlqTopicJson(const QueueConfig& q) {
   return q.dlq_topic ? nlohmann::json(*q.dlq_topic) : nlohmann::json();
 }
 
+// The oldest ready item's age in --json: null when nothing is ready, as the
+// text shows "-" (the metric, which cannot be null, says 0).
+nlohmann::json OldestReadyJson(int64_t ready, absl::Duration age) {
+  return ready > 0 ? nlohmann::json(absl::ToDoubleSeconds(age)) : nlohmann::json();
+}
+
 // QueueConfig::key_concurrency in --json: the number, or null for none.
 nlohmann::json KeyConcurrencyJson(const QueueConfig& q) {
   return q.key_concurrency > 0 ? nlohmann::json(q.key_concurrency) : nlohmann::json();
@@ -1041,7 +1047,7 @@ void PrintStatusJson(const QueueStatus& st, const QueueTotals& t) {
                    {"unowned_parts", t.unowned_parts},
                    {"live_sessions", t.live_sessions},
                    {"expired_sessions", t.expired_sessions},
-                   {"oldest_ready_age_seconds", absl::ToDoubleSeconds(t.oldest_ready_age)}};
+                   {"oldest_ready_age_seconds", OldestReadyJson(t.ready, t.oldest_ready_age)}};
   out["sessions"] = nlohmann::json::array();
   for (const auto& s : st.sessions) {
     out["sessions"].push_back(
@@ -1067,7 +1073,7 @@ void PrintStatusJson(const QueueStatus& st, const QueueTotals& t) {
          {"in_flight", p.in_flight},
          {"dead", p.dead},
          {"dead_last_minute", p.dead_last_minute},
-         {"oldest_ready_age_seconds", absl::ToDoubleSeconds(p.oldest_ready_age)}});
+         {"oldest_ready_age_seconds", OldestReadyJson(p.ready, p.oldest_ready_age)}});
   }
   out["throughput"] = console::ThroughputJson(st, st.throughput);
   out["groups"] = {{"held", st.groups.held},

@@ -1,6 +1,7 @@
 // `partq queue` against a real PostgreSQL (cli/admin.cc, CmdQueue): what it
 // prints, its exit status, and what is left in the database.
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -390,6 +391,16 @@ TEST_F(QueueCommandTest, StatusSummarisesManyPartsAndCountsRecentDeadItems) {
   const std::string json = Ok({"status", "wide", "--json"});
   EXPECT_TRUE(absl::StrContains(json, "\"dead_last_minute\": 1")) << json;
   EXPECT_TRUE(absl::StrContains(json, "\"part\": 99")) << "every part, whatever the count";
+  // The oldest ready item's age: null where nothing is ready (the text's "-"), not 0.
+  const nlohmann::json parsed = nlohmann::json::parse(json);
+  int with_ready = 0;
+  for (const auto& part : parsed.at("parts")) {
+    const bool ready = part.at("ready").get<int64_t>() > 0;
+    with_ready += ready;
+    EXPECT_EQ(part.at("oldest_ready_age_seconds").is_null(), !ready) << part.dump();
+  }
+  EXPECT_GE(with_ready, 1);
+  EXPECT_TRUE(parsed.at("totals").at("oldest_ready_age_seconds").is_number()) << json;
   // A queue of 64 parts or fewer gets its table without asking.
   Ok({"queue", "create", "narrow", "--parts", "64"});
   EXPECT_TRUE(absl::StrContains(Ok({"status", "narrow"}), " PART OWNER"));
