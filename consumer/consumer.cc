@@ -320,12 +320,7 @@ void Consumer::ClaimLoop() {
       probe = scheduler_.WantsSnapshot(now);  // poll-only: claim or not, once a rescan_interval
       if (probe) scheduler_.SnapshotAsked(now);
       if (room()) {
-        // The session as of now, not of before the wait: a re-join meanwhile
-        // (a lapse under load) gave it a new id, and a claim under the old
-        // one probes for no suspects (they are found by the session's parts)
-        // though Assign asked for that probe, which then no claim repeats
-        // (ConsumerTest.ABatchFencedAfterItsPartCameBackToTheSameConsumer...).
-        // (Session's lock is taken under ours: it never calls out holding it.)
+        // The session as of now, not before a re-join (docs/architecture.md: suspects).
         req = scheduler_.BeginClaim(session_->id(),
                                     idle_workers_ - static_cast<int>(scheduler_.queued()), {}, now);
       }
