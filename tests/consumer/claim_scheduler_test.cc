@@ -65,6 +65,19 @@ class ClaimSchedulerTest : public ::testing::Test {
     return *req;
   }
 
+  // Part 0 (at epoch 1) claims `ids` as one batch, which starts running;
+  // then the part is lost and comes back at `epoch`. Returns the batch.
+  Batch RunningWhenPartZeroCameBack(const std::vector<int64_t>& ids, Epoch epoch) {
+    std::vector<Item> items;
+    for (int64_t id : ids) items.push_back(MakeItem(id, 0, 1));
+    ClaimAndAccept(kT0, items);
+    Batch running;
+    EXPECT_TRUE(s_.TakeQueued(&running));
+    s_.Remove({0});
+    s_.Assign({{0, epoch}});
+    return running;
+  }
+
   ClaimScheduler s_;
 };
 
@@ -892,11 +905,7 @@ TEST_F(ClaimSchedulerTest, SuspectsRunAloneOneAtATime) {
 // (HandlerFault.ExecWorkersAndTheirChildrenSigkilledMidBatch once left 10
 // of 3,000 so for 3 minutes).
 TEST_F(ClaimSchedulerTest, AnEarlierTenuresBatchReleasedBringsAReadFromTheHeadAndAProbe) {
-  ClaimAndAccept(kT0, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});
-  Batch old;
-  ASSERT_TRUE(s_.TakeQueued(&old));
-  s_.Remove({0});
-  s_.Assign({{0, Epoch{2}}});
+  const Batch old = RunningWhenPartZeroCameBack({1, 2}, Epoch{2});
   std::optional<ClaimRequest> req = s_.BeginClaim(kMe, 1, {}, kT0);
   ASSERT_TRUE(req.has_value());
   EXPECT_TRUE(req->include_suspect);
@@ -919,11 +928,7 @@ TEST_F(ClaimSchedulerTest, AnEarlierTenuresBatchReleasedBringsAReadFromTheHeadAn
 // released every item read is checked against what is in flight, or one
 // could run twice at once.
 TEST_F(ClaimSchedulerTest, AnEarlierTenuresItemsInFlightAreSkippedPastTheNewCursorToo) {
-  ClaimAndAccept(kT0, {MakeItem(5, 0, 1), MakeItem(9, 0, 1)});
-  Batch old;
-  ASSERT_TRUE(s_.TakeQueued(&old));
-  s_.Remove({0});
-  s_.Assign({{0, Epoch{1}}});
+  const Batch old = RunningWhenPartZeroCameBack({5, 9}, Epoch{1});
   // The head read takes items behind the running ones (retries come due).
   ClaimRequest first = ClaimAndAccept(kT0, {MakeItem(1, 0, 1), MakeItem(2, 0, 1)});
   EXPECT_FALSE(first.parts[0].cursor.has_value());
