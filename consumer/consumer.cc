@@ -638,7 +638,9 @@ Consumer::Processed Consumer::Process(Store& store, absl::BitGenRef gen, Batch& 
     const std::optional<int> batches =
         scheduler_.ClaimAheadBatches(idle_workers_, finishing, clock_->Now());
     if (!batches) return std::nullopt;
-    ahead = scheduler_.BeginClaim(req.session, *batches, finishing, clock_->Now());
+    // The session as of now, as ClaimLoop's: the handler may have run
+    // across a re-join, and req.session (the fence's) is the old one.
+    ahead = scheduler_.BeginClaim(session_->id(), *batches, finishing, clock_->Now());
     if (ahead) claim_started = clock_->Now();
     return ahead;
   };

@@ -2,7 +2,7 @@
 # bench/ceiling_log.sh end to end with tiny sizes (on PARTQ_TEST_DSN when set,
 # else its own server): every shape writes each item's result exactly once (the
 # script fails otherwise; the dense enqueue's numbers must be 1..n per part) and
-# each round prints seven rates with the floor at 1.00x, and the enqueue table
+# each round prints nine rates with the floor at 1.00x, and the enqueue table
 # one row of six rates a round. It never checks speed.
 set -euo pipefail
 script="$(dirname "$0")/../../bench/ceiling_log.sh"

@@ -900,6 +900,10 @@ TEST_F(ConsumerTest, ABatchFencedAfterItsPartCameBackToTheSameConsumerRunsAgainA
   o.batch = 10;
   o.poll_interval = absl::Seconds(30);  // only notices and its own bookkeeping wake it
   Consumer c(schema_.Factory(), o, handler.get());
+  // A failed ASSERT below must not leave the handler waiting: Stop joins it.
+  auto release = absl::MakeCleanup([&] {
+    if (!go_on.HasBeenNotified()) go_on.Notify();
+  });
   ASSERT_TRUE(c.Start().ok());
   ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(10)));
   const int64_t epoch = schema_.QInt("SELECT epoch FROM {schema}.session_parts WHERE part = 0");
@@ -914,12 +918,15 @@ TEST_F(ConsumerTest, ABatchFencedAfterItsPartCameBackToTheSameConsumerRunsAgainA
       },
       absl::Seconds(15)))
       << "the consumer did not take its part back";
-  absl::SleepFor(absl::Milliseconds(500));  // its first read of the new tenure
+  // Its first read of the new tenure (it skips the running batch): no sign
+  // of it to wait for, so a pause; a test that releases the batch earlier
+  // passes without the fixes, never fails with them.
+  absl::SleepFor(absl::Milliseconds(500));
   go_on.Notify();
   EXPECT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Seconds(10)))
       << Left("q") << " items left unclaimed";
   c.Stop();
-  EXPECT_EQ(c.stats().fenced, 10);
+  EXPECT_GE(c.stats().fenced, 10);  // (another lapse under load may fence a suspect's ack too)
   ExpectExactlyOnce("writes", 10);
 }
 
