@@ -106,7 +106,8 @@ class ClaimScheduler {
   // --- ownership ----------------------------------------------------------------
   // Parts acquired at these epochs: claimable, read from their heads first.
   // Suspects are probed for (a dead owner's items were marked abandoned when
-  // they were acquired).
+  // they were acquired). What an earlier tenure of these parts still has in
+  // flight is noted (PartState::earlier).
   void Assign(const std::vector<OwnedPart>& parts);
   // Parts revoked or lost: never claimed from again, and their queued
   // (unstarted) items dropped: they stay ready in the store for the next
@@ -243,7 +244,9 @@ class ClaimScheduler {
   // Forgets the queued batches without releasing anything (a crash, for
   // Consumer::Abandon).
   void ClearQueued() { queue_.clear(); }
-  // `items` are finished or given up: no longer processed nor in flight.
+  // `items` are finished or given up: no longer processed nor in flight. One
+  // an earlier tenure of its part claimed has its part read from the head
+  // and suspects probed for again (it may have been fenced).
   void Release(const std::vector<Item>& items);
   // Items queued or being processed.
   int64_t held() const;
