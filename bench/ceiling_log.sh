@@ -325,7 +325,7 @@ if [[ -n "$only" ]]; then
   IFS=, read -r -a picked <<<"$only"
   shapes=(floor)
   for sh in "${picked[@]}"; do
-    [[ -f "$work/$sh.sql" || "$sh" == floor || "$sh" == log_floor ]] || {
+    [[ -f "$work/$sh.sql" ]] || {
       echo "$0: no shape $sh" >&2; exit 2; }
     [[ "$sh" == floor ]] || shapes+=("$sh")
   done

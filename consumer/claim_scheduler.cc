@@ -772,8 +772,7 @@ void ClaimScheduler::Release(const std::vector<Item>& items) {
     // it is ready behind the cursor) or given up. Look for it again, from the
     // head and by the probe (one read for nothing if it was acked).
     if (auto it = parts_.find(i.part); it != parts_.end() && it->second.earlier.erase(i.id) > 0) {
-      ++notice_gen_;
-      Mark(it->second);
+      Notice(i.part);
       suspects_pending_ = true;
     }
     // Ordered: the key's next item may be claimed now, and it may sort

@@ -919,8 +919,8 @@ TEST_F(ConsumerTest, ABatchFencedAfterItsPartCameBackToTheSameConsumerRunsAgainA
       absl::Seconds(15)))
       << "the consumer did not take its part back";
   // Its first read of the new tenure (it skips the running batch): no sign
-  // of it to wait for, so a pause; a test that releases the batch earlier
-  // passes without the fixes, never fails with them.
+  // of it to wait for, so a pause; released before that read, the batch
+  // would not be skipped, and the test would not exercise the fixes.
   absl::SleepFor(absl::Milliseconds(500));
   go_on.Notify();
   EXPECT_TRUE(WaitUntil([&] { return Left("q") == 0; }, absl::Seconds(10)))
