@@ -192,7 +192,7 @@ std::vector<PipelineResult> Pipeline::Run(PgConnection& conn, const std::vector<
 namespace {
 
 // PostgreSQL's type oids (pg_type.dat) of the array elements sent here.
-constexpr uint32_t kInt4Oid = 23, kInt8Oid = 20, kTidOid = 27;
+constexpr uint32_t kByteaOid = 17, kInt4Oid = 23, kInt8Oid = 20, kTidOid = 27;
 
 void PutBigEndian(std::string* out, uint64_t v, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -241,6 +241,18 @@ std::string BinaryTidArray(const std::vector<uint64_t>& locators) {
     PutBigEndian(&out, 6, 4);
     PutBigEndian(&out, l >> 16, 4);     // block
     PutBigEndian(&out, l & 0xffff, 2);  // offset
+  }
+  return out;
+}
+
+std::string BinaryByteaArray(const std::vector<std::string>& values) {
+  size_t bytes = 0;
+  for (const std::string& v : values) bytes += v.size();
+  std::string out = ArrayHeader(kByteaOid, values.size(), 0);
+  out.reserve(out.size() + values.size() * 4 + bytes);
+  for (const std::string& v : values) {
+    PutBigEndian(&out, v.size(), 4);
+    out.append(v);
   }
   return out;
 }

@@ -114,6 +114,7 @@ class Pipeline {
 std::string BinaryInt4Array(const std::vector<int>& values);
 std::string BinaryInt8Array(const std::vector<int64_t>& values);
 std::string BinaryTidArray(const std::vector<uint64_t>& locators);
+std::string BinaryByteaArray(const std::vector<std::string>& values);
 
 }  // namespace pg_internal
 }  // namespace partq

@@ -136,6 +136,9 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
 // the pipelined ones above.
 // The unbounded forms are as they were, without the running sum the bound costs.
 const char* BoundedName(const char* name);
+// The form of a pipelined ack (kPipelinedAck, kPipelinedAckClaim… and their byte-bounded
+// forms) that also writes the handler's results: NAME_results.
+const char* ResultsName(const char* name);
 // The items a claim reads in one part, as a subquery (`{schema}` not yet
 // replaced); pg/sql/fragments/ready_items.sql says what each argument is. Declared here for
 // the tests that EXPLAIN it.

@@ -1262,7 +1262,7 @@ struct OutcomeArgs {
   std::vector<int64_t> ack_ids;
   std::vector<int> ack_parts;
   std::vector<uint64_t> ack_locators;  // Item::locator; 0: not located
-  std::vector<std::optional<std::string>> ack_results;
+  std::vector<std::optional<std::string>> ack_results;  // the handler's, as it gave them
   std::vector<int64_t> o_ids, o_delays;
   std::vector<int> o_parts;
   std::vector<bool> o_dead, o_refund;
@@ -1288,8 +1288,7 @@ absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes
       a.ack_ids.push_back(o.id);
       a.ack_parts.push_back(item.part);
       a.ack_locators.push_back(item.locator);
-      a.ack_results.push_back(
-          o.result ? std::optional<std::string>(absl::BytesToHexString(*o.result)) : std::nullopt);
+      a.ack_results.push_back(o.result);
     } else {
       a.o_ids.push_back(o.id);
       a.o_parts.push_back(item.part);
@@ -1300,6 +1299,17 @@ absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes
     }
   }
   return a;
+}
+
+// Results in hex, as the text forms take them (decode(..., 'hex')).
+std::vector<std::optional<std::string>> HexResults(
+    const std::vector<std::optional<std::string>>& results) {
+  std::vector<std::optional<std::string>> hex;
+  hex.reserve(results.size());
+  for (const auto& r : results) {
+    hex.push_back(r ? std::optional<std::string>(absl::BytesToHexString(*r)) : std::nullopt);
+  }
+  return hex;
 }
 
 // The parameters $1-$15 of the general Finish (finish.sql, FinishCtes), in
@@ -1316,7 +1326,7 @@ std::vector<std::optional<std::string>> FinishParams(const FinishRequest& reques
           IntArray(a.ack_ids),
           IntArray(a.ack_parts),
           ctids,
-          TextArray(a.ack_results),
+          TextArray(HexResults(a.ack_results)),
           IntArray(a.o_ids),
           IntArray(a.o_parts),
           BoolArray(a.o_dead),
@@ -1414,8 +1424,8 @@ struct FinishAttempt {
 namespace {
 
 // The common case runs pipelined (pg/sql/pipelined_ack_claim.sql): every
-// item acked where its claim saw it, no handler result to record, and a
-// claim (if any) of one part without a suspect probe, not fair (the
+// item acked where its claim saw it (with or without the handler's
+// results), and a claim (if any) of one part without a suspect probe, not fair (the
 // pipelined statement reads in (priority, id) order) and without an ordered
 // claim's released keys (ClaimPart::key_cursors: only the general forms read
 // their next items). Items of queue groups
@@ -1424,21 +1434,45 @@ namespace {
 bool PipelinedAckServes(const FinishAttempt& f) {
   const OutcomeArgs& a = f.args;
   return !f.grouped && !f.lock_first && !a.ack_ids.empty() && a.o_ids.empty() && f.located &&
-         std::none_of(a.ack_results.begin(), a.ack_results.end(),
-                      [](const auto& r) { return r.has_value(); }) &&
          (!f.claim || (!ProbesSuspects(*f.claim) && f.claim->parts.size() == 1 && !f.claim->fair &&
                        f.claim->parts[0].key_cursors.empty() && !f.claim->parts[0].above));
 }
 
+bool AnyResult(const OutcomeArgs& a) {
+  return std::any_of(a.ack_results.begin(), a.ack_results.end(),
+                     [](const auto& r) { return r.has_value(); });
+}
+
 // The pipelined ack's statement: with the claim ahead in a plain or a
-// keyed form, reading from the cursor or behind it.
-const char* PipelinedAckName(const std::optional<ClaimRequest>& claim) {
-  if (!claim) return kPipelinedAck;
-  const bool keyed = KeyBound(*claim) != 0;
-  return ClaimForm(claim->parts[0].behind && !claim->parts[0].key_heads
-                       ? (keyed ? kPipelinedAckClaimBehindKeyed : kPipelinedAckClaimBehind)
-                       : (keyed ? kPipelinedAckClaimKeyed : kPipelinedAckClaim),
-                   claim->max_bytes);
+// keyed form, reading from the cursor or behind it; with the handler's
+// results if it returned any.
+const char* PipelinedAckName(const FinishAttempt& f) {
+  const std::optional<ClaimRequest>& claim = f.claim;
+  const char* name = kPipelinedAck;
+  if (claim) {
+    const bool keyed = KeyBound(*claim) != 0;
+    name = ClaimForm(claim->parts[0].behind && !claim->parts[0].key_heads
+                         ? (keyed ? kPipelinedAckClaimBehindKeyed : kPipelinedAckClaimBehind)
+                         : (keyed ? kPipelinedAckClaimKeyed : kPipelinedAckClaim),
+                     claim->max_bytes);
+  }
+  return AnyResult(f.args) ? ResultsName(name) : name;
+}
+
+// The results' parameters of the pipelined ack's form with results
+// (pipelined_res_results.sql), in binary: the ids with a result, and those.
+void AppendResultParams(const OutcomeArgs& a, std::vector<std::optional<std::string>>* params,
+                        std::vector<bool>* binary) {
+  std::vector<int64_t> ids;
+  std::vector<std::string> results;
+  for (size_t i = 0; i < a.ack_ids.size(); ++i) {
+    if (!a.ack_results[i]) continue;
+    ids.push_back(a.ack_ids[i]);
+    results.push_back(*a.ack_results[i]);
+  }
+  params->push_back(BinaryInt8Array(ids));
+  params->push_back(BinaryByteaArray(results));
+  binary->resize(params->size(), true);
 }
 
 // The pipelined ack's parameters, and in `binary` which travel in binary
@@ -1465,7 +1499,10 @@ std::vector<std::optional<std::string>> PipelinedAckParams(const FinishAttempt& 
                                                     BinaryInt8Array(sorted_ids),
                                                     BinaryTidArray(a.ack_locators)};
   *binary = {false, false, true, true, true, true};
-  if (!f.claim) return params;
+  if (!f.claim) {
+    if (AnyResult(a)) AppendResultParams(a, &params, binary);
+    return params;
+  }
   const ClaimRequest& claim = *f.claim;
   const ClaimPart& cp = claim.parts[0];
   params.push_back(absl::StrCat(cp.part));
@@ -1499,6 +1536,7 @@ std::vector<std::optional<std::string>> PipelinedAckParams(const FinishAttempt& 
   if (claim.max_bytes > 0) params.push_back(absl::StrCat(claim.max_bytes));
   if (KeyBound(claim) != 0) params.push_back(KeyFloorsJson(claim));
   binary->resize(params.size(), false);
+  if (AnyResult(a)) AppendResultParams(a, &params, binary);
   return params;
 }
 
@@ -1662,7 +1700,7 @@ absl::Status PgStore::FinishPipelined(FinishAttempt& f) {
   try {
     std::vector<Pipeline::Step> steps = {
         {f.claim && KeyBound(*f.claim) != 0 ? kPlanGuardKeyed : kPlanGuard, {}},
-        {PipelinedAckName(f.claim), std::move(params), /*binary=*/true, std::move(binary_params)},
+        {PipelinedAckName(f), std::move(params), /*binary=*/true, std::move(binary_params)},
         {chain ? kPipelinedChain : kPipelinedCommit, {}}};
     // COMMIT AND CHAIN keeps the transaction's characteristics, not its SET
     // LOCALs: the next one sets them again.
@@ -1792,7 +1830,7 @@ void PgStore::RunFinishStatement(FinishAttempt& f, FinishRows* rows) {
   for (size_t i = 0; lean && i < a.ack_ids.size(); ++i) {
     if (a.ack_results[i]) {
       result_ids.push_back(a.ack_ids[i]);
-      results.push_back(a.ack_results[i]);
+      results.push_back(absl::BytesToHexString(*a.ack_results[i]));
     }
   }
   if (lean && next) {

@@ -409,12 +409,28 @@ std::string TakeOverClaims(absl::string_view src) {
   return Fragment("take_over_claims", {{"{src}", src}});
 }
 
-// pipelined_ack.sql, or with a claim ahead, pipelined_ack_claim.sql: from
-// behind the start too (`behind`), with a key bound (`keyed`: the key
-// floors are its last parameter), byte-bounded.
-std::string PipelinedAck(bool with_claim, bool behind = false, bool keyed = false,
-                         bool bounded = false) {
-  const std::string ack_ctes = Fragment("pipelined_ack_ctes", {{"{fence}", FenceCte()}});
+// The shape of a pipelined ack (PipelinedAck).
+struct AckForm {
+  bool with_claim = false;  // pipelined_ack_claim.sql, else pipelined_ack.sql
+  bool behind = false;      // the claim reads from behind its start too
+  bool keyed = false;       // with a key bound: the key floors are a parameter
+  bool bounded = false;     // byte-bounded: the bound is a parameter
+  bool results = false;     // the handler's results: the last two parameters
+};
+
+// pipelined_ack.sql, or pipelined_ack_claim.sql, in `form`.
+std::string PipelinedAck(const AckForm& form) {
+  const bool with_claim = form.with_claim, behind = form.behind, keyed = form.keyed,
+             bounded = form.bounded;
+  // The results' parameters follow all others.
+  const int results_at = with_claim ? 18 + bounded + keyed : 7;
+  const std::string res =
+      form.results
+          ? Fragment("pipelined_res_results", {{"{result_ids}", absl::StrCat("$", results_at)},
+                                               {"{results}", absl::StrCat("$", results_at + 1)}})
+          : Fragment("pipelined_res");
+  const std::string ack_ctes =
+      Fragment("pipelined_ack_ctes", {{"{fence}", FenceCte()}, {"{res}", res}});
   const std::string check = Fragment("pipelined_check");
   if (!with_claim) return Fill("pipelined_ack", {{"{ack_ctes}", ack_ctes}, {"{check}", check}});
   return Fill(
@@ -505,6 +521,20 @@ std::vector<std::string> SqlFilesRead() {
   return std::vector<std::string>(FilesRead().begin(), FilesRead().end());
 }
 
+const char* ResultsName(const char* name) {
+  static const auto* const names = [] {
+    auto* m = new absl::flat_hash_map<std::string, std::string>;
+    (*m)[kPipelinedAck] = absl::StrCat(kPipelinedAck, "_results");
+    for (const char* n : {kPipelinedAckClaim, kPipelinedAckClaimBehind, kPipelinedAckClaimKeyed,
+                          kPipelinedAckClaimBehindKeyed}) {
+      (*m)[n] = absl::StrCat(n, "_results");
+      (*m)[BoundedName(n)] = absl::StrCat(BoundedName(n), "_results");
+    }
+    return m;
+  }();
+  return names->at(name).c_str();
+}
+
 const char* BoundedName(const char* name) {
   static const auto* const names = [] {
     auto* m = new absl::flat_hash_map<std::string, std::string>;
@@ -532,13 +562,6 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
   std::vector<std::pair<const char*, std::string>> s = {
       {kPlanGuard, StatementSql("plan_guard")},
       {kPlanGuardKeyed, StatementSql("plan_guard_keyed")},
-      {kPipelinedAck, PipelinedAck(/*with_claim=*/false)},
-      {kPipelinedAckClaim, PipelinedAck(/*with_claim=*/true)},
-      {kPipelinedAckClaimBehind, PipelinedAck(/*with_claim=*/true, /*behind=*/true)},
-      {kPipelinedAckClaimKeyed,
-       PipelinedAck(/*with_claim=*/true, /*behind=*/false, /*keyed=*/true)},
-      {kPipelinedAckClaimBehindKeyed,
-       PipelinedAck(/*with_claim=*/true, /*behind=*/true, /*keyed=*/true)},
       {kPipelinedCommit, "COMMIT"},
       // Commits and begins the next transaction, where the claimed batch
       // runs (FinishRequest::begin_next).
@@ -562,11 +585,6 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       {kPipelinedLeanAckClaimKeyed, AckClaimStatement(keyed)},
       {kPipelinedFinishClaimKeyed, FinishClaimStatement(keyed)},
       // The claiming statements' byte-bounded forms (ClaimRequest::max_bytes).
-      {BoundedName(kPipelinedAckClaim), PipelinedAck(true, false, false, /*bounded=*/true)},
-      {BoundedName(kPipelinedAckClaimBehind), PipelinedAck(true, true, false, /*bounded=*/true)},
-      {BoundedName(kPipelinedAckClaimKeyed), PipelinedAck(true, false, true, /*bounded=*/true)},
-      {BoundedName(kPipelinedAckClaimBehindKeyed),
-       PipelinedAck(true, true, true, /*bounded=*/true)},
       {BoundedName(kPipelinedClaim), ClaimStatement(unkeyed_bytes)},
       {BoundedName(kPipelinedClaimFair), ClaimStatement(fair_bytes)},
       {BoundedName(kPipelinedLeanAckClaim), AckClaimStatement(unkeyed_bytes)},
@@ -577,6 +595,23 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
       {BoundedName(kPipelinedLeanAckClaimKeyed), AckClaimStatement(keyed_bytes)},
       {BoundedName(kPipelinedFinishClaimKeyed), FinishClaimStatement(keyed_bytes)},
   };
+  // The pipelined ack (pipelined_ack.sql, pipelined_ack_claim.sql) in each
+  // form: with or without the claim ahead's read behind its start, key
+  // bound, byte bound and the handler's results.
+  for (const bool results : {false, true}) {
+    const auto named = [&](const char* n) { return results ? ResultsName(n) : n; };
+    s.push_back({named(kPipelinedAck), PipelinedAck({false, false, false, false, results})});
+    for (const bool bounded : {false, true}) {
+      const auto name = [&](const char* n) { return named(bounded ? BoundedName(n) : n); };
+      s.push_back({name(kPipelinedAckClaim), PipelinedAck({true, false, false, bounded, results})});
+      s.push_back(
+          {name(kPipelinedAckClaimBehind), PipelinedAck({true, true, false, bounded, results})});
+      s.push_back(
+          {name(kPipelinedAckClaimKeyed), PipelinedAck({true, false, true, bounded, results})});
+      s.push_back({name(kPipelinedAckClaimBehindKeyed),
+                   PipelinedAck({true, true, true, bounded, results})});
+    }
+  }
   for (auto& st : s) {
     st.second = WithSchema(FillDeletes(st.second, confined, /*guarded=*/true), schema);
   }

@@ -27,6 +27,8 @@
 --   ordered queue needs).
 -- - Its rows are raw columns, returned in binary by the pipeline
 --   (ItemFromBinary): no date_part, no hex, no text conversion of a ctid.
+-- - The form with the handler's results (pipelined_res_results.sql) takes
+--   their ids and bytes as its last two parameters.
 -- It returns the claimed rows (one row of NULLs when there are none, so
 -- the check always runs).
 WITH {ack_ctes},

@@ -992,6 +992,57 @@ TEST_F(RolesTest, AWorkerRolesStorePutsItsItemsAndTicks) {
   EXPECT_EQ(Count("items WHERE queue = 'a' AND payload = 'ticked'"), 1);
 }
 
+// A worker role's acks with the handler's results run pipelined (through
+// item_acks' rule, as its acks without results do) and write its queue's
+// results rows, each as the handler gave it.
+TEST_F(RolesTest, AWorkerRolesAckWithResultsRunsPipelinedAndKeepsThem) {
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  for (int i = 0; i < 10; ++i) {
+    NewItem item;
+    item.payload = absl::StrCat("r", i);
+    ASSERT_OK(store_->Enqueue("a", item).status());
+  }
+  PgOptions options = schema_.options();
+  options.dsn = absl::StrCat(options.dsn, " user=", w);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectPg(options));
+  store_testing::Member m = store_testing::JoinWith(*store, "a", store_testing::kAllParts);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store->Claim(store_testing::ClaimAll("a", m)));
+  ASSERT_EQ(items.size(), 10u);
+  bool pipelined = false;
+  FinishBody body = [&](Tx& tx,
+                        absl::Span<const Item> given) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (const Item& i : given) {
+      Outcome o;
+      o.id = i.id;
+      o.part = i.part;
+      o.result = absl::StrCat("done ", i.payload);
+      out.push_back(o);
+    }
+    // Prepared by an earlier ack on this connection, or not at all.
+    auto rows = tx.Exec(
+        "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'partq\\_pl\\_ack%results'",
+        {});
+    if (!rows.ok()) return rows.status();
+    pipelined = (*rows)[0][0] != std::optional<std::string>("0");
+    return out;
+  };
+  std::vector<Item> first(items.begin(), items.begin() + 5), rest(items.begin() + 5, items.end());
+  ASSERT_OK_AND_ASSIGN(FinishResult r1,
+                       store->Finish(store_testing::FinishOf("a", m, first), body));
+  EXPECT_EQ(r1.acked.size(), 5u);
+  ASSERT_OK_AND_ASSIGN(FinishResult r2, store->Finish(store_testing::FinishOf("a", m, rest), body));
+  EXPECT_EQ(r2.acked.size(), 5u);
+  EXPECT_TRUE(pipelined) << "the first ack ran the pipelined form with results";
+  EXPECT_EQ(Count("items WHERE queue = 'a'"), 0);
+  EXPECT_EQ(Count("results WHERE queue = 'a'"), 10);
+  for (const Item& i : items) {
+    ASSERT_OK_AND_ASSIGN(ItemState st, store->GetItemState("a", i.id));
+    EXPECT_EQ(st.result, std::optional<std::string>(absl::StrCat("done ", i.payload)));
+  }
+}
+
 // A producer role runs `partq enqueue` (migration 41: put_items() is open to
 // every role and checks the grant, and the schema's version is readable):
 // before, it stopped at "checking the schema". Only into its queues.
