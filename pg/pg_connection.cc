@@ -245,14 +245,14 @@ std::string BinaryTidArray(const std::vector<uint64_t>& locators) {
   return out;
 }
 
-std::string BinaryByteaArray(const std::vector<std::string>& values) {
+std::string BinaryByteaArray(const std::vector<absl::string_view>& values) {
   size_t bytes = 0;
-  for (const std::string& v : values) bytes += v.size();
+  for (absl::string_view v : values) bytes += v.size();
   std::string out = ArrayHeader(kByteaOid, values.size(), 0);
   out.reserve(out.size() + values.size() * 4 + bytes);
-  for (const std::string& v : values) {
+  for (absl::string_view v : values) {
     PutBigEndian(&out, v.size(), 4);
-    out.append(v);
+    out.append(v.data(), v.size());
   }
   return out;
 }

@@ -114,7 +114,7 @@ class Pipeline {
 std::string BinaryInt4Array(const std::vector<int>& values);
 std::string BinaryInt8Array(const std::vector<int64_t>& values);
 std::string BinaryTidArray(const std::vector<uint64_t>& locators);
-std::string BinaryByteaArray(const std::vector<std::string>& values);
+std::string BinaryByteaArray(const std::vector<absl::string_view>& values);
 
 }  // namespace pg_internal
 }  // namespace partq

@@ -1464,7 +1464,7 @@ const char* PipelinedAckName(const FinishAttempt& f) {
 void AppendResultParams(const OutcomeArgs& a, std::vector<std::optional<std::string>>* params,
                         std::vector<bool>* binary) {
   std::vector<int64_t> ids;
-  std::vector<std::string> results;
+  std::vector<absl::string_view> results;
   for (size_t i = 0; i < a.ack_ids.size(); ++i) {
     if (!a.ack_results[i]) continue;
     ids.push_back(a.ack_ids[i]);

@@ -420,10 +420,9 @@ struct AckForm {
 
 // pipelined_ack.sql, or pipelined_ack_claim.sql, in `form`.
 std::string PipelinedAck(const AckForm& form) {
-  const bool with_claim = form.with_claim, behind = form.behind, keyed = form.keyed,
-             bounded = form.bounded;
+  const bool behind = form.behind, keyed = form.keyed, bounded = form.bounded;
   // The results' parameters follow all others.
-  const int results_at = with_claim ? 18 + bounded + keyed : 7;
+  const int results_at = form.with_claim ? 18 + bounded + keyed : 7;
   const std::string res =
       form.results
           ? Fragment("pipelined_res_results", {{"{result_ids}", absl::StrCat("$", results_at)},
@@ -432,7 +431,9 @@ std::string PipelinedAck(const AckForm& form) {
   const std::string ack_ctes =
       Fragment("pipelined_ack_ctes", {{"{fence}", FenceCte()}, {"{res}", res}});
   const std::string check = Fragment("pipelined_check");
-  if (!with_claim) return Fill("pipelined_ack", {{"{ack_ctes}", ack_ctes}, {"{check}", check}});
+  if (!form.with_claim) {
+    return Fill("pipelined_ack", {{"{ack_ctes}", ack_ctes}, {"{check}", check}});
+  }
   return Fill(
       "pipelined_ack_claim",
       {{"{ack_ctes}", ack_ctes},
@@ -598,18 +599,28 @@ std::vector<std::pair<const char*, std::string>> PipelinedStatements(absl::strin
   // The pipelined ack (pipelined_ack.sql, pipelined_ack_claim.sql) in each
   // form: with or without the claim ahead's read behind its start, key
   // bound, byte bound and the handler's results.
+  struct ClaimShape {
+    const char* name;
+    bool behind, keyed;
+  };
+  const ClaimShape shapes[] = {{kPipelinedAckClaim, false, false},
+                               {kPipelinedAckClaimBehind, true, false},
+                               {kPipelinedAckClaimKeyed, false, true},
+                               {kPipelinedAckClaimBehindKeyed, true, true}};
   for (const bool results : {false, true}) {
     const auto named = [&](const char* n) { return results ? ResultsName(n) : n; };
-    s.push_back({named(kPipelinedAck), PipelinedAck({false, false, false, false, results})});
+    AckForm ack;
+    ack.results = results;
+    s.push_back({named(kPipelinedAck), PipelinedAck(ack)});
     for (const bool bounded : {false, true}) {
-      const auto name = [&](const char* n) { return named(bounded ? BoundedName(n) : n); };
-      s.push_back({name(kPipelinedAckClaim), PipelinedAck({true, false, false, bounded, results})});
-      s.push_back(
-          {name(kPipelinedAckClaimBehind), PipelinedAck({true, true, false, bounded, results})});
-      s.push_back(
-          {name(kPipelinedAckClaimKeyed), PipelinedAck({true, false, true, bounded, results})});
-      s.push_back({name(kPipelinedAckClaimBehindKeyed),
-                   PipelinedAck({true, true, true, bounded, results})});
+      for (const ClaimShape& shape : shapes) {
+        AckForm claim = ack;
+        claim.with_claim = true;
+        claim.bounded = bounded;
+        claim.behind = shape.behind;
+        claim.keyed = shape.keyed;
+        s.push_back({named(bounded ? BoundedName(shape.name) : shape.name), PipelinedAck(claim)});
+      }
     }
   }
   for (auto& st : s) {

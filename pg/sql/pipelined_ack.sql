@@ -16,10 +16,12 @@
 --   frozen sequential scan ack_items() guards against is kept away by the
 --   statement that runs before it in the same flight (plan_guard.sql).
 -- - No suspect probe, no ('p'|'n') rows to read before the COMMIT: the
---   check is one CASE whose function is called only to fail. The handler's
---   results travel as a binary bytea[], not hex text (partq_result, 4
---   sessions: ack and claim 1.14 ms a batch in the lean general form, see
---   docs/benchmarks-history.md).
+--   check is one CASE whose function is called only to fail.
+-- - The handler's results have forms of their own (pipelined_res_results.sql)
+--   rather than sending a batch with results down the general path, whose
+--   lean statement (ack_items(), the general claim, a COMMIT of its own)
+--   cost 1.14 ms a batch for partq_result's ack and claim (4 sessions;
+--   docs/benchmarks-history.md, "Handlers that answer with a result").
 -- - The delete goes by ctid alone, and the check compares the ids it
 --   deleted with $5 (sorted) once: a filter `id = ANY($5)` on the delete
 --   compared every row with every id (a generic plan cannot hash a

@@ -1934,8 +1934,9 @@ TEST_F(PgStoreTest, BinaryByteaArraysReachTheServerAsTheirBytes) {
                   "SELECT cardinality($1::bytea[]), "
                   "(SELECT string_agg(encode(b, 'hex'), ',') FROM unnest($1::bytea[]) b)");
   auto echo = [&](const std::vector<std::string>& values) {
+    const std::vector<absl::string_view> views(values.begin(), values.end());
     std::vector<pg_internal::PipelineResult> r = pipeline.Run(
-        conn, {{"partq_test_bytea", {pg_internal::BinaryByteaArray(values)}, false, {true}}});
+        conn, {{"partq_test_bytea", {pg_internal::BinaryByteaArray(views)}, false, {true}}});
     EXPECT_EQ(r[0].kind, pg_internal::PipelineResult::Kind::kOk) << r[0].message;
     if (r[0].kind != pg_internal::PipelineResult::Kind::kOk) return std::string();
     return absl::StrCat(r[0].get(0, 0), " ", r[0].is_null(0, 1) ? "-" : r[0].get(0, 1));
@@ -2340,11 +2341,11 @@ TEST_F(FinishTest, AnAckWithResultsRunsPipelinedAndKeepsEachResult) {
     ids.push_back(e.id);
   }
   Member m = JoinWith(*store_, "one", {0});
-  // Items 1 and 5 get no result; every other one gets its payload, after a
-  // NUL and a high byte; item 2 an empty one.
+  // Items 1, 5 and 7 (which has a dedup key) get no result; every other one
+  // gets its payload, after a NUL and a high byte; item 2 an empty one.
   auto result_of = [](const Item& i) -> std::optional<std::string> {
     const std::string payload = i.payload;
-    if (payload == "1" || payload == "5") return std::nullopt;
+    if (payload == "1" || payload == "5" || payload == "7") return std::nullopt;
     if (payload == "2") return std::string();
     return absl::StrCat(std::string("\x00\xfe", 2), payload);
   };
@@ -2379,11 +2380,47 @@ TEST_F(FinishTest, AnAckWithResultsRunsPipelinedAndKeepsEachResult) {
     EXPECT_EQ(st.kind, ItemState::Kind::kDone);
     EXPECT_EQ(st.result, result_of(i));
   }
-  // Items 1 and 5 have neither a result nor a dedup key: no row; 3 and 7
-  // have both.
+  // Items 1 and 5 have neither a result nor a dedup key: no row; 3 has
+  // both, 7 a dedup key alone.
   EXPECT_EQ(Count("results", "queue = 'one'"), 6);
-  EXPECT_EQ(Count("results", "queue = 'one' AND dedup_key IS NOT NULL AND result IS NOT NULL"), 2);
+  EXPECT_EQ(Count("results", "queue = 'one' AND dedup_key IS NOT NULL AND result IS NOT NULL"), 1);
+  EXPECT_EQ(Count("results", "queue = 'one' AND dedup_key = 'd-7' AND result IS NULL"), 1);
   EXPECT_EQ(Count("items", "queue = 'one'"), 0);
+  // Each ack committed through its pipelined form: no general statement
+  // (which would have written the same rows after a refused flight) ran.
+  for (const char* general : {"ack", pg_internal::kPipelinedLeanAckClaim,
+                              pg_internal::kPipelinedFinish, pg_internal::kPipelinedFinishClaim}) {
+    EXPECT_FALSE(Prepared(*store_, "one", general)) << general;
+  }
+}
+
+// A batch with results whose claim ahead reads two parts takes the general
+// path's lean statement, which sends the results as hex text: they are
+// stored as given there too.
+TEST_F(FinishTest, AnAckWithResultsOnTheGeneralPathKeepsEachResult) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
+  ASSERT_EQ(items.size(), 6u);
+  FinishBody body = [&](Tx&, absl::Span<const Item> given) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (const Item& i : given) {
+      Outcome o;
+      o.id = i.id;
+      o.part = i.part;
+      o.result = absl::StrCat(std::string("\x00\xff", 2), i.payload);
+      out.push_back(o);
+    }
+    return out;
+  };
+  FinishRequest req = FinishOf("q", member_, items);
+  req.next = [&]() -> std::optional<ClaimRequest> { return ClaimAll("q", member_); };
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(req, body));
+  EXPECT_EQ(r.acked.size(), 6u);
+  EXPECT_TRUE(Prepared(*store_, "q", pg_internal::kPipelinedLeanAckClaim))
+      << "the claim of two parts took the lean general statement";
+  for (const Item& i : items) {
+    ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", i.id));
+    EXPECT_EQ(st.result, absl::StrCat(std::string("\x00\xff", 2), i.payload));
+  }
 }
 
 // A claim ahead runs in the ack's transaction, which began before the
