@@ -53,6 +53,11 @@
 #               ack and the claim, COMMIT: one round trip a batch), as a
 #               worker could send the writes of a handler whose answer it does
 #               not need (record:TABLE) with the ack
+#   log_segs    log_partq on a log partitioned into 4 segments (LIST by seg,
+#               each a quarter of the round's ids), read through its parent
+#               as the design's `log` is: what the segments cost a read that
+#               does not name its segment (a generic plan starts every
+#               segment's index scan). Only with --shapes.
 #
 # After the rounds, a second table: what a dense per-part sequence costs
 # producers. --enqueue-clients clients (default 8) enqueue into --parts parts
@@ -70,16 +75,19 @@
 #                             [--transactions 1500] [--rounds 3]
 #                             [--enqueue-clients 8] [--parts 16]
 #                             [--shapes floor,log_partq,...] [--no-enqueue]
+#                             [--generic]
 # (--shapes: which of the drain's shapes, floor always among them; --no-enqueue:
-# not the producers' table)
+# not the producers' table; --generic: every shape's statements planned
+# generic from their first run, as partq's plan guard has its own planned)
 # Without --dsn it starts a throwaway PostgreSQL 15 (default settings, fsync
 # on, as `partq bench` does) and removes it afterwards.
 set -euo pipefail
 
-dsn="" clients=4 batch=100 tx=1500 rounds=3 eclients=8 parts=16 only="" enqueue=1
+dsn="" clients=4 batch=100 tx=1500 rounds=3 eclients=8 parts=16 only="" enqueue=1 generic=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --shapes) only="$2"; shift 2 ;;
+    --generic) generic=1; shift ;;
     --no-enqueue) enqueue=0; shift ;;
     --dsn) dsn="$2"; shift 2 ;;
     --clients) clients="$2"; shift 2 ;;
@@ -89,7 +97,7 @@ while [[ $# -gt 0 ]]; do
     --enqueue-clients) eclients="$2"; shift 2 ;;
     --parts) parts="$2"; shift 2 ;;
     *) echo "usage: $0 [--dsn DSN] [--clients N] [--batch B] [--transactions T] [--rounds R]" \
-            "[--enqueue-clients N] [--parts P] [--shapes S,S,...] [--no-enqueue]" >&2
+            "[--enqueue-clients N] [--parts P] [--shapes S,S,...] [--no-enqueue] [--generic]" >&2
        exit 2 ;;
   esac
 done
@@ -131,6 +139,16 @@ CREATE TABLE $s.log (queue text COLLATE "C" NOT NULL, part int NOT NULL, id bigi
   payload bytea NOT NULL, enqueued_at timestamptz NOT NULL DEFAULT now());
 CREATE INDEX log_part ON $s.log (queue, part, xid, id);
 CREATE INDEX log_seq ON $s.log (queue, part, seq);
+-- log_segs's log: the same rows in 4 segments, read through the parent.
+CREATE TABLE $s.seglog (seg int NOT NULL, queue text COLLATE "C" NOT NULL, part int NOT NULL,
+  id bigint NOT NULL, seq bigint NOT NULL, xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+  key text COLLATE "C", payload bytea NOT NULL, enqueued_at timestamptz NOT NULL DEFAULT now())
+  PARTITION BY LIST (seg);
+CREATE TABLE $s.seglog_0 PARTITION OF $s.seglog FOR VALUES IN (0);
+CREATE TABLE $s.seglog_1 PARTITION OF $s.seglog FOR VALUES IN (1);
+CREATE TABLE $s.seglog_2 PARTITION OF $s.seglog FOR VALUES IN (2);
+CREATE TABLE $s.seglog_3 PARTITION OF $s.seglog FOR VALUES IN (3);
+CREATE INDEX seglog_part ON $s.seglog (queue, part, xid, id);
 CREATE TABLE $s.offsets (queue text COLLATE "C", part int, off bigint NOT NULL,
   PRIMARY KEY (queue, part));
 -- session_parts (the fence) and the per-part record of log_partq.
@@ -179,7 +197,8 @@ SQL
 # against these shapes.
 # log_partq, log_horizon and log_dense differ only in how the read takes the part's rows after
 # the cursor: $1 the log's column the cursor follows before the id (c1), $2 its condition,
-# $3 further conditions, $4 the record's new cursor (read_xid, read_to).
+# $3 further conditions, $4 the record's new cursor (read_xid, read_to); log_segs in the
+# table read ($5, default log).
 log_shape() {
   local order="l.$1, l.id"
   [[ "$1" == seq ]] && order="l.seq"  # dense: one row per number of a part
@@ -192,7 +211,7 @@ WITH f AS (SELECT epoch FROM $s.owners WHERE queue = 'q' AND part = :client_id A
 cur AS (SELECT * FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1),
 gone AS (DELETE FROM $s.records r USING cur, f WHERE r.queue = 'q' AND r.part = :client_id
          AND r.seq = cur.seq RETURNING r.*),
-nxt AS (SELECT l.$1 AS c1, l.id, l.payload FROM $s.log l
+nxt AS (SELECT l.$1 AS c1, l.id, l.payload FROM $s.${5:-log} l
         WHERE l.queue = 'q' AND l.part = :client_id
           AND $2
           $3
@@ -211,6 +230,10 @@ windows_next="coalesce((SELECT c1 FROM last), g.read_xid), coalesce((SELECT id F
 log_shape xid "$windows_cursor" "AND l.xid < (SELECT pg_snapshot_xmax(win) FROM gone)
           AND pg_visible_in_snapshot(l.xid, (SELECT win FROM gone))
           AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM gone))" "$windows_next" >"$work/log_partq.sql"
+log_shape xid "$windows_cursor" "AND l.xid < (SELECT pg_snapshot_xmax(win) FROM gone)
+          AND pg_visible_in_snapshot(l.xid, (SELECT win FROM gone))
+          AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM gone))" "$windows_next" seglog \
+  >"$work/log_segs.sql"
 log_shape xid "$windows_cursor" "AND l.xid < pg_snapshot_xmin(pg_current_snapshot())" \
   "$windows_next" >"$work/log_horizon.sql"
 # log_dense: the cursor (read_to) is the part's sequence, the read a range of log_seq after it.
@@ -268,15 +291,19 @@ done
 # transactions of 10,000 (so the log's xids vary as a producer's would).
 setup() {
   psql_q -o /dev/null <<SQL
-TRUNCATE $s.jobs, $s.results, $s.log, $s.offsets, $s.owners, $s.records, $s.items, $s.acks;
+TRUNCATE $s.jobs, $s.results, $s.log, $s.seglog, $s.offsets, $s.owners, $s.records, $s.items,
+  $s.acks;
 SELECT setval('$s.blocks', 0, false);
 INSERT INTO $s.owners SELECT 'q', p, 1 FROM generate_series(0, $clients - 1) p;
 SQL
   case "$1" in
     floor) psql_q -o /dev/null -c "INSERT INTO $s.jobs (id, payload) SELECT g, convert_to(g::text, 'UTF8') FROM generate_series(0, $items - 1) g" ;;
     log_*)
+      local into="$s.log (queue, part, id, seq, payload) SELECT"
+      # log_segs: each quarter of the ids in a segment of its own.
+      [[ "$1" == log_segs ]] && into="$s.seglog (seg, queue, part, id, seq, payload) SELECT least(3, g * 4 / $items),"
       for ((lo = 0; lo < items; lo += 10000)); do
-        echo "INSERT INTO $s.log (queue, part, id, seq, payload) SELECT 'q', g % $clients, g, g / $clients + 1, convert_to(g::text, 'UTF8') FROM generate_series($lo, least($lo + 9999, $items - 1)) g;"
+        echo "INSERT INTO $into 'q', g % $clients, g, g / $clients + 1, convert_to(g::text, 'UTF8') FROM generate_series($lo, least($lo + 9999, $items - 1)) g;"
       done | psql_q -o /dev/null
       psql_q -o /dev/null <<SQL
 INSERT INTO $s.offsets SELECT 'q', p, 0 FROM generate_series(0, $clients - 1) p;
@@ -301,7 +328,7 @@ run() {
   # The 2-round-trip shapes claim their first batch in their first transaction.
   local t="$tx" vars=()
   if [[ "$shape" == *_partq || "$shape" == *_flight || "$shape" == log_horizon || "$shape" == log_mem ||
-        "$shape" == log_dense ]]; then
+        "$shape" == log_dense || "$shape" == log_segs ]]; then
     t=$((tx + 1))
   fi
   if [[ "$shape" == log_mem ]]; then
@@ -309,8 +336,10 @@ run() {
     vars=(-D "win=$(psql_q -At -c "SELECT win FROM $s.records LIMIT 1")" -D "pos=1:1:"
           -D "read_xid=0" -D "read_to=-1" -D "ids={}")
   fi
-  out="$(pgbench "$dsn" -n -M prepared -c "$clients" -j "$clients" -t "$t" "${vars[@]}" \
-         -f "$work/$shape.sql" 2>&1)" || {
+  local options="${PGOPTIONS:-}"
+  ((generic)) && options+=" -c plan_cache_mode=force_generic_plan"
+  out="$(PGOPTIONS="$options" pgbench "$dsn" -n -M prepared -c "$clients" -j "$clients" -t "$t" \
+         "${vars[@]}" -f "$work/$shape.sql" 2>&1)" || {
     echo "$0: pgbench $shape failed:" >&2; echo "$out" >&2; exit 1; }
   tps="$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")"
   [[ -n "$tps" ]] || { echo "$0: no tps in pgbench output:" >&2; echo "$out" >&2; exit 1; }
@@ -327,6 +356,8 @@ if [[ -n "$only" ]]; then
   for sh in "${picked[@]}"; do
     [[ -f "$work/$sh.sql" ]] || {
       echo "$0: no shape $sh" >&2; exit 2; }
+    [[ " ${shapes[*]} " != *" $sh "* || "$sh" == floor ]] || {
+      echo "$0: shape $sh named twice in --shapes" >&2; exit 2; }
     [[ "$sh" == floor ]] || shapes+=("$sh")
   done
 fi
