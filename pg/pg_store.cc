@@ -831,21 +831,6 @@ absl::StatusOr<std::vector<QueueConfig>> PgStore::ListQueues() {
 
 namespace {
 
-// What a queue still holds, split as `partq status` splits it: in flight
-// (in its owners' claim records), else ready or delayed by run_at; and its
-// dead items.
-constexpr const char* kQueueContents = R"sql(
-WITH fly AS (
-  SELECT i.id FROM {schema}.part_claims c
-  JOIN {schema}.items i ON i.id = ANY(c.ids) AND i.part = c.part AND i.queue = c.queue
-  WHERE c.queue = $1)
-SELECT count(*) FILTER (WHERE NOT fl AND run_at <= now()),
-       count(*) FILTER (WHERE NOT fl AND run_at > now()),
-       count(*) FILTER (WHERE fl),
-       (SELECT count(*) FROM {schema}.dead_items WHERE queue = $1)
-FROM (SELECT run_at, id IN (SELECT id FROM fly) AS fl FROM {schema}.items WHERE queue = $1) x
-)sql";
-
 std::string Count(int64_t n, absl::string_view noun) {
   return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
 }
@@ -883,7 +868,7 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
       return UnknownQueue(name, options_.schema);
     }
     if (contents == QueueContents::kRefuse) {
-      pqxx::row r = tx.exec_params1(WithSchema(kQueueContents, options_.schema), q);
+      const pqxx::row r = Exec(tx, "queue_contents", q)[0];
       const int64_t ready = r[0].as<int64_t>(), delayed = r[1].as<int64_t>(),
                     in_flight = r[2].as<int64_t>(), dead = r[3].as<int64_t>();
       const int64_t items = ready + delayed + in_flight;

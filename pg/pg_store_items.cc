@@ -2219,17 +2219,8 @@ absl::StatusOr<std::vector<DeadItem>> PgStore::ListDead(absl::string_view queue,
     std::vector<DeadItem> out;
     // A viewer may not read payloads: the statement must not name them.
     const bool hidden = !MayRead(tx, options_.schema, "dead_items", "payload");
-    const char* payload = hidden ? "0, substring(''::bytea FROM 1 FOR $3)"
-                                 : "octet_length(payload), substring(payload FROM 1 FOR $3)";
-    for (const pqxx::row& r : tx.exec_params(WithSchema(absl::StrCat(R"sql(
-SELECT id, part, key, dedup_key, attempts,
-       (date_part('epoch', enqueued_at) * 1000000)::bigint,
-       (date_part('epoch', failed_at) * 1000000)::bigint, last_error, )sql",
-                                                                     payload, R"sql(
-FROM {schema}.dead_items WHERE queue = $1
-ORDER BY failed_at DESC, id DESC LIMIT $2)sql"),
-                                                        options_.schema),
-                                             q, limit, kDeadPayloadHead)) {
+    for (const pqxx::row& r :
+         Exec(tx, hidden ? "dead_list_hidden" : "dead_list", q, limit, kDeadPayloadHead)) {
       DeadItem d;
       d.id = r[0].as<int64_t>();
       d.part = r[1].as<int>();
@@ -2262,31 +2253,9 @@ absl::StatusOr<Requeued> PgStore::RequeueDead(absl::string_view queue,
             .empty()) {
       return UnknownQueue(queue, options_.schema);
     }
-    // A new item in all but its id and enqueue time: no attempt counted, due
-    // now, no abandoned mark. ON CONFLICT leaves an item whose dedup key a
-    // live item holds where it is (its id cannot be live: ids are never
-    // reused). Owners find the items behind their cursors (run_at is later
-    // than enqueued_at: the claim's `later` read), at once with the notice
-    // (NotifyParts, as an enqueue sends it).
-    const pqxx::row r = tx.exec_params1(WithSchema(R"sql(
-WITH asked AS (
-  SELECT d.* FROM {schema}.dead_items d
-  WHERE d.queue = $1 AND (cardinality($2::bigint[]) = 0 OR d.id = ANY($2::bigint[]))),
-moved AS (
-  INSERT INTO {schema}.items (id, queue, part, key, dedup_key, priority, run_at, attempts,
-                              enqueued_at, payload, origin_topic, origin_partition,
-                              origin_offset, headers)
-  SELECT id, queue, part, key, dedup_key, priority, now(), 0, enqueued_at, payload,
-         origin_topic, origin_partition, origin_offset, headers
-  FROM asked
-  ON CONFLICT DO NOTHING
-  RETURNING id, part, priority),
-gone AS (DELETE FROM {schema}.dead_items d USING moved m WHERE d.id = m.id RETURNING 1)
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM asked) - (SELECT count(*) FROM gone),
-       (SELECT coalesce(string_agg(m.part || ':' || m.priority || ':' || m.id, ','), '')
-        FROM moved m))sql",
-                                                   options_.schema),
-                                        q, IntArray(ids));
+    // pg/sql/dead_requeue.sql; the owners hear of the items at once with
+    // the notice (NotifyParts, as an enqueue sends it).
+    const pqxx::row r = Exec(tx, "dead_requeue", q, IntArray(ids))[0];
     LowestKeys parts;
     for (absl::string_view m : absl::StrSplit(r[2].c_str(), ',', absl::SkipEmpty())) {
       int part = 0;
@@ -2306,19 +2275,9 @@ absl::StatusOr<int64_t> PgStore::DeleteDead(absl::string_view queue,
                                             const std::vector<int64_t>& ids) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("delete dead items", [&]() -> absl::StatusOr<int64_t> {
-    // The queue check and the delete in one statement, one snapshot. Dead
-    // items that die meanwhile are not in it and stay: "all" is all that
-    // were dead when the delete began.
+    // The queue check and the delete in one statement (pg/sql/dead_delete.sql).
     PgWork<> tx(*conn_, options_.transaction_pooler);
-    const pqxx::row r = tx.exec_params1(WithSchema(R"sql(
-WITH q AS (SELECT 1 FROM {schema}.queues WHERE name = $1),
-gone AS (
-  DELETE FROM {schema}.dead_items d
-  WHERE d.queue = $1 AND (cardinality($2::bigint[]) = 0 OR d.id = ANY($2::bigint[]))
-  RETURNING 1)
-SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM gone))sql",
-                                                   options_.schema),
-                                        std::string(queue), IntArray(ids));
+    const pqxx::row r = Exec(tx, "dead_delete", std::string(queue), IntArray(ids))[0];
     if (r[0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
     tx.commit();
     return r[1].as<int64_t>();

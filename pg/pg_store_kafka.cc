@@ -24,43 +24,6 @@ namespace {
 
 constexpr size_t kMaxKafkaKeyBytes = 1024;  // as for any item key
 
-// Compare-and-set of one partition's next offset. With $4 NULL the row must
-// not exist yet (insert); else it must hold $4 (update). Under READ COMMITTED
-// a concurrent writer of the same row makes this statement wait, then
-// re-check the condition against the committed row, so two bridges can never
-// both move a partition from the same offset: one of them gets 0 rows.
-constexpr const char* kOffsetCas = R"sql(
-WITH upd AS (
-  UPDATE {schema}.kafka_offsets SET next_offset = $5, updated_at = now()
-  WHERE queue = $1 AND topic = $2 AND partition = $3 AND next_offset = $4::bigint
-  RETURNING 1),
-ins AS (
-  INSERT INTO {schema}.kafka_offsets (queue, topic, partition, next_offset)
-  SELECT $1, $2, $3, $5 WHERE $4::bigint IS NULL
-  ON CONFLICT (queue, topic, partition) DO NOTHING
-  RETURNING 1)
-SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM ins)
-)sql";
-
-constexpr const char* kReadOffsets = R"sql(
-SELECT partition, next_offset FROM {schema}.kafka_offsets
-WHERE queue = $1 AND topic = $2 ORDER BY partition
-)sql";
-
-// Counting stops at the limit: the bridge only needs "above the high-water
-// mark or not", and a capped count reads at most `limit` index entries.
-constexpr const char* kCountItems = R"sql(
-SELECT count(*) FROM (SELECT 1 FROM {schema}.items WHERE queue = $1 LIMIT $2) x
-)sql";
-
-constexpr const char* kReadOutbox = R"sql(
-SELECT id, topic, key, payload, headers::text FROM {schema}.outbox ORDER BY id LIMIT $1
-)sql";
-
-constexpr const char* kDeleteOutbox = R"sql(
-DELETE FROM {schema}.outbox WHERE id = ANY($1::bigint[])
-)sql";
-
 // The item key of a Kafka key (see KafkaMessage::key in store.h). A plain
 // key that itself starts with "\x" is hex-encoded too, so the mapping can be
 // reversed: the finish statement turns the key of a dead-lettered item back
@@ -101,10 +64,10 @@ absl::StatusOr<int64_t> PgStore::IngestKafka(const KafkaIngestRequest& request) 
     // before the offsets' rows: DeleteQueue locks items, then
     // deletes the queue's offsets (the other order deadlocks).
     Exec(tx, "lock_items_for_enqueue");
-    const std::string cas = WithSchema(kOffsetCas, options_.schema);
     for (const KafkaOffsetAdvance& o : offsets) {
-      pqxx::result r =
-          tx.exec_params(cas, request.queue, o.topic, o.partition, o.expected, o.next_offset);
+      // pg/sql/kafka_offset_cas.sql says why two bridges cannot both move it.
+      pqxx::result r = Exec(tx, "kafka_offset_cas", request.queue, o.topic, o.partition, o.expected,
+                            o.next_offset);
       if (r[0][0].as<int64_t>() != 1) {
         return absl::AbortedError(
             absl::StrCat("offset of ", o.topic, "/", o.partition, " is no longer ",
@@ -137,8 +100,7 @@ absl::StatusOr<std::vector<KafkaOffset>> PgStore::ReadKafkaOffsets(absl::string_
   return Run("read kafka offsets", [&]() -> absl::StatusOr<std::vector<KafkaOffset>> {
     pqxx::transaction_base& tx = Autocommit();
     std::vector<KafkaOffset> out;
-    for (const pqxx::row& row : tx.exec_params(WithSchema(kReadOffsets, options_.schema),
-                                               std::string(queue), std::string(topic))) {
+    for (const pqxx::row& row : Exec(tx, "kafka_offsets", std::string(queue), std::string(topic))) {
       out.push_back({std::string(topic), row[0].as<int32_t>(), row[1].as<int64_t>()});
     }
     return out;
@@ -149,8 +111,7 @@ absl::StatusOr<int64_t> PgStore::CountItems(absl::string_view queue, int64_t lim
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("count items", [&]() -> absl::StatusOr<int64_t> {
     pqxx::transaction_base& tx = Autocommit();
-    pqxx::result r = tx.exec_params(WithSchema(kCountItems, options_.schema), std::string(queue),
-                                    std::max<int64_t>(limit, 0));
+    pqxx::result r = Exec(tx, "count_items", std::string(queue), std::max<int64_t>(limit, 0));
     return r[0][0].as<int64_t>();
   });
 }
@@ -159,8 +120,7 @@ absl::StatusOr<std::vector<OutboxRow>> PgStore::ReadOutbox(int limit) {
   return Run("read outbox", [&]() -> absl::StatusOr<std::vector<OutboxRow>> {
     pqxx::transaction_base& tx = Autocommit();
     std::vector<OutboxRow> out;
-    for (const pqxx::row& row :
-         tx.exec_params(WithSchema(kReadOutbox, options_.schema), std::max(limit, 0))) {
+    for (const pqxx::row& row : Exec(tx, "outbox_read", std::max(limit, 0))) {
       OutboxRow o;
       o.id = row[0].as<int64_t>();
       o.topic = row[1].c_str();
@@ -183,7 +143,7 @@ absl::Status PgStore::DeleteOutbox(const std::vector<int64_t>& ids) {
   if (ids.empty()) return absl::OkStatus();
   return Run("delete outbox rows", [&]() -> absl::Status {
     pqxx::transaction_base& tx = Autocommit();
-    tx.exec_params(WithSchema(kDeleteOutbox, options_.schema), IntArray(ids));
+    Exec(tx, "outbox_delete", IntArray(ids));
     return absl::OkStatus();
   });
 }

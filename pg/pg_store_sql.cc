@@ -654,7 +654,11 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
         "enqueue", "dedup_lookup", "lock_items_for_enqueue", "reserve_ids", "reserve_id_list",
         "insert_batch", "put_item", "put_items", "lock_items_for_put", "item_state", "cancel_parts",
         "cancel_items", "vacuum_due", "bloated_indexes", "bloated_table", "leftover_rebuilds",
-        "prune", "cancel_by_dedup_key", "item_state_dedup", "current_snapshot",
+        "prune", "cancel_by_dedup_key", "item_state_dedup", "current_snapshot", "queue_contents",
+        // dead items
+        "dead_requeue", "dead_delete",
+        // the Kafka bridge
+        "kafka_offset_cas", "kafka_offsets", "count_items", "outbox_read", "outbox_delete",
         // roles per queue (migration 29)
         "grant_queue_right", "revoke_queue_right", "list_grants", "grant_topic", "revoke_topic",
         "forget_earlier_role", "schema_creators",
@@ -677,6 +681,10 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
   s.push_back({"acquire", Fill("acquire", {{"{take_over_claims}", TakeOverClaims("ins")}}),
                /*prepared=*/false});
   s.push_back({"fence", Fill("fence", {{"{fence}", FenceCte()}})});
+  // A viewer's list names no payload (MayRead).
+  s.push_back({"dead_list", Fill("dead_list", {{"{payload}", Fragment("dead_payload")}})});
+  s.push_back(
+      {"dead_list_hidden", Fill("dead_list", {{"{payload}", Fragment("dead_payload_hidden")}})});
   s.push_back({"ack", Fill("ack", {{"{ack_ctes}", AckCtes()}})});
   // The general Finish and every claiming statement run in
   // PipelinedStatements' forms.
