@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -126,6 +127,15 @@ std::string EscapeInvisibleControls(absl::string_view json) {
     ++i;
   }
   return out;
+}
+
+const char* TextOrBase64(absl::string_view bytes, std::string* text) {
+  if (IsValidUtf8(bytes)) {
+    text->assign(bytes.data(), bytes.size());
+    return "utf8";
+  }
+  *text = absl::Base64Escape(bytes);
+  return "base64";
 }
 
 absl::string_view CutAtCharacter(absl::string_view value, size_t max_bytes) {

@@ -37,6 +37,11 @@ std::string PrintableUtf8Lines(absl::string_view s);
 // value, safe to show on a terminal.
 std::string EscapeInvisibleControls(absl::string_view json);
 
+// Bytes as a JSON string: themselves when they are UTF-8 (returns "utf8"),
+// else their base64 (returns "base64"), the encoding a reader needs to get
+// the bytes back (the handler protocol's payloads, `partq wait --json`).
+const char* TextOrBase64(absl::string_view bytes, std::string* text);
+
 // The first `max_bytes` bytes of `value`, or fewer: never a part of a
 // UTF-8 character (a cut inside one would show as \xNN escapes).
 absl::string_view CutAtCharacter(absl::string_view value, size_t max_bytes);

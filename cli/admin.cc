@@ -893,8 +893,34 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   return EnqueueStdin(producer, queue, item, *chunk, opts->max_payload_bytes);
 }
 
+// `wait --json`: what the wait found (ItemState), one object; the result
+// and an error as JSON strings, bytes that are not UTF-8 as base64.
+nlohmann::json WaitJson(const ItemState& state) {
+  nlohmann::json out = {{"id", state.id}};
+  switch (state.kind) {
+    case ItemState::Kind::kDead:
+      out["state"] = "dead";
+      out["attempts"] = state.attempts;
+      out["error"] = state.error;
+      return out;
+    case ItemState::Kind::kCancelled:
+      out["state"] = "cancelled";
+      return out;
+    default:
+      out["state"] = "done";
+  }
+  out["result"] = nullptr;
+  out["result_encoding"] = nullptr;
+  if (state.result) {
+    std::string text;
+    out["result_encoding"] = TextOrBase64(*state.result, &text);
+    out["result"] = std::move(text);
+  }
+  return out;
+}
+
 int CmdWait(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, With(ConnectionFlags(), {"dedup-key", "timeout"}), {});
+  auto args = Args::Parse(argv, With(ConnectionFlags(), {"dedup-key", "timeout"}), {"json"});
   if (!args.ok()) return Fail(args.status());
   const auto& pos = args->positional();
   const bool by_key = args->Has("dedup-key");
@@ -929,6 +955,12 @@ int CmdWait(const std::vector<std::string>& argv) {
     return kWaitTimedOut;
   }
   if (!state.ok()) return Fail(state.status());
+  if (args->Has("json")) {
+    PrintJson(WaitJson(*state).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    return state->kind == ItemState::Kind::kCancelled ? kWaitCancelled
+           : state->kind == ItemState::Kind::kDead    ? kWaitDead
+                                                      : 0;
+  }
   if (state->kind == ItemState::Kind::kCancelled) {
     fprintf(stderr, "partq: item %lld was cancelled (partq cancel); it will not run\n",
             static_cast<long long>(state->id));
@@ -1272,7 +1304,19 @@ int DeadList(const Args& args) {
             absl::FormatTime(absl::RFC3339_full, d.enqueued_at, absl::UTCTimeZone())},
            {"failed_at", absl::FormatTime(absl::RFC3339_full, d.failed_at, absl::UTCTimeZone())},
            {"last_error", d.last_error},
-           {"payload_bytes", d.payload_bytes}});
+           {"payload_bytes",
+            d.payload_hidden ? nlohmann::json() : nlohmann::json(d.payload_bytes)}});
+      // Its first kDeadPayloadHead bytes, as the console shows them; null
+      // for a role that may not read payloads.
+      nlohmann::json& item = out.back();
+      item["payload"] = item["payload_encoding"] = nullptr;
+      item["payload_truncated"] = false;
+      if (!d.payload_hidden) {
+        std::string text;
+        item["payload_encoding"] = TextOrBase64(d.payload_head, &text);
+        item["payload"] = std::move(text);
+        item["payload_truncated"] = d.payload_bytes > static_cast<int64_t>(d.payload_head.size());
+      }
     }
     PrintJson(out.dump(2));
     return 0;

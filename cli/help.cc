@@ -73,10 +73,12 @@ constexpr CommandUsage kCommands[] = {
      "      those in flight finish; it ends then, with its end item unless --no-end\n"
      "  group list QUEUE [--all] [--limit 50] [--json]   open groups (--all: ended too)\n"},
     {"wait",
-     "  wait QUEUE ITEM|--dedup-key K [--timeout 30s]\n"
+     "  wait QUEUE ITEM|--dedup-key K [--timeout 30s] [--json]\n"
      "      prints the item's result when it is done; exit 0 done, 3 not finished within\n"
      "      --timeout, 4 dead-lettered (its error on stderr), 5 cancelled, 1 no such item\n"
-     "      or an error\n"},
+     "      or an error; --json: one object, {id, state (done, dead or cancelled), result\n"
+     "      (null when the item has none), result_encoding (utf8 or base64), attempts and\n"
+     "      error (dead)}, the exit status as without it\n"},
     {"cancel",
      "  cancel QUEUE ID...|--dedup-key K         remove ready or delayed items before they run\n"
      "      one line per item: cancelled, already cancelled, in flight (a worker has it: it\n"
@@ -132,6 +134,7 @@ constexpr CommandUsage kCommands[] = {
      "      --allowed-host adds names): a page of another site cannot rebind to it.\n"},
     {"dead",
      "  dead list QUEUE [--limit 20] [--json]    dead-lettered items, newest first, with errors\n"
+     "      (--json: with the first 256 bytes of each payload, as payload and payload_encoding)\n"
      "  dead requeue QUEUE ID...|--all           back to ready, same ids, attempts 0\n"
      "  dead delete QUEUE ID...|--all            delete them for good\n"},
     {"prune",

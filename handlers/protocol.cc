@@ -28,13 +28,10 @@ constexpr char kBase64[] = "base64";
 // Puts bytes as text when they are UTF-8, else as base64, with the marker.
 void PutBytes(ordered_json& obj, const char* field, const char* encoding_field,
               const std::string& bytes) {
-  if (IsValidUtf8(bytes)) {
-    obj[field] = bytes;
-    obj[encoding_field] = kUtf8;
-  } else {
-    obj[field] = absl::Base64Escape(bytes);
-    obj[encoding_field] = kBase64;
-  }
+  std::string text;
+  const char* encoding = TextOrBase64(bytes, &text);
+  obj[field] = std::move(text);
+  obj[encoding_field] = encoding;
 }
 
 ordered_json OptionalText(const std::optional<std::string>& s) {

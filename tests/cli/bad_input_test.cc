@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "base/utf8.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "pg/embedded_postgres.h"
 #include "tests/observability/scrape.h"
 #include "tests/testing/pg_env.h"
@@ -505,6 +506,62 @@ TEST_F(BadInputTest, WaitsExitStatusSaysHowTheItemEnded) {
   waited = Partq(With({"wait", "d", id(doomed), "--timeout", "30s"}));
   EXPECT_EQ(waited.code, 4) << waited.err;
   EXPECT_TRUE(absl::StrContains(waited.err, "dead-lettered after 1 attempt: ")) << waited.err;
+  std::remove(log_q.c_str());
+  std::remove(log_d.c_str());
+}
+
+// `wait --json` says how the item ended and tells an empty result from none
+// (printed, both are nothing), bytes that are not UTF-8 in base64; `dead
+// list --json` shows each payload's head the same way.
+TEST_F(BadInputTest, WaitAndDeadListJsonShowResultsAndPayloadsAsBytes) {
+  ASSERT_EQ(Partq(With({"queue", "create", "d", "--parts", "1", "--max-attempts", "1"})).code, 0);
+  auto id = [](const Result& r) { return std::string(absl::StripAsciiWhitespace(r.out)); };
+  std::map<std::string, std::string> ids;
+  for (const char* p : {"empty", "binary", "none"}) {
+    Result r = Partq(With({"enqueue", "q", p}));
+    ASSERT_EQ(r.code, 0) << r.err;
+    ids[p] = id(r);
+  }
+  const std::string long_payload(300, 'x');
+  Result doomed = Partq(With({"enqueue", "d", long_payload}));
+  ASSERT_EQ(doomed.code, 0) << doomed.err;
+  std::string log_q, log_d;
+  auto acker = StartWorker("q",
+                           {"--handler",
+                            "sql:SELECT CASE convert_from($2, 'UTF8') WHEN 'empty' THEN ''::bytea "
+                            "WHEN 'binary' THEN '\\x00ff41'::bytea END"},
+                           &log_q);
+  auto failer = StartWorker("d", {"--handler", "fail:1"}, &log_d);
+  auto wait_json = [&](const std::string& queue, const std::string& item, int code) {
+    Result w = Partq(With({"wait", queue, item, "--timeout", "30s", "--json"}));
+    EXPECT_EQ(w.code, code) << w.err;
+    return nlohmann::json::parse(w.out, nullptr, /*allow_exceptions=*/false);
+  };
+  nlohmann::json j = wait_json("q", ids["empty"], 0);
+  EXPECT_EQ(j["state"], "done");
+  EXPECT_EQ(j["result"], "");
+  EXPECT_EQ(j["result_encoding"], "utf8");
+  j = wait_json("q", ids["binary"], 0);
+  EXPECT_EQ(j["result"], absl::Base64Escape(std::string("\x00\xff"
+                                                        "A",
+                                                        3)));
+  EXPECT_EQ(j["result_encoding"], "base64");
+  j = wait_json("q", ids["none"], 0);
+  EXPECT_EQ(j["id"], std::stoll(ids["none"]));
+  EXPECT_TRUE(j["result"].is_null()) << j.dump();
+  j = wait_json("d", id(doomed), 4);
+  EXPECT_EQ(j["state"], "dead");
+  EXPECT_EQ(j["attempts"], 1);
+  EXPECT_TRUE(absl::StrContains(j["error"].get<std::string>(), "fail")) << j.dump();
+
+  Result listed = Partq(With({"dead", "list", "d", "--json"}));
+  ASSERT_EQ(listed.code, 0) << listed.err;
+  const nlohmann::json dead = nlohmann::json::parse(listed.out, nullptr, false);
+  ASSERT_EQ(dead.size(), 1u) << listed.out;
+  EXPECT_EQ(dead[0]["payload"], std::string(256, 'x')) << "its first 256 bytes";
+  EXPECT_EQ(dead[0]["payload_encoding"], "utf8");
+  EXPECT_EQ(dead[0]["payload_bytes"], 300);
+  EXPECT_EQ(dead[0]["payload_truncated"], true);
   std::remove(log_q.c_str());
   std::remove(log_d.c_str());
 }
