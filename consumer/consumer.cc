@@ -926,9 +926,17 @@ void Consumer::ReportFailures(const std::vector<FailureNote>& notes, const Finis
     if (!is_dead && retried.count(note.outcome.id) == 0) continue;
     if (metrics_ != nullptr) metrics_->ItemFailed(note.kind);
     if (note.kind == FailureKind::kThrottled && !is_dead) ++throttled;
-    // Being told to wait is not a fault: info. The rest: warning.
-    const LogLevel level =
-        note.kind == FailureKind::kThrottled ? LogLevel::kInfo : LogLevel::kWarning;
+    // Being told to wait is not a fault: info, but a warning once a minute
+    // (the docs promise a worker that waits says why). The rest: warning.
+    LogLevel level = LogLevel::kWarning;
+    if (note.kind == FailureKind::kThrottled) {
+      const int64_t now = absl::ToUnixMicros(clock_->Now());
+      int64_t last = throttle_warned_us_.load();
+      const bool warn =
+          (last == INT64_MIN || now - last >= absl::ToInt64Microseconds(absl::Minutes(1))) &&
+          throttle_warned_us_.compare_exchange_strong(last, now);
+      level = warn ? LogLevel::kWarning : LogLevel::kInfo;
+    }
     if (level < GetLogLevel()) continue;
     // Admitted first: in a flood the dropped lines are not even made.
     const LogLimiter::Verdict v = failure_log_.Admit(0);

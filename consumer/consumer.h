@@ -368,8 +368,10 @@ class Consumer : private PartListener {
   // A claim took `n` items, into the stats and metrics.
   void CountClaimedLocked(int64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The failures of `notes` that `r` committed (retried or dead-lettered):
-  // logged (warning; info when throttled; through failure_log_) and counted
-  // by kind (partq_item_failures_total{reason}, stats_.throttled).
+  // logged (warning; info when throttled, but a warning once a minute, so
+  // that a worker told to wait says so at the default level; through
+  // failure_log_) and counted by kind (partq_item_failures_total{reason},
+  // stats_.throttled).
   void ReportFailures(const std::vector<FailureNote>& notes, const FinishResult& r)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -391,6 +393,8 @@ class Consumer : private PartListener {
   // counted, and said with the next line or at Stop.
   // Lines only (each is short: its error is cut), admitted before it is made.
   LogLimiter failure_log_{10, INT64_MAX, absl::Seconds(10), clock_};
+  // When a throttled failure was last logged as a warning (unix µs).
+  std::atomic<int64_t> throttle_warned_us_{INT64_MIN};
 
   StartStop lifecycle_;
   mutable absl::Mutex mu_;

@@ -687,9 +687,11 @@ TEST_F(HttpConsumerTest, ThrottledBatchComesBackWholeAfterRetryAfterWithItsAttem
   std::unique_ptr<Handler> handler = Http("/throttle?first=1&retry_after=1");
   ASSERT_NE(handler, nullptr);
   const std::vector<int64_t> ids = Enqueue({"a", "b", "c"});
-  // Being told to wait is logged at level info: it is not a fault.
+  // Being told to wait is not a fault: logged at level info, but the first
+  // time (then once a minute) as a warning, so that at the default level a
+  // worker that waits says why (docs/guide/handlers.md).
   const LogLevel level = GetLogLevel();
-  SetLogLevel(LogLevel::kInfo);
+  SetLogLevel(LogLevel::kWarning);
   const Run run = Consume(*handler, absl::Minutes(1),
                           [](const ConsumerStats& s) { return s.acked + s.dead == 3; });
   SetLogLevel(level);
@@ -703,6 +705,12 @@ TEST_F(HttpConsumerTest, ThrottledBatchComesBackWholeAfterRetryAfterWithItsAttem
   EXPECT_TRUE(
       absl::StrContains(run.log, "HTTP 429 Too Many Requests, retry after 1s; retrying in 1s"))
       << Tail(run.log);
+  size_t warned = 0;
+  for (size_t at = run.log.find("(throttled)"); at != std::string::npos;
+       at = run.log.find("(throttled)", at + 1)) {
+    ++warned;
+  }
+  EXPECT_EQ(warned, 1u) << "one of the batch's three, at warning: " << Tail(run.log);
 
   const nlohmann::json received = Received();
   ASSERT_GE(received.size(), 2u) << received.dump();
