@@ -54,6 +54,8 @@ std::string Seconds(absl::Duration d) { return absl::StrFormat("%.3fs", absl::To
 constexpr int kWaitTimedOut = 3;
 constexpr int kWaitDead = 4;
 constexpr int kWaitCancelled = 5;
+// `dead requeue`: some asked for were left dead (a live item holds their dedup key).
+constexpr int kDeadRequeueKept = 3;
 // `partq cancel`'s exit status when an asked-for item was not cancelled:
 // too late (in flight, done or dead), or not an item of the queue at all
 // (which wins: most likely a wrong id or queue).
@@ -1338,6 +1340,49 @@ int DeadList(const Args& args) {
   return 0;
 }
 
+// At most 10 ids, for a message: "4, 7, 9" or "4, 7, ... (12 ids)".
+std::string SomeIds(const std::vector<int64_t>& ids) {
+  constexpr size_t kShown = 10;
+  std::string out = absl::StrJoin(ids.begin(), ids.begin() + std::min(ids.size(), kShown), ", ");
+  if (ids.size() > kShown) absl::StrAppend(&out, ", ... (", ids.size(), " ids)");
+  return out;
+}
+
+// `dead requeue`'s report: what was requeued, what stayed dead and why,
+// and the ids asked for that were neither. Exit 0 all requeued, 3 some
+// left dead (a live item holds their dedup key), 1 some ids not dead items
+// of the queue (the others were requeued: a script must still see that it
+// asked for ids that are not there: a typo, another queue, requeued before).
+int ReportRequeued(const std::string& queue, const std::vector<int64_t>& ids, bool all,
+                   const Requeued& r) {
+  printf("requeued %s", Count(r.requeued, "item").c_str());
+  if (r.kept > 0) {
+    const std::string kept = r.kept_ids.size() <= 10 ? absl::StrJoin(r.kept_ids, " ") : "ID...";
+    printf(
+        "; %s left dead (%s): a live item has the same dedup key. Let it finish or cancel it "
+        "(partq cancel %s --dedup-key K), then requeue again; or delete them: partq dead "
+        "delete %s %s",
+        Count(r.kept, "item").c_str(), SomeIds(r.kept_ids).c_str(), queue.c_str(), queue.c_str(),
+        kept.c_str());
+  }
+  printf("\n");
+  std::vector<int64_t> missing;
+  if (!all) {
+    for (int64_t id : ids) {
+      if (!std::binary_search(r.requeued_ids.begin(), r.requeued_ids.end(), id) &&
+          std::find(r.kept_ids.begin(), r.kept_ids.end(), id) == r.kept_ids.end()) {
+        missing.push_back(id);
+      }
+    }
+  }
+  if (!missing.empty()) {
+    return Fail(absl::NotFoundError(
+        absl::StrCat(missing.size(), " of the ", ids.size(), " ids are not dead items of ", queue,
+                     ": ", SomeIds(missing), " (`partq dead list ", queue, "` shows them)")));
+  }
+  return r.kept > 0 ? kDeadRequeueKept : 0;
+}
+
 }  // namespace
 
 int CmdDead(const std::vector<std::string>& argv) {
@@ -1376,20 +1421,7 @@ int CmdDead(const std::vector<std::string>& argv) {
     }
     auto r = (*store)->RequeueDead(pos[1], ids);
     if (!r.ok()) return Fail(r.status());
-    printf("requeued %s", Count(r->requeued, "item").c_str());
-    if (r->kept > 0) {
-      printf("; %s left dead: a live item has the same dedup key", Count(r->kept, "item").c_str());
-    }
-    printf("\n");
-    const int64_t missing = all ? 0 : static_cast<int64_t>(ids.size()) - r->requeued - r->kept;
-    if (missing > 0) {
-      // The others were requeued; a script must still see that it asked
-      // for ids that are not there (a typo, another queue, already requeued).
-      return Fail(absl::NotFoundError(
-          absl::StrCat(missing, " of the ", ids.size(), " ids are not dead items of ", pos[1],
-                       " (`partq dead list ", pos[1], "` shows them)")));
-    }
-    return 0;
+    return ReportRequeued(pos[1], ids, all, *r);
   }
   if (!sub.empty()) {
     return Usage(absl::StrCat("unknown dead subcommand ", Quoted(sub),

@@ -136,6 +136,8 @@ constexpr CommandUsage kCommands[] = {
      "  dead list QUEUE [--limit 20] [--json]    dead-lettered items, newest first, with errors\n"
      "      (--json: with the first 256 bytes of each payload, as payload and payload_encoding)\n"
      "  dead requeue QUEUE ID...|--all           back to ready, same ids, attempts 0\n"
+     "      exit 3 when some stay dead (a live item holds their dedup key: it names them),\n"
+     "      1 when some ids are not dead items of QUEUE (it names them; the rest are requeued)\n"
      "  dead delete QUEUE ID...|--all            delete them for good\n"},
     {"prune",
      "  prune QUEUE --older-than AGE [--dead] [--json]\n"

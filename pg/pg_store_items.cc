@@ -2256,15 +2256,23 @@ absl::StatusOr<Requeued> PgStore::RequeueDead(absl::string_view queue,
     // pg/sql/dead_requeue.sql; the owners hear of the items at once with
     // the notice (NotifyParts, as an enqueue sends it).
     const pqxx::row r = Exec(tx, "dead_requeue", q, IntArray(ids))[0];
+    Requeued out;
     LowestKeys parts;
     for (absl::string_view m : absl::StrSplit(r[2].c_str(), ',', absl::SkipEmpty())) {
       int part = 0;
       std::optional<ItemKey> key;
-      if (ParsePartKey(m, &part, &key) && key) AddKey(parts, part, *key);
+      if (ParsePartKey(m, &part, &key) && key) {
+        AddKey(parts, part, *key);
+        out.requeued_ids.push_back(key->id);
+      }
     }
+    for (absl::string_view k : absl::StrSplit(r[3].c_str(), ',', absl::SkipEmpty())) {
+      int64_t id = 0;
+      if (absl::SimpleAtoi(k, &id)) out.kept_ids.push_back(id);
+    }
+    std::sort(out.requeued_ids.begin(), out.requeued_ids.end());
     NotifyParts(tx, unprepared_, ChannelFor(options_.schema, queue), parts);
     tx.commit();
-    Requeued out;
     out.requeued = r[0].as<int64_t>();
     out.kept = r[1].as<int64_t>();
     return out;

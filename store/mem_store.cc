@@ -834,6 +834,7 @@ class MemStore : public Store {
           });
       if (key_taken) {
         ++out.kept;
+        out.kept_ids.push_back(it->first);
         ++it;
         continue;
       }
@@ -844,6 +845,7 @@ class MemStore : public Store {
       d.abandoned_epoch = 0;
       d.last_error.clear();
       d.failed_at = absl::Time();
+      out.requeued_ids.push_back(it->first);
       db_->items_.emplace(it->first, std::move(d));
       it = db_->dead_.erase(it);
       ++out.requeued;

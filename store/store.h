@@ -579,6 +579,9 @@ struct Requeued {
   int64_t requeued = 0;
   // Asked for but left dead: a live item holds their dedup key.
   int64_t kept = 0;
+  // The ids of each, in order: a caller can name the ids asked for that
+  // were neither (not dead items of the queue).
+  std::vector<int64_t> requeued_ids, kept_ids;
 };
 
 // Queue groups (rsqueue's, built on partq's acks). An item may belong to a

@@ -377,7 +377,8 @@ TEST_F(BadInputTest, DeadSubcommandsAndIds) {
   EXPECT_EQ(missing.code, 1);
   EXPECT_EQ(missing.out, "requeued 0 items\n");
   EXPECT_TRUE(absl::StrContains(
-      missing.err, "2 of the 2 ids are not dead items of q (`partq dead list q` shows them)"))
+      missing.err,
+      "2 of the 2 ids are not dead items of q: 99998, 99999 (`partq dead list q` shows them)"))
       << missing.err;
   ExpectRejected(With({"dead", "delete", "q"}), 2, "usage: partq dead delete QUEUE ID...");
   ExpectRejected(With({"dead", "delete", "q", "5", "--all"}), 2, "usage: partq dead delete");
@@ -562,6 +563,22 @@ TEST_F(BadInputTest, WaitAndDeadListJsonShowResultsAndPayloadsAsBytes) {
   EXPECT_EQ(dead[0]["payload_encoding"], "utf8");
   EXPECT_EQ(dead[0]["payload_bytes"], 300);
   EXPECT_EQ(dead[0]["payload_truncated"], true);
+
+  // A dead item whose dedup key a live item holds stays dead: requeue exits
+  // 3, names it and says what to do.
+  Result keyed = Partq(With({"enqueue", "d", "--dedup-key", "kd", "keyed"}));
+  ASSERT_EQ(keyed.code, 0) << keyed.err;
+  EXPECT_EQ(wait_json("d", id(keyed), 4)["state"], "dead");
+  failer.reset();  // no worker of d: the next item stays live
+  Result live = Partq(With({"enqueue", "d", "--dedup-key", "kd", "live"}));
+  ASSERT_EQ(live.code, 0) << live.err;
+  Result requeued = Partq(With({"dead", "requeue", "d", id(keyed)}));
+  EXPECT_EQ(requeued.code, 3) << requeued.err;
+  EXPECT_TRUE(absl::StrContains(requeued.out, absl::StrCat("requeued 0 items; 1 item left dead (",
+                                                           id(keyed), "): a live item has")))
+      << requeued.out;
+  EXPECT_TRUE(absl::StrContains(requeued.out, absl::StrCat("partq dead delete d ", id(keyed))))
+      << requeued.out;
   std::remove(log_q.c_str());
   std::remove(log_d.c_str());
 }

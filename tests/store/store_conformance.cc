@@ -3027,9 +3027,15 @@ TEST_P(StoreConformance, DeadItemsAreListedNewestFirstAndRequeued) {
       Requeued r, store_->RequeueDead("plain", {ids["keyed"], ids["plain"], elsewhere.id, 999999}));
   EXPECT_EQ(r.requeued, 1);
   EXPECT_EQ(r.kept, 1);
+  // By id, so that a caller can name the ids that were neither (elsewhere.id
+  // and 999999: not dead items of this queue).
+  EXPECT_EQ(r.requeued_ids, std::vector<int64_t>{ids["plain"]});
+  EXPECT_EQ(r.kept_ids, std::vector<int64_t>{ids["keyed"]});
   ASSERT_OK_AND_ASSIGN(r, store_->RequeueDead("plain", {}));  // all that are left
   EXPECT_EQ(r.requeued, 1);                                   // m0
   EXPECT_EQ(r.kept, 1);                                       // keyed, still
+  EXPECT_EQ(r.requeued_ids, std::vector<int64_t>{ids["m0"]});
+  EXPECT_EQ(r.kept_ids, std::vector<int64_t>{ids["keyed"]});
   EXPECT_EQ(CountsOf("plain").dead, 1);
   for (const char* p : {"plain", "m0"}) {
     ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("plain", ids[p]));
