@@ -120,7 +120,7 @@ std::string RateText(std::optional<double> rate) {
 // [, payload limit N bytes]" (the limit when it is not the default 1 MiB).
 std::string Settings(const QueueConfig& q) {
   return absl::StrCat(
-      q.parts, " parts, ", AssignmentName(q.assignment), " assignment, session TTL ",
+      Count(q.parts, "part"), ", ", AssignmentName(q.assignment), " assignment, session TTL ",
       absl::FormatDuration(q.session_ttl), ", max attempts ", q.max_attempts,
       q.ordered ? ", ordered" : "",
       q.dlq_topic ? absl::StrCat(", dead-letter topic ", *q.dlq_topic) : "",
