@@ -55,6 +55,7 @@ namespace {
 
 using ::partq::testing::TestSchema;
 using store_testing::AckAll;
+using store_testing::AckWithResults;
 using store_testing::ClaimAll;
 using store_testing::FinishOf;
 using store_testing::Ids;
@@ -2349,17 +2350,7 @@ TEST_F(FinishTest, AnAckWithResultsRunsPipelinedAndKeepsEachResult) {
     if (payload == "2") return std::string();
     return absl::StrCat(std::string("\x00\xfe", 2), payload);
   };
-  FinishBody body = [&](Tx&, absl::Span<const Item> given) -> absl::StatusOr<std::vector<Outcome>> {
-    std::vector<Outcome> out;
-    for (const Item& i : given) {
-      Outcome o;
-      o.id = i.id;
-      o.part = i.part;
-      o.result = result_of(i);
-      out.push_back(o);
-    }
-    return out;
-  };
+  const FinishBody body = AckWithResults(result_of);
   ASSERT_OK_AND_ASSIGN(std::vector<Item> first, store_->Claim(ClaimAll("one", m, 1)));
   ASSERT_EQ(first.size(), 1u);
   ASSERT_OK_AND_ASSIGN(FinishResult r,
@@ -2400,17 +2391,8 @@ TEST_F(FinishTest, AnAckWithResultsRunsPipelinedAndKeepsEachResult) {
 TEST_F(FinishTest, AnAckWithResultsOnTheGeneralPathKeepsEachResult) {
   ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_)));
   ASSERT_EQ(items.size(), 6u);
-  FinishBody body = [&](Tx&, absl::Span<const Item> given) -> absl::StatusOr<std::vector<Outcome>> {
-    std::vector<Outcome> out;
-    for (const Item& i : given) {
-      Outcome o;
-      o.id = i.id;
-      o.part = i.part;
-      o.result = absl::StrCat(std::string("\x00\xff", 2), i.payload);
-      out.push_back(o);
-    }
-    return out;
-  };
+  const FinishBody body = AckWithResults(
+      [](const Item& i) { return absl::StrCat(std::string("\x00\xff", 2), i.payload); });
   FinishRequest req = FinishOf("q", member_, items);
   req.next = [&]() -> std::optional<ClaimRequest> { return ClaimAll("q", member_); };
   ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(req, body));

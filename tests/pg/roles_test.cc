@@ -1009,17 +1009,8 @@ TEST_F(RolesTest, AWorkerRolesAckWithResultsRunsPipelinedAndKeepsThem) {
   store_testing::Member m = store_testing::JoinWith(*store, "a", store_testing::kAllParts);
   ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store->Claim(store_testing::ClaimAll("a", m)));
   ASSERT_EQ(items.size(), 10u);
-  FinishBody body = [&](Tx&, absl::Span<const Item> given) -> absl::StatusOr<std::vector<Outcome>> {
-    std::vector<Outcome> out;
-    for (const Item& i : given) {
-      Outcome o;
-      o.id = i.id;
-      o.part = i.part;
-      o.result = absl::StrCat("done ", i.payload);
-      out.push_back(o);
-    }
-    return out;
-  };
+  const FinishBody body =
+      store_testing::AckWithResults([](const Item& i) { return absl::StrCat("done ", i.payload); });
   std::vector<Item> first(items.begin(), items.begin() + 5), rest(items.begin() + 5, items.end());
   ASSERT_OK_AND_ASSIGN(FinishResult r1,
                        store->Finish(store_testing::FinishOf("a", m, first), body));

@@ -41,6 +41,20 @@ FinishBody AckAll() {
   };
 }
 
+FinishBody AckWithResults(std::function<std::optional<std::string>(const Item&)> result_of) {
+  return [result_of](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (const Item& i : items) {
+      Outcome o;
+      o.id = i.id;
+      o.part = i.part;
+      o.result = result_of(i);
+      out.push_back(o);
+    }
+    return out;
+  };
+}
+
 void MakeQueue(Store& store, const std::string& name, int parts, absl::Duration ttl, bool ordered,
                int max_attempts) {
   QueueConfig c;

@@ -5,6 +5,8 @@
 #define PARTQ_TESTS_STORE_STORE_TEST_UTIL_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +57,8 @@ std::string KeyInPart(int part, int parts, int nth = 0);
 std::vector<int64_t> Ids(const std::vector<Item>& items);
 // Acks every item it is given.
 FinishBody AckAll();
+// Acks every item it is given, each with result_of(item) as its result.
+FinishBody AckWithResults(std::function<std::optional<std::string>(const Item&)> result_of);
 
 // Creates a queue (failing the test if it cannot).
 void MakeQueue(Store& store, const std::string& name, int parts,
