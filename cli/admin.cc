@@ -896,9 +896,10 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
 }
 
 // `wait --json`: what the wait found (ItemState), one object; the result
-// and an error as JSON strings, bytes that are not UTF-8 as base64.
+// and an error as JSON strings, bytes that are not UTF-8 as base64. Every
+// state has every key but a dead item's attempts and error.
 nlohmann::json WaitJson(const ItemState& state) {
-  nlohmann::json out = {{"id", state.id}};
+  nlohmann::json out = {{"id", state.id}, {"result", nullptr}, {"result_encoding", nullptr}};
   switch (state.kind) {
     case ItemState::Kind::kDead:
       out["state"] = "dead";
@@ -911,8 +912,6 @@ nlohmann::json WaitJson(const ItemState& state) {
     default:
       out["state"] = "done";
   }
-  out["result"] = nullptr;
-  out["result_encoding"] = nullptr;
   if (state.result) {
     std::string text;
     out["result_encoding"] = TextOrBase64(*state.result, &text);
@@ -1311,13 +1310,19 @@ int DeadList(const Args& args) {
       // Its first kDeadPayloadHead bytes, as the console shows them; null
       // for a role that may not read payloads.
       nlohmann::json& item = out.back();
-      item["payload"] = item["payload_encoding"] = nullptr;
-      item["payload_truncated"] = false;
+      item["payload"] = item["payload_encoding"] = item["payload_truncated"] = nullptr;
       if (!d.payload_hidden) {
+        const bool cut = d.payload_bytes > static_cast<int64_t>(d.payload_head.size());
+        absl::string_view head = d.payload_head;
+        // A cut inside a UTF-8 character: the text up to it, not base64.
+        for (int i = 0; cut && i < 3 && !head.empty() && !IsValidUtf8(head); ++i) {
+          head.remove_suffix(1);
+        }
+        if (!IsValidUtf8(head)) head = d.payload_head;
         std::string text;
-        item["payload_encoding"] = TextOrBase64(d.payload_head, &text);
+        item["payload_encoding"] = TextOrBase64(head, &text);
         item["payload"] = std::move(text);
-        item["payload_truncated"] = d.payload_bytes > static_cast<int64_t>(d.payload_head.size());
+        item["payload_truncated"] = cut;
       }
     }
     PrintJson(out.dump(2));

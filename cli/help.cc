@@ -77,8 +77,9 @@ constexpr CommandUsage kCommands[] = {
      "      prints the item's result when it is done; exit 0 done, 3 not finished within\n"
      "      --timeout, 4 dead-lettered (its error on stderr), 5 cancelled, 1 no such item\n"
      "      or an error; --json: one object, {id, state (done, dead or cancelled), result\n"
-     "      (null when the item has none), result_encoding (utf8 or base64), attempts and\n"
-     "      error (dead)}, the exit status as without it\n"},
+     "      and result_encoding (utf8 or base64; both null when the item has none),\n"
+     "      attempts and error (dead)}, the exit status as without it; on a timeout or\n"
+     "      an error nothing on stdout, the message on stderr\n"},
     {"cancel",
      "  cancel QUEUE ID...|--dedup-key K         remove ready or delayed items before they run\n"
      "      one line per item: cancelled, already cancelled, in flight (a worker has it: it\n"
@@ -137,7 +138,8 @@ constexpr CommandUsage kCommands[] = {
      "      (--json: with the first 256 bytes of each payload, as payload and payload_encoding)\n"
      "  dead requeue QUEUE ID...|--all           back to ready, same ids, attempts 0\n"
      "      exit 3 when some stay dead (a live item holds their dedup key: it names them),\n"
-     "      1 when some ids are not dead items of QUEUE (it names them; the rest are requeued)\n"
+     "      1 when some ids are not dead items of QUEUE (it names them; the rest are\n"
+     "      requeued; 1 wins over 3)\n"
      "  dead delete QUEUE ID...|--all            delete them for good\n"},
     {"prune",
      "  prune QUEUE --older-than AGE [--dead] [--json]\n"

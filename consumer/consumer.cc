@@ -928,14 +928,12 @@ void Consumer::ReportFailures(const std::vector<FailureNote>& notes, const Finis
     if (note.kind == FailureKind::kThrottled && !is_dead) ++throttled;
     // Being told to wait is not a fault: info, but a warning once a minute
     // (the docs promise a worker that waits says why). The rest: warning.
+    const bool throttle = note.kind == FailureKind::kThrottled;
+    const int64_t now = throttle ? absl::ToUnixMicros(clock_->Now()) : 0;
+    int64_t last = throttle ? throttle_warned_us_.load() : 0;
     LogLevel level = LogLevel::kWarning;
-    if (note.kind == FailureKind::kThrottled) {
-      const int64_t now = absl::ToUnixMicros(clock_->Now());
-      int64_t last = throttle_warned_us_.load();
-      const bool warn =
-          (last == INT64_MIN || now - last >= absl::ToInt64Microseconds(absl::Minutes(1))) &&
-          throttle_warned_us_.compare_exchange_strong(last, now);
-      level = warn ? LogLevel::kWarning : LogLevel::kInfo;
+    if (throttle && last != INT64_MIN && now - last < absl::ToInt64Microseconds(absl::Minutes(1))) {
+      level = LogLevel::kInfo;
     }
     if (level < GetLogLevel()) continue;
     // Admitted first: in a flood the dropped lines are not even made.
@@ -944,6 +942,13 @@ void Consumer::ReportFailures(const std::vector<FailureNote>& notes, const Finis
     if (v.dropped.any()) {
       LogLine(LogLevel::kWarning, absl::StrCat("item failures: ", v.dropped.Describe(),
                                                " (partq_item_failures_total counts every one)"));
+    }
+    // The minute's warning is taken only by a line that is logged; another
+    // thread's may have taken it meanwhile.
+    if (throttle && level == LogLevel::kWarning &&
+        !throttle_warned_us_.compare_exchange_strong(last, now)) {
+      level = LogLevel::kInfo;
+      if (level < GetLogLevel()) continue;
     }
     const std::string& error = note.outcome.error;
     LogLine(level, absl::StrCat("queue \"", options_.queue, "\": item ", note.outcome.id,

@@ -4,8 +4,7 @@
 -- key bound, not fair; partq_pl_lean_ack_claim (no key bound) and
 -- partq_pl_lean_ack_claim_fair, after plan_guard.sql, where the pipelined
 -- ack (pipelined_ack_claim.sql) does not serve: a claim of several parts,
--- a suspect probe, a fair queue, a handler's result. Each has a
--- byte-bounded form.
+-- a suspect probe, a fair queue. Each has a byte-bounded form.
 --
 -- {ack_ctes}: fragments/ack_ctes.sql; {claim_ctes}:
 -- fragments/claim_ctes.sql; {pad}, {typed_pad}: fragments/claimed_pad.sql,

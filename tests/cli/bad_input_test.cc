@@ -526,6 +526,10 @@ TEST_F(BadInputTest, WaitAndDeadListJsonShowResultsAndPayloadsAsBytes) {
   const std::string long_payload(300, 'x');
   Result doomed = Partq(With({"enqueue", "d", long_payload}));
   ASSERT_EQ(doomed.code, 0) << doomed.err;
+  // "€" (3 bytes) at bytes 255-257: the head's cut splits it.
+  const std::string euro = std::string(254, 'y') + "\xe2\x82\xac" + "tail";
+  Result split = Partq(With({"enqueue", "d", euro}));
+  ASSERT_EQ(split.code, 0) << split.err;
   std::string log_q, log_d;
   auto acker = StartWorker("q",
                            {"--handler",
@@ -553,16 +557,25 @@ TEST_F(BadInputTest, WaitAndDeadListJsonShowResultsAndPayloadsAsBytes) {
   j = wait_json("d", id(doomed), 4);
   EXPECT_EQ(j["state"], "dead");
   EXPECT_EQ(j["attempts"], 1);
+  EXPECT_TRUE(j["result"].is_null()) << "every state has the key: " << j.dump();
   EXPECT_TRUE(absl::StrContains(j["error"].get<std::string>(), "fail")) << j.dump();
+  EXPECT_EQ(wait_json("d", id(split), 4)["state"], "dead");
 
   Result listed = Partq(With({"dead", "list", "d", "--json"}));
   ASSERT_EQ(listed.code, 0) << listed.err;
   const nlohmann::json dead = nlohmann::json::parse(listed.out, nullptr, false);
-  ASSERT_EQ(dead.size(), 1u) << listed.out;
-  EXPECT_EQ(dead[0]["payload"], std::string(256, 'x')) << "its first 256 bytes";
-  EXPECT_EQ(dead[0]["payload_encoding"], "utf8");
-  EXPECT_EQ(dead[0]["payload_bytes"], 300);
-  EXPECT_EQ(dead[0]["payload_truncated"], true);
+  ASSERT_EQ(dead.size(), 2u) << listed.out;
+  std::map<int64_t, nlohmann::json> by_id;
+  for (const auto& d : dead) by_id[d["id"].get<int64_t>()] = d;
+  const nlohmann::json& x = by_id[std::stoll(id(doomed))];
+  EXPECT_EQ(x["payload"], std::string(256, 'x')) << "its first 256 bytes";
+  EXPECT_EQ(x["payload_encoding"], "utf8");
+  EXPECT_EQ(x["payload_bytes"], 300);
+  EXPECT_EQ(x["payload_truncated"], true);
+  const nlohmann::json& e = by_id[std::stoll(id(split))];
+  EXPECT_EQ(e["payload"], std::string(254, 'y')) << "text up to the character the cut split";
+  EXPECT_EQ(e["payload_encoding"], "utf8");
+  EXPECT_EQ(e["payload_truncated"], true);
 
   // A dead item whose dedup key a live item holds stays dead: requeue exits
   // 3, names it and says what to do.
