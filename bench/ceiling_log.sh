@@ -58,6 +58,14 @@
 #               as the design's `log` is: what the segments cost a read that
 #               does not name its segment (a generic plan starts every
 #               segment's index scan). Only with --shapes.
+#   log_probe   log_partq whose claim also probes `items` twice (its ready rows
+#               and its next due time), as the design's claim must for what is
+#               not a plain item, against an empty `items`: what the second
+#               build's two probes per claimed part cost. Only with --shapes.
+#   log_books   log_partq whose record's list of items in flight is rebuilt
+#               by set operations (what was in flight, less what is acked
+#               now, and what was read), as the second build's books were.
+#               Only with --shapes.
 #
 # After the rounds, a second table: what a dense per-part sequence costs
 # producers. --enqueue-clients clients (default 8) enqueue into --parts parts
@@ -198,7 +206,7 @@ SQL
 # log_partq, log_horizon and log_dense differ only in how the read takes the part's rows after
 # the cursor: $1 the log's column the cursor follows before the id (c1), $2 its condition,
 # $3 further conditions, $4 the record's new cursor (read_xid, read_to); log_segs in the
-# table read ($5, default log).
+# table read ($5, default log); log_probe and log_books: $6 probe or books.
 log_shape() {
   local order="l.$1, l.id"
   [[ "$1" == seq ]] && order="l.seq"  # dense: one row per number of a part
@@ -216,14 +224,42 @@ nxt AS (SELECT l.$1 AS c1, l.id, l.payload FROM $s.${5:-log} l
           AND $2
           $3
         ORDER BY $order LIMIT $batch),
-last AS (SELECT c1, id FROM nxt ORDER BY c1 DESC, id DESC LIMIT 1),
+last AS (SELECT c1, id FROM nxt ORDER BY c1 DESC, id DESC LIMIT 1),$(probe_ctes "${6:-}")
 rec AS (INSERT INTO $s.records (queue, part, seq, epoch, pos, win, read_xid, read_to, ids)
         SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, g.pos, g.win, $4,
-               coalesce((SELECT array_agg(id) FROM nxt), '{}') FROM gone g)
-SELECT id, payload FROM nxt;
+               $(record_ids "${6:-}") FROM gone g)
+SELECT id, payload FROM nxt$(probe_rows "${6:-}");
 COMMIT;
 \\endpipeline
 SQL
+}
+# log_probe's two probes of items (its ready rows, its next due time), read
+# by the statement's result (a :client_id < 0 that a generic plan cannot fold
+# keeps the due time's probe running).
+probe_ctes() {
+  [[ "$1" == probe ]] || return 0
+  cat <<SQL
+
+held AS (SELECT i.id, i.payload FROM $s.items i WHERE i.queue = 'q' AND i.part = :client_id
+           AND i.priority = 0 AND i.run_at <= now() ORDER BY i.queue, i.part, i.priority, i.id
+           LIMIT $batch),
+due AS (SELECT min(i.run_at) AS at FROM $s.items i WHERE i.queue = 'q' AND i.part = :client_id
+          AND i.run_at > now()),
+SQL
+}
+probe_rows() {
+  [[ "$1" == probe ]] || return 0
+  echo " UNION ALL SELECT id, payload FROM held UNION ALL SELECT 0, NULL FROM due WHERE :client_id < 0"
+}
+# The record's ids: what was read, or (log_books) what was in flight less
+# what is acked now (the previous batch), and what was read.
+record_ids() {
+  if [[ "$1" == books ]]; then
+    echo "ARRAY(SELECT f FROM unnest(g.ids) f EXCEPT SELECT a FROM unnest(g.ids) a
+                     UNION ALL SELECT id FROM nxt)"
+  else
+    echo "coalesce((SELECT array_agg(id) FROM nxt), '{}')"
+  fi
 }
 windows_cursor="(l.xid, l.id) > ((SELECT read_xid FROM gone), (SELECT read_to FROM gone))"
 windows_next="coalesce((SELECT c1 FROM last), g.read_xid), coalesce((SELECT id FROM last), g.read_to)"
@@ -234,6 +270,11 @@ log_shape xid "$windows_cursor" "AND l.xid < (SELECT pg_snapshot_xmax(win) FROM 
           AND pg_visible_in_snapshot(l.xid, (SELECT win FROM gone))
           AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM gone))" "$windows_next" seglog \
   >"$work/log_segs.sql"
+windows_read="AND l.xid < (SELECT pg_snapshot_xmax(win) FROM gone)
+          AND pg_visible_in_snapshot(l.xid, (SELECT win FROM gone))
+          AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM gone))"
+log_shape xid "$windows_cursor" "$windows_read" "$windows_next" log probe >"$work/log_probe.sql"
+log_shape xid "$windows_cursor" "$windows_read" "$windows_next" log books >"$work/log_books.sql"
 log_shape xid "$windows_cursor" "AND l.xid < pg_snapshot_xmin(pg_current_snapshot())" \
   "$windows_next" >"$work/log_horizon.sql"
 # log_dense: the cursor (read_to) is the part's sequence, the read a range of log_seq after it.
@@ -328,7 +369,8 @@ run() {
   # The 2-round-trip shapes claim their first batch in their first transaction.
   local t="$tx" vars=()
   if [[ "$shape" == *_partq || "$shape" == *_flight || "$shape" == log_horizon || "$shape" == log_mem ||
-        "$shape" == log_dense || "$shape" == log_segs ]]; then
+        "$shape" == log_dense || "$shape" == log_segs || "$shape" == log_probe ||
+        "$shape" == log_books ]]; then
     t=$((tx + 1))
   fi
   if [[ "$shape" == log_mem ]]; then
