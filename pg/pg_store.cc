@@ -244,6 +244,18 @@ std::string IntArray(const std::vector<int>& values) {
 std::string IntArray(const std::vector<int64_t>& values) {
   return absl::StrCat("{", absl::StrJoin(values, ","), "}");
 }
+std::string IntArray(const std::vector<std::optional<int>>& values) {
+  return absl::StrCat("{",
+                      absl::StrJoin(values, ",",
+                                    [](std::string* out, const std::optional<int>& v) {
+                                      absl::StrAppend(out, v ? absl::StrCat(*v) : "NULL");
+                                    }),
+                      "}");
+}
+std::optional<int> AttemptsBefore(const Item& item) {
+  if (item.attempts < 1) return std::nullopt;
+  return item.attempts - 1;
+}
 bool ParsePartKey(absl::string_view text, int* part, std::optional<ItemKey>* key) {
   std::vector<absl::string_view> f = absl::StrSplit(text, ':');
   if (!absl::SimpleAtoi(f[0], part)) return false;

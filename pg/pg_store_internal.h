@@ -64,6 +64,11 @@ bool DecodeBytea(absl::string_view text, std::string* out);
 std::string TextArray(const std::vector<std::optional<std::string>>& values);
 std::string IntArray(const std::vector<int>& values);
 std::string IntArray(const std::vector<int64_t>& values);
+std::string IntArray(const std::vector<std::optional<int>>& values);  // NULL for nullopt
+// The attempts an item's row had when it was claimed (Item::attempts counts
+// the claim's), which a Finish expects to find there; nullopt for an Item
+// that no claim made (attempts 0), whose row a Finish takes as it is.
+std::optional<int> AttemptsBefore(const Item& item);
 std::string BoolArray(const std::vector<bool>& values);
 // "PART" or "PART:PRIORITY:ID", as enqueue notices name a part and the
 // lowest key added there (NotifyParts); false when PART is not a number.
@@ -421,8 +426,8 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<std::vector<DeadItem>> ListDead(absl::string_view queue, int limit) override;
   absl::StatusOr<Requeued> RequeueDead(absl::string_view queue,
                                        const std::vector<int64_t>& ids) override;
-  absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
-                                     const std::vector<int64_t>& ids) override;
+  absl::StatusOr<DeadDeleted> DeleteDead(absl::string_view queue,
+                                         const std::vector<int64_t>& ids) override;
   absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,
                                bool dead) override;
   absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() override;

@@ -1267,6 +1267,7 @@ struct OutcomeArgs {
   std::vector<int> o_parts;
   std::vector<bool> o_dead, o_refund;
   std::vector<std::optional<std::string>> o_errors;
+  std::vector<std::optional<int>> o_was;  // AttemptsBefore: what the row must still have
 };
 
 absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes,
@@ -1296,6 +1297,7 @@ absl::StatusOr<OutcomeArgs> MakeOutcomeArgs(const std::vector<Outcome>& outcomes
       a.o_delays.push_back(std::max<int64_t>(0, Micros(o.retry_delay)));
       a.o_refund.push_back(o.refund_attempt);
       a.o_errors.push_back(o.error);
+      a.o_was.push_back(AttemptsBefore(item));
     }
   }
   return a;
@@ -1312,7 +1314,7 @@ std::vector<std::optional<std::string>> HexResults(
   return hex;
 }
 
-// The parameters $1-$15 of the general Finish (finish.sql, FinishCtes), in
+// The parameters $1-$16 of the general Finish (finish.sql, FinishCtes), in
 // text, for a statement the pipeline runs (RunGuarded).
 std::vector<std::optional<std::string>> FinishParams(const FinishRequest& request,
                                                      const std::vector<int>& parts,
@@ -1333,7 +1335,8 @@ std::vector<std::optional<std::string>> FinishParams(const FinishRequest& reques
           IntArray(a.o_delays),
           BoolArray(a.o_refund),
           TextArray(a.o_errors),
-          absl::StrCat(std::max(1, request.max_attempts))};
+          absl::StrCat(std::max(1, request.max_attempts)),
+          IntArray(a.o_was)};
 }
 
 }  // namespace
@@ -1640,9 +1643,14 @@ void PgStore::KeepFenced(FinishAttempt& f) {
   absl::flat_hash_set<int64_t> held, there;
   if (locked) {
     std::vector<int64_t> ids;
-    for (const Item& item : request.items) ids.push_back(item.id);
-    for (const pqxx::row& row : Exec(*f.tx, "fence", request.queue, request.session.value,
-                                     IntArray(f.parts), IntArray(f.epochs), IntArray(ids))) {
+    std::vector<std::optional<int>> was;
+    for (const Item& item : request.items) {
+      ids.push_back(item.id);
+      was.push_back(AttemptsBefore(item));
+    }
+    for (const pqxx::row& row :
+         Exec(*f.tx, "fence", request.queue, request.session.value, IntArray(f.parts),
+              IntArray(f.epochs), IntArray(ids), IntArray(was))) {
       (row[0].c_str()[0] == 'p' ? held : there).insert(row[1].as<int64_t>());
     }
   }

@@ -466,7 +466,7 @@ std::string FinishStatement() {
 std::string FinishClaimStatement(const StatementForm& form) {
   return Fill("finish_claim",
               {{"{finish_ctes}", FinishCtes()},
-               {"{claim_ctes}", ClaimCtes(/*first=*/16, "$5::bigint[] || $9::bigint[]",
+               {"{claim_ctes}", ClaimCtes(/*first=*/17, "$5::bigint[] || $9::bigint[]",
                                           /*async_commit=*/false, form)},
                {"{unrecord}", UnrecordCte(true)},
                {"{typed_pad}", Fragment("claimed_pad_typed")},

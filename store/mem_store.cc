@@ -469,9 +469,12 @@ class MemStore : public Store {
     if (auto st = db_->Enter("Finish"); !st.ok()) return st;
     if (absl::Status st = ValidateQueueName(req.queue); !st.ok()) return st;
     // The fence: an item is ours when the request lists its part at its
-    // claim epoch and the part is still ours at that epoch. The database is
-    // locked throughout, so the body sees only those, as PgStore's second
-    // run (locking first) would.
+    // claim epoch, the part is still ours at that epoch, and the item is
+    // there with the attempts it was claimed with (an item that no claim
+    // made, attempts 0, as it is): the same Finish sent again after its
+    // COMMIT's answer was lost finds its retry written and must not count
+    // the attempt twice. The database is locked throughout, so the body
+    // sees only those, as PgStore's second run (locking first) would.
     FinishResult result;
     std::vector<Item> owned;
     for (const auto& item : req.items) {
@@ -479,8 +482,10 @@ class MemStore : public Store {
         return p.part == item.part && p.epoch == item.claim_epoch;
       });
       auto o = db_->owners_.find({req.queue, item.part});
+      auto there = db_->items_.find(item.id);
       const bool ok = listed && o != db_->owners_.end() && o->second.session == req.session.value &&
-                      o->second.epoch == item.claim_epoch.value && db_->items_.count(item.id) > 0;
+                      o->second.epoch == item.claim_epoch.value && there != db_->items_.end() &&
+                      (item.attempts < 1 || there->second.item.attempts == item.attempts - 1);
       if (ok) {
         owned.push_back(item);
       } else {

@@ -322,10 +322,15 @@ inline int KeyBound(const ClaimRequest& r) { return r.ordered ? 1 : r.key_concur
 //      being finished are not claimed again). `next` is asked again, on the
 //      same thread, if the transaction has to run a second time;
 //   5. commits.
-// If some items' parts are no longer held at their epochs (step 2), nothing
-// of that transaction commits; Finish runs again with the items that are
-// still ours (locking first, so body never sees the others) and reports the
-// rest as fenced: nothing of theirs committed.
+// If some items' parts are no longer held at their epochs (step 2), or an
+// item is no longer there with the attempts it was claimed with (Item::attempts
+// less this one; an Item with attempts 0, which no claim made, is taken as
+// it is), nothing of that transaction commits; Finish runs again with the
+// items that are still ours (locking first, so body never sees the others)
+// and reports the rest as fenced: nothing of theirs committed. So the same
+// Finish sent again after a COMMIT whose answer was lost finds what it
+// acked, retried (counting an attempt) or dead-lettered gone, and writes
+// none of it twice.
 // Returns the ids acked/retried/dead-lettered/fenced, and the items `next`
 // claimed (only if the transaction committed).
 // If `body` returns an error the transaction rolls back and that error is

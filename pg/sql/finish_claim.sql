@@ -1,5 +1,5 @@
 -- Finish (finish.sql) and claim ahead (claim.sql's CTEs, its parameters
--- from $16 on): the claim's reads see the statement's snapshot, where the
+-- from $17 on): the claim's reads see the statement's snapshot, where the
 -- rows this statement deletes or reschedules still look ready, so the
 -- batch's ids are skipped explicitly. Returns finish.sql's rows, then
 -- ('c', claimed row...). Its forms (FinishClaimStatement,

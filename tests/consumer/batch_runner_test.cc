@@ -198,6 +198,39 @@ class BatchRunnerTest : public ::testing::Test {
       item.payload = absl::StrCat("p", i);
       EXPECT_TRUE(store_->Enqueue("q", item).ok());
     }
+    return ClaimReady(n);
+  }
+
+  // As Claim, but p<nth> comes on its `attempt`th attempt: its earlier ones
+  // failed (retried at once; the others' attempts given back), so the store
+  // holds the attempts a worker's claim would have met.
+  Batch ClaimOnAttempt(int n, int nth, int attempt) {
+    Batch b = Claim(n);
+    for (int a = 1; a < attempt; ++a) {
+      FinishRequest req;
+      req.queue = "q";
+      req.session = session_;
+      req.items = b.items;
+      req.parts = {{0, epoch_}};
+      req.max_attempts = attempt + 1;
+      auto failed = store_->Finish(req, [&](Tx&, absl::Span<const Item> items) {
+        std::vector<Outcome> out;
+        for (const Item& i : items) {
+          Outcome o{i.id, i.part, Outcome::Kind::kRetry};
+          o.refund_attempt = i.id != b.items[nth].id;
+          out.push_back(o);
+        }
+        return absl::StatusOr<std::vector<Outcome>>(out);
+      });
+      EXPECT_TRUE(failed.ok() && failed->retried.size() == b.items.size()) << failed.status();
+      b = ClaimReady(n);
+    }
+    EXPECT_EQ(b.items[nth].attempts, attempt);
+    return b;
+  }
+
+  // Claims the n ready items as one batch.
+  Batch ClaimReady(int n) {
     ClaimRequest c;
     c.queue = "q";
     c.session = session_;
@@ -360,8 +393,7 @@ TEST_F(BatchRunnerTest, ALoneItemRunsWithoutASavepointAndOncePerAttempt) {
 
 TEST_F(BatchRunnerTest, AFailureOnTheLastAttemptIsDead) {
   handler_.failing = {"p0"};
-  Batch b = Claim(2);
-  b.items[0].attempts = kMaxAttempts;  // as claimed on its last attempt
+  Batch b = ClaimOnAttempt(2, 0, kMaxAttempts);  // p0 on its last attempt
   auto r = Finish(b);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->dead, std::vector<int64_t>{b.items[0].id});
@@ -370,8 +402,7 @@ TEST_F(BatchRunnerTest, AFailureOnTheLastAttemptIsDead) {
 }
 
 TEST_F(BatchRunnerTest, AnItemInACrashLoopIsDeadWithoutRunning) {
-  Batch b = Claim(3);
-  b.items[1].attempts = kMaxAttempts + 1;  // abandoned by every worker that took it
+  Batch b = ClaimOnAttempt(3, 1, kMaxAttempts + 1);  // p1 past its last: a crash loop
   auto r = Finish(b);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(handler_.batches, std::vector<size_t>{2});
@@ -387,8 +418,7 @@ TEST_F(BatchRunnerTest, AnItemInACrashLoopIsDeadWithoutRunning) {
 // its last attempt.
 TEST_F(BatchRunnerTest, AThrottledBatchIsRetriedWithoutRunningItItemByItem) {
   handler_.throttled = {"p0", "p1", "p2", "p3", "p4"};
-  Batch b = Claim(5);
-  b.items[0].attempts = kMaxAttempts;  // as claimed on its last attempt
+  Batch b = ClaimOnAttempt(5, 0, kMaxAttempts);  // p0 on its last attempt
   auto r = Finish(b);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(handler_.batches, std::vector<size_t>{5});
@@ -399,7 +429,7 @@ TEST_F(BatchRunnerTest, AThrottledBatchIsRetriedWithoutRunningItItemByItem) {
   for (const Item& item : b.items) {
     const ItemState st = StateOf(item);
     EXPECT_EQ(st.kind, ItemState::Kind::kPending);
-    EXPECT_EQ(st.attempts, 0) << "being told to wait is not the item's failure";
+    EXPECT_EQ(st.attempts, item.attempts - 1) << "being told to wait is not the item's failure";
     EXPECT_EQ(st.error, item.payload + " throttled");
   }
   // They come back after the 7 s the handler asked for, not the 1 s backoff.

@@ -992,9 +992,41 @@ TEST_F(RolesTest, AWorkerRolesStorePutsItsItemsAndTicks) {
   EXPECT_EQ(Count("items WHERE queue = 'a' AND payload = 'ticked'"), 1);
 }
 
+// A confined worker retries through item_retries' rule (migration 44) and
+// dead-letters through delete_items(): the same Finish sent again after its
+// retry committed (its COMMIT's answer lost), as a retry or as a dead
+// letter, writes nothing and counts no second attempt.
+TEST_F(RolesTest, AWorkerRolesRetrySentAgainCountsTheAttemptOnce) {
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  ASSERT_OK(store_->Enqueue("a", store_testing::Payload("x")).status());
+  PgOptions options = schema_.options();
+  options.dsn = absl::StrCat(options.dsn, " user=", w);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectPg(options));
+  store_testing::Member m = store_testing::JoinWith(*store, "a", store_testing::kAllParts);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store->Claim(store_testing::ClaimAll("a", m)));
+  ASSERT_EQ(items.size(), 1u);
+  const FinishBody retry =
+      store_testing::OutcomesOf([](const Item&) { return Outcome::Kind::kRetry; });
+  ASSERT_OK_AND_ASSIGN(FinishResult r,
+                       store->Finish(store_testing::FinishOf("a", m, items), retry));
+  EXPECT_EQ(r.retried, store_testing::Ids(items));
+  const FinishBody dead =
+      store_testing::OutcomesOf([](const Item&) { return Outcome::Kind::kDead; });
+  for (const FinishBody* body : {&retry, &dead}) {
+    ASSERT_OK_AND_ASSIGN(FinishResult again,
+                         store->Finish(store_testing::FinishOf("a", m, items), *body));
+    EXPECT_TRUE(again.retried.empty() && again.dead.empty());
+    EXPECT_EQ(again.fenced, store_testing::Ids(items));
+    EXPECT_EQ(Count("items WHERE queue = 'a' AND attempts = 1"), 1);
+    EXPECT_EQ(Count("dead_items WHERE queue = 'a'"), 0);
+  }
+}
+
 // A worker role's acks with the handler's results run pipelined (through
 // item_acks' rule, as its acks without results do) and write its queue's
 // results rows, each as the handler gave it.
+
 TEST_F(RolesTest, AWorkerRolesAckWithResultsRunsPipelinedAndKeepsThem) {
   const std::string w = NewRole("worker");
   PartqOk({"grant", "worker", w, "--queue", "a"});

@@ -31,6 +31,7 @@ using store_testing::Keyed;
 using store_testing::KeyInPart;
 using store_testing::MakeQueue;
 using store_testing::Member;
+using store_testing::OutcomesOf;
 using store_testing::Payload;
 using store_testing::WorkOfEveryKind;
 
@@ -2463,6 +2464,36 @@ TEST_P(StoreFinishConformance, RefundedRetryGivesTheAttemptBack) {
   ASSERT_OK_AND_ASSIGN(std::vector<Item> again, store_->Claim(all));
   ASSERT_EQ(again.size(), 6u);
   for (const Item& i : again) EXPECT_EQ(i.attempts, 1) << i.id;
+}
+
+// When a COMMIT's answer is lost, the consumer cannot know whether its
+// Finish committed, and sends the same one again. Its first had written a
+// retry: the item is back, its attempt counted. The second must call it not
+// ours: not count a second attempt, nor dead-letter it with one attempt too
+// many (which dead-lettered items before their max_attempts).
+TEST_P(StoreFinishConformance, AFinishSentAgainAfterItsRetryCommittedCountsTheAttemptOnce) {
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store_->Claim(ClaimAll("q", member_, 2)));
+  ASSERT_EQ(items.size(), 2u);
+  const int64_t retried = items[0].id;
+  FinishBody retry_first = OutcomesOf(
+      [&](const Item& i) { return i.id == retried ? Outcome::Kind::kRetry : Outcome::Kind::kAck; });
+  ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(FinishOf("q", member_, items), retry_first));
+  EXPECT_EQ(r.retried, std::vector<int64_t>{retried});
+  EXPECT_EQ(r.acked, std::vector<int64_t>{items[1].id});
+  // Sent again, as after a lost answer: a retry, then a dead letter.
+  for (Outcome::Kind kind : {Outcome::Kind::kRetry, Outcome::Kind::kDead}) {
+    ASSERT_OK_AND_ASSIGN(FinishResult again,
+                         store_->Finish(FinishOf("q", member_, items),
+                                        OutcomesOf([kind](const Item&) { return kind; })));
+    EXPECT_TRUE(again.retried.empty() && again.dead.empty() && again.acked.empty());
+    std::vector<int64_t> fenced = again.fenced, ids = Ids(items);
+    std::sort(fenced.begin(), fenced.end());
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(fenced, ids);
+    ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", retried));
+    EXPECT_EQ(st.kind, ItemState::Kind::kPending);
+    EXPECT_EQ(st.attempts, 1) << "the retry's attempt counted once";
+  }
 }
 
 // A dead outcome with its attempt given back (an item dead-lettered without

@@ -55,6 +55,19 @@ FinishBody AckWithResults(std::function<std::optional<std::string>(const Item&)>
   };
 }
 
+FinishBody OutcomesOf(std::function<Outcome::Kind(const Item&)> kind_of) {
+  return [kind_of](Tx&, absl::Span<const Item> items) -> absl::StatusOr<std::vector<Outcome>> {
+    std::vector<Outcome> out;
+    for (const Item& i : items) {
+      Outcome o{i.id, i.part, kind_of(i)};
+      if (o.kind != Outcome::Kind::kAck) o.error = "failed";
+      o.retry_delay = absl::Hours(1);
+      out.push_back(o);
+    }
+    return out;
+  };
+}
+
 void MakeQueue(Store& store, const std::string& name, int parts, absl::Duration ttl, bool ordered,
                int max_attempts) {
   QueueConfig c;

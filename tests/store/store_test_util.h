@@ -59,6 +59,9 @@ std::vector<int64_t> Ids(const std::vector<Item>& items);
 FinishBody AckAll();
 // Acks every item it is given, each with result_of(item) as its result.
 FinishBody AckWithResults(std::function<std::optional<std::string>(const Item&)> result_of);
+// Gives each item it is given the outcome kind_of(item) (a retry an hour
+// later, a dead letter, with the error "failed").
+FinishBody OutcomesOf(std::function<Outcome::Kind(const Item&)> kind_of);
 
 // Creates a queue (failing the test if it cannot).
 void MakeQueue(Store& store, const std::string& name, int parts,

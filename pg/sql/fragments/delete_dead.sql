@@ -3,6 +3,7 @@
 dead AS (
   DELETE FROM {schema}.items i USING o
   WHERE i.id = o.id AND (o.dead OR (NOT o.refund AND i.attempts + 1 >= $15::int))
+    AND (o.was IS NULL OR i.attempts = o.was)
   RETURNING i.id, i.queue, i.part, i.key, i.dedup_key, i.priority,
             i.attempts + (NOT o.refund)::int AS attempts,
             i.enqueued_at, i.payload, coalesce(o.error, '') AS error,

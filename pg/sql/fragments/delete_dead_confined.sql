@@ -8,5 +8,6 @@ dead AS (
          i.origin_topic, i.origin_partition, i.origin_offset, i.headers, i.group_id
   FROM {schema}.delete_items(NULL::tid[], ARRAY(
          SELECT x.id FROM {schema}.items x JOIN o ON x.id = o.id
-         WHERE o.dead OR (NOT o.refund AND x.attempts + 1 >= $15::int))) i
+         WHERE (o.dead OR (NOT o.refund AND x.attempts + 1 >= $15::int))
+           AND (o.was IS NULL OR x.attempts = o.was))) i
   JOIN o ON o.id = i.id)

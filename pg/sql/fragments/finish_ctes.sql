@@ -1,7 +1,7 @@
 -- Finish's CTEs ($1 queue, $2 session, $3/$4 fence parts and epochs, $5-$8
 -- acks: id, part, ctid, result as hex; $9-$14 other outcomes: id, part,
--- dead, delay in µs, refund, error; $15 max attempts). Why they look like
--- this:
+-- dead, delay in µs, refund, error; $15 max attempts; $16 the attempts each
+-- had when it was claimed, NULL if not known). Why they look like this:
 -- - {fence} is the fence (fence_cte.sql).
 -- - Acks delete by ctid first (a TID scan: no index descent per item); the
 --   id check makes a reused ctid harmless, and `moved` deletes by id what
@@ -11,6 +11,13 @@
 --   had finished, not the column default now(): the transaction of a batch
 --   claimed ahead began before its handler ran (COMMIT AND CHAIN), so now()
 --   is when the batch was claimed, up to a handler timeout earlier.
+-- - Retries and dead letters write only an item whose attempts are still
+--   those it was claimed with (`was`): after a COMMIT whose answer was
+--   lost, the same Finish sent again finds the retry it wrote there and
+--   would count its attempt twice; it finds nothing instead, and its second
+--   run, locking first, calls the item not ours (fence.sql). (A refunded
+--   retry counted nothing, so it is found and written again: its handler
+--   ran again, as a throttled item's does anyway.)
 -- - Retries count the attempt unless refunded and clear the abandoned
 --   mark; retries that used up max_attempts, and dead items, move to
 --   dead_items (counting the attempt unless refunded: an item dead-lettered
@@ -37,7 +44,7 @@ res AS (
   RETURNING 1),
 o AS (
   SELECT * FROM unnest($9::bigint[], $10::int[], $11::bool[], $12::bigint[], $13::bool[],
-                       $14::text[]) AS o(id, part, dead, delay_us, refund, error)
+                       $14::text[], $16::int[]) AS o(id, part, dead, delay_us, refund, error, was)
   WHERE o.part IN (SELECT part FROM f)),
 {retry_items},
 {delete_dead},

@@ -7,4 +7,5 @@ retried AS (
       abandoned_epoch = NULL, last_error = o.error
   FROM o
   WHERE i.id = o.id AND NOT o.dead AND (o.refund OR i.attempts + 1 < $15::int)
+    AND (o.was IS NULL OR i.attempts = o.was)
   RETURNING i.id)
