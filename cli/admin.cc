@@ -1156,13 +1156,15 @@ void PrintStatusSummary(const QueueStatus& st, const QueueTotals& t) {
   // behind (console::Rates says over what). Dead items carry the time they
   // died, so their own count is exact (for those still dead).
   const FinishRates r = console::Rates(st);
+  const std::string by =
+      t.live_sessions > 0 ? absl::StrCat("by the ", Count(t.live_sessions, "live worker"),
+                                         ", each over the minute before its last heartbeat (every ",
+                                         Seconds(DefaultHeartbeatInterval(c.session_ttl)), ")")
+                          : "(no live worker: the rates are what live workers' heartbeats report)";
   printf(
-      "last minute: %.2f acked/s, %.2f failed/s (retried), %.2f dead-lettered/s by the %lld "
-      "live worker(s), each over the minute before its last heartbeat (every %s); still dead "
+      "last minute: %.2f acked/s, %.2f failed/s (retried), %.2f dead-lettered/s %s; still dead "
       "of those dead-lettered in it: %lld\n",
-      r.acked, r.retried, r.dead, static_cast<long long>(t.live_sessions),
-      Seconds(DefaultHeartbeatInterval(c.session_ttl)).c_str(),
-      static_cast<long long>(t.dead_last_minute));
+      r.acked, r.retried, r.dead, by.c_str(), static_cast<long long>(t.dead_last_minute));
   // Said only when it matters: a worker's own transactions hold the horizon
   // for milliseconds all the time.
   if (st.horizon &&
@@ -1415,12 +1417,11 @@ int CmdDead(const std::vector<std::string>& argv) {
     if (sub == "delete") {
       auto n = (*store)->DeleteDead(pos[1], ids);
       if (!n.ok()) return Fail(n.status());
-      printf("deleted %s\n", Count(*n, "dead item").c_str());
-      const int64_t missing = all ? 0 : static_cast<int64_t>(ids.size()) - *n;
-      if (missing > 0) {
-        return Fail(absl::NotFoundError(
-            absl::StrCat(missing, " of the ", ids.size(), " ids are not dead items of ", pos[1],
-                         " (`partq dead list ", pos[1], "` shows them)")));
+      printf("deleted %s\n", Count(n->deleted, "dead item").c_str());
+      if (!n->missing_ids.empty()) {
+        return Fail(absl::NotFoundError(absl::StrCat(
+            n->missing_ids.size(), " of the ", ids.size(), " ids are not dead items of ", pos[1],
+            ": ", SomeIds(n->missing_ids), " (`partq dead list ", pos[1], "` shows them)")));
       }
       return 0;
     }

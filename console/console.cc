@@ -775,9 +775,9 @@ HttpResponse Console::Action(const HttpRequest& request) {
     st = r.status();
     if (r.ok()) result = {{"requeued", r->requeued}, {"kept", r->kept}};
   } else if (path == "/api/dead/delete") {
-    absl::StatusOr<int64_t> n = store_->DeleteDead(queue, ids);
+    absl::StatusOr<DeadDeleted> n = store_->DeleteDead(queue, ids);
     st = n.status();
-    if (n.ok()) result = {{"deleted", *n}};
+    if (n.ok()) result = {{"deleted", n->deleted}};
   } else if (path == "/api/schedule/delete") {
     if (!body.contains("schedule") || !body["schedule"].is_string()) {
       return Error(400, "the body must name the \"schedule\"");

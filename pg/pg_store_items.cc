@@ -2287,16 +2287,22 @@ absl::StatusOr<Requeued> PgStore::RequeueDead(absl::string_view queue,
   });
 }
 
-absl::StatusOr<int64_t> PgStore::DeleteDead(absl::string_view queue,
-                                            const std::vector<int64_t>& ids) {
+absl::StatusOr<DeadDeleted> PgStore::DeleteDead(absl::string_view queue,
+                                                const std::vector<int64_t>& ids) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
-  return Run("delete dead items", [&]() -> absl::StatusOr<int64_t> {
+  return Run("delete dead items", [&]() -> absl::StatusOr<DeadDeleted> {
     // The queue check and the delete in one statement (pg/sql/dead_delete.sql).
     PgWork<> tx(*conn_, options_.transaction_pooler);
     const pqxx::row r = Exec(tx, "dead_delete", std::string(queue), IntArray(ids))[0];
     if (r[0].as<int64_t>() == 0) return UnknownQueue(queue, options_.schema);
     tx.commit();
-    return r[1].as<int64_t>();
+    DeadDeleted out;
+    out.deleted = r[1].as<int64_t>();
+    for (absl::string_view k : absl::StrSplit(r[2].c_str(), ',', absl::SkipEmpty())) {
+      int64_t id = 0;
+      if (absl::SimpleAtoi(k, &id)) out.missing_ids.push_back(id);
+    }
+    return out;
   });
 }
 

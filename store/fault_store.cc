@@ -170,8 +170,8 @@ class FaultStore : public Store {
   absl::StatusOr<FiredSchedules> FireSchedules(absl::string_view queue) override {
     return Call("FireSchedules", [&] { return inner_->FireSchedules(queue); });
   }
-  absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
-                                     const std::vector<int64_t>& ids) override {
+  absl::StatusOr<DeadDeleted> DeleteDead(absl::string_view queue,
+                                         const std::vector<int64_t>& ids) override {
     return Call("DeleteDead", [&] { return inner_->DeleteDead(queue, ids); });
   }
   absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() override {

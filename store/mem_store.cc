@@ -858,22 +858,24 @@ class MemStore : public Store {
     return out;
   }
 
-  absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
-                                     const std::vector<int64_t>& ids) override {
+  absl::StatusOr<DeadDeleted> DeleteDead(absl::string_view queue,
+                                         const std::vector<int64_t>& ids) override {
     absl::MutexLock l(&db_->mu_);
     if (auto st = db_->Enter("DeleteDead"); !st.ok()) return st;
     if (absl::StatusOr<QueueConfig*> q = db_->QueueLocked(queue); !q.ok()) return q.status();
-    const std::set<int64_t> asked(ids.begin(), ids.end());
-    int64_t deleted = 0;
+    std::set<int64_t> asked(ids.begin(), ids.end());
+    DeadDeleted out;
     for (auto it = db_->dead_.begin(); it != db_->dead_.end();) {
-      if (it->second.queue == queue && (asked.empty() || asked.count(it->first) > 0)) {
+      if (it->second.queue == queue && (ids.empty() || asked.count(it->first) > 0)) {
+        asked.erase(it->first);
         it = db_->dead_.erase(it);
-        ++deleted;
+        ++out.deleted;
       } else {
         ++it;
       }
     }
-    return deleted;
+    out.missing_ids.assign(asked.begin(), asked.end());
+    return out;
   }
 
   absl::StatusOr<Pruned> Prune(absl::string_view queue, absl::Duration older_than,

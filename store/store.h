@@ -579,6 +579,14 @@ struct DeadItem {
   bool payload_hidden = false;
 };
 inline constexpr int kDeadPayloadHead = 256;
+// What Store::DeleteDead did.
+struct DeadDeleted {
+  int64_t deleted = 0;
+  // Of the ids asked for, those that were not dead items of the queue, in
+  // order (none when all were asked for).
+  std::vector<int64_t> missing_ids;
+};
+
 // What Store::RequeueDead did.
 struct Requeued {
   int64_t requeued = 0;
@@ -942,10 +950,10 @@ class Store {
   }
   // Deletes dead items of `queue` for good: those in `ids`, or all of them
   // when `ids` is empty; ids that are not dead items of the queue are
-  // ignored. One transaction. Returns how many were deleted. NotFound for an
+  // ignored (and named in the answer). One transaction. NotFound for an
   // unknown queue.
-  virtual absl::StatusOr<int64_t> DeleteDead(absl::string_view queue,
-                                             const std::vector<int64_t>& ids) {
+  virtual absl::StatusOr<DeadDeleted> DeleteDead(absl::string_view queue,
+                                                 const std::vector<int64_t>& ids) {
     return absl::UnimplementedError("dead items need PostgreSQL");
   }
   // Retention: deletes what `queue`'s finished work left behind more than

@@ -386,7 +386,9 @@ TEST_F(BadInputTest, DeadSubcommandsAndIds) {
   Result gone = Partq(With({"dead", "delete", "q", "99999"}));
   EXPECT_EQ(gone.code, 1);
   EXPECT_EQ(gone.out, "deleted 0 dead items\n");
-  EXPECT_TRUE(absl::StrContains(gone.err, "1 of the 1 ids are not dead items of q")) << gone.err;
+  EXPECT_TRUE(absl::StrContains(
+      gone.err, "1 of the 1 ids are not dead items of q: 99999 (`partq dead list q` shows them)"))
+      << gone.err;
   Result all = Partq(With({"dead", "delete", "q", "--all"}));
   EXPECT_EQ(all.code, 0) << all.err;
   EXPECT_EQ(all.out, "deleted 0 dead items\n");

@@ -384,6 +384,8 @@ TEST_F(QueueCommandTest, StatusSummarisesManyPartsAndCountsRecentDeadItems) {
   // No worker ran: nobody reported anything finished.
   EXPECT_TRUE(absl::StrContains(summary, "last minute: 0.00 acked/s, 0.00 failed/s (retried)"))
       << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "dead-lettered/s (no live worker: the rates are what"))
+      << summary;
   EXPECT_LT(std::count(summary.begin(), summary.end(), '\n'), 20) << summary;
   const std::string table = Ok({"status", "wide", "--parts"});
   EXPECT_GT(std::count(table.begin(), table.end(), '\n'), 100) << "a line per part";

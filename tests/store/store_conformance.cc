@@ -3558,18 +3558,22 @@ TEST_P(StoreConformance, DeadItemsAreDeletedOneOrAll) {
   ASSERT_OK_AND_ASSIGN(std::vector<DeadItem> other, store_->ListDead("other", 10));
   ASSERT_EQ(other.size(), 1u);
 
-  ASSERT_OK_AND_ASSIGN(int64_t n, store_->DeleteDead("q", {ids["a"], other[0].id, 999999}));
-  EXPECT_EQ(n, 1) << "another queue's dead item and an unknown id are ignored";
+  ASSERT_OK_AND_ASSIGN(DeadDeleted n, store_->DeleteDead("q", {ids["a"], other[0].id, 999999}));
+  EXPECT_EQ(n.deleted, 1) << "another queue's dead item and an unknown id are ignored";
+  EXPECT_EQ(n.missing_ids, (std::vector<int64_t>{std::min(other[0].id, int64_t{999999}),
+                                                 std::max(other[0].id, int64_t{999999})}))
+      << "and named";
   ASSERT_OK_AND_ASSIGN(dead, store_->ListDead("q", 10));
   EXPECT_EQ(dead.size(), 2u);
   ASSERT_OK_AND_ASSIGN(ItemState st, store_->GetItemState("q", ids["a"]));
   EXPECT_NE(st.kind, ItemState::Kind::kDead);
   ASSERT_OK_AND_ASSIGN(n, store_->DeleteDead("q", {}));  // all that are left
-  EXPECT_EQ(n, 2);
+  EXPECT_EQ(n.deleted, 2);
+  EXPECT_TRUE(n.missing_ids.empty());
   EXPECT_EQ(CountsOf("q").dead, 0);
   EXPECT_EQ(CountsOf("other").dead, 1) << "another queue keeps its dead items";
   ASSERT_OK_AND_ASSIGN(n, store_->DeleteDead("q", {}));
-  EXPECT_EQ(n, 0);
+  EXPECT_EQ(n.deleted, 0);
   EXPECT_EQ(store_->DeleteDead("nope", {}).status().code(), absl::StatusCode::kNotFound);
 }
 
