@@ -66,6 +66,14 @@
 #               by set operations (what was in flight, less what is acked
 #               now, and what was read), as the second build's books were.
 #               Only with --shapes.
+#   log_cas     log_flight without the lock on the part's owner row
+#               (session_parts FOR SHARE, which writes the row's lock into its
+#               heap page every batch): the record's replacement is the fence,
+#               a compare-and-set on the part's newest record at the claimed
+#               epoch (a takeover that replaced it first leaves the DELETE
+#               nothing, so nothing is inserted), as Kafka fences an offset
+#               commit by the group's generation. What the lock costs. Only
+#               with --shapes.
 #
 # After the rounds, a second table: what a dense per-part sequence costs
 # producers. --enqueue-clients clients (default 8) enqueue into --parts parts
@@ -206,7 +214,7 @@ SQL
 # log_partq, log_horizon and log_dense differ only in how the read takes the part's rows after
 # the cursor: $1 the log's column the cursor follows before the id (c1), $2 its condition,
 # $3 further conditions, $4 the record's new cursor (read_xid, read_to); log_segs in the
-# table read ($5, default log); log_probe and log_books: $6 probe or books.
+# table read ($5, default log); log_probe and log_books: $6 probe or books; log_cas: $7 cas.
 log_shape() {
   local order="l.$1, l.id"
   [[ "$1" == seq ]] && order="l.seq"  # dense: one row per number of a part
@@ -215,10 +223,10 @@ BEGIN;
 INSERT INTO $s.results (item_id, session_id) SELECT unnest(r.ids), md5(:client_id::text)::uuid
   FROM (SELECT ids FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1) r;
 \\startpipeline
-WITH f AS (SELECT epoch FROM $s.owners WHERE queue = 'q' AND part = :client_id AND epoch = 1 FOR SHARE),
+WITH $(fence_cte "${7:-}"),
 cur AS (SELECT * FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1),
 gone AS (DELETE FROM $s.records r USING cur, f WHERE r.queue = 'q' AND r.part = :client_id
-         AND r.seq = cur.seq RETURNING r.*),
+         AND r.seq = cur.seq AND r.epoch = f.epoch RETURNING r.*),
 nxt AS (SELECT l.$1 AS c1, l.id, l.payload FROM $s.${5:-log} l
         WHERE l.queue = 'q' AND l.part = :client_id
           AND $2
@@ -232,6 +240,15 @@ SELECT id, payload FROM nxt$(probe_rows "${6:-}");
 COMMIT;
 \\endpipeline
 SQL
+}
+# The fence: the owner row locked at the claimed epoch, or (cas) only the
+# claimed epoch, which the record's DELETE compares.
+fence_cte() {
+  if [[ "$1" == cas ]]; then
+    echo "f AS (SELECT 1::bigint AS epoch)"
+  else
+    echo "f AS (SELECT epoch FROM $s.owners WHERE queue = 'q' AND part = :client_id AND epoch = 1 FOR SHARE)"
+  fi
 }
 # log_probe's two probes of items (its ready rows, its next due time), read
 # by the statement's result (a :client_id < 0 that a generic plan cannot fold
@@ -275,6 +292,7 @@ windows_read="AND l.xid < (SELECT pg_snapshot_xmax(win) FROM gone)
           AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM gone))"
 log_shape xid "$windows_cursor" "$windows_read" "$windows_next" log probe >"$work/log_probe.sql"
 log_shape xid "$windows_cursor" "$windows_read" "$windows_next" log books >"$work/log_books.sql"
+log_shape xid "$windows_cursor" "$windows_read" "$windows_next" log "" cas >"$work/log_cas_tx.sql"
 log_shape xid "$windows_cursor" "AND l.xid < pg_snapshot_xmin(pg_current_snapshot())" \
   "$windows_next" >"$work/log_horizon.sql"
 # log_dense: the cursor (read_to) is the part's sequence, the read a range of log_seq after it.
@@ -324,9 +342,11 @@ COMMIT;
 \\endpipeline
 SQL
 # One flight a batch: the pipeline begins before the BEGIN.
-for sh in log_partq delete_partq; do
+for sh in log_partq delete_partq log_cas_tx; do
   { echo '\startpipeline'; grep -vx '\\startpipeline' "$work/$sh.sql"; } >"$work/${sh%_partq}_flight.sql"
 done
+mv "$work/log_cas_tx_flight.sql" "$work/log_cas.sql"
+rm "$work/log_cas_tx.sql"
 
 # Fresh tables for one shape, right after a checkpoint; items enqueued in
 # transactions of 10,000 (so the log's xids vary as a producer's would).
@@ -370,7 +390,7 @@ run() {
   local t="$tx" vars=()
   if [[ "$shape" == *_partq || "$shape" == *_flight || "$shape" == log_horizon || "$shape" == log_mem ||
         "$shape" == log_dense || "$shape" == log_segs || "$shape" == log_probe ||
-        "$shape" == log_books ]]; then
+        "$shape" == log_books || "$shape" == log_cas ]]; then
     t=$((tx + 1))
   fi
   if [[ "$shape" == log_mem ]]; then
