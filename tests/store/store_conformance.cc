@@ -1993,6 +1993,39 @@ TEST_P(StoreConformance, AfterAGrowAnOrderedKeyFinishesItsOldPartsItemsFirst) {
   EXPECT_EQ(claim_in(c), std::vector<int64_t>{k3.id});
 }
 
+// A key's items reach the handler in enqueue (id) order, within a batch
+// too: in a fair queue the batches claimed ahead came in reverse, one part's
+// claimed rows out of a hash join that hashed them (a walkthrough of
+// 2026-12-07: ids 376, 375, 374, 373, 372 in one batch).
+TEST_P(StoreConformance, EveryClaimHandsAKeysItemsInIdOrder) {
+  MakeQueue(*store_, "q", 1);
+  Member m = JoinWith(*store_, "q", kAllParts);
+  std::vector<NewItem> items;
+  for (int i = 0; i < 20; ++i) items.push_back(Keyed("k1", absl::StrCat(i)));
+  ASSERT_OK(store_->EnqueueBatch("q", items).status());
+  for (const bool fair : {true, false}) {
+    SCOPED_TRACE(fair ? "fair" : "plain");
+    ClaimRequest first = ClaimAll("q", m, 5);
+    first.fair = fair;
+    first.include_suspect = false;
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> batch, store_->Claim(first));
+    ASSERT_EQ(batch.size(), 5u);
+    EXPECT_EQ(Ids(batch), Sorted(Ids(batch)));
+    FinishRequest fin = FinishOf("q", m, batch);
+    fin.next = [&]() -> std::optional<ClaimRequest> {
+      ClaimRequest next = ClaimAll("q", m, 5, batch);
+      next.fair = fair;
+      next.include_suspect = false;
+      return next;
+    };
+    ASSERT_OK_AND_ASSIGN(FinishResult r, store_->Finish(fin, AckAll()));
+    ASSERT_EQ(r.next.size(), 5u);
+    EXPECT_EQ(Ids(r.next), Sorted(Ids(r.next))) << "the batch claimed ahead";
+    EXPECT_GT(r.next.front().id, batch.back().id);
+    ASSERT_OK(store_->Finish(FinishOf("q", m, r.next), AckAll()).status());
+  }
+}
+
 // The same in a fair claim: the key's item in its new part waits for the
 // one in its old part.
 TEST_P(StoreConformance, AfterAGrowAFairOrderedKeyFinishesItsOldPartsItemsFirst) {
