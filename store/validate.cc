@@ -158,6 +158,13 @@ absl::Status ValidateNewItem(const NewItem& item, int64_t max_payload_bytes) {
   if (absl::Status st = ValidateKeyText("dedup key", item.dedup_key.value_or("")); !st.ok()) {
     return st;
   }
+  // As the SQL API's check_dedup_keys() (migration 40): an item enqueued
+  // first under a group's end key would be taken for its end item.
+  if (item.dedup_key && absl::StartsWith(*item.dedup_key, "partq.")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dedup key \"", absl::CHexEscape(*item.dedup_key),
+        "\": dedup keys that start with \"partq.\" are partq's own (a group's end item)"));
+  }
   if (item.delay > absl::Hours(24 * 3650)) {
     return absl::InvalidArgumentError(
         absl::StrCat("delay ", absl::FormatDuration(item.delay), " is longer than 10 years"));

@@ -1149,6 +1149,9 @@ TEST_P(StoreConformance, EnqueueRefusesWhatNoStoreCanKeep) {
   item = Payload("x");
   item.delay = absl::Hours(24 * 3651);
   refused(item, "longer than 10 years");
+  item = Payload("x");
+  item.dedup_key = "partq.group:q:g";  // a group's end item's
+  refused(item, "dedup keys that start with \"partq.\" are partq's own");
   // Keys are text: bytes that are not UTF-8 are refused (PostgreSQL's text
   // columns refuse them; the words are the server's).
   item = Keyed(std::string("\xff\xfe not utf-8"));
