@@ -9,7 +9,7 @@
 namespace partq {
 
 absl::StatusOr<ItemState> Producer::WaitFor(
-    absl::Duration timeout, absl::string_view what,
+    absl::Duration timeout, absl::string_view what, bool may_appear,
     const std::function<absl::StatusOr<ItemState>()>& poll) {
   const absl::Time deadline = absl::Now() + timeout;
   // Polls with a growing interval: items usually finish within milliseconds,
@@ -23,11 +23,16 @@ absl::StatusOr<ItemState> Producer::WaitFor(
           state->kind == ItemState::Kind::kCancelled) {
         return state;
       }
-      if (state->kind == ItemState::Kind::kUnknown) {
+      if (state->kind == ItemState::Kind::kUnknown && !may_appear) {
         return absl::NotFoundError(absl::StrCat("no such item: ", what));
       }
     }
     if (absl::Now() >= deadline) {
+      if (state.ok() && state->kind == ItemState::Kind::kUnknown) {
+        return absl::NotFoundError(absl::StrCat("no such item: ", what,
+                                                " (none was enqueued within ",
+                                                absl::FormatDuration(timeout), ")"));
+      }
       std::string so_far =
           state.ok() ? absl::StrCat("pending after ", state->attempts, " attempt(s)",
                                     state->error.empty() ? "" : ", last error: ", state->error)
@@ -62,16 +67,16 @@ absl::StatusOr<CancelOutcome> Producer::CancelByDedupKey(absl::string_view queue
 
 absl::StatusOr<ItemState> Producer::Wait(absl::string_view queue, int64_t id,
                                          absl::Duration timeout) {
-  return WaitFor(timeout, absl::StrCat("item ", id, " of queue ", queue),
+  return WaitFor(timeout, absl::StrCat("item ", id, " of queue ", queue), /*may_appear=*/false,
                  [&] { return store_->GetItemState(queue, id); });
 }
 
 absl::StatusOr<ItemState> Producer::WaitByDedupKey(absl::string_view queue,
                                                    absl::string_view dedup_key,
                                                    absl::Duration timeout) {
-  return WaitFor(timeout,
-                 absl::StrCat("dedup key \"", absl::CHexEscape(dedup_key), "\" in queue ", queue),
-                 [&] { return store_->GetItemStateByDedupKey(queue, dedup_key); });
+  return WaitFor(
+      timeout, absl::StrCat("dedup key \"", absl::CHexEscape(dedup_key), "\" in queue ", queue),
+      /*may_appear=*/true, [&] { return store_->GetItemStateByDedupKey(queue, dedup_key); });
 }
 
 }  // namespace partq

@@ -55,6 +55,9 @@ class Producer {
   // DeadlineExceeded after `timeout` (the state so far is in the message);
   // NotFound if the id was never enqueued.
   absl::StatusOr<ItemState> Wait(absl::string_view queue, int64_t id, absl::Duration timeout);
+  // The same for the item with `dedup_key`, which may be enqueued after the
+  // wait began (a caller picks its key before it enqueues): NotFound only if
+  // no item with it was there by `timeout`.
   absl::StatusOr<ItemState> WaitByDedupKey(absl::string_view queue, absl::string_view dedup_key,
                                            absl::Duration timeout);
 
@@ -68,8 +71,9 @@ class Producer {
   Store& store() { return *store_; }
 
  private:
-  // `what` names the item in a NotFound error ("item 42 of queue q").
-  absl::StatusOr<ItemState> WaitFor(absl::Duration timeout, absl::string_view what,
+  // `what` names the item in a NotFound error ("item 42 of queue q");
+  // `may_appear`: an unknown item may still be enqueued, so it is waited for.
+  absl::StatusOr<ItemState> WaitFor(absl::Duration timeout, absl::string_view what, bool may_appear,
                                     const std::function<absl::StatusOr<ItemState>()>& poll);
   std::unique_ptr<Store> store_;
   ProducerMetrics* metrics_ = nullptr;

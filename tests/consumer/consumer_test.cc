@@ -15,6 +15,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -1053,6 +1054,38 @@ TEST_F(ConsumerTest, DedupKeyReturnsLiveItemAndIsFreeAfterDone) {
   ASSERT_TRUE(third.ok());
   EXPECT_FALSE(third->duplicate);
   EXPECT_NE(third->id, first->id);
+}
+
+// A caller picks its dedup key before it enqueues, so a wait by the key may
+// begin first: it waits for the item to appear, and says there is no such
+// item only when none came within its timeout.
+TEST_F(ConsumerTest, AWaitByDedupKeyThatBeginsBeforeTheEnqueueWaitsForIt) {
+  CreateQueue("q", 2);
+  Producer p(schema_.NewStore());
+  absl::StatusOr<ItemState> never = p.WaitByDedupKey("q", "never", absl::Milliseconds(300));
+  EXPECT_EQ(never.status().code(), absl::StatusCode::kNotFound) << never.status();
+  EXPECT_TRUE(absl::StrContains(never.status().message(), "none was enqueued within 300ms"))
+      << never.status();
+  auto handler = MakeHandler([](HandlerCall& call) {
+    call.result = "done " + call.item->payload;
+    return absl::OkStatus();
+  });
+  Consumer c(schema_.Factory(), Options("q"), handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  std::thread later([&] {
+    absl::SleepFor(absl::Milliseconds(500));
+    Producer q(schema_.NewStore());
+    NewItem item;
+    item.payload = "late";
+    item.dedup_key = "late-1";
+    EXPECT_TRUE(q.Enqueue("q", item).ok());
+  });
+  absl::StatusOr<ItemState> done = p.WaitByDedupKey("q", "late-1", absl::Seconds(30));
+  later.join();
+  c.Stop();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->kind, ItemState::Kind::kDone);
+  EXPECT_EQ(done->result.value_or(""), "done late");
 }
 
 TEST_F(ConsumerTest, PrioritiesFirstAndDelayedItemsWait) {
