@@ -151,10 +151,11 @@ absl::StatusOr<FairBy> FairByFlag(const Args& args) {
 }
 
 // --rate: items a second for the whole fleet, as N/s, N/min or N/h (N alone
-// is per second); "none" or '' for no limit.
+// is per second); "none", or no --rate, for no limit. An empty value is
+// refused: an empty $RATE in a script would turn the limit off unseen.
 absl::StatusOr<std::optional<double>> RateFlag(const Args& args) {
   std::string text = args.GetOr("rate", "");
-  if (text.empty() || text == "none") return std::optional<double>();
+  if (!args.Has("rate") || text == "none") return std::optional<double>();
   double per = 1;
   for (const auto& [suffix, seconds] :
        {std::pair<const char*, double>{"/s", 1}, {"/min", 60}, {"/m", 60}, {"/h", 3600}}) {
@@ -852,7 +853,7 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   if (!prio.ok()) return Fail(prio.status());
   item.priority = static_cast<int>(*prio);
   auto delay =
-      args->Duration("delay", absl::ZeroDuration(), absl::ZeroDuration(), absl::Hours(24 * 365));
+      args->Duration("delay", absl::ZeroDuration(), absl::ZeroDuration(), absl::Hours(24 * 3650));
   if (!delay.ok()) return Fail(delay.status());
   item.delay = *delay;
   if (item.group && item.delay > absl::ZeroDuration()) {

@@ -58,8 +58,10 @@ constexpr CommandUsage kCommands[] = {
     {"enqueue",
      "  enqueue QUEUE [--key K] [--priority N] [--delay 10s] [--dedup-key K] [--group ID]\n"
      "                [PAYLOAD]\n"
-     "  enqueue QUEUE --stdin [--chunk N]        one payload per line, via COPY (a worker\n"
-     "                                           role's through put_items())\n"
+     "  enqueue QUEUE --stdin [--chunk N] [--key K] [--priority N] [--delay 10s]\n"
+     "                                           one payload per line, via COPY (a worker\n"
+     "                                           role's through put_items()); --key,\n"
+     "                                           --priority and --delay go with every line\n"
      "      --group ID: the item belongs to queue group ID (created if new) and is held\n"
      "      until `partq group start`; no --delay with it\n"},
     {"group",

@@ -312,6 +312,9 @@ TEST_F(QueueCommandTest, FairByIsSetAtCreationOrByQueueSetAndShown) {
       {{"queue", "create", "u", "--parts", "1", "--fair-by", "tenant"}, 2, "--fair-by"},
       {{"queue", "set", "t", "--fair-by", ""}, 2, "--fair-by"},
       {{"queue", "set", "t", "--fair-by", "key", "--rate", "5/s"}, 2, "one setting at a time"},
+      // An empty $RATE in a script must not turn a limit off unseen.
+      {{"queue", "set", "t", "--rate", ""}, 2, "--rate must be N/s"},
+      {{"queue", "create", "u", "--parts", "1", "--rate", ""}, 2, "--rate must be N/s"},
       {{"queue", "set", "nosuch", "--fair-by", "key"}, 1, "unknown queue \"nosuch\""},
   });
   EXPECT_EQ(Count("queues", "name = 't' AND fair_by = 'key'"), 1);
