@@ -55,6 +55,12 @@ class RolesTest : public ::testing::Test {
     }
   }
 
+  // A store connected as `role`.
+  absl::StatusOr<std::unique_ptr<Store>> ConnectAs(const std::string& role) {
+    PgOptions options = schema_.options();
+    options.dsn = absl::StrCat(options.dsn, " user=", role);
+    return ConnectPg(options);
+  }
   // A new login role with no privileges at all; dropped after the test.
   std::string NewRole(const std::string& what) {
     const std::string role = absl::StrCat("partq_", what, "_", absl::Uniform<uint32_t>(gen_));
@@ -1000,9 +1006,7 @@ TEST_F(RolesTest, AWorkerRolesRetrySentAgainCountsTheAttemptOnce) {
   const std::string w = NewRole("worker");
   PartqOk({"grant", "worker", w, "--queue", "a"});
   ASSERT_OK(store_->Enqueue("a", store_testing::Payload("x")).status());
-  PgOptions options = schema_.options();
-  options.dsn = absl::StrCat(options.dsn, " user=", w);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectPg(options));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectAs(w));
   store_testing::Member m = store_testing::JoinWith(*store, "a", store_testing::kAllParts);
   ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store->Claim(store_testing::ClaimAll("a", m)));
   ASSERT_EQ(items.size(), 1u);
@@ -1026,7 +1030,6 @@ TEST_F(RolesTest, AWorkerRolesRetrySentAgainCountsTheAttemptOnce) {
 // A worker role's acks with the handler's results run pipelined (through
 // item_acks' rule, as its acks without results do) and write its queue's
 // results rows, each as the handler gave it.
-
 TEST_F(RolesTest, AWorkerRolesAckWithResultsRunsPipelinedAndKeepsThem) {
   const std::string w = NewRole("worker");
   PartqOk({"grant", "worker", w, "--queue", "a"});
@@ -1035,9 +1038,7 @@ TEST_F(RolesTest, AWorkerRolesAckWithResultsRunsPipelinedAndKeepsThem) {
     item.payload = absl::StrCat("r", i);
     ASSERT_OK(store_->Enqueue("a", item).status());
   }
-  PgOptions options = schema_.options();
-  options.dsn = absl::StrCat(options.dsn, " user=", w);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectPg(options));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, ConnectAs(w));
   store_testing::Member m = store_testing::JoinWith(*store, "a", store_testing::kAllParts);
   ASSERT_OK_AND_ASSIGN(std::vector<Item> items, store->Claim(store_testing::ClaimAll("a", m)));
   ASSERT_EQ(items.size(), 10u);
