@@ -111,8 +111,13 @@ nlohmann::json KeyConcurrencyJson(const QueueConfig& q) {
   return q.key_concurrency > 0 ? nlohmann::json(q.key_concurrency) : nlohmann::json();
 }
 
+// A rate limit as --rate takes it, in the unit that shows it without an
+// exponent: 0.0001/h, not 2.77778e-08/s.
 std::string RateText(std::optional<double> rate) {
-  return rate ? absl::StrCat(*rate, "/s") : "none";
+  if (!rate) return "none";
+  if (*rate >= 1 || *rate <= 0) return absl::StrCat(*rate, "/s");
+  if (*rate * 60 >= 1) return absl::StrCat(*rate * 60, "/min");
+  return absl::StrCat(*rate * 3600, "/h");
 }
 
 // "16 parts, lexical assignment, session TTL 10s, max attempts 25[, ordered]

@@ -467,18 +467,19 @@ int CmdWorker(const std::vector<std::string>& argv) {
   std::vector<std::unique_ptr<ConsumerMetrics>> metrics;
   std::vector<WorkerQueue> served;
   for (QueueSpec& q : *queues) {
-    // A forgotten --handler would acknowledge the whole queue unseen.
+    // LISTEN cannot work through a transaction pooler: --pool-mode transaction implies
+    // --poll-only.
+    q.options.poll_only = q.options.poll_only || pg->transaction_pooler;
+    auto queue = CheckedQueue(*pg, q.name);
+    if (!queue.ok()) return Fail(queue.status());
+    // A forgotten --handler would acknowledge the whole queue unseen (said
+    // once the queue is known: an unknown one's error comes alone).
     if (!args->Has("handler") && q.handler == "noop") {
       LogLine(LogLevel::kWarning,
               absl::StrCat("queue ", Quoted(q.name),
                            ": no --handler, so its items are acknowledged without running "
                            "anything (the noop handler); pass --handler noop to mean it"));
     }
-    // LISTEN cannot work through a transaction pooler: --pool-mode transaction implies
-    // --poll-only.
-    q.options.poll_only = q.options.poll_only || pg->transaction_pooler;
-    auto queue = CheckedQueue(*pg, q.name);
-    if (!queue.ok()) return Fail(queue.status());
     auto handler = WorkerHandler(*args, *queue, q.handler, registry.get());
     if (!handler.ok()) return Fail(handler.status());
     handlers.push_back(std::move(*handler));

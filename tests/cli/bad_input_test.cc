@@ -103,6 +103,9 @@ TEST_F(BadInputTest, UnknownQueue) {
   ExpectRejected(With({"enqueue", "nosuch", "hello"}), 1, msg);
   ExpectRejected(With({"enqueue", "nosuch", "--stdin"}), 1, msg, "a\nb\n");
   ExpectRejected(With({"worker", "nosuch"}), 1, msg);
+  Result alone = Partq(With({"worker", "nosuch"}));
+  EXPECT_FALSE(absl::StrContains(alone.err, "no --handler"))
+      << "its error comes alone: " << alone.err;
   // Several queues: one unknown is named, and nothing starts.
   ExpectRejected(With({"worker", "q", "nosuch"}), 1, msg);
   ExpectRejected(With({"status", "nosuch"}), 1, msg);
