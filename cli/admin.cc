@@ -992,6 +992,106 @@ int CmdWait(const std::vector<std::string>& argv) {
   return 0;
 }
 
+namespace {
+
+// `partq item`'s name for where a pending item is (ItemDetail).
+const char* PendingState(const ItemDetail& d, absl::Time now) {
+  if (d.in_flight) return "in_flight";
+  if (!d.run_at) return "held";
+  if (*d.run_at > now) return d.state.attempts > 0 ? "retrying" : "delayed";
+  return "ready";
+}
+
+// `partq item --json`: WaitJson's keys, with a pending item's state and
+// where it is.
+nlohmann::json ItemJson(const std::string& queue, const ItemDetail& d, absl::Time now) {
+  nlohmann::json out = WaitJson(d.state);
+  out["queue"] = queue;
+  if (d.state.kind != ItemState::Kind::kPending) return out;
+  auto time = [](absl::Time t) {
+    return absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone());
+  };
+  out["state"] = PendingState(d, now);
+  out["attempts"] = d.state.attempts;
+  out["error"] = d.state.error.empty() ? nlohmann::json() : nlohmann::json(d.state.error);
+  out["part"] = d.part;
+  out["key"] = d.key ? nlohmann::json(*d.key) : nlohmann::json();
+  out["group"] = d.group ? nlohmann::json(*d.group) : nlohmann::json();
+  out["priority"] = d.priority;
+  out["enqueued_at"] = time(d.enqueued_at);
+  out["run_at"] = d.run_at ? nlohmann::json(time(*d.run_at)) : nlohmann::json();
+  return out;
+}
+
+// `partq item`'s line for a pending item: what it waits for, and where.
+std::string PendingLine(const ItemDetail& d, absl::Time now) {
+  const std::string state = PendingState(d, now);
+  const std::string tried =
+      d.state.attempts == 0 ? "not run yet" : Count(d.state.attempts, "attempt") + " used";
+  std::string what;
+  if (state == "in_flight") {
+    what = absl::StrCat("in flight: the worker that owns part ", d.part, " runs it (", tried, ")");
+  } else if (state == "held") {
+    what = absl::StrCat("held until its group ", Quoted(d.group.value_or("")), " starts");
+  } else if (state == "ready") {
+    what =
+        absl::StrCat("ready for ", Seconds(now - *d.run_at), " in part ", d.part, " (", tried, ")");
+  } else {
+    what = absl::StrCat(state, ", due in ", Seconds(*d.run_at - now), " in part ", d.part, " (",
+                        tried, ")");
+  }
+  absl::StrAppend(&what, "; key ", d.key ? Quoted(*d.key) : "none", ", priority ", d.priority);
+  if (!d.state.error.empty())
+    absl::StrAppend(&what, "; last error: ", PrintableUtf8(d.state.error));
+  return what;
+}
+
+}  // namespace
+
+// `partq item QUEUE ID`: one item's state at once, without waiting (River's
+// JobGet): where a pending one is and when it runs, a finished one's result
+// or error. Exit 0 for any item of the queue, 1 for no such item or an error.
+int CmdItem(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, ConnectionFlags(), {"json"});
+  if (!args.ok()) return Fail(args.status());
+  const auto& pos = args->positional();
+  if (pos.size() != 2) return Usage("usage: partq item QUEUE ID [--json]");
+  absl::StatusOr<int64_t> id = ParseItemId(pos[1]);
+  if (!id.ok()) return Fail(id.status());
+  auto store = ConnectChecked(*args);
+  if (!store.ok()) return Fail(store.status());
+  absl::StatusOr<ItemDetail> d = (*store)->DescribeItem(pos[0], *id);
+  if (!d.ok()) return Fail(d.status());
+  if (d->state.kind == ItemState::Kind::kUnknown) {
+    return Fail(
+        absl::NotFoundError(absl::StrCat("no such item: item ", *id, " of queue ", pos[0])));
+  }
+  const absl::Time now = absl::Now();
+  if (args->Has("json")) {
+    PrintJson(
+        ItemJson(pos[0], *d, now).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    return 0;
+  }
+  std::string line;
+  switch (d->state.kind) {
+    case ItemState::Kind::kDone:
+      line = d->state.result ? absl::StrCat("done; result: ", PrintableUtf8(*d->state.result))
+                             : "done";
+      break;
+    case ItemState::Kind::kDead:
+      line = absl::StrCat("dead-lettered after ", Count(d->state.attempts, "attempt"), ": ",
+                          PrintableUtf8(d->state.error));
+      break;
+    case ItemState::Kind::kCancelled:
+      line = "cancelled (partq cancel); it will not run";
+      break;
+    default:
+      line = PendingLine(*d, now);
+  }
+  printf("item %lld of queue %s: %s\n", static_cast<long long>(*id), pos[0].c_str(), line.c_str());
+  return 0;
+}
+
 int CmdCancel(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, With(ConnectionFlags(), {"dedup-key"}), {});
   if (!args.ok()) return Fail(args.status());

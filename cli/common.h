@@ -112,6 +112,7 @@ int CmdMigrate(const std::vector<std::string>& argv);
 int CmdQueue(const std::vector<std::string>& argv);
 int CmdEnqueue(const std::vector<std::string>& argv);
 int CmdWait(const std::vector<std::string>& argv);
+int CmdItem(const std::vector<std::string>& argv);
 int CmdCancel(const std::vector<std::string>& argv);
 int CmdWorker(const std::vector<std::string>& argv);
 int CmdStatus(const std::vector<std::string>& argv);

@@ -82,6 +82,13 @@ constexpr CommandUsage kCommands[] = {
      "      and result_encoding (utf8 or base64; both null when the item has none),\n"
      "      attempts and error (dead)}, the exit status as without it; on a timeout or\n"
      "      an error nothing on stdout, the message on stderr\n"},
+    {"item",
+     "  item QUEUE ID [--json]                   one item's state now, without waiting: ready,\n"
+     "                                           delayed, retrying, held (its group), in flight,\n"
+     "                                           done (its result), dead (its error) or\n"
+     "                                           cancelled; a pending one's part, key, priority,\n"
+     "                                           attempts and due time; exit 0, or 1 no such "
+     "item\n"},
     {"cancel",
      "  cancel QUEUE ID...|--dedup-key K         remove ready or delayed items before they run\n"
      "      one line per item: cancelled, already cancelled, in flight (a worker has it: it\n"

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   if (cmd == "queue") return CmdQueue(rest);
   if (cmd == "enqueue") return CmdEnqueue(rest);
   if (cmd == "wait") return CmdWait(rest);
+  if (cmd == "item") return CmdItem(rest);
   if (cmd == "cancel") return CmdCancel(rest);
   if (cmd == "worker") return CmdWorker(rest);
   if (cmd == "status") return CmdStatus(rest);

@@ -405,6 +405,7 @@ class PgStore final : public Store, public BridgeStore {
   absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override;
   absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
                                                    absl::string_view dedup_key) override;
+  absl::StatusOr<ItemDetail> DescribeItem(absl::string_view queue, int64_t id) override;
   absl::StatusOr<QueueStatus> Status(absl::string_view queue) override;
   absl::StatusOr<QueueOwners> Owners(absl::string_view queue) override;
   absl::StatusOr<std::vector<std::string>> QueuesWithWork(

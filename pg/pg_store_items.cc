@@ -1937,6 +1937,28 @@ absl::StatusOr<ItemState> PgStore::GetItemState(absl::string_view queue, int64_t
   });
 }
 
+absl::StatusOr<ItemDetail> PgStore::DescribeItem(absl::string_view queue, int64_t id) {
+  absl::StatusOr<ItemState> state = GetItemState(queue, id);
+  if (!state.ok()) return state.status();
+  ItemDetail d;
+  d.state = *std::move(state);
+  if (d.state.kind != ItemState::Kind::kPending) return d;
+  return Run("describe item", [&]() -> absl::StatusOr<ItemDetail> {
+    pqxx::transaction_base& tx = Autocommit();
+    // pg/sql/item_detail.sql; gone since (finished meanwhile): as it was.
+    for (const pqxx::row& row : Exec(tx, "item_detail", std::string(queue), id)) {
+      d.part = row[0].as<int>();
+      d.key = Text(row[1]);
+      d.group = Text(row[2]);
+      d.priority = row[3].as<int>();
+      d.enqueued_at = absl::FromUnixMicros(row[4].as<int64_t>());
+      if (!row[5].is_null()) d.run_at = absl::FromUnixMicros(row[5].as<int64_t>());
+      d.in_flight = row[6].as<bool>();
+    }
+    return d;
+  });
+}
+
 absl::StatusOr<ItemState> PgStore::GetItemStateByDedupKey(absl::string_view queue,
                                                           absl::string_view dedup_key) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;

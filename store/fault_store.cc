@@ -114,6 +114,9 @@ class FaultStore : public Store {
   absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override {
     return Call("GetItemState", [&] { return inner_->GetItemState(queue, id); });
   }
+  absl::StatusOr<ItemDetail> DescribeItem(absl::string_view queue, int64_t id) override {
+    return Call("DescribeItem", [&] { return inner_->DescribeItem(queue, id); });
+  }
   absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
                                                    absl::string_view dedup_key) override {
     return Call("GetItemStateByDedupKey",

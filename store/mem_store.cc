@@ -591,6 +591,31 @@ class MemStore : public Store {
     return out;
   }
 
+  absl::StatusOr<ItemDetail> DescribeItem(absl::string_view queue, int64_t id) override {
+    absl::StatusOr<ItemState> state = GetItemState(queue, id);
+    if (!state.ok()) return state.status();
+    ItemDetail d;
+    d.state = *std::move(state);
+    if (d.state.kind != ItemState::Kind::kPending) return d;
+    absl::MutexLock l(&db_->mu_);
+    auto it = db_->items_.find(id);
+    if (it == db_->items_.end()) return d;  // finished meanwhile: as it was
+    const Item& item = it->second.item;
+    d.part = item.part;
+    d.key = item.key;
+    d.group = item.group;
+    d.priority = item.priority;
+    d.enqueued_at = item.enqueued_at;
+    if (item.run_at != absl::InfiniteFuture()) d.run_at = item.run_at;
+    auto rec = db_->claims_.find({std::string(queue), item.part});
+    auto owner = db_->owners_.find({std::string(queue), item.part});
+    d.in_flight =
+        rec != db_->claims_.end() && owner != db_->owners_.end() &&
+        rec->second.epoch == owner->second.epoch &&
+        std::find(rec->second.ids.begin(), rec->second.ids.end(), id) != rec->second.ids.end();
+    return d;
+  }
+
   absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
                                                    absl::string_view key) override {
     absl::MutexLock l(&db_->mu_);

@@ -546,6 +546,19 @@ struct ItemState {
   int attempts = 0;
 };
 
+// One item as `partq item` shows it (Store::DescribeItem): its state and,
+// while it is pending, where it is and when it runs.
+struct ItemDetail {
+  ItemState state;
+  int part = 0;
+  std::optional<std::string> key;
+  std::optional<std::string> group;
+  int priority = 0;
+  absl::Time enqueued_at;
+  std::optional<absl::Time> run_at;  // nullopt: held until its group starts
+  bool in_flight = false;            // its part's owner has claimed it: a worker runs it
+};
+
 // What Store::CancelItems did with one asked-for item.
 struct CancelOutcome {
   enum class Kind {
@@ -878,6 +891,14 @@ class Store {
     return absl::UnimplementedError("QueuesWithWork");
   }
   virtual absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) = 0;
+  // GetItemState with, for a pending item, where it is and when it runs
+  // (ItemDetail). A read for an operator: it also reads the part's owner
+  // and claim record. NotFound for an unknown queue.
+  virtual absl::StatusOr<ItemDetail> DescribeItem(absl::string_view queue, int64_t id) {
+    (void)queue;
+    (void)id;
+    return absl::UnimplementedError("DescribeItem");
+  }
   virtual absl::StatusOr<ItemState> GetItemStateByDedupKey(absl::string_view queue,
                                                            absl::string_view dedup_key) = 0;
   virtual absl::StatusOr<QueueStatus> Status(absl::string_view queue) = 0;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -484,6 +485,37 @@ TEST_F(BadInputTest, ConnectionFlagsBeforeTheCommand) {
   Result help = Partq({"--dsn", schema_.dsn(), "help", "status"});
   EXPECT_EQ(help.code, 0) << help.err;
   EXPECT_TRUE(absl::StrContains(help.out, "partq status")) << help.out;
+}
+
+// `partq item` shows one item now, without waiting: a delayed one's due
+// time, key and priority, in text and --json; no such item is exit 1, an id
+// that is not one is bad input.
+TEST_F(BadInputTest, ItemShowsOneItemWithoutWaiting) {
+  Result later =
+      Partq(With({"enqueue", "q", "--delay", "1h", "--key", "k1", "--priority", "2", "later"}));
+  ASSERT_EQ(later.code, 0) << later.err;
+  const std::string id(absl::StripAsciiWhitespace(later.out));
+  Result shown = Partq(With({"item", "q", id}));
+  EXPECT_EQ(shown.code, 0) << shown.err;
+  EXPECT_TRUE(
+      absl::StrContains(shown.out, absl::StrCat("item ", id, " of queue q: delayed, due in ")))
+      << shown.out;
+  EXPECT_TRUE(absl::StrContains(shown.out, "(not run yet); key \"k1\", priority 2")) << shown.out;
+  Result json = Partq(With({"item", "q", id, "--json"}));
+  EXPECT_EQ(json.code, 0) << json.err;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"state\": \"delayed\"")) << json.out;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"key\": \"k1\"")) << json.out;
+  for (const auto& [args, code, words] :
+       std::vector<std::tuple<std::vector<std::string>, int, std::string>>{
+           {{"item", "q", "999999999"}, 1, "no such item: item 999999999 of queue q"},
+           {{"item", "q", "x1"}, 2, "item id must be a positive whole"},
+           {{"item", "q"}, 2, "usage: partq item QUEUE ID"},
+           {{"item", "nosuch", id}, 1, "unknown queue \"nosuch\""}}) {
+    Result r = Partq(With(args));
+    EXPECT_EQ(r.code, code) << words << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, words)) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
 }
 
 // `partq wait` tells its outcomes apart by exit status: 0 done, 3 not

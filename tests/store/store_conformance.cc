@@ -1996,6 +1996,50 @@ TEST_P(StoreConformance, AfterAGrowAnOrderedKeyFinishesItsOldPartsItemsFirst) {
   EXPECT_EQ(claim_in(c), std::vector<int64_t>{k3.id});
 }
 
+// `partq item`: a pending item's place and due time, and whether its part's
+// owner runs it; a finished one as GetItemState tells it.
+TEST_P(StoreConformance, DescribeItemSaysWhereAPendingItemIsAndWhenItRuns) {
+  MakeQueue(*store_, "q", 1);
+  Member m = JoinWith(*store_, "q", kAllParts);
+  NewItem later = Keyed("k1", "later");
+  later.delay = absl::Hours(1);
+  later.priority = 3;
+  ASSERT_OK_AND_ASSIGN(EnqueueResult l, store_->Enqueue("q", later));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult a, store_->Enqueue("q", Payload("a")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult b, store_->Enqueue("q", Payload("b")));
+  ASSERT_OK_AND_ASSIGN(ItemDetail d, store_->DescribeItem("q", l.id));
+  EXPECT_EQ(d.state.kind, ItemState::Kind::kPending);
+  EXPECT_EQ(d.key, std::optional<std::string>("k1"));
+  EXPECT_EQ(d.priority, 3);
+  ASSERT_TRUE(d.run_at.has_value());
+  EXPECT_GT(*d.run_at, d.enqueued_at + absl::Minutes(59));
+  EXPECT_FALSE(d.in_flight);
+  ClaimRequest one = ClaimAll("q", m, 1);
+  one.include_suspect = false;
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(one));
+  ASSERT_EQ(Ids(got), std::vector<int64_t>{a.id});
+  ASSERT_OK_AND_ASSIGN(d, store_->DescribeItem("q", a.id));
+  EXPECT_TRUE(d.in_flight) << "its part's owner claimed it";
+  EXPECT_EQ(d.part, got[0].part);
+  ASSERT_OK_AND_ASSIGN(d, store_->DescribeItem("q", b.id));
+  EXPECT_FALSE(d.in_flight);
+  EXPECT_FALSE(d.key.has_value());
+  ASSERT_OK(store_
+                ->Finish(FinishOf("q", m, got),
+                         OutcomesOf([](const Item&) { return Outcome::Kind::kRetry; }))
+                .status());
+  ASSERT_OK_AND_ASSIGN(d, store_->DescribeItem("q", a.id));
+  EXPECT_FALSE(d.in_flight);
+  EXPECT_EQ(d.state.attempts, 1);
+  EXPECT_EQ(d.state.error, "failed");
+  ASSERT_TRUE(d.run_at.has_value());
+  EXPECT_GT(*d.run_at, d.enqueued_at + absl::Minutes(59)) << "its retry an hour later";
+  ASSERT_OK(store_->CancelItems("q", {b.id}).status());
+  ASSERT_OK_AND_ASSIGN(d, store_->DescribeItem("q", b.id));
+  EXPECT_EQ(d.state.kind, ItemState::Kind::kCancelled);
+  EXPECT_EQ(store_->DescribeItem("nope", 1).status().code(), absl::StatusCode::kNotFound);
+}
+
 // A key's items reach the handler in enqueue (id) order, within a batch
 // too: in a fair queue the batches claimed ahead came in reverse, one part's
 // claimed rows out of a hash join that hashed them (a walkthrough of
