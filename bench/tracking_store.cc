@@ -144,6 +144,9 @@ class TrackingStore : public Store {
   absl::StatusOr<ItemState> GetItemState(absl::string_view queue, int64_t id) override {
     return inner_->GetItemState(queue, id);
   }
+  absl::StatusOr<ItemDetail> DescribeItem(absl::string_view queue, int64_t id) override {
+    return inner_->DescribeItem(queue, id);
+  }
   absl::StatusOr<std::vector<TableVacuum>> VacuumQueueTables() override {
     return inner_->VacuumQueueTables();
   }

@@ -115,9 +115,16 @@ nlohmann::json KeyConcurrencyJson(const QueueConfig& q) {
 // exponent: 0.0001/h, not 2.77778e-08/s.
 std::string RateText(std::optional<double> rate) {
   if (!rate) return "none";
-  if (*rate >= 1 || *rate <= 0) return absl::StrCat(*rate, "/s");
-  if (*rate * 60 >= 1) return absl::StrCat(*rate * 60, "/min");
-  return absl::StrCat(*rate * 3600, "/h");
+  // Nine decimals, trailing zeros dropped: 1000000, 0.00001.
+  auto plain = [](double v) {
+    std::string s = absl::StrFormat("%.9f", v);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (s.back() == '.') s.pop_back();
+    return s;
+  };
+  if (*rate >= 1 || *rate <= 0) return plain(*rate) + "/s";
+  if (*rate * 60 >= 1) return plain(*rate * 60) + "/min";
+  return plain(*rate * 3600) + "/h";
 }
 
 // "16 parts, lexical assignment, session TTL 10s, max attempts 25[, ordered]
@@ -1030,7 +1037,8 @@ std::string PendingLine(const ItemDetail& d, absl::Time now) {
       d.state.attempts == 0 ? "not run yet" : Count(d.state.attempts, "attempt") + " used";
   std::string what;
   if (state == "in_flight") {
-    what = absl::StrCat("in flight: the worker that owns part ", d.part, " runs it (", tried, ")");
+    what = absl::StrCat("in flight: the worker that owns part ", d.part, " runs its attempt ",
+                        d.state.attempts + 1);
   } else if (state == "held") {
     what = absl::StrCat("held until its group ", Quoted(d.group.value_or("")), " starts");
   } else if (state == "ready") {

@@ -76,7 +76,8 @@ constexpr CommandUsage kCommands[] = {
      "  group list QUEUE [--all] [--limit 50] [--json]   open groups (--all: ended too)\n"},
     {"wait",
      "  wait QUEUE ITEM|--dedup-key K [--timeout 30s] [--json]\n"
-     "      prints the item's result when it is done; exit 0 done, 3 not finished within\n"
+     "      prints the item's result when it is done (by --dedup-key it first waits for the\n"
+     "      item to be enqueued, if it is not yet); exit 0 done, 3 not finished within\n"
      "      --timeout, 4 dead-lettered (its error on stderr), 5 cancelled, 1 no such item\n"
      "      or an error; --json: one object, {id, state (done, dead or cancelled), result\n"
      "      and result_encoding (utf8 or base64; both null when the item has none),\n"
@@ -87,8 +88,8 @@ constexpr CommandUsage kCommands[] = {
      "                                           delayed, retrying, held (its group), in flight,\n"
      "                                           done (its result), dead (its error) or\n"
      "                                           cancelled; a pending one's part, key, priority,\n"
-     "                                           attempts and due time; exit 0, or 1 no such "
-     "item\n"},
+     "                                           attempts and due time; exit 0, 1 no such item\n"
+     "                                           (or an error), 2 bad input\n"},
     {"cancel",
      "  cancel QUEUE ID...|--dedup-key K         remove ready or delayed items before they run\n"
      "      one line per item: cancelled, already cancelled, in flight (a worker has it: it\n"

@@ -466,25 +466,27 @@ int CmdWorker(const std::vector<std::string>& argv) {
   std::vector<std::unique_ptr<Handler>> handlers;
   std::vector<std::unique_ptr<ConsumerMetrics>> metrics;
   std::vector<WorkerQueue> served;
+  std::vector<std::string> unhandled;  // queues with the noop handler by default
   for (QueueSpec& q : *queues) {
     // LISTEN cannot work through a transaction pooler: --pool-mode transaction implies
     // --poll-only.
     q.options.poll_only = q.options.poll_only || pg->transaction_pooler;
     auto queue = CheckedQueue(*pg, q.name);
     if (!queue.ok()) return Fail(queue.status());
-    // A forgotten --handler would acknowledge the whole queue unseen (said
-    // once the queue is known: an unknown one's error comes alone).
-    if (!args->Has("handler") && q.handler == "noop") {
-      LogLine(LogLevel::kWarning,
-              absl::StrCat("queue ", Quoted(q.name),
-                           ": no --handler, so its items are acknowledged without running "
-                           "anything (the noop handler); pass --handler noop to mean it"));
-    }
+    // A forgotten --handler would acknowledge the whole queue unseen: said
+    // once every queue is known (an unknown one's error comes alone).
+    if (!args->Has("handler") && q.handler == "noop") unhandled.push_back(q.name);
     auto handler = WorkerHandler(*args, *queue, q.handler, registry.get());
     if (!handler.ok()) return Fail(handler.status());
     handlers.push_back(std::move(*handler));
     metrics.push_back(std::make_unique<ConsumerMetrics>(*registry, q.name));
     served.push_back({q.options, handlers.back().get(), metrics.back().get()});
+  }
+  for (const std::string& name : unhandled) {
+    LogLine(LogLevel::kWarning,
+            absl::StrCat("queue ", Quoted(name),
+                         ": no --handler, so its items are acknowledged without running "
+                         "anything (the noop handler); pass --handler noop to mean it"));
   }
   // A role that may create in the schema is not confined by its grants:
   // said at every start (partq grant refuses such a schema).

@@ -1945,8 +1945,15 @@ absl::StatusOr<ItemDetail> PgStore::DescribeItem(absl::string_view queue, int64_
   if (d.state.kind != ItemState::Kind::kPending) return d;
   return Run("describe item", [&]() -> absl::StatusOr<ItemDetail> {
     pqxx::transaction_base& tx = Autocommit();
-    // pg/sql/item_detail.sql; gone since (finished meanwhile): as it was.
-    for (const pqxx::row& row : Exec(tx, "item_detail", std::string(queue), id)) {
+    // pg/sql/item_detail.sql; no row when it finished meanwhile: then what
+    // it became.
+    const pqxx::result rows = Exec(tx, "item_detail", std::string(queue), id);
+    if (rows.empty()) {
+      absl::StatusOr<ItemState> now = GetItemState(queue, id);
+      if (!now.ok()) return now.status();
+      d.state = *std::move(now);
+    }
+    for (const pqxx::row& row : rows) {
       d.part = row[0].as<int>();
       d.key = Text(row[1]);
       d.group = Text(row[2]);

@@ -29,9 +29,9 @@ absl::StatusOr<ItemState> Producer::WaitFor(
     }
     if (absl::Now() >= deadline) {
       if (state.ok() && state->kind == ItemState::Kind::kUnknown) {
-        return absl::NotFoundError(absl::StrCat("no such item: ", what,
-                                                " (none was enqueued within ",
-                                                absl::FormatDuration(timeout), ")"));
+        return absl::NotFoundError(absl::StrCat(
+            "no such item: ", what, " (none was there within ", absl::FormatDuration(timeout),
+            ": not enqueued yet, or finished with no record kept, or pruned)"));
       }
       std::string so_far =
           state.ok() ? absl::StrCat("pending after ", state->attempts, " attempt(s)",

@@ -597,9 +597,15 @@ class MemStore : public Store {
     ItemDetail d;
     d.state = *std::move(state);
     if (d.state.kind != ItemState::Kind::kPending) return d;
-    absl::MutexLock l(&db_->mu_);
+    absl::ReleasableMutexLock l(&db_->mu_);
     auto it = db_->items_.find(id);
-    if (it == db_->items_.end()) return d;  // finished meanwhile: as it was
+    if (it == db_->items_.end()) {  // finished meanwhile: what it became
+      l.Release();
+      state = GetItemState(queue, id);
+      if (!state.ok()) return state.status();
+      d.state = *std::move(state);
+      return d;
+    }
     const Item& item = it->second.item;
     d.part = item.part;
     d.key = item.key;

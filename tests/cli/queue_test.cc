@@ -321,23 +321,26 @@ TEST_F(QueueCommandTest, FairByIsSetAtCreationOrByQueueSetAndShown) {
   EXPECT_EQ(Count("queues", "name = 'u'"), 0);
 }
 
-// --key-concurrency N|none: at creation or by `queue set`, shown by queue
-// list, status and their --json; 0, a word or a negative number is refused
-// and changes nothing.
 // A rate limit is shown in the unit that needs no exponent (a walkthrough
 // set 0.0001/h and read back 2.77778e-08/s).
 TEST_F(QueueCommandTest, RateLimitsAreShownWithoutAnExponent) {
+  int n = 0;
   for (const auto& [given, shown] :
        std::vector<std::pair<std::string, std::string>>{{"500/s", "rate limit 500/s"},
                                                         {"10/min", "rate limit 10/min"},
-                                                        {"0.0001/h", "rate limit 0.0001/h"}}) {
-    const std::string name = absl::StrCat("r", given.size());
+                                                        {"0.0001/h", "rate limit 0.0001/h"},
+                                                        {"1000000", "rate limit 1000000/s"},
+                                                        {"0.00001/h", "rate limit 0.00001/h"}}) {
+    const std::string name = absl::StrCat("r", n++);
     EXPECT_TRUE(
         absl::StrContains(Ok({"queue", "create", name, "--parts", "1", "--rate", given}), shown))
         << given;
   }
 }
 
+// --key-concurrency N|none: at creation or by `queue set`, shown by queue
+// list, status and their --json; 0, a word or a negative number is refused
+// and changes nothing.
 TEST_F(QueueCommandTest, KeyConcurrencyIsSetAtCreationOrByQueueSetAndShown) {
   EXPECT_EQ(Ok({"queue", "create", "t", "--parts", "2", "--key-concurrency", "3"}),
             "created queue \"t\": 2 parts, lexical assignment, session TTL 10s, max attempts 25, "

@@ -1064,7 +1064,7 @@ TEST_F(ConsumerTest, AWaitByDedupKeyThatBeginsBeforeTheEnqueueWaitsForIt) {
   Producer p(schema_.NewStore());
   absl::StatusOr<ItemState> never = p.WaitByDedupKey("q", "never", absl::Milliseconds(300));
   EXPECT_EQ(never.status().code(), absl::StatusCode::kNotFound) << never.status();
-  EXPECT_TRUE(absl::StrContains(never.status().message(), "none was enqueued within 300ms"))
+  EXPECT_TRUE(absl::StrContains(never.status().message(), "none was there within 300ms"))
       << never.status();
   auto handler = MakeHandler([](HandlerCall& call) {
     call.result = "done " + call.item->payload;

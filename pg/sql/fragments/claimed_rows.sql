@@ -5,7 +5,8 @@
 -- 13) read items in a snapshot that may still show cancelled ones, so it
 -- returns none from that part; the items stay ready for its next claim.
 -- The rows go out in the order the read took them (a key's in id order,
--- a fair read's by turns): `pick` drives a nested loop over the lateral
+-- a fair read's by turns; claim.sql then sorts its own by priority and id):
+-- `pick` drives a nested loop over the lateral
 -- lookup of its record, which OFFSET 0 keeps from being pulled up into a
 -- join the planner may hash with `pick` on the hashed side, and a hash
 -- table hands a bucket's rows back newest first (a fair queue's batches
