@@ -74,6 +74,13 @@
 #               nothing, so nothing is inserted), as Kafka fences an offset
 #               commit by the group's generation. What the lock costs. Only
 #               with --shapes.
+#   log_batches log_flight whose record keeps only the window and cursor: each
+#               claim that reads items also inserts a row of its own listing
+#               them (a batch in flight), and the batch's ack deletes that one
+#               row (fenced as log_flight's), so several batches of a part may
+#               be in flight and finish in any order without a list rebuilt
+#               per batch: one insert and one delete a batch, none an item.
+#               Only with --shapes.
 #
 # After the rounds, a second table: what a dense per-part sequence costs
 # producers. --enqueue-clients clients (default 8) enqueue into --parts parts
@@ -179,6 +186,9 @@ CREATE TABLE $s.items (id bigint PRIMARY KEY, queue text COLLATE "C" NOT NULL, p
   key text COLLATE "C", priority smallint NOT NULL DEFAULT 0, payload bytea NOT NULL,
   enqueued_at timestamptz NOT NULL DEFAULT now(), run_at timestamptz NOT NULL DEFAULT now());
 CREATE INDEX items_ready ON $s.items (queue, part, priority, id);
+-- log_batches's batches in flight: a row per claim that read items, deleted by its ack.
+CREATE TABLE $s.batches (queue text COLLATE "C", part int, seq bigint, epoch bigint NOT NULL,
+  ids bigint[] NOT NULL, PRIMARY KEY (queue, part, seq));
 -- log_mem's acks: one row per acknowledged batch, never updated.
 CREATE TABLE $s.acks (queue text COLLATE "C" NOT NULL, part int NOT NULL, epoch bigint NOT NULL,
   xid xid8 NOT NULL DEFAULT pg_current_xact_id(), ids bigint[] NOT NULL);
@@ -214,16 +224,18 @@ SQL
 # log_partq, log_horizon and log_dense differ only in how the read takes the part's rows after
 # the cursor: $1 the log's column the cursor follows before the id (c1), $2 its condition,
 # $3 further conditions, $4 the record's new cursor (read_xid, read_to); log_segs in the
-# table read ($5, default log); log_probe and log_books: $6 probe or books; log_cas: $7 cas.
+# table read ($5, default log); log_probe and log_books: $6 probe or books; log_cas: $7 cas;
+# log_batches: $6 batches.
 log_shape() {
-  local order="l.$1, l.id"
+  local order="l.$1, l.id" held=records
   [[ "$1" == seq ]] && order="l.seq"  # dense: one row per number of a part
+  [[ "${6:-}" == batches ]] && held=batches
   cat <<SQL
 BEGIN;
 INSERT INTO $s.results (item_id, session_id) SELECT unnest(r.ids), md5(:client_id::text)::uuid
-  FROM (SELECT ids FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1) r;
+  FROM (SELECT ids FROM $s.$held WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1) r;
 \\startpipeline
-WITH $(fence_cte "${7:-}"),
+WITH $(fence_cte "${7:-}"),$(batch_ack_cte "${6:-}")
 cur AS (SELECT * FROM $s.records WHERE queue = 'q' AND part = :client_id ORDER BY seq DESC LIMIT 1),
 gone AS (DELETE FROM $s.records r USING cur, f WHERE r.queue = 'q' AND r.part = :client_id
          AND r.seq = cur.seq AND r.epoch = f.epoch RETURNING r.*),
@@ -235,7 +247,7 @@ nxt AS (SELECT l.$1 AS c1, l.id, l.payload FROM $s.${5:-log} l
 last AS (SELECT c1, id FROM nxt ORDER BY c1 DESC, id DESC LIMIT 1),$(probe_ctes "${6:-}")
 rec AS (INSERT INTO $s.records (queue, part, seq, epoch, pos, win, read_xid, read_to, ids)
         SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, g.pos, g.win, $4,
-               $(record_ids "${6:-}") FROM gone g)
+               $(record_ids "${6:-}") FROM gone g)$(batch_cte "${6:-}")
 SELECT id, payload FROM nxt$(probe_rows "${6:-}");
 COMMIT;
 \\endpipeline
@@ -249,6 +261,27 @@ fence_cte() {
   else
     echo "f AS (SELECT epoch FROM $s.owners WHERE queue = 'q' AND part = :client_id AND epoch = 1 FOR SHARE)"
   fi
+}
+# log_batches: the ack deletes its batch's row (the part's newest here; a
+# worker knows its batch's row), at the claimed epoch, and the claim inserts
+# one for what it read.
+batch_ack_cte() {
+  [[ "$1" == batches ]] || return 0
+  cat <<SQL
+
+acked AS (DELETE FROM $s.batches b USING f WHERE b.queue = 'q' AND b.part = :client_id
+          AND b.seq = (SELECT max(seq) FROM $s.batches WHERE queue = 'q' AND part = :client_id)
+          AND b.epoch = f.epoch),
+SQL
+}
+batch_cte() {
+  [[ "$1" == batches ]] || return 0
+  cat <<SQL
+,
+batch AS (INSERT INTO $s.batches (queue, part, seq, epoch, ids)
+          SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, n.ids
+          FROM gone g, (SELECT array_agg(id) AS ids FROM nxt) n WHERE n.ids IS NOT NULL)
+SQL
 }
 # log_probe's two probes of items (its ready rows, its next due time), read
 # by the statement's result (a :client_id < 0 that a generic plan cannot fold
@@ -271,7 +304,9 @@ probe_rows() {
 # The record's ids: what was read, or (log_books) what was in flight less
 # what is acked now (the previous batch), and what was read.
 record_ids() {
-  if [[ "$1" == books ]]; then
+  if [[ "$1" == batches ]]; then
+    echo "'{}'::bigint[]"
+  elif [[ "$1" == books ]]; then
     echo "ARRAY(SELECT f FROM unnest(g.ids) f EXCEPT SELECT a FROM unnest(g.ids) a
                      UNION ALL SELECT id FROM nxt)"
   else
@@ -293,6 +328,7 @@ windows_read="AND l.xid < (SELECT pg_snapshot_xmax(win) FROM gone)
 log_shape xid "$windows_cursor" "$windows_read" "$windows_next" log probe >"$work/log_probe.sql"
 log_shape xid "$windows_cursor" "$windows_read" "$windows_next" log books >"$work/log_books.sql"
 log_shape xid "$windows_cursor" "$windows_read" "$windows_next" log "" cas >"$work/log_cas_tx.sql"
+log_shape xid "$windows_cursor" "$windows_read" "$windows_next" log batches >"$work/log_batches_tx.sql"
 log_shape xid "$windows_cursor" "AND l.xid < pg_snapshot_xmin(pg_current_snapshot())" \
   "$windows_next" >"$work/log_horizon.sql"
 # log_dense: the cursor (read_to) is the part's sequence, the read a range of log_seq after it.
@@ -342,18 +378,19 @@ COMMIT;
 \\endpipeline
 SQL
 # One flight a batch: the pipeline begins before the BEGIN.
-for sh in log_partq delete_partq log_cas_tx; do
+for sh in log_partq delete_partq log_cas_tx log_batches_tx; do
   { echo '\startpipeline'; grep -vx '\\startpipeline' "$work/$sh.sql"; } >"$work/${sh%_partq}_flight.sql"
 done
 mv "$work/log_cas_tx_flight.sql" "$work/log_cas.sql"
-rm "$work/log_cas_tx.sql"
+mv "$work/log_batches_tx_flight.sql" "$work/log_batches.sql"
+rm "$work/log_cas_tx.sql" "$work/log_batches_tx.sql"
 
 # Fresh tables for one shape, right after a checkpoint; items enqueued in
 # transactions of 10,000 (so the log's xids vary as a producer's would).
 setup() {
   psql_q -o /dev/null <<SQL
 TRUNCATE $s.jobs, $s.results, $s.log, $s.seglog, $s.offsets, $s.owners, $s.records, $s.items,
-  $s.acks;
+  $s.acks, $s.batches;
 SELECT setval('$s.blocks', 0, false);
 INSERT INTO $s.owners SELECT 'q', p, 1 FROM generate_series(0, $clients - 1) p;
 SQL
@@ -390,7 +427,7 @@ run() {
   local t="$tx" vars=()
   if [[ "$shape" == *_partq || "$shape" == *_flight || "$shape" == log_horizon || "$shape" == log_mem ||
         "$shape" == log_dense || "$shape" == log_segs || "$shape" == log_probe ||
-        "$shape" == log_books || "$shape" == log_cas ]]; then
+        "$shape" == log_books || "$shape" == log_cas || "$shape" == log_batches ]]; then
     t=$((tx + 1))
   fi
   if [[ "$shape" == log_mem ]]; then
