@@ -1074,7 +1074,7 @@ int CmdItem(const std::vector<std::string>& argv) {
     return Fail(
         absl::NotFoundError(absl::StrCat("no such item: item ", *id, " of queue ", pos[0])));
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = d->db_now;  // the server's clock, not this machine's
   if (args->Has("json")) {
     PrintJson(
         ItemJson(pos[0], *d, now).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));

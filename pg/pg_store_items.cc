@@ -1961,6 +1961,7 @@ absl::StatusOr<ItemDetail> PgStore::DescribeItem(absl::string_view queue, int64_
       d.enqueued_at = absl::FromUnixMicros(row[4].as<int64_t>());
       if (!row[5].is_null()) d.run_at = absl::FromUnixMicros(row[5].as<int64_t>());
       d.in_flight = row[6].as<bool>();
+      d.db_now = absl::FromUnixMicros(row[7].as<int64_t>());
     }
     return d;
   });

@@ -613,6 +613,7 @@ class MemStore : public Store {
     d.priority = item.priority;
     d.enqueued_at = item.enqueued_at;
     if (item.run_at != absl::InfiniteFuture()) d.run_at = item.run_at;
+    d.db_now = db_->clock_->Now();
     auto rec = db_->claims_.find({std::string(queue), item.part});
     auto owner = db_->owners_.find({std::string(queue), item.part});
     d.in_flight =

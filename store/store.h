@@ -557,6 +557,9 @@ struct ItemDetail {
   absl::Time enqueued_at;
   std::optional<absl::Time> run_at;  // nullopt: held until its group starts
   bool in_flight = false;            // its part's owner has claimed it: a worker runs it
+  // The database's clock when the item was read: how long it has been ready,
+  // or is due in, is told by it (`partq item`), not by the caller's clock.
+  absl::Time db_now;
 };
 
 // What Store::CancelItems did with one asked-for item.

@@ -3,7 +3,8 @@
 -- part's owner has it in flight: its id on the owner's newest claim record
 -- at the owner's epoch, as cancel_items() (migration 13) tells in flight.
 -- No row when it is not a pending item of the queue (GetItemState says what
--- it is then).
+-- it is then). The last column is the server's clock, which says how long
+-- the item has been ready or when it is due.
 SELECT i.part, i.key, i.group_id, i.priority,
        (date_part('epoch', i.enqueued_at) * 1000000)::bigint,
        CASE WHEN i.run_at = 'infinity' THEN NULL
@@ -13,6 +14,7 @@ SELECT i.part, i.key, i.group_id, i.priority,
                                    WHERE c.queue = sp.queue AND c.part = sp.part
                                      AND c.epoch = sp.epoch
                                    ORDER BY c.seq DESC LIMIT 1) c
-               WHERE sp.queue = i.queue AND sp.part = i.part AND i.id = ANY(c.ids))
+               WHERE sp.queue = i.queue AND sp.part = i.part AND i.id = ANY(c.ids)),
+       (date_part('epoch', now()) * 1000000)::bigint
 FROM {schema}.items i
 WHERE i.id = $2 AND i.queue = $1

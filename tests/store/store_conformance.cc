@@ -2014,6 +2014,14 @@ TEST_P(StoreConformance, DescribeItemSaysWhereAPendingItemIsAndWhenItRuns) {
   ASSERT_TRUE(d.run_at.has_value());
   EXPECT_GT(*d.run_at, d.enqueued_at + absl::Minutes(59));
   EXPECT_FALSE(d.in_flight);
+  // Its due time is told by the database's clock (ManualClock for MemStore:
+  // nowhere near this machine's), which moves with it.
+  EXPECT_LT(absl::AbsDuration(d.db_now - harness_->Now()), absl::Seconds(30));
+  EXPECT_GT(*d.run_at - d.db_now, absl::Minutes(59));
+  harness_->Advance(absl::Minutes(40));
+  ASSERT_OK_AND_ASSIGN(d, store_->DescribeItem("q", l.id));
+  EXPECT_GT(*d.run_at - d.db_now, absl::Minutes(19));
+  EXPECT_LT(*d.run_at - d.db_now, absl::Minutes(21));
   ClaimRequest one = ClaimAll("q", m, 1);
   one.include_suspect = false;
   ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(one));
