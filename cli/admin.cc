@@ -976,7 +976,9 @@ int CmdWait(const std::vector<std::string>& argv) {
                                                       : 0;
   }
   if (state->kind == ItemState::Kind::kCancelled) {
-    fprintf(stderr, "partq: item %lld was cancelled (partq cancel); it will not run\n",
+    fprintf(stderr,
+            "partq: item %lld was cancelled (partq cancel, or a cancel of its group); it will not "
+            "run\n",
             static_cast<long long>(state->id));
     return kWaitCancelled;
   }
@@ -1091,7 +1093,7 @@ int CmdItem(const std::vector<std::string>& argv) {
                           PrintableUtf8(d->state.error));
       break;
     case ItemState::Kind::kCancelled:
-      line = "cancelled (partq cancel); it will not run";
+      line = "cancelled (partq cancel, or a cancel of its group); it will not run";
       break;
     default:
       line = PendingLine(*d, now);
@@ -1276,9 +1278,9 @@ void PrintStatusSummary(const QueueStatus& st, const QueueTotals& t) {
                                          Seconds(DefaultHeartbeatInterval(c.session_ttl)), ")")
                           : "(no live worker: the rates are what live workers' heartbeats report)";
   printf(
-      "last minute: %.2f acked/s, %.2f failed/s (retried), %.2f dead-lettered/s %s; still dead "
-      "of those dead-lettered in it: %lld\n",
-      r.acked, r.retried, r.dead, by.c_str(), static_cast<long long>(t.dead_last_minute));
+      "last minute: %.2f acked/s, %.2f failed/s (retried), %.2f dead-lettered/s %s; "
+      "dead-lettered in it and still dead: %s\n",
+      r.acked, r.retried, r.dead, by.c_str(), Count(t.dead_last_minute, "item").c_str());
   // Said only when it matters: a worker's own transactions hold the horizon
   // for milliseconds all the time.
   if (st.horizon &&

@@ -28,6 +28,8 @@ constexpr CommandUsage kCommands[] = {
     {"queue",
      "  queue create NAME --parts N [--assignment lexical|sticky] [--ordered]\n"
      "               [--max-attempts N] [--session-ttl 10s] [--dlq-topic TOPIC]\n"
+     "               [--rate N/s] [--fair-by key] [--key-concurrency N]\n"
+     "               [--max-payload BYTES]    (the last four: as queue set below)\n"
      "  queue set NAME --parts N                 grow to N parts, a multiple of the count (16 ->\n"
      "                                           64), while workers run; keys keep their order;\n"
      "                                           a queue does not shrink\n"
@@ -59,9 +61,10 @@ constexpr CommandUsage kCommands[] = {
      "  enqueue QUEUE [--key K] [--priority N] [--delay 10s] [--dedup-key K] [--group ID]\n"
      "                [PAYLOAD]\n"
      "  enqueue QUEUE --stdin [--chunk N] [--key K] [--priority N] [--delay 10s]\n"
-     "                                           one payload per line, via COPY (a worker\n"
+     "                [--group ID]               one payload per line, via COPY (a worker\n"
      "                                           role's through put_items()); --key,\n"
-     "                                           --priority and --delay go with every line\n"
+     "                                           --priority, --delay and --group go with\n"
+     "                                           every line\n"
      "      --group ID: the item belongs to queue group ID (created if new) and is held\n"
      "      until `partq group start`; no --delay with it\n"},
     {"group",

@@ -903,9 +903,8 @@ constexpr size_t kLoggedErrorBytes = 300;
 std::string NextStep(const FailureNote& note, bool dead, int max_attempts) {
   const Outcome& o = note.outcome;
   if (!dead) {
-    const std::string in = absl::FormatDuration(absl::Trunc(o.retry_delay, absl::Milliseconds(1)));
-    return o.refund_attempt ? absl::StrCat("retry in ", in, ", the attempt given back")
-                            : absl::StrCat("retry in ", in);
+    return absl::StrCat("retry in ",
+                        absl::FormatDuration(absl::Trunc(o.retry_delay, absl::Milliseconds(1))));
   }
   if (note.kind == FailureKind::kCrash && o.refund_attempt) return "dead-lettered (crash loop)";
   return note.attempt >= max_attempts || o.kind == Outcome::Kind::kRetry
@@ -951,9 +950,14 @@ void Consumer::ReportFailures(const std::vector<FailureNote>& notes, const Finis
       if (level < GetLogLevel()) continue;
     }
     const std::string& error = note.outcome.error;
-    LogLine(level, absl::StrCat("queue \"", options_.queue, "\": item ", note.outcome.id,
-                                " failed at attempt ", note.attempt, " of ", config_.max_attempts,
-                                " (", FailureKindName(note.kind),
+    // An attempt given back (throttled, a crash loop's suspects) is not
+    // counted, so naming its number would read as one used.
+    const std::string at =
+        !is_dead && note.outcome.refund_attempt
+            ? std::string(" failed without using an attempt")
+            : absl::StrCat(" failed at attempt ", note.attempt, " of ", config_.max_attempts);
+    LogLine(level, absl::StrCat("queue \"", options_.queue, "\": item ", note.outcome.id, at, " (",
+                                FailureKindName(note.kind),
                                 "): ", PrintableUtf8(CutAtCharacter(error, kLoggedErrorBytes)),
                                 error.size() > kLoggedErrorBytes ? "..." : "", "; ",
                                 NextStep(note, is_dead, config_.max_attempts)));

@@ -203,7 +203,9 @@ absl::Status ClassifyConnectError(absl::string_view message) {
         "cannot connect to PostgreSQL: ", msg,
         " (no answer within connect_timeout; set it in the DSN or $PGCONNECT_TIMEOUT)"));
   }
-  return absl::UnavailableError(absl::StrCat("cannot connect to PostgreSQL: ", msg));
+  return absl::UnavailableError(
+      absl::StrCat("cannot connect to PostgreSQL: ", msg,
+                   " (is the server up at that address? give its DSN with --dsn or $PARTQ_DSN)"));
 }
 
 // --- encoding ---------------------------------------------------------------------

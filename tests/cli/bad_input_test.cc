@@ -1250,6 +1250,7 @@ TEST(BadConnection, UnreachableDatabase) {
     Result r = Partq(args);
     EXPECT_EQ(r.code, 1) << args[0];
     EXPECT_TRUE(absl::StrContains(r.err, "partq: error: cannot connect to PostgreSQL")) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "--dsn or $PARTQ_DSN")) << "what to do: " << r.err;
   }
   Result r = Partq({"migrate", "--dsn", "host=127.0.0.1 port=notaport"});
   EXPECT_EQ(r.code, 2);

@@ -400,7 +400,7 @@ TEST_F(QueueCommandTest, StatusSummarisesManyPartsAndCountsRecentDeadItems) {
       << summary;
   EXPECT_TRUE(absl::StrContains(summary, "without a live owner: parts 0-99")) << summary;
   EXPECT_TRUE(absl::StrContains(summary, "furthest behind: part ")) << summary;
-  EXPECT_TRUE(absl::StrContains(summary, "still dead of those dead-lettered in it: 1")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "dead-lettered in it and still dead: 1 item")) << summary;
   // No worker ran: nobody reported anything finished.
   EXPECT_TRUE(absl::StrContains(summary, "last minute: 0.00 acked/s, 0.00 failed/s (retried)"))
       << summary;

@@ -711,6 +711,8 @@ TEST_F(HttpConsumerTest, ThrottledBatchComesBackWholeAfterRetryAfterWithItsAttem
     ++warned;
   }
   EXPECT_EQ(warned, 1u) << "one of the batch's three, at warning: " << Tail(run.log);
+  EXPECT_TRUE(absl::StrContains(run.log, " failed without using an attempt (throttled): "))
+      << "no attempt number beside an attempt given back: " << Tail(run.log);
 
   const nlohmann::json received = Received();
   ASSERT_GE(received.size(), 2u) << received.dump();
