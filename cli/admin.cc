@@ -1001,6 +1001,27 @@ int CmdWait(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// An item's payload in JSON, from its first bytes (`head`) and its size:
+// `payload` (text, or base64 if it is not UTF-8), `payload_encoding` and
+// `payload_truncated`; null for a role that may not read payloads (`hidden`).
+void AddPayloadHead(const std::string& whole_head, int64_t bytes, bool hidden,
+                    nlohmann::json* out) {
+  nlohmann::json& item = *out;
+  item["payload"] = item["payload_encoding"] = item["payload_truncated"] = nullptr;
+  if (hidden) return;
+  const bool cut = bytes > static_cast<int64_t>(whole_head.size());
+  absl::string_view head = whole_head;
+  // A cut inside a UTF-8 character: the text up to it, not base64.
+  for (int i = 0; cut && i < 3 && !head.empty() && !IsValidUtf8(head); ++i) {
+    head.remove_suffix(1);
+  }
+  if (!IsValidUtf8(head)) head = whole_head;
+  std::string text;
+  item["payload_encoding"] = TextOrBase64(head, &text);
+  item["payload"] = std::move(text);
+  item["payload_truncated"] = cut;
+}
+
 namespace {
 
 // `partq item`'s name for where a pending item is (ItemDetail).
@@ -1029,6 +1050,8 @@ nlohmann::json ItemJson(const std::string& queue, const ItemDetail& d, absl::Tim
   out["priority"] = d.priority;
   out["enqueued_at"] = time(d.enqueued_at);
   out["run_at"] = d.run_at ? nlohmann::json(time(*d.run_at)) : nlohmann::json();
+  out["payload_bytes"] = d.payload_bytes;
+  AddPayloadHead(d.payload_head, d.payload_bytes, /*hidden=*/false, &out);
   return out;
 }
 
@@ -1053,6 +1076,12 @@ std::string PendingLine(const ItemDetail& d, absl::Time now) {
   absl::StrAppend(&what, "; key ", d.key ? Quoted(*d.key) : "none", ", priority ", d.priority);
   if (!d.state.error.empty())
     absl::StrAppend(&what, "; last error: ", PrintableUtf8(d.state.error));
+  // One line: its first characters, control bytes escaped (--json has more).
+  constexpr size_t kShown = 120;
+  const std::string shown = PrintableUtf8(d.payload_head);
+  absl::StrAppend(
+      &what, "; payload (", Count(d.payload_bytes, "byte"),
+      "): ", shown.size() > kShown ? absl::StrCat(CutAtCharacter(shown, kShown), "...") : shown);
   return what;
 }
 
@@ -1425,23 +1454,8 @@ int DeadList(const Args& args) {
            {"last_error", d.last_error},
            {"payload_bytes",
             d.payload_hidden ? nlohmann::json() : nlohmann::json(d.payload_bytes)}});
-      // Its first kDeadPayloadHead bytes, as the console shows them; null
-      // for a role that may not read payloads.
-      nlohmann::json& item = out.back();
-      item["payload"] = item["payload_encoding"] = item["payload_truncated"] = nullptr;
-      if (!d.payload_hidden) {
-        const bool cut = d.payload_bytes > static_cast<int64_t>(d.payload_head.size());
-        absl::string_view head = d.payload_head;
-        // A cut inside a UTF-8 character: the text up to it, not base64.
-        for (int i = 0; cut && i < 3 && !head.empty() && !IsValidUtf8(head); ++i) {
-          head.remove_suffix(1);
-        }
-        if (!IsValidUtf8(head)) head = d.payload_head;
-        std::string text;
-        item["payload_encoding"] = TextOrBase64(head, &text);
-        item["payload"] = std::move(text);
-        item["payload_truncated"] = cut;
-      }
+      // Its first kDeadPayloadHead bytes, as the console shows them.
+      AddPayloadHead(d.payload_head, d.payload_bytes, d.payload_hidden, &out.back());
     }
     PrintJson(out.dump(2));
     return 0;

@@ -91,8 +91,9 @@ constexpr CommandUsage kCommands[] = {
      "                                           delayed, retrying, held (its group), in flight,\n"
      "                                           done (its result), dead (its error) or\n"
      "                                           cancelled; a pending one's part, key, priority,\n"
-     "                                           attempts and due time; exit 0, 1 no such item\n"
-     "                                           (or an error), 2 bad input\n"},
+     "                                           attempts, due time (by the server's clock)\n"
+     "                                           and payload; exit 0, 1 no such item (or an\n"
+     "                                           error), 2 bad input\n"},
     {"cancel",
      "  cancel QUEUE ID...|--dedup-key K         remove ready or delayed items before they run\n"
      "      one line per item: cancelled, already cancelled, in flight (a worker has it: it\n"

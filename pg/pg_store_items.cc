@@ -1947,7 +1947,7 @@ absl::StatusOr<ItemDetail> PgStore::DescribeItem(absl::string_view queue, int64_
     pqxx::transaction_base& tx = Autocommit();
     // pg/sql/item_detail.sql; no row when it finished meanwhile: then what
     // it became.
-    const pqxx::result rows = Exec(tx, "item_detail", std::string(queue), id);
+    const pqxx::result rows = Exec(tx, "item_detail", std::string(queue), id, kItemPayloadHead);
     if (rows.empty()) {
       absl::StatusOr<ItemState> now = GetItemState(queue, id);
       if (!now.ok()) return now.status();
@@ -1962,6 +1962,8 @@ absl::StatusOr<ItemDetail> PgStore::DescribeItem(absl::string_view queue, int64_
       if (!row[5].is_null()) d.run_at = absl::FromUnixMicros(row[5].as<int64_t>());
       d.in_flight = row[6].as<bool>();
       d.db_now = absl::FromUnixMicros(row[7].as<int64_t>());
+      d.payload_bytes = row[8].as<int64_t>();
+      DecodeBytea(absl::string_view(row[9].c_str(), row[9].size()), &d.payload_head);
     }
     return d;
   });

@@ -614,6 +614,8 @@ class MemStore : public Store {
     d.enqueued_at = item.enqueued_at;
     if (item.run_at != absl::InfiniteFuture()) d.run_at = item.run_at;
     d.db_now = db_->clock_->Now();
+    d.payload_bytes = static_cast<int64_t>(item.payload.size());
+    d.payload_head = item.payload.substr(0, kItemPayloadHead);
     auto rec = db_->claims_.find({std::string(queue), item.part});
     auto owner = db_->owners_.find({std::string(queue), item.part});
     d.in_flight =

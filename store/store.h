@@ -560,7 +560,12 @@ struct ItemDetail {
   // The database's clock when the item was read: how long it has been ready,
   // or is due in, is told by it (`partq item`), not by the caller's clock.
   absl::Time db_now;
+  // Its payload's size and first kItemPayloadHead bytes (all of it when
+  // shorter), raw.
+  int64_t payload_bytes = 0;
+  std::string payload_head;
 };
+inline constexpr int kItemPayloadHead = 4096;
 
 // What Store::CancelItems did with one asked-for item.
 struct CancelOutcome {

@@ -3,8 +3,10 @@
 -- part's owner has it in flight: its id on the owner's newest claim record
 -- at the owner's epoch, as cancel_items() (migration 13) tells in flight.
 -- No row when it is not a pending item of the queue (GetItemState says what
--- it is then). The last column is the server's clock, which says how long
--- the item has been ready or when it is due.
+-- it is then). Then the server's clock, which says how long the item has
+-- been ready or when it is due, and its payload's size and first $3 bytes.
+-- (A viewer, who may not read payloads, cannot read an item's state either:
+-- docs/guide/operations-and-roles.md.)
 SELECT i.part, i.key, i.group_id, i.priority,
        (date_part('epoch', i.enqueued_at) * 1000000)::bigint,
        CASE WHEN i.run_at = 'infinity' THEN NULL
@@ -15,6 +17,7 @@ SELECT i.part, i.key, i.group_id, i.priority,
                                      AND c.epoch = sp.epoch
                                    ORDER BY c.seq DESC LIMIT 1) c
                WHERE sp.queue = i.queue AND sp.part = i.part AND i.id = ANY(c.ids)),
-       (date_part('epoch', now()) * 1000000)::bigint
+       (date_part('epoch', now()) * 1000000)::bigint,
+       octet_length(i.payload), substring(i.payload FROM 1 FOR $3)
 FROM {schema}.items i
 WHERE i.id = $2 AND i.queue = $1

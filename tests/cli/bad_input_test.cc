@@ -504,10 +504,14 @@ TEST_F(BadInputTest, ItemShowsOneItemWithoutWaiting) {
       absl::StrContains(shown.out, absl::StrCat("item ", id, " of queue q: delayed, due in ")))
       << shown.out;
   EXPECT_TRUE(absl::StrContains(shown.out, "(not run yet); key \"k1\", priority 2")) << shown.out;
+  EXPECT_TRUE(absl::StrContains(shown.out, "; payload (5 bytes): later\n")) << shown.out;
   Result json = Partq(With({"item", "q", id, "--json"}));
   EXPECT_EQ(json.code, 0) << json.err;
   EXPECT_TRUE(absl::StrContains(json.out, "\"state\": \"delayed\"")) << json.out;
   EXPECT_TRUE(absl::StrContains(json.out, "\"key\": \"k1\"")) << json.out;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"payload\": \"later\"")) << json.out;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"payload_encoding\": \"utf8\"")) << json.out;
+  EXPECT_TRUE(absl::StrContains(json.out, "\"payload_truncated\": false")) << json.out;
   for (const auto& [args, code, words] :
        std::vector<std::tuple<std::vector<std::string>, int, std::string>>{
            {{"item", "q", "999999999"}, 1, "no such item: item 999999999 of queue q"},

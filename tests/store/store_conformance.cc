@@ -2022,6 +2022,8 @@ TEST_P(StoreConformance, DescribeItemSaysWhereAPendingItemIsAndWhenItRuns) {
   ASSERT_OK_AND_ASSIGN(d, store_->DescribeItem("q", l.id));
   EXPECT_GT(*d.run_at - d.db_now, absl::Minutes(19));
   EXPECT_LT(*d.run_at - d.db_now, absl::Minutes(21));
+  EXPECT_EQ(d.payload_head, "later");
+  EXPECT_EQ(d.payload_bytes, 5);
   ClaimRequest one = ClaimAll("q", m, 1);
   one.include_suspect = false;
   ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(one));
