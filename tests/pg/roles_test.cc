@@ -33,6 +33,13 @@
 namespace partq {
 namespace {
 
+using store_testing::AckWithResults;
+using store_testing::ClaimAll;
+using store_testing::FinishOf;
+using store_testing::JoinWith;
+using store_testing::kAllParts;
+using store_testing::Member;
+using store_testing::Payload;
 using testing::Partq;
 using testing::PartqResult;
 using testing::TestSchema;
@@ -205,6 +212,54 @@ TEST_F(RolesTest, AProducerUsesItsQueueThroughTheApiAndNothingElse) {
   EXPECT_EQ(PartqOk({"revoke", "producer", p, "--queue", "a"}),
             absl::StrCat("role \"", p, "\" is no longer a producer of a (1 grant removed)\n"));
   EXPECT_EQ(Try(*c, "SELECT {schema}.enqueue('a', 'x')"), "42501");
+}
+
+// `partq wait` as a producer or a viewer, which may not read the item tables:
+// it asks the SQL API's item_state() (and item_state_by_dedup_key()), which
+// checks the grant, so a producer waits for what it enqueued. Before, the
+// wait stopped at "permission denied for table queues".
+TEST_F(RolesTest, AProducerAndAViewerWaitForTheirQueuesItemsThroughTheSqlApi) {
+  const std::string p = NewRole("producer");
+  const std::string v = NewRole("viewer");
+  PartqOk({"grant", "producer", p, "--queue", "a"});
+  PartqOk({"grant", "viewer", v, "--queue", "a"});
+  NewItem keyed = Payload("k");
+  keyed.dedup_key = "order-7";
+  ASSERT_OK_AND_ASSIGN(EnqueueResult done, store_->Enqueue("a", Payload("x")));
+  ASSERT_OK_AND_ASSIGN(EnqueueResult by_key, store_->Enqueue("a", keyed));
+  Member m = JoinWith(*store_, "a", kAllParts);
+  ASSERT_OK_AND_ASSIGN(std::vector<Item> got, store_->Claim(ClaimAll("a", m)));
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_OK(store_
+                ->Finish(FinishOf("a", m, got), AckWithResults([](const Item& i) {
+                           return std::optional<std::string>(absl::StrCat("r", i.payload));
+                         }))
+                .status());
+  ASSERT_OK_AND_ASSIGN(EnqueueResult waiting, store_->Enqueue("a", Payload("later")));
+  auto as = [&](const std::string& role, std::vector<std::string> args) {
+    args.insert(args.end(), {"--dsn", absl::StrCat(schema_.dsn(), " user=", role), "--schema",
+                             schema_.name(), "--timeout", "1s"});
+    return Partq(args);
+  };
+  for (const std::string& role : {p, v}) {
+    PartqResult r = as(role, {"wait", "a", absl::StrCat(done.id)});
+    EXPECT_EQ(r.code, 0) << role << ": " << r.err;
+    EXPECT_EQ(r.out, "rx") << role;
+    r = as(role, {"wait", "a", "--dedup-key", "order-7", "--json"});
+    EXPECT_EQ(r.code, 0) << role << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("\"id\": ", by_key.id))) << r.out;
+    r = as(role, {"wait", "a", absl::StrCat(waiting.id)});
+    EXPECT_EQ(r.code, 3) << role << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "not finished within 1s")) << r.err;
+    r = as(role, {"wait", "a", "999999999"});
+    EXPECT_EQ(r.code, 1) << role << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "no such item")) << r.err;
+  }
+  // A queue it has no grant on: refused, by name, with what to do.
+  PartqResult r = as(p, {"wait", "b", absl::StrCat(done.id)});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "partq grant producer")) << r.err;
 }
 
 // An operator keeps its queues' schedules and prunes them; a viewer reads
