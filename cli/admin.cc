@@ -957,12 +957,9 @@ int CmdWait(const std::vector<std::string>& argv) {
   }
   auto store = ConnectChecked(*args);
   if (!store.ok()) return Fail(store.status());
-  // A producer's or viewer's role may not read queues: the SQL API's
-  // item_state(), which the wait then asks, checks its grant instead.
-  if (absl::Status st = (*store)->GetQueue(pos[0]).status();
-      !st.ok() && !absl::IsPermissionDenied(st)) {
-    return Fail(st);
-  }
+  // No GetQueue first: a producer's or viewer's role may not read queues,
+  // and a worker's reads only its own. The item's state says an unknown
+  // queue, or asks the SQL API's item_state(), which checks the grant.
   Producer producer(std::move(*store));
   auto state = by_key ? producer.WaitByDedupKey(pos[0], *args->Get("dedup-key"), *timeout)
                       : producer.Wait(pos[0], id, *timeout);
@@ -1031,6 +1028,7 @@ namespace {
 
 // `partq item`'s name for where a pending item is (ItemDetail).
 const char* PendingState(const ItemDetail& d, absl::Time now) {
+  if (d.where_hidden) return "pending";  // all the role may know
   if (d.in_flight) return "in_flight";
   if (!d.run_at) return "held";
   if (*d.run_at > now) return d.state.attempts > 0 ? "retrying" : "delayed";
@@ -1049,6 +1047,7 @@ nlohmann::json ItemJson(const std::string& queue, const ItemDetail& d, absl::Tim
   out["state"] = PendingState(d, now);
   out["attempts"] = d.state.attempts;
   out["error"] = d.state.error.empty() ? nlohmann::json() : nlohmann::json(d.state.error);
+  if (d.where_hidden) return out;
   out["part"] = d.part;
   out["key"] = d.key ? nlohmann::json(*d.key) : nlohmann::json();
   out["group"] = d.group ? nlohmann::json(*d.group) : nlohmann::json();
@@ -1065,6 +1064,12 @@ std::string PendingLine(const ItemDetail& d, absl::Time now) {
   const std::string state = PendingState(d, now);
   const std::string tried =
       d.state.attempts == 0 ? "not run yet" : Count(d.state.attempts, "attempt") + " used";
+  if (d.where_hidden) {
+    return absl::StrCat("pending (", tried,
+                        d.state.error.empty() ? "" : "; last error: ", PrintableUtf8(d.state.error),
+                        "); where it is and its payload are for a role that may read the "
+                        "queue's items (the owner, a worker's)");
+  }
   std::string what;
   if (state == "in_flight") {
     what = absl::StrCat("in flight: the worker that owns part ", d.part, " runs its attempt ",
@@ -1081,12 +1086,11 @@ std::string PendingLine(const ItemDetail& d, absl::Time now) {
   absl::StrAppend(&what, "; key ", d.key ? Quoted(*d.key) : "none", ", priority ", d.priority);
   if (!d.state.error.empty())
     absl::StrAppend(&what, "; last error: ", PrintableUtf8(d.state.error));
-  // One line: its first characters, control bytes escaped (--json has more).
+  // One line: its first bytes, control bytes escaped (--json has more).
   constexpr size_t kShown = 120;
-  const std::string shown = PrintableUtf8(d.payload_head);
-  absl::StrAppend(
-      &what, "; payload (", Count(d.payload_bytes, "byte"),
-      "): ", shown.size() > kShown ? absl::StrCat(CutAtCharacter(shown, kShown), "...") : shown);
+  const absl::string_view head = CutAtCharacter(d.payload_head, kShown);
+  absl::StrAppend(&what, "; payload (", Count(d.payload_bytes, "byte"), "): ", PrintableUtf8(head),
+                  d.payload_bytes > static_cast<int64_t>(head.size()) ? "..." : "");
   return what;
 }
 

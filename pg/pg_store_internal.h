@@ -507,9 +507,9 @@ class PgStore final : public Store, public BridgeStore {
   void DropConnection();
   // LISTENs on conn_ for the listener that shares it (ListenHere).
   void ListenOnConnection();
-  // Whether this store's role may not read the item tables itself (a
-  // producer's, a viewer's), so it asks the SQL API for items' states
-  // (item_state_api.sql). Asked once, then remembered.
+  // Whether this store's role does not own the item tables (a producer's,
+  // a viewer's, a worker's), so it asks the SQL API for items' states
+  // (item_state_api.sql, owns_items.sql). Asked once, then remembered.
   bool ItemStateThroughApi(pqxx::transaction_base& tx);
   std::atomic<int> item_state_through_api_{-1};  // -1 not asked yet, else 0 or 1
 

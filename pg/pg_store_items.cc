@@ -1881,8 +1881,9 @@ void PgStore::RunFinishStatement(FinishAttempt& f, FinishRows* rows) {
 bool PgStore::ItemStateThroughApi(pqxx::transaction_base& tx) {
   int through = item_state_through_api_.load();
   if (through < 0) {
-    // results' result is what a viewer may not read; a producer reads none.
-    through = MayRead(tx, options_.schema, "results", "result") ? 0 : 1;
+    // Not only a role without privileges: a worker's sees its own queues'
+    // rows only, so an id of another queue would read as acked.
+    through = Exec(tx, "owns_items")[0][0].as<bool>() ? 0 : 1;
     item_state_through_api_.store(through);
   }
   return through == 1;
@@ -1991,6 +1992,12 @@ absl::StatusOr<ItemDetail> PgStore::DescribeItem(absl::string_view queue, int64_
   if (d.state.kind != ItemState::Kind::kPending) return d;
   return Run("describe item", [&]() -> absl::StatusOr<ItemDetail> {
     pqxx::transaction_base& tx = Autocommit();
+    // A role that may not read the item tables gets what the SQL API's
+    // item_state() says, no more (GetItemState).
+    if (ItemStateThroughApi(tx)) {
+      d.where_hidden = true;
+      return d;
+    }
     // pg/sql/item_detail.sql; no row when it finished meanwhile: then what
     // it became.
     const pqxx::result rows = Exec(tx, "item_detail", std::string(queue), id, kItemPayloadHead);

@@ -5,8 +5,8 @@
 -- No row when it is not a pending item of the queue (GetItemState says what
 -- it is then). Then the server's clock, which says how long the item has
 -- been ready or when it is due, and its payload's size and first $3 bytes.
--- (A viewer, who may not read payloads, cannot read an item's state either:
--- docs/guide/operations-and-roles.md.)
+-- Run for the owner of the item tables only (DescribeItem: any other role
+-- gets the item's state alone, from the SQL API).
 SELECT i.part, i.key, i.group_id, i.priority,
        (date_part('epoch', i.enqueued_at) * 1000000)::bigint,
        CASE WHEN i.run_at = 'infinity' THEN NULL

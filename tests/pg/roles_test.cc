@@ -39,6 +39,7 @@ using store_testing::FinishOf;
 using store_testing::JoinWith;
 using store_testing::kAllParts;
 using store_testing::Member;
+using store_testing::OutcomesOf;
 using store_testing::Payload;
 using testing::Partq;
 using testing::PartqResult;
@@ -214,11 +215,12 @@ TEST_F(RolesTest, AProducerUsesItsQueueThroughTheApiAndNothingElse) {
   EXPECT_EQ(Try(*c, "SELECT {schema}.enqueue('a', 'x')"), "42501");
 }
 
-// `partq wait` as a producer or a viewer, which may not read the item tables:
-// it asks the SQL API's item_state() (and item_state_by_dedup_key()), which
-// checks the grant, so a producer waits for what it enqueued. Before, the
-// wait stopped at "permission denied for table queues".
-TEST_F(RolesTest, AProducerAndAViewerWaitForTheirQueuesItemsThroughTheSqlApi) {
+// `partq wait` and `partq item` as a producer or a viewer, which may not read
+// the item tables: they ask the SQL API's item_state() (and
+// item_state_by_dedup_key()), which checks the grant, so a producer waits for
+// what it enqueued. Before, the wait stopped at "permission denied for table
+// queues", and item at "permission denied for sequence items_id_seq".
+TEST_F(RolesTest, AProducerAndAViewerWaitForAndShowTheirQueuesItemsThroughTheSqlApi) {
   const std::string p = NewRole("producer");
   const std::string v = NewRole("viewer");
   PartqOk({"grant", "producer", p, "--queue", "a"});
@@ -237,10 +239,47 @@ TEST_F(RolesTest, AProducerAndAViewerWaitForTheirQueuesItemsThroughTheSqlApi) {
                 .status());
   ASSERT_OK_AND_ASSIGN(EnqueueResult waiting, store_->Enqueue("a", Payload("later")));
   auto as = [&](const std::string& role, std::vector<std::string> args) {
-    args.insert(args.end(), {"--dsn", absl::StrCat(schema_.dsn(), " user=", role), "--schema",
-                             schema_.name(), "--timeout", "1s"});
+    if (args[0] == "wait") args.insert(args.end(), {"--timeout", "1s"});
+    args.insert(args.end(),
+                {"--dsn", absl::StrCat(schema_.dsn(), " user=", role), "--schema", schema_.name()});
     return Partq(args);
   };
+  ASSERT_OK_AND_ASSIGN(EnqueueResult cancelled, store_->Enqueue("a", Payload("c")));
+  ASSERT_OK(store_->CancelItems("a", {cancelled.id}).status());
+  ASSERT_OK_AND_ASSIGN(EnqueueResult dead, store_->Enqueue("b", Payload("d")));
+  {
+    Member mb = JoinWith(*store_, "b", kAllParts);
+    ASSERT_OK_AND_ASSIGN(std::vector<Item> in_b, store_->Claim(ClaimAll("b", mb)));
+    ASSERT_OK(store_
+                  ->Finish(FinishOf("b", mb, in_b),
+                           OutcomesOf([](const Item&) { return Outcome::Kind::kDead; }))
+                  .status());
+  }
+  PartqOk({"grant", "producer", p, "--queue", "b"});
+  {
+    PartqResult r = as(p, {"wait", "a", absl::StrCat(cancelled.id)});
+    EXPECT_EQ(r.code, 5) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "was cancelled")) << r.err;
+    r = as(p, {"wait", "b", absl::StrCat(dead.id)});
+    EXPECT_EQ(r.code, 4) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "was dead-lettered after 1 attempt")) << r.err;
+    r = as(p, {"wait", "a", absl::StrCat(dead.id)});
+    EXPECT_EQ(r.code, 1) << "an item of another queue: " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "no such item")) << r.err;
+  }
+  PartqOk({"revoke", "producer", p, "--queue", "b"});
+  // A worker of a that produces into b (a group's end queue, say): its
+  // row-level security hides b's rows, so it too asks the SQL API.
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "a"});
+  PartqOk({"grant", "producer", w, "--queue", "b"});
+  {
+    PartqResult r = as(w, {"wait", "b", absl::StrCat(dead.id)});
+    EXPECT_EQ(r.code, 4) << "not an unknown queue, nor done: " << r.err;
+    r = as(w, {"wait", "a", absl::StrCat(done.id)});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "rx");
+  }
   for (const std::string& role : {p, v}) {
     PartqResult r = as(role, {"wait", "a", absl::StrCat(done.id)});
     EXPECT_EQ(r.code, 0) << role << ": " << r.err;
@@ -254,6 +293,18 @@ TEST_F(RolesTest, AProducerAndAViewerWaitForTheirQueuesItemsThroughTheSqlApi) {
     r = as(role, {"wait", "a", "999999999"});
     EXPECT_EQ(r.code, 1) << role << ": " << r.err;
     EXPECT_TRUE(absl::StrContains(r.err, "no such item")) << r.err;
+    // `partq item` says what item_state() says, and not where the item is.
+    r = as(role, {"item", "a", absl::StrCat(waiting.id)});
+    EXPECT_EQ(r.code, 0) << role << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, ": pending (not run yet); where it is and its payload"))
+        << r.out;
+    r = as(role, {"item", "a", absl::StrCat(waiting.id), "--json"});
+    EXPECT_EQ(r.code, 0) << role << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, "\"state\": \"pending\"")) << r.out;
+    EXPECT_FALSE(absl::StrContains(r.out, "\"payload\"")) << r.out;
+    r = as(role, {"item", "a", absl::StrCat(done.id)});
+    EXPECT_EQ(r.code, 0) << role << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, "done; result: rx")) << r.out;
   }
   // A queue it has no grant on: refused, by name, with what to do.
   PartqResult r = as(p, {"wait", "b", absl::StrCat(done.id)});
