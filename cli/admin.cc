@@ -1067,8 +1067,8 @@ std::string PendingLine(const ItemDetail& d, absl::Time now) {
   if (d.where_hidden) {
     return absl::StrCat("pending (", tried,
                         d.state.error.empty() ? "" : "; last error: ", PrintableUtf8(d.state.error),
-                        "); where it is and its payload are for a role that may read the "
-                        "queue's items (the owner, a worker's)");
+                        "); where it is and its payload are shown to the owner of the "
+                        "schema's tables only");
   }
   std::string what;
   if (state == "in_flight") {

@@ -1992,7 +1992,7 @@ absl::StatusOr<ItemDetail> PgStore::DescribeItem(absl::string_view queue, int64_
   if (d.state.kind != ItemState::Kind::kPending) return d;
   return Run("describe item", [&]() -> absl::StatusOr<ItemDetail> {
     pqxx::transaction_base& tx = Autocommit();
-    // A role that may not read the item tables gets what the SQL API's
+    // A role that does not own the item tables gets what the SQL API's
     // item_state() says, no more (GetItemState).
     if (ItemStateThroughApi(tx)) {
       d.where_hidden = true;

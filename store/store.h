@@ -564,8 +564,8 @@ struct ItemDetail {
   // shorter), raw.
   int64_t payload_bytes = 0;
   std::string payload_head;
-  // The caller's role may not read the item tables (a producer's, a
-  // viewer's): only `state` is known, none of the fields above.
+  // The caller's role does not own the item tables (a producer's, a
+  // viewer's, a worker's): only `state` is known, none of the fields above.
   bool where_hidden = false;
 };
 inline constexpr int kItemPayloadHead = 4096;
