@@ -64,7 +64,7 @@ constexpr CommandUsage kCommands[] = {
      "                [--group ID]               one payload per line, via COPY (a worker\n"
      "                                           role's through put_items()); --key,\n"
      "                                           --priority, --delay and --group go with\n"
-     "                                           every line\n"
+     "                                           every line; prints the count\n"
      "      --group ID: the item belongs to queue group ID (created if new) and is held\n"
      "      until `partq group start`; no --delay with it\n"},
     {"group",

@@ -17,7 +17,10 @@
 #include <cstdint>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/utf8.h"
 
@@ -106,6 +109,23 @@ class SigpipeBlock {
 
 }  // namespace
 
+std::string ShellCommand(absl::string_view command) {
+  const absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(command);
+  if (trimmed.empty() || absl::StartsWith(trimmed, "exec ") || trimmed == "exec") {
+    return std::string(command);
+  }
+  for (const char c : command) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        !absl::StrContains(" \t/._-+:,@=", c)) {
+      return std::string(command);
+    }
+  }
+  // `=` in the first word makes it an assignment (`NAME=value cmd`).
+  const absl::string_view first = trimmed.substr(0, trimmed.find_first_of(" \t"));
+  if (absl::StrContains(first, '=')) return std::string(command);
+  return absl::StrCat("exec ", command);
+}
+
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(ChildOptions options) {
   std::unique_ptr<ChildProcess> child(new ChildProcess(std::move(options)));
   if (absl::Status st = child->Spawn(); !st.ok()) return st;
@@ -159,7 +179,7 @@ absl::Status ChildProcess::Spawn() {
   }
   posix_spawnattr_setsigdefault(&attr, &defaults);
 
-  std::string sh = "sh", dash_c = "-c", command = options_.command;
+  std::string sh = "sh", dash_c = "-c", command = ShellCommand(options_.command);
   char* argv[] = {sh.data(), dash_c.data(), command.data(), nullptr};
   std::vector<char*> envp;
   if (options_.environment) {

@@ -55,6 +55,15 @@ struct ChildOptions {
   std::optional<std::vector<std::string>> environment;
 };
 
+// The text given to `/bin/sh -c` for `command`: a plain command (words of
+// letters, digits and `/._-+:,@`, separated by blanks, the first not `exec`,
+// and `=` after the first) gets `exec ` in front, so the shell becomes the program and the child's
+// pid is the program's, as a shell that does not exec its last command
+// (Debian's dash) would otherwise leave itself between them. Anything else
+// (quotes, variables, `&&`, `NAME=value cmd`, ...) is left to the shell as
+// written.
+std::string ShellCommand(absl::string_view command);
+
 class ChildProcess {
  public:
   // Starts the child. Internal if a pipe or the spawn fails (the message says

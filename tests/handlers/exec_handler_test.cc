@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "handlers/child_process.h"
 #include "tests/testing/process.h"
 #include "tests/testing/wait.h"
 
@@ -599,6 +600,35 @@ TEST_F(ExecHandlerTest, NoChildIsLeftAfterTheHandlerIsDestroyedEvenOneThatIgnore
   EXPECT_GE(absl::Now() - t0, absl::Milliseconds(300));
   EXPECT_TRUE(Children().empty());
   for (pid_t pid : pids) EXPECT_EQ(LiveInGroup(pid), 0) << pid;
+}
+
+TEST(ShellCommand, APlainCommandIsExecutedInPlaceAndAnythingElseIsLeftToTheShell) {
+  EXPECT_EQ(ShellCommand("python3 examples/python/handler.py"),
+            "exec python3 examples/python/handler.py");
+  EXPECT_EQ(ShellCommand("./thumbnail --size=256 a,b"), "exec ./thumbnail --size=256 a,b");
+  for (const char* left : {"exec python3 h.py", "FOO=1 python3 h.py", "cd dir && ./h",
+                           "python3 'my handler.py'", "h $ARG", "h > log", "", "  "}) {
+    EXPECT_EQ(ShellCommand(left), left) << left;
+  }
+}
+
+TEST_F(ExecHandlerTest, APlainCommandsChildIsTheProgramWithNoShellBesideIt) {
+  const std::string command = absl::StrCat(PYTHON3, " ", TEST_CHILD, " serve");
+  if (ShellCommand(command) == command) GTEST_SKIP() << "the paths need quoting: " << command;
+  ExecHandler h(Options(command));
+  ASSERT_TRUE(RunAlone(h, "x").ok());
+  // The child leads a process group of its own; without the exec the shell
+  // would lead it and the program run beside it, in the same group.
+  std::vector<pid_t> leaders;
+  for (const Proc& p : Children()) {
+    if (p.pgrp == p.pid && p.state != 'Z') leaders.push_back(p.pid);
+  }
+  ASSERT_EQ(leaders.size(), 1u);
+  EXPECT_EQ(LiveInGroup(leaders[0]), 1);
+  std::ifstream comm(absl::StrCat("/proc/", leaders[0], "/comm"));
+  std::string name;
+  std::getline(comm, name);
+  EXPECT_TRUE(absl::StartsWith(name, "python")) << name;
 }
 
 TEST(ParseExecSpec, TakesTheRestVerbatimAndRefusesAnEmptyCommand) {
