@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/utf8.h"
 #include "pg/migrations.h"
 #include "pg/pg_store_internal.h"
 #include "store/validate.h"
@@ -68,7 +69,7 @@ absl::Status PgStore::CreateGroup(absl::string_view queue, const GroupSpec& spec
   if (spec.end_queue) {
     if (absl::Status st = ValidateQueueName(*spec.end_queue); !st.ok()) return st;
   }
-  return Run(
+  absl::Status st = Run(
       absl::StrCat("create group \"", spec.id, "\" of queue \"", queue, "\""),
       [&]() -> absl::Status {
         Autocommit().exec_params(
@@ -76,6 +77,18 @@ absl::Status PgStore::CreateGroup(absl::string_view queue, const GroupSpec& spec
             std::string(queue), spec.id, spec.end_queue, spec.end_payload);
         return absl::OkStatus();
       });
+  if (!absl::IsAlreadyExists(st)) return st;
+  // The schema's message names only the end queue it has; say both sides'
+  // end work, so one that differs only in its payload is seen.
+  absl::StatusOr<GroupStatus> has = GetGroup(queue, spec.id);
+  if (!has.ok()) return st;
+  auto work = [](const std::optional<std::string>& q, const std::optional<std::string>& p) {
+    if (!q) return std::string("no end work");
+    return absl::StrCat("end queue \"", *q, "\" with end payload ", p ? PrintableUtf8(*p) : "none");
+  };
+  return absl::AlreadyExistsError(
+      absl::StrCat(st.message(), ": it has ", work(has->end_queue, has->end_payload),
+                   ", this asked for ", work(spec.end_queue, spec.end_payload)));
 }
 
 absl::StatusOr<GroupStatus> PgStore::StartGroup(absl::string_view queue, absl::string_view id) {

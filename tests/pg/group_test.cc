@@ -13,12 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
 #include "absl/time/time.h"
 #include "consumer/consumer.h"
-#include "coordinator/queue_collector.h"
 #include "consumer/handler.h"
+#include "coordinator/queue_collector.h"
 #include "gtest/gtest.h"
 #include "partitioner/part.h"
 #include "pg/migrations.h"
@@ -406,6 +407,12 @@ TEST_F(GroupTest, BadInputIsRefusedClearlyAndChangesNothing) {
   EXPECT_TRUE(store_->CreateGroup("jobs", {"g", "ends", "1"}).ok());
   absl::Status other = store_->CreateGroup("jobs", {"g", "ends", "2"});
   EXPECT_TRUE(absl::IsAlreadyExists(other)) << other;
+  // Only the payload differs: the message says both.
+  EXPECT_TRUE(absl::StrContains(other.message(),
+                                "it has end queue \"ends\" with end payload 1, "
+                                "this asked for end queue \"ends\" with end "
+                                "payload 2"))
+      << other;
   // End work for a group its items made.
   ASSERT_TRUE(store_->Enqueue("jobs", InGroup("made")).ok());
   EXPECT_TRUE(store_->CreateGroup("jobs", {"made", "ends", std::nullopt}).ok());
