@@ -492,10 +492,11 @@ std::string AckClaimStatement(const StatementForm& form) {
 // with fragments/NAME_confined.sql, which writes through a function or a
 // rule of migration 39 or 40. A statement
 // `guarded` runs after plan_guard.sql (the pipelined ones), and a confined
-// worker's then deletes through a rule where NAME_guarded.sql has one: a
-// rule is planned into the statement, a PL/pgSQL call costs its set-up in
-// every transaction; elsewhere a rule's generic plan could be a sequential
-// scan, which the functions' enable_seqscan = off rules out.
+// worker's then deletes through a rule where NAME_guarded.sql has one, the
+// owner's claim records with a DELETE of its own (drop_records_inline.sql):
+// a rule or a DELETE is planned into the statement, a PL/pgSQL call costs
+// its set-up in every transaction; elsewhere a generic plan could be a
+// sequential scan, which the functions' enable_seqscan = off rules out.
 std::string FillDeletes(absl::string_view sql, bool confined, bool guarded) {
   std::vector<std::pair<std::string, std::string>> holes;
   const std::string current_record = Fragment("current_record");
@@ -508,10 +509,9 @@ std::string FillDeletes(absl::string_view sql, bool confined, bool guarded) {
   }
   holes.emplace_back(
       "{drop_records}",
-      confined && guarded
-          ? Fragment("drop_records_guarded")
-          : Fragment("drop_records", {{"{drop_fn}", confined ? "drop_claim_records_of_mine"
-                                                             : "drop_claim_records"}}));
+      guarded ? Fragment(confined ? "drop_records_guarded" : "drop_records_inline")
+              : Fragment("drop_records", {{"{drop_fn}", confined ? "drop_claim_records_of_mine"
+                                                                 : "drop_claim_records"}}));
   return absl::StrReplaceAll(sql, holes);
 }
 
