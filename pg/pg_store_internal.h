@@ -508,10 +508,13 @@ class PgStore final : public Store, public BridgeStore {
   // LISTENs on conn_ for the listener that shares it (ListenHere).
   void ListenOnConnection();
   // Whether this store's role does not own the item tables (a producer's,
-  // a viewer's, a worker's), so it asks the SQL API for items' states
-  // (item_state_api.sql, owns_items.sql). Asked once, then remembered.
-  bool ItemStateThroughApi(pqxx::transaction_base& tx);
-  std::atomic<int> item_state_through_api_{-1};  // -1 not asked yet, else 0 or 1
+  // a viewer's, an operator's, a worker's), so it goes through the SQL API,
+  // which checks its grant, for items' states (item_state_api.sql,
+  // owns_items.sql) and schedules. Asked once, then remembered.
+  bool ThroughSqlApi(pqxx::transaction_base& tx);
+  absl::StatusOr<std::vector<Schedule>> ListSchedulesThroughApi(
+      pqxx::transaction_base& tx, const std::optional<std::string>& queue);
+  std::atomic<int> through_sql_api_{-1};  // -1 not asked yet, else 0 or 1
 
   // One row of CopyItems.
   struct CopyRow {

@@ -1878,13 +1878,13 @@ void PgStore::RunFinishStatement(FinishAttempt& f, FinishRows* rows) {
 
 // --- item state -----------------------------------------------------------------------
 
-bool PgStore::ItemStateThroughApi(pqxx::transaction_base& tx) {
-  int through = item_state_through_api_.load();
+bool PgStore::ThroughSqlApi(pqxx::transaction_base& tx) {
+  int through = through_sql_api_.load();
   if (through < 0) {
     // Not only a role without privileges: a worker's sees its own queues'
     // rows only, so an id of another queue would read as acked.
     through = Exec(tx, "owns_items")[0][0].as<bool>() ? 0 : 1;
-    item_state_through_api_.store(through);
+    through_sql_api_.store(through);
   }
   return through == 1;
 }
@@ -1922,7 +1922,7 @@ absl::StatusOr<ItemState> PgStore::GetItemState(absl::string_view queue, int64_t
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("item state", [&]() -> absl::StatusOr<ItemState> {
     pqxx::transaction_base& tx = Autocommit();
-    if (ItemStateThroughApi(tx)) {
+    if (ThroughSqlApi(tx)) {
       // One row; an unknown queue, or one the role has no grant on, raises.
       pqxx::result r = Exec(tx, "item_state_api", std::string(queue), id);
       ItemState s;
@@ -1994,7 +1994,7 @@ absl::StatusOr<ItemDetail> PgStore::DescribeItem(absl::string_view queue, int64_
     pqxx::transaction_base& tx = Autocommit();
     // A role that does not own the item tables gets what the SQL API's
     // item_state() says, no more (GetItemState).
-    if (ItemStateThroughApi(tx)) {
+    if (ThroughSqlApi(tx)) {
       d.where_hidden = true;
       return d;
     }
@@ -2027,7 +2027,7 @@ absl::StatusOr<ItemState> PgStore::GetItemStateByDedupKey(absl::string_view queu
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
   return Run("item state", [&]() -> absl::StatusOr<ItemState> {
     pqxx::transaction_base& tx = Autocommit();
-    if (ItemStateThroughApi(tx)) {
+    if (ThroughSqlApi(tx)) {
       pqxx::result r = Exec(tx, "item_state_dedup_api", std::string(queue), std::string(dedup_key));
       if (r.empty() || r[0][0].is_null()) return ItemState{};
       return ItemStateOfApiRow(r[0], 1, r[0][0].as<int64_t>());

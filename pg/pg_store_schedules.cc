@@ -31,12 +31,11 @@ std::optional<int64_t> TickSeconds(absl::Time t) {
   return absl::ToUnixSeconds(t);
 }
 
-// The columns Schedule reads, in this order. Without `payload` it is empty:
-// a viewer may not read it (migration 35), so the statement must not name it.
-std::string ScheduleColumns(bool payload = true) {
+// The columns Schedule reads, in this order, the payload as `payload`: a
+// viewer may not read it (migration 35), so its statement names none.
+std::string ScheduleColumns(absl::string_view payload = "payload") {
   return absl::StrCat(
-      "name, queue, date_part('epoch', every)::bigint, cron, time_zone, ",
-      payload ? "payload" : "''::bytea",
+      "name, queue, date_part('epoch', every)::bigint, cron, time_zone, ", payload,
       ", key, priority, " PARTQ_MICROS("next_tick") ", " PARTQ_MICROS(
           "last_tick") ", fired, missed, error, " PARTQ_MICROS("created_at") ", " PARTQ_MICROS("cat"
                                                                                                "ch_"
@@ -137,6 +136,7 @@ absl::StatusOr<std::vector<Schedule>> PgStore::ListSchedules(absl::string_view q
     pqxx::transaction_base& tx = Autocommit();
     const std::optional<std::string> q =
         queue.empty() ? std::nullopt : std::optional<std::string>(queue);
+    if (ThroughSqlApi(tx)) return ListSchedulesThroughApi(tx, q);
     if (q && tx.exec_params(
                    WithSchema("SELECT 1 FROM {schema}.queues WHERE name = $1", options_.schema), *q)
                  .empty()) {
@@ -145,12 +145,12 @@ absl::StatusOr<std::vector<Schedule>> PgStore::ListSchedules(absl::string_view q
     std::vector<Schedule> out;
     // A viewer may not read payloads: the statement must not name them.
     const bool hidden = !MayRead(tx, options_.schema, "schedules", "payload");
-    for (const pqxx::row& r :
-         tx.exec_params(WithSchema(absl::StrCat("SELECT ", ScheduleColumns(!hidden),
-                                                " FROM {schema}.schedules WHERE $1::text IS NULL "
-                                                "OR queue = $1 ORDER BY name"),
-                                   options_.schema),
-                        q)) {
+    for (const pqxx::row& r : tx.exec_params(
+             WithSchema(absl::StrCat("SELECT ", ScheduleColumns(hidden ? "''::bytea" : "payload"),
+                                     " FROM {schema}.schedules WHERE $1::text IS NULL "
+                                     "OR queue = $1 ORDER BY name"),
+                        options_.schema),
+             q)) {
       out.push_back(ReadSchedule(r));
       out.back().payload_hidden = hidden;
     }
@@ -158,9 +158,39 @@ absl::StatusOr<std::vector<Schedule>> PgStore::ListSchedules(absl::string_view q
   });
 }
 
+// An operator's or a viewer's list: list_schedules() checks the grant (an
+// unknown or ungranted queue is refused by name, 42501), keeps to the
+// role's queues, and gives no payload to a role that may not read it.
+absl::StatusOr<std::vector<Schedule>> PgStore::ListSchedulesThroughApi(
+    pqxx::transaction_base& tx, const std::optional<std::string>& queue) {
+  std::vector<Schedule> out;
+  for (const pqxx::row& r : tx.exec_params(
+           WithSchema(absl::StrCat("SELECT ", ScheduleColumns("coalesce(payload, ''::bytea)"),
+                                   ", payload IS NULL FROM {schema}.list_schedules($1::text)"),
+                      options_.schema),
+           queue)) {
+    out.push_back(ReadSchedule(r));
+    out.back().payload_hidden = r[kScheduleColumnCount].as<bool>();
+  }
+  return out;
+}
+
 absl::Status PgStore::DeleteSchedule(absl::string_view name) {
   return Run(absl::StrCat("delete schedule \"", name, "\""), [&]() -> absl::Status {
     pqxx::transaction_base& tx = Autocommit();
+    if (ThroughSqlApi(tx)) {
+      // delete_schedule() checks the operator's grant on the schedule's queue.
+      try {
+        tx.exec_params(WithSchema("SELECT {schema}.delete_schedule($1)", options_.schema),
+                       std::string(name));
+      } catch (const pqxx::sql_error& e) {
+        if (e.sqlstate() != "42704") throw;
+        return absl::NotFoundError(absl::StrCat("unknown schedule \"", name, "\" in schema \"",
+                                                options_.schema, "\" (partq schedule list",
+                                                SchemaFlag(options_.schema), " shows them)"));
+      }
+      return absl::OkStatus();
+    }
     if (tx.exec_params(
               WithSchema("DELETE FROM {schema}.schedules WHERE name = $1", options_.schema),
               std::string(name))

@@ -313,6 +313,56 @@ TEST_F(RolesTest, AProducerAndAViewerWaitForAndShowTheirQueuesItemsThroughTheSql
   EXPECT_TRUE(absl::StrContains(r.err, "partq grant producer")) << r.err;
 }
 
+// `partq schedule add|list|delete` as an operator and `list` as a viewer:
+// a role that does not own the tables goes through the SQL API. Before, an
+// operator's `schedule add` committed the schedule, then failed to list it
+// ("permission denied for table queues") and exited 1, so a second try met
+// "already exists".
+TEST_F(RolesTest, AnOperatorKeepsSchedulesAndAViewerListsThemWithTheCli) {
+  const std::string op = NewRole("operator");
+  const std::string v = NewRole("viewer");
+  PartqOk({"grant", "operator", op, "--queue", "a"});
+  PartqOk({"grant", "viewer", v, "--queue", "a"});
+  schema_.Q("SELECT {schema}.add_schedule('sb', 'b', 'x', every => '1 hour')");
+  auto as = [&](const std::string& role, std::vector<std::string> args) {
+    args.insert(args.end(),
+                {"--dsn", absl::StrCat(schema_.dsn(), " user=", role), "--schema", schema_.name()});
+    return Partq(args);
+  };
+  PartqResult r = as(op, {"schedule", "add", "nightly", "a", "--every", "1h", "report"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "nightly")) << r.out;
+  r = as(op, {"schedule", "list", "--json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "nightly")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"payload\": \"report\"")) << "an operator's: " << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "sb")) << "another queue's schedule: " << r.out;
+  r = as(op, {"schedule", "list", "b"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
+  r = as(op, {"schedule", "add", "other", "b", "--every", "1h", "x"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
+  r = as(v, {"schedule", "list", "a", "--json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "nightly")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "report")) << "a viewer reads no payload: " << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"payload_bytes\": null")) << r.out;
+  r = as(v, {"schedule", "delete", "nightly"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "permission denied")) << r.err;
+  r = as(op, {"schedule", "delete", "sb"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
+  r = as(op, {"schedule", "delete", "never"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "unknown schedule \"never\"")) << r.err;
+  r = as(op, {"schedule", "delete", "nightly"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.schedules WHERE name = 'nightly'"), 0);
+  EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.schedules WHERE name = 'sb'"), 1);
+}
+
 // An operator keeps its queues' schedules and prunes them; a viewer reads
 // states, groups and schedules and changes nothing. list_schedules() with
 // no queue shows only the queues the caller may see.
