@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "base/utf8.h"
 #include "cli/common.h"
@@ -733,9 +734,10 @@ int CmdQueue(const std::vector<std::string>& argv) {
 namespace {
 
 // `enqueue --stdin`: `item` with each line of standard input as its payload,
-// `chunk` lines (or kStdinChunkBytes) per COPY transaction; the exit status.
+// `chunk` lines (or kStdinChunkBytes) per COPY transaction, each at most
+// `max_payload_bytes` (`limit_name` says whose limit); the exit status.
 int EnqueueStdin(Producer& producer, const std::string& queue, const NewItem& item, int64_t chunk,
-                 int64_t max_payload_bytes) {
+                 int64_t max_payload_bytes, const std::string& limit_name) {
   // Each chunk is one COPY transaction; a failure stops before the next chunk
   // and says how many lines were committed.
   const absl::Time start = absl::Now();
@@ -787,7 +789,7 @@ int EnqueueStdin(Producer& producer, const std::string& queue, const NewItem& it
       if (absl::Status st = flush(); !st.ok()) return Fail(st);
       const std::string what =
           absl::StrCat("line ", line_no, " has more than ", max_payload_bytes,
-                       " bytes; the limit is ", max_payload_bytes, " (--max-payload). ");
+                       " bytes; the limit is ", max_payload_bytes, " (", limit_name, "). ");
       // Bad input with nothing written is a usage error (2); once earlier
       // chunks committed it is a failure (1), so a script that retries any
       // non-zero status on the whole input is told it ran in part.
@@ -879,6 +881,21 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
 
   auto store = ConnectChecked(*opts);
   if (!store.ok()) return Fail(store.status());
+  // The limit's name in a refusal: the flag, or the queue's setting.
+  std::string limit_name = "--max-payload";
+  if (!args->Has("max-payload")) {
+    // Without the flag the queue's payload limit is this command's, as it is
+    // the SQL API's. (A role that may not read the queue's row enqueues
+    // through put_items(), which holds it to that limit anyway.)
+    absl::StatusOr<QueueConfig> q = (*store)->GetQueue(queue);
+    if (q.ok() && q->max_payload_bytes != opts->max_payload_bytes) {
+      opts->max_payload_bytes = q->max_payload_bytes;
+      limit_name =
+          absl::StrCat("queue \"", queue, "\"'s payload limit; --max-payload overrides it");
+      store = ConnectChecked(*opts);
+      if (!store.ok()) return Fail(store.status());
+    }
+  }
   Producer producer(std::move(*store));
 
   if (!from_stdin) {
@@ -894,7 +911,12 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
                                       : "running it again may enqueue it twice; a --dedup-key "
                                         "makes that safe)")));
     }
-    if (!r.ok()) return Fail(r.status());
+    if (!r.ok()) {
+      return Fail(absl::Status(
+          r.status().code(),
+          absl::StrReplaceAll(r.status().message(),
+                              {{"(--max-payload)", absl::StrCat("(", limit_name, ")")}})));
+    }
     if (r->duplicate) {
       fprintf(stderr, "partq: dedup key \"%s\" matches live item %lld; nothing enqueued\n",
               item.dedup_key->c_str(), static_cast<long long>(r->id));
@@ -905,7 +927,7 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
   if (item.dedup_key) {
     return Fail(absl::InvalidArgumentError("--dedup-key cannot be used with --stdin"));
   }
-  return EnqueueStdin(producer, queue, item, *chunk, opts->max_payload_bytes);
+  return EnqueueStdin(producer, queue, item, *chunk, opts->max_payload_bytes, limit_name);
 }
 
 // `wait --json`: what the wait found (ItemState), one object; the result
@@ -1506,10 +1528,10 @@ int ReportRequeued(const std::string& queue, const std::vector<int64_t>& ids, bo
     const std::string kept = r.kept_ids.size() <= 10 ? absl::StrJoin(r.kept_ids, " ") : "ID...";
     printf(
         "; %s left dead (%s): a live item has the same dedup key. Let it finish or cancel it "
-        "(partq cancel %s --dedup-key K), then requeue again; or delete them: partq dead "
-        "delete %s %s",
+        "(partq cancel %s --dedup-key KEY, where `partq dead list %s --json` shows each one's "
+        "dedup_key), then requeue again; or delete them: partq dead delete %s %s",
         Count(r.kept, "item").c_str(), SomeIds(r.kept_ids).c_str(), queue.c_str(), queue.c_str(),
-        kept.c_str());
+        queue.c_str(), kept.c_str());
   }
   printf("\n");
   std::vector<int64_t> missing;

@@ -1033,6 +1033,24 @@ TEST_F(BadInputTest, OversizePayload) {
                  "01234567890\nok\n");
 }
 
+// Without --max-payload, `partq enqueue` holds a payload to the queue's own
+// limit (queue create|set --max-payload), as the SQL API does; before, the
+// owner's enqueue wrote 16 bytes into a queue limited to 10.
+TEST_F(BadInputTest, EnqueueHoldsPayloadsToTheQueuesLimitUnlessTheFlagIsGiven) {
+  Result set = Partq(With({"queue", "set", "q", "--max-payload", "10"}));
+  ASSERT_EQ(set.code, 0) << set.err;
+  ExpectRejected(With({"enqueue", "q", "0123456789a"}), 2,
+                 "payload is 11 bytes; the limit is 10 (queue \"q\"'s payload limit; "
+                 "--max-payload overrides it)");
+  ExpectRejected(With({"enqueue", "q", "--stdin"}), 2,
+                 "line 1 has more than 10 bytes; the limit is 10 (queue \"q\"'s payload "
+                 "limit; --max-payload overrides it). Nothing enqueued",
+                 "0123456789a\n");
+  EXPECT_EQ(Partq(With({"enqueue", "q", "0123456789"})).code, 0);
+  EXPECT_EQ(Partq(With({"enqueue", "q", "--max-payload", "20", "0123456789a"})).code, 0);
+  EXPECT_EQ(Items(), 2);
+}
+
 // The documented --stdin behaviour (cli/admin.cc): input is committed chunk
 // by chunk; an oversize line stops the run after committing the lines before
 // it, and says how many; it and every line after it are not written. Exit
