@@ -235,6 +235,7 @@ int CreateExisting(const Args& args, const QueueConfig& want, const QueueConfig&
     rows.push_back({"payload limit", absl::StrCat(have.max_payload_bytes),
                     absl::StrCat(want.max_payload_bytes)});
   }
+  if (args.Has("rate")) rows.push_back({"rate limit", RateText(have.rate), RateText(want.rate)});
 
   bool same = true;
   for (const Row& r : rows) same = same && r.existing == r.requested;

@@ -273,6 +273,8 @@ TEST_F(QueueCommandTest, CreateOfAnExistingQueueWithOtherSettingsFailsAndShowsBo
            {{"--dlq-topic", ""}, "  dead-letter topic  orders.dlq  (none)     <- differs\n"},
            {{"--dlq-topic", "other.dlq"},
             "  dead-letter topic  orders.dlq  other.dlq  <- differs\n"},
+           // --rate was parsed and then not compared: exit 0 whatever it asked.
+           {{"--rate", "20/s"}, "  rate limit  none      20/s       <- differs\n"},
        }) {
     std::vector<std::string> args = {"queue", "create", "orders", "--parts", "16"};
     args.insert(args.end(), c.flags.begin(), c.flags.end());
