@@ -184,7 +184,12 @@ int CmdGroup(const std::vector<std::string>& argv) {
     if (sub == "start" && !args->Has("create")) {
       // StartGroup creates a group nothing made (and it ends at once, being
       // empty, so its items are refused after): a typo must not do that.
-      if (absl::Status st = (*store)->GetQueue(queue).status(); !st.ok()) return Fail(st);
+      // (The queue first, so that an unknown one is named as such; a producer
+      // may not read it, and group_status() below names it.)
+      if (absl::Status st = (*store)->GetQueue(queue).status();
+          !st.ok() && !absl::IsPermissionDenied(st)) {
+        return Fail(st);
+      }
       absl::Status known = (*store)->GetGroup(queue, id).status();
       if (absl::IsNotFound(known)) {
         return Fail(absl::NotFoundError(absl::StrCat(

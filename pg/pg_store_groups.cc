@@ -152,19 +152,30 @@ absl::StatusOr<GroupStatus> PgStore::CancelGroup(absl::string_view queue, absl::
   // First the group (no more items; maybe no end work), then its items part
   // by part as CancelItems takes them: a transaction that held one part's
   // claim record while waiting for another's could deadlock with a claim.
+  // A role that does not own the tables (a producer's) calls the SQL API's
+  // group_cancel(), which checks its grant and does both in one transaction.
+  const std::string what = absl::StrCat("cancel group \"", id, "\" of queue \"", queue, "\"");
+  bool through_api = false;
+  absl::Status st = Run(what, [&]() -> absl::Status {
+    pqxx::transaction_base& tx = Autocommit();
+    through_api = ThroughSqlApi(tx);
+    if (through_api) Exec(tx, "group_cancel_api", std::string(queue), std::string(id), run_end);
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  if (through_api) return GetGroup(queue, id);
   std::vector<int64_t> ids;
-  absl::Status st = Run(absl::StrCat("cancel group \"", id, "\" of queue \"", queue, "\""),
-                        [&]() -> absl::Status {
-                          PgWork<> tx(*conn_, options_.transaction_pooler);
-                          pqxx::result r = tx.exec_params(
-                              WithSchema("SELECT unnest({schema}.group_mark_cancelled($1::text, "
-                                         "$2::text, $3::boolean))",
-                                         options_.schema),
-                              std::string(queue), std::string(id), run_end);
-                          for (const pqxx::row& row : r) ids.push_back(row[0].as<int64_t>());
-                          tx.commit();
-                          return absl::OkStatus();
-                        });
+  st = Run(what, [&]() -> absl::Status {
+    PgWork<> tx(*conn_, options_.transaction_pooler);
+    pqxx::result r =
+        tx.exec_params(WithSchema("SELECT unnest({schema}.group_mark_cancelled($1::text, "
+                                  "$2::text, $3::boolean))",
+                                  options_.schema),
+                       std::string(queue), std::string(id), run_end);
+    for (const pqxx::row& row : r) ids.push_back(row[0].as<int64_t>());
+    tx.commit();
+    return absl::OkStatus();
+  });
   if (!st.ok()) return st;
   if (!ids.empty()) {
     absl::StatusOr<std::vector<CancelOutcome>> done = CancelItems(queue, ids);

@@ -2087,11 +2087,17 @@ absl::StatusOr<std::vector<CancelOutcome>> PgStore::CancelItems(absl::string_vie
   const std::string q(queue);
   const std::string what = absl::StrCat("cancel items of queue \"", queue, "\"");
   // The asked ids by part; those no longer items of the queue go with the
-  // first call (cancel_items() only tells their state).
+  // first call (cancel_items() only tells their state). A role that does not
+  // own the tables (a producer's) cannot read them to group the ids: it
+  // calls the SQL API once, with them all.
   std::map<int, std::vector<int64_t>> by_part;
+  bool through_api = false;
   absl::Status st = Run(what, [&]() -> absl::Status {
+    pqxx::transaction_base& tx = Autocommit();
+    through_api = ThroughSqlApi(tx);
+    if (through_api) return absl::OkStatus();
     bool known = false;
-    for (const pqxx::row& row : Exec(Autocommit(), "cancel_parts", q, IntArray(ids))) {
+    for (const pqxx::row& row : Exec(tx, "cancel_parts", q, IntArray(ids))) {
       if (row[0].is_null()) {
         known = row[1].as<int64_t>() > 0;
       } else {
@@ -2118,7 +2124,8 @@ absl::StatusOr<std::vector<CancelOutcome>> PgStore::CancelItems(absl::string_vie
   for (const std::vector<int64_t>& call : calls) {
     if (call.empty()) continue;
     st = Run(what, [&]() -> absl::Status {
-      pqxx::result r = Exec(Autocommit(), "cancel_items", q, IntArray(call));
+      pqxx::result r =
+          Exec(Autocommit(), through_api ? "cancel_items_api" : "cancel_items", q, IntArray(call));
       if (r.empty()) return UnknownQueue(queue, options_.schema);  // deleted meanwhile
       for (const pqxx::row& row : r) kind_of[row[0].as<int64_t>()] = CancelKind(row[1].c_str());
       return absl::OkStatus();
@@ -2141,8 +2148,10 @@ absl::StatusOr<CancelOutcome> PgStore::CancelByDedupKey(absl::string_view queue,
   if (absl::Status st = ValidateKeyText("dedup key", dedup_key); !st.ok()) return st;
   return Run(absl::StrCat("cancel in queue \"", queue, "\" by dedup key"),
              [&]() -> absl::StatusOr<CancelOutcome> {
-               pqxx::result r = Exec(Autocommit(), "cancel_by_dedup_key", std::string(queue),
-                                     std::string(dedup_key));
+               pqxx::transaction_base& tx = Autocommit();
+               pqxx::result r =
+                   Exec(tx, ThroughSqlApi(tx) ? "cancel_by_dedup_key_api" : "cancel_by_dedup_key",
+                        std::string(queue), std::string(dedup_key));
                if (r.empty()) return UnknownQueue(queue, options_.schema);
                CancelOutcome out;
                if (!r[0][0].is_null()) out.id = r[0][0].as<int64_t>();

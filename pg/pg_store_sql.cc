@@ -655,7 +655,8 @@ std::vector<Statement> PreparedStatements(absl::string_view schema, bool confine
         "insert_batch", "put_item", "put_items", "lock_items_for_put", "item_state", "cancel_parts",
         "cancel_items", "vacuum_due", "bloated_indexes", "bloated_table", "leftover_rebuilds",
         "prune", "cancel_by_dedup_key", "item_state_dedup", "current_snapshot", "queue_contents",
-        "item_detail", "item_state_api", "item_state_dedup_api", "owns_items",
+        "item_detail", "item_state_api", "item_state_dedup_api", "owns_items", "cancel_items_api",
+        "cancel_by_dedup_key_api", "group_cancel_api",
         // dead items
         "dead_requeue", "dead_delete",
         // the Kafka bridge

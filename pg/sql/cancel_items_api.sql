@@ -1,0 +1,6 @@
+-- CancelItems for a role that may not read the item tables itself (a
+-- producer's, an operator's: migration 29): the SQL API's cancel_items(),
+-- which checks the role's grant on queue $1, with every asked id in one
+-- call (such a role cannot read which part each id is in, as
+-- cancel_parts.sql does for the owner).
+SELECT id, state FROM {schema}.cancel_items($1, $2::bigint[])
