@@ -37,7 +37,10 @@ LogLimiter::Verdict LogLimiter::Admit(size_t bytes) {
     v.dropped = TakeDroppedLocked(now);
     return v;
   }
-  if (dropped_lines_ == 0) first_dropped_ = now;
+  if (dropped_lines_ == 0) {
+    first_dropped_ = now;
+    v.first_dropped = true;
+  }
   ++dropped_lines_;
   dropped_bytes_ += n;
   return v;
@@ -46,6 +49,18 @@ LogLimiter::Verdict LogLimiter::Admit(size_t bytes) {
 LogLimiter::Dropped LogLimiter::TakeDropped() {
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
+  return TakeDroppedLocked(now);
+}
+
+absl::Time LogLimiter::DroppedDueAt() {
+  absl::MutexLock lock(&mu_);
+  return dropped_lines_ > 0 ? window_start_ + interval_ : absl::InfiniteFuture();
+}
+
+LogLimiter::Dropped LogLimiter::TakeDroppedIfDue() {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  if (dropped_lines_ == 0 || now < window_start_ + interval_) return Dropped();
   return TakeDroppedLocked(now);
 }
 

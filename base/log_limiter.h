@@ -39,6 +39,9 @@ class LogLimiter {
   struct Verdict {
     bool log = false;  // log this line
     Dropped dropped;   // when log: the lines dropped before it
+    // When not logged: the first line dropped since the last count was
+    // taken, so the caller can see that DroppedDueAt() moved.
+    bool first_dropped = false;
   };
 
   // `clock` (Clock::Real() when null) must outlive the limiter.
@@ -48,6 +51,12 @@ class LogLimiter {
   Verdict Admit(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // The lines dropped since the last admitted one, and forgets them.
   Dropped TakeDropped() ABSL_LOCKS_EXCLUDED(mu_);
+  // When the window with dropped lines ends (InfiniteFuture when none are
+  // dropped): a caller that logs their count then, rather than at the next
+  // admitted line, does not leave a flood's end unsaid until the next one.
+  absl::Time DroppedDueAt() ABSL_LOCKS_EXCLUDED(mu_);
+  // TakeDropped() once DroppedDueAt() has passed; nothing before.
+  Dropped TakeDroppedIfDue() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   Dropped TakeDroppedLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -294,7 +294,7 @@ void Consumer::ClaimLoop() {
         return !scheduler_.claiming() && static_cast<int>(scheduler_.queued()) < idle_workers_;
       };
       auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || (room() && scheduler_.WantClaim(clock_->Now()));
+        return stopping_ || failures_dropped_ || (room() && scheduler_.WantClaim(clock_->Now()));
       };
       // A poll every poll_interval, for whatever comes without a notice (a
       // retry or a delayed item coming due, or anything at all without
@@ -307,9 +307,17 @@ void Consumer::ClaimLoop() {
       // parts' first retry or delayed item comes due (below).
       const absl::Time now_before = clock_->Now();
       const absl::Time budget_at = scheduler_.RateReadyAt(now_before);
+      // Also when the failure log's window with dropped lines ends, to say
+      // how many: a flood that stops must not leave it unsaid until the next.
       clock_->AwaitWithDeadline(
           mu_, absl::Condition(&ready),
-          std::min(next_poll, budget_at > now_before ? budget_at : absl::InfiniteFuture()));
+          std::min({next_poll, budget_at > now_before ? budget_at : absl::InfiniteFuture(),
+                    failure_log_.DroppedDueAt()}));
+      failures_dropped_ = false;
+      if (const LogLimiter::Dropped d = failure_log_.TakeDroppedIfDue(); d.any()) {
+        LogLine(LogLevel::kWarning, absl::StrCat("item failures: ", d.Describe(),
+                                                 " (partq_item_failures_total counts every one)"));
+      }
       const absl::Time now = clock_->Now();
       if (now >= next_poll) {
         scheduler_.Poll();
@@ -937,7 +945,14 @@ void Consumer::ReportFailures(const std::vector<FailureNote>& notes, const Finis
     if (level < GetLogLevel()) continue;
     // Admitted first: in a flood the dropped lines are not even made.
     const LogLimiter::Verdict v = failure_log_.Admit(0);
-    if (!v.log) continue;
+    if (!v.log) {
+      if (v.first_dropped) {
+        // The claim loop says the count when the window ends (ClaimLoop).
+        absl::MutexLock lock(&mu_);
+        failures_dropped_ = true;
+      }
+      continue;
+    }
     if (v.dropped.any()) {
       LogLine(LogLevel::kWarning, absl::StrCat("item failures: ", v.dropped.Describe(),
                                                " (partq_item_failures_total counts every one)"));

@@ -393,6 +393,9 @@ class Consumer : private PartListener {
   // counted, and said with the next line or at Stop.
   // Lines only (each is short: its error is cut), admitted before it is made.
   LogLimiter failure_log_{10, INT64_MAX, absl::Seconds(10), clock_};
+  // A failure line was dropped since the claim loop last looked: it waits
+  // for the window's end to log their count.
+  bool failures_dropped_ ABSL_GUARDED_BY(mu_) = false;
   // When a throttled failure was last logged as a warning (unix µs).
   std::atomic<int64_t> throttle_warned_us_{INT64_MIN};
 

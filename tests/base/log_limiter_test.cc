@@ -29,6 +29,27 @@ TEST(LogLimiterTest, AdmitsTheBudgetPerWindowAndCountsWhatItDrops) {
   EXPECT_FALSE(limiter.TakeDropped().any()) << "handed over once";
 }
 
+TEST(LogLimiterTest, SaysWhenTheDroppedLinesAreDueAndHandsThemOverThenOnce) {
+  ManualClock clock;
+  LogLimiter limiter(1, 1000, absl::Seconds(10), &clock);
+  const absl::Time t0 = clock.Now();
+  EXPECT_EQ(limiter.DroppedDueAt(), absl::InfiniteFuture()) << "nothing dropped";
+  EXPECT_TRUE(limiter.Admit(1).log);
+  clock.Advance(absl::Seconds(2));
+  const LogLimiter::Verdict first = limiter.Admit(1);
+  EXPECT_FALSE(first.log);
+  EXPECT_TRUE(first.first_dropped);
+  EXPECT_FALSE(limiter.Admit(1).first_dropped);
+  EXPECT_EQ(limiter.DroppedDueAt(), t0 + absl::Seconds(10));
+  EXPECT_FALSE(limiter.TakeDroppedIfDue().any()) << "the window has not ended";
+  clock.Advance(absl::Seconds(8));
+  const LogLimiter::Dropped due = limiter.TakeDroppedIfDue();
+  EXPECT_EQ(due.lines, 2);
+  EXPECT_EQ(due.over, absl::Seconds(8));
+  EXPECT_FALSE(limiter.TakeDroppedIfDue().any());
+  EXPECT_EQ(limiter.DroppedDueAt(), absl::InfiniteFuture());
+}
+
 TEST(LogLimiterTest, BytesCountAsWellAsLines) {
   ManualClock clock;
   LogLimiter limiter(100, 1000, absl::Seconds(1), &clock);

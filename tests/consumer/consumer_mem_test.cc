@@ -16,7 +16,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "consumer/consumer.h"
 #include "consumer/metrics.h"
 #include "gtest/gtest.h"
@@ -164,6 +166,30 @@ TEST_F(ConsumerMemTest, AFailingItemRetriesWhenItsBackoffHasPassedThenIsDead) {
   EXPECT_EQ(st.attempts, 3);
   EXPECT_EQ(st.error, "boom: downstream said no");
   EXPECT_EQ(c.stats().acked, 0);
+}
+
+// A flood of failures logs ten lines, then says how many it left out when
+// the window ends, whether or not another failure comes: before, the count
+// waited for the next failure or the stop, so a tail of the log showed
+// nothing of the flood's last dead letters.
+TEST_F(ConsumerMemTest, TheCountOfFailureLinesLeftOutIsLoggedWhenTheWindowEnds) {
+  CreateQueue(1, /*max_attempts=*/1);
+  Enqueue(30, "bad");
+  auto handler = MakeHandler([](HandlerCall&) { return absl::InternalError("boom"); });
+  ::testing::internal::CaptureStderr();
+  Consumer c(factory_, Options(), handler.get());
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return c.stats().dead == 30; }));
+  clock_.Advance(absl::Seconds(10));  // the failure log's window
+  absl::SleepFor(absl::Seconds(1));   // for the claim loop to wake (real time)
+  LogLine(LogLevel::kWarning, "test: before the stop");
+  c.Stop();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  const std::string said = "item failures: 20 lines not logged over the last 10s";
+  const size_t count = log.find(said);
+  ASSERT_NE(count, std::string::npos) << log;
+  EXPECT_LT(count, log.find("test: before the stop")) << "said at the stop only: " << log;
+  EXPECT_EQ(log.find("not logged", count + said.size()), std::string::npos) << "twice: " << log;
 }
 
 // A handler that returns after its deadline (here: it takes 2 s of the
