@@ -271,6 +271,13 @@ absl::StatusOr<std::unique_ptr<Handler>> ParseOne(absl::string_view spec, absl::
     if (!has_arg || arg.empty()) return bad("crash:PAYLOAD needs the payload to crash on");
     return std::make_unique<Crash>(std::string(arg));
   }
+  if (name == "exec" || name == "http" || name == "https") {
+    // Reached only inside a chain: alone, these specs are parsed before it
+    // (handlers/handler_spec.cc).
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": must be the whole --handler spec, not part of a chain (everything after \"", name,
+        ":\" is its ", name == "exec" ? "command" : "URL", ", commas included)"));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown handler \"", name, "\" (known: ", known, ")"));
 }

@@ -31,6 +31,10 @@ TEST(ParseHandlerSpec, RejectsMalformedSpecsWithTheReason) {
       {"noop:1", "no argument"},
       {"noop,,noop", "unknown handler"},
       {"crash:", "crash:PAYLOAD"},
+      // exec: and http: are whole specs (handlers/handler_spec.cc); in a
+      // chain they were "unknown", beside a list that named them.
+      {"fail:0.1,exec:python3 x.py", "exec: must be the whole --handler spec"},
+      {"noop,http://localhost:8080/", "http: must be the whole --handler spec"},
   };
   for (const auto& c : cases) {
     auto h = ParseHandlerSpec(c.spec);
