@@ -829,6 +829,15 @@ absl::StatusOr<QueueConfig> PgStore::GetQueue(absl::string_view name) {
   return Run(absl::StrCat("get queue \"", name, "\""), [&]() -> absl::StatusOr<QueueConfig> {
     pqxx::transaction_base& tx = Autocommit();
     pqxx::result r = Exec(tx, "get_queue", std::string(name));
+    if (r.empty() && ThroughSqlApi(tx)) {
+      // Row-level security hides a queue not granted to a viewer or a
+      // worker: it may exist.
+      return absl::NotFoundError(
+          absl::StrCat("queue \"", name, "\" is unknown in schema \"", options_.schema,
+                       "\", or not one of this role's queues (its owner grants one: partq grant "
+                       "viewer|worker ROLE --queue ",
+                       name, SchemaFlag(options_.schema), ")"));
+    }
     if (r.empty()) return UnknownQueue(name, options_.schema);
     return QueueFromRow(r[0]);
   });

@@ -401,6 +401,12 @@ TEST_F(RolesTest, AnOperatorKeepsSchedulesAndAViewerListsThemWithTheCli) {
   r = as(v, {"schedule", "delete", "nightly"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "permission denied")) << r.err;
+  // A queue row-level security hides is not said to be missing.
+  r = as(v, {"status", "b"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "queue \"b\" is unknown in schema")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "or not one of this role's queues")) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "create it with")) << r.err;
   r = as(op, {"schedule", "delete", "sb"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
@@ -753,11 +759,13 @@ TEST_F(RolesTest, AWorkerRoleDrainsItsQueueAndSeesNothingOfAnother) {
   EXPECT_EQ(Count("dead_items WHERE queue = 'b'"), 1);
   EXPECT_EQ(Count("session_parts WHERE queue = 'b'"), 2);
   EXPECT_EQ(Count("results WHERE queue = 'b'"), 0);
-  // A worker of b under this role does not start: b does not exist for it.
+  // A worker of b under this role does not start: b does not exist for it,
+  // and the message says it may only be hidden from it.
   testing::PartqResult other =
       Partq({"worker", "b", "--dsn", role_dsn, "--schema", schema_.name(), "--handler", "noop"});
   EXPECT_NE(other.code, 0);
-  EXPECT_TRUE(absl::StrContains(other.err, "unknown queue \"b\"")) << other.err;
+  EXPECT_TRUE(absl::StrContains(other.err, "queue \"b\" is unknown in schema")) << other.err;
+  EXPECT_TRUE(absl::StrContains(other.err, "or not one of this role's queues")) << other.err;
 
   a_worker.Signal(SIGTERM);
   EXPECT_TRUE(a_worker.Wait(absl::Seconds(30)).has_value());
