@@ -889,10 +889,12 @@ int CmdEnqueue(const std::vector<std::string>& argv) {
     // the SQL API's. (A role that may not read the queue's row enqueues
     // through put_items(), which holds it to that limit anyway.)
     absl::StatusOr<QueueConfig> q = (*store)->GetQueue(queue);
-    if (q.ok() && q->max_payload_bytes != opts->max_payload_bytes) {
-      opts->max_payload_bytes = q->max_payload_bytes;
+    if (q.ok()) {
       limit_name =
           absl::StrCat("queue \"", queue, "\"'s payload limit; --max-payload overrides it");
+    }
+    if (q.ok() && q->max_payload_bytes != opts->max_payload_bytes) {
+      opts->max_payload_bytes = q->max_payload_bytes;
       store = ConnectChecked(*opts);
       if (!store.ok()) return Fail(store.status());
     }
@@ -1086,7 +1088,7 @@ nlohmann::json ItemJson(const std::string& queue, const ItemDetail& d, absl::Tim
 std::string PendingLine(const ItemDetail& d, absl::Time now) {
   const std::string state = PendingState(d, now);
   const std::string tried =
-      d.state.attempts == 0 ? "not run yet" : Count(d.state.attempts, "attempt") + " used";
+      d.state.attempts == 0 ? "no attempt used" : Count(d.state.attempts, "attempt") + " used";
   if (d.where_hidden) {
     return absl::StrCat("pending (", tried,
                         d.state.error.empty() ? "" : "; last error: ", PrintableUtf8(d.state.error),

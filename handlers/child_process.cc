@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -110,19 +111,24 @@ class SigpipeBlock {
 }  // namespace
 
 std::string ShellCommand(absl::string_view command) {
-  const absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(command);
-  if (trimmed.empty() || absl::StartsWith(trimmed, "exec ") || trimmed == "exec") {
-    return std::string(command);
-  }
   for (const char c : command) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
         !absl::StrContains(" \t/._-+:,@=", c)) {
       return std::string(command);
     }
   }
-  // `=` in the first word makes it an assignment (`NAME=value cmd`).
+  const absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(command);
   const absl::string_view first = trimmed.substr(0, trimmed.find_first_of(" \t"));
-  if (absl::StrContains(first, '=')) return std::string(command);
+  // The shell's own commands (and `time`, a keyword in bash) are not
+  // programs `exec` could find: `exit 3`, `. ./env.sh`, `command prog`. `=`
+  // in the first word makes it an assignment (`NAME=value cmd`).
+  static const auto* const kBuiltins = new absl::flat_hash_set<absl::string_view>{
+      "",         ".",        ":",      "[",     "alias",   "bg",    "break",  "builtin", "cd",
+      "command",  "continue", "echo",   "eval",  "exec",    "exit",  "export", "false",   "fc",
+      "fg",       "getopts",  "hash",   "jobs",  "kill",    "local", "printf", "pwd",     "read",
+      "readonly", "return",   "set",    "shift", "source",  "test",  "time",   "times",   "trap",
+      "true",     "type",     "ulimit", "umask", "unalias", "unset", "wait"};
+  if (kBuiltins->contains(first) || absl::StrContains(first, '=')) return std::string(command);
   return absl::StrCat("exec ", command);
 }
 

@@ -56,12 +56,13 @@ struct ChildOptions {
 };
 
 // The text given to `/bin/sh -c` for `command`: a plain command (words of
-// letters, digits and `/._-+:,@`, separated by blanks, the first not `exec`,
-// and `=` after the first) gets `exec ` in front, so the shell becomes the program and the child's
-// pid is the program's, as a shell that does not exec its last command
-// (Debian's dash) would otherwise leave itself between them. Anything else
-// (quotes, variables, `&&`, `NAME=value cmd`, ...) is left to the shell as
-// written.
+// letters, digits and `/._-+:,@=`, separated by blanks, the first a program:
+// neither one of the shell's own commands, such as `exec` or `exit`, nor an
+// assignment) gets `exec ` in front, so the shell becomes the program and the
+// child's pid is the program's, as a shell that does not exec its last
+// command (Debian's dash) would otherwise leave itself between them.
+// Anything else (quotes, variables, `&&`, `NAME=value cmd`, ...) is left to
+// the shell as written.
 std::string ShellCommand(absl::string_view command);
 
 class ChildProcess {

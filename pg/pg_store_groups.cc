@@ -145,6 +145,10 @@ absl::StatusOr<std::vector<GroupStatus>> PgStore::ListGroups(absl::string_view q
              });
 }
 
+// How often a producer's group cancel is tried when a claim's transaction
+// conflicts with it (CancelGroup).
+constexpr int kGroupCancelAttempts = 5;
+
 absl::StatusOr<GroupStatus> PgStore::CancelGroup(absl::string_view queue, absl::string_view id,
                                                  bool run_end) {
   if (absl::Status st = ValidateQueueName(queue); !st.ok()) return st;
@@ -153,15 +157,21 @@ absl::StatusOr<GroupStatus> PgStore::CancelGroup(absl::string_view queue, absl::
   // by part as CancelItems takes them: a transaction that held one part's
   // claim record while waiting for another's could deadlock with a claim.
   // A role that does not own the tables (a producer's) calls the SQL API's
-  // group_cancel(), which checks its grant and does both in one transaction.
+  // group_cancel(), which checks its grant and does both in one transaction,
+  // in every part of the group's items: a claim of two of them can deadlock
+  // with it (40P01), which rolls it back whole, so it is tried again.
   const std::string what = absl::StrCat("cancel group \"", id, "\" of queue \"", queue, "\"");
   bool through_api = false;
-  absl::Status st = Run(what, [&]() -> absl::Status {
-    pqxx::transaction_base& tx = Autocommit();
-    through_api = ThroughSqlApi(tx);
-    if (through_api) Exec(tx, "group_cancel_api", std::string(queue), std::string(id), run_end);
-    return absl::OkStatus();
-  });
+  absl::Status st;
+  for (int attempt = 1; attempt <= kGroupCancelAttempts; ++attempt) {
+    st = Run(what, [&]() -> absl::Status {
+      pqxx::transaction_base& tx = Autocommit();
+      through_api = ThroughSqlApi(tx);
+      if (through_api) Exec(tx, "group_cancel_api", std::string(queue), std::string(id), run_end);
+      return absl::OkStatus();
+    });
+    if (!absl::IsAborted(st)) break;
+  }
   if (!st.ok()) return st;
   if (through_api) return GetGroup(queue, id);
   std::vector<int64_t> ids;

@@ -2089,7 +2089,7 @@ absl::StatusOr<std::vector<CancelOutcome>> PgStore::CancelItems(absl::string_vie
   // The asked ids by part; those no longer items of the queue go with the
   // first call (cancel_items() only tells their state). A role that does not
   // own the tables (a producer's) cannot read them to group the ids: it
-  // calls the SQL API once, with them all.
+  // calls the SQL API once per id.
   std::map<int, std::vector<int64_t>> by_part;
   bool through_api = false;
   absl::Status st = Run(what, [&]() -> absl::Status {
@@ -2116,8 +2116,13 @@ absl::StatusOr<std::vector<CancelOutcome>> PgStore::CancelItems(absl::string_vie
   }
   std::vector<std::vector<int64_t>> calls;
   for (auto& [part, part_ids] : by_part) calls.push_back(std::move(part_ids));
-  if (calls.empty()) calls.emplace_back();
-  calls.front().insert(calls.front().end(), rest.begin(), rest.end());
+  if (through_api) {
+    // Not knowing the parts, one id per call: an id is in one part.
+    for (int64_t id : rest) calls.push_back({id});
+  } else {
+    if (calls.empty()) calls.emplace_back();
+    calls.front().insert(calls.front().end(), rest.begin(), rest.end());
+  }
   // One part per transaction (cancel_items() says why): each call is a
   // Run of its own, so through a transaction pooler too.
   absl::flat_hash_map<int64_t, CancelOutcome::Kind> kind_of;

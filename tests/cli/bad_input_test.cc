@@ -503,7 +503,8 @@ TEST_F(BadInputTest, ItemShowsOneItemWithoutWaiting) {
   EXPECT_TRUE(
       absl::StrContains(shown.out, absl::StrCat("item ", id, " of queue q: delayed, due in ")))
       << shown.out;
-  EXPECT_TRUE(absl::StrContains(shown.out, "(not run yet); key \"k1\", priority 2")) << shown.out;
+  EXPECT_TRUE(absl::StrContains(shown.out, "(no attempt used); key \"k1\", priority 2"))
+      << shown.out;
   EXPECT_TRUE(absl::StrContains(shown.out, "; payload (5 bytes): later\n")) << shown.out;
   Result json = Partq(With({"item", "q", id, "--json"}));
   EXPECT_EQ(json.code, 0) << json.err;

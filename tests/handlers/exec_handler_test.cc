@@ -606,8 +606,10 @@ TEST(ShellCommand, APlainCommandIsExecutedInPlaceAndAnythingElseIsLeftToTheShell
   EXPECT_EQ(ShellCommand("python3 examples/python/handler.py"),
             "exec python3 examples/python/handler.py");
   EXPECT_EQ(ShellCommand("./thumbnail --size=256 a,b"), "exec ./thumbnail --size=256 a,b");
-  for (const char* left : {"exec python3 h.py", "FOO=1 python3 h.py", "cd dir && ./h",
-                           "python3 'my handler.py'", "h $ARG", "h > log", "", "  "}) {
+  for (const char* left :
+       {"exec python3 h.py", "exec\tpython3 h.py", "  exec python3 h.py", "FOO=1 python3 h.py",
+        "cd dir && ./h", "python3 'my handler.py'", "h $ARG", "h > log", "", "  ", "exit 3",
+        ". ./env.sh", "command python3 h.py", "time python3 h.py", "eval python3 h.py"}) {
     EXPECT_EQ(ShellCommand(left), left) << left;
   }
 }

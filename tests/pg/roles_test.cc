@@ -296,7 +296,8 @@ TEST_F(RolesTest, AProducerAndAViewerWaitForAndShowTheirQueuesItemsThroughTheSql
     // `partq item` says what item_state() says, and not where the item is.
     r = as(role, {"item", "a", absl::StrCat(waiting.id)});
     EXPECT_EQ(r.code, 0) << role << ": " << r.err;
-    EXPECT_TRUE(absl::StrContains(r.out, ": pending (not run yet); where it is and its payload"))
+    EXPECT_TRUE(
+        absl::StrContains(r.out, ": pending (no attempt used); where it is and its payload"))
         << r.out;
     r = as(role, {"item", "a", absl::StrCat(waiting.id), "--json"});
     EXPECT_EQ(r.code, 0) << role << ": " << r.err;
