@@ -277,6 +277,40 @@ void Consumer::OnLost(const std::vector<OwnedPart>& parts) {
   DropDeferredLocked(nums);
 }
 
+bool Consumer::RoomLocked() const {
+  // Claims here feed workers that wait with nothing queued; busy workers
+  // claim ahead themselves as they finish.
+  return !scheduler_.claiming() && static_cast<int>(scheduler_.queued()) < idle_workers_;
+}
+
+void Consumer::AwaitClaimLocked(absl::Time next_poll) {
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || failures_dropped_ || (RoomLocked() && scheduler_.WantClaim(clock_->Now()));
+  };
+  // A poll every poll_interval, for whatever comes without a notice (a
+  // retry or a delayed item coming due, or anything at all without
+  // LISTEN) in the parts that have gone quiet; the busy ones find what
+  // came due with every claim. Due by the clock, not by a quiet
+  // interval: notices for one part must not postpone another's poll.
+  // Under a rate limit, also when a part's budget next allows an item
+  // (a budget there already is for `ready` to see, with room). Idle (the
+  // last poll found nothing, nothing in flight): next_poll is when the
+  // parts' first retry or delayed item comes due (ClaimLoop).
+  const absl::Time now_before = clock_->Now();
+  const absl::Time budget_at = scheduler_.RateReadyAt(now_before);
+  // Also when the failure log's window with dropped lines ends, to say
+  // how many: a flood that stops must not leave it unsaid until the next.
+  clock_->AwaitWithDeadline(
+      mu_, absl::Condition(&ready),
+      std::min({next_poll, budget_at > now_before ? budget_at : absl::InfiniteFuture(),
+                failure_log_.DroppedDueAt()}));
+  failures_dropped_ = false;
+  if (const LogLimiter::Dropped d = failure_log_.TakeDroppedIfDue(); d.any()) {
+    LogLine(LogLevel::kWarning, absl::StrCat("item failures: ", d.Describe(),
+                                             " (partq_item_failures_total counts every one)"));
+  }
+}
+
 void Consumer::ClaimLoop() {
   std::unique_ptr<Store> store;
   bool parked = false;  // `store` is a worker's (ClaimStore)
@@ -288,36 +322,7 @@ void Consumer::ClaimLoop() {
     bool probe = false;       // ask for a snapshot (ClaimScheduler::WantsSnapshot)
     {
       absl::MutexLock lock(&mu_);
-      // Claims here feed workers that wait with nothing queued; busy workers
-      // claim ahead themselves as they finish.
-      auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !scheduler_.claiming() && static_cast<int>(scheduler_.queued()) < idle_workers_;
-      };
-      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || failures_dropped_ || (room() && scheduler_.WantClaim(clock_->Now()));
-      };
-      // A poll every poll_interval, for whatever comes without a notice (a
-      // retry or a delayed item coming due, or anything at all without
-      // LISTEN) in the parts that have gone quiet; the busy ones find what
-      // came due with every claim. Due by the clock, not by a quiet
-      // interval: notices for one part must not postpone another's poll.
-      // Under a rate limit, also when a part's budget next allows an item
-      // (a budget there already is for `ready` to see, with room). Idle (the
-      // last poll found nothing, nothing in flight): next_poll is when the
-      // parts' first retry or delayed item comes due (below).
-      const absl::Time now_before = clock_->Now();
-      const absl::Time budget_at = scheduler_.RateReadyAt(now_before);
-      // Also when the failure log's window with dropped lines ends, to say
-      // how many: a flood that stops must not leave it unsaid until the next.
-      clock_->AwaitWithDeadline(
-          mu_, absl::Condition(&ready),
-          std::min({next_poll, budget_at > now_before ? budget_at : absl::InfiniteFuture(),
-                    failure_log_.DroppedDueAt()}));
-      failures_dropped_ = false;
-      if (const LogLimiter::Dropped d = failure_log_.TakeDroppedIfDue(); d.any()) {
-        LogLine(LogLevel::kWarning, absl::StrCat("item failures: ", d.Describe(),
-                                                 " (partq_item_failures_total counts every one)"));
-      }
+      AwaitClaimLocked(next_poll);
       const absl::Time now = clock_->Now();
       if (now >= next_poll) {
         scheduler_.Poll();
@@ -327,7 +332,7 @@ void Consumer::ClaimLoop() {
       if (stopping_) return;
       probe = scheduler_.WantsSnapshot(now);  // poll-only: claim or not, once a rescan_interval
       if (probe) scheduler_.SnapshotAsked(now);
-      if (room()) {
+      if (RoomLocked()) {
         // The session as of now, not before a re-join (docs/architecture.md: suspects).
         req = scheduler_.BeginClaim(session_->id(),
                                     idle_workers_ - static_cast<int>(scheduler_.queued()), {}, now);

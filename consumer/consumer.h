@@ -244,6 +244,13 @@ class Consumer : private PartListener {
   void OnLost(const std::vector<OwnedPart>& parts) override;
 
   void ClaimLoop();
+  // Whether the claim loop may claim: an idle worker with nothing queued
+  // for it, and no claim under way.
+  bool RoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The claim loop's wait: until a claim may go out, `next_poll`, a rate
+  // budget allows an item, a stop, or the failure log's window with
+  // dropped lines ends (whose count it then logs).
+  void AwaitClaimLocked(absl::Time next_poll) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkLoop(int index);
   // Finishes one batch (claiming ahead when due); kFailed if it must be
   // retried (database error), with `batch` cut down to what did not commit
