@@ -344,6 +344,11 @@ TEST_F(RolesTest, AProducerCancelsAndRunsGroupsWithTheCli) {
   EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = 'b'"), 1);
 
+  // Not its to run: the migration says whose it is.
+  r = as({"migrate"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "partq migrate runs as the schema's owner")) << r.err;
+
   r = as({"group", "create", "a", "g1"});
   ASSERT_EQ(r.code, 0) << r.err;
   r = as({"enqueue", "a", "--group", "g1", "held"});
