@@ -91,6 +91,12 @@ class RolesTest : public ::testing::Test {
     EXPECT_EQ(r.code, 0) << absl::StrJoin(args, " ") << ": " << r.err;
     return r.out;
   }
+  // `partq ARGS` connected as `role`, whatever its exit status.
+  PartqResult PartqAs(const std::string& role, std::vector<std::string> args) {
+    args.insert(args.end(),
+                {"--dsn", absl::StrCat(schema_.dsn(), " user=", role), "--schema", schema_.name()});
+    return Partq(args);
+  }
   // A connection as `role`.
   std::unique_ptr<pqxx::connection> As(const std::string& role) {
     return std::make_unique<pqxx::connection>(absl::StrCat(schema_.dsn(), " user=", role));
@@ -240,9 +246,7 @@ TEST_F(RolesTest, AProducerAndAViewerWaitForAndShowTheirQueuesItemsThroughTheSql
   ASSERT_OK_AND_ASSIGN(EnqueueResult waiting, store_->Enqueue("a", Payload("later")));
   auto as = [&](const std::string& role, std::vector<std::string> args) {
     if (args[0] == "wait") args.insert(args.end(), {"--timeout", "1s"});
-    args.insert(args.end(),
-                {"--dsn", absl::StrCat(schema_.dsn(), " user=", role), "--schema", schema_.name()});
-    return Partq(args);
+    return PartqAs(role, std::move(args));
   };
   ASSERT_OK_AND_ASSIGN(EnqueueResult cancelled, store_->Enqueue("a", Payload("c")));
   ASSERT_OK(store_->CancelItems("a", {cancelled.id}).status());
@@ -320,11 +324,7 @@ TEST_F(RolesTest, AProducerAndAViewerWaitForAndShowTheirQueuesItemsThroughTheSql
 TEST_F(RolesTest, AProducerCancelsAndRunsGroupsWithTheCli) {
   const std::string p = NewRole("producer");
   PartqOk({"grant", "producer", p, "--queue", "a"});
-  auto as = [&](std::vector<std::string> args) {
-    args.insert(args.end(),
-                {"--dsn", absl::StrCat(schema_.dsn(), " user=", p), "--schema", schema_.name()});
-    return Partq(args);
-  };
+  auto as = [&](std::vector<std::string> args) { return PartqAs(p, std::move(args)); };
   NewItem keyed = Payload("k");
   keyed.dedup_key = "order-9";
   ASSERT_OK_AND_ASSIGN(EnqueueResult one, store_->Enqueue("a", Payload("x")));
@@ -380,46 +380,41 @@ TEST_F(RolesTest, AnOperatorKeepsSchedulesAndAViewerListsThemWithTheCli) {
   PartqOk({"grant", "operator", op, "--queue", "a"});
   PartqOk({"grant", "viewer", v, "--queue", "a"});
   schema_.Q("SELECT {schema}.add_schedule('sb', 'b', 'x', every => '1 hour')");
-  auto as = [&](const std::string& role, std::vector<std::string> args) {
-    args.insert(args.end(),
-                {"--dsn", absl::StrCat(schema_.dsn(), " user=", role), "--schema", schema_.name()});
-    return Partq(args);
-  };
-  PartqResult r = as(op, {"schedule", "add", "nightly", "a", "--every", "1h", "report"});
+  PartqResult r = PartqAs(op, {"schedule", "add", "nightly", "a", "--every", "1h", "report"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "nightly")) << r.out;
-  r = as(op, {"schedule", "list", "--json"});
+  r = PartqAs(op, {"schedule", "list", "--json"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "nightly")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "\"payload\": \"report\"")) << "an operator's: " << r.out;
   EXPECT_FALSE(absl::StrContains(r.out, "sb")) << "another queue's schedule: " << r.out;
-  r = as(op, {"schedule", "list", "b"});
+  r = PartqAs(op, {"schedule", "list", "b"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
-  r = as(op, {"schedule", "add", "other", "b", "--every", "1h", "x"});
+  r = PartqAs(op, {"schedule", "add", "other", "b", "--every", "1h", "x"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
-  r = as(v, {"schedule", "list", "a", "--json"});
+  r = PartqAs(v, {"schedule", "list", "a", "--json"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "nightly")) << r.out;
   EXPECT_FALSE(absl::StrContains(r.out, "report")) << "a viewer reads no payload: " << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "\"payload_bytes\": null")) << r.out;
-  r = as(v, {"schedule", "delete", "nightly"});
+  r = PartqAs(v, {"schedule", "delete", "nightly"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "permission denied")) << r.err;
   // A queue row-level security hides is not said to be missing.
-  r = as(v, {"status", "b"});
+  r = PartqAs(v, {"status", "b"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "queue \"b\" is unknown in schema")) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "or not one of this role's queues")) << r.err;
   EXPECT_FALSE(absl::StrContains(r.err, "create it with")) << r.err;
-  r = as(op, {"schedule", "delete", "sb"});
+  r = PartqAs(op, {"schedule", "delete", "sb"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
-  r = as(op, {"schedule", "delete", "never"});
+  r = PartqAs(op, {"schedule", "delete", "never"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "unknown schedule \"never\"")) << r.err;
-  r = as(op, {"schedule", "delete", "nightly"});
+  r = PartqAs(op, {"schedule", "delete", "nightly"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.schedules WHERE name = 'nightly'"), 0);
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.schedules WHERE name = 'sb'"), 1);
