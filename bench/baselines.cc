@@ -2,9 +2,11 @@
 
 #include <atomic>
 #include <pqxx/pqxx>
+#include <random>
 #include <thread>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -181,7 +183,116 @@ class Runner {
   const std::string uuid_;
 };
 
+// A LISTEN whose notices only wake await_notification.
+class Wakes final : public pqxx::notification_receiver {
+ public:
+  using pqxx::notification_receiver::notification_receiver;
+  void operator()(const std::string&, int) override {}
+};
+
+// PickupBaseline's taker: on its own connection, LISTENs on `channel`, then
+// takes what each notice announces until `stop`. taken_us[id] is when the
+// statement that took job `id` returned.
+void TakeOnNotice(const std::string& dsn, const std::string& schema, const std::string& channel,
+                  absl::Mutex* mu, bool* listening, const bool* stop,
+                  std::vector<int64_t>* taken_us, std::string* error) {
+  try {
+    pqxx::connection c(dsn);
+    Wakes wakes(c, channel);  // LISTENs now
+    // As partq's claim commits (fragments/claim_async_commit.sql): the floor
+    // of the wake and the round trip, not of a WAL flush.
+    pqxx::nontransaction(c).exec("SET synchronous_commit = off");
+    c.prepare("take", S("WITH d AS (DELETE FROM {s}.bl_jobs WHERE id = (SELECT id FROM "
+                        "{s}.bl_jobs ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id) "
+                        "INSERT INTO {s}.bl_results (item_id, session_id) "
+                        "SELECT id, '00000000-0000-4000-8000-000000000001' FROM d "
+                        "RETURNING item_id",
+                        schema));
+    {
+      absl::MutexLock lock(mu);
+      *listening = true;
+    }
+    for (;;) {
+      {
+        absl::MutexLock lock(mu);
+        if (*stop) return;
+      }
+      c.await_notification(0, 100000);  // 100 ms: only bounds how late `stop` is seen
+      for (;;) {
+        pqxx::nontransaction tx(c);
+        const pqxx::result r = tx.exec_prepared("take");
+        if (r.empty()) break;
+        const int64_t now = absl::ToUnixMicros(absl::Now());
+        const auto id = r[0][0].as<int64_t>();
+        absl::MutexLock lock(mu);
+        if (id >= 1 && id < static_cast<int64_t>(taken_us->size())) (*taken_us)[id] = now;
+      }
+    }
+  } catch (const std::exception& e) {
+    absl::MutexLock lock(mu);
+    *error = e.what();
+    *listening = true;  // so that the producer stops waiting
+  }
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<double>> PickupBaseline(const std::string& dsn,
+                                                   const std::string& schema, int samples) {
+  const std::string channel = absl::StrCat(schema, "_pickup");
+  absl::Mutex mu;
+  bool listening = false, stop = false;
+  std::vector<int64_t> taken_us(samples + 1, 0);
+  std::string error;
+  std::vector<double> ms;
+  try {
+    pqxx::connection p(dsn);
+    pqxx::nontransaction(p).exec(S("TRUNCATE {s}.bl_jobs, {s}.bl_results", schema));
+    p.prepare("put", S("WITH i AS (INSERT INTO {s}.bl_jobs (id, payload) VALUES ($1::bigint, "
+                       "convert_to($1::bigint::text, 'UTF8'))) SELECT pg_notify($2, '')",
+                       schema));
+    std::thread taker(TakeOnNotice, dsn, schema, channel, &mu, &listening, &stop, &taken_us,
+                      &error);
+    auto join = absl::MakeCleanup([&] {
+      {
+        absl::MutexLock lock(&mu);
+        stop = true;
+      }
+      taker.join();
+    });
+    {
+      absl::MutexLock lock(&mu);
+      mu.Await(absl::Condition(&listening));
+    }
+    std::mt19937 rng(42);
+    std::uniform_int_distribution<int> gap(5, 20);
+    for (int64_t i = 1; i <= samples; ++i) {
+      absl::SleepFor(absl::Milliseconds(gap(rng)));  // idle: nothing in flight
+      pqxx::nontransaction(p).exec_prepared("put", i, channel);
+      const int64_t put_us = absl::ToUnixMicros(absl::Now());
+      absl::MutexLock lock(&mu);
+      auto done = [&] { return taken_us[i] != 0 || !error.empty(); };
+      if (!mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(10)) || !error.empty()) {
+        if (error.empty()) error = absl::StrCat("job ", i, " was not taken within 10 s");
+        break;
+      }
+      ms.push_back(std::max<int64_t>(0, taken_us[i] - put_us) / 1000.0);
+    }
+    std::move(join).Invoke();
+    if (error.empty()) {
+      const pqxx::row once = pqxx::nontransaction(p).exec1(
+          S("SELECT count(*) = count(DISTINCT item_id) AND count(*) = " + std::to_string(samples) +
+                " FROM {s}.bl_results",
+            schema));
+      if (!once[0].as<bool>()) error = "its results rows are not one per job";
+    }
+  } catch (const std::exception& e) {
+    absl::MutexLock lock(&mu);
+    if (error.empty()) error = e.what();
+  }
+  if (!error.empty()) return absl::InternalError(absl::StrCat("bench pick-up floor: ", error));
+  return ms;
+}
 
 absl::Status CreateBaselineTables(Sql& sql, const std::string& schema) {
   return sql.Exec(S(R"sql(

@@ -62,6 +62,19 @@ absl::StatusOr<double> DrainBaseline(const std::string& dsn, const std::string& 
                                      int64_t items,
                                      const std::function<void(bool)>& mark = nullptr);
 
+// The idle pick-up's floor (issue 51): what waking for one item costs with
+// nothing of a queue's own. One connection LISTENs and, on the thread that
+// read the notice, takes the oldest bl_jobs row and writes its result in one
+// statement (the drain floor's DELETE ... RETURNING into bl_results,
+// committed without waiting for the WAL's flush, as partq's claim); another
+// inserts and notifies in one statement, `samples` times, 5-20 ms apart as
+// partq's pick-up does. The milliseconds from each insert's return (its
+// commit) to the return of the statement that took it: a notice and one
+// round trip, the least a queue woken by notices pays. Checks that every job
+// was taken once (its bl_results rows).
+absl::StatusOr<std::vector<double>> PickupBaseline(const std::string& dsn,
+                                                   const std::string& schema, int samples);
+
 }  // namespace partq::bench
 
 #endif  // PARTQ_BENCH_BASELINES_H_

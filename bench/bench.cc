@@ -1536,7 +1536,7 @@ absl::StatusOr<BenchReport> Bench::Run() {
   }
   const bool drain = o_.only.count("drain") > 0;
   std::vector<SteadyRound> steady;
-  std::vector<double> pc, pa;
+  std::vector<double> pc, pa, pf;
   PeerRuns peer_runs;
   std::map<std::string, std::vector<double>> enq;
   for (int round = 1; round <= o_.rounds; ++round) {
@@ -1582,6 +1582,13 @@ absl::StatusOr<BenchReport> Bench::Run() {
       pa.insert(pa.end(), ack.begin(), ack.end());
       Log(absl::StrFormat("round %d  pickup: claim p99 %.1f ms, ack p99 %.1f ms", round,
                           LatencyOf(claim).p99_ms, LatencyOf(ack).p99_ms));
+      if (o_.systems.empty() || o_.systems.count("floor")) {
+        auto floor = PickupBaseline(o_.pg.dsn, schema_, o_.pickup_samples);
+        if (!floor.ok()) return floor.status();
+        pf.insert(pf.end(), floor->begin(), floor->end());
+        Log(absl::StrFormat("         %-24s pickup: p50 %.1f ms p99 %.1f ms", "floor",
+                            LatencyOf(*floor).p50_ms, LatencyOf(*floor).p99_ms));
+      }
       if (auto st = PeerLatencies("pickup", peer_runs); !st.ok()) return st;
     }
     if (o_.only.count("enqueue")) {
@@ -1664,6 +1671,7 @@ absl::StatusOr<BenchReport> Bench::Run() {
   SummarizePeers(peer_runs, r);
   r.pickup_claim = LatencyOf(pc);
   r.pickup_ack = LatencyOf(pa);
+  r.pickup_floor = LatencyOf(pf);
   for (const auto& [k, v] : enq) r.enqueue[k] = Median(v);
   if (o_.only.count("idle")) {
     // A server without room for the idle sessions' connections should not

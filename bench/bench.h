@@ -265,8 +265,9 @@ struct BenchReport {
   Latency idle_delayed_late;
   // memory of a `partq worker --concurrency 16`
   double worker_rss_mb = -1, worker_peak_rss_mb = -1;
-  // idle pick-up: enqueue commit -> claim returned, and -> ack committed
-  Latency pickup_claim, pickup_ack;
+  // idle pick-up: enqueue commit -> claim returned, and -> ack committed;
+  // the floor's (PickupBaseline): insert commit -> the job taken
+  Latency pickup_claim, pickup_ack, pickup_floor;
   // The soak's summary: acked items/s and enqueue commit -> ack commit
   // latency over its first and its last five minutes, the largest items
   // table and index sizes sampled and those at the end (MB).

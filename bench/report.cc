@@ -264,6 +264,15 @@ std::string FormatTable(const BenchReport& r, const BenchOptions& o) {
                           "p50 %.1f ms p99 %.1f ms; -> ack committed p50 %.1f ms p99 %.1f ms\n",
                           static_cast<long long>(r.pickup_claim.samples), r.pickup_claim.p50_ms,
                           r.pickup_claim.p99_ms, r.pickup_ack.p50_ms, r.pickup_ack.p99_ms);
+    if (r.pickup_floor.samples > 0) {
+      absl::StrAppendFormat(
+          &out,
+          "  the floor (a LISTEN, then one DELETE ... RETURNING on the thread that read the "
+          "notice): p50 %.1f ms p99 %.1f ms; partq's claim p50 %.2fx, p99 %.2fx the floor's\n",
+          r.pickup_floor.p50_ms, r.pickup_floor.p99_ms,
+          r.pickup_floor.p50_ms > 0 ? r.pickup_claim.p50_ms / r.pickup_floor.p50_ms : 0,
+          r.pickup_floor.p99_ms > 0 ? r.pickup_claim.p99_ms / r.pickup_floor.p99_ms : 0);
+    }
   }
   // Where each latency starts (bench/peers/peer.mjs): the commit of the producer's call of
   // the item's tick at the steady rate, just before the send for pick-up.
@@ -379,6 +388,7 @@ std::string ToJson(const BenchReport& r, const BenchOptions& o) {
   }
   if (r.pickup_claim.samples > 0) {
     j["pickup"] = {{"claimed", LatencyJson(r.pickup_claim)}, {"acked", LatencyJson(r.pickup_ack)}};
+    if (r.pickup_floor.samples > 0) j["pickup"]["floor"] = LatencyJson(r.pickup_floor);
   }
   for (const auto& [key, list] :
        {std::pair<const char*, const std::map<std::string, BenchReport::PeerLatency>*>{

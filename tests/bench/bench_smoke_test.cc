@@ -121,6 +121,8 @@ TEST(BenchSmoke, TinyRunProducesJsonWithEverySystem) {
         << half;
   }
   EXPECT_GT(j.at("pickup").at("acked").at("samples").get<int64_t>(), 0);
+  // The pick-up's floor ran beside it, every job taken once (PickupBaseline).
+  EXPECT_EQ(j.at("pickup").at("floor").at("samples").get<int64_t>(), 5);
   EXPECT_EQ(j.at("idle").at("sessions").get<int>(), 4);
   // Every delayed item enqueued into the idle fleet was claimed and timed.
   EXPECT_EQ(j.at("idle").at("delayed_claimed_after_due").at("samples").get<int64_t>(), 20);
