@@ -311,11 +311,12 @@ TEST_F(RolesTest, AProducerAndAViewerWaitForAndShowTheirQueuesItemsThroughTheSql
     EXPECT_EQ(r.code, 0) << role << ": " << r.err;
     EXPECT_TRUE(absl::StrContains(r.out, "done; result: rx")) << r.out;
   }
-  // A queue it has no grant on: refused, by name, with what to do.
+  // A queue it has no grant on: refused, by name, with what to do: the
+  // narrowest grant that reads states (migration 45).
   PartqResult r = as(p, {"wait", "b", absl::StrCat(done.id)});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
-  EXPECT_TRUE(absl::StrContains(r.err, "partq grant producer")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "partq grant viewer")) << r.err;
 }
 
 // `partq cancel` and `partq group start|status|cancel` as a producer: a role
@@ -408,9 +409,12 @@ TEST_F(RolesTest, AnOperatorKeepsSchedulesAndAViewerListsThemWithTheCli) {
   EXPECT_TRUE(absl::StrContains(r.err, "queue \"b\" is unknown in schema")) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "or not one of this role's queues")) << r.err;
   EXPECT_FALSE(absl::StrContains(r.err, "create it with")) << r.err;
+  // A schedule of a queue the operator may not see is as unknown as one
+  // that does not exist (migration 45): its queue is not named.
   r = PartqAs(op, {"schedule", "delete", "sb"});
   EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "unknown schedule \"sb\"")) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "queue \"b\"")) << r.err;
   r = PartqAs(op, {"schedule", "delete", "never"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "unknown schedule \"never\"")) << r.err;
@@ -434,7 +438,7 @@ TEST_F(RolesTest, AnOperatorAndAViewerDoWhatTheirGrantSaysOnTheirQueuesOnly) {
   EXPECT_EQ(Try(*o, "SELECT * FROM {schema}.prune('a', '1 day')"), "");
   EXPECT_EQ(Try(*o, "SELECT {schema}.enqueue('a', 'x')"), "");
   EXPECT_EQ(Try(*o, "SELECT {schema}.add_schedule('sb2', 'b', 'x', every => '1 hour')"), "42501");
-  EXPECT_EQ(Try(*o, "SELECT {schema}.delete_schedule('sb')"), "42501");
+  EXPECT_EQ(Try(*o, "SELECT {schema}.delete_schedule('sb')"), "42704");  // b is not its to see
   EXPECT_EQ(Try(*o, "SELECT * FROM {schema}.prune('b', '1 day')"), "42501");
   EXPECT_EQ(Try(*o, "SELECT * FROM {schema}.list_schedules('b')"), "42501");
   {
@@ -472,6 +476,51 @@ TEST_F(RolesTest, AnOperatorAndAViewerDoWhatTheirGrantSaysOnTheirQueuesOnly) {
             "x");
   EXPECT_EQ(Try(*o, "SELECT {schema}.delete_schedule('sa')"), "");
   EXPECT_EQ(Count("schedules"), 1);
+}
+
+// Migration 45: a refusal's hint names the narrowest grant that would do
+// (a viewer's to read states and schedules, not a producer's), a schedule
+// of a queue the caller may not see is unknown rather than refused by its
+// queue's name, and cancel() of an id below 1 names the id.
+TEST_F(RolesTest, RefusalsNameTheNarrowestGrantAndNoQueueTheCallerMayNotSee) {
+  const std::string p = NewRole("producer");
+  PartqOk({"grant", "producer", p, "--queue", "b"});
+  schema_.Q("SELECT {schema}.add_schedule('sa', 'a', 'x', every => '1 hour')");
+  auto c = As(p);
+  // The message of `call`'s refusal, or of its error, as `p`.
+  auto refusal = [&](const std::string& call) -> std::string {
+    try {
+      pqxx::work w(*c);
+      w.exec(WithSchema(absl::StrCat("DO $$ DECLARE h text; BEGIN PERFORM ", call,
+                                     "; EXCEPTION WHEN insufficient_privilege THEN "
+                                     "GET STACKED DIAGNOSTICS h = PG_EXCEPTION_HINT; "
+                                     "RAISE EXCEPTION 'refused; hint: %', h; END $$"),
+                        schema_.name()));
+      return "not refused";
+    } catch (const pqxx::sql_error& e) {
+      return e.what();
+    }
+  };
+  const std::string grant = absl::StrCat("hint: the schema's owner grants it: partq grant ");
+  for (const char* read : {"{schema}.item_state('a', 1)", "{schema}.list_schedules('a')",
+                           "{schema}.group_status('a', 'g')"}) {
+    EXPECT_TRUE(absl::StrContains(refusal(read), absl::StrCat(grant, "viewer ", p, " --queue a")))
+        << read << ": " << refusal(read);
+  }
+  EXPECT_TRUE(absl::StrContains(refusal("{schema}.cancel('a', 1)"),
+                                absl::StrCat(grant, "producer ", p, " --queue a")));
+  EXPECT_TRUE(absl::StrContains(refusal("{schema}.add_schedule('s2', 'a', 'x', every => '1 h')"),
+                                absl::StrCat(grant, "operator ", p, " --queue a")));
+
+  std::string error = refusal("{schema}.delete_schedule('sa')");
+  EXPECT_TRUE(absl::StrContains(error, "unknown schedule \"sa\"")) << error;
+  EXPECT_FALSE(absl::StrContains(error, "queue \"a\"")) << error;
+  EXPECT_EQ(Try(*c, "SELECT {schema}.delete_schedule('sa')"), "42704");
+  EXPECT_EQ(Count("schedules WHERE name = 'sa'"), 1);
+
+  EXPECT_EQ(Try(*c, "SELECT {schema}.cancel('b', 0)"), "22023");
+  error = refusal("{schema}.cancel('b', 0)");
+  EXPECT_TRUE(absl::StrContains(error, "item id must be 1 or more, not 0")) << error;
 }
 
 // A grant to a group role serves its members; a grant to a role dropped
