@@ -22,6 +22,17 @@ namespace {
 // "a producer", "an operator".
 const char* Article(const std::string& kind) { return kind == "operator" ? "an" : "a"; }
 
+// Fail(st), saying whose the command is to run when the role was refused
+// a table or the schema: a producer's `partq grant` ended at "permission
+// denied for table topic_grants".
+int FailAsNotTheOwner(const absl::Status& st, const char* command) {
+  if (!absl::IsPermissionDenied(st)) return Fail(st);
+  return Fail(absl::PermissionDeniedError(
+      absl::StrCat(st.message(), " (partq ", command,
+                   " runs as the schema's owner, the role that made it with partq migrate, "
+                   "or a member of it)")));
+}
+
 // `partq grant|revoke KIND ROLE --queue Q[,Q...]` (or `publish ROLE --topic
 // T[,T...]`), parsed into `args`.
 int GrantOrRevoke(const Args& args, bool grant) {
@@ -53,13 +64,15 @@ int GrantOrRevoke(const Args& args, bool grant) {
                              absl::StrJoin(names, ", "), " as a worker")
               : absl::StrCat(Article(kind), " ", kind, " of ", absl::StrJoin(names, ", "));
   if (grant) {
-    if (absl::Status st = PgGrant(*o, kind, role, names); !st.ok()) return Fail(st);
+    if (absl::Status st = PgGrant(*o, kind, role, names); !st.ok()) {
+      return FailAsNotTheOwner(st, "grant");
+    }
     printf("role %s is %s in schema \"%s\"\n", Quoted(role).c_str(), what.c_str(),
            o->schema.c_str());
     return 0;
   }
   auto removed = PgRevoke(*o, kind, role, names);
-  if (!removed.ok()) return Fail(removed.status());
+  if (!removed.ok()) return FailAsNotTheOwner(removed.status(), "revoke");
   printf("role %s is no longer %s (%d grant%s removed)\n", Quoted(role).c_str(), what.c_str(),
          *removed, *removed == 1 ? "" : "s");
   return 0;
@@ -89,7 +102,7 @@ int CmdGrants(const std::vector<std::string>& argv) {
   auto o = ConnectionOptions(*args);
   if (!o.ok()) return Fail(o.status());
   auto all = PgListGrants(*o, args->Get("queue"));
-  if (!all.ok()) return Fail(all.status());
+  if (!all.ok()) return FailAsNotTheOwner(all.status(), "grants");
   if (args->Has("json")) {
     nlohmann::json out = nlohmann::json::array();
     for (const QueueGrant& g : *all) {

@@ -478,6 +478,25 @@ TEST_F(RolesTest, AnOperatorAndAViewerDoWhatTheirGrantSaysOnTheirQueuesOnly) {
   EXPECT_EQ(Count("schedules"), 1);
 }
 
+// `partq grant`, `revoke` and `grants` are the schema owner's: another
+// role's try says so, where it ended at "permission denied for table
+// topic_grants", and changes nothing.
+TEST_F(RolesTest, GrantsAreTheOwnersToChangeAndAnotherRoleIsToldSo) {
+  const std::string p = NewRole("producer");
+  PartqOk({"grant", "producer", p, "--queue", "a"});
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"grant", "operator", p, "--queue", "a,b"},
+        std::vector<std::string>{"revoke", "producer", p, "--queue", "a"},
+        std::vector<std::string>{"grants"}}) {
+    const PartqResult r = PartqAs(p, args);
+    EXPECT_EQ(r.code, 1) << args[0];
+    EXPECT_TRUE(
+        absl::StrContains(r.err, absl::StrCat("(partq ", args[0], " runs as the schema's owner")))
+        << r.err;
+  }
+  EXPECT_EQ(Count(absl::StrCat("grants WHERE role = '", p, "'")), 1);
+}
+
 // Migration 45: a refusal's hint names the narrowest grant that would do
 // (a viewer's to read states and schedules, not a producer's), a schedule
 // of a queue the caller may not see is unknown rather than refused by its
