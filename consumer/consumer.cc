@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
@@ -283,7 +284,7 @@ bool Consumer::RoomLocked() const {
   return !scheduler_.claiming() && static_cast<int>(scheduler_.queued()) < idle_workers_;
 }
 
-void Consumer::AwaitClaimLocked(absl::Time next_poll) {
+std::string Consumer::AwaitClaimLocked(absl::Time next_poll) {
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopping_ || failures_dropped_ || (RoomLocked() && scheduler_.WantClaim(clock_->Now()));
   };
@@ -306,9 +307,10 @@ void Consumer::AwaitClaimLocked(absl::Time next_poll) {
                 failure_log_.DroppedDueAt()}));
   failures_dropped_ = false;
   if (const LogLimiter::Dropped d = failure_log_.TakeDroppedIfDue(); d.any()) {
-    LogLine(LogLevel::kWarning, absl::StrCat("item failures: ", d.Describe(),
-                                             " (partq_item_failures_total counts every one)"));
+    return absl::StrCat("item failures: ", d.Describe(),
+                        " (partq_item_failures_total counts every one)");
   }
+  return "";
 }
 
 void Consumer::ClaimLoop() {
@@ -321,8 +323,12 @@ void Consumer::ClaimLoop() {
     bool after_poll = false;  // this claim follows a poll
     bool probe = false;       // ask for a snapshot (ClaimScheduler::WantsSnapshot)
     {
+      std::string dropped;  // logged when mu_ is let go, whatever follows
+      auto log_dropped = absl::MakeCleanup([&dropped] {
+        if (!dropped.empty()) LogLine(LogLevel::kWarning, dropped);
+      });
       absl::MutexLock lock(&mu_);
-      AwaitClaimLocked(next_poll);
+      dropped = AwaitClaimLocked(next_poll);
       const absl::Time now = clock_->Now();
       if (now >= next_poll) {
         scheduler_.Poll();

@@ -249,8 +249,10 @@ class Consumer : private PartListener {
   bool RoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The claim loop's wait: until a claim may go out, `next_poll`, a rate
   // budget allows an item, a stop, or the failure log's window with
-  // dropped lines ends (whose count it then logs).
-  void AwaitClaimLocked(absl::Time next_poll) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // dropped lines ends. Returns the line that says how many were dropped
+  // when that window has ended (empty if not), for the caller to log once
+  // it has let go of mu_: a logger that blocks must not stall the workers.
+  std::string AwaitClaimLocked(absl::Time next_poll) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkLoop(int index);
   // Finishes one batch (claiming ahead when due); kFailed if it must be
   // retried (database error), with `batch` cut down to what did not commit
