@@ -81,6 +81,11 @@
 #               be in flight and finish in any order without a list rebuilt
 #               per batch: one insert and one delete a batch, none an item.
 #               Only with --shapes.
+#   log_one, delete_one  log_batches and delete_partq as one statement a
+#               batch with no transaction block, the handler's rows written by
+#               the ack statement from the ids it acks (as partq's ack takes a
+#               handler's results): what one statement a batch, the floor's
+#               count, buys each storage. Only with --shapes.
 #
 # After the rounds, a second table: what a dense per-part sequence costs
 # producers. --enqueue-clients clients (default 8) enqueue into --parts parts
@@ -383,6 +388,24 @@ for sh in log_partq delete_partq log_cas_tx log_batches_tx; do
 done
 mv "$work/log_cas_tx_flight.sql" "$work/log_cas.sql"
 mv "$work/log_batches_tx_flight.sql" "$work/log_batches.sql"
+# log_one, delete_one: log_batches and delete_partq as one statement a batch
+# and no transaction block: the ack statement writes the handler's rows
+# itself, from the ids it acks ($2: what each acked row gives), as partq's ack
+# takes the results of a handler that answers with them. What one statement
+# a batch, as the floor's, buys each storage.
+one_statement() {
+  awk -v res="$2" -v s="$s" '
+    /^BEGIN;$/ || /^COMMIT;$/ || /^\\(start|end)pipeline$/ { next }
+    /^INSERT INTO .*results/ { skip = 1 }
+    skip { if ($0 ~ /;$/) skip = 0; next }
+    /^SELECT id, payload FROM nxt/ {
+      print ",\nres AS (INSERT INTO " s ".results (item_id, session_id) SELECT " res \
+            ", md5(:client_id::text)::uuid FROM acked a)"
+    }
+    { sub(/AND b\.epoch = f\.epoch\),$/, "AND b.epoch = f.epoch RETURNING b.ids),"); print }' "$1"
+}
+one_statement "$work/log_batches_tx.sql" "unnest(a.ids)" >"$work/log_one.sql"
+one_statement "$work/delete_partq.sql" "a.id" >"$work/delete_one.sql"
 rm "$work/log_cas_tx.sql" "$work/log_batches_tx.sql"
 
 # Fresh tables for one shape, right after a checkpoint; items enqueued in
@@ -427,7 +450,8 @@ run() {
   local t="$tx" vars=()
   if [[ "$shape" == *_partq || "$shape" == *_flight || "$shape" == log_horizon || "$shape" == log_mem ||
         "$shape" == log_dense || "$shape" == log_segs || "$shape" == log_probe ||
-        "$shape" == log_books || "$shape" == log_cas || "$shape" == log_batches ]]; then
+        "$shape" == log_books || "$shape" == log_cas || "$shape" == log_batches ||
+        "$shape" == *_one ]]; then
     t=$((tx + 1))
   fi
   if [[ "$shape" == log_mem ]]; then
