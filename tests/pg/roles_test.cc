@@ -362,6 +362,19 @@ TEST_F(RolesTest, AProducerCancelsAndRunsGroupsWithTheCli) {
   r = as({"group", "status", "a", "g1"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "g1")) << r.out;
+  // Its queue's groups listed through list_groups() (migration 46), with
+  // the end payload it wrote; another queue's refused.
+  schema_.Q("SELECT {schema}.group_create('a', 'g2', 'a', '{\"report\": 7}')");
+  schema_.Q("SELECT {schema}.group_create('b', 'gb')");
+  r = as({"group", "list", "a", "--json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"g1\"")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"g2\"")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "report")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "gb")) << r.out;
+  r = as({"group", "list", "b"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "permission denied for queue \"b\"")) << r.err;
   r = as({"group", "cancel", "a", "g1"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(schema_.QInt("SELECT count(*) FROM {schema}.items WHERE queue = 'a'"), 0);
@@ -1107,7 +1120,7 @@ TEST_F(RolesTest, NoFunctionThatRunsAsTheOwnerIsOpenToEveryoneButTheApis) {
             "add_schedule,cancel,cancel_by_dedup_key,cancel_items,delete_items,delete_rows,"
             "delete_schedule,drop_claim_records_of_mine,enqueue,enqueue_group_end,enqueue_item,"
             "enqueue_many,group_cancel,group_create,group_start,group_status,item_state,"
-            "item_state_by_dedup_key,list_schedules,prune,put_items");
+            "item_state_by_dedup_key,list_groups,list_schedules,prune,put_items");
   const std::string p = NewRole("producer");
   PartqOk({"grant", "producer", p, "--queue", "a"});
   auto c = As(p);
