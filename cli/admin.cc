@@ -676,7 +676,7 @@ int QueueList(const Args& args) {
   auto store = ConnectChecked(args);
   if (!store.ok()) return Fail(store.status());
   auto queues = (*store)->ListQueues();
-  if (!queues.ok()) return Fail(queues.status());
+  if (!queues.ok()) return FailReadingTables(queues.status(), "queue list");
   if (args.Has("json")) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& q : *queues) out.push_back(QueueJson(q));
@@ -1417,7 +1417,7 @@ int CmdStatus(const std::vector<std::string>& argv) {
   auto store = ConnectChecked(*args);
   if (!store.ok()) return Fail(store.status());
   auto st = (*store)->Status(args->positional()[0]);
-  if (!st.ok()) return Fail(st.status());
+  if (!st.ok()) return FailReadingTables(st.status(), "status", args->positional()[0]);
   const QueueTotals t = SumUp(*st);
   if (args->Has("json")) {
     PrintStatusJson(*st, t);
@@ -1483,7 +1483,7 @@ int DeadList(const Args& args) {
   auto store = ConnectChecked(args);
   if (!store.ok()) return Fail(store.status());
   auto dead = (*store)->ListDead(pos[1], static_cast<int>(*limit));
-  if (!dead.ok()) return Fail(dead.status());
+  if (!dead.ok()) return FailReadingTables(dead.status(), "dead list", pos[1]);
   if (args.Has("json")) {
     nlohmann::json out = nlohmann::json::array();
     for (const DeadItem& d : *dead) {

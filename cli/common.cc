@@ -14,6 +14,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
@@ -184,6 +185,18 @@ int Fail(const absl::Status& st) {
   // for the terminal (bidi overrides and escape sequences spelled out).
   fprintf(stderr, "partq: error: %s\n", PrintableUtf8Lines(st.message()).c_str());
   return absl::IsInvalidArgument(st) ? 2 : 1;
+}
+
+int FailReadingTables(const absl::Status& st, absl::string_view command, absl::string_view queue) {
+  if (!absl::IsPermissionDenied(st) ||
+      !absl::StrContains(st.message(), "permission denied for table")) {
+    return Fail(st);
+  }
+  return Fail(absl::PermissionDeniedError(absl::StrCat(
+      st.message(), " (partq ", command,
+      " reads partq's tables: run it as the schema's owner, or as a role granted viewer on the "
+      "queue: partq grant viewer ROLE --queue ",
+      queue, ", as the owner)")));
 }
 
 namespace {

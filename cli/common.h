@@ -43,6 +43,12 @@ absl::StatusOr<std::unique_ptr<Store>> ConnectChecked(const Args& args);
 absl::Status SetLogLevelFlag(const Args& args);
 
 int Fail(const absl::Status& st);
+// Fail(st) for `partq COMMAND` that reads partq's tables (status, queue
+// list, dead list): a role refused one ("permission denied for table
+// queues", a producer's or an operator's) is told who may run it: the
+// schema's owner, or a role granted viewer on `queue` ("Q" when none).
+int FailReadingTables(const absl::Status& st, absl::string_view command,
+                      absl::string_view queue = "Q");
 
 // Prints JSON text (`json.dump(2)`) and a newline on stdout, with the
 // characters that would change how a terminal shows it (bidi overrides, C1

@@ -349,6 +349,17 @@ TEST_F(RolesTest, AProducerCancelsAndRunsGroupsWithTheCli) {
   r = as({"migrate"});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "partq migrate runs as the schema's owner")) << r.err;
+  // Commands that read the tables say who may run them.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"status", "a"}, std::vector<std::string>{"queue", "list"},
+        std::vector<std::string>{"dead", "list", "a"}}) {
+    r = as(args);
+    EXPECT_EQ(r.code, 1) << args[0];
+    EXPECT_TRUE(absl::StrContains(r.err,
+                                  "reads partq's tables: run it as the schema's owner, "
+                                  "or as a role granted viewer"))
+        << r.err;
+  }
 
   r = as({"group", "create", "a", "g1"});
   ASSERT_EQ(r.code, 0) << r.err;
