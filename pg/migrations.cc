@@ -88,10 +88,15 @@ CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
 
 absl::StatusOr<std::string> MigrationScript(absl::string_view schema, int from, int to) {
   if (absl::Status st = ValidateSchemaName(schema); !st.ok()) return st;
-  if (from < 0 || to > kSchemaVersion || from >= to) {
+  if (from < 0 || to > kSchemaVersion || from > to) {
     return absl::InvalidArgumentError(absl::StrCat(
         "migrations run from a version to a later one, within 0..", kSchemaVersion, " (got --from ",
         from, " --to ", to, ")"));
+  }
+  // A script of what is pending, when nothing is: a comment, no statement.
+  if (from == to) {
+    return absl::StrCat("-- partq schema \"", schema, "\": at version ", to,
+                        ", nothing to migrate.\n");
   }
   std::string out = absl::StrCat("-- partq schema \"", schema, "\": migrations ", from + 1, " to ",
                                  to, ", each in a transaction of its own.\n");

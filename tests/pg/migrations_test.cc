@@ -166,6 +166,14 @@ TEST(MigrationsTest, StatusListsAppliedAndPendingAndToStopsThere) {
       << script;
   EXPECT_TRUE(absl::StartsWith(script, absl::StrCat("-- partq schema \"", s, "\"")))
       << script.substr(0, 200);
+  // Nothing pending: a comment, exit 0, so a script that prints what is
+  // pending need not check first; a --from past --to is refused.
+  r = Partq({"migrate", "--print", "--schema", s, "--from", "12", "--to", "12"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            absl::StrCat("-- partq schema \"", s, "\": at version 12, nothing to migrate.\n"));
+  r = Partq({"migrate", "--print", "--schema", s, "--from", "13", "--to", "12"});
+  EXPECT_EQ(r.code, 2) << r.out;
   r = Partq({"migrate", "--status", "--dsn", TestDsn(), "--schema", s});
   ASSERT_EQ(r.code, 0) << r.err;
   size_t applied = 0, pending = 0;
