@@ -1116,8 +1116,10 @@ std::string PendingLine(const ItemDetail& d, absl::Time now) {
     what =
         absl::StrCat("ready for ", Seconds(now - *d.run_at), " in part ", d.part, " (", tried, ")");
   } else {
-    what = absl::StrCat(state, ", due in ", Seconds(*d.run_at - now), " in part ", d.part, " (",
-                        tried, ")");
+    // "3.874s", "23h59m59.879s": a day's delay read at a glance.
+    what = absl::StrCat(state, ", due in ",
+                        absl::FormatDuration(absl::Trunc(*d.run_at - now, absl::Milliseconds(1))),
+                        " in part ", d.part, " (", tried, ")");
   }
   absl::StrAppend(&what, "; key ", d.key ? Quoted(*d.key) : "none", ", priority ", d.priority);
   if (!d.state.error.empty())
@@ -1334,11 +1336,12 @@ void PrintStatusSummary(const QueueStatus& st, const QueueTotals& t) {
          static_cast<long long>(t.dead), t.ready > 0 ? Seconds(t.oldest_ready_age).c_str() : "-");
   const QueueStatus::GroupCounts& g = st.groups;
   if (g.held + g.started + g.ended > 0) {
-    printf("groups: %lld held (not started, %lld items), %lld started, %lld ended; %lld items "
-           "pending in those not ended (partq group list %s)\n",
-           static_cast<long long>(g.held), static_cast<long long>(t.held),
-           static_cast<long long>(g.started), static_cast<long long>(g.ended),
-           static_cast<long long>(g.pending), c.name.c_str());
+    printf(
+        "groups: %lld held (not started, %s), %lld started, %lld ended; %s pending in those "
+        "not ended (partq group list %s)\n",
+        static_cast<long long>(g.held), Count(t.held, "item").c_str(),
+        static_cast<long long>(g.started), static_cast<long long>(g.ended),
+        Count(g.pending, "item").c_str(), c.name.c_str());
   }
   // The database keeps no count of acks (that would be a write on every
   // ack): the workers count what they finish and their heartbeats carry the

@@ -55,7 +55,9 @@ bool IsLoopbackHost(absl::string_view host) {
 absl::Status CheckListenAddress(absl::string_view host, bool has_token,
                                 absl::string_view token_flag) {
   if (has_token || IsLoopbackHost(host)) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
+  // Flags that do not go together: bad usage (exit status 2), as the other
+  // flags the console refuses.
+  return absl::InvalidArgumentError(absl::StrCat(
       "refusing to serve the console on \"", host.empty() ? "*" : host,
       "\" (reachable from other machines) without a token: give ", token_flag,
       " FILE (e.g. made with `(umask 077; openssl rand -hex 32 > FILE)`), or listen on 127.0.0.1"));

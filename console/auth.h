@@ -35,7 +35,7 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 bool IsLoopbackHost(absl::string_view host);
 
 // A console must not be reachable from other machines without a token:
-// FailedPrecondition, saying what to do (give `token_flag`), for a
+// InvalidArgument (bad usage), saying what to do (give `token_flag`), for a
 // non-loopback `host` when `has_token` is false.
 absl::Status CheckListenAddress(absl::string_view host, bool has_token,
                                 absl::string_view token_flag = "--token-file");

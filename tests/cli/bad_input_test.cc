@@ -437,10 +437,10 @@ TEST_F(BadInputTest, PruneNeedsAValidAgeAndDeletesWhatFinishedBeforeIt) {
 // The console will not serve other machines without a token, nor read a
 // token a person could guess.
 TEST_F(BadInputTest, ConsoleRefusesAnOpenAddressWithoutAToken) {
-  ExpectRejected(With({"console", "--listen", "0.0.0.0:1"}), 1,
+  ExpectRejected(With({"console", "--listen", "0.0.0.0:1"}), 2,
                  "refusing to serve the console on \"0.0.0.0\" (reachable from other machines) "
                  "without a token: give --token-file FILE");
-  ExpectRejected(With({"worker", "q", "--console-listen", "10.1.2.3:1"}), 1,
+  ExpectRejected(With({"worker", "q", "--console-listen", "10.1.2.3:1"}), 2,
                  "without a token: give --console-token-file FILE");
   ExpectRejected(With({"console", "--token-file", "/nonexistent/partq-token"}), 2,
                  "--token-file: cannot read /nonexistent/partq-token");
