@@ -831,12 +831,14 @@ absl::StatusOr<QueueConfig> PgStore::GetQueue(absl::string_view name) {
     pqxx::result r = Exec(tx, "get_queue", std::string(name));
     if (r.empty() && ThroughSqlApi(tx)) {
       // Row-level security hides a queue not granted to a viewer or a
-      // worker: it may exist.
+      // worker: it may exist. The grant named with this role's name, as
+      // the SQL API's hints do.
+      const std::string role = tx.exec("SELECT quote_ident(session_user)")[0][0].as<std::string>();
       return absl::NotFoundError(
           absl::StrCat("queue \"", name, "\" is unknown in schema \"", options_.schema,
                        "\", or not one of this role's queues (its owner grants one: partq grant "
-                       "viewer|worker ROLE --queue ",
-                       name, SchemaFlag(options_.schema), ")"));
+                       "viewer|worker ",
+                       role, " --queue ", name, SchemaFlag(options_.schema), ")"));
     }
     if (r.empty()) return UnknownQueue(name, options_.schema);
     return QueueFromRow(r[0]);
