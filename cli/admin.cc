@@ -710,11 +710,17 @@ int QueueDelete(const Args& args) {
   auto deleted =
       (*store)->DeleteQueue(pos[1], force ? QueueContents::kDelete : QueueContents::kRefuse);
   if (!deleted.ok()) return Fail(deleted.status());
+  // Its schedules went with it: said, as a forced delete's items are.
+  const std::string schedules =
+      deleted->schedules > 0
+          ? absl::StrCat(" (and its ", Count(deleted->schedules, "schedule"), ")")
+          : "";
   if (force) {
-    printf("deleted queue \"%s\" with %s and %s\n", pos[1].c_str(),
-           Count(deleted->items, "item").c_str(), Count(deleted->dead_items, "dead item").c_str());
+    printf("deleted queue \"%s\" with %s and %s%s\n", pos[1].c_str(),
+           Count(deleted->items, "item").c_str(), Count(deleted->dead_items, "dead item").c_str(),
+           schedules.c_str());
   } else {
-    printf("deleted queue \"%s\"\n", pos[1].c_str());
+    printf("deleted queue \"%s\"%s\n", pos[1].c_str(), schedules.c_str());
   }
   return 0;
 }

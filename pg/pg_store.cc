@@ -917,10 +917,11 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
                        q)
           .affected_rows();
     };
-    // Sessions (and through them session_parts) and schedules cascade from
-    // queues.
-    tx.exec_params(WithSchema("DELETE FROM {schema}.queues WHERE name = $1", options_.schema), q);
     DeletedQueue out;
+    // Sessions (and through them session_parts) and schedules cascade from
+    // queues; the schedules first, to count them.
+    out.schedules = delete_from("schedules");
+    tx.exec_params(WithSchema("DELETE FROM {schema}.queues WHERE name = $1", options_.schema), q);
     out.items = delete_from("items");
     out.dead_items = delete_from("dead_items");
     delete_from("results");

@@ -157,6 +157,7 @@ class MemStore : public Store {
       it = it->first.first == q ? db_->claims_.erase(it) : std::next(it);
     }
     for (auto it = db_->schedules_.begin(); it != db_->schedules_.end();) {
+      if (it->second.spec.queue == q) ++out.schedules;
       it = it->second.spec.queue == q ? db_->schedules_.erase(it) : std::next(it);
     }
     for (auto it = db_->throughput_.begin(); it != db_->throughput_.end();) {

@@ -484,6 +484,7 @@ enum class QueueContents {
 struct DeletedQueue {
   int64_t items = 0;  // ready, delayed or in flight
   int64_t dead_items = 0;
+  int64_t schedules = 0;  // its schedules, which go with it
 };
 
 // What Store::Prune deleted: records of finished work older than its cutoff.

@@ -3515,8 +3515,9 @@ TEST_P(StoreConformance, SchedulesAreAddedListedAndDeletedAndBadOnesWriteNothing
   EXPECT_EQ(store_->DeleteSchedule("berlin").code(), absl::StatusCode::kNotFound);
   ASSERT_OK_AND_ASSIGN(all, store_->ListSchedules(""));
   ASSERT_EQ(all.size(), 1u);
-  // A queue's delete takes its schedules with it.
-  ASSERT_OK(store_->DeleteQueue("q", QueueContents::kRefuse).status());
+  // A queue's delete takes its schedules with it, and counts them.
+  ASSERT_OK_AND_ASSIGN(DeletedQueue gone, store_->DeleteQueue("q", QueueContents::kRefuse));
+  EXPECT_EQ(gone.schedules, 1);
   ASSERT_OK_AND_ASSIGN(all, store_->ListSchedules(""));
   EXPECT_TRUE(all.empty());
 }
