@@ -636,10 +636,15 @@ HttpResponse Console::OnDemand(const std::string& name, const std::string& what,
   absl::StatusOr<json> j = read(*store_);
   if (!j.ok()) {
     const absl::Status& st = j.status();
-    if (!absl::IsNotFound(st) && !absl::IsUnimplemented(st)) store_.reset();
-    return Error(absl::IsNotFound(st)        ? 404
-                 : absl::IsUnimplemented(st) ? 501
-                                             : 503,
+    // An answer, not a broken connection: a queue this role may not read
+    // (the SQL API's refusal, list_groups()) is 403 and keeps the store.
+    const bool answered =
+        absl::IsNotFound(st) || absl::IsUnimplemented(st) || absl::IsPermissionDenied(st);
+    if (!answered) store_.reset();
+    return Error(absl::IsNotFound(st)           ? 404
+                 : absl::IsUnimplemented(st)    ? 501
+                 : absl::IsPermissionDenied(st) ? 403
+                                                : 503,
                  Text(st.message()));
   }
   (*j)["name"] = name;

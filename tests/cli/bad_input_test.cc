@@ -500,8 +500,9 @@ TEST_F(BadInputTest, ItemShowsOneItemWithoutWaiting) {
   const std::string id(absl::StripAsciiWhitespace(later.out));
   Result shown = Partq(With({"item", "q", id}));
   EXPECT_EQ(shown.code, 0) << shown.err;
+  // An hour's delay read as one (absl::FormatDuration), not in seconds.
   EXPECT_TRUE(
-      absl::StrContains(shown.out, absl::StrCat("item ", id, " of queue q: delayed, due in ")))
+      absl::StrContains(shown.out, absl::StrCat("item ", id, " of queue q: delayed, due in 59m")))
       << shown.out;
   EXPECT_TRUE(absl::StrContains(shown.out, "(no attempt used); key \"k1\", priority 2"))
       << shown.out;

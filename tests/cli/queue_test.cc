@@ -119,6 +119,13 @@ TEST_F(QueueCommandTest, DeleteOfAnEmptyQueueNeedsNoForce) {
   EXPECT_EQ(Ok({"queue", "delete", "forced", "--force"}),
             "deleted queue \"forced\" with 0 items and 0 dead items\n");
   EXPECT_EQ(Count("queues", "true"), 0);
+  // Its schedules go with it, and it says how many.
+  Ok({"queue", "create", "reports", "--parts", "1"});
+  Ok({"schedule", "add", "nightly", "reports", "--every", "24h", "x"});
+  Ok({"schedule", "add", "hourly", "reports", "--every", "1h", "x"});
+  EXPECT_EQ(Ok({"queue", "delete", "reports"}),
+            "deleted queue \"reports\" (and its 2 schedules)\n");
+  EXPECT_EQ(Count("schedules", "true"), 0);
 }
 
 TEST_F(QueueCommandTest, DeleteRejectsBadInputAndDeletesNothing) {

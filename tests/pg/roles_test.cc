@@ -486,6 +486,8 @@ TEST_F(RolesTest, AnOperatorAndAViewerDoWhatTheirGrantSaysOnTheirQueuesOnly) {
   };
   EXPECT_EQ(first(*v, "SELECT payload FROM {schema}.list_schedules('b')"), "NULL");
   EXPECT_EQ(first(*v, "SELECT end_payload FROM {schema}.group_status('a', 'g')"), "NULL");
+  EXPECT_EQ(first(*v, "SELECT end_payload FROM {schema}.list_groups('a', true)"), "NULL");
+  EXPECT_EQ(first(*o, "SELECT end_payload FROM {schema}.list_groups('a', true)"), "{\"end\": 1}");
   EXPECT_EQ(first(*o, "SELECT convert_from(payload, 'UTF8') FROM {schema}.list_schedules('a')"),
             "x");
   EXPECT_EQ(first(*o, "SELECT end_payload FROM {schema}.group_status('a', 'g')"), "{\"end\": 1}");
@@ -564,6 +566,32 @@ TEST_F(RolesTest, RefusalsNameTheNarrowestGrantAndNoQueueTheCallerMayNotSee) {
   EXPECT_EQ(Try(*c, "SELECT {schema}.cancel('b', 0)"), "22023");
   error = refusal("{schema}.cancel('b', 0)");
   EXPECT_TRUE(absl::StrContains(error, "item id must be 1 or more, not 0")) << error;
+
+  // Migration 47: a name a hidden queue's schedule holds is taken, not
+  // placed; a worker is hinted a grant a worker can hold (never viewer).
+  const std::string op = NewRole("operator");
+  PartqOk({"grant", "operator", op, "--queue", "b"});
+  auto o = As(op);
+  try {
+    pqxx::work w(*o);
+    w.exec(WithSchema("SELECT {schema}.add_schedule('sa', 'b', 'x', every => '1 hour')",
+                      schema_.name()));
+    ADD_FAILURE() << "a taken name was accepted";
+  } catch (const pqxx::sql_error& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "already exists (on a queue this role may not see)"))
+        << e.what();
+    EXPECT_FALSE(absl::StrContains(e.what(), "queue \"a\"")) << e.what();
+  }
+  const std::string w = NewRole("worker");
+  PartqOk({"grant", "worker", w, "--queue", "b"});
+  c = As(w);
+  EXPECT_EQ(Try(*c, "SELECT * FROM {schema}.list_groups('b')"), "");  // its own queue's
+  EXPECT_TRUE(absl::StrContains(refusal("{schema}.list_groups('a')"),
+                                absl::StrCat(grant, "worker ", w, " --queue a")))
+      << refusal("{schema}.list_groups('a')");
+  EXPECT_TRUE(absl::StrContains(refusal("{schema}.item_state('a', 1)"),
+                                absl::StrCat(grant, "producer ", w, " --queue a")))
+      << refusal("{schema}.item_state('a', 1)");
 }
 
 // A grant to a group role serves its members; a grant to a role dropped
