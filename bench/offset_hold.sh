@@ -42,6 +42,7 @@ cleanup() {
 trap cleanup EXIT
 [[ -n "$dsn" ]] || throwaway_pg_start "$work"
 s=partq_offset_hold
+holder_name="partq_offset_hold_$$"
 psql_q() { psql "$dsn" -X -q -v ON_ERROR_STOP=1 "$@"; }
 
 cat >"$work/offset.sql" <<SQL
@@ -69,7 +70,8 @@ CHECKPOINT;
 SQL
   hold_from=$((seconds / 3))
   (sleep "$hold_from"
-   psql "$dsn" -X -q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM $s.offsets" \
+   PGAPPNAME="$holder_name" psql "$dsn" -X -q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" \
+     -c "SELECT count(*) FROM $s.offsets" \
      -c "SELECT pg_sleep($seconds)" -c "COMMIT" >/dev/null 2>&1) &
   holder=$!
   echo "$shape: batches/s every 5 s, a snapshot held from ${hold_from} s"
@@ -78,8 +80,10 @@ SQL
   kill "$holder" 2>/dev/null || true
   wait "$holder" 2>/dev/null || true
   holder=""
-  # Wait for the held transaction's backend to go before the next shape.
+  # End the held transaction's backend (its client is gone, its sleep is not)
+  # before the next shape; by its name, so that no one else's session on a
+  # shared server is touched.
   psql_q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE query LIKE 'SELECT pg_sleep%' AND pid <> pg_backend_pid()" >/dev/null
+             WHERE application_name = '$holder_name'" >/dev/null
 done
 psql_q -c "SET client_min_messages = warning; DROP SCHEMA $s CASCADE" >/dev/null

@@ -394,16 +394,11 @@ int CmdMigrate(const std::vector<std::string>& argv) {
   auto to = args->Int("to", kSchemaVersion, 1, kSchemaVersion);
   if (!to.ok()) return Fail(to.status());
   if (absl::Status st = MigratePg(*o, static_cast<int>(*to)); !st.ok()) {
-    if (absl::IsPermissionDenied(st)) {
-      // A producer's or worker's role met a table or schema it may not
-      // change: the migration is the owner's to run.
-      return Fail(absl::PermissionDeniedError(
-          absl::StrCat(st.message(),
-                       " (partq migrate runs as the schema's owner: the role that "
-                       "made it, or for a new schema one that may create in the "
-                       "database)")));
-    }
-    return Fail(st);
+    // A producer's or worker's role met a table or schema it may not
+    // change: the migration is the owner's to run.
+    return FailNoting(st,
+                      "partq migrate runs as the schema's owner: the role that made it, or for a "
+                      "new schema one that may create in the database");
   }
   // What it is at, which --to does not lower: migrations only go up.
   int at = static_cast<int>(*to);

@@ -187,16 +187,19 @@ int Fail(const absl::Status& st) {
   return absl::IsInvalidArgument(st) ? 2 : 1;
 }
 
+int FailNoting(const absl::Status& st, absl::string_view note) {
+  if (!absl::IsPermissionDenied(st)) return Fail(st);
+  return Fail(absl::PermissionDeniedError(absl::StrCat(st.message(), " (", note, ")")));
+}
+
 int FailReadingTables(const absl::Status& st, absl::string_view command, absl::string_view queue) {
-  if (!absl::IsPermissionDenied(st) ||
-      !absl::StrContains(st.message(), "permission denied for table")) {
-    return Fail(st);
-  }
-  return Fail(absl::PermissionDeniedError(absl::StrCat(
-      st.message(), " (partq ", command,
-      " reads partq's tables: run it as the schema's owner, or as a role granted viewer on the "
-      "queue: partq grant viewer ROLE --queue ",
-      queue, ", as the owner)")));
+  // The SQL API's own refusals already say which grant would do.
+  if (!absl::StrContains(st.message(), "permission denied for table")) return Fail(st);
+  return FailNoting(st, absl::StrCat("partq ", command,
+                                     " reads partq's tables: run it as the schema's owner, or as "
+                                     "a role granted viewer on the queue: partq grant viewer ROLE "
+                                     "--queue ",
+                                     queue, ", as the owner"));
 }
 
 namespace {

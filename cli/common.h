@@ -43,6 +43,10 @@ absl::StatusOr<std::unique_ptr<Store>> ConnectChecked(const Args& args);
 absl::Status SetLogLevelFlag(const Args& args);
 
 int Fail(const absl::Status& st);
+// Fail(st), with `note` after its message when the role was refused
+// (PermissionDenied): who may run the command, which the server's
+// "permission denied for table ..." does not say.
+int FailNoting(const absl::Status& st, absl::string_view note);
 // Fail(st) for `partq COMMAND` that reads partq's tables (status, queue
 // list, dead list): a role refused one ("permission denied for table
 // queues", a producer's or an operator's) is told who may run it: the

@@ -26,11 +26,9 @@ const char* Article(const std::string& kind) { return kind == "operator" ? "an" 
 // a table or the schema: a producer's `partq grant` ended at "permission
 // denied for table topic_grants".
 int FailAsNotTheOwner(const absl::Status& st, const char* command) {
-  if (!absl::IsPermissionDenied(st)) return Fail(st);
-  return Fail(absl::PermissionDeniedError(
-      absl::StrCat(st.message(), " (partq ", command,
-                   " runs as the schema's owner, the role that made it with partq migrate, "
-                   "or a member of it)")));
+  return FailNoting(st, absl::StrCat("partq ", command,
+                                     " runs as the schema's owner, the role that made it with "
+                                     "partq migrate, or a member of it"));
 }
 
 // `partq grant|revoke KIND ROLE --queue Q[,Q...]` (or `publish ROLE --topic

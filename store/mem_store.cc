@@ -157,8 +157,12 @@ class MemStore : public Store {
       it = it->first.first == q ? db_->claims_.erase(it) : std::next(it);
     }
     for (auto it = db_->schedules_.begin(); it != db_->schedules_.end();) {
-      if (it->second.spec.queue == q) ++out.schedules;
-      it = it->second.spec.queue == q ? db_->schedules_.erase(it) : std::next(it);
+      if (it->second.spec.queue != q) {
+        ++it;
+        continue;
+      }
+      ++out.schedules;
+      it = db_->schedules_.erase(it);
     }
     for (auto it = db_->throughput_.begin(); it != db_->throughput_.end();) {
       it = std::get<0>(it->first) == q ? db_->throughput_.erase(it) : std::next(it);
