@@ -266,7 +266,7 @@ std::string ShellQuote(absl::string_view word) {
 }
 
 int Usage(const std::string& message) {
-  fprintf(stderr, "partq: %s\nRun `partq help` for the commands.\n",
+  fprintf(stderr, "partq: error: %s\nRun `partq help` for the commands.\n",
           PrintableUtf8Lines(message).c_str());
   return 2;
 }

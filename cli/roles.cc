@@ -71,6 +71,11 @@ int GrantOrRevoke(const Args& args, bool grant) {
   }
   auto removed = PgRevoke(*o, kind, role, names);
   if (!removed.ok()) return FailAsNotTheOwner(removed.status(), "revoke");
+  if (*removed == 0) {
+    // As SQL's REVOKE of a privilege not held: nothing to do, not an error.
+    printf("role %s was not %s: nothing to revoke\n", Quoted(role).c_str(), what.c_str());
+    return 0;
+  }
   printf("role %s is no longer %s (%d grant%s removed)\n", Quoted(role).c_str(), what.c_str(),
          *removed, *removed == 1 ? "" : "s");
   return 0;

@@ -170,6 +170,11 @@ absl::StatusOr<int> PgStore::Revoke(absl::string_view kind, absl::string_view ro
         // (migration 38); a dropped role's own rows are, by its name.
         Exec(tx, "forget_earlier_role", std::string(role));
         for (const std::string& q : queues) {
+          // A queue's grants go with it (ON DELETE CASCADE): a name that
+          // is no queue is a typo, said as grant says it, not "0 removed".
+          if (kind != "publish" && Exec(tx, "get_queue", q).empty()) {
+            return UnknownQueue(q, options_.schema);
+          }
           removed +=
               static_cast<int>((kind == "publish" ? Exec(tx, "revoke_topic", q, std::string(role))
                                                   : Exec(tx, "revoke_queue_right", q,

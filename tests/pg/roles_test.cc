@@ -219,6 +219,14 @@ TEST_F(RolesTest, AProducerUsesItsQueueThroughTheApiAndNothingElse) {
   EXPECT_EQ(PartqOk({"revoke", "producer", p, "--queue", "a"}),
             absl::StrCat("role \"", p, "\" is no longer a producer of a (1 grant removed)\n"));
   EXPECT_EQ(Try(*c, "SELECT {schema}.enqueue('a', 'x')"), "42501");
+  // Again, there is nothing to take back, and it says so; a name that is no
+  // queue (a typo) is an error, as grant's, where it said "0 grants removed".
+  EXPECT_EQ(PartqOk({"revoke", "producer", p, "--queue", "a"}),
+            absl::StrCat("role \"", p, "\" was not a producer of a: nothing to revoke\n"));
+  PartqResult typo = Partq({"revoke", "producer", p, "--queue", "nosuch", "--dsn", schema_.dsn(),
+                            "--schema", schema_.name()});
+  EXPECT_EQ(typo.code, 1) << typo.out;
+  EXPECT_TRUE(absl::StrContains(typo.err, "unknown queue \"nosuch\"")) << typo.err;
 }
 
 // `partq wait` and `partq item` as a producer or a viewer, which may not read
