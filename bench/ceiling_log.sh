@@ -86,6 +86,22 @@
 #               the ack statement from the ids it acks (as partq's ack takes a
 #               handler's results): what one statement a batch, the floor's
 #               count, buys each storage. Only with --shapes.
+#   log_upd     log_one's one statement, but the part's record is one row
+#               updated in place (as log_floor's offset row) that holds the
+#               window, the cursor and the batch in flight, and there is no
+#               batch row: the ack's rows are the record's ids before the
+#               update. The one-row ack bench/offset_hold.sh measured beside a
+#               held snapshot, with partq's window and fence. Only with --shapes.
+#   log_upd_ends  log_upd whose record also keeps the ends of batches that
+#               finished out of order (one pushed and one taken a batch), as
+#               several batches of a part in flight would. Only with --shapes.
+#   log_upd_cas log_upd without the owner row's lock: the record's update at
+#               the claimed epoch is the fence (a takeover sets the record's
+#               epoch first), as log_cas's. Only with --shapes.
+#   log_upd_batches  log_upd whose record keeps only the window and cursor
+#               (a row of a few dozen bytes, so a held snapshot's chain of its
+#               versions stays short in pages: bench/offset_hold.sh), the batch
+#               in flight a row of its own, as log_batches's. Only with --shapes.
 #
 # After the rounds, a second table: what a dense per-part sequence costs
 # producers. --enqueue-clients clients (default 8) enqueue into --parts parts
@@ -185,7 +201,8 @@ CREATE TABLE $s.owners (queue text COLLATE "C", part int, epoch bigint NOT NULL,
 CREATE SEQUENCE $s.record_seq;
 CREATE TABLE $s.records (queue text COLLATE "C", part int, seq bigint, epoch bigint NOT NULL,
   pos pg_snapshot NOT NULL, win pg_snapshot NOT NULL, read_xid xid8 NOT NULL,
-  read_to bigint NOT NULL, ids bigint[] NOT NULL, PRIMARY KEY (queue, part, seq));
+  read_to bigint NOT NULL, ids bigint[] NOT NULL, ends bigint[] NOT NULL DEFAULT '{}',
+  PRIMARY KEY (queue, part, seq));
 -- delete_partq's items, as partq's items table has them today.
 CREATE TABLE $s.items (id bigint PRIMARY KEY, queue text COLLATE "C" NOT NULL, part int NOT NULL,
   key text COLLATE "C", priority smallint NOT NULL DEFAULT 0, payload bytea NOT NULL,
@@ -407,6 +424,59 @@ one_statement() {
 one_statement "$work/log_batches_tx.sql" "unnest(a.ids)" >"$work/log_one.sql"
 one_statement "$work/delete_partq.sql" "a.id" >"$work/delete_one.sql"
 rm "$work/log_cas_tx.sql" "$work/log_batches_tx.sql"
+# log_upd: one statement a batch, as log_one, but the part's record is one
+# row updated in place (log_floor's offset row, with the window, the cursor
+# and the batch in flight), not a row deleted and another inserted, and no
+# batch row: the ack's rows are the record's ids before the update. What the
+# one-row ack that bench/offset_hold.sh left open costs on the drain, with
+# partq's window and fence. log_upd_ends: the same, the record also keeping
+# the ends of batches finished out of order (one pushed and one taken a
+# batch), as several batches of a part in flight would need.
+log_upd() {
+  local ends="" ids="" batch_rows="" from="upd u" ret="RETURNING cur.ids AS acked"
+  if [[ "${1:-}" == ends ]]; then
+    ends=",
+            ends = array_remove(r.ends, cur.read_to) || coalesce((SELECT id FROM last), cur.read_to)"
+  fi
+  [[ "${1:-}" == batches ]] || ids="
+            ids = coalesce((SELECT array_agg(id) FROM nxt), '{}'),"
+  if [[ "${1:-}" == batches ]]; then
+    ret="RETURNING r.epoch"
+    from="acked a"
+    batch_rows="
+acked AS (DELETE FROM $s.batches b USING f WHERE b.queue = 'q' AND b.part = :client_id
+          AND b.seq = (SELECT max(seq) FROM $s.batches WHERE queue = 'q' AND part = :client_id)
+          AND b.epoch = f.epoch RETURNING b.ids AS acked),
+batch AS (INSERT INTO $s.batches (queue, part, seq, epoch, ids)
+          SELECT 'q', :client_id, nextval('$s.record_seq'), u.epoch, n.ids
+          FROM upd u, (SELECT array_agg(id) AS ids FROM nxt) n WHERE n.ids IS NOT NULL),"
+  fi
+  cat <<SQL
+WITH $(fence_cte "${1:-}"),
+cur AS (SELECT * FROM $s.records WHERE queue = 'q' AND part = :client_id),
+nxt AS (SELECT l.xid, l.id, l.payload FROM $s.log l
+        WHERE l.queue = 'q' AND l.part = :client_id
+          AND (l.xid, l.id) > ((SELECT read_xid FROM cur), (SELECT read_to FROM cur))
+          AND l.xid < (SELECT pg_snapshot_xmax(win) FROM cur)
+          AND pg_visible_in_snapshot(l.xid, (SELECT win FROM cur))
+          AND NOT pg_visible_in_snapshot(l.xid, (SELECT pos FROM cur))
+        ORDER BY l.xid, l.id LIMIT $batch),
+last AS (SELECT xid, id FROM nxt ORDER BY xid DESC, id DESC LIMIT 1),
+upd AS (UPDATE $s.records r
+        SET $ids
+            read_xid = coalesce((SELECT xid FROM last), cur.read_xid),
+            read_to = coalesce((SELECT id FROM last), cur.read_to)$ends
+        FROM cur, f WHERE r.queue = 'q' AND r.part = :client_id AND r.epoch = f.epoch
+        $ret),$batch_rows
+res AS (INSERT INTO $s.results (item_id, session_id)
+        SELECT unnest(${from#* }.acked), md5(:client_id::text)::uuid FROM $from)
+SELECT id, payload FROM nxt;
+SQL
+}
+log_upd >"$work/log_upd.sql"
+log_upd ends >"$work/log_upd_ends.sql"
+log_upd cas >"$work/log_upd_cas.sql"
+log_upd batches >"$work/log_upd_batches.sql"
 
 # Fresh tables for one shape, right after a checkpoint; items enqueued in
 # transactions of 10,000 (so the log's xids vary as a producer's would).
@@ -429,13 +499,13 @@ SQL
       psql_q -o /dev/null <<SQL
 INSERT INTO $s.offsets SELECT 'q', p, 0 FROM generate_series(0, $clients - 1) p;
 INSERT INTO $s.records SELECT 'q', p, nextval('$s.record_seq'), 1, '1:1:', pg_current_snapshot(),
-  '0', -1, '{}' FROM generate_series(0, $clients - 1) p;
+  '0', -1, '{}', '{}' FROM generate_series(0, $clients - 1) p;
 SQL
       ;;
     delete_*)
       psql_q -o /dev/null <<SQL
 INSERT INTO $s.items (id, queue, part, payload) SELECT g, 'q', g % $clients, convert_to(g::text, 'UTF8') FROM generate_series(0, $items - 1) g;
-INSERT INTO $s.records SELECT 'q', p, nextval('$s.record_seq'), 1, '1:1:', '1:1:', '0', -1, '{}' FROM generate_series(0, $clients - 1) p;
+INSERT INTO $s.records SELECT 'q', p, nextval('$s.record_seq'), 1, '1:1:', '1:1:', '0', -1, '{}', '{}' FROM generate_series(0, $clients - 1) p;
 SQL
       ;;
   esac
@@ -451,7 +521,7 @@ run() {
   if [[ "$shape" == *_partq || "$shape" == *_flight || "$shape" == log_horizon || "$shape" == log_mem ||
         "$shape" == log_dense || "$shape" == log_segs || "$shape" == log_probe ||
         "$shape" == log_books || "$shape" == log_cas || "$shape" == log_batches ||
-        "$shape" == *_one ]]; then
+        "$shape" == *_one || "$shape" == log_upd* ]]; then
     t=$((tx + 1))
   fi
   if [[ "$shape" == log_mem ]]; then

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Issue 47's question for an ack that writes one row per batch, as `log_floor`'s
 # does (bench/ceiling_log.sh): what does a held snapshot do to it? Each client
-# is one part's owner; its ack is one statement a batch of 100. Two shapes,
+# is one part's owner; its ack is one statement a batch of 100. Three shapes,
 # each run alone for --seconds with a snapshot held from a third of the way in
 # to the end (a REPEATABLE READ transaction that read a row, then sleeps):
 #   offset  `log_floor`'s ack: the part's offset row UPDATEd in place (the new
 #           version is HOT, but while the snapshot holds none can be pruned,
 #           so the chain grows by one version a batch)
+#   offset_ids  the same row also carrying the batch in flight, 100 ids (as
+#           bench/ceiling_log.sh's log_upd record does): each version is about
+#           900 bytes, not 40, so a page holds a few and the chain spills over
+#           pages, each with an index entry of its own
 #   record  partq's claim record since migration 9: the part's newest row
 #           deleted and a new one inserted (the dead rows stay behind the
 #           snapshot too, but a read finds the newest by the index's end)
@@ -48,6 +52,10 @@ psql_q() { psql "$dsn" -X -q -v ON_ERROR_STOP=1 "$@"; }
 cat >"$work/offset.sql" <<SQL
 UPDATE $s.offsets SET off = off + 100 WHERE part = :client_id;
 SQL
+cat >"$work/offset_ids.sql" <<SQL
+UPDATE $s.offsets SET off = off + 100, ids = ARRAY(SELECT off + g FROM generate_series(1, 100) g)
+WHERE part = :client_id;
+SQL
 cat >"$work/record.sql" <<SQL
 WITH gone AS (DELETE FROM $s.records r WHERE r.part = :client_id
               AND r.seq = (SELECT max(seq) FROM $s.records WHERE part = :client_id)
@@ -55,13 +63,13 @@ WITH gone AS (DELETE FROM $s.records r WHERE r.part = :client_id
 INSERT INTO $s.records (part, seq, off) SELECT :client_id, nextval('$s.seqs'), off + 100 FROM gone;
 SQL
 
-for shape in offset record; do
+for shape in offset offset_ids record; do
   psql_q <<SQL
 SET client_min_messages = warning;
 DROP SCHEMA IF EXISTS $s CASCADE;
 CREATE SCHEMA $s;
 CREATE SEQUENCE $s.seqs;
-CREATE TABLE $s.offsets (part int PRIMARY KEY, off bigint NOT NULL);
+CREATE TABLE $s.offsets (part int PRIMARY KEY, off bigint NOT NULL, ids bigint[] NOT NULL DEFAULT '{}');
 CREATE TABLE $s.records (part int, seq bigint, off bigint NOT NULL, PRIMARY KEY (part, seq));
 INSERT INTO $s.offsets SELECT p, 0 FROM generate_series(0, $clients - 1) p;
 INSERT INTO $s.records SELECT p, nextval('$s.seqs'), 0 FROM generate_series(0, $clients - 1) p;

@@ -19,13 +19,13 @@ while read -r _ _ r1; do
 done < <(grep -E '^[12] ' <<<"$out" | awk '{print $1, $2, $3}')
 # A subset, without the producers' table, planned generic, with the shapes
 # only --shapes runs (log_segs, log_probe, log_books, log_cas, log_batches, log_one,
-# delete_one).
+# delete_one, log_upd, log_upd_ends, log_upd_cas, log_upd_batches).
 sub="$(bash "$script" "${args[@]}" \
-       --shapes log_flight,delete_flight,log_segs,log_probe,log_books,log_cas,log_batches,log_one,delete_one \
+       --shapes log_flight,delete_flight,log_segs,log_probe,log_books,log_cas,log_batches,log_one,delete_one,log_upd,log_upd_ends,log_upd_cas,log_upd_batches \
        --no-enqueue --generic)"
 echo "$sub"
-rows="$(grep -cE '^[12] +([0-9]+ \([0-9.]+x\) *){10}$' <<<"$sub")" || true
-[[ "$rows" == 2 ]] || { echo "FAIL: --shapes: expected 2 round rows with 10 rates, got $rows" >&2; exit 1; }
+rows="$(grep -cE '^[12] +([0-9]+ \([0-9.]+x\) *){14}$' <<<"$sub")" || true
+[[ "$rows" == 2 ]] || { echo "FAIL: --shapes: expected 2 round rows with 14 rates, got $rows" >&2; exit 1; }
 ! grep -q '^e[12] ' <<<"$sub" || { echo "FAIL: --no-enqueue ran the producers" >&2; exit 1; }
 # A shape named twice is refused, not run twice.
 if err="$(bash "$script" "${args[@]}" --shapes log_partq,log_partq --no-enqueue 2>&1)"; then
