@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/utf8.h"
 #include "cli/common.h"
@@ -156,6 +157,12 @@ int List(const Args& args) {
            static_cast<long long>(s.missed),
            s.spec.catch_up ? absl::FormatDuration(*s.spec.catch_up).c_str() : "default");
     if (!s.error.empty()) printf("  error: %s\n", PrintableUtf8(s.error).c_str());
+    // A tick a minute overdue (the firer runs within a second when a worker
+    // runs): say why nothing fires, which NEXT in the past alone did not.
+    if (s.next_tick && absl::Now() - *s.next_tick > absl::Minutes(1)) {
+      printf("  overdue since %s UTC: a schedule fires only while a worker of %s runs\n",
+             TimeText(s.next_tick).c_str(), s.spec.queue.c_str());
+    }
   }
   return 0;
 }

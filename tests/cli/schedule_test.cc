@@ -55,6 +55,16 @@ TEST_F(ScheduleCommandTest, AddListAndDelete) {
   EXPECT_TRUE(absl::StrContains(list, "CATCH-UP")) << list;
   EXPECT_TRUE(absl::StrContains(list, "1h30m")) << list;
   EXPECT_TRUE(absl::StrContains(list, "default")) << list;
+  EXPECT_FALSE(absl::StrContains(list, "overdue")) << list;
+  // No worker of q runs, so nothing fires: a tick past due by more than a
+  // minute says so, where NEXT in the past alone did not.
+  schema_.Q(
+      "UPDATE {schema}.schedules SET next_tick = now() - interval '2 minutes' "
+      "WHERE name = 'half-minute'");
+  const std::string overdue = Ok({"schedule", "list", "q"});
+  EXPECT_TRUE(absl::StrContains(overdue, " UTC: a schedule fires only while a worker of q runs\n"))
+      << overdue;
+  EXPECT_TRUE(absl::StrContains(overdue, "  overdue since ")) << overdue;
 
   nlohmann::json j = nlohmann::json::parse(Ok({"schedule", "list", "other", "--json"}));
   ASSERT_EQ(j.size(), 1u) << j.dump();
