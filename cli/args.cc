@@ -23,7 +23,10 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
       }
       if (!only_positional && absl::StartsWith(a, "-") && a != "-") {
         return absl::InvalidArgumentError(
-            absl::StrCat("unknown option ", Quoted(a), " (options are spelled --name)"));
+            absl::StrCat("unknown option ", Quoted(a),
+                         " (options are spelled --name; a value that starts with - goes after --, "
+                         "as in: -- ",
+                         a, ")"));
       }
       args.positional_.push_back(a);
       continue;
@@ -125,7 +128,9 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& text) {
   if (text.empty() || (!number && !in_days && !absl::ParseDuration(text, &d)) ||
       d == absl::InfiniteDuration() || d == -absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(Quoted(text), " is not a duration (examples: 250ms, 5s, 1m30s, 2h, 7d)"));
+        absl::StrCat(Quoted(text),
+                     " is not a duration (a number and a unit, ms, s, m, h or d: 250ms, 5s, 1m30s, "
+                     "2h, 7d; a bare number is seconds)"));
   }
   return d;
 }

@@ -492,11 +492,13 @@ absl::Status PgStore::EnsureConnected() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   return absl::OkStatus();
 }
 
-absl::Status UnknownQueue(absl::string_view name, absl::string_view schema) {
+absl::Status UnknownQueue(absl::string_view name, absl::string_view schema, bool suggest_create) {
   // The schema, too: a queue created under another --schema is "unknown"
   // here, and creating it again here would make a second one.
-  return absl::NotFoundError(absl::StrCat("unknown queue \"", name, "\" in schema \"", schema,
-                                          "\" (create it with: partq queue create ", name,
+  const std::string unknown =
+      absl::StrCat("unknown queue \"", name, "\" in schema \"", schema, "\"");
+  if (!suggest_create) return absl::NotFoundError(unknown);
+  return absl::NotFoundError(absl::StrCat(unknown, " (create it with: partq queue create ", name,
                                           " --parts N", SchemaFlag(schema), ")"));
 }
 
@@ -890,7 +892,8 @@ absl::StatusOr<DeletedQueue> PgStore::DeleteQueue(absl::string_view name, QueueC
                                   options_.schema),
                        q)
             .empty()) {
-      return UnknownQueue(name, options_.schema);
+      // Nothing to delete: making the queue is no fix for that.
+      return UnknownQueue(name, options_.schema, /*suggest_create=*/false);
     }
     if (contents == QueueContents::kRefuse) {
       const pqxx::row r = Exec(tx, "queue_contents", q)[0];

@@ -49,8 +49,10 @@ absl::Status ClassifyConnectError(absl::string_view message);
 std::string CleanMessage(absl::string_view message);
 // " --schema S" for a partq command line, or "" for the default schema.
 std::string SchemaFlag(absl::string_view schema);
-// NotFound for a queue `schema` does not have, with how to create it there.
-absl::Status UnknownQueue(absl::string_view name, absl::string_view schema);
+// NotFound for a queue `schema` does not have, with how to create it there
+// (unless suggest_create is false: for a delete or a revoke, making it is no fix).
+absl::Status UnknownQueue(absl::string_view name, absl::string_view schema,
+                          bool suggest_create = true);
 // Whether the connection's role may read `column` of `table` in `schema`: a
 // viewer may not read payloads (migration 35), so lists leave them out for it.
 bool MayRead(pqxx::transaction_base& tx, absl::string_view schema, absl::string_view table,

@@ -173,7 +173,7 @@ absl::StatusOr<int> PgStore::Revoke(absl::string_view kind, absl::string_view ro
           // A queue's grants go with it (ON DELETE CASCADE): a name that
           // is no queue is a typo, said as grant says it, not "0 removed".
           if (kind != "publish" && Exec(tx, "get_queue", q).empty()) {
-            return UnknownQueue(q, options_.schema);
+            return UnknownQueue(q, options_.schema, /*suggest_create=*/false);
           }
           removed +=
               static_cast<int>((kind == "publish" ? Exec(tx, "revoke_topic", q, std::string(role))

@@ -1,12 +1,21 @@
 #include "producer/producer.h"
 
 #include <algorithm>
+#include <string>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace partq {
+namespace {
+
+// "0s", where absl::FormatDuration says "0" for a zero duration.
+std::string Said(absl::Duration d) {
+  return d == absl::ZeroDuration() ? "0s" : absl::FormatDuration(d);
+}
+
+}  // namespace
 
 absl::StatusOr<ItemState> Producer::WaitFor(
     absl::Duration timeout, absl::string_view what, bool may_appear,
@@ -29,16 +38,16 @@ absl::StatusOr<ItemState> Producer::WaitFor(
     }
     if (absl::Now() >= deadline) {
       if (state.ok() && state->kind == ItemState::Kind::kUnknown) {
-        return absl::NotFoundError(absl::StrCat(
-            "no such item: ", what, " (none was there within ", absl::FormatDuration(timeout),
-            ": not enqueued yet, or finished with no record kept, or pruned)"));
+        return absl::NotFoundError(
+            absl::StrCat("no such item: ", what, " (none was there within ", Said(timeout),
+                         ": not enqueued yet, or finished with no record kept, or pruned)"));
       }
       std::string so_far =
           state.ok() ? absl::StrCat("pending after ", state->attempts, " attempt(s)",
                                     state->error.empty() ? "" : ", last error: ", state->error)
                      : std::string(state.status().message());
-      return absl::DeadlineExceededError(absl::StrCat(
-          "item not finished within ", absl::FormatDuration(timeout), " (", so_far, ")"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("item not finished within ", Said(timeout), " (", so_far, ")"));
     }
     absl::SleepFor(std::min(every, deadline - absl::Now()));
     every = std::min(every * 2, absl::Milliseconds(250));

@@ -390,6 +390,11 @@ TEST_F(BadInputTest, DeadSubcommandsAndIds) {
   ExpectRejected(With({"dead", "delete", "q"}), 2, "usage: partq dead delete QUEUE ID...");
   ExpectRejected(With({"dead", "delete", "q", "5", "--all"}), 2, "usage: partq dead delete");
   ExpectRejected(With({"dead", "delete", "nosuch", "--all"}), 1, "unknown queue \"nosuch\"");
+  // Deleting a queue that is not there: no hint to create it, which is no fix.
+  Result no_queue = Partq(With({"queue", "delete", "nosuch"}));
+  EXPECT_EQ(no_queue.code, 1);
+  EXPECT_TRUE(absl::StrContains(no_queue.err, "unknown queue \"nosuch\"")) << no_queue.err;
+  EXPECT_FALSE(absl::StrContains(no_queue.err, "create it with")) << no_queue.err;
   Result gone = Partq(With({"dead", "delete", "q", "99999"}));
   EXPECT_EQ(gone.code, 1);
   EXPECT_EQ(gone.out, "deleted 0 dead items\n");
