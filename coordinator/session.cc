@@ -557,7 +557,8 @@ void Session::Run() {
       // deleted while we ran. Retrying cannot help, and a worker polling
       // for a queue nobody will create again is a silent fault; stop and
       // let the owner report it.
-      PARTQ_LOG(Error) << "session " << id() << ": " << st << "; stopping";
+      PARTQ_LOG(Error) << "session " << id() << ": the queue is gone, deleted while it ran ("
+                       << st.message() << "); stopping";
       if (state() == State::kActive) Lose(owned(), Loss::kSession, "the queue is gone");
       absl::MutexLock lock(&mu_);
       ended_ = st;
