@@ -144,6 +144,10 @@ std::string ConnectionBroke(CURLcode code, bool answered, const std::string& sta
     case CURLE_SEND_ERROR:
       return "the connection broke while the request was being sent (the handler's server "
              "closed or reset it)";
+    case CURLE_COULDNT_CONNECT:
+      return "the request went out on a kept-alive connection that broke before an answer "
+             "came, and a new connection was refused (the handler's server may have crashed "
+             "or been stopped)";
     case CURLE_PARTIAL_FILE:
       return absl::StrCat("the handler's server closed the connection in the middle of its ",
                           status_text, " answer, after ", got);
@@ -568,6 +572,12 @@ Failure CurlFailure(CURLcode code, const Transfer& t, const HttpClientOptions& o
       return {HttpFailure::kConnect,
               absl::StrCat("POST ", where, ": cannot resolve the host name: ", detail)};
     case CURLE_COULDNT_CONNECT:
+      // A kept-alive connection took the request and then broke, and
+      // libcurl's fresh connect was refused: the request went out (the
+      // server may have run it), so it is no "nothing was sent". Said so,
+      // the batch fails as for any broken connection, and a server that a
+      // poison item kills uses up that item's attempts.
+      if (t.connected) break;
       return {HttpFailure::kConnect,
               absl::StrCat("POST ", where,
                            ": cannot connect (refused or unreachable; is the handler "

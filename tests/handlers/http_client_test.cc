@@ -318,6 +318,65 @@ class DyingServer {
   std::thread thread_;
 };
 
+// A server on 127.0.0.1 that answers the first request of one kept-alive
+// connection, then reads the second one's headers, stops listening and
+// closes the connection without an answer: a handler's server killed while
+// it worked on a request that came over a reused connection.
+class GoneAfterOneAnswer {
+ public:
+  GoneAfterOneAnswer() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        listen(fd_, 1) != 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      const int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string got;
+      char buf[4096];
+      auto read_headers = [&](size_t count) {
+        size_t seen = 0;
+        for (size_t at = 0; (at = got.find("\r\n\r\n", at)) != std::string::npos; at += 4) ++seen;
+        while (seen < count) {
+          const ssize_t n = read(c, buf, sizeof buf);
+          if (n <= 0) return;
+          got.append(buf, static_cast<size_t>(n));
+          seen = 0;
+          for (size_t at = 0; (at = got.find("\r\n\r\n", at)) != std::string::npos; at += 4) {
+            ++seen;
+          }
+        }
+      };
+      read_headers(1);
+      static const char kAnswer[] =
+          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+      (void)!write(c, kAnswer, sizeof kAnswer - 1);
+      read_headers(2);
+      shutdown(fd_, SHUT_RDWR);  // a new connection is refused from now on
+      close(fd_);
+      fd_ = -1;
+      close(c);
+    });
+  }
+  ~GoneAfterOneAnswer() {
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) close(fd_);
+  }
+  std::string Url() const { return absl::StrCat("http://127.0.0.1:", port_, "/h"); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
 class HttpClientTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(server_.ok()) << "civetweb did not start"; }
@@ -657,6 +716,24 @@ TEST(HttpClient, AServerThatDiesInTheMiddleOfItsAnswerIsSaidSo) {
   EXPECT_EQ(r.failure, HttpFailure::kTransport) << r.error;
   EXPECT_THAT(r.error, HasSubstr("the handler's server closed the connection in the middle of its "
                                  "HTTP 200 OK answer, after 5 of 100 body bytes"));
+}
+
+// The handler's server dies with a request that came over a kept-alive
+// connection: libcurl connects anew, is refused and says "couldn't
+// connect", but the request went out (the server may have run it). That is
+// a broken connection, which uses the batch's attempts, not "nothing was
+// sent", which uses none: a server that a poison item kills was
+// throttling that item forever.
+TEST(HttpClient, AServerGoneWithARequestOnAKeptConnectionIsNoRefusedConnect) {
+  GoneAfterOneAnswer server;
+  ASSERT_GT(server.port(), 0);
+  auto client = NewClient();
+  HttpResult first = client->Post(server.Url(), "{}", {}, Deadline());
+  ASSERT_TRUE(first.ok()) << first.error;
+  HttpResult r = client->Post(server.Url(), "{}", {}, Deadline());
+  EXPECT_EQ(r.failure, HttpFailure::kTransport) << r.error;
+  EXPECT_THAT(r.error, HasSubstr("the request went out on a kept-alive connection"));
+  EXPECT_THAT(r.error, Not(HasSubstr("nothing was sent")));
 }
 
 TEST(HttpClient, ConnectionRefusedFails) {
