@@ -826,23 +826,25 @@ absl::Status PgStore::CreateQueue(const QueueConfig& config) {
   });
 }
 
+absl::Status PgStore::QueueNotFound(pqxx::transaction_base& tx, absl::string_view name) {
+  if (!ThroughSqlApi(tx)) return UnknownQueue(name, options_.schema);
+  // Row-level security hides a queue not granted to a viewer or a worker:
+  // it may exist. The grant named with this role's name, as the SQL API's
+  // hints do.
+  const std::string role = tx.exec("SELECT quote_ident(session_user)")[0][0].as<std::string>();
+  return absl::NotFoundError(
+      absl::StrCat("queue \"", name, "\" is unknown in schema \"", options_.schema,
+                   "\", or not one of this role's queues (its owner grants one: partq grant "
+                   "viewer|worker ",
+                   role, " --queue ", name, SchemaFlag(options_.schema), ")"));
+}
+
 absl::StatusOr<QueueConfig> PgStore::GetQueue(absl::string_view name) {
   if (absl::Status st = ValidateQueueName(name); !st.ok()) return st;
   return Run(absl::StrCat("get queue \"", name, "\""), [&]() -> absl::StatusOr<QueueConfig> {
     pqxx::transaction_base& tx = Autocommit();
     pqxx::result r = Exec(tx, "get_queue", std::string(name));
-    if (r.empty() && ThroughSqlApi(tx)) {
-      // Row-level security hides a queue not granted to a viewer or a
-      // worker: it may exist. The grant named with this role's name, as
-      // the SQL API's hints do.
-      const std::string role = tx.exec("SELECT quote_ident(session_user)")[0][0].as<std::string>();
-      return absl::NotFoundError(
-          absl::StrCat("queue \"", name, "\" is unknown in schema \"", options_.schema,
-                       "\", or not one of this role's queues (its owner grants one: partq grant "
-                       "viewer|worker ",
-                       role, " --queue ", name, SchemaFlag(options_.schema), ")"));
-    }
-    if (r.empty()) return UnknownQueue(name, options_.schema);
+    if (r.empty()) return QueueNotFound(tx, name);
     return QueueFromRow(r[0]);
   });
 }

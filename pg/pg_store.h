@@ -46,7 +46,7 @@ struct PgOptions {
 };
 
 // The schema version this binary writes and understands.
-inline constexpr int kSchemaVersion = 47;
+inline constexpr int kSchemaVersion = 48;
 
 // Connects (and checks the connection). InvalidArgument for a malformed DSN,
 // Unavailable when the server cannot be reached, PermissionDenied/Unauthenticated

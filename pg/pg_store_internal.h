@@ -514,6 +514,10 @@ class PgStore final : public Store, public BridgeStore {
   // which checks its grant, for items' states (item_state_api.sql,
   // owns_items.sql) and schedules. Asked once, then remembered.
   bool ThroughSqlApi(pqxx::transaction_base& tx);
+  // NotFound for queue `name`, which `tx` did not find: for a role whose
+  // rows row-level security filters, "unknown, or not one of this role's
+  // queues" with the grant that shows it, as it may exist; else UnknownQueue.
+  absl::Status QueueNotFound(pqxx::transaction_base& tx, absl::string_view name);
   absl::StatusOr<std::vector<Schedule>> ListSchedulesThroughApi(
       pqxx::transaction_base& tx, const std::optional<std::string>& queue);
   std::atomic<int> through_sql_api_{-1};  // -1 not asked yet, else 0 or 1

@@ -2304,7 +2304,7 @@ absl::StatusOr<QueueOwners> PgStore::Owners(absl::string_view queue) {
           out.has_items = true;
       }
     }
-    if (!found) return UnknownQueue(queue, options_.schema);
+    if (!found) return QueueNotFound(tx, queue);
     for (auto& [part, session] : owned) {
       if (part >= 0 && part < static_cast<int>(out.owners.size())) {
         out.owners[part] = SessionId{std::move(session)};
@@ -2326,7 +2326,7 @@ absl::StatusOr<std::vector<DeadItem>> PgStore::ListDead(absl::string_view queue,
     if (tx.exec_params(WithSchema("SELECT 1 FROM {schema}.queues WHERE name = $1", options_.schema),
                        q)
             .empty()) {
-      return UnknownQueue(queue, options_.schema);
+      return QueueNotFound(tx, queue);
     }
     std::vector<DeadItem> out;
     // A viewer may not read payloads: the statement must not name them.
