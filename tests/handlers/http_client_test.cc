@@ -273,22 +273,31 @@ class RefusingPort {
   int port_ = 0;
 };
 
+// A socket listening on 127.0.0.1 at a free port, which goes to `port`;
+// -1 if one could not be made.
+int ListenOnLoopback(int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      listen(fd, 1) != 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
 // A server on 127.0.0.1 that takes one connection, reads the request's
 // headers and then sends `answer` (maybe nothing) and closes it: a handler's
 // server killed while it worked on the request.
 class DyingServer {
  public:
   explicit DyingServer(std::string answer) : answer_(std::move(answer)) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        listen(fd_, 1) != 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return;
-    }
-    port_ = ntohs(addr.sin_port);
+    fd_ = ListenOnLoopback(&port_);
+    if (fd_ < 0) return;
     thread_ = std::thread([this] {
       const int c = accept(fd_, nullptr, nullptr);
       if (c < 0) return;
@@ -325,16 +334,8 @@ class DyingServer {
 class GoneAfterOneAnswer {
  public:
   GoneAfterOneAnswer() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        listen(fd_, 1) != 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return;
-    }
-    port_ = ntohs(addr.sin_port);
+    fd_ = ListenOnLoopback(&port_);
+    if (fd_ < 0) return;
     thread_ = std::thread([this] {
       const int c = accept(fd_, nullptr, nullptr);
       if (c < 0) return;
