@@ -131,9 +131,10 @@ void HttpHandler::ThrottleBatch(absl::Span<HandlerCall* const> calls, const Http
   // every item waits that long, its attempt given back.
   if (options_.metrics != nullptr) options_.metrics->Throttled();
   const absl::Duration wait = r.retry_after.value_or(options_.default_retry_after);
-  const std::string message =
-      absl::StrCat("http handler: ", r.error, "; retrying in ", absl::FormatDuration(wait));
-  PARTQ_LOG(Info) << message;
+  // The items' error leaves the wait out: their failure line adds "retry
+  // in", which said twice read "retrying in 1s; retry in 1s".
+  const std::string message = absl::StrCat("http handler: ", r.error);
+  PARTQ_LOG(Info) << message << "; retrying in " << absl::FormatDuration(wait);
   statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), wait));
 }
 
@@ -145,12 +146,12 @@ void HttpHandler::RequestFailed(absl::Span<HandlerCall* const> calls, const Http
     if (options_.metrics != nullptr) options_.metrics->Failure(HttpFailureName(r.failure));
     const ConnectWait w = ConnectFailed();
     const std::string message =
-        absl::StrCat("http handler: ", r.error, "; nothing was sent, so no item used an ",
-                     "attempt; retrying in ", absl::FormatDuration(w.wait));
+        absl::StrCat("http handler: ", r.error, "; nothing was sent, so no item used an attempt");
+    const std::string line = absl::StrCat(message, "; retrying in ", absl::FormatDuration(w.wait));
     if (w.longer) {
-      PARTQ_LOG(Warning) << message;
+      PARTQ_LOG(Warning) << line;
     } else {
-      PARTQ_LOG(Info) << message;  // said already, for the batches before it
+      PARTQ_LOG(Info) << line;  // said already, for the batches before it
     }
     statuses->assign(calls.size(), Throttled(absl::UnavailableError(message), w.wait));
     return;

@@ -702,8 +702,7 @@ TEST_F(HttpConsumerTest, ThrottledBatchComesBackWholeAfterRetryAfterWithItsAttem
   }
   EXPECT_EQ(Metric("partq_handler_throttled_total"), 1);
   EXPECT_EQ(Metric("partq_handler_request_failures_total"), 0);
-  EXPECT_TRUE(
-      absl::StrContains(run.log, "HTTP 429 Too Many Requests, retry after 1s; retrying in 1s"))
+  EXPECT_TRUE(absl::StrContains(run.log, "HTTP 429 Too Many Requests, retry after 1s; retry in 1s"))
       << Tail(run.log);
   size_t warned = 0;
   for (size_t at = run.log.find("(throttled)"); at != std::string::npos;
@@ -713,6 +712,8 @@ TEST_F(HttpConsumerTest, ThrottledBatchComesBackWholeAfterRetryAfterWithItsAttem
   EXPECT_EQ(warned, 1u) << "one of the batch's three, at warning: " << Tail(run.log);
   EXPECT_TRUE(absl::StrContains(run.log, " failed without using an attempt (throttled): "))
       << "no attempt number beside an attempt given back: " << Tail(run.log);
+  EXPECT_FALSE(absl::StrContains(run.log, "retrying in 1s; retry in"))
+      << "the wait said once in an item's line: " << Tail(run.log);
 
   const nlohmann::json received = Received();
   ASSERT_GE(received.size(), 2u) << received.dump();

@@ -340,7 +340,12 @@ TEST_F(RolesTest, AProducerCancelsAndRunsGroupsWithTheCli) {
   ASSERT_OK_AND_ASSIGN(EnqueueResult two, store_->Enqueue("a", Payload("y")));
   ASSERT_OK_AND_ASSIGN(EnqueueResult by_key, store_->Enqueue("a", keyed));
   ASSERT_OK_AND_ASSIGN(EnqueueResult other, store_->Enqueue("b", Payload("z")));
-  PartqResult r = as({"cancel", "a", absl::StrCat(one.id), absl::StrCat(two.id)});
+  // A worker is the one thing a producer may not run: it is told which
+  // grant does, where it ended at "permission denied for table queues".
+  PartqResult r = as({"worker", "a", "--handler", "noop"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, absl::StrCat("partq grant worker ROLE --queue a"))) << r.err;
+  r = as({"cancel", "a", absl::StrCat(one.id), absl::StrCat(two.id)});
   EXPECT_EQ(r.code, 0) << r.err;
   r = as({"cancel", "a", "--dedup-key", "order-9"});
   EXPECT_EQ(r.code, 0) << r.err;
