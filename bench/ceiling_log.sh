@@ -293,16 +293,18 @@ batch_ack_cte() {
 
 acked AS (DELETE FROM $s.batches b USING f WHERE b.queue = 'q' AND b.part = :client_id
           AND b.seq = (SELECT max(seq) FROM $s.batches WHERE queue = 'q' AND part = :client_id)
-          AND b.epoch = f.epoch),
+          AND b.epoch = f.epoch RETURNING b.ids),
 SQL
 }
+# The claim's batch row, at the epoch of $2, the record's CTE (gone, or
+# log_upd's upd).
 batch_cte() {
   [[ "$1" == batches ]] || return 0
   cat <<SQL
 ,
 batch AS (INSERT INTO $s.batches (queue, part, seq, epoch, ids)
           SELECT 'q', :client_id, nextval('$s.record_seq'), g.epoch, n.ids
-          FROM gone g, (SELECT array_agg(id) AS ids FROM nxt) n WHERE n.ids IS NOT NULL)
+          FROM ${2:-gone} g, (SELECT array_agg(id) AS ids FROM nxt) n WHERE n.ids IS NOT NULL)
 SQL
 }
 # log_probe's two probes of items (its ready rows, its next due time), read
@@ -419,7 +421,7 @@ one_statement() {
       print ",\nres AS (INSERT INTO " s ".results (item_id, session_id) SELECT " res \
             ", md5(:client_id::text)::uuid FROM acked a)"
     }
-    { sub(/AND b\.epoch = f\.epoch\),$/, "AND b.epoch = f.epoch RETURNING b.ids),"); print }' "$1"
+    { print }' "$1"
 }
 one_statement "$work/log_batches_tx.sql" "unnest(a.ids)" >"$work/log_one.sql"
 one_statement "$work/delete_partq.sql" "a.id" >"$work/delete_one.sql"
@@ -433,26 +435,19 @@ rm "$work/log_cas_tx.sql" "$work/log_batches_tx.sql"
 # the ends of batches finished out of order (one pushed and one taken a
 # batch), as several batches of a part in flight would need.
 log_upd() {
-  local ends="" ids="" batch_rows="" from="upd u" ret="RETURNING cur.ids AS acked"
+  local ends="" ids="" acked=upd ret="RETURNING cur.ids"
   if [[ "${1:-}" == ends ]]; then
     ends=",
             ends = array_remove(r.ends, cur.read_to) || coalesce((SELECT id FROM last), cur.read_to)"
   fi
-  [[ "${1:-}" == batches ]] || ids="
-            ids = coalesce((SELECT array_agg(id) FROM nxt), '{}'),"
   if [[ "${1:-}" == batches ]]; then
-    ret="RETURNING r.epoch"
-    from="acked a"
-    batch_rows="
-acked AS (DELETE FROM $s.batches b USING f WHERE b.queue = 'q' AND b.part = :client_id
-          AND b.seq = (SELECT max(seq) FROM $s.batches WHERE queue = 'q' AND part = :client_id)
-          AND b.epoch = f.epoch RETURNING b.ids AS acked),
-batch AS (INSERT INTO $s.batches (queue, part, seq, epoch, ids)
-          SELECT 'q', :client_id, nextval('$s.record_seq'), u.epoch, n.ids
-          FROM upd u, (SELECT array_agg(id) AS ids FROM nxt) n WHERE n.ids IS NOT NULL),"
+    acked=acked ret="RETURNING r.epoch"  # the ids come from the batch row batch_ack_cte deletes
+  else
+    ids="
+            ids = coalesce((SELECT array_agg(id) FROM nxt), '{}'),"
   fi
   cat <<SQL
-WITH $(fence_cte "${1:-}"),
+WITH $(fence_cte "${1:-}"),$(batch_ack_cte "${1:-}")
 cur AS (SELECT * FROM $s.records WHERE queue = 'q' AND part = :client_id),
 nxt AS (SELECT l.xid, l.id, l.payload FROM $s.log l
         WHERE l.queue = 'q' AND l.part = :client_id
@@ -467,9 +462,9 @@ upd AS (UPDATE $s.records r
             read_xid = coalesce((SELECT xid FROM last), cur.read_xid),
             read_to = coalesce((SELECT id FROM last), cur.read_to)$ends
         FROM cur, f WHERE r.queue = 'q' AND r.part = :client_id AND r.epoch = f.epoch
-        $ret),$batch_rows
+        $ret)$(batch_cte "${1:-}" upd),
 res AS (INSERT INTO $s.results (item_id, session_id)
-        SELECT unnest(${from#* }.acked), md5(:client_id::text)::uuid FROM $from)
+        SELECT unnest(a.ids), md5(:client_id::text)::uuid FROM $acked a)
 SELECT id, payload FROM nxt;
 SQL
 }

@@ -192,13 +192,14 @@ int FailNoting(const absl::Status& st, absl::string_view note) {
   return Fail(absl::PermissionDeniedError(absl::StrCat(st.message(), " (", note, ")")));
 }
 
-int FailReadingTables(const absl::Status& st, absl::string_view command, absl::string_view queue) {
+int FailReadingTables(const absl::Status& st, absl::string_view command, absl::string_view queue,
+                      absl::string_view grant) {
   // The SQL API's own refusals already say which grant would do.
   if (!absl::StrContains(st.message(), "permission denied for table")) return Fail(st);
   return FailNoting(st, absl::StrCat("partq ", command,
                                      " reads partq's tables: run it as the schema's owner, or as "
-                                     "a role granted viewer on the queue: partq grant viewer ROLE "
-                                     "--queue ",
+                                     "a role granted ",
+                                     grant, " on the queue: partq grant ", grant, " ROLE --queue ",
                                      queue, ", as the owner"));
 }
 

@@ -48,11 +48,12 @@ int Fail(const absl::Status& st);
 // "permission denied for table ..." does not say.
 int FailNoting(const absl::Status& st, absl::string_view note);
 // Fail(st) for `partq COMMAND` that reads partq's tables (status, queue
-// list, dead list): a role refused one ("permission denied for table
-// queues", a producer's or an operator's) is told who may run it: the
-// schema's owner, or a role granted viewer on `queue` ("Q" when none).
+// list, dead list; worker, with `grant` "worker"): a role refused one
+// ("permission denied for table queues", a producer's or an operator's) is
+// told who may run it: the schema's owner, or a role granted `grant` on
+// `queue` ("Q" when none).
 int FailReadingTables(const absl::Status& st, absl::string_view command,
-                      absl::string_view queue = "Q");
+                      absl::string_view queue = "Q", absl::string_view grant = "viewer");
 
 // Prints JSON text (`json.dump(2)`) and a newline on stdout, with the
 // characters that would change how a terminal shows it (bidi overrides, C1

@@ -472,15 +472,8 @@ int CmdWorker(const std::vector<std::string>& argv) {
     // --poll-only.
     q.options.poll_only = q.options.poll_only || pg->transaction_pooler;
     auto queue = CheckedQueue(*pg, q.name);
-    if (!queue.ok() && absl::StrContains(queue.status().message(), "permission denied for table")) {
-      // A producer's or operator's role: say which grant a worker needs.
-      return FailNoting(queue.status(),
-                        absl::StrCat("partq worker runs as the schema's owner, or as a role "
-                                     "granted worker on the queue: partq grant worker ROLE "
-                                     "--queue ",
-                                     q.name, ", as the owner"));
-    }
-    if (!queue.ok()) return Fail(queue.status());
+    // A producer's or operator's role is told which grant a worker needs.
+    if (!queue.ok()) return FailReadingTables(queue.status(), "worker", q.name, "worker");
     // A forgotten --handler would acknowledge the whole queue unseen: said
     // once every queue is known (an unknown one's error comes alone).
     if (!args->Has("handler") && q.handler == "noop") unhandled.push_back(q.name);

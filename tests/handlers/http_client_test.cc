@@ -341,17 +341,20 @@ class GoneAfterOneAnswer {
       if (c < 0) return;
       std::string got;
       char buf[4096];
-      auto read_headers = [&](size_t count) {
-        size_t seen = 0;
-        for (size_t at = 0; (at = got.find("\r\n\r\n", at)) != std::string::npos; at += 4) ++seen;
-        while (seen < count) {
+      // Reads until `count` requests' headers have come (or the client left).
+      auto headers_seen = [&] {
+        int n = 0;
+        for (size_t at = got.find("\r\n\r\n"); at != std::string::npos;
+             at = got.find("\r\n\r\n", at + 4)) {
+          ++n;
+        }
+        return n;
+      };
+      auto read_headers = [&](int count) {
+        while (headers_seen() < count) {
           const ssize_t n = read(c, buf, sizeof buf);
           if (n <= 0) return;
           got.append(buf, static_cast<size_t>(n));
-          seen = 0;
-          for (size_t at = 0; (at = got.find("\r\n\r\n", at)) != std::string::npos; at += 4) {
-            ++seen;
-          }
         }
       };
       read_headers(1);
@@ -360,12 +363,11 @@ class GoneAfterOneAnswer {
       (void)!write(c, kAnswer, sizeof kAnswer - 1);
       read_headers(2);
       shutdown(fd_, SHUT_RDWR);  // a new connection is refused from now on
-      close(fd_);
-      fd_ = -1;
       close(c);
     });
   }
   ~GoneAfterOneAnswer() {
+    if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);  // an accept still waiting returns
     if (thread_.joinable()) thread_.join();
     if (fd_ >= 0) close(fd_);
   }
